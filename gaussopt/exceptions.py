@@ -1,0 +1,69 @@
+"""Exception and warning hierarchy of gaussopt.
+
+Every exception derives from :class:`GaussoptError`; the ones caused by bad
+input also derive from :class:`ValueError` so that generic ``except
+ValueError`` code keeps working.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class GaussoptError(Exception):
+    """Base class of every gaussopt exception."""
+
+
+class ModelError(GaussoptError, ValueError):
+    """The model or an argument is malformed: wrong shape, NaN/inf, asymmetric
+    or indefinite mass matrix, unknown option, ..."""
+
+
+class IndeterminateMotionError(ModelError):
+    """``rank([M; A]) < n``: the accelerations are not unique.
+
+    Attributes
+    ----------
+    direction : ndarray, shape (n,)
+        A unit direction ``d`` with ``M d ~ 0`` and ``A d ~ 0``: adding any
+        multiple of it to the accelerations leaves the Gauss function and the
+        constraints unchanged.
+    """
+
+    def __init__(self, message: str, direction: np.ndarray | None = None):
+        super().__init__(message)
+        self.direction = direction
+
+
+class InconsistentConstraintsError(ModelError):
+    """``A a = b`` has no solution (contradictory constraint rows).
+
+    Attributes
+    ----------
+    residual : float
+        ``min_a ||A a - b||`` in the row-normalized scale.
+    """
+
+    def __init__(self, message: str, residual: float = float("nan")):
+        super().__init__(message)
+        self.residual = residual
+
+
+class UnsupportedConstraintError(ModelError):
+    """The chosen step solver cannot treat a constraint of the system
+    (inequality rows need ``solver="qp"``)."""
+
+
+class SolverError(GaussoptError, RuntimeError):
+    """A numerical back end (cvxpy, pygad, LAPACK) failed or returned an
+    unusable status; the original exception is chained."""
+
+
+class ObjectiveMismatchWarning(UserWarning):
+    """The paper objective (``M^+``-weighted Gauss function) and the exact
+    objective give different accelerations: the applied force has a component
+    in ``null(M)`` that is not balanced by the constraints."""
+
+
+class RankChangeWarning(UserWarning):
+    """The constraint rank changed during a step (singular position)."""
