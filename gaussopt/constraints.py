@@ -1,0 +1,418 @@
+"""Constraints of every kind, brought to the acceleration level as rows ``A a = b``.
+
+=================================  ======================  ==========================================
+constraint                         user gives              acceleration rows
+=================================  ======================  ==========================================
+:class:`Holonomic`                 ``phi(t, q)``           ``Phi_q a = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``
+:class:`Nonholonomic`              ``f(t, q, v)``          ``f_v a = -(f_q v + f_t)``
+:class:`AccelerationConstraint`    ``A(t, q, v), b(...)``  ``A a = b`` (second/higher order, linear in a)
+:class:`Inequality`                ``G(t, q, v), h(...)``  ``G a >= h`` (unilateral; ``solver="qp"`` only)
+=================================  ======================  ==========================================
+
+Automatic derivatives
+---------------------
+When ``jacobian`` or ``gamma`` are omitted they are computed numerically from
+the one definition the user gave, so that constraint, Jacobian and convective
+term can never drift apart:
+
+* Jacobians (``Phi_q``, ``f_v``), ``Phi_t`` and the nonholonomic ``gamma =
+  -(f_q v + f_t)`` use the **complex step** ``Im f(x + i h e) / h`` with
+  ``h = 1e-30``: no subtractive cancellation, exact to machine precision
+  (relative error ~1e-16). This needs a function written with numpy ufuncs
+  (``np.sin``, ``np.sqrt``, ...) that accept complex input; ``math.sin``
+  raises and ``abs``/``np.abs``/``max`` silently destroy the derivative. At
+  its first evaluation every automatic derivative is cross-checked against a
+  central difference and a :class:`~gaussopt.exceptions.ModelError` says
+  which function is not complex-safe.
+* The holonomic ``gamma = -d^2/ds^2 Phi(t + s, q + s v)`` (a second
+  directional derivative) is the complex-step first derivative differentiated
+  once more with a 4th-order central difference along the normalized direction
+  ``(1, v)/|(1, v)|`` (step ``2e-3``). Its relative accuracy is ~1e-11 (tested
+  in ``tests/test_constraints.py``). Pass ``gamma=`` (or build the system with
+  :mod:`gaussopt.symbolic`) for exact values and ~5x less work per step.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from .exceptions import ModelError
+
+__all__ = [
+    "Constraint",
+    "Holonomic",
+    "Nonholonomic",
+    "AccelerationConstraint",
+    "Inequality",
+    "complex_step_jacobian",
+]
+
+_H = 1e-30  # complex step
+_D2_STEP = 2e-3  # step of the 4th-order difference for second directional derivatives
+
+
+def _as_vec(x, name: str) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    elif arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.ravel()
+    return arr
+
+
+def complex_step_jacobian(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Jacobian of ``fun`` at ``x`` by the complex step, one column per coordinate.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x) -> ndarray, shape (k,)``, analytic (complex-safe) in ``x``.
+    x : ndarray, shape (n,)
+
+    Returns
+    -------
+    J : ndarray, shape (k, n)
+        Exact to machine precision for complex-safe ``fun``.
+    """
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    cols = []
+    for j in range(n):
+        xc = x.astype(complex)
+        xc[j] += 1j * _H
+        cols.append(_as_vec(fun(xc), "fun").imag / _H)
+    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+
+
+def _directional_cs(fun: Callable[[float, np.ndarray], np.ndarray], t: float, q: np.ndarray,
+                    dt: float, dq: np.ndarray) -> np.ndarray:
+    """``d/ds fun(t + s dt, q + s dq)`` at s = 0 by the complex step."""
+    val = fun(t + 1j * _H * dt, q + 1j * _H * dq)
+    return _as_vec(val, "fun").imag / _H
+
+
+class Constraint:
+    """Base class: a group of ``k`` constraint rows.
+
+    Subclasses provide
+
+    * ``level``: ``"position"``, ``"velocity"`` or ``"acceleration"``;
+    * ``residual(t, q, v)``: the constraint's own residual at its level
+      (``Phi`` for holonomic, ``f`` for nonholonomic; ``None`` for
+      acceleration-level rows, whose residual needs ``a``);
+    * ``rows(t, q, v) -> (A, b)``: the acceleration rows ``A a = b``.
+    """
+
+    level: str = "acceleration"
+    kind: str = "equality"
+
+    def __init__(self, name: Optional[str] = None) -> None:
+        self.name = name or type(self).__name__
+
+    def residual(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[np.ndarray]:
+        return None
+
+    def velocity_residual(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[np.ndarray]:
+        """Residual at the velocity level (``Phi_q v + Phi_t`` for holonomic,
+        ``f`` for nonholonomic, ``None`` for acceleration rows)."""
+        return None
+
+    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def check_derivatives(self, t: float, q: np.ndarray, v: np.ndarray) -> list[str]:
+        """Cross-check automatic derivatives at one state; return problems found."""
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _fd_check(label: str, exact: np.ndarray, fd: np.ndarray, scale: float) -> list[str]:
+    """Compare a complex-step derivative against a central difference."""
+    exact = np.asarray(exact, dtype=float)
+    fd = np.asarray(fd, dtype=float)
+    if exact.shape != fd.shape:
+        return [f"{label}: shape {exact.shape} from the complex step, {fd.shape} expected"]
+    if not np.all(np.isfinite(exact)):
+        return [f"{label}: the complex-step derivative is not finite"]
+    err = float(np.max(np.abs(exact - fd))) if exact.size else 0.0
+    ref = max(float(np.max(np.abs(fd))) if fd.size else 0.0, scale, 1e-300)
+    if err > 1e-5 * ref:
+        return [
+            f"{label}: complex-step derivative disagrees with a finite difference "
+            f"(max difference {err:.3g}, scale {ref:.3g}). The function is probably not "
+            "complex-safe (it uses abs, max, math.* or casts to float); write it with numpy "
+            "ufuncs or pass the derivative explicitly."
+        ]
+    return []
+
+
+class Holonomic(Constraint):
+    """Holonomic (position-level) constraints ``Phi(t, q) = 0``.
+
+    Parameters
+    ----------
+    phi : callable
+        ``phi(t, q) -> ndarray, shape (k,)``.
+    jacobian : callable, optional
+        ``jacobian(t, q) -> ndarray, shape (k, n)``, ``Phi_q``. Default: complex step.
+    gamma : callable, optional
+        ``gamma(t, q, v) -> ndarray, shape (k,)`` with ``Phi_q a = gamma``, i.e.
+        ``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``. Default: numerical
+        second directional derivative (see module docstring for accuracy).
+    phi_t : callable, optional
+        ``phi_t(t, q) -> ndarray, shape (k,)``, the explicit time derivative,
+        used only for the velocity residual of rheonomic constraints.
+        Default: complex step in ``t``; pass ``rheonomic=False`` to skip it.
+    rheonomic : bool, default True
+        ``False`` declares that ``phi`` does not depend on ``t`` explicitly,
+        which saves one evaluation per velocity residual.
+    name : str, optional
+
+    Examples
+    --------
+    >>> import numpy as np, gaussopt as go
+    >>> rod = go.Holonomic(lambda t, q: np.array([q[0]**2 + q[1]**2 - 4.0]))
+    >>> A, b = rod.rows(0.0, np.array([2.0, 0.0]), np.array([0.0, 1.0]))
+    >>> A, b        # doctest: +NORMALIZE_WHITESPACE
+    (array([[4., 0.]]), array([-2.]))
+    """
+
+    level = "position"
+
+    def __init__(self, phi: Callable, jacobian: Optional[Callable] = None,
+                 gamma: Optional[Callable] = None, *, phi_t: Optional[Callable] = None,
+                 rheonomic: bool = True, name: Optional[str] = None) -> None:
+        super().__init__(name)
+        if not callable(phi):
+            raise ModelError(f"`phi` must be a callable phi(t, q), found {type(phi).__name__}.")
+        for label, f in (("jacobian", jacobian), ("gamma", gamma), ("phi_t", phi_t)):
+            if f is not None and not callable(f):
+                raise ModelError(f"`{label}` must be callable or None, found {type(f).__name__}.")
+        self.phi = phi
+        self._jac = jacobian
+        self._gamma = gamma
+        self._phi_t = phi_t
+        self.rheonomic = bool(rheonomic)
+        self.automatic = {"jacobian": jacobian is None, "gamma": gamma is None}
+
+    # -- values ---------------------------------------------------------
+    def residual(self, t, q, v=None):
+        return _as_vec(self.phi(t, q), "phi").astype(float, copy=False)
+
+    def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
+        if self._jac is not None:
+            return np.atleast_2d(np.asarray(self._jac(t, q), dtype=float))
+        return complex_step_jacobian(lambda x: self.phi(t, x), q)
+
+    def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
+        if self._phi_t is not None:
+            return _as_vec(self._phi_t(t, q), "phi_t").astype(float)
+        if not self.rheonomic:
+            return np.zeros(_as_vec(self.phi(t, q), "phi").size)
+        return _directional_cs(self.phi, t, q, 1.0, np.zeros_like(q, dtype=float))
+
+    def velocity_residual(self, t, q, v):
+        r = self.jacobian(t, q) @ v
+        if self.rheonomic or self._phi_t is not None:
+            r = r + self.phi_t(t, q)
+        return r
+
+    def _first(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``Phi_q v + Phi_t`` by the complex step along (1, v)."""
+        return _directional_cs(self.phi, t, q, 1.0 if self.rheonomic else 0.0, v)
+
+    def gamma(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if self._gamma is not None:
+            return _as_vec(self._gamma(t, q, v), "gamma").astype(float)
+        return -self._second_directional(t, q, v)
+
+    def _second_directional(self, t, q, v):
+        # d^2/ds^2 Phi(t + s c, q + s v), c = 1 if rheonomic else 0, via a 4th-order
+        # central difference of the exact (complex-step) first derivative along the
+        # normalized direction.
+        c = 1.0 if self.rheonomic else 0.0
+        norm = float(np.sqrt(c * c + float(np.dot(v, v))))
+        if norm == 0.0:
+            return np.zeros(_as_vec(self.phi(t, q), "phi").size)
+        dt_, dq = c / norm, v / norm
+        hs = _D2_STEP
+
+        def g(s):
+            return _directional_cs(self.phi, t + s * dt_, q + s * dq, dt_, dq)
+
+        d2 = (g(-2 * hs) - 8 * g(-hs) + 8 * g(hs) - g(2 * hs)) / (12 * hs)
+        return d2 * norm * norm
+
+    def rows(self, t, q, v):
+        return self.jacobian(t, q), self.gamma(t, q, v)
+
+    def check_derivatives(self, t, q, v):
+        problems: list[str] = []
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        try:
+            phi0 = self.residual(t, q)
+        except Exception as e:  # noqa: BLE001 - reported to the user
+            return [f"{self.name}: phi(t, q) raised {type(e).__name__}: {e}"]
+        k = phi0.size
+        try:
+            J = self.jacobian(t, q)
+        except TypeError as e:
+            return [f"{self.name}: the automatic Jacobian needs complex-safe phi, but phi raised "
+                    f"TypeError ({e}); use numpy functions (np.sin, not math.sin) or pass jacobian="]
+        if J.shape != (k, q.size):
+            problems.append(f"{self.name}: jacobian has shape {J.shape}, expected ({k}, {q.size})")
+            return problems
+        if self.automatic["jacobian"]:
+            h = 1e-6 * (1.0 + np.abs(q))
+            fd = np.stack([(self.residual(t, q + h[j] * np.eye(q.size)[j])
+                            - self.residual(t, q - h[j] * np.eye(q.size)[j])) / (2 * h[j])
+                           for j in range(q.size)], axis=1) if q.size else J
+            problems += _fd_check(f"{self.name}: Phi_q", J, fd, float(np.max(np.abs(J), initial=0)))
+        try:
+            gam = self.gamma(t, q, v)
+        except TypeError as e:
+            return problems + [f"{self.name}: automatic gamma needs complex-safe phi ({e})"]
+        if gam.shape != (k,):
+            problems.append(f"{self.name}: gamma has shape {gam.shape}, expected ({k},)")
+        if not np.all(np.isfinite(J)) or not np.all(np.isfinite(gam)):
+            problems.append(f"{self.name}: Jacobian or gamma is not finite at the initial state")
+        return problems
+
+
+class Nonholonomic(Constraint):
+    """Velocity-level constraints ``f(t, q, v) = 0``, linear or nonlinear in ``v``.
+
+    Parameters
+    ----------
+    f : callable
+        ``f(t, q, v) -> ndarray, shape (k,)``.
+    jacobian : callable, optional
+        ``jacobian(t, q, v) -> ndarray, shape (k, n)``: ``f_v``. Default: complex step.
+    gamma : callable, optional
+        ``gamma(t, q, v) -> ndarray, shape (k,)`` with ``f_v a = gamma``, i.e.
+        ``gamma = -(f_q v + f_t)``. Default: complex step along ``(1, v)``,
+        exact to machine precision.
+    name : str, optional
+
+    Examples
+    --------
+    A knife edge (sleigh): the centroid moves along the body axis.
+
+    >>> import numpy as np, gaussopt as go
+    >>> knife = go.Nonholonomic(lambda t, q, v: np.array([-v[0]*np.sin(q[2]) + v[1]*np.cos(q[2])]))
+    >>> A, b = knife.rows(0.0, np.zeros(3), np.array([1.0, 0.0, 1.0]))
+    >>> A.round(12), b.round(12)
+    (array([[-0.,  1.,  0.]]), array([1.]))
+    """
+
+    level = "velocity"
+
+    def __init__(self, f: Callable, jacobian: Optional[Callable] = None,
+                 gamma: Optional[Callable] = None, *, name: Optional[str] = None) -> None:
+        super().__init__(name)
+        if not callable(f):
+            raise ModelError(f"`f` must be a callable f(t, q, v), found {type(f).__name__}.")
+        for label, g in (("jacobian", jacobian), ("gamma", gamma)):
+            if g is not None and not callable(g):
+                raise ModelError(f"`{label}` must be callable or None, found {type(g).__name__}.")
+        self.f = f
+        self._jac = jacobian
+        self._gamma = gamma
+        self.automatic = {"jacobian": jacobian is None, "gamma": gamma is None}
+
+    def velocity_residual(self, t, q, v):
+        return _as_vec(self.f(t, q, v), "f").astype(float, copy=False)
+
+    residual = velocity_residual
+
+    def jacobian(self, t, q, v):
+        if self._jac is not None:
+            return np.atleast_2d(np.asarray(self._jac(t, q, v), dtype=float))
+        return complex_step_jacobian(lambda x: self.f(t, q, x), v)
+
+    def gamma(self, t, q, v):
+        if self._gamma is not None:
+            return _as_vec(self._gamma(t, q, v), "gamma").astype(float)
+        val = self.f(t + 1j * _H, q + 1j * _H * v, v)
+        return -_as_vec(val, "f").imag / _H
+
+    def rows(self, t, q, v):
+        return self.jacobian(t, q, v), self.gamma(t, q, v)
+
+    def check_derivatives(self, t, q, v):
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        try:
+            f0 = self.velocity_residual(t, q, v)
+        except Exception as e:  # noqa: BLE001
+            return [f"{self.name}: f(t, q, v) raised {type(e).__name__}: {e}"]
+        k, n = f0.size, q.size
+        problems: list[str] = []
+        try:
+            J, gam = self.rows(t, q, v)
+        except TypeError as e:
+            return [f"{self.name}: automatic derivatives need complex-safe f, but f raised "
+                    f"TypeError ({e}); use numpy functions or pass jacobian= and gamma="]
+        if J.shape != (k, n):
+            return [f"{self.name}: jacobian has shape {J.shape}, expected ({k}, {n})"]
+        if gam.shape != (k,):
+            return [f"{self.name}: gamma has shape {gam.shape}, expected ({k},)"]
+        if self.automatic["jacobian"]:
+            h = 1e-6 * (1.0 + np.abs(v))
+            eye = np.eye(n)
+            fd = np.stack([(self.f(t, q, v + h[j] * eye[j]) - self.f(t, q, v - h[j] * eye[j]))
+                           / (2 * h[j]) for j in range(n)], axis=1)
+            problems += _fd_check(f"{self.name}: f_v", J, fd, float(np.max(np.abs(J), initial=0)))
+        if self.automatic["gamma"]:
+            s = 1e-6
+            fd = -(_as_vec(self.f(t + s, q + s * v, v), "f") - _as_vec(self.f(t - s, q - s * v, v), "f")) / (2 * s)
+            problems += _fd_check(f"{self.name}: gamma", gam, fd, float(np.max(np.abs(gam), initial=0)))
+        return problems
+
+
+class AccelerationConstraint(Constraint):
+    """Constraints given directly at the acceleration level, ``A(t, q, v) a = b(t, q, v)``.
+
+    Second- and higher-order constraints that are linear in ``a`` (for example
+    constant speed, ``v . a = 0``) enter Gauss's principle directly.
+
+    Parameters
+    ----------
+    A : callable or array_like
+        ``A(t, q, v) -> ndarray, shape (k, n)``, or a constant array.
+    b : callable or array_like
+        ``b(t, q, v) -> ndarray, shape (k,)``, or a constant array.
+    name : str, optional
+
+    Examples
+    --------
+    >>> import numpy as np, gaussopt as go
+    >>> speed = go.AccelerationConstraint(lambda t, q, v: v[None, :], lambda t, q, v: np.zeros(1))
+    """
+
+    level = "acceleration"
+
+    def __init__(self, A, b, *, name: Optional[str] = None) -> None:
+        super().__init__(name)
+        self._A = A if callable(A) else np.atleast_2d(np.asarray(A, dtype=float))
+        self._b = b if callable(b) else _as_vec(np.asarray(b, dtype=float), "b")
+
+    def rows(self, t, q, v):
+        A = np.atleast_2d(np.asarray(self._A(t, q, v), dtype=float)) if callable(self._A) else self._A
+        b = _as_vec(self._b(t, q, v), "b").astype(float) if callable(self._b) else self._b
+        return A, b
+
+
+class Inequality(AccelerationConstraint):
+    """Unilateral acceleration rows ``G(t, q, v) a >= h(t, q, v)``.
+
+    Only ``solver="qp"`` treats inequality rows (a contact that can lift off);
+    the other solvers raise :class:`~gaussopt.exceptions.UnsupportedConstraintError`.
+    """
+
+    kind = "inequality"

@@ -1,0 +1,639 @@
+"""Time integration: :func:`simulate`, stabilization objects, rank monitoring.
+
+The state ``y = (q, v)`` obeys ``q' = v``, ``v' = a(t, q, v)`` where ``a`` is
+the solution of one Gauss step. Fixed-step methods (``"rk4"``, ``"euler"``)
+and every :func:`scipy.integrate.solve_ivp` method are driven step by step
+here, so that a stabilizing projection can follow every accepted step, the
+constraint rank can be monitored, and a failing or interrupted run still
+returns what it computed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+from scipy import integrate as sci
+from scipy.optimize import minimize_scalar
+
+from .exceptions import GaussoptError, IndeterminateMotionError, ModelError
+from .linalg import mass_scale, solve_gauss
+from .result import RankEvent, Trajectory
+from .solvers import StepSolver
+from .step import as_state, make_solver
+from .system import System
+
+__all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_METHODS"]
+
+FIXED_STEP_METHODS = ("rk4", "euler")
+IVP_METHODS = {"RK23": sci.RK23, "RK45": sci.RK45, "DOP853": sci.DOP853,
+               "Radau": sci.Radau, "BDF": sci.BDF, "LSODA": sci.LSODA}
+_RK_METHODS = ("RK23", "RK45", "DOP853")
+
+
+# --------------------------------------------------------------------------- stabilization
+@dataclass(frozen=True)
+class Baumgarte:
+    """Baumgarte stabilization (paper 002).
+
+    Holonomic rows become ``Phi'' + alpha Phi' + beta Phi = 0`` and
+    nonholonomic rows ``f' + gamma f = 0``: the acceleration rows keep ``A``
+    and change ``b`` to ``b - alpha Phi' - beta Phi`` (holonomic) and
+    ``b - gamma f`` (nonholonomic).
+
+    Parameters
+    ----------
+    alpha, beta : float
+        Holonomic gains (``alpha = 2 zeta omega``, ``beta = omega^2`` for a
+        critically damped choice). Paper 002 uses ``alpha = beta = 10``.
+    gamma : float, optional
+        Nonholonomic gain; default ``alpha``.
+    """
+
+    alpha: float = 10.0
+    beta: float = 10.0
+    gamma: Optional[float] = None
+
+    def __post_init__(self):
+        for k in ("alpha", "beta", "gamma"):
+            val = getattr(self, k)
+            if val is not None and not (np.isfinite(val) and val >= 0):
+                raise ModelError(f"Baumgarte `{k}` must be a finite number >= 0, found {val!r}.")
+
+    def correction(self, system: System) -> Callable:
+        """Build the hook ``(t, q, v, A) -> db`` for this system (once)."""
+        alpha, beta = float(self.alpha), float(self.beta)
+        gam = float(self.alpha if self.gamma is None else self.gamma)
+        counts = system._row_counts
+        hol, nh = [], []
+        start = 0
+        for c, k in zip(system.equalities, counts):
+            idx = np.arange(start, start + k)
+            if c.level == "position":
+                hol.append((c, idx))
+            elif c.level == "velocity":
+                nh.append((c, idx))
+            start += k
+        m = start
+
+        def db(t, q, v, A):
+            out = np.zeros(m)
+            for c, idx in hol:
+                vel = A[idx] @ v
+                if c.rheonomic or c._phi_t is not None:
+                    vel = vel + c.phi_t(t, q)
+                out[idx] = -alpha * vel - beta * c.residual(t, q)
+            for c, idx in nh:
+                out[idx] = -gam * c.velocity_residual(t, q, v)
+            return out
+
+        return db
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Project the state back onto the constraints after every accepted step.
+
+    Positions: Gauss--Newton iterations ``q <- q + dq`` with the minimum-norm
+    correction ``min 0.5 dq^T W dq  s.t.  Phi_q dq = -Phi`` in the metric
+    ``W = M + w J^T J`` (``J`` the row-normalized velocity-level Jacobian, ``w
+    = trace(M)/n``): the mass metric, augmented so that it stays positive
+    definite for singular ``M``. Velocities: the same correction for
+    ``J v + c = 0`` (iterated for nonlinear nonholonomic constraints).
+
+    Parameters
+    ----------
+    tol : float, default 1e-13
+        Target of the row-normalized residuals (``|Phi_i| / |grad Phi_i|``, a
+        distance in the units of ``q``), relative to ``1 + |q|``.
+    max_iter : int, default 10
+    velocity : bool, default True
+        Also project the velocities.
+    """
+
+    tol: float = 1e-13
+    max_iter: int = 10
+    velocity: bool = True
+
+    def __post_init__(self):
+        if not (np.isfinite(self.tol) and self.tol > 0):
+            raise ModelError(f"Projection `tol` must be positive, found {self.tol!r}.")
+        if int(self.max_iter) < 1:
+            raise ModelError(f"Projection `max_iter` must be >= 1, found {self.max_iter!r}.")
+
+    def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
+                rank_tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray, int]:
+        """Return the projected ``(q, v)`` and the number of iterations used."""
+        q = q.copy()
+        v = v.copy()
+        its = 0
+        M = system.mass(t, q)
+        w = mass_scale(M)
+
+        def metric(J):
+            if J.shape[0] == 0:
+                return M + w * np.eye(system.n)
+            nr = np.sqrt((J * J).sum(axis=1))
+            Jn = J / np.where(nr > 0, nr, 1.0)[:, None]
+            return M + w * (Jn.T @ Jn)
+
+        if system.holonomic:
+            for _ in range(int(self.max_iter)):
+                phi = system.position_residual(t, q)
+                J = system.position_jacobian(t, q)
+                nr = np.sqrt((J * J).sum(axis=1))
+                dist = np.abs(phi) / np.where(nr > 0, nr, 1.0)
+                if dist.max(initial=0.0) <= self.tol * (1.0 + float(np.abs(q).max())):
+                    break
+                W = metric(system.velocity_rows(t, q, v))
+                try:
+                    dq = solve_gauss(W, np.zeros(system.n), J, -phi, rank_tol=rank_tol,
+                                     want_multipliers=False).a
+                except IndeterminateMotionError:
+                    dq = solve_gauss(W + w * np.eye(system.n), np.zeros(system.n), J, -phi,
+                                     rank_tol=rank_tol, want_multipliers=False).a
+                q += dq
+                its += 1
+        if self.velocity and (system.holonomic or system.nonholonomic):
+            for _ in range(int(self.max_iter)):
+                r = system.velocity_residual(t, q, v)
+                J = system.velocity_rows(t, q, v)
+                nr = np.sqrt((J * J).sum(axis=1))
+                dist = np.abs(r) / np.where(nr > 0, nr, 1.0)
+                if dist.max(initial=0.0) <= self.tol * (1.0 + float(np.abs(v).max())):
+                    break
+                W = metric(J)
+                try:
+                    dv = solve_gauss(W, np.zeros(system.n), J, -r, rank_tol=rank_tol,
+                                     want_multipliers=False).a
+                except IndeterminateMotionError:
+                    dv = solve_gauss(W + w * np.eye(system.n), np.zeros(system.n), J, -r,
+                                     rank_tol=rank_tol, want_multipliers=False).a
+                v += dv
+                its += 1
+        return q, v, its
+
+
+# --------------------------------------------------------------------------- rank monitor
+class RankMonitor:
+    """Track the numerical rank of the constraint rows along a run.
+
+    At every accepted step the rows ``A`` are scaled by their reference norms
+    (the largest norm each row has shown so far), so a row that *vanishes* at
+    a singular position shows up as a small singular value just like rows
+    that become dependent. With ``r0`` the rank at the start, the ``r0``-th
+    singular value ``s`` is followed; a change of the numerical rank
+    (threshold ``rank_tol``) between accepted steps is a ``"drop"``/``"rise"``
+    event, and a local minimum of ``s`` below ``passage_tol`` is refined on the
+    dense output (bounded Brent search); if the refined minimum falls below
+    ``event_tol`` it is recorded as a ``"passage"`` through a singular
+    position, with its time and the rows involved.
+    """
+
+    def __init__(self, system: System, labels: Sequence[str], rank_tol: float,
+                 passage_tol: float = 0.2, event_tol: float = 1e-6) -> None:
+        self.system = system
+        self.labels = list(labels)
+        self.rank_tol = rank_tol
+        self.passage_tol = passage_tol
+        self.event_tol = event_tol
+        self.ref: Optional[np.ndarray] = None
+        self.r0: Optional[int] = None
+        self.events: list[RankEvent] = []
+        self._hist: list[tuple[float, float, int, Callable]] = []  # (t, s, rank, interp)
+
+    def _sv(self, t, q, v, update=True):
+        A, _ = self.system.rows(t, q, v)
+        norms = np.sqrt((A * A).sum(axis=1))
+        if self.ref is None:
+            self.ref = norms.copy()
+        elif update:
+            np.maximum(self.ref, norms, out=self.ref)
+        ref = np.where(self.ref > 0, self.ref, 1.0)
+        U, s, _ = np.linalg.svd(A / ref[:, None], full_matrices=False)
+        return U, s
+
+    def _live(self, s):
+        r = int(np.count_nonzero(s > self.rank_tol))
+        if self.r0 is None:
+            self.r0 = r
+        live = float(s[self.r0 - 1]) if self.r0 > 0 and s.size >= self.r0 else 1.0
+        return live, r
+
+    def rows_of(self, U):
+        if self.r0 is None or self.r0 == 0 or U.shape[1] < self.r0:
+            return []
+        u = U[:, self.r0 - 1]
+        big = np.flatnonzero(np.abs(u) > 0.3 * np.abs(u).max())
+        return [self.labels[i] if i < len(self.labels) else str(i) for i in big]
+
+    def update(self, t: float, q: np.ndarray, v: np.ndarray, interp: Optional[Callable]) -> None:
+        """Register an accepted step ending at ``t``; ``interp(t) -> (q, v)`` covers the step."""
+        if self.system.m == 0:
+            return
+        U, s = self._sv(t, q, v)
+        live, r = self._live(s)
+        h = self._hist
+        if h and r != h[-1][2]:
+            self.events.append(RankEvent(t=t, kind="drop" if r < h[-1][2] else "rise",
+                                         rank_before=h[-1][2], rank_min=min(r, h[-1][2]),
+                                         rank_after=r, rows=self.rows_of(U), sigma_min=live))
+        h.append((t, live, r, interp))
+        if len(h) >= 3:
+            (t0, s0, r0_, i0), (t1, s1, r1, i1), (t2, s2, r2, i2) = h[-3:]
+            if s1 < self.passage_tol and s1 <= s0 and s1 <= s2 and (s1 < s0 or s1 < s2):
+                self._refine(t0, t1, t2, i1, i2, r1)
+            del h[:-2]
+
+    def _refine(self, t0, t1, t2, i1, i2, r1):
+        def sample(tt):
+            f = i1 if tt <= t1 else i2
+            return f(tt)
+
+        def obj(tt):
+            qq, vv = sample(tt)
+            _, s = self._sv(tt, qq, vv, update=False)
+            return self._live(s)[0]
+
+        res = minimize_scalar(obj, bounds=(t0, t2), method="bounded",
+                              options={"xatol": 1e-12 * max(1.0, abs(t2)), "maxiter": 200})
+        ts = float(res.x)
+        qq, vv = sample(ts)
+        U, s = self._sv(ts, qq, vv, update=False)
+        live, r = self._live(s)
+        if live < self.event_tol:
+            if self.events and self.events[-1].kind == "passage" and abs(self.events[-1].t - ts) < 1e-9 * max(1.0, abs(ts)):
+                return
+            rmin = int(np.count_nonzero(s > max(self.rank_tol, 10 * live)))
+            self.events.append(RankEvent(t=ts, kind="passage", rank_before=r1, rank_min=rmin,
+                                         rank_after=r1, rows=self.rows_of(U), sigma_min=live))
+
+
+# --------------------------------------------------------------------------- helpers
+def _hermite(t0, q0, v0, a0, t1, q1, v1, a1) -> Callable:
+    """Cubic Hermite interpolant of q (from q, v) and of v (from v, a) on [t0, t1]."""
+    h = t1 - t0
+
+    def f(t):
+        s = (t - t0) / h
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
+        v = h00 * v0 + h10 * h * a0 + h01 * v1 + h11 * h * a1
+        return q, v
+
+    return f
+
+
+def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, tol: float) -> list[str]:
+    """Row-normalized position/velocity residuals above ``tol`` (a distance)."""
+    out = []
+    if system.holonomic:
+        phi = system.position_residual(t, q)
+        J = system.position_jacobian(t, q)
+        nr = np.sqrt((J * J).sum(axis=1))
+        d = np.abs(phi) / np.where(nr > 0, nr, 1.0)
+        if d.max() > tol * (1 + np.abs(q).max()):
+            out.append(f"position constraints violated: |Phi_i|/|grad Phi_i| up to {d.max():.3g}")
+    if system.holonomic or system.nonholonomic:
+        r = system.velocity_residual(t, q, v)
+        J = system.velocity_rows(t, q, v)
+        nr = np.sqrt((J * J).sum(axis=1))
+        d = np.abs(r) / np.where(nr > 0, nr, 1.0)
+        if d.max(initial=0.0) > tol * (1 + np.abs(v).max()):
+            out.append(f"velocity constraints violated: normalized residual up to {d.max():.3g}")
+    return out
+
+
+# --------------------------------------------------------------------------- simulate
+def simulate(system: System, t_span: Sequence[float], q0, v0, *,
+             solver: Union[str, StepSolver] = "closed_form", method: Optional[str] = None,
+             dt: Optional[float] = None, rtol: float = 1e-9, atol: float = 1e-9,
+             t_eval: Optional[Sequence[float]] = None,
+             stabilization: Union[None, Baumgarte, Projection] = None,
+             solver_options: Optional[dict] = None, project_initial: bool = False,
+             consistency_tol: float = 1e-8, monitor_rank: bool = True,
+             max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None
+             ) -> Trajectory:
+    """Simulate a constrained system from ``(q0, v0)`` over ``t_span``.
+
+    Parameters
+    ----------
+    system : System
+    t_span : (float, float)
+        Start and end time, ``t_end > t0``.
+    q0, v0 : array_like, shape (n,)
+        Initial state; must satisfy the position and velocity constraints to
+        ``consistency_tol`` (a row-normalized distance) unless
+        ``project_initial=True``.
+    solver : {"closed_form", "lagrange", "qp", "ga"} or StepSolver
+        How each step's accelerations are found.
+    method : str, optional
+        ``"rk4"``/``"euler"`` (fixed step ``dt``) or a :func:`scipy.integrate.solve_ivp`
+        method (``"RK23"``, ``"RK45"``, ``"DOP853"``, ``"Radau"``, ``"BDF"``,
+        ``"LSODA"``). Default ``"DOP853"``, or ``"rk4"`` for ``solver="ga"``.
+    dt : float, optional
+        Step of the fixed-step methods (required for them).
+    rtol, atol : float
+        Tolerances of the adaptive methods.
+    t_eval : array_like, optional
+        Output times (within ``t_span``, increasing). Default: every accepted step.
+    stabilization : None, Baumgarte or Projection
+    solver_options : dict, optional
+        Options of the step solver (``objective``, ``rank_tol``, ``backend``, ...).
+    project_initial : bool, default False
+        Project an inconsistent initial state onto the constraints instead of raising.
+    consistency_tol : float, default 1e-8
+    monitor_rank : bool, default True
+        Track the rank of the constraint rows and record singular positions
+        (``Trajectory.rank_events``).
+    max_steps : int
+        Stop (``success=False``) after this many steps.
+    progress : callable, optional
+        Called as ``progress(t)`` after every accepted step (e.g. a progress bar).
+
+    Returns
+    -------
+    Trajectory
+        On a solver failure or ``KeyboardInterrupt`` the part computed so far,
+        with ``success=False`` and the reason in ``message``.
+
+    Examples
+    --------
+    >>> import numpy as np, gaussopt as go
+    >>> pend = go.System(("x", "y"), mass=np.eye(2), force=[0.0, -9.81],
+    ...     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - 1.0]))])
+    >>> tr = go.simulate(pend, (0.0, 1.0), [1.0, 0.0], [0.0, 0.0])
+    >>> bool(tr.success), float(tr.position_residual.max()) < 1e-8
+    (True, True)
+    """
+    if not isinstance(system, System):
+        raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
+    n = system.n
+    try:
+        t0, t1 = (float(x) for x in t_span)
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
+    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
+        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
+    q = as_state(q0, n, "q0")
+    v = as_state(v0, n, "v0")
+    if method is None:
+        method = "rk4" if solver == "ga" or getattr(solver, "name", None) == "ga" else "DOP853"
+    if method not in FIXED_STEP_METHODS and method not in IVP_METHODS:
+        raise ModelError(f"`method` must be one of {list(FIXED_STEP_METHODS) + list(IVP_METHODS)}, "
+                         f"found {method!r}.")
+    fixed = method in FIXED_STEP_METHODS
+    if fixed:
+        if dt is None or not (np.isfinite(dt) and dt > 0):
+            raise ModelError(f"`dt` must be a positive step for method={method!r}, found {dt!r}.")
+    elif dt is not None and not (np.isfinite(dt) and dt > 0):
+        raise ModelError(f"`dt` must be positive (used as first step), found {dt!r}.")
+    for label, val in (("rtol", rtol), ("atol", atol)):
+        if not (np.isfinite(val) and val > 0):
+            raise ModelError(f"`{label}` must be positive, found {val!r}.")
+    if stabilization is not None and not isinstance(stabilization, (Baumgarte, Projection)):
+        raise ModelError("`stabilization` must be None, gaussopt.Baumgarte(...) or "
+                         f"gaussopt.Projection(...), found {stabilization!r}.")
+    if t_eval is not None:
+        t_eval = np.asarray(t_eval, dtype=float).ravel()
+        if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1 \
+                or not np.all(np.isfinite(t_eval)):
+            raise ModelError(f"`t_eval` must be increasing and within t_span [{t0}, {t1}].")
+
+    system.check(t0, q, v)
+    step_solver = make_solver(system, solver, **(solver_options or {}))
+    rank_tol = step_solver.rank_tol
+    step_solver.b_correction = (stabilization.correction(system)
+                                if isinstance(stabilization, Baumgarte) else None)
+    projector = stabilization if isinstance(stabilization, Projection) else None
+
+    problems = _check_consistent(system, t0, q, v, consistency_tol)
+    if problems:
+        if not project_initial:
+            raise ModelError("The initial state is inconsistent with the constraints: "
+                             + "; ".join(problems) + ". Pass project_initial=True to project it "
+                             "onto the constraints, or correct q0/v0.")
+        q, v, _ = (projector or Projection()).project(system, t0, q, v, rank_tol)
+        left = _check_consistent(system, t0, q, v, consistency_tol)
+        if left:
+            raise ModelError("Projecting the initial state failed: " + "; ".join(left))
+
+    labels = system.row_labels()
+    monitor = RankMonitor(system, labels, rank_tol) if monitor_rank and system.m else None
+    nfev = [0]
+    accel = step_solver.acceleration
+
+    def rhs(t, y):
+        nfev[0] += 1
+        out = np.empty(2 * n)
+        out[:n] = y[n:]
+        out[n:] = accel(t, y[:n], y[n:])
+        return out
+
+    ts: list[float] = [t0]
+    ys: list[np.ndarray] = [np.concatenate([q, v])]
+    status, message = 0, "The integration reached the end of t_span."
+    wall0 = time.perf_counter()
+    steps = 0
+    n_proj = 0
+    eval_pts = t_eval
+    eval_i = 0
+    if eval_pts is not None:
+        ts, ys = [], []
+        if eval_pts[0] == t0:
+            ts, ys = [t0], [np.concatenate([q, v])]
+            eval_i = 1
+
+    def emit(t_a, t_b, interp, y_end):
+        """Record outputs in (t_a, t_b]."""
+        nonlocal eval_i
+        if eval_pts is None:
+            ts.append(t_b)
+            ys.append(y_end.copy())
+            return
+        while eval_i < eval_pts.size and eval_pts[eval_i] <= t_b:
+            te = eval_pts[eval_i]
+            if te == t_b:
+                ye = y_end.copy()
+            else:
+                qe, ve = interp(te)
+                if projector is not None:
+                    qe, ve, _ = projector.project(system, te, qe, ve, rank_tol)
+                ye = np.concatenate([qe, ve])
+            ts.append(te)
+            ys.append(ye)
+            eval_i += 1
+
+    def project_y(t, y):
+        nonlocal n_proj
+        qp, vp, its = projector.project(system, t, y[:n], y[n:], rank_tol)
+        if its:
+            n_proj += 1
+        return np.concatenate([qp, vp]), its
+
+    y = np.concatenate([q, v])
+    t = t0
+    try:
+        if monitor is not None:
+            monitor.update(t0, q, v, None)
+        if fixed:
+            nsteps = int(np.ceil((t1 - t0) / dt - 1e-9))
+            k1 = rhs(t, y)
+            for i in range(nsteps):
+                if steps >= max_steps:
+                    status, message = 1, f"Stopped after max_steps={max_steps} steps."
+                    break
+                h = min(dt, t1 - t)
+                if method == "euler":
+                    y_new = y + h * k1
+                else:
+                    k2 = rhs(t + h / 2, y + h / 2 * k1)
+                    k3 = rhs(t + h / 2, y + h / 2 * k2)
+                    k4 = rhs(t + h, y + h * k3)
+                    y_new = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+                t_new = t0 + (i + 1) * dt if i + 1 < nsteps else t1
+                if projector is not None:
+                    y_new, _ = project_y(t_new, y_new)
+                k1_new = rhs(t_new, y_new)
+                interp = _hermite(t, y[:n], y[n:], k1[n:], t_new, y_new[:n], y_new[n:], k1_new[n:])
+                emit(t, t_new, interp, y_new)
+                if monitor is not None:
+                    monitor.update(t_new, y_new[:n], y_new[n:], interp)
+                t, y, k1 = t_new, y_new, k1_new
+                steps += 1
+                if progress is not None:
+                    progress(t)
+        else:
+            cls = IVP_METHODS[method]
+            kw: dict[str, Any] = {"rtol": rtol, "atol": atol}
+            if dt is not None:
+                kw["first_step"] = dt
+
+            def new_solver(tt, yy, first=None):
+                k = dict(kw)
+                if first is not None:
+                    k["first_step"] = first
+                return cls(rhs, tt, yy, t1, **k)
+
+            ode = new_solver(t, y)
+            while ode.status == "running":
+                if steps >= max_steps:
+                    status, message = 1, f"Stopped after max_steps={max_steps} steps."
+                    break
+                t_prev = ode.t
+                msg = ode.step()
+                if ode.status == "failed":
+                    status, message = 1, f"{method} failed at t={ode.t}: {msg}"
+                    break
+                steps += 1
+                dense = ode.dense_output()
+
+                def interp(tt, dense=dense):
+                    yy = dense(tt)
+                    return yy[:n], yy[n:]
+
+                y_new = ode.y.copy()
+                if projector is not None:
+                    y_proj, its = project_y(ode.t, y_new)
+                    if its:
+                        y_new = y_proj
+                        if method in _RK_METHODS:
+                            ode.y = y_new.copy()
+                            ode.f = ode.fun(ode.t, ode.y)
+                        elif ode.status == "running":
+                            h_last = ode.step_size if ode.step_size else None
+                            ode = new_solver(ode.t, y_new, h_last)
+                emit(t_prev, ode.t, interp, y_new)
+                if monitor is not None:
+                    monitor.update(ode.t, y_new[:n], y_new[n:], interp)
+                t, y = ode.t, y_new
+                if progress is not None:
+                    progress(t)
+    except KeyboardInterrupt:
+        status, message = 1, f"Interrupted (KeyboardInterrupt) at t={t}."
+    except (GaussoptError, np.linalg.LinAlgError, FloatingPointError, ValueError) as e:
+        status, message = 1, f"The step solver failed at t≈{t}: {type(e).__name__}: {e}"
+    wall = time.perf_counter() - wall0
+
+    run_stats: dict[str, Any] = {}
+    if hasattr(step_solver, "statuses"):
+        run_stats["qp_statuses"] = dict(step_solver.statuses)
+    if hasattr(step_solver, "generations"):
+        g = np.asarray(step_solver.generations, dtype=float)
+        gp = np.asarray(step_solver.gaps, dtype=float)
+        run_stats["ga_generations_mean"] = float(g.mean()) if g.size else 0.0
+        run_stats["ga_generations_max"] = int(g.max()) if g.size else 0
+        run_stats["ga_gap_max"] = float(gp.max()) if gp.size else 0.0
+        step_solver.reset()
+
+    traj = _postprocess(system, step_solver, np.asarray(ts), np.asarray(ys).reshape(-1, 2 * n))
+    traj.rank_events = monitor.events if monitor is not None else []
+    traj.status = status
+    if status == 0 and traj.meta.get("postprocess_error"):
+        traj.status, message = 1, traj.meta["postprocess_error"]
+    traj.message = message
+    traj.stats.update({"steps": steps, "rhs_evaluations": nfev[0], "wall_time": wall,
+                       "time_per_step": wall / steps if steps else float("nan"),
+                       "projections": n_proj, **run_stats})
+    traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,
+                      "atol": atol, "stabilization": repr(stabilization),
+                      "objective": step_solver.objective, "system": system.name,
+                      "t_span": [t0, t1]})
+    return traj
+
+
+def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarray) -> Trajectory:
+    """Recompute accelerations, forces, multipliers and residuals at the output times."""
+    n = system.n
+    N = t.size
+    m = system.m or 0
+    q, v = y[:, :n].copy(), y[:, n:].copy()
+    a = np.full((N, n), np.nan)
+    Qc = np.full((N, n), np.nan)
+    lam = np.full((N, m), np.nan)
+    pres = np.zeros(N)
+    vres = np.zeros(N)
+    ares = np.full(N, np.nan)
+    rank = np.full(N, -1, dtype=int)
+    smin = np.full(N, np.nan)
+    energy = np.full(N, np.nan) if system.has_energy else None
+    keys = ("gap", "error_bound", "error", "generations", "status")
+    sample_info: dict[str, list] = {}
+    err = None
+    for i in range(N):
+        ti, qi, vi = float(t[i]), q[i], v[i]
+        pres[i] = float(np.linalg.norm(system.position_residual(ti, qi)))
+        vres[i] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
+        if energy is not None:
+            energy[i] = system.energy(ti, qi, vi)
+        if err is not None:
+            continue
+        try:
+            r = solver.solve(ti, qi, vi)
+        except (GaussoptError, np.linalg.LinAlgError, ValueError) as e:
+            err = f"Recomputing the step at output t={ti} failed: {type(e).__name__}: {e}"
+            continue
+        a[i], Qc[i] = r.a, r.constraint_force
+        if r.multipliers.size == m:
+            lam[i] = r.multipliers
+        A, b = system.rows(ti, qi, vi)
+        ares[i] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
+        rank[i] = int(r.info.get("rank", -1))
+        smin[i] = float(r.info.get("sigma_min", np.nan))
+        for k in keys:
+            if k in r.info:
+                sample_info.setdefault(k, []).append(r.info[k])
+    stats: dict[str, Any] = {}
+    for k, vals in sample_info.items():
+        if k == "status":
+            stats["sample_status"] = {s: vals.count(s) for s in set(vals)}
+        else:
+            arr = np.asarray(vals, dtype=float)
+            stats[f"sample_{k}_max"] = float(np.max(arr))
+    meta = {"postprocess_error": err} if err else {}
+    return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,
+                      position_residual=pres, velocity_residual=vres,
+                      acceleration_residual=ares, energy=energy, rank=rank, sigma_min=smin,
+                      coordinates=system.coordinates, stats=stats, meta=meta)

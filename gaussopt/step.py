@@ -1,0 +1,110 @@
+"""``solve_step``: one Gauss step with any solver, and solver construction."""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+from .exceptions import ModelError
+from .result import StepResult
+from .solvers import SOLVERS, StepSolver
+from .system import System
+
+__all__ = ["solve_step", "make_solver", "as_state"]
+
+
+def as_state(x, n: int, label: str) -> np.ndarray:
+    """Validate a state vector: shape (n,), finite."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`{label}` must be an array of {n} floats, found {x!r}.") from e
+    if arr.shape != (n,):
+        raise ModelError(f"`{label}` must have shape ({n},), found {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ModelError(f"`{label}` contains NaN or inf: {arr}.")
+    return arr
+
+
+def make_solver(system: System, solver: Union[str, type, StepSolver] = "closed_form",
+                **options: Any) -> StepSolver:
+    """Build a step solver from a name in ``SOLVERS``, a class, or pass an instance through."""
+    if isinstance(solver, StepSolver):
+        if options:
+            raise ModelError("options cannot be given together with a solver instance; "
+                             "pass them to the solver's constructor.")
+        if solver.system is not system:
+            raise ModelError("`solver` was built for another system.")
+        return solver
+    if isinstance(solver, str):
+        try:
+            cls = SOLVERS[solver]
+        except KeyError:
+            raise ModelError(f"`solver` must be one of {sorted(SOLVERS)} (or a StepSolver), "
+                             f"found {solver!r}.") from None
+    elif isinstance(solver, type) and issubclass(solver, StepSolver):
+        cls = solver
+    else:
+        raise ModelError(f"`solver` must be a name, a StepSolver class or instance, found "
+                         f"{type(solver).__name__}.")
+    try:
+        return cls(system, **options)
+    except TypeError as e:
+        raise ModelError(f"invalid option for solver {cls.name!r}: {e}") from e
+
+
+def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = "closed_form",
+               **options: Any) -> StepResult:
+    """Solve one Gauss step: the accelerations at ``(t, q, v)``.
+
+    Parameters
+    ----------
+    system : System
+    t : float
+    q, v : array_like, shape (n,)
+    solver : {"closed_form", "lagrange", "qp", "ga"} or StepSolver
+    **options
+        Options of the solver (``objective``, ``rank_tol``, and per solver:
+        ``backend`` for ``"qp"``, ``mode``/``seed``/``tol`` for ``"ga"``).
+
+    Returns
+    -------
+    StepResult
+        ``a``, ``constraint_force``, ``multipliers``, ``gauss``, ``info``.
+
+    Notes
+    -----
+    The system is checked (:meth:`System.check`) on its first step, and the
+    solver object is cached on the system per (solver, options), so repeated
+    calls do not rebuild it (the QP's cvxpy problem is built once).
+
+    Examples
+    --------
+    >>> import numpy as np, gaussopt as go
+    >>> m, l = 2.0, 1.5
+    >>> pend = go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * 9.81],
+    ...     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - l**2]))])
+    >>> r = go.solve_step(pend, 0.0, [l, 0.0], [0.0, 2.0])   # horizontal, moving up
+    >>> r.a.round(9)                                          # centripetal -v^2/l along x
+    array([-2.66666667, -9.81      ])
+    """
+    if not isinstance(system, System):
+        raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
+    n = system.n
+    q = as_state(q, n, "q")
+    v = as_state(v, n, "v")
+    t = float(t)
+    if not np.isfinite(t):
+        raise ModelError(f"`t` must be finite, found {t}.")
+    if system._row_counts is None:
+        system.check(t, q, v)
+    if isinstance(solver, StepSolver):
+        s = make_solver(system, solver, **options)
+    else:
+        key = (solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
+        s = system._solver_cache.get(key)
+        if s is None:
+            s = make_solver(system, solver, **options)
+            system._solver_cache[key] = s
+    return s.solve(t, q, v)

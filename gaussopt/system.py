@@ -1,0 +1,274 @@
+"""The constrained mechanical system ``M(q, t) a = F(q, v, t) + A^T lam``, ``A a = b``."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+import numpy as np
+
+from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
+from .exceptions import ModelError
+
+__all__ = ["System"]
+
+ArrayOrCallable = Union[Callable, np.ndarray, Sequence]
+
+
+class System:
+    """A mechanical system with (possibly redundant) coordinates and constraints.
+
+    Parameters
+    ----------
+    coordinates : sequence of str
+        Names of the generalized coordinates; ``n = len(coordinates)``.
+    mass : callable or array_like
+        ``mass(t, q) -> ndarray, shape (n, n)``, symmetric positive
+        *semi*-definite, or a constant array.
+    force : callable or array_like, optional
+        ``force(t, q, v) -> ndarray, shape (n,)``: ``F = Q - g``, the applied
+        generalized forces minus the velocity-dependent inertia terms; or a
+        constant array. Default zero.
+    constraints : sequence of Constraint
+        :class:`~gaussopt.Holonomic`, :class:`~gaussopt.Nonholonomic`,
+        :class:`~gaussopt.AccelerationConstraint`, :class:`~gaussopt.Inequality`.
+    energy : callable, optional
+        ``energy(t, q, v) -> float`` for diagnostics (energy drift).
+    name : str, optional
+
+    Notes
+    -----
+    Nothing is evaluated at construction. :meth:`check` evaluates every piece
+    at one state, collects *all* problems (shapes, NaN/inf, asymmetric or
+    indefinite ``M``, functions that are not complex-safe where automatic
+    derivatives need it) and raises one :class:`~gaussopt.exceptions.ModelError`
+    listing them; :func:`~gaussopt.simulate` and :func:`~gaussopt.solve_step`
+    call it once.
+
+    Examples
+    --------
+    A pendulum of mass 2 kg on a 1.5 m rod in Cartesian coordinates:
+
+    >>> import numpy as np, gaussopt as go
+    >>> m, l, g = 2.0, 1.5, 9.81
+    >>> pend = go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * g],
+    ...                  constraints=[go.Holonomic(lambda t, q: np.array([q @ q - l**2]))])
+    >>> pend.n
+    2
+    """
+
+    def __init__(self, coordinates: Sequence[str], mass: ArrayOrCallable,
+                 force: Optional[ArrayOrCallable] = None,
+                 constraints: Sequence[Constraint] = (),
+                 energy: Optional[Callable] = None, name: Optional[str] = None) -> None:
+        if isinstance(coordinates, str) or not all(isinstance(c, str) for c in coordinates):
+            raise ModelError("`coordinates` must be a sequence of names (str), e.g. ('x', 'y'); "
+                             f"found {coordinates!r}.")
+        coords = tuple(coordinates)
+        if len(coords) == 0:
+            raise ModelError("`coordinates` is empty: a system needs at least one coordinate.")
+        if len(set(coords)) != len(coords):
+            raise ModelError(f"`coordinates` has duplicate names: {coords}.")
+        self.coordinates = coords
+        self.n = n = len(coords)
+        self.name = name or "system"
+
+        if callable(mass):
+            self._mass, self.constant_mass = mass, None
+        else:
+            Mc = np.asarray(mass, dtype=float)
+            if Mc.shape != (n, n):
+                raise ModelError(f"`mass` must have shape ({n}, {n}) for {n} coordinates, "
+                                 f"found {Mc.shape}.")
+            _check_mass(Mc, "`mass`")
+            Mc = np.array(Mc)
+            Mc.setflags(write=False)
+            self._mass, self.constant_mass = None, Mc
+
+        if force is None:
+            force = np.zeros(n)
+        if callable(force):
+            self._force, self.constant_force = force, None
+        else:
+            Fc = np.asarray(force, dtype=float).ravel()
+            if Fc.shape != (n,):
+                raise ModelError(f"`force` must have shape ({n},), found {np.shape(force)}.")
+            if not np.all(np.isfinite(Fc)):
+                raise ModelError("`force` contains NaN or inf.")
+            Fc.setflags(write=False)
+            self._force, self.constant_force = None, Fc
+
+        cons = list(constraints)
+        for i, c in enumerate(cons):
+            if not isinstance(c, Constraint):
+                raise ModelError(f"`constraints[{i}]` must be a gaussopt constraint (Holonomic, "
+                                 f"Nonholonomic, AccelerationConstraint, Inequality), found "
+                                 f"{type(c).__name__}.")
+        self.constraints = tuple(cons)
+        self.equalities = tuple(c for c in cons if c.kind == "equality")
+        self.inequalities = tuple(c for c in cons if c.kind == "inequality")
+        self.holonomic = tuple(c for c in self.equalities if isinstance(c, Holonomic))
+        self.nonholonomic = tuple(c for c in self.equalities if isinstance(c, Nonholonomic))
+        if energy is not None and not callable(energy):
+            raise ModelError(f"`energy` must be callable energy(t, q, v) or None, found "
+                             f"{type(energy).__name__}.")
+        self._energy = energy
+        self._row_counts: Optional[tuple[int, ...]] = None
+        self._ineq_counts: Optional[tuple[int, ...]] = None
+        self._solver_cache: dict = {}
+
+    # ------------------------------------------------------------------ values
+    def mass(self, t: float, q: np.ndarray) -> np.ndarray:
+        """Mass matrix ``M(t, q)``, shape (n, n)."""
+        if self.constant_mass is not None:
+            return self.constant_mass
+        return np.asarray(self._mass(t, q), dtype=float)
+
+    def force(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Generalized force ``F = Q - g``, shape (n,)."""
+        if self.constant_force is not None:
+            return self.constant_force
+        return np.asarray(self._force(t, q, v), dtype=float).reshape(-1)
+
+    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stacked equality rows ``(A, b)``, shapes (m, n) and (m,)."""
+        eqs = self.equalities
+        if len(eqs) == 1:
+            return eqs[0].rows(t, q, v)
+        if not eqs:
+            return np.zeros((0, self.n)), np.zeros(0)
+        parts = [c.rows(t, q, v) for c in eqs]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def inequality_rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stacked inequality rows ``(G, h)`` with ``G a >= h``."""
+        if not self.inequalities:
+            return np.zeros((0, self.n)), np.zeros(0)
+        parts = [c.rows(t, q, v) for c in self.inequalities]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    def energy(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[float]:
+        """Total energy, or ``None`` when the system defines none."""
+        if self._energy is None:
+            return None
+        return float(self._energy(t, q, v))
+
+    @property
+    def has_energy(self) -> bool:
+        return self._energy is not None
+
+    def position_residual(self, t: float, q: np.ndarray) -> np.ndarray:
+        """Stacked ``Phi(t, q)`` of the holonomic constraints."""
+        if not self.holonomic:
+            return np.zeros(0)
+        return np.concatenate([c.residual(t, q) for c in self.holonomic])
+
+    def position_jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
+        if not self.holonomic:
+            return np.zeros((0, self.n))
+        return np.concatenate([c.jacobian(t, q) for c in self.holonomic])
+
+    def velocity_residual(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Stacked velocity-level residuals: ``Phi_q v + Phi_t`` and ``f(t, q, v)``."""
+        parts = [c.velocity_residual(t, q, v) for c in self.holonomic + self.nonholonomic]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def velocity_rows(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Jacobian of the velocity-level residual with respect to ``v``."""
+        parts = [c.jacobian(t, q) for c in self.holonomic]
+        parts += [c.jacobian(t, q, v) for c in self.nonholonomic]
+        return np.concatenate(parts) if parts else np.zeros((0, self.n))
+
+    def row_labels(self, t: float = 0.0, q=None, v=None) -> list[str]:
+        """Names of the equality rows, ``"<constraint name>[i]"``; needs the row
+        counts, known after :meth:`check`."""
+        if self._row_counts is None:
+            raise ModelError("row labels are known after `System.check(t, q, v)` has run.")
+        return [f"{c.name}[{i}]" for c, k in zip(self.equalities, self._row_counts) for i in range(k)]
+
+    # ------------------------------------------------------------------ checks
+    def check(self, t: float, q, v) -> None:
+        """Evaluate every piece at ``(t, q, v)`` and raise one ModelError listing
+        all problems found (shapes, NaN/inf, symmetry/definiteness of M,
+        complex-safety of functions whose derivatives are automatic)."""
+        n = self.n
+        problems: list[str] = []
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        if q.shape != (n,):
+            problems.append(f"`q` must have shape ({n},), found {q.shape}")
+        if v.shape != (n,):
+            problems.append(f"`v` must have shape ({n},), found {v.shape}")
+        if problems:
+            raise ModelError("; ".join(problems))
+        try:
+            M = self.mass(t, q)
+            if M.shape != (n, n):
+                problems.append(f"mass(t, q) returned shape {M.shape}, expected ({n}, {n})")
+            else:
+                try:
+                    _check_mass(M, "mass(t, q)")
+                except ModelError as e:
+                    problems.append(str(e))
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"mass(t, q) raised {type(e).__name__}: {e}")
+        try:
+            F = np.asarray(self.force(t, q, v))
+            if F.shape != (n,):
+                problems.append(f"force(t, q, v) returned shape {F.shape}, expected ({n},)")
+            elif not np.all(np.isfinite(F)):
+                problems.append("force(t, q, v) contains NaN or inf")
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"force(t, q, v) raised {type(e).__name__}: {e}")
+        counts, icounts = [], []
+        for c in self.constraints:
+            try:
+                A, b = c.rows(t, q, v)
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"constraint {c.name!r}: rows raised {type(e).__name__}: {e}")
+                counts.append(0) if c.kind == "equality" else icounts.append(0)
+                continue
+            A = np.atleast_2d(np.asarray(A, dtype=float))
+            b = np.asarray(b, dtype=float).reshape(-1)
+            if A.ndim != 2 or A.shape[1] != n or b.shape != (A.shape[0],):
+                problems.append(f"constraint {c.name!r}: rows have shapes A {A.shape}, b {b.shape}; "
+                                f"expected (k, {n}) and (k,)")
+            elif not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+                problems.append(f"constraint {c.name!r}: rows contain NaN or inf")
+            problems += c.check_derivatives(t, q, v)
+            (counts if c.kind == "equality" else icounts).append(A.shape[0])
+        if self._energy is not None:
+            try:
+                e = self.energy(t, q, v)
+                if not np.isfinite(e):
+                    problems.append("energy(t, q, v) is not finite")
+            except Exception as e:  # noqa: BLE001
+                problems.append(f"energy(t, q, v) raised {type(e).__name__}: {e}")
+        if problems:
+            raise ModelError(f"System {self.name!r} failed its check at t={t}:\n  - "
+                             + "\n  - ".join(problems))
+        self._row_counts = tuple(counts)
+        self._ineq_counts = tuple(icounts)
+
+    @property
+    def m(self) -> Optional[int]:
+        """Number of equality rows (known after :meth:`check`)."""
+        return None if self._row_counts is None else int(sum(self._row_counts))
+
+    def __repr__(self) -> str:
+        return (f"System({self.name!r}, coordinates={self.coordinates}, "
+                f"constraints={[c.name for c in self.constraints]})")
+
+
+def _check_mass(M: np.ndarray, label: str) -> None:
+    """Raise ModelError unless M is finite, symmetric and positive semi-definite."""
+    if not np.all(np.isfinite(M)):
+        raise ModelError(f"{label} contains NaN or inf.")
+    scale = float(np.max(np.abs(M))) if M.size else 0.0
+    asym = float(np.max(np.abs(M - M.T))) if M.size else 0.0
+    if asym > 1e-12 * max(scale, 1e-300):
+        raise ModelError(f"{label} must be symmetric; max |M - M^T| = {asym:.3g} "
+                         f"(relative {asym / max(scale, 1e-300):.3g}).")
+    w = np.linalg.eigvalsh(M)
+    if w.size and w[0] < -1e-12 * max(scale, 1e-300) * M.shape[0]:
+        raise ModelError(f"{label} must be positive semi-definite; its smallest eigenvalue is "
+                         f"{w[0]:.6g} (largest {w[-1]:.6g}).")
