@@ -111,11 +111,22 @@ class Projection:
     max_iter : int, default 10
     velocity : bool, default True
         Also project the velocities.
+    rhs : bool, default True
+        Also evaluate the right-hand side at the projected state (the
+        *projected vector field* ``y' = f(P(y))``), so that the integrator's
+        trial stages never see the off-constraint part of the acceleration
+        field. Near singular positions that part is unbounded (it grows like
+        ``1/sigma_min`` of the constraint rows, e.g. ``1/cos th1`` on paper
+        001's four-bar) and without this an adaptive integrator's stages blow
+        up there or jump to another branch of the constraint set. Costs one to
+        two Gauss--Newton iterations per evaluation; ``rhs=False`` projects
+        only after accepted steps.
     """
 
     tol: float = 1e-13
     max_iter: int = 10
     velocity: bool = True
+    rhs: bool = True
 
     def __post_init__(self):
         if not (np.isfinite(self.tol) and self.tol > 0):
@@ -193,7 +204,7 @@ class RankMonitor:
     """
 
     def __init__(self, system: System, labels: Sequence[str], rank_tol: float,
-                 passage_tol: float = 0.2, event_tol: float = 1e-6) -> None:
+                 passage_tol: float = 0.5, event_tol: float = 1e-6) -> None:
         self.system = system
         self.labels = list(labels)
         self.rank_tol = rank_tol
@@ -203,6 +214,7 @@ class RankMonitor:
         self.r0: Optional[int] = None
         self.events: list[RankEvent] = []
         self._hist: list[tuple[float, float, int, Callable]] = []  # (t, s, rank, interp)
+        self._last_rank: Optional[int] = None
 
     def _sv(self, t, q, v, update=True):
         A, _ = self.system.rows(t, q, v)
@@ -229,21 +241,39 @@ class RankMonitor:
         big = np.flatnonzero(np.abs(u) > 0.3 * np.abs(u).max())
         return [self.labels[i] if i < len(self.labels) else str(i) for i in big]
 
-    def update(self, t: float, q: np.ndarray, v: np.ndarray, interp: Optional[Callable]) -> None:
-        """Register an accepted step ending at ``t``; ``interp(t) -> (q, v)`` covers the step."""
+    def update(self, t: float, q: np.ndarray, v: np.ndarray, interp: Optional[Callable],
+               t_prev: Optional[float] = None) -> None:
+        """Register an accepted step ``(t_prev, t]``; ``interp(t) -> (q, v)`` covers it.
+
+        The step is also sampled at three interior points of the interpolant, so
+        a passage is found even when the integrator steps far past it.
+        """
         if self.system.m == 0:
             return
+        if interp is not None and t_prev is not None:
+            for f in (0.25, 0.5, 0.75):
+                tt = t_prev + f * (t - t_prev)
+                qq, vv = interp(tt)
+                U, s = self._sv(tt, qq, vv, update=False)
+                self._push(tt, U, s, interp, event=False)
         U, s = self._sv(t, q, v)
+        self._push(t, U, s, interp, event=True)
+
+    def _push(self, t, U, s, interp, event):
         live, r = self._live(s)
         h = self._hist
-        if h and r != h[-1][2]:
-            self.events.append(RankEvent(t=t, kind="drop" if r < h[-1][2] else "rise",
-                                         rank_before=h[-1][2], rank_min=min(r, h[-1][2]),
-                                         rank_after=r, rows=self.rows_of(U), sigma_min=live))
+        if event:
+            last = self._last_rank if self._last_rank is not None else r
+            if r != last:
+                self.events.append(RankEvent(t=float(t), kind="drop" if r < last else "rise",
+                                             rank_before=last, rank_min=min(r, last),
+                                             rank_after=r, rows=self.rows_of(U), sigma_min=live))
+            self._last_rank = r
         h.append((t, live, r, interp))
         if len(h) >= 3:
-            (t0, s0, r0_, i0), (t1, s1, r1, i1), (t2, s2, r2, i2) = h[-3:]
-            if s1 < self.passage_tol and s1 <= s0 and s1 <= s2 and (s1 < s0 or s1 < s2):
+            (t0, s0, _, _), (t1, s1, r1, i1), (t2, s2, _, i2) = h[-3:]
+            if s1 < self.passage_tol and s1 <= s0 and s1 <= s2 and (s1 < s0 or s1 < s2) \
+                    and i1 is not None and i2 is not None:
                 self._refine(t0, t1, t2, i1, i2, r1)
             del h[:-2]
 
@@ -262,10 +292,11 @@ class RankMonitor:
         ts = float(res.x)
         qq, vv = sample(ts)
         U, s = self._sv(ts, qq, vv, update=False)
-        live, r = self._live(s)
+        live, _ = self._live(s)
         if live < self.event_tol:
-            if self.events and self.events[-1].kind == "passage" and abs(self.events[-1].t - ts) < 1e-9 * max(1.0, abs(ts)):
-                return
+            for e in self.events[-3:]:
+                if e.kind == "passage" and abs(e.t - ts) < 1e-7 * max(1.0, abs(ts)):
+                    return
             rmin = int(np.count_nonzero(s > max(self.rank_tol, 10 * live)))
             self.events.append(RankEvent(t=ts, kind="passage", rank_before=r1, rank_min=rmin,
                                          rank_after=r1, rows=self.rows_of(U), sigma_min=live))
@@ -424,12 +455,16 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     monitor = RankMonitor(system, labels, rank_tol) if monitor_rank and system.m else None
     nfev = [0]
     accel = step_solver.acceleration
+    project_rhs = projector is not None and projector.rhs
 
     def rhs(t, y):
         nfev[0] += 1
         out = np.empty(2 * n)
-        out[:n] = y[n:]
-        out[n:] = accel(t, y[:n], y[n:])
+        qq, vv = y[:n], y[n:]
+        if project_rhs:
+            qq, vv, _ = projector.project(system, t, qq, vv, rank_tol)
+        out[:n] = vv
+        out[n:] = accel(t, qq, vv)
         return out
 
     ts: list[float] = [t0]
@@ -477,7 +512,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     t = t0
     try:
         if monitor is not None:
-            monitor.update(t0, q, v, None)
+            monitor.update(t0, q, v, None, None)
         if fixed:
             nsteps = int(np.ceil((t1 - t0) / dt - 1e-9))
             k1 = rhs(t, y)
@@ -500,7 +535,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
                 interp = _hermite(t, y[:n], y[n:], k1[n:], t_new, y_new[:n], y_new[n:], k1_new[n:])
                 emit(t, t_new, interp, y_new)
                 if monitor is not None:
-                    monitor.update(t_new, y_new[:n], y_new[n:], interp)
+                    monitor.update(t_new, y_new[:n], y_new[n:], interp, t)
                 t, y, k1 = t_new, y_new, k1_new
                 steps += 1
                 if progress is not None:
@@ -547,7 +582,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
                             ode = new_solver(ode.t, y_new, h_last)
                 emit(t_prev, ode.t, interp, y_new)
                 if monitor is not None:
-                    monitor.update(ode.t, y_new[:n], y_new[n:], interp)
+                    monitor.update(ode.t, y_new[:n], y_new[n:], interp, t_prev)
                 t, y = ode.t, y_new
                 if progress is not None:
                     progress(t)

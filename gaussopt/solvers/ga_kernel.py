@@ -69,11 +69,18 @@ __all__ = ["GAOutcome", "ga_minimize"]
 #: After a generation that improved the best point by a step ``dx``, the
 #: mutation half-width ``h`` is multiplied by
 #: ``clip(_STEP_GAIN * max|dx / h|, _SUCCESS_MIN, _SUCCESS_MAX)``.
-_STEP_GAIN = 2.0
-_SUCCESS_MIN = 0.1
-_SUCCESS_MAX = 2.0
+_STEP_GAIN = 1.0
+_SUCCESS_MIN = 0.3
+_SUCCESS_MAX = 3.0
 #: Multiplier of the mutation half-width after a generation that did not.
-_SHRINK = 0.3
+_SHRINK = 0.4
+#: Fraction of the offspring replaced by directed mutants
+#: ``best + t * step``, ``t ~ U(_PATTERN_T_MIN, _PATTERN_T_MAX)``; the
+#: remembered step is multiplied by ``_PATTERN_DECAY`` after a failure.
+_DIRECTED_FRACTION = 0.2
+_PATTERN_T_MIN = 0.5
+_PATTERN_T_MAX = 3.0
+_PATTERN_DECAY = 0.5
 #: Largest allowed mutation half-width, relative to the initial ``radius``.
 _MAX_RADIUS_FACTOR = 1.0e3
 #: Improvements smaller than this many ulps of ``|f|`` count as noise.
@@ -165,7 +172,7 @@ def ga_minimize(
     max_generations: int = 400,
     sol_per_pop: int = 20,
     num_parents_mating: int = 6,
-    stall_generations: int = 50,
+    stall_generations: int = 30,
     **pygad_overrides: Any,
 ) -> GAOutcome:
     """Minimize a vectorized objective with pygad's genetic algorithm.
@@ -280,6 +287,7 @@ def ga_minimize(
         "best_f": math.inf,
         "prev_f": math.inf,  # best value at the end of the previous generation
         "prev_x": None,      # best point at the end of the previous generation
+        "step": None,        # last successful step of the best point
         "ref_x": None,       # best point at the last move beyond tol
         "scale": 1.0,
         "stall": 0,
@@ -309,29 +317,29 @@ def ga_minimize(
             state["ref_x"] = state["best_x"]
         return -values
 
-    def set_mutation_range(ga_instance: Any) -> None:
-        h = state["scale"] * r_arr
-        ga_instance.random_mutation_min_val = -h
-        ga_instance.random_mutation_max_val = h
-
     def on_generation(ga_instance: Any) -> str | None:
         best_f, best_x = state["best_f"], state["best_x"]
         prev_f, prev_x = state["prev_f"], state["prev_x"]
         band = tol * (1.0 + np.abs(best_x))
         h = state["scale"] * r_arr
-        # Radius adaptation: success = improvement beyond rounding noise.
-        improved = best_f < prev_f - _NOISE_ULPS * float(np.spacing(abs(prev_f))) \
-            if math.isfinite(prev_f) else best_f < prev_f
+        # Radius adaptation. Success = improvement beyond rounding noise.
+        if math.isfinite(prev_f):
+            improved = best_f < prev_f - _NOISE_ULPS * float(np.spacing(abs(prev_f)))
+        else:
+            improved = best_f < prev_f
         if improved:
-            ratio = float(np.max(np.abs(best_x - prev_x) / h))
+            step = best_x - prev_x
+            ratio = float(np.max(np.abs(step) / h))
             factor = min(max(_STEP_GAIN * ratio, _SUCCESS_MIN), _SUCCESS_MAX)
+            state["step"] = step
         else:
             factor = _SHRINK
+            if state["step"] is not None:
+                state["step"] = state["step"] * _PATTERN_DECAY
         state["scale"] = min(state["scale"] * factor, scale_max)
         state["prev_f"], state["prev_x"] = best_f, best_x
         # Stall: no better point beyond the tolerance band of the last one.
-        ref_x = state["ref_x"]
-        if np.any(np.abs(best_x - ref_x) > band):
+        if np.any(np.abs(best_x - state["ref_x"]) > band):
             state["ref_x"] = best_x
             state["stall"] = 0
         else:
@@ -339,18 +347,44 @@ def ga_minimize(
         if np.all(state["scale"] * r_arr <= band) or state["stall"] >= stall_generations:
             state["converged"] = True
             return "stop"
-        set_mutation_range(ga_instance)
+        h = state["scale"] * r_arr
+        ga_instance.random_mutation_min_val = -h
+        ga_instance.random_mutation_max_val = h
         return None
+
+    def crossover(parents: np.ndarray, offspring_size: tuple, ga_instance: Any) -> np.ndarray:
+        # Vectorized form of pygad's "single_point" crossover (same pairing:
+        # offspring i mates parents i % m and (i + 1) % m, genes from the
+        # random point c on come from the second parent); pygad's version
+        # loops in Python over the offspring.
+        n, n_genes = offspring_size
+        par = np.asarray(parents, dtype=float)
+        m = par.shape[0]
+        first = np.arange(n) % m
+        second = (first + 1) % m
+        point = ga_instance.numpy_random_generator.randint(0, n_genes, size=n)
+        from_second = np.arange(n_genes)[None, :] >= point[:, None]
+        return np.where(from_second, par[second], par[first])
 
     def mutation(offspring: np.ndarray, ga_instance: Any) -> np.ndarray:
         # Vectorized equivalent of pygad's additive "random" mutation of
         # every gene (pygad's own draws one gene value per Python call,
-        # ~75 us each); it reads the range set by on_generation and uses
-        # pygad's seeded generator, so runs stay reproducible.
+        # ~75 us each), with the range set by on_generation.  The first
+        # offspring are replaced by "directed" mutants best + t * step along
+        # the last successful step (a pattern move that follows valleys of
+        # ill-conditioned objectives).  pygad's seeded generator is used, so
+        # runs are reproducible.
+        gen = ga_instance.numpy_random_generator
         low = np.asarray(ga_instance.random_mutation_min_val, dtype=float)
         high = np.asarray(ga_instance.random_mutation_max_val, dtype=float)
-        draw = ga_instance.numpy_random_generator.random_sample(offspring.shape)
-        return np.asarray(offspring, dtype=float) + low + (high - low) * draw
+        out = np.array(offspring, dtype=float)
+        out += low + (high - low) * gen.random_sample(out.shape)
+        step = state["step"]
+        n_dir = min(n_directed, out.shape[0])
+        if step is not None and n_dir > 0:
+            t = gen.uniform(_PATTERN_T_MIN, _PATTERN_T_MAX, size=(n_dir, 1))
+            out[:n_dir] = state["best_x"] + t * step
+        return out
 
     rng = np.random.default_rng(seed)
     population = x0_arr + r_arr * rng.uniform(-1.0, 1.0, size=(sol_per_pop, k))
@@ -365,7 +399,7 @@ def ga_minimize(
         gene_type=float,
         parent_selection_type="sss",
         keep_elitism=1,
-        crossover_type="single_point",
+        crossover_type=crossover,
         mutation_type=mutation,
         random_mutation_min_val=list(-r_arr),
         random_mutation_max_val=list(r_arr),
@@ -381,6 +415,7 @@ def ga_minimize(
         # pygad's default of 10 % of the genes rounds to 0 for k < 10.
         ga_kwargs["mutation_num_genes"] = k
 
+    n_directed = int(round(_DIRECTED_FRACTION * (sol_per_pop - 1)))
     objective_error: BaseException | None = None
     try:
         import pygad
@@ -404,6 +439,6 @@ def ga_minimize(
         value=float(state["best_f"]),
         generations=generations,
         evaluations=evaluations,
-        converged=bool(state["converged"]),
+        converged=bool(state["converged"]) and math.isfinite(state["best_f"]),
         radius=h_final,
     )

@@ -7,7 +7,6 @@ import numpy as np
 from ..exceptions import ModelError
 from ..linalg import min_norm_multipliers, null_space_split, solve_gauss
 from .base import StepSolver
-from .ga_kernel import ga_minimize
 
 __all__ = ["Genetic"]
 
@@ -117,6 +116,8 @@ class Genetic(StepSolver):
                     return c0 + Z @ c1 + 0.5 * np.einsum("ij,jk,ik->i", Z, H, Z)
 
                 radius = self._initial_radius(N @ z0 + a_p, M, F, w)
+                from .ga_kernel import ga_minimize  # pygad imported on first use
+
                 out = ga_minimize(objective, z0, radius, seed=seed, tol=self.tol,
                                   max_generations=self.max_generations,
                                   sol_per_pop=self.sol_per_pop)
@@ -134,6 +135,8 @@ class Genetic(StepSolver):
 
             x0 = a_prev if a_prev is not None else np.zeros(self._n)
             radius = self._initial_radius(x0, M, F, w)
+            from .ga_kernel import ga_minimize
+
             out = ga_minimize(objective, x0, radius, seed=seed, tol=self.tol,
                               max_generations=self.max_generations, sol_per_pop=self.sol_per_pop)
             a = out.x

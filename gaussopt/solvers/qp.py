@@ -8,7 +8,6 @@ from scipy.linalg import lapack
 from ..exceptions import InconsistentConstraintsError, SolverError
 from ..linalg import _indeterminate
 from .base import StepSolver
-from .qp_kernel import QPKernel
 
 __all__ = ["QP"]
 
@@ -51,10 +50,12 @@ class QP(StepSolver):
         super().__init__(system, **kwargs)
         self.backend = backend
         self.backend_options = backend_options
-        self.kernel: QPKernel | None = None
+        self.kernel = None
         self.statuses: dict[str, int] = {}
 
-    def _build(self, m: int, p: int) -> QPKernel:
+    def _build(self, m: int, p: int):
+        from .qp_kernel import QPKernel  # cvxpy is imported on first use (1 s)
+
         k = self.kernel
         if k is None or k.m != m or k.p != p:
             # rows can change count only if a user's constraint does; rebuild then

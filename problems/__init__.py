@@ -1,0 +1,1 @@
+"""Published and benchmark problems; each module exposes ``build(**params) -> Problem``."""

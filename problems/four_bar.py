@@ -1,0 +1,66 @@
+"""Paper 001: parallelogram four-bar with a singular mass matrix.
+
+Three uniform rods (m = 12 kg, l = 2 m) in the vertical plane, redundant
+coordinates q = (th1, th2, th3). The paper's model: M = diag(4 m l^2/3,
+m l^2/3, 0) (singular), Q = (psi - 3/2 m g l cos th1, -1/2 m g l cos th2, 0),
+constraints Phi = (l sin th1 - l sin th2, th1 + th3 - pi) = 0, start at
+th1 = th2 = pi/3, th3 = 2 pi/3, at rest.
+
+Reference: on the physical (parallelogram) branch th2 = th1, th3 = pi - th1,
+the reduced equation is (5/3) m l^2 th1'' = psi - 2 m g l cos th1,
+integrated at rtol = atol = 1e-13.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+import gaussopt as go
+
+G = 9.8
+
+
+def system(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
+           extra_force: Optional[np.ndarray] = None) -> go.System:
+    """The paper's singular-mass model as a :class:`gaussopt.System`."""
+    M = np.diag([4 * m * l**2 / 3, m * l**2 / 3, 0.0])
+    ext = np.zeros(3) if extra_force is None else np.asarray(extra_force, dtype=float)
+
+    def force(t, q, v):
+        return np.array([psi - 1.5 * m * g * l * np.cos(q[0]),
+                         -0.5 * m * g * l * np.cos(q[1]), 0.0]) + ext
+
+    def phi(t, q):
+        return np.array([l * np.sin(q[0]) - l * np.sin(q[1]), q[0] + q[2] - np.pi])
+
+    def jac(t, q):
+        return np.array([[l * np.cos(q[0]), -l * np.cos(q[1]), 0.0], [1.0, 0.0, 1.0]])
+
+    def gamma(t, q, v):
+        return np.array([l * np.sin(q[0]) * v[0] ** 2 - l * np.sin(q[1]) * v[1] ** 2, 0.0])
+
+    def energy(t, q, v):
+        T = 0.5 * v @ M @ v
+        V = m * g * l * (1.5 * np.sin(q[0]) + 0.5 * np.sin(q[1]))
+        return T + V - psi * q[0]
+
+    return go.System(("th1", "th2", "th3"), mass=M, force=force,
+                     constraints=[go.Holonomic(phi, jac, gamma, rheonomic=False, name="loop")],
+                     energy=energy, name="four_bar")
+
+
+def reference(t, psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
+              th0: float = np.pi / 3, w0: float = 0.0) -> np.ndarray:
+    """th1(t), th1'(t) of the reduced parallelogram dynamics, shape (2, len(t))."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+
+    def f(_, y):
+        return [y[1], (psi - 2 * m * g * l * np.cos(y[0])) / (5.0 / 3.0 * m * l**2)]
+
+    sol = solve_ivp(f, (0.0, float(t.max())), [th0, w0], method="DOP853", rtol=1e-13,
+                    atol=1e-13, dense_output=True)
+    return sol.sol(t)
