@@ -12,6 +12,7 @@ from .exceptions import (GaussoptError, InconsistentConstraintsError, Indetermin
                          ModelError, ObjectiveMismatchWarning, SolverError,
                          UnsupportedConstraintError)
 from .integrate import Baumgarte, Projection, simulate
+from .problem import Problem
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
 from .step import make_solver, solve_step
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
-    "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    "Problem", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "__version__",
 ]

@@ -64,3 +64,28 @@ def reference(t, psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float =
     sol = solve_ivp(f, (0.0, float(t.max())), [th0, w0], method="DOP853", rtol=1e-13,
                     atol=1e-13, dense_output=True)
     return sol.sol(t)
+
+
+def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
+          t_end: float = 5.0) -> go.Problem:
+    """Paper 001's four-bar (defaults: the paper's values)."""
+    sysm = system(psi=psi, m=m, l=l, g=g)
+    q0 = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
+
+    def outputs(q, v):
+        q = np.atleast_2d(q)
+        return {"th1": q[:, 0], "y1": 0.5 * l * np.sin(q[:, 0])}
+
+    def ref(t):
+        th, _ = reference(t, psi=psi, m=m, l=l, g=g)
+        return {"th1": th, "y1": 0.5 * l * np.sin(th)}
+
+    return go.Problem(
+        name="four_bar", system=sysm, q0=q0, v0=np.zeros(3), t_span=(0.0, t_end),
+        description="Paper 001: parallelogram four-bar, singular mass matrix, redundant "
+                    "coordinates (th1, th2, th3), torque psi on the crank; the crank revolves "
+                    "through the singular positions cos th1 = 0.",
+        settings={"method": "DOP853", "rtol": 1e-10, "atol": 1e-10,
+                  "stabilization": go.Projection()},
+        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))}},
+        outputs=outputs, reference=ref, params={"psi": psi, "m": m, "l": l, "g": g})

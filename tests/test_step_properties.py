@@ -154,10 +154,14 @@ def norm(x) -> float:
     return float(np.linalg.norm(x))
 
 
-def assert_close(x, y, rtol, label):
-    """|x - y| <= rtol * (1 + |y|)."""
+def assert_close(x, y, tol, label):
     err = norm(np.asarray(x) - np.asarray(y))
-    assert err <= rtol * (1.0 + norm(y)), f"{label}: |difference| = {err:.3g}, |reference| = {norm(y):.3g}"
+    assert err <= tol, f"{label}: |difference| = {err:.3g} > {tol:.3g} (|reference| = {norm(y):.3g})"
+
+
+def force_scale(p: StepProblem, a) -> float:
+    """Size of the terms of M a - F (M a may cancel: singular M, large a)."""
+    return norm(p.M) * norm(a) + norm(p.F)
 
 
 def assert_feasible(p: StepProblem, a, rtol=1e-9):
@@ -173,33 +177,34 @@ def gauss(p: StepProblem, a) -> float:
 
 
 def gauss_scale(p: StepProblem, a) -> float:
-    """Size of the terms of the Gauss function at a (for rounding tolerances)."""
-    return float(0.5 * abs(a @ p.M @ a) + abs(p.F @ a))
+    """Size of the terms summed in the Gauss function at a (for rounding tolerances)."""
+    return 0.5 * norm(p.M) * norm(a) ** 2 + norm(p.F) * norm(a)
 
 
 # --------------------------------------------------------------------------- agreement
-@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(p=step_problems())
 def test_closed_form_and_lagrange_agree(p):
     r1 = p.solve("closed_form")
     r2 = p.solve("lagrange")
-    assert_close(r2.a, r1.a, 1e-8, "a")
-    assert_close(r2.constraint_force, r1.constraint_force, 1e-8, "M a - F")
+    assert_close(r2.a, r1.a, 1e-8 * (1.0 + norm(r1.a)), "a")
+    assert_close(r2.constraint_force, r1.constraint_force, 1e-8 * force_scale(p, r1.a), "M a - F")
     for r in (r1, r2):
         assert_feasible(p, r.a)
-        np.testing.assert_allclose(r.constraint_force, p.M @ r.a - p.F, rtol=0, atol=1e-14 * (
-            norm(p.M @ r.a) + norm(p.F)))
+        assert_close(r.constraint_force, p.M @ r.a - p.F, 1e-14 * force_scale(p, r.a),
+                     "constraint_force vs M a - F")
 
 
-@settings(deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(p=step_problems())
 def test_all_exact_solvers_agree(p):
     """closed_form, lagrange and qp: same a, same constraint force, A a = b."""
     res = {s: p.solve(s) for s in EXACT_SOLVERS}
     ref = res["closed_form"]
     for s, r in res.items():
-        assert_close(r.a, ref.a, 1e-8, f"a ({s})")
-        assert_close(r.constraint_force, ref.constraint_force, 1e-8, f"M a - F ({s})")
+        assert_close(r.a, ref.a, 1e-8 * (1.0 + norm(ref.a)), f"a ({s})")
+        assert_close(r.constraint_force, ref.constraint_force, 1e-8 * force_scale(p, ref.a),
+                     f"M a - F ({s})")
         assert_feasible(p, r.a)
     assert res["qp"].info["status"] == "optimal"
     if not p.redundant:
@@ -227,7 +232,7 @@ def _optimality(p: StepProblem, a, n_dirs=4):
                                         f"{g1!r} < {g0!r} (tol {tol:.3g})")
 
 
-@pytest.mark.parametrize("solver,examples", [("closed_form", 150), ("lagrange", 150), ("qp", 25)])
+@pytest.mark.parametrize("solver,examples", [("closed_form", 80), ("lagrange", 80), ("qp", 20)])
 def test_no_feasible_perturbation_lowers_gauss(solver, examples):
     @settings(deadline=None, max_examples=examples, suppress_health_check=[HealthCheck.too_slow])
     @given(p=step_problems())
@@ -241,7 +246,7 @@ def test_no_feasible_perturbation_lowers_gauss(solver, examples):
 
 
 # --------------------------------------------------------------------------- multipliers
-@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(p=step_problems(redundant=True))
 def test_redundant_rows_give_minimum_norm_multipliers(p):
     A = p.A
@@ -251,8 +256,8 @@ def test_redundant_rows_give_minimum_norm_multipliers(p):
     assert r1.info["rank"] == p.rank_A and r2.info["rank"] == p.rank_A
     Qc = r1.constraint_force
     lam_ref = np.linalg.lstsq(A.T, Qc, rcond=1e-10)[0]      # minimum-norm solution
-    force_scale = norm(p.M @ r1.a) + norm(p.F)
-    floor = 1e-12 * force_scale / float(np.min(np.linalg.norm(A, axis=1)))
+    fscale = force_scale(p, r1.a)
+    floor = 1e-12 * fscale / float(np.min(np.linalg.norm(A, axis=1)))
     for name, r in (("closed_form", r1), ("lagrange", r2)):
         lam = r.multipliers
         assert lam.shape == (A.shape[0],)
@@ -260,7 +265,7 @@ def test_redundant_rows_give_minimum_norm_multipliers(p):
         assert err <= 1e-7 * norm(lam_ref) + floor, f"{name}: |lam - lam_min| = {err:.3g}"
         # stationarity M a = F + A^T lam
         err = norm(A.T @ lam - (p.M @ r.a - p.F))
-        assert err <= 1e-9 * force_scale, f"{name}: |A^T lam - (M a - F)| = {err:.3g}"
+        assert err <= 1e-9 * fscale, f"{name}: |A^T lam - (M a - F)| = {err:.3g}"
     err = norm(r1.multipliers - r2.multipliers)
     assert err <= 1e-7 * norm(r1.multipliers) + floor
 
@@ -270,6 +275,7 @@ def test_redundant_rows_give_minimum_norm_multipliers(p):
 # (2 a1 - 1 = 3 a2 + 4 = lam). Fixed parameters, so the example is deterministic.
 HAND_STEP = StepProblem(M=np.diag([2.0, 3.0]), F=[1.0, -4.0], A=[[1.0, 1.0]], b=[0.5])
 HAND_A = np.array([1.3, -0.8])
+GA_SEED = 0
 
 
 # each example runs the GA (0.05-0.5 s); shrinking seed-driven data would rerun it
@@ -282,7 +288,7 @@ def test_ga_within_reported_error_bound(p):
     a_star = p.solve("closed_form").a
     if p is HAND_STEP:
         np.testing.assert_allclose(a_star, HAND_A, rtol=1e-14)
-    r = p.solve("ga", seed=11)
+    r = p.solve("ga", seed=GA_SEED)
     info = r.info
     assert info["mode"] == "nullspace"
     # A a = b holds by construction of the genes (a = a_p + N z)
@@ -291,7 +297,7 @@ def test_ga_within_reported_error_bound(p):
     # form's own error (relative to the force-driven acceleration |F|/w)
     w = np.trace(p.M) / p.n
     accel_scale = 1.0 + norm(a_star) + norm(p.F) / w
-    assert info["gap"] >= -1e-12 * accel_scale * (norm(p.M @ a_star) + norm(p.F))
+    assert info["gap"] >= -1e-12 * accel_scale * force_scale(p, a_star)
     # |a - a*| <= error_bound: allow the closed form's rounding error only
     err = norm(r.a - a_star)
     assert err <= info["error_bound"] * 1.0001 + 1e-12 * accel_scale, (

@@ -1,0 +1,62 @@
+"""A benchmark problem: a system, its initial state, recommended settings and a reference."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .system import System
+
+__all__ = ["Problem"]
+
+
+@dataclass
+class Problem:
+    """A ready-to-run problem (see the modules in ``problems/``).
+
+    Attributes
+    ----------
+    name : str
+    system : System
+    q0, v0 : ndarray, shape (n,)
+    t_span : (float, float)
+    description : str
+        One paragraph with the source (paper, equation numbers).
+    settings : dict
+        Recommended keyword arguments of :func:`gaussopt.simulate`
+        (``method``, ``rtol``, ``atol``, ``dt``, ``stabilization``, ...).
+    outputs : callable
+        ``outputs(q, v) -> dict`` of the physical quantities the paper plots,
+        evaluated on arrays of shape (N, n).
+    reference : callable, optional
+        ``reference(t) -> dict`` of independent values of some of those
+        outputs at the times ``t`` (analytic or a reduced ODE integrated at
+        tight tolerance).
+    params : dict
+        The parameters the problem was built with.
+    """
+
+    name: str
+    system: System
+    q0: np.ndarray
+    v0: np.ndarray
+    t_span: tuple
+    description: str = ""
+    settings: dict = field(default_factory=dict)
+    outputs: Callable[[np.ndarray, np.ndarray], dict] = lambda q, v: {}
+    reference: Optional[Callable[[np.ndarray], dict]] = None
+    params: dict = field(default_factory=dict)
+    solver_settings: dict = field(default_factory=dict)
+
+    def simulate(self, solver: str = "closed_form", **overrides: Any):
+        """Run :func:`gaussopt.simulate` with the recommended settings, updated by
+        ``overrides`` (``solver_settings[solver]`` apply first)."""
+        from .integrate import simulate
+
+        kw = dict(self.settings)
+        kw.update(self.solver_settings.get(solver, {}))
+        kw.update(overrides)
+        t_span = kw.pop("t_span", self.t_span)
+        return simulate(self.system, t_span, self.q0, self.v0, solver=solver, **kw)
