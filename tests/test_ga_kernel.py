@@ -228,6 +228,7 @@ def test_objective_errors_propagate():
         (dict(objective=3), r"objective must be callable"),
         (dict(random_seed=3), r"pygad_overrides may not set \['random_seed'\]"),
         (dict(on_generation=print), r"may not set \['on_generation'\]"),
+        (dict(keep_elitism=0), r"keep_elitism must be an integer >= 1, found 0"),
     ],
 )
 def test_bad_arguments(kwargs, match):

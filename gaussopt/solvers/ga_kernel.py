@@ -225,9 +225,11 @@ def ga_minimize(
     **pygad_overrides
         Extra keyword arguments of :class:`pygad.GA` (e.g.
         ``crossover_type``, ``keep_elitism``, ``mutation_probability``),
-        applied over the defaults.  The arguments that this function
-        controls (population, fitness, callbacks, mutation range, seed,
-        logger, ...) cannot be overridden.
+        applied over the defaults (replacing the operators voids the
+        tuning described in the module notes; ``keep_elitism`` must stay
+        >= 1).  The arguments that this function controls (population,
+        fitness, ``on_generation``, mutation range, seed, logger, ...)
+        cannot be overridden.
 
     Returns
     -------
@@ -285,6 +287,8 @@ def ga_minimize(
         raise ValueError(f"num_parents_mating must be <= sol_per_pop = {sol_per_pop}, "
                          f"found {num_parents_mating}")
     stall_generations = _check_int("stall_generations", stall_generations, 1)
+    if "keep_elitism" in pygad_overrides:
+        _check_int("keep_elitism", pygad_overrides["keep_elitism"], 1)
     reserved = sorted(_RESERVED.intersection(pygad_overrides))
     if reserved:
         raise ValueError(f"pygad_overrides may not set {reserved}; these are controlled by "

@@ -47,7 +47,11 @@ class Genetic(StepSolver):
     ``gauss`` (achieved), ``gauss_opt`` (the optimum, from the closed form: the
     lower bound no feasible ``a`` can beat), ``gap`` and ``error_bound``
     (``sqrt(2 gap / lambda_min(N^T M N))``, a bound on ``|a - a*|`` valid
-    because the objective is quadratic), and ``error`` (``|a - a*|`` measured).
+    because the objective is quadratic), ``error`` (``|a - a*|`` measured) and
+    ``tolerance``, the GA's own accuracy claim (final search radius times
+    ``sqrt(genes)``), which needs no knowledge of the optimum. The gap is
+    evaluated as ``0.5 d^T M d + (M a* - F)^T d`` (``d = a - a*``), free of the
+    cancellation in ``G(a) - G(a*)``.
 
     References
     ----------
@@ -107,13 +111,15 @@ class Genetic(StepSolver):
                 out = None
             else:
                 z0 = N.T @ (a_prev - a_p) if a_prev is not None else np.zeros(k)
-                MN = M @ N
-                c1 = N.T @ (M @ a_p - F)          # linear term
-                H = N.T @ MN                      # Hessian in z
-                c0 = float(0.5 * a_p @ M @ a_p - a_p @ F)
+                H = N.T @ M @ N                   # Hessian in z
+                g0 = H @ z0 + N.T @ (M @ a_p - F)  # gradient at the warm start
 
                 def objective(Z):
-                    return c0 + Z @ c1 + 0.5 * np.einsum("ij,jk,ik->i", Z, H, Z)
+                    # G(a_p + N z) - G(a_p + N z0), evaluated as an increment from the
+                    # warm start: the rounding error then scales with the distance to
+                    # the optimum, not with |G| (the GA compares values only)
+                    D = Z - z0
+                    return D @ g0 + 0.5 * np.einsum("ij,jk,ik->i", D, H, D)
 
                 radius = self._initial_radius(N @ z0 + a_p, M, F, w)
                 from .ga_kernel import ga_minimize  # pygad imported on first use
@@ -122,6 +128,8 @@ class Genetic(StepSolver):
                                   max_generations=self.max_generations,
                                   sol_per_pop=self.sol_per_pop)
                 a = a_p + N @ out.x
+                D = out.x - z0
+                out.scale = float(abs(D @ g0) + abs(0.5 * D @ H @ D)) + 1e-300
             lam_min = float(np.linalg.eigvalsh(N.T @ M @ N)[0]) if N.shape[1] else np.inf
         else:
             norms = np.sqrt((A * A).sum(axis=1))
@@ -129,23 +137,40 @@ class Genetic(StepSolver):
             An, bn = A * inv[:, None], b * inv
             rho = self.penalty * w
 
-            def objective(X):
-                R = X @ An.T - bn
-                return 0.5 * np.einsum("ij,jk,ik->i", X, M, X) - X @ F + 0.5 * rho * (R * R).sum(axis=1)
-
             x0 = a_prev if a_prev is not None else np.zeros(self._n)
+            Hp = M + rho * (An.T @ An)                      # Hessian of the penalized objective
+            g0 = Hp @ x0 - F - rho * (An.T @ bn)            # its gradient at the warm start
+
+            def objective(X):
+                D = X - x0                                  # increment form (see above)
+                return D @ g0 + 0.5 * np.einsum("ij,jk,ik->i", D, Hp, D)
             radius = self._initial_radius(x0, M, F, w)
             from .ga_kernel import ga_minimize
 
             out = ga_minimize(objective, x0, radius, seed=seed, tol=self.tol,
                               max_generations=self.max_generations, sol_per_pop=self.sol_per_pop)
             a = out.x
+            D = a - x0
+            out.scale = float(abs(D @ g0) + abs(0.5 * D @ Hp @ D)) + 1e-300
             r = exact.rank
             lam_min = float(np.linalg.eigvalsh(M + rho * An.T @ An)[0])
         g = float(0.5 * a @ M @ a - a @ F)
-        gap = g - g_opt
-        err = float(np.sqrt((a - a_star) @ (a - a_star)))
+        # G(a) - G(a*) without cancellation: 0.5 d^T M d + (M a* - F)^T d, d = a - a*
+        d = a - a_star
+        gap = float(0.5 * d @ M @ d + (M @ a_star - F) @ d)
+        err = float(np.sqrt(d @ d))
         bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min)) if lam_min > 0 else np.inf
+        tolerance = 0.0
+        if out is not None:
+            # the GA's own accuracy claim: its final search radius, but never below the
+            # resolution of a search that compares values only (0.5 e^T H e ~ eps * S,
+            # S the size of the summed terms), plus, in penalty mode, the constraint
+            # violation the penalty leaves
+            e_round = np.sqrt(2 * np.finfo(float).eps * max(out.scale, 1e-300) / lam_min) \
+                if lam_min > 0 else np.inf
+            tolerance = float(np.hypot(out.radius * np.sqrt(out.x.size), 4 * e_round))
+            if self.mode == "penalty":
+                tolerance += float(np.sqrt(np.sum((An @ a - bn) ** 2)))
         if a_prev is not None:
             self._da_prev = float(np.abs(a - a_prev).max())
         self._a_prev = a.copy()
@@ -157,6 +182,7 @@ class Genetic(StepSolver):
                 "evaluations": out.evaluations if out is not None else 0,
                 "converged": out.converged if out is not None else True,
                 "gauss": g, "gauss_opt": g_opt, "gap": gap, "error_bound": bound, "error": err,
+                "tolerance": tolerance,
                 "genes": int(out.x.size) if out is not None else 0, "rank": r,
                 "constraint_residual": float(np.abs(A @ a - b).max(initial=0.0))}
         return a, lam, info

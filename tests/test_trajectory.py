@@ -1,0 +1,433 @@
+"""Tests of gaussopt.simulate and gaussopt.Trajectory.
+
+The workhorse is a Cartesian pendulum: a point of mass m = 2 kg at (x, y) on a
+rod of length l = 1.5 m (``x^2 + y^2 = l^2``), gravity g = 9.81, released at
+rest 60 degrees from the downward vertical.
+
+Measured on gaussopt 0.1.0 (errors of the state (q, v) at t = 1 against DOP853
+with rtol = atol = 1e-12):
+
+* rk4 + Projection(): dt = 0.02, 0.01, 0.005 -> 8.1e-7, 5.1e-8, 3.2e-9,
+  fitted order 4.00;
+* euler + Projection(): dt = 0.02, 0.01, 0.005 -> 0.34, 0.16, 0.079,
+  fitted order 1.05;
+* drift of |q| - l: rk4 dt = 0.05 over 20 s, 1.2e-2 without stabilization,
+  3.6e-6 (final) / 2.0e-5 (max) with Baumgarte(10, 10); euler dt = 0.01 over
+  5 s, 0.235 without, 0.044 with Baumgarte(10, 10).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from gaussopt.result import _ARRAYS
+
+M_P, L_P, G_P = 2.0, 1.5, 9.81
+TH0 = math.pi / 3
+Q0 = np.array([L_P * math.sin(TH0), -L_P * math.cos(TH0)])
+V0 = np.zeros(2)
+
+
+def pendulum(force=None, energy=True, name="pendulum"):
+    return go.System(
+        ("x", "y"), mass=M_P * np.eye(2),
+        force=force if force is not None else [0.0, -M_P * G_P],
+        constraints=[go.Holonomic(lambda t, q: np.array([q @ q - L_P**2]), name="rod")],
+        energy=(lambda t, q, v: 0.5 * M_P * (v @ v) + M_P * G_P * q[1]) if energy else None,
+        name=name)
+
+
+def state(tr, i=-1):
+    return np.concatenate([tr.q[i], tr.v[i]])
+
+
+def assert_arrays_consistent(tr, n=2, m=1):
+    N = len(tr.t)
+    assert N == len(tr)
+    assert tr.q.shape == tr.v.shape == tr.a.shape == tr.constraint_force.shape == (N, n)
+    assert tr.multipliers.shape == (N, m)
+    for k in ("position_residual", "velocity_residual", "acceleration_residual", "rank",
+              "sigma_min"):
+        assert getattr(tr, k).shape == (N,), k
+    if tr.energy is not None:
+        assert tr.energy.shape == (N,)
+    assert np.all(np.diff(tr.t) > 0)
+
+
+def assert_same_prefix(part, full):
+    """Every array of ``part`` equals the first len(part) samples of ``full``."""
+    k = len(part)
+    assert 0 < k <= len(full)
+    for name in _ARRAYS:
+        a, b = getattr(part, name), getattr(full, name)
+        if a is None:
+            assert b is None
+            continue
+        assert np.array_equal(a, b[:k], equal_nan=True), name
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """DOP853, rtol = atol = 1e-12 over [0, 1]: 27 steps."""
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853", rtol=1e-12, atol=1e-12)
+    assert tr.success and tr.t[-1] == 1.0
+    return tr
+
+
+# --------------------------------------------------------------------------- save / load
+def _stats_equal(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, float) and math.isnan(x):
+            assert isinstance(y, float) and math.isnan(y), k
+        else:
+            assert x == y, k
+
+
+def assert_roundtrip(tr, back):
+    for name in _ARRAYS:
+        a, b = getattr(tr, name), getattr(back, name)
+        if a is None:
+            assert b is None, name
+            continue
+        assert isinstance(b, np.ndarray), name
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a, b, equal_nan=True), name
+    assert back.coordinates == tr.coordinates and isinstance(back.coordinates, tuple)
+    assert back.status == tr.status and back.success == tr.success
+    assert back.message == tr.message
+    assert back.meta == tr.meta
+    _stats_equal(tr.stats, back.stats)
+    assert back.rank_events == tr.rank_events
+    assert all(isinstance(e, go.RankEvent) for e in back.rank_events)
+
+
+@pytest.fixture(scope="module")
+def passage_run():
+    """A run with a rank event: the rows (1, 0) and (1, t - 0.5) are dependent at t = 0.5."""
+    sysm = go.System(("x", "y"), mass=np.diag([1.3, 0.7]), force=[0.3, -1.1],
+                     constraints=[go.AccelerationConstraint(
+                         lambda t, q, v: np.array([[1.0, 0.0], [1.0, t - 0.5]]), np.zeros(2),
+                         name="acc")],
+                     energy=lambda t, q, v: 0.5 * (1.3 * v[0]**2 + 0.7 * v[1]**2), name="passage")
+    tr = go.simulate(sysm, (0.0, 1.0), [0.2, -0.1], [0.0, 0.4], method="rk4", dt=0.03)
+    assert tr.success
+    assert [e.kind for e in tr.rank_events] == ["passage"]
+    assert tr.rank_events[0].t == pytest.approx(0.5, abs=1e-6)
+    return tr
+
+
+def test_save_load_roundtrip_with_events_and_nan(tmp_path, passage_run):
+    tr = passage_run
+    # NaN entries (as after a failed recomputation) must survive
+    tr.a[3] = np.nan
+    tr.multipliers[5, 1] = np.nan
+    tr.sigma_min[0] = np.nan
+    tr.stats["extra_nan"] = float("nan")
+    tr.meta["note"] = "ünïcode ≈ text"
+    path = tr.save(tmp_path / "run.npz")
+    assert path == tmp_path / "run.npz" and path.exists()
+    back = go.load(path)
+    assert_roundtrip(tr, back)
+    assert np.isnan(back.a[3]).all() and np.isnan(back.multipliers[5, 1])
+    assert back.meta["t_span"] == [0.0, 1.0] and back.meta["dt"] == 0.03
+    assert back.meta["method"] == "rk4"
+
+
+def test_save_load_roundtrip_pendulum_no_energy(tmp_path):
+    tr = go.simulate(pendulum(energy=False), (0.0, 0.3), Q0, V0, method="DOP853")
+    assert tr.energy is None and tr.energy_drift is None
+    path = tr.save(tmp_path / "pend")            # no suffix: numpy appends .npz
+    assert path == tmp_path / "pend.npz" and path.exists()
+    back = go.load(path)
+    assert_roundtrip(tr, back)
+    assert back.energy is None and back.meta["dt"] is None
+    assert back["y"] is not None and np.array_equal(back["y"], tr.q[:, 1])
+
+
+def test_save_load_roundtrip_interrupted(tmp_path):
+    def stop(t):
+        if t > 0.2:
+            raise KeyboardInterrupt
+
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="rk4", dt=0.05, progress=stop)
+    assert not tr.success
+    back = go.load(tr.save(tmp_path / "partial.npz"))
+    assert_roundtrip(tr, back)
+    assert back.status == 1 and not back.success and "KeyboardInterrupt" in back.message
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        go.load(tmp_path / "missing.npz")
+    np.savez(tmp_path / "other.npz", x=np.arange(3))
+    with pytest.raises(go.ModelError, match="not a gaussopt trajectory"):
+        go.load(tmp_path / "other.npz")
+
+
+# --------------------------------------------------------------------------- interrupts
+@pytest.mark.parametrize("method,kw", [("DOP853", {}), ("rk4", {"dt": 0.01})])
+def test_keyboard_interrupt_in_progress_keeps_partial(method, kw):
+    t_stop = 0.7
+    seen = []
+
+    def stop(t):
+        seen.append(t)
+        if t > t_stop:
+            raise KeyboardInterrupt
+
+    full = go.simulate(pendulum(), (0.0, 2.0), Q0, V0, method=method, **kw)
+    part = go.simulate(pendulum(), (0.0, 2.0), Q0, V0, method=method, progress=stop, **kw)
+    assert full.success and full.t[-1] == 2.0
+    assert not part.success and part.status == 1
+    assert "KeyboardInterrupt" in part.message
+    # the step on which progress raised is kept; it is the first one past t_stop
+    assert part.t[-1] == seen[-1] and part.t[-2] <= t_stop < part.t[-1] < 2.0
+    assert_arrays_consistent(part)
+    assert np.all(np.isfinite(part.q)) and np.all(np.isfinite(part.a))
+    # the computed part is the uninterrupted run's first samples, bit for bit
+    assert_same_prefix(part, full)
+    assert part.stats["steps"] == len(part) - 1
+    assert part.meta["method"] == method
+
+
+def test_keyboard_interrupt_inside_rhs_keeps_accepted_steps():
+    """Interrupted mid-step (inside the force): the partial step is discarded."""
+    def force(t, q, v):
+        if t > 0.7:
+            raise KeyboardInterrupt
+        return np.array([0.0, -M_P * G_P])
+
+    full = go.simulate(pendulum(), (0.0, 2.0), Q0, V0, method="DOP853")
+    part = go.simulate(pendulum(force=force), (0.0, 2.0), Q0, V0, method="DOP853")
+    assert not part.success and "KeyboardInterrupt" in part.message
+    k = len(part)
+    assert part.t[-1] <= 0.7 < full.t[k]       # stopped before the first step crossing 0.7
+    assert_arrays_consistent(part)
+    assert_same_prefix(part, full)
+
+
+# --------------------------------------------------------------------------- failures
+class ForceModelFailed(go.GaussoptError):
+    """A user-defined gaussopt error raised by the force model."""
+
+
+def _nan_after(t_fail):
+    def force(t, q, v):
+        if t > t_fail:
+            return np.array([np.nan, np.nan])
+        return np.array([0.0, -M_P * G_P])
+    return force
+
+
+def _raise_after(t_fail):
+    def force(t, q, v):
+        if t > t_fail:
+            raise ForceModelFailed(f"force table ends at t={t_fail}")
+        return np.array([0.0, -M_P * G_P])
+    return force
+
+
+@pytest.mark.parametrize("method,kw", [("DOP853", {}), ("rk4", {"dt": 0.01})])
+@pytest.mark.parametrize("make_force", [_nan_after, _raise_after], ids=["nan", "raise"])
+def test_failing_force_keeps_computed_part(method, kw, make_force):
+    """simulate documents: "On a solver failure ... the part computed so far, with
+    success=False and the reason in message". The last kept sample is the last
+    accepted step whose stages all stayed at t <= 0.5."""
+    full = go.simulate(pendulum(), (0.0, 2.0), Q0, V0, method=method, **kw)
+    part = go.simulate(pendulum(force=make_force(0.5)), (0.0, 2.0), Q0, V0, method=method, **kw)
+    assert not part.success and part.status == 1
+    assert part.message.startswith("The step solver failed at t")
+    k = len(part)
+    assert part.t[-1] <= 0.5 < full.t[k]
+    if method == "rk4":
+        assert part.t[-1] == pytest.approx(0.5, abs=1e-12)    # 0.5 is on the grid
+    assert_arrays_consistent(part)
+    for name in ("q", "v", "a", "multipliers", "position_residual", "energy"):
+        assert np.all(np.isfinite(getattr(part, name))), name
+    assert_same_prefix(part, full)
+    if make_force is _raise_after:
+        assert "ForceModelFailed" in part.message and "force table ends" in part.message
+
+
+def test_nan_force_reason_in_message():
+    """The reason of the failure should be in the message.
+
+    Found (gaussopt 0.1.0): "The step solver failed at t~0.43: SolverError: SVD
+    of the constraint rows failed (LAPACK info=-4)". The hot path
+    ClosedForm.acceleration does not check for non-finite results (solve()
+    does: "produced non-finite accelerations"), so the NaN acceleration goes
+    into the next Runge-Kutta stage and the failure surfaces in LAPACK.
+    """
+    part = go.simulate(pendulum(force=_nan_after(0.5)), (0.0, 2.0), Q0, V0, method="DOP853")
+    assert not part.success
+    assert re.search(r"non-finite|NaN|nan|inf", part.message), part.message
+
+
+# --------------------------------------------------------------------------- t_eval
+def test_t_eval_dop853(reference):
+    base = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853")
+    assert base.success and len(base) > 5
+    # half of the outputs are accepted step times (exact copies), half lie between
+    mids = 0.5 * (base.t[:-1] + base.t[1:])
+    t_eval = np.unique(np.concatenate([base.t[::2], mids, [1.0]]))
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853", t_eval=t_eval)
+    assert tr.success
+    np.testing.assert_array_equal(tr.t, t_eval)
+    assert_arrays_consistent(tr)
+    on_steps = np.isin(t_eval, base.t)
+    idx = np.searchsorted(base.t, t_eval[on_steps])
+    np.testing.assert_array_equal(tr.q[on_steps], base.q[idx])
+    np.testing.assert_array_equal(tr.v[on_steps], base.v[idx])
+    # interpolated outputs agree with an accurate run at the same times to the tolerance
+    ref = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853", rtol=1e-12, atol=1e-12,
+                      t_eval=t_eval)
+    err = np.abs(np.hstack([tr.q - ref.q, tr.v - ref.v])).max()
+    assert err < 1e-7, err                          # rtol = atol = 1e-9 (measured 3e-9)
+    np.testing.assert_allclose(state(tr), state(reference), rtol=0, atol=1e-7)
+    assert tr.position_residual.max() < 1e-7
+
+
+def test_t_eval_rk4(reference):
+    dt = 0.01
+    base = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="rk4", dt=dt)
+    t_eval = np.array([0.0, 0.05, 0.123, 0.3, 0.4567, 0.5, 0.71, 0.999, 1.0])
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="rk4", dt=dt, t_eval=t_eval)
+    assert tr.success
+    np.testing.assert_array_equal(tr.t, t_eval)
+    assert_arrays_consistent(tr)
+    # grid points: the stepped state itself (up to the last bit of a Hermite end point)
+    on_grid = np.isclose(t_eval / dt, np.round(t_eval / dt), rtol=0, atol=1e-9)
+    idx = np.round(t_eval[on_grid] / dt).astype(int)
+    np.testing.assert_allclose(tr.q[on_grid], base.q[idx], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(tr.v[on_grid], base.v[idx], rtol=0, atol=1e-13)
+    # off the grid: cubic Hermite interpolation, O(dt^4), close to the reference
+    ref = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853", rtol=1e-12, atol=1e-12,
+                      t_eval=t_eval)
+    err = np.abs(np.hstack([tr.q - ref.q, tr.v - ref.v])).max()
+    base_err = np.abs(state(base) - state(reference)).max()
+    assert err < 1e-6, err
+    assert base_err < 1e-6, base_err
+
+
+def test_t_eval_rk4_projection_projects_interpolated_outputs():
+    t_eval = np.linspace(0.013, 0.987, 7)
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="rk4", dt=0.05, t_eval=t_eval,
+                     stabilization=go.Projection())
+    np.testing.assert_array_equal(tr.t, t_eval)
+    assert tr.t[0] != 0.0                         # t0 is not an output unless asked
+    assert tr.position_residual.max() < 1e-11
+    assert tr.velocity_residual.max() < 1e-11
+
+
+# --------------------------------------------------------------------------- Trajectory API
+def test_getitem_energy_drift_residuals():
+    tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method="DOP853")
+    np.testing.assert_array_equal(tr["x"], tr.q[:, 0])
+    np.testing.assert_array_equal(tr["y"], tr.q[:, 1])
+    assert tr["x"][0] == Q0[0]
+    with pytest.raises(KeyError, match="no coordinate 'z'.*'x', 'y'"):
+        tr["z"]
+    E = 0.5 * M_P * np.sum(tr.v**2, axis=1) + M_P * G_P * tr.q[:, 1]
+    np.testing.assert_allclose(tr.energy, E, rtol=1e-15, atol=1e-14)
+    drift = tr.energy_drift
+    assert drift[0] == 0.0
+    np.testing.assert_allclose(drift, E - E[0], rtol=0, atol=1e-13)
+    assert np.abs(drift).max() < 1e-7 * M_P * G_P * L_P
+    res = tr.residuals
+    assert set(res) == {"position", "velocity", "acceleration"}
+    assert res["position"] is tr.position_residual
+    assert res["velocity"] is tr.velocity_residual
+    assert res["acceleration"] is tr.acceleration_residual
+    # recomputed residuals: |q|^2 - l^2 and 2 q.v at the samples
+    np.testing.assert_allclose(res["position"], np.abs(np.sum(tr.q**2, axis=1) - L_P**2),
+                               rtol=1e-6, atol=1e-15)
+    np.testing.assert_allclose(res["velocity"], np.abs(2 * np.sum(tr.q * tr.v, axis=1)),
+                               rtol=1e-6, atol=1e-15)
+    assert res["acceleration"].max() < 1e-10
+    assert len(tr) == tr.t.size and "success=True" in repr(tr)
+
+
+# --------------------------------------------------------------------------- convergence order
+@pytest.fixture(scope="module")
+def convergence(reference):
+    y_ref = state(reference)
+    dts = np.array([0.02, 0.01, 0.005])
+    out = {}
+    for method in ("rk4", "euler"):
+        errs = []
+        for dt in dts:
+            tr = go.simulate(pendulum(), (0.0, 1.0), Q0, V0, method=method, dt=dt,
+                             stabilization=go.Projection(), monitor_rank=False)
+            assert tr.success and tr.t[-1] == 1.0
+            assert len(tr) == round(1.0 / dt) + 1
+            assert tr.position_residual.max() < 1e-12
+            errs.append(np.linalg.norm(state(tr) - y_ref))
+        out[method] = (dts, np.array(errs))
+    return out
+
+
+def _order(dts, errs):
+    return np.polyfit(np.log(dts), np.log(errs), 1)[0]
+
+
+def test_rk4_convergence_order(convergence):
+    dts, errs = convergence["rk4"]
+    # measured 8.1e-7, 5.1e-8, 3.2e-9: order 4.00
+    assert errs[-1] > 1e3 * 1e-12                  # far above the reference's own error
+    assert _order(dts, errs) == pytest.approx(4.0, abs=0.3), errs
+
+
+def test_euler_convergence_order(convergence):
+    dts, errs = convergence["euler"]
+    # measured 0.34, 0.16, 0.079: order 1.05
+    assert _order(dts, errs) == pytest.approx(1.0, abs=0.2), errs
+
+
+# --------------------------------------------------------------------------- Baumgarte
+def _rod_drift(tr):
+    return np.abs(np.linalg.norm(tr.q, axis=1) - L_P)
+
+
+@pytest.mark.parametrize("method,dt,t_end,factor", [
+    ("rk4", 0.05, 20.0, 1e-3),     # measured final drift 1.2e-2 -> 3.6e-6
+    ("euler", 0.01, 5.0, 0.3),     # measured final drift 0.235 -> 0.044
+])
+def test_baumgarte_reduces_drift(method, dt, t_end, factor):
+    runs = {}
+    for label, stab in (("none", None), ("baumgarte", go.Baumgarte(10.0, 10.0))):
+        tr = go.simulate(pendulum(), (0.0, t_end), Q0, V0, method=method, dt=dt,
+                         stabilization=stab, monitor_rank=False)
+        assert tr.success and tr.t[-1] == t_end
+        runs[label] = _rod_drift(tr)
+    none, baum = runs["none"], runs["baumgarte"]
+    assert none[-1] > (1e-3 if method == "rk4" else 0.1)     # the unstabilized run does drift
+    assert baum[-1] < factor * none[-1], (baum[-1], none[-1])
+    assert baum.max() < 0.2 * none.max() if method == "euler" else baum.max() < 1e-2 * none.max()
+
+
+def test_baumgarte_constraint_dynamics():
+    """With Baumgarte the residual obeys Phi'' + alpha Phi' + beta Phi = 0 exactly
+    (it is what the acceleration rows enforce): start 1e-3 off the rod and compare
+    Phi(t) = |q|^2 - l^2 with the solution of that ODE."""
+    alpha, beta = 10.0, 10.0
+    q0 = 1.001 * Q0
+    phi0 = q0 @ q0 - L_P**2                       # Phi'(0) = 2 q0.v0 = 0
+    tr = go.simulate(pendulum(), (0.0, 2.0), q0, V0, method="DOP853", rtol=1e-11, atol=1e-11,
+                     stabilization=go.Baumgarte(alpha, beta), consistency_tol=1e-2,
+                     t_eval=np.linspace(0.0, 2.0, 21))
+    assert tr.success
+    r1 = (-alpha + math.sqrt(alpha**2 - 4 * beta)) / 2
+    r2 = (-alpha - math.sqrt(alpha**2 - 4 * beta)) / 2
+    c1 = phi0 * r2 / (r2 - r1)
+    c2 = -phi0 * r1 / (r2 - r1)
+    expected = c1 * np.exp(r1 * tr.t) + c2 * np.exp(r2 * tr.t)
+    phi = np.sum(tr.q**2, axis=1) - L_P**2
+    np.testing.assert_allclose(phi, expected, rtol=0, atol=1e-8 * abs(phi0))
+    assert abs(phi[-1]) < 0.15 * abs(phi0)       # decayed like exp(-1.13 t)
