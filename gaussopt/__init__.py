@@ -8,7 +8,7 @@ QP (cvxpy) or by a genetic algorithm (pygad).
 """
 
 from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
-from .exceptions import (GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
+from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
                          ModelError, ObjectiveMismatchWarning, SolverError,
                          UnsupportedConstraintError)
 from .integrate import Baumgarte, Projection, simulate
@@ -25,5 +25,5 @@ __all__ = [
     "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
     "Problem", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
-    "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "__version__",
+    "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
 ]

@@ -41,7 +41,8 @@ class InconsistentConstraintsError(ModelError):
     Attributes
     ----------
     residual : float
-        ``min_a ||A a - b||`` in the row-normalized scale.
+        ``min_a ||An a - bn||`` with every row of ``A`` (and ``b``) divided by
+        its norm; the same number whichever solver raised it.
     """
 
     def __init__(self, message: str, residual: float = float("nan")):
@@ -67,3 +68,7 @@ class ObjectiveMismatchWarning(UserWarning):
 
 class RankChangeWarning(UserWarning):
     """The constraint rank changed during a step (singular position)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative step solver (the GA) stopped before reaching its tolerance."""

@@ -42,9 +42,10 @@ from typing import Optional
 import numpy as np
 from scipy.linalg import lapack
 
-from .exceptions import InconsistentConstraintsError, IndeterminateMotionError, SolverError
+from .exceptions import (InconsistentConstraintsError, IndeterminateMotionError, ModelError,
+                         SolverError)
 
-__all__ = ["GaussSolution", "solve_gauss", "null_space_split", "min_norm_multipliers",
+__all__ = ["GaussSolution", "solve_gauss", "null_space_split", "min_norm_multipliers", "inconsistency_residual",
            "mass_scale", "range_projector"]
 
 DEFAULT_RANK_TOL = 1e-8
@@ -93,6 +94,16 @@ def range_projector(M: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, int
     keep = w > rtol * max(float(w[-1]) if w.size else 0.0, 1e-300)
     Vr = V[:, keep]
     return Vr @ Vr.T, int(keep.sum())
+
+
+def _nonfinite(M, F, A, b) -> Optional[ModelError]:
+    """A ModelError naming the non-finite model data, or None (called on failure paths only)."""
+    bad = [name for name, x in (("mass M", M), ("force F", F), ("constraint rows A", A),
+                                ("constraint right-hand side b", b)) if not np.all(np.isfinite(x))]
+    if bad:
+        return ModelError("the model returned non-finite values (NaN or inf) in "
+                          + ", ".join(bad) + " at this state.")
+    return None
 
 
 def _indeterminate(M: np.ndarray, An: np.ndarray, w: float, coords=None) -> IndeterminateMotionError:
@@ -149,7 +160,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     if m == 0:
         L, info = lapack.dpotrf(M / w, lower=1, clean=1)
         if info != 0 or np.min(np.abs(np.diag(L))) < rank_tol:
-            raise _indeterminate(M, np.zeros((0, n)), w, coords)
+            raise _nonfinite(M, F, A, b) or _indeterminate(M, np.zeros((0, n)), w, coords)
         a, _ = lapack.dpotrs(L, F / w, lower=1)
         return GaussSolution(a=a, lam=np.zeros(0), rank=0, sigma=np.zeros(0))
 
@@ -166,8 +177,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     bn = b * inv
     Ma = M + w * (An.T @ An)
     L, info = lapack.dpotrf(Ma, lower=1, clean=1)
-    if info != 0 or np.min(np.diag(L)) ** 2 < rank_tol * rank_tol * w:
-        raise _indeterminate(M, An, w, coords)
+    if info != 0 or not L[-1, -1] > 0 or np.min(np.diag(L)) ** 2 < rank_tol * rank_tol * w:
+        raise _nonfinite(M, F, A, b) or _indeterminate(M, An, w, coords)
     rhs = np.empty((n, m + 1))
     rhs[:, 0] = F
     rhs[:, 1:] = An.T
@@ -176,7 +187,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     C = X[:, 1:]
     U, s, Vt, info = lapack.dgesdd(C, full_matrices=0)
     if info != 0:
-        raise SolverError(f"SVD of the constraint rows failed (LAPACK info={info}).")
+        raise _nonfinite(M, F, A, b) or SolverError(
+            f"SVD of the constraint rows failed (LAPACK info={info}).")
     sw = s * np.sqrt(w)
     r = int(np.count_nonzero(sw > rank_tol))
     res = bn - C.T @ y
@@ -189,11 +201,12 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         consistency = float(np.sqrt(outside @ outside)) / scale if scale > 0 else 0.0
         if consistency > np.sqrt(rank_tol):
             raise InconsistentConstraintsError(
-                "The constraint rows are inconsistent: A a = b has no solution (relative "
-                f"residual of the contradictory part {consistency:.3g} > sqrt(rank_tol) = "
+                "The constraint rows are inconsistent: A a = b has no solution (row-normalized "
+                f"least-squares residual {inconsistency_residual(A, b):.3g}; relative size of "
+                f"the contradictory part {consistency:.3g} > sqrt(rank_tol) = "
                 f"{np.sqrt(rank_tol):.3g}; numerical rank {r} of {m} rows). Check redundant "
                 "constraints for contradictory right-hand sides or the initial state.",
-                residual=consistency)
+                residual=inconsistency_residual(A, b))
     z = y + U[:, :r] @ coef
     a, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
     if dropped.size:
@@ -205,7 +218,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
             raise InconsistentConstraintsError(
                 f"Constraint rows {dropped.tolist()} vanished (singular position: zero "
                 f"Jacobian row) but their right-hand side is {bd.tolist()}; no acceleration "
-                "satisfies them.", residual=float(np.max(resid)))
+                "satisfies them.", residual=inconsistency_residual(A, b))
     lam = np.zeros(m)
     if want_multipliers:
         # Ma a = F + An^T mu with mu = lam_n + w bn; mu = V_r coef / s_r (minimum norm)
@@ -218,6 +231,17 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
             lam = min_norm_multipliers(A, Qc, r)
     return GaussSolution(a=a, lam=lam, rank=r, sigma=sw, dropped=dropped,
                          consistency=consistency, L=L, U=U[:, :r])
+
+
+def inconsistency_residual(A: np.ndarray, b: np.ndarray) -> float:
+    """``min_a ||An a - bn||`` with rows normalized: how contradictory ``A a = b`` is."""
+    norms = np.sqrt((A * A).sum(axis=1))
+    keep = norms > 0
+    An = A[keep] / norms[keep, None]
+    bn = b[keep] / norms[keep]
+    x = np.linalg.lstsq(An, bn, rcond=None)[0]
+    r = float(np.linalg.norm(An @ x - bn))
+    return float(np.hypot(r, np.linalg.norm(b[~keep])))
 
 
 def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray, rank: int) -> np.ndarray:

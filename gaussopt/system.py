@@ -221,6 +221,11 @@ class System:
             problems.append(f"force(t, q, v) raised {type(e).__name__}: {e}")
         counts, icounts = [], []
         for c in self.constraints:
+            found = c.check_derivatives(t, q, v)
+            if found:
+                problems += found
+                counts.append(0) if c.kind == "equality" else icounts.append(0)
+                continue
             try:
                 A, b = c.rows(t, q, v)
             except Exception as e:  # noqa: BLE001
@@ -234,7 +239,6 @@ class System:
                                 f"expected (k, {n}) and (k,)")
             elif not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
                 problems.append(f"constraint {c.name!r}: rows contain NaN or inf")
-            problems += c.check_derivatives(t, q, v)
             (counts if c.kind == "equality" else icounts).append(A.shape[0])
         if self._energy is not None:
             try:

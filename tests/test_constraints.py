@@ -18,12 +18,12 @@ Measured worst errors (gaussopt 0.1.0, 200 states per case, seeds below):
 =============  ==========  ===================================================
 case           Jacobian    holonomic gamma, err / (|gamma| + |Phi'| |(c, v)|)
 =============  ==========  ===================================================
-ellipse        3.3e-16     1.6e-10 (rheonomic=False), 6e-11 (True)  -> FAILS
-four-bar       2.6e-16     3.7e-13
+ellipse        2.2e-16     1.6e-10 (rheonomic=False) -> FAILS, 6.2e-11 (True)
+four-bar       2.2e-16     3.4e-13
 three rows     1.4e-16     1.4e-13
-driven q0      0           8.2e-12
-q0 q1 - t^2    1.4e-16     5.1e-13
-rotating guide 1.4e-16     6.0e-12
+driven q0      0           1.0e-11
+q0 q1 - t^2    1.4e-16     1.7e-12
+rotating guide 1.4e-16     4.7e-11
 =============  ==========  ===================================================
 
 and the pure relative error of the ellipse's gamma at ``th = 0``, ``v = (0, 0,
@@ -32,8 +32,9 @@ error of the 4th-order stencil with step ``_D2_STEP = 2e-3``: with 1e-3 it
 drops to 1.5e-11, with 5e-4 to 9e-13. The tests below that state the documented
 accuracy therefore fail on the ellipse (a library accuracy bug, reported).
 
-Nonholonomic gamma (complex step) measured: knife edge 1.1e-14, Appell-Hamel
-exactly 0 (scleronomic) and 2.8e-15 (rheonomic variant).
+Nonholonomic (complex step) measured, relative to the sum of |terms|: f_v
+2.2e-16, gamma: knife edge 3.0e-16, Appell-Hamel exactly 0 (scleronomic) and
+4.1e-16 (rheonomic variant).
 """
 
 from __future__ import annotations

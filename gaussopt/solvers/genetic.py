@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..exceptions import ModelError
+from ..exceptions import ConvergenceWarning, ModelError
 from ..linalg import min_norm_multipliers, null_space_split, solve_gauss
 from .base import StepSolver
 
@@ -83,6 +85,7 @@ class Genetic(StepSolver):
         self._a_prev = None
         self._da_prev = None
         self._calls = 0
+        self._nonconv_warned = False
         self.generations: list[int] = []
         self.gaps: list[float] = []
 
@@ -155,11 +158,24 @@ class Genetic(StepSolver):
             r = exact.rank
             lam_min = float(np.linalg.eigvalsh(M + rho * An.T @ An)[0])
         g = float(0.5 * a @ M @ a - a @ F)
-        # G(a) - G(a*) without cancellation: 0.5 d^T M d + (M a* - F)^T d, d = a - a*
+        # G(a) - G(a*) without cancellation, d = a - a*: 0.5 d^T M d + (M a* - F)^T d; the
+        # second term is lam^T A d, exactly 0 in null-space mode (A d = 0 there), so it
+        # is left out rather than evaluated as rounding noise
         d = a - a_star
-        gap = float(0.5 * d @ M @ d + (M @ a_star - F) @ d)
+        gap = float(0.5 * d @ M @ d)
+        if self.mode == "penalty":
+            gap += float((M @ a_star - F) @ d)
         err = float(np.sqrt(d @ d))
-        bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min)) if lam_min > 0 else np.inf
+        if self.mode == "nullspace" and lam_min > 0:
+            bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min) * (1 + 1e-12) + 1e-15 * (1 + np.abs(a_star).max()))
+        else:
+            bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min)) if lam_min > 0 else np.inf
+        if out is not None and not out.converged and not self._nonconv_warned:
+            self._nonconv_warned = True
+            warnings.warn(f"the GA stopped after {out.generations} generations without reaching "
+                          f"tol={self.tol:g} (first at t={t}); info['tolerance'] states the accuracy "
+                          "reached. Raise max_generations or loosen tol.", ConvergenceWarning,
+                          stacklevel=4)
         tolerance = 0.0
         if out is not None:
             # the GA's own accuracy claim: its final search radius, but never below the

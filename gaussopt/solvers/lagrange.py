@@ -6,7 +6,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from ..exceptions import InconsistentConstraintsError
-from ..linalg import _indeterminate, min_norm_multipliers
+from ..linalg import _indeterminate, inconsistency_residual, min_norm_multipliers
 from .base import StepSolver
 
 __all__ = ["Lagrange"]
@@ -75,8 +75,10 @@ class Lagrange(StepSolver):
         a = x[:n]
         resid = float(np.abs(An @ a - bn).max())
         if resid > np.sqrt(self.rank_tol) * (1.0 + float(np.abs(bn).max())):
+            res = inconsistency_residual(A, b)
             raise InconsistentConstraintsError(
-                f"The constraint rows are inconsistent: least-squares residual {resid:.3g} of "
-                f"A a = b (row-normalized; numerical rank {r} of {m} rows).", residual=resid)
+                f"The constraint rows are inconsistent: A a = b has no solution (row-normalized "
+                f"least-squares residual {res:.3g}; numerical rank {r} of {m} rows).",
+                residual=res)
         lam = min_norm_multipliers(A, M @ a - F, r)
         return a, lam, {"rank": r, "kkt": "lstsq"}

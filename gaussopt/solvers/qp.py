@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import lapack
 
-from ..exceptions import InconsistentConstraintsError, SolverError
-from ..linalg import _indeterminate
+from ..exceptions import InconsistentConstraintsError, ModelError, SolverError
+from ..linalg import _indeterminate, inconsistency_residual
 from .base import StepSolver
 
 __all__ = ["QP"]
@@ -48,6 +48,15 @@ class QP(StepSolver):
     def __init__(self, system, *, backend: str | None = None, backend_options: dict | None = None,
                  **kwargs) -> None:
         super().__init__(system, **kwargs)
+        if backend is not None:
+            from .qp_kernel import available_solvers
+
+            choices = available_solvers()
+            if not isinstance(backend, str) or backend.upper() not in choices:
+                raise ModelError(f"`backend` must be one of the installed cvxpy solvers "
+                                 f"{choices}, found {backend!r}.")
+        if backend_options is not None and not isinstance(backend_options, dict):
+            raise ModelError(f"`backend_options` must be a dict, found {type(backend_options).__name__}.")
         self.backend = backend
         self.backend_options = backend_options
         self.kernel = None
@@ -83,9 +92,11 @@ class QP(StepSolver):
         except SolverError as e:
             msg = str(e).lower()
             if "infeasible" in msg:
+                res = inconsistency_residual(A, b)
                 raise InconsistentConstraintsError(
                     f"The QP is infeasible at t={t}: the constraint rows are inconsistent "
-                    f"({e}).") from e
+                    f"(row-normalized least-squares residual {res:.3g}; {e}).",
+                    residual=res) from e
             raise
         self.statuses[out.status] = self.statuses.get(out.status, 0) + 1
         info = {"status": out.status, "backend": out.solver, "solve_time": out.solve_time,
