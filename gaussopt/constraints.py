@@ -327,7 +327,7 @@ class Nonholonomic(Constraint):
     >>> knife = go.Nonholonomic(lambda t, q, v: np.array([-v[0]*np.sin(q[2]) + v[1]*np.cos(q[2])]))
     >>> A, b = knife.rows(0.0, np.zeros(3), np.array([1.0, 0.0, 1.0]))
     >>> A.round(12), b.round(12)
-    (array([[-0.,  1.,  0.]]), array([1.]))
+    (array([[0., 1., 0.]]), array([1.]))
     """
 
     level = "velocity"
