@@ -193,7 +193,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pc.add_argument("--solvers", default="closed_form,lagrange,qp,ga")
     pc.add_argument("--out", default="out", help="directory for table, trajectories, figures")
     args = parser.parse_args(argv)
-    np.set_printoptions(precision=6)
     if args.command is None:
         parser.print_help()
         return 0

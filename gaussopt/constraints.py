@@ -207,7 +207,10 @@ class Holonomic(Constraint):
 
     def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
         if self._jac is not None:
-            return np.atleast_2d(np.asarray(self._jac(t, q), dtype=float))
+            J = self._jac(t, q)
+            if type(J) is np.ndarray and J.ndim == 2:
+                return J
+            return np.atleast_2d(np.asarray(J, dtype=float))
         return complex_step_jacobian(lambda x: self.phi(t, x), q)
 
     def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
@@ -229,7 +232,10 @@ class Holonomic(Constraint):
 
     def gamma(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         if self._gamma is not None:
-            return _as_vec(self._gamma(t, q, v), "gamma").astype(float)
+            g = self._gamma(t, q, v)
+            if type(g) is np.ndarray and g.ndim == 1:
+                return g
+            return _as_vec(g, "gamma").astype(float)
         return -self._second_directional(t, q, v)
 
     def _second_directional(self, t, q, v):

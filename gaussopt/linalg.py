@@ -36,6 +36,7 @@ same ``Ma``-weighted minimum-norm correction. No inverse is formed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -49,6 +50,9 @@ __all__ = ["GaussSolution", "solve_gauss", "null_space_split", "min_norm_multipl
            "mass_scale", "range_projector"]
 
 DEFAULT_RANK_TOL = 1e-8
+_NO_ROWS = np.zeros(0, dtype=int)
+_NO_LAM = np.zeros(0)
+_FAST_PIVOT2 = 1e-8
 
 
 @dataclass
@@ -138,7 +142,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     w : float, optional
         Mass scale (default ``trace(M)/n``); pass it when M is constant.
     row_ref : ndarray, shape (m,), optional
-        Reference scale of each row for the vanishing-row test.
+        Reference scale of each row for the vanishing-row test; updated in
+        place to the running maximum of the row norms.
     coords : sequence of str, optional
         Coordinate names, used in error messages.
 
@@ -164,24 +169,46 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         a, _ = lapack.dpotrs(L, F / w, lower=1)
         return GaussSolution(a=a, lam=np.zeros(0), rank=0, sigma=np.zeros(0))
 
-    norms = np.sqrt((A * A).sum(axis=1))
-    dropped = np.zeros(0, dtype=int)
-    ref = norms if row_ref is None else np.maximum(row_ref, norms)
-    small = norms <= rank_tol * ref
-    if small.any() or not norms.all():
-        dropped = np.flatnonzero(small | (norms == 0.0))
+    norms = np.sqrt(np.add.reduce(A * A, axis=1))
+    if row_ref is None:
+        ref = norms
+    else:
+        if row_ref.shape != norms.shape:
+            raise ModelError(f"`row_scale` has shape {row_ref.shape}, but there are {m} rows.")
+        np.maximum(row_ref, norms, out=row_ref)     # running reference scale, in place
+        ref = row_ref
+    small = norms <= rank_tol * ref                 # vanished rows (zero rows included)
+    if small.any():
+        dropped = np.flatnonzero(small)
         norms = norms.copy()
-        norms[dropped] = np.inf  # the row becomes zero after scaling
+        norms[dropped] = np.inf                     # the row becomes zero after scaling
+    else:
+        dropped = _NO_ROWS
     inv = 1.0 / norms
     An = A * inv[:, None]
     bn = b * inv
     Ma = M + w * (An.T @ An)
     L, info = lapack.dpotrf(Ma, lower=1, clean=1)
-    if info != 0 or not L[-1, -1] > 0 or np.min(np.diag(L)) ** 2 < rank_tol * rank_tol * w:
+    if info != 0 or not L.diagonal().min() ** 2 >= rank_tol * rank_tol * w:
         raise _nonfinite(M, F, A, b) or _indeterminate(M, An, w, coords)
-    rhs = np.empty((n, m + 1))
+    rhs = np.empty((n, m + 1), order="F")
     rhs[:, 0] = F
     rhs[:, 1:] = An.T
+    if not want_multipliers and m <= n:
+        # Fast path for the integrators: K = An Ma^-1 An^T (m x m) by Cholesky. Taken
+        # only when K is far from singular (every pivot of w K above _FAST_PIVOT**2, i.e.
+        # all singular values of sqrt(w) C above ~1e-4); otherwise the SVD path below
+        # makes the rank decision with the full rank_tol.
+        X, info = lapack.dpotrs(L, rhs, lower=1)
+        au = X[:, 0]
+        Y = X[:, 1:]
+        K = An @ Y
+        LK, info = lapack.dpotrf(K, lower=1, clean=1)
+        if info == 0 and LK.diagonal().min() ** 2 * w > _FAST_PIVOT2:
+            mu, _ = lapack.dpotrs(LK, bn - An @ au, lower=1)
+            a = au + Y @ mu
+            if not dropped.size:
+                return GaussSolution(a=a, lam=_NO_LAM, rank=m, sigma=_NO_LAM, dropped=dropped)
     X, info = lapack.dtrtrs(L, rhs, lower=1)
     y = X[:, 0]
     C = X[:, 1:]
@@ -189,8 +216,9 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     if info != 0:
         raise _nonfinite(M, F, A, b) or SolverError(
             f"SVD of the constraint rows failed (LAPACK info={info}).")
-    sw = s * np.sqrt(w)
-    r = int(np.count_nonzero(sw > rank_tol))
+    sqw = math.sqrt(w)
+    thr = rank_tol / sqw
+    r = m if s[-1] > thr else int(np.count_nonzero(s > thr))
     res = bn - C.T @ y
     Vr = Vt[:r]
     coef = (Vr @ res) / s[:r]
@@ -229,7 +257,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         else:
             Qc = M @ a - F
             lam = min_norm_multipliers(A, Qc, r)
-    return GaussSolution(a=a, lam=lam, rank=r, sigma=sw, dropped=dropped,
+    return GaussSolution(a=a, lam=lam, rank=r, sigma=s * sqw, dropped=dropped,
                          consistency=consistency, L=L, U=U[:, :r])
 
 

@@ -39,11 +39,8 @@ class ClosedForm(StepSolver):
     name = "closed_form"
 
     def _row_ref(self, A):
-        norms = np.sqrt((A * A).sum(axis=1))
-        if self.row_ref is None or self.row_ref.shape != norms.shape:
-            self.row_ref = norms.copy()
-        else:
-            np.maximum(self.row_ref, norms, out=self.row_ref)
+        if self.row_ref is None:
+            self.row_ref = np.zeros(A.shape[0])   # running maximum, updated by solve_gauss
         return self.row_ref
 
     def _solve(self, t, q, v, M, F, A, b):
@@ -54,7 +51,7 @@ class ClosedForm(StepSolver):
 
     def acceleration(self, t, q, v):
         M, F, A, b = self._prepare(t, q, v)
-        if self.objective == "paper" or self._null_force_check:
+        if self.objective == "paper":
             F, _ = self._objective_force(M, F)
         return solve_gauss(M, F, A, b, rank_tol=self.rank_tol, w=self._w(M),
                            row_ref=self._row_ref(A), coords=self.coords,
