@@ -51,36 +51,11 @@ class Comparison:
                 w.writerow(r)
         return path
 
-    def plot(self, path=None):
-        """Outputs of every solver and their error against the reference."""
-        import matplotlib
+    def plot(self, path=None, key: Optional[str] = None):
+        """Summary figure: an output vs the reference, its error, residuals, energy."""
+        from .plotting import summary_figure
 
-        if path is not None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        key = None
-        for name, tr in self.trajectories.items():
-            out = self.problem.outputs(tr.q, tr.v)
-            if not out:
-                continue
-            key = key or next(iter(out))
-            ax1.plot(tr.t, out[key], label=name)
-            if self.problem.reference is not None and len(tr):
-                ref = self.problem.reference(tr.t).get(key)
-                if ref is not None:
-                    ax2.semilogy(tr.t, np.abs(out[key] - ref) + 1e-17, label=name)
-        ax1.set_ylabel(key or "")
-        ax1.legend()
-        ax2.set_ylabel(f"|{key} - reference|")
-        ax2.set_xlabel("t [s]")
-        ax1.set_title(self.problem.name)
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=120)
-            plt.close(fig)
-        return fig
+        return summary_figure(self.problem, self.trajectories, key=key, path=path)
 
 
 def _fmt(x) -> str:
@@ -119,14 +94,16 @@ def summarize(problem: Problem, name: str, tr: Trajectory, wall: float) -> dict:
     return row
 
 
-def compare(problem: Problem, solvers: Sequence[str] = DEFAULT_SOLVERS,
+def compare(problem: Problem, solvers: Optional[Sequence[str]] = None,
             progress: Optional[callable] = None, **settings) -> Comparison:
     """Simulate ``problem`` with every solver and tabulate the results.
 
     Parameters
     ----------
     problem : Problem
-    solvers : sequence of str
+    solvers : sequence of str, optional
+        Solver names or aliases defined in ``problem.solver_settings``;
+        default ``problem.solvers``.
     progress : callable, optional
         ``progress(solver_name, t)`` after every accepted step.
     **settings
@@ -137,7 +114,7 @@ def compare(problem: Problem, solvers: Sequence[str] = DEFAULT_SOLVERS,
     Comparison
     """
     comp = Comparison(problem=problem)
-    for name in solvers:
+    for name in (problem.solvers if solvers is None else solvers):
         kw = dict(settings)
         if progress is not None:
             kw["progress"] = (lambda t, name=name: progress(name, t))

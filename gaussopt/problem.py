@@ -36,6 +36,15 @@ class Problem:
         tight tolerance).
     params : dict
         The parameters the problem was built with.
+    solver_settings : dict
+        Per-solver overrides of ``settings``, by solver name. A key may also be
+        an alias that names its solver, e.g. ``{"lagrange_baumgarte": {"solver":
+        "lagrange", "stabilization": Baumgarte(10, 10)}}`` (the classical
+        Lagrange-I + Baumgarte method as a row of a comparison).
+    solvers : tuple of str
+        The rows of :func:`gaussopt.compare.compare` for this problem.
+    draw : callable, optional
+        ``draw(ax, q)`` draws the mechanism at configuration ``q`` on a matplotlib Axes.
     """
 
     name: str
@@ -49,6 +58,8 @@ class Problem:
     reference: Optional[Callable[[np.ndarray], dict]] = None
     params: dict = field(default_factory=dict)
     solver_settings: dict = field(default_factory=dict)
+    solvers: tuple = ("closed_form", "lagrange", "qp", "ga")
+    draw: Optional[Callable] = None
 
     def simulate(self, solver: str = "closed_form", **overrides: Any):
         """Run :func:`gaussopt.simulate` with the recommended settings, updated by
@@ -59,4 +70,9 @@ class Problem:
         kw.update(self.solver_settings.get(solver, {}))
         kw.update(overrides)
         t_span = kw.pop("t_span", self.t_span)
+        solver = kw.pop("solver", solver)
+        if kw.get("t_eval") is not None:           # keep the output grid inside the span
+            te = np.asarray(kw["t_eval"], dtype=float)
+            kw["t_eval"] = te[(te >= t_span[0]) & (te <= t_span[1] + 1e-12 * abs(t_span[1]))]
+            kw["t_eval"][-1:] = np.minimum(kw["t_eval"][-1:], t_span[1])
         return simulate(self.system, t_span, self.q0, self.v0, solver=solver, **kw)

@@ -66,6 +66,20 @@ def reference(t, psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float =
     return sol.sol(t)
 
 
+def draw(ax, q, l: float = 2.0):
+    """Draw the parallelogram at ``q = (th1, th2, th3)``: crank, coupler, rocker."""
+    th1, th2, _ = q
+    d = l  # ground pins of the parallelogram one link length apart
+    A, B = np.array([0.0, 0.0]), np.array([l * np.cos(th1), l * np.sin(th1)])
+    D = np.array([d, 0.0])
+    C = D + np.array([l * np.cos(th2), l * np.sin(th2)])
+    for P, Q, c in ((A, B, "C0"), (B, C, "C1"), (D, C, "C2")):
+        ax.plot([P[0], Q[0]], [P[1], Q[1]], "-o", color=c, lw=3)
+    ax.plot([A[0], D[0]], [A[1], D[1]], "k--", lw=1)
+    ax.set_aspect("equal")
+    return ax
+
+
 def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
           t_end: float = 5.0) -> go.Problem:
     """Paper 001's four-bar (defaults: the paper's values)."""
@@ -86,6 +100,15 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
                     "coordinates (th1, th2, th3), torque psi on the crank; the crank revolves "
                     "through the singular positions cos th1 = 0.",
         settings={"method": "DOP853", "rtol": 1e-10, "atol": 1e-10,
-                  "stabilization": go.Projection()},
-        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))}},
+                  "stabilization": go.Projection(),
+                  "t_eval": np.linspace(0.0, t_end, int(round(t_end / 0.01)) + 1)},
+        solver_settings={
+            # the classical method: Lagrange-I with Baumgarte stabilization (paper 002's
+            # alpha = beta = 10) instead of the projection
+            "lagrange_baumgarte": {"solver": "lagrange", "stabilization": go.Baumgarte(10.0, 10.0)},
+            # the GA costs ~10 ms per solve: a short run with the paper-style fixed step
+            "ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
+        },
+        solvers=("closed_form", "lagrange", "lagrange_baumgarte", "qp", "ga"),
+        draw=lambda ax, q: draw(ax, q, l=l),
         outputs=outputs, reference=ref, params={"psi": psi, "m": m, "l": l, "g": g})
