@@ -12,6 +12,8 @@ from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstrai
                          ModelError, ObjectiveMismatchWarning, SolverError,
                          UnsupportedConstraintError)
 from .integrate import Baumgarte, Projection, simulate
+from . import plotting
+from .compare import Comparison, compare
 from .problem import Problem
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
@@ -23,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
-    "Problem", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    "Problem", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
 ]

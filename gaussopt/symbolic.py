@@ -1,0 +1,1095 @@
+"""Symbolic front end: a Lagrangian and constraints in sympy -> a :class:`~gaussopt.System`.
+
+Users write the kinetic energy ``T``, the potential ``V``, generalized forces
+and constraints as sympy expressions; everything the Gauss step needs is
+derived exactly and compiled once into fast numeric callables:
+
+==========================  ===================================================
+piece                       derivation (``L = T - V``, ``D`` = total d/dt)
+==========================  ===================================================
+mass matrix ``M(t, q)``     ``d^2 L / dq' dq'`` (the Hessian of ``T`` for ``V(q, t)``)
+inertia term ``g``          ``D(dT/dq')|_{q''=0} - dT/dq`` (Christoffel terms, and
+                            the rheonomic ones when ``T`` depends on ``t``)
+force ``F(t, q, v)``        ``Q - D(dL/dq')|_{q''=0} + dL/dq`` (``= Q - dV/dq - g``)
+holonomic ``Phi(t, q)``     ``Phi_q a = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``
+nonholonomic ``f(t, q, v)`` ``f_v a = -(f_q v + f_t)`` (linear or nonlinear in ``v``)
+acceleration ``h(t,q,v,a)`` ``(dh/da) a = -h|_{a=0}`` (must be linear in ``a``)
+energy                      ``T + V``
+==========================  ===================================================
+
+so that ``M q'' + g = Q - dV/dq`` are Lagrange's equations of the second kind
+of the unconstrained system. The energy ``T + V`` is a diagnostic: it is
+conserved only when the applied forces ``Q`` do no work (or are absent), the
+potential does not depend on ``t`` or ``q'`` and the constraints and ``T`` are
+scleronomic (no explicit ``t``).
+
+Coordinates
+-----------
+``q`` is a sequence of sympy functions of one time symbol
+(``sympy.physics.mechanics.dynamicsymbols('x y')`` or ``sympy.Function('x')(t)``);
+expressions then use ``q``, ``q.diff(t)`` and ``q.diff(t, 2)``. Plain symbols are
+accepted too: the velocity and acceleration of a coordinate ``x`` are then the
+symbols ``x_dot`` and ``x_ddot`` (created with the assumptions of ``x``; pass
+``velocities=``/``accelerations=`` to choose others) and ``t`` is
+``Symbol("t")`` unless given.
+
+Parameters
+----------
+Every other free symbol is a parameter. One :class:`SymbolicModel` is derived
+(:meth:`SymbolicModel.derive`) and compiled once; :meth:`SymbolicModel.system`
+binds a parameter set ``{Symbol or name: value}`` at no compile cost, so one
+derivation serves many parameter sets. Unbound symbols raise a
+:class:`~gaussopt.exceptions.ModelError` that lists them.
+
+Compilation
+-----------
+Every piece is compiled once with common-subexpression elimination, the way
+``sympy.lambdify(..., cse=True)`` does (sympy's ``cse`` and its code printers),
+into a Python function with the documented argument order ``(t, q)`` or
+``(t, q, v)`` returning float arrays of the documented shape (never ``(n, 1)``
+or integer arrays). Parameters are bound as globals of a copy of the compiled
+function, so binding costs nothing per call. Pieces that do not depend on
+``(t, q, v)`` for the bound parameters are evaluated once and passed to
+:class:`~gaussopt.System` as constant arrays.
+
+``modules="math"`` (default) unpacks the state with ``ndarray.tolist()`` and
+evaluates with the ``math`` module on Python floats: 3-6x faster than numpy
+scalars for the small systems of mechanics (measured in the report of
+``tests/test_symbolic.py``), but real inputs only. ``modules="numpy"`` accepts
+complex (complex-step) and broadcasting inputs; ``modules="scipy"`` adds
+``scipy.special`` (Bessel functions, ...), which the ``math`` printer cannot
+print.
+
+sympy.physics.mechanics
+-----------------------
+:func:`from_mechanics` takes a ``LagrangesMethod`` (with its holonomic and
+nonholonomic constraints) or a ``KanesMethod`` whose generalized speeds are
+the coordinate derivatives (``u_i = q_i'``) and uses its ``mass_matrix`` and
+``forcing``.
+
+References
+----------
+.. [1] F. E. Udwadia, R. E. Kalaba, "A new perspective on constrained motion",
+   Proc. R. Soc. Lond. A 439 (1992) 407-410.
+
+Examples
+--------
+A pendulum of mass ``m`` on a rod of length ``l`` in Cartesian coordinates:
+
+>>> import sympy as sp, numpy as np
+>>> from sympy.physics.mechanics import dynamicsymbols
+>>> from gaussopt.symbolic import from_lagrangian
+>>> x, y = dynamicsymbols("x y")
+>>> m, l, g = sp.symbols("m l g", positive=True)
+>>> t = dynamicsymbols._t
+>>> pend = from_lagrangian([x, y], T=m / 2 * (x.diff(t)**2 + y.diff(t)**2), V=m * g * y,
+...                        holonomic=[x**2 + y**2 - l**2], params={m: 2.0, l: 1.5, g: 9.81})
+>>> pend.mass(0.0, np.zeros(2))
+array([[2., 0.],
+       [0., 2.]])
+>>> pend.rows(0.0, np.array([1.5, 0.0]), np.array([0.0, 2.0]))
+(array([[3., 0.]]), array([-8.]))
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import time
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import sympy as sp
+from sympy.core.function import AppliedUndef
+
+from .constraints import AccelerationConstraint, Holonomic, Nonholonomic
+from .exceptions import ModelError
+from .system import System
+
+__all__ = ["SymbolicModel", "from_lagrangian", "from_mechanics", "MODULES"]
+
+MODULES = ("math", "numpy", "scipy")
+
+# Internal symbol names: the user's own symbols never reach the generated code.
+_TN, _QN, _VN, _AN, _PN, _CN = "_gt", "_gq", "_gv", "_ga", "_gp", "_gc"
+
+Exprs = Union[sp.Expr, Sequence, sp.MatrixBase, None]
+
+
+# =========================================================================== compilation
+def _namespace(modules: str) -> dict:
+    ns: dict[str, Any] = {}
+    if modules == "math":
+        exec("from math import *", ns)  # noqa: S102 - fixed import
+    else:
+        exec("import numpy; from numpy import *", ns)  # noqa: S102
+        if modules == "scipy":
+            exec("from scipy.special import *", ns)  # noqa: S102
+        import functools
+        ns["reduce"] = functools.reduce
+    ns.update({"_arr": np.array, "_float": float, "_ndarray": np.ndarray, "_fix": _fix_dtype})
+    return ns
+
+
+def _fix_dtype(a: np.ndarray) -> np.ndarray:
+    """Integer results (constant expressions) become float arrays."""
+    return a if a.dtype.kind in "fc" else a.astype(float)
+
+
+def _printer(modules: str):
+    settings = {"fully_qualified_modules": False, "inline": True,
+                "allow_unknown_functions": False, "user_functions": {}}
+    if modules == "math":
+        from sympy.printing.pycode import PythonCodePrinter
+        return PythonCodePrinter(settings)
+    if modules == "numpy":
+        from sympy.printing.numpy import NumPyPrinter
+        return NumPyPrinter(settings)
+    from sympy.printing.numpy import SciPyPrinter
+    return SciPyPrinter(settings)
+
+
+_counter = itertools.count()
+
+
+@dataclass
+class _Compiled:
+    """One compiled piece: code object, its base namespace and dependence."""
+
+    name: str
+    source: str
+    function: Callable
+    namespace: dict
+    depends: bool  # on (t, q, v)
+    args: str  # "tq" or "tqv"
+    prelude: Any = None  # code of the parameter-only subexpressions
+
+    def bind(self, values: Mapping[str, float]) -> Callable:
+        ns = dict(self.namespace)
+        ns.update(values)
+        if self.prelude is not None:
+            try:
+                exec(self.prelude, ns)  # noqa: S102 - generated from sympy printers
+            except (ValueError, ArithmeticError, TypeError) as e:
+                raise ModelError(f"the parameter values make {self.name} undefined "
+                                 f"({type(e).__name__}: {e}); check `params`.") from e
+        f = self.function
+        return types.FunctionType(f.__code__, ns, f.__name__, f.__defaults__, f.__closure__)
+
+
+def _compile(name: str, outputs: Sequence[tuple[str, sp.MatrixBase]], n: int, args: str,
+             modules: str, model_name: str) -> _Compiled:
+    """Generate and compile ``name(t, q[, v])`` returning the given outputs.
+
+    ``outputs`` is a list of ``(kind, expr)`` with kind ``"scalar"`` (a sympy
+    expression), ``"vec"`` (a column Matrix -> shape (k,)) or ``"mat"`` (a
+    Matrix -> shape (k, n)); several outputs are returned as a tuple and share
+    their common subexpressions.
+    """
+    flat: list[sp.Expr] = []
+    shapes = []
+    for kind, e in outputs:
+        if kind == "scalar":
+            flat.append(sp.sympify(e))
+            shapes.append((kind, None))
+        else:
+            E = sp.Matrix(e)
+            flat.extend(list(E))
+            shapes.append((kind, E.shape))
+    reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols(_CN))
+    printer = _printer(modules)
+
+    def pr(e) -> str:
+        try:
+            return printer.doprint(e)
+        except Exception as exc:  # sympy's PrintMethodNotImplementedError and friends
+            raise ModelError(
+                f"cannot compile {name} of {model_name!r} with modules={modules!r}: {exc}. "
+                "Use modules='scipy' (special functions) or modules='numpy'.") from exc
+
+    qs = ", ".join(f"{_QN}{i}" for i in range(n)) + ("," if n == 1 else "")
+    vs = ", ".join(f"{_VN}{i}" for i in range(n)) + ("," if n == 1 else "")
+    sig = "_gt, q" + (", v" if args == "tqv" else "")
+    lines = [f"def {name}({sig}):"]
+    if modules == "math":
+        lines.append(f"    {qs} = q.tolist() if type(q) is _ndarray else q")
+        if args == "tqv":
+            lines.append(f"    {vs} = v.tolist() if type(v) is _ndarray else v")
+    else:
+        lines.append(f"    {qs} = q")
+        if args == "tqv":
+            lines.append(f"    {vs} = v")
+    # subexpressions of the parameters alone are evaluated once, when the
+    # parameters are bound (see _Compiled.bind), not at every call
+    state = {sp.Symbol(_TN)} | {sp.Symbol(f"{_QN}{i}") for i in range(n)} \
+        | {sp.Symbol(f"{_VN}{i}") for i in range(n)}
+    hoisted: list[str] = []
+    varying: set = set()
+    for s, e in reps:
+        if e.free_symbols & (state | varying):
+            varying.add(s)
+            lines.append(f"    {s} = {pr(e)}")
+        else:
+            hoisted.append(f"{s} = {pr(e)}")
+    rets = []
+    pos = 0
+    for kind, shape in shapes:
+        if kind == "scalar":
+            rets.append(f"_float({pr(reduced[pos])})" if modules == "math" else pr(reduced[pos]))
+            pos += 1
+            continue
+        k, m = shape
+        items = [pr(x) for x in reduced[pos:pos + k * m]]
+        pos += k * m
+        if kind == "vec":
+            body = "[" + ", ".join(items) + "]"
+        else:
+            body = "[" + ", ".join("[" + ", ".join(items[i * m:(i + 1) * m]) + "]"
+                                   for i in range(k)) + "]"
+        rets.append(f"_arr({body}, _float)" if modules == "math" else f"_fix(_arr({body}))")
+    lines.append("    return " + (rets[0] if len(rets) == 1 else "(" + ", ".join(rets) + ")"))
+    src = "\n".join(lines) + "\n"
+    filename = f"<gaussopt.symbolic {model_name}.{name} #{next(_counter)}>"
+    ns = _namespace(modules)
+    exec(compile(src, filename, "exec"), ns)  # noqa: S102 - generated from sympy printers
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    fn = ns[name]
+    depends = any(bool(e.free_symbols & state) for e in flat)
+    prelude = None
+    if hoisted:
+        psrc = "\n".join(hoisted) + "\n"
+        prelude = compile(psrc, filename + " (parameters)", "exec")
+        src = "# evaluated once per parameter set:\n# " + psrc.replace("\n", "\n# ").rstrip("# ") \
+            + src
+    return _Compiled(name, src, fn, ns, depends, args, prelude)
+
+
+# =========================================================================== parsing
+def _as_list(x: Exprs, label: str) -> list:
+    """A single expression, a sequence or a Matrix of expressions -> flat list."""
+    if x is None:
+        return []
+    if isinstance(x, sp.MatrixBase):
+        return list(x)
+    if isinstance(x, (sp.Basic, int, float)):
+        return [x]
+    try:
+        return list(x)
+    except TypeError:
+        raise ModelError(f"`{label}` must be an expression or a sequence of expressions, "
+                         f"found {type(x).__name__}.") from None
+
+
+def _sympify(e: Any, label: str) -> sp.Expr:
+    try:
+        e = sp.sympify(e, strict=not isinstance(e, str))
+    except (sp.SympifyError, TypeError) as exc:
+        raise ModelError(f"`{label}` must be a sympy expression, found {e!r} "
+                         f"({type(e).__name__}).") from exc
+    if isinstance(e, sp.Equality):
+        e = e.lhs - e.rhs
+    if isinstance(e, sp.MatrixBase) or not isinstance(e, sp.Expr):
+        raise ModelError(f"`{label}` must be a scalar sympy expression, found {type(e).__name__}.")
+    return e
+
+
+class _Coordinates:
+    """Maps the user's coordinates (functions of t or symbols) to internal symbols."""
+
+    def __init__(self, q: Any, t: Optional[sp.Symbol], velocities: Optional[Sequence],
+                 accelerations: Optional[Sequence], names: Optional[Sequence[str]]) -> None:
+        qs = _as_list(q, "q")
+        if not qs:
+            raise ModelError("`q` is empty: give at least one coordinate.")
+        qs = [sp.sympify(x) for x in qs]
+        kinds = []
+        for i, x in enumerate(qs):
+            if isinstance(x, AppliedUndef) and len(x.args) == 1 and isinstance(x.args[0], sp.Symbol):
+                kinds.append("function")
+            elif isinstance(x, sp.Symbol):
+                kinds.append("symbol")
+            else:
+                raise ModelError(
+                    f"`q[{i}]` must be a function of time (dynamicsymbols('x') or "
+                    f"sympy.Function('x')(t)) or a plain sympy Symbol; found {x!r} "
+                    f"({type(x).__name__}).")
+        if len(set(kinds)) > 1:
+            raise ModelError("`q` mixes functions of time and plain symbols; use one kind.")
+        if len(set(qs)) != len(qs):
+            raise ModelError(f"`q` has duplicate coordinates: {qs}.")
+        self.kind = kinds[0]
+        self.user_q = tuple(qs)
+        n = self.n = len(qs)
+        if self.kind == "function":
+            ts = {x.args[0] for x in qs}
+            if len(ts) > 1:
+                raise ModelError(f"the coordinates in `q` depend on different time symbols {ts}.")
+            t0 = ts.pop()
+            if t is not None and sp.sympify(t) != t0:
+                raise ModelError(f"`t` is {t!r} but the coordinates are functions of {t0!r}.")
+            if velocities is not None or accelerations is not None:
+                raise ModelError("`velocities`/`accelerations` are only for plain-symbol "
+                                 "coordinates; functions of t use q.diff(t).")
+            self.t = t0
+            self.user_v = tuple(x.diff(t0) for x in qs)
+            self.user_a = tuple(x.diff(t0, 2) for x in qs)
+            default_names = [str(x.func) for x in qs]
+        else:
+            self.t = sp.Symbol("t") if t is None else sp.sympify(t)
+            if not isinstance(self.t, sp.Symbol):
+                raise ModelError(f"`t` must be a sympy Symbol, found {t!r}.")
+            if velocities is None:
+                velocities = [sp.Symbol(f"{x.name}_dot", **x.assumptions0) for x in qs]
+            if accelerations is None:
+                accelerations = [sp.Symbol(f"{x.name}_ddot", **x.assumptions0) for x in qs]
+            for label, seq in (("velocities", velocities), ("accelerations", accelerations)):
+                seq = list(seq)
+                if len(seq) != n or not all(isinstance(s, sp.Symbol) for s in seq):
+                    raise ModelError(f"`{label}` must be {n} sympy Symbols, found {seq!r}.")
+            self.user_v = tuple(velocities)
+            self.user_a = tuple(accelerations)
+            default_names = [x.name for x in qs]
+            clash = set(self.user_q + self.user_v + self.user_a + (self.t,))
+            if len(clash) != 3 * n + 1:
+                raise ModelError("coordinates, velocities, accelerations and `t` must be distinct "
+                                 "symbols.")
+        if names is None:
+            names = default_names
+        names = tuple(names) if not isinstance(names, str) else (names,)
+        if len(names) != n or not all(isinstance(s, str) for s in names):
+            raise ModelError(f"`coordinates` must be {n} names (str), found {names!r}.")
+        self.names = names
+        self.q = tuple(sp.Symbol(f"{_QN}{i}") for i in range(n))
+        self.v = tuple(sp.Symbol(f"{_VN}{i}") for i in range(n))
+        self.a = tuple(sp.Symbol(f"{_AN}{i}") for i in range(n))
+        self.ts = sp.Symbol(_TN)
+        # a first so that Derivative(x, (t, 2)) is replaced before its inner x
+        self._fwd = {}
+        for ua, a in zip(self.user_a, self.a):
+            self._fwd[ua] = a
+        for uv, v in zip(self.user_v, self.v):
+            self._fwd[uv] = v
+        for uq, qq in zip(self.user_q, self.q):
+            self._fwd[uq] = qq
+        self._fwd[self.t] = self.ts
+        self._back = {v: k for k, v in self._fwd.items()}
+        self.state = set(self.q) | set(self.v) | set(self.a) | {self.ts}
+
+    def internal(self, e: Any, label: str) -> sp.Expr:
+        """User expression -> internal symbols; rejects unknown functions of t."""
+        e = _sympify(e, label)
+        if self.kind == "function":
+            allowed = set(self.user_v) | set(self.user_a)
+            for d in e.atoms(sp.Derivative):
+                if d not in allowed:
+                    raise ModelError(
+                        f"`{label}` contains {d}: only the coordinates and their first and "
+                        "second time derivatives (q, q.diff(t), q.diff(t, 2)) may appear.")
+        for s in e.free_symbols:
+            if s.name.startswith(("_gt", "_gq", "_gv", "_ga", "_gp", "_gc")):
+                raise ModelError(f"`{label}` uses the symbol {s}, a name reserved by "
+                                 "gaussopt.symbolic; rename it.")
+        out = e.xreplace(self._fwd)
+        bad = out.atoms(AppliedUndef)
+        if bad:
+            raise ModelError(
+                f"`{label}` depends on {sorted(map(str, bad))}, which "
+                f"{'is' if len(bad) == 1 else 'are'} not among the coordinates `q` "
+                f"{list(self.user_q)}; add it to `q` or replace it by a known expression.")
+        if out.atoms(sp.Derivative):
+            raise ModelError(f"`{label}` contains unevaluated derivatives "
+                             f"{sorted(map(str, out.atoms(sp.Derivative)))}.")
+        return out
+
+    def external(self, e: Any) -> Any:
+        """Internal symbols -> the user's (for display)."""
+        return e.xreplace(self._back)
+
+
+def _uses(e: Any, syms: Iterable[sp.Symbol]) -> bool:
+    return bool(sp.sympify(e).free_symbols & set(syms))
+
+
+# =========================================================================== the model
+class SymbolicModel:
+    """A mechanical system given by its Lagrangian and constraints in sympy.
+
+    Derived once (:meth:`derive`), compiled once per piece, and turned into a
+    :class:`~gaussopt.System` for any number of parameter sets (:meth:`system`).
+
+    Parameters
+    ----------
+    q : sequence of sympy functions of t, or of Symbols, length n
+        The generalized coordinates (possibly redundant).
+    T : sympy expression
+        Kinetic energy, at most quadratic in ``q'``; may depend on ``q`` and
+        explicitly on ``t``. The mass matrix may be singular (a coordinate
+        without inertia).
+    V : sympy expression, default 0
+        Potential ``V(q, t)``. A velocity-dependent (generalized) potential
+        ``V(q, q', t)`` is accepted: the equations come from ``L = T - V``.
+    forces : sequence of n expressions, or dict {coordinate: expression}, optional
+        Non-potential generalized forces ``Q(q, q', t)`` (the coefficients of
+        the virtual work ``delta W = sum_i Q_i delta q_i``).
+    holonomic : expression or sequence of expressions
+        ``Phi(q, t) = 0`` (an ``Eq(lhs, rhs)`` means ``lhs - rhs``).
+    nonholonomic : expression or sequence of expressions
+        ``f(q, q', t) = 0``, linear or nonlinear in ``q'``.
+    acceleration : expression or sequence of expressions
+        ``h(q, q', q'', t) = 0``, linear in ``q''`` (second-order constraints).
+    t : Symbol, optional
+        The time symbol; inferred from function coordinates, default
+        ``Symbol("t")`` for symbol coordinates.
+    coordinates : sequence of str, optional
+        Names of the coordinates in the System; default the names in ``q``.
+    name : str, optional
+    velocities, accelerations : sequence of Symbols, optional
+        For plain-symbol coordinates only: the symbols used for ``q'`` and
+        ``q''`` (default ``<name>_dot``, ``<name>_ddot``).
+    modules : {"math", "numpy", "scipy"}, default "math"
+        Numeric back end of the compiled callables (see the module docstring).
+
+    Attributes
+    ----------
+    parameters : tuple of Symbol
+        Free symbols other than ``t``, coordinates and their derivatives,
+        sorted by name: :meth:`system` needs a value for each.
+    timings : dict
+        ``"derive"`` (s) and ``"compile"`` (s, cumulative over pieces).
+    q, v, a, t : tuples of Symbols (t a Symbol)
+        The internal symbols the derived expressions (:attr:`expressions`) use.
+
+    Examples
+    --------
+    One derivation, two parameter sets:
+
+    >>> import sympy as sp
+    >>> from gaussopt.symbolic import SymbolicModel
+    >>> x = sp.Function("x")(sp.Symbol("t"))
+    >>> k, m = sp.symbols("k m", positive=True)
+    >>> osc = SymbolicModel([x], T=m / 2 * x.diff()**2, V=k / 2 * x**2).derive()
+    >>> osc.parameters
+    (k, m)
+    >>> [float(osc.system({"k": k_, "m": 2.0}).force(0.0, [0.5], [0.0])[0]) for k_ in (3.0, 5.0)]
+    [-1.5, -2.5]
+    """
+
+    def __init__(self, q: Any, T: Any = 0, V: Any = 0, forces: Any = None,
+                 holonomic: Exprs = (), nonholonomic: Exprs = (), acceleration: Exprs = (),
+                 *, t: Optional[sp.Symbol] = None, coordinates: Optional[Sequence[str]] = None,
+                 name: Optional[str] = None, velocities: Optional[Sequence] = None,
+                 accelerations: Optional[Sequence] = None, modules: str = "math") -> None:
+        self._init_common(q, t, coordinates, name, velocities, accelerations, modules,
+                          holonomic, nonholonomic, acceleration)
+        c = self._c
+        self._T = c.internal(T, "T")
+        self._V = c.internal(V, "V")
+        self._Q = self._parse_forces(forces)
+        for label, e, bad in (("T", self._T, c.a), ("V", self._V, c.a)):
+            if _uses(e, bad):
+                raise ModelError(f"`{label}` must not depend on the accelerations q''; found {e}.")
+        self._given = None  # (M, F, energy) for from-equations models
+
+    # --------------------------------------------------------------- constructors
+    def _init_common(self, q, t, coordinates, name, velocities, accelerations, modules,
+                     holonomic, nonholonomic, acceleration) -> None:
+        if modules not in MODULES:
+            raise ModelError(f"`modules` must be one of {MODULES}, found {modules!r}.")
+        self.modules = modules
+        self._c = c = _Coordinates(q, t, velocities, accelerations, coordinates)
+        self.n = c.n
+        self.name = name or "symbolic"
+        self.coordinates = c.names
+        self.q, self.v, self.a, self.t = c.q, c.v, c.a, c.ts
+        self._hol = [c.internal(e, f"holonomic[{i}]")
+                     for i, e in enumerate(_as_list(holonomic, "holonomic"))]
+        self._nh = [c.internal(e, f"nonholonomic[{i}]")
+                    for i, e in enumerate(_as_list(nonholonomic, "nonholonomic"))]
+        self._acc = [c.internal(e, f"acceleration[{i}]")
+                     for i, e in enumerate(_as_list(acceleration, "acceleration"))]
+        for i, e in enumerate(self._hol):
+            if _uses(e, c.v + c.a):
+                raise ModelError(f"`holonomic[{i}]` must depend on (q, t) only, found velocities "
+                                 f"or accelerations in {c.external(e)}; give it as `nonholonomic`.")
+        for i, e in enumerate(self._nh):
+            if _uses(e, c.a):
+                raise ModelError(f"`nonholonomic[{i}]` must depend on (q, q', t) only, found "
+                                 f"accelerations in {c.external(e)}; give it as `acceleration`.")
+        self.expressions: dict[str, Any] = {}
+        self.timings: dict[str, float] = {"derive": 0.0, "compile": 0.0}
+        self._compiled: dict[str, _Compiled] = {}
+        self._derived = False
+
+    @classmethod
+    def from_equations(cls, q: Any, mass: Any, force: Any, holonomic: Exprs = (),
+                       nonholonomic: Exprs = (), acceleration: Exprs = (), *,
+                       energy: Any = None, t: Optional[sp.Symbol] = None,
+                       coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
+                       velocities: Optional[Sequence] = None,
+                       accelerations: Optional[Sequence] = None,
+                       modules: str = "math") -> "SymbolicModel":
+        """A model from equations of motion ``mass q'' = force`` instead of a Lagrangian.
+
+        Parameters
+        ----------
+        mass : sympy Matrix, shape (n, n)
+            ``M(q, t)``, symmetric positive semi-definite.
+        force : sympy Matrix or sequence, length n
+            ``F(q, q', t) = Q - g``, everything but ``M q''``.
+        energy : sympy expression, optional
+            For diagnostics.
+        Other parameters as in :class:`SymbolicModel`.
+        """
+        self = cls.__new__(cls)
+        self._init_common(q, t, coordinates, name, velocities, accelerations, modules,
+                          holonomic, nonholonomic, acceleration)
+        c, n = self._c, self.n
+        Mm = sp.Matrix(mass) if not isinstance(mass, sp.MatrixBase) else mass
+        if Mm.shape != (n, n):
+            raise ModelError(f"`mass` must have shape ({n}, {n}), found {Mm.shape}.")
+        Fl = _as_list(force, "force")
+        if len(Fl) != n:
+            raise ModelError(f"`force` must have {n} entries, found {len(Fl)}.")
+        M = sp.Matrix(n, n, lambda i, j: c.internal(Mm[i, j], f"mass[{i}, {j}]"))
+        F = sp.Matrix([c.internal(f, f"force[{i}]") for i, f in enumerate(Fl)])
+        if _uses(M, c.v + c.a):
+            raise ModelError("`mass` must depend on (q, t) only; found velocities or accelerations.")
+        if _uses(F, c.a):
+            raise ModelError("`force` must not depend on the accelerations q''.")
+        for i in range(n):
+            for j in range(i + 1, n):
+                d = M[i, j] - M[j, i]
+                if d != 0 and sp.simplify(d) != 0:
+                    raise ModelError(f"`mass` must be symmetric; mass[{i}, {j}] - mass[{j}, {i}] "
+                                     f"= {sp.simplify(d)}.")
+                M[j, i] = M[i, j]  # exactly symmetric numerically
+        E = None if energy is None else c.internal(energy, "energy")
+        self._T = self._V = None
+        self._Q = None
+        self._given = (M, F, E)
+        return self
+
+    def _parse_forces(self, forces: Any) -> sp.Matrix:
+        c, n = self._c, self.n
+        if forces is None:
+            return sp.zeros(n, 1)
+        if isinstance(forces, Mapping):
+            Q = [sp.Integer(0)] * n
+            for key, val in forces.items():
+                k = sp.sympify(key)
+                if k not in c.user_q:
+                    raise ModelError(f"`forces` keys must be coordinates from `q` {list(c.user_q)}, "
+                                     f"found {key!r}.")
+                Q[c.user_q.index(k)] = val
+        else:
+            Q = _as_list(forces, "forces")
+            if len(Q) != n:
+                raise ModelError(f"`forces` must have one generalized force per coordinate "
+                                 f"({n}), found {len(Q)}.")
+        out = sp.Matrix([c.internal(f, f"forces[{i}]") for i, f in enumerate(Q)])
+        if _uses(out, c.a):
+            raise ModelError("`forces` must not depend on the accelerations q''.")
+        return out
+
+    # --------------------------------------------------------------- derivation
+    def _D(self, e: sp.MatrixBase) -> sp.MatrixBase:
+        """Total time derivative at ``q'' = 0``: ``e_q v + e_t`` (e free of a)."""
+        c = self._c
+        v = sp.Matrix(c.v)
+        return e.jacobian(sp.Matrix(c.q)) * v + e.diff(c.ts)
+
+    def derive(self) -> "SymbolicModel":
+        """Derive every piece exactly (once; later calls return at once).
+
+        Fills :attr:`expressions` (sympy, in the internal symbols
+        :attr:`q`, :attr:`v`, :attr:`a`, :attr:`t`): ``M``, ``F``, ``energy``
+        and, for Lagrangian models, ``g`` and ``Q``; ``phi``, ``phi_q``,
+        ``phi_t``, ``phi_gamma`` (holonomic); ``f``, ``f_v``, ``f_gamma``
+        (nonholonomic); ``acc_A``, ``acc_b`` (acceleration).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ModelError
+            ``T`` not quadratic in the velocities, an acceleration constraint
+            not linear in ``q''``.
+        """
+        if self._derived:
+            return self
+        t0 = time.perf_counter()
+        c, n = self._c, self.n
+        qv, vv, av = sp.Matrix(c.q), sp.Matrix(c.v), sp.Matrix(c.a)
+        ex = self.expressions
+        if self._given is None:
+            L = sp.Matrix([self._T - self._V])
+            p = L.jacobian(vv).T  # dL/dq', (n, 1)
+            M = sp.zeros(n, n)
+            for i in range(n):
+                for j in range(i, n):
+                    M[i, j] = M[j, i] = sp.diff(p[i], c.v[j])
+            if _uses(M, c.v):
+                raise ModelError("`T` must be at most quadratic in the velocities q': its Hessian "
+                                 "in q' (the mass matrix) depends on q'.")
+            Tm = sp.Matrix([self._T])
+            pT = Tm.jacobian(vv).T
+            ex["g"] = self._D(pT) - Tm.jacobian(qv).T
+            ex["Q"] = self._Q
+            ex["M"] = M
+            ex["F"] = self._Q - self._D(p) + L.jacobian(qv).T
+            ex["energy"] = self._T + self._V
+        else:
+            M, F, E = self._given
+            ex["M"], ex["F"] = M, F
+            ex["energy"] = E
+        if self._hol:
+            phi = sp.Matrix(self._hol)
+            J = phi.jacobian(qv)
+            pt = phi.diff(c.ts)
+            w = J * vv + pt
+            ex.update(phi=phi, phi_q=J, phi_t=pt, phi_gamma=-self._D(w))
+        if self._nh:
+            f = sp.Matrix(self._nh)
+            ex.update(f=f, f_v=f.jacobian(vv), f_gamma=-self._D(f))
+        if self._acc:
+            h = sp.Matrix(self._acc)
+            A = h.jacobian(av)
+            if _uses(A, c.a):
+                bad = [i for i in range(h.rows) if _uses(A[i, :], c.a)]
+                raise ModelError(f"`acceleration[{bad[0]}]` must be linear in the accelerations "
+                                 f"q'', found {c.external(h[bad[0]])}.")
+            ex.update(acc_A=A, acc_b=-h.xreplace({a: 0 for a in c.a}))
+        syms: set = set()
+        for val in ex.values():
+            if val is not None:
+                syms |= sp.sympify(val).free_symbols
+        self.parameters = tuple(sorted(syms - c.state, key=lambda s: s.name))
+        self._pmap = {s: sp.Symbol(f"{_PN}{i}") for i, s in enumerate(self.parameters)}
+        self.timings["derive"] = time.perf_counter() - t0
+        self._derived = True
+        return self
+
+    # --------------------------------------------------------------- compilation
+    _PIECES = {
+        # name: (args, outputs as (kind, expression key))
+        "mass": ("tq", (("mat", "M"),)),
+        "force": ("tqv", (("vec", "F"),)),
+        "inertia": ("tqv", (("vec", "g"),)),
+        "energy": ("tqv", (("scalar", "energy"),)),
+        "phi": ("tq", (("vec", "phi"),)),
+        "phi_q": ("tq", (("mat", "phi_q"),)),
+        "phi_t": ("tq", (("vec", "phi_t"),)),
+        "phi_gamma": ("tqv", (("vec", "phi_gamma"),)),
+        "phi_rows": ("tqv", (("mat", "phi_q"), ("vec", "phi_gamma"))),
+        "f": ("tqv", (("vec", "f"),)),
+        "f_v": ("tqv", (("mat", "f_v"),)),
+        "f_gamma": ("tqv", (("vec", "f_gamma"),)),
+        "f_rows": ("tqv", (("mat", "f_v"), ("vec", "f_gamma"))),
+        "acc_A": ("tqv", (("mat", "acc_A"),)),
+        "acc_b": ("tqv", (("vec", "acc_b"),)),
+        "acc_rows": ("tqv", (("mat", "acc_A"), ("vec", "acc_b"))),
+    }
+
+    @property
+    def pieces(self) -> tuple[str, ...]:
+        """Names of the pieces this model has (for :meth:`function`)."""
+        self.derive()
+        return tuple(k for k, (_, outs) in self._PIECES.items()
+                     if all(self.expressions.get(key) is not None for _, key in outs))
+
+    def _compiled_piece(self, piece: str) -> _Compiled:
+        if piece in self._compiled:
+            return self._compiled[piece]
+        self.derive()
+        if piece not in self._PIECES:
+            raise ModelError(f"`piece` must be one of {list(self._PIECES)}, found {piece!r}.")
+        args, outs = self._PIECES[piece]
+        if piece not in self.pieces:
+            raise ModelError(f"model {self.name!r} has no piece {piece!r}; it has {list(self.pieces)}.")
+        t0 = time.perf_counter()
+        outputs = []
+        for kind, key in outs:
+            e = self.expressions[key]
+            e = e.xreplace(self._pmap) if kind == "scalar" else sp.Matrix(e).xreplace(self._pmap)
+            outputs.append((kind, e))
+        comp = _compile(piece, outputs, self.n, args, self.modules, self.name)
+        self.timings["compile"] += time.perf_counter() - t0
+        self._compiled[piece] = comp
+        return comp
+
+    def compile(self, pieces: Optional[Sequence[str]] = None) -> "SymbolicModel":
+        """Compile the given pieces (default: all the model has) now rather than on first use."""
+        for p in (self.pieces if pieces is None else pieces):
+            self._compiled_piece(p)
+        return self
+
+    def source(self, piece: str) -> str:
+        """The generated Python source of one compiled piece."""
+        return self._compiled_piece(piece).source
+
+    def _values(self, params: Optional[Mapping]) -> dict[str, float]:
+        """Validate a parameter set; return {internal name: float}."""
+        self.derive()
+        params = {} if params is None else params
+        if not isinstance(params, Mapping):
+            raise ModelError(f"`params` must be a dict {{Symbol or name: value}}, found "
+                             f"{type(params).__name__}.")
+        for k in params:
+            if not isinstance(k, (sp.Symbol, str)):
+                raise ModelError(f"`params` keys must be sympy Symbols or their names, found "
+                                 f"{k!r} ({type(k).__name__}).")
+        by_name = {(k if isinstance(k, str) else k.name): k for k in params}
+        out, missing = {}, []
+        for s in self.parameters:
+            # the symbol itself, else its name (a str key, or a Symbol of that name with
+            # other assumptions)
+            key = s if s in params else by_name.get(s.name)
+            if key is None:
+                missing.append(s.name)
+                continue
+            val = params[key]
+            try:
+                x = float(val)
+            except (TypeError, ValueError):
+                raise ModelError(f"`params[{s.name}]` must be a real number, found {val!r}.") from None
+            if not math.isfinite(x):
+                raise ModelError(f"`params[{s.name}]` must be finite, found {x}.")
+            out[self._pmap[s].name] = x
+        if missing:
+            hint = ""
+            if self._c.kind == "symbol":
+                hint = (" (velocities and accelerations of plain-symbol coordinates are the "
+                        f"symbols {[str(v) for v in self._c.user_v]} and "
+                        f"{[str(a) for a in self._c.user_a]})")
+            raise ModelError(f"unbound symbols in model {self.name!r}: {', '.join(missing)}; "
+                             f"give their values in `params`{hint}.")
+        return out
+
+    def function(self, piece: str, params: Optional[Mapping] = None) -> Callable:
+        """One compiled piece with a parameter set bound.
+
+        Parameters
+        ----------
+        piece : str
+            ``"mass"`` ``(t, q) -> (n, n)``; ``"force"`` ``(t, q, v) -> (n,)``
+            (``F = Q - dV/dq - g``); ``"inertia"`` ``(t, q, v) -> (n,)`` (``g``);
+            ``"energy"`` ``(t, q, v) -> float``; ``"phi"``, ``"phi_t"``
+            ``(t, q) -> (k,)``; ``"phi_q"`` ``(t, q) -> (k, n)``;
+            ``"phi_gamma"`` ``(t, q, v) -> (k,)``; ``"phi_rows"``
+            ``(t, q, v) -> ((k, n), (k,))``; ``"f"``, ``"f_gamma"``
+            ``(t, q, v) -> (k,)``; ``"f_v"`` ``(t, q, v) -> (k, n)``;
+            ``"f_rows"``; ``"acc_A"``, ``"acc_b"``, ``"acc_rows"`` likewise.
+            See :attr:`pieces`.
+        params : dict, optional
+            ``{Symbol or name: value}`` for every symbol in :attr:`parameters`.
+
+        Returns
+        -------
+        callable
+        """
+        return self._compiled_piece(piece).bind(self._values(params))
+
+    # --------------------------------------------------------------- System
+    def system(self, params: Optional[Mapping] = None, *, name: Optional[str] = None) -> System:
+        """Bind a parameter set and build the :class:`~gaussopt.System`.
+
+        Parameters
+        ----------
+        params : dict, optional
+            ``{Symbol or name: value}`` for every symbol in :attr:`parameters`.
+        name : str, optional
+            Name of the System (default the model's).
+
+        Returns
+        -------
+        System
+            Constant mass matrices and forces are passed as arrays. The
+            holonomic, nonholonomic and acceleration constraints become one
+            constraint object each (``"holonomic"``, ``"nonholonomic"``,
+            ``"acceleration"``) with exact Jacobians and convective terms.
+
+        Raises
+        ------
+        ModelError
+            Unbound parameters (all listed), non-numeric values.
+        """
+        vals = self._values(params)
+        has = self.pieces
+
+        def bound(piece):
+            return self._compiled_piece(piece).bind(vals)
+
+        def const_or_fn(piece):
+            comp = self._compiled_piece(piece)
+            fn = comp.bind(vals)
+            if comp.depends:
+                return fn
+            n = self.n
+            val = fn(0.0, np.zeros(n), np.zeros(n)) if comp.args == "tqv" else fn(0.0, np.zeros(n))
+            return val
+
+        mass = const_or_fn("mass")
+        force = const_or_fn("force")
+        cons = []
+        if "phi" in has:
+            rheo = _uses(self.expressions["phi"], [self.t])
+            cons.append(_SymbolicHolonomic(
+                bound("phi"), _constant_tq(self, "phi_q", vals), bound("phi_gamma"),
+                _constant_tqv(self, "phi_rows", vals), phi_t=bound("phi_t") if rheo else None,
+                rheonomic=rheo, name="holonomic"))
+        if "f" in has:
+            cons.append(_SymbolicNonholonomic(bound("f"), _constant_tqv(self, "f_v", vals),
+                                              bound("f_gamma"), _constant_tqv(self, "f_rows", vals),
+                                              name="nonholonomic"))
+        if "acc_A" in has:
+            cons.append(_SymbolicAcceleration(_constant_tqv(self, "acc_A", vals),
+                                              _constant_tqv(self, "acc_b", vals),
+                                              _constant_tqv(self, "acc_rows", vals),
+                                              name="acceleration"))
+        energy = bound("energy") if "energy" in has else None
+        return System(self.coordinates, mass=mass, force=force, constraints=cons, energy=energy,
+                      name=name or self.name)
+
+    def __repr__(self) -> str:
+        return (f"SymbolicModel({self.name!r}, coordinates={self.coordinates}, "
+                f"holonomic={len(self._hol)}, nonholonomic={len(self._nh)}, "
+                f"acceleration={len(self._acc)})")
+
+
+def _readonly(x):
+    if isinstance(x, tuple):
+        return tuple(_readonly(y) for y in x)
+    x = np.array(x, dtype=float)
+    x.setflags(write=False)
+    return x
+
+
+def _constant_tq(model: SymbolicModel, piece: str, vals: dict) -> Callable:
+    """The bound piece, or a function returning its constant (read-only) value."""
+    comp = model._compiled_piece(piece)
+    fn = comp.bind(vals)
+    if comp.depends:
+        return fn
+    val = _readonly(fn(0.0, np.zeros(model.n)))
+    return lambda t, q: val
+
+
+def _constant_tqv(model: SymbolicModel, piece: str, vals: dict) -> Callable:
+    comp = model._compiled_piece(piece)
+    fn = comp.bind(vals)
+    if comp.depends:
+        return fn
+    z = np.zeros(model.n)
+    val = _readonly(fn(0.0, z, z))
+    return lambda t, q, v: val
+
+
+class _SymbolicHolonomic(Holonomic):
+    """Holonomic constraints with exact, compiled derivatives; ``rows`` evaluates
+    ``Phi_q`` and ``gamma`` in one call (shared subexpressions)."""
+
+    def __init__(self, phi, jacobian, gamma, rows, **kw) -> None:
+        super().__init__(phi, jacobian, gamma, **kw)
+        self._rows = rows
+
+    def rows(self, t, q, v):
+        return self._rows(t, q, v)
+
+
+class _SymbolicNonholonomic(Nonholonomic):
+    """Nonholonomic constraints with exact, compiled ``f_v`` and ``gamma``."""
+
+    def __init__(self, f, jacobian, gamma, rows, **kw) -> None:
+        super().__init__(f, jacobian, gamma, **kw)
+        self._rows = rows
+
+    def rows(self, t, q, v):
+        return self._rows(t, q, v)
+
+
+class _SymbolicAcceleration(AccelerationConstraint):
+    """Acceleration constraints ``A a = b`` derived from ``h(q, q', q'', t) = 0``."""
+
+    def __init__(self, A, b, rows, **kw) -> None:
+        super().__init__(A, b, **kw)
+        self._rows = rows
+
+    def rows(self, t, q, v):
+        return self._rows(t, q, v)
+
+
+# =========================================================================== wrappers
+def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: Exprs = (),
+                    nonholonomic: Exprs = (), acceleration: Exprs = (),
+                    params: Optional[Mapping] = None, t: Optional[sp.Symbol] = None,
+                    coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
+                    *, velocities: Optional[Sequence] = None,
+                    accelerations: Optional[Sequence] = None, modules: str = "math") -> System:
+    """Build a :class:`~gaussopt.System` from a Lagrangian and constraints.
+
+    A thin wrapper: ``SymbolicModel(q, T, V, ...).system(params)``. To build
+    many parameter sets from one derivation use :class:`SymbolicModel`.
+
+    Parameters
+    ----------
+    q : sequence of sympy functions of t (``dynamicsymbols``) or Symbols, length n
+    T : sympy expression
+        Kinetic energy, quadratic in ``q'`` (the mass matrix may be singular).
+    V : sympy expression, default 0
+        Potential energy.
+    forces : sequence of n expressions or dict {coordinate: expression}, optional
+        Generalized non-potential forces ``Q`` (virtual work ``sum Q_i delta q_i``).
+    holonomic, nonholonomic, acceleration : expression or sequence of expressions
+        ``Phi(q, t) = 0``; ``f(q, q', t) = 0``; ``h(q, q', q'', t) = 0`` linear in ``q''``.
+    params : dict, optional
+        ``{Symbol or name: value}`` for every other free symbol.
+    t : Symbol, optional
+    coordinates : sequence of str, optional
+    name : str, optional
+    velocities, accelerations : sequence of Symbols, optional
+        For plain-symbol coordinates (default ``<name>_dot``, ``<name>_ddot``).
+    modules : {"math", "numpy", "scipy"}, default "math"
+
+    Returns
+    -------
+    System
+
+    Raises
+    ------
+    ModelError
+        A coordinate that is neither a function of t nor a Symbol; unknown
+        functions of t; unbound parameters; ``T`` not quadratic in ``q'``;
+        an acceleration constraint not linear in ``q''``.
+
+    Examples
+    --------
+    Paper 001's four-bar (singular mass matrix: no ``th3'`` in ``T``):
+
+    >>> import sympy as sp, numpy as np
+    >>> from sympy.physics.mechanics import dynamicsymbols
+    >>> from gaussopt.symbolic import from_lagrangian
+    >>> th1, th2, th3 = q = dynamicsymbols("th1 th2 th3")
+    >>> m, l, g, psi = sp.symbols("m l g psi")
+    >>> t = dynamicsymbols._t
+    >>> T = (4 * m * l**2 / 3 * th1.diff(t)**2 + m * l**2 / 3 * th2.diff(t)**2) / 2
+    >>> V = m * g * l * (sp.Rational(3, 2) * sp.sin(th1) + sp.sin(th2) / 2)
+    >>> fb = from_lagrangian(q, T, V, forces=[psi, 0, 0],
+    ...                      holonomic=[l * sp.sin(th1) - l * sp.sin(th2), th1 + th3 - sp.pi],
+    ...                      params={m: 12, l: 2, g: 9.8, psi: 450})
+    >>> fb.constant_mass
+    array([[64.,  0.,  0.],
+           [ 0., 16.,  0.],
+           [ 0.,  0.,  0.]])
+    """
+    model = SymbolicModel(q, T, V, forces, holonomic, nonholonomic, acceleration, t=t,
+                          coordinates=coordinates, name=name, velocities=velocities,
+                          accelerations=accelerations, modules=modules)
+    return model.system(params)
+
+
+def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
+                     coordinates, name, modules) -> SymbolicModel:
+    from sympy.physics import mechanics as me
+
+    t = me.dynamicsymbols._t
+    if isinstance(method, me.LagrangesMethod):
+        if method.eom is None:
+            method.form_lagranges_equations()
+        q = list(method.q)
+        n = len(q)
+        M = method.mass_matrix[:, :n]
+        F = method.forcing
+        hol = list(getattr(method, "_hol_coneqs", sp.Matrix()))
+        nh = list(method.coneqs)[len(hol):]
+        L = getattr(method, "_L", None)
+        energy = None
+        if L is not None:
+            L = sp.Matrix(L)[0]
+            qd = [x.diff(t) for x in q]
+            energy = sum(v * L.diff(v) for v in qd) - L  # Jacobi integral (= T + V if natural)
+        return SymbolicModel.from_equations(
+            q, M, F, hol + _as_list(holonomic, "holonomic"),
+            nh + _as_list(nonholonomic, "nonholonomic"), acceleration, energy=energy,
+            coordinates=coordinates, name=name, modules=modules)
+    if isinstance(method, me.KanesMethod):
+        problems = []
+        for label, attr in (("dependent coordinates", "_qdep"), ("dependent speeds", "_udep"),
+                            ("auxiliary speeds", "_uaux")):
+            if len(getattr(method, attr, [])):
+                problems.append(label)
+        if problems:
+            raise ModelError(
+                f"`method`: a KanesMethod with {' and '.join(problems)} has its constraints "
+                "eliminated into reduced equations that are not of the form M q'' = F + A^T lam; "
+                "use a LagrangesMethod, or from_lagrangian with the constraints.")
+        try:
+            M, F = method.mass_matrix, method.forcing
+        except ValueError as e:
+            raise ModelError("`method`: call method.kanes_equations(bodies, loads) first.") from e
+        q, u = list(method.q), list(method.u)
+        kd = method.kindiffdict()
+        u_to_qd = {}
+        for x in q:
+            rhs = sp.sympify(kd.get(x.diff(t)))
+            if rhs not in u or rhs in u_to_qd:
+                raise ModelError(
+                    "`method`: the KanesMethod's generalized speeds must be the coordinate "
+                    f"derivatives (kd_eqs u_i - q_i' = 0); found {x.diff(t)} = {rhs}.")
+            u_to_qd[rhs] = x.diff(t)
+        if len(u) != len(q):
+            raise ModelError(f"`method`: {len(u)} speeds for {len(q)} coordinates.")
+        sub = {ui.diff(t): qd.diff(t) for ui, qd in u_to_qd.items()}
+        sub.update(u_to_qd)
+        M = sp.Matrix(M).xreplace(sub)
+        F = sp.Matrix(F).xreplace(sub)
+        # rows of Kane's equations are ordered by u; reorder to q
+        order = [u.index(next(ui for ui, qd in u_to_qd.items() if qd == x.diff(t))) for x in q]
+        M = M.extract(order, order)
+        F = F.extract(order, [0])
+        return SymbolicModel.from_equations(q, M, F, holonomic, nonholonomic, acceleration,
+                                            coordinates=coordinates, name=name, modules=modules)
+    raise ModelError(f"`method` must be a sympy.physics.mechanics LagrangesMethod or KanesMethod, "
+                     f"found {type(method).__name__}.")
+
+
+def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: Exprs = (),
+                   nonholonomic: Exprs = (), acceleration: Exprs = (),
+                   coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
+                   modules: str = "math", model: bool = False) -> Union[System, SymbolicModel]:
+    """Build a System from a ``sympy.physics.mechanics`` LagrangesMethod or KanesMethod.
+
+    The unconstrained part comes from the method's ``mass_matrix`` and
+    ``forcing`` (``M q'' = forcing``). A ``LagrangesMethod``'s holonomic and
+    nonholonomic constraints (``hol_coneqs``, ``nonhol_coneqs``) are taken over;
+    its energy is the Jacobi integral ``q' . dL/dq' - L`` (``T + V`` for natural
+    systems). A ``KanesMethod`` must have the coordinate derivatives as
+    generalized speeds (``u_i = q_i'``) and no dependent coordinates or speeds;
+    it carries no energy.
+
+    Parameters
+    ----------
+    method : LagrangesMethod or KanesMethod
+        With its equations formed (``form_lagranges_equations()`` is called if
+        needed; ``kanes_equations(...)`` must have been called).
+    params : dict, optional
+        ``{Symbol or name: value}``.
+    holonomic, nonholonomic, acceleration : expressions, optional
+        Further constraints in the method's dynamicsymbols.
+    coordinates, name, modules
+        As in :func:`from_lagrangian`.
+    model : bool, default False
+        Return the :class:`SymbolicModel` (for several parameter sets) instead
+        of a System.
+
+    Returns
+    -------
+    System or SymbolicModel
+    """
+    mdl = _mechanics_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
+                           modules)
+    return mdl if model else mdl.system(params)

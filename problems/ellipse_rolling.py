@@ -1,0 +1,583 @@
+"""Paper 002: an elliptical disk rolling without slip on a horizontal line.
+
+A uniform elliptical disk (semi-axes ``a`` along the body axis ``e1``, ``b``
+along ``e2``, mass ``m``, centroidal inertia ``J = m (a^2 + b^2) / 4``) in
+the vertical plane, coordinates ``q = (xc, yc, theta)``: the centroid and the
+angle of ``e1`` from the horizontal. One degree of freedom.
+
+Geometry
+--------
+The contact point is the body's lowest point. In the body frame it is
+``(-a^2 sin th, -b^2 cos th) / rho`` with
+
+    rho(th) = sqrt(a^2 sin^2 th + b^2 cos^2 th),
+
+the height of the centroid above the lowest point (the support function of
+the ellipse in the downward direction; paper 002 eq. (3) has stray squares on
+``sin`` and ``cos``). In the world frame the contact point sits at
+``r = (-rho'(th), -rho(th))`` from the centroid.
+
+Constraints
+-----------
+*Contact* (holonomic, paper eq. (29)): ``Phi = yc - rho(th) = 0``, Jacobian
+``[0, 1, -rho']``, ``gamma = rho'' th'^2``.
+
+*Rolling* (no slip): the velocity of the material point at the contact is
+``v_c + th' e_z x r = (xc' + rho th', yc' - rho' th')``. Its vertical part
+vanishes by the contact constraint; its horizontal part gives
+
+    f = xc' + rho(th) th' = 0,    f_v = [1, 0, rho],   gamma = -rho' th'^2.
+
+This is *exact* for the ellipse: the vertical offset of the contact point is
+exactly ``-rho`` (the lowest point lies ``rho`` below the centroid), so
+``xc' - (y_contact - yc) th'`` is ``xc' + rho th'``; the horizontal offset
+``-rho'`` only enters the vertical velocity. Paper 002's eqs. (7)-(8) write
+``e_z`` with the wrong sign (``omega = (0, 0, -th')``), which gives
+``xc' - rho th' = 0`` -- contradicted by the paper's own initial conditions
+(``xc' = -0.5 a``, ``th' = 0.5`` at ``rho = a``). The constraint is integrable
+(the paper notes it): ``xc + S(th) = const`` with ``S(th) = int_0^th rho``, an
+incomplete elliptic integral of the second kind. ``rolling="velocity"``
+(default, the paper's treatment) uses the velocity form,
+``rolling="holonomic"`` the integrated one (then a projection also removes
+drift of ``xc``).
+
+Reduced (one-coordinate) dynamics
+---------------------------------
+With ``xc' = -rho th'`` and ``yc' = rho' th'``,
+``T = 1/2 m_eff(th) th'^2``, ``m_eff = m (rho^2 + rho'^2) + J``,
+``V = m g (rho - b)`` (the paper's zero: centroid at height ``b``), and the
+applied loads ``(fx, fy, tau)`` (added to gravity) project onto the single
+degree of freedom as ``Q* = -rho fx + rho' fy + tau``. The reference solution
+integrates ``m_eff th'' + 1/2 m_eff' th'^2 + m g rho' = Q*`` (and
+``xc' = -rho th'``) with ``solve_ivp`` at ``rtol = atol = 1e-13``, using its
+own closed form of ``m_eff'`` (in ``sin 2th``, ``sin 4th``, not ``rho''``).
+
+Cases (paper section 8, t in [0, 20] s, g = 9.8, m = 1)
+-------------------------------------------------------
+=========  =========  =======================================  =====================
+case       a, b       (th0, th0')                              loads (besides m g)
+=========  =========  =======================================  =====================
+circle     1, 1       (pi/2, 0.5)                              --         (8.1)
+case1      1.5, 1     (pi/2, 0.5): long axis vertical          --         (8.2)
+case2      1.5, 1     as case1; the paper runs it without      --         (8.3)
+                      Baumgarte (alpha = beta = gamma = 0)
+case3      1.5, 1     (0, 2.3): short axis vertical, rocking   --         (8.4)
+case4      1.5, 1     (0, 2.3)                                 fx = 3     (8.5)
+case5      1.5, 1     (0, 0), from rest                        tau = 5    (8.5)
+=========  =========  =======================================  =====================
+
+The initial state is ``xc = 0``, ``yc = rho(th0)``, ``v = (-rho th0',
+rho' th0', th0')``; at ``th0 = 0`` or ``pi/2`` (``rho' = 0``) this is the
+paper's ``(-th0' a or b, 0, th0')``, consistent with both constraints.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Optional, Union
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.special import ellipeinc
+
+import gaussopt as go
+from gaussopt.exceptions import ModelError
+
+__all__ = ["CASES", "build", "system", "rho", "rho_d1", "rho_d2", "arc_integral",
+           "reference_solution", "contact_forces", "liftoff_time", "PAPER_ODE45"]
+
+G = 9.8
+
+#: The paper's cases (section 8). ``paper_baumgarte`` are its (alpha, beta, gamma).
+CASES: dict[str, dict[str, Any]] = {
+    "circle": dict(a=1.0, b=1.0, theta0=np.pi / 2, omega0=0.5, fx=0.0, fy=0.0, tau=0.0,
+                   paper_baumgarte=(10.0, 10.0, 10.0), section="8.1"),
+    "case1": dict(a=1.5, b=1.0, theta0=np.pi / 2, omega0=0.5, fx=0.0, fy=0.0, tau=0.0,
+                  paper_baumgarte=(10.0, 10.0, 10.0), section="8.2"),
+    "case2": dict(a=1.5, b=1.0, theta0=np.pi / 2, omega0=0.5, fx=0.0, fy=0.0, tau=0.0,
+                  paper_baumgarte=(0.0, 0.0, 0.0), section="8.3"),
+    "case3": dict(a=1.5, b=1.0, theta0=0.0, omega0=2.3, fx=0.0, fy=0.0, tau=0.0,
+                  paper_baumgarte=(10.0, 10.0, 10.0), section="8.4"),
+    "case4": dict(a=1.5, b=1.0, theta0=0.0, omega0=2.3, fx=3.0, fy=0.0, tau=0.0,
+                  paper_baumgarte=(10.0, 10.0, 10.0), section="8.5 (force)"),
+    "case5": dict(a=1.5, b=1.0, theta0=0.0, omega0=0.0, fx=0.0, fy=0.0, tau=5.0,
+                  paper_baumgarte=(10.0, 10.0, 10.0), section="8.5 (torque)"),
+}
+
+#: The paper's integrator: MATLAB ``ode45`` (Dormand-Prince 5(4)) with its
+#: default tolerances, output every ``dt`` (section 7, tables 1-6).
+PAPER_ODE45 = {"method": "RK45", "rtol": 1e-3, "atol": 1e-6}
+
+_OVERRIDABLE = ("a", "b", "m", "g", "J", "theta0", "omega0", "xc0", "fx", "fy", "tau", "t_end")
+
+
+# --------------------------------------------------------------------------- geometry
+def rho(th, a: float, b: float):
+    """Height of the centroid above the lowest point, ``sqrt(a^2 sin^2 th + b^2 cos^2 th)``.
+
+    Complex-safe (numpy ufuncs only), so gaussopt's automatic derivatives apply.
+    """
+    s, c = np.sin(th), np.cos(th)
+    return np.sqrt(a * a * s * s + b * b * c * c)
+
+
+def rho_d1(th, a: float, b: float):
+    """``rho'(th) = (a^2 - b^2) sin th cos th / rho``; minus the horizontal offset of
+    the contact point from the centroid."""
+    return (a * a - b * b) * np.sin(th) * np.cos(th) / rho(th, a, b)
+
+
+def rho_d2(th, a: float, b: float):
+    """``rho''(th) = ((a^2 - b^2) cos 2th - rho'^2) / rho`` (from ``(rho^2)'' = 2 (a^2 - b^2) cos 2th``).
+
+    ``rho + rho''`` is the radius of curvature of the ellipse at the contact point.
+    """
+    r = rho(th, a, b)
+    r1 = rho_d1(th, a, b)
+    return ((a * a - b * b) * np.cos(2 * th) - r1 * r1) / r
+
+
+def arc_integral(th, a: float, b: float):
+    """``S(th) = int_0^th rho(phi) dphi`` (incomplete elliptic integral of the second kind).
+
+    Rolling without slip is ``xc + S(th) = const``. For ``a >= b``,
+    ``rho = a sqrt(1 - e cos^2)`` with ``e = 1 - b^2/a^2`` and
+    ``S = a (E(pi/2 | e) - E(pi/2 - th | e))``; for ``b > a``,
+    ``rho = b sqrt(1 - e sin^2)``, ``e = 1 - a^2/b^2``, ``S = b E(th | e)``.
+    """
+    th = np.asarray(th, dtype=float)
+    if a >= b:
+        e = 1.0 - (b / a) ** 2
+        return a * (ellipeinc(np.pi / 2, e) - ellipeinc(np.pi / 2 - th, e))
+    e = 1.0 - (a / b) ** 2
+    return b * ellipeinc(th, e)
+
+
+# --------------------------------------------------------------------------- system
+def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
+           J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0, tau: float = 0.0,
+           rolling: str = "velocity", unilateral: bool = False, xc0: float = 0.0,
+           theta0: float = 0.0, auto: bool = False) -> go.System:
+    """The rolling elliptical disk as a :class:`gaussopt.System`, ``q = (xc, yc, theta)``.
+
+    Parameters
+    ----------
+    a, b : float
+        Semi-axes along the body axes ``e1`` (angle ``theta`` from the horizontal)
+        and ``e2``; both positive.
+    m : float
+        Mass, positive.
+    g : float
+        Gravity, ``>= 0``.
+    J : float, optional
+        Centroidal moment of inertia; default ``m (a^2 + b^2) / 4`` (uniform disk).
+    fx, fy, tau : float
+        Constant applied loads besides gravity: a force ``(fx, fy)`` at the
+        centroid and a torque ``tau``. The generalized force is
+        ``Q = (fx, fy - m g, tau)`` (paper 002's ``Q = (3, -m g, 0)`` is
+        ``fx = 3``).
+    rolling : {"velocity", "holonomic"}
+        ``"velocity"``: the no-slip condition as the nonholonomic row
+        ``xc' + rho(th) th' = 0`` (paper 002, sign corrected). ``"holonomic"``:
+        its integral ``xc + S(th) - (xc0 + S(theta0)) = 0`` (same acceleration
+        rows; the position residual then also measures ``xc`` drift).
+    unilateral : bool
+        Treat the normal contact as unilateral (``solver="qp"`` only): while the
+        disk touches the line (gap ``yc - rho <= 1e-9``, gap rate ``<= 1e-9``)
+        the contact row is ``Phi'' >= 0`` and the rolling row is imposed at the
+        acceleration level; once it has lifted off both rows are switched off
+        (zero rows). There is no impact law, so the model holds up to the first
+        touchdown only.
+    xc0, theta0 : float
+        Reference point of the holonomic rolling form (``rolling="holonomic"``).
+    auto : bool
+        Omit the hand-written Jacobians and ``gamma`` and let gaussopt derive
+        them by the complex step (for testing the hand-written ones).
+
+    Returns
+    -------
+    System
+        With the energy ``T + m g (yc - b) - fx xc - fy yc - tau theta``: the
+        constant loads have a potential, so it is conserved by the exact motion.
+
+    Raises
+    ------
+    ModelError
+        Non-positive ``a``, ``b``, ``m`` or ``J``, negative ``g``, unknown ``rolling``.
+    """
+    _check_params(a=a, b=b, m=m, g=g, J=J)
+    if rolling not in ("velocity", "holonomic"):
+        raise ModelError(f"`rolling` must be 'velocity' or 'holonomic', found {rolling!r}.")
+    a, b, m, g = float(a), float(b), float(m), float(g)
+    J = m * (a * a + b * b) / 4.0 if J is None else float(J)
+    fx, fy, tau = float(fx), float(fy), float(tau)
+    M = np.diag([m, m, J])
+    Q = np.array([fx, fy - m * g, tau])
+
+    def contact_phi(t, q):
+        return np.array([q[1] - rho(q[2], a, b)])
+
+    def contact_jac(t, q):
+        return np.array([[0.0, 1.0, -rho_d1(q[2], a, b)]])
+
+    def contact_gamma(t, q, v):
+        return np.array([rho_d2(q[2], a, b) * v[2] * v[2]])
+
+    def roll_f(t, q, v):
+        return np.array([v[0] + rho(q[2], a, b) * v[2]])
+
+    def roll_jac(t, q, v=None):
+        return np.array([[1.0, 0.0, rho(q[2], a, b)]])
+
+    def roll_gamma(t, q, v):
+        return np.array([-rho_d1(q[2], a, b) * v[2] * v[2]])
+
+    s0 = float(xc0 + arc_integral(theta0, a, b))
+
+    def roll_phi(t, q):
+        return np.array([q[0] + arc_integral(q[2], a, b) - s0])
+
+    cons: list[go.Constraint]
+    if unilateral:
+        gap_tol = 1e-9
+
+        def touching(q, v):
+            gap = q[1] - rho(q[2], a, b)
+            rate = v[1] - rho_d1(q[2], a, b) * v[2]
+            return gap <= gap_tol * (1.0 + abs(q[1])) and rate <= gap_tol * (1.0 + abs(v[1]))
+
+        def contact_G(t, q, v):
+            return contact_jac(t, q) if touching(q, v) else np.zeros((1, 3))
+
+        def contact_h(t, q, v):
+            return contact_gamma(t, q, v) if touching(q, v) else np.zeros(1)
+
+        def roll_A(t, q, v):
+            return roll_jac(t, q) if touching(q, v) else np.zeros((1, 3))
+
+        def roll_b(t, q, v):
+            return roll_gamma(t, q, v) if touching(q, v) else np.zeros(1)
+
+        cons = [go.Inequality(contact_G, contact_h, name="contact"),
+                go.AccelerationConstraint(roll_A, roll_b, name="rolling")]
+    elif auto:
+        cons = [go.Holonomic(contact_phi, rheonomic=False, name="contact")]
+        cons.append(go.Nonholonomic(roll_f, name="rolling") if rolling == "velocity"
+                    else go.Holonomic(roll_phi, jacobian=lambda t, q: roll_jac(t, q),
+                                      gamma=roll_gamma, rheonomic=False, name="rolling"))
+    else:
+        cons = [go.Holonomic(contact_phi, contact_jac, contact_gamma, rheonomic=False,
+                             name="contact")]
+        cons.append(go.Nonholonomic(roll_f, roll_jac, roll_gamma, name="rolling")
+                    if rolling == "velocity"
+                    else go.Holonomic(roll_phi, lambda t, q: roll_jac(t, q), roll_gamma,
+                                      rheonomic=False, name="rolling"))
+
+    def energy(t, q, v):
+        T = 0.5 * m * (v[0] * v[0] + v[1] * v[1]) + 0.5 * J * v[2] * v[2]
+        return T + m * g * (q[1] - b) - fx * q[0] - fy * q[1] - tau * q[2]
+
+    return go.System(("xc", "yc", "theta"), mass=M, force=Q, constraints=cons, energy=energy,
+                     name="ellipse_rolling")
+
+
+def _check_params(**kw) -> None:
+    for k, val in kw.items():
+        if val is None:
+            continue
+        try:
+            x = float(val)
+        except (TypeError, ValueError):
+            raise ModelError(f"`{k}` must be a real number, found {val!r}.") from None
+        if not np.isfinite(x):
+            raise ModelError(f"`{k}` must be finite, found {val!r}.")
+        if k == "g":
+            if x < 0:
+                raise ModelError(f"`g` must be >= 0, found {val!r}.")
+        elif k in ("a", "b", "m", "J") and x <= 0:
+            raise ModelError(f"`{k}` must be positive, found {val!r}.")
+
+
+# --------------------------------------------------------------------------- reference
+def _reduced_rhs(a, b, m, g, J, fx, fy, tau):
+    """Right-hand side of the reduced equation in ``(th, th', xc)``.
+
+    Written from ``T = 1/2 m_eff th'^2`` with ``m_eff = m (rho^2 + u / rho^2) + J``,
+    ``rho^2 = b^2 + d sin^2 th``, ``u = (d/2)^2 sin^2 2th`` (``= (rho rho')^2``),
+    ``d = a^2 - b^2``; ``m_eff'`` is differentiated in that form, independently
+    of :func:`rho_d2`.
+    """
+    d = a * a - b * b
+
+    def f(_, y):
+        th, w = y[0], y[1]
+        s2, s4 = np.sin(2 * th), np.sin(4 * th)
+        r2 = b * b + d * np.sin(th) ** 2
+        r = np.sqrt(r2)
+        u = 0.25 * d * d * s2 * s2
+        meff = m * (r2 + u / r2) + J
+        dmeff = m * (d * s2 + (0.5 * d * d * s4 * r2 - u * d * s2) / (r2 * r2))
+        r1 = 0.5 * d * s2 / r                              # rho'
+        qstar = -r * fx + r1 * (fy - m * g) + tau         # D^T Q, D = (-rho, rho', 1)
+        return [w, (qstar - 0.5 * dmeff * w * w) / meff, -r * w]
+
+    return f
+
+
+@lru_cache(maxsize=64)
+def _reference_cached(a, b, m, g, J, fx, fy, tau, theta0, omega0, xc0, t_end):
+    f = _reduced_rhs(a, b, m, g, J, fx, fy, tau)
+    sol = solve_ivp(f, (0.0, t_end), [theta0, omega0, xc0], method="DOP853", rtol=1e-13,
+                    atol=1e-13, dense_output=True)
+    if not sol.success:  # pragma: no cover - scipy failure
+        raise RuntimeError(f"reference integration failed: {sol.message}")
+    return sol
+
+
+def reference_solution(t, *, a: float, b: float, m: float = 1.0, g: float = G,
+                       J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0,
+                       tau: float = 0.0, theta0: float = 0.0, omega0: float = 0.0,
+                       xc0: float = 0.0) -> dict:
+    """The reduced one-degree-of-freedom solution at the times ``t``.
+
+    Parameters
+    ----------
+    t : array_like, shape (N,)
+        Times ``>= 0`` (the motion starts at ``t = 0``).
+    a, b, m, g, J, fx, fy, tau, theta0, omega0, xc0
+        As in :func:`system` and :func:`build`.
+
+    Returns
+    -------
+    dict
+        ``theta``, ``omega`` (= theta'), ``xc``, ``yc``, ``vx``, ``vy``,
+        ``alpha`` (= theta''), ``normal_force``, ``friction_force``, ``energy``;
+        arrays of shape (N,). The dense solution is cached per parameter set.
+    """
+    J = m * (a * a + b * b) / 4.0 if J is None else J
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    if t.size and (t.min() < 0 or not np.all(np.isfinite(t))):
+        raise ModelError(f"`t` must be finite and >= 0, found min {t.min()!r}.")
+    t_end = float(max(t.max(initial=0.0), 1e-12))
+    # round the horizon up so that nearby requests share one cached solution
+    t_end = float(np.ceil(t_end * 4.0) / 4.0)
+    key = tuple(float(x) for x in (a, b, m, g, J, fx, fy, tau, theta0, omega0, xc0)) + (t_end,)
+    sol = _reference_cached(*key)
+    th, w, xc = sol.sol(t)
+    f = _reduced_rhs(*key[:8])
+    alpha = np.asarray(f(None, [th, w, xc])[1])
+    r, r1, r2 = rho(th, a, b), rho_d1(th, a, b), rho_d2(th, a, b)
+    ydd = r2 * w * w + r1 * alpha
+    xdd = -(r * alpha + r1 * w * w)
+    out = {"theta": th, "omega": w, "xc": xc, "yc": r, "vx": -r * w, "vy": r1 * w,
+           "alpha": alpha, "normal_force": m * ydd - (fy - m * g),
+           "friction_force": m * xdd - fx}
+    out["energy"] = (0.5 * (m * (r * r + r1 * r1) + J) * w * w + m * g * (r - b)
+                     - fx * xc - fy * r - tau * th)
+    return out
+
+
+def _normal_force_from_state(q, v, a, b, m, g, J, fx, fy, tau):
+    """Normal contact force from the reduced dynamics at states on the constraints."""
+    q = np.atleast_2d(q)
+    v = np.atleast_2d(v)
+    th, w = q[:, 2], v[:, 2]
+    f = _reduced_rhs(a, b, m, g, J, fx, fy, tau)
+    alpha = np.asarray(f(None, [th, w, q[:, 0]])[1])
+    return m * (rho_d2(th, a, b) * w * w + rho_d1(th, a, b) * alpha) - (fy - m * g)
+
+
+def contact_forces(traj: go.Trajectory) -> dict:
+    """Normal and friction force on the disk from a simulated trajectory.
+
+    The generalized constraint force is ``lam_c [0, 1, -rho'] + lam_r [1, 0, rho]``,
+    which is exactly the generalized force of a contact force ``(Fx, Fy)``
+    applied at the contact point ``(-rho', -rho)`` from the centroid; so
+    ``Fy = Qc[1]`` (normal force) and ``Fx = Qc[0]`` (friction).
+
+    Parameters
+    ----------
+    traj : Trajectory
+        A run of this problem (``constraint_force`` is recomputed by the solver
+        at every output time).
+
+    Returns
+    -------
+    dict
+        ``{"normal": ndarray (N,), "friction": ndarray (N,)}``.
+    """
+    Qc = np.asarray(traj.constraint_force)
+    if Qc.ndim != 2 or Qc.shape[1] != 3:
+        raise ModelError(f"`traj.constraint_force` must have shape (N, 3), found {Qc.shape}.")
+    return {"normal": Qc[:, 1].copy(), "friction": Qc[:, 0].copy()}
+
+
+def liftoff_time(problem: go.Problem, t_max: Optional[float] = None) -> Optional[float]:
+    """First time the bilateral contact's normal force (reduced solution) turns negative.
+
+    Located by Brent's method on the reference solution; ``None`` if it stays
+    positive on ``[0, t_max]`` (default: the problem's horizon).
+    """
+    from scipy.optimize import brentq
+
+    p = problem.params
+    t_max = float(problem.t_span[1] if t_max is None else t_max)
+    kw = {k: p[k] for k in ("a", "b", "m", "g", "J", "fx", "fy", "tau", "theta0", "omega0", "xc0")}
+    grid = np.linspace(0.0, t_max, int(np.ceil(t_max / 1e-3)) + 1)
+    N = reference_solution(grid, **kw)["normal_force"]
+    idx = np.flatnonzero((N[:-1] > 0) & (N[1:] <= 0))
+    if idx.size == 0:
+        return None
+    i = int(idx[0])
+    return float(brentq(lambda s: reference_solution([s], **kw)["normal_force"][0],
+                        grid[i], grid[i + 1], xtol=1e-14))
+
+
+# --------------------------------------------------------------------------- build
+def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte] = None,
+          dt: Optional[float] = None, *, rolling: str = "velocity", unilateral: bool = False,
+          **overrides: Any) -> go.Problem:
+    """Paper 002's rolling elliptical disk.
+
+    Parameters
+    ----------
+    case : {"circle", "case1", "case2", "case3", "case4", "case5"}
+        The paper's cases (see the module docstring).
+    baumgarte : None, "paper", (alpha, beta, gamma) or Baumgarte
+        ``None`` (default): gaussopt's recommended stabilization,
+        :class:`gaussopt.Projection`. ``"paper"``: the case's gains from the
+        paper (10, 10, 10; 0, 0, 0 for ``case2``). A triple or a
+        :class:`gaussopt.Baumgarte`: those gains (all zero means none).
+    dt : float, optional
+        ``None`` (default): DOP853 at ``rtol = atol = 1e-11``, output at every
+        accepted step. A number: the paper's integrator, MATLAB ``ode45`` with
+        its default tolerances (:data:`PAPER_ODE45`: RK45, ``rtol = 1e-3``,
+        ``atol = 1e-6``), output every ``dt`` (the paper's ``t = 0:0.01:20``).
+        ``build(case, baumgarte="paper", dt=0.01)`` with ``solver="lagrange"``
+        is the paper's computation.
+    rolling : {"velocity", "holonomic"}
+        Form of the no-slip constraint (see :func:`system`).
+    unilateral : bool
+        Normal contact as an inequality (``solver="qp"`` only; see :func:`system`).
+    **overrides
+        Any of ``a, b, m, g, J, theta0, omega0, xc0, fx, fy, tau, t_end``
+        replacing the case's values (``t_end`` default 20 s).
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``xc``, ``yc``, ``theta``, ``omega`` and
+        ``normal_force`` (from the reduced dynamics at the state);
+        ``reference(t)`` the same keys from the reduced ODE.
+
+    Raises
+    ------
+    ModelError
+        Unknown case or override, invalid parameter or stabilization.
+
+    Examples
+    --------
+    >>> from problems import ellipse_rolling as er
+    >>> p = er.build("case3", t_end=1.0)
+    >>> tr = p.simulate()
+    >>> err = abs(tr["theta"][-1] - p.reference(tr.t[-1:])["theta"][0])
+    >>> bool(err < 1e-8)
+    True
+    """
+    if case not in CASES:
+        raise ModelError(f"`case` must be one of {list(CASES)}, found {case!r}.")
+    unknown = sorted(set(overrides) - set(_OVERRIDABLE))
+    if unknown:
+        raise ModelError(f"unknown parameter(s) {unknown}; `build` accepts {list(_OVERRIDABLE)}.")
+    p = {k: v for k, v in CASES[case].items() if k not in ("paper_baumgarte", "section")}
+    p.update({"m": 1.0, "g": G, "J": None, "xc0": 0.0, "t_end": 20.0})
+    p.update(overrides)
+    _check_params(a=p["a"], b=p["b"], m=p["m"], g=p["g"], J=p["J"])
+    for k in ("theta0", "omega0", "xc0", "fx", "fy", "tau"):
+        p[k] = float(p[k])
+        if not np.isfinite(p[k]):
+            raise ModelError(f"`{k}` must be finite, found {overrides.get(k)!r}.")
+    t_end = float(p["t_end"])
+    if not (np.isfinite(t_end) and t_end > 0):
+        raise ModelError(f"`t_end` must be positive, found {p['t_end']!r}.")
+    a, b, m, g = (float(p[k]) for k in ("a", "b", "m", "g"))
+    J = m * (a * a + b * b) / 4.0 if p["J"] is None else float(p["J"])
+    p.update(a=a, b=b, m=m, g=g, J=J, t_end=t_end)
+    fx, fy, tau = p["fx"], p["fy"], p["tau"]
+    th0, w0, xc0 = p["theta0"], p["omega0"], p["xc0"]
+
+    sysm = system(a=a, b=b, m=m, g=g, J=J, fx=fx, fy=fy, tau=tau, rolling=rolling,
+                  unilateral=unilateral, xc0=xc0, theta0=th0)
+    r0, r10 = float(rho(th0, a, b)), float(rho_d1(th0, a, b))
+    q0 = np.array([xc0, r0, th0])
+    v0 = np.array([-r0 * w0, r10 * w0, w0])
+
+    # ---- stabilization
+    if baumgarte is None:
+        stab: Optional[Union[go.Baumgarte, go.Projection]] = go.Projection()
+    else:
+        if isinstance(baumgarte, str):
+            if baumgarte != "paper":
+                raise ModelError(f"`baumgarte` must be None, 'paper', (alpha, beta, gamma) or a "
+                                 f"gaussopt.Baumgarte, found {baumgarte!r}.")
+            gains = CASES[case]["paper_baumgarte"]
+        elif isinstance(baumgarte, go.Baumgarte):
+            gains = (baumgarte.alpha, baumgarte.beta,
+                     baumgarte.alpha if baumgarte.gamma is None else baumgarte.gamma)
+        else:
+            try:
+                gains = tuple(float(x) for x in baumgarte)
+            except (TypeError, ValueError):
+                gains = ()
+            if len(gains) != 3:
+                raise ModelError(f"`baumgarte` must be None, 'paper', (alpha, beta, gamma) or a "
+                                 f"gaussopt.Baumgarte, found {baumgarte!r}.")
+        stab = None if all(x == 0 for x in gains) else go.Baumgarte(*gains)
+    # ---- integrator
+    if dt is None:
+        settings: dict[str, Any] = {"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
+                                    "stabilization": stab}
+    else:
+        if not (isinstance(dt, (int, float)) and np.isfinite(dt) and 0 < dt <= t_end):
+            raise ModelError(f"`dt` must be a positive output step <= t_end={t_end}, found {dt!r}.")
+        nout = int(round(t_end / dt))
+        if abs(nout * dt - t_end) > 1e-9 * t_end:
+            raise ModelError(f"`dt` must divide t_end={t_end} (the paper's grid 0:dt:t_end), "
+                             f"found {dt!r}.")
+        settings = dict(PAPER_ODE45, stabilization=stab,
+                        t_eval=np.linspace(0.0, t_end, nout + 1))
+    if unilateral:
+        settings["stabilization"] = None
+
+    kw = dict(a=a, b=b, m=m, g=g, J=J, fx=fx, fy=fy, tau=tau, theta0=th0, omega0=w0, xc0=xc0)
+
+    def outputs(q, v):
+        q = np.atleast_2d(q)
+        v = np.atleast_2d(v)
+        return {"xc": q[:, 0], "yc": q[:, 1], "theta": q[:, 2], "omega": v[:, 2],
+                "normal_force": _normal_force_from_state(q, v, a, b, m, g, J, fx, fy, tau)}
+
+    def ref(t):
+        r = reference_solution(t, **kw)
+        return {k: r[k] for k in ("xc", "yc", "theta", "omega", "normal_force")}
+
+    loads = ", ".join(f"{k} = {p[k]:g}" for k in ("fx", "fy", "tau") if p[k] != 0.0) or "none"
+    desc = (f"Paper 002, section {CASES[case]['section']}: elliptical disk (a = {a:g}, b = {b:g}, "
+            f"m = {m:g}, J = {J:g}) rolling without slip on a horizontal line, q = (xc, yc, "
+            f"theta); contact yc = rho(theta) (holonomic), rolling xc' + rho(theta) theta' = 0 "
+            f"({'integrated, holonomic' if rolling == 'holonomic' else 'velocity form'}; exact "
+            f"no-slip of the contact point -- the paper's eqs. (7)-(8) have the opposite sign, "
+            f"contradicting its initial conditions); start theta = {th0:g}, theta' = {w0:g}; "
+            f"applied loads besides gravity: {loads}"
+            f"{'; unilateral normal contact (qp), valid until touchdown' if unilateral else ''}. "
+            "Reference: the reduced one-DOF equation in theta (solve_ivp, rtol = atol = 1e-13).")
+    params = dict(p, case=case, rolling=rolling, unilateral=unilateral,
+                  baumgarte=None if baumgarte is None else repr(baumgarte), dt=dt)
+    solver_settings = {"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2)),
+                              "stabilization": stab}}
+    if dt is not None:
+        solver_settings["ga"]["t_eval"] = None
+    return go.Problem(name=f"ellipse_rolling[{case}]", system=sysm, q0=q0, v0=v0,
+                      t_span=(0.0, t_end), description=desc, settings=settings,
+                      outputs=outputs, reference=ref, params=params,
+                      solver_settings=solver_settings)
