@@ -13,6 +13,7 @@ used by the integrators) and of ``go.solve_step`` (full StepResult with
 multipliers and diagnostics), and the ratio of the hot path to the baseline: a
 bare ``np.linalg.solve`` of the assembled KKT matrix with the model evaluated
 by the same Python callables (so the ratio isolates gaussopt's own overhead).
+BLAS is limited to one thread, as ``go.simulate`` does.
 """
 
 from __future__ import annotations
@@ -139,4 +140,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # as inside go.simulate: one BLAS thread (threaded trsm on 3x3 matrices stalls)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        main()
