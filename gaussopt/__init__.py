@@ -15,6 +15,7 @@ from .integrate import Baumgarte, Projection, simulate
 from . import plotting
 from .compare import Comparison, compare
 from .problem import Problem
+from .quasi import QuasiVelocities
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
 from .step import make_solver, solve_step
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
-    "Problem", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    "Problem", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
 ]
