@@ -108,6 +108,9 @@ class System:
         self.inequalities = tuple(c for c in cons if c.kind == "inequality")
         self.holonomic = tuple(c for c in self.equalities if isinstance(c, Holonomic))
         self.nonholonomic = tuple(c for c in self.equalities if isinstance(c, Nonholonomic))
+        # holonomic and nonholonomic constraints in declaration order (the order of rows())
+        self._velocity_level = tuple(c for c in self.equalities
+                                     if isinstance(c, (Holonomic, Nonholonomic)))
         if energy is not None and not callable(energy):
             raise ModelError(f"`energy` must be callable energy(t, q, v) or None, found "
                              f"{type(energy).__name__}.")
@@ -168,14 +171,16 @@ class System:
         return np.concatenate([c.jacobian(t, q) for c in self.holonomic])
 
     def velocity_residual(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Stacked velocity-level residuals: ``Phi_q v + Phi_t`` and ``f(t, q, v)``."""
-        parts = [c.velocity_residual(t, q, v) for c in self.holonomic + self.nonholonomic]
+        """Stacked velocity-level residuals ``Phi_q v + Phi_t`` and ``f(t, q, v)``, in
+        the declaration order of the constraints (as :meth:`rows`, without the
+        acceleration-level constraints)."""
+        parts = [c.velocity_residual(t, q, v) for c in self._velocity_level]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def velocity_rows(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Jacobian of the velocity-level residual with respect to ``v``."""
-        parts = [c.jacobian(t, q) for c in self.holonomic]
-        parts += [c.jacobian(t, q, v) for c in self.nonholonomic]
+        parts = [c.jacobian(t, q) if c.level == "position" else c.jacobian(t, q, v)
+                 for c in self._velocity_level]
         return np.concatenate(parts) if parts else np.zeros((0, self.n))
 
     def row_labels(self, t: float = 0.0, q=None, v=None) -> list[str]:
