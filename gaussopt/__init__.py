@@ -23,10 +23,25 @@ from .system import System
 
 __version__ = "0.1.0"
 
+_LAZY = ("symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody")
+
+
+def __getattr__(name):
+    # sympy (symbolic) is imported on first use only: it costs ~1 s
+    if name in _LAZY:
+        import importlib
+
+        if name == "multibody":
+            return importlib.import_module(".multibody", __name__)
+        mod = importlib.import_module(".symbolic", __name__)
+        return mod if name == "symbolic" else getattr(mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
     "Problem", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
+    "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
 ]

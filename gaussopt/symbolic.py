@@ -18,10 +18,9 @@ energy                      ``T + V``
 ==========================  ===================================================
 
 so that ``M q'' + g = Q - dV/dq`` are Lagrange's equations of the second kind
-of the unconstrained system. The energy ``T + V`` is a diagnostic: it is
-conserved only when the applied forces ``Q`` do no work (or are absent), the
-potential does not depend on ``t`` or ``q'`` and the constraints and ``T`` are
-scleronomic (no explicit ``t``).
+of the unconstrained system. The energy ``T + V`` is a diagnostic, conserved
+only under the conditions listed in the Notes of :class:`SymbolicModel`
+(no work by ``Q`` nor by the constraint forces, nothing depends on ``t``).
 
 Coordinates
 -----------
@@ -33,8 +32,8 @@ symbols ``x_dot`` and ``x_ddot`` (created with the assumptions of ``x``; pass
 ``velocities=``/``accelerations=`` to choose others) and ``t`` is
 ``Symbol("t")`` unless given.
 
-Parameters
-----------
+Parameter sets
+--------------
 Every other free symbol is a parameter. One :class:`SymbolicModel` is derived
 (:meth:`SymbolicModel.derive`) and compiled once; :meth:`SymbolicModel.system`
 binds a parameter set ``{Symbol or name: value}`` at no compile cost, so one
@@ -53,12 +52,13 @@ function, so binding costs nothing per call. Pieces that do not depend on
 :class:`~gaussopt.System` as constant arrays.
 
 ``modules="math"`` (default) unpacks the state with ``ndarray.tolist()`` and
-evaluates with the ``math`` module on Python floats: 3-6x faster than numpy
-scalars for the small systems of mechanics (measured in the report of
-``tests/test_symbolic.py``), but real inputs only. ``modules="numpy"`` accepts
-complex (complex-step) and broadcasting inputs; ``modules="scipy"`` adds
-``scipy.special`` (Bessel functions, ...), which the ``math`` printer cannot
-print.
+evaluates with the ``math`` module on Python floats, about 3x faster than
+numpy scalar arithmetic at the sizes of mechanics (medians on a shared 2-core
+machine: paper 001's four-bar ``F`` 1.6 vs 4.7 us, its rows 3.6 vs 10.6 us; a
+5-link pendulum chain in joint angles ``F`` 4.5 vs 14 us), but it takes real
+inputs only. ``modules="numpy"`` also takes complex inputs (complex-step
+checks); ``modules="scipy"`` adds ``scipy.special`` (Bessel functions, ...),
+which the ``math`` printer cannot print.
 
 sympy.physics.mechanics
 -----------------------
@@ -207,7 +207,8 @@ def _compile(name: str, outputs: Sequence[tuple[str, sp.MatrixBase]], n: int, ar
             return printer.doprint(e)
         except Exception as exc:  # sympy's PrintMethodNotImplementedError and friends
             raise ModelError(
-                f"cannot compile {name} of {model_name!r} with modules={modules!r}: {exc}. "
+                f"cannot compile {name} of {model_name!r} with modules={modules!r}: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}. "
                 "Use modules='scipy' (special functions) or modules='numpy'.") from exc
 
     qs = ", ".join(f"{_QN}{i}" for i in range(n)) + ("," if n == 1 else "")
@@ -392,13 +393,13 @@ class _Coordinates:
             if s.name.startswith(("_gt", "_gq", "_gv", "_ga", "_gp", "_gc")):
                 raise ModelError(f"`{label}` uses the symbol {s}, a name reserved by "
                                  "gaussopt.symbolic; rename it.")
-        out = e.xreplace(self._fwd)
-        bad = out.atoms(AppliedUndef)
+        bad = {f for f in e.atoms(AppliedUndef) if f not in self.user_q}
         if bad:
             raise ModelError(
                 f"`{label}` depends on {sorted(map(str, bad))}, which "
                 f"{'is' if len(bad) == 1 else 'are'} not among the coordinates `q` "
                 f"{list(self.user_q)}; add it to `q` or replace it by a known expression.")
+        out = e.xreplace(self._fwd)
         if out.atoms(sp.Derivative):
             raise ModelError(f"`{label}` contains unevaluated derivatives "
                              f"{sorted(map(str, out.atoms(sp.Derivative)))}.")
@@ -407,6 +408,71 @@ class _Coordinates:
     def external(self, e: Any) -> Any:
         """Internal symbols -> the user's (for display)."""
         return e.xreplace(self._back)
+
+
+def _simp(e: sp.Expr, state: set) -> sp.Expr:
+    """Cheap exact simplification of a mass-matrix entry: products and powers of
+    sines and cosines become sums (``fu.TR8``: ``sin^2 + cos^2 -> 1``,
+    ``cos a cos b + sin a sin b -> cos(a - b)``), then :func:`_group`.
+    (``trigsimp`` gives the same on a 5-link chain but costs ~5x more.)"""
+    if not isinstance(e, sp.Expr) or e.is_number:
+        return e
+    from sympy.simplify.fu import TR8
+    if e.has(sp.sin, sp.cos):
+        e = TR8(sp.expand(e))
+    return _group(e, state)
+
+
+def _quadratic_parts(L: sp.Expr, v: Sequence[sp.Symbol]):
+    """``(M, b, L0)`` with ``L = 1/2 v^T M v + b.v + L0`` read off the terms of
+    the expanded ``L``; ``None`` if ``L`` is not a polynomial of degree <= 2 in
+    ``v`` (the caller then differentiates, and reports the error)."""
+    n = len(v)
+    idx = {s: i for i, s in enumerate(v)}
+    M = sp.zeros(n, n)
+    b = sp.zeros(n, 1)
+    L0 = sp.Integer(0)
+    for term in sp.Add.make_args(sp.expand(L)):
+        coef, vp = term.as_independent(*v, as_Add=False)
+        if vp == 1:
+            L0 += coef
+            continue
+        pw = vp.as_powers_dict()
+        if any(s not in idx or not (k.is_Integer and k > 0) for s, k in pw.items()):
+            return None
+        deg = sum(pw.values())
+        if deg == 1:
+            b[idx[next(iter(pw))]] += coef
+        elif deg == 2 and len(pw) == 1:
+            i = idx[next(iter(pw))]
+            M[i, i] += 2 * coef
+        elif deg == 2:
+            i, j = (idx[s] for s in pw)
+            M[i, j] += coef
+            M[j, i] += coef
+        else:
+            return None
+    return M, b, L0
+
+
+def _group(e: sp.Expr, state: set) -> sp.Expr:
+    """Expand and collect the terms with the same state-dependent factor, their
+    parameter coefficients factored: exact, cheap, and it lets the terms of
+    ``D(dL/dq') - dL/dq`` that cancel (in Christoffel sums) cancel."""
+    if not isinstance(e, sp.Expr) or not (e.free_symbols & state):
+        return e
+    groups: dict = {}
+    for term in sp.Add.make_args(sp.expand(e)):
+        coef, dep = term.as_independent(*state, as_Add=False)
+        groups[dep] = groups.get(dep, 0) + coef
+    return sp.Add(*[sp.factor_terms(cf) * dep for dep, cf in groups.items()])
+
+
+def _group_if_smaller(e: sp.Expr, state: set) -> sp.Expr:
+    """:func:`_group` where it shortens the expression (it can lengthen
+    quotients with square roots, e.g. the rolling ellipse's gamma)."""
+    g = _group(e, state)
+    return g if sp.count_ops(g) < sp.count_ops(e) else e
 
 
 def _uses(e: Any, syms: Iterable[sp.Symbol]) -> bool:
@@ -451,16 +517,45 @@ class SymbolicModel:
         ``q''`` (default ``<name>_dot``, ``<name>_ddot``).
     modules : {"math", "numpy", "scipy"}, default "math"
         Numeric back end of the compiled callables (see the module docstring).
+    simplify : bool, default True
+        Exact, cheap simplification before compiling. ``M``, ``b`` and ``L0``
+        of ``L = 1/2 v^T M v + b.v + L0`` are read off the expanded Lagrangian
+        (instead of differentiating it twice), their products of sines and
+        cosines become sums (``sin^2 + cos^2 = 1``, ``cos a cos b + sin a sin b
+        = cos(a - b)``) and ``L`` is rebuilt from them, so that ``g`` and ``F``
+        stay compact; the terms of ``g``, ``F`` and the convective terms are
+        expanded and collected by their state-dependent factor (Christoffel
+        terms that cancel do cancel). On a 5-link pendulum chain in joint
+        angles this makes ``F`` 3x and ``M`` 2x cheaper to evaluate and the
+        compilation 4x faster, at about the same derivation time. ``False``
+        differentiates ``L`` as given.
 
     Attributes
     ----------
     parameters : tuple of Symbol
         Free symbols other than ``t``, coordinates and their derivatives,
-        sorted by name: :meth:`system` needs a value for each.
+        sorted by name: :meth:`system` needs a value for each (after
+        :meth:`derive`).
+    expressions : dict of sympy objects
+        The derived pieces (after :meth:`derive`), see :meth:`derive`.
     timings : dict
         ``"derive"`` (s) and ``"compile"`` (s, cumulative over pieces).
-    q, v, a, t : tuples of Symbols (t a Symbol)
-        The internal symbols the derived expressions (:attr:`expressions`) use.
+    q, v, a : tuples of Symbols; t : Symbol
+        The internal symbols the derived expressions use (``_gq0``, ``_gv0``,
+        ``_ga0``, ``_gt``); :meth:`to_user` maps an expression back to the
+        user's coordinates.
+
+    Notes
+    -----
+    The energy ``T + V`` attached to the System is a diagnostic: it is
+    constant on the motion only when the non-potential forces do no work,
+    ``V`` depends on ``q`` alone, ``T`` and the constraints are scleronomic,
+    and the constraint forces do no work. Ideal constraint forces
+    ``A^T lam`` have the power ``lam . (A v)``: zero for scleronomic holonomic
+    rows (``Phi_q v = 0``) and for nonholonomic ``f(q, q') = 0`` homogeneous
+    in ``q'`` (``f_v q' = k f = 0``: linear ``B(q) q' = 0``, Appell-Hamel), but
+    not in general for acceleration constraints (``q' . q'' = 0`` keeps the
+    speed, not ``T + V``).
 
     Examples
     --------
@@ -477,20 +572,23 @@ class SymbolicModel:
     [-1.5, -2.5]
     """
 
-    def __init__(self, q: Any, T: Any = 0, V: Any = 0, forces: Any = None,
+    def __init__(self, q: Any, T: Any, V: Any = 0, forces: Any = None,
                  holonomic: Exprs = (), nonholonomic: Exprs = (), acceleration: Exprs = (),
                  *, t: Optional[sp.Symbol] = None, coordinates: Optional[Sequence[str]] = None,
                  name: Optional[str] = None, velocities: Optional[Sequence] = None,
-                 accelerations: Optional[Sequence] = None, modules: str = "math") -> None:
+                 accelerations: Optional[Sequence] = None, modules: str = "math",
+                 simplify: bool = True) -> None:
         self._init_common(q, t, coordinates, name, velocities, accelerations, modules,
                           holonomic, nonholonomic, acceleration)
+        self.simplify = bool(simplify)
         c = self._c
         self._T = c.internal(T, "T")
         self._V = c.internal(V, "V")
         self._Q = self._parse_forces(forces)
-        for label, e, bad in (("T", self._T, c.a), ("V", self._V, c.a)):
-            if _uses(e, bad):
-                raise ModelError(f"`{label}` must not depend on the accelerations q''; found {e}.")
+        for label, e in (("T", self._T), ("V", self._V)):
+            if _uses(e, c.a):
+                raise ModelError(f"`{label}` must not depend on the accelerations q''; found "
+                                 f"{c.external(e)}.")
         self._given = None  # (M, F, energy) for from-equations models
 
     # --------------------------------------------------------------- constructors
@@ -530,7 +628,7 @@ class SymbolicModel:
                        coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
                        velocities: Optional[Sequence] = None,
                        accelerations: Optional[Sequence] = None,
-                       modules: str = "math") -> "SymbolicModel":
+                       modules: str = "math", simplify: bool = True) -> "SymbolicModel":
         """A model from equations of motion ``mass q'' = force`` instead of a Lagrangian.
 
         Parameters
@@ -567,10 +665,18 @@ class SymbolicModel:
                                      f"= {sp.simplify(d)}.")
                 M[j, i] = M[i, j]  # exactly symmetric numerically
         E = None if energy is None else c.internal(energy, "energy")
+        self.simplify = bool(simplify)
+        if self.simplify:
+            M = M.applyfunc(lambda e: _simp(e, c.state))
         self._T = self._V = None
         self._Q = None
         self._given = (M, F, E)
         return self
+
+    def to_user(self, e: Any) -> Any:
+        """An expression in the internal symbols (:attr:`expressions`) written in
+        the user's coordinates, velocities and time (parameters are unchanged)."""
+        return self._c.external(sp.sympify(e))
 
     def _parse_forces(self, forces: Any) -> sp.Matrix:
         c, n = self._c, self.n
@@ -627,35 +733,55 @@ class SymbolicModel:
         qv, vv, av = sp.Matrix(c.q), sp.Matrix(c.v), sp.Matrix(c.a)
         ex = self.expressions
         if self._given is None:
-            L = sp.Matrix([self._T - self._V])
-            p = L.jacobian(vv).T  # dL/dq', (n, 1)
-            M = sp.zeros(n, n)
-            for i in range(n):
-                for j in range(i, n):
-                    M[i, j] = M[j, i] = sp.diff(p[i], c.v[j])
-            if _uses(M, c.v):
-                raise ModelError("`T` must be at most quadratic in the velocities q': its Hessian "
-                                 "in q' (the mass matrix) depends on q'.")
-            Tm = sp.Matrix([self._T])
+            Lq = self._T - self._V
+            parts = _quadratic_parts(Lq, c.v) if self.simplify else None
+            if parts is not None:
+                # L = 1/2 v^T M v + b.v + L0 read off the expanded Lagrangian (much faster
+                # than differentiating a nested T twice), simplified, and L rebuilt from
+                # them so that the Christoffel terms derived from it stay compact
+                st = c.state
+                M, b, L0 = parts
+                M = M.applyfunc(lambda e: _simp(e, st))
+                b = b.applyfunc(lambda e: _simp(e, st))
+                Lq = (vv.T * M * vv)[0, 0] / 2 + (b.T * vv)[0, 0] + _simp(L0, st)
+                L = sp.Matrix([Lq])
+                p = L.jacobian(vv).T
+            else:
+                L = sp.Matrix([Lq])
+                p = L.jacobian(vv).T  # dL/dq', (n, 1)
+                M = sp.zeros(n, n)
+                for i in range(n):
+                    for j in range(i, n):
+                        M[i, j] = M[j, i] = sp.diff(p[i], c.v[j])
+                if _uses(M, c.v):
+                    raise ModelError("`T` (and `V`) must be at most quadratic in the velocities "
+                                     "q': the Hessian of T - V in q' (the mass matrix) depends "
+                                     "on q'.")
+            Tm = sp.Matrix([Lq + self._V])  # = T
             pT = Tm.jacobian(vv).T
             ex["g"] = self._D(pT) - Tm.jacobian(qv).T
             ex["Q"] = self._Q
             ex["M"] = M
             ex["F"] = self._Q - self._D(p) + L.jacobian(qv).T
             ex["energy"] = self._T + self._V
+            if self.simplify:
+                st = c.state
+                ex["g"] = ex["g"].applyfunc(lambda e: _group(e, st))
+                ex["F"] = ex["F"].applyfunc(lambda e: _group(e, st))
         else:
             M, F, E = self._given
             ex["M"], ex["F"] = M, F
             ex["energy"] = E
+        tidy = (lambda e: _group_if_smaller(e, c.state)) if self.simplify else (lambda e: e)
         if self._hol:
             phi = sp.Matrix(self._hol)
             J = phi.jacobian(qv)
             pt = phi.diff(c.ts)
             w = J * vv + pt
-            ex.update(phi=phi, phi_q=J, phi_t=pt, phi_gamma=-self._D(w))
+            ex.update(phi=phi, phi_q=J, phi_t=pt, phi_gamma=(-self._D(w)).applyfunc(tidy))
         if self._nh:
             f = sp.Matrix(self._nh)
-            ex.update(f=f, f_v=f.jacobian(vv), f_gamma=-self._D(f))
+            ex.update(f=f, f_v=f.jacobian(vv), f_gamma=(-self._D(f)).applyfunc(tidy))
         if self._acc:
             h = sp.Matrix(self._acc)
             A = h.jacobian(av)
@@ -668,11 +794,18 @@ class SymbolicModel:
         for val in ex.values():
             if val is not None:
                 syms |= sp.sympify(val).free_symbols
-        self.parameters = tuple(sorted(syms - c.state, key=lambda s: s.name))
-        self._pmap = {s: sp.Symbol(f"{_PN}{i}") for i, s in enumerate(self.parameters)}
+        self._parameters = tuple(sorted(syms - c.state, key=lambda s: s.name))
+        self._pmap = {s: sp.Symbol(f"{_PN}{i}") for i, s in enumerate(self._parameters)}
         self.timings["derive"] = time.perf_counter() - t0
         self._derived = True
         return self
+
+    @property
+    def parameters(self) -> tuple:
+        """The free symbols other than ``t``, the coordinates and their
+        derivatives, sorted by name (derives the model if needed)."""
+        self.derive()
+        return self._parameters
 
     # --------------------------------------------------------------- compilation
     _PIECES = {
@@ -827,11 +960,7 @@ class SymbolicModel:
         def const_or_fn(piece):
             comp = self._compiled_piece(piece)
             fn = comp.bind(vals)
-            if comp.depends:
-                return fn
-            n = self.n
-            val = fn(0.0, np.zeros(n), np.zeros(n)) if comp.args == "tqv" else fn(0.0, np.zeros(n))
-            return val
+            return _constant_value(comp, fn, self.n) if not comp.depends else fn
 
         mass = const_or_fn("mass")
         force = const_or_fn("force")
@@ -869,13 +998,24 @@ def _readonly(x):
     return x
 
 
+def _constant_value(comp: _Compiled, fn: Callable, n: int):
+    """Evaluate a piece that does not depend on (t, q, v), once; read-only arrays."""
+    z = np.zeros(n)
+    try:
+        val = fn(0.0, z, z) if comp.args == "tqv" else fn(0.0, z)
+    except (ValueError, ArithmeticError, TypeError) as e:
+        raise ModelError(f"the parameter values make {comp.name} undefined "
+                         f"({type(e).__name__}: {e}); check `params`.") from e
+    return _readonly(val)
+
+
 def _constant_tq(model: SymbolicModel, piece: str, vals: dict) -> Callable:
     """The bound piece, or a function returning its constant (read-only) value."""
     comp = model._compiled_piece(piece)
     fn = comp.bind(vals)
     if comp.depends:
         return fn
-    val = _readonly(fn(0.0, np.zeros(model.n)))
+    val = _constant_value(comp, fn, model.n)
     return lambda t, q: val
 
 
@@ -884,8 +1024,7 @@ def _constant_tqv(model: SymbolicModel, piece: str, vals: dict) -> Callable:
     fn = comp.bind(vals)
     if comp.depends:
         return fn
-    z = np.zeros(model.n)
-    val = _readonly(fn(0.0, z, z))
+    val = _constant_value(comp, fn, model.n)
     return lambda t, q, v: val
 
 
@@ -929,7 +1068,8 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
                     params: Optional[Mapping] = None, t: Optional[sp.Symbol] = None,
                     coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
                     *, velocities: Optional[Sequence] = None,
-                    accelerations: Optional[Sequence] = None, modules: str = "math") -> System:
+                    accelerations: Optional[Sequence] = None, modules: str = "math",
+                    simplify: bool = True) -> System:
     """Build a :class:`~gaussopt.System` from a Lagrangian and constraints.
 
     A thin wrapper: ``SymbolicModel(q, T, V, ...).system(params)``. To build
@@ -954,6 +1094,8 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
     velocities, accelerations : sequence of Symbols, optional
         For plain-symbol coordinates (default ``<name>_dot``, ``<name>_ddot``).
     modules : {"math", "numpy", "scipy"}, default "math"
+    simplify : bool, default True
+        See :class:`SymbolicModel`.
 
     Returns
     -------
@@ -988,7 +1130,7 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
     """
     model = SymbolicModel(q, T, V, forces, holonomic, nonholonomic, acceleration, t=t,
                           coordinates=coordinates, name=name, velocities=velocities,
-                          accelerations=accelerations, modules=modules)
+                          accelerations=accelerations, modules=modules, simplify=simplify)
     return model.system(params)
 
 
@@ -1047,8 +1189,9 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
         sub.update(u_to_qd)
         M = sp.Matrix(M).xreplace(sub)
         F = sp.Matrix(F).xreplace(sub)
-        # rows of Kane's equations are ordered by u; reorder to q
-        order = [u.index(next(ui for ui, qd in u_to_qd.items() if qd == x.diff(t))) for x in q]
+        # rows and columns of Kane's equations are ordered by u; reorder to q
+        qd_to_u = {qd: ui for ui, qd in u_to_qd.items()}
+        order = [u.index(qd_to_u[x.diff(t)]) for x in q]
         M = M.extract(order, order)
         F = F.extract(order, [0])
         return SymbolicModel.from_equations(q, M, F, holonomic, nonholonomic, acceleration,
@@ -1089,6 +1232,18 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     Returns
     -------
     System or SymbolicModel
+
+    Examples
+    --------
+    >>> import sympy as sp, numpy as np
+    >>> from sympy.physics.mechanics import LagrangesMethod, dynamicsymbols
+    >>> from gaussopt.symbolic import from_mechanics
+    >>> x = dynamicsymbols("x")
+    >>> m, k = sp.symbols("m k", positive=True)
+    >>> lm = LagrangesMethod(m / 2 * x.diff()**2 - k / 2 * x**2, [x])
+    >>> osc = from_mechanics(lm, {m: 2.0, k: 8.0})
+    >>> osc.force(0.0, np.array([0.5]), np.array([0.0])), osc.constant_mass
+    (array([-4.]), array([[2.]]))
     """
     mdl = _mechanics_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
                            modules)

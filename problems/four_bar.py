@@ -24,9 +24,47 @@ import gaussopt as go
 G = 9.8
 
 
-def system(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
-           extra_force: Optional[np.ndarray] = None) -> go.System:
-    """The paper's singular-mass model as a :class:`gaussopt.System`."""
+_MODEL = None
+
+
+def model():
+    """The paper's model derived once from its Lagrangian (sympy), parameters symbolic.
+
+    ``T = 1/2 (4 m l^2/3) th1'^2 + 1/2 (m l^2/3) th2'^2`` (no th3' term: M is
+    singular), ``V = m g l (3/2 sin th1 + 1/2 sin th2)``, generalized force
+    ``(psi, 0, 0)``, holonomic ``(l sin th1 - l sin th2, th1 + th3 - pi)``.
+    """
+    global _MODEL
+    if _MODEL is None:
+        import sympy as sp
+        from sympy.physics.mechanics import dynamicsymbols
+
+        from gaussopt.symbolic import SymbolicModel
+
+        th1, th2, th3 = q = dynamicsymbols("th1 th2 th3")
+        t = dynamicsymbols._t
+        m, l, g, psi = sp.symbols("m l g psi", positive=True)
+        T = sp.Rational(1, 2) * (4 * m * l**2 / 3) * th1.diff(t) ** 2 \
+            + sp.Rational(1, 2) * (m * l**2 / 3) * th2.diff(t) ** 2
+        V = m * g * l * (sp.Rational(3, 2) * sp.sin(th1) + sp.sin(th2) / 2)
+        _MODEL = SymbolicModel(q, T, V, forces=[psi, 0, 0],
+                               holonomic=[l * sp.sin(th1) - l * sp.sin(th2), th1 + th3 - sp.pi],
+                               name="four_bar")
+    return _MODEL
+
+
+def system(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G) -> go.System:
+    """The paper's singular-mass model, built from its Lagrangian (:func:`model`).
+
+    Its energy ``T + V`` does not include the work of the torque; the problem's
+    :func:`build` adds ``- psi th1`` so that the energy is conserved.
+    """
+    return model().system({"m": m, "l": l, "g": g, "psi": psi})
+
+
+def system_handwritten(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
+                       extra_force: Optional[np.ndarray] = None) -> go.System:
+    """The same model written by hand (kept as a cross-check of the symbolic one)."""
     M = np.diag([4 * m * l**2 / 3, m * l**2 / 3, 0.0])
     ext = np.zeros(3) if extra_force is None else np.asarray(extra_force, dtype=float)
 
@@ -83,7 +121,11 @@ def draw(ax, q, l: float = 2.0):
 def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
           t_end: float = 5.0) -> go.Problem:
     """Paper 001's four-bar (defaults: the paper's values)."""
-    sysm = system(psi=psi, m=m, l=l, g=g)
+    sym = system(psi=psi, m=m, l=l, g=g)
+    # the torque psi is conservative: E = T + V - psi th1 is the conserved energy
+    sysm = go.System(sym.coordinates, mass=sym.constant_mass, force=sym._force,
+                     constraints=sym.constraints,
+                     energy=lambda t, q, v: sym.energy(t, q, v) - psi * q[0], name="four_bar")
     q0 = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
 
     def outputs(q, v):

@@ -107,4 +107,4 @@ def test_four_bar_run_stays_on_branch_and_reports_passages():
     assert np.abs(tr["th2"] - tr["th1"]).max() < 1e-10
     passages = [e for e in tr.rank_events if e.kind == "passage"]
     assert [round(e.t, 4) for e in passages] == [0.5802, 1.2279]
-    assert all(e.rows == ["loop[0]"] for e in passages)
+    assert all(e.rows == ["holonomic[0]"] for e in passages)

@@ -31,7 +31,7 @@ def test_four_bar_5s_on_branch_every_passage_detected():
     found = np.array([e.t for e in tr.rank_events if e.kind == "passage"])
     assert found.size == expected.size
     assert np.abs(found - expected).max() < 2e-5                 # grid spacing 1e-5
-    assert all(e.rows == ["loop[0]"] for e in tr.rank_events)
+    assert all(e.rows == ["holonomic[0]"] for e in tr.rank_events)
 
 
 def test_four_bar_free_swing_crosses_minus_half_pi():
