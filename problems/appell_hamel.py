@@ -103,22 +103,62 @@ def _constraint(k: float):
     return f
 
 
+_MODEL = None
+
+
+def model():
+    """The Appell--Hamel particle derived once from its Lagrangian (sympy).
+
+    ``L = m/2 (x'^2 + y'^2 + z'^2) - m g z``, generalized forces ``(fx, fy, 0)``,
+    nonlinear nonholonomic constraint ``z' - (b/a) sqrt(x'^2 + y'^2) = 0``.
+    """
+    global _MODEL
+    if _MODEL is None:
+        import sympy as sp
+        from sympy.physics.mechanics import dynamicsymbols
+
+        from gaussopt.symbolic import SymbolicModel
+
+        x, y, z = q = dynamicsymbols("x y z")
+        t = dynamicsymbols._t
+        m, a, b, g, fx, fy = sp.symbols("m a b g fx fy", real=True)
+        xd, yd, zd = (c.diff(t) for c in q)
+        T = m / 2 * (xd**2 + yd**2 + zd**2)
+        _MODEL = SymbolicModel(q, T, m * g * z, forces=[fx, fy, 0],
+                               nonholonomic=[zd - (b / a) * sp.sqrt(xd**2 + yd**2)],
+                               name="appell_hamel")
+    return _MODEL
+
+
 def system(m: float = 1.0, a: float = 1.0, b: float = 0.5, g: float = G, fx: float = 0.0,
            fy: float = 0.0) -> go.System:
-    """The Appell--Hamel particle as a :class:`gaussopt.System` (Chetaev model by Gauss's principle).
+    """The Appell--Hamel particle as a :class:`gaussopt.System` (Chetaev model by
+    Gauss's principle), built from its Lagrangian (:func:`model`).
 
     ``energy = T + m g z - fx x - fy y`` is conserved: the constraint is
     homogeneous of degree 1 in ``v`` (``f_v v = f = 0``), so its force does no work.
     """
-    k = b / a
+    sym = model().system({"m": m, "a": a, "b": b, "g": g, "fx": fx, "fy": fy})
     Fv = np.array([fx, fy, -m * g])
 
     def energy(t, q, v):
         return 0.5 * m * float(v @ v) - Fv @ q
 
+    return go.System(sym.coordinates, mass=sym.constant_mass if sym.constant_mass is not None
+                     else sym._mass, force=sym.constant_force if sym.constant_force is not None
+                     else sym._force, constraints=sym.constraints, energy=energy,
+                     name="appell_hamel")
+
+
+def system_handwritten(m: float = 1.0, a: float = 1.0, b: float = 0.5, g: float = G,
+                       fx: float = 0.0, fy: float = 0.0) -> go.System:
+    """The same system with the constraint written by hand (derivatives by complex
+    step); a cross-check of :func:`system`."""
+    k = b / a
+    Fv = np.array([fx, fy, -m * g])
     return go.System(("x", "y", "z"), mass=m * np.eye(3), force=Fv,
                      constraints=[go.Nonholonomic(_constraint(k), name="appell_hamel")],
-                     energy=energy, name="appell_hamel")
+                     energy=lambda t, q, v: 0.5 * m * float(v @ v) - Fv @ q, name="appell_hamel")
 
 
 # --------------------------------------------------------------------------- the three models

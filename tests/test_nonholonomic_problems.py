@@ -223,3 +223,20 @@ def test_second_order_reference_special_cases():
     assert r["z"][0] == pytest.approx(-3.0) and r["vz"][0] == -2.0
     with pytest.raises(ModelError, match="nonzero"):
         sop.reference([1.0], v0=(0.0, 0.0, 0.0))
+
+
+def test_appell_hamel_symbolic_matches_handwritten():
+    """The problem's system comes from its Lagrangian; the hand-written one agrees."""
+    from problems import appell_hamel as ah
+
+    params = dict(m=1.3, a=1.1, b=0.45, fx=0.7, fy=-0.4)
+    sym, hand = ah.system(**params), ah.system_handwritten(**params)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        t, q, v = rng.uniform(-1, 1), rng.uniform(-3, 3, 3), rng.uniform(-4, 4, 3)
+        np.testing.assert_allclose(sym.mass(t, q), hand.mass(t, q), rtol=1e-15)
+        np.testing.assert_allclose(sym.force(t, q, v), hand.force(t, q, v), rtol=1e-15)
+        A, b = sym.rows(t, q, v)
+        Ah, bh = hand.rows(t, q, v)
+        np.testing.assert_allclose(A, Ah, rtol=1e-13, atol=1e-15)   # complex step: exact
+        np.testing.assert_allclose(b, bh, rtol=1e-13, atol=1e-14)
