@@ -40,7 +40,10 @@ class Problem:
         Per-solver overrides of ``settings``, by solver name. A key may also be
         an alias that names its solver, e.g. ``{"lagrange_baumgarte": {"solver":
         "lagrange", "stabilization": Baumgarte(10, 10)}}`` (the classical
-        Lagrange-I + Baumgarte method as a row of a comparison).
+        Lagrange-I + Baumgarte method as a row of a comparison), or give a
+        ``"runner"``: ``runner(t_span=..., rtol=..., atol=..., t_eval=...,
+        method=...) -> Trajectory`` for another formulation (quasi-velocities,
+        Routh's equations) compared on the same footing.
     solvers : tuple of str
         The rows of :func:`gaussopt.compare.compare` for this problem.
     draw : callable, optional
@@ -71,8 +74,13 @@ class Problem:
         kw.update(overrides)
         t_span = kw.pop("t_span", self.t_span)
         solver = kw.pop("solver", solver)
+        runner = kw.pop("runner", None)
         if kw.get("t_eval") is not None:           # keep the output grid inside the span
             te = np.asarray(kw["t_eval"], dtype=float)
             kw["t_eval"] = te[(te >= t_span[0]) & (te <= t_span[1] + 1e-12 * abs(t_span[1]))]
             kw["t_eval"][-1:] = np.minimum(kw["t_eval"][-1:], t_span[1])
+        if runner is not None:
+            # another formulation (quasi-velocities, Routh's equations, ...) as a row
+            keep = ("rtol", "atol", "t_eval", "method")
+            return runner(t_span=tuple(t_span), **{k: v for k, v in kw.items() if k in keep})
         return simulate(self.system, t_span, self.q0, self.v0, solver=solver, **kw)

@@ -300,7 +300,13 @@ def build(formulation: str = "gauss", **params) -> go.Problem:
     if "draw" in fields:
         extra["draw"] = draw
     if "solvers" in fields:
-        extra["solvers"] = ("closed_form", "lagrange", "qp")
+        extra["solvers"] = ("closed_form", "lagrange", "qp", "ga", "quasi", "quasi_auto",
+                            "routh_sincos", "routh_tan")
+
+    def runner(formulation):
+        def go_run(t_span, **kw):
+            return run(formulation, **kw, **{**params, "t_end": t_span[1]})
+        return {"runner": go_run}
     return go.Problem(
         name="sleigh", system=system(**phys), q0=q0, v0=v0, t_span=(0.0, t_end),
         description="Paper 000: planar rigid body whose centroid velocity stays along its axis "
@@ -309,7 +315,9 @@ def build(formulation: str = "gauss", **params) -> go.Problem:
         settings={"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
                   "t_eval": np.linspace(0.0, t_end, int(round(t_end / 0.02)) + 1)},
         solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
-                         "qp": {"t_span": (0.0, min(t_end, 2.0))}},
+                         "qp": {"t_span": (0.0, min(t_end, 2.0))},
+                         **{f: runner(f) for f in ("quasi", "quasi_auto", "routh_sincos",
+                                                   "routh_tan")}},
         outputs=outputs, reference=lambda t: reference(t, **params), params=p, **extra)
 
 
