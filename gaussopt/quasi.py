@@ -284,11 +284,15 @@ class QuasiVelocities:
                 continue
             J1 = con.jacobian(t, q, v)
             J2 = con.jacobian(t, q, probe)
-            J0 = con.jacobian(t, q, np.zeros(n))
-            f0 = np.asarray(con.f(t, q, np.zeros(n)), dtype=float).reshape(-1)
-            lin = np.asarray(con.f(t, q, probe), dtype=float).reshape(-1) - (f0 + J0 @ probe)
+            try:
+                with np.errstate(all="ignore"):
+                    J0 = con.jacobian(t, q, np.zeros(n))
+                    f0 = np.asarray(con.f(t, q, np.zeros(n)), dtype=float).reshape(-1)
+                    lin = np.asarray(con.f(t, q, probe), dtype=float).reshape(-1) - (f0 + J0 @ probe)
+            except ArithmeticError:      # f_v undefined at v = 0: not affine in v
+                lin = np.array([np.inf])
             ref = max(float(np.abs(J1).max(initial=0.0)), 1e-300)
-            if (np.abs(J1 - J2).max(initial=0.0) > 1e-9 * ref
+            if not np.all(np.isfinite(lin)) or (np.abs(J1 - J2).max(initial=0.0) > 1e-9 * ref
                     or np.abs(lin).max(initial=0.0) > 1e-9 * ref * scale * 3):
                 problems.append(
                     f"constraint {con.name!r} is nonlinear in the velocities (its Jacobian f_v "
