@@ -300,10 +300,15 @@ class Holonomic(Constraint):
             # expose a phi that is not complex-safe
             c = 1.0 if self.rheonomic else 0.0
             nrm = float(np.sqrt(c * c + v @ v)) or 1.0
-            s = 1e-4 / nrm
+            s = 1e-3 / nrm
             fd = -(self.residual(t + c * s, q + s * v) - 2 * phi0
                    + self.residual(t - c * s, q - s * v)) / (s * s)
-            scale = float(np.max(np.abs(gam), initial=0)) + float(np.max(np.abs(phi0), initial=0)) / (s * s) * 1e-16
+            # round-off of the second difference: eps times the size of the terms summed
+            # in phi (|phi| itself is ~0 on the constraint; |J| |q| bounds the terms)
+            terms = float(np.max(np.abs(phi0), initial=0)) + \
+                float(np.max(np.abs(J), initial=0)) * (1.0 + float(np.max(np.abs(q), initial=0)))
+            # _fd_check allows 1e-5 * scale: the round-off allowance is 10 eps terms / s^2
+            scale = float(np.max(np.abs(gam), initial=0)) + 1e6 * 2.2e-16 * terms / (s * s)
             problems += _fd_check(f"{self.name}: gamma", gam, fd, max(scale, 1e-12 * nrm * nrm))
         if not np.all(np.isfinite(J)) or not np.all(np.isfinite(gam)):
             problems.append(f"{self.name}: Jacobian or gamma is not finite at the initial state")

@@ -69,6 +69,22 @@ case5      1.5, 1     (0, 0), from rest                        tau = 5    (8.5)
 The initial state is ``xc = 0``, ``yc = rho(th0)``, ``v = (-rho th0',
 rho' th0', th0')``; at ``th0 = 0`` or ``pi/2`` (``rho' = 0``) this is the
 paper's ``(-th0' a or b, 0, th0')``, consistent with both constraints.
+
+Facts (checked in ``tests/test_ellipse_rolling.py``)
+---------------------------------------------------
+* case3 starts with ``E0 = 4.794 J``, 2.16 % below the ``m g (a - b) = 4.9 J``
+  needed to roll over onto the long axis; it rocks with amplitude 1.4093 rad.
+  1.2 % more initial speed and it rolls over: small energy errors change the
+  motion qualitatively.
+* In case4 and case5 the bilateral contact's normal force turns negative at
+  t = 3.0700 s and 2.7837 s (:func:`liftoff_time`): from then on the paper's
+  model pulls the disk down. With ``unilateral=True`` (``solver="qp"``) it
+  lifts off there instead.
+* Paper 002 reports energy spikes at ``theta = k pi``, attributed to a
+  ``cos(k pi)`` denominator. This model has no such denominator, yet its
+  Baumgarte/ode45 run shows the spikes too, within 0.35 rad before
+  ``theta = k pi``: the fastest passages (short axis vertical, centroid
+  lowest) -- integration error where the motion is fastest, not a singularity.
 """
 
 from __future__ import annotations
@@ -84,7 +100,7 @@ import gaussopt as go
 from gaussopt.exceptions import ModelError
 
 __all__ = ["CASES", "build", "system", "rho", "rho_d1", "rho_d2", "arc_integral",
-           "reference_solution", "contact_forces", "liftoff_time", "PAPER_ODE45"]
+           "reference_solution", "contact_forces", "normal_force", "liftoff_time", "PAPER_INTEGRATORS"]
 
 G = 9.8
 
@@ -104,9 +120,21 @@ CASES: dict[str, dict[str, Any]] = {
                   paper_baumgarte=(10.0, 10.0, 10.0), section="8.5 (torque)"),
 }
 
-#: The paper's integrator: MATLAB ``ode45`` (Dormand-Prince 5(4)) with its
-#: default tolerances, output every ``dt`` (section 7, tables 1-6).
-PAPER_ODE45 = {"method": "RK45", "rtol": 1e-3, "atol": 1e-6}
+#: The paper's integrator (section 7): MATLAB ``ode45``, Dormand-Prince 5(4), output
+#: every ``dt`` (``t = 0:0.01:20``, tables 1-6; the step itself is adaptive). The
+#: paper does not give its tolerances. MATLAB's defaults (``"ode45-default"``)
+#: give errors about 1000x larger than the paper reports; ``RelTol = 1e-6``,
+#: ``AbsTol = 1e-9`` (``"ode45"``) reproduces its levels (energy ~1e-6,
+#: contact ~1e-7, rolling ~1e-6 for case1). ``"rk4"``: classical RK4 at the
+#: fixed step ``dt``.
+PAPER_INTEGRATORS: dict[str, dict[str, Any]] = {
+    "ode45": {"method": "RK45", "rtol": 1e-6, "atol": 1e-9},
+    "ode45-default": {"method": "RK45", "rtol": 1e-3, "atol": 1e-6},
+    "rk4": {"method": "rk4"},
+}
+
+#: Baumgarte gains (kd [1/s], kp [1/s^2]) of the unilateral contact row.
+_UNILATERAL_GAINS = (20.0, 100.0)
 
 _OVERRIDABLE = ("a", "b", "m", "g", "J", "theta0", "omega0", "xc0", "fx", "fy", "tau", "t_end")
 
@@ -154,10 +182,39 @@ def arc_integral(th, a: float, b: float):
 
 
 # --------------------------------------------------------------------------- system
+_MODEL = None
+
+
+def model():
+    """The rolling disk derived once from its Lagrangian (sympy), parameters symbolic.
+
+    ``T = m/2 (xc'^2 + yc'^2) + J/2 th'^2``, ``V = m g yc``, generalized forces
+    ``(fx, fy, tau)``, holonomic contact ``yc - rho(th) = 0`` and nonholonomic
+    rolling ``xc' + rho(th) th' = 0`` with ``rho = sqrt(a^2 sin^2 th + b^2 cos^2 th)``.
+    """
+    global _MODEL
+    if _MODEL is None:
+        import sympy as sp
+        from sympy.physics.mechanics import dynamicsymbols
+
+        from gaussopt.symbolic import SymbolicModel
+
+        xc, yc, th = q = dynamicsymbols("xc yc theta")
+        t = dynamicsymbols._t
+        a, b, m, g, J = sp.symbols("a b m g J", positive=True)
+        fx, fy, tau = sp.symbols("fx fy tau", real=True)
+        r = sp.sqrt(a**2 * sp.sin(th) ** 2 + b**2 * sp.cos(th) ** 2)
+        T = m / 2 * (xc.diff(t) ** 2 + yc.diff(t) ** 2) + J / 2 * th.diff(t) ** 2
+        _MODEL = SymbolicModel(q, T, m * g * yc, forces=[fx, fy, tau], holonomic=[yc - r],
+                               nonholonomic=[xc.diff(t) + r * th.diff(t)],
+                               name="ellipse_rolling")
+    return _MODEL
+
+
 def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
            J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0, tau: float = 0.0,
            rolling: str = "velocity", unilateral: bool = False, xc0: float = 0.0,
-           theta0: float = 0.0, auto: bool = False) -> go.System:
+           theta0: float = 0.0, auto: bool = False, derivation: str = "symbolic") -> go.System:
     """The rolling elliptical disk as a :class:`gaussopt.System`, ``q = (xc, yc, theta)``.
 
     Parameters
@@ -182,17 +239,28 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
         its integral ``xc + S(th) - (xc0 + S(theta0)) = 0`` (same acceleration
         rows; the position residual then also measures ``xc`` drift).
     unilateral : bool
-        Treat the normal contact as unilateral (``solver="qp"`` only): while the
-        disk touches the line (gap ``yc - rho <= 1e-9``, gap rate ``<= 1e-9``)
-        the contact row is ``Phi'' >= 0`` and the rolling row is imposed at the
-        acceleration level; once it has lifted off both rows are switched off
-        (zero rows). There is no impact law, so the model holds up to the first
-        touchdown only.
+        Treat the normal contact as unilateral (``solver="qp"`` only): the
+        contact row becomes the inequality ``Phi'' + kd Phi' + kp Phi >= 0``
+        (``Phi = yc - rho`` the gap; ``kd, kp = 20, 100`` s^-1, s^-2, a
+        critically damped Baumgarte term that keeps the gap from drifting
+        while in contact and pushes back only if it closes). While the contact
+        pushes (normal force > 0) the motion is the bilateral one; when the
+        bilateral normal force would turn negative the disk lifts off. The
+        rolling row stays bilateral -- in flight it still ties ``xc'`` to
+        ``theta'``, which is not physical (there is no friction without
+        contact): the variant is meant for the lift-off instant and the start
+        of the flight, not for the motion after it.
     xc0, theta0 : float
         Reference point of the holonomic rolling form (``rolling="holonomic"``).
     auto : bool
         Omit the hand-written Jacobians and ``gamma`` and let gaussopt derive
         them by the complex step (for testing the hand-written ones).
+    derivation : {"symbolic", "hand"}
+        ``"symbolic"`` (default for the bilateral, velocity-form model): M, F,
+        the constraint Jacobians and ``gamma`` are derived from the Lagrangian
+        ``T = m/2 (xc'^2 + yc'^2) + J/2 th'^2``, ``V = m g yc`` by
+        :mod:`gaussopt.symbolic` (:func:`model`). ``"hand"``: the hand-written
+        rows below (kept as a cross-check; the other variants use them).
 
     Returns
     -------
@@ -208,9 +276,27 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
     _check_params(a=a, b=b, m=m, g=g, J=J)
     if rolling not in ("velocity", "holonomic"):
         raise ModelError(f"`rolling` must be 'velocity' or 'holonomic', found {rolling!r}.")
+    if unilateral and rolling != "velocity":
+        raise ModelError("`unilateral=True` needs `rolling='velocity'` (the integrated rolling "
+                         f"form assumes permanent contact), found rolling={rolling!r}.")
+    if derivation not in ("symbolic", "hand"):
+        raise ModelError(f"`derivation` must be 'symbolic' or 'hand', found {derivation!r}.")
     a, b, m, g = float(a), float(b), float(m), float(g)
     J = m * (a * a + b * b) / 4.0 if J is None else float(J)
     fx, fy, tau = float(fx), float(fy), float(tau)
+    if derivation == "symbolic" and rolling == "velocity" and not unilateral and not auto:
+        sym = model().system({"a": a, "b": b, "m": m, "g": g, "J": J, "fx": fx, "fy": fy,
+                              "tau": tau})
+        for c, label in zip(sym.constraints, ("contact", "rolling")):
+            c.name = label
+
+        def energy_sym(t, q, v):
+            T = 0.5 * m * (v[0] * v[0] + v[1] * v[1]) + 0.5 * J * v[2] * v[2]
+            return T + m * g * (q[1] - b) - fx * q[0] - fy * q[1] - tau * q[2]
+
+        return go.System(sym.coordinates, mass=sym.constant_mass, force=sym.constant_force
+                         if sym.constant_force is not None else sym._force,
+                         constraints=sym.constraints, energy=energy_sym, name="ellipse_rolling")
     M = np.diag([m, m, J])
     Q = np.array([fx, fy - m * g, tau])
 
@@ -239,27 +325,18 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
 
     cons: list[go.Constraint]
     if unilateral:
-        gap_tol = 1e-9
-
-        def touching(q, v):
-            gap = q[1] - rho(q[2], a, b)
-            rate = v[1] - rho_d1(q[2], a, b) * v[2]
-            return gap <= gap_tol * (1.0 + abs(q[1])) and rate <= gap_tol * (1.0 + abs(v[1]))
+        kd, kp = _UNILATERAL_GAINS
 
         def contact_G(t, q, v):
-            return contact_jac(t, q) if touching(q, v) else np.zeros((1, 3))
+            return contact_jac(t, q)
 
         def contact_h(t, q, v):
-            return contact_gamma(t, q, v) if touching(q, v) else np.zeros(1)
-
-        def roll_A(t, q, v):
-            return roll_jac(t, q) if touching(q, v) else np.zeros((1, 3))
-
-        def roll_b(t, q, v):
-            return roll_gamma(t, q, v) if touching(q, v) else np.zeros(1)
+            gap = q[1] - rho(q[2], a, b)
+            rate = v[1] - rho_d1(q[2], a, b) * v[2]
+            return contact_gamma(t, q, v) - kd * rate - kp * gap
 
         cons = [go.Inequality(contact_G, contact_h, name="contact"),
-                go.AccelerationConstraint(roll_A, roll_b, name="rolling")]
+                go.Nonholonomic(roll_f, roll_jac, roll_gamma, name="rolling")]
     elif auto:
         cons = [go.Holonomic(contact_phi, rheonomic=False, name="contact")]
         cons.append(go.Nonholonomic(roll_f, name="rolling") if rolling == "velocity"
@@ -412,6 +489,11 @@ def contact_forces(traj: go.Trajectory) -> dict:
     return {"normal": Qc[:, 1].copy(), "friction": Qc[:, 0].copy()}
 
 
+def normal_force(traj: go.Trajectory) -> np.ndarray:
+    """Normal contact force on the disk along a trajectory, shape (N,) (see :func:`contact_forces`)."""
+    return contact_forces(traj)["normal"]
+
+
 def liftoff_time(problem: go.Problem, t_max: Optional[float] = None) -> Optional[float]:
     """First time the bilateral contact's normal force (reduced solution) turns negative.
 
@@ -435,8 +517,8 @@ def liftoff_time(problem: go.Problem, t_max: Optional[float] = None) -> Optional
 
 # --------------------------------------------------------------------------- build
 def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte] = None,
-          dt: Optional[float] = None, *, rolling: str = "velocity", unilateral: bool = False,
-          **overrides: Any) -> go.Problem:
+          dt: Optional[float] = None, *, integrator: str = "ode45", rolling: str = "velocity",
+          unilateral: bool = False, **overrides: Any) -> go.Problem:
     """Paper 002's rolling elliptical disk.
 
     Parameters
@@ -445,16 +527,22 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         The paper's cases (see the module docstring).
     baumgarte : None, "paper", (alpha, beta, gamma) or Baumgarte
         ``None`` (default): gaussopt's recommended stabilization,
-        :class:`gaussopt.Projection`. ``"paper"``: the case's gains from the
+        :class:`gaussopt.Projection` after every accepted step (``rhs=False``:
+        the constraint rows never become singular here). ``"paper"``: the case's gains from the
         paper (10, 10, 10; 0, 0, 0 for ``case2``). A triple or a
         :class:`gaussopt.Baumgarte`: those gains (all zero means none).
     dt : float, optional
         ``None`` (default): DOP853 at ``rtol = atol = 1e-11``, output at every
-        accepted step. A number: the paper's integrator, MATLAB ``ode45`` with
-        its default tolerances (:data:`PAPER_ODE45`: RK45, ``rtol = 1e-3``,
-        ``atol = 1e-6``), output every ``dt`` (the paper's ``t = 0:0.01:20``).
+        accepted step. A number: the paper's integrator (``integrator``),
+        output every ``dt`` (the paper's ``t = 0:0.01:20``).
         ``build(case, baumgarte="paper", dt=0.01)`` with ``solver="lagrange"``
         is the paper's computation.
+    integrator : {"ode45", "ode45-default", "rk4"}
+        Used only with ``dt``: MATLAB ``ode45`` emulated by RK45 at
+        ``rtol = 1e-6, atol = 1e-9`` (assumed: the paper gives no tolerances;
+        these reproduce its error levels), at MATLAB's defaults
+        ``rtol = 1e-3, atol = 1e-6``, or fixed-step RK4 at step ``dt``
+        (:data:`PAPER_INTEGRATORS`).
     rolling : {"velocity", "holonomic"}
         Form of the no-slip constraint (see :func:`system`).
     unilateral : bool
@@ -514,7 +602,10 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
 
     # ---- stabilization
     if baumgarte is None:
-        stab: Optional[Union[go.Baumgarte, go.Projection]] = go.Projection()
+        # the rows [0, 1, -rho'] and [1, 0, rho] are independent everywhere (rho >= min(a, b)),
+        # so projecting after accepted steps suffices; the projected vector field
+        # (rhs=True) gives the same accuracy here at 3.4x the cost
+        stab: Optional[Union[go.Baumgarte, go.Projection]] = go.Projection(rhs=False)
     else:
         if isinstance(baumgarte, str):
             if baumgarte != "paper":
@@ -544,10 +635,17 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         if abs(nout * dt - t_end) > 1e-9 * t_end:
             raise ModelError(f"`dt` must divide t_end={t_end} (the paper's grid 0:dt:t_end), "
                              f"found {dt!r}.")
-        settings = dict(PAPER_ODE45, stabilization=stab,
-                        t_eval=np.linspace(0.0, t_end, nout + 1))
-    if unilateral:
-        settings["stabilization"] = None
+        if integrator not in PAPER_INTEGRATORS:
+            raise ModelError(f"`integrator` must be one of {list(PAPER_INTEGRATORS)}, "
+                             f"found {integrator!r}.")
+        settings = dict(PAPER_INTEGRATORS[integrator], stabilization=stab)
+        if integrator == "rk4":
+            settings["dt"] = float(dt)
+        else:
+            settings["t_eval"] = np.linspace(0.0, t_end, nout + 1)
+    if unilateral and isinstance(settings["stabilization"], go.Baumgarte):
+        raise ModelError("`baumgarte` cannot be combined with `unilateral=True` (the contact row "
+                         "carries its own Baumgarte term); leave `baumgarte=None`.")
 
     kw = dict(a=a, b=b, m=m, g=g, J=J, fx=fx, fy=fy, tau=tau, theta0=th0, omega0=w0, xc0=xc0)
 
@@ -572,12 +670,13 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
             f"{'; unilateral normal contact (qp), valid until touchdown' if unilateral else ''}. "
             "Reference: the reduced one-DOF equation in theta (solve_ivp, rtol = atol = 1e-13).")
     params = dict(p, case=case, rolling=rolling, unilateral=unilateral,
-                  baumgarte=None if baumgarte is None else repr(baumgarte), dt=dt)
+                  baumgarte=None if baumgarte is None else repr(baumgarte), dt=dt,
+                  integrator=integrator if dt is not None else None)
     solver_settings = {"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2)),
                               "stabilization": stab}}
     if dt is not None:
         solver_settings["ga"]["t_eval"] = None
-    return go.Problem(name=f"ellipse_rolling[{case}]", system=sysm, q0=q0, v0=v0,
+    return go.Problem(name=f"ellipse_rolling_{case}", system=sysm, q0=q0, v0=v0,
                       t_span=(0.0, t_end), description=desc, settings=settings,
                       outputs=outputs, reference=ref, params=params,
                       solver_settings=solver_settings)
