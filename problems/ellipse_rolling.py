@@ -679,4 +679,23 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
     return go.Problem(name=f"ellipse_rolling_{case}", system=sysm, q0=q0, v0=v0,
                       t_span=(0.0, t_end), description=desc, settings=settings,
                       outputs=outputs, reference=ref, params=params,
-                      solver_settings=solver_settings)
+                      solver_settings=solver_settings,
+                      draw=lambda ax, q: draw(ax, q, params["a"], params["b"]))
+
+
+def draw(ax, q, a: float = 1.5, b: float = 1.0):
+    """Draw the disk at ``q = (xc, yc, theta)``: the ellipse, its axes, the ground line."""
+    from matplotlib.patches import Ellipse
+
+    xc, yc, th = (float(x) for x in q)
+    ax.add_patch(Ellipse((xc, yc), 2 * a, 2 * b, angle=np.degrees(th), fill=False, lw=2,
+                         color="C0"))
+    e1 = np.array([np.cos(th), np.sin(th)])
+    e2 = np.array([-np.sin(th), np.cos(th)])
+    for e, r, c in ((e1, a, "C1"), (e2, b, "C2")):
+        ax.plot([xc - r * e[0], xc + r * e[0]], [yc - r * e[1], yc + r * e[1]], color=c, lw=1)
+    ax.axhline(0.0, color="k", lw=1)
+    ax.set_xlim(xc - 2 * max(a, b), xc + 2 * max(a, b))
+    ax.set_ylim(-0.3, 2.5 * max(a, b))
+    ax.set_aspect("equal")
+    return ax
