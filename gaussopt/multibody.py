@@ -1,4 +1,4 @@
-"""Planar multibody systems in body (Cartesian) coordinates, assembled into a :class:`~gaussopt.System`.
+"""Planar multibody systems in body (Cartesian) coordinates -> :class:`~gaussopt.System`.
 
 Every rigid body ``k`` has the coordinates ``q_k = (x_k, y_k, phi_k)``: the
 world position of its centroid and the angle of its body frame (origin at
@@ -13,7 +13,8 @@ exact, hand-derived Jacobians ``Phi_q`` and convective terms ``gamma``.
 Notation: ``R(phi)`` the rotation by ``phi``, ``perp(x) = (-x_y, x_x)`` (so
 ``dR/dphi s = perp(R s)``), ``cross(a, b) = a_x b_y - a_y b_x``,
 ``w = phi'``. A body point ``s`` (body frame, from the centroid) is at
-``P = r + R s`` in the world.
+``P = r + R s`` in the world and moves with ``P' = r' + w perp(R s)``; ``d'``
+below is ``P_j' - P_i'``.
 
 =====================  =====  ==========================================================================
 joint                  rows   ``Phi``                                    (``gamma`` with ``Phi_q a = gamma``)
@@ -37,6 +38,8 @@ The :class:`Model` also reports Gruebler's count, the numerical rank of the
 constraint Jacobian and the redundant rows (:meth:`Model.rank_report`), the
 joint reactions from a step's multipliers (:meth:`Model.reactions`) and
 assembles consistent initial states (:meth:`Model.initial_state`).
+:class:`LeastSquaresProjection` is the stabilization for redundant joints
+passing singular (folded) positions.
 
 References
 ----------
@@ -69,15 +72,18 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from scipy.linalg import lapack
+
 from .constraints import Holonomic
 from .exceptions import ModelError
-from .linalg import DEFAULT_RANK_TOL, null_space_split
+from .integrate import Projection
+from .linalg import DEFAULT_RANK_TOL, mass_scale, min_norm_multipliers, null_space_split
 from .result import StepResult
 from .system import System
 
 __all__ = ["Body", "Revolute", "Prismatic", "Fixed", "DrivenAngle", "PointOnLine",
            "PointForce", "Torque", "Spring", "Damper", "Model", "Mechanism",
-           "RankReport", "JointReaction", "GROUND"]
+           "RankReport", "JointReaction", "LeastSquaresProjection", "GROUND"]
 
 #: name under which the ground appears in labels and reactions
 GROUND = "ground"
@@ -351,15 +357,19 @@ class RankReport:
         ``n - rank``: the instantaneous degrees of freedom.
     redundant : list of str
         ``m - rank`` row labels that can be removed without changing the rank:
-        going through the rows in order, a row is redundant when it (nearly) lies
-        in the span of the rows before it. (Which rows are called redundant is a
-        choice; ``involved`` lists every row of the dependent groups.)
+        going through the (normalized) rows in order, a row is redundant when its
+        distance to the span of the rows kept before it is below ``rank_tol``
+        (if that count disagrees with ``rank``, the ``m - rank`` rows of smallest
+        distance). Which rows are called redundant is a choice; ``involved``
+        lists every row of the dependent groups.
     involved : list of str
-        Every row with a component in the left null space of ``Phi_q``: the
-        rows whose multipliers are not unique.
+        Every row with a component above ``1e-6`` in the (unit) left null space
+        of the normalized ``Phi_q``: the rows whose multipliers are not unique.
     singular_values : ndarray, shape (min(m, n),)
         Singular values of the row-normalized Jacobian, descending.
     rank_tol : float
+    redundant_rows, involved_rows : ndarray of int
+        Row indices of ``redundant`` and ``involved``.
     """
 
     coordinates: int
@@ -371,6 +381,8 @@ class RankReport:
     involved: list
     singular_values: np.ndarray
     rank_tol: float
+    redundant_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
+    involved_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
     def __str__(self) -> str:
         return (f"{self.coordinates} coordinates, {self.equations} joint equations (Gruebler "
@@ -434,6 +446,15 @@ def _vec2(x, label: str, problems: list) -> np.ndarray:
     return a
 
 
+def _int_array(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.intp)
+
+
+def _float_rows(x, k: int) -> np.ndarray:
+    """Stack a list of length-k vectors into shape (len(x), k) (also when empty)."""
+    return np.asarray(x, dtype=float).reshape(-1, k) if len(x) else np.zeros((0, k))
+
+
 class _JointConstraint(Holonomic):
     """All joint equations of a :class:`Model` as one :class:`~gaussopt.Holonomic`
     block, with the model's exact Jacobian and ``gamma`` evaluated in one pass."""
@@ -486,7 +507,10 @@ class Model:
         springs + constant forces/torques; conserved when :attr:`conservative`).
     coordinates : tuple of str
     labels : list of str
-        One label per joint equation, ``"Revolute(crank2,coupler)[x]"``.
+        One label per joint equation, ``"Revolute(crank2,coupler)[x]"``; a second
+        joint of the same kind between the same bodies is ``"...#2"``.
+    joint_labels : list of str
+        One label per joint, the same without the row suffix.
     n, m : int
         Numbers of coordinates and joint equations.
 
@@ -561,8 +585,10 @@ class Model:
         an_i, an_j, an_c, an_row, drivers = [], [], [], [], []
         ln_i, ln_j, ln_si, ln_sj, ln_n, ln_row = [], [], [], [], [], []
         labels: list[str] = []
+        joint_labels: list[str] = []
+        seen: dict[str, int] = {}
         self._joint_rows: list[np.ndarray] = []
-        self._joint_ends: list[tuple[int, int, Optional[np.ndarray], Optional[np.ndarray]]] = []
+        self._joint_ends: list[tuple[int, int, Optional[np.ndarray]]] = []
         row = 0
         for jk, jt in enumerate(self.joints):
             if not isinstance(jt, Joint):
@@ -575,9 +601,13 @@ class Model:
             except ModelError as e:
                 problems.append(f"{lab}: {e}")
                 continue
+            seen[lbl] = seen.get(lbl, 0) + 1
+            if seen[lbl] > 1:                       # same kind between the same bodies again
+                lbl = f"{lbl}#{seen[lbl]}"
+            joint_labels.append(lbl)
             start = row
             end_i = end_j = self.ground
-            Pi = Pj = None
+            Pj = None               # body-j point the reaction moments are taken about
             for eq in jt._equations():
                 kind = eq[0]
                 if kind == "point":
@@ -589,7 +619,7 @@ class Model:
                     pt_row.append(row)
                     labels += [f"{lbl}[x]", f"{lbl}[y]"]
                     row += 2
-                    Pi, Pj = pt_si[-1], pt_sj[-1]
+                    Pj = pt_sj[-1]
                 elif kind == "angle":
                     _, bi, bj, c0, drv = eq
                     i, j = idx(bi, lab), idx(bj, lab)
@@ -620,15 +650,16 @@ class Model:
                     ln_row.append(row)
                     labels.append(f"{lbl}[n]")
                     row += 1
-                    Pi, Pj = ln_sj[-1], ln_sj[-1]
+                    Pj = ln_sj[-1]
                 end_i, end_j = i, j
                 if i == j:
                     problems.append(f"{lab} connects {'the ground' if i == self.ground else repr(names[i])} "
                                     "to itself; give two different bodies")
             self._joint_rows.append(np.arange(start, row))
-            self._joint_ends.append((end_i, end_j, Pi if jt.kind != "PointOnLine" else None, Pj))
+            self._joint_ends.append((end_i, end_j, Pj))
         self.m = m = row
         self.labels = labels
+        self.joint_labels = joint_labels
         self._drivers = drivers
         self.rheonomic = bool(drivers)
 
@@ -682,8 +713,7 @@ class Model:
             raise ModelError(f"Model {name!r} is malformed:\n  - " + "\n  - ".join(problems))
 
         # ---------------------------------------------------------- index arrays
-        ia = lambda x: np.asarray(x, dtype=np.intp)           # noqa: E731
-        fa = lambda x, k: np.asarray(x, dtype=float).reshape(-1, k) if len(x) else np.zeros((0, k))  # noqa: E731
+        ia, fa = _int_array, _float_rows
         self._pi, self._pj, self._prow = ia(pt_i), ia(pt_j), ia(pt_row)
         self._psi, self._psj = fa(pt_si, 2), fa(pt_sj, 2)
         self._ai, self._aj, self._arow = ia(an_i), ia(an_j), ia(an_row)
@@ -705,11 +735,30 @@ class Model:
         AT0[3 * self._aj + 2, self._arow] = 1.0
         self._AT0 = AT0
         li3, lj3, lr = 3 * self._li, 3 * self._lj, self._lrow
-        flat = lambda col, r: col * m + r                     # noqa: E731
+
+        def flat(col, r):
+            return col * m + r
+
         self._var_idx = np.concatenate([
             flat(pi3 + 2, px), flat(pj3 + 2, px), flat(pi3 + 2, py), flat(pj3 + 2, py),
             flat(li3, lr), flat(li3 + 1, lr), flat(li3 + 2, lr),
             flat(lj3, lr), flat(lj3 + 1, lr), flat(lj3 + 2, lr)]).astype(np.intp)
+        # point table: every (body, body point) a primitive uses, evaluated once per call
+        Kp, Kl = self._pi.size, self._li.size
+        self._tb = np.concatenate([self._pi, self._pj, self._li, self._lj]).astype(np.intp)
+        ts = np.concatenate([self._psi, self._psj, self._lsi, self._lsj])
+        self._tsx, self._tsy = ts[:, 0].copy(), ts[:, 1].copy()
+        NP = self._tb.size
+        ka, kb = np.arange(Kp), Kp + np.arange(Kp)                 # table rows of i / j points
+        self._la, self._lb = 2 * Kp + np.arange(Kl), 2 * Kp + Kl + np.arange(Kl)
+        # point rows in [x rows, y rows] order; gathers from concat(Rx, Ry) (length 2 NP)
+        self._prow_xy = np.concatenate([px, py]).astype(np.intp)
+        self._ga = np.concatenate([ka, NP + ka]).astype(np.intp)
+        self._gb = np.concatenate([kb, NP + kb]).astype(np.intp)
+        # Jacobian entries of point rows: (-Ry_a, +Ry_b, +Rx_a, -Rx_b), cf. _var_idx order
+        self._gjac = np.concatenate([NP + ka, NP + kb, ka, kb]).astype(np.intp)
+        self._sjac = np.concatenate([-np.ones(Kp), np.ones(Kp), np.ones(Kp), -np.ones(Kp)])
+        self._lnx, self._lny = self._ln[:, 0].copy(), self._ln[:, 1].copy()
 
         # forces
         mvec = np.array([b.mass for b in bodies])
@@ -748,8 +797,8 @@ class Model:
         try:
             return self._coord_index[coordinate]
         except KeyError:
-            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are "
-                             f"'<body>.x', '<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
+            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
+                             f"'<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
 
     def body_slice(self, body: BodyRef) -> slice:
         """Slice of ``q`` holding ``(x, y, phi)`` of ``body``."""
@@ -787,29 +836,38 @@ class Model:
         return np.array([d[1 + order](t) for d in self._drivers],
                         dtype=np.result_type(t, float) if order == 0 else float)
 
+    def _table(self, qe: np.ndarray):
+        """``cos/sin`` of the table bodies' angles and the world offsets ``R s`` of
+        the point table (shapes (NP,))."""
+        tb = self._tb
+        P = qe[2::3]
+        Ct, St = np.cos(P)[tb], np.sin(P)[tb]
+        return Ct, St, Ct * self._tsx - St * self._tsy, St * self._tsx + Ct * self._tsy
+
+    def _positions(self, qe: np.ndarray, Rx: np.ndarray, Ry: np.ndarray):
+        """World positions ``r + R s`` of the point table."""
+        tb = self._tb
+        return qe[0::3][tb] + Rx, qe[1::3][tb] + Ry
+
     def phi(self, t: float, q: np.ndarray) -> np.ndarray:
         """Joint equations ``Phi(t, q)``, shape (m,). Complex-safe in ``t`` and ``q``."""
         qe = self._pad(np.asarray(q))
-        X, Y, P = qe[0::3], qe[1::3], qe[2::3]
-        C, S = np.cos(P), np.sin(P)
         out = np.zeros(self.m, dtype=np.result_type(qe, t))
-        i, j, si, sj = self._pi, self._pj, self._psi, self._psj
-        if i.size:
-            out[self._prow] = (X[i] + C[i] * si[:, 0] - S[i] * si[:, 1]
-                               - X[j] - C[j] * sj[:, 0] + S[j] * sj[:, 1])
-            out[self._prow + 1] = (Y[i] + S[i] * si[:, 0] + C[i] * si[:, 1]
-                                   - Y[j] - S[j] * sj[:, 0] - C[j] * sj[:, 1])
+        Ct, St, Rx, Ry = self._table(qe)
+        Px, Py = self._positions(qe, Rx, Ry)
+        if self._prow_xy.size:
+            PW = np.concatenate([Px, Py])
+            out[self._prow_xy] = PW[self._ga] - PW[self._gb]
         if self._ai.size:
+            P = qe[2::3]
             out[self._arow] = P[self._aj] - P[self._ai] - self._ac
             if self._drivers:
                 out[self._drow] -= self._driver_values(t, 0)
-        i, j, si, sj, nl = self._li, self._lj, self._lsi, self._lsj, self._ln
-        if i.size:
-            nx = C[i] * nl[:, 0] - S[i] * nl[:, 1]
-            ny = S[i] * nl[:, 0] + C[i] * nl[:, 1]
-            dx = X[j] + C[j] * sj[:, 0] - S[j] * sj[:, 1] - X[i] - C[i] * si[:, 0] + S[i] * si[:, 1]
-            dy = Y[j] + S[j] * sj[:, 0] + C[j] * sj[:, 1] - Y[i] - S[i] * si[:, 0] - C[i] * si[:, 1]
-            out[self._lrow] = nx * dx + ny * dy
+        if self._lrow.size:
+            la, lb = self._la, self._lb
+            nx = Ct[la] * self._lnx - St[la] * self._lny
+            ny = St[la] * self._lnx + Ct[la] * self._lny
+            out[self._lrow] = nx * (Px[lb] - Px[la]) + ny * (Py[lb] - Py[la])
         return out
 
     def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
@@ -821,53 +879,42 @@ class Model:
 
     def _rows_T(self, t: float, q: np.ndarray, v: Optional[np.ndarray]):
         """Padded transposed Jacobian ``AT`` (n + 3, m) and ``gamma`` (or None)."""
-        m = self.m
         qe = self._pad(q)
-        X, Y, P = qe[0::3], qe[1::3], qe[2::3]
-        C, S = np.cos(P), np.sin(P)
+        Ct, St, Rx, Ry = self._table(qe)
         AT = self._AT0.copy()
         gam = None
         if v is not None:
             ve = self._pad(v)
-            VX, VY, W = ve[0::3], ve[1::3], ve[2::3]
-            gam = np.zeros(m)
-        vals = []
-        i, j, si, sj = self._pi, self._pj, self._psi, self._psj
-        if i.size:
-            Ci, Si, Cj, Sj = C[i], S[i], C[j], S[j]
-            rix = Ci * si[:, 0] - Si * si[:, 1]
-            riy = Si * si[:, 0] + Ci * si[:, 1]
-            rjx = Cj * sj[:, 0] - Sj * sj[:, 1]
-            rjy = Sj * sj[:, 0] + Cj * sj[:, 1]
-            vals += [-riy, rjy, rix, -rjx]
-            if v is not None:
-                wi2, wj2 = W[i] ** 2, W[j] ** 2
-                gam[self._prow] = rix * wi2 - rjx * wj2
-                gam[self._prow + 1] = riy * wi2 - rjy * wj2
-        i, j, si, sj, nl = self._li, self._lj, self._lsi, self._lsj, self._ln
-        if i.size:
-            Ci, Si, Cj, Sj = C[i], S[i], C[j], S[j]
-            rix = Ci * si[:, 0] - Si * si[:, 1]
-            riy = Si * si[:, 0] + Ci * si[:, 1]
-            rjx = Cj * sj[:, 0] - Sj * sj[:, 1]
-            rjy = Sj * sj[:, 0] + Cj * sj[:, 1]
-            nx = Ci * nl[:, 0] - Si * nl[:, 1]
-            ny = Si * nl[:, 0] + Ci * nl[:, 1]
-            dx = X[j] + rjx - X[i] - rix
-            dy = Y[j] + rjy - Y[i] - riy
-            cr_nd = nx * dy - ny * dx              # cross(n, d)
+            W = ve[2::3]
+            Wt = W[self._tb]
+            Wt2 = Wt * Wt
+            gam = np.zeros(self.m)
+        R2 = np.concatenate([Rx, Ry])
+        vals = R2[self._gjac] * self._sjac                 # point rows (+ nothing else)
+        if v is not None and self._prow_xy.size:
+            RW = R2 * np.concatenate([Wt2, Wt2])
+            gam[self._prow_xy] = RW[self._ga] - RW[self._gb]
+        if self._lrow.size:
+            la, lb = self._la, self._lb
+            Px, Py = self._positions(qe, Rx, Ry)
+            Ci, Si = Ct[la], St[la]
+            nx = Ci * self._lnx - Si * self._lny
+            ny = Si * self._lnx + Ci * self._lny
+            rix, riy, rjx, rjy = Rx[la], Ry[la], Rx[lb], Ry[lb]
+            dx, dy = Px[lb] - Px[la], Py[lb] - Py[la]
             cr_rin = rix * ny - riy * nx           # cross(R_i s_i, n)
-            cr_rjn = rjx * ny - rjy * nx           # cross(R_j s_j, n)
-            vals += [-nx, -ny, cr_nd - cr_rin, nx, ny, cr_rjn]
+            vals = np.concatenate([vals, -nx, -ny, nx * dy - ny * dx - cr_rin,   # cross(n, d) - ...
+                                   nx, ny, rjx * ny - rjy * nx])                 # cross(R_j s_j, n)
             if v is not None:
-                wi, wj = W[i], W[j]
-                ddx = VX[j] - wj * rjy - VX[i] + wi * riy        # d' = v_j + w_j perp(R_j s_j) - ...
-                ddy = VY[j] + wj * rjx - VY[i] - wi * rix
-                wi2, wj2 = wi * wi, wj * wj
+                i, j = self._tb[la], self._tb[lb]
+                wi, wj = Wt[la], Wt[lb]
+                ddx = ve[0::3][j] - wj * rjy - ve[0::3][i] + wi * riy        # d' = P_j' - P_i'
+                ddy = ve[1::3][j] + wj * rjx - ve[1::3][i] - wi * rix
+                wi2, wj2 = Wt2[la], Wt2[lb]
                 gam[self._lrow] = -(nx * (wi2 * rix - wj2 * rjx) + ny * (wi2 * riy - wj2 * rjy)
-                                    + 2.0 * wi * (-ny * ddx + nx * ddy) - wi2 * (nx * dx + ny * dy))
-        if vals:
-            AT.reshape(-1)[self._var_idx] = np.concatenate(vals)
+                                    + 2.0 * wi * (nx * ddy - ny * ddx) - wi2 * (nx * dx + ny * dy))
+        if vals.size:
+            AT.reshape(-1)[self._var_idx] = vals
         if v is not None and self._drivers:
             gam[self._drow] = self._driver_values(t, 2)
         return AT, gam
@@ -1002,7 +1049,8 @@ class Model:
         An = A / np.where(nr > 0, nr, 1.0)[:, None]
         U, s, _ = np.linalg.svd(An, full_matrices=True)
         left = U[:, r:]                                    # left null space (m - r columns)
-        involved = np.flatnonzero(np.sqrt((left * left).sum(axis=1)) > 1e-6) if m > r else np.zeros(0, int)
+        involved = (np.flatnonzero(np.sqrt((left * left).sum(axis=1)) > 1e-6) if m > r
+                    else np.zeros(0, dtype=int))
         # greedy in row order: residual of each row off the span of the rows kept before it
         resid = np.zeros(m)
         basis = np.zeros((0, n))
@@ -1011,15 +1059,16 @@ class Model:
             for _ in range(2):                               # Gram-Schmidt, reorthogonalized
                 x -= basis.T @ (basis @ x)
             resid[k] = float(np.sqrt(x @ x))
-            if nr[k] > 0 and resid[k] > np.sqrt(rank_tol):
+            if nr[k] > 0 and resid[k] > rank_tol:
                 basis = np.vstack([basis, x / resid[k]])
-        red = np.flatnonzero((resid <= np.sqrt(rank_tol)) | (nr == 0))
+        red = np.flatnonzero((resid <= rank_tol) | (nr == 0))
         if red.size != m - r:                                # disagreement near the threshold
             red = np.sort(np.argsort(resid, kind="stable")[:m - r])
         return RankReport(coordinates=n, equations=m, gruebler=n - m, rank=r, dof=n - r,
                           redundant=[self.labels[k] for k in red],
                           involved=[self.labels[k] for k in involved],
-                          singular_values=s, rank_tol=rank_tol)
+                          singular_values=s, rank_tol=rank_tol, redundant_rows=red,
+                          involved_rows=np.asarray(involved, dtype=int))
 
     def reactions(self, t: float, q: np.ndarray, step: Union[StepResult, np.ndarray],
                   rank_tol: float = DEFAULT_RANK_TOL) -> list[JointReaction]:
@@ -1030,8 +1079,13 @@ class Model:
         t : float
         q : array_like, shape (n,)
         step : StepResult or ndarray, shape (m,)
-            A step's result (its ``multipliers`` are used) or the multipliers
-            ``lam`` themselves (``M a = F + Phi_q^T lam``).
+            A step's result or multipliers ``lam`` (``M a = F + Phi_q^T lam``).
+            From a StepResult the unique constraint force ``M a - F`` is taken
+            and split into the *minimum-norm* multipliers (``min |lam|`` subject
+            to ``Phi_q^T lam = M a - F``, rank from ``rank_tol``), whichever
+            solver made the step (QP and GA multipliers are not minimum-norm);
+            where the rows are independent these are the solver's multipliers.
+            An array is used as given.
         rank_tol : float
             Tolerance of the redundancy decision that sets ``unique``.
 
@@ -1044,19 +1098,33 @@ class Model:
             solver made, only the total constraint force is physical.
         """
         q = self._state(q, "q")
-        lam = step.multipliers if isinstance(step, StepResult) else step
-        lam = np.asarray(lam, dtype=float).reshape(-1)
-        if lam.shape != (self.m,):
-            raise ModelError(f"`step` multipliers must have shape ({self.m},), found {lam.shape}.")
-        if not np.all(np.isfinite(lam)):
-            raise ModelError("`step` multipliers contain NaN or inf (a solver that does not "
-                             "return multipliers?).")
         AT, _ = self._rows_T(t, q, None)
         rep = self.rank_report(q, t, rank_tol)
-        involved = {self.labels.index(x) for x in rep.involved}
+        if isinstance(step, StepResult):
+            # the constraint force M a - F is unique; its minimum-norm multipliers are
+            # computed here, whatever choice the step solver made
+            Qc = np.asarray(step.constraint_force, dtype=float).reshape(-1)
+            if Qc.shape != (self.n,) or not np.all(np.isfinite(Qc)):
+                raise ModelError(f"`step.constraint_force` must be a finite array of shape "
+                                 f"({self.n},), found shape {Qc.shape}.")
+            A = AT[:self.n].T
+            lam = min_norm_multipliers(A, Qc, rep.rank)
+            off = float(np.abs(A.T @ lam - Qc).max(initial=0.0))
+            if off > 1e-8 * (1.0 + float(np.abs(Qc).max(initial=0.0))):
+                raise ModelError(f"`step.constraint_force` is not a combination of the joint rows "
+                                 f"at `q` (residual {off:.3g}): was the step computed at this state "
+                                 "for this model?")
+        else:
+            lam = np.asarray(step, dtype=float).reshape(-1)
+            if lam.shape != (self.m,):
+                raise ModelError(f"`step` multipliers must have shape ({self.m},), found {lam.shape}.")
+            if not np.all(np.isfinite(lam)):
+                raise ModelError("`step` multipliers contain NaN or inf.")
+        involved = set(rep.involved_rows.tolist())
         qe = self._pad(q)
         out = []
-        for jt, rows, (bi, bj, si, sj) in zip(self.joints, self._joint_rows, self._joint_ends):
+        for jlabel, rows, (bi, bj, sj) in zip(self.joint_labels, self._joint_rows,
+                                              self._joint_ends):
             Q = AT[:, rows] @ lam[rows]
             Qi, Qj = Q[3 * bi:3 * bi + 3], Q[3 * bj:3 * bj + 3]
             Gi, Gj = qe[3 * bi:3 * bi + 2], qe[3 * bj:3 * bj + 2]
@@ -1070,7 +1138,7 @@ class Model:
             mj = Qj[2] - ((pt[0] - Gj[0]) * Qj[1] - (pt[1] - Gj[1]) * Qj[0])
             name_i = GROUND if bi == self.ground else self.body_names[bi]
             name_j = GROUND if bj == self.ground else self.body_names[bj]
-            out.append(JointReaction(joint=jt.label(), body_i=name_i, body_j=name_j, point=pt,
+            out.append(JointReaction(joint=jlabel, body_i=name_i, body_j=name_j, point=pt,
                                      force_i=Qi[:2].copy(), moment_i=float(mi),
                                      force_j=Qj[:2].copy(), moment_j=float(mj),
                                      multipliers=lam[rows].copy(),
@@ -1204,3 +1272,173 @@ class Model:
 
 #: alias
 Mechanism = Model
+
+
+# =========================================================================== stabilization
+_EPS = np.finfo(float).eps
+
+
+@dataclass(frozen=True)
+class LeastSquaresProjection(Projection):
+    """:class:`~gaussopt.Projection` for redundant joints and singular positions.
+
+    The same projected vector field as :class:`~gaussopt.Projection` (positions
+    onto ``Phi = 0``, velocities onto ``Phi_q v + Phi_t = 0``, after every step
+    and before every right-hand-side evaluation), with two differences that
+    redundant linkages passing through singular (folded) positions need:
+
+    1. Each Gauss--Newton correction is the minimum-norm **least-squares**
+       solution ``dx = argmin |dx|_W`` over ``argmin |Jn dx + rn|`` (rows
+       normalized, metric ``W = M`` when ``M`` is a positive diagonal (as in
+       body coordinates; a column scaling), else ``W = M + w Jn^T Jn``, which
+       gives the same correction when the rows are consistent; singular
+       directions of ``Jn W^{-1/2}`` below ``rank_tol`` relative dropped). For
+       the positions the threshold is at least ``100 dist / (1 + max|q|)``, ``dist``
+       the largest row-normalized residual: off the manifold by ``dist``, rows that
+       are redundant on it have singular values ``~dist`` and must still count
+       as redundant, or the step lands on the manifold far from the nearest
+       point (a tangential shift of the order of ``dist``). It never raises
+       :class:`~gaussopt.InconsistentConstraintsError`: with redundant rows the
+       residual being corrected is in the range of ``J`` only up to roundoff
+       (``~1e-16 |q|``), which is a large *relative* inconsistency of the
+       ``~1e-13`` residuals a projection corrects.
+    2. The default target ``tol = 1e-15`` sits at roundoff (iterations stop
+       when the correction stagnates at a few ulps). Near a folded position the
+       Jacobian has a singular value ``sigma -> 0``, and a residual test
+       ``|J v| <= tol`` admits a velocity error ``tol/sigma`` along the
+       near-null ("shaky") direction; through the convective term that error
+       makes ``A a = b`` inconsistent with the redundant rows (relative
+       ``~tol/sigma``) and perturbs the accelerations by ``~tol/sigma^2``.
+
+    Parameters
+    ----------
+    tol : float, default 1e-15
+        Target of the row-normalized residuals relative to ``1 + max|q|`` (``|v|``).
+    max_iter : int, default 10
+    velocity : bool, default True
+    rhs : bool, default True
+        Evaluate the right-hand side at the projected state (see
+        :class:`~gaussopt.Projection`).
+
+    Examples
+    --------
+    >>> import gaussopt as go
+    >>> from gaussopt import multibody as mb
+    >>> isinstance(mb.LeastSquaresProjection(), go.Projection)
+    True
+    """
+
+    tol: float = 1e-15
+
+    @staticmethod
+    def _correction(W: Optional[np.ndarray], J: np.ndarray, r: np.ndarray, rank_tol: float,
+                    diag: Optional[np.ndarray] = None, floor: float = 0.0) -> np.ndarray:
+        """Minimum-W-norm least-squares ``dx`` for ``J dx = -r`` (rows normalized).
+
+        With ``diag`` (a positive diagonal mass, ``W = diag(diag)``) the metric
+        factor is a column scaling; otherwise ``W`` is factorized (Cholesky).
+        On a consistent system ``M`` and ``M + w J^T J`` give the same ``dx``.
+        """
+        nr = np.sqrt(np.einsum("ij,ij->i", J, J))
+        nr = np.where(nr > 0, nr, 1.0)
+        rn = -r / nr
+        if diag is not None:
+            L = None
+            X = (J / nr[:, None] * (1.0 / np.sqrt(diag))).T       # W^-1/2 Jn^T, shape (n, m)
+        else:
+            L, info = lapack.dpotrf(W, lower=1, clean=1)
+            if info != 0:
+                raise ModelError(f"the projection metric M + w J^T J is not positive definite "
+                                 f"(Cholesky info={info}).")
+            X, _ = lapack.dtrtrs(L, (J / nr[:, None]).T, lower=1)  # L^-1 Jn^T
+        K = X.T @ X
+        LK, info = lapack.dpotrf(K, lower=1, clean=1)
+        if info == 0 and LK.diagonal().min() ** 2 > 1e-8 * float(K.diagonal().max()):
+            y, _ = lapack.dpotrs(LK, rn, lower=1)
+            z = X @ y
+        else:                                              # near-singular or redundant rows
+            U, s, Vt = np.linalg.svd(X.T, full_matrices=False)
+            thr = max(rank_tol, floor)
+            k = int(np.count_nonzero(s > thr * s[0])) if s.size and s[0] > 0 else 0
+            z = Vt[:k].T @ ((U[:, :k].T @ rn) / s[:k])
+        if L is None:
+            return z / np.sqrt(diag)
+        dx, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
+        return dx
+
+    def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
+                rank_tol: float = DEFAULT_RANK_TOL) -> tuple[np.ndarray, np.ndarray, int]:
+        """Return the projected ``(q, v)`` and the number of corrections applied."""
+        q = np.array(q, dtype=float)
+        v = np.array(v, dtype=float)
+        its = 0
+        M = system.mass(t, q)
+        w = mass_scale(M)
+        holonomic_only = not system.nonholonomic
+        d = np.diagonal(M)
+        diag = d if (np.all(d > 0) and np.count_nonzero(M) == np.count_nonzero(d)) else None
+
+        def metric(J):
+            if diag is not None:
+                return None
+            if J.shape[0] == 0:
+                return M + w * np.eye(system.n)
+            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
+            Jn = J / np.where(nr > 0, nr, 1.0)[:, None]
+            return M + w * (Jn.T @ Jn)
+
+        def distances(res, J):
+            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
+            return np.abs(res) / np.where(nr > 0, nr, 1.0)
+
+        def converged(dist, x):
+            return float(dist.max(initial=0.0)) <= self.tol * (1.0 + float(np.abs(x).max()))
+
+        J = None                       # position Jacobian, valid at the current q
+        if system.holonomic:
+            for _ in range(int(self.max_iter)):
+                phi = system.position_residual(t, q)
+                J = system.position_jacobian(t, q)
+                dist = distances(phi, J)
+                if converged(dist, q):
+                    break
+                Jm = J if holonomic_only else system.velocity_rows(t, q, v)
+                dq = self._correction(metric(Jm), J, phi, rank_tol, diag,
+                                      floor=100.0 * float(dist.max()) / (1.0 + float(np.abs(q).max())))
+                q += dq
+                J = None
+                its += 1
+                if float(np.abs(dq).max()) <= 4 * _EPS * (1.0 + float(np.abs(q).max())):
+                    break                                   # stagnated at roundoff
+        if not self.velocity or not (system.holonomic or system.nonholonomic):
+            return q, v, its
+        if holonomic_only:
+            # r = Phi_q v + Phi_t, exactly as Holonomic.velocity_residual; after a
+            # correction dv the residual is r + J dv (linear in v), no re-evaluation
+            if J is None:
+                J = system.position_jacobian(t, q)
+            if any(c.rheonomic or getattr(c, "_phi_t", None) is not None for c in system.holonomic):
+                r = system.velocity_residual(t, q, v)       # includes Phi_t
+            else:
+                r = J @ v
+            for _ in range(int(self.max_iter)):
+                if converged(distances(r, J), v):
+                    break
+                dv = self._correction(metric(J), J, r, rank_tol, diag)
+                v += dv
+                r = r + J @ dv
+                its += 1
+                if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
+                    break
+            return q, v, its
+        for _ in range(int(self.max_iter)):
+            r = system.velocity_residual(t, q, v)
+            J = system.velocity_rows(t, q, v)
+            if converged(distances(r, J), v):
+                break
+            dv = self._correction(metric(J), J, r, rank_tol, diag)
+            v += dv
+            its += 1
+            if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
+                break
+        return q, v, its
