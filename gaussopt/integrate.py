@@ -17,10 +17,13 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 from scipy import integrate as sci
+from scipy.linalg import lapack
 from scipy.optimize import minimize_scalar
 
 from .exceptions import GaussoptError, IndeterminateMotionError, ModelError
-from .linalg import mass_scale, solve_gauss
+from .linalg import DEFAULT_RANK_TOL, mass_scale, solve_gauss
+
+_EPS = float(np.finfo(float).eps)
 from .result import RankEvent, Trajectory
 from .solvers import StepSolver
 from .step import as_state, make_solver
@@ -98,15 +101,26 @@ class Projection:
     """Project the state back onto the constraints after every accepted step.
 
     Positions: Gauss--Newton iterations ``q <- q + dq`` with the minimum-norm
-    correction ``min 0.5 dq^T W dq  s.t.  Phi_q dq = -Phi`` in the metric
-    ``W = M + w J^T J`` (``J`` the row-normalized velocity-level Jacobian, ``w
-    = trace(M)/n``): the mass metric, augmented so that it stays positive
-    definite for singular ``M``. Velocities: the same correction for
-    ``J v + c = 0`` (iterated for nonlinear nonholonomic constraints).
+    least-squares correction of ``Phi_q dq = -Phi`` in the metric ``W = M``
+    (a column scaling when ``M`` is a positive diagonal, as in body
+    coordinates) or ``W = M + w J^T J`` (``J`` the row-normalized
+    velocity-level Jacobian, ``w = trace(M)/n``: the mass metric, augmented so
+    that it stays positive definite for singular ``M``). Velocities: the same
+    correction for ``J v + c = 0`` (iterated for nonlinear nonholonomic
+    constraints).
+
+    The corrections are least-squares and never raise on redundant rows: off
+    the manifold by ``dist``, rows that are redundant on it have singular
+    values ``~dist``, so directions below ``100 dist`` (relative) are dropped
+    for the positions; the residual being corrected is in the range of ``J``
+    only up to roundoff. The target sits at roundoff (iterations also stop when
+    the correction stagnates at a few ulps): near a singular position a
+    residual test ``|J v| <= tol`` would admit a velocity error ``tol/sigma``
+    along the near-null direction.
 
     Parameters
     ----------
-    tol : float, default 1e-13
+    tol : float, default 1e-15
         Target of the row-normalized residuals (``|Phi_i| / |grad Phi_i|``, a
         distance in the units of ``q``), relative to ``1 + |q|``.
     max_iter : int, default 10
@@ -124,7 +138,7 @@ class Projection:
         only after accepted steps.
     """
 
-    tol: float = 1e-13
+    tol: float = 1e-15
     max_iter: int = 10
     velocity: bool = True
     rhs: bool = True
@@ -135,56 +149,117 @@ class Projection:
         if int(self.max_iter) < 1:
             raise ModelError(f"Projection `max_iter` must be >= 1, found {self.max_iter!r}.")
 
+    @staticmethod
+    def _correction(W: Optional[np.ndarray], J: np.ndarray, r: np.ndarray, rank_tol: float,
+                    diag: Optional[np.ndarray] = None, floor: float = 0.0) -> np.ndarray:
+        """Minimum-W-norm least-squares ``dx`` for ``J dx = -r`` (rows normalized).
+
+        With ``diag`` (a positive diagonal mass, ``W = diag(diag)``) the metric
+        factor is a column scaling; otherwise ``W`` is factorized (Cholesky).
+        On a consistent system ``M`` and ``M + w J^T J`` give the same ``dx``.
+        """
+        nr = np.sqrt(np.einsum("ij,ij->i", J, J))
+        nr = np.where(nr > 0, nr, 1.0)
+        rn = -r / nr
+        if diag is not None:
+            L = None
+            X = (J / nr[:, None] * (1.0 / np.sqrt(diag))).T       # W^-1/2 Jn^T, shape (n, m)
+        else:
+            L, info = lapack.dpotrf(W, lower=1, clean=1)
+            if info != 0:
+                raise ModelError(f"the projection metric M + w J^T J is not positive definite "
+                                 f"(Cholesky info={info}).")
+            X, _ = lapack.dtrtrs(L, (J / nr[:, None]).T, lower=1)  # L^-1 Jn^T
+        K = X.T @ X
+        LK, info = lapack.dpotrf(K, lower=1, clean=1)
+        if info == 0 and LK.diagonal().min() ** 2 > 1e-8 * float(K.diagonal().max()):
+            y, _ = lapack.dpotrs(LK, rn, lower=1)
+            z = X @ y
+        else:                                              # near-singular or redundant rows
+            U, s, Vt = np.linalg.svd(X.T, full_matrices=False)
+            thr = max(rank_tol, floor)
+            k = int(np.count_nonzero(s > thr * s[0])) if s.size and s[0] > 0 else 0
+            z = Vt[:k].T @ ((U[:, :k].T @ rn) / s[:k])
+        if L is None:
+            return z / np.sqrt(diag)
+        dx, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
+        return dx
+
     def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
-                rank_tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray, int]:
-        """Return the projected ``(q, v)`` and the number of iterations used."""
-        q = q.copy()
-        v = v.copy()
+                rank_tol: float = DEFAULT_RANK_TOL) -> tuple[np.ndarray, np.ndarray, int]:
+        """Return the projected ``(q, v)`` and the number of corrections applied."""
+        q = np.array(q, dtype=float)
+        v = np.array(v, dtype=float)
         its = 0
         M = system.mass(t, q)
         w = mass_scale(M)
+        holonomic_only = not system.nonholonomic
+        d = np.diagonal(M)
+        diag = d if (np.all(d > 0) and np.count_nonzero(M) == np.count_nonzero(d)) else None
 
         def metric(J):
+            if diag is not None:
+                return None
             if J.shape[0] == 0:
                 return M + w * np.eye(system.n)
-            nr = np.sqrt((J * J).sum(axis=1))
+            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
             Jn = J / np.where(nr > 0, nr, 1.0)[:, None]
             return M + w * (Jn.T @ Jn)
 
+        def distances(res, J):
+            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
+            return np.abs(res) / np.where(nr > 0, nr, 1.0)
+
+        def converged(dist, x):
+            return float(dist.max(initial=0.0)) <= self.tol * (1.0 + float(np.abs(x).max()))
+
+        J = None                       # position Jacobian, valid at the current q
         if system.holonomic:
             for _ in range(int(self.max_iter)):
                 phi = system.position_residual(t, q)
                 J = system.position_jacobian(t, q)
-                nr = np.sqrt((J * J).sum(axis=1))
-                dist = np.abs(phi) / np.where(nr > 0, nr, 1.0)
-                if dist.max(initial=0.0) <= self.tol * (1.0 + float(np.abs(q).max())):
+                dist = distances(phi, J)
+                if converged(dist, q):
                     break
-                W = metric(system.velocity_rows(t, q, v))
-                try:
-                    dq = solve_gauss(W, np.zeros(system.n), J, -phi, rank_tol=rank_tol,
-                                     want_multipliers=False).a
-                except IndeterminateMotionError:
-                    dq = solve_gauss(W + w * np.eye(system.n), np.zeros(system.n), J, -phi,
-                                     rank_tol=rank_tol, want_multipliers=False).a
+                Jm = J if holonomic_only else system.velocity_rows(t, q, v)
+                dq = self._correction(metric(Jm), J, phi, rank_tol, diag,
+                                      floor=100.0 * float(dist.max()) / (1.0 + float(np.abs(q).max())))
                 q += dq
+                J = None
                 its += 1
-        if self.velocity and (system.holonomic or system.nonholonomic):
+                if float(np.abs(dq).max()) <= 4 * _EPS * (1.0 + float(np.abs(q).max())):
+                    break                                   # stagnated at roundoff
+        if not self.velocity or not (system.holonomic or system.nonholonomic):
+            return q, v, its
+        if holonomic_only:
+            # r = Phi_q v + Phi_t, exactly as Holonomic.velocity_residual; after a
+            # correction dv the residual is r + J dv (linear in v), no re-evaluation
+            if J is None:
+                J = system.position_jacobian(t, q)
+            if any(c.rheonomic or getattr(c, "_phi_t", None) is not None for c in system.holonomic):
+                r = system.velocity_residual(t, q, v)       # includes Phi_t
+            else:
+                r = J @ v
             for _ in range(int(self.max_iter)):
-                r = system.velocity_residual(t, q, v)
-                J = system.velocity_rows(t, q, v)
-                nr = np.sqrt((J * J).sum(axis=1))
-                dist = np.abs(r) / np.where(nr > 0, nr, 1.0)
-                if dist.max(initial=0.0) <= self.tol * (1.0 + float(np.abs(v).max())):
+                if converged(distances(r, J), v):
                     break
-                W = metric(J)
-                try:
-                    dv = solve_gauss(W, np.zeros(system.n), J, -r, rank_tol=rank_tol,
-                                     want_multipliers=False).a
-                except IndeterminateMotionError:
-                    dv = solve_gauss(W + w * np.eye(system.n), np.zeros(system.n), J, -r,
-                                     rank_tol=rank_tol, want_multipliers=False).a
+                dv = self._correction(metric(J), J, r, rank_tol, diag)
                 v += dv
+                r = r + J @ dv
                 its += 1
+                if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
+                    break
+            return q, v, its
+        for _ in range(int(self.max_iter)):
+            r = system.velocity_residual(t, q, v)
+            J = system.velocity_rows(t, q, v)
+            if converged(distances(r, J), v):
+                break
+            dv = self._correction(metric(J), J, r, rank_tol, diag)
+            v += dv
+            its += 1
+            if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
+                break
         return q, v, its
 
 

@@ -218,7 +218,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
             f"SVD of the constraint rows failed (LAPACK info={info}).")
     sqw = math.sqrt(w)
     thr = rank_tol / sqw
-    r = m if s[-1] > thr else int(np.count_nonzero(s > thr))
+    # more rows than coordinates: only n singular values, so at most rank n
+    r = m if (s.size == m and s[-1] > thr) else int(np.count_nonzero(s > thr))
     res = bn - C.T @ y
     Vr = Vt[:r]
     coef = (Vr @ res) / s[:r]

@@ -314,13 +314,6 @@ def test_reactions_of_a_beam_on_supports_lever_rule():
         assert R == pytest.approx(coef[0] + coef[1] * x, rel=1e-10), solver
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library bug (gaussopt/linalg.py, solve_gauss): with more rows than coordinates "
-    "(m > n) the SVD of C (n x m) has only n singular values, `r = m if s[-1] > thr` "
-    "reports rank m, skips the consistency check and returns multipliers that are not "
-    "the minimum-norm ones (closed form: (6.05, 14.91, 0, 12.39) instead of "
-    "(6.98, 15.63, 0, 10.74)). Fix: `r = m if s.size == m and s[-1] > thr else "
-    "count(s > thr)`."))
 def test_closed_form_multipliers_with_more_rows_than_coordinates():
     m, a, b, c = 3.4, 0.7, 0.45, -0.2
     beam = mb.Body.uniform_rod("beam", m, 2.2)
