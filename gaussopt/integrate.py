@@ -498,15 +498,10 @@ def _single_thread_blas(n: int):
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _simulate(system: System, t_span: Sequence[float], q0, v0, *,
-             solver: Union[str, StepSolver] = "closed_form", method: Optional[str] = None,
-             dt: Optional[float] = None, rtol: float = 1e-9, atol: float = 1e-9,
-             t_eval: Optional[Sequence[float]] = None,
-             stabilization: Union[None, Baumgarte, Projection] = None,
-             solver_options: Optional[dict] = None, project_initial: bool = False,
-             consistency_tol: float = 1e-8, monitor_rank: bool = True,
-             max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None
-             ) -> Trajectory:
+def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
+              solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
+              progress) -> Trajectory:
+    """:func:`simulate` without the BLAS thread limit (arguments as documented there)."""
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
