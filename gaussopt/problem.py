@@ -48,6 +48,9 @@ class Problem:
         The rows of :func:`gaussopt.compare.compare` for this problem.
     draw : callable, optional
         ``draw(ax, q)`` draws the mechanism at configuration ``q`` on a matplotlib Axes.
+    model : object, optional
+        The object the system was built from, when there is one (a
+        :class:`gaussopt.multibody.Model`, a :class:`gaussopt.symbolic.SymbolicModel`).
     """
 
     name: str
@@ -63,6 +66,7 @@ class Problem:
     solver_settings: dict = field(default_factory=dict)
     solvers: tuple = ("closed_form", "lagrange", "qp", "ga")
     draw: Optional[Callable] = None
+    model: Any = None
 
     def simulate(self, solver: str = "closed_form", **overrides: Any):
         """Run :func:`gaussopt.simulate` with the recommended settings, updated by
