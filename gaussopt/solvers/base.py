@@ -163,8 +163,16 @@ class StepSolver:
         return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
 
     def acceleration(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Hot path: accelerations only (no multipliers, no diagnostics)."""
-        return self.solve(t, q, v).a
+        """Hot path: accelerations only (no constraint force, Gauss value, residual or
+        objective-mismatch diagnostics)."""
+        M, F, A, b = self._prepare(t, q, v)
+        if self.objective == "paper":
+            F, _ = self._objective_force(M, F)
+        a = self._solve(t, q, v, M, F, A, b)[0]
+        if not np.all(np.isfinite(a)):
+            from ..exceptions import SolverError
+            raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
+        return a
 
     def reset(self) -> None:
         """Forget state carried between steps (warm starts)."""

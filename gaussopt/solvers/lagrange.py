@@ -54,7 +54,7 @@ class Lagrange(StepSolver):
         L, info = lapack.dpotrf(M / w + An.T @ An, lower=1, clean=1)
         if info != 0 or np.min(np.diag(L)) < self.rank_tol:
             raise _indeterminate(M, An, w, self.coords)
-        s = np.linalg.svd(An, compute_uv=False)
+        s = lapack.dgesdd(An, compute_uv=0)[1]      # singular values only (LAPACK, no wrapper cost)
         r = int(np.count_nonzero(s > self.rank_tol * max(float(s[0]), 1e-300)))
         if r == m:
             K = np.zeros((n + m, n + m))
