@@ -150,8 +150,6 @@ def _extra_figures(pb, trajs: dict, out: Path) -> list:
         t_end = trajs["ga"].t[-1]
         lag = trajs["lagrange"]
         sel = lag.t <= t_end + 1e-12
-        from .result import Trajectory  # noqa: F401 - for type clarity
-
         plotting.plot_outputs(pb, {"GA (optimization)": trajs["ga"]}, "y1", ax=a1, reference=False)
         a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"], "--",
                 label="Lagrange-I")

@@ -20,8 +20,8 @@ from scipy import integrate as sci
 from scipy.linalg import lapack
 from scipy.optimize import minimize_scalar
 
-from .exceptions import GaussoptError, IndeterminateMotionError, ModelError
-from .linalg import DEFAULT_RANK_TOL, mass_scale, solve_gauss
+from .exceptions import GaussoptError, ModelError
+from .linalg import DEFAULT_RANK_TOL, mass_scale
 
 _EPS = float(np.finfo(float).eps)
 from .result import RankEvent, Trajectory
@@ -413,6 +413,51 @@ def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, to
     return out
 
 
+def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, options: dict,
+              max_steps: int, after_step: Callable, counter: dict) -> tuple[int, str]:
+    """Step a :func:`scipy.integrate.solve_ivp` method one accepted step at a time.
+
+    ``after_step(ode, t_prev, dense) -> (y_new, changed)`` is called after every
+    accepted step (``dense`` the step's interpolant): the caller records its
+    outputs and may replace the state (a projection, a change of chart). A
+    changed state restarts the method: in place for the explicit Runge--Kutta
+    methods (their first-same-as-last derivative re-evaluated), with a new
+    solver object started at the last step size for the others.
+    ``counter["steps"]`` counts accepted steps (kept if an exception escapes).
+
+    Returns
+    -------
+    status : int
+        0 at the end of the span, 1 on ``max_steps`` or a failed step.
+    message : str
+    """
+    cls = IVP_METHODS[method]
+
+    def start(tt, yy, h=None):
+        kw = dict(options)
+        if h:
+            kw["first_step"] = min(h, t1 - tt) if t1 > tt else h
+        return cls(rhs, tt, yy, t1, **kw)
+
+    ode = start(t0, y0)
+    while ode.status == "running":
+        if counter["steps"] >= max_steps:
+            return 1, f"Stopped after max_steps={max_steps} steps."
+        t_prev = ode.t
+        msg = ode.step()
+        if ode.status == "failed":
+            return 1, f"{method} failed at t={ode.t}: {msg}"
+        counter["steps"] += 1
+        y_new, changed = after_step(ode, t_prev, ode.dense_output())
+        if changed and ode.status == "running":
+            if method in _RK_METHODS:
+                ode.y = y_new.copy()
+                ode.f = ode.fun(ode.t, ode.y)
+            else:
+                ode = start(ode.t, y_new, ode.step_size)
+    return 0, "The integration reached the end of t_span."
+
+
 # --------------------------------------------------------------------------- simulate
 def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              solver: Union[str, StepSolver] = "closed_form", method: Optional[str] = None,
@@ -644,51 +689,36 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                 if progress is not None:
                     progress(t)
         else:
-            cls = IVP_METHODS[method]
             kw: dict[str, Any] = {"rtol": rtol, "atol": atol}
             if dt is not None:
                 kw["first_step"] = dt
 
-            def new_solver(tt, yy, first=None):
-                k = dict(kw)
-                if first is not None:
-                    k["first_step"] = first
-                return cls(rhs, tt, yy, t1, **k)
-
-            ode = new_solver(t, y)
-            while ode.status == "running":
-                if steps >= max_steps:
-                    status, message = 1, f"Stopped after max_steps={max_steps} steps."
-                    break
-                t_prev = ode.t
-                msg = ode.step()
-                if ode.status == "failed":
-                    status, message = 1, f"{method} failed at t={ode.t}: {msg}"
-                    break
-                steps += 1
-                dense = ode.dense_output()
+            def after_step(ode, t_prev, dense):
+                nonlocal t, y
 
                 def interp(tt, dense=dense):
                     yy = dense(tt)
                     return yy[:n], yy[n:]
 
-                y_new = ode.y.copy()
+                y_new, changed = ode.y.copy(), False
                 if projector is not None:
                     y_proj, its = project_y(ode.t, y_new)
                     if its:
-                        y_new = y_proj
-                        if method in _RK_METHODS:
-                            ode.y = y_new.copy()
-                            ode.f = ode.fun(ode.t, ode.y)
-                        elif ode.status == "running":
-                            h_last = ode.step_size if ode.step_size else None
-                            ode = new_solver(ode.t, y_new, h_last)
+                        y_new, changed = y_proj, True
                 emit(t_prev, ode.t, interp, y_new)
                 if monitor is not None:
                     monitor.update(ode.t, y_new[:n], y_new[n:], interp, t_prev)
                 t, y = ode.t, y_new
                 if progress is not None:
                     progress(t)
+                return y_new, changed
+
+            counter = {"steps": 0}
+            try:
+                status, message = drive_ivp(method, rhs, t, y, t1, kw, max_steps, after_step,
+                                            counter)
+            finally:
+                steps = counter["steps"]
     except KeyboardInterrupt:
         status, message = 1, f"Interrupted (KeyboardInterrupt) at t={t}."
     except (GaussoptError, np.linalg.LinAlgError, FloatingPointError, ValueError) as e:

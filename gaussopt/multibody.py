@@ -72,12 +72,10 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from scipy.linalg import lapack
-
 from .constraints import Holonomic
 from .exceptions import ModelError
 from .integrate import Projection
-from .linalg import DEFAULT_RANK_TOL, mass_scale, min_norm_multipliers, null_space_split
+from .linalg import DEFAULT_RANK_TOL, min_norm_multipliers, null_space_split
 from .result import StepResult
 from .system import System
 

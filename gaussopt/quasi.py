@@ -90,12 +90,12 @@ import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
-from scipy import integrate as sci
 from scipy.linalg import qr as _qr
 
 from .constraints import Holonomic, Nonholonomic
 from .exceptions import (GaussoptError, IndeterminateMotionError, ModelError,
                          UnsupportedConstraintError)
+from .integrate import IVP_METHODS, Projection, drive_ivp
 from .linalg import DEFAULT_RANK_TOL, min_norm_multipliers
 from .result import Trajectory
 from .step import as_state
@@ -104,9 +104,7 @@ from .system import System
 __all__ = ["QuasiVelocities", "QUASI_METHODS"]
 
 _H = 1e-30  # complex step
-QUASI_METHODS = {"RK23": sci.RK23, "RK45": sci.RK45, "DOP853": sci.DOP853,
-                 "Radau": sci.Radau, "BDF": sci.BDF, "LSODA": sci.LSODA}
-_RK = ("RK23", "RK45", "DOP853")
+QUASI_METHODS = IVP_METHODS      # the solve_ivp methods, driven by integrate.drive_ivp
 _ComplexWarning = getattr(getattr(np, "exceptions", np), "ComplexWarning")  # numpy < 1.25
 _CHART_FLOOR = 1e-4  # S eigenvalue (cos^2 of a principal angle) below which a chart is broken
 
@@ -718,7 +716,6 @@ class QuasiVelocities:
             (shape (N, k)) and ``meta["chart_switches"]`` the re-anchoring
             times; on a failure the part computed so far with ``success=False``.
         """
-        from .integrate import Projection  # local: integrate imports the step machinery
 
         system, n = self.system, self.n
         try:
@@ -795,29 +792,12 @@ class QuasiVelocities:
             if ev is None or ev[0] == t0:
                 record(t0, y)
                 ev_i = 1 if ev is not None else 0
-            cls = QUASI_METHODS[method]
             kw: dict[str, Any] = {"rtol": rtol, "atol": atol, "max_step": max_step}
             if first_step is not None:
                 kw["first_step"] = first_step
 
-            def start(tt, yy, h=None):
-                k2 = dict(kw)
-                if h is not None:
-                    k2["first_step"] = min(h, t1 - tt) if t1 > tt else h
-                return cls(self.rhs, tt, yy, t1, **k2)
-
-            ode = start(t0, y)
-            while ode.status == "running":
-                if steps >= max_steps:
-                    status, message = 1, f"Stopped after max_steps={max_steps} steps."
-                    break
-                t_prev = ode.t
-                msg = ode.step()
-                if ode.status == "failed":
-                    status, message = 1, f"{method} failed at t={ode.t}: {msg}"
-                    break
-                steps += 1
-                dense = ode.dense_output()
+            def after_step(ode, t_prev, dense):
+                nonlocal t, y, ev_i, n_proj
                 y_new = ode.y.copy()
                 changed = False
                 if projector is not None:
@@ -852,15 +832,17 @@ class QuasiVelocities:
                         turn = float(np.linalg.norm(
                             fr_end.Vr @ ((fr_end.Ur.T @ R) / fr_end.sr[:, None]), 2))
                         ode.max_step = min(max_step, 0.5 / turn) if turn > 0 else max_step
-                if changed and ode.status == "running":
-                    if method in _RK:
-                        ode.y = y_new.copy()
-                        ode.f = ode.fun(ode.t, ode.y)
-                    else:
-                        ode = start(ode.t, y_new, ode.step_size or None)
                 t, y = ode.t, y_new
                 if progress is not None:
                     progress(t)
+                return y_new, changed
+
+            counter = {"steps": 0}
+            try:
+                status, message = drive_ivp(method, self.rhs, t0, y, t1, kw, max_steps,
+                                            after_step, counter)
+            finally:
+                steps = counter["steps"]
         except KeyboardInterrupt:
             status, message = 1, f"Interrupted (KeyboardInterrupt) at t={t}."
         except (GaussoptError, np.linalg.LinAlgError, FloatingPointError, ValueError) as e:

@@ -1028,27 +1028,24 @@ def _constant_tqv(model: SymbolicModel, piece: str, vals: dict) -> Callable:
     return lambda t, q, v: val
 
 
-class _SymbolicHolonomic(Holonomic):
-    """Holonomic constraints with exact, compiled derivatives; ``rows`` evaluates
-    ``Phi_q`` and ``gamma`` in one call (shared subexpressions)."""
+class _CompiledRows:
+    """Mixin: ``rows`` evaluates the Jacobian and ``gamma`` in one compiled call
+    (shared subexpressions); the other methods use the separate callables."""
 
-    def __init__(self, phi, jacobian, gamma, rows, **kw) -> None:
-        super().__init__(phi, jacobian, gamma, **kw)
+    def __init__(self, fun, jacobian, gamma, rows, **kw) -> None:
+        super().__init__(fun, jacobian, gamma, **kw)
         self._rows = rows
 
     def rows(self, t, q, v):
         return self._rows(t, q, v)
 
 
-class _SymbolicNonholonomic(Nonholonomic):
+class _SymbolicHolonomic(_CompiledRows, Holonomic):
+    """Holonomic constraints with exact, compiled ``Phi_q`` and ``gamma``."""
+
+
+class _SymbolicNonholonomic(_CompiledRows, Nonholonomic):
     """Nonholonomic constraints with exact, compiled ``f_v`` and ``gamma``."""
-
-    def __init__(self, f, jacobian, gamma, rows, **kw) -> None:
-        super().__init__(f, jacobian, gamma, **kw)
-        self._rows = rows
-
-    def rows(self, t, q, v):
-        return self._rows(t, q, v)
 
 
 class _SymbolicAcceleration(AccelerationConstraint):

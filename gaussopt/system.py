@@ -6,7 +6,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
+from .constraints import Constraint, Holonomic, Nonholonomic
 from .exceptions import ModelError
 
 __all__ = ["System"]

@@ -61,13 +61,13 @@ times the free particle's).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 from gaussopt.exceptions import GaussoptError, ModelError
 
 __all__ = ["system", "model_rhs", "simulate_model", "reference", "stop_time", "build", "outputs",
@@ -373,9 +373,6 @@ def build(**params) -> go.Problem:
         raise ModelError(f"`t_end` must be positive, found {t_end}.")
     q0 = np.array([p["x0"], p["y0"], p["z0"]])
     v0 = np.array([p["vx0"], p["vy0"], k * s0])
-    extra = {}
-    if "solvers" in {f.name for f in dataclasses.fields(go.Problem)}:
-        extra["solvers"] = ("closed_form", "lagrange", "qp")
     ref_params = {kk: v for kk, v in params.items() if kk != "t_end"}
     return go.Problem(
         name="appell_hamel", system=system(**phys), q0=q0, v0=v0, t_span=(0.0, float(t_end)),
@@ -384,7 +381,7 @@ def build(**params) -> go.Problem:
                     "model (horizontal speed decreasing linearly, fixed heading).",
         settings={"method": "DOP853", "rtol": 1e-12, "atol": 1e-12,
                   "t_eval": np.linspace(0.0, float(t_end), 201)},
-        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
+        solver_settings={"ga": ga_settings(t_end),
                          "qp": {"t_span": (0.0, min(t_end, 0.5))}},
         outputs=outputs, reference=lambda t: reference(t, "chetaev", **ref_params),
-        params={**p, "t_end": float(t_end)}, **extra)
+        params={**p, "t_end": float(t_end)}, solvers=("closed_form", "lagrange", "qp"))

@@ -97,6 +97,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipeinc
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 
 __all__ = ["CASES", "build", "system", "rho", "rho_d1", "rho_d2", "arc_integral",
@@ -672,8 +673,7 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
     params = dict(p, case=case, rolling=rolling, unilateral=unilateral,
                   baumgarte=None if baumgarte is None else repr(baumgarte), dt=dt,
                   integrator=integrator if dt is not None else None)
-    solver_settings = {"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2)),
-                              "stabilization": stab}}
+    solver_settings = {"ga": {**ga_settings(t_end), "stabilization": stab}}
     if dt is not None:
         solver_settings["ga"]["t_eval"] = None
     return go.Problem(name=f"ellipse_rolling_{case}", system=sysm, q0=q0, v0=v0,

@@ -13,13 +13,13 @@ integrated at rtol = atol = 1e-13.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 
 G = 9.8
 
@@ -149,7 +149,7 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
             # alpha = beta = 10) instead of the projection
             "lagrange_baumgarte": {"solver": "lagrange", "stabilization": go.Baumgarte(10.0, 10.0)},
             # the GA costs ~10 ms per solve: a short run with the paper-style fixed step
-            "ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
+            "ga": ga_settings(t_end),
         },
         solvers=("closed_form", "lagrange", "lagrange_baumgarte", "qp", "ga"),
         draw=lambda ax, q: draw(ax, q, l=l),

@@ -15,6 +15,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipk
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 
 
 def period(l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0) -> float:
@@ -56,7 +57,7 @@ def build(m: float = 1.0, l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0
                     f"vertical; exact period {period(l, g, th0_deg):.10f} s.",
         settings={"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
                   "stabilization": go.Projection()},
-        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.3))},
+        solver_settings={"ga": ga_settings(t_end, 0.3),
                          "lagrange_baumgarte": {"solver": "lagrange",
                                                 "stabilization": go.Baumgarte(10.0, 10.0)}},
         outputs=outputs, reference=reference, draw=draw,

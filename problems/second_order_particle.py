@@ -26,12 +26,12 @@ v0 = (1, 0, 2), 5 s.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 
 __all__ = ["system", "reference", "build", "outputs"]
@@ -105,10 +105,6 @@ def build(m: float = 1.0, g: float = G, t_end: float = 5.0,
         raise ModelError(f"`q0` and `v0` must have 3 components, found {q0a.shape}, {v0a.shape}.")
     if not t_end > 0:
         raise ModelError(f"`t_end` must be positive, found {t_end}.")
-    extra = {}
-    fields = {f.name for f in dataclasses.fields(go.Problem)}
-    if "solvers" in fields:
-        extra["solvers"] = ("closed_form", "lagrange", "qp")
     return go.Problem(
         name="second_order_particle", system=system(m, g), q0=q0a, v0=v0a, t_span=(0.0, t_end),
         description="Paper 004, example 1: particle with the second-order (constant-speed) "
@@ -116,8 +112,8 @@ def build(m: float = 1.0, g: float = G, t_end: float = 5.0,
                     "acceleration-level constraint directly.",
         settings={"method": "DOP853", "rtol": 1e-12, "atol": 1e-12,
                   "t_eval": np.linspace(0.0, t_end, int(round(t_end / 0.01)) + 1)},
-        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
+        solver_settings={"ga": ga_settings(t_end),
                          "qp": {"t_span": (0.0, min(t_end, 1.0))}},
         outputs=outputs, reference=lambda t: reference(t, q0a, v0a, g),
         params={"m": m, "g": g, "t_end": t_end, "q0": q0a.tolist(), "v0": v0a.tolist()},
-        **extra)
+        solvers=("closed_form", "lagrange", "qp"))

@@ -35,13 +35,13 @@ quadrature of products of sines and cosines); otherwise the hand-derived
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 from gaussopt.quasi import QuasiVelocities
 
@@ -295,13 +295,6 @@ def build(formulation: str = "gauss", **params) -> go.Problem:
     phys = {k: p[k] for k in _PHYS}
     q0, v0 = _initial(p)
     t_end = p["t_end"]
-    extra = {}
-    fields = {f.name for f in dataclasses.fields(go.Problem)}
-    if "draw" in fields:
-        extra["draw"] = draw
-    if "solvers" in fields:
-        extra["solvers"] = ("closed_form", "lagrange", "qp", "ga", "quasi", "quasi_auto",
-                            "routh_sincos", "routh_tan")
 
     def runner(formulation):
         def go_run(t_span, **kw):
@@ -314,11 +307,13 @@ def build(formulation: str = "gauss", **params) -> go.Problem:
                     "the regular constraint -x' sin phi + y' cos phi = 0.",
         settings={"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
                   "t_eval": np.linspace(0.0, t_end, int(round(t_end / 0.02)) + 1)},
-        solver_settings={"ga": {"method": "rk4", "dt": 1e-3, "t_span": (0.0, min(t_end, 0.2))},
+        solver_settings={"ga": ga_settings(t_end),
                          "qp": {"t_span": (0.0, min(t_end, 2.0))},
                          **{f: runner(f) for f in ("quasi", "quasi_auto", "routh_sincos",
                                                    "routh_tan")}},
-        outputs=outputs, reference=lambda t: reference(t, **params), params=p, **extra)
+        outputs=outputs, reference=lambda t: reference(t, **params), params=p, draw=draw,
+        solvers=("closed_form", "lagrange", "qp", "ga", "quasi", "quasi_auto", "routh_sincos",
+                 "routh_tan"))
 
 
 def run(formulation: str = "gauss", *, rtol: float = 1e-11, atol: float = 1e-11,
