@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import pkgutil
 import sys
 from pathlib import Path
@@ -90,6 +91,100 @@ def _settings(args) -> dict:
     return kw
 
 
+# --------------------------------------------------------------------------- output paths
+class _OutputPathError(Exception):
+    """An output path given on the command line cannot be written; the message names
+    the option and the path."""
+
+
+def _missing_parent(path: Path) -> str:
+    """Why the directory ``path`` is not there: a component is a file, or it does not exist."""
+    for anc in (path, *path.parents):
+        if anc.exists():
+            if not anc.is_dir():
+                return f"{str(anc)!r} is a file, not a directory"
+            break
+    return f"the directory {str(path)!r} does not exist"
+
+
+def _check_output_file(option: str, value: str, target: Path, *, replaced: bool) -> None:
+    """Raise :class:`_OutputPathError` unless ``target`` (the file ``value`` names) can be
+    written: its directory exists and is writable and it is not a directory itself.
+    ``replaced``: the file is written elsewhere and renamed onto ``target`` (an
+    existing read-only file is then no obstacle)."""
+    where = f"{option} {value!r}"
+    parent = target.parent
+    if target.is_dir():
+        raise _OutputPathError(f"{where}: {str(target)!r} is a directory")
+    if not parent.is_dir():
+        raise _OutputPathError(f"{where}: {_missing_parent(parent)}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _OutputPathError(f"{where}: the directory {str(parent)!r} is not writable")
+    if not replaced and target.exists() and not os.access(target, os.W_OK):
+        raise _OutputPathError(f"{where}: {str(target)!r} exists and is not writable")
+
+
+def _save_target(value: str) -> Path:
+    """The file ``--save VALUE`` writes (``.npz`` appended as Trajectory.save does)."""
+    from .result import _npz_path
+
+    if Path(value).is_dir():      # would write VALUE.npz beside it: surely not what was meant
+        raise _OutputPathError(f"--save {value!r}: it is a directory; give a file name")
+    target = _npz_path(value)
+    _check_output_file("--save", value, target, replaced=True)
+    return target
+
+
+def _plot_target(value: str) -> Path:
+    """The file ``--plot VALUE`` writes; its extension must be a matplotlib format
+    (none: matplotlib's ``savefig.format``, appended as ``Figure.savefig`` does)."""
+    import matplotlib
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if Path(value).is_dir():
+        raise _OutputPathError(f"--plot {value!r}: it is a directory; give a file name")
+    ext = os.path.splitext(value)[1][1:].lower()
+    target = Path(value)
+    if not ext:
+        target = Path(f"{value}.{matplotlib.rcParams['savefig.format']}")
+    else:
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if ext not in formats:
+            raise _OutputPathError(f"--plot {value!r}: unsupported figure format {ext!r} "
+                                   f"(supported: {', '.join(sorted(formats))})")
+    _check_output_file("--plot", value, target, replaced=False)
+    return target
+
+
+def _prepare_out_dir(value: str) -> Path:
+    """Create the ``--out`` directory (with its parents) and check that it is writable."""
+    out = Path(value)
+    where = f"--out {value!r}"
+    if out.exists() and not out.is_dir():
+        raise _OutputPathError(f"{where}: {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        reason = _missing_parent(out.parent) if isinstance(e, (NotADirectoryError,
+                                                               FileExistsError)) else e.strerror
+        raise _OutputPathError(f"{where}: cannot create the directory ({reason or e})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise _OutputPathError(f"{where}: the directory {str(out)!r} is not writable")
+    return out
+
+
+def _check_out_files(value: str, out: Path, names: Sequence[str]) -> None:
+    """The files ``compare`` writes into ``out`` must not be directories or read-only."""
+    for name in names:
+        target = out / name
+        _check_output_file("--out", value, target, replaced=name.endswith(".npz"))
+
+
+def _path_error(command: str, e: _OutputPathError) -> int:
+    print(f"gaussopt {command}: error: {e}; nothing was computed.", file=sys.stderr)
+    return 2
+
+
 def cmd_list(args) -> int:
     for name in _problem_names():
         mod = load_problem_module(name)
@@ -99,6 +194,12 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    # every output path is checked before anything is computed
+    try:
+        save_to = _save_target(args.save) if args.save else None
+        plot_to = _plot_target(args.plot) if args.plot else None
+    except _OutputPathError as e:
+        return _path_error("run", e)
     mod = load_problem_module(args.problem)
     pb = mod.build(**_parse_params(args.param))
     kw = _settings(args)
@@ -123,13 +224,13 @@ def cmd_run(args) -> int:
         print(f"  rank event t={e.t:.9g} {e.kind} rows={e.rows} sigma_min={e.sigma_min:.2g}")
     if len(tr.rank_events) > 10:
         print(f"  ... {len(tr.rank_events)} rank events in all")
-    if args.save:
-        print(f"saved {tr.save(args.save)}")
-    if args.plot:
+    if save_to is not None:
+        print(f"saved {tr.save(save_to)}")
+    if plot_to is not None:
         from .plotting import summary_figure
 
-        summary_figure(pb, {args.solver: tr}, path=args.plot)
-        print(f"plot {args.plot}")
+        summary_figure(pb, {args.solver: tr}, path=plot_to)
+        print(f"plot {plot_to}")
     return 0 if tr.success else 1
 
 
@@ -182,10 +283,22 @@ def _extra_figures(pb, trajs: dict, out: Path) -> list:
 def cmd_compare(args) -> int:
     from .compare import compare
 
-    mod = load_problem_module(args.problem)
+    mod = load_problem_module(args.problem)     # an unknown name exits before --out is made
+    # the output directory is created and checked before anything is built or computed
+    try:
+        out = _prepare_out_dir(args.out)
+    except _OutputPathError as e:
+        return _path_error("compare", e)
     pb = mod.build(**_parse_params(args.param))
     solvers = ([s.strip() for s in args.solvers.split(",") if s.strip()]
                if args.solvers else None)
+    try:
+        _check_out_files(args.out, out, ["table.csv", "table.md", f"{pb.name}_compare.png"]
+                         + [f"{pb.name}_{s}.npz" for s in (solvers or pb.solvers)]
+                         + [f"{pb.name}_{x}.png" for x in ("y1_ga_vs_lagrange", "multipliers",
+                                                           "frames")])
+    except _OutputPathError as e:
+        return _path_error("compare", e)
     kw = _settings(args)
     bars = {}
 
@@ -201,8 +314,6 @@ def cmd_compare(args) -> int:
         if bar is not None:
             bar.close()
     print(comp.to_markdown())
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     comp.to_csv(out / "table.csv")
     (out / "table.md").write_text(comp.to_markdown() + "\n")
     for name, tr in comp.trajectories.items():

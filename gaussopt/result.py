@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import stat
+import struct
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+from numpy.lib.npyio import NpzFile
 
 from .exceptions import ModelError
 
@@ -174,18 +181,109 @@ class Trajectory:
 
     # ------------------------------------------------------------------ I/O
     def save(self, path) -> Path:
-        """Write every array, the coordinates, events, stats and metadata to ``.npz``."""
-        path = Path(path)
+        """Write every array, the coordinates, events, stats and metadata to ``.npz``.
+
+        The file is written atomically: the data go to a temporary file in the
+        destination directory, which is flushed to disk and then renamed onto
+        ``path``. An interruption (an exception, ``KeyboardInterrupt``) leaves
+        an existing file at ``path`` untouched and no temporary file behind.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination; ``".npz"`` is appended when the name does not end with
+            it (as :func:`numpy.savez` does).
+
+        Returns
+        -------
+        Path
+            The path written, with its ``.npz`` suffix.
+
+        Examples
+        --------
+        >>> p = traj.save("run")              # doctest: +SKIP
+        >>> p.name                            # doctest: +SKIP
+        'run.npz'
+        """
+        final = _npz_path(path)
         arrays = {k: np.asarray(getattr(self, k)) for k in _ARRAYS if getattr(self, k) is not None}
         header = {
             "coordinates": list(self.coordinates), "status": self.status, "message": self.message,
             "meta": self.meta, "stats": self.stats,
             "rank_events": [e.as_dict() for e in self.rank_events],
-            "has_energy": self.energy is not None, "format": 1,
+            "has_energy": self.energy is not None, "format": _FORMAT,
         }
-        np.savez_compressed(path, __header__=np.array(json.dumps(header, default=_jsonable)),
-                            **arrays)
-        return path if path.suffix == ".npz" else path.with_name(path.name + ".npz")
+        # encode before touching the file system: an unencodable header leaves no trace
+        header_json = np.array(json.dumps(header, default=_jsonable))
+        _write_atomic(final, lambda fh: np.savez_compressed(fh, __header__=header_json, **arrays))
+        return final
+
+
+#: Version of the ``.npz`` layout written by :meth:`Trajectory.save`.
+_FORMAT = 1
+#: Versions :func:`load` reads.
+_READABLE_FORMATS = (1,)
+
+
+def _npz_path(path) -> Path:
+    """``path`` with ``".npz"`` appended unless its name already ends with it (numpy's rule)."""
+    path = Path(path)
+    return path if path.name.endswith(".npz") else path.with_name(path.name + ".npz")
+
+
+def _write_atomic(final: Path, write) -> None:
+    """Call ``write(fh)`` on a temporary file next to ``final``, fsync it, rename it onto ``final``.
+
+    On any exception (``KeyboardInterrupt`` included) the temporary file is
+    removed and the exception re-raised; ``final`` is then unchanged.
+    """
+    directory = final.parent
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    tmp = None
+    try:
+        while True:
+            candidate = directory / f".{final.name}.{secrets.token_hex(6)}.tmp"
+            try:
+                # mode 0o666 filtered by the umask: the same permissions as a direct write
+                fd = os.open(candidate, flags, 0o666)
+            except FileExistsError:                # pragma: no cover - 48 random bits collide
+                continue
+            except OSError as e:                   # name the file asked for, not the temporary
+                e.filename = str(final)
+                raise
+            tmp = candidate
+            break
+        with os.fdopen(fd, "wb") as fh:
+            try:                                   # an overwritten file keeps its permissions
+                os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
+            except OSError:
+                pass
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+    except BaseException:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable where the platform allows it (POSIX)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:                                # pragma: no cover - Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:                                # pragma: no cover - some file systems
+        pass
+    finally:
+        os.close(fd)
 
 
 def _jsonable(x: Any):
@@ -198,19 +296,231 @@ def _jsonable(x: Any):
     return str(x)
 
 
+#: Arrays of shape (N, n), n = len(coordinates).
+_STATE_ARRAYS = ("q", "v", "a", "constraint_force")
+#: Arrays of shape (N,).
+_SAMPLE_ARRAYS = ("position_residual", "velocity_residual", "acceleration_residual",
+                  "sigma_min", "rank", "energy")
+#: Arrays every file must hold (``energy`` is required only when ``has_energy``).
+_REQUIRED_ARRAYS = tuple(k for k in _ARRAYS if k != "energy")
+_RANK_EVENT_TYPES = {"t": "number", "kind": "str", "rank_before": "int", "rank_min": "int",
+                     "rank_after": "int", "rows": "list of str", "sigma_min": "number"}
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _has_type(x, kind: str) -> bool:
+    if kind == "int":
+        return _is_int(x)
+    if kind == "number":
+        return _is_number(x)
+    if kind == "str":
+        return isinstance(x, str)
+    if kind == "list of str":
+        return isinstance(x, list) and all(isinstance(s, str) for s in x)
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _found(x) -> str:
+    """``value (type)`` for an error message, shortened."""
+    r = repr(x)
+    if len(r) > 60:
+        r = r[:57] + "..."
+    return f"{r} ({type(x).__name__})"
+
+
+#: What numpy, zipfile and zlib raise on a damaged or foreign file (zipfile raises
+#: NotImplementedError for an unknown compression method, RuntimeError for an
+#: encrypted entry, struct.error for a short header record).
+_DAMAGE_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
+                  struct.error, NotImplementedError, RuntimeError)
+
+
+def _read_npz(path: Path, name: str) -> tuple[dict, dict]:
+    """The JSON header and the arrays of a trajectory file; ModelError if it is not one."""
+    not_ours = f"{name} is not a gaussopt trajectory file"
+    os_errors = (FileNotFoundError, PermissionError, IsADirectoryError)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except os_errors:
+        raise
+    except _DAMAGE_ERRORS as e:
+        raise ModelError(f"{not_ours}: it cannot be opened as an .npz archive "
+                         f"({type(e).__name__}: {e}).") from e
+    if not isinstance(data, NpzFile):
+        raise ModelError(f"{not_ours}: it holds a single .npy array, not an .npz archive "
+                         "written by Trajectory.save.")
+    with data:
+        if "__header__" not in data.files:
+            raise ModelError(f"{not_ours}: no `__header__` entry (found arrays "
+                             f"{sorted(data.files)[:12]}).")
+        arrays = {}
+        for key in ("__header__",) + _ARRAYS:
+            if key not in data.files:
+                continue
+            try:
+                arrays[key] = data[key]
+            except os_errors:
+                raise
+            except _DAMAGE_ERRORS as e:
+                raise ModelError(f"{name}: the file is damaged: entry `{key}` cannot be read "
+                                 f"({type(e).__name__}: {e}).") from e
+    raw = arrays.pop("__header__")
+    if raw.ndim != 0 or raw.dtype.kind != "U":
+        raise ModelError(f"{not_ours}: `__header__` must be a JSON string, found an array of "
+                         f"dtype {raw.dtype} and shape {raw.shape}.")
+    try:
+        header = json.loads(str(raw))
+    except ValueError as e:
+        raise ModelError(f"{not_ours}: `__header__` is not valid JSON ({e}).") from e
+    if not isinstance(header, dict):
+        raise ModelError(f"{not_ours}: `__header__` must be a JSON object, found "
+                         f"{type(header).__name__}.")
+    return header, arrays
+
+
+def _check_header(header: dict) -> list[str]:
+    """Problems of the header fields (format checked before)."""
+    problems = []
+    coords = header.get("coordinates")
+    if not (isinstance(coords, list) and all(isinstance(c, str) for c in coords)):
+        problems.append(f"header `coordinates` must be a list of str, found {_found(coords)}")
+    for key, kind, default in (("status", "int", 0), ("message", "str", ""),
+                               ("meta", "dict", {}), ("stats", "dict", {}),
+                               ("has_energy", "bool", False), ("rank_events", "list", [])):
+        x = header.get(key, default)
+        ok = {"int": _is_int(x), "str": isinstance(x, str), "dict": isinstance(x, dict),
+              "bool": isinstance(x, bool), "list": isinstance(x, list)}[kind]
+        if not ok:
+            problems.append(f"header `{key}` must be {'a' if kind != 'int' else 'an'} {kind}, "
+                            f"found {_found(x)}")
+    events = header.get("rank_events", [])
+    if isinstance(events, list):
+        for i, e in enumerate(events):
+            if not isinstance(e, dict):
+                problems.append(f"header `rank_events[{i}]` must be a dict with the fields "
+                                f"{list(_RANK_EVENT_TYPES)}, found {_found(e)}")
+                continue
+            missing = [k for k in _RANK_EVENT_TYPES if k not in e]
+            if missing:
+                problems.append(f"header `rank_events[{i}]` lacks the field(s) {missing}")
+            bad = [f"`{k}` must be {kind}, found {_found(e[k])}"
+                   for k, kind in _RANK_EVENT_TYPES.items() if k in e and not _has_type(e[k], kind)]
+            if bad:
+                problems.append(f"header `rank_events[{i}]`: " + ", ".join(bad))
+    return problems
+
+
+def _check_arrays(arrays: dict, header: dict) -> list[str]:
+    """Problems of the arrays: presence, dtype, shape against ``t`` and the coordinates."""
+    problems = []
+    has_energy = header.get("has_energy", False) is True
+    required = _REQUIRED_ARRAYS + (("energy",) if has_energy else ())
+    missing = [k for k in required if k not in arrays]
+    if missing:
+        problems.append("missing array(s) " + ", ".join(f"`{k}`" for k in missing))
+    for k, x in arrays.items():
+        if k == "energy" and not has_energy:       # ignored, as load drops it
+            continue
+        kinds, what = ("iu", "integer") if k == "rank" else ("fiu", "real numeric")
+        if x.dtype.kind not in kinds:
+            problems.append(f"array `{k}` must be {what}, found dtype {x.dtype}")
+    t = arrays.get("t")
+    if t is None:
+        return problems
+    if t.ndim != 1:
+        problems.append(f"array `t` must be 1-D, found shape {t.shape}")
+        return problems
+    N = t.size
+    coords = header.get("coordinates")
+    n = len(coords) if isinstance(coords, list) else None
+    for k in _STATE_ARRAYS:
+        x = arrays.get(k)
+        if x is None:
+            continue
+        if x.ndim != 2:
+            problems.append(f"array `{k}` must have shape (N, n) = ({N}, {n}), found {x.shape}")
+        elif x.shape[0] != N:
+            problems.append(f"array `{k}` has shape {x.shape} but `t` has {N} samples")
+        elif n is not None and x.shape[1] != n:
+            problems.append(f"array `{k}` has shape {x.shape} but there are {n} coordinates "
+                            f"{coords}")
+    lam = arrays.get("multipliers")
+    if lam is not None:
+        if lam.ndim != 2:
+            problems.append(f"array `multipliers` must have shape (N, m) with N = {N}, "
+                            f"found {lam.shape}")
+        elif lam.shape[0] != N:
+            problems.append(f"array `multipliers` has shape {lam.shape} but `t` has {N} samples")
+    for k in _SAMPLE_ARRAYS:
+        x = arrays.get(k)
+        if x is None or (k == "energy" and not has_energy):
+            continue
+        if x.shape != (N,):
+            problems.append(f"array `{k}` has shape {x.shape} but `t` has {N} samples "
+                            f"(expected ({N},))")
+    return problems
+
+
 def load(path) -> Trajectory:
-    """Read a :class:`Trajectory` written by :meth:`Trajectory.save`."""
+    """Read a :class:`Trajectory` written by :meth:`Trajectory.save`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        An ``.npz`` file written by :meth:`Trajectory.save`.
+
+    Returns
+    -------
+    Trajectory
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ModelError
+        The file is not a gaussopt trajectory (not an ``.npz`` archive, no or
+        broken header), is damaged, has an unsupported format version, or its
+        arrays or header fields have the wrong type or shape. The message
+        names the file and lists every problem found.
+
+    Notes
+    -----
+    Header keys and arrays this version does not know are ignored, so files
+    written by later versions of the same format still load.
+    """
     path = Path(path)
+    name = repr(str(path))
     if not path.exists():
         raise FileNotFoundError(f"`path` {str(path)!r} does not exist.")
-    with np.load(path, allow_pickle=False) as data:
-        if "__header__" not in data:
-            raise ModelError(f"{str(path)!r} is not a gaussopt trajectory file (no header).")
-        header = json.loads(str(data["__header__"]))
-        arrays = {k: data[k] for k in _ARRAYS if k in data}
+    header, arrays = _read_npz(path, name)
+    fmt = header.get("format")
+    if "format" not in header:
+        raise ModelError(f"{name} is not a gaussopt trajectory file: the header has no "
+                         f"`format` (this gaussopt reads format {_formats()}).")
+    if not _is_int(fmt):
+        raise ModelError(f"{name}: header `format` must be an int, found {_found(fmt)} "
+                         f"(this gaussopt reads format {_formats()}).")
+    if fmt not in _READABLE_FORMATS:
+        raise ModelError(f"{name}: unsupported format {fmt} (this gaussopt reads format "
+                         f"{_formats()}).")
+    problems = _check_header(header) + _check_arrays(arrays, header)
+    if problems:
+        raise ModelError(f"{name}: " + "; ".join(problems) + ".")
     if not header.get("has_energy", False):
         arrays["energy"] = None
-    events = [RankEvent(**e) for e in header.get("rank_events", [])]
+    events = [RankEvent(**{k: e[k] for k in _RANK_EVENT_TYPES})
+              for e in header.get("rank_events", [])]
     return Trajectory(coordinates=tuple(header["coordinates"]), rank_events=events,
                       stats=header.get("stats", {}), status=header.get("status", 0),
                       message=header.get("message", ""), meta=header.get("meta", {}), **arrays)
+
+
+def _formats() -> str:
+    return " or ".join(str(f) for f in _READABLE_FORMATS)

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import math
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -442,3 +445,243 @@ def test_baumgarte_constraint_dynamics():
     phi = np.sum(tr.q**2, axis=1) - L_P**2
     np.testing.assert_allclose(phi, expected, rtol=0, atol=1e-7 * abs(phi0))   # measured 2.5e-9
     assert abs(phi[-1]) < 0.15 * abs(phi0)       # decayed like exp(-1.13 t)
+
+
+# --------------------------------------------------------------------------- atomic save
+@pytest.fixture(scope="module")
+def short_runs():
+    """Two cheap pendulum runs (0.1 s and 0.2 s, rk4 dt = 0.01) with different data."""
+    a = go.simulate(pendulum(), (0.0, 0.1), Q0, V0, method="rk4", dt=0.01)
+    b = go.simulate(pendulum(), (0.0, 0.2), Q0, V0, method="rk4", dt=0.01)
+    assert a.success and b.success and len(a) == 11 and len(b) == 21
+    return a, b
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt("interrupted while writing"),
+                                 OSError(28, "No space left on device (simulated)")],
+                         ids=["KeyboardInterrupt", "OSError"])
+def test_save_interrupted_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch, short_runs, exc):
+    import gaussopt.result as result
+
+    old, new = short_runs
+    path = old.save(tmp_path / "run.npz")
+    before = path.read_bytes()
+    seen = []
+
+    def partial_writer(file, *args, **kwargs):
+        # the temporary file lies in the destination directory, beside the old file
+        seen.extend(p.name for p in tmp_path.iterdir() if p.name != "run.npz")
+        file.write(before[: len(before) // 3])           # part of a zip archive ...
+        file.flush()
+        raise exc                                        # ... then Ctrl-C / disk full
+
+    monkeypatch.setattr(result.np, "savez_compressed", partial_writer)
+    with pytest.raises(type(exc), match=re.escape(str(exc))):
+        new.save(path)
+    assert len(seen) == 1 and seen[0].endswith(".tmp"), seen
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]   # no temporary left
+    assert path.read_bytes() == before
+    monkeypatch.undo()
+    assert_roundtrip(old, go.load(path))
+    # without an old file: nothing at all is left behind
+    monkeypatch.setattr(result.np, "savez_compressed", partial_writer)
+    with pytest.raises(type(exc), match=re.escape(str(exc))):
+        new.save(tmp_path / "fresh.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]
+
+
+def test_save_replaces_existing_file(tmp_path, short_runs):
+    old, new = short_runs
+    path = old.save(tmp_path / "run.npz")
+    assert new.save(path) == path
+    assert_roundtrip(new, go.load(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz"]
+
+
+def test_save_suffix_and_permissions(tmp_path, short_runs):
+    tr = short_runs[0]
+    for given, written in (("pend", "pend.npz"), ("run.v2", "run.v2.npz"),
+                           ("done.npz", "done.npz")):
+        for arg in (tmp_path / given, str(tmp_path / given)):
+            path = tr.save(arg)
+            assert path == tmp_path / written and isinstance(path, type(tmp_path))
+            assert_roundtrip(tr, go.load(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["done.npz", "pend.npz", "run.v2.npz"]
+    if hasattr(os, "umask") and sys.platform != "win32":
+        umask = os.umask(0)
+        os.umask(umask)
+        # the same permissions as a file written directly (not mkstemp's 0o600)
+        assert (tmp_path / "pend.npz").stat().st_mode & 0o777 == 0o666 & ~umask
+        # an overwritten file keeps its own permissions, as with a write in place
+        os.chmod(tmp_path / "pend.npz", 0o640)
+        tr.save(tmp_path / "pend")
+        assert (tmp_path / "pend.npz").stat().st_mode & 0o777 == 0o640
+
+
+def test_save_into_missing_directory(tmp_path, short_runs):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "no" / "x.npz"))):
+        short_runs[0].save(tmp_path / "no" / "x")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- load validation
+def _contents(path):
+    """Header dict and arrays of a saved trajectory."""
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    return json.loads(str(arrays.pop("__header__"))), arrays
+
+
+def _rewrite(src, dst, header_change=None, array_change=None, raw_header=None):
+    header, arrays = _contents(src)
+    if header_change:
+        header_change(header)
+    if array_change:
+        array_change(arrays)
+    hdr = raw_header if raw_header is not None else json.dumps(header)
+    np.savez_compressed(dst, __header__=np.array(hdr), **arrays)
+
+
+def _set(d, k, v):
+    d[k] = v
+
+
+def _bad_random(good, bad):
+    bad.write_bytes(np.random.default_rng(1).bytes(3000))
+
+
+def _bad_truncated(good, bad):
+    data = good.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+
+
+def _bad_truncated_tail(good, bad):            # central directory cut: still "PK..." at the start
+    data = good.read_bytes()
+    bad.write_bytes(data[:-30])
+
+
+def _bad_npy(good, bad):
+    with bad.open("wb") as fh:
+        np.save(fh, np.arange(4.0))
+
+
+BAD_FILES = {
+    "random bytes": (_bad_random, r" is not a gaussopt trajectory file: it cannot be opened as "
+                                  r"an \.npz archive"),
+    "truncated": (_bad_truncated, r" is not a gaussopt trajectory file: it cannot be opened "
+                                  r"as an \.npz archive \(BadZipFile"),
+    "truncated tail": (_bad_truncated_tail, r" is not a gaussopt trajectory file: it cannot be "
+                                            r"opened as an \.npz archive \(BadZipFile"),
+    "npy file": (_bad_npy, r" is not a gaussopt trajectory file: it holds a single \.npy array"),
+    "foreign npz": (lambda g, b: np.savez(b, x=np.arange(3)),
+                    r" is not a gaussopt trajectory file: no `__header__` entry \(found arrays "
+                    r"\['x'\]\)"),
+    "broken JSON": (lambda g, b: _rewrite(g, b, raw_header='{"format": 1, "coordinates": ['),
+                    r" is not a gaussopt trajectory file: `__header__` is not valid JSON"),
+    "JSON list": (lambda g, b: _rewrite(g, b, raw_header="[1, 2]"),
+                  r" is not a gaussopt trajectory file: `__header__` must be a JSON object, "
+                  r"found list"),
+    "header array": (lambda g, b: np.savez(b, __header__=np.arange(3.0), **_contents(g)[1]),
+                     r" is not a gaussopt trajectory file: `__header__` must be a JSON string, "
+                     r"found an array of dtype float64"),
+    "q length": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(a, "q", a["q"][:-2])),
+                 r": array `q` has shape \(9, 2\) but `t` has 11 samples"),
+    "q string": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(a, "q",
+                                                                         a["q"].astype(str))),
+                 r": array `q` must be real numeric, found dtype <U"),
+    "q columns": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(
+                      a, "q", np.hstack([a["q"], a["q"]]))),
+                  r": array `q` has shape \(11, 4\) but there are 2 coordinates \['x', 'y'\]"),
+    "rank float": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(
+                       a, "rank", a["rank"].astype(float))),
+                   r": array `rank` must be integer, found dtype float64"),
+    "multipliers 1-D": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(
+                            a, "multipliers", a["multipliers"][:, 0])),
+                        r": array `multipliers` must have shape \(N, m\) with N = 11, found "
+                        r"\(11,\)"),
+    "energy length": (lambda g, b: _rewrite(g, b, array_change=lambda a: _set(
+                          a, "energy", a["energy"][:3])),
+                      r": array `energy` has shape \(3,\) but `t` has 11 samples"),
+    "format 99": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(h, "format", 99)),
+                  r": unsupported format 99 \(this gaussopt reads format 1\)"),
+    "format str": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(h, "format", "1")),
+                   r": header `format` must be an int, found '1' \(str\)"),
+    "no format": (lambda g, b: _rewrite(g, b, header_change=lambda h: h.pop("format")),
+                  r" is not a gaussopt trajectory file: the header has no `format`"),
+    "missing v": (lambda g, b: _rewrite(g, b, array_change=lambda a: a.pop("v")),
+                  r": missing array\(s\) `v`"),
+    "missing t": (lambda g, b: _rewrite(g, b, array_change=lambda a: a.pop("t")),
+                  r": missing array\(s\) `t`"),
+    "energy announced": (lambda g, b: _rewrite(g, b, array_change=lambda a: a.pop("energy")),
+                         r": missing array\(s\) `energy`"),
+    "coordinates": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(
+                        h, "coordinates", "xy")),
+                    r": header `coordinates` must be a list of str, found 'xy' \(str\)"),
+    "status": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(h, "status", "ok")),
+               r": header `status` must be an int, found 'ok' \(str\)"),
+    "message": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(h, "message", 3)),
+                r": header `message` must be a str, found 3 \(int\)"),
+    "meta": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(h, "meta", [])),
+             r": header `meta` must be a dict, found \[\] \(list\)"),
+    "rank event": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(
+                       h, "rank_events", [{"t": 0.5, "kind": "drop", "rows": "c"}])),
+                   r": header `rank_events\[0\]` lacks the field\(s\) \['rank_before', "
+                   r"'rank_min', 'rank_after', 'sigma_min'\]; header `rank_events\[0\]`: "
+                   r"`rows` must be list of str"),
+    "rank event type": (lambda g, b: _rewrite(g, b, header_change=lambda h: _set(
+                            h, "rank_events", ["drop"])),
+                        r": header `rank_events\[0\]` must be a dict with the fields"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_load_rejects_damaged_or_foreign_file(tmp_path, short_runs, case):
+    make, problem = BAD_FILES[case]
+    good = short_runs[0].save(tmp_path / "good.npz")
+    bad = tmp_path / "bad.npz"
+    make(good, bad)
+    with pytest.raises(go.ModelError, match=re.escape(repr(str(bad))) + problem):
+        go.load(bad)
+
+
+def test_load_lists_every_problem(tmp_path, short_runs):
+    good = short_runs[0].save(tmp_path / "good.npz")
+    bad = tmp_path / "bad.npz"
+
+    def arrays(a):
+        a["q"] = a["q"][:5]
+        a["v"] = a["v"].astype(str)
+
+    _rewrite(good, bad, header_change=lambda h: _set(h, "status", None), array_change=arrays)
+    with pytest.raises(go.ModelError, match=re.escape(repr(str(bad))) + ": header `status` must"
+                       r" be an int, found None \(NoneType\); array `v` must be real numeric, "
+                       r"found dtype <U.*; array `q` has shape \(5, 2\) but `t` has 11 samples"):
+        go.load(bad)
+
+
+def test_load_tolerates_unknown_header_keys_and_arrays(tmp_path, short_runs):
+    tr = short_runs[0]
+    good = tr.save(tmp_path / "good.npz")
+    newer = tmp_path / "newer.npz"
+
+    def header(h):
+        h["exception"] = "RuntimeError: future field"
+        h["lstsq_steps"] = [{"t": 0.1, "residual": 1e-3}]
+        h["rank_events"] = [{"t": 0.05, "kind": "passage", "rank_before": 1, "rank_min": 0,
+                             "rank_after": 1, "rows": ["rod"], "sigma_min": 0.0, "new": 1}]
+
+    _rewrite(good, newer, header_change=header,
+             array_change=lambda a: _set(a, "future_array", np.arange(3)))
+    back = go.load(newer)
+    assert back.rank_events == [go.RankEvent(0.05, "passage", 1, 0, 1, ["rod"], 0.0)]
+    back.rank_events = tr.rank_events
+    assert_roundtrip(tr, back)
+
+
+def test_load_missing_file_and_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        go.load(tmp_path / "missing.npz")
+    (tmp_path / "dir.npz").mkdir()
+    with pytest.raises(IsADirectoryError if sys.platform != "win32" else PermissionError,
+                       match="dir.npz"):
+        go.load(tmp_path / "dir.npz")
