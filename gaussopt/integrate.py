@@ -1,429 +1,134 @@
-"""Time integration: :func:`simulate`, stabilization objects, rank monitoring.
+"""Time integration: :func:`simulate`.
 
 The state ``y = (q, v)`` obeys ``q' = v``, ``v' = a(t, q, v)`` where ``a`` is
-the solution of one Gauss step. Fixed-step methods (``"rk4"``, ``"euler"``)
-and every :func:`scipy.integrate.solve_ivp` method are driven step by step
-here, so that a stabilizing projection can follow every accepted step, the
-constraint rank can be monitored, and a failing or interrupted run still
-returns what it computed.
+the solution of one Gauss step. Every method -- the fixed-step ``"rk4"`` and
+``"euler"`` as well as the :func:`scipy.integrate.solve_ivp` methods -- is an
+:class:`scipy.integrate.OdeSolver` driven one accepted step at a time by one
+driver (:func:`drive_ivp`), so that the stabilizing projection, the rank
+monitor (:mod:`gaussopt.monitor`), the output and the bookkeeping are written
+once, and a run that fails or is interrupted still returns what it computed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 from scipy import integrate as sci
-from scipy.linalg import lapack
-from scipy.optimize import minimize_scalar
+from scipy.integrate import DenseOutput, OdeSolver
 
 from .exceptions import GaussoptError, ModelError
-from .linalg import DEFAULT_RANK_TOL, mass_scale
-
-_EPS = float(np.finfo(float).eps)
-from .result import RankEvent, Trajectory
+from .monitor import RankMonitor
+from .result import Trajectory
 from .solvers import StepSolver
+from .stabilization import Baumgarte, Projection
 from .step import as_state, make_solver
 from .system import System
 
-__all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_METHODS"]
+__all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_METHODS",
+           "drive_ivp", "DEFAULT_STABILIZATION"]
 
-FIXED_STEP_METHODS = ("rk4", "euler")
+_EPS = float(np.finfo(float).eps)
 IVP_METHODS = {"RK23": sci.RK23, "RK45": sci.RK45, "DOP853": sci.DOP853,
                "Radau": sci.Radau, "BDF": sci.BDF, "LSODA": sci.LSODA}
-_RK_METHODS = ("RK23", "RK45", "DOP853")
+_RK_METHODS = ("RK23", "RK45", "DOP853", "rk4", "euler")
+
+#: the stabilization :func:`simulate` uses unless told otherwise: projecting the
+#: state onto the constraints keeps singular positions on the physical branch
+#: and lets redundant linkages pass their folded configurations
+DEFAULT_STABILIZATION = Projection()
 
 
-# --------------------------------------------------------------------------- stabilization
-@dataclass(frozen=True)
-class Baumgarte:
-    """Baumgarte stabilization (paper 002).
+# --------------------------------------------------------------------------- fixed-step methods
+class _HermiteOutput(DenseOutput):
+    """Cubic Hermite interpolant of ``y`` from ``y`` and ``y'`` at both ends."""
 
-    Holonomic rows become ``Phi'' + alpha Phi' + beta Phi = 0`` and
-    nonholonomic rows ``f' + gamma f = 0``: the acceleration rows keep ``A``
-    and change ``b`` to ``b - alpha Phi' - beta Phi`` (holonomic) and
-    ``b - gamma f`` (nonholonomic).
+    def __init__(self, t0, t1, y0, f0, y1, f1):
+        super().__init__(t0, t1)
+        self.h = t1 - t0
+        self.y0, self.f0, self.y1, self.f1 = y0, f0, y1, f1
 
-    Parameters
-    ----------
-    alpha, beta : float
-        Holonomic gains (``alpha = 2 zeta omega``, ``beta = omega^2`` for a
-        critically damped choice). Paper 002 uses ``alpha = beta = 10``.
-    gamma : float, optional
-        Nonholonomic gain; default ``alpha``.
-    """
-
-    alpha: float = 10.0
-    beta: float = 10.0
-    gamma: Optional[float] = None
-
-    def __post_init__(self):
-        for k in ("alpha", "beta", "gamma"):
-            val = getattr(self, k)
-            if val is not None and not (np.isfinite(val) and val >= 0):
-                raise ModelError(f"Baumgarte `{k}` must be a finite number >= 0, found {val!r}.")
-
-    def correction(self, system: System) -> Callable:
-        """Build the hook ``(t, q, v, A) -> db`` for this system (once)."""
-        alpha, beta = float(self.alpha), float(self.beta)
-        gam = float(self.alpha if self.gamma is None else self.gamma)
-        counts = system._row_counts
-        hol, nh = [], []
-        start = 0
-        for c, k in zip(system.equalities, counts):
-            idx = np.arange(start, start + k)
-            if c.level == "position":
-                hol.append((c, idx))
-            elif c.level == "velocity":
-                nh.append((c, idx))
-            start += k
-        m = start
-
-        def db(t, q, v, A):
-            out = np.zeros(m)
-            for c, idx in hol:
-                vel = A[idx] @ v
-                if c.rheonomic or c._phi_t is not None:
-                    vel = vel + c.phi_t(t, q)
-                out[idx] = -alpha * vel - beta * c.residual(t, q)
-            for c, idx in nh:
-                out[idx] = -gam * c.velocity_residual(t, q, v)
-            return out
-
-        return db
+    def _call_impl(self, t):
+        s = (np.asarray(t) - self.t_old) / self.h
+        h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
+        h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
+        h = self.h
+        if np.ndim(s) == 0:
+            return h00 * self.y0 + h10 * h * self.f0 + h01 * self.y1 + h11 * h * self.f1
+        return (np.outer(self.y0, h00) + np.outer(self.f0, h10 * h) + np.outer(self.y1, h01)
+                + np.outer(self.f1, h11 * h))
 
 
-@dataclass(frozen=True)
-class Projection:
-    """Project the state back onto the constraints after every accepted step.
+class _FixedStep(OdeSolver):
+    """Classical Runge--Kutta of order 4 (``"rk4"``) or explicit Euler (``"euler"``)
+    with the step ``dt``, as an :class:`~scipy.integrate.OdeSolver` (so that one
+    driver serves every method). Step ``k`` ends exactly at ``t0 + k dt`` (no
+    accumulated rounding); the last one is shortened to end at ``t_bound``.
+    Dense output: the cubic Hermite interpolant of the step."""
 
-    Positions: Gauss--Newton iterations ``q <- q + dq`` with the minimum-norm
-    least-squares correction of ``Phi_q dq = -Phi`` in the metric ``W = M``
-    (a column scaling when ``M`` is a positive diagonal, as in body
-    coordinates) or ``W = M + w J^T J`` (``J`` the row-normalized
-    velocity-level Jacobian, ``w = trace(M)/n``: the mass metric, augmented so
-    that it stays positive definite for singular ``M``). Velocities: the same
-    correction for ``J v + c = 0`` (iterated for nonlinear nonholonomic
-    constraints).
+    def __init__(self, fun, t0, y0, t_bound, dt, method="rk4", vectorized=False, **_):
+        super().__init__(fun, t0, y0, t_bound, vectorized)
+        self.dt = float(dt)
+        self.method = method
+        self.t0_ = float(t0)
+        self.k = 0
+        self.f = self.fun(self.t, self.y)
+        self._prev = None
 
-    The corrections are least-squares and never raise on redundant rows: off
-    the manifold by ``dist``, rows that are redundant on it have singular
-    values ``~dist``, so directions below ``100 dist`` (relative) are dropped
-    for the positions; the residual being corrected is in the range of ``J``
-    only up to roundoff. The target sits at roundoff (iterations also stop when
-    the correction stagnates at a few ulps): near a singular position a
-    residual test ``|J v| <= tol`` would admit a velocity error ``tol/sigma``
-    along the near-null direction.
-
-    Parameters
-    ----------
-    tol : float, default 1e-15
-        Target of the row-normalized residuals (``|Phi_i| / |grad Phi_i|``, a
-        distance in the units of ``q``), relative to ``1 + |q|``.
-    max_iter : int, default 10
-    velocity : bool, default True
-        Also project the velocities.
-    rhs : bool, default True
-        Also evaluate the right-hand side at the projected state (the
-        *projected vector field* ``y' = f(P(y))``), so that the integrator's
-        trial stages never see the off-constraint part of the acceleration
-        field. Near singular positions that part is unbounded (it grows like
-        ``1/sigma_min`` of the constraint rows, e.g. ``1/cos th1`` on paper
-        001's four-bar) and without this an adaptive integrator's stages blow
-        up there or jump to another branch of the constraint set. Costs one to
-        two Gauss--Newton iterations per evaluation; ``rhs=False`` projects
-        only after accepted steps.
-    """
-
-    tol: float = 1e-15
-    max_iter: int = 10
-    velocity: bool = True
-    rhs: bool = True
-
-    def __post_init__(self):
-        if not (np.isfinite(self.tol) and self.tol > 0):
-            raise ModelError(f"Projection `tol` must be positive, found {self.tol!r}.")
-        if int(self.max_iter) < 1:
-            raise ModelError(f"Projection `max_iter` must be >= 1, found {self.max_iter!r}.")
-
-    @staticmethod
-    def _correction(W: Optional[np.ndarray], J: np.ndarray, r: np.ndarray, rank_tol: float,
-                    diag: Optional[np.ndarray] = None, floor: float = 0.0) -> np.ndarray:
-        """Minimum-W-norm least-squares ``dx`` for ``J dx = -r`` (rows normalized).
-
-        With ``diag`` (a positive diagonal mass, ``W = diag(diag)``) the metric
-        factor is a column scaling; otherwise ``W`` is factorized (Cholesky).
-        On a consistent system ``M`` and ``M + w J^T J`` give the same ``dx``.
-        """
-        nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-        nr = np.where(nr > 0, nr, 1.0)
-        rn = -r / nr
-        if diag is not None:
-            L = None
-            X = (J / nr[:, None] * (1.0 / np.sqrt(diag))).T       # W^-1/2 Jn^T, shape (n, m)
+    def _step_impl(self):
+        t, y, f, h0 = self.t, self.y, self.f, self.dt
+        t_new = self.t0_ + (self.k + 1) * h0
+        if t_new >= self.t_bound - 1e-9 * h0:
+            t_new = self.t_bound
+        h = t_new - t
+        if self.method == "euler":
+            y_new = y + h * f
         else:
-            L, info = lapack.dpotrf(W, lower=1, clean=1)
-            if info != 0:
-                raise ModelError(f"the projection metric M + w J^T J is not positive definite "
-                                 f"(Cholesky info={info}).")
-            X, _ = lapack.dtrtrs(L, (J / nr[:, None]).T, lower=1)  # L^-1 Jn^T
-        K = X.T @ X
-        LK, info = lapack.dpotrf(K, lower=1, clean=1)
-        if info == 0 and LK.diagonal().min() ** 2 > 1e-8 * float(K.diagonal().max()):
-            y, _ = lapack.dpotrs(LK, rn, lower=1)
-            z = X @ y
-        else:                                              # near-singular or redundant rows
-            U, s, Vt = np.linalg.svd(X.T, full_matrices=False)
-            thr = max(rank_tol, floor)
-            k = int(np.count_nonzero(s > thr * s[0])) if s.size and s[0] > 0 else 0
-            z = Vt[:k].T @ ((U[:, :k].T @ rn) / s[:k])
-        if L is None:
-            return z / np.sqrt(diag)
-        dx, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
-        return dx
+            k2 = self.fun(t + h / 2, y + h / 2 * f)
+            k3 = self.fun(t + h / 2, y + h / 2 * k2)
+            k4 = self.fun(t + h, y + h * k3)
+            y_new = y + h / 6 * (f + 2 * k2 + 2 * k3 + k4)
+        f_new = self.fun(t_new, y_new)
+        self._prev = (t, y, f)
+        self.t, self.y, self.f = t_new, y_new, f_new
+        self.k += 1
+        return True, None
 
-    def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
-                rank_tol: float = DEFAULT_RANK_TOL) -> tuple[np.ndarray, np.ndarray, int]:
-        """Return the projected ``(q, v)`` and the number of corrections applied."""
-        q = np.array(q, dtype=float)
-        v = np.array(v, dtype=float)
-        its = 0
-        M = system.mass(t, q)
-        w = mass_scale(M)
-        holonomic_only = not system.nonholonomic
-        d = np.diagonal(M)
-        diag = d if (np.all(d > 0) and np.count_nonzero(M) == np.count_nonzero(d)) else None
-
-        def metric(J):
-            if diag is not None:
-                return None
-            if J.shape[0] == 0:
-                return M + w * np.eye(system.n)
-            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-            Jn = J / np.where(nr > 0, nr, 1.0)[:, None]
-            return M + w * (Jn.T @ Jn)
-
-        def distances(res, J):
-            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-            return np.abs(res) / np.where(nr > 0, nr, 1.0)
-
-        def converged(dist, x):
-            return float(dist.max(initial=0.0)) <= self.tol * (1.0 + float(np.abs(x).max()))
-
-        J = None                       # position Jacobian, valid at the current q
-        if system.holonomic:
-            for _ in range(int(self.max_iter)):
-                phi = system.position_residual(t, q)
-                J = system.position_jacobian(t, q)
-                dist = distances(phi, J)
-                if converged(dist, q):
-                    break
-                Jm = J if holonomic_only else system.velocity_rows(t, q, v)
-                dq = self._correction(metric(Jm), J, phi, rank_tol, diag,
-                                      floor=100.0 * float(dist.max()) / (1.0 + float(np.abs(q).max())))
-                q += dq
-                J = None
-                its += 1
-                if float(np.abs(dq).max()) <= 4 * _EPS * (1.0 + float(np.abs(q).max())):
-                    break                                   # stagnated at roundoff
-        if not self.velocity or not (system.holonomic or system.nonholonomic):
-            return q, v, its
-        if holonomic_only:
-            # r = Phi_q v + Phi_t, exactly as Holonomic.velocity_residual; after a
-            # correction dv the residual is r + J dv (linear in v), no re-evaluation
-            if J is None:
-                J = system.position_jacobian(t, q)
-            if any(c.rheonomic or getattr(c, "_phi_t", None) is not None for c in system.holonomic):
-                r = system.velocity_residual(t, q, v)       # includes Phi_t
-            else:
-                r = J @ v
-            for _ in range(int(self.max_iter)):
-                if converged(distances(r, J), v):
-                    break
-                dv = self._correction(metric(J), J, r, rank_tol, diag)
-                v += dv
-                r = r + J @ dv
-                its += 1
-                if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
-                    break
-            return q, v, its
-        for _ in range(int(self.max_iter)):
-            r = system.velocity_residual(t, q, v)
-            J = system.velocity_rows(t, q, v)
-            if converged(distances(r, J), v):
-                break
-            dv = self._correction(metric(J), J, r, rank_tol, diag)
-            v += dv
-            its += 1
-            if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
-                break
-        return q, v, its
+    def _dense_output_impl(self):
+        t0, y0, f0 = self._prev
+        return _HermiteOutput(t0, self.t, y0, f0, self.y, self.f)
 
 
-# --------------------------------------------------------------------------- rank monitor
-class RankMonitor:
-    """Track the numerical rank of the constraint rows along a run.
-
-    At every accepted step the rows ``A`` are scaled by their reference norms
-    (the largest norm each row has shown so far), so a row that *vanishes* at
-    a singular position shows up as a small singular value just like rows
-    that become dependent. With ``r0`` the rank at the start, the ``r0``-th
-    singular value ``s`` is followed; a change of the numerical rank
-    (threshold ``rank_tol``) between accepted steps is a ``"drop"``/``"rise"``
-    event, and a local minimum of ``s`` below ``passage_tol`` is refined on the
-    dense output (bounded Brent search); if the refined minimum falls below
-    ``event_tol`` it is recorded as a ``"passage"`` through a singular
-    position, with its time and the rows involved.
-    """
-
-    def __init__(self, system: System, labels: Sequence[str], rank_tol: float,
-                 passage_tol: float = 0.5, event_tol: float = 1e-6) -> None:
-        self.system = system
-        self.labels = list(labels)
-        self.rank_tol = rank_tol
-        self.passage_tol = passage_tol
-        self.event_tol = event_tol
-        self.ref: Optional[np.ndarray] = None
-        self.r0: Optional[int] = None
-        self.events: list[RankEvent] = []
-        self._hist: list[tuple[float, float, int, Callable]] = []  # (t, s, rank, interp)
-        self._last_rank: Optional[int] = None
-
-    def _sv(self, t, q, v, update=True):
-        A, _ = self.system.rows(t, q, v)
-        norms = np.sqrt((A * A).sum(axis=1))
-        if self.ref is None:
-            self.ref = norms.copy()
-        elif update:
-            np.maximum(self.ref, norms, out=self.ref)
-        ref = np.where(self.ref > 0, self.ref, 1.0)
-        U, s, _ = np.linalg.svd(A / ref[:, None], full_matrices=False)
-        return U, s
-
-    def _live(self, s):
-        r = int(np.count_nonzero(s > self.rank_tol))
-        if self.r0 is None:
-            self.r0 = r
-        live = float(s[self.r0 - 1]) if self.r0 > 0 and s.size >= self.r0 else 1.0
-        return live, r
-
-    def rows_of(self, U):
-        if self.r0 is None or self.r0 == 0 or U.shape[1] < self.r0:
-            return []
-        u = U[:, self.r0 - 1]
-        big = np.flatnonzero(np.abs(u) > 0.3 * np.abs(u).max())
-        return [self.labels[i] if i < len(self.labels) else str(i) for i in big]
-
-    def update(self, t: float, q: np.ndarray, v: np.ndarray, interp: Optional[Callable],
-               t_prev: Optional[float] = None) -> None:
-        """Register an accepted step ``(t_prev, t]``; ``interp(t) -> (q, v)`` covers it.
-
-        The step is also sampled at three interior points of the interpolant, so
-        a passage is found even when the integrator steps far past it.
-        """
-        if self.system.m == 0:
-            return
-        if interp is not None and t_prev is not None:
-            for f in (0.25, 0.5, 0.75):
-                tt = t_prev + f * (t - t_prev)
-                qq, vv = interp(tt)
-                U, s = self._sv(tt, qq, vv, update=False)
-                self._push(tt, U, s, interp, event=False)
-        U, s = self._sv(t, q, v)
-        self._push(t, U, s, interp, event=True)
-
-    def _push(self, t, U, s, interp, event):
-        live, r = self._live(s)
-        h = self._hist
-        if event:
-            last = self._last_rank if self._last_rank is not None else r
-            if r != last:
-                self.events.append(RankEvent(t=float(t), kind="drop" if r < last else "rise",
-                                             rank_before=last, rank_min=min(r, last),
-                                             rank_after=r, rows=self.rows_of(U), sigma_min=live))
-            self._last_rank = r
-        h.append((t, live, r, interp))
-        if len(h) >= 3:
-            (t0, s0, _, _), (t1, s1, r1, i1), (t2, s2, _, i2) = h[-3:]
-            if s1 < self.passage_tol and s1 <= s0 and s1 <= s2 and (s1 < s0 or s1 < s2) \
-                    and i1 is not None and i2 is not None:
-                self._refine(t0, t1, t2, i1, i2, r1)
-            del h[:-2]
-
-    def _refine(self, t0, t1, t2, i1, i2, r1):
-        def sample(tt):
-            f = i1 if tt <= t1 else i2
-            return f(tt)
-
-        def obj(tt):
-            qq, vv = sample(tt)
-            _, s = self._sv(tt, qq, vv, update=False)
-            return self._live(s)[0]
-
-        res = minimize_scalar(obj, bounds=(t0, t2), method="bounded",
-                              options={"xatol": 1e-12 * max(1.0, abs(t2)), "maxiter": 200})
-        ts = float(res.x)
-        qq, vv = sample(ts)
-        U, s = self._sv(ts, qq, vv, update=False)
-        live, _ = self._live(s)
-        if live < self.event_tol:
-            for e in self.events[-3:]:
-                if e.kind == "passage" and abs(e.t - ts) < 1e-7 * max(1.0, abs(ts)):
-                    return
-            rmin = int(np.count_nonzero(s > max(self.rank_tol, 10 * live)))
-            self.events.append(RankEvent(t=ts, kind="passage", rank_before=r1, rank_min=rmin,
-                                         rank_after=r1, rows=self.rows_of(U), sigma_min=live))
+class _RK4(_FixedStep):
+    def __init__(self, fun, t0, y0, t_bound, dt, **kw):
+        super().__init__(fun, t0, y0, t_bound, dt, method="rk4", **kw)
 
 
-# --------------------------------------------------------------------------- helpers
-def _hermite(t0, q0, v0, a0, t1, q1, v1, a1) -> Callable:
-    """Cubic Hermite interpolant of q (from q, v) and of v (from v, a) on [t0, t1]."""
-    h = t1 - t0
-
-    def f(t):
-        s = (t - t0) / h
-        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
-        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
-        v = h00 * v0 + h10 * h * a0 + h01 * v1 + h11 * h * a1
-        return q, v
-
-    return f
+class _Euler(_FixedStep):
+    def __init__(self, fun, t0, y0, t_bound, dt, **kw):
+        super().__init__(fun, t0, y0, t_bound, dt, method="euler", **kw)
 
 
-def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, tol: float) -> list[str]:
-    """Row-normalized position/velocity residuals above ``tol`` (a distance)."""
-    out = []
-    if system.holonomic:
-        phi = system.position_residual(t, q)
-        J = system.position_jacobian(t, q)
-        nr = np.sqrt((J * J).sum(axis=1))
-        d = np.abs(phi) / np.where(nr > 0, nr, 1.0)
-        if d.max() > tol * (1 + np.abs(q).max()):
-            out.append(f"position constraints violated: |Phi_i|/|grad Phi_i| up to {d.max():.3g}")
-    if system.holonomic or system.nonholonomic:
-        r = system.velocity_residual(t, q, v)
-        J = system.velocity_rows(t, q, v)
-        nr = np.sqrt((J * J).sum(axis=1))
-        d = np.abs(r) / np.where(nr > 0, nr, 1.0)
-        if d.max(initial=0.0) > tol * (1 + np.abs(v).max()):
-            out.append(f"velocity constraints violated: normalized residual up to {d.max():.3g}")
-    return out
+FIXED_STEP_METHODS = {"rk4": _RK4, "euler": _Euler}
+_ALL_METHODS = {**FIXED_STEP_METHODS, **IVP_METHODS}
 
 
 def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, options: dict,
               max_steps: int, after_step: Callable, counter: dict) -> tuple[int, str]:
-    """Step a :func:`scipy.integrate.solve_ivp` method one accepted step at a time.
+    """Step an :class:`~scipy.integrate.OdeSolver` one accepted step at a time.
 
-    ``after_step(ode, t_prev, dense) -> (y_new, changed)`` is called after every
-    accepted step (``dense`` the step's interpolant): the caller records its
-    outputs and may replace the state (a projection, a change of chart). A
-    changed state restarts the method: in place for the explicit Runge--Kutta
-    methods (their first-same-as-last derivative re-evaluated), with a new
-    solver object started at the last step size for the others.
-    ``counter["steps"]`` counts accepted steps (kept if an exception escapes).
+    ``method`` is a key of :data:`IVP_METHODS` or of :data:`FIXED_STEP_METHODS`
+    (these need ``options["dt"]``). ``after_step(ode, t_prev, dense) -> (y_new,
+    changed)`` is called after every accepted step (``dense`` the step's
+    interpolant): the caller records its outputs and may replace the state (a
+    projection, a change of chart). A changed state restarts the method: in
+    place for the explicit Runge--Kutta methods (their first-same-as-last
+    derivative re-evaluated), with a new solver object started at the last step
+    size for the others. ``counter["steps"]`` counts accepted steps (kept if an
+    exception escapes).
 
     Returns
     -------
@@ -431,7 +136,7 @@ def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, 
         0 at the end of the span, 1 on ``max_steps`` or a failed step.
     message : str
     """
-    cls = IVP_METHODS[method]
+    cls = _ALL_METHODS[method]
 
     def start(tt, yy, h=None):
         kw = dict(options)
@@ -463,7 +168,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              solver: Union[str, StepSolver] = "closed_form", method: Optional[str] = None,
              dt: Optional[float] = None, rtol: float = 1e-9, atol: float = 1e-9,
              t_eval: Optional[Sequence[float]] = None,
-             stabilization: Union[None, Baumgarte, Projection] = None,
+             stabilization: Union[None, Baumgarte, Projection] = DEFAULT_STABILIZATION,
              solver_options: Optional[dict] = None, project_initial: bool = False,
              consistency_tol: float = 1e-8, monitor_rank: bool = True,
              max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None
@@ -486,12 +191,16 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         method (``"RK23"``, ``"RK45"``, ``"DOP853"``, ``"Radau"``, ``"BDF"``,
         ``"LSODA"``). Default ``"DOP853"``, or ``"rk4"`` for ``solver="ga"``.
     dt : float, optional
-        Step of the fixed-step methods (required for them).
+        Step of the fixed-step methods (required for them); first step of the others.
     rtol, atol : float
         Tolerances of the adaptive methods.
     t_eval : array_like, optional
         Output times (within ``t_span``, increasing). Default: every accepted step.
-    stabilization : None, Baumgarte or Projection
+    stabilization : Projection, Baumgarte or None, default Projection()
+        The default projects the state onto the constraints after every step
+        (and evaluates the right-hand side on them), which keeps singular
+        positions on the physical branch and carries redundant linkages
+        through their folded configurations. ``None``: no stabilization.
     solver_options : dict, optional
         Options of the step solver (``objective``, ``rank_tol``, ``backend``, ...).
     project_initial : bool, default False
@@ -508,8 +217,13 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     Returns
     -------
     Trajectory
-        On a solver failure or ``KeyboardInterrupt`` the part computed so far,
-        with ``success=False`` and the reason in ``message``.
+        On any failure during the run -- a step that cannot be solved, an
+        exception raised by the model's own functions, ``KeyboardInterrupt`` --
+        the part computed so far, with ``success=False``, the reason in
+        ``message`` and the exception in ``exception``. Steps where the
+        constraints were inconsistent to the size rounding explains near a
+        singular configuration (the least-squares step was taken) are listed in
+        ``least_squares_steps``.
 
     Examples
     --------
@@ -517,7 +231,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     >>> pend = go.System(("x", "y"), mass=np.eye(2), force=[0.0, -9.81],
     ...     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - 1.0]))])
     >>> tr = go.simulate(pend, (0.0, 1.0), [1.0, 0.0], [0.0, 0.0])
-    >>> bool(tr.success), float(tr.position_residual.max()) < 1e-8
+    >>> bool(tr.success), float(tr.position_residual.max()) < 1e-12
     (True, True)
     """
     kwargs = dict(locals())
@@ -543,10 +257,8 @@ def _single_thread_blas(n: int):
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
-              solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
-              progress) -> Trajectory:
-    """:func:`simulate` without the BLAS thread limit (arguments as documented there)."""
+def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, stabilization):
+    """Check the arguments of :func:`simulate`; return the normalized ones."""
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
@@ -560,11 +272,10 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     v = as_state(v0, n, "v0")
     if method is None:
         method = "rk4" if solver == "ga" or getattr(solver, "name", None) == "ga" else "DOP853"
-    if method not in FIXED_STEP_METHODS and method not in IVP_METHODS:
+    if method not in _ALL_METHODS:
         raise ModelError(f"`method` must be one of {list(FIXED_STEP_METHODS) + list(IVP_METHODS)}, "
                          f"found {method!r}.")
-    fixed = method in FIXED_STEP_METHODS
-    if fixed:
+    if method in FIXED_STEP_METHODS:
         if dt is None or not (np.isfinite(dt) and dt > 0):
             raise ModelError(f"`dt` must be a positive step for method={method!r}, found {dt!r}.")
     elif dt is not None and not (np.isfinite(dt) and dt > 0):
@@ -580,13 +291,51 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1 \
                 or not np.all(np.isfinite(t_eval)):
             raise ModelError(f"`t_eval` must be increasing and within t_span [{t0}, {t1}].")
+    return t0, t1, q, v, method, t_eval
 
+
+class _Output:
+    """The output samples: every accepted step, or the times ``t_eval``."""
+
+    def __init__(self, t_eval, t0, y0, project):
+        self.t_eval = t_eval
+        self.project = project
+        self.i = 0
+        self.ts: list[float] = []
+        self.ys: list[np.ndarray] = []
+        if t_eval is None or t_eval[0] == t0:
+            self.ts, self.ys = [t0], [y0.copy()]
+            self.i = 1 if t_eval is not None else 0
+
+    def emit(self, t_b, interp, y_end):
+        """Record the outputs in the step ``(t_a, t_b]``."""
+        if self.t_eval is None:
+            self.ts.append(t_b)
+            self.ys.append(y_end.copy())
+            return
+        te = self.t_eval
+        while self.i < te.size and te[self.i] <= t_b:
+            t = te[self.i]
+            self.ts.append(float(t))
+            self.ys.append(y_end.copy() if t == t_b else self.project(t, interp(t)))
+            self.i += 1
+
+
+def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
+              solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
+              progress) -> Trajectory:
+    """:func:`simulate` without the BLAS thread limit (arguments as documented there)."""
+    t0, t1, q, v, method, t_eval = _validate(system, t_span, q0, v0, method, solver, dt, rtol,
+                                             atol, t_eval, stabilization)
+    n = system.n
     system.check(t0, q, v)
     step_solver = make_solver(system, solver, **(solver_options or {}))
     rank_tol = step_solver.rank_tol
     step_solver.b_correction = (stabilization.correction(system)
                                 if isinstance(stabilization, Baumgarte) else None)
     projector = stabilization if isinstance(stabilization, Projection) else None
+    if not (system.holonomic or system.nonholonomic):
+        projector = None                          # nothing to project onto
 
     problems = _check_consistent(system, t0, q, v, consistency_tol)
     if problems:
@@ -599,11 +348,16 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         if left:
             raise ModelError("Projecting the initial state failed: " + "; ".join(left))
 
-    labels = system.row_labels()
-    monitor = RankMonitor(system, labels, rank_tol) if monitor_rank and system.m else None
+    m = system.m or 0
+    if m:
+        step_solver.reset_reference()
+        step_solver.accept(system.rows(t0, q, v)[0])
+    monitor = (RankMonitor(system, system.row_labels(), rank_tol, lambda: step_solver.row_ref)
+               if monitor_rank and m else None)
     nfev = [0]
     accel = step_solver.acceleration
     project_rhs = projector is not None and projector.rhs
+    step_solver.least_squares_steps.clear()
 
     def rhs(t, y):
         nfev[0] += 1
@@ -615,133 +369,73 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         out[n:] = accel(t, qq, vv)
         return out
 
-    ts: list[float] = [t0]
-    ys: list[np.ndarray] = [np.concatenate([q, v])]
-    status, message = 0, "The integration reached the end of t_span."
-    wall0 = time.perf_counter()
-    steps = 0
-    n_proj = 0
-    eval_pts = t_eval
-    eval_i = 0
-    if eval_pts is not None:
-        ts, ys = [], []
-        if eval_pts[0] == t0:
-            ts, ys = [t0], [np.concatenate([q, v])]
-            eval_i = 1
-
-    def emit(t_a, t_b, interp, y_end):
-        """Record outputs in (t_a, t_b]."""
-        nonlocal eval_i
-        if eval_pts is None:
-            ts.append(t_b)
-            ys.append(y_end.copy())
-            return
-        while eval_i < eval_pts.size and eval_pts[eval_i] <= t_b:
-            te = eval_pts[eval_i]
-            if te == t_b:
-                ye = y_end.copy()
-            else:
-                qe, ve = interp(te)
-                if projector is not None:
-                    qe, ve, _ = projector.project(system, te, qe, ve, rank_tol)
-                ye = np.concatenate([qe, ve])
-            ts.append(te)
-            ys.append(ye)
-            eval_i += 1
-
-    def project_y(t, y):
-        nonlocal n_proj
-        qp, vp, its = projector.project(system, t, y[:n], y[n:], rank_tol)
-        if its:
-            n_proj += 1
-        return np.concatenate([qp, vp]), its
+    def project_pair(t, pair):
+        qe, ve = pair
+        if projector is not None:
+            qe, ve, _ = projector.project(system, t, qe, ve, rank_tol)
+        return np.concatenate([qe, ve])
 
     y = np.concatenate([q, v])
+    out = _Output(t_eval, t0, y, project_pair)
+    status, message, exception = 0, "The integration reached the end of t_span.", None
+    wall0 = time.perf_counter()
+    n_proj = 0
     t = t0
+    counter = {"steps": 0}
+    kw: dict[str, Any] = ({"dt": dt} if method in FIXED_STEP_METHODS
+                          else {"rtol": rtol, "atol": atol, **({"first_step": dt} if dt else {})})
+
+    def after_step(ode, t_prev, dense):
+        nonlocal t, n_proj
+
+        def interp(tt, dense=dense):
+            yy = dense(tt)
+            return yy[:n], yy[n:]
+
+        y_new, changed = ode.y.copy(), False
+        if projector is not None:
+            qp, vp, its = projector.project(system, ode.t, y_new[:n], y_new[n:], rank_tol)
+            if its:
+                y_new, changed = np.concatenate([qp, vp]), True
+                n_proj += 1
+        out.emit(ode.t, interp, y_new)
+        if m:
+            step_solver.accept(system.rows(ode.t, y_new[:n], y_new[n:])[0])
+        if monitor is not None:
+            monitor.update(t_prev, ode.t, y_new[:n], y_new[n:], interp)
+        t = ode.t
+        if progress is not None:
+            progress(t)
+        return y_new, changed
+
     try:
         if monitor is not None:
-            monitor.update(t0, q, v, None, None)
-        if fixed:
-            nsteps = int(np.ceil((t1 - t0) / dt - 1e-9))
-            k1 = rhs(t, y)
-            for i in range(nsteps):
-                if steps >= max_steps:
-                    status, message = 1, f"Stopped after max_steps={max_steps} steps."
-                    break
-                h = min(dt, t1 - t)
-                if method == "euler":
-                    y_new = y + h * k1
-                else:
-                    k2 = rhs(t + h / 2, y + h / 2 * k1)
-                    k3 = rhs(t + h / 2, y + h / 2 * k2)
-                    k4 = rhs(t + h, y + h * k3)
-                    y_new = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-                t_new = t0 + (i + 1) * dt if i + 1 < nsteps else t1
-                if projector is not None:
-                    y_new, _ = project_y(t_new, y_new)
-                k1_new = rhs(t_new, y_new)
-                interp = _hermite(t, y[:n], y[n:], k1[n:], t_new, y_new[:n], y_new[n:], k1_new[n:])
-                emit(t, t_new, interp, y_new)
-                if monitor is not None:
-                    monitor.update(t_new, y_new[:n], y_new[n:], interp, t)
-                t, y, k1 = t_new, y_new, k1_new
-                steps += 1
-                if progress is not None:
-                    progress(t)
+            monitor.start(t0, q, v)
+        status, message = drive_ivp(method, rhs, t0, y, t1, kw, max_steps, after_step, counter)
+    except KeyboardInterrupt as e:
+        status, message, exception = 1, f"Interrupted (KeyboardInterrupt) at t={t}.", e
+    except Exception as e:  # noqa: BLE001 - any fault of the model's code ends the run, not the data
+        status = 1
+        if isinstance(e, GaussoptError):
+            message = f"The step solver failed at t≈{t}: {type(e).__name__}: {e}"
         else:
-            kw: dict[str, Any] = {"rtol": rtol, "atol": atol}
-            if dt is not None:
-                kw["first_step"] = dt
-
-            def after_step(ode, t_prev, dense):
-                nonlocal t, y
-
-                def interp(tt, dense=dense):
-                    yy = dense(tt)
-                    return yy[:n], yy[n:]
-
-                y_new, changed = ode.y.copy(), False
-                if projector is not None:
-                    y_proj, its = project_y(ode.t, y_new)
-                    if its:
-                        y_new, changed = y_proj, True
-                emit(t_prev, ode.t, interp, y_new)
-                if monitor is not None:
-                    monitor.update(ode.t, y_new[:n], y_new[n:], interp, t_prev)
-                t, y = ode.t, y_new
-                if progress is not None:
-                    progress(t)
-                return y_new, changed
-
-            counter = {"steps": 0}
-            try:
-                status, message = drive_ivp(method, rhs, t, y, t1, kw, max_steps, after_step,
-                                            counter)
-            finally:
-                steps = counter["steps"]
-    except KeyboardInterrupt:
-        status, message = 1, f"Interrupted (KeyboardInterrupt) at t={t}."
-    except (GaussoptError, np.linalg.LinAlgError, FloatingPointError, ValueError) as e:
-        status, message = 1, f"The step solver failed at t≈{t}: {type(e).__name__}: {e}"
+            message = (f"The model's code raised {type(e).__name__} at t≈{t}: {e}{_origin(e)}")
+        exception = e
+    steps = counter["steps"]
     wall = time.perf_counter() - wall0
 
-    run_stats: dict[str, Any] = {}
-    if hasattr(step_solver, "statuses"):
-        run_stats["qp_statuses"] = dict(step_solver.statuses)
-    if hasattr(step_solver, "generations"):
-        g = np.asarray(step_solver.generations, dtype=float)
-        gp = np.asarray(step_solver.gaps, dtype=float)
-        run_stats["ga_generations_mean"] = float(g.mean()) if g.size else 0.0
-        run_stats["ga_generations_max"] = int(g.max()) if g.size else 0
-        run_stats["ga_gap_max"] = float(gp.max()) if gp.size else 0.0
-        step_solver.reset()
-
-    traj = _postprocess(system, step_solver, np.asarray(ts), np.asarray(ys).reshape(-1, 2 * n))
-    traj.rank_events = monitor.events if monitor is not None else []
+    run_stats = step_solver.run_stats()
+    ts = np.asarray(out.ts)
+    traj = _postprocess(system, step_solver, ts, np.asarray(out.ys).reshape(-1, 2 * n))
+    traj.rank_events = monitor.finish() if monitor is not None else []
+    traj.least_squares_steps = _least_squares_records(step_solver, system)
     traj.status = status
     if status == 0 and traj.meta.get("postprocess_error"):
         traj.status, message = 1, traj.meta["postprocess_error"]
+        exception = traj.meta.pop("postprocess_exception", None)
+    traj.meta.pop("postprocess_exception", None)
     traj.message = message
+    traj.exception = exception
     traj.stats.update({"steps": steps, "rhs_evaluations": nfev[0], "wall_time": wall,
                        "time_per_step": wall / steps if steps else float("nan"),
                        "projections": n_proj, **run_stats})
@@ -752,8 +446,44 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     return traj
 
 
+def _origin(e: BaseException) -> str:
+    """`` (raised in file:line, function)`` for an exception from outside gaussopt."""
+    if isinstance(e, GaussoptError):
+        return ""
+    tb = e.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    code = last.tb_frame.f_code
+    if os.path.dirname(os.path.abspath(code.co_filename)).startswith(
+            os.path.dirname(os.path.abspath(__file__))):
+        return ""
+    return f" (raised in {code.co_filename}:{last.tb_lineno}, in {code.co_name})"
+
+
+def _least_squares_records(solver: StepSolver, system: System) -> list[dict]:
+    """The least-squares steps the solver took, one record per distinct time."""
+    labels = system.row_labels() if system.m else []
+    seen: dict[float, dict] = {}
+    for t, size, rows in solver.least_squares_steps:
+        rec = seen.get(t)
+        if rec is None or size > rec["size"]:
+            seen[t] = {"t": t, "size": size, "rows": [labels[i] if i < len(labels) else str(i)
+                                                      for i in rows]}
+    solver.least_squares_steps.clear()
+    return [seen[k] for k in sorted(seen)]
+
+
 def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarray) -> Trajectory:
-    """Recompute accelerations, forces, multipliers and residuals at the output times."""
+    """Recompute accelerations, forces, multipliers and residuals at the output times.
+
+    Never raises: a failure of the model's code or of a step at one sample is
+    recorded (``meta["postprocess_error"]``) and the remaining samples keep NaN;
+    a KeyboardInterrupt stops the recomputation and keeps what was done.
+    """
     n = system.n
     N = t.size
     m = system.m or 0
@@ -761,8 +491,8 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
     a = np.full((N, n), np.nan)
     Qc = np.full((N, n), np.nan)
     lam = np.full((N, m), np.nan)
-    pres = np.zeros(N)
-    vres = np.zeros(N)
+    pres = np.full(N, np.nan)
+    vres = np.full(N, np.nan)
     ares = np.full(N, np.nan)
     rank = np.full(N, -1, dtype=int)
     smin = np.full(N, np.nan)
@@ -770,29 +500,37 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
     keys = ("gap", "error_bound", "error", "generations", "status")
     sample_info: dict[str, list] = {}
     err = None
-    for i in range(N):
-        ti, qi, vi = float(t[i]), q[i], v[i]
-        pres[i] = float(np.linalg.norm(system.position_residual(ti, qi)))
-        vres[i] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
-        if energy is not None:
-            energy[i] = system.energy(ti, qi, vi)
-        if err is not None:
-            continue
-        try:
-            r = solver.solve(ti, qi, vi)
-        except (GaussoptError, np.linalg.LinAlgError, ValueError) as e:
-            err = f"Recomputing the step at output t={ti} failed: {type(e).__name__}: {e}"
-            continue
-        a[i], Qc[i] = r.a, r.constraint_force
-        if r.multipliers.size == m:
-            lam[i] = r.multipliers
-        A, b = system.rows(ti, qi, vi)
-        ares[i] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
-        rank[i] = int(r.info.get("rank", -1))
-        smin[i] = float(r.info.get("sigma_min", np.nan))
-        for k in keys:
-            if k in r.info:
-                sample_info.setdefault(k, []).append(r.info[k])
+    exc = None
+    try:
+        for i in range(N):
+            ti, qi, vi = float(t[i]), q[i], v[i]
+            try:
+                pres[i] = float(np.linalg.norm(system.position_residual(ti, qi)))
+                vres[i] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
+                if energy is not None:
+                    energy[i] = system.energy(ti, qi, vi)
+                if err is not None:
+                    continue
+                r = solver.solve(ti, qi, vi)
+            except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
+                if err is None:
+                    err = (f"Recomputing the step at output t={ti} failed: "
+                           f"{type(e).__name__}: {e}")
+                    exc = e
+                continue
+            a[i], Qc[i] = r.a, r.constraint_force
+            if r.multipliers.size == m:
+                lam[i] = r.multipliers
+            A, b = system.rows(ti, qi, vi)
+            ares[i] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
+            rank[i] = int(r.info.get("rank", -1))
+            smin[i] = float(r.info.get("sigma_min", np.nan))
+            for k in keys:
+                if k in r.info:
+                    sample_info.setdefault(k, []).append(r.info[k])
+    except KeyboardInterrupt as e:
+        err = err or f"Interrupted (KeyboardInterrupt) while recomputing the output samples."
+        exc = exc or e
     stats: dict[str, Any] = {}
     for k, vals in sample_info.items():
         if k == "status":
@@ -800,8 +538,32 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
         else:
             arr = np.asarray(vals, dtype=float)
             stats[f"sample_{k}_max"] = float(np.max(arr))
-    meta = {"postprocess_error": err} if err else {}
+    meta = {"postprocess_error": err, "postprocess_exception": exc} if err else {}
     return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,
                       position_residual=pres, velocity_residual=vres,
                       acceleration_residual=ares, energy=energy, rank=rank, sigma_min=smin,
                       coordinates=system.coordinates, stats=stats, meta=meta)
+
+
+def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, tol: float) -> list[str]:
+    """Row-normalized position/velocity residuals above ``tol`` (a distance); NaN is a problem."""
+    out = []
+    if system.holonomic:
+        phi = system.position_residual(t, q)
+        J = system.position_jacobian(t, q)
+        nr = np.sqrt((J * J).sum(axis=1))
+        d = np.abs(phi) / np.where(nr > 0, nr, 1.0)
+        if not np.all(np.isfinite(d)):
+            out.append(f"the position constraints are not finite at the initial state (phi = {phi})")
+        elif d.max() > tol * (1 + np.abs(q).max()):
+            out.append(f"position constraints violated: |Phi_i|/|grad Phi_i| up to {d.max():.3g}")
+    if system.holonomic or system.nonholonomic:
+        r = system.velocity_residual(t, q, v)
+        J = system.velocity_rows(t, q, v)
+        nr = np.sqrt((J * J).sum(axis=1))
+        d = np.abs(r) / np.where(nr > 0, nr, 1.0)
+        if not np.all(np.isfinite(d)):
+            out.append(f"the velocity constraints are not finite at the initial state (residual {r})")
+        elif d.max(initial=0.0) > tol * (1 + np.abs(v).max()):
+            out.append(f"velocity constraints violated: normalized residual up to {d.max():.3g}")
+    return out

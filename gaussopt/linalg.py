@@ -4,74 +4,105 @@ Problem: ``minimize 0.5 a^T M a - F^T a  subject to  A a = b`` with ``M``
 symmetric positive semi-definite. Its KKT conditions are Lagrange's equations
 of the first kind ``M a = F + A^T lam``, ``A a = b``.
 
+The numerics live in the compiled kernel :mod:`gaussopt.kernel` (one
+implementation, used by every solver and by the integrator); this module is
+its Python face: it turns the kernel's status codes into specific exceptions
+and its outputs into :class:`GaussSolution`.
+
 Rank decisions (documented tolerance ``rank_tol``, default ``1e-8``)
 -------------------------------------------------------------------
-1. Every row of ``A`` is divided by its Euclidean norm (so the decision does
-   not depend on the units of a row). A row whose norm is below
-   ``rank_tol`` times its *reference scale* (the largest norm the row has
-   shown to this solver, or the ``row_scale`` the user gave) has *vanished*
-   (a singular position) and is dropped; its right-hand side must vanish too.
-2. ``M`` is scaled by ``w = trace(M)/n`` (``1`` if ``M = 0``) and the
-   augmented matrix ``Ma = M + w An^T An`` is factorized (Cholesky).
-   ``rank([M; A]) = n`` exactly when ``Ma`` is positive definite; the motion
-   is declared indeterminate when a Cholesky pivot falls below
-   ``rank_tol**2 * w`` (``Ma/w`` has eigenvalues in ``(0, n+m]``).
-3. With ``C = L^{-1} An^T`` (``L L^T = Ma``) every singular value of
-   ``sqrt(w) C`` lies in ``[0, 1]``; those below ``rank_tol`` are redundant
-   directions of the constraints (in the metric of ``Ma``). The numerical rank
-   of the constraints is the number of singular values above it.
-4. ``A a = b`` is consistent when the part of the normalized right-hand side
-   outside the range of the kept directions is below ``sqrt(rank_tol)``
-   relative to the right-hand side's size; otherwise
-   :class:`~gaussopt.exceptions.InconsistentConstraintsError`.
+Made once per step and shared by every solver (:func:`gaussopt.kernel.decide`):
 
-The closed form (Udwadia--Kalaba with the weighted Moore--Penrose inverse, in
-the augmented-mass form of Udwadia--Phohomsiri for singular ``M``) is then::
+1. Every row of ``A`` has the norm ``nu_i`` (computed without underflow). A
+   row whose norm is below ``rank_tol`` times its *reference scale* (the
+   largest norm it has shown at an accepted state of the run, or the
+   ``row_scale`` the user gave) has *vanished* (a singular position) and is
+   dropped; its right-hand side must vanish too. Without a reference (a
+   fresh step) only exactly-zero rows vanish. When dropping vanished rows
+   leaves the motion indeterminate, they are kept (as a fresh step would).
+2. The live rows are normalized (``An``, ``bn``) and decomposed,
+   ``An = U S V^T``. Directions with ``s_k <= rank_tol`` are redundant (the
+   normalized rows have ``s_1`` in ``[1, sqrt(m)]``); the numerical rank ``r``
+   is the number of the others, and every solver works with the kept
+   orthonormal rows ``V_r^T a = S_r^-1 U_r^T bn``.
+3. ``A a = b`` is consistent when the part of ``bn`` outside ``span(U_r)``,
+   relative to ``|bn| + |a|``, is below ``sqrt(rank_tol)`` -- or below what
+   rounding explains near a singular configuration
+   (:func:`gaussopt.kernel.inconsistency_allowance`), in which case the
+   least-squares step is taken and reported (``info["least_squares"]``);
+   otherwise :class:`~gaussopt.exceptions.InconsistentConstraintsError`.
+4. The motion is determinate when the reduced Hessian ``N^T M N`` (``N`` an
+   orthonormal basis of the null space of the kept rows) is positive
+   definite: a Cholesky pivot of ``N^T M N / w`` (``w = trace(M)/n``) below
+   ``rank_tol**2`` means ``rank([M; A]) < n``:
+   :class:`~gaussopt.exceptions.IndeterminateMotionError`.
 
-    a = a_u + Ma^{-1/2} (An Ma^{-1/2})^+ (bn - An a_u),    a_u = Ma^{-1} F
+The closed form (Udwadia--Kalaba with the weighted Moore--Penrose inverse,
+Udwadia--Phohomsiri for singular ``M``) is then evaluated in null-space form::
 
-evaluated with the Cholesky factor in place of ``Ma^{1/2}``, which gives the
-same ``Ma``-weighted minimum-norm correction. No inverse is formed.
+    a = V_r beta + N z,    (N^T M N) z = N^T (F - M V_r beta)
+
+which equals ``a_u + M^{-1/2} (A M^{-1/2})^+ (b - A a_u)`` where ``M`` is
+invertible, needs ``M`` positive definite only on ``null(A)``, and satisfies
+the kept rows by construction however large ``F`` is. No inverse is formed.
+Every result is verified (backward errors of feasibility and stationarity)
+before it is returned.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
-from scipy.linalg import lapack
 
+from . import kernel as K
 from .exceptions import (InconsistentConstraintsError, IndeterminateMotionError, ModelError,
                          SolverError)
 
-__all__ = ["GaussSolution", "solve_gauss", "null_space_split", "min_norm_multipliers", "inconsistency_residual",
-           "mass_scale", "range_projector"]
+__all__ = ["GaussSolution", "Decision", "solve_gauss", "decide", "null_space_split",
+           "min_norm_multipliers", "inconsistency_residual", "mass_scale", "range_projector",
+           "raise_for_status", "DEFAULT_RANK_TOL"]
 
 DEFAULT_RANK_TOL = 1e-8
-_NO_ROWS = np.zeros(0, dtype=int)
-_NO_LAM = np.zeros(0)
-_FAST_PIVOT2 = 1e-8
+_NO_REF = {}
+
+
+def _ref(ref: Optional[np.ndarray], m: int) -> np.ndarray:
+    if ref is None:
+        z = _NO_REF.get(m)
+        if z is None:
+            z = _NO_REF[m] = np.zeros(m)
+            z.setflags(write=False)
+        return z
+    return ref
 
 
 @dataclass
 class GaussSolution:
-    """Everything one closed-form step produced.
+    """Everything one step produced.
 
     Attributes
     ----------
     a : ndarray, shape (n,)
     lam : ndarray, shape (m,)
-        Multipliers with ``M a = F + A^T lam`` (minimum norm when redundant).
+        Minimum-norm multipliers with ``M a = F + A^T lam`` (0 on vanished rows).
     rank : int
-        Numerical rank of the constraint rows.
+        Numerical rank of the live constraint rows.
     sigma : ndarray
-        Singular values of ``sqrt(w) C`` (in ``[0, 1]``), descending.
+        Singular values of the live row-normalized constraint rows, descending.
     dropped : ndarray of int
-        Indices of rows that vanished (singular position).
-    consistency : float
-        Relative size of the inconsistent part of ``b``.
+        Rows that vanished (singular position).
+    inconsistency : float
+        Relative size of the inconsistent part of ``b`` (``|bn - U_r U_r^T bn| / (|bn| + |a|)``).
+    allowance : float
+        Largest inconsistency rounding explains here.
+    backward_error : float
+        Backward error of ``a`` in the optimality conditions.
+    fallback : bool
+        The solver's own result failed its verification; the closed form was used.
+    kept_vanished : bool
+        Rows that vanished relative to their reference were kept (determinacy).
     """
 
     a: np.ndarray
@@ -79,10 +110,28 @@ class GaussSolution:
     rank: int
     sigma: np.ndarray
     dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
-    consistency: float = 0.0
-    # internals reused by callers (objective mismatch check)
-    L: Optional[np.ndarray] = None
-    U: Optional[np.ndarray] = None
+    inconsistency: float = 0.0
+    allowance: float = 0.0
+    backward_error: float = 0.0
+    fallback: bool = False
+    kept_vanished: bool = False
+
+    @property
+    def least_squares(self) -> bool:
+        """The constraints were inconsistent beyond ``sqrt(rank_tol)`` (but within
+        what rounding explains): the least-squares step was taken."""
+        return self.inconsistency > self._root
+
+    _root: float = 1e-4
+
+    def info(self) -> dict:
+        """The rank decision and verification, as reported in ``StepResult.info``."""
+        return {"rank": self.rank,
+                "sigma_min": float(self.sigma[self.rank - 1]) if self.rank else 1.0,
+                "sigma": self.sigma, "dropped_rows": self.dropped.tolist(),
+                "inconsistency": self.inconsistency, "least_squares": self.least_squares,
+                "backward_error": self.backward_error, "fallback": self.fallback,
+                "kept_vanished_rows": self.kept_vanished}
 
 
 def mass_scale(M: np.ndarray) -> float:
@@ -101,7 +150,7 @@ def range_projector(M: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, int
 
 
 def _nonfinite(M, F, A, b) -> Optional[ModelError]:
-    """A ModelError naming the non-finite model data, or None (called on failure paths only)."""
+    """A ModelError naming the non-finite model data, or None."""
     bad = [name for name, x in (("mass M", M), ("force F", F), ("constraint rows A", A),
                                 ("constraint right-hand side b", b)) if not np.all(np.isfinite(x))]
     if bad:
@@ -110,25 +159,84 @@ def _nonfinite(M, F, A, b) -> Optional[ModelError]:
     return None
 
 
-def _indeterminate(M: np.ndarray, An: np.ndarray, w: float, coords=None) -> IndeterminateMotionError:
-    Ma = M / w + An.T @ An
+def _indeterminate(M: np.ndarray, A: np.ndarray, live: np.ndarray, coords=None
+                   ) -> IndeterminateMotionError:
+    """The error naming a free direction ``d`` (``M d ~ 0``, ``A d ~ 0``)."""
+    n = M.shape[0]
+    Al = A[live]
+    nr = np.sqrt(np.einsum("ij,ij->i", Al, Al)) if Al.size else np.zeros(0)
+    An = Al / np.where(nr > 0, nr, 1.0)[:, None] if Al.size else np.zeros((0, n))
+    Ma = M / mass_scale(M) + An.T @ An          # singular exactly when N^T M N is
     vals, vecs = np.linalg.eigh(Ma)
     d = vecs[:, 0]
     d = d * np.sign(d[np.argmax(np.abs(d))])
-    names = coords or [f"q{i}" for i in range(M.shape[0])]
+    names = coords or [f"q{i}" for i in range(n)]
     terms = " ".join(f"{c:+.3g}*{nm}" for c, nm in zip(d, names) if abs(c) > 1e-3)
     return IndeterminateMotionError(
         "The accelerations are not unique: rank([M; A]) < n. The direction "
         f"a -> a + s*d with d = ({terms}) changes neither the Gauss function nor the "
-        f"constraints (smallest eigenvalue of M/w + A^T A is {vals[0]:.3g}). Add a constraint "
+        f"constraints (smallest eigenvalue of M/w + An^T An is {vals[0]:.3g}). Add a constraint "
         "or mass in that direction.", direction=d)
 
 
+def inconsistency_residual(A: np.ndarray, b: np.ndarray) -> float:
+    """``min_a ||An a - bn||`` with rows normalized: how contradictory ``A a = b`` is."""
+    nr = np.zeros(A.shape[0])
+    if A.shape[0]:
+        K.row_norms(np.ascontiguousarray(A, dtype=float), nr)
+    keep = nr > 0
+    An = A[keep] / nr[keep, None]
+    bn = b[keep] / nr[keep]
+    x = np.linalg.lstsq(An, bn, rcond=None)[0] if An.size else np.zeros(A.shape[1])
+    r = float(np.linalg.norm(An @ x - bn)) if An.size else 0.0
+    return float(np.hypot(r, np.linalg.norm(b[~keep])))
+
+
+def raise_for_status(status: int, *, M, F, A, b, live, rank: int, rho: float = 0.0,
+                     allow: float = 0.0, be: float = 0.0, tol: float = 0.0, coords=None,
+                     solver: str = "closed_form") -> None:
+    """Raise the specific exception for a kernel status (no-op for ``OK``)."""
+    if status == K.OK:
+        return
+    if status == K.NONFINITE:
+        raise _nonfinite(M, F, A, b) or ModelError("the model returned non-finite values.")
+    if status == K.NONSYMMETRIC:
+        asym = float(np.max(np.abs(M - M.T)))
+        raise ModelError(f"the mass matrix M returned by the model is not symmetric at this "
+                         f"state: max |M - M^T| = {asym:.3g} (relative "
+                         f"{asym / max(float(np.max(np.abs(M))), 1e-300):.3g}); every solver "
+                         "needs a symmetric M (check the mass function).")
+    if status == K.INDETERMINATE:
+        raise _indeterminate(M, A, live, coords)
+    m = A.shape[0]
+    if status == K.INCONSISTENT:
+        res = inconsistency_residual(A, b)
+        raise InconsistentConstraintsError(
+            "The constraint rows are inconsistent: A a = b has no solution (row-normalized "
+            f"least-squares residual {res:.3g}; relative size of the contradictory part "
+            f"{rho:.3g} > {allow:.3g}, the most that rounding explains here; numerical rank "
+            f"{rank} of {int(np.count_nonzero(live))} live rows of {m}). Check redundant "
+            "constraints for contradictory right-hand sides or the initial state.",
+            residual=res)
+    if status == K.INCONSISTENT_VANISHED:
+        dropped = np.flatnonzero(~live).tolist()
+        raise InconsistentConstraintsError(
+            f"Constraint rows {dropped} vanished (singular position: zero Jacobian row) but "
+            f"their right-hand side is {np.asarray(b)[~live].tolist()}; no acceleration "
+            "satisfies them.", residual=inconsistency_residual(A, b))
+    if status == K.UNVERIFIED:
+        raise SolverError(
+            f"solver {solver!r}: the step failed its verification even on the robust path "
+            f"(backward error {be:.3g} > {tol:.3g} in the optimality conditions): the data "
+            "are too ill-conditioned for double precision here.")
+    raise SolverError(f"unknown kernel status {status}")
+
+
 def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
-                rank_tol: float = DEFAULT_RANK_TOL, w: Optional[float] = None,
-                row_ref: Optional[np.ndarray] = None, coords=None,
-                want_multipliers: bool = True) -> GaussSolution:
-    """Closed-form Gauss step (Udwadia--Kalaba / Udwadia--Phohomsiri).
+                rank_tol: float = DEFAULT_RANK_TOL, ref: Optional[np.ndarray] = None,
+                method: int = K.CLOSED_FORM, want_multipliers: bool = True,
+                check_symmetry: bool = True, coords=None) -> GaussSolution:
+    """One verified Gauss step (rank decision, solve, verification) with the kernel.
 
     Parameters
     ----------
@@ -139,11 +247,14 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     b : ndarray, shape (m,)
     rank_tol : float
         Relative tolerance of every rank decision (module docstring).
-    w : float, optional
-        Mass scale (default ``trace(M)/n``); pass it when M is constant.
-    row_ref : ndarray, shape (m,), optional
-        Reference scale of each row for the vanishing-row test; updated in
-        place to the running maximum of the row norms.
+    ref : ndarray, shape (m,), optional
+        Reference scale of each row for the vanishing-row test (default: none,
+        only exactly-zero rows vanish).
+    method : int
+        :data:`gaussopt.kernel.CLOSED_FORM` or :data:`gaussopt.kernel.LAGRANGE`.
+    want_multipliers : bool
+    check_symmetry : bool
+        Reject an asymmetric ``M`` (skip it for a constant, already checked ``M``).
     coords : sequence of str, optional
         Coordinate names, used in error messages.
 
@@ -157,157 +268,111 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         ``rank([M; A]) < n``.
     InconsistentConstraintsError
         ``A a = b`` has no solution.
+    ModelError
+        Non-finite or non-symmetric data.
+    SolverError
+        The result failed its verification.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sol = solve_gauss(np.diag([1.0, 1e-9, 0.0]), np.ones(3),
+    ...                   np.array([[0.0, 0, 1], [0, 0, 1]]), np.zeros(2))
+    >>> sol.a, sol.rank
+    (array([1.e+00, 1.e+09, 0.e+00]), 1)
     """
-    n = M.shape[0]
     m = A.shape[0]
-    if w is None:
-        w = mass_scale(M)
+    (status, a, lam, s, r, live, nu, rho, allow, be, dmin,
+     flags) = K.gauss_step(M, F, A, b, _ref(ref, m), rank_tol, method, want_multipliers,
+                              check_symmetry)
+    if status != K.OK:
+        raise_for_status(status, M=M, F=F, A=A, b=b, live=live, rank=r, rho=rho, allow=allow,
+                         be=be, tol=K.direct_tolerance(M.shape[0], int(live.sum())),
+                         coords=coords)
+    sol = GaussSolution(a=a, lam=lam, rank=int(r), sigma=s, dropped=np.flatnonzero(~live),
+                        inconsistency=float(rho), allowance=float(allow),
+                        backward_error=float(be), fallback=bool(flags & 1),
+                        kept_vanished=bool(flags & 2))
+    sol._root = float(np.sqrt(rank_tol))
+    return sol
+
+
+@dataclass
+class Decision:
+    """The shared rank decision of one step (:func:`gaussopt.kernel.decide`), for
+    solvers that solve the reduced problem themselves (QP, GA)."""
+
+    w: float
+    nu: np.ndarray
+    live: np.ndarray
+    An: np.ndarray
+    bn: np.ndarray
+    s: np.ndarray
+    r: int
+    Ur: np.ndarray
+    Vr: np.ndarray
+    N: np.ndarray
+    beta: np.ndarray
+    c_norm: float
+    LH: np.ndarray
+    dmin: float
+    kept_vanished: bool
+    determinate: bool
+
+    def closed_form(self, M: np.ndarray, F: np.ndarray) -> np.ndarray:
+        """The closed-form solution with this decision (the robust path)."""
+        return K.closed_form(M, F, self.Vr, self.N, self.beta, self.LH, self.w)
+
+    def null_space(self) -> tuple[np.ndarray, np.ndarray]:
+        """``a_p = V_r beta`` (minimum norm particular solution) and an orthonormal
+        basis ``N`` (n, n - r) of the null space of the kept rows."""
+        return self.Vr @ self.beta, self.N
+
+
+def decide(M: np.ndarray, A: np.ndarray, b: np.ndarray, *, rank_tol: float = DEFAULT_RANK_TOL,
+           ref: Optional[np.ndarray] = None) -> Decision:
+    """The rank decision of one step (module docstring), without solving."""
+    m = A.shape[0]
+    (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
+     flags) = K.decide(M, A, b, _ref(ref, m), rank_tol)
+    return Decision(w=w, nu=nu, live=live, An=An, bn=bn, s=s, r=int(r), Ur=Ur, Vr=Vr, N=N,
+                    beta=beta, c_norm=float(c_norm), LH=LH, dmin=float(dmin),
+                    kept_vanished=bool(flags & 2), determinate=status == K.OK)
+
+
+def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
+                         rank_tol: float = DEFAULT_RANK_TOL) -> np.ndarray:
+    """Minimum-norm ``lam`` with ``A^T lam = Qc`` under the shared rank decision
+    (redundant directions share the force; zero rows get 0)."""
+    m, n = A.shape
     if m == 0:
-        L, info = lapack.dpotrf(M / w, lower=1, clean=1)
-        if info != 0 or np.min(np.abs(np.diag(L))) < rank_tol:
-            raise _nonfinite(M, F, A, b) or _indeterminate(M, np.zeros((0, n)), w, coords)
-        a, _ = lapack.dpotrs(L, F / w, lower=1)
-        return GaussSolution(a=a, lam=np.zeros(0), rank=0, sigma=np.zeros(0))
-
-    norms = np.sqrt(np.add.reduce(A * A, axis=1))
-    if row_ref is None:
-        ref = norms
-    else:
-        if row_ref.shape != norms.shape:
-            raise ModelError(f"`row_scale` has shape {row_ref.shape}, but there are {m} rows.")
-        np.maximum(row_ref, norms, out=row_ref)     # running reference scale, in place
-        ref = row_ref
-    small = norms <= rank_tol * ref                 # vanished rows (zero rows included)
-    if small.any():
-        dropped = np.flatnonzero(small)
-        norms = norms.copy()
-        norms[dropped] = np.inf                     # the row becomes zero after scaling
-    else:
-        dropped = _NO_ROWS
-    inv = 1.0 / norms
-    An = A * inv[:, None]
-    bn = b * inv
-    Ma = M + w * (An.T @ An)
-    L, info = lapack.dpotrf(Ma, lower=1, clean=1)
-    if info != 0 or not L.diagonal().min() ** 2 >= rank_tol * rank_tol * w:
-        raise _nonfinite(M, F, A, b) or _indeterminate(M, An, w, coords)
-    rhs = np.empty((n, m + 1), order="F")
-    rhs[:, 0] = F
-    rhs[:, 1:] = An.T
-    if not want_multipliers and m <= n:
-        # Fast path for the integrators: K = An Ma^-1 An^T (m x m) by Cholesky. Taken
-        # only when K is far from singular (every pivot of w K above _FAST_PIVOT**2, i.e.
-        # all singular values of sqrt(w) C above ~1e-4); otherwise the SVD path below
-        # makes the rank decision with the full rank_tol.
-        X, info = lapack.dpotrs(L, rhs, lower=1)
-        au = X[:, 0]
-        Y = X[:, 1:]
-        K = An @ Y
-        LK, info = lapack.dpotrf(K, lower=1, clean=1)
-        if info == 0 and LK.diagonal().min() ** 2 * w > _FAST_PIVOT2:
-            mu, _ = lapack.dpotrs(LK, bn - An @ au, lower=1)
-            a = au + Y @ mu
-            if not dropped.size:
-                return GaussSolution(a=a, lam=_NO_LAM, rank=m, sigma=_NO_LAM, dropped=dropped)
-    X, info = lapack.dtrtrs(L, rhs, lower=1)
-    y = X[:, 0]
-    C = X[:, 1:]
-    U, s, Vt, info = lapack.dgesdd(C, full_matrices=0)
-    if info != 0:
-        raise _nonfinite(M, F, A, b) or SolverError(
-            f"SVD of the constraint rows failed (LAPACK info={info}).")
-    sqw = math.sqrt(w)
-    thr = rank_tol / sqw
-    # more rows than coordinates: only n singular values, so at most rank n
-    r = m if (s.size == m and s[-1] > thr) else int(np.count_nonzero(s > thr))
-    res = bn - C.T @ y
-    Vr = Vt[:r]
-    coef = (Vr @ res) / s[:r]
-    consistency = 0.0
-    if r < m:
-        outside = res - Vr.T @ (Vr @ res)
-        scale = float(np.abs(bn).sum() + np.abs(res).sum())
-        consistency = float(np.sqrt(outside @ outside)) / scale if scale > 0 else 0.0
-        if consistency > np.sqrt(rank_tol):
-            raise InconsistentConstraintsError(
-                "The constraint rows are inconsistent: A a = b has no solution (row-normalized "
-                f"least-squares residual {inconsistency_residual(A, b):.3g}; relative size of "
-                f"the contradictory part {consistency:.3g} > sqrt(rank_tol) = "
-                f"{np.sqrt(rank_tol):.3g}; numerical rank {r} of {m} rows). Check redundant "
-                "constraints for contradictory right-hand sides or the initial state.",
-                residual=inconsistency_residual(A, b))
-    z = y + U[:, :r] @ coef
-    a, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
-    if dropped.size:
-        # a vanished row is consistent only if its right-hand side vanishes too
-        bd = b[dropped]
-        resid = np.abs(A[dropped] @ a - bd)
-        allowed = np.sqrt(rank_tol) * (ref[dropped] * float(np.sqrt(a @ a)) + np.abs(bd))
-        if np.any(resid > allowed + 1e-300):
-            raise InconsistentConstraintsError(
-                f"Constraint rows {dropped.tolist()} vanished (singular position: zero "
-                f"Jacobian row) but their right-hand side is {bd.tolist()}; no acceleration "
-                "satisfies them.", residual=inconsistency_residual(A, b))
-    lam = np.zeros(m)
-    if want_multipliers:
-        # Ma a = F + An^T mu with mu = lam_n + w bn; mu = V_r coef / s_r (minimum norm)
-        mu = Vr.T @ (coef / s[:r])
-        if r == m:
-            lam_n = mu - w * bn
-            lam = lam_n * inv
-        else:
-            Qc = M @ a - F
-            lam = min_norm_multipliers(A, Qc, r)
-    return GaussSolution(a=a, lam=lam, rank=r, sigma=s * sqw, dropped=dropped,
-                         consistency=consistency, L=L, U=U[:, :r])
-
-
-def inconsistency_residual(A: np.ndarray, b: np.ndarray) -> float:
-    """``min_a ||An a - bn||`` with rows normalized: how contradictory ``A a = b`` is."""
-    norms = np.sqrt((A * A).sum(axis=1))
-    keep = norms > 0
-    An = A[keep] / norms[keep, None]
-    bn = b[keep] / norms[keep]
-    x = np.linalg.lstsq(An, bn, rcond=None)[0]
-    r = float(np.linalg.norm(An @ x - bn))
-    return float(np.hypot(r, np.linalg.norm(b[~keep])))
-
-
-def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray, rank: int) -> np.ndarray:
-    """Minimum-norm ``lam`` with ``A^T lam = Qc``, truncated to ``rank``
-    singular directions (the redundant rows share the force)."""
-    if A.shape[0] == 0:
         return np.zeros(0)
-    U, s, Vt = np.linalg.svd(A.T, full_matrices=False)
-    r = min(rank, int(np.count_nonzero(s > 0)))
-    return Vt[:r].T @ ((U[:, :r].T @ Qc) / s[:r])
+    A = np.ascontiguousarray(A, dtype=float)
+    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
+        A, np.zeros(m), _ref(None, m), rank_tol, True)
+    return K.multipliers(np.zeros((n, n)), -np.asarray(Qc, dtype=float), np.zeros(n), A, nu,
+                         live, Ur, Vr, s)
 
 
 def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RANK_TOL
                      ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Minimum-norm particular solution and orthonormal null-space basis of ``A``.
-
-    Rows are normalized first; directions with relative singular value below
-    ``rank_tol`` are treated as redundant.
+    """Minimum-norm particular solution and orthonormal null-space basis of ``A``
+    under the shared rank decision (rows normalized; directions with singular
+    value ``<= rank_tol`` redundant).
 
     Returns
     -------
     a_p : ndarray, shape (n,)
-        Minimum-norm solution of ``A a = b``.
+        Minimum-norm solution of the kept rows.
     N : ndarray, shape (n, n - r)
-        Orthonormal basis of ``null(A)``.
+        Orthonormal basis of their null space.
     r : int
         Numerical rank.
     """
     m, n = A.shape
     if m == 0:
         return np.zeros(n), np.eye(n), 0
-    norms = np.sqrt((A * A).sum(axis=1))
-    inv = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-    An = A * inv[:, None]
-    bn = b * inv
-    U, s, Vt = np.linalg.svd(An, full_matrices=True)
-    smax = float(s[0]) if s.size else 0.0
-    r = int(np.count_nonzero(s > rank_tol * max(smax, 1e-300)))
-    a_p = Vt[:r].T @ ((U[:, :r].T @ bn) / s[:r])
-    return a_p, Vt[r:].T.copy(), r
+    A = np.ascontiguousarray(A, dtype=float)
+    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
+        A, np.ascontiguousarray(b, dtype=float), _ref(None, m), rank_tol, True)
+    return Vr @ beta, N, int(r)

@@ -1045,7 +1045,7 @@ class Model:
         _, _, r = null_space_split(A, np.zeros(m), rank_tol)
         nr = np.sqrt((A * A).sum(axis=1))
         An = A / np.where(nr > 0, nr, 1.0)[:, None]
-        U, s, _ = np.linalg.svd(An, full_matrices=True)
+        U, s, _ = np.linalg.svd(An, full_matrices=True)          # report: full left basis
         left = U[:, r:]                                    # left null space (m - r columns)
         involved = (np.flatnonzero(np.sqrt((left * left).sum(axis=1)) > 1e-6) if m > r
                     else np.zeros(0, dtype=int))
@@ -1106,7 +1106,7 @@ class Model:
                 raise ModelError(f"`step.constraint_force` must be a finite array of shape "
                                  f"({self.n},), found shape {Qc.shape}.")
             A = AT[:self.n].T
-            lam = min_norm_multipliers(A, Qc, rep.rank)
+            lam = min_norm_multipliers(A, Qc, rank_tol)
             off = float(np.abs(A.T @ lam - Qc).max(initial=0.0))
             if off > 1e-8 * (1.0 + float(np.abs(Qc).max(initial=0.0))):
                 raise ModelError(f"`step.constraint_force` is not a combination of the joint rows "

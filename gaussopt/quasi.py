@@ -885,7 +885,7 @@ class QuasiVelocities:
             if m:
                 B, _ = self._rows(ti, qi)
                 ares[i] = float(np.linalg.norm(B @ ai - self._gamma(ti, qi, vi)))
-                lam[i] = min_norm_multipliers(B, Qc[i], self.r or 0)
+                lam[i] = min_norm_multipliers(B, Qc[i], self.rank_tol)
                 nr = np.sqrt((B * B).sum(axis=1))
                 sv = np.linalg.svd(B / nr[:, None], compute_uv=False)
                 smin[i] = float(sv[(self.r or 1) - 1]) if self.r else np.nan

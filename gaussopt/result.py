@@ -122,6 +122,14 @@ class Trajectory:
     message : str
     meta : dict
         Settings of the run (solver, method, tolerances, stabilization).
+    least_squares_steps : list of dict
+        Steps where the constraint rows were inconsistent by more than
+        ``sqrt(rank_tol)`` but by no more than rounding explains near a singular
+        configuration, so the least-squares step was taken: ``{"t", "size"
+        (relative inconsistency), "rows" (labels of the rows involved)}``.
+    exception : BaseException or None
+        The exception that ended a failed run (the model's own, or gaussopt's),
+        kept for inspection; not saved (its type and message are in ``message``).
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
     output times, never collected inside the right-hand side.
@@ -145,6 +153,8 @@ class Trajectory:
     status: int = 0
     message: str = ""
     meta: dict = field(default_factory=dict)
+    least_squares_steps: list = field(default_factory=list)
+    exception: Optional[BaseException] = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:
@@ -211,6 +221,7 @@ class Trajectory:
             "coordinates": list(self.coordinates), "status": self.status, "message": self.message,
             "meta": self.meta, "stats": self.stats,
             "rank_events": [e.as_dict() for e in self.rank_events],
+            "least_squares_steps": list(self.least_squares_steps),
             "has_energy": self.energy is not None, "format": _FORMAT,
         }
         # encode before touching the file system: an unencodable header leaves no trace
@@ -517,9 +528,14 @@ def load(path) -> Trajectory:
         arrays["energy"] = None
     events = [RankEvent(**{k: e[k] for k in _RANK_EVENT_TYPES})
               for e in header.get("rank_events", [])]
+    lsq = header.get("least_squares_steps", [])
+    if not (isinstance(lsq, list) and all(isinstance(x, dict) for x in lsq)):
+        raise ModelError(f"{str(path)!r}: header `least_squares_steps` must be a list of dicts, "
+                         f"found {type(lsq).__name__}.")
     return Trajectory(coordinates=tuple(header["coordinates"]), rank_events=events,
                       stats=header.get("stats", {}), status=header.get("status", 0),
-                      message=header.get("message", ""), meta=header.get("meta", {}), **arrays)
+                      message=header.get("message", ""), meta=header.get("meta", {}),
+                      least_squares_steps=lsq, **arrays)
 
 
 def _formats() -> str:

@@ -142,6 +142,46 @@ class System:
         parts = [c.rows(t, q, v) for c in eqs]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
+    def evaluate(self, t: float, q: np.ndarray, v: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``M, F, A, b`` at one state, with their shapes checked (every step).
+
+        Raises
+        ------
+        ModelError
+            A piece has the wrong shape, or the number of rows of a constraint
+            differs from the count found by :meth:`check` (named).
+        """
+        n = self.n
+        M = self.mass(t, q)
+        if M.shape != (n, n):
+            raise ModelError(f"mass(t, q) returned shape {M.shape} at t={t}, expected ({n}, {n}).")
+        F = self.force(t, q, v)
+        if F.shape != (n,):
+            raise ModelError(f"force(t, q, v) returned shape {F.shape} at t={t}, expected ({n},).")
+        A, b = self.rows(t, q, v)
+        m = self.m
+        if A.shape != (m if m is not None else A.shape[0], n) or b.shape != (A.shape[0],):
+            raise self._row_count_error(t, q, v, A, b)
+        return M, F, A, b
+
+    def _row_count_error(self, t, q, v, A, b) -> ModelError:
+        """The error for rows whose count or shape changed (failure path only)."""
+        found = []
+        for c, k in zip(self.equalities, self._row_counts or (None,) * len(self.equalities)):
+            try:
+                Ac, bc = c.rows(t, q, v)
+                shape = (np.shape(Ac), np.shape(bc))
+            except Exception as e:  # noqa: BLE001 - reported
+                shape = f"{type(e).__name__}: {e}"
+            if k is None or shape != ((k, self.n), (k,)):
+                found.append(f"constraint {c.name!r} returned rows of shapes {shape} where "
+                             f"{k} rows ({k}, {self.n}) and ({k},) were found by the check at the start")
+        detail = "; ".join(found) or f"A {A.shape}, b {b.shape}"
+        return ModelError(f"the constraint rows changed shape at t={t}: {detail}. A constraint "
+                          "must return the same number of rows at every state (write a vanishing "
+                          "row as zeros instead of leaving it out).")
+
     def inequality_rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stacked inequality rows ``(G, h)`` with ``G a >= h``."""
         if not self.inequalities:

@@ -71,14 +71,18 @@ def test_paper_and_exact_objectives_differ_on_a_variant():
 
 def test_singular_position_row_vanishes_but_constraint_force_is_finite():
     # exactly at th1 = th2 = pi/2 the first row [l cos th1, -l cos th2, 0] is zero
-    # (a row's reference scale is the largest norm it has shown to the solver, so
-    # the solver first sees a regular state, as it does along a trajectory)
+    # (a row's reference scale is the largest norm it has shown at an accepted state:
+    # the integrator registers every accepted state with `accept`, as here)
     sysm = four_bar.system()
-    go.solve_step(sysm, 0.0, Q0, np.zeros(3))
+    sysm.check(0.0, Q0, np.zeros(3))
+    solver = go.make_solver(sysm)
+    solver.accept(sysm.rows(0.0, Q0, np.zeros(3))[0])
     q = np.array([np.pi / 2, np.pi / 2, np.pi / 2])
     w = 3.0
-    r = go.solve_step(sysm, 0.0, q, np.array([w, w, -w]))
+    r = solver.solve(0.0, q, np.array([w, w, -w]))
     assert r.info["dropped_rows"] == [0]
+    # a fresh step without any reference drops exactly-zero rows only
+    assert go.solve_step(four_bar.system(), 0.0, q, np.array([w, w, -w])).info["dropped_rows"] == []
     # a solver given the rows' scales decides the same without history
     r2 = go.solve_step(four_bar.system(), 0.0, q, np.array([w, w, -w]), row_scale=[2 * L_, 1.0])
     assert r2.info["dropped_rows"] == [0]

@@ -3,18 +3,23 @@
 A step solver is built once per system (``solver = SOLVERS[name](system,
 **options)``) and then evaluated many times: :meth:`StepSolver.acceleration`
 is the hot path used inside integrators, :meth:`StepSolver.solve` returns the
-full :class:`~gaussopt.result.StepResult`. Each subclass implements only
-``_solve(t, q, v, M, F, A, b) -> (a, lam, info)``.
+full :class:`~gaussopt.result.StepResult`. Every solver works on the *same*
+rank decision (:func:`gaussopt.linalg.decide`, made once per step) and every
+result is verified against the optimality conditions before it is returned
+(:mod:`gaussopt.kernel`); a subclass implements only ``_step(t, q, v, M, F,
+A, b, want_lam) -> (a, lam, info)``.
 """
 
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Callable, Optional
 
 import numpy as np
 
-from ..exceptions import ModelError, ObjectiveMismatchWarning, UnsupportedConstraintError
+from .. import kernel as K
+from ..exceptions import ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
 from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss
 from ..result import StepResult
 from ..system import System
@@ -44,12 +49,25 @@ class StepSolver:
     rank_tol : float, default 1e-8
         Relative tolerance of all rank decisions (see :mod:`gaussopt.linalg`).
     row_scale : array_like, shape (m,), optional
-        Reference scale of each constraint row for the vanishing-row test
-        (default: the largest norm the row has shown to this solver).
+        Fixed reference scale of each constraint row for the vanishing-row
+        test. Default: inside :func:`~gaussopt.simulate`, the largest norm the
+        row has shown at an accepted state of the run; in a single
+        :func:`~gaussopt.solve_step`, none (only exactly-zero rows vanish).
+
+    Notes
+    -----
+    ``StepResult.info`` reports the shared rank decision (``rank``,
+    ``sigma`` the singular values of the live row-normalized rows,
+    ``sigma_min``, ``dropped_rows``), the verification (``backward_error``,
+    ``fallback``: the solver's own result failed and the closed form was used)
+    and ``inconsistency``/``least_squares`` (see :mod:`gaussopt.linalg`).
+    Solvers are safe to call from several threads on one system.
     """
 
     name = "base"
     supports_inequalities = False
+    #: kernel method of the direct solvers (None: the solver solves the reduced problem itself)
+    _method: Optional[int] = None
 
     def __init__(self, system: System, *, objective: str = "exact",
                  rank_tol: float = DEFAULT_RANK_TOL, row_scale=None) -> None:
@@ -57,7 +75,8 @@ class StepSolver:
             raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
         if objective not in OBJECTIVES:
             raise ModelError(f"`objective` must be one of {OBJECTIVES}, found {objective!r}.")
-        if not (np.isfinite(rank_tol) and 0 < rank_tol < 1):
+        if not (isinstance(rank_tol, (int, float, np.floating)) and np.isfinite(rank_tol)
+                and 0 < rank_tol < 1):
             raise ModelError(f"`rank_tol` must be in (0, 1), found {rank_tol!r}.")
         if system.inequalities and not self.supports_inequalities:
             raise UnsupportedConstraintError(
@@ -66,13 +85,24 @@ class StepSolver:
         self.system = system
         self.objective = objective
         self.rank_tol = float(rank_tol)
-        self.row_ref = None if row_scale is None else np.asarray(row_scale, dtype=float)
+        self._fixed_ref = None
+        if row_scale is not None:
+            ref = np.asarray(row_scale, dtype=float).ravel()
+            if not np.all(np.isfinite(ref)) or np.any(ref <= 0):
+                raise ModelError(f"`row_scale` must be positive and finite, found {row_scale!r}.")
+            if system.m is not None and ref.shape != (system.m,):
+                raise ModelError(f"`row_scale` must have one entry per constraint row, shape "
+                                 f"({system.m},), found {ref.shape}.")
+            self._fixed_ref = ref
+        self.row_ref: Optional[np.ndarray] = self._fixed_ref
         self.coords = list(system.coordinates)
         self._n = system.n
+        self._lock = threading.RLock()
         # set-up work done once
         self._w_const: Optional[float] = None
         self._P_const: Optional[np.ndarray] = None      # projector M M^+ (constant singular M)
         self._null_force_check = False
+        self._check_symmetry = system.constant_mass is None
         Mc = system.constant_mass
         if Mc is not None:
             self._w_const = mass_scale(Mc)
@@ -82,17 +112,37 @@ class StepSolver:
                 self._null_force_check = True
         self.last_info: dict = {}
         self._mismatch_warned = False
+        self.least_squares_steps: list = []
+
+    # ------------------------------------------------------------- row reference
+    def accept(self, A: np.ndarray) -> None:
+        """Register the rows ``A`` of an *accepted* state: the reference scale of
+        each row becomes the largest norm it has shown at accepted states (trial
+        stages of an integrator never call this). No-op with a fixed ``row_scale``."""
+        if self._fixed_ref is not None or A.shape[0] == 0:
+            return
+        nu = np.empty(A.shape[0])
+        K.row_norms(A, nu)
+        if self.row_ref is None or self.row_ref.shape != nu.shape:
+            self.row_ref = nu
+        else:
+            np.maximum(self.row_ref, nu, out=self.row_ref)
+
+    def reset_reference(self) -> None:
+        """Forget the running row scales (back to the fixed ``row_scale`` or none)."""
+        self.row_ref = self._fixed_ref
+
+    def _reference(self, m: int) -> Optional[np.ndarray]:
+        ref = self.row_ref
+        if ref is not None and ref.shape != (m,):
+            raise ModelError(f"`row_scale` must have one entry per constraint row, shape ({m},), "
+                             f"found {ref.shape}.")
+        return ref
 
     # ------------------------------------------------------------- evaluation
-    def _mass(self, t, q):
-        return self.system.mass(t, q)
-
     def _prepare(self, t, q, v):
-        """Evaluate M, F, the objective's force and the equality rows."""
-        sysm = self.system
-        M = sysm.mass(t, q)
-        F = sysm.force(t, q, v)
-        A, b = sysm.rows(t, q, v)
+        """Evaluate ``M, F, A, b`` (shapes checked) and apply the ``b`` hook."""
+        M, F, A, b = self.system.evaluate(t, q, v)
         if self.b_correction is not None:
             b = b + self.b_correction(t, q, v, A)
         return M, F, A, b
@@ -126,8 +176,8 @@ class StepSolver:
         """``|a_exact - a_paper|`` caused by the null-space force ``d``; warns once."""
         if d is None:
             return 0.0
-        sol = solve_gauss(M, d, A, np.zeros(A.shape[0]), rank_tol=self.rank_tol, w=self._w(M),
-                          want_multipliers=False)
+        sol = solve_gauss(M, d, A, np.zeros(A.shape[0]), rank_tol=self.rank_tol,
+                          want_multipliers=False, check_symmetry=False, coords=self.coords)
         da = float(np.sqrt(sol.a @ sol.a))
         scale = float(np.sqrt(a @ a)) + 1e-300
         if da > 1e-9 * scale and not self._mismatch_warned:
@@ -141,19 +191,26 @@ class StepSolver:
         return da
 
     # ------------------------------------------------------------- interface
-    def _solve(self, t, q, v, M, F, A, b) -> tuple[np.ndarray, np.ndarray, dict]:
-        raise NotImplementedError
+    def _step(self, t, q, v, M, F, A, b, want_lam: bool) -> tuple[np.ndarray, np.ndarray, dict]:
+        """Solve one verified step; the direct solvers go through the kernel."""
+        sol = solve_gauss(M, F, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]),
+                          method=self._method, want_multipliers=want_lam,
+                          check_symmetry=self._check_symmetry, coords=self.coords)
+        if want_lam:
+            return sol.a, sol.lam, sol.info()
+        return sol.a, sol.lam, {"least_squares": sol.least_squares,
+                                "inconsistency": sol.inconsistency}
 
     def solve(self, t: float, q: np.ndarray, v: np.ndarray) -> StepResult:
         """Solve one step at ``(t, q, v)`` and return the full :class:`StepResult`."""
         M, F, A, b = self._prepare(t, q, v)
         Fobj, d = self._objective_force(M, F)
-        a, lam, info = self._solve(t, q, v, M, Fobj, A, b)
+        a, lam, info = self._step(t, q, v, M, Fobj, A, b, True)
         if not np.all(np.isfinite(a)):
-            from ..exceptions import SolverError
             raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
         info = dict(info)
         info.setdefault("solver", self.name)
+        info["rank_tol"] = self.rank_tol
         info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
         if d is not None:
             info["objective_mismatch"] = self._check_mismatch(M, A, d, a)
@@ -163,19 +220,35 @@ class StepSolver:
         return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
 
     def acceleration(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Hot path: accelerations only (no constraint force, Gauss value, residual or
-        objective-mismatch diagnostics)."""
+        """Hot path: accelerations only (no multipliers, constraint force, Gauss value,
+        residual or objective-mismatch diagnostics); verified all the same."""
         M, F, A, b = self._prepare(t, q, v)
         if self.objective == "paper":
             F, _ = self._objective_force(M, F)
-        a = self._solve(t, q, v, M, F, A, b)[0]
-        if not np.all(np.isfinite(a)):
-            from ..exceptions import SolverError
-            raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
+        a, _, info = self._step(t, q, v, M, F, A, b, False)
+        if info.get("least_squares"):
+            self._record_least_squares(t, q, v, A, b, float(info["inconsistency"]))
         return a
+
+    def _record_least_squares(self, t, q, v, A, b, size: float) -> None:
+        """Remember a least-squares step: time, relative size, rows involved (the rows
+        with the largest share of the inconsistent part of ``bn``); the integrator
+        reads and clears :attr:`least_squares_steps`."""
+        from ..linalg import decide
+
+        M = self.system.mass(t, q)
+        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]))
+        res = dec.bn - dec.Ur @ (dec.Ur.T @ dec.bn)
+        live = np.flatnonzero(dec.live)
+        big = live[np.abs(res) >= 0.3 * np.abs(res).max()] if res.size else live[:0]
+        self.least_squares_steps.append((float(t), size, big.tolist()))
 
     def reset(self) -> None:
         """Forget state carried between steps (warm starts)."""
+
+    def run_stats(self) -> dict:
+        """Statistics of a run for ``Trajectory.stats`` (solver-specific); resets them."""
+        return {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(system={self.system.name!r}, objective={self.objective!r})"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..linalg import solve_gauss
+from .. import kernel as K
 from .base import StepSolver
 
 __all__ = ["ClosedForm"]
@@ -13,11 +11,18 @@ __all__ = ["ClosedForm"]
 class ClosedForm(StepSolver):
     """Closed-form solution of the Gauss step.
 
-    ``a = a_u + Ma^{-1/2} (A Ma^{-1/2})^+ (b - A a_u)`` with the augmented mass
-    matrix ``Ma = M + w A^T A`` (rows normalized), which is positive definite
-    whenever the motion is determined, so singular ``M`` and redundant
-    constraints need no special case. Implemented with a Cholesky factor and
-    one small SVD (LAPACK), no explicit inverse (:func:`gaussopt.linalg.solve_gauss`).
+    The Udwadia--Kalaba fundamental equation
+    ``a = a_u + M^{-1/2} (A M^{-1/2})^+ (b - A a_u)`` (Udwadia--Phohomsiri's
+    form for singular ``M``), evaluated in null-space form on the kept,
+    orthonormal constraint directions ``V_r^T a = beta`` of the shared rank
+    decision: ``a = V_r beta + N z`` with ``(N^T M N) z = N^T (F - M V_r beta)``.
+    ``M`` needs to be positive definite only on the null space of the
+    constraints, so singular ``M`` and redundant constraints need no special
+    case, and the constraints hold by construction however large the forces
+    are. Implemented in the compiled kernel with a Cholesky factor, no
+    explicit inverse (:func:`gaussopt.kernel.closed_form`); the result is
+    verified against the optimality conditions. This is also the robust path
+    every other solver falls back on.
 
     References
     ----------
@@ -37,22 +42,4 @@ class ClosedForm(StepSolver):
     """
 
     name = "closed_form"
-
-    def _row_ref(self, A):
-        if self.row_ref is None:
-            self.row_ref = np.zeros(A.shape[0])   # running maximum, updated by solve_gauss
-        return self.row_ref
-
-    def _solve(self, t, q, v, M, F, A, b):
-        sol = solve_gauss(M, F, A, b, rank_tol=self.rank_tol, w=self._w(M),
-                          row_ref=self._row_ref(A), coords=self.coords)
-        return sol.a, sol.lam, {"rank": sol.rank, "sigma_min": float(sol.sigma[-1]) if sol.sigma.size else 1.0,
-                                "dropped_rows": sol.dropped.tolist()}
-
-    def acceleration(self, t, q, v):
-        M, F, A, b = self._prepare(t, q, v)
-        if self.objective == "paper":
-            F, _ = self._objective_force(M, F)
-        return solve_gauss(M, F, A, b, rank_tol=self.rank_tol, w=self._w(M),
-                           row_ref=self._row_ref(A), coords=self.coords,
-                           want_multipliers=False).a
+    _method = K.CLOSED_FORM

@@ -6,8 +6,9 @@ import warnings
 
 import numpy as np
 
+from .. import kernel as K
 from ..exceptions import ConvergenceWarning, ModelError
-from ..linalg import min_norm_multipliers, null_space_split, solve_gauss
+from ..linalg import decide, raise_for_status
 from .base import StepSolver
 
 __all__ = ["Genetic"]
@@ -89,6 +90,15 @@ class Genetic(StepSolver):
         self.generations: list[int] = []
         self.gaps: list[float] = []
 
+    def run_stats(self) -> dict:
+        g = np.asarray(self.generations, dtype=float)
+        gp = np.asarray(self.gaps, dtype=float)
+        out = {"ga_generations_mean": float(g.mean()) if g.size else 0.0,
+               "ga_generations_max": int(g.max()) if g.size else 0,
+               "ga_gap_max": float(gp.max()) if gp.size else 0.0}
+        self.reset()
+        return out
+
     def _initial_radius(self, a0, M, F, w):
         if self.radius is not None:
             return self.radius
@@ -97,17 +107,28 @@ class Genetic(StepSolver):
         # first step: the scale of accelerations the forces can produce
         return 2.0 * (float(np.abs(F).max(initial=0.0)) / w + float(np.abs(a0).max(initial=0.0)) + 1.0)
 
-    def _solve(self, t, q, v, M, F, A, b):
+    def _step(self, t, q, v, M, F, A, b, want_lam):
+        if self._check_symmetry and K.asymmetric(M):
+            raise_for_status(K.NONSYMMETRIC, M=M, F=F, A=A, b=b, live=np.ones(A.shape[0], bool),
+                             rank=0)
+        if not (np.all(np.isfinite(M)) and np.all(np.isfinite(F)) and np.all(np.isfinite(A))
+                and np.all(np.isfinite(b))):
+            raise_for_status(K.NONFINITE, M=M, F=F, A=A, b=b, live=np.ones(A.shape[0], bool),
+                             rank=0)
+        ref = self._reference(A.shape[0])
+        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref)
+        if not dec.determinate:
+            raise_for_status(K.INDETERMINATE, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r,
+                             coords=self.coords)
         w = self._w(M)
-        exact = solve_gauss(M, F, A, b, rank_tol=self.rank_tol, w=w, coords=self.coords,
-                            want_multipliers=False)
-        a_star = exact.a
+        a_star = dec.closed_form(M, F)
+        r = dec.r
         g_opt = float(0.5 * a_star @ M @ a_star - a_star @ F)
         seed = self.seed + self._calls
         self._calls += 1
         a_prev = self._a_prev
         if self.mode == "nullspace":
-            a_p, N, r = null_space_split(A, b, self.rank_tol)
+            a_p, N = dec.null_space()
             k = N.shape[1]
             if k == 0:
                 a = a_p
@@ -135,14 +156,12 @@ class Genetic(StepSolver):
                 out.scale = float(abs(D @ g0) + abs(0.5 * D @ H @ D)) + 1e-300
             lam_min = float(np.linalg.eigvalsh(N.T @ M @ N)[0]) if N.shape[1] else np.inf
         else:
-            norms = np.sqrt((A * A).sum(axis=1))
-            inv = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-            An, bn = A * inv[:, None], b * inv
-            rho = self.penalty * w
+            An, bn = dec.An, dec.bn
+            pen = self.penalty * w
 
             x0 = a_prev if a_prev is not None else np.zeros(self._n)
-            Hp = M + rho * (An.T @ An)                      # Hessian of the penalized objective
-            g0 = Hp @ x0 - F - rho * (An.T @ bn)            # its gradient at the warm start
+            Hp = M + pen * (An.T @ An)                      # Hessian of the penalized objective
+            g0 = Hp @ x0 - F - pen * (An.T @ bn)            # its gradient at the warm start
 
             def objective(X):
                 D = X - x0                                  # increment form (see above)
@@ -155,8 +174,7 @@ class Genetic(StepSolver):
             a = out.x
             D = a - x0
             out.scale = float(abs(D @ g0) + abs(0.5 * D @ Hp @ D)) + 1e-300
-            r = exact.rank
-            lam_min = float(np.linalg.eigvalsh(M + rho * An.T @ An)[0])
+            lam_min = float(np.linalg.eigvalsh(M + pen * An.T @ An)[0])
         g = float(0.5 * a @ M @ a - a @ F)
         # G(a) - G(a*) without cancellation, d = a - a*: 0.5 d^T M d + (M a* - F)^T d; the
         # second term is lam^T A d, exactly 0 in null-space mode (A d = 0 there), so it
@@ -193,12 +211,22 @@ class Genetic(StepSolver):
         gens = out.generations if out is not None else 0
         self.generations.append(gens)
         self.gaps.append(gap)
-        lam = min_norm_multipliers(A, M @ a - F, r) if A.shape[0] else np.zeros(0)
+        st, rho, allow, be = K.check(M, F, A, b, ref if ref is not None else np.zeros(A.shape[0]),
+                                     self.rank_tol, dec.nu, dec.live, dec.An, dec.bn, dec.s, dec.Ur,
+                                     dec.Vr, dec.c_norm, a_star)
+        if st != K.OK:
+            raise_for_status(st, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r, rho=rho,
+                             allow=allow, coords=self.coords, solver=self.name)
+        lam = (K.multipliers(M, F, a, A, dec.nu, dec.live, dec.Ur, dec.Vr, dec.s)
+               if want_lam else np.zeros(A.shape[0]))
         info = {"mode": self.mode, "generations": gens,
                 "evaluations": out.evaluations if out is not None else 0,
                 "converged": out.converged if out is not None else True,
                 "gauss": g, "gauss_opt": g_opt, "gap": gap, "error_bound": bound, "error": err,
                 "tolerance": tolerance,
                 "genes": int(out.x.size) if out is not None else 0, "rank": r,
+                "sigma": dec.s, "sigma_min": float(dec.s[r - 1]) if r else 1.0,
+                "dropped_rows": np.flatnonzero(~dec.live).tolist(),
+                "inconsistency": float(rho), "least_squares": bool(rho > np.sqrt(self.rank_tol)),
                 "constraint_residual": float(np.abs(A @ a - b).max(initial=0.0))}
         return a, lam, info
