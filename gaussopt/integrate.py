@@ -20,6 +20,7 @@ import numpy as np
 from scipy import integrate as sci
 from scipy.integrate import DenseOutput, OdeSolver
 
+from . import kernel as K
 from .exceptions import GaussoptError, ModelError
 from .monitor import RankMonitor
 from .result import Trajectory
@@ -364,15 +365,18 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         out = np.empty(2 * n)
         qq, vv = y[:n], y[n:]
         if project_rhs:
-            qq, vv, _ = projector.project(system, t, qq, vv, rank_tol)
+            qq, vv, _ = projector.project(system, t, qq, vv, rank_tol, vanished())
         out[:n] = vv
         out[n:] = accel(t, qq, vv)
         return out
 
+    def vanished():
+        return K.FOLD_TOL * step_solver.sigma_ref
+
     def project_pair(t, pair):
         qe, ve = pair
         if projector is not None:
-            qe, ve, _ = projector.project(system, t, qe, ve, rank_tol)
+            qe, ve, _ = projector.project(system, t, qe, ve, rank_tol, vanished())
         return np.concatenate([qe, ve])
 
     y = np.concatenate([q, v])
@@ -394,7 +398,8 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
 
         y_new, changed = ode.y.copy(), False
         if projector is not None:
-            qp, vp, its = projector.project(system, ode.t, y_new[:n], y_new[n:], rank_tol)
+            qp, vp, its = projector.project(system, ode.t, y_new[:n], y_new[n:], rank_tol,
+                                            vanished())
             if its:
                 y_new, changed = np.concatenate([qp, vp]), True
                 n_proj += 1
@@ -529,7 +534,7 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
                 if k in r.info:
                     sample_info.setdefault(k, []).append(r.info[k])
     except KeyboardInterrupt as e:
-        err = err or f"Interrupted (KeyboardInterrupt) while recomputing the output samples."
+        err = err or "Interrupted (KeyboardInterrupt) while recomputing the output samples."
         exc = exc or e
     stats: dict[str, Any] = {}
     for k, vals in sample_info.items():

@@ -63,7 +63,7 @@ import numpy as np
 
 __all__ = ["row_norms", "svd_econ", "reduce_rows", "decide", "closed_form", "kkt_lu", "verify",
            "check", "multipliers", "gauss_step", "cholesky", "direct_tolerance",
-           "inconsistency_allowance", "asymmetric", "STATUS", "CLOSED_FORM", "LAGRANGE"]
+           "inconsistency_allowance", "asymmetric", "smallest_live_sigma", "STATUS", "CLOSED_FORM", "LAGRANGE"]
 
 _EPS = float(np.finfo(float).eps)
 _TINY = float(np.finfo(float).tiny)
@@ -83,6 +83,18 @@ NONSYMMETRIC = 6
 STATUS = {OK: "ok", INDETERMINATE: "indeterminate", INCONSISTENT: "inconsistent",
           NONFINITE: "non-finite data", UNVERIFIED: "verification failed",
           INCONSISTENT_VANISHED: "vanished row inconsistent", NONSYMMETRIC: "asymmetric mass"}
+
+#: A direction of the normalized rows whose singular value falls below ``FOLD_TOL``
+#: times its reference (the largest smallest-singular-value seen at accepted states
+#: of the run) is dropped as vanished. At a folded configuration of a redundant
+#: linkage the acceleration-level equations amplify an error of the state along
+#: the "shaky" mode roughly like ``(sigma_far / sigma_near)`` between the regular
+#: and the nearest sampled configuration: with ``1e-5`` the amplification stays
+#: below ``1e5`` (rounding grows to ~1e-11), where keeping every direction above
+#: ``rank_tol = 1e-8`` lets it reach ``1e8`` and an integrator at ``rtol = 1e-12``
+#: collapses its step there. Rows that are nearly dependent from the start of a
+#: run (a small reference) are decided by ``rank_tol`` as before.
+FOLD_TOL = 1e-5
 
 #: relative asymmetry of ``M`` above which it is rejected (``max |M - M^T| / max |M|``)
 SYMMETRY_RTOL = 1e-12
@@ -360,7 +372,7 @@ def svd_econ(X):
 
 # --------------------------------------------------------------------------- the rank decision
 @_jit
-def reduce_rows(A, b, ref, rank_tol, keep_vanished):
+def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished):
     """The shared rank decision of one step (module docstring, item 1).
 
     Parameters
@@ -369,6 +381,12 @@ def reduce_rows(A, b, ref, rank_tol, keep_vanished):
     b : ndarray, shape (m,)
     ref : ndarray, shape (m,)
         Reference scale of every row (``<= 0`` entries: the row's own norm).
+    sig_ref : float
+        Reference size of the smallest singular value of the normalized rows
+        (the largest it has been at accepted states of the run; ``<= 0``: none).
+        A direction whose singular value falls below ``FOLD_TOL * sig_ref``
+        has vanished (a singular configuration) and is dropped like a
+        redundant one.
     rank_tol : float
     keep_vanished : bool
         Keep rows that vanished relative to ``ref`` (drop exactly zero rows only).
@@ -402,9 +420,10 @@ def reduce_rows(A, b, ref, rank_tol, keep_vanished):
             bn[j] = b[i] * inv
             j += 1
     U, s, V = svd_econ(An)
+    thr = max(rank_tol, FOLD_TOL * sig_ref)
     r = 0
     for k in range(s.shape[0]):
-        if s[k] > rank_tol:
+        if s[k] > thr:
             r += 1
     Ur = U[:, :r].copy()
     Vr = V[:, :r].copy()
@@ -653,6 +672,16 @@ def _finite2(X):
 
 
 @_jit
+def smallest_live_sigma(A, rank_tol):
+    """The smallest singular value above ``rank_tol`` of the normalized nonzero rows
+    of ``A`` (``inf`` without any): what :func:`reduce_rows`'s ``sig_ref`` follows."""
+    m = A.shape[0]
+    z = np.zeros(m)
+    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = reduce_rows(A, z, z, 0.0, rank_tol, True)
+    return s[r - 1] if r > 0 else np.inf
+
+
+@_jit
 def asymmetric(M):
     """``max |M - M^T| > SYMMETRY_RTOL * max |M|`` (each solver would read another triangle)."""
     n = M.shape[0]
@@ -697,7 +726,7 @@ def inconsistency_allowance(s, rank_tol, n, m):
 
 
 @_jit
-def decide(M, A, b, ref, rank_tol):
+def decide(M, A, b, ref, sig_ref, rank_tol):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
 
     Returns ``(status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH,
@@ -718,7 +747,8 @@ def decide(M, A, b, ref, rank_tol):
     flags = 0
     keep = False
     while True:
-        nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = reduce_rows(A, b, ref, rank_tol, keep)
+        nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol,
+                                                                      keep)
         d = N.shape[1]
         MN = np.empty((n, d))
         for i in range(n):
@@ -789,13 +819,14 @@ def direct_tolerance(n, m):
 
 
 @_jit
-def gauss_step(M, F, A, b, ref, rank_tol, method, want_lam, check_symmetry):
+def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry):
     """One Gauss step: rank decision, solve, verification, fallback.
 
     Parameters
     ----------
     M : (n, n), F : (n,), A : (m, n), b : (m,)
     ref : (m,) reference row scales (``<= 0``: none)
+    sig_ref : reference of the smallest singular value (``<= 0``: none; :func:`reduce_rows`)
     rank_tol : float
     method : int
         :data:`CLOSED_FORM` or :data:`LAGRANGE`.
@@ -827,7 +858,7 @@ def gauss_step(M, F, A, b, ref, rank_tol, method, want_lam, check_symmetry):
         return (NONSYMMETRIC, np.zeros(n), lam, np.zeros(0), 0, np.zeros(m, dtype=np.bool_),
                 np.zeros(m), 0.0, 0.0, np.inf, 0.0, 0)
     (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-     flags) = decide(M, A, b, ref, rank_tol)
+     flags) = decide(M, A, b, ref, sig_ref, rank_tol)
     if status != OK:
         return (status, np.zeros(n), lam, s, r, live, nu, 0.0, 0.0, np.inf, dmin, flags)
     tol = direct_tolerance(n, An.shape[0])

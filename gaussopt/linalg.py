@@ -22,9 +22,13 @@ Made once per step and shared by every solver (:func:`gaussopt.kernel.decide`):
    leaves the motion indeterminate, they are kept (as a fresh step would).
 2. The live rows are normalized (``An``, ``bn``) and decomposed,
    ``An = U S V^T``. Directions with ``s_k <= rank_tol`` are redundant (the
-   normalized rows have ``s_1`` in ``[1, sqrt(m)]``); the numerical rank ``r``
-   is the number of the others, and every solver works with the kept
-   orthonormal rows ``V_r^T a = S_r^-1 U_r^T bn``.
+   normalized rows have ``s_1`` in ``[1, sqrt(m)]``); along a run, a
+   direction whose singular value has *vanished* -- fallen below
+   ``FOLD_TOL = 1e-5`` times the largest value the smallest singular value
+   has had at accepted states (a folded configuration of a redundant
+   linkage) -- is dropped as well (:data:`gaussopt.kernel.FOLD_TOL` says why).
+   The numerical rank ``r`` is the number of the others, and every solver
+   works with the kept orthonormal rows ``V_r^T a = S_r^-1 U_r^T bn``.
 3. ``A a = b`` is consistent when the part of ``bn`` outside ``span(U_r)``,
    relative to ``|bn| + |a|``, is below ``sqrt(rank_tol)`` -- or below what
    rounding explains near a singular configuration
@@ -234,6 +238,7 @@ def raise_for_status(status: int, *, M, F, A, b, live, rank: int, rho: float = 0
 
 def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
                 rank_tol: float = DEFAULT_RANK_TOL, ref: Optional[np.ndarray] = None,
+                sig_ref: float = 0.0,
                 method: int = K.CLOSED_FORM, want_multipliers: bool = True,
                 check_symmetry: bool = True, coords=None) -> GaussSolution:
     """One verified Gauss step (rank decision, solve, verification) with the kernel.
@@ -250,6 +255,9 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     ref : ndarray, shape (m,), optional
         Reference scale of each row for the vanishing-row test (default: none,
         only exactly-zero rows vanish).
+    sig_ref : float, optional
+        Reference of the smallest singular value of the normalized rows for the
+        vanishing-direction test (:data:`gaussopt.kernel.FOLD_TOL`; default none).
     method : int
         :data:`gaussopt.kernel.CLOSED_FORM` or :data:`gaussopt.kernel.LAGRANGE`.
     want_multipliers : bool
@@ -283,8 +291,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     """
     m = A.shape[0]
     (status, a, lam, s, r, live, nu, rho, allow, be, dmin,
-     flags) = K.gauss_step(M, F, A, b, _ref(ref, m), rank_tol, method, want_multipliers,
-                              check_symmetry)
+     flags) = K.gauss_step(M, F, A, b, _ref(ref, m), sig_ref, rank_tol, method,
+                              want_multipliers, check_symmetry)
     if status != K.OK:
         raise_for_status(status, M=M, F=F, A=A, b=b, live=live, rank=r, rho=rho, allow=allow,
                          be=be, tol=K.direct_tolerance(M.shape[0], int(live.sum())),
@@ -330,11 +338,11 @@ class Decision:
 
 
 def decide(M: np.ndarray, A: np.ndarray, b: np.ndarray, *, rank_tol: float = DEFAULT_RANK_TOL,
-           ref: Optional[np.ndarray] = None) -> Decision:
+           ref: Optional[np.ndarray] = None, sig_ref: float = 0.0) -> Decision:
     """The rank decision of one step (module docstring), without solving."""
     m = A.shape[0]
     (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-     flags) = K.decide(M, A, b, _ref(ref, m), rank_tol)
+     flags) = K.decide(M, A, b, _ref(ref, m), sig_ref, rank_tol)
     return Decision(w=w, nu=nu, live=live, An=An, bn=bn, s=s, r=int(r), Ur=Ur, Vr=Vr, N=N,
                     beta=beta, c_norm=float(c_norm), LH=LH, dmin=float(dmin),
                     kept_vanished=bool(flags & 2), determinate=status == K.OK)
@@ -349,7 +357,7 @@ def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
         return np.zeros(0)
     A = np.ascontiguousarray(A, dtype=float)
     nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
-        A, np.zeros(m), _ref(None, m), rank_tol, True)
+        A, np.zeros(m), _ref(None, m), 0.0, rank_tol, True)
     return K.multipliers(np.zeros((n, n)), -np.asarray(Qc, dtype=float), np.zeros(n), A, nu,
                          live, Ur, Vr, s)
 
@@ -374,5 +382,5 @@ def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RAN
         return np.zeros(n), np.eye(n), 0
     A = np.ascontiguousarray(A, dtype=float)
     nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
-        A, np.ascontiguousarray(b, dtype=float), _ref(None, m), rank_tol, True)
+        A, np.ascontiguousarray(b, dtype=float), _ref(None, m), 0.0, rank_tol, True)
     return Vr @ beta, N, int(r)

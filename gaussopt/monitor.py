@@ -106,6 +106,10 @@ class RankMonitor:
         self.r0 = self._rank = self._count(s)
         self._pair = self._smallest(U, s, V)
 
+    def sigma_min(self) -> float:
+        """The smallest live singular value of the scaled rows at the last accepted state."""
+        return self._pair[2] if self._pair is not None else float("inf")
+
     def _smallest(self, U, s, V):
         """The singular pair of the smallest live singular value (None without rows)."""
         k = self._crossing_index(s)

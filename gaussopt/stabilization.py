@@ -172,8 +172,15 @@ class Projection:
         return dx
 
     def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
-                rank_tol: float = DEFAULT_RANK_TOL) -> tuple[np.ndarray, np.ndarray, int]:
-        """Return the projected ``(q, v)`` and the number of corrections applied."""
+                rank_tol: float = DEFAULT_RANK_TOL, vanished: float = 0.0
+                ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Return the projected ``(q, v)`` and the number of corrections applied.
+
+        ``vanished``: relative singular value below which a direction of the rows
+        has vanished at a singular configuration (the step solver's
+        ``FOLD_TOL * sigma_ref``); the corrections leave such directions alone, as
+        the Gauss step does: a correction ``residual / sigma`` along them would
+        throw the state along the linkage's shaky mode."""
         q = np.array(q, dtype=float)
         v = np.array(v, dtype=float)
         its = 0
@@ -212,7 +219,8 @@ class Projection:
                     break
                 Jm = J if holonomic_only else system.velocity_rows(t, q, v)
                 dq = self._correction(metric(Jm), J, phi, rank_tol, diag,
-                                      floor=100.0 * float(dist.max()) / (1.0 + float(np.abs(q).max())))
+                                      floor=max(vanished, 100.0 * float(dist.max())
+                                                / (1.0 + float(np.abs(q).max()))))
                 q += dq
                 J = None
                 its += 1
@@ -232,7 +240,7 @@ class Projection:
             for _ in range(int(self.max_iter)):
                 if converged(distances(r, J, "velocity residual"), v):
                     break
-                dv = self._correction(metric(J), J, r, rank_tol, diag)
+                dv = self._correction(metric(J), J, r, rank_tol, diag, floor=vanished)
                 v += dv
                 r = r + J @ dv
                 its += 1
@@ -244,7 +252,7 @@ class Projection:
             J = system.velocity_rows(t, q, v)
             if converged(distances(r, J, "nonholonomic constraint f (or f_v)"), v):
                 break
-            dv = self._correction(metric(J), J, r, rank_tol, diag)
+            dv = self._correction(metric(J), J, r, rank_tol, diag, floor=vanished)
             v += dv
             its += 1
             if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):

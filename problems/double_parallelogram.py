@@ -73,10 +73,22 @@ from gaussopt import multibody as mb
 G = 9.81
 
 
-def model(m_crank: float = 1.0, m_coupler: float = 2.0, l: float = 1.0, d: float = 1.0,
+def _crank_masses(m_crank) -> np.ndarray:
+    """``m_crank`` as three masses: one number for all cranks, or one per crank."""
+    mc = np.broadcast_to(np.asarray(m_crank, dtype=float), (3,)).copy() \
+        if np.ndim(m_crank) == 0 else np.asarray(m_crank, dtype=float)
+    if mc.shape != (3,) or not np.all(np.isfinite(mc)) or np.any(mc <= 0):
+        raise go.ModelError(f"`m_crank` must be a positive mass or three of them (one per crank), "
+                            f"found {m_crank!r}.")
+    return mc
+
+
+def model(m_crank=1.0, m_coupler: float = 2.0, l: float = 1.0, d: float = 1.0,
           g: float = G) -> mb.Model:
-    """The linkage as a :class:`gaussopt.multibody.Model` (bodies crank1..3, coupler)."""
-    cranks = [mb.Body.uniform_rod(f"crank{k + 1}", m_crank, l) for k in range(3)]
+    """The linkage as a :class:`gaussopt.multibody.Model` (bodies crank1..3, coupler);
+    ``m_crank`` is one mass for the three cranks or one per crank."""
+    mc = _crank_masses(m_crank)
+    cranks = [mb.Body.uniform_rod(f"crank{k + 1}", mc[k], l) for k in range(3)]
     coupler = mb.Body.uniform_rod("coupler", m_coupler, 2 * d)
     joints = []
     for k, c in enumerate(cranks):
@@ -95,12 +107,16 @@ def configuration(th: float, l: float = 1.0, d: float = 1.0) -> np.ndarray:
     return np.array(out)
 
 
-def reference(t, th0: float = np.pi / 3, w0: float = 0.0, m_crank: float = 1.0,
+def reference(t, th0: float = np.pi / 3, w0: float = 0.0, m_crank=1.0,
               m_coupler: float = 2.0, l: float = 1.0, g: float = G) -> np.ndarray:
-    """``th(t), th'(t)`` of the reduced one-DOF equation, shape (2, len(t))."""
+    """``th(t), th'(t)`` of the reduced one-DOF equation, shape (2, len(t)).
+
+    With crank masses ``m_k``: ``T = 1/2 (sum m_k l^2/3 + m_p l^2) th'^2``,
+    ``V = g l (sum m_k/2 + m_p) sin th``."""
     t = np.atleast_1d(np.asarray(t, dtype=float))
-    mass = (m_crank + m_coupler) * l * l
-    k = g * l * (1.5 * m_crank + m_coupler)
+    mc = _crank_masses(m_crank)
+    mass = (mc.sum() / 3.0 + m_coupler) * l * l
+    k = g * l * (0.5 * mc.sum() + m_coupler)
 
     def f(_, y):
         return [y[1], -k * np.cos(y[0]) / mass]
@@ -110,7 +126,7 @@ def reference(t, th0: float = np.pi / 3, w0: float = 0.0, m_crank: float = 1.0,
     return sol.sol(t)
 
 
-def build(th0: float = np.pi / 3, w0: float = 0.0, m_crank: float = 1.0, m_coupler: float = 2.0,
+def build(th0: float = np.pi / 3, w0: float = 0.0, m_crank=1.0, m_coupler: float = 2.0,
           l: float = 1.0, d: float = 1.0, g: float = G, t_end: float = 10.0) -> go.Problem:
     """The double parallelogram released at crank angle ``th0`` with rate ``w0``."""
     mdl = model(m_crank=m_crank, m_coupler=m_coupler, l=l, d=d, g=g)
@@ -135,7 +151,8 @@ def build(th0: float = np.pi / 3, w0: float = 0.0, m_crank: float = 1.0, m_coupl
                   "stabilization": mb.LeastSquaresProjection(),
                   "solver_options": {"rank_tol": 1e-5}},
         outputs=outputs, reference=ref,
-        params={"th0": th0, "w0": w0, "m_crank": m_crank, "m_coupler": m_coupler, "l": l, "d": d,
+        params={"th0": th0, "w0": w0, "m_crank": np.asarray(m_crank, dtype=float).tolist(),
+                "m_coupler": m_coupler, "l": l, "d": d,
                 "g": g})
     prob.model = mdl
     return prob

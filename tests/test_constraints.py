@@ -408,24 +408,41 @@ class Counter:
 
 def test_user_jacobian_and_gamma_used_as_given():
     """A user-supplied Jacobian/gamma is returned unchanged and phi is not
-    differentiated. Scaling a row by 2 (J and gamma together) is a valid,
-    equivalent constraint that no automatic derivative would produce."""
+    differentiated by the complex step."""
     phi = Counter(fourbar_phi)
-    jac = Counter(lambda t, q: 2.0 * fourbar_exact(t, q, np.zeros(3))[0])
-    gam = Counter(lambda t, q, v: 2.0 * fourbar_exact(t, q, v)[2])
+    jac = Counter(lambda t, q: fourbar_exact(t, q, np.zeros(3))[0])
+    gam = Counter(lambda t, q, v: fourbar_exact(t, q, v)[2])
     con = go.Holonomic(phi, jacobian=jac, gamma=gam, rheonomic=False)
     assert con.automatic == {"jacobian": False, "gamma": False}
     t, q, v = 0.2, np.array([0.3, 1.1, -0.7]), np.array([1.3, -0.4, 0.6])
     A, b = con.rows(t, q, v)
     assert (phi.calls, jac.calls, gam.calls) == (0, 1, 1)
     J, _, gamma = fourbar_exact(t, q, v)
-    np.testing.assert_array_equal(A, 2.0 * J)
-    np.testing.assert_array_equal(b, 2.0 * gamma)
-    # System.check cross-checks only automatic derivatives: phi is evaluated,
-    # but never with complex arguments
+    np.testing.assert_array_equal(A, J)
+    np.testing.assert_array_equal(b, gamma)
+    # System.check cross-checks the given derivatives against finite differences of
+    # phi (real arguments only: phi is never called with complex ones)
     sysm = go.System(("th1", "th2", "th3"), mass=np.diag([0.2, 0.7, 0.4]), constraints=[con])
     sysm.check(t, q, v)
-    assert phi.complex_calls == 0
+    assert phi.calls > 0 and phi.complex_calls == 0
+
+
+def test_given_jacobian_and_gamma_are_cross_checked_against_phi():
+    """A given Jacobian that is not the derivative of phi (here twice it: the
+    acceleration rows alone would not notice, but the projection and the velocity
+    residual use phi and J together) is reported once, at the check."""
+    t, q, v = 0.2, np.array([0.3, 1.1, -0.7]), np.array([1.3, -0.4, 0.6])
+    con = go.Holonomic(fourbar_phi, jacobian=lambda t, q: 2.0 * fourbar_exact(t, q, np.zeros(3))[0],
+                       gamma=lambda t, q, v: fourbar_exact(t, q, v)[2], rheonomic=False, name="loop")
+    sysm = go.System(("th1", "th2", "th3"), mass=np.diag([0.2, 0.7, 0.4]), constraints=[con])
+    with pytest.raises(go.ModelError, match=r"loop: Phi_q: the given derivative disagrees"):
+        sysm.check(t, q, v)
+    con = go.Holonomic(fourbar_phi, jacobian=lambda t, q: fourbar_exact(t, q, np.zeros(3))[0],
+                       gamma=lambda t, q, v: 1.5 * fourbar_exact(t, q, v)[2], rheonomic=False,
+                       name="loop")
+    sysm = go.System(("th1", "th2", "th3"), mass=np.diag([0.2, 0.7, 0.4]), constraints=[con])
+    with pytest.raises(go.ModelError, match=r"loop: gamma: the given derivative disagrees"):
+        sysm.check(t, q, v)
 
 
 def test_user_jacobian_only_gamma_automatic():
@@ -465,11 +482,11 @@ def test_user_nonholonomic_derivatives_used_as_given():
 
 
 def test_user_derivatives_drive_solve_step():
-    """The same pendulum with automatic and with (row-scaled) user derivatives
-    gives the same accelerations; the user's functions are the ones called."""
+    """The same pendulum with automatic and with user derivatives gives the same
+    accelerations; the user's functions are the ones called."""
     m, l, g = 2.0, 1.5, 9.81
-    jac = Counter(lambda t, q: np.array([[4.0 * q[0], 4.0 * q[1]]]))
-    gam = Counter(lambda t, q, v: np.array([-4.0 * (v @ v)]))
+    jac = Counter(lambda t, q: np.array([[2.0 * q[0], 2.0 * q[1]]]))
+    gam = Counter(lambda t, q, v: np.array([-2.0 * (v @ v)]))
 
     def make(**kw):
         return go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * g],

@@ -95,6 +95,7 @@ class StepSolver:
                                  f"({system.m},), found {ref.shape}.")
             self._fixed_ref = ref
         self.row_ref: Optional[np.ndarray] = self._fixed_ref
+        self.sigma_ref = 0.0
         self.coords = list(system.coordinates)
         self._n = system.n
         self._lock = threading.RLock()
@@ -116,10 +117,19 @@ class StepSolver:
 
     # ------------------------------------------------------------- row reference
     def accept(self, A: np.ndarray) -> None:
-        """Register the rows ``A`` of an *accepted* state: the reference scale of
-        each row becomes the largest norm it has shown at accepted states (trial
-        stages of an integrator never call this). No-op with a fixed ``row_scale``."""
-        if self._fixed_ref is not None or A.shape[0] == 0:
+        """Register the rows ``A`` of an *accepted* state (trial stages of an
+        integrator never call this): the reference scale of each row becomes the
+        largest norm it has shown at accepted states (unless ``row_scale`` fixes
+        it), and the reference of the smallest singular value of the normalized
+        rows the largest it has been (:data:`gaussopt.kernel.FOLD_TOL`)."""
+        if A.shape[0] == 0:
+            return
+        A = np.ascontiguousarray(A, dtype=float)
+        self.sigma_ref = max(self.sigma_ref, float(K.smallest_live_sigma(A, self.rank_tol))
+                             if np.all(np.isfinite(A)) else 0.0)
+        if not np.isfinite(self.sigma_ref):
+            self.sigma_ref = 0.0
+        if self._fixed_ref is not None:
             return
         nu = np.empty(A.shape[0])
         K.row_norms(A, nu)
@@ -129,8 +139,9 @@ class StepSolver:
             np.maximum(self.row_ref, nu, out=self.row_ref)
 
     def reset_reference(self) -> None:
-        """Forget the running row scales (back to the fixed ``row_scale`` or none)."""
+        """Forget the running references (back to the fixed ``row_scale`` or none)."""
         self.row_ref = self._fixed_ref
+        self.sigma_ref = 0.0
 
     def _reference(self, m: int) -> Optional[np.ndarray]:
         ref = self.row_ref
@@ -194,7 +205,7 @@ class StepSolver:
     def _step(self, t, q, v, M, F, A, b, want_lam: bool) -> tuple[np.ndarray, np.ndarray, dict]:
         """Solve one verified step; the direct solvers go through the kernel."""
         sol = solve_gauss(M, F, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]),
-                          method=self._method, want_multipliers=want_lam,
+                          sig_ref=self.sigma_ref, method=self._method, want_multipliers=want_lam,
                           check_symmetry=self._check_symmetry, coords=self.coords)
         if want_lam:
             return sol.a, sol.lam, sol.info()
@@ -237,7 +248,8 @@ class StepSolver:
         from ..linalg import decide
 
         M = self.system.mass(t, q)
-        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]))
+        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]),
+                     sig_ref=self.sigma_ref)
         res = dec.bn - dec.Ur @ (dec.Ur.T @ dec.bn)
         live = np.flatnonzero(dec.live)
         big = live[np.abs(res) >= 0.3 * np.abs(res).max()] if res.size else live[:0]

@@ -116,7 +116,7 @@ class Genetic(StepSolver):
             raise_for_status(K.NONFINITE, M=M, F=F, A=A, b=b, live=np.ones(A.shape[0], bool),
                              rank=0)
         ref = self._reference(A.shape[0])
-        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref)
+        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref, sig_ref=self.sigma_ref)
         if not dec.determinate:
             raise_for_status(K.INDETERMINATE, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r,
                              coords=self.coords)
