@@ -27,7 +27,8 @@ term can never drift apart:
 * The holonomic ``gamma = -d^2/ds^2 Phi(t + s, q + s v)`` (a second
   directional derivative) is the complex-step first derivative differentiated
   once more with a 4th-order central difference along the normalized direction
-  ``(1, v)/|(1, v)|`` (step ``1e-3``). Its error is ~1e-11 relative to
+  ``(1, v)/|(1, v)|`` (step ``1e-3``, shortened by the first check when
+  ``phi`` varies on a shorter length scale). Its error is ~1e-11 relative to
   ``|gamma| + |Phi'| |(1, v)|`` (tested in ``tests/test_constraints.py``; where
   ``gamma`` is much smaller than that scale no difference formula is
   relatively accurate). Pass ``gamma=`` (or build the system with
@@ -143,32 +144,38 @@ class Constraint:
 _FD_STEPS = (1e-6, 1e-8, 1e-10)
 
 
-def _fd_check(label: str, exact: np.ndarray, fds, scales, given: bool = False) -> list[str]:
+def _fd_check(label: str, exact: np.ndarray, fds, roundings, given: bool = False) -> list[str]:
     """Compare a derivative against central differences at several steps.
 
-    ``fds`` and ``scales`` are sequences (one per step); a scale includes the
-    rounding allowance of its difference. Passes when ``|exact - fd| <= 1e-5
-    max(|fd|, scale)`` for one of them: a central difference at step ``h`` errs
-    by ``~h^2 |f^(3)| / 6`` plus rounding ``~eps |f| / h``, and one of the steps
-    brings both below ``1e-5`` of the derivative for any function smooth on the
-    scale of that step.
+    ``fds`` are the differences, ``roundings`` their rounding errors (estimated
+    as ``eps`` times the size of the terms the function sums, divided by the
+    step or its square). A difference at step ``h`` errs by ``~h^2 |f^(3)| / 6``
+    plus its rounding; a step is *informative* when its rounding is below
+    ``1e-6`` of the derivative, and the derivative passes when one informative
+    step agrees to ``1e-5`` relative (plus ten times its rounding). One of the
+    steps ``_FD_STEPS`` is informative and accurate for any function smooth on
+    the scale of that step; with no informative step nothing can be concluded
+    and nothing is reported.
     """
     exact = np.asarray(exact, dtype=float)
     if not np.all(np.isfinite(exact)):
         return [f"{label}: the {'given' if given else 'complex-step'} derivative is not finite"]
     best = None
-    for fd, scale in zip(fds, scales):
+    for fd, rnd in zip(fds, roundings):
         fd = np.asarray(fd, dtype=float)
         if fd.shape != exact.shape:
             return [f"{label}: shape {exact.shape}, {fd.shape} expected"]
         if not np.all(np.isfinite(fd)):
             continue
+        size = max(float(np.max(np.abs(fd))) if fd.size else 0.0,
+                   float(np.max(np.abs(exact))) if exact.size else 0.0)
+        if rnd > 1e-6 * size:
+            continue                                # rounding hides a 1e-5 mismatch
         err = float(np.max(np.abs(exact - fd))) if exact.size else 0.0
-        ref = max(float(np.max(np.abs(fd))) if fd.size else 0.0, scale, 1e-300)
-        if err <= 1e-5 * ref:
+        if err <= 1e-5 * size + 10.0 * rnd:
             return []
-        if best is None or err / ref < best[0] / best[1]:
-            best = (err, ref)
+        if best is None or err / size < best[0] / best[1]:
+            best = (err, size)
     if best is None:
         return []
     if given:
@@ -244,6 +251,9 @@ class Holonomic(Constraint):
         self._phi_t = phi_t
         self.rheonomic = bool(rheonomic)
         self.automatic = {"jacobian": jacobian is None, "gamma": gamma is None}
+        #: step of the difference in the automatic gamma; shortened by the check for a
+        #: phi that varies on a shorter length scale
+        self._d2_step = _D2_STEP
 
     # -- values ---------------------------------------------------------
     def residual(self, t, q, v=None):
@@ -291,7 +301,7 @@ class Holonomic(Constraint):
         if norm == 0.0:
             return np.zeros(_as_vec(self.phi(t, q), "phi").size)
         dt_, dq = c / norm, v / norm
-        hs = _D2_STEP
+        hs = self._d2_step
 
         def g(s):
             return _directional_cs(self.phi, t + s * dt_, q + s * dq, dt_, dq)
@@ -327,11 +337,15 @@ class Holonomic(Constraint):
                 fds = [_fd_jacobian(lambda x: self.phi(t, x), q, h) for h in _FD_STEPS]
             except Exception:  # noqa: BLE001 - phi undefined near q: nothing to compare
                 fds = []
-            # a difference at step h rounds to ~eps |phi terms| / h (|J| |q| bounds the terms)
-            terms = float(np.max(np.abs(J), initial=0)) * (1.0 + float(np.max(np.abs(q), initial=0)))
+            # a difference at step h (>= rel) rounds to ~eps |phi terms| / h, the terms
+            # estimated by |phi| + |J| |q| (an underestimate only makes a small step count
+            # as informative: it can then fail alone, but never decides against a larger,
+            # accurate one)
+            terms = float(np.max(np.abs(phi0), initial=0)) + float(np.max(np.abs(J), initial=0)) \
+                * float(np.max(np.abs(q), initial=0))
             problems += _fd_check(f"{self.name}: Phi_q", J, fds,
-                                  [float(np.max(np.abs(J), initial=0)) + 1e6 * _EPS * terms / h
-                                   for h in _FD_STEPS[:len(fds)]], given=given)
+                                  [4 * _EPS * terms / h for h in _FD_STEPS[:len(fds)]],
+                                  given=given)
         try:
             gam = self.gamma(t, q, v)
         except TypeError as e:
@@ -344,31 +358,46 @@ class Holonomic(Constraint):
                 s = rel * (1.0 + abs(t))
                 fds.append((self.residual(t + s, q) - self.residual(t - s, q)) / (2 * s))
             pt = self.phi_t(t, q)
+            terms = float(np.max(np.abs(phi0), initial=0)) + float(np.max(np.abs(J), initial=0)) \
+                * float(np.max(np.abs(q), initial=0))
             problems += _fd_check(f"{self.name}: Phi_t", pt, fds,
-                                  [float(np.max(np.abs(pt), initial=0))
-                                   + 1e-9 * float(np.max(np.abs(phi0), initial=0))] * len(fds))
-        if gam.shape == (k,):
+                                  [4 * _EPS * terms / (rel * (1.0 + abs(t))) for rel in _FD_STEPS])
+        if gam.shape == (k,) and strict:
             # second central difference of phi along (c, v): O(s^2) accurate, enough to
-            # expose a phi that is not complex-safe or a wrong given gamma
+            # expose a phi that is not complex-safe or a wrong given gamma. (Not at the
+            # perturbed state: phi's complex-safety in q and t is checked there through
+            # Phi_q, and a second difference is too crude for a phi as steep as the
+            # larger velocity there makes it.)
             c = 1.0 if self.rheonomic else 0.0
             nrm = float(np.sqrt(c * c + v @ v)) or 1.0
             # round-off of the second difference: eps times the size of the terms summed
-            # in phi (|phi| itself is ~0 on the constraint; |J| |q| bounds the terms);
-            # _fd_check allows 1e-5 * scale, so the allowance is 10 eps terms / s^2
+            # in phi (|phi| itself is ~0 on the constraint; |J| |q| bounds the terms)
+            # over s^2; the steps move (t, q) by rel along the unit direction
             terms = float(np.max(np.abs(phi0), initial=0)) + \
-                float(np.max(np.abs(J), initial=0)) * (1.0 + float(np.max(np.abs(q), initial=0)))
-            fds, scales = [], []
-            for rel in (1e-3, 1e-4):
+                float(np.max(np.abs(J), initial=0)) * float(np.max(np.abs(q), initial=0))
+            fds, roundings = [], []
+            for rel in (1e-3, 1e-5, 1e-7, 1e-9):
                 s = rel / nrm
                 try:
                     fds.append(-(self.residual(t + c * s, q + s * v) - 2 * phi0
                                  + self.residual(t - c * s, q - s * v)) / (s * s))
                 except Exception:  # noqa: BLE001 - phi undefined near q
                     continue
-                scales.append(max(float(np.max(np.abs(gam), initial=0))
-                                  + 1e6 * _EPS * terms / (s * s), 1e-12 * nrm * nrm))
-            problems += _fd_check(f"{self.name}: gamma", gam, fds, scales,
-                                  given=not self.automatic["gamma"])
+                roundings.append(4 * _EPS * terms / (s * s))
+            found = _fd_check(f"{self.name}: gamma", gam, fds, roundings,
+                              given=not self.automatic["gamma"])
+            if found and strict and self.automatic["gamma"]:
+                # a phi with a short length scale: the automatic gamma's difference step
+                # (1e-3 along the unit direction) is too long; take the longest shorter
+                # step whose gamma agrees with the finite differences
+                for step in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8):
+                    self._d2_step = step
+                    if not _fd_check(f"{self.name}: gamma", self.gamma(t, q, v), fds, roundings):
+                        found = []
+                        break
+                else:
+                    self._d2_step = _D2_STEP
+            problems += found
         if strict and (not np.all(np.isfinite(J)) or not np.all(np.isfinite(gam))):
             problems.append(f"{self.name}: Jacobian or gamma is not finite at the initial state")
         return problems
@@ -458,10 +487,10 @@ class Nonholonomic(Constraint):
             fds = [_fd_jacobian(lambda x: self.f(t, q, x), v, h) for h in _FD_STEPS]
         except Exception:  # noqa: BLE001
             fds = []
-        terms = float(np.max(np.abs(J), initial=0)) * (1.0 + float(np.max(np.abs(v), initial=0)))
+        terms = float(np.max(np.abs(f0), initial=0)) + float(np.max(np.abs(J), initial=0)) \
+            * float(np.max(np.abs(v), initial=0))
         problems += _fd_check(f"{self.name}: f_v", J, fds,
-                              [float(np.max(np.abs(J), initial=0)) + 1e6 * _EPS * terms / h
-                               for h in _FD_STEPS[:len(fds)]],
+                              [4 * _EPS * terms / h for h in _FD_STEPS[:len(fds)]],
                               given=not self.automatic["jacobian"])
         fds, steps = [], []
         for rel in _FD_STEPS:
@@ -472,10 +501,9 @@ class Nonholonomic(Constraint):
                 steps.append(s)
             except Exception:  # noqa: BLE001
                 continue
-        fscale = float(np.max(np.abs(f0), initial=0)) + terms
         problems += _fd_check(f"{self.name}: gamma", gam, fds,
-                              [float(np.max(np.abs(gam), initial=0)) + 1e6 * _EPS * fscale / s
-                               for s in steps], given=not self.automatic["gamma"])
+                              [4 * _EPS * terms / s for s in steps],
+                              given=not self.automatic["gamma"])
         return problems
 
 

@@ -485,9 +485,10 @@ def _least_squares_records(solver: StepSolver, system: System) -> list[dict]:
 def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarray) -> Trajectory:
     """Recompute accelerations, forces, multipliers and residuals at the output times.
 
-    Never raises: a failure of the model's code or of a step at one sample is
-    recorded (``meta["postprocess_error"]``) and the remaining samples keep NaN;
-    a KeyboardInterrupt stops the recomputation and keeps what was done.
+    Never raises: a failure of the model's code or of a step at a sample is
+    recorded (the first in ``meta["postprocess_error"]``), the quantity that
+    failed stays NaN there and everything else is still computed; a
+    KeyboardInterrupt stops the recomputation and keeps what was done.
     """
     n = system.n
     N = t.size
@@ -506,27 +507,34 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
     sample_info: dict[str, list] = {}
     err = None
     exc = None
+    def failed(what, ti, e):
+        nonlocal err, exc
+        if err is None:
+            err = f"{what} at output t={ti} failed: {type(e).__name__}: {e}"
+            exc = e
+
     try:
         for i in range(N):
             ti, qi, vi = float(t[i]), q[i], v[i]
             try:
                 pres[i] = float(np.linalg.norm(system.position_residual(ti, qi)))
                 vres[i] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
-                if energy is not None:
-                    energy[i] = system.energy(ti, qi, vi)
-                if err is not None:
-                    continue
-                r = solver.solve(ti, qi, vi)
             except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
-                if err is None:
-                    err = (f"Recomputing the step at output t={ti} failed: "
-                           f"{type(e).__name__}: {e}")
-                    exc = e
+                failed("Evaluating the constraint residuals", ti, e)
+            if energy is not None:
+                try:
+                    energy[i] = system.energy(ti, qi, vi)
+                except Exception as e:  # noqa: BLE001
+                    failed("Evaluating the energy", ti, e)
+            try:
+                r = solver.solve(ti, qi, vi)
+                A, b = system.rows(ti, qi, vi)
+            except Exception as e:  # noqa: BLE001
+                failed("Recomputing the step", ti, e)
                 continue
             a[i], Qc[i] = r.a, r.constraint_force
             if r.multipliers.size == m:
                 lam[i] = r.multipliers
-            A, b = system.rows(ti, qi, vi)
             ares[i] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
             rank[i] = int(r.info.get("rank", -1))
             smin[i] = float(r.info.get("sigma_min", np.nan))
