@@ -171,8 +171,10 @@ def test_unknown_qp_backend_is_a_model_error():
 
 def test_backend_failure_is_a_solver_error():
     system = two_dof([go.AccelerationConstraint([[1.0, 1.0]], [0.5])])
-    with raises(go.SolverError, match=r"backend CLARABEL failed.*nonsense_setting") as info:
+    with raises(go.SolverError, match=r"backend 'clarabel' failed.*nonsense_setting") as info:
         step(system, "qp", backend_options={"nonsense_setting": 1})
+    with raises(go.SolverError, match=r"backend CLARABEL failed.*nonsense_setting"):
+        step(system, "qp", backend="cvxpy", backend_options={"nonsense_setting": 1})
     assert isinstance(info.value, RuntimeError)
     assert info.value.__cause__ is not None          # the backend's exception is chained
 

@@ -90,7 +90,7 @@ class QP(StepSolver):
     name = "qp"
     supports_inequalities = True
 
-    def __init__(self, system, *, backend: str = "cvxpy", backend_options: dict | None = None,
+    def __init__(self, system, *, backend: str = "clarabel", backend_options: dict | None = None,
                  verify_tol: float = 1e-12, cvxpy_solver: str | None = None, **kwargs) -> None:
         super().__init__(system, **kwargs)
         if not isinstance(backend, str):
@@ -151,11 +151,18 @@ class QP(StepSolver):
                  float(np.abs(hs).max(initial=0.0)))
         sa = sa if sa > 0 and np.isfinite(sa) else 1.0
         with self._lock:
-            backend = self._get_backend(dec.r, p)
             # a backend that fails (bad settings, an exception) raises SolverError; a result
             # that is inaccurate or not optimal is re-solved on the robust path below
-            x, z, status, iters, solve_time = backend.solve(
-                M / w, F / (w * sa), np.ascontiguousarray(dec.Vr.T), dec.beta / sa, Gs, hs / sa)
+            try:
+                backend = self._get_backend(dec.r, p)
+                x, z, status, iters, solve_time = backend.solve(
+                    M / w, F / (w * sa), np.ascontiguousarray(dec.Vr.T), dec.beta / sa, Gs,
+                    hs / sa)
+            except SolverError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the backend's own error, chained
+                raise SolverError(f"QP backend {self.backend!r} failed: {type(e).__name__}: "
+                                  f"{e}") from e
             self.statuses[status] = self.statuses.get(status, 0) + 1
         if status in ("primal_infeasible", "infeasible") and p:
             res = inconsistency_residual(np.vstack([A, G]), np.concatenate([b, h]))
