@@ -1,12 +1,15 @@
 """Time integration: :func:`simulate`.
 
 The state ``y = (q, v)`` obeys ``q' = v``, ``v' = a(t, q, v)`` where ``a`` is
-the solution of one Gauss step. Every method -- the fixed-step ``"rk4"`` and
-``"euler"`` as well as the :func:`scipy.integrate.solve_ivp` methods -- is an
-:class:`scipy.integrate.OdeSolver` driven one accepted step at a time by one
-driver (:func:`drive_ivp`), so that the stabilizing projection, the rank
-monitor (:mod:`gaussopt.monitor`), the output and the bookkeeping are written
-once, and a run that fails or is interrupted still returns what it computed.
+the solution of one Gauss step. The run is done by the compiled engine
+(:mod:`gaussopt.engine`): the explicit methods (``"euler"``, ``"rk4"``,
+``"RK23"``, ``"RK45"``, ``"DOP853"``) step inside it; the implicit
+:func:`scipy.integrate.solve_ivp` methods (``"Radau"``, ``"BDF"``,
+``"LSODA"``) take their steps in scipy and hand every accepted step to the
+engine. Either way the stabilizing projection, the rank monitor, the outputs
+and the bookkeeping exist once, and a run that fails or is interrupted
+returns what it computed. :func:`drive_ivp` steps a scipy solver for the
+quasi-velocity equations (:mod:`gaussopt.quasi`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 from scipy import integrate as sci
-from scipy.integrate import DenseOutput, OdeSolver
 
+from . import engine as E
 from . import kernel as K
-from .exceptions import GaussoptError, ModelError
-from .monitor import RankMonitor
-from .result import Trajectory
+from .exceptions import GaussoptError, ModelError, SolverError
+from .model import model_functions, quiet_compile
+from .result import RankEvent, Trajectory
 from .solvers import StepSolver
 from .stabilization import Baumgarte, Projection
 from .step import as_state, make_solver
@@ -43,78 +46,10 @@ _RK_METHODS = ("RK23", "RK45", "DOP853", "rk4", "euler")
 DEFAULT_STABILIZATION = Projection()
 
 
-# --------------------------------------------------------------------------- fixed-step methods
-class _HermiteOutput(DenseOutput):
-    """Cubic Hermite interpolant of ``y`` from ``y`` and ``y'`` at both ends."""
-
-    def __init__(self, t0, t1, y0, f0, y1, f1):
-        super().__init__(t0, t1)
-        self.h = t1 - t0
-        self.y0, self.f0, self.y1, self.f1 = y0, f0, y1, f1
-
-    def _call_impl(self, t):
-        s = (np.asarray(t) - self.t_old) / self.h
-        h00, h10 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s
-        h01, h11 = -2 * s**3 + 3 * s**2, s**3 - s**2
-        h = self.h
-        if np.ndim(s) == 0:
-            return h00 * self.y0 + h10 * h * self.f0 + h01 * self.y1 + h11 * h * self.f1
-        return (np.outer(self.y0, h00) + np.outer(self.f0, h10 * h) + np.outer(self.y1, h01)
-                + np.outer(self.f1, h11 * h))
-
-
-class _FixedStep(OdeSolver):
-    """Classical Runge--Kutta of order 4 (``"rk4"``) or explicit Euler (``"euler"``)
-    with the step ``dt``, as an :class:`~scipy.integrate.OdeSolver` (so that one
-    driver serves every method). Step ``k`` ends exactly at ``t0 + k dt`` (no
-    accumulated rounding); the last one is shortened to end at ``t_bound``.
-    Dense output: the cubic Hermite interpolant of the step."""
-
-    def __init__(self, fun, t0, y0, t_bound, dt, method="rk4", vectorized=False, **_):
-        super().__init__(fun, t0, y0, t_bound, vectorized)
-        self.dt = float(dt)
-        self.method = method
-        self.t0_ = float(t0)
-        self.k = 0
-        self.f = self.fun(self.t, self.y)
-        self._prev = None
-
-    def _step_impl(self):
-        t, y, f, h0 = self.t, self.y, self.f, self.dt
-        t_new = self.t0_ + (self.k + 1) * h0
-        if t_new >= self.t_bound - 1e-9 * h0:
-            t_new = self.t_bound
-        h = t_new - t
-        if self.method == "euler":
-            y_new = y + h * f
-        else:
-            k2 = self.fun(t + h / 2, y + h / 2 * f)
-            k3 = self.fun(t + h / 2, y + h / 2 * k2)
-            k4 = self.fun(t + h, y + h * k3)
-            y_new = y + h / 6 * (f + 2 * k2 + 2 * k3 + k4)
-        f_new = self.fun(t_new, y_new)
-        self._prev = (t, y, f)
-        self.t, self.y, self.f = t_new, y_new, f_new
-        self.k += 1
-        return True, None
-
-    def _dense_output_impl(self):
-        t0, y0, f0 = self._prev
-        return _HermiteOutput(t0, self.t, y0, f0, self.y, self.f)
-
-
-class _RK4(_FixedStep):
-    def __init__(self, fun, t0, y0, t_bound, dt, **kw):
-        super().__init__(fun, t0, y0, t_bound, dt, method="rk4", **kw)
-
-
-class _Euler(_FixedStep):
-    def __init__(self, fun, t0, y0, t_bound, dt, **kw):
-        super().__init__(fun, t0, y0, t_bound, dt, method="euler", **kw)
-
-
-FIXED_STEP_METHODS = {"rk4": _RK4, "euler": _Euler}
-_ALL_METHODS = {**FIXED_STEP_METHODS, **IVP_METHODS}
+FIXED_STEP_METHODS = ("rk4", "euler")
+#: methods integrated inside the compiled engine (:mod:`gaussopt.engine`)
+ENGINE_METHODS = ("euler", "rk4", "RK23", "RK45", "DOP853")
+_ALL_METHODS = {**{k: None for k in FIXED_STEP_METHODS}, **IVP_METHODS}
 
 
 def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, options: dict,
@@ -295,31 +230,104 @@ def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, st
     return t0, t1, q, v, method, t_eval
 
 
-class _Output:
-    """The output samples: every accepted step, or the times ``t_eval``."""
+def _tableau(method: str) -> "E.Tableau":
+    """The Butcher tableau of an explicit method, from scipy's own coefficients."""
+    z1, z2 = np.zeros(1), np.zeros((1, 1))
+    if method in ("RK23", "RK45"):
+        c = IVP_METHODS[method]
+        A = np.zeros((c.n_stages, c.n_stages))
+        A[:, :c.A.shape[1]] = c.A
+        return E.Tableau(A, c.B.astype(float), c.C.astype(float), c.E.astype(float), z1, z1,
+                         c.P.astype(float), z2, z1, z2)
+    if method == "DOP853":
+        from scipy.integrate._ivp import dop853_coefficients as d
 
-    def __init__(self, t_eval, t0, y0, project):
-        self.t_eval = t_eval
-        self.project = project
-        self.i = 0
-        self.ts: list[float] = []
-        self.ys: list[np.ndarray] = []
-        if t_eval is None or t_eval[0] == t0:
-            self.ts, self.ys = [t0], [y0.copy()]
-            self.i = 1 if t_eval is not None else 0
+        ns = d.N_STAGES
+        return E.Tableau(d.A[:ns, :ns].copy(), d.B.copy(), d.C[:ns].copy(), z1, d.E3.copy(),
+                         d.E5.copy(), z2, d.A[ns + 1:].copy(), d.C[ns + 1:].copy(), d.D.copy())
+    return E.Tableau(z2, z1, z1, z1, z1, z1, z2, z2, z1, z2)
 
-    def emit(self, t_b, interp, y_end):
-        """Record the outputs in the step ``(t_a, t_b]``."""
-        if self.t_eval is None:
-            self.ts.append(t_b)
-            self.ys.append(y_end.copy())
-            return
-        te = self.t_eval
-        while self.i < te.size and te[self.i] <= t_b:
-            t = te[self.i]
-            self.ts.append(float(t))
-            self.ys.append(y_end.copy() if t == t_b else self.project(t, interp(t)))
-            self.i += 1
+
+class _Run:
+    """One run of the compiled engine: its data, its state, and what becomes the Trajectory."""
+
+    def __init__(self, system, step_solver, mf, method, stabilization, opts, t0, t1, y0,
+                 t_eval, monitor_rank):
+        n, m = system.n, mf.m
+        self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
+        self.n, self.m = n, m
+        b = mf.buffers
+        self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
+        self.md = E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol)
+        oi = np.zeros(9, dtype=np.int64)
+        of = np.zeros(11)
+        engine_method = method if method in ENGINE_METHODS else "rk4"   # Hermite output
+        oi[E.I_METHOD] = E.METHOD_CODES[engine_method]
+        python_solver = step_solver._method is None or step_solver.objective == "paper"
+        oi[E.I_SOLVER] = 2 if python_solver else step_solver._method
+        if isinstance(stabilization, Projection):
+            oi[E.I_STAB] = E.STAB_PROJECTION
+            oi[E.I_PVEL] = int(stabilization.velocity)
+            oi[E.I_PRHS] = int(stabilization.rhs)
+            oi[E.I_PITER] = int(stabilization.max_iter)
+            of[E.F_PTOL] = stabilization.tol
+        elif isinstance(stabilization, Baumgarte):
+            oi[E.I_STAB] = E.STAB_BAUMGARTE
+            of[E.F_ALPHA], of[E.F_BETA] = stabilization.alpha, stabilization.beta
+            of[E.F_GAMMA] = stabilization.alpha if stabilization.gamma is None else stabilization.gamma
+        oi[E.I_MONITOR] = int(bool(monitor_rank) and m > 0)
+        oi[E.I_MAXSTEPS] = opts["max_steps"]
+        oi[E.I_CHECKSYM] = int(system.constant_mass is None)
+        of[E.F_RANKTOL] = step_solver.rank_tol
+        of[E.F_RTOL], of[E.F_ATOL] = opts["rtol"], opts["atol"]
+        of[E.F_DT] = opts["dt"] or 0.0
+        of[E.F_FIRST] = opts["dt"] or 0.0
+        of[E.F_T1] = t1
+        of[E.F_MAXSTEP] = np.inf
+        self.opt = E.Options(oi, of)
+        self.tab = _tableau(engine_method)
+        N = 2 * n
+        stages = {"RK23": 4, "RK45": 7, "DOP853": 16}.get(engine_method, 1)
+        dense_rows = {"RK23": 3, "RK45": 4, "DOP853": 7}.get(engine_method, 1)
+        cap_out = t_eval.size if t_eval is not None else 1024
+        sc = np.zeros(E.N_SC)
+        sc[E.S_T] = sc[E.S_T0] = t0
+        ic = np.zeros(E.N_IC, dtype=np.int64)
+        ref = step_solver.row_ref if step_solver.row_ref is not None else np.zeros(m)
+        self.st = E.State(
+            sc, ic, y0.copy(), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros((stages, N)),
+            ref, step_solver._sref, np.zeros(m), np.zeros(n), np.zeros((64, 2)),
+            np.zeros((64, 4), dtype=np.int64), np.zeros((64, m), dtype=np.bool_),
+            np.zeros((256, 2)), np.zeros((256, N)),
+            t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
+            np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N))
+        if t_eval is not None and t_eval[0] == t0:
+            self.st.out_t[0] = t0
+            self.st.out_y[0] = y0
+            ic[E.C_NOUT] = 1
+            ic[E.C_IEVAL] = 1
+        elif t_eval is None:
+            self.st.out_t[0] = t0
+            self.st.out_y[0] = y0
+            ic[E.C_NOUT] = 1
+
+    def args(self):
+        mf = self.mf
+        return (mf.fns, mf.accel, self.md, self.buf, self.opt, self.tab, self.st)
+
+    def grow(self):
+        """Double the buffers that filled up (outputs, events)."""
+        st = self.st
+        fields = st._asdict()
+        if st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= st.out_t.shape[0]:
+            k = st.out_t.shape[0]
+            fields["out_t"] = np.concatenate([st.out_t, np.zeros(k)])
+            fields["out_y"] = np.concatenate([st.out_y, np.zeros_like(st.out_y)])
+        if st.ic[E.C_NEV] + 4 >= st.ev_f.shape[0]:
+            fields["ev_f"] = np.concatenate([st.ev_f, np.zeros_like(st.ev_f)])
+            fields["ev_i"] = np.concatenate([st.ev_i, np.zeros_like(st.ev_i)])
+            fields["ev_rows"] = np.concatenate([st.ev_rows, np.zeros_like(st.ev_rows)])
+        self.st = E.State(**fields)
 
 
 def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
@@ -337,6 +345,8 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     projector = stabilization if isinstance(stabilization, Projection) else None
     if not (system.holonomic or system.nonholonomic):
         projector = None                          # nothing to project onto
+        if isinstance(stabilization, Projection):
+            stabilization = None
 
     problems = _check_consistent(system, t0, q, v, consistency_tol)
     if problems:
@@ -350,105 +360,208 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
             raise ModelError("Projecting the initial state failed: " + "; ".join(left))
 
     m = system.m or 0
+    step_solver.reset_reference()
     if m:
-        step_solver.reset_reference()
         step_solver.accept(system.rows(t0, q, v)[0])
-    monitor = (RankMonitor(system, system.row_labels(), rank_tol, lambda: step_solver.row_ref)
-               if monitor_rank and m else None)
-    nfev = [0]
-    accel = step_solver.acceleration
-    project_rhs = projector is not None and projector.rhs
+    if step_solver.row_ref is None:
+        step_solver.row_ref = np.zeros(m)
     step_solver.least_squares_steps.clear()
-
-    def rhs(t, y):
-        nfev[0] += 1
-        out = np.empty(2 * n)
-        qq, vv = y[:n], y[n:]
-        if project_rhs:
-            qq, vv, _ = projector.project(system, t, qq, vv, rank_tol, vanished())
-        out[:n] = vv
-        out[n:] = accel(t, qq, vv)
-        return out
-
-    def vanished():
-        return K.FOLD_TOL * step_solver.sigma_ref
-
-    def project_pair(t, pair):
-        qe, ve = pair
-        if projector is not None:
-            qe, ve, _ = projector.project(system, t, qe, ve, rank_tol, vanished())
-        return np.concatenate([qe, ve])
-
-    y = np.concatenate([q, v])
-    out = _Output(t_eval, t0, y, project_pair)
+    # the QP and the GA (and the paper objective) run in Python: the engine calls them back
+    python_solver = step_solver._method is None or step_solver.objective == "paper"
+    mf = model_functions(system, step_solver.acceleration if python_solver else None)
+    run = _Run(system, step_solver, mf, method, stabilization,
+               {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
+               np.concatenate([q, v]), t_eval, monitor_rank)
     status, message, exception = 0, "The integration reached the end of t_span.", None
     wall0 = time.perf_counter()
-    n_proj = 0
-    t = t0
-    counter = {"steps": 0}
-    kw: dict[str, Any] = ({"dt": dt} if method in FIXED_STEP_METHODS
-                          else {"rtol": rtol, "atol": atol, **({"first_step": dt} if dt else {})})
-
-    def after_step(ode, t_prev, dense):
-        nonlocal t, n_proj
-
-        def interp(tt, dense=dense):
-            yy = dense(tt)
-            return yy[:n], yy[n:]
-
-        y_new, changed = ode.y.copy(), False
-        if projector is not None:
-            qp, vp, its = projector.project(system, ode.t, y_new[:n], y_new[n:], rank_tol,
-                                            vanished())
-            if its:
-                y_new, changed = np.concatenate([qp, vp]), True
-                n_proj += 1
-        out.emit(ode.t, interp, y_new)
-        if m:
-            step_solver.accept(system.rows(ode.t, y_new[:n], y_new[n:])[0])
-        if monitor is not None:
-            monitor.update(t_prev, ode.t, y_new[:n], y_new[n:], interp)
-        t = ode.t
-        if progress is not None:
-            progress(t)
-        return y_new, changed
-
+    code = E.FINISHED
+    chunk = 16
     try:
-        if monitor is not None:
-            monitor.start(t0, q, v)
-        status, message = drive_ivp(method, rhs, t0, y, t1, kw, max_steps, after_step, counter)
+        with quiet_compile():
+            code = E.start(*run.args())
+            if code == 0:
+                if method in ENGINE_METHODS:
+                    code = _advance(run, progress, chunk)
+                else:
+                    code = _advance_scipy(run, method, rtol, atol, dt, t1, progress)
     except KeyboardInterrupt as e:
-        status, message, exception = 1, f"Interrupted (KeyboardInterrupt) at t={t}.", e
-    except Exception as e:  # noqa: BLE001 - any fault of the model's code ends the run, not the data
+        status, message, exception = 1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
+        code = None
+    if code is not None and code != E.FINISHED:
         status = 1
-        if isinstance(e, GaussoptError):
-            message = f"The step solver failed at t≈{t}: {type(e).__name__}: {e}"
-        else:
-            message = (f"The model's code raised {type(e).__name__} at t≈{t}: {e}{_origin(e)}")
-        exception = e
-    steps = counter["steps"]
+        message, exception = _failure(run, code, method)
     wall = time.perf_counter() - wall0
-
-    run_stats = step_solver.run_stats()
-    ts = np.asarray(out.ts)
-    traj = _postprocess(system, step_solver, ts, np.asarray(out.ys).reshape(-1, 2 * n))
-    traj.rank_events = monitor.finish() if monitor is not None else []
-    traj.least_squares_steps = _least_squares_records(step_solver, system)
+    st = run.st
+    nout = int(st.ic[E.C_NOUT])
+    ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
+    with quiet_compile():
+        traj = _postprocess(system, step_solver, run, ts, ys)
+    traj.rank_events = _events(run)
+    traj.least_squares_steps = _least_squares_records(run)
     traj.status = status
     if status == 0 and traj.meta.get("postprocess_error"):
         traj.status, message = 1, traj.meta["postprocess_error"]
-        exception = traj.meta.pop("postprocess_exception", None)
+        exception = traj.meta.get("postprocess_exception")
     traj.meta.pop("postprocess_exception", None)
     traj.message = message
     traj.exception = exception
-    traj.stats.update({"steps": steps, "rhs_evaluations": nfev[0], "wall_time": wall,
-                       "time_per_step": wall / steps if steps else float("nan"),
-                       "projections": n_proj, **run_stats})
+    steps = int(st.ic[E.C_STEPS])
+    traj.stats.update({"steps": steps, "rhs_evaluations": int(st.ic[E.C_NFEV]),
+                       "wall_time": wall, "time_per_step": wall / steps if steps else float("nan"),
+                       "projections": int(st.ic[E.C_NPROJ]),
+                       "model": "compiled" if mf.compiled else "python",
+                       **step_solver.run_stats()})
     traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,
                       "atol": atol, "stabilization": repr(stabilization),
                       "objective": step_solver.objective, "system": system.name,
                       "t_span": [t0, t1]})
     return traj
+
+
+def _advance(run: _Run, progress, chunk: int) -> int:
+    """Advance the engine in chunks of about 20 ms (a KeyboardInterrupt is raised
+    between chunks), or one step at a time when ``progress`` is to be called after
+    every accepted step; grow full buffers."""
+    while True:
+        c0 = time.perf_counter()
+        code = E.advance(*run.args(), 1 if progress is not None else chunk)
+        dt = time.perf_counter() - c0
+        if dt > 0:
+            chunk = int(min(max(chunk * min(4.0, 0.02 / dt), 1), 100000))
+        if progress is not None:
+            progress(float(run.st.sc[E.S_T]))
+        if code == E.BUFFER_FULL:
+            run.grow()
+            continue
+        if code != E.CHUNK_DONE:
+            return code
+
+
+def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, progress) -> int:
+    """An implicit :func:`scipy.integrate.solve_ivp` method: scipy takes the steps, the
+    engine evaluates the right-hand side and does everything after each step (cubic
+    Hermite interpolation of the step)."""
+    st = run.st
+    fns, accel, md, buf, opt, tab, _ = run.args()
+    failed = [0]
+
+    def fun(t, y):
+        out = np.empty(y.shape[0])
+        code = E.rhs(fns, accel, md, buf, opt, run.st, t, np.ascontiguousarray(y, dtype=float),
+                     out)
+        if code != 0:
+            failed[0] = code
+            raise _EngineStop(code)
+        return out
+
+    kw: dict[str, Any] = {"rtol": rtol, "atol": atol}
+    if dt:
+        kw["first_step"] = dt
+    cls = IVP_METHODS[method]
+    ode = cls(fun, float(st.sc[E.S_T]), st.y.copy(), t1, **kw)
+    try:
+        while ode.status == "running":
+            if st.ic[E.C_STEPS] >= opt.i[E.I_MAXSTEPS]:
+                return E.MAX_STEPS
+            if (st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= st.out_t.shape[0]) \
+                    or st.ic[E.C_NEV] + 4 >= st.ev_f.shape[0]:
+                run.grow()
+                st = run.st
+            t_prev, y_prev, f_prev = ode.t, ode.y.copy(), st.f.copy()
+            msg = ode.step()
+            if ode.status == "failed":
+                run.fail_message = f"{method} failed at t={ode.t}: {msg}"
+                return E.STEP_TOO_SMALL
+            st.y_old[:], st.f_old[:] = y_prev, f_prev
+            st.sc[E.S_TOLD], st.sc[E.S_HPREV], st.sc[E.S_T] = t_prev, ode.t - t_prev, ode.t
+            st.y[:] = ode.y
+            st.f[:] = fun(ode.t, ode.y)
+            st.ic[E.C_STEPS] += 1
+            before = st.y.copy()
+            code = E.after_step(*run.args())
+            if code != 0:
+                return code
+            if not np.array_equal(before, st.y):
+                ode = cls(fun, ode.t, st.y.copy(), t1, **{**kw, "first_step": ode.step_size})
+            if progress is not None:
+                progress(float(st.sc[E.S_T]))
+    except _EngineStop:
+        return failed[0]
+    return E.FINISHED
+
+
+class _EngineStop(Exception):
+    """A right-hand side evaluated for scipy failed (the engine's status is kept)."""
+
+
+def _failure(run: _Run, code: int, method: str) -> tuple[str, Optional[BaseException]]:
+    """The message and exception of a run that stopped with engine status ``code``."""
+    st, mf, n = run.st, run.mf, run.n
+    t = float(st.sc[E.S_T])
+    if code == E.MAX_STEPS:
+        return f"Stopped after max_steps={int(run.opt.i[E.I_MAXSTEPS])} steps.", None
+    if code == E.STEP_TOO_SMALL:
+        return getattr(run, "fail_message", f"{method} failed at t={t}: Required step size is "
+                       "less than spacing between numbers."), None
+    tf = float(st.sc[E.S_FAIL_T])
+    if code == E.MODEL_FAILED and mf.error is not None:
+        e = mf.error
+        if isinstance(e, KeyboardInterrupt):
+            return f"Interrupted (KeyboardInterrupt) at t={t}.", e
+        if isinstance(e, GaussoptError):
+            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
+        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{_origin(e)}", e
+    # a kernel status (or a projection that met an undefined constraint): reproduce the
+    # exception at the failing state with the Python step solver
+    qf, vf = st.fail_y[:n].copy(), st.fail_y[n:].copy()
+    try:
+        if code == K.NONFINITE:
+            for c in run.system.holonomic:
+                phi = c.residual(tf, qf)
+                if not np.all(np.isfinite(phi)):
+                    raise ModelError(f"the position constraint {c.name!r} returned NaN or inf at "
+                                     f"t={tf} (q = {qf}): the constraint is undefined there.")
+        run.solver.solve(tf, qf, vf)
+    except Exception as e:  # noqa: BLE001 - this is the failure being reported
+        if isinstance(e, GaussoptError):
+            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
+        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{_origin(e)}", e
+    e = SolverError(f"the step failed at t≈{tf} with status {K.STATUS.get(code, code)!r}.")
+    return f"The step solver failed at t≈{tf}: SolverError: {e}", e
+
+
+def _events(run: _Run) -> list[RankEvent]:
+    st = run.st
+    labels = run.system.row_labels() if run.m else []
+    kinds = {E.EV_PASSAGE: "passage", E.EV_DROP: "drop", E.EV_RISE: "rise"}
+    out = []
+    for i in range(int(st.ic[E.C_NEV])):
+        rows = [labels[j] for j in np.flatnonzero(st.ev_rows[i])]
+        out.append(RankEvent(t=float(st.ev_f[i, 0]), kind=kinds[int(st.ev_i[i, 0])],
+                             rank_before=int(st.ev_i[i, 1]), rank_min=int(st.ev_i[i, 2]),
+                             rank_after=int(st.ev_i[i, 3]), rows=rows,
+                             sigma_min=float(st.ev_f[i, 1])))
+    return out
+
+
+def _least_squares_records(run: _Run) -> list[dict]:
+    """Least-squares steps: the engine's (one per accepted step: its largest
+    inconsistency) and those of a step solver that runs in Python."""
+    st, solver, system = run.st, run.solver, run.system
+    labels = system.row_labels() if system.m else []
+    recs = []
+    for i in range(min(int(st.ic[E.C_NLSQ]), st.lsq_f.shape[0])):
+        t, size = float(st.lsq_f[i, 0]), float(st.lsq_f[i, 1])
+        y = st.lsq_y[i]
+        rows = solver.inconsistent_rows(t, y[:run.n], y[run.n:])
+        recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
+    seen = {r["t"] for r in recs}
+    for t, size, rows in solver.least_squares_steps:
+        if t not in seen:
+            recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
+            seen.add(t)
+    solver.least_squares_steps.clear()
+    return sorted(recs, key=lambda r: r["t"])
 
 
 def _origin(e: BaseException) -> str:
@@ -469,26 +582,16 @@ def _origin(e: BaseException) -> str:
     return f" (raised in {code.co_filename}:{last.tb_lineno}, in {code.co_name})"
 
 
-def _least_squares_records(solver: StepSolver, system: System) -> list[dict]:
-    """The least-squares steps the solver took, one record per distinct time."""
-    labels = system.row_labels() if system.m else []
-    seen: dict[float, dict] = {}
-    for t, size, rows in solver.least_squares_steps:
-        rec = seen.get(t)
-        if rec is None or size > rec["size"]:
-            seen[t] = {"t": t, "size": size, "rows": [labels[i] if i < len(labels) else str(i)
-                                                      for i in rows]}
-    solver.least_squares_steps.clear()
-    return [seen[k] for k in sorted(seen)]
+def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
+                 y: np.ndarray) -> Trajectory:
+    """Accelerations, constraint forces, multipliers and residuals at the output times.
 
-
-def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarray) -> Trajectory:
-    """Recompute accelerations, forces, multipliers and residuals at the output times.
-
-    Never raises: a failure of the model's code or of a step at a sample is
-    recorded (the first in ``meta["postprocess_error"]``), the quantity that
-    failed stays NaN there and everything else is still computed; a
-    KeyboardInterrupt stops the recomputation and keeps what was done.
+    The compiled step solvers are evaluated by the engine at every sample; a step
+    solver that runs in Python (QP, GA) by its ``solve``. Never raises: a failure of
+    the model's code or of a step at a sample is recorded (the first in
+    ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
+    is still computed; a KeyboardInterrupt stops the recomputation and keeps what was
+    done.
     """
     n = system.n
     N = t.size
@@ -497,65 +600,93 @@ def _postprocess(system: System, solver: StepSolver, t: np.ndarray, y: np.ndarra
     a = np.full((N, n), np.nan)
     Qc = np.full((N, n), np.nan)
     lam = np.full((N, m), np.nan)
-    pres = np.full(N, np.nan)
-    vres = np.full(N, np.nan)
-    ares = np.full(N, np.nan)
+    Fo = np.full((N, 6), np.nan)
     rank = np.full(N, -1, dtype=int)
-    smin = np.full(N, np.nan)
-    energy = np.full(N, np.nan) if system.has_energy else None
-    keys = ("gap", "error_bound", "error", "generations", "status")
-    sample_info: dict[str, list] = {}
-    err = None
-    exc = None
-    def failed(what, ti, e):
-        nonlocal err, exc
-        if err is None:
-            err = f"{what} at output t={ti} failed: {type(e).__name__}: {e}"
-            exc = e
-
-    try:
-        for i in range(N):
-            ti, qi, vi = float(t[i]), q[i], v[i]
-            try:
-                pres[i] = float(np.linalg.norm(system.position_residual(ti, qi)))
-                vres[i] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
-            except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
-                failed("Evaluating the constraint residuals", ti, e)
-            if energy is not None:
-                try:
-                    energy[i] = system.energy(ti, qi, vi)
-                except Exception as e:  # noqa: BLE001
-                    failed("Evaluating the energy", ti, e)
-            try:
-                r = solver.solve(ti, qi, vi)
-                A, b = system.rows(ti, qi, vi)
-            except Exception as e:  # noqa: BLE001
-                failed("Recomputing the step", ti, e)
-                continue
-            a[i], Qc[i] = r.a, r.constraint_force
-            if r.multipliers.size == m:
-                lam[i] = r.multipliers
-            ares[i] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
-            rank[i] = int(r.info.get("rank", -1))
-            smin[i] = float(r.info.get("sigma_min", np.nan))
-            for k in keys:
-                if k in r.info:
-                    sample_info.setdefault(k, []).append(r.info[k])
-    except KeyboardInterrupt as e:
-        err = err or "Interrupted (KeyboardInterrupt) while recomputing the output samples."
-        exc = exc or e
     stats: dict[str, Any] = {}
-    for k, vals in sample_info.items():
-        if k == "status":
-            stats["sample_status"] = {s: vals.count(s) for s in set(vals)}
-        else:
-            arr = np.asarray(vals, dtype=float)
-            stats[f"sample_{k}_max"] = float(np.max(arr))
+    err, exc = None, None
+    mf = run.mf
+    if int(run.opt.i[E.I_SOLVER]) != 2:
+        status = np.zeros(N, dtype=np.int64)
+        mf.error = None
+        try:
+            E.sample_all(mf.fns, mf.accel, run.md, run.buf, run.opt, run.st.ref, run.st.sref,
+                         t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
+        except KeyboardInterrupt as e:
+            err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
+        if mf.error is not None and err is None:
+            e = mf.error
+            i = int(np.flatnonzero(np.isnan(Fo[:, 3]) | (status != 0))[0]) \
+                if np.any(np.isnan(Fo[:, 3]) | (status != 0)) else 0
+            what = "Evaluating the energy" if isinstance(e, Exception) and \
+                system.has_energy and np.isnan(Fo[i, 3]) and status[i] == 0 else "Recomputing the step"
+            if isinstance(e, KeyboardInterrupt):
+                err = "Interrupted (KeyboardInterrupt) while recomputing the output samples."
+            else:
+                err = f"{what} at output t={t[i]} failed: {type(e).__name__}: {e}"
+            exc = e
+        bad = np.flatnonzero(status != 0)
+        if bad.size and err is None:
+            i = int(bad[0])
+            try:
+                solver.solve(float(t[i]), q[i], v[i])
+                raise SolverError(f"status {K.STATUS.get(int(status[i]), int(status[i]))!r}")
+            except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
+                err = f"Recomputing the step at output t={t[i]} failed: {type(e).__name__}: {e}"
+                exc = e
+        rank = np.where(status == 0, np.nan_to_num(Fo[:, 4], nan=-1.0), -1).astype(int)
+    else:
+        keys = ("gap", "error_bound", "error", "generations", "status")
+        sample_info: dict[str, list] = {}
+
+        def failed(what, ti, e):
+            nonlocal err, exc
+            if err is None:
+                err = f"{what} at output t={ti} failed: {type(e).__name__}: {e}"
+                exc = e
+
+        try:
+            for i in range(N):
+                ti, qi, vi = float(t[i]), q[i], v[i]
+                try:
+                    Fo[i, 0] = float(np.linalg.norm(system.position_residual(ti, qi)))
+                    Fo[i, 1] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
+                except Exception as e:  # noqa: BLE001
+                    failed("Evaluating the constraint residuals", ti, e)
+                if system.has_energy:
+                    try:
+                        Fo[i, 3] = system.energy(ti, qi, vi)
+                    except Exception as e:  # noqa: BLE001
+                        failed("Evaluating the energy", ti, e)
+                try:
+                    r = solver.solve(ti, qi, vi)
+                    A, b = system.rows(ti, qi, vi)
+                except Exception as e:  # noqa: BLE001
+                    failed("Recomputing the step", ti, e)
+                    continue
+                a[i], Qc[i] = r.a, r.constraint_force
+                if r.multipliers.size == m:
+                    lam[i] = r.multipliers
+                Fo[i, 2] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
+                rank[i] = int(r.info.get("rank", -1))
+                Fo[i, 5] = float(r.info.get("sigma_min", np.nan))
+                for k in keys:
+                    if k in r.info:
+                        sample_info.setdefault(k, []).append(r.info[k])
+        except KeyboardInterrupt as e:
+            err = err or "Interrupted (KeyboardInterrupt) while recomputing the output samples."
+            exc = exc or e
+        for k, vals in sample_info.items():
+            if k == "status":
+                stats["sample_status"] = {s_: vals.count(s_) for s_ in set(vals)}
+            else:
+                stats[f"sample_{k}_max"] = float(np.max(np.asarray(vals, dtype=float)))
+    energy = Fo[:, 3].copy() if system.has_energy else None
     meta = {"postprocess_error": err, "postprocess_exception": exc} if err else {}
     return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,
-                      position_residual=pres, velocity_residual=vres,
-                      acceleration_residual=ares, energy=energy, rank=rank, sigma_min=smin,
-                      coordinates=system.coordinates, stats=stats, meta=meta)
+                      position_residual=Fo[:, 0].copy(), velocity_residual=Fo[:, 1].copy(),
+                      acceleration_residual=Fo[:, 2].copy(), energy=energy, rank=rank,
+                      sigma_min=Fo[:, 5].copy(), coordinates=system.coordinates, stats=stats,
+                      meta=meta)
 
 
 def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, tol: float) -> list[str]:

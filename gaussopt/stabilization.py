@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
-from scipy.linalg import lapack
-
 from .exceptions import ModelError
-from .linalg import DEFAULT_RANK_TOL, mass_scale
+from .linalg import DEFAULT_RANK_TOL
 from .system import System
 
 __all__ = ["Baumgarte", "Projection"]
 
-_EPS = float(np.finfo(float).eps)
 
 
 @dataclass(frozen=True)
@@ -135,42 +132,6 @@ class Projection:
         if int(self.max_iter) < 1:
             raise ModelError(f"Projection `max_iter` must be >= 1, found {self.max_iter!r}.")
 
-    @staticmethod
-    def _correction(W: Optional[np.ndarray], J: np.ndarray, r: np.ndarray, rank_tol: float,
-                    diag: Optional[np.ndarray] = None, floor: float = 0.0) -> np.ndarray:
-        """Minimum-W-norm least-squares ``dx`` for ``J dx = -r`` (rows normalized).
-
-        With ``diag`` (a positive diagonal mass, ``W = diag(diag)``) the metric
-        factor is a column scaling; otherwise ``W`` is factorized (Cholesky).
-        On a consistent system ``M`` and ``M + w J^T J`` give the same ``dx``.
-        """
-        nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-        nr = np.where(nr > 0, nr, 1.0)
-        rn = -r / nr
-        if diag is not None:
-            L = None
-            X = (J / nr[:, None] * (1.0 / np.sqrt(diag))).T       # W^-1/2 Jn^T, shape (n, m)
-        else:
-            L, info = lapack.dpotrf(W, lower=1, clean=1)
-            if info != 0:
-                raise ModelError(f"the projection metric M + w J^T J is not positive definite "
-                                 f"(Cholesky info={info}).")
-            X, _ = lapack.dtrtrs(L, (J / nr[:, None]).T, lower=1)  # L^-1 Jn^T
-        K = X.T @ X
-        LK, info = lapack.dpotrf(K, lower=1, clean=1)
-        if info == 0 and LK.diagonal().min() ** 2 > 1e-8 * float(K.diagonal().max()):
-            y, _ = lapack.dpotrs(LK, rn, lower=1)
-            z = X @ y
-        else:                                              # near-singular or redundant rows
-            U, s, Vt = np.linalg.svd(X.T, full_matrices=False)
-            thr = max(rank_tol, floor)
-            k = int(np.count_nonzero(s > thr * s[0])) if s.size and s[0] > 0 else 0
-            z = Vt[:k].T @ ((U[:, :k].T @ rn) / s[:k])
-        if L is None:
-            return z / np.sqrt(diag)
-        dx, _ = lapack.dtrtrs(L, z, lower=1, trans=1)
-        return dx
-
     def project(self, system: System, t: float, q: np.ndarray, v: np.ndarray,
                 rank_tol: float = DEFAULT_RANK_TOL, vanished: float = 0.0
                 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -181,80 +142,29 @@ class Projection:
         ``FOLD_TOL * sigma_ref``); the corrections leave such directions alone, as
         the Gauss step does: a correction ``residual / sigma`` along them would
         throw the state along the linkage's shaky mode."""
+        from . import engine as E
+        from .model import model_functions, quiet_compile
+
         q = np.array(q, dtype=float)
         v = np.array(v, dtype=float)
-        its = 0
-        M = system.mass(t, q)
-        w = mass_scale(M)
-        holonomic_only = not system.nonholonomic
-        d = np.diagonal(M)
-        diag = d if (np.all(d > 0) and np.count_nonzero(M) == np.count_nonzero(d)) else None
-
-        def metric(J):
-            if diag is not None:
-                return None
-            if J.shape[0] == 0:
-                return M + w * np.eye(system.n)
-            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-            Jn = J / np.where(nr > 0, nr, 1.0)[:, None]
-            return M + w * (Jn.T @ Jn)
-
-        def distances(res, J, what):
-            if not (np.all(np.isfinite(res)) and np.all(np.isfinite(J))):
-                raise ModelError(f"the {what} returned NaN or inf at t={t} (q = {q}): the "
-                                 "constraint is undefined at this state.")
-            nr = np.sqrt(np.einsum("ij,ij->i", J, J))
-            return np.abs(res) / np.where(nr > 0, nr, 1.0)
-
-        def converged(dist, x):
-            return float(dist.max(initial=0.0)) <= self.tol * (1.0 + float(np.abs(x).max()))
-
-        J = None                       # position Jacobian, valid at the current q
-        if system.holonomic:
-            for _ in range(int(self.max_iter)):
-                phi = system.position_residual(t, q)
-                J = system.position_jacobian(t, q)
-                dist = distances(phi, J, "position constraint phi (or its Jacobian)")
-                if converged(dist, q):
-                    break
-                Jm = J if holonomic_only else system.velocity_rows(t, q, v)
-                dq = self._correction(metric(Jm), J, phi, rank_tol, diag,
-                                      floor=max(vanished, 100.0 * float(dist.max())
-                                                / (1.0 + float(np.abs(q).max()))))
-                q += dq
-                J = None
-                its += 1
-                if float(np.abs(dq).max()) <= 4 * _EPS * (1.0 + float(np.abs(q).max())):
-                    break                                   # stagnated at roundoff
-        if not self.velocity or not (system.holonomic or system.nonholonomic):
-            return q, v, its
-        if holonomic_only:
-            # r = Phi_q v + Phi_t, exactly as Holonomic.velocity_residual; after a
-            # correction dv the residual is r + J dv (linear in v), no re-evaluation
-            if J is None:
-                J = system.position_jacobian(t, q)
-            if any(c.rheonomic or getattr(c, "_phi_t", None) is not None for c in system.holonomic):
-                r = system.velocity_residual(t, q, v)       # includes Phi_t
-            else:
-                r = J @ v
-            for _ in range(int(self.max_iter)):
-                if converged(distances(r, J, "velocity residual"), v):
-                    break
-                dv = self._correction(metric(J), J, r, rank_tol, diag, floor=vanished)
-                v += dv
-                r = r + J @ dv
-                its += 1
-                if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
-                    break
-            return q, v, its
-        for _ in range(int(self.max_iter)):
-            r = system.velocity_residual(t, q, v)
-            J = system.velocity_rows(t, q, v)
-            if converged(distances(r, J, "nonholonomic constraint f (or f_v)"), v):
-                break
-            dv = self._correction(metric(J), J, r, rank_tol, diag, floor=vanished)
-            v += dv
-            its += 1
-            if float(np.abs(dv).max()) <= 4 * _EPS * (1.0 + float(np.abs(v).max())):
-                break
-        return q, v, its
+        if system._row_counts is None:
+            system.check(t, q, v)
+        mf = model_functions(system)
+        b = mf.buffers
+        oi = np.zeros(9, dtype=np.int64)
+        of = np.zeros(11)
+        oi[E.I_PVEL] = int(self.velocity)
+        oi[E.I_PITER] = int(self.max_iter)
+        of[E.F_PTOL] = self.tol
+        of[E.F_RANKTOL] = rank_tol
+        with quiet_compile():
+            status, its = E.project(mf.fns, E.ModelData(mf.p, mf.dims(), mf.hol_rows,
+                                                         mf.vel_rows, mf.vel_is_hol),
+                                    E.Buffers(*(b[k] for k in E.Buffers._fields)),
+                                    E.Options(oi, of), float(t), q, v, float(vanished))
+        if status != 0:
+            if mf.error is not None:
+                raise mf.error
+            raise ModelError(f"the constraints are not finite at t={t} (q = {q}): the "
+                             "projection cannot proceed (a constraint is undefined there).")
+        return q, v, int(its)

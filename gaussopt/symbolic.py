@@ -981,13 +981,118 @@ class SymbolicModel:
                                               _constant_tqv(self, "acc_rows", vals),
                                               name="acceleration"))
         energy = bound("energy") if "energy" in has else None
-        return System(self.coordinates, mass=mass, force=force, constraints=cons, energy=energy,
-                      name=name or self.name)
+        system = System(self.coordinates, mass=mass, force=force, constraints=cons, energy=energy,
+                        name=name or self.name)
+        module = self._numba_module()
+        if module is not None:
+            p = np.array([vals[self._pmap[sym].name] for sym in self.parameters], dtype=float)
+            system.compiled = _compiled_factory(module, p, self, system)
+        return system
+
+    # --------------------------------------------------------------- compiled engine
+    def _numba_module(self):
+        """The model's five functions compiled with numba (:mod:`gaussopt.codegen`),
+        generated once per model; ``None`` if numba cannot compile them (the model then
+        runs through its Python functions)."""
+        if getattr(self, "_numba", False) is not False:
+            return self._numba
+        from . import codegen
+
+        self.derive()
+        t0 = time.perf_counter()
+        ex = self.expressions
+        c, n = self._c, self.n
+        vv = sp.Matrix(c.v)
+        empty = sp.zeros(0, n)
+        hol = ex.get("phi") is not None
+        nh = ex.get("f") is not None
+        acc = ex.get("acc_A") is not None
+        Jh = ex["phi_q"] if hol else empty
+        Jn = ex["f_v"] if nh else empty
+        Ja = ex["acc_A"] if acc else empty
+        A = Jh.col_join(Jn).col_join(Ja)
+        gh = ex["phi_gamma"] if hol else sp.zeros(0, 1)
+        gn = ex["f_gamma"] if nh else sp.zeros(0, 1)
+        ga = ex["acc_b"] if acc else sp.zeros(0, 1)
+        b = gh.col_join(gn).col_join(ga)
+        r = (Jh * vv + ex["phi_t"] if hol else sp.zeros(0, 1)).col_join(
+            ex["f"] if nh else sp.zeros(0, 1))
+        energy = ex.get("energy")
+        pieces = {
+            "dyn": [("M", list(sp.Matrix(ex["M"]))), ("F", list(sp.Matrix(ex["F"])))],
+            "rows": [("A", list(A)), ("b", list(b))],
+            "pos": [("phi", list(ex["phi"]) if hol else []), ("J", list(Jh)),
+                    ("phit", list(ex["phi_t"]) if hol else [])],
+            "vel": [("r", list(r)), ("Jv", list(Jh.col_join(Jn)))],
+            "energy": [("e", [energy] if energy is not None else [])],
+        }
+        sizes = {"n": n, "m": A.rows, "mh": Jh.rows, "mv": Jh.rows + Jn.rows,
+                 "np": len(self.parameters)}
+        printer = _printer("math")
+        state = {sp.Symbol(_TN)} | set(self.q) | set(self.v)
+        bodies = {}
+        try:
+            for name, outs in pieces.items():
+                flat = [sp.sympify(e).xreplace(self._pmap) for _, es in outs for e in es]
+                reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols(_CN))
+                used = set()
+                for e in [e for _, e in reps] + list(reduced):
+                    used |= e.free_symbols
+                lines = []
+                for i, sym in enumerate(self.q):
+                    if sym in used:
+                        lines.append(f"    {sym} = q[{i}]")
+                for i, sym in enumerate(self.v):
+                    if sym in used:
+                        lines.append(f"    {sym} = v[{i}]")
+                for i in range(len(self.parameters)):
+                    if sp.Symbol(f"{_PN}{i}") in used:
+                        lines.append(f"    {_PN}{i} = p[{i}]")
+                for sym, e in reps:
+                    lines.append(f"    {sym} = {printer.doprint(e)}")
+                k = 0
+                for arr, es in outs:
+                    for j in range(len(es)):
+                        lines.append(f"    {arr}[{j}] = {printer.doprint(reduced[k])}")
+                        k += 1
+                bodies[name] = lines
+        except Exception:  # noqa: BLE001 - a function the math printer cannot print
+            self._numba = None
+            return None
+        self._numba = codegen.load_module(codegen.module_source(bodies, sizes), self.name)
+        self.timings["numba"] = time.perf_counter() - t0
+        self._numba_sizes = sizes
+        return self._numba
 
     def __repr__(self) -> str:
         return (f"SymbolicModel({self.name!r}, coordinates={self.coordinates}, "
                 f"holonomic={len(self._hol)}, nonholonomic={len(self._nh)}, "
                 f"acceleration={len(self._acc)})")
+
+
+def _compiled_factory(module, p: np.ndarray, model: "SymbolicModel", system: System):
+    """A factory of the engine's :class:`~gaussopt.model.ModelFunctions` for ``system``
+    (fresh buffers per run)."""
+    from .model import ModelFunctions, make_buffers, row_layout
+
+    fns = tuple(getattr(module, name) for name in ("dyn", "rows", "pos", "vel", "energy"))
+    sizes = model._numba_sizes
+
+    def factory():
+        hol_rows, vel_rows, vel_is_hol = row_layout(system)
+        return ModelFunctions(
+            fns=fns, accel=_noop(), p=p, n=sizes["n"], m=sizes["m"], mh=sizes["mh"],
+            mv=sizes["mv"], hol_rows=hol_rows, vel_rows=vel_rows, vel_is_hol=vel_is_hol,
+            has_energy=system.has_energy, constant_mass=system.constant_mass is not None,
+            compiled=True, buffers=make_buffers(sizes["n"], sizes["m"], sizes["mh"], sizes["mv"]))
+
+    return factory
+
+
+def _noop():
+    from .model import NOOP
+
+    return NOOP
 
 
 def _readonly(x):

@@ -116,6 +116,11 @@ class System:
                              f"{type(energy).__name__}.")
         self._energy = energy
         self._row_counts: Optional[tuple[int, ...]] = None
+        #: ``None``, or a factory of the compiled functions of this system
+        #: (:class:`gaussopt.model.ModelFunctions`) set by a front end that generated
+        #: them (:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`); the compiled
+        #: engine then runs without calling Python
+        self.compiled: Optional[Callable] = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
 

@@ -31,8 +31,10 @@ def model():
     """The paper's model derived once from its Lagrangian (sympy), parameters symbolic.
 
     ``T = 1/2 (4 m l^2/3) th1'^2 + 1/2 (m l^2/3) th2'^2`` (no th3' term: M is
-    singular), ``V = m g l (3/2 sin th1 + 1/2 sin th2)``, generalized force
-    ``(psi, 0, 0)``, holonomic ``(l sin th1 - l sin th2, th1 + th3 - pi)``.
+    singular), ``V = m g l (3/2 sin th1 + 1/2 sin th2) - psi th1`` (the constant
+    torque ``psi`` on the crank is conservative: its potential is ``-psi th1``, so
+    ``T + V`` is the conserved energy), holonomic ``(l sin th1 - l sin th2,
+    th1 + th3 - pi)``.
     """
     global _MODEL
     if _MODEL is None:
@@ -46,19 +48,16 @@ def model():
         m, l, g, psi = sp.symbols("m l g psi", positive=True)
         T = sp.Rational(1, 2) * (4 * m * l**2 / 3) * th1.diff(t) ** 2 \
             + sp.Rational(1, 2) * (m * l**2 / 3) * th2.diff(t) ** 2
-        V = m * g * l * (sp.Rational(3, 2) * sp.sin(th1) + sp.sin(th2) / 2)
-        _MODEL = SymbolicModel(q, T, V, forces=[psi, 0, 0],
+        V = m * g * l * (sp.Rational(3, 2) * sp.sin(th1) + sp.sin(th2) / 2) - psi * th1
+        _MODEL = SymbolicModel(q, T, V,
                                holonomic=[l * sp.sin(th1) - l * sp.sin(th2), th1 + th3 - sp.pi],
                                name="four_bar")
     return _MODEL
 
 
 def system(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G) -> go.System:
-    """The paper's singular-mass model, built from its Lagrangian (:func:`model`).
-
-    Its energy ``T + V`` does not include the work of the torque; the problem's
-    :func:`build` adds ``- psi th1`` so that the energy is conserved.
-    """
+    """The paper's singular-mass model, built from its Lagrangian (:func:`model`); its
+    energy ``T + V`` includes the torque's potential ``- psi th1`` (conserved)."""
     return model().system({"m": m, "l": l, "g": g, "psi": psi})
 
 
@@ -121,11 +120,7 @@ def draw(ax, q, l: float = 2.0):
 def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
           t_end: float = 5.0) -> go.Problem:
     """Paper 001's four-bar (defaults: the paper's values)."""
-    sym = system(psi=psi, m=m, l=l, g=g)
-    # the torque psi is conservative: E = T + V - psi th1 is the conserved energy
-    sysm = go.System(sym.coordinates, mass=sym.constant_mass, force=sym._force,
-                     constraints=sym.constraints,
-                     energy=lambda t, q, v: sym.energy(t, q, v) - psi * q[0], name="four_bar")
+    sysm = system(psi=psi, m=m, l=l, g=g)
     q0 = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
 
     def outputs(q, v):

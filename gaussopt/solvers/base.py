@@ -95,7 +95,7 @@ class StepSolver:
                                  f"({system.m},), found {ref.shape}.")
             self._fixed_ref = ref
         self.row_ref: Optional[np.ndarray] = self._fixed_ref
-        self.sigma_ref = 0.0
+        self._sref = np.zeros(1)           # sigma_ref, shared with the compiled engine
         self.coords = list(system.coordinates)
         self._n = system.n
         self._lock = threading.RLock()
@@ -116,6 +116,28 @@ class StepSolver:
         self.least_squares_steps: list = []
 
     # ------------------------------------------------------------- row reference
+    @property
+    def sigma_ref(self) -> float:
+        """Reference of the smallest singular value of the normalized rows (the largest
+        it has been at accepted states; :data:`gaussopt.kernel.FOLD_TOL`)."""
+        return float(self._sref[0])
+
+    @sigma_ref.setter
+    def sigma_ref(self, value: float) -> None:
+        self._sref[0] = value
+
+    def inconsistent_rows(self, t, q, v) -> list:
+        """Rows with the largest share of the inconsistent part of ``bn`` at ``(t, q, v)``
+        (the rows a least-squares step concerned)."""
+        from ..linalg import decide
+
+        M, F, A, b = self.system.evaluate(t, q, v)
+        dec = decide(M, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]),
+                     sig_ref=self.sigma_ref)
+        res = dec.bn - dec.Ur @ (dec.Ur.T @ dec.bn)
+        live = np.flatnonzero(dec.live)
+        return (live[np.abs(res) >= 0.3 * np.abs(res).max()] if res.size else live[:0]).tolist()
+
     def accept(self, A: np.ndarray) -> None:
         """Register the rows ``A`` of an *accepted* state (trial stages of an
         integrator never call this): the reference scale of each row becomes the
@@ -125,10 +147,9 @@ class StepSolver:
         if A.shape[0] == 0:
             return
         A = np.ascontiguousarray(A, dtype=float)
-        self.sigma_ref = max(self.sigma_ref, float(K.smallest_live_sigma(A, self.rank_tol))
-                             if np.all(np.isfinite(A)) else 0.0)
-        if not np.isfinite(self.sigma_ref):
-            self.sigma_ref = 0.0
+        sl = float(K.smallest_live_sigma(A, self.rank_tol)) if np.all(np.isfinite(A)) else 0.0
+        if np.isfinite(sl) and sl > self._sref[0]:
+            self._sref[0] = sl
         if self._fixed_ref is not None:
             return
         nu = np.empty(A.shape[0])
@@ -140,8 +161,8 @@ class StepSolver:
 
     def reset_reference(self) -> None:
         """Forget the running references (back to the fixed ``row_scale`` or none)."""
-        self.row_ref = self._fixed_ref
-        self.sigma_ref = 0.0
+        self.row_ref = None if self._fixed_ref is None else self._fixed_ref.copy()
+        self._sref[0] = 0.0
 
     def _reference(self, m: int) -> Optional[np.ndarray]:
         ref = self.row_ref

@@ -1,0 +1,1233 @@
+"""The compiled engine of :func:`~gaussopt.simulate` (numba, compiled once per machine).
+
+One driver for every explicit method and every model: the integrator
+(``rk4``, ``euler``, ``RK23``, ``RK45``, ``DOP853`` with their embedded error
+estimates and dense outputs, the step-size control of
+:mod:`scipy.integrate`), the Gauss step (:func:`gaussopt.kernel.gauss_step`),
+the stabilization (projection onto the constraints, or Baumgarte's
+correction), the rank monitor that locates passages through singular
+positions (the section "rank monitor" below explains the method), the output
+samples and their diagnostics are all compiled. The model is called through function
+pointers (:mod:`gaussopt.model`): compiled models run entirely in machine
+code; a Python model or a step solver that runs in Python (QP, GA) is called
+back. A run advances in chunks of bounded wall time, so that a
+``KeyboardInterrupt`` is seen between chunks and the part computed so far
+is returned.
+
+The data passed around:
+
+``fns``      the model's five functions (dyn, rows, pos, vel, energy)
+``accel``    the step solver's callback (QP, GA) or :data:`~gaussopt.model.NOOP`
+``md``       :class:`ModelData`: parameters, sizes, row layout
+``buf``      :class:`Buffers`: the flat arrays the model functions read and write
+``opt``      :class:`Options`: integer and float settings
+``st``       :class:`State`: everything that changes along a run
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numba as nb
+import numpy as np
+
+from . import kernel as K
+
+__all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project",
+           "METHOD_CODES", "SOLVER_CODES"]
+
+_jit = nb.njit(cache=True, nogil=False)
+_EPS = float(np.finfo(float).eps)
+
+ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol"])
+Buffers = namedtuple("Buffers", ["q", "v", "M", "F", "A", "b", "phi", "J", "phit", "r", "Jv",
+                                 "e", "a"])
+# i: integer settings (see the I_* indices); f: float settings (F_*)
+Options = namedtuple("Options", ["i", "f"])
+
+# dims
+D_N, D_M, D_MH, D_MV, D_ENERGY, D_CONSTM = range(6)
+# integer options
+I_METHOD, I_SOLVER, I_STAB, I_PVEL, I_PRHS, I_PITER, I_MONITOR, I_MAXSTEPS, I_CHECKSYM = range(9)
+# float options
+(F_RANKTOL, F_RTOL, F_ATOL, F_DT, F_PTOL, F_ALPHA, F_BETA, F_GAMMA, F_T1, F_FIRST,
+ F_MAXSTEP) = range(11)
+
+METHOD_CODES = {"euler": 0, "rk4": 1, "RK23": 2, "RK45": 3, "DOP853": 4}
+SOLVER_CODES = {"closed_form": K.CLOSED_FORM, "lagrange": K.LAGRANGE, "callback": 2}
+STAB_NONE, STAB_PROJECTION, STAB_BAUMGARTE = 0, 1, 2
+
+# statuses of the engine (beyond the kernel's, which are 0..6)
+MODEL_FAILED = 10          # a model function returned nonzero
+STEP_TOO_SMALL = 11        # the step size collapsed
+MAX_STEPS = 12
+CHUNK_DONE = 13            # the wall-time budget of a chunk is used up
+FINISHED = 14
+
+
+# --------------------------------------------------------------------------- model calls
+@_jit
+def call_dyn(fns, md, buf, t, q, v):
+    buf.q[:] = q
+    buf.v[:] = v
+    return fns[0](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.M.ctypes, buf.F.ctypes)
+
+
+@_jit
+def call_rows(fns, md, buf, t, q, v):
+    buf.q[:] = q
+    buf.v[:] = v
+    return fns[1](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.A.ctypes, buf.b.ctypes)
+
+
+@_jit
+def call_pos(fns, md, buf, t, q):
+    buf.q[:] = q
+    return fns[2](t, buf.q.ctypes, md.p.ctypes, buf.phi.ctypes, buf.J.ctypes, buf.phit.ctypes)
+
+
+@_jit
+def call_vel(fns, md, buf, t, q, v):
+    buf.q[:] = q
+    buf.v[:] = v
+    return fns[3](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.r.ctypes, buf.Jv.ctypes)
+
+
+@_jit
+def call_energy(fns, md, buf, t, q, v):
+    buf.q[:] = q
+    buf.v[:] = v
+    return fns[4](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.e.ctypes, buf.e.ctypes)
+
+
+@_jit
+def call_accel(accel, md, buf, t, q, v):
+    buf.q[:] = q
+    buf.v[:] = v
+    return accel(t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.a.ctypes, buf.a.ctypes)
+
+
+# --------------------------------------------------------------------------- the step
+@_jit
+def baumgarte(fns, md, buf, opt, t, q, v, b):
+    """``b -= alpha Phi' + beta Phi`` on holonomic rows, ``gamma f`` on nonholonomic."""
+    n = md.dims[D_N]
+    mh = md.dims[D_MH]
+    mv = md.dims[D_MV]
+    alpha, beta, gam = opt.f[F_ALPHA], opt.f[F_BETA], opt.f[F_GAMMA]
+    if mh > 0:
+        st = call_pos(fns, md, buf, t, q)
+        if st != 0:
+            return st
+        J = buf.J.reshape(mh, n)
+        for k in range(mh):
+            acc = buf.phit[k]
+            for j in range(n):
+                acc += J[k, j] * v[j]
+            b[md.hol_rows[k]] -= alpha * acc + beta * buf.phi[k]
+    if mv > mh:
+        st = call_vel(fns, md, buf, t, q, v)
+        if st != 0:
+            return st
+        for k in range(mv):
+            if not md.vel_is_hol[k]:
+                b[md.vel_rows[k]] -= gam * buf.r[k]
+    return 0
+
+
+@_jit
+def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam):
+    """The accelerations ``a`` at ``(t, q, v)`` (in place); the kernel's outputs.
+
+    Returns ``(status, lam, s, r, live, rho, allow, be, flags)``; status 0 or a
+    kernel status (:data:`gaussopt.kernel.STATUS`) or :data:`MODEL_FAILED`.
+    """
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    solver = opt.i[I_SOLVER]
+    empty = np.zeros(0)
+    live0 = np.zeros(m, dtype=np.bool_)
+    if solver == 2:
+        st = call_accel(accel, md, buf, t, q, v)
+        if st != 0:
+            return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+        a[:] = buf.a
+        return 0, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+    st = call_dyn(fns, md, buf, t, q, v)
+    if st == 0 and m > 0:
+        st = call_rows(fns, md, buf, t, q, v)
+    if st != 0:
+        return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+    b = buf.b
+    if opt.i[I_STAB] == STAB_BAUMGARTE and m > 0:
+        b = buf.b.copy()
+        st = baumgarte(fns, md, buf, opt, t, q, v, b)
+        if st != 0:
+            return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+    M = buf.M.reshape(n, n)
+    A = buf.A.reshape(m, n)
+    (status, aa, lam, s, r, live, nu, rho, allow, be, dmin,
+     flags) = K.gauss_step(M, buf.F, A, b, ref, sref[0], opt.f[F_RANKTOL], solver, want_lam,
+                           opt.i[I_CHECKSYM] != 0)
+    a[:] = aa
+    return status, lam, s, r, live, rho, allow, be, flags
+
+
+# --------------------------------------------------------------------------- projection
+@_jit
+def _metric(M, Jm):
+    """``M + w Jn^T Jn`` (``Jn`` the normalized rows of ``Jm``, ``w = trace(M)/n``): the
+    mass metric, augmented so that it stays positive definite for a singular ``M``."""
+    n = M.shape[0]
+    k = Jm.shape[0]
+    nr = np.empty(k)
+    K.row_norms(Jm, nr)
+    tr = 0.0
+    for i in range(n):
+        tr += M[i, i]
+    w = tr / n if tr > 0.0 else 1.0
+    W = M.copy()
+    for r in range(k):
+        s = nr[r] if nr[r] > 0.0 else 1.0
+        c = w / (s * s)
+        for i in range(n):
+            for j in range(n):
+                W[i, j] += c * Jm[r, i] * Jm[r, j]
+    return W
+
+
+@_jit
+def _correction(W, diag_only, J, res, rank_tol, floor):
+    """Minimum-W-norm least-squares ``dx`` for ``J dx = -res`` (rows normalized):
+    ``W`` a positive diagonal mass matrix (a column scaling) or the metric of
+    :func:`_metric` (Cholesky); the correction of :class:`gaussopt.Projection`."""
+    k, n = J.shape
+    nr = np.empty(k)
+    K.row_norms(J, nr)
+    Jn = np.empty((k, n))
+    rn = np.empty(k)
+    for i in range(k):
+        s = nr[i] if nr[i] > 0.0 else 1.0
+        for j in range(n):
+            Jn[i, j] = J[i, j] / s
+        rn[i] = -res[i] / s
+    X = np.empty((n, k))                       # W^-1/2 Jn^T (diagonal) or L^-1 Jn^T
+    L = np.zeros((n, n))
+    if diag_only:
+        for j in range(n):
+            sj = 1.0 / math.sqrt(W[j, j])
+            for i in range(k):
+                X[j, i] = Jn[i, j] * sj
+    else:
+        if not K.cholesky(W, L) > 0.0:
+            return np.zeros(n), False
+        for j in range(n):
+            for i in range(k):
+                X[j, i] = Jn[i, j]
+        K._forward(L, X)
+    KK = np.empty((k, k))
+    kmax = 0.0
+    for p in range(k):
+        for q in range(p, k):
+            acc = 0.0
+            for j in range(n):
+                acc += X[j, p] * X[j, q]
+            KK[p, q] = acc
+            KK[q, p] = acc
+        if KK[p, p] > kmax:
+            kmax = KK[p, p]
+    LK = np.zeros((k, k))
+    z = np.zeros(n)
+    dmin = K.cholesky(KK, LK) if k > 0 else np.inf
+    if k > 0 and dmin > 1e-8 * kmax:
+        y = np.empty((k, 1))
+        for i in range(k):
+            y[i, 0] = rn[i]
+        K._forward(LK, y)
+        yy = y[:, 0].copy()
+        K._backward_t(LK, yy)
+        for j in range(n):
+            acc = 0.0
+            for i in range(k):
+                acc += X[j, i] * yy[i]
+            z[j] = acc
+    elif k > 0:
+        # near-singular or redundant rows: truncated SVD of X^T
+        U, s, V = K.svd_econ(np.ascontiguousarray(X.T))
+        thr = max(rank_tol, floor)
+        kk = 0
+        if s.shape[0] > 0 and s[0] > 0.0:
+            for i in range(s.shape[0]):
+                if s[i] > thr * s[0]:
+                    kk += 1
+        for c in range(kk):
+            acc = 0.0
+            for i in range(k):
+                acc += U[i, c] * rn[i]
+            coef = acc / s[c]
+            for j in range(n):
+                z[j] += V[j, c] * coef
+    if diag_only:
+        for j in range(n):
+            z[j] /= math.sqrt(W[j, j])
+        return z, True
+    K._backward_t(L, z)
+    return z, True
+
+
+@_jit
+def _distances(res, J):
+    k = res.shape[0]
+    nr = np.empty(k)
+    K.row_norms(J, nr)
+    dmax = 0.0
+    for i in range(k):
+        s = nr[i] if nr[i] > 0.0 else 1.0
+        d = abs(res[i]) / s
+        if not np.isfinite(d):
+            return np.inf
+        if d > dmax:
+            dmax = d
+    return dmax
+
+
+@_jit
+def _absmax(x):
+    m = 0.0
+    for i in range(x.shape[0]):
+        if abs(x[i]) > m:
+            m = abs(x[i])
+    return m
+
+
+@_jit
+def project(fns, md, buf, opt, t, q, v, vanished):
+    """Project ``(q, v)`` onto the constraints in place (:class:`gaussopt.Projection`).
+
+    Gauss--Newton with the least-squares corrections of :func:`_correction`
+    (positions: truncation floor ``100 dist`` relative, the off-manifold distance;
+    directions below ``vanished`` are left alone). Returns ``(status, its)``;
+    status 0, :data:`MODEL_FAILED`, or ``-1`` when a residual is not finite
+    (the constraint is undefined there).
+    """
+    n = md.dims[D_N]
+    mh = md.dims[D_MH]
+    mv = md.dims[D_MV]
+    tol = opt.f[F_PTOL]
+    max_iter = opt.i[I_PITER]
+    rank_tol = opt.f[F_RANKTOL]
+    its = 0
+    if mh == 0 and mv == 0:
+        return 0, 0
+    st = call_dyn(fns, md, buf, t, q, v)
+    if st != 0:
+        return MODEL_FAILED, its
+    M = buf.M.reshape(n, n).copy()
+    diag_only = True
+    for i in range(n):
+        if not M[i, i] > 0.0:
+            diag_only = False
+        for j in range(n):
+            if i != j and M[i, j] != 0.0:
+                diag_only = False
+    holonomic_only = mv == mh
+    have_J = False
+    if mh > 0:
+        for _ in range(max_iter):
+            st = call_pos(fns, md, buf, t, q)
+            if st != 0:
+                return MODEL_FAILED, its
+            J = buf.J.reshape(mh, n)
+            dist = _distances(buf.phi, J)
+            if not np.isfinite(dist):
+                return -1, its
+            have_J = True
+            if dist <= tol * (1.0 + _absmax(q)):
+                break
+            if holonomic_only:
+                Jm = J.copy()
+            else:
+                st = call_vel(fns, md, buf, t, q, v)
+                if st != 0:
+                    return MODEL_FAILED, its
+                Jm = buf.Jv.reshape(mv, n).copy()
+            floor = max(vanished, 100.0 * dist / (1.0 + _absmax(q)))
+            W = M if diag_only else _metric(M, Jm)
+            dq, ok = _correction(W, diag_only, J.copy(), buf.phi.copy(), rank_tol, floor)
+            if not ok:
+                return -1, its
+            for i in range(n):
+                q[i] += dq[i]
+            have_J = False
+            its += 1
+            if _absmax(dq) <= 4 * _EPS * (1.0 + _absmax(q)):
+                break
+    if opt.i[I_PVEL] == 0 or mv == 0:
+        return 0, its
+    if holonomic_only:
+        if not have_J:
+            st = call_pos(fns, md, buf, t, q)
+            if st != 0:
+                return MODEL_FAILED, its
+        J = buf.J.reshape(mh, n).copy()
+        r = buf.phit.copy()
+        for k in range(mh):
+            acc = r[k]
+            for j in range(n):
+                acc += J[k, j] * v[j]
+            r[k] = acc
+        for _ in range(max_iter):
+            d = _distances(r, J)
+            if not np.isfinite(d):
+                return -1, its
+            if d <= tol * (1.0 + _absmax(v)):
+                break
+            dv, ok = _correction(M if diag_only else _metric(M, J), diag_only, J, r, rank_tol,
+                                 vanished)
+            if not ok:
+                return -1, its
+            for i in range(n):
+                v[i] += dv[i]
+            for k in range(mh):
+                acc = 0.0
+                for j in range(n):
+                    acc += J[k, j] * dv[j]
+                r[k] += acc
+            its += 1
+            if _absmax(dv) <= 4 * _EPS * (1.0 + _absmax(v)):
+                break
+        return 0, its
+    for _ in range(max_iter):
+        st = call_vel(fns, md, buf, t, q, v)
+        if st != 0:
+            return MODEL_FAILED, its
+        Jv = buf.Jv.reshape(mv, n).copy()
+        r = buf.r.copy()
+        d = _distances(r, Jv)
+        if not np.isfinite(d):
+            return -1, its
+        if d <= tol * (1.0 + _absmax(v)):
+            break
+        dv, ok = _correction(M if diag_only else _metric(M, Jv), diag_only, Jv, r, rank_tol,
+                             vanished)
+        if not ok:
+            return -1, its
+        for i in range(n):
+            v[i] += dv[i]
+        its += 1
+        if _absmax(dv) <= 4 * _EPS * (1.0 + _absmax(v)):
+            break
+    return 0, its
+
+
+# --------------------------------------------------------------------------- state of a run
+Tableau = namedtuple("Tableau", ["A", "B", "C", "E", "E3", "E5", "P", "A_extra", "C_extra", "D"])
+State = namedtuple("State", [
+    "sc",        # float scalars (S_*)
+    "ic",        # int scalars (C_*)
+    "y", "f", "y_old", "f_old", "K",     # integrator
+    "ref", "sref",                        # the step solver's accepted-state references
+    "mu", "mv",                           # the monitor's singular pair (u, v); S_MSIG its value
+    "ev_f", "ev_i", "ev_rows",            # events: (t, sigma), (kind, before, min, after), rows
+    "lsq_f", "lsq_y",                     # least-squares steps: (t, size), state there
+    "t_eval", "out_t", "out_y",           # outputs
+    "dense", "fail_y",                    # dense-output coefficients; state of a failure
+])
+# float scalars
+S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0 = range(9)
+N_SC = 9
+# int scalars
+(C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
+ C_PENDING, C_KSTEP) = range(13)
+N_IC = 13
+EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
+
+
+@_jit
+def vanished_floor(st):
+    return K.FOLD_TOL * st.sref[0]
+
+
+@_jit
+def rhs(fns, accel, md, buf, opt, st, t, y, out):
+    """``y' = (v, a(t, q, v))``, on the projected state if the projection asks for it;
+    tracks the largest inconsistency (least-squares step) of the current step."""
+    n = md.dims[D_N]
+    q = y[:n].copy()
+    v = y[n:].copy()
+    st.ic[C_NFEV] += 1
+    if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0:
+        ps, its = project(fns, md, buf, opt, t, q, v, vanished_floor(st))
+        if ps != 0:
+            st.sc[S_FAIL_T] = t
+            st.fail_y[:n] = q
+            st.fail_y[n:] = v
+            return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
+    a = np.empty(n)
+    status, lam, s, r, live, rho, allow, be, flags = evaluate_step(
+        fns, accel, md, buf, opt, st.ref, st.sref, t, q, v, a, False)
+    if status != 0:
+        st.sc[S_FAIL_T] = t
+        st.fail_y[:n] = q
+        st.fail_y[n:] = v
+        return status
+    if rho > math.sqrt(opt.f[F_RANKTOL]) and rho > st.sc[S_LSQ_SIZE]:
+        st.sc[S_LSQ_SIZE] = rho
+        st.sc[S_LSQ_T] = t
+        st.lsq_y[st.ic[C_NLSQ] % st.lsq_y.shape[0], :n] = q
+        st.lsq_y[st.ic[C_NLSQ] % st.lsq_y.shape[0], n:] = v
+    for i in range(n):
+        out[i] = v[i]
+        out[n + i] = a[i]
+    return 0
+
+
+@_jit
+def accept_rows(fns, md, buf, opt, st, t, q, v):
+    """The step solver's references from an accepted state (row norms, smallest
+    singular value of the normalized rows)."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    if m == 0:
+        return 0
+    s_ = call_rows(fns, md, buf, t, q, v)
+    if s_ != 0:
+        return MODEL_FAILED
+    A = buf.A.reshape(m, n).copy()
+    nu = np.empty(m)
+    K.row_norms(A, nu)
+    for i in range(m):
+        if nu[i] > st.ref[i]:
+            st.ref[i] = nu[i]
+    sl = K.smallest_live_sigma(A, opt.f[F_RANKTOL])
+    if np.isfinite(sl) and sl > st.sref[0]:
+        st.sref[0] = sl
+    return 0
+
+
+# --------------------------------------------------------------------------- dense output
+@_jit
+def dense_eval(method, st, tab, t):
+    """The step's interpolant at ``t`` (state before the projection of the step's end)."""
+    N = st.y.shape[0]
+    t_old = st.sc[S_TOLD]
+    h = st.sc[S_HPREV]
+    x = (t - t_old) / h
+    out = np.empty(N)
+    if method == 4:                                     # DOP853: nested form
+        F = st.dense
+        P = F.shape[0]
+        for j in range(N):
+            acc = 0.0
+            for i in range(P - 1, -1, -1):
+                acc += F[i, j]
+                if (P - 1 - i) % 2 == 0:
+                    acc *= x
+                else:
+                    acc *= 1.0 - x
+            out[j] = st.y_old[j] + acc
+        return out
+    if method == 2 or method == 3:                      # RK23 / RK45: Q = K^T P
+        Q = st.dense                                    # (order + 1, N)
+        for j in range(N):
+            acc = 0.0
+            p = 1.0
+            for i in range(Q.shape[0]):
+                p *= x
+                acc += Q[i, j] * p
+            out[j] = st.y_old[j] + h * acc
+        return out
+    # rk4 / euler (and the monitor's samples, method -1): cubic Hermite from (y, y') at
+    # both ends of the step as integrated (before the end's projection)
+    h00 = 2 * x**3 - 3 * x**2 + 1
+    h10 = x**3 - 2 * x**2 + x
+    h01 = -2 * x**3 + 3 * x**2
+    h11 = x**3 - x**2
+    for j in range(N):
+        out[j] = (h00 * st.y_old[j] + h10 * h * st.f_old[j] + h01 * st.y[j]
+                  + h11 * h * st.f[j])
+    return out
+
+
+@_jit
+def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
+    """Coefficients of the step's interpolant (DOP853 needs three more stages)."""
+    if st.ic[C_DENSE] != 0:
+        return 0
+    N = st.y.shape[0]
+    h = st.sc[S_HPREV]
+    t_old = st.sc[S_TOLD]
+    if method == 4:
+        Kx = st.K
+        ns = tab.B.shape[0]
+        for s_ in range(tab.C_extra.shape[0]):
+            row = ns + 1 + s_
+            yy = st.y_old.copy()
+            for j in range(N):
+                acc = 0.0
+                for k in range(row):
+                    acc += Kx[k, j] * tab.A_extra[s_, k]
+                yy[j] += acc * h
+            ks = np.empty(N)
+            stt = rhs(fns, accel, md, buf, opt, st, t_old + tab.C_extra[s_] * h, yy, ks)
+            if stt != 0:
+                return stt
+            Kx[row, :] = ks
+        F = st.dense
+        for j in range(N):
+            dy = st.y[j] - st.y_old[j]
+            F[0, j] = dy
+            F[1, j] = h * Kx[0, j] - dy
+            F[2, j] = 2 * dy - h * (st.f[j] + Kx[0, j])
+        for i in range(tab.D.shape[0]):
+            for j in range(N):
+                acc = 0.0
+                for k in range(Kx.shape[0]):
+                    acc += tab.D[i, k] * Kx[k, j]
+                F[3 + i, j] = h * acc
+    elif method == 2 or method == 3:
+        Q = st.dense
+        nk = tab.P.shape[0]
+        for i in range(tab.P.shape[1]):
+            for j in range(N):
+                acc = 0.0
+                for k in range(nk):
+                    acc += st.K[k, j] * tab.P[k, i]
+                Q[i, j] = acc
+    st.ic[C_DENSE] = 1
+    return 0
+
+
+# --------------------------------------------------------------------------- rank monitor
+# Rank monitoring along a run: singular positions located as sign changes.
+#
+# At a *singular position* the constraint rows lose rank for an instant: on
+# paper 001's four-bar the row ``[l cos th1, -l cos th2, 0]`` vanishes at
+# ``th1 = pi/2 + k pi``; on a linkage rows become dependent at a folded
+# configuration. A threshold on a singular value cannot locate such a passage
+# reliably -- the smallest singular value the integrator happens to sample
+# depends on the step sizes and the rounding of the machine. Along a smooth
+# path ``A(t)`` the singular values can instead be continued *analytically*:
+# with the singular pair ``(u, v)`` of the ``k``-th singular value at the
+# start of a step, ``g(t) = u^T A(t) v`` is a smooth function that equals
+# ``+s_k`` at the start and changes sign where the analytic singular value
+# passes through zero. A passage is therefore a sign change of the
+# continued singular value on the step's dense output -- seen as a singular
+# pair that turns over between two samples, or as a sign change of ``g`` --
+# and its time is the root of ``g``, re-centred on the singular pair at each
+# iterate (Newton) until it no longer moves. A sign change that
+# belongs to a rotating pair rather than a vanishing singular value is told
+# apart by the size of the singular value at the root (a true passage has it at
+# the level of the root's accuracy, orders of magnitude below its size at the
+# ends of the bracket).
+#
+# The rows are divided by their accepted-state reference norms (the step solver's
+# ``ref``), so that a row that vanishes shows up as a small singular value like rows
+# that become dependent. Events: "passage" (the rank dips at one instant), "drop" and
+# "rise" (the rank at accepted states changes and stays changed for more than one step).
+
+
+@_jit
+def _scaled_rows(fns, md, buf, st, t, q, v):
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    s_ = call_rows(fns, md, buf, t, q, v)
+    A = buf.A.reshape(m, n).copy()
+    for i in range(m):
+        r = st.ref[i] if st.ref[i] > 0.0 else 1.0
+        for j in range(n):
+            A[i, j] /= r
+    return s_, A
+
+
+@_jit
+def _count(s, tol):
+    c = 0
+    for i in range(s.shape[0]):
+        if s[i] > tol:
+            c += 1
+    return c
+
+
+@_jit
+def _g(u, A, w):
+    acc = 0.0
+    for i in range(A.shape[0]):
+        row = 0.0
+        for j in range(A.shape[1]):
+            row += A[i, j] * w[j]
+        acc += u[i] * row
+    return acc
+
+
+@_jit
+def _state_at(fns, accel, md, buf, opt, tab, st, method, t, t_end, y_end):
+    if t == t_end:
+        return y_end.copy()
+    return dense_eval(method, st, tab, t)
+
+
+@_jit
+def monitor_start(fns, md, buf, opt, st, t, q, v):
+    """The regular rank ``r0`` and the first singular pair."""
+    m = md.dims[D_M]
+    if m == 0:
+        return 0
+    s_, A = _scaled_rows(fns, md, buf, st, t, q, v)
+    if s_ != 0:
+        return MODEL_FAILED
+    U, s, V = K.svd_econ(A)
+    r0 = _count(s, opt.f[F_RANKTOL])
+    st.ic[C_R0] = r0
+    st.ic[C_RANK] = r0
+    k = min(r0, s.shape[0]) - 1
+    if k >= 0:
+        st.mu[:] = U[:, k]
+        st.mv[:] = V[:, k]
+        st.sc[S_MSIG] = s[k]
+    else:
+        st.sc[S_MSIG] = -1.0
+    return 0
+
+
+@_jit
+def _record_event(st, kind, t, sigma, rb, rmin, ra, u):
+    i = st.ic[C_NEV]
+    if i >= st.ev_f.shape[0]:
+        return
+    st.ev_f[i, 0] = t
+    st.ev_f[i, 1] = sigma
+    st.ev_i[i, 0] = kind
+    st.ev_i[i, 1] = rb
+    st.ev_i[i, 2] = rmin
+    st.ev_i[i, 3] = ra
+    big = 0.0
+    for j in range(u.shape[0]):
+        if abs(u[j]) > big:
+            big = abs(u[j])
+    for j in range(u.shape[0]):
+        st.ev_rows[i, j] = abs(u[j]) > 0.3 * big
+    st.ic[C_NEV] = i + 1
+
+
+@_jit
+def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_lo, t_hi, y_end):
+    """Locate the zero of the smallest live singular value in or near ``[ta, tb]``
+    (:mod:`gaussopt.monitor`): the root of ``g`` with the pair at ``ta``, then Newton
+    iterations re-centred on the pair at the iterate, kept inside the step."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    k = min(st.ic[C_R0], min(m, n)) - 1
+    xtol = 4 * _EPS * max(1.0, abs(t_hi))
+    y = _state_at(fns, accel, md, buf, opt, tab, st, method, tb, t_hi, y_end)
+    s_, A = _scaled_rows(fns, md, buf, st, tb, y[:n], y[n:])
+    gb = _g(u0, A, w0)
+    if s_a > 0.0 and gb <= 0.0:
+        # bisection-safeguarded secant (Illinois) on g with the pair at ta
+        a_, b_ = ta, tb
+        fa, fb = s_a, gb
+        ts = tb
+        for _ in range(200):
+            if fb == 0.0 or abs(b_ - a_) <= xtol:
+                ts = b_
+                break
+            c = b_ - fb * (b_ - a_) / (fb - fa)
+            if not (min(a_, b_) < c < max(a_, b_)):
+                c = 0.5 * (a_ + b_)
+            y = dense_eval(method, st, tab, c) if c != t_hi else y_end.copy()
+            s_, A = _scaled_rows(fns, md, buf, st, c, y[:n], y[n:])
+            fc = _g(u0, A, w0)
+            if fc > 0.0:
+                a_, fa = c, fc
+                fb *= 0.5
+            else:
+                b_, fb = c, fc
+                fa *= 0.5
+            ts = c
+    else:
+        ts = 0.5 * (ta + tb)
+    span = t_hi - t_lo
+    for _ in range(12):
+        y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
+        s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
+        U, s, V = K.svd_econ(A)
+        u = U[:, k].copy()
+        w = V[:, k].copy()
+        sk = s[k]
+        if sk == 0.0:
+            break
+        d = max(1e-7 * span, 16 * xtol)
+        lo = max(t_lo, ts - d)
+        hi = min(t_hi, ts + d)
+        ylo = _state_at(fns, accel, md, buf, opt, tab, st, method, lo, t_hi, y_end)
+        s_, Alo = _scaled_rows(fns, md, buf, st, lo, ylo[:n], ylo[n:])
+        yhi = _state_at(fns, accel, md, buf, opt, tab, st, method, hi, t_hi, y_end)
+        s_, Ahi = _scaled_rows(fns, md, buf, st, hi, yhi[:n], yhi[n:])
+        slope = (_g(u, Ahi, w) - _g(u, Alo, w)) / (hi - lo)
+        if slope == 0.0 or not np.isfinite(slope):
+            break
+        t_new = min(t_hi, max(t_lo, ts - sk / slope))
+        moved = abs(t_new - ts)
+        ts = t_new
+        if moved <= xtol:
+            break
+    y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
+    s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
+    U, s, V = K.svd_econ(A)
+    smin = s[k]
+    yb = _state_at(fns, accel, md, buf, opt, tab, st, method, tb, t_hi, y_end)
+    s_, Ab = _scaled_rows(fns, md, buf, st, tb, yb[:n], yb[n:])
+    Ub, sb, Vb = K.svd_econ(Ab)
+    ends = max(s_a, sb[k])
+    if not smin <= 1e-3 * ends:
+        return False                                 # a rotating pair, not a passage
+    nev = st.ic[C_NEV]
+    for e in range(max(0, nev - 3), nev):
+        if st.ev_i[e, 0] == EV_PASSAGE and abs(st.ev_f[e, 0] - ts) <= max(1e-9 * span, 64 * xtol):
+            return False                             # the same crossing, found twice
+    tol = opt.f[F_RANKTOL]
+    rmin = 0
+    for i in range(s.shape[0]):
+        if i != k and s[i] > tol:
+            rmin += 1
+    _record_event(st, EV_PASSAGE, ts, smin, st.ic[C_RANK], rmin, st.ic[C_RANK], U[:, k])
+    return True
+
+
+@_jit
+def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
+    """Follow the smallest live singular value through the accepted step ``(t_prev, t]``
+    (samples at 1/4, 1/2, 3/4 and the end); a sign change (the pair turns over, or
+    ``g`` changes sign) is refined by :func:`_passage`; then the rank at the end."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    if m == 0 or st.ic[C_R0] == 0:
+        return 0
+    k = min(st.ic[C_R0], min(m, n)) - 1
+    prev_t = t_prev
+    u0 = st.mu.copy()
+    w0 = st.mv.copy()
+    s0 = st.sc[S_MSIG]
+    found = False
+    s_end = np.zeros(0)
+    Uend = np.zeros((m, 1))
+    method = -1                     # samples from the step's cubic Hermite interpolant
+    for j in range(4):
+        tt = t if j == 3 else t_prev + 0.25 * (j + 1) * (t - t_prev)
+        y = y_end.copy() if j == 3 else dense_eval(method, st, tab, tt)
+        s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
+        if s_ != 0:
+            return MODEL_FAILED
+        U, s, V = K.svd_econ(A)
+        u1 = U[:, k].copy()
+        w1 = V[:, k].copy()
+        if not found and s0 >= 0.0:
+            du = 0.0
+            dw = 0.0
+            for i in range(m):
+                du += u0[i] * u1[i]
+            for i in range(n):
+                dw += w0[i] * w1[i]
+            g1 = _g(u0, A, w0)
+            if du * dw < 0.0 or (s0 > 0.0 and g1 <= 0.0):
+                found = _passage(fns, accel, md, buf, opt, tab, st, method, prev_t, tt, u0, w0,
+                                 s0, t_prev, t, y_end)
+        prev_t = tt
+        u0 = u1
+        w0 = w1
+        s0 = s[k]
+        s_end = s
+        Uend = U
+    st.mu[:] = u0
+    st.mv[:] = w0
+    st.sc[S_MSIG] = s0
+    # rank at the end: a change that comes back at the next accepted step is an instant
+    r = _count(s_end, opt.f[F_RANKTOL])
+    last = st.ic[C_RANK]
+    pend = st.ic[C_PENDING]
+    if pend != 0:
+        st.ic[C_PENDING] = 0
+        e = pend - 1
+        if r == st.ev_i[e, 1]:
+            # withdraw the pending event (passages found since then move up)
+            nev = st.ic[C_NEV]
+            for i in range(e, nev - 1):
+                st.ev_f[i, :] = st.ev_f[i + 1, :]
+                st.ev_i[i, :] = st.ev_i[i + 1, :]
+                st.ev_rows[i, :] = st.ev_rows[i + 1, :]
+            st.ic[C_NEV] = nev - 1
+            st.ic[C_RANK] = r
+            return 0
+    if r != last:
+        kk = min(r, last) - 1
+        u = Uend[:, kk].copy() if kk >= 0 else np.zeros(m)
+        _record_event(st, EV_DROP if r < last else EV_RISE, t, np.nan, last, min(r, last), r, u)
+        st.ic[C_PENDING] = st.ic[C_NEV]
+    st.ic[C_RANK] = r
+    return 0
+
+
+# --------------------------------------------------------------------------- integration
+@_jit
+def _rms(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i] * x[i]
+    return math.sqrt(acc / x.shape[0])
+
+
+@_jit
+def initial_step(fns, accel, md, buf, opt, st, order):
+    """scipy's ``select_initial_step`` (Hairer, Norsett & Wanner, II.4)."""
+    N = st.y.shape[0]
+    t0 = st.sc[S_T]
+    t1 = opt.f[F_T1]
+    rtol, atol = opt.f[F_RTOL], opt.f[F_ATOL]
+    length = abs(t1 - t0)
+    scale = np.empty(N)
+    for i in range(N):
+        scale[i] = atol + abs(st.y[i]) * rtol
+    d0 = _rms(st.y / scale)
+    d1 = _rms(st.f / scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, length)
+    y1 = st.y + h0 * st.f
+    f1 = np.empty(N)
+    s_ = rhs(fns, accel, md, buf, opt, st, t0 + h0, y1, f1)
+    if s_ != 0:
+        return s_, 0.0
+    d2 = _rms((f1 - st.f) / scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (order + 1))
+    return 0, min(100 * h0, h1, length, opt.f[F_MAXSTEP])
+
+
+@_jit
+def start(fns, accel, md, buf, opt, tab, st):
+    """First derivative, first step size, monitor and references at the initial state."""
+    n = md.dims[D_N]
+    s_ = rhs(fns, accel, md, buf, opt, st, st.sc[S_T], st.y, st.f)
+    if s_ != 0:
+        return s_
+    method = opt.i[I_METHOD]
+    st.sc[S_HABS] = opt.f[F_DT]
+    if method >= 2:
+        if opt.f[F_FIRST] > 0.0:
+            st.sc[S_HABS] = opt.f[F_FIRST]
+        else:
+            order = 2 if method == 2 else (4 if method == 3 else 7)
+            s_, h = initial_step(fns, accel, md, buf, opt, st, order)
+            if s_ != 0:
+                return s_
+            st.sc[S_HABS] = h
+    if opt.i[I_MONITOR] != 0:
+        s_ = monitor_start(fns, md, buf, opt, st, st.sc[S_T], st.y[:n].copy(), st.y[n:].copy())
+        if s_ != 0:
+            return s_
+    return 0
+
+
+@_jit
+def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
+    """Stages 1..ns-1 of an explicit Runge--Kutta step (stage 0 is ``st.f``) and the
+    new state; returns ``(status, y_new, f_new)``."""
+    N = st.y.shape[0]
+    Kx = st.K
+    Kx[0, :] = st.f
+    for s_ in range(1, ns):
+        yy = st.y.copy()
+        for j in range(N):
+            acc = 0.0
+            for k in range(s_):
+                acc += Kx[k, j] * tab.A[s_, k]
+            yy[j] += acc * h
+        ks = np.empty(N)
+        stt = rhs(fns, accel, md, buf, opt, st, t + tab.C[s_] * h, yy, ks)
+        if stt != 0:
+            return stt, yy, ks
+        Kx[s_, :] = ks
+    y_new = st.y.copy()
+    for j in range(N):
+        acc = 0.0
+        for k in range(ns):
+            acc += Kx[k, j] * tab.B[k]
+        y_new[j] += h * acc
+    f_new = np.empty(N)
+    stt = rhs(fns, accel, md, buf, opt, st, t + h, y_new, f_new)
+    if stt != 0:
+        return stt, y_new, f_new
+    Kx[ns, :] = f_new
+    return 0, y_new, f_new
+
+
+@_jit
+def step(fns, accel, md, buf, opt, tab, st):
+    """One accepted step (scipy's step-size control for the adaptive methods)."""
+    N = st.y.shape[0]
+    method = opt.i[I_METHOD]
+    t = st.sc[S_T]
+    t1 = opt.f[F_T1]
+    st.sc[S_LSQ_SIZE] = 0.0
+    if method <= 1:
+        h0 = opt.f[F_DT]
+        t_new = st.sc[S_T0] + (st.ic[C_KSTEP] + 1) * h0
+        if t_new >= t1 - 1e-9 * h0:
+            t_new = t1
+        h = t_new - t
+        if method == 0:
+            y_new = st.y + h * st.f
+        else:
+            k2 = np.empty(N)
+            k3 = np.empty(N)
+            k4 = np.empty(N)
+            s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, st.y + h / 2 * st.f, k2)
+            if s_ == 0:
+                s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, st.y + h / 2 * k2, k3)
+            if s_ == 0:
+                s_ = rhs(fns, accel, md, buf, opt, st, t + h, st.y + h * k3, k4)
+            if s_ != 0:
+                return s_
+            y_new = st.y + h / 6 * (st.f + 2 * k2 + 2 * k3 + k4)
+        f_new = np.empty(N)
+        s_ = rhs(fns, accel, md, buf, opt, st, t_new, y_new, f_new)
+        if s_ != 0:
+            return s_
+        st.ic[C_KSTEP] += 1
+    else:
+        ns = tab.B.shape[0]
+        order = 2 if method == 2 else (4 if method == 3 else 7)
+        expo = -1.0 / (order + 1)
+        rtol, atol = opt.f[F_RTOL], opt.f[F_ATOL]
+        min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
+        h_abs = min(max(st.sc[S_HABS], min_step), opt.f[F_MAXSTEP])
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                return STEP_TOO_SMALL
+            t_new = t + h_abs
+            if t_new > t1:
+                t_new = t1
+            h = t_new - t
+            h_abs = abs(h)
+            s_, y_new, f_new = _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns)
+            if s_ != 0:
+                return s_
+            scale = np.empty(N)
+            for i in range(N):
+                scale[i] = atol + max(abs(st.y[i]), abs(y_new[i])) * rtol
+            if method == 4:
+                e5 = 0.0
+                e3 = 0.0
+                for j in range(N):
+                    a5 = 0.0
+                    a3 = 0.0
+                    for k in range(ns + 1):
+                        a5 += st.K[k, j] * tab.E5[k]
+                        a3 += st.K[k, j] * tab.E3[k]
+                    e5 += (a5 / scale[j]) ** 2
+                    e3 += (a3 / scale[j]) ** 2
+                if e5 == 0.0 and e3 == 0.0:
+                    err = 0.0
+                else:
+                    err = abs(h) * e5 / math.sqrt((e5 + 0.01 * e3) * N)
+            else:
+                acc2 = 0.0
+                for j in range(N):
+                    a_ = 0.0
+                    for k in range(ns + 1):
+                        a_ += st.K[k, j] * tab.E[k]
+                    acc2 += (a_ * h / scale[j]) ** 2
+                err = math.sqrt(acc2 / N)
+            if err < 1.0:
+                factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** expo)
+                if rejected:
+                    factor = min(1.0, factor)
+                h_abs *= factor
+                break
+            h_abs *= max(0.2, 0.9 * err ** expo)
+            rejected = True
+        st.sc[S_HABS] = h_abs
+    st.y_old[:] = st.y
+    st.f_old[:] = st.f
+    st.sc[S_TOLD] = t
+    st.sc[S_HPREV] = t_new - t
+    st.y[:] = y_new
+    st.f[:] = f_new
+    st.sc[S_T] = t_new
+    st.ic[C_DENSE] = 0
+    return 0
+
+
+@_jit
+def _emit(st, t, y):
+    i = st.ic[C_NOUT]
+    st.out_t[i] = t
+    st.out_y[i, :] = y
+    st.ic[C_NOUT] = i + 1
+
+
+@_jit
+def after_step(fns, accel, md, buf, opt, tab, st):
+    """Projection of the accepted state, outputs, references, rank monitor, least-squares
+    record; a projected state restarts the derivative (first-same-as-last)."""
+    n = md.dims[D_N]
+    method = opt.i[I_METHOD]
+    t_prev = st.sc[S_TOLD]
+    t = st.sc[S_T]
+    y_new = st.y.copy()
+    changed = False
+    if opt.i[I_STAB] == STAB_PROJECTION:
+        q = y_new[:n].copy()
+        v = y_new[n:].copy()
+        ps, its = project(fns, md, buf, opt, t, q, v, vanished_floor(st))
+        if ps != 0:
+            st.sc[S_FAIL_T] = t
+            st.fail_y[:] = y_new
+            return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
+        if its > 0:
+            y_new[:n] = q
+            y_new[n:] = v
+            changed = True
+            st.ic[C_NPROJ] += 1
+    # outputs
+    if st.t_eval.shape[0] == 0:
+        _emit(st, t, y_new)
+    else:
+        while st.ic[C_IEVAL] < st.t_eval.shape[0] and st.t_eval[st.ic[C_IEVAL]] <= t:
+            te = st.t_eval[st.ic[C_IEVAL]]
+            if te == t:
+                _emit(st, te, y_new)
+            else:
+                s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
+                if s_ != 0:
+                    return s_
+                ye = dense_eval(method, st, tab, te)
+                if opt.i[I_STAB] == STAB_PROJECTION:
+                    q = ye[:n].copy()
+                    v = ye[n:].copy()
+                    ps, its = project(fns, md, buf, opt, te, q, v, vanished_floor(st))
+                    if ps != 0:
+                        st.sc[S_FAIL_T] = te
+                        st.fail_y[:] = ye
+                        return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
+                    ye[:n] = q
+                    ye[n:] = v
+                _emit(st, te, ye)
+            st.ic[C_IEVAL] += 1
+    s_ = accept_rows(fns, md, buf, opt, st, t, y_new[:n].copy(), y_new[n:].copy())
+    if s_ != 0:
+        return s_
+    if opt.i[I_MONITOR] != 0:
+        s_ = monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_new)
+        if s_ != 0:
+            return s_
+    if st.sc[S_LSQ_SIZE] > 0.0:
+        i = st.ic[C_NLSQ]
+        if i < st.lsq_f.shape[0]:
+            st.lsq_f[i, 0] = st.sc[S_LSQ_T]
+            st.lsq_f[i, 1] = st.sc[S_LSQ_SIZE]
+            st.ic[C_NLSQ] = i + 1
+        st.sc[S_LSQ_SIZE] = 0.0
+    if changed:
+        st.y[:] = y_new
+        f = np.empty(y_new.shape[0])
+        s_ = rhs(fns, accel, md, buf, opt, st, t, y_new, f)
+        if s_ != 0:
+            return s_
+        st.f[:] = f
+    return 0
+
+
+#: status of :func:`advance` when a buffer (outputs, events) must grow before going on
+BUFFER_FULL = 15
+
+
+@_jit
+def advance(fns, accel, md, buf, opt, tab, st, chunk):
+    """Integrate until the end, a failure, ``chunk`` accepted steps or a full buffer."""
+    t1 = opt.f[F_T1]
+    for _ in range(chunk):
+        if st.sc[S_T] >= t1:
+            return FINISHED
+        if st.ic[C_STEPS] >= opt.i[I_MAXSTEPS]:
+            return MAX_STEPS
+        if st.t_eval.shape[0] == 0 and st.ic[C_NOUT] >= st.out_t.shape[0]:
+            return BUFFER_FULL
+        if st.ic[C_NEV] + 4 >= st.ev_f.shape[0]:
+            return BUFFER_FULL
+        s_ = step(fns, accel, md, buf, opt, tab, st)
+        if s_ != 0:
+            return s_
+        st.ic[C_STEPS] += 1
+        s_ = after_step(fns, accel, md, buf, opt, tab, st)
+        if s_ != 0:
+            return s_
+    return FINISHED if st.sc[S_T] >= t1 else CHUNK_DONE
+
+
+# --------------------------------------------------------------------------- output samples
+@_jit
+def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam, out_f):
+    """Diagnostics of one output sample: accelerations, constraint force, multipliers;
+    ``out_f`` = (position residual, velocity residual, acceleration residual, energy,
+    rank, sigma_min). Returns the kernel status (0 ok)."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    mh = md.dims[D_MH]
+    mv = md.dims[D_MV]
+    for i in range(6):
+        out_f[i] = np.nan
+    if mh > 0:
+        if call_pos(fns, md, buf, t, q) == 0:
+            out_f[0] = K._norm2(buf.phi)
+    else:
+        out_f[0] = 0.0
+    if mv > 0:
+        if call_vel(fns, md, buf, t, q, v) == 0:
+            out_f[1] = K._norm2(buf.r)
+    else:
+        out_f[1] = 0.0
+    if md.dims[D_ENERGY] != 0:
+        if call_energy(fns, md, buf, t, q, v) == 0:
+            out_f[3] = buf.e[0]
+    a = np.empty(n)
+    status, lam, s, r, live, rho, allow, be, flags = evaluate_step(
+        fns, accel, md, buf, opt, ref, sref, t, q, v, a, True)
+    if status != 0:
+        return status
+    out_a[:] = a
+    M = buf.M.reshape(n, n)
+    for i in range(n):
+        acc = -buf.F[i]
+        for j in range(n):
+            acc += M[i, j] * a[j]
+        out_qc[i] = acc
+    out_lam[:] = lam
+    if m > 0:
+        A = buf.A.reshape(m, n)
+        res = np.empty(m)
+        for i in range(m):
+            acc = -buf.b[i]
+            for j in range(n):
+                acc += A[i, j] * a[j]
+            res[i] = acc
+        out_f[2] = K._norm2(res)
+        out_f[5] = s[r - 1] if r > 0 else 1.0
+    else:
+        out_f[2] = 0.0
+        out_f[5] = 1.0
+    out_f[4] = r
+    return 0
+
+
+@_jit
+def sample_all(fns, accel, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
+               status_out):
+    """:func:`sample` at every output; a failing sample keeps NaN (its status is kept)."""
+    n = md.dims[D_N]
+    for i in range(ts.shape[0]):
+        status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], ys[i, :n].copy(),
+                               ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i])

@@ -1,0 +1,293 @@
+"""The model as the compiled engine calls it: six functions behind one signature.
+
+Every model function has the C signature ``int64 f(double t, void *x1, ...,
+void *x5)`` (:data:`SIGNATURE`): the compiled engine (:mod:`gaussopt.engine`)
+calls it through a function pointer, so it is compiled once for all models.
+The pointers address flat ``float64`` buffers; the function reads its inputs
+and writes its outputs there and returns 0 (or a nonzero code: the model
+failed, e.g. a Python exception it caught):
+
+=========  ======================================  =====================================
+function   arguments after ``t``                   writes
+=========  ======================================  =====================================
+dyn        ``q, v, p, M, F``                       ``M`` (n*n, row-major), ``F`` (n)
+rows       ``q, v, p, A, b``                       equality rows ``A`` (m*n), ``b`` (m)
+pos        ``q, p, phi, J, phit``                  holonomic ``Phi`` (mh), ``Phi_q`` (mh*n), ``Phi_t`` (mh)
+vel        ``q, v, p, r, Jv``                      velocity-level residual (mv) and its ``d/dv`` (mv*n)
+energy     ``q, v, p, e, -``                       ``e[0]``
+accel      ``q, v, p, a, -``                       accelerations (n) (the QP and GA solvers)
+=========  ======================================  =====================================
+
+``p`` is the model's parameter array. A model compiled by a front end
+(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, or numba functions the
+user passes) provides numba ``cfunc`` objects; any other model is wrapped
+here in ctypes callbacks that call its Python functions (the general path:
+the same engine, at the cost of one Python call per evaluation). A fault of
+the user's code inside a callback is caught and kept (:attr:`ModelFunctions.error`)
+and ends the run with the partial trajectory.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import warnings
+
+import numba as nb
+import numpy as np
+from numba import types
+from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.core.types import WrapperAddressProtocol
+
+from .exceptions import ModelError
+
+__all__ = ["SIGNATURE", "ModelFunctions", "python_functions", "model_functions", "NOOP",
+           "quiet_compile"]
+
+#: the one signature of every model function
+SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidptr,
+                        types.voidptr, types.voidptr)
+_CTYPES_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_double, ctypes.c_void_p,
+                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_void_p)
+
+#: a model failure reported by a function: the engine stops the run
+MODEL_FAILED = 1
+
+# function pointers as arguments of compiled functions are numba's "first-class
+# function" feature, which numba still labels experimental: its warning, raised
+# while compiling, says nothing to a user of gaussopt
+
+
+class quiet_compile(warnings.catch_warnings):
+    """Context manager around calls into the engine: silences numba's warning that
+    first-class functions are experimental (raised once, while compiling)."""
+
+    def __enter__(self):
+        out = super().__enter__()
+        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        return out
+
+
+class _Callback(WrapperAddressProtocol):
+    """A ctypes callback as numba's first-class function of :data:`SIGNATURE`: the
+    engine sees it with the same type as a compiled function (one compilation)."""
+
+    def __init__(self, fn):
+        self.ctypes_function = _CTYPES_SIG(fn)
+
+    def __wrapper_address__(self):
+        return ctypes.cast(self.ctypes_function, ctypes.c_void_p).value
+
+    def signature(self):
+        return SIGNATURE
+
+
+@nb.cfunc(SIGNATURE, cache=True)
+def NOOP(t, x1, x2, x3, x4, x5):  # noqa: N802 - a constant
+    """A compiled model function that does nothing (a model without that piece)."""
+    return 0
+
+
+@dataclass
+class ModelFunctions:
+    """The six functions of a model, its parameters, sizes and row layout.
+
+    Attributes
+    ----------
+    fns : tuple
+        ``(dyn, rows, pos, vel, energy)``: numba cfuncs, or ctypes callbacks for
+        a Python model (never mixed).
+    accel : cfunc or ctypes callback
+        The step solver's accelerations for the solvers that run in Python (QP,
+        GA); :data:`NOOP` otherwise.
+    p : ndarray
+        Parameter array passed to every function.
+    n, m, mh, mv : int
+        Coordinates, equality rows, holonomic rows, velocity-level rows.
+    hol_rows, vel_rows : ndarray of int
+        Index in ``A`` of every holonomic row (``mh``) and velocity-level row (``mv``).
+    vel_is_hol : ndarray of bool
+        Whether a velocity-level row is holonomic (else nonholonomic).
+    has_energy, constant_mass : bool
+    compiled : bool
+        The functions are compiled (else ctypes callbacks).
+    buffers : dict
+        The flat buffers the engine must pass (a Python model's callbacks read and
+        write these very arrays).
+    error : BaseException or None
+        The first exception a Python callback caught.
+    """
+
+    fns: tuple
+    accel: Any
+    p: np.ndarray
+    n: int
+    m: int
+    mh: int
+    mv: int
+    hol_rows: np.ndarray
+    vel_rows: np.ndarray
+    vel_is_hol: np.ndarray
+    has_energy: bool
+    constant_mass: bool
+    compiled: bool
+    buffers: dict = field(default_factory=dict)
+    error: Optional[BaseException] = None
+    keepalive: Any = None
+
+    def dims(self) -> np.ndarray:
+        return np.array([self.n, self.m, self.mh, self.mv, int(self.has_energy),
+                         int(self.constant_mass)], dtype=np.int64)
+
+
+def make_buffers(n: int, m: int, mh: int, mv: int) -> dict:
+    """The flat buffers of the model calls (one set per run)."""
+    z = np.zeros
+    return {"q": z(n), "v": z(n), "M": z(n * n), "F": z(n), "A": z(m * n), "b": z(m),
+            "phi": z(mh), "J": z(mh * n), "phit": z(mh), "r": z(mv), "Jv": z(mv * n),
+            "e": z(1), "a": z(n)}
+
+
+def row_layout(system) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of ``A`` that are holonomic / velocity-level (in the order of
+    ``position_residual`` / ``velocity_residual``)."""
+    from .constraints import Holonomic, Nonholonomic
+
+    hol, vel, is_hol = [], [], []
+    start = 0
+    for c, k in zip(system.equalities, system._row_counts):
+        idx = list(range(start, start + k))
+        if isinstance(c, Holonomic):
+            hol += idx
+            vel += idx
+            is_hol += [True] * k
+        elif isinstance(c, Nonholonomic):
+            vel += idx
+            is_hol += [False] * k
+        start += k
+    return (np.array(hol, dtype=np.int64), np.array(vel, dtype=np.int64),
+            np.array(is_hol, dtype=np.bool_))
+
+
+def python_functions(system, accel=None) -> ModelFunctions:
+    """Wrap a :class:`~gaussopt.System`'s Python functions as ctypes callbacks.
+
+    ``accel(t, q, v) -> a`` (a step solver's hot path) becomes the sixth
+    function. Shapes are checked at every call; any exception is caught, kept
+    in ``error`` and reported to the engine as a model failure.
+    """
+    n = system.n
+    m = system.m or 0
+    hol_rows, vel_rows, vel_is_hol = row_layout(system)
+    mh, mv = hol_rows.size, vel_rows.size
+    buf = make_buffers(n, m, mh, mv)
+    mf = ModelFunctions(fns=(), accel=NOOP, p=np.zeros(1), n=n, m=m, mh=mh, mv=mv,
+                        hol_rows=hol_rows,
+                        vel_rows=vel_rows, vel_is_hol=vel_is_hol,
+                        has_energy=system.has_energy,
+                        constant_mass=system.constant_mass is not None, compiled=False,
+                        buffers=buf)
+    qb, vb = buf["q"], buf["v"]
+    Mb, Fb, Ab, bb = (buf["M"].reshape(n, n), buf["F"], buf["A"].reshape(m, n), buf["b"])
+    phib, Jb, phitb = buf["phi"], buf["J"].reshape(mh, n), buf["phit"]
+    rb, Jvb, eb, ab = buf["r"], buf["Jv"].reshape(mv, n), buf["e"], buf["a"]
+
+    def guarded(fun):
+        def call(t, x1, x2, x3, x4, x5):
+            try:
+                fun(t)
+                return 0
+            except BaseException as e:  # noqa: BLE001 - kept, ends the run
+                if mf.error is None:
+                    mf.error = e
+                return MODEL_FAILED
+        return call
+
+    def put(dst, val, what, shape):
+        arr = np.asarray(val, dtype=float)
+        if arr.shape != shape:
+            arr = arr.reshape(-1) if arr.size == int(np.prod(shape)) and arr.ndim <= 2 \
+                and len(shape) == 1 else arr
+            if arr.shape != shape:
+                raise ModelError(f"{what} returned shape {np.shape(val)}, expected {shape}.")
+        dst[...] = arr
+
+    def dyn(t):
+        q, v = qb.copy(), vb.copy()
+        put(Mb, system.mass(t, q), "mass(t, q)", (n, n))
+        put(Fb, system.force(t, q, v), "force(t, q, v)", (n,))
+
+    def rows(t):
+        q, v = qb.copy(), vb.copy()
+        A, b = system.rows(t, q, v)
+        if A.shape != (m, n) or b.shape != (m,):
+            raise system._row_count_error(t, q, v, A, b)
+        Ab[...] = A
+        bb[...] = b
+
+    def pos(t):
+        q = qb.copy()
+        put(phib, system.position_residual(t, q), "the holonomic constraints", (mh,))
+        put(Jb, system.position_jacobian(t, q), "the holonomic Jacobian", (mh, n))
+        parts = [c.phi_t(t, q) for c in system.holonomic]
+        phitb[...] = np.concatenate(parts) if parts else np.zeros(0)
+
+    def vel(t):
+        q, v = qb.copy(), vb.copy()
+        put(rb, system.velocity_residual(t, q, v), "the velocity residual", (mv,))
+        put(Jvb, system.velocity_rows(t, q, v), "the velocity rows", (mv, n))
+
+    def energy(t):
+        eb[0] = system.energy(t, qb.copy(), vb.copy()) if system.has_energy else 0.0
+
+    def acc(t):
+        put(ab, accel(t, qb.copy(), vb.copy()), "the step solver", (n,))
+
+    callbacks = [_Callback(guarded(f)) for f in (dyn, rows, pos, vel, energy)]
+    mf.fns = tuple(callbacks)
+    if accel is not None:
+        mf.accel = accel_callback(mf, accel)
+        callbacks.append(mf.accel)
+    mf.keepalive = callbacks
+    return mf
+
+
+def accel_callback(mf: ModelFunctions, accel):
+    """A ctypes callback computing ``accel(t, q, v)`` (a Python step solver) into the
+    engine's buffer ``a``; exceptions are kept in ``mf.error``."""
+    qb, vb, ab = mf.buffers["q"], mf.buffers["v"], mf.buffers["a"]
+    n = mf.n
+
+    def call(t, x1, x2, x3, x4, x5):
+        try:
+            a = np.asarray(accel(t, qb.copy(), vb.copy()), dtype=float)
+            if a.shape != (n,):
+                raise ModelError(f"the step solver returned shape {a.shape}, expected ({n},).")
+            ab[...] = a
+            return 0
+        except BaseException as e:  # noqa: BLE001 - kept, ends the run
+            if mf.error is None:
+                mf.error = e
+            return MODEL_FAILED
+
+    return _Callback(call)
+
+
+def model_functions(system, accel=None) -> ModelFunctions:
+    """The functions the engine calls for ``system``: its compiled ones when a front
+    end provided them (``system.compiled``, a callable returning a fresh
+    :class:`ModelFunctions`), else ctypes callbacks around its Python functions;
+    ``accel`` (a step solver's ``acceleration``) becomes the callback of the
+    solvers that run in Python."""
+    factory = getattr(system, "compiled", None)
+    if factory is None:
+        return python_functions(system, accel)
+    mf = factory()
+    if accel is not None:
+        cb = accel_callback(mf, accel)
+        mf.accel = cb
+        mf.keepalive = [cb, mf.keepalive]
+    return mf
