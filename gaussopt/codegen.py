@@ -107,14 +107,29 @@ def load_module(source: str, label: str = "model") -> Optional[object]:
             os.replace(tmp, path)
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
-        try:
-            from .model import quiet_compile
+        # registered before it runs: numba's cache, loaded while the cfuncs are
+        # decorated, imports the module by name
+        sys.modules[name] = mod
+        from .model import quiet_compile
 
-            with quiet_compile():
-                spec.loader.exec_module(mod)
-        except Exception:  # noqa: BLE001 - numba rejected it: the model runs in Python
-            mod = None
+        for attempt in range(2):
+            try:
+                with quiet_compile():
+                    spec.loader.exec_module(mod)
+                break
+            except Exception:  # noqa: BLE001 - a stale cache, or numba rejected the source
+                # a cache written by another numba (or a half-written one) is dropped and
+                # the module compiled afresh; a second failure means numba cannot compile
+                # it: the model runs through its Python functions
+                for f in (path.parent / "__pycache__").glob(f"{name}.*"):
+                    try:
+                        f.unlink()
+                    except OSError:
+                        pass
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[name] = mod
         else:
-            sys.modules[name] = mod
+            del sys.modules[name]
+            mod = None
         _LOADED[name] = mod
         return mod

@@ -33,6 +33,7 @@ import numba as nb
 import numpy as np
 
 from . import kernel as K
+from .model import functions
 
 __all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project",
            "METHOD_CODES", "SOLVER_CODES"]
@@ -137,41 +138,40 @@ def baumgarte(fns, md, buf, opt, t, q, v, b):
 
 
 @_jit
-def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam):
-    """The accelerations ``a`` at ``(t, q, v)`` (in place); the kernel's outputs.
+def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
+    """The accelerations ``a`` at ``(t, q, v)`` (in place), with the kernel workspace ``w``.
 
-    Returns ``(status, lam, s, r, live, rho, allow, be, flags)``; status 0 or a
-    kernel status (:data:`gaussopt.kernel.STATUS`) or :data:`MODEL_FAILED`.
+    Returns ``(status, r, mL, k, rho, allow, be, flags)`` (the kernel's, see
+    :func:`gaussopt.kernel.gauss_step`; multipliers in ``w``'s ``lam``, singular
+    values in its ``s``: :func:`gaussopt.kernel.view`); status 0, a kernel status or :data:`MODEL_FAILED`.
     """
     n = md.dims[D_N]
     m = md.dims[D_M]
     solver = opt.i[I_SOLVER]
-    empty = np.zeros(0)
-    live0 = np.zeros(m, dtype=np.bool_)
     if solver == 2:
         st = call_accel(accel, md, buf, t, q, v)
         if st != 0:
-            return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+            return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
         a[:] = buf.a
-        return 0, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+        return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
         st = call_rows(fns, md, buf, t, q, v)
     if st != 0:
-        return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+        return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
     b = buf.b
     if opt.i[I_STAB] == STAB_BAUMGARTE and m > 0:
         b = buf.b.copy()
         st = baumgarte(fns, md, buf, opt, t, q, v, b)
         if st != 0:
-            return MODEL_FAILED, np.zeros(m), empty, 0, live0, 0.0, 0.0, 0.0, 0
+            return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
     M = buf.M.reshape(n, n)
     A = buf.A.reshape(m, n)
-    (status, aa, lam, s, r, live, nu, rho, allow, be, dmin,
+    (status, aa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(M, buf.F, A, b, ref, sref[0], opt.f[F_RANKTOL], solver, want_lam,
-                           opt.i[I_CHECKSYM] != 0)
+                           opt.i[I_CHECKSYM] != 0, w)
     a[:] = aa
-    return status, lam, s, r, live, rho, allow, be, flags
+    return status, r, mL, k, rho, allow, be, flags
 
 
 # --------------------------------------------------------------------------- projection
@@ -433,10 +433,21 @@ State = namedtuple("State", [
     "lsq_f", "lsq_y",                     # least-squares steps: (t, size), state there
     "t_eval", "out_t", "out_y",           # outputs
     "dense", "fail_y",                    # dense-output coefficients; state of a failure
+    "wk", "wm",                           # kernel workspaces: the step's, the monitor's
 ])
 # float scalars
-S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0 = range(9)
-N_SC = 9
+S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR = range(10)
+N_SC = 10
+
+#: the right-hand side is evaluated on the projected state (``Projection(rhs=True)``)
+#: while the last accepted state is near a singular configuration: its rows, scaled by
+#: their reference norms, have a singular value below ``NEAR_SINGULAR`` (a tenth of
+#: their regular size). There the acceleration field off the constraints grows like
+#: 1/sigma and the integrator's stages must not see it; elsewhere the field is smooth,
+#: the projection after each accepted step suffices (the standard projection method),
+#: and skipping the stages' projections changes the result only at the level of the
+#: integration error.
+NEAR_SINGULAR = 0.1
 # int scalars
 (C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
  C_PENDING, C_KSTEP) = range(13)
@@ -457,7 +468,7 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
     q = y[:n].copy()
     v = y[n:].copy()
     st.ic[C_NFEV] += 1
-    if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0:
+    if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0 and st.sc[S_NEAR] < NEAR_SINGULAR:
         ps, its = project(fns, md, buf, opt, t, q, v, vanished_floor(st))
         if ps != 0:
             st.sc[S_FAIL_T] = t
@@ -465,8 +476,8 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
             st.fail_y[n:] = v
             return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
     a = np.empty(n)
-    status, lam, s, r, live, rho, allow, be, flags = evaluate_step(
-        fns, accel, md, buf, opt, st.ref, st.sref, t, q, v, a, False)
+    status, r, mL, k, rho, allow, be, flags = evaluate_step(
+        fns, accel, md, buf, opt, st.ref, st.sref, t, q, v, a, False, st.wk)
     if status != 0:
         st.sc[S_FAIL_T] = t
         st.fail_y[:n] = q
@@ -500,9 +511,19 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
     for i in range(m):
         if nu[i] > st.ref[i]:
             st.ref[i] = nu[i]
-    sl = K.smallest_live_sigma(A, opt.f[F_RANKTOL])
+    sl = K.smallest_live_sigma(A, opt.f[F_RANKTOL], st.wk)
     if np.isfinite(sl) and sl > st.sref[0]:
         st.sref[0] = sl
+    # nearness to a singular configuration: the smallest singular value of the rows
+    # scaled by their references (a vanishing row counts as well as dependent ones)
+    if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0:
+        for i in range(m):
+            r = st.ref[i] if st.ref[i] > 0.0 else 1.0
+            for j in range(n):
+                A[i, j] /= r
+        U, s, V = K.svd(A, st.wm)
+        k = _count(s, opt.f[F_RANKTOL]) - 1
+        st.sc[S_NEAR] = s[k] if k >= 0 else 0.0
     return 0
 
 
@@ -677,7 +698,7 @@ def monitor_start(fns, md, buf, opt, st, t, q, v):
     s_, A = _scaled_rows(fns, md, buf, st, t, q, v)
     if s_ != 0:
         return MODEL_FAILED
-    U, s, V = K.svd_econ(A)
+    U, s, V = K.svd(A, st.wm)
     r0 = _count(s, opt.f[F_RANKTOL])
     st.ic[C_R0] = r0
     st.ic[C_RANK] = r0
@@ -751,7 +772,7 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_l
     for _ in range(12):
         y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
         s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
-        U, s, V = K.svd_econ(A)
+        U, s, V = K.svd(A, st.wm)
         u = U[:, k].copy()
         w = V[:, k].copy()
         sk = s[k]
@@ -774,11 +795,13 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_l
             break
     y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
     s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
-    U, s, V = K.svd_econ(A)
+    U0, s0, V0 = K.svd(A, st.wm)
+    s = s0.copy()
+    uk = U0[:, k].copy()
     smin = s[k]
     yb = _state_at(fns, accel, md, buf, opt, tab, st, method, tb, t_hi, y_end)
     s_, Ab = _scaled_rows(fns, md, buf, st, tb, yb[:n], yb[n:])
-    Ub, sb, Vb = K.svd_econ(Ab)
+    Ub, sb, Vb = K.svd(Ab, st.wm)
     ends = max(s_a, sb[k])
     if not smin <= 1e-3 * ends:
         return False                                 # a rotating pair, not a passage
@@ -791,7 +814,7 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_l
     for i in range(s.shape[0]):
         if i != k and s[i] > tol:
             rmin += 1
-    _record_event(st, EV_PASSAGE, ts, smin, st.ic[C_RANK], rmin, st.ic[C_RANK], U[:, k])
+    _record_event(st, EV_PASSAGE, ts, smin, st.ic[C_RANK], rmin, st.ic[C_RANK], uk)
     return True
 
 
@@ -819,9 +842,12 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
         s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
         if s_ != 0:
             return MODEL_FAILED
-        U, s, V = K.svd_econ(A)
+        U, s, V = K.svd(A, st.wm)
         u1 = U[:, k].copy()
         w1 = V[:, k].copy()
+        s_k = s[k]
+        s_end = s.copy()
+        Uend = U.copy()
         if not found and s0 >= 0.0:
             du = 0.0
             dw = 0.0
@@ -836,9 +862,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
         prev_t = tt
         u0 = u1
         w0 = w1
-        s0 = s[k]
-        s_end = s
-        Uend = U
+        s0 = s_k
     st.mu[:] = u0
     st.mv[:] = w0
     st.sc[S_MSIG] = s0
@@ -906,7 +930,7 @@ def initial_step(fns, accel, md, buf, opt, st, order):
 
 
 @_jit
-def start(fns, accel, md, buf, opt, tab, st):
+def _start(fns, accel, md, buf, opt, tab, st):
     """First derivative, first step size, monitor and references at the initial state."""
     n = md.dims[D_N]
     s_ = rhs(fns, accel, md, buf, opt, st, st.sc[S_T], st.y, st.f)
@@ -1070,7 +1094,7 @@ def _emit(st, t, y):
 
 
 @_jit
-def after_step(fns, accel, md, buf, opt, tab, st):
+def _after_step(fns, accel, md, buf, opt, tab, st):
     """Projection of the accepted state, outputs, references, rank monitor, least-squares
     record; a projected state restarts the derivative (first-same-as-last)."""
     n = md.dims[D_N]
@@ -1146,7 +1170,7 @@ BUFFER_FULL = 15
 
 
 @_jit
-def advance(fns, accel, md, buf, opt, tab, st, chunk):
+def _advance(fns, accel, md, buf, opt, tab, st, chunk):
     """Integrate until the end, a failure, ``chunk`` accepted steps or a full buffer."""
     t1 = opt.f[F_T1]
     for _ in range(chunk):
@@ -1162,7 +1186,7 @@ def advance(fns, accel, md, buf, opt, tab, st, chunk):
         if s_ != 0:
             return s_
         st.ic[C_STEPS] += 1
-        s_ = after_step(fns, accel, md, buf, opt, tab, st)
+        s_ = _after_step(fns, accel, md, buf, opt, tab, st)
         if s_ != 0:
             return s_
     return FINISHED if st.sc[S_T] >= t1 else CHUNK_DONE
@@ -1170,7 +1194,7 @@ def advance(fns, accel, md, buf, opt, tab, st, chunk):
 
 # --------------------------------------------------------------------------- output samples
 @_jit
-def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam, out_f):
+def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam, out_f, w):
     """Diagnostics of one output sample: accelerations, constraint force, multipliers;
     ``out_f`` = (position residual, velocity residual, acceleration residual, energy,
     rank, sigma_min). Returns the kernel status (0 ok)."""
@@ -1194,10 +1218,12 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
         if call_energy(fns, md, buf, t, q, v) == 0:
             out_f[3] = buf.e[0]
     a = np.empty(n)
-    status, lam, s, r, live, rho, allow, be, flags = evaluate_step(
-        fns, accel, md, buf, opt, ref, sref, t, q, v, a, True)
+    status, r, mL, k, rho, allow, be, flags = evaluate_step(
+        fns, accel, md, buf, opt, ref, sref, t, q, v, a, True, w)
     if status != 0:
         return status
+    lam = K._vec(w, K.F_lam, m)
+    s = K._vec(w, K.F_s, k)
     out_a[:] = a
     M = buf.M.reshape(n, n)
     for i in range(n):
@@ -1224,10 +1250,50 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
 
 
 @_jit
-def sample_all(fns, accel, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
+def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
                status_out):
     """:func:`sample` at every output; a failing sample keeps NaN (its status is kept)."""
+    fns, accel = functions(addrs)
     n = md.dims[D_N]
+    w = K.make_work(n, md.dims[D_M])
     for i in range(ts.shape[0]):
         status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], ys[i, :n].copy(),
-                               ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i])
+                               ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i], w)
+
+
+# --------------------------------------------------------------------------- entry points
+# Python passes the model functions as addresses (``ModelFunctions.addrs``): numba
+# types and unboxes first-class function objects slowly (~80 us per call).
+@_jit
+def start(addrs, md, buf, opt, tab, st):
+    """The first RHS and step size of a run (status as :func:`advance`)."""
+    fns, accel = functions(addrs)
+    return _start(fns, accel, md, buf, opt, tab, st)
+
+
+@_jit
+def advance(addrs, md, buf, opt, tab, st, chunk):
+    """Advance the run by at most ``chunk`` accepted steps (status code)."""
+    fns, accel = functions(addrs)
+    return _advance(fns, accel, md, buf, opt, tab, st, chunk)
+
+
+@_jit
+def after_step(addrs, md, buf, opt, tab, st):
+    """What follows an accepted step that another integrator took (status code)."""
+    fns, accel = functions(addrs)
+    return _after_step(fns, accel, md, buf, opt, tab, st)
+
+
+@_jit
+def rhs_at(addrs, md, buf, opt, st, t, y, out):
+    """:func:`rhs` for an integrator outside the engine."""
+    fns, accel = functions(addrs)
+    return rhs(fns, accel, md, buf, opt, st, t, y, out)
+
+
+@_jit
+def project_at(addrs, md, buf, opt, t, q, v, vanished):
+    """:func:`project` from Python."""
+    fns, accel = functions(addrs)
+    return project(fns, md, buf, opt, t, q, v, vanished)

@@ -255,6 +255,7 @@ class _Run:
                  t_eval, monitor_rank):
         n, m = system.n, mf.m
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
+        self._addrs = None
         self.n, self.m = n, m
         b = mf.buffers
         self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
@@ -292,6 +293,7 @@ class _Run:
         cap_out = t_eval.size if t_eval is not None else 1024
         sc = np.zeros(E.N_SC)
         sc[E.S_T] = sc[E.S_T0] = t0
+        sc[E.S_NEAR] = 0.0          # project the stages until the first accepted state says
         ic = np.zeros(E.N_IC, dtype=np.int64)
         ref = step_solver.row_ref if step_solver.row_ref is not None else np.zeros(m)
         self.st = E.State(
@@ -300,7 +302,8 @@ class _Run:
             np.zeros((64, 4), dtype=np.int64), np.zeros((64, m), dtype=np.bool_),
             np.zeros((256, 2)), np.zeros((256, N)),
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
-            np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N))
+            np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N),
+            K.make_work(n, m), K.make_work(n, m))
         if t_eval is not None and t_eval[0] == t0:
             self.st.out_t[0] = t0
             self.st.out_y[0] = y0
@@ -312,8 +315,10 @@ class _Run:
             ic[E.C_NOUT] = 1
 
     def args(self):
-        mf = self.mf
-        return (mf.fns, mf.accel, self.md, self.buf, self.opt, self.tab, self.st)
+        """The arguments of the engine's entry points."""
+        if self._addrs is None:
+            self._addrs = self.mf.addrs
+        return (self._addrs, self.md, self.buf, self.opt, self.tab, self.st)
 
     def grow(self):
         """Double the buffers that filled up (outputs, events)."""
@@ -442,13 +447,13 @@ def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, progress) -> int:
     engine evaluates the right-hand side and does everything after each step (cubic
     Hermite interpolation of the step)."""
     st = run.st
-    fns, accel, md, buf, opt, tab, _ = run.args()
+    addrs, md, buf, opt, tab, _ = run.args()
     failed = [0]
 
     def fun(t, y):
         out = np.empty(y.shape[0])
-        code = E.rhs(fns, accel, md, buf, opt, run.st, t, np.ascontiguousarray(y, dtype=float),
-                     out)
+        code = E.rhs_at(addrs, md, buf, opt, run.st, t, np.ascontiguousarray(y, dtype=float),
+                        out)
         if code != 0:
             failed[0] = code
             raise _EngineStop(code)
@@ -609,7 +614,7 @@ def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
         status = np.zeros(N, dtype=np.int64)
         mf.error = None
         try:
-            E.sample_all(mf.fns, mf.accel, run.md, run.buf, run.opt, run.st.ref, run.st.sref,
+            E.sample_all(run.args()[0], run.md, run.buf, run.opt, run.st.ref, run.st.sref,
                          t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
         except KeyboardInterrupt as e:
             err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e

@@ -48,22 +48,26 @@ one implementation of the step's mathematics:
    of a few ulps, so its forward error is at most the condition number times
    ``c eps``. An iterative solver (the QP) is held to its own tolerance.
 
-The functions take and return plain arrays; :func:`gauss_step` chains them
-(with the fallback of the KKT solve onto the closed form and the
-vanished-row retry) and returns a status code instead of raising, so that the
-integrator can call it from compiled code.
+The functions work in a preallocated workspace (:func:`make_work`, one per
+problem size and thread): nothing is allocated on the hot path, and the
+results are views into the workspace, valid until its next use.
+:func:`gauss_step` chains them (with the fallback of the KKT solve onto the
+closed form and the vanished-row retry) and returns a status code instead of
+raising, so that the integrator can call it from compiled code.
 """
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numba as nb
 import numpy as np
 
-__all__ = ["row_norms", "svd_econ", "reduce_rows", "decide", "closed_form", "kkt_lu", "verify",
-           "check", "multipliers", "gauss_step", "cholesky", "direct_tolerance",
-           "inconsistency_allowance", "asymmetric", "smallest_live_sigma", "STATUS", "CLOSED_FORM", "LAGRANGE"]
+__all__ = ["Work", "make_work", "view", "svd_into", "row_norms", "svd", "svd_econ", "reduce_rows", "decide",
+           "closed_form", "kkt_lu", "verify", "check", "multipliers", "gauss_step", "cholesky",
+           "direct_tolerance", "inconsistency_allowance", "asymmetric", "smallest_live_sigma",
+           "STATUS", "CLOSED_FORM", "LAGRANGE"]
 
 _EPS = float(np.finfo(float).eps)
 _TINY = float(np.finfo(float).tiny)
@@ -100,6 +104,124 @@ FOLD_TOL = 1e-5
 SYMMETRY_RTOL = 1e-12
 
 _jit = nb.njit(cache=True, nogil=True)
+
+
+# --------------------------------------------------------------------------- workspace
+#: The workspace of one problem size ``(n, m)``: ``Work(f, i)``, one float buffer
+#: ``f`` holding every float array of the kernel and one integer buffer ``i`` whose
+#: first entries are the offsets of the fields (``f[i[F]:i[F + 1]]`` is the float
+#: field ``F``; the integer fields follow the offsets). Two arrays instead of one per
+#: field: numba passes a tuple of arrays by value into every call, and a tuple of
+#: 37 arrays cost ~0.25 us per call of :func:`svd`. Matrices are stored flat,
+#: row-major, and viewed with their live sizes (:func:`_mat`).
+Work = namedtuple("Work", ["f", "i"])
+
+# float fields (k = min(m, n), p = max(m, n)) and their sizes
+F_nu = 0
+F_An = 1
+F_bn = 2
+F_X = 3
+F_Q = 4
+F_R = 5
+F_hv = 6
+F_tau = 7
+F_Y = 8
+F_W = 9
+F_Vk = 10
+F_norms = 11
+F_U = 12
+F_s = 13
+F_V = 14
+F_beta = 15
+F_proj = 16
+F_MN = 17
+F_H = 18
+F_LH = 19
+F_a = 20
+F_a2 = 21
+F_g = 22
+F_z = 23
+F_pp = 24
+F_e = 25
+F_fk = 26
+F_Kk = 27
+F_xk = 28
+F_lam = 29
+F_coef = 30
+F_U2 = 31
+F_s2 = 32
+F_V2 = 33
+F_Al = 34
+_NF = 35
+# integer fields
+I_live = 36
+I_order = 37
+_NI = 2
+
+
+@nb.njit(cache=True)
+def make_work(n, m):
+    """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`)."""
+    k = min(m, n)
+    p = max(m, n, 1)
+    m1 = max(m, 1)
+    k1 = max(k, 1)
+    sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n)
+    head = _NF + 1 + _NI + 1
+    iw = np.zeros(head + m1 + k1, dtype=np.int64)
+    off = 0
+    for j in range(_NF):
+        iw[j] = off
+        off += sizes[j]
+    iw[_NF] = off
+    iw[I_live] = head
+    iw[I_order] = head + m1
+    iw[I_order + 1] = head + m1 + k1
+    return Work(np.zeros(off), iw)
+
+
+@nb.njit(cache=True, inline="always")
+def _vec(w, fld, n):
+    """The first ``n`` entries of the float field ``fld`` (a view)."""
+    o = w.i[fld]
+    return w.f[o:o + n]
+
+
+@nb.njit(cache=True, inline="always")
+def _full(w, fld):
+    """The whole float field ``fld`` (a view)."""
+    return w.f[w.i[fld]:w.i[fld + 1]]
+
+
+@nb.njit(cache=True, inline="always")
+def _ivec(w, fld, n):
+    """The first ``n`` entries of the integer field ``fld`` (a view)."""
+    o = w.i[fld]
+    return w.i[o:o + n]
+
+
+@nb.njit(cache=True, inline="always")
+def _mat(w, fld, r, c):
+    """The first ``r * c`` entries of the float field ``fld`` as an ``(r, c)`` matrix
+    (a view; ``as_strided`` avoids numba's reshape helper, an external call per view)."""
+    return np.lib.stride_tricks.as_strided(w.f[w.i[fld]:], shape=(r, c), strides=(c * 8, 8))
+
+
+def view(w, name, *shape):
+    """A field of the workspace from Python: ``view(w, "U", m, k)`` (a view)."""
+    if name in _INT_FIELDS:
+        fld = _INT_FIELDS[name]
+        o = int(w.i[fld])
+        size = int(np.prod(shape)) if shape else int(w.i[fld + 1]) - o
+        return w.i[o:o + size].reshape(shape) if shape else w.i[o:o + size]
+    fld = _FLOAT_FIELDS[name]
+    o = int(w.i[fld])
+    size = int(np.prod(shape)) if shape else int(w.i[fld + 1]) - o
+    return w.f[o:o + size].reshape(shape) if shape else w.f[o:o + size]
+
+
+_FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al}
+_INT_FIELDS = {"live": I_live, "order": I_order}
 
 
 # --------------------------------------------------------------------------- small dense algebra
@@ -186,6 +308,17 @@ def _forward(L, B):
 
 
 @_jit
+def _forward1(L, x):
+    """Solve ``L y = x`` in place for a vector."""
+    n = x.shape[0]
+    for i in range(n):
+        s = x[i]
+        for j in range(i):
+            s -= L[i, j] * x[j]
+        x[i] = s / L[i, i]
+
+
+@_jit
 def _backward_t(L, x):
     """Solve ``L^T x = y`` in place for a vector."""
     n = x.shape[0]
@@ -197,18 +330,17 @@ def _backward_t(L, x):
 
 
 @_jit
-def _householder_qr(X, full):
-    """QR of a tall ``X`` (p, k), p >= k: returns ``Q`` (p, p if ``full`` else k) and
-    ``R`` (k, k)."""
+def _householder_qr(X, full, Q, R, V, tau):
+    """QR of a tall ``X`` (p, k), p >= k, destroyed: ``Q`` (p, p if ``full`` else k)
+    and ``R`` (k, k) are written; ``V`` (p, k) and ``tau`` (k) are scratch."""
     p, k = X.shape
-    R = X.copy()
-    V = np.zeros((p, k))
-    tau = np.zeros(k)
+    for i in range(p):
+        for j in range(k):
+            V[i, j] = 0.0
     for j in range(k):
-        # Householder vector for column j below the diagonal
         scale = 0.0
         for i in range(j, p):
-            ax = abs(R[i, j])
+            ax = abs(X[i, j])
             if ax > scale:
                 scale = ax
         if scale == 0.0:
@@ -216,12 +348,12 @@ def _householder_qr(X, full):
             continue
         nrm = 0.0
         for i in range(j, p):
-            y = R[i, j] / scale
+            y = X[i, j] / scale
             nrm += y * y
         nrm = scale * math.sqrt(nrm)
-        alpha = -nrm if R[j, j] >= 0.0 else nrm
+        alpha = -nrm if X[j, j] >= 0.0 else nrm
         for i in range(j, p):
-            V[i, j] = R[i, j]
+            V[i, j] = X[i, j]
         V[j, j] -= alpha
         vv = 0.0
         for i in range(j, p):
@@ -233,19 +365,17 @@ def _householder_qr(X, full):
         for c in range(j, k):
             s = 0.0
             for i in range(j, p):
-                s += V[i, j] * R[i, c]
+                s += V[i, j] * X[i, c]
             s *= tau[j]
             for i in range(j, p):
-                R[i, c] -= s * V[i, j]
-    Rk = np.zeros((k, k))
+                X[i, c] -= s * V[i, j]
     for i in range(k):
-        for c in range(i, k):
-            Rk[i, c] = R[i, c]
-    # accumulate Q = H_0 H_1 ... H_{k-1} [I_kq; 0]
-    kq = p if full else k
-    Q = np.zeros((p, kq))
-    for i in range(kq):
-        Q[i, i] = 1.0
+        for c in range(k):
+            R[i, c] = X[i, c] if c >= i else 0.0
+    kq = Q.shape[1]
+    for i in range(p):
+        for c in range(kq):
+            Q[i, c] = 1.0 if i == c else 0.0
     for j in range(k - 1, -1, -1):
         if tau[j] == 0.0:
             continue
@@ -256,16 +386,16 @@ def _householder_qr(X, full):
             s *= tau[j]
             for i in range(j, p):
                 Q[i, c] -= s * V[i, j]
-    return Q, Rk
 
 
 @_jit
-def _jacobi(C):
-    """One-sided (Hestenes) Jacobi on a square ``C`` (k, k): ``C W = Y`` with
-    orthogonal columns; returns ``Y`` (overwrites a copy), ``W``."""
-    k = C.shape[0]
-    Y = C.copy()
-    W = np.eye(k)
+def _jacobi(Y, W):
+    """One-sided (Hestenes) Jacobi on a square ``Y`` (k, k), in place: ``Y <- Y W``
+    with orthogonal columns; ``W`` (k, k) receives the rotations."""
+    k = Y.shape[0]
+    for i in range(k):
+        for j in range(k):
+            W[i, j] = 1.0 if i == j else 0.0
     tol = _EPS * max(k, 1)
     for sweep in range(60):
         rotated = False
@@ -298,34 +428,49 @@ def _jacobi(C):
                     W[i, q] = s * wp + c * wq
         if not rotated:
             break
-    return Y, W
 
 
 @_jit
-def svd_econ(X):
-    """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n), ``k = min(m, n)``.
+def svd(X, w):
+    """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``."""
+    return svd_into(X, w, F_U, F_s, F_V)
 
-    Householder QR of ``X`` or ``X^T`` (whichever is tall), then one-sided
-    Jacobi on the ``k x k`` triangular factor. Returns ``U`` (m, k), ``s``
-    (k,) descending and the *full* orthogonal ``V`` (n, n): its first ``k``
-    columns are the right singular vectors, the others an orthonormal basis
-    of the rest of ``R^n`` (the null space of ``X`` when it has full row
-    rank). Columns of ``U`` for exactly zero singular values are zero (they
-    are never used: only directions kept by the rank decision are).
-    """
+
+@_jit
+def svd_into(X, w, fU, fs, fV):
+    """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
+    ``w`` (sized for at least ``(n, m)``): returns views ``U`` (m, k), ``s`` (k,)
+    descending and the *full* orthogonal ``V`` (n, n) (its first ``k`` columns the
+    right singular vectors, the others an orthonormal basis of the rest of
+    ``R^n``). Householder QR of ``X`` or ``X^T`` (whichever is tall), then
+    one-sided Jacobi on the ``k x k`` triangular factor, ``k = min(m, n)``.
+    Columns of ``U`` for exactly zero singular values are zero."""
     m, n = X.shape
     k = min(m, n)
-    U = np.zeros((m, k))
-    s = np.zeros(k)
-    V = np.zeros((n, n))
+    U = _mat(w, fU, m, k)
+    s = _vec(w, fs, k)
+    V = _mat(w, fV, n, n)
     if k == 0:
         for i in range(n):
-            V[i, i] = 1.0
+            for j in range(n):
+                V[i, j] = 1.0 if i == j else 0.0
         return U, s, V
+    R = _mat(w, F_R, k, k)
+    Y = _mat(w, F_Y, k, k)
+    W = _mat(w, F_W, k, k)
+    tau = _vec(w, F_tau, k)
     if m <= n:
-        Q, R = _householder_qr(X.T.copy(), True)    # X^T = Q1 R, X = R^T Q1^T
-        Y, W = _jacobi(R.T.copy())                  # R^T W = Y
-        Vk = np.zeros((n, k))                       # X = Uc S (Q1 W)^T
+        Xt = _mat(w, F_X, n, m)
+        for i in range(n):
+            for j in range(m):
+                Xt[i, j] = X[j, i]
+        Q = _mat(w, F_Q, n, n)
+        _householder_qr(Xt, True, Q, R, _mat(w, F_hv, n, m), tau)   # X^T = Q1 R
+        for i in range(k):
+            for j in range(k):
+                Y[i, j] = R[j, i]                                  # R^T W = Y
+        _jacobi(Y, W)
+        Vk = _mat(w, F_Vk, n, k)                                      # X = Uc S (Q1 W)^T
         for i in range(n):
             for j in range(k):
                 acc = 0.0
@@ -333,18 +478,29 @@ def svd_econ(X):
                     acc += Q[i, l] * W[l, j]
                 Vk[i, j] = acc
             for j in range(k, n):
-                V[i, j] = Q[i, j]                   # complement: the rest of Q
+                V[i, j] = Q[i, j]                                  # the rest of Q
     else:
-        Q, R = _householder_qr(X.copy(), False)     # X = Q1 R
-        Y, W = _jacobi(R)                           # R W = Y
-        Vk = W
-    norms = np.empty(k)
+        Xc = _mat(w, F_X, m, n)
+        for i in range(m):
+            for j in range(n):
+                Xc[i, j] = X[i, j]
+        Q = _mat(w, F_Q, m, k)
+        _householder_qr(Xc, False, Q, R, _mat(w, F_hv, m, n), tau)  # X = Q1 R
+        for i in range(k):
+            for j in range(k):
+                Y[i, j] = R[i, j]                                  # R W = Y
+        _jacobi(Y, W)
+        Vk = _mat(w, F_Vk, n, k)
+        for i in range(n):
+            for j in range(k):
+                Vk[i, j] = W[i, j]
+    norms = _vec(w, F_norms, k)
     for j in range(k):
         norms[j] = _norm2(Y[:, j])
-    order = np.empty(k, dtype=np.int64)         # descending (insertion sort: k is small)
+    order = _ivec(w, I_order, k)
     for j in range(k):
         order[j] = j
-    for j in range(1, k):
+    for j in range(1, k):                       # descending (insertion sort: k is small)
         x = order[j]
         i = j - 1
         while i >= 0 and norms[order[i]] < norms[x]:
@@ -357,22 +513,31 @@ def svd_econ(X):
         s[jj] = sj
         for i in range(n):
             V[i, jj] = Vk[i, j]
-        if sj > 0.0:
-            if m <= n:
-                for i in range(m):
-                    U[i, jj] = Y[i, j] / sj
-            else:
-                for i in range(m):
-                    acc = 0.0
-                    for l in range(k):
-                        acc += Q[i, l] * Y[l, j]
-                    U[i, jj] = acc / sj
+        if m <= n:
+            for i in range(m):
+                U[i, jj] = Y[i, j] / sj if sj > 0.0 else 0.0
+        else:
+            for i in range(m):
+                acc = 0.0
+                for l in range(k):
+                    acc += Q[i, l] * Y[l, j]
+                U[i, jj] = acc / sj if sj > 0.0 else 0.0
     return U, s, V
+
+
+@_jit
+def svd_econ(X):
+    """:func:`svd` with a workspace of its own: returns copies ``U`` (m, k), ``s``,
+    ``V`` (n, n)."""
+    m, n = X.shape
+    w = make_work(n, m)
+    U, s, V = svd(X, w)
+    return U.copy(), s.copy(), V.copy()
 
 
 # --------------------------------------------------------------------------- the rank decision
 @_jit
-def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished):
+def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
     """The shared rank decision of one step (module docstring, item 1).
 
     Parameters
@@ -390,27 +555,27 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished):
     rank_tol : float
     keep_vanished : bool
         Keep rows that vanished relative to ``ref`` (drop exactly zero rows only).
+    w : Work
 
     Returns
     -------
-    nu : (m,) row norms; live : (m,) bool; An, bn : normalized live rows
-    (mL, n), (mL,); s : singular values of ``An`` (min(mL, n),); r : rank;
-    Ur (mL, r), Vr (n, r), N (n, n - r) an orthonormal basis of the null space
-    of the kept directions, beta (r,); c_norm : norm of the part of ``bn``
-    outside ``span(U_r)`` (the inconsistency).
+    mL, r, k, c_norm : the number of live rows, the rank, ``min(mL, n)``, and the
+    norm of the part of ``bn`` outside ``span(U_r)`` (the inconsistency). In ``w``:
+    ``nu`` (m,) row norms, ``live`` (m,), ``An`` (mL, n), ``bn`` (mL,), ``s`` (k,),
+    ``U`` (mL, k), ``V`` (n, n) (``V_r = V[:, :r]``, ``N = V[:, r:]``), ``beta`` (r,).
     """
     m, n = A.shape
-    nu = np.empty(m)
+    nu = _vec(w, F_nu, m)
     row_norms(A, nu)
-    live = np.zeros(m, dtype=np.bool_)
+    live = _ivec(w, I_live, m)
     mL = 0
     for i in range(m):
         rf = ref[i] if ref[i] > 0.0 else nu[i]
-        if nu[i] > 0.0 and (keep_vanished or nu[i] > rank_tol * rf):
-            live[i] = True
+        live[i] = nu[i] > 0.0 and (keep_vanished or nu[i] > rank_tol * rf)
+        if live[i]:
             mL += 1
-    An = np.empty((mL, n))
-    bn = np.empty(mL)
+    An = _mat(w, F_An, mL, n)
+    bn = _vec(w, F_bn, mL)
     j = 0
     for i in range(m):
         if live[i]:
@@ -419,96 +584,100 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished):
                 An[j, c] = A[i, c] * inv
             bn[j] = b[i] * inv
             j += 1
-    U, s, V = svd_econ(An)
+    U, s, V = svd(An, w)
+    k = s.shape[0]
     thr = max(rank_tol, FOLD_TOL * sig_ref)
     r = 0
-    for k in range(s.shape[0]):
-        if s[k] > thr:
+    for kk in range(k):
+        if s[kk] > thr:
             r += 1
-    Ur = U[:, :r].copy()
-    Vr = V[:, :r].copy()
-    N = V[:, r:].copy()
-    beta = np.empty(r)
-    proj = np.zeros(mL)
-    for k in range(r):
+    beta = _vec(w, F_beta, r)
+    proj = _vec(w, F_proj, mL)
+    for i in range(mL):
+        proj[i] = 0.0
+    for kk in range(r):
         acc = 0.0
         for i in range(mL):
-            acc += Ur[i, k] * bn[i]
-        beta[k] = acc / s[k]
+            acc += U[i, kk] * bn[i]
+        beta[kk] = acc / s[kk]
         for i in range(mL):
-            proj[i] += Ur[i, k] * acc
-    resid = bn - proj
-    c_norm = _norm2(resid)
-    return nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm
+            proj[i] += U[i, kk] * acc
+    for i in range(mL):
+        proj[i] = bn[i] - proj[i]
+    return mL, r, k, _norm2(proj)
 
 
 # --------------------------------------------------------------------------- solves
 @_jit
-def closed_form(M, F, Vr, N, beta, LH, w):
-    """The closed-form solution in null-space form, on the reduced rows.
+def closed_form(M, F, wgt, mL, r, w):
+    """The closed-form solution in null-space form, on the reduced rows, into ``w``'s ``a``.
 
     ``a = a_p + N z`` with ``a_p = V_r beta`` (the minimum-norm solution of the
-    kept rows) and ``(N^T M N) z = N^T (F - M a_p)``, ``LH`` the Cholesky
-    factor of ``N^T M N / w`` (from :func:`decide`). This is the
+    kept rows) and ``(N^T M N) z = N^T (F - M a_p)``, with the Cholesky factor of
+    ``N^T M N / wgt`` in ``w``'s ``LH`` (from :func:`decide`). This is the
     Udwadia--Kalaba / Udwadia--Phohomsiri solution (``M`` only needs to be
     positive definite on ``null(A)``, no inverse of ``M``): the same ``a``
     as ``a_u + M^{-1/2} (A M^{-1/2})^+ (b - A a_u)``, computed so that the
     constraints hold exactly by construction and ``F`` enters only in the
     free directions, whatever the sizes of ``F`` and ``a``.
     """
-    n = Vr.shape[0]
-    r = Vr.shape[1]
-    d = N.shape[1]
-    a = np.zeros(n)
+    n = M.shape[0]
+    d = n - r
+    V = _mat(w, F_V, n, n)
+    beta = _full(w, F_beta)
+    a = _full(w, F_a)
     for i in range(n):
         acc = 0.0
-        for k in range(r):
-            acc += Vr[i, k] * beta[k]
+        for kk in range(r):
+            acc += V[i, kk] * beta[kk]
         a[i] = acc
     if d == 0:
         return a
-    g = np.empty(n)                     # (F - M a_p) / w
-    for i in range(n):
+    g = _full(w, F_g)
+    for i in range(n):                              # (F - M a_p) / w
         acc = F[i]
         for j in range(n):
             acc -= M[i, j] * a[j]
-        g[i] = acc / w
-    z = np.empty((d, 1))
-    for k in range(d):
+        g[i] = acc / wgt
+    z = _vec(w, F_z, d)
+    for kk in range(d):
         acc = 0.0
         for i in range(n):
-            acc += N[i, k] * g[i]
-        z[k, 0] = acc
-    _forward(LH, z)
-    zz = z[:, 0].copy()
-    _backward_t(LH, zz)
+            acc += V[i, r + kk] * g[i]
+        z[kk] = acc
+    LH = _mat(w, F_LH, d, d)
+    _forward1(LH, z)
+    _backward_t(LH, z)
     for i in range(n):
         acc = a[i]
-        for k in range(d):
-            acc += N[i, k] * zz[k]
+        for kk in range(d):
+            acc += V[i, r + kk] * z[kk]
         a[i] = acc
     return a
 
 
 @_jit
-def kkt_lu(M, F, Vr, beta, w):
+def kkt_lu(M, F, wgt, r, w):
     """Lagrange's equations of the first kind on the reduced rows: the KKT system
     ``[[M/w, V_r], [V_r^T, 0]] [a; mu] = [F/w; beta]`` by LU with partial
-    pivoting. Returns ``a`` and ``ok`` (False: a zero pivot)."""
+    pivoting. Writes ``a`` into ``w``'s ``a2``; returns False on a zero pivot."""
     n = M.shape[0]
-    r = Vr.shape[1]
     N = n + r
-    K = np.zeros((N, N))
-    x = np.zeros(N)
+    K = _mat(w, F_Kk, N, N)
+    x = _vec(w, F_xk, N)
+    V = _mat(w, F_V, n, n)
+    for i in range(N):
+        for j in range(N):
+            K[i, j] = 0.0
     for i in range(n):
         for j in range(n):
-            K[i, j] = M[i, j] / w
-        for k in range(r):
-            K[i, n + k] = Vr[i, k]
-            K[n + k, i] = Vr[i, k]
-        x[i] = F[i] / w
-    for k in range(r):
-        x[n + k] = beta[k]
+            K[i, j] = M[i, j] / wgt
+        for kk in range(r):
+            K[i, n + kk] = V[i, kk]
+            K[n + kk, i] = V[i, kk]
+        x[i] = F[i] / wgt
+    for kk in range(r):
+        x[n + kk] = _full(w, F_beta)[kk]
     for j in range(N):
         p = j
         big = abs(K[j, j])
@@ -517,7 +686,7 @@ def kkt_lu(M, F, Vr, beta, w):
                 big = abs(K[i, j])
                 p = i
         if big == 0.0:
-            return np.zeros(n), False
+            return False
         if p != j:
             for c in range(N):
                 tmp = K[j, c]
@@ -538,12 +707,14 @@ def kkt_lu(M, F, Vr, beta, w):
         for c in range(i + 1, N):
             s -= K[i, c] * x[c]
         x[i] = s / K[i, i]
-    return x[:n].copy(), True
+    for i in range(n):
+        _full(w, F_a2)[i] = x[i]
+    return True
 
 
 # --------------------------------------------------------------------------- verification
 @_jit
-def verify(M, F, An, bn, Ur, Vr, s, a):
+def verify(M, F, a, mL, r, k, w):
     """Backward errors of ``a`` in the optimality conditions (module docstring, item 3).
 
     Returns ``(be_f, be_s)``: ``|U_r^T (An a - bn)| / (s_1 |a| + |bn|)``
@@ -553,38 +724,42 @@ def verify(M, F, An, bn, Ur, Vr, s, a):
     in the span of the kept rows).
     """
     n = M.shape[0]
-    mL = An.shape[0]
-    r = Vr.shape[1]
+    V = _mat(w, F_V, n, n)
+    U = _mat(w, F_U, mL, k)
+    An = _mat(w, F_An, mL, n)
+    bn = _vec(w, F_bn, mL)
     na = _norm2(a)
-    g = np.empty(n)
+    g = _full(w, F_g)
     for i in range(n):
         acc = -F[i]
         for j in range(n):
             acc += M[i, j] * a[j]
         g[i] = acc
-    p = g.copy()
-    for k in range(r):
+    p = _full(w, F_pp)
+    for i in range(n):
+        p[i] = g[i]
+    for kk in range(r):
         d = 0.0
         for i in range(n):
-            d += Vr[i, k] * g[i]
+            d += V[i, kk] * g[i]
         for i in range(n):
-            p[i] -= d * Vr[i, k]
+            p[i] -= d * V[i, kk]
     den = _frobenius(M) * na + _norm2(F)
     ps = _norm2(p)
     be_s = ps / den if den > 0.0 else (0.0 if ps == 0.0 else np.inf)
-    e = np.empty(mL)
+    e = _vec(w, F_e, mL)
     for i in range(mL):
         acc = -bn[i]
         for j in range(n):
             acc += An[i, j] * a[j]
         e[i] = acc
-    f = np.empty(r)
-    for k in range(r):
+    f = _vec(w, F_fk, r)
+    for kk in range(r):
         acc = 0.0
         for i in range(mL):
-            acc += Ur[i, k] * e[i]
-        f[k] = acc
-    s1 = s[0] if s.shape[0] > 0 else 1.0
+            acc += U[i, kk] * e[i]
+        f[kk] = acc
+    s1 = _full(w, F_s)[0] if k > 0 else 1.0
     den = s1 * na + _norm2(bn)
     pf = _norm2(f)
     be_f = pf / den if den > 0.0 else (0.0 if pf == 0.0 else np.inf)
@@ -592,8 +767,9 @@ def verify(M, F, An, bn, Ur, Vr, s, a):
 
 
 @_jit
-def multipliers(M, F, a, A, nu, live, Ur, Vr, s):
-    """Minimum-norm multipliers ``lam`` with ``A^T lam = M a - F`` (0 on vanished rows).
+def multipliers(M, F, a, A, mL, r, k, w):
+    """Minimum-norm multipliers ``lam`` with ``A^T lam = M a - F`` (0 on vanished rows),
+    into ``w``'s ``lam``.
 
     Independent live rows (``r`` equal to their number): the unique
     ``lam_n = U_r S_r^-1 V_r^T (M a - F)``, ``lam_i = lam_n,i / nu_i``. Redundant
@@ -602,53 +778,57 @@ def multipliers(M, F, a, A, nu, live, Ur, Vr, s):
     shared decision: the redundant rows share the force.
     """
     n = M.shape[0]
-    m = nu.shape[0]
-    r = Vr.shape[1]
-    mL = Ur.shape[0]
-    g = np.empty(n)
+    m = A.shape[0]
+    g = _full(w, F_g)
     for i in range(n):
         acc = -F[i]
         for j in range(n):
             acc += M[i, j] * a[j]
         g[i] = acc
-    lam = np.zeros(m)
+    lam = _vec(w, F_lam, m)
+    for i in range(m):
+        lam[i] = 0.0
+    live = _ivec(w, I_live, m)
+    nu = _full(w, F_nu)
+    coef = _full(w, F_coef)
     if r == mL:
-        coef = np.empty(r)
-        for k in range(r):
+        V = _mat(w, F_V, n, n)
+        U = _mat(w, F_U, mL, k)
+        for kk in range(r):
             acc = 0.0
             for i in range(n):
-                acc += Vr[i, k] * g[i]
-            coef[k] = acc / s[k]
+                acc += V[i, kk] * g[i]
+            coef[kk] = acc / _full(w, F_s)[kk]
         j = 0
         for i in range(m):
             if live[i]:
                 acc = 0.0
-                for k in range(r):
-                    acc += Ur[j, k] * coef[k]
+                for kk in range(r):
+                    acc += U[j, kk] * coef[kk]
                 lam[i] = acc / nu[i]
                 j += 1
         return lam
-    Al = np.empty((mL, n))
+    # redundant live rows: an SVD of A_live itself, into other fields of the workspace
+    Al = _mat(w, F_Al, mL, n)
     j = 0
     for i in range(m):
         if live[i]:
             for c in range(n):
                 Al[j, c] = A[i, c]
             j += 1
-    U, sa, V = svd_econ(Al)
-    rr = min(r, sa.shape[0])
-    coef = np.empty(rr)
-    for k in range(rr):
+    U2, s2, V2 = svd_into(Al, w, F_U2, F_s2, F_V2)
+    rr = min(r, s2.shape[0])
+    for kk in range(rr):
         acc = 0.0
         for i in range(n):
-            acc += V[i, k] * g[i]
-        coef[k] = acc / sa[k] if sa[k] > 0.0 else 0.0
+            acc += V2[i, kk] * g[i]
+        coef[kk] = acc / s2[kk] if s2[kk] > 0.0 else 0.0
     j = 0
     for i in range(m):
         if live[i]:
             acc = 0.0
-            for k in range(rr):
-                acc += U[j, k] * coef[k]
+            for kk in range(rr):
+                acc += U2[j, kk] * coef[kk]
             lam[i] = acc
             j += 1
     return lam
@@ -672,13 +852,15 @@ def _finite2(X):
 
 
 @_jit
-def smallest_live_sigma(A, rank_tol):
+def smallest_live_sigma(A, rank_tol, w):
     """The smallest singular value above ``rank_tol`` of the normalized nonzero rows
     of ``A`` (``inf`` without any): what :func:`reduce_rows`'s ``sig_ref`` follows."""
     m = A.shape[0]
-    z = np.zeros(m)
-    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = reduce_rows(A, z, z, 0.0, rank_tol, True)
-    return s[r - 1] if r > 0 else np.inf
+    z = _vec(w, F_e, m)             # a zero right-hand side and references
+    for i in range(m):
+        z[i] = 0.0
+    mL, r, k, c_norm = reduce_rows(A, z, z, 0.0, rank_tol, True, w)
+    return _full(w, F_s)[r - 1] if r > 0 else np.inf
 
 
 @_jit
@@ -726,62 +908,60 @@ def inconsistency_allowance(s, rank_tol, n, m):
 
 
 @_jit
-def decide(M, A, b, ref, sig_ref, rank_tol):
+def decide(M, A, b, ref, sig_ref, rank_tol, w):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
 
-    Returns ``(status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH,
-    dmin, flags)``: status :data:`OK` or :data:`INDETERMINATE`; ``w =
-    trace(M)/n``; the outputs of :func:`reduce_rows`; ``LH`` the Cholesky
-    factor of the reduced Hessian ``N^T M N / w`` and ``dmin`` its smallest
-    pivot (the motion is determinate iff ``dmin >= rank_tol**2``;
-    ``N^T M N / w`` has its eigenvalues in ``[0, n]``); ``flags`` bit 2: rows
-    that vanished relative to their reference were kept because without them
-    the motion was indeterminate (a fresh solve keeps them).
+    Returns ``(status, wgt, mL, r, k, c_norm, dmin, flags)``: status :data:`OK` or
+    :data:`INDETERMINATE`; ``wgt = trace(M)/n``; the outputs of
+    :func:`reduce_rows`; ``dmin`` the smallest Cholesky pivot of the reduced Hessian
+    ``N^T M N / wgt`` (the motion is determinate iff ``dmin >= rank_tol**2``;
+    ``N^T M N / wgt`` has its eigenvalues in ``[0, n]``), its factor in ``w``'s ``LH``;
+    ``flags`` bit 2: rows that vanished relative to their reference were kept
+    because without them the motion was indeterminate (a fresh solve keeps them).
     """
     n = M.shape[0]
     m = A.shape[0]
     tr = 0.0
     for i in range(n):
         tr += M[i, i]
-    w = tr / n if tr > 0.0 else 1.0
+    wgt = tr / n if tr > 0.0 else 1.0
     flags = 0
     keep = False
     while True:
-        nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol,
-                                                                      keep)
-        d = N.shape[1]
-        MN = np.empty((n, d))
+        mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, keep, w)
+        d = n - r
+        V = _mat(w, F_V, n, n)
+        MN = _mat(w, F_MN, n, d)
         for i in range(n):
-            for k in range(d):
+            for kk in range(d):
                 acc = 0.0
                 for j in range(n):
-                    acc += M[i, j] * N[j, k]
-                MN[i, k] = acc / w
-        H = np.empty((d, d))
+                    acc += M[i, j] * V[j, r + kk]
+                MN[i, kk] = acc / wgt
+        H = _mat(w, F_H, d, d)
         for p in range(d):
             for q in range(p, d):
                 acc = 0.0
                 for i in range(n):
-                    acc += N[i, p] * MN[i, q]
+                    acc += V[i, r + p] * MN[i, q]
                 H[p, q] = acc
                 H[q, p] = acc
-        LH = np.zeros((d, d))
+        LH = _mat(w, F_LH, d, d)
         dmin = cholesky(H, LH) if d > 0 else np.inf
         if dmin >= rank_tol * rank_tol:
-            return OK, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin, flags
+            return OK, wgt, mL, r, k, c_norm, dmin, flags
         vanished_nonzero = False
         for i in range(m):
-            if not live[i] and nu[i] > 0.0:
+            if not _ivec(w, I_live, m)[i] and _full(w, F_nu)[i] > 0.0:
                 vanished_nonzero = True
         if keep or not vanished_nonzero:
-            return (INDETERMINATE, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-                    flags)
+            return INDETERMINATE, wgt, mL, r, k, c_norm, dmin, flags
         keep = True
         flags |= 2
 
 
 @_jit
-def check(M, F, A, b, ref, rank_tol, nu, live, An, bn, s, Ur, Vr, c_norm, a):
+def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     """Everything a result ``a`` must satisfy, after any solver.
 
     Returns ``(status, rho, allow, be)``: :data:`OK`, :data:`INCONSISTENT`
@@ -792,21 +972,21 @@ def check(M, F, A, b, ref, rank_tol, nu, live, An, bn, s, Ur, Vr, c_norm, a):
     """
     n = M.shape[0]
     m = A.shape[0]
-    be_f, be_s = verify(M, F, An, bn, Ur, Vr, s, a)
+    be_f, be_s = verify(M, F, a, mL, r, k, w)
     be = max(be_f, be_s)
     na = _norm2(a)
-    nbn = _norm2(bn)
+    nbn = _norm2(_vec(w, F_bn, mL))
     rho = c_norm / (nbn + na) if nbn + na > 0.0 else 0.0
-    allow = inconsistency_allowance(s, rank_tol, n, An.shape[0])
+    allow = inconsistency_allowance(_vec(w, F_s, k), rank_tol, n, mL)
     if rho > allow:
         return INCONSISTENT, rho, allow, be
     root = math.sqrt(rank_tol)
     for i in range(m):
-        if not live[i]:
+        if not _ivec(w, I_live, m)[i]:
             acc = -b[i]
             for j in range(n):
                 acc += A[i, j] * a[j]
-            rf = ref[i] if ref[i] > nu[i] else nu[i]
+            rf = ref[i] if ref[i] > _full(w, F_nu)[i] else _full(w, F_nu)[i]
             if abs(acc) > root * (rf * na + abs(b[i])) + _TINY:
                 return INCONSISTENT_VANISHED, rho, allow, be
     return OK, rho, allow, be
@@ -819,7 +999,7 @@ def direct_tolerance(n, m):
 
 
 @_jit
-def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry):
+def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry, w):
     """One Gauss step: rank decision, solve, verification, fallback.
 
     Parameters
@@ -831,17 +1011,18 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     method : int
         :data:`CLOSED_FORM` or :data:`LAGRANGE`.
     want_lam : bool
-        Compute the multipliers.
+        Compute the multipliers (into ``w``'s ``lam``).
     check_symmetry : bool
         Reject an asymmetric ``M`` (:func:`asymmetric`; skip it for a constant,
         already checked ``M``).
+    w : Work
 
     Returns
     -------
     status : int (see :data:`STATUS`)
-    a : (n,), lam : (m,)
-    s : singular values of the live normalized rows
-    r : rank; live : (m,) bool; nu : (m,) row norms
+    a : (n,) a view into ``w`` (its ``a`` or ``a2``)
+    r, mL, k : rank, live rows, ``min(mL, n)`` (the workspace's ``s[:k]`` the singular values,
+    ``live``, ``nu``: :func:`view`)
     rho, allow : relative inconsistency and its allowance (:func:`check`)
     be : backward error of ``a`` (:func:`verify`)
     dmin : smallest Cholesky pivot of the reduced Hessian
@@ -849,31 +1030,25 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     was used; bit 2 vanished rows kept (:func:`decide`).
     """
     n = M.shape[0]
-    m = A.shape[0]
-    lam = np.zeros(m)
     if not (_finite2(M) and _finite1(F) and _finite2(A) and _finite1(b)):
-        return (NONFINITE, np.zeros(n), lam, np.zeros(0), 0, np.zeros(m, dtype=np.bool_),
-                np.zeros(m), 0.0, 0.0, np.inf, 0.0, 0)
+        return NONFINITE, _full(w, F_a), 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
     if check_symmetry and asymmetric(M):
-        return (NONSYMMETRIC, np.zeros(n), lam, np.zeros(0), 0, np.zeros(m, dtype=np.bool_),
-                np.zeros(m), 0.0, 0.0, np.inf, 0.0, 0)
-    (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-     flags) = decide(M, A, b, ref, sig_ref, rank_tol)
+        return NONSYMMETRIC, _full(w, F_a), 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
+    status, wgt, mL, r, k, c_norm, dmin, flags = decide(M, A, b, ref, sig_ref, rank_tol, w)
     if status != OK:
-        return (status, np.zeros(n), lam, s, r, live, nu, 0.0, 0.0, np.inf, dmin, flags)
-    tol = direct_tolerance(n, An.shape[0])
-    a = closed_form(M, F, Vr, N, beta, LH, w)
+        return status, _full(w, F_a), r, mL, k, 0.0, 0.0, np.inf, dmin, flags
+    tol = direct_tolerance(n, mL)
+    a = closed_form(M, F, wgt, mL, r, w)
     if method == LAGRANGE:
-        a2, ok = kkt_lu(M, F, Vr, beta, w)
-        bf, bs = verify(M, F, An, bn, Ur, Vr, s, a2)
+        ok = kkt_lu(M, F, wgt, r, w)
+        bf, bs = verify(M, F, _full(w, F_a2), mL, r, k, w)
         if ok and max(bf, bs) <= tol:
-            a = a2
+            a = _full(w, F_a2)
         else:
             flags |= 1
-    status, rho, allow, be = check(M, F, A, b, ref, rank_tol, nu, live, An, bn, s, Ur, Vr,
-                                   c_norm, a)
+    status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
     if status == OK and not be <= tol:
         status = UNVERIFIED
     if status == OK and want_lam:
-        lam = multipliers(M, F, a, A, nu, live, Ur, Vr, s)
-    return status, a, lam, s, r, live, nu, rho, allow, be, dmin, flags
+        multipliers(M, F, a, A, mL, r, k, w)
+    return status, a, r, mL, k, rho, allow, be, dmin, flags

@@ -55,6 +55,7 @@ before it is returned.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -66,7 +67,7 @@ from .exceptions import (InconsistentConstraintsError, IndeterminateMotionError,
 
 __all__ = ["GaussSolution", "Decision", "solve_gauss", "decide", "null_space_split",
            "min_norm_multipliers", "inconsistency_residual", "mass_scale", "range_projector",
-           "raise_for_status", "DEFAULT_RANK_TOL"]
+           "raise_for_status", "workspace", "DEFAULT_RANK_TOL"]
 
 DEFAULT_RANK_TOL = 1e-8
 _NO_REF = {}
@@ -76,8 +77,7 @@ def _ref(ref: Optional[np.ndarray], m: int) -> np.ndarray:
     if ref is None:
         z = _NO_REF.get(m)
         if z is None:
-            z = _NO_REF[m] = np.zeros(m)
-            z.setflags(write=False)
+            z = _NO_REF[m] = np.zeros(m)      # writable: numba types read-only arrays apart
         return z
     return ref
 
@@ -187,7 +187,7 @@ def inconsistency_residual(A: np.ndarray, b: np.ndarray) -> float:
     """``min_a ||An a - bn||`` with rows normalized: how contradictory ``A a = b`` is."""
     nr = np.zeros(A.shape[0])
     if A.shape[0]:
-        K.row_norms(np.ascontiguousarray(A, dtype=float), nr)
+        K.row_norms(_arrays(A)[0], nr)
     keep = nr > 0
     An = A[keep] / nr[keep, None]
     bn = b[keep] / nr[keep]
@@ -289,15 +289,19 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     >>> sol.a, sol.rank
     (array([1.e+00, 1.e+09, 0.e+00]), 1)
     """
-    m = A.shape[0]
-    (status, a, lam, s, r, live, nu, rho, allow, be, dmin,
+    m, n = A.shape
+    w = workspace(n, m)
+    M, F, A, b = _arrays(M, F, A, b)
+    (status, a, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(M, F, A, b, _ref(ref, m), sig_ref, rank_tol, method,
-                              want_multipliers, check_symmetry)
+                           want_multipliers, check_symmetry, w)
+    live = K.view(w, "live", m).astype(bool)
     if status != K.OK:
         raise_for_status(status, M=M, F=F, A=A, b=b, live=live, rank=r, rho=rho, allow=allow,
-                         be=be, tol=K.direct_tolerance(M.shape[0], int(live.sum())),
+                         be=be, tol=K.direct_tolerance(n, int(live.sum())),
                          coords=coords)
-    sol = GaussSolution(a=a, lam=lam, rank=int(r), sigma=s, dropped=np.flatnonzero(~live),
+    sol = GaussSolution(a=a.copy(), lam=K.view(w, "lam", m).copy() if want_multipliers else np.zeros(m),
+                        rank=int(r), sigma=K.view(w, "s", k).copy(), dropped=np.flatnonzero(~live),
                         inconsistency=float(rho), allowance=float(allow),
                         backward_error=float(be), fallback=bool(flags & 1),
                         kept_vanished=bool(flags & 2))
@@ -305,10 +309,36 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     return sol
 
 
+_LOCAL = threading.local()
+
+
+def workspace(n: int, m: int) -> "K.Work":
+    """This thread's kernel workspace for ``n`` coordinates and ``m`` rows (reused)."""
+    cache = getattr(_LOCAL, "work", None)
+    if cache is None:
+        cache = _LOCAL.work = {}
+    w = cache.get((n, m))
+    if w is None:
+        w = cache[(n, m)] = K.make_work(n, m)
+    return w
+
+
+def _arrays(*xs):
+    """Writable float arrays (a read-only array, e.g. a constant mass matrix, would make
+    numba compile the kernel a second time)."""
+    out = []
+    for x in xs:
+        x = np.asarray(x, dtype=float)
+        out.append(x if x.flags.writeable and x.flags.c_contiguous else np.array(x))
+    return out
+
+
 @dataclass
 class Decision:
     """The shared rank decision of one step (:func:`gaussopt.kernel.decide`), for
-    solvers that solve the reduced problem themselves (QP, GA)."""
+    solvers that solve the reduced problem themselves (QP, GA). It owns the kernel
+    workspace it was made in (``work``): :meth:`closed_form`, :meth:`verify`,
+    :meth:`check` and :meth:`multipliers` continue from it."""
 
     w: float
     nu: np.ndarray
@@ -317,19 +347,38 @@ class Decision:
     bn: np.ndarray
     s: np.ndarray
     r: int
+    mL: int
+    k: int
     Ur: np.ndarray
     Vr: np.ndarray
     N: np.ndarray
     beta: np.ndarray
     c_norm: float
-    LH: np.ndarray
     dmin: float
     kept_vanished: bool
     determinate: bool
+    work: "K.Work"
 
     def closed_form(self, M: np.ndarray, F: np.ndarray) -> np.ndarray:
         """The closed-form solution with this decision (the robust path)."""
-        return K.closed_form(M, F, self.Vr, self.N, self.beta, self.LH, self.w)
+        M, F = _arrays(M, F)
+        return K.closed_form(M, F, self.w, self.mL, self.r, self.work).copy()
+
+    def verify(self, M, F, a) -> float:
+        """The backward error of ``a`` (:func:`gaussopt.kernel.verify`)."""
+        M, F, a = _arrays(M, F, a)
+        return float(max(K.verify(M, F, a, self.mL, self.r, self.k, self.work)))
+
+    def check(self, M, F, A, b, ref, rank_tol, a):
+        """:func:`gaussopt.kernel.check`: ``(status, rho, allow, be)``."""
+        M, F, A, b, a = _arrays(M, F, A, b, a)
+        return K.check(M, F, A, b, _ref(ref, A.shape[0]), rank_tol, self.mL, self.r, self.k,
+                       self.c_norm, a, self.work)
+
+    def multipliers(self, M, F, a, A) -> np.ndarray:
+        """Minimum-norm multipliers (:func:`gaussopt.kernel.multipliers`)."""
+        M, F, a, A = _arrays(M, F, a, A)
+        return K.multipliers(M, F, a, A, self.mL, self.r, self.k, self.work)[:A.shape[0]].copy()
 
     def null_space(self) -> tuple[np.ndarray, np.ndarray]:
         """``a_p = V_r beta`` (minimum norm particular solution) and an orthonormal
@@ -340,12 +389,20 @@ class Decision:
 def decide(M: np.ndarray, A: np.ndarray, b: np.ndarray, *, rank_tol: float = DEFAULT_RANK_TOL,
            ref: Optional[np.ndarray] = None, sig_ref: float = 0.0) -> Decision:
     """The rank decision of one step (module docstring), without solving."""
-    m = A.shape[0]
-    (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-     flags) = K.decide(M, A, b, _ref(ref, m), sig_ref, rank_tol)
-    return Decision(w=w, nu=nu, live=live, An=An, bn=bn, s=s, r=int(r), Ur=Ur, Vr=Vr, N=N,
-                    beta=beta, c_norm=float(c_norm), LH=LH, dmin=float(dmin),
-                    kept_vanished=bool(flags & 2), determinate=status == K.OK)
+    m, n = A.shape
+    w = K.make_work(n, m)
+    M, A, b = _arrays(M, A, b)
+    status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, _ref(ref, m), sig_ref,
+                                                          rank_tol, w)
+    V = K.view(w, "V", n, n)
+    U = K.view(w, "U", mL, k)
+    return Decision(w=wgt, nu=K.view(w, "nu", m).copy(), live=K.view(w, "live", m).astype(bool),
+                    An=K.view(w, "An", mL, n).copy(), bn=K.view(w, "bn", mL).copy(),
+                    s=K.view(w, "s", k).copy(), r=int(r), mL=int(mL), k=int(k),
+                    Ur=U[:, :r].copy(), Vr=V[:, :r].copy(), N=V[:, r:].copy(),
+                    beta=K.view(w, "beta", r).copy(),
+                    c_norm=float(c_norm), dmin=float(dmin), kept_vanished=bool(flags & 2),
+                    determinate=status == K.OK, work=w)
 
 
 def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
@@ -355,11 +412,10 @@ def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
     m, n = A.shape
     if m == 0:
         return np.zeros(0)
-    A = np.ascontiguousarray(A, dtype=float)
-    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
-        A, np.zeros(m), _ref(None, m), 0.0, rank_tol, True)
-    return K.multipliers(np.zeros((n, n)), -np.asarray(Qc, dtype=float), np.zeros(n), A, nu,
-                         live, Ur, Vr, s)
+    A, Qc = _arrays(A, Qc)
+    w = K.make_work(n, m)
+    mL, r, k, c_norm = K.reduce_rows(A, np.zeros(m), _ref(None, m), 0.0, rank_tol, True, w)
+    return K.multipliers(np.zeros((n, n)), -Qc, np.zeros(n), A, mL, r, k, w)[:m].copy()
 
 
 def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RANK_TOL
@@ -380,7 +436,8 @@ def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RAN
     m, n = A.shape
     if m == 0:
         return np.zeros(n), np.eye(n), 0
-    A = np.ascontiguousarray(A, dtype=float)
-    nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm = K.reduce_rows(
-        A, np.ascontiguousarray(b, dtype=float), _ref(None, m), 0.0, rank_tol, True)
-    return Vr @ beta, N, int(r)
+    A, b = _arrays(A, b)
+    w = K.make_work(n, m)
+    mL, r, k, c_norm = K.reduce_rows(A, b, _ref(None, m), 0.0, rank_tol, True, w)
+    V = K.view(w, "V", n, n)
+    return V[:, :r] @ K.view(w, "beta", r), V[:, r:].copy(), int(r)

@@ -38,12 +38,14 @@ import warnings
 import numba as nb
 import numpy as np
 from numba import types
+from numba.core import cgutils
 from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.core.types import WrapperAddressProtocol
+from numba.extending import intrinsic
 
 from .exceptions import ModelError
 
-__all__ = ["SIGNATURE", "ModelFunctions", "python_functions", "model_functions", "NOOP",
+__all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "python_functions", "model_functions", "NOOP",
            "quiet_compile"]
 
 #: the one signature of every model function
@@ -52,6 +54,9 @@ SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidp
 _CTYPES_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_double, ctypes.c_void_p,
                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_void_p)
+
+#: the numba type of a model function (a first-class function of :data:`SIGNATURE`)
+FUNCTION = types.FunctionType(SIGNATURE)
 
 #: a model failure reported by a function: the engine stops the run
 MODEL_FAILED = 1
@@ -83,6 +88,40 @@ class _Callback(WrapperAddressProtocol):
 
     def signature(self):
         return SIGNATURE
+
+
+@intrinsic
+def _function_at(typingctx, addr):
+    """The model function at the address ``addr`` (an integer) as a :data:`FUNCTION`
+    value: called through its C entry point. Python passes the engine plain
+    addresses (:attr:`ModelFunctions.addrs`): numba's typing and unboxing of
+    first-class function objects costs ~80 us per call from Python."""
+    if not isinstance(addr, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.create_struct_proxy(FUNCTION)(context, builder)
+        vp = context.get_value_type(types.voidptr)
+        fn.c_addr = builder.inttoptr(args[0], vp)
+        fn.py_addr = vp(None)
+        fn.jit_addr = vp(None)
+        return fn._getvalue()
+
+    return FUNCTION(addr), codegen
+
+
+@nb.njit(cache=True)
+def functions(addrs):
+    """``(dyn, rows, pos, vel, energy), accel`` from their six addresses."""
+    return ((_function_at(addrs[0]), _function_at(addrs[1]), _function_at(addrs[2]),
+             _function_at(addrs[3]), _function_at(addrs[4])), _function_at(addrs[5]))
+
+
+def address(fn) -> int:
+    """The C entry point of a model function (a numba cfunc or a :class:`_Callback`)."""
+    if isinstance(fn, WrapperAddressProtocol):
+        return int(fn.__wrapper_address__())
+    return int(fn.address)
 
 
 @nb.cfunc(SIGNATURE, cache=True)
@@ -137,6 +176,12 @@ class ModelFunctions:
     buffers: dict = field(default_factory=dict)
     error: Optional[BaseException] = None
     keepalive: Any = None
+
+    @property
+    def addrs(self) -> np.ndarray:
+        """The addresses of ``fns`` and ``accel`` (what the engine's entry points take;
+        the objects stay alive with this ModelFunctions)."""
+        return np.array([address(f) for f in (*self.fns, self.accel)], dtype=np.int64)
 
     def dims(self) -> np.ndarray:
         return np.array([self.n, self.m, self.mh, self.mv, int(self.has_energy),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Union
 
 import numpy as np
@@ -92,17 +94,21 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
-    q = as_state(q, n, "q")
-    v = as_state(v, n, "v")
+    if not (system.compiled is not None and type(q) is np.ndarray and type(v) is np.ndarray
+            and q.dtype == np.float64 and v.dtype == np.float64 and q.shape == (n,)
+            and v.shape == (n,)):
+        q = as_state(q, n, "q")       # (a compiled step checks finiteness itself)
+        v = as_state(v, n, "v")
     t = float(t)
-    if not np.isfinite(t):
+    if not math.isfinite(t):
         raise ModelError(f"`t` must be finite, found {t}.")
     if system._row_counts is None:
         system.check(t, q, v)
     if isinstance(solver, StepSolver):
         s = make_solver(system, solver, **options)
     else:
-        key = (solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
+        key = solver if not options else (
+            solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
         s = system._solver_cache.get(key)
         if s is None:
             s = make_solver(system, solver, **options)

@@ -42,7 +42,7 @@ def test_run_four_bar_short_saves_and_plots(tmp_path, capsys):
     assert code == 0, out
     assert "rank event" in out and "passage" in out     # th1 crosses pi/2 at t = 0.580 s
     tr = go.load(npz)
-    assert tr.t[-1] == pytest.approx(0.7)
+    assert tr.t[-1] == pytest.approx(0.7, rel=np.finfo(float).eps)   # the run ends at t_end
     assert png.stat().st_size > 10_000
 
 
@@ -63,9 +63,19 @@ def test_compare_writes_table(tmp_path, capsys):
     assert "| closed_form |" in out and "| lagrange |" in out
     for f in ("table.csv", "table.md", "four_bar_closed_form.npz", "four_bar_compare.png"):
         assert (tmp_path / f).exists(), f
-    errs = np.genfromtxt(tmp_path / "table.csv", delimiter=",", names=True, dtype=None,
-                         encoding=None)["max_err_th1"]
-    assert np.all(errs < 1e-8)
+    table = np.genfromtxt(tmp_path / "table.csv", delimiter=",", names=True, dtype=None,
+                          encoding=None)
+    # each solver's run against the reduced reference: integration_bound of the saved run
+    # with the growth of the exact (th1, th1') flow over 0.3 s and the reference's error
+    # (the direct solvers' step errors, ~1e-13, are far below it)
+    from problems import four_bar
+    from test_trajectory import flow_growth, integration_bound
+
+    for solver, err in zip(table["solver"], table["max_err_th1"]):
+        tr = go.load(tmp_path / f"four_bar_{solver}.npz")
+        growth = flow_growth(lambda y, ts: np.asarray(four_bar.reference(ts, th0=y[0], w0=y[1])),
+                             [np.pi / 3, 0.0], tr.t)
+        assert err < integration_bound(tr, growth, ref_tol=1e-13), solver
 
 
 # --------------------------------------------------------------------------- output paths

@@ -12,6 +12,13 @@ constraint rows, every scale different from 1. Checked:
   ``A^T lam = M a - F``;
 * the genetic algorithm stays within its reported error bound.
 
+Tolerances are derived from the backward error every result is verified to
+(16 (n + m + 1) eps for the direct solvers, 1e-12 for the QP): the forward error
+of ``a`` by :func:`step_error_bound` (exact for that verification, whatever the
+conditioning), of ``M a - F`` by :func:`force_error_bound`, of the multipliers by
+:func:`multiplier_error_bound`; values computed twice by ~(n + 2) eps of their
+terms.
+
 Every example builds fresh ``System`` objects: ``solve_step`` caches the
 solver on the system.
 """
@@ -36,6 +43,84 @@ pytestmark = pytest.mark.filterwarnings(
 
 EXACT_SOLVERS = ("closed_form", "lagrange", "qp")
 T0 = 0.37  # a time that is not 0
+
+#: unit roundoff of float64 (2**-52)
+EPS = float(np.finfo(float).eps)
+#: backward error every result of solver="qp" is verified to (``verify_tol``, gaussopt/solvers/qp.py)
+QP_TOLERANCE = 1e-12
+
+
+# --------------------------------------------------------------------------- error estimates
+# Shared by the test files that check single Gauss steps
+# (``from test_step_properties import step_error_bound, ...``).
+def direct_tolerance(n: int, m: int) -> float:
+    """Backward error every closed_form / lagrange result is verified to:
+    ``16 (n + m + 1) eps`` (gaussopt.kernel.direct_tolerance and its docstring)."""
+    return 16.0 * (n + m + 1) * EPS
+
+
+def solver_tolerance(solver: str, n: int, m: int) -> float:
+    """The verified backward error of ``solver``'s results (QP: its ``verify_tol``)."""
+    return QP_TOLERANCE if solver == "qp" else direct_tolerance(n, m)
+
+
+def step_error_bound(M, F, A, b, a, tau: float, rank_tol: float = 1e-8) -> float:
+    """Bound on ``|a - a*|`` (2-norm) for a step result ``a`` verified to backward error ``tau``.
+
+    gaussopt verifies every step (gaussopt.kernel.verify): with the live rows normalized,
+    ``An = U S V^T`` (``r`` directions above ``rank_tol`` kept), ``N`` a basis of the
+    null space of the kept directions,
+
+    * feasibility ``|U_r^T (An a - bn)| <= tau (s_1 |a| + |bn|)``,
+    * stationarity ``|N N^T (M a - F)| <= tau (|M|_F |a| + |F|)``.
+
+    Both conditions are linear in ``a`` and the exact ``a*`` satisfies them with zero
+    residual, so with ``da = a - a*``: ``S_r V_r^T da = U_r^T (An a - bn)`` and
+    ``N^T M N (N^T da) = N^T p - N^T M V_r (V_r^T da)`` (``p`` the stationarity residual):
+
+        |V_r^T da| <= tau (s_1 |a| + |bn|) / s_r,
+        |N^T da|   <= (tau (|M|_F |a| + |F|) + |M|_2 |V_r^T da|) / lambda_min(N^T M N).
+
+    Rows that are exactly zero are skipped (as the step does).
+    """
+    M, F, A, b, a = (np.asarray(x, dtype=float) for x in (M, F, A, b, a))
+    n = F.size
+    A = A.reshape(-1, n)
+    nu = np.linalg.norm(A, axis=1)
+    live = nu > 0
+    An, bn = A[live] / nu[live, None], b[live] / nu[live]
+    na = np.linalg.norm(a)
+    r, d_range = 0, 0.0
+    Vt = np.eye(n)
+    if An.shape[0]:
+        _, s, Vt = np.linalg.svd(An, full_matrices=True)
+        r = int(np.count_nonzero(s > rank_tol))
+        d_range = tau * (s[0] * na + np.linalg.norm(bn)) / s[r - 1] if r else 0.0
+    d_null = 0.0
+    if r < n:
+        N = Vt[r:].T
+        lam_min = float(np.linalg.eigvalsh(N.T @ M @ N)[0])
+        d_null = (tau * (np.linalg.norm(M) * na + np.linalg.norm(F))
+                  + np.linalg.norm(M, 2) * d_range) / lam_min
+    return float(d_range + d_null)
+
+
+def force_error_bound(M, F, a, da: float) -> float:
+    """Bound on the error of the constraint force ``M a - F`` given ``|a - a*| <= da``:
+    ``|M|_2 da`` plus the rounding of ``M a - F`` (``(n + 1) eps (|M|_F |a| + |F|)``)."""
+    M, F, a = (np.asarray(x, dtype=float) for x in (M, F, a))
+    return float(np.linalg.norm(M, 2) * da
+                 + (F.size + 1) * EPS * (np.linalg.norm(M) * np.linalg.norm(a) + np.linalg.norm(F)))
+
+
+def multiplier_error_bound(A, force, dforce: float, tau: float, rank_tol: float = 1e-8) -> float:
+    """Bound on the error of the (minimum-norm) multipliers, ``A^T lam = M a - F``: the
+    constraint force's error ``dforce`` through ``(A^T)^+`` (``1 / sigma_r(A)``, the
+    smallest singular value kept by the rank decision) plus the solve's own backward
+    error ``tau |M a - F| / sigma_r(A)``."""
+    s = np.linalg.svd(np.atleast_2d(A), compute_uv=False)
+    smin = float(s[s > rank_tol * s[0]].min())
+    return float((dforce + tau * np.linalg.norm(force)) / smin)
 
 
 # --------------------------------------------------------------------------- problems
@@ -164,12 +249,26 @@ def force_scale(p: StepProblem, a) -> float:
     return norm(p.M) * norm(a) + norm(p.F)
 
 
-def assert_feasible(p: StepProblem, a, rtol=1e-9):
-    """Every row: |A_i a - b_i| <= rtol * (|A_i| |a| + |b_i|)."""
+def assert_feasible(p: StepProblem, a, tau: float):
+    """Every row: |A_i a - b_i| <= |A_i| (tau (s_1 |a| + |bn|) + 4 n eps (|a| + |bn|)).
+
+    The step is verified on the kept directions, |U_r^T (An a - bn)| <= tau (s_1 |a| + |bn|);
+    the rest of An a - bn is the inconsistency of b = A a_true as rounded (b was computed
+    in floats: ~n eps (|A_i| |a_true|)) and the rounding of the residual itself."""
     A, b = p.A, p.b
+    nu = np.linalg.norm(A, axis=1)
+    bn = b / nu
+    s1 = float(np.linalg.svd(A / nu[:, None], compute_uv=False)[0])
     res = np.abs(A @ a - b)
-    scale = np.linalg.norm(A, axis=1) * norm(a) + np.abs(b)
-    assert np.all(res <= rtol * scale + 1e-300), f"A a - b = {A @ a - b}, row scale {scale}"
+    allowed = nu * (tau * (s1 * norm(a) + norm(bn)) + 4 * p.n * EPS * (norm(a) + np.abs(bn)))
+    assert np.all(res <= allowed + 1e-300), f"A a - b = {A @ a - b}, allowed {allowed}"
+
+
+def bounds(p: StepProblem, r: go.StepResult, solver: str) -> tuple[float, float]:
+    """(|a - a*|, |(M a - F) - (M a - F)*|) of a verified result (step_error_bound,
+    force_error_bound at the solver's verified backward error)."""
+    da = step_error_bound(p.M, p.F, p.A, p.b, r.a, solver_tolerance(solver, p.n, p.A.shape[0]))
+    return da, force_error_bound(p.M, p.F, r.a, da)
 
 
 def gauss(p: StepProblem, a) -> float:
@@ -187,11 +286,14 @@ def gauss_scale(p: StepProblem, a) -> float:
 def test_closed_form_and_lagrange_agree(p):
     r1 = p.solve("closed_form")
     r2 = p.solve("lagrange")
-    assert_close(r2.a, r1.a, 1e-8 * (1.0 + norm(r1.a)), "a")
-    assert_close(r2.constraint_force, r1.constraint_force, 1e-8 * force_scale(p, r1.a), "M a - F")
+    (da1, dQ1), (da2, dQ2) = bounds(p, r1, "closed_form"), bounds(p, r2, "lagrange")
+    assert_close(r2.a, r1.a, da1 + da2, "a")
+    assert_close(r2.constraint_force, r1.constraint_force, dQ1 + dQ2, "M a - F")
+    tau = direct_tolerance(p.n, p.A.shape[0])
     for r in (r1, r2):
-        assert_feasible(p, r.a)
-        assert_close(r.constraint_force, p.M @ r.a - p.F, 1e-14 * force_scale(p, r.a),
+        assert_feasible(p, r.a, tau)
+        # M a - F evaluated twice (another summation order): (n + 1) eps of its terms each
+        assert_close(r.constraint_force, p.M @ r.a - p.F, 2 * (p.n + 1) * EPS * force_scale(p, r.a),
                      "constraint_force vs M a - F")
 
 
@@ -201,37 +303,45 @@ def test_all_exact_solvers_agree(p):
     """closed_form, lagrange and qp: same a, same constraint force, A a = b."""
     res = {s: p.solve(s) for s in EXACT_SOLVERS}
     ref = res["closed_form"]
+    b = {s: bounds(p, r, s) for s, r in res.items()}
     for s, r in res.items():
-        assert_close(r.a, ref.a, 1e-8 * (1.0 + norm(ref.a)), f"a ({s})")
-        assert_close(r.constraint_force, ref.constraint_force, 1e-8 * force_scale(p, ref.a),
+        assert_close(r.a, ref.a, b[s][0] + b["closed_form"][0], f"a ({s})")
+        assert_close(r.constraint_force, ref.constraint_force, b[s][1] + b["closed_form"][1],
                      f"M a - F ({s})")
-        assert_feasible(p, r.a)
+        assert_feasible(p, r.a, solver_tolerance(s, p.n, p.A.shape[0]))
     assert res["qp"].info["status"] == "optimal"
     if not p.redundant:
-        # independent rows: the multipliers are unique
-        # A^T lam = M a - F: lam inherits the rounding of M a - F (size force_scale,
-        # which may dwarf |lam| when M a and F cancel) amplified by 1/sigma_min(A)
+        # independent rows: the multipliers are unique, A^T lam = M a - F: each inherits the
+        # error of its M a - F through 1/sigma_min(A), plus its solve's backward error
+        # (multiplier_error_bound)
+        def dlam(s):
+            tau = solver_tolerance(s, p.n, p.A.shape[0])
+            return multiplier_error_bound(p.A, res[s].constraint_force, b[s][1], tau)
         lam = ref.multipliers
-        smin = np.linalg.svd(p.A, compute_uv=False).min()
-        floor = 1e-8 * force_scale(p, ref.a) / smin
         for s in ("lagrange", "qp"):
             err = norm(res[s].multipliers - lam)
-            assert err <= 1e-7 * norm(lam) + floor, f"multipliers ({s}): {err:.3g} vs {norm(lam):.3g}"
+            assert err <= dlam(s) + dlam("closed_form"), \
+                f"multipliers ({s}): {err:.3g} vs {norm(lam):.3g}"
 
 
 # --------------------------------------------------------------------------- optimality
-def _optimality(p: StepProblem, a, n_dirs=4):
+def _optimality(p: StepProblem, a, tau: float, n_dirs=4):
+    """G(a + delta d) - G(a) = delta d^T (M a - F) + delta^2 d^T M d / 2 for d in null(A):
+    the first term is at least -delta |N^T (M a - F)| >= -delta tau (|M|_F |a| + |F|) (the
+    verified stationarity), the second >= 0; each G rounds to (n + 2) eps of its terms."""
     N = p.null_basis
     rng = np.random.default_rng(12345)
     g0 = gauss(p, a)
+    stat = tau * (np.linalg.norm(p.M) * norm(a) + norm(p.F))
     for _ in range(n_dirs):
         d = N @ rng.standard_normal(N.shape[1])
         d /= norm(d)
         for eps in (1e-6, 1e-3, 1.0, 1e3):
             for sign in (1.0, -1.0):
-                x = a + sign * eps * (1.0 + norm(a)) * d
+                delta = eps * (1.0 + norm(a))
+                x = a + sign * delta * d
                 g1 = gauss(p, x)
-                tol = 1e-12 * max(gauss_scale(p, a), gauss_scale(p, x))
+                tol = delta * stat + 2 * (p.n + 2) * EPS * max(gauss_scale(p, a), gauss_scale(p, x))
                 assert g1 >= g0 - tol, (f"Gauss function lowered by a feasible step of {eps:g}: "
                                         f"{g1!r} < {g0!r} (tol {tol:.3g})")
 
@@ -242,9 +352,10 @@ def test_no_feasible_perturbation_lowers_gauss(solver, examples):
     @given(p=step_problems())
     def check(p):
         r = p.solve(solver)
-        _optimality(p, r.a)
-        # the reported value is the Gauss function at a (exact objective)
-        assert abs(r.gauss - gauss(p, r.a)) <= 1e-13 * gauss_scale(p, r.a) + 1e-300
+        _optimality(p, r.a, solver_tolerance(solver, p.n, p.A.shape[0]))
+        # the reported value is the Gauss function at a (exact objective), evaluated twice:
+        # (n + 2) eps of its terms each
+        assert abs(r.gauss - gauss(p, r.a)) <= 2 * (p.n + 2) * EPS * gauss_scale(p, r.a) + 1e-300
 
     check()
 
@@ -261,17 +372,30 @@ def test_redundant_rows_give_minimum_norm_multipliers(p):
     Qc = r1.constraint_force
     lam_ref = np.linalg.lstsq(A.T, Qc, rcond=1e-10)[0]      # minimum-norm solution
     fscale = force_scale(p, r1.a)
-    floor = 1e-12 * fscale / float(np.min(np.linalg.norm(A, axis=1)))
+    tau = direct_tolerance(p.n, A.shape[0])
+    # lam_ref: the minimum-norm solution for r1's own M a - F, backward stable (tau |Qc|
+    # through 1/sigma_r(A)); each solver's lam: its M a - F's error and solve
+    # (multiplier_error_bound)
+    d_ref = multiplier_error_bound(A, Qc, 0.0, tau)
+    dl = {}
     for name, r in (("closed_form", r1), ("lagrange", r2)):
         lam = r.multipliers
         assert lam.shape == (A.shape[0],)
+        # lam_ref comes from r1's M a - F: the other solver's differs by both force errors
+        dQ = bounds(p, r, name)[1]
+        if name != "closed_form":
+            dQ += bounds(p, r1, "closed_form")[1]
+        dl[name] = multiplier_error_bound(A, r.constraint_force, dQ, tau)
         err = norm(lam - lam_ref)
-        assert err <= 1e-7 * norm(lam_ref) + floor, f"{name}: |lam - lam_min| = {err:.3g}"
-        # stationarity M a = F + A^T lam
+        assert err <= dl[name] + d_ref, f"{name}: |lam - lam_min| = {err:.3g}"
+        # stationarity M a = F + A^T lam: M a - F lies in range(A^T) up to the verified
+        # stationarity residual tau (|M|_F |a| + |F|), and the multipliers' solve misses it
+        # by its backward error tau (|A| |lam| + |M a - F|)
         err = norm(A.T @ lam - (p.M @ r.a - p.F))
-        assert err <= 1e-9 * fscale, f"{name}: |A^T lam - (M a - F)| = {err:.3g}"
+        allowed = 2 * tau * (fscale + np.linalg.norm(A) * norm(lam) + norm(Qc))
+        assert err <= allowed, f"{name}: |A^T lam - (M a - F)| = {err:.3g}"
     err = norm(r1.multipliers - r2.multipliers)
-    assert err <= 1e-7 * norm(r1.multipliers) + floor
+    assert err <= dl["closed_form"] + dl["lagrange"]
 
 
 # --------------------------------------------------------------------------- genetic algorithm
@@ -292,21 +416,32 @@ GA_SEED = 0
 def test_ga_within_reported_error_bound(p):
     """info["error_bound"] = sqrt(2 gap / lambda_min(N^T M N)) is documented as a bound
     on |a - a*|; the genes keep A a = b exactly; the gap to the optimum is >= 0."""
-    a_star = p.solve("closed_form").a
+    cf = p.solve("closed_form")
+    a_star = cf.a
+    tau = direct_tolerance(p.n, p.A.shape[0])
     if p is HAND_STEP:
-        np.testing.assert_allclose(a_star, HAND_A, rtol=1e-14)
+        np.testing.assert_allclose(a_star, HAND_A, rtol=0,
+                                   atol=bounds(p, cf, "closed_form")[0] + 2 * EPS * norm(HAND_A))
     r = p.solve("ga", seed=GA_SEED)
     info = r.info
     assert info["mode"] == "nullspace"
-    # A a = b holds by construction of the genes (a = a_p + N z)
-    assert_feasible(p, r.a, rtol=1e-9)
-    # the true gap is >= 0; allow rounding of the two Gauss values and the closed
-    # form's own error (relative to the force-driven acceleration |F|/w)
-    w = np.trace(p.M) / p.n
-    accel_scale = 1.0 + norm(a_star) + norm(p.F) / w
-    assert info["gap"] >= -1e-12 * accel_scale * force_scale(p, a_star)
-    # |a - a*| <= error_bound: allow the closed form's rounding error only
-    err = norm(r.a - a_star)
-    assert err <= info["error_bound"] * 1.0001 + 1e-12 * accel_scale, (
-        f"|a_ga - a*| = {err:.3g} exceeds the reported error_bound = {info['error_bound']:.3g} "
+    # A a = b holds by construction of the genes (a = a_p + N z, with the direct solve's
+    # rounding)
+    assert_feasible(p, r.a, tau)
+    # The gap 0.5 d^T M d + (M a* - F)^T d (d = a - a*, in null(A)) is >= 0 up to the
+    # closed form's stationarity residual, |d| tau (|M|_F |a*| + |F|), and its rounding,
+    # (n + 2) eps (|M| |d|^2 + |M a* - F| |d|)
+    d = norm(r.a - a_star)
+    stat = tau * (np.linalg.norm(p.M) * norm(a_star) + norm(p.F))
+    g_rnd = (p.n + 2) * EPS * (np.linalg.norm(p.M) * d * d + norm(cf.constraint_force) * d)
+    assert info["gap"] >= -(d * stat + g_rnd)
+    # |a - a*| <= error_bound = sqrt(2 gap / lambda_min(N^T M N)) if a* were exact; with the
+    # closed form's stationarity residual s: lambda |d|^2 / 2 <= gap + |d| s, so
+    # |d| <= sqrt(2 (gap + rounding) / lambda) + 2 s / lambda
+    N = p.null_basis
+    lam_min = float(np.linalg.eigvalsh(N.T @ p.M @ N)[0])
+    allowed = np.sqrt(2 * (max(info["gap"], 0.0) + g_rnd) / lam_min) + 2 * stat / lam_min
+    assert d <= max(info["error_bound"], allowed), (
+        f"|a_ga - a*| = {d:.3g} exceeds the reported error_bound = {info['error_bound']:.3g} "
         f"(gap = {info['gap']:.3g}, generations = {info['generations']})")
+    assert d <= allowed

@@ -12,25 +12,29 @@ at rtol = atol = 1e-12 (pendulum on a moving support). The double pendulum in
 Cartesian coordinates (two rods as holonomic constraints) is compared with the
 same pendulum in joint angles (no constraints). No parameter equals 1.
 
-Tolerances and why:
+Tolerances and why (derived, never fitted to a measured error):
 
-* pieces against hand-written formulas: 1e-12..1e-13 relative (both exact
-  formulas in double precision; measured 0 to 4e-16);
-* rows against complex-step / 4th-order-difference rows: 1e-9 of the
-  difference formula's error scale (documented ~1e-11 in gaussopt.constraints;
-  measured 1.5e-13);
+* pieces against hand-written formulas: c eps relative, c counted from the
+  roundings of both evaluations (both exact formulas in double precision;
+  measured 0 to 4e-16);
+* rows against complex-step / 4th-order-difference rows: 1e-10 of the
+  difference formula's error scale |gamma| + |Phi'| |(1, v)| (documented ~1e-11
+  in gaussopt.constraints, tested at 1e-10 in test_constraints.py; measured
+  1.5e-13);
 * motions integrated with DOP853 at rtol = atol = 1e-12 against analytic or
-  reduced solutions: 1e-8 (measured 1e-15 to 2e-11); invariants (speed, the
-  nonholonomic constraint, energy) 1e-10 (measured 7e-15 to 1.5e-10 J).
+  reduced solutions: test_trajectory.integration_bound (the sum of the local
+  errors the run admits, times the growth of errors along the exact motion,
+  test_trajectory.flow_growth); invariants (speed, energy) the local errors
+  weighted by the invariant's gradient (no growth); constraint residuals the
+  projection's target plus the rounding of the constraint.
 
-The measured values are in comments at each assertion (this machine, shared
+The measured values are in comments at some assertions (this machine, shared
 2 cores, gaussopt 0.1.0). The whole file runs in ~15-20 s.
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -42,6 +46,9 @@ import gaussopt as go
 from gaussopt.exceptions import ModelError
 from gaussopt.symbolic import SymbolicModel, from_lagrangian, from_mechanics
 from problems import four_bar
+from problems import second_order_particle as sop
+from test_step_properties import direct_tolerance, step_error_bound
+from test_trajectory import EPS, energy_gradient, flow_growth, integration_bound
 
 t = dynamicsymbols._t
 G = 9.8
@@ -62,6 +69,18 @@ def random_states(n, count=20, seed=0, qscale=3.0, vscale=4.0):
     rng = np.random.default_rng(seed)
     for _ in range(count):
         yield rng.uniform(-3, 3), rng.uniform(-qscale, qscale, n), rng.uniform(-vscale, vscale, n)
+
+
+def gamma_scale(A, v, q) -> float:
+    """Size of the terms of a convective term gamma (quadratic in v, coefficients of the
+    size of the Jacobian's entries times (1 + |q|)): the scale of its rounding."""
+    return float(np.abs(A).max() * (1 + np.abs(q).max()) * (v @ v))
+
+
+def ivp_reference_steps(fun, t_end, y0, rtol=1e-12):
+    """Steps of a solve_ivp DOP853 reference run (at most nfev / 12)."""
+    sol = solve_ivp(fun, (0.0, t_end), y0, method="DOP853", rtol=rtol, atol=rtol)
+    return sol.nfev // 12 + 1
 
 
 def run(system, t_end, q0, v0, n_eval=201, **kw):
@@ -96,11 +115,14 @@ def test_four_bar_matches_hand_written_system(modules):
     for tt, qq, vv in random_states(3, qscale=4.0, vscale=5.0):
         A, b = sym.rows(tt, qq, vv)
         Ar, br = ref.rows(tt, qq, vv)
+        # the same closed forms, possibly in another order: each entry a few roundings
+        # (products of at most 4 factors, sums of 2 terms): 16 eps of the terms (relative to
+        # the largest entry; gamma's terms l |sin| v^2 measured by gamma_scale)
         errs = [rel_err(sym.mass(tt, qq), ref.mass(tt, qq)),
                 rel_err(sym.force(tt, qq, vv), ref.force(tt, qq, vv)),
-                rel_err(A, Ar), rel_err(b, br)]
+                rel_err(A, Ar), float(np.abs(b - br).max()) / gamma_scale(Ar, vv, qq)]
         worst = max(worst, *errs)
-    assert worst < 1e-12, worst  # measured 0 (identical formulas)
+    assert worst < 16 * EPS, worst  # measured 0 (identical formulas)
     # the holonomic rows are scleronomic: no t derivative is compiled
     assert sym.holonomic[0].rheonomic is False
 
@@ -112,8 +134,12 @@ def test_four_bar_simulation_matches_reduced_reference():
     tr = run(sym, 1.0, pb.q0, pb.v0, rtol=1e-10, atol=1e-10, stabilization=go.Projection())
     th_ref, _ = four_bar.reference(tr.t)
     # the crank passes th1 = pi/2 (a singular position) at t = 0.58 s; measured 4.3e-10
-    # (integrated at rtol = atol = 1e-10, the problem's own settings)
-    assert np.max(np.abs(tr.q[:, 0] - th_ref)) < 1e-8
+    # (integrated at rtol = atol = 1e-10, the problem's own settings). integration_bound
+    # (dense output) with the growth of the reduced (th1, th1') flow, and the reference's
+    growth = flow_growth(lambda y, ts: np.asarray(four_bar.reference(ts, th0=y[0], w0=y[1])),
+                         [np.pi / 3, 0.0], tr.t)
+    assert np.max(np.abs(tr.q[:, 0] - th_ref)) < integration_bound(tr, growth, dense=True,
+                                                                   ref_tol=1e-13)
 
 
 # =========================================================================== rolling ellipse (paper 002)
@@ -172,11 +198,17 @@ def test_rolling_ellipse_rows_match_complex_step(a_, b_):
         th, w = mp.mpf(qq[2]), mp.mpf(vv[2])
         exact = [float(mp.diff(rho, th, 2) * w**2), float(-mp.diff(rho, th) * w**2)]
         worst_exact = max(worst_exact, float(np.max(np.abs(bb - exact) / np.abs(exact))))
-        assert rel_err(sym.mass(tt, qq), ref.mass(tt, qq)) < 1e-15
-        assert rel_err(sym.force(tt, qq, vv), ref.force(tt, qq, vv)) < 1e-15
-    assert worst_A < 1e-12, worst_A  # complex step: exact Jacobians (measured 2e-16)
-    assert worst_b < 1e-9, worst_b  # measured 1.5e-13
-    assert worst_exact < 1e-14, worst_exact  # measured 7e-16 (per entry, relative)
+        # m, m g, J = m (a^2 + b^2) / 4: up to 4 roundings
+        assert rel_err(sym.mass(tt, qq), ref.mass(tt, qq)) <= 4 * EPS
+        assert rel_err(sym.force(tt, qq, vv), ref.force(tt, qq, vv)) <= 4 * EPS
+    # complex step: exact Jacobians (entries 1 and rho' = (a^2 - b^2) sin cos / rho), up to
+    # ~8 roundings on each side of terms (a^2 + b^2) / (2 min(a, b)) (measured 2e-16)
+    assert worst_A < 16 * EPS * (a_ ** 2 + b_ ** 2) / (2 * min(a_, b_) ** 2), worst_A
+    # the automatic gamma's documented accuracy on its scale (measured 1.5e-13)
+    assert worst_b < 1e-10, worst_b
+    # the symbolic gamma (rho'' w^2, -rho' w^2) against 40 digits: ~16 roundings, amplified
+    # by the cancellation (a^2 + b^2) / |a^2 - b^2| in rho'' (measured 7e-16 per entry)
+    assert worst_exact < 16 * EPS * (a_ ** 2 + b_ ** 2) / abs(a_ ** 2 - b_ ** 2), worst_exact
 
 
 def test_rolling_ellipse_conserves_energy():
@@ -186,9 +218,17 @@ def test_rolling_ellipse_conserves_energy():
     q0 = np.array([0.0, 1.5, np.pi / 2])  # on the long axis's end: rho(pi/2) = a
     v0 = np.array([-0.5 * 1.5, 0.0, 0.5])
     tr = run(sym, 3.0, q0, v0)
-    # measured 1.1e-10 J of 25.6 J; constraint residuals 7e-12
-    assert np.max(np.abs(tr.energy_drift)) < 1e-9 * abs(tr.energy[0])
-    assert tr.position_residual.max() < 1e-10 and tr.velocity_residual.max() < 1e-10
+    # E is a first integral: the local errors (dense output) weighted by |grad E|_1
+    # (measured 1.1e-10 J of 25.6 J)
+    glob = integration_bound(tr, dense=True)
+    assert np.max(np.abs(tr.energy_drift)) < energy_gradient(sym, tr) * glob
+    # residuals: the projection's target |r_i| / |grad_i| <= 1e-15 (1 + max|x|), times the
+    # row norms (<= sqrt(1 + a^2)), plus the rounding of yc - rho(th) (8 eps (|yc| + a)) and
+    # of the velocity rows (3 eps of their terms) (measured 7e-12 without projection)
+    qm, vm = np.abs(tr.q).max(), np.abs(tr.v).max()
+    row = np.sqrt(1 + 1.5**2)
+    assert tr.position_residual.max() < row * 1e-15 * (1 + qm) + 8 * EPS * (qm + 1.5)
+    assert tr.velocity_residual.max() < np.sqrt(2) * (row * 1e-15 * (1 + vm) + 3 * EPS * 2.5 * vm)
 
 
 # =========================================================================== rheonomic
@@ -201,12 +241,20 @@ def test_bead_on_rotating_wire_matches_analytic():
     sym = model.system({m: 0.8, w: om})
     hol = sym.holonomic[0]
     assert hol.rheonomic
-    np.testing.assert_allclose(hol.phi_t(0.3, np.array([1.0, 2.0])), [-om], rtol=1e-15)
+    np.testing.assert_allclose(hol.phi_t(0.3, np.array([1.0, 2.0])), [-om], rtol=EPS)  # -omega
     tr = run(sym, 2.0, [r0, 0.0], [rd0, om])
     r_exact = r0 * np.cosh(om * tr.t) + rd0 / om * np.sinh(om * tr.t)
-    # r'' = omega^2 r; measured 2.5e-12 relative
-    assert np.max(np.abs(tr.q[:, 0] - r_exact)) < 1e-8 * r_exact.max()
-    assert np.max(np.abs(tr.q[:, 1] - om * tr.t)) < 1e-8
+    # r'' = omega^2 r is unstable: errors grow like cosh(omega t) (flow_growth of the closed
+    # form in (r0, r0')); measured 2.5e-12 relative. The closed form rounds to 4 eps |r|.
+    growth = flow_growth(lambda y, ts: np.array([
+        y[0] * np.cosh(om * ts) + y[1] / om * np.sinh(om * ts),
+        y[0] * om * np.sinh(om * ts) + y[1] * np.cosh(om * ts)]), [r0, rd0], tr.t)
+    assert np.max(np.abs(tr.q[:, 0] - r_exact)) < (integration_bound(tr, growth, dense=True)
+                                                   + 4 * EPS * r_exact.max())
+    # phi = omega t is held by the projection: 1e-15 (1 + max|q|) (|grad| = 1) plus the
+    # rounding of phi - omega t (2 eps of its terms)
+    assert np.max(np.abs(tr.q[:, 1] - om * tr.t)) < (1e-15 * (1 + np.abs(tr.q).max())
+                                                     + 2 * EPS * 2 * om * tr.t[-1])
 
 
 A_S, W_S = 0.3, 2.0  # support motion x_s(t) = A_S sin(W_S t)
@@ -224,6 +272,25 @@ def moving_support_reference(t_eval, th0, w0):
     return sol.y[0]
 
 
+def moving_support_bound(tr, th0, w0, lever=1.0):
+    """Bound on |theta_sim - theta_ref|: both runs' integration_bound (the reference at
+    rtol = atol = 1e-12 over its own steps, counted by repeating it) times the growth of
+    the forced pendulum's (theta, theta') flow; ``lever``: theta's error per unit error of
+    the simulated state (1 in the angle, 1/l from Cartesian positions, 2 components)."""
+    def f(tt, y):
+        return [y[1], -G / L_MS * np.sin(y[0]) + A_S * W_S**2 * np.sin(W_S * tt) * np.cos(y[0]) / L_MS]
+
+    def ref(y, ts):
+        return solve_ivp(f, (0.0, float(ts[-1])), y, method="DOP853", rtol=1e-13, atol=1e-13,
+                         t_eval=ts).y
+
+    growth = flow_growth(ref, [th0, w0], tr.t)
+    steps = ivp_reference_steps(f, float(tr.t[-1]), [th0, w0])
+    ymax = max(np.abs(tr.q).max(), np.abs(tr.v).max())
+    ref_glob = (steps + 1) * 2 * np.sqrt(2) * 1e-12 * (1 + ymax)
+    return growth * (lever * integration_bound(tr, dense=True) + ref_glob)
+
+
 def test_moving_support_pendulum_rheonomic_T():
     # one angle; T depends on t explicitly -> g must contain the d/dt terms
     th = dynamicsymbols("theta")
@@ -237,8 +304,9 @@ def test_moving_support_pendulum_rheonomic_T():
     tr = run(sym, 5.0, [th0], [w0])
     ref = moving_support_reference(tr.t, th0, w0)
     # measured 1e-15: the same ODE and integrator settings as the reference, so a wrong
-    # (or missing) rheonomic term of g would be the only source of a difference
-    assert np.max(np.abs(tr.q[:, 0] - ref)) < 1e-8
+    # (or missing) rheonomic term of g would be the only source of a difference; the
+    # bound: both runs' integration errors (moving_support_bound)
+    assert np.max(np.abs(tr.q[:, 0] - ref)) < moving_support_bound(tr, th0, w0)
 
 
 def test_moving_support_pendulum_rheonomic_constraint():
@@ -256,7 +324,8 @@ def test_moving_support_pendulum_rheonomic_constraint():
     xs_t = A_S * np.sin(W_S * tr.t)
     th_sim = np.arctan2(tr.q[:, 0] - xs_t, -tr.q[:, 1])
     ref = moving_support_reference(tr.t, th0, w0)
-    assert np.max(np.abs(th_sim - ref)) < 1e-8  # measured 4.4e-12
+    # theta = atan2(x - x_s, -y): |d theta| <= |dq| / l (measured 4.4e-12)
+    assert np.max(np.abs(th_sim - ref)) < moving_support_bound(tr, th0, w0, lever=1 / L_MS)
 
 
 # =========================================================================== Appell-Hamel (paper 004)
@@ -288,7 +357,8 @@ def test_appell_hamel_rows_match_hand_derived(plain):
         worst = max(worst, rel_err(A, A_hand))
         assert np.all(bb == 0.0)  # f depends on v only: gamma = -(f_q v + f_t) = 0
         assert rel_err(sym.force(tt, qq, vv), [0.0, 0.0, -AH_M * G]) == 0.0
-    assert worst < 1e-12, worst  # measured 1.1e-16
+    # -c x'/s, -c y'/s, 1: ~6 roundings (squares, sum, sqrt, product, division) per side
+    assert worst < 12 * EPS, worst  # measured 1.1e-16
 
 
 def test_nonlinear_nonholonomic_gamma_rheonomic_variant():
@@ -301,7 +371,9 @@ def test_nonlinear_nonholonomic_gamma_rheonomic_variant():
     for tt, qq, vv in random_states(3, seed=3):
         _, bb = sym.rows(tt, qq, vv)
         hand = 1.7 * tt * np.cos(qq[0]) * vv[0] + 1.7 * np.sin(qq[0])
-        assert rel_err(bb, [hand]) < 1e-13  # measured 0 / 1 ulp
+        # ~6 roundings per side of the two terms 1.7 |t cos x x'| and 1.7 |sin x|
+        terms = 1.7 * (abs(tt * np.cos(qq[0]) * vv[0]) + abs(np.sin(qq[0])))
+        assert abs(bb[0] - hand) <= 12 * EPS * terms  # measured 0 / 1 ulp
 
 
 def test_appell_hamel_motion_chetaev():
@@ -325,18 +397,32 @@ def test_appell_hamel_motion_chetaev():
     tr = run(sym, 1.0, np.zeros(3), v0)
     c = AH_B / AH_A
     sdot = -c * G / (1 + c**2)
-    assert sdot == pytest.approx(-AH_A * AH_B * G / (AH_A**2 + AH_B**2), rel=1e-15)
+    # the same quantity written two ways: ~6 roundings each, no cancellation
+    assert sdot == pytest.approx(-AH_A * AH_B * G / (AH_A**2 + AH_B**2), rel=12 * EPS)
     s_exact = 5.0 + sdot * tr.t
     dist = 5.0 * tr.t + sdot * tr.t**2 / 2
     s_sim = np.hypot(tr.v[:, 0], tr.v[:, 1])
     f_sim = tr.v[:, 2] - c * s_sim
     # measured: f 1.1e-14, s 5.8e-15, positions 6e-15, energy 7e-14 (the motion is quadratic
     # in t, which DOP853 integrates exactly up to rounding)
-    assert np.max(np.abs(f_sim)) < 1e-10
-    assert np.max(np.abs(s_sim - s_exact)) < 1e-10
+    # f: the projection's target 1e-15 (1 + max|v|) |f_v| (|f_v| = sqrt(1 + c^2)) plus the
+    # rounding of f (4 eps (|z'| + c s)), here recomputed by the test (2 more roundings)
+    vm = np.abs(tr.v).max()
+    assert np.max(np.abs(f_sim)) < 1e-15 * (1 + vm) * np.sqrt(1 + c * c) + 6 * EPS * 2 * vm
+    # s and the positions: integration_bound (dense output) with the growth of the exact
+    # flow (the closed form q0 + (h, c) (s0 t + s' t^2 / 2) as a function of (q0, x0', y0'))
+    def closed(y, ts):
+        s0, h = np.hypot(y[3], y[4]), np.array([y[3], y[4]]) / np.hypot(y[3], y[4])
+        d = s0 * ts + sdot * ts**2 / 2
+        return np.array([y[0] + h[0] * d, y[1] + h[1] * d, y[2] + c * d,
+                         h[0] * (s0 + sdot * ts), h[1] * (s0 + sdot * ts)])
+    glob = integration_bound(tr, flow_growth(closed, [0.0, 0.0, 0.0, 3.0, 4.0], tr.t), dense=True)
+    assert np.max(np.abs(s_sim - s_exact)) < glob
     np.testing.assert_allclose(tr.q, np.stack([0.6 * dist, 0.8 * dist, c * dist], axis=1),
-                               rtol=0, atol=1e-10)
-    assert np.max(np.abs(tr.energy_drift)) < 1e-10 * AH_M * G
+                               rtol=0, atol=glob)
+    # E is a first integral: the local errors weighted by |grad E|_1
+    assert np.max(np.abs(tr.energy_drift)) < energy_gradient(sym, tr) * integration_bound(
+        tr, dense=True)
 
 
 # =========================================================================== acceleration constraint
@@ -356,9 +442,12 @@ def test_constant_speed_second_order_constraint():
     sym = model.system({m: 1.3, g: G})
     v0 = np.array([1.2, -0.7, 2.0])
     s = float(np.linalg.norm(v0))
-    tr = run(sym, 5.0, np.array([0.3, 0.1, -0.2]), v0)
+    q0 = np.array([0.3, 0.1, -0.2])
+    tr = run(sym, 5.0, q0, v0)
     speed = np.linalg.norm(tr.v, axis=1)
-    assert np.max(np.abs(speed - s)) < 1e-10  # measured 8e-15
+    # the speed is a first integral (v . a = 0): the local errors weighted by
+    # |grad |v||_1 <= sqrt(3) < 2 (integration_bound's factor), never amplified
+    assert np.max(np.abs(speed - s)) < integration_bound(tr, dense=True)  # measured 8e-15
     tau0 = math.atanh(-v0[2] / s)
     tau = G * tr.t / s + tau0
 
@@ -368,10 +457,16 @@ def test_constant_speed_second_order_constraint():
     z_exact = -0.2 - s**2 / G * (lncosh(tau) - lncosh(tau0))
     d_exact = s**2 / G * (np.arctan(np.sinh(tau)) - math.atan(math.sinh(tau0)))
     eh = v0[:2] / np.linalg.norm(v0[:2])
-    # measured 2e-13
-    np.testing.assert_allclose(tr.q[:, 2], z_exact, rtol=0, atol=1e-8)
+    # measured 2e-13. integration_bound (dense output) with the growth of the exact flow
+    # (the same motion's closed form in problems.second_order_particle, as a function of
+    # (q0, v0)); the closed form rounds to ~16 eps of s^2/g (|tau| + 1)
+    growth = flow_growth(lambda y, ts: np.array(list(sop.reference(ts, y[:3], y[3:], G).values())[:6]),
+                         np.r_[q0, v0], tr.t)
+    bound = (integration_bound(tr, growth, dense=True)
+             + 16 * EPS * s**2 / G * (np.abs(tau).max() + 1))
+    np.testing.assert_allclose(tr.q[:, 2], z_exact, rtol=0, atol=bound)
     np.testing.assert_allclose(tr.q[:, :2], np.array([0.3, 0.1]) + d_exact[:, None] * eh,
-                               rtol=0, atol=1e-8)
+                               rtol=0, atol=bound)
 
 
 # =========================================================================== double pendulum
@@ -411,12 +506,25 @@ def test_double_pendulum_angles_vs_cartesian():
     q = tc.q
     th1 = np.arctan2(q[:, 0], -q[:, 1])
     th2 = np.arctan2(q[:, 2] - q[:, 0], -(q[:, 3] - q[:, 1]))
-    # measured 2.8e-12 and 1.8e-11 rad (no stabilization: the rod residuals stay ~1e-11)
-    assert np.max(np.abs(th1 - ta.q[:, 0])) < 1e-8
-    assert np.max(np.abs(th2 - ta.q[:, 1])) < 1e-8
-    # the same energy function (T + V) in both, conserved
-    np.testing.assert_allclose(tc.energy, ta.energy, rtol=0, atol=1e-9)  # measured 1.5e-10 J
-    assert np.max(np.abs(ta.energy_drift)) < 1e-10  # measured 2.2e-11 J (E = -23.6 J)
+    # measured 2.8e-12 and 1.8e-11 rad. Both runs' integration_bound (dense output) times
+    # the growth of the angle flow over 5 s (from ang's own equations at 1e-13); an angle
+    # from Cartesian positions errs by |dp_1| / l1 (th1) or (|dp_1| + |dp_2|) / l2 (th2)
+    def angles(y, ts):                   # (th1, th2, th1', th2') of ang itself at 1e-13
+        r = run(ang, float(ts[-1]), y[:2], y[2:], n_eval=ts.size, rtol=1e-13, atol=1e-13)
+        return np.vstack([r.q.T, r.v.T])
+
+    growth = flow_growth(angles, np.r_[th0, w0], ta.t, samples=60)
+    ga, gc = integration_bound(ta, dense=True), integration_bound(tc, dense=True)
+    assert np.max(np.abs(th1 - ta.q[:, 0])) < growth * (ga + gc / DP["l1"])
+    assert np.max(np.abs(th2 - ta.q[:, 1])) < growth * (ga + 2 * gc / DP["l2"])
+    # the same energy function (T + V) in both, conserved: each run's drift is its local
+    # errors weighted by |grad E|_1 (a first integral: no growth); the two initial values
+    # (the same state in two coordinates) round to 8 eps of the energy's terms
+    Ea, Ec = energy_gradient(ang, ta) * ga, energy_gradient(cart, tc) * gc
+    terms = 0.5 * (DP["m1"] * v1 @ v1 + DP["m2"] * v2 @ v2) + G * (DP["m1"] * abs(p1[1])
+                                                                    + DP["m2"] * abs(p2[1]))
+    np.testing.assert_allclose(tc.energy, ta.energy, rtol=0, atol=Ea + Ec + 16 * EPS * terms)
+    assert np.max(np.abs(ta.energy_drift)) < Ea  # measured 2.2e-11 J (E = -23.6 J)
     # the Cartesian model's mass matrix and force are constant: passed as arrays
     assert cart.constant_mass is not None and cart.constant_force is not None
 
@@ -434,10 +542,20 @@ def test_one_derivation_many_parameter_sets():
     r1, r2 = ellipse_by_hand(1.5, 1.0, 1.7), ellipse_by_hand(1.3, 0.7, 0.9, 9.81)
     for tt, qq, vv in random_states(3, count=5, seed=4):
         for sym, ref in ((s1, r1), (s2, r2)):  # s1 unchanged by building s2
-            assert rel_err(sym.mass(tt, qq), ref.mass(tt, qq)) < 1e-15
-            assert rel_err(sym.force(tt, qq, vv), ref.force(tt, qq, vv)) < 1e-15
-            assert rel_err(sym.rows(tt, qq, vv)[1], ref.rows(tt, qq, vv)[1]) < 1e-9
-            assert sym.energy(tt, qq, vv) == pytest.approx(ref.energy(tt, qq, vv), rel=1e-14)
+            # m, m g, J = m (a^2 + b^2) / 4: up to 4 roundings
+            assert rel_err(sym.mass(tt, qq), ref.mass(tt, qq)) <= 4 * EPS
+            assert rel_err(sym.force(tt, qq, vv), ref.force(tt, qq, vv)) <= 4 * EPS
+            # the reference's automatic gamma: its documented accuracy on its scale
+            # |gamma| + |Phi'| |(1, v)| (test_constraints.py)
+            A_r, b_r = ref.rows(tt, qq, vv)
+            b_s = sym.rows(tt, qq, vv)[1]
+            scale = np.abs(b_r) + np.abs(A_r @ vv) * np.sqrt(1 + vv @ vv)
+            assert np.all(np.abs(b_s - b_r) <= 1e-10 * scale)
+            # T + V: ~8 roundings per side of its terms
+            E = ref.energy(tt, qq, vv)
+            M_r = ref.mass(tt, qq)
+            terms = 0.5 * vv @ (np.diag(M_r) * vv) + np.abs(ref.force(tt, qq, vv) @ qq)
+            assert sym.energy(tt, qq, vv) == pytest.approx(E, abs=16 * EPS * terms)
     assert not np.allclose(s1.rows(0.1, np.ones(3), np.ones(3))[1], s2.rows(0.1, np.ones(3), np.ones(3))[1])
 
 
@@ -452,7 +570,18 @@ def test_damped_oscillator_velocity_dependent_force():
     wn = math.sqrt(7.0 / 1.3)
     wd = wn * math.sqrt(1 - z**2)
     exact = 0.4 * np.exp(-z * wn * tr.t) * (np.cos(wd * tr.t) + z * wn / wd * np.sin(wd * tr.t))
-    assert np.max(np.abs(tr.q[:, 0] - exact)) < 1e-10  # measured 4e-14
+
+    def closed(y, ts):                   # the damped oscillation from (x0, x0')
+        e, c_, s_ = np.exp(-z * wn * ts), np.cos(wd * ts), np.sin(wd * ts)
+        x = e * (y[0] * c_ + (y[1] + z * wn * y[0]) / wd * s_)
+        v = e * (y[1] * c_ - (wn * y[0] + z * y[1]) * wn / wd * s_)
+        return np.array([x, v])
+
+    # integration_bound (dense output) with the growth of the damped flow (<= max(wn, 1/wn)),
+    # plus the closed form's rounding (8 eps of 0.4 (1 + z wn / wd)) (measured 4e-14)
+    growth = flow_growth(closed, [0.4, 0.0], tr.t)
+    assert np.max(np.abs(tr.q[:, 0] - exact)) < (integration_bound(tr, growth, dense=True)
+                                                  + 8 * EPS * 0.4 * (1 + z * wn / wd))
 
 
 def test_velocity_dependent_potential_lorentz_force():
@@ -464,13 +593,24 @@ def test_velocity_dependent_potential_lorentz_force():
     sym = from_lagrangian([x, y], m / 2 * (D(x)**2 + D(y)**2),
                           V=-e * B / 2 * (x * D(y) - y * D(x)), params={m: 1.3, e: 0.8, B: 2.5})
     for tt, qq, vv in random_states(2, count=5, seed=9):
-        assert rel_err(sym.force(tt, qq, vv), [2.0 * vv[1], -2.0 * vv[0]]) < 1e-15
+        # e B = 0.8 * 2.5 = 2 (one rounding) times a velocity (one more)
+        assert rel_err(sym.force(tt, qq, vv), [2.0 * vv[1], -2.0 * vv[0]]) <= 2 * EPS
     np.testing.assert_array_equal(sym.constant_mass, 1.3 * np.eye(2))
     w = 0.8 * 2.5 / 1.3
     tr = run(sym, 3.0, [0.0, 0.0], [0.7, 0.0])
-    # x = (v0/w) sin(w t), y = (v0/w) (cos(w t) - 1); measured 2.2e-12
+
+    def closed(y, ts):                   # the circle from (x0, y0, x0', y0'), clockwise
+        c_, s_ = np.cos(w * ts), np.sin(w * ts)
+        return np.array([y[0] + (y[2] * s_ + y[3] * (1 - c_)) / w,
+                         y[1] + (y[2] * (c_ - 1) + y[3] * s_) / w,
+                         y[2] * c_ + y[3] * s_, -y[2] * s_ + y[3] * c_])
+
+    # x = (v0/w) sin(w t), y = (v0/w) (cos(w t) - 1); measured 2.2e-12. integration_bound
+    # (dense output) with the growth of the flow, plus 4 eps of v0/w for the closed form
+    growth = flow_growth(closed, [0.0, 0.0, 0.7, 0.0], tr.t)
     np.testing.assert_allclose(tr.q, 0.7 / w * np.stack([np.sin(w * tr.t), np.cos(w * tr.t) - 1], 1),
-                               rtol=0, atol=1e-10)
+                               rtol=0, atol=integration_bound(tr, growth, dense=True)
+                               + 4 * EPS * 0.7 / w)
 
 
 def test_plain_symbols_and_explicit_velocity_symbols():
@@ -487,11 +627,13 @@ def test_plain_symbols_and_explicit_velocity_symbols():
     qq, vv = np.array([0.3, -1.2]), np.array([0.8, 2.1])
     for s in (a, b):
         np.testing.assert_array_equal(s.constant_mass, np.diag([1.0, 3.0]))
-        np.testing.assert_allclose(s.force(0.0, qq, vv), [0.84, -0.21], rtol=1e-15)
+        # -k (y, x): one rounding of the product, one of the literal
+        np.testing.assert_allclose(s.force(0.0, qq, vv), [0.84, -0.21], rtol=2 * EPS)
         A, bb = s.rows(0.0, qq, vv)
-        # rows: holonomic [y, x] a = -2 x' y'; acceleration v . a = 0
-        np.testing.assert_allclose(A, [[-1.2, 0.3], [0.8, 2.1]], rtol=1e-15)
-        np.testing.assert_allclose(bb, [-2 * 0.8 * 2.1, 0.0], rtol=1e-15)
+        # rows: holonomic [y, x] a = -2 x' y'; acceleration v . a = 0 (copies of q, v, and
+        # a product of three factors: two roundings)
+        np.testing.assert_allclose(A, [[-1.2, 0.3], [0.8, 2.1]], rtol=0, atol=0)
+        np.testing.assert_allclose(bb, [-2 * 0.8 * 2.1, 0.0], rtol=2 * EPS)
 
 
 def test_constant_rows_are_read_only_arrays_and_simulate():
@@ -505,12 +647,23 @@ def test_constant_rows_are_read_only_arrays_and_simulate():
     assert sym.constant_mass is not None and sym.constant_force is not None
     a_exact = -G * math.sin(0.4) * np.array([math.cos(0.4), math.sin(0.4)])
     q0, v0 = np.array([1.0, math.tan(0.4)]), np.array([0.5, 0.5 * math.tan(0.4)])
+    A, b = sym.rows(0.0, q0, v0)
     for solver in ("closed_form", "lagrange"):
-        np.testing.assert_allclose(go.solve_step(sym, 0.0, q0, v0, solver=solver).a, a_exact,
-                                   rtol=1e-14)
+        r = go.solve_step(sym, 0.0, q0, v0, solver=solver)
+        # the verified step (step_error_bound) plus the rounding of a_exact (4 eps of g)
+        da = step_error_bound(sym.mass(0.0, q0), sym.force(0.0, q0, v0), A, b, r.a,
+                              direct_tolerance(2, 1))
+        np.testing.assert_allclose(r.a, a_exact, rtol=0, atol=da + 4 * EPS * G)
     tr = run(sym, 1.0, q0, v0, n_eval=11)
+    # integration_bound (dense output) with the growth of the free flight along the line
+    # (q0 + v0 t + a t^2 / 2: velocity errors carried into the positions, 1 + t), plus the
+    # rounding of the closed form (4 eps of its terms)
+    growth = flow_growth(lambda y, ts: np.vstack([
+        y[:2, None] + np.outer(y[2:], ts) + np.outer(a_exact, ts**2 / 2),
+        y[2:, None] + np.outer(a_exact, ts)]), np.r_[q0, v0], tr.t)
     np.testing.assert_allclose(tr.q, q0 + np.outer(tr.t, v0) + np.outer(tr.t**2 / 2, a_exact),
-                               rtol=0, atol=1e-12)
+                               rtol=0, atol=integration_bound(tr, growth, dense=True)
+                               + 4 * EPS * (np.abs(q0).max() + np.abs(v0).max() + G))
 
 
 # =========================================================================== compiled code
@@ -533,9 +686,11 @@ def test_compiled_pieces_agree_with_sympy_evaluation():
             A, b = mdl.function("phi_rows", P)(tt, qq, vv)
             assert F.dtype == A.dtype == b.dtype == np.float64
             assert F.shape == (4,) and A.shape == (2, 4) and b.shape == (2,)
-            assert rel_err(F, expect["F"].ravel()) < 1e-14
-            assert rel_err(A, expect["phi_q"]) < 1e-14
-            assert rel_err(b, expect["phi_gamma"].ravel()) < 1e-14
+            # constants m g, entries 2 (x_i - x_j), and -2 |v_i - v_j|^2: at most ~8 roundings
+            # of terms without cancellation, against 30 digits
+            assert rel_err(F, expect["F"].ravel()) <= 8 * EPS
+            assert rel_err(A, expect["phi_q"]) <= 8 * EPS
+            assert rel_err(b, expect["phi_gamma"].ravel()) <= 8 * EPS
 
 
 def test_simplified_equals_raw_derivation_with_rheonomic_kinetic_energy():
@@ -551,7 +706,12 @@ def test_simplified_equals_raw_derivation_with_rheonomic_kinetic_energy():
     for tt, qq, vv in random_states(2, count=10, seed=10):
         for piece in ("mass", "force", "inertia", "energy"):
             args = (tt, qq) if piece == "mass" else (tt, qq, vv)
-            assert rel_err(simp.function(piece, P)(*args), raw.function(piece, P)(*args)) < 1e-13
+            # two forms of the same expression (expanded and rebuilt): ~16 roundings per
+            # side of products of a few sin/cos factors, parameters and velocities, whose
+            # size is bounded by the sum of the absolute terms; that sum is at most
+            # (1 + A W / |v| + ...) ~ 4 times the largest entry at these states
+            assert rel_err(simp.function(piece, P)(*args), raw.function(piece, P)(*args)) \
+                <= 4 * 32 * EPS
 
 
 def test_double_pendulum_mass_and_christoffel_terms_by_hand():
@@ -566,8 +726,9 @@ def test_double_pendulum_mass_and_christoffel_terms_by_hand():
         s12, c12 = math.sin(qq[0] - qq[1]), math.cos(qq[0] - qq[1])
         g_hand = [m2 * l1 * l2 * s12 * vv[1]**2, -m2 * l1 * l2 * s12 * vv[0]**2]
         M_hand = [[(m1 + m2) * l1**2, m2 * l1 * l2 * c12], [m2 * l1 * l2 * c12, m2 * l2**2]]
-        assert rel_err(ginert(tt, qq, vv), g_hand) < 1e-13
-        assert rel_err(mass(tt, qq), M_hand) < 1e-14
+        # products of 4-5 factors: ~6 roundings per side
+        assert rel_err(ginert(tt, qq, vv), g_hand) <= 12 * EPS
+        assert rel_err(mass(tt, qq), M_hand) <= 12 * EPS
     assert "sin(_gq0)**2" not in mdl.source("mass")  # simplified: sin^2 + cos^2 = 1
 
 
@@ -605,10 +766,16 @@ def test_from_mechanics_double_pendulum(kind):
     ref = double_pendulum_angles().system(P)
     assert mech.coordinates == ("th1", "th2")
     for tt, qq, vv in random_states(2, seed=7):
-        assert rel_err(mech.mass(tt, qq), ref.mass(tt, qq)) < 1e-13
-        assert rel_err(mech.force(tt, qq, vv), ref.force(tt, qq, vv)) < 1e-13
+        # the same mass matrix and forces derived along two routes (sympy's mechanics and
+        # gaussopt's): products of a few factors, ~16 roundings per side, and the forces
+        # sum terms of up to m2 l1 l2 v^2 + (m1 + m2) g l (gamma_scale-like), 2x the entries
+        assert rel_err(mech.mass(tt, qq), ref.mass(tt, qq)) <= 32 * EPS
+        assert rel_err(mech.force(tt, qq, vv), ref.force(tt, qq, vv)) <= 2 * 32 * EPS
         if kind == "lagrange":  # the Jacobi integral = T + V here
-            assert mech.energy(tt, qq, vv) == pytest.approx(ref.energy(tt, qq, vv), rel=1e-13)
+            E = ref.energy(tt, qq, vv)
+            terms = 0.5 * abs(vv @ ref.mass(tt, qq) @ vv) + np.abs(ref.force(tt, qq, np.zeros(2))
+                                                                   @ np.ones(2)) * 3
+            assert mech.energy(tt, qq, vv) == pytest.approx(E, abs=32 * EPS * terms)
     assert mech.has_energy == (kind == "lagrange")
     model = from_mechanics(_mechanics_double_pendulum(kind), model=True)
     assert isinstance(model, SymbolicModel)
@@ -629,8 +796,9 @@ def test_from_mechanics_lagranges_method_with_constraints():
     for tt, qq, vv in random_states(2, seed=8):
         A, b = mech.rows(tt, qq, vv)
         Ar, br = ref.rows(tt, qq, vv)
-        assert rel_err(A, Ar) < 1e-15 and rel_err(b, br) < 1e-15
-        assert rel_err(mech.force(tt, qq, vv), ref.force(tt, qq, vv)) < 1e-15
+        # the same rows and forces (2 x, 2 y, -k y ...): at most 2 roundings per side
+        assert rel_err(A, Ar) <= 4 * EPS and rel_err(b, br) <= 4 * EPS
+        assert rel_err(mech.force(tt, qq, vv), ref.force(tt, qq, vv)) <= 4 * EPS
 
 
 # =========================================================================== errors
@@ -665,8 +833,9 @@ def test_errors():
     with pytest.raises(ModelError, match=r"cannot compile force .* modules='math'.*scipy"):
         from_lagrangian([x], D(x)**2, V=sp.besselj(0, x))
     sysm = from_lagrangian([x], D(x)**2, V=sp.besselj(0, x), modules="scipy")
+    # F = -d/dx J0 = J1(0.5): scipy's j1 (Cephes, a few ulps) and the 16-digit literal
     assert sysm.force(0.0, np.array([0.5]), np.array([0.0]))[0] == pytest.approx(
-        0.2422684576748739, rel=1e-14)  # F = -d/dx J0 = J1(0.5)
+        0.2422684576748739, rel=8 * EPS)
     with pytest.raises(ModelError, match=r"parameter values make force undefined .*math domain"):
         from_lagrangian([x], D(x)**2, V=sp.sqrt(k) * x, params={k: -2.0})
     with pytest.raises(ModelError, match=r"`params` keys must be sympy Symbols or their names"):
@@ -691,16 +860,28 @@ def test_kanes_method_with_dependent_speeds_is_rejected():
 
 
 # =========================================================================== cost
-def test_compile_once_and_call_cost():
-    """Per-call costs are small compared to a Gauss step (~10 us); loose bound
-    on this shared machine (measured medians: mass (constant) 0.1 us, force
-    1.2 us, rows 2.2 us on the four-bar)."""
-    import timeit
+def test_compile_once():
+    """A model is derived, lambdified and compiled once: a second system with other
+    parameter values reuses every compiled piece and the generated numba module
+    (nothing is generated again), and its functions use the new values.
+    (Per-call costs are measured in benchmarks/, not asserted here.)"""
+    import gaussopt.symbolic as S
+    from gaussopt import codegen
+
     model, (m, l, g, psi) = four_bar_model()
-    t0 = time.perf_counter()
     sym = model.system({m: 12, l: 2, g: 9.8, psi: 450})
-    build = time.perf_counter() - t0
-    assert build < 10.0
+    pieces = dict(model._compiled)
+    module = model._numba
+    calls = []
+    orig_compile, orig_load = S._compile, codegen.load_module
+    try:
+        S._compile = lambda *a, **k: calls.append("lambdify") or orig_compile(*a, **k)
+        codegen.load_module = lambda *a, **k: calls.append("numba") or orig_load(*a, **k)
+        sym2 = model.system({m: 6, l: 2, g: 9.8, psi: 450})
+    finally:
+        S._compile, codegen.load_module = orig_compile, orig_load
+    assert calls == []
+    assert model._numba is module and all(model._compiled[k] is c for k, c in pieces.items())
     qq, vv = np.array([0.3, 0.2, 0.1]), np.array([1.0, -2.0, 0.5])
-    cost = min(timeit.repeat(lambda: sym.rows(0.0, qq, vv), number=2000, repeat=5)) / 2000
-    assert cost < 50e-6, cost
+    # M is linear in m: halving m halves M exactly (one rounding of the same products)
+    np.testing.assert_allclose(sym2.mass(0.0, qq), 0.5 * sym.mass(0.0, qq), rtol=4 * EPS, atol=0)

@@ -186,12 +186,13 @@ def test_verification_rejects_a_wrong_result_and_falls_back():
     M, F = np.diag([2.0, 3.0, 0.5]), np.array([1.0, -4.0, 0.3])
     A, b = np.array([[1.0, 1.0, 0.0]]), np.array([0.5])
     z = np.zeros(1)
-    (status, w, nu, live, An, bn, s, r, Ur, Vr, N, beta, c_norm, LH, dmin,
-     flags) = K.decide(M, A, b, z, 0.0, 1e-8)
-    a = K.closed_form(M, F, Vr, N, beta, LH, w)
+    w = K.make_work(3, 1)
+    status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, z, 0.0, 1e-8, w)
+    assert status == K.OK
+    a = K.closed_form(M, F, wgt, mL, r, w).copy()
     tol = K.direct_tolerance(3, 1)
-    assert max(K.verify(M, F, An, bn, Ur, Vr, s, a)) <= tol
-    assert max(K.verify(M, F, An, bn, Ur, Vr, s, a * (1 + 1e-6))) > tol
+    assert max(K.verify(M, F, a, mL, r, k, w)) <= tol
+    assert max(K.verify(M, F, a * (1 + 1e-6), mL, r, k, w)) > tol
 
 
 # --------------------------------------------------------------------------- 4. no lost run

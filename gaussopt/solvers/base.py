@@ -12,15 +12,20 @@ A, b, want_lam) -> (a, lam, info)``.
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 from typing import Callable, Optional
 
 import numpy as np
 
+from .. import engine as E
 from .. import kernel as K
+from ..model import model_functions
+from ..point import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS, S_GAUSS, S_K, S_NULLF,
+                     S_R, S_RESID, S_RHO, layout, make_context, solve_at)
 from ..exceptions import ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
-from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss
+from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss, workspace
 from ..result import StepResult
 from ..system import System
 
@@ -85,6 +90,7 @@ class StepSolver:
         self.system = system
         self.objective = objective
         self.rank_tol = float(rank_tol)
+        self._root = math.sqrt(self.rank_tol)   # inconsistency above it: a least-squares step
         self._fixed_ref = None
         if row_scale is not None:
             ref = np.asarray(row_scale, dtype=float).ravel()
@@ -112,6 +118,7 @@ class StepSolver:
                 self._P_const = P
                 self._null_force_check = True
         self.last_info: dict = {}
+        self._ctx = None                    # the compiled step's context (point.py), lazily
         self._mismatch_warned = False
         self.least_squares_steps: list = []
 
@@ -146,8 +153,9 @@ class StepSolver:
         rows the largest it has been (:data:`gaussopt.kernel.FOLD_TOL`)."""
         if A.shape[0] == 0:
             return
-        A = np.ascontiguousarray(A, dtype=float)
-        sl = float(K.smallest_live_sigma(A, self.rank_tol)) if np.all(np.isfinite(A)) else 0.0
+        A = np.array(A, dtype=float)
+        sl = (float(K.smallest_live_sigma(A, self.rank_tol, workspace(A.shape[1], A.shape[0])))
+              if np.all(np.isfinite(A)) else 0.0)
         if np.isfinite(sl) and sl > self._sref[0]:
             self._sref[0] = sl
         if self._fixed_ref is not None:
@@ -235,6 +243,10 @@ class StepSolver:
 
     def solve(self, t: float, q: np.ndarray, v: np.ndarray) -> StepResult:
         """Solve one step at ``(t, q, v)`` and return the full :class:`StepResult`."""
+        if self._method is not None:
+            res = self._solve_compiled(t, q, v, True)
+            if res is not None:
+                return res
         M, F, A, b = self._prepare(t, q, v)
         Fobj, d = self._objective_force(M, F)
         a, lam, info = self._step(t, q, v, M, Fobj, A, b, True)
@@ -254,6 +266,10 @@ class StepSolver:
     def acceleration(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Hot path: accelerations only (no multipliers, constraint force, Gauss value,
         residual or objective-mismatch diagnostics); verified all the same."""
+        if self._method is not None:
+            a = self._solve_compiled(t, q, v, False)
+            if a is not None:
+                return a
         M, F, A, b = self._prepare(t, q, v)
         if self.objective == "paper":
             F, _ = self._objective_force(M, F)
@@ -261,6 +277,90 @@ class StepSolver:
         if info.get("least_squares"):
             self._record_least_squares(t, q, v, A, b, float(info["inconsistency"]))
         return a
+
+    # ------------------------------------------------------------- compiled path
+    def _context(self):
+        """The compiled step's context (:mod:`gaussopt.point`), built on first use, or
+        None when the step has to run in Python: a model without compiled functions,
+        the ``"paper"`` objective, a ``b`` hook (Baumgarte), rows not yet counted."""
+        ctx = self._ctx
+        if ctx is not None:
+            return ctx if ctx is not False and self.b_correction is None else None
+        system = self.system
+        if system._row_counts is None or self.b_correction is not None:
+            return None
+        if (getattr(system, "compiled", None) is None or self.objective != "exact"
+                or system.inequalities):
+            self._ctx = False
+            return None
+        mf = model_functions(system)
+        n, m = system.n, mf.m
+        bufs = mf.buffers
+        oi = np.zeros(9, dtype=np.int64)
+        of = np.zeros(11)
+        oi[E.I_SOLVER] = self._method
+        oi[E.I_CHECKSYM] = int(self._check_symmetry)
+        of[E.F_RANKTOL] = self.rank_tol
+        P = self._P_const if self._P_const is not None else np.zeros((0, 0))
+        out = np.zeros(layout(n, m)[4] + N_SCALARS)
+        work = K.make_work(n, m)
+        handle = make_context(
+            mf.addrs, E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol),
+            E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
+            work, np.ascontiguousarray(P, dtype=float), out)
+        self._ctx = ctx = (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
+        return ctx
+
+    def _solve_compiled(self, t, q, v, full: bool):
+        """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
+        accelerations; None when the Python path must take it (no compiled model, or
+        anything but a clean success: the Python path raises the specific error)."""
+        ctx = self._ctx
+        if ctx is None or ctx is False or self.b_correction is not None:
+            ctx = self._context()
+            if ctx is None:
+                return None
+        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work = ctx
+        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
+                and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)):
+            q = np.ascontiguousarray(q, dtype=float)
+            v = np.ascontiguousarray(v, dtype=float)
+            if q.shape != (n,) or v.shape != (n,):
+                return None
+        ref = self.row_ref
+        if ref is None:
+            ref = zero_ref
+        elif ref.shape != (m,):
+            return None
+        with self._lock:
+            status = solve_at(handle, ref, float(t), q, v, full)
+            if status != 0:
+                if status == K.NONFINITE:
+                    for x, label in ((q, "q"), (v, "v")):
+                        if not np.all(np.isfinite(x)):
+                            raise ModelError(f"`{label}` contains NaN or inf: {x}.")
+                return None
+            o = out.copy()
+            r, k, rho, _, be, flags, gauss, resid, nullf, dropped = out[sc:].tolist()
+            if full and dropped:
+                dropped = np.flatnonzero(K.view(work, "live", m) == 0).tolist()
+        if nullf > NULL_FORCE_RTOL:
+            return None                       # the objective-mismatch check runs in Python
+        lsq = rho > self._root
+        if not full:
+            if lsq:
+                self._record_least_squares(t, q, v, *self.system.rows(t, q, v), rho)
+            return o[sa]
+        r = int(r)
+        flags = int(flags)
+        sigma = o[ss]
+        info = {"rank": r, "sigma_min": float(sigma[r - 1]) if r else 1.0,
+                "sigma": sigma[:int(k)], "dropped_rows": dropped or [],
+                "inconsistency": rho, "least_squares": lsq, "backward_error": be,
+                "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
+                "solver": self.name, "rank_tol": self.rank_tol, "residual": resid}
+        self.last_info = info
+        return StepResult(o[sa], o[sq], o[sl], gauss, info)
 
     def _record_least_squares(self, t, q, v, A, b, size: float) -> None:
         """Remember a least-squares step: time, relative size, rows involved (the rows

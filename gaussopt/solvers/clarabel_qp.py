@@ -799,6 +799,92 @@ class ClarabelQP:
         return Po, qo, Ao, bo, (d if code == 0 else None), (rinv if mp else None), s
 
     # ------------------------------------------------------------------
+    def _run(self, Pv, qv, Av, bv, rebuild, first=None, want_info=True):
+        """Clarabel on values of the built patterns (inside the lock): the primary
+        attempt, then (on failure) the fallback attempts (module docstring).
+
+        ``rebuild``: build the solver from the primary attempt's data instead of
+        updating it; ``first``: the primary attempt's scaled data if the caller has
+        them (:meth:`solve_values`). Returns ``(sol, info, d, rinv, s, raw, attempts)``
+        of the attempt chosen (``info`` None unless ``want_info``).
+        """
+        tries = self._attempts if self.fallback else self._attempts[:1]
+        chosen = None
+        for k, (mode, alt) in enumerate(tries):
+            if k == 0 and first is not None:
+                Ps, qs, As, bs, d, rinv, s = first
+            else:
+                Ps, qs, As, bs, d, rinv, s = self._scale(Pv, qv, Av, bv, mode)
+            if k == 0 and rebuild:
+                self._build(Ps, qs, As, bs)
+            else:
+                self._solver.update(P=Ps.tolist(), q=qs.tolist(), A=As.tolist(), b=bs.tolist())
+                if k == 0:
+                    self.updates += 1
+            if alt is not None:
+                self._solver.update(settings=alt)
+                try:
+                    sol = self._solver.solve()
+                finally:
+                    self._solver.update(settings=self.settings)
+            else:
+                sol = self._solver.solve()
+            self.solves += 1
+            raw = str(sol.status)
+            res = (sol, self._solver.get_info() if want_info else None, d, rinv, s, raw)
+            if raw in _FINAL_RAW:
+                chosen = res
+                break
+            if chosen is None or (chosen[5] != "AlmostSolved" and raw == "AlmostSolved"):
+                chosen = res
+        if k > 0:
+            self.fallbacks += 1
+        return (*chosen, k + 1)
+
+    def solve_values(self, Pv, qv, Av, bv, first):
+        """Solve for data given as values on the built patterns: the fast entry of
+        :class:`~gaussopt.solvers.QP` (no input checks, no pattern mapping).
+
+        Parameters
+        ----------
+        Pv, qv, Av, bv : ndarray
+            Values of ``P`` (upper triangle), ``q``, ``[A_eq; -G]`` and ``[b_eq; -h]``
+            in the CSC order of the patterns the solver was built with
+            (``P_pattern``, ``A_pattern``), unscaled (the fallback attempts scale
+            them), finite.
+        first : tuple
+            ``(Ps, qs, As, bs, d, rinv, s)``: the same data scaled with the primary
+            scaling, as :meth:`_scale` gives them (``d``, ``rinv`` may be arrays of
+            ones where it gives None), computed by the caller (in its compiled
+            kernel, :func:`gaussopt.solvers.qp_step.prepare`).
+
+        Returns
+        -------
+        xs, zs : ndarray
+            Clarabel's primal and dual solution of the scaled problem.
+        d, rinv, s
+            The scaling of the attempt returned (``x = d xs``, ``z_i = zs_i rinv_i / s``;
+            ``d``, ``rinv`` None for ones); the arrays of ``first`` when the primary
+            attempt is returned.
+        raw_status : str
+            Clarabel's ``SolverStatus`` name (:data:`STATUS_NAMES` maps it).
+        iterations, attempts : int
+        solve_time : float
+            Wall time of update and solve(s), seconds.
+        """
+        with self._lock:
+            if self._solver is None:
+                raise ValueError("ClarabelQP.solve_values: the solver is not built (give "
+                                 "P_pattern and A_pattern to the constructor)")
+            t0 = time.perf_counter()
+            sol, _, d, rinv, s, raw, attempts = self._run(Pv, qv, Av, bv, not self._update_ok,
+                                                          first, False)
+            xs = np.array(sol.x, dtype=float)
+            zs = np.array(sol.z, dtype=float)
+            t1 = time.perf_counter()
+        return xs, zs, d, rinv, s, raw, int(sol.iterations), attempts, t1 - t0
+
+    # ------------------------------------------------------------------
     def solve(self, P, q, Aeq=None, beq=None, G=None, h=None) -> QPSolution:
         """Solve ``min 0.5 a'Pa + q'a  s.t.  Aeq a = beq, G a >= h`` for new data.
 
@@ -881,36 +967,7 @@ class ClarabelQP:
                 Pv = self._P_values(Pk, Px)
                 Av = self._A_values(blocks)
                 rebuilt = True
-            tries = self._attempts if self.fallback else self._attempts[:1]
-            chosen = None
-            for k, (mode, alt) in enumerate(tries):
-                Ps, qs, As, bs, d, rinv, s = self._scale(Pv, qv, Av, bv, mode)
-                if k == 0 and rebuilt:
-                    self._build(Ps, qs, As, bs)
-                else:
-                    self._solver.update(P=Ps.tolist(), q=qs.tolist(), A=As.tolist(), b=bs.tolist())
-                    if k == 0:
-                        self.updates += 1
-                if alt is not None:
-                    self._solver.update(settings=alt)
-                    try:
-                        sol = self._solver.solve()
-                    finally:
-                        self._solver.update(settings=self.settings)
-                else:
-                    sol = self._solver.solve()
-                self.solves += 1
-                raw = str(sol.status)
-                res = (sol, self._solver.get_info(), d, rinv, s, raw)
-                if raw in _FINAL_RAW:
-                    chosen = res
-                    break
-                if chosen is None or (chosen[5] != "AlmostSolved" and raw == "AlmostSolved"):
-                    chosen = res
-            sol, info, d, rinv, s, raw = chosen
-            attempts = k + 1
-            if k > 0:
-                self.fallbacks += 1
+            sol, info, d, rinv, s, raw, attempts = self._run(Pv, qv, Av, bv, rebuilt)
             x = np.array(sol.x, dtype=float)
             zz = np.array(sol.z, dtype=float)
             t1 = time.perf_counter()

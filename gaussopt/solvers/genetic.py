@@ -16,6 +16,74 @@ __all__ = ["Genetic"]
 MODES = ("nullspace", "penalty")
 
 
+EPS = float(np.finfo(float).eps)
+
+
+def _distance(a, M, F, Vr, beta, N, lam_H, U_H):
+    """``|a - a*|`` from the residuals of ``a``, and ``c = Vr^T a - beta`` (see :func:`_accuracy`)."""
+    c = Vr.T @ a - beta
+    if N.shape[1] == 0:
+        return float(np.sqrt(c @ c)), c
+    if not lam_H[0] > 0:
+        return np.inf, c
+    g = N.T @ (M @ a - F) - N.T @ (M @ (Vr @ c))
+    y = U_H @ ((U_H.T @ g) / lam_H)
+    return float(np.sqrt(c @ c + y @ y)), c
+
+
+def _accuracy(a, M, F, Vr, beta, N, lam_H, U_H):
+    """An upper bound on ``|a - a*|`` computed from the residuals of ``a`` alone (``a*``
+    unknown), and the constraint violation ``c = Vr^T a - beta``.
+
+    Derivation. The rank decision keeps the orthonormal row directions ``Vr`` (n, r): the
+    constraint set is ``{Vr^T a = beta}``, and ``N`` (n, k) is an orthonormal basis of
+    their null space (``[Vr N]`` orthogonal). The optimum ``a*`` (the closed form's target)
+    is characterized by ``Vr^T a* = beta`` and ``N^T (M a* - F) = 0``. Write any ``a`` as
+    ``a - a* = Vr c + N y``. Then
+
+    * ``c = Vr^T a - beta`` (the constraint violation in orthonormal coordinates), and
+    * ``N^T (M a - F) = N^T M (a - a*) = N^T M Vr c + H y`` with ``H = N^T M N``
+      (positive definite: the motion is determinate), so
+      ``y = H^-1 (N^T (M a - F) - N^T M Vr c)``,
+
+    hence ``|a - a*|^2 = |c|^2 + |y|^2`` *exactly* (for a quadratic ``G`` this is the
+    length of the Newton step from ``a``, which lands on ``a*``). It is a statement about
+    the point ``a`` whatever produced it: it covers a search stopped anywhere (generation
+    cap, stall, a radius collapsed at the rounding level of the objective's values) and,
+    in penalty mode, the bias of the penalized minimizer ``a_pen`` (infeasible, ``c ~
+    |lam| / pen``, and not stationary on the constraint set) -- no separate term for
+    either is needed, nor could a bound built from the search radius be trusted: the
+    radius says nothing of the distance to ``a*`` when the search crawls along an
+    ill-conditioned valley (the penalty Hessian has condition ~ pen / lambda(M)).
+
+    Rounding. ``c`` and ``g = N^T (M a - F)`` are computed with absolute errors of at
+    most ``~(n + 2) eps (sqrt(n) |a| + |beta|)`` and ``~(n + 2) eps sqrt(k) (|M|_F (|a| +
+    |c|) + |F|)`` (first-order bounds for sums of ``n`` products; ``|N^T x| <= |x|``); the
+    second is amplified by ``|H^-1| = 1 / lambda_min(H)`` into ``y``, and the solve with
+    ``H`` (through its eigendecomposition) adds a relative error ``~ k cond(H) eps``.
+    Returned, with a factor 4 of safety on the first-order terms::
+
+        (1 + 4 k cond(H) eps) sqrt(|c|^2 + |y|^2)
+            + 4 (n + 2) eps [sqrt(n) |a| + |beta| + sqrt(k) (|M|_F (|a| + |c|) + |F|) / lambda_min(H)]
+
+    It bounds the distance to the exact optimum over the decision's rows ``(Vr, beta)``,
+    the problem every solver solves; the rounding of the decision itself (``~ eps /
+    sigma_min``, relative) is shared with them.
+    """
+    n, k = a.shape[0], N.shape[1]
+    dist, c = _distance(a, M, F, Vr, beta, N, lam_H, U_H)
+    if not np.isfinite(dist):
+        return np.inf, c
+    na, nc = float(np.sqrt(a @ a)), float(np.sqrt(c @ c))
+    margin = float(np.sqrt(n)) * na + float(np.sqrt(beta @ beta))
+    cond = 1.0
+    if k:
+        cond = float(lam_H[-1] / lam_H[0])
+        margin += np.sqrt(k) * (float(np.linalg.norm(M)) * (na + nc)
+                                + float(np.sqrt(F @ F))) / float(lam_H[0])
+    return float((1 + 4 * k * cond * EPS) * dist + 4 * (n + 2) * EPS * margin), c
+
+
 class Genetic(StepSolver):
     """Minimize the Gauss function with a genetic algorithm (pygad).
 
@@ -31,8 +99,16 @@ class Genetic(StepSolver):
         (rows normalized, scaled by the mass scale) is added, as paper 001 does.
     seed : int, default 0
         Seed of the first step; step ``k`` uses ``seed + k`` so a run is reproducible.
-    tol : float, default 1e-10
-        Relative size of the final search box (stopping criterion).
+    tol : float, default 1e-8
+        Relative accuracy asked for: the search box shrinks to ``tol (1 + |z_j|)``
+        per gene (the stopping criterion), and a
+        :class:`~gaussopt.exceptions.ConvergenceWarning` is issued (once per solver)
+        when the accuracy achieved, ``info["tolerance"]``, is worse than
+        ``tol (1 + |a|)`` (``info["requested"]``). A search that compares values only
+        resolves ``a`` to about ``sqrt(eps)`` relative (:mod:`.ga_kernel`), so a ``tol``
+        much below ``1e-8`` is usually not reached (1e-10 was reached at only ~10 % of
+        random four-bar and pendulum states); in ``"penalty"`` mode the penalty's bias
+        (``info["penalty_bias"]``, ~ ``|lam| / penalty``) is a floor too.
     max_generations : int, default 400
     sol_per_pop : int, default 20
     penalty : float, default 1e6
@@ -46,15 +122,36 @@ class Genetic(StepSolver):
     Notes
     -----
     The warm start is the previous step's accelerations projected onto the
-    current constraint set. ``info`` reports ``generations``, ``evaluations``,
-    ``gauss`` (achieved), ``gauss_opt`` (the optimum, from the closed form: the
-    lower bound no feasible ``a`` can beat), ``gap`` and ``error_bound``
-    (``sqrt(2 gap / lambda_min(N^T M N))``, a bound on ``|a - a*|`` valid
-    because the objective is quadratic), ``error`` (``|a - a*|`` measured) and
-    ``tolerance``, the GA's own accuracy claim (final search radius times
-    ``sqrt(genes)``), which needs no knowledge of the optimum. The gap is
-    evaluated as ``0.5 d^T M d + (M a* - F)^T d`` (``d = a - a*``), free of the
-    cancellation in ``G(a) - G(a*)``.
+    current constraint set. ``a*`` below is the optimum (the closed form's result
+    with the same rank decision), ``N`` an orthonormal basis of the null space of
+    the kept rows and ``V_r`` of their row space (``V_r^T a = beta`` on the
+    constraint set). ``info`` reports, besides the shared rank decision:
+
+    * ``generations``, ``evaluations``, ``genes``, ``converged`` (the search stopped
+      by its own radius/stall test rather than at ``max_generations``; it says
+      nothing of the accuracy: see ``tolerance``);
+    * ``gauss`` (``G(a)``) and ``gauss_opt`` (``G(a*)``, the lower bound no feasible
+      ``a`` can beat), and ``gap``, ``G(a) - G(a*)``, evaluated as
+      ``0.5 d^T M d + (M a* - F)^T d`` (``d = a - a*``, free of the cancellation in
+      the difference); in ``"penalty"`` mode ``a`` is not feasible and the gap can
+      be negative;
+    * ``error``, ``|a - a*|`` measured against the closed form;
+    * ``error_bound``, a bound on ``|a - a*|`` from the closed form's optimum:
+      ``|c| + sqrt(2 gap_f / lambda_min(N^T M N))``, with ``c = V_r^T a - beta``
+      (the constraint violation; 0 up to rounding in ``"nullspace"`` mode) and
+      ``gap_f`` the gap of the feasible point ``a - V_r c`` (valid because the
+      objective is quadratic);
+    * ``tolerance``, the accuracy achieved: an upper bound on ``|a - a*|``
+      computed from the residuals of ``a`` alone, without ``a*`` (the Newton
+      step from ``a``, ``|a - a*|^2 = |c|^2 + |(N^T M N)^-1 N^T (M (a - V_r c) -
+      F)|^2``, plus its rounding; derivation in ``_accuracy``). It holds however
+      the search ended (converged, stalled, or cut at ``max_generations``) and in
+      ``"penalty"`` mode includes the penalty's bias;
+    * ``requested``, ``tol (1 + |a|)``: a ``ConvergenceWarning`` is issued (once
+      per solver, re-armed by :meth:`reset`) when ``tolerance > requested``;
+    * ``penalty_bias``, ``|a_pen - a*|`` with ``a_pen`` the exact minimizer of the
+      penalized objective (``"penalty"`` mode; 0 in ``"nullspace"`` mode): the
+      accuracy the penalty allows at best, ``O(|lam| / penalty)``.
 
     References
     ----------
@@ -65,12 +162,14 @@ class Genetic(StepSolver):
 
     name = "ga"
 
-    def __init__(self, system, *, mode: str = "nullspace", seed: int = 0, tol: float = 1e-10,
+    def __init__(self, system, *, mode: str = "nullspace", seed: int = 0, tol: float = 1e-8,
                  max_generations: int = 400, sol_per_pop: int = 20, penalty: float = 1e6,
                  radius: float | None = None, **kwargs) -> None:
         super().__init__(system, **kwargs)
         if mode not in MODES:
             raise ModelError(f"`mode` must be one of {MODES}, found {mode!r}.")
+        if not (isinstance(tol, (int, float, np.floating)) and np.isfinite(tol) and tol > 0):
+            raise ModelError(f"`tol` must be a positive number, found {tol!r}.")
         if radius is not None and not (np.isfinite(radius) and radius > 0):
             raise ModelError(f"`radius` must be a positive number, found {radius!r}.")
         self.mode = mode
@@ -86,7 +185,7 @@ class Genetic(StepSolver):
         self._a_prev = None
         self._da_prev = None
         self._calls = 0
-        self._nonconv_warned = False
+        self._accuracy_warned = False
         self.generations: list[int] = []
         self.gaps: list[float] = []
 
@@ -98,6 +197,25 @@ class Genetic(StepSolver):
                "ga_gap_max": float(gp.max()) if gp.size else 0.0}
         self.reset()
         return out
+
+    def _accuracy_message(self, t, tolerance, requested, out, bias, search) -> str:
+        msg = (f"the GA step at t={t} reached |a - a*| <= {tolerance:.3g} (info['tolerance']), "
+               f"worse than the requested tol={self.tol:g} (|a - a*| <= {requested:.3g}, "
+               "tol (1 + |a|)); warned once per solver. ")
+        if bias > requested:
+            return msg + (f"The penalty alone moves the minimizer by {bias:.3g} (~ |lam| / "
+                          f"penalty, penalty={self.penalty:g}): raise `penalty` or use "
+                          "mode='nullspace'.")
+        stop = ("stopped at max_generations" if out is not None and not out.converged
+                else "stopped by its radius/stall test")
+        if self.mode == "penalty":
+            return msg + (f"The search {stop} {search:.3g} from the penalized minimizer (the "
+                          f"penalized objective has condition ~ penalty): use mode='nullspace'"
+                          ", or raise max_generations.")
+        if out is not None and not out.converged:
+            return msg + f"The search {stop}={self.max_generations}: raise it."
+        return msg + ("A search that compares values only resolves a to about sqrt(eps) "
+                      "relative (gaussopt.solvers.ga_kernel): loosen `tol`.")
 
     def _initial_radius(self, a0, M, F, w):
         if self.radius is not None:
@@ -127,15 +245,19 @@ class Genetic(StepSolver):
         seed = self.seed + self._calls
         self._calls += 1
         a_prev = self._a_prev
+        Vr, beta = dec.Vr, dec.beta
+        a_p, N = dec.null_space()
+        k = N.shape[1]
+        H = N.T @ M @ N                               # Hessian of G on the constraint set
+        lam_H, U_H = np.linalg.eigh(H)
+        lam_N = float(lam_H[0]) if k else np.inf
+        out = None
+        bias = search = 0.0
         if self.mode == "nullspace":
-            a_p, N = dec.null_space()
-            k = N.shape[1]
             if k == 0:
                 a = a_p
-                out = None
             else:
                 z0 = N.T @ (a_prev - a_p) if a_prev is not None else np.zeros(k)
-                H = N.T @ M @ N                   # Hessian in z
                 g0 = H @ z0 + N.T @ (M @ a_p - F)  # gradient at the warm start
 
                 def objective(Z):
@@ -152,9 +274,6 @@ class Genetic(StepSolver):
                                   max_generations=self.max_generations,
                                   sol_per_pop=self.sol_per_pop)
                 a = a_p + N @ out.x
-                D = out.x - z0
-                out.scale = float(abs(D @ g0) + abs(0.5 * D @ H @ D)) + 1e-300
-            lam_min = float(np.linalg.eigvalsh(N.T @ M @ N)[0]) if N.shape[1] else np.inf
         else:
             An, bn = dec.An, dec.bn
             pen = self.penalty * w
@@ -172,9 +291,16 @@ class Genetic(StepSolver):
             out = ga_minimize(objective, x0, radius, seed=seed, tol=self.tol,
                               max_generations=self.max_generations, sol_per_pop=self.sol_per_pop)
             a = out.x
-            D = a - x0
-            out.scale = float(abs(D @ g0) + abs(0.5 * D @ Hp @ D)) + 1e-300
-            lam_min = float(np.linalg.eigvalsh(M + pen * An.T @ An)[0])
+            # the penalty's own bias |a_pen - a*| (a_pen the exact minimizer of the penalized
+            # objective, one Newton step from a), for the report and the warning only: the
+            # tolerance below measures a against a* directly, bias included
+            step = np.linalg.solve(Hp, g0 + Hp @ (a - x0))
+            search = float(np.sqrt(step @ step))
+            a_pen = a - step
+            bias = _distance(a_pen, M, F, Vr, beta, N, lam_H, U_H)[0]
+        # the accuracy achieved, from the residuals of a (no knowledge of a*): _accuracy
+        tolerance, c = _accuracy(a, M, F, Vr, beta, N, lam_H, U_H)
+        requested = self.tol * (1.0 + float(np.sqrt(a @ a)))
         g = float(0.5 * a @ M @ a - a @ F)
         # G(a) - G(a*) without cancellation, d = a - a*: 0.5 d^T M d + (M a* - F)^T d; the
         # second term is lam^T A d, exactly 0 in null-space mode (A d = 0 there), so it
@@ -182,48 +308,36 @@ class Genetic(StepSolver):
         d = a - a_star
         gap = float(0.5 * d @ M @ d)
         if self.mode == "penalty":
-            gap += float((M @ a_star - F) @ d)
+            gap += float((M @ a_star - F) @ d)   # < 0 possible: a is not feasible
         err = float(np.sqrt(d @ d))
-        if self.mode == "nullspace" and lam_min > 0:
-            bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min) * (1 + 1e-12) + 1e-15 * (1 + np.abs(a_star).max()))
-        else:
-            bound = float(np.sqrt(2 * max(gap, 0.0) / lam_min)) if lam_min > 0 else np.inf
-        if out is not None and not out.converged and not self._nonconv_warned:
-            self._nonconv_warned = True
-            warnings.warn(f"the GA stopped after {out.generations} generations without reaching "
-                          f"tol={self.tol:g} (first at t={t}); info['tolerance'] states the accuracy "
-                          "reached. Raise max_generations or loosen tol.", ConvergenceWarning,
-                          stacklevel=4)
-        tolerance = 0.0
-        if out is not None:
-            # the GA's own accuracy claim: its final search radius, but never below the
-            # resolution of a search that compares values only (0.5 e^T H e ~ eps * S,
-            # S the size of the summed terms), plus, in penalty mode, the constraint
-            # violation the penalty leaves
-            e_round = np.sqrt(2 * np.finfo(float).eps * max(out.scale, 1e-300) / lam_min) \
-                if lam_min > 0 else np.inf
-            tolerance = float(np.hypot(out.radius * np.sqrt(out.x.size), 4 * e_round))
-            if self.mode == "penalty":
-                tolerance += float(np.sqrt(np.sum((An @ a - bn) ** 2)))
+        # error_bound against the closed form: a_f = a - Vr c is feasible (Vr^T a_f = beta), so
+        # d_f = a_f - a* lies in null(A) and G(a_f) - G(a*) = 0.5 d_f^T M d_f >= lam_N |d_f|^2 / 2;
+        # |a - a*| <= |c| + |d_f|. (sqrt(2 gap / lam) of the infeasible a itself is no bound:
+        # at the penalty minimizer gap = -0.5 d^T M d - pen |An d|^2 < 0.)
+        d_f = d - Vr @ c
+        gap_f = float(0.5 * d_f @ M @ d_f)
+        bound = float(np.sqrt(c @ c) + np.sqrt(2 * max(gap_f, 0.0) / lam_N) * (1 + 1e-12)
+                      + 1e-15 * (1 + np.abs(a_star).max(initial=0.0)))
+        if tolerance > requested and not self._accuracy_warned:
+            self._accuracy_warned = True
+            warnings.warn(self._accuracy_message(t, tolerance, requested, out, bias, search),
+                          ConvergenceWarning, stacklevel=4)
         if a_prev is not None:
             self._da_prev = float(np.abs(a - a_prev).max())
         self._a_prev = a.copy()
         gens = out.generations if out is not None else 0
         self.generations.append(gens)
         self.gaps.append(gap)
-        st, rho, allow, be = K.check(M, F, A, b, ref if ref is not None else np.zeros(A.shape[0]),
-                                     self.rank_tol, dec.nu, dec.live, dec.An, dec.bn, dec.s, dec.Ur,
-                                     dec.Vr, dec.c_norm, a_star)
+        st, rho, allow, be = dec.check(M, F, A, b, ref, self.rank_tol, a_star)
         if st != K.OK:
             raise_for_status(st, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r, rho=rho,
                              allow=allow, coords=self.coords, solver=self.name)
-        lam = (K.multipliers(M, F, a, A, dec.nu, dec.live, dec.Ur, dec.Vr, dec.s)
-               if want_lam else np.zeros(A.shape[0]))
+        lam = dec.multipliers(M, F, a, A) if want_lam else np.zeros(A.shape[0])
         info = {"mode": self.mode, "generations": gens,
                 "evaluations": out.evaluations if out is not None else 0,
                 "converged": out.converged if out is not None else True,
                 "gauss": g, "gauss_opt": g_opt, "gap": gap, "error_bound": bound, "error": err,
-                "tolerance": tolerance,
+                "tolerance": tolerance, "requested": requested, "penalty_bias": bias,
                 "genes": int(out.x.size) if out is not None else 0, "rank": r,
                 "sigma": dec.s, "sigma_min": float(dec.s[r - 1]) if r else 1.0,
                 "dropped_rows": np.flatnonzero(~dec.live).tolist(),

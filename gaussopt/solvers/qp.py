@@ -2,26 +2,73 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from .. import kernel as K
 from ..exceptions import InconsistentConstraintsError, ModelError, SolverError
 from ..linalg import decide, inconsistency_residual, raise_for_status, solve_gauss
+from ..result import StepResult
+from . import qp_step as QS
 from .base import StepSolver
+from .clarabel_qp import STATUS_NAMES
 
 __all__ = ["QP", "BACKENDS"]
 
 #: backends of the QP solver besides the names of installed cvxpy solvers
 BACKENDS = ("clarabel", "cvxpy")
 
+#: systems up to this many coordinates pass Clarabel dense data (the reduced rows
+#: ``V_r^T`` are dense anyway) and take the compiled path (:mod:`.qp_step`)
+DENSE_MAX = 64
+
+#: Clarabel statuses that mean "no acceleration satisfies the rows"
+_INFEASIBLE = ("primal_infeasible", "infeasible")
+
+#: Clarabel's primary scaling (:class:`~gaussopt.solvers.clarabel_qp.ClarabelQP`)
+_SCALING = "jacobi"
+_SCALING_CODE = {"jacobi": 0, "rows": 1, "none": 2}[_SCALING]
+_F64 = np.dtype(np.float64)
+
+#: what the compiled calls of one problem size use (:meth:`QP._buffers`)
+_Buffers = namedtuple("_Buffers", ["work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay",
+                                   "views"])
+
+
+def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
+    """Views of the float buffer for rank ``r`` (:func:`.qp_step.layout`): Clarabel's
+    values unscaled and scaled, the scaling, ``a``, ``mu``, ``M a - F``."""
+    (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, *_) = lay
+    nP = n * (n + 1) // 2
+    rr = r + p
+    return (fb[oPv:oPv + nP], fb[oqv:oqv + n], fb[oAv:oAv + rr * n], fb[obv:obv + rr],
+            fb[oPo:oPo + nP], fb[oqo:oqo + n], fb[oAo:oAo + rr * n], fb[obo:obo + rr],
+            fb[od:od + n], fb[orinv:orinv + rr], fb[oa:oa + n], fb[omu:omu + p],
+            fb[oQc:oQc + n])
+
+
+def _carray(x: np.ndarray) -> np.ndarray:
+    """``x`` as a writable C-contiguous float array (what the compiled calls are compiled
+    for: another layout or a read-only array would compile them again)."""
+    return x if x.flags.carray and x.dtype is _F64 else np.array(x, dtype=float)
+
 
 class _ClarabelBackend:
-    """Clarabel built once for the sizes of the reduced problem, updated in place."""
+    """Clarabel built once for the sizes of the reduced problem, updated in place (built
+    on its dense patterns right away for ``n <= DENSE_MAX``: the compiled path passes
+    the values on them)."""
 
     def __init__(self, n: int, m: int, p: int, options: dict | None) -> None:
         from .clarabel_qp import ClarabelQP
 
-        self.qp = ClarabelQP(n, m, p, settings=options)
+        if n <= DENSE_MAX:
+            self.qp = ClarabelQP(n, m, p, settings=options, scaling=_SCALING,
+                                 dense_full_max=DENSE_MAX, P_pattern=np.ones((n, n)),
+                                 A_pattern=np.ones((m + p, n)))
+        else:
+            self.qp = ClarabelQP(n, m, p, settings=options, scaling=_SCALING,
+                                 dense_full_max=DENSE_MAX)
         self.name = "clarabel"
 
     def solve(self, P, F, Aeq, beq, G, h):
@@ -112,24 +159,193 @@ class QP(StepSolver):
         self.cvxpy_solver = solver
         self.backend_options = backend_options
         self.verify_tol = float(verify_tol)
-        self._backend = None
-        self._shape = None
+        self._backends: dict = {}
         self.statuses: dict[str, int] = {}
         self.fallbacks = 0
+        # the compiled path (qp_step): Clarabel, objective "exact", dense sizes
+        self._compiled = (kind == "clarabel" and self.objective == "exact"
+                          and self._n <= DENSE_MAX)
+        self._bufs: dict = {}
+        # writable copies of a constant (read-only) M and F for the compiled calls
+        self._Mc, self._Fc = system.constant_mass, system.constant_force
+        self._Mw = None if self._Mc is None else np.array(self._Mc, dtype=float)
+        self._Fw = None if self._Fc is None else np.array(self._Fc, dtype=float)
 
     def _get_backend(self, r: int, p: int):
-        if self._backend is None or self._shape != (r, p):
-            # the kept rank can change (singular positions): one backend per shape
+        # the kept rank can change (singular positions): one backend per shape
+        backend = self._backends.get((r, p))
+        if backend is None:
             if self.backend == "clarabel":
-                self._backend = _ClarabelBackend(self._n, r, p, self.backend_options)
+                backend = _ClarabelBackend(self._n, r, p, self.backend_options)
             else:
-                self._backend = _CvxpyBackend(self._n, r, p, self.cvxpy_solver,
-                                              self.backend_options)
-            self._shape = (r, p)
-        return self._backend
+                backend = _CvxpyBackend(self._n, r, p, self.cvxpy_solver, self.backend_options)
+            self._backends[(r, p)] = backend
+        return backend
 
-    def _step(self, t, q, v, M, F, A, b, want_lam):
+    # ------------------------------------------------------------- interface
+    def solve(self, t: float, q: np.ndarray, v: np.ndarray) -> StepResult:
+        """Solve one step at ``(t, q, v)`` (:meth:`StepSolver.solve`); through the
+        compiled path (:mod:`.qp_step`) where it applies."""
+        if not self._compiled:
+            return super().solve(t, q, v)
+        M, F, A, b = self._prepare(t, q, v)
         G, h = self.system.inequality_rows(t, q, v)
+        out = self._fast(t, M, F, A, b, G, h, True)
+        if out is not None:
+            return out
+        # as StepSolver.solve, on the data evaluated above
+        Fobj, d = self._objective_force(M, F)
+        a, lam, info = self._step(t, q, v, M, Fobj, A, b, True, G, h)
+        if not np.all(np.isfinite(a)):
+            raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
+        info = dict(info)
+        info.setdefault("solver", self.name)
+        info["rank_tol"] = self.rank_tol
+        info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
+        if d is not None:
+            info["objective_mismatch"] = self._check_mismatch(M, A, d, a)
+        Qc = M @ a - F
+        gauss = float(0.5 * a @ (M @ a) - a @ Fobj)
+        self.last_info = info
+        return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
+
+    def acceleration(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Hot path (:meth:`StepSolver.acceleration`); through the compiled path where
+        it applies."""
+        if not self._compiled:
+            return super().acceleration(t, q, v)
+        M, F, A, b = self._prepare(t, q, v)
+        G, h = self.system.inequality_rows(t, q, v)
+        out = self._fast(t, M, F, A, b, G, h, False)
+        if out is not None:
+            a, rho = out
+            if rho > self._root:
+                self._record_least_squares(t, q, v, A, b, rho)
+            return a
+        a, _, info = self._step(t, q, v, M, F, A, b, False, G, h)
+        if info.get("least_squares"):
+            self._record_least_squares(t, q, v, A, b, float(info["inconsistency"]))
+        return a
+
+    # ------------------------------------------------------------- compiled path
+    def _buffers(self, m: int, p: int):
+        """Workspace, buffers and options of the compiled calls for ``m`` rows and ``p``
+        inequality rows (built once)."""
+        bufs = self._bufs.get((m, p))
+        if bufs is None:
+            n = self._n
+            lay = QS.layout(n, m, p)
+            opt = np.zeros(QS.N_OPTS)
+            opt[QS.O_RANKTOL] = self.rank_tol
+            opt[QS.O_CHECKSYM] = float(self._check_symmetry)
+            opt[QS.O_SCALING] = _SCALING_CODE
+            opt[QS.O_COST] = 1.0
+            opt[QS.O_VERIFY] = self.verify_tol
+            P = self._P_const if self._null_force_check else None
+            bufs = self._bufs[(m, p)] = _Buffers(
+                K.make_work(n, m), np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
+                np.zeros(m), np.ascontiguousarray(P, dtype=float) if P is not None
+                else np.zeros((0, 0)), np.zeros((0, 0)), lay, {})
+        return bufs
+
+    def _fast(self, t, M, F, A, b, G, h, full):
+        """The step in two compiled calls around Clarabel: a StepResult (``full``), or
+        ``(a, inconsistency)``; None when the Python path must take it (errors, a force
+        in ``null(M)``, a result that fails its verification)."""
+        m, p = A.shape[0], G.shape[0]
+        bufs = self._buffers(m, p)
+        ref = self._reference(m)
+        ref = bufs.zero_ref if ref is None else _carray(ref)
+        M = self._Mw if M is self._Mc else _carray(M)
+        F = self._Fw if F is self._Fc else _carray(F)
+        A, b, G, h = _carray(A), _carray(b), _carray(G), _carray(h)
+        w, fb = bufs.work, bufs.fb
+        with self._lock:
+            code, r = QS.prepare(M, F, A, b, G, h, ref, self._sref, bufs.opt, w.f, w.i, fb,
+                                 bufs.ib, bufs.P if full else bufs.noP)
+            if code:
+                return None
+            views = bufs.views.get(r)
+            if views is None:
+                views = bufs.views[r] = _views(fb, bufs.lay, self._n, r, p)
+            Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu, Qc = views
+            try:
+                backend = self._get_backend(r, p)
+                (xs, zs, dd, rr, s, raw, iters, attempts,
+                 solve_time) = backend.qp.solve_values(Pv, qv, Av, bv,
+                                                       (Po, qo, Ao, bo, d, rinv, fb[QS.H_S]))
+            except SolverError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the backend's own error, chained
+                raise SolverError(f"QP backend {self.backend!r} failed: {type(e).__name__}: "
+                                  f"{e}") from e
+            status = STATUS_NAMES.get(raw)
+            if status is None:
+                status = raw.lower()
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if dd is not d:                   # a fallback attempt of Clarabel's: its scaling
+                d[:] = 1.0 if dd is None else dd
+                fb[QS.H_S] = s
+            if rr is not rinv:
+                rinv[:] = 1.0 if rr is None else rr
+            if not (status in _INFEASIBLE and p):
+                (code, be, rho, allow, gauss, resid,
+                 dropped) = QS.finish(M, F, A, b, G, h, ref, xs, zs, bufs.opt, w.f, w.i, fb, full)
+            else:
+                code = QS.DEFER
+            if code:
+                # the Python path from the backend's answer on (it raises, or re-solves
+                # on the robust path)
+                x = xs * d
+                z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:]
+                ref_p = self._reference(m)
+                dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref_p, sig_ref=self.sigma_ref)
+                gn = np.sqrt(np.einsum("ij,ij->i", G, G)) if p else np.zeros(0)
+                gn = np.where(gn > 0, gn, 1.0)
+                a_, lam, info = self._conclude(t, M, F, A, b, G, h, ref_p, dec, gn, fb[QS.H_WGT],
+                                               fb[QS.H_SA], x, z, status, iters, solve_time,
+                                               backend.name, full)
+                if not full:
+                    return a_, float(info["inconsistency"])
+                return self._result(M, F, A, b, a_, lam, info)
+            if not full:
+                return a.copy(), rho
+            k = int(fb[QS.H_K])
+            lam = K.view(w, "lam", m).copy()
+            sigma = K.view(w, "s", k).copy()
+            dropped_rows = (np.flatnonzero(K.view(w, "live", m) == 0).tolist() if dropped
+                            else [])
+            flags = int(fb[QS.H_FLAGS])
+            a = a.copy()
+            mu = mu.copy()
+            Qc = Qc.copy()
+        info = {"status": status, "backend": backend.name, "iterations": iters,
+                "solve_time": solve_time, "fallback": False, "backward_error": be,
+                "rank": r, "sigma": sigma, "sigma_min": float(sigma[r - 1]) if r else 1.0,
+                "dropped_rows": dropped_rows, "inconsistency": rho,
+                "least_squares": rho > self._root, "kept_vanished_rows": bool(flags & 2),
+                "inequality_multipliers": mu, "solver": self.name, "rank_tol": self.rank_tol,
+                "residual": resid}
+        self.last_info = info
+        return StepResult(a, Qc, lam, gauss, info)
+
+    def _result(self, M, F, A, b, a, lam, info) -> StepResult:
+        """StepResult of the Python path (objective "exact"), as StepSolver.solve makes it."""
+        if not np.all(np.isfinite(a)):
+            raise SolverError(f"solver {self.name!r} produced non-finite accelerations.")
+        info = dict(info)
+        info.setdefault("solver", self.name)
+        info["rank_tol"] = self.rank_tol
+        info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
+        Qc = M @ a - F
+        gauss = float(0.5 * a @ (M @ a) - a @ F)
+        self.last_info = info
+        return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
+
+    # ------------------------------------------------------------- Python path
+    def _step(self, t, q, v, M, F, A, b, want_lam, G=None, h=None):
+        if G is None:
+            G, h = self.system.inequality_rows(t, q, v)
         p = G.shape[0]
         if self._check_symmetry and K.asymmetric(M):
             raise_for_status(K.NONSYMMETRIC, M=M, F=F, A=A, b=b, live=np.ones(A.shape[0], bool),
@@ -164,13 +380,21 @@ class QP(StepSolver):
                 raise SolverError(f"QP backend {self.backend!r} failed: {type(e).__name__}: "
                                   f"{e}") from e
             self.statuses[status] = self.statuses.get(status, 0) + 1
-        if status in ("primal_infeasible", "infeasible") and p:
+        return self._conclude(t, M, F, A, b, G, h, ref, dec, gn, w, sa, x, z, status, iters,
+                              solve_time, getattr(backend, "name", self.backend), want_lam)
+
+    def _conclude(self, t, M, F, A, b, G, h, ref, dec, gn, w, sa, x, z, status, iters,
+                  solve_time, backend_name, want_lam):
+        """From the backend's answer ``x``, ``z`` (of the problem scaled by ``w`` and
+        ``sa``) to the verified step: the robust path when it fails its verification."""
+        p = G.shape[0]
+        if status in _INFEASIBLE and p:
             res = inconsistency_residual(np.vstack([A, G]), np.concatenate([b, h]))
             raise InconsistentConstraintsError(
                 f"The QP is infeasible at t={t}: no acceleration satisfies the equality rows and "
                 f"the inequality rows G a >= h together (backend status {status!r}).",
                 residual=res)
-        info = {"status": status, "backend": getattr(backend, "name", self.backend),
+        info = {"status": status, "backend": backend_name,
                 "iterations": iters, "solve_time": solve_time, "fallback": False}
         a = mu = None
         if x is not None and np.all(np.isfinite(x)):
@@ -187,14 +411,11 @@ class QP(StepSolver):
             info.update(fallback=True, backward_error=be)
             self.fallbacks += 1
         Feff = F + G.T @ mu if p else F
-        status_k, rho, allow, be_k = K.check(M, Feff, A, b, _ref(ref, A.shape[0]), self.rank_tol,
-                                             dec.nu, dec.live, dec.An, dec.bn, dec.s, dec.Ur,
-                                             dec.Vr, dec.c_norm, a)
+        status_k, rho, allow, be_k = dec.check(M, Feff, A, b, ref, self.rank_tol, a)
         if status_k != K.OK:
             raise_for_status(status_k, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r, rho=rho,
                              allow=allow, coords=self.coords, solver=self.name)
-        lam = (K.multipliers(M, Feff, a, A, dec.nu, dec.live, dec.Ur, dec.Vr, dec.s) if want_lam
-               else np.zeros(A.shape[0]))
+        lam = dec.multipliers(M, Feff, a, A) if want_lam else np.zeros(A.shape[0])
         info.update({"rank": dec.r, "sigma": dec.s,
                      "sigma_min": float(dec.s[dec.r - 1]) if dec.r else 1.0,
                      "dropped_rows": np.flatnonzero(~dec.live).tolist(),
@@ -206,8 +427,7 @@ class QP(StepSolver):
         """Backward error of a QP result (equality part with the inequality forces as
         applied forces, plus the inequality rows' feasibility and complementarity)."""
         Feff = F + G.T @ mu if G.shape[0] else F
-        bf, bs = K.verify(M, Feff, dec.An, dec.bn, dec.Ur, dec.Vr, dec.s, a)
-        be = max(bf, bs)
+        be = dec.verify(M, Feff, a)
         if G.shape[0]:
             # inequality rows, in dimensionless form: slack relative to |G_i| |a| + |h_i|, force
             # share mu_i |G_i| relative to |M a| + |F|; violation and complementarity
@@ -226,11 +446,11 @@ class QP(StepSolver):
                 raise_for_status(K.INDETERMINATE, M=M, F=F, A=A, b=b, live=dec.live,
                                  rank=dec.r, coords=self.coords)
             a = dec.closed_form(M, F)
-            bf, bs = K.verify(M, F, dec.An, dec.bn, dec.Ur, dec.Vr, dec.s, a)
-            if max(bf, bs) > tol:
+            be = dec.verify(M, F, a)
+            if be > tol:
                 raise SolverError(f"solver 'qp' at t={t}: the QP result and the closed form both "
-                                  f"fail their verification (backward error {max(bf, bs):.3g}).")
-            return a, np.zeros(0), max(bf, bs)
+                                  f"fail their verification (backward error {be:.3g}).")
+            return a, np.zeros(0), be
         # active set from the QP's duals (or, failing those, from the unconstrained step)
         if z is not None and np.all(np.isfinite(z)):
             zz = np.asarray(z, dtype=float)
@@ -263,6 +483,3 @@ class QP(StepSolver):
         out = {"qp_statuses": dict(self.statuses), "qp_fallbacks": self.fallbacks}
         return out
 
-
-def _ref(ref, m):
-    return ref if ref is not None else np.zeros(m)

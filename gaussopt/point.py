@@ -1,0 +1,151 @@
+"""One Gauss step of a compiled model in one call into machine code.
+
+:func:`~gaussopt.solve_step` on a model whose functions are compiled
+(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, numba functions) does
+not need Python between the model and the answer: :func:`solve_at` evaluates
+the model, runs the kernel's step (:func:`gaussopt.engine.evaluate_step`: the
+same rank decision, solve and verification as everywhere else) and the
+diagnostics of :class:`~gaussopt.result.StepResult` in one compiled call.
+
+Everything the call needs is built once per step solver into a
+:class:`StepContext` (a numba structure passed by reference: a call from
+Python unboxes one object instead of some thirty arrays). Any status other
+than success sends the step back to the Python path, which raises the
+specific error (the same kernel decides, so it fails the same way).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+from numba.core import types
+from numba.experimental import structref
+
+from . import engine as E
+from . import kernel as K
+from .model import functions
+
+__all__ = ["StepContext", "make_context", "solve_at", "layout", "NULL_FORCE_RTOL",
+           "S_R", "S_K", "S_RHO", "S_ALLOW", "S_BE", "S_FLAGS", "S_GAUSS", "S_RESID",
+           "S_NULLF", "S_DROPPED", "N_SCALARS"]
+
+#: relative size of the force's part in ``null(M)`` below which it counts as zero
+#: (the objective-mismatch check of :class:`~gaussopt.solvers.StepSolver`)
+NULL_FORCE_RTOL = 1e-14
+
+# scalars at the end of ``out``
+S_R, S_K, S_RHO, S_ALLOW, S_BE, S_FLAGS, S_GAUSS, S_RESID, S_NULLF, S_DROPPED = range(10)
+N_SCALARS = 10
+
+
+@structref.register
+class _ContextType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class StepContext(structref.StructRefProxy):
+    """What :func:`solve_at` needs, built once (:func:`make_context`): the model's
+    function addresses, data and buffers, the options, the running reference of
+    the smallest singular value, a kernel workspace, the projector ``M M^+`` of a
+    constant singular mass matrix (else an empty array) and the output array."""
+
+
+structref.define_proxy(StepContext, _ContextType,
+                       ["addrs", "md", "buf", "opt", "sref", "w", "P", "out"])
+
+
+@nb.njit(cache=True)
+def make_context(addrs, md, buf, opt, sref, w, P, out):
+    """A :class:`StepContext` (compiled: no compilation per process)."""
+    return StepContext(addrs, md, buf, opt, sref, w, P, out)
+
+
+def layout(n: int, m: int) -> tuple[slice, slice, slice, slice, int]:
+    """Slices of ``a``, ``M a - F``, multipliers and singular values in ``out``, and
+    the index of the first scalar."""
+    k = min(m, n)
+    return (slice(0, n), slice(n, 2 * n), slice(2 * n, 2 * n + m),
+            slice(2 * n + m, 2 * n + m + k), 2 * n + m + k)
+
+
+@nb.njit(cache=True)
+def solve_at(ctx, ref, t, q, v, want_lam):
+    """The step at ``(t, q, v)`` into ``ctx.out`` (see :func:`layout`): accelerations,
+    constraint force ``M a - F``, multipliers (if ``want_lam``), singular values,
+    then the scalars ``S_*`` (rank, ``min(mL, n)``, inconsistency and allowance,
+    backward error, kernel flags, Gauss value, ``max |A a - b|``, relative size of
+    the force in ``null(M)`` (0 without a projector), number of vanished rows).
+
+    Returns the status: 0, a kernel status, :data:`gaussopt.engine.MODEL_FAILED`,
+    or :data:`gaussopt.kernel.NONFINITE` for a non-finite ``q``/``v``.
+    """
+    fns, accel = functions(ctx.addrs)
+    md = ctx.md
+    buf = ctx.buf
+    w = ctx.w
+    out = ctx.out
+    n = md.dims[E.D_N]
+    m = md.dims[E.D_M]
+    for i in range(n):
+        if not (np.isfinite(q[i]) and np.isfinite(v[i])):
+            return K.NONFINITE
+    a = out[:n]
+    status, r, mL, k, rho, allow, be, flags = E.evaluate_step(
+        fns, accel, md, buf, ctx.opt, ref, ctx.sref, t, q, v, a, want_lam, w)
+    if status != 0:
+        return status
+    M = buf.M
+    F = buf.F
+    gauss = 0.0
+    for i in range(n):
+        acc = -F[i]
+        for j in range(n):
+            acc += M[i * n + j] * a[j]
+        out[n + i] = acc                         # M a - F
+        gauss += a[i] * (0.5 * (acc + F[i]) - F[i])
+    lam0 = 2 * n
+    s0 = lam0 + m
+    kmax = min(m, n)
+    sc = s0 + kmax
+    lam = K._vec(w, K.F_lam, m)
+    live = K._ivec(w, K.I_live, m)
+    dropped = 0
+    for i in range(m):
+        out[lam0 + i] = lam[i] if want_lam else 0.0
+        if not live[i]:
+            dropped += 1
+    s = K._vec(w, K.F_s, k)
+    for i in range(kmax):
+        out[s0 + i] = s[i] if i < k else 0.0
+    resid = 0.0
+    A = buf.A
+    for i in range(m):
+        acc = -buf.b[i]
+        for j in range(n):
+            acc += A[i * n + j] * a[j]
+        if abs(acc) > resid:
+            resid = abs(acc)
+    nullf = 0.0
+    P = ctx.P
+    if P.shape[0] == n:                          # the force's part in null(M)
+        big = 0.0
+        dn = 0.0
+        for i in range(n):
+            acc = F[i]
+            for j in range(n):
+                acc -= P[i, j] * F[j]
+            dn = max(dn, abs(acc))
+            big = max(big, abs(F[i]))
+        nullf = dn / big if big > 0.0 else 0.0
+    out[sc + S_R] = r
+    out[sc + S_K] = k
+    out[sc + S_RHO] = rho
+    out[sc + S_ALLOW] = allow
+    out[sc + S_BE] = be
+    out[sc + S_FLAGS] = flags
+    out[sc + S_GAUSS] = gauss
+    out[sc + S_RESID] = resid
+    out[sc + S_NULLF] = nullf
+    out[sc + S_DROPPED] = dropped
+    return 0

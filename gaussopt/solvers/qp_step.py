@@ -1,0 +1,346 @@
+"""Compiled pieces of the QP step: two calls around the backend's solve.
+
+:class:`~gaussopt.solvers.QP` with the Clarabel backend spends one step in
+three calls: :func:`prepare` (checks, the shared rank decision
+:func:`gaussopt.kernel.decide`, the reduced QP's data scaled as
+:class:`~gaussopt.solvers.clarabel_qp.ClarabelQP` passes them to Clarabel),
+Clarabel's update and solve (:meth:`ClarabelQP.solve_values`), and
+:func:`finish` (the answer mapped back, its verification
+:func:`gaussopt.kernel.check` with the inequality rows' feasibility and
+complementarity, the multipliers, ``M a - F``, the Gauss value, the residual).
+The arithmetic is that of the Python path in :mod:`gaussopt.solvers.qp`
+(which stays the path of every case these calls hand back: :data:`DEFER`).
+
+Everything lives in one float and one integer buffer per problem size
+(:func:`layout`): a call from Python unboxes a few arrays instead of some
+thirty (each array argument costs ~0.1 us, a namedtuple ~1.3 us).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from .. import kernel as K
+from .clarabel_qp import _scale_kernel
+
+__all__ = ["layout", "prepare", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
+           "H_FLAGS", "H_SA", "H_S", "H_DMIN", "H_STATUS", "N_HEAD", "O_RANKTOL", "O_CHECKSYM",
+           "O_SCALING", "O_COST", "O_VERIFY", "N_OPTS"]
+
+_jit = nb.njit(cache=True, nogil=True)
+
+#: a case the compiled calls leave to the Python path (which raises the specific error,
+#: takes the robust path, or runs the objective-mismatch check)
+DEFER = 1
+
+#: relative size of the force's part in ``null(M)`` above which the step leaves the
+#: compiled path (the objective-mismatch check of :class:`~gaussopt.solvers.StepSolver`:
+#: the same test as ``StepSolver._objective_force``)
+NULL_FORCE_RTOL = 1e-14
+
+# header of the float buffer: what prepare found, for finish and for Python
+H_WGT, H_ML, H_R, H_K, H_CNORM, H_FLAGS, H_SA, H_S, H_DMIN, H_STATUS = range(10)
+N_HEAD = 10
+
+# options: rank_tol, check symmetry, Clarabel's primary scaling code, cost scaling, verify_tol
+O_RANKTOL, O_CHECKSYM, O_SCALING, O_COST, O_VERIFY = range(5)
+N_OPTS = 5
+
+
+def _layout(n, m, p):
+    """Offsets in the float buffer (``Pv qv Av bv`` the unscaled values on Clarabel's
+    dense pattern, ``Po qo Ao bo`` the scaled ones, ``d rinv`` the scaling, ``gn``
+    the inequality rows' norms, then ``a mu Qc Feff``) and the integer buffer (the
+    patterns' rows and columns), for ``n`` coordinates, ``m`` equality rows and
+    ``p`` inequality rows (at most ``min(m, n) + p`` rows reach the QP)."""
+    R = min(m, n) + p
+    nP = n * (n + 1) // 2
+    oPv = N_HEAD
+    oqv = oPv + nP
+    oAv = oqv + n
+    obv = oAv + R * n
+    oPo = obv + R
+    oqo = oPo + nP
+    oAo = oqo + n
+    obo = oAo + R * n
+    od = obo + R
+    orinv = od + n
+    ogn = orinv + R
+    oa = ogn + p
+    omu = oa + n
+    oQc = omu + p
+    oFe = oQc + n
+    nf = oFe + n
+    oPr = 0
+    oPc = nP
+    oAr = 2 * nP
+    oAc = 2 * nP + R * n
+    ni = 2 * nP + 2 * R * n
+    return (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
+            oPr, oPc, oAr, oAc, ni)
+
+
+_clayout = _jit(_layout)
+
+
+def layout(n: int, m: int, p: int) -> tuple:
+    """:func:`_layout` from Python (see there)."""
+    return _layout(n, m, p)
+
+
+@_jit
+def _finite(M, F, A, b, G, h):
+    return (K._finite2(M) and K._finite1(F) and K._finite2(A) and K._finite1(b)
+            and K._finite2(G) and K._finite1(h))
+
+
+@_jit
+def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
+    """Checks, the rank decision and the scaled data of the reduced QP.
+
+    Parameters
+    ----------
+    M (n, n), F (n,), A (m, n), b (m,), G (p, n), h (p,) : the step's data
+    ref : (m,) reference row scales (zeros: none)
+    sref : (1,) reference of the smallest singular value
+    opt : (N_OPTS,) options (``O_*``)
+    wf, wi : the kernel workspace's buffers (:data:`gaussopt.kernel.Work`)
+    fb, ib : the float and integer buffers (:func:`layout`)
+    Pn : (n, n) the projector ``M M^+`` of a constant singular ``M`` (else (0, 0)):
+        a force with a part in ``null(M)`` is left to the Python path
+
+    Returns
+    -------
+    (code, r) : 0, or :data:`DEFER` (non-finite or asymmetric data, an indeterminate
+    motion without inequality rows, a force in ``null(M)``); the rank ``r``.
+
+    Writes the header (``H_*``), the unscaled values of the QP passed to Clarabel
+    (``P = M / w`` upper triangle by columns, ``q = -F / (w s_a)``, the rows
+    ``[V_r^T; -G/|G|]`` by columns, ``[beta / s_a; -h / (|G| s_a)]``), the same
+    scaled with Clarabel's primary scaling (:func:`~gaussopt.solvers.clarabel_qp._scale_kernel`)
+    and the patterns.
+    """
+    n = M.shape[0]
+    m = A.shape[0]
+    p = G.shape[0]
+    (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
+     oPr, oPc, oAr, oAc, ni) = _clayout(n, m, p)
+    if opt[O_CHECKSYM] != 0.0 and K.asymmetric(M):
+        return DEFER, 0
+    if not _finite(M, F, A, b, G, h):
+        return DEFER, 0
+    if Pn.shape[0] == n:                       # the force's part in null(M)
+        big = 0.0
+        dn = 0.0
+        for i in range(n):
+            acc = F[i]
+            for j in range(n):
+                acc -= Pn[i, j] * F[j]
+            dn = max(dn, abs(acc))
+            big = max(big, abs(F[i]))
+        if big > 0.0 and dn > NULL_FORCE_RTOL * big:
+            return DEFER, 0
+    w = K.Work(wf, wi)
+    status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, sref[0], opt[O_RANKTOL], w)
+    if status != K.OK and p == 0:
+        return DEFER, r
+    # inequality rows normalized; the acceleration scale s_a
+    gn = fb[ogn:ogn + p]
+    hmax = 0.0
+    for i in range(p):
+        acc = 0.0
+        for j in range(n):
+            acc += G[i, j] * G[i, j]
+        g = math.sqrt(acc)
+        gn[i] = g if g > 0.0 else 1.0
+        hmax = max(hmax, abs(h[i] / gn[i]))
+    nF = 0.0
+    for i in range(n):
+        nF += F[i] * F[i]
+    beta = K._vec(w, K.F_beta, r)
+    nb2 = 0.0
+    for i in range(r):
+        nb2 += beta[i] * beta[i]
+    sa = max(math.sqrt(nF) / wgt, math.sqrt(nb2), hmax)
+    sa = sa if sa > 0.0 and np.isfinite(sa) else 1.0
+    # Clarabel's data on the dense pattern (columns of the upper triangle of P; columns
+    # of the rows [V_r^T; -Gs]), unscaled
+    rr = r + p
+    nP = n * (n + 1) // 2
+    Pv = fb[oPv:oPv + nP]
+    Prow = ib[oPr:oPr + nP]
+    Pcol = ib[oPc:oPc + nP]
+    kk = 0
+    for j in range(n):
+        for i in range(j + 1):
+            Pv[kk] = M[i, j] / wgt
+            Prow[kk] = i
+            Pcol[kk] = j
+            kk += 1
+    qv = fb[oqv:oqv + n]
+    ws = wgt * sa
+    for j in range(n):
+        qv[j] = -(F[j] / ws)
+    V = K._mat(w, K.F_V, n, n)
+    Av = fb[oAv:oAv + rr * n]
+    Arow = ib[oAr:oAr + rr * n]
+    Acol = ib[oAc:oAc + rr * n]
+    kk = 0
+    for j in range(n):
+        for i in range(r):
+            Av[kk] = V[j, i]
+            Arow[kk] = i
+            Acol[kk] = j
+            kk += 1
+        for i in range(p):
+            Av[kk] = -(G[i, j] / gn[i])
+            Arow[kk] = r + i
+            Acol[kk] = j
+            kk += 1
+    bv = fb[obv:obv + rr]
+    for i in range(r):
+        bv[i] = beta[i] / sa
+    for i in range(p):
+        bv[r + i] = -((h[i] / gn[i]) / sa)
+    # scaled as ClarabelQP's primary attempt scales them
+    Po = fb[oPo:oPo + nP]
+    qo = fb[oqo:oqo + n]
+    Ao = fb[oAo:oAo + rr * n]
+    bo = fb[obo:obo + rr]
+    d = fb[od:od + n]
+    rinv = fb[orinv:orinv + rr]
+    code = int(opt[O_SCALING])
+    if code == 2:                              # "none"
+        Po[:] = Pv
+        qo[:] = qv
+        Ao[:] = Av
+        bo[:] = bv
+        d[:] = 1.0
+        rinv[:] = 1.0
+        s = 1.0
+    else:
+        s = _scale_kernel(Pv, qv, Av, bv, Prow, Pcol, Arow, Acol, code, opt[O_COST] != 0.0,
+                          Po, qo, Ao, bo, d, rinv)
+        if code == 1:
+            d[:] = 1.0
+    fb[H_WGT] = wgt
+    fb[H_ML] = mL
+    fb[H_R] = r
+    fb[H_K] = k
+    fb[H_CNORM] = c_norm
+    fb[H_FLAGS] = flags
+    fb[H_SA] = sa
+    fb[H_S] = s
+    fb[H_DMIN] = dmin
+    fb[H_STATUS] = status
+    return 0, r
+
+
+@_jit
+def _norm(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i] * x[i]
+    return math.sqrt(acc)
+
+
+@_jit
+def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
+    """The QP's answer back in the caller's units, verified; the step's diagnostics.
+
+    ``xs``, ``zs`` are Clarabel's primal and dual solution of the scaled problem
+    whose scaling (``d``, ``rinv``, ``s``) is in the buffer: ``a = s_a d xs``,
+    ``mu_i = w s_a max(zs_i rinv_i / s, 0) / |G_i|``.
+
+    Returns
+    -------
+    (code, be, rho, allow, gauss, resid, dropped) : code 0, or :data:`DEFER` (a
+    non-finite answer, a backward error above ``verify_tol`` or a kernel status
+    other than OK: the Python path takes it from there); the backward error, the
+    inconsistency and its allowance (:func:`gaussopt.kernel.check`), the Gauss
+    value ``0.5 a^T M a - a^T F``, ``max |A a - b|`` and the number of vanished rows.
+
+    Writes ``a``, ``mu``, ``M a - F`` and ``F + G^T mu`` into the buffer and, with
+    ``want_lam``, the multipliers into the workspace (:func:`gaussopt.kernel.multipliers`).
+    """
+    n = M.shape[0]
+    m = A.shape[0]
+    p = G.shape[0]
+    (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
+     oPr, oPc, oAr, oAc, ni) = _clayout(n, m, p)
+    wgt = fb[H_WGT]
+    mL = int(fb[H_ML])
+    r = int(fb[H_R])
+    k = int(fb[H_K])
+    c_norm = fb[H_CNORM]
+    sa = fb[H_SA]
+    s = fb[H_S]
+    d = fb[od:od + n]
+    rinv = fb[orinv:orinv + r + p]
+    gn = fb[ogn:ogn + p]
+    a = fb[oa:oa + n]
+    mu = fb[omu:omu + p]
+    Fe = fb[oFe:oFe + n]
+    for i in range(n):
+        if not np.isfinite(xs[i]):
+            return DEFER, 0.0, 0.0, 0.0, 0.0, 0.0, 0
+        a[i] = sa * (xs[i] * d[i])
+    inv_s = 1.0 / s
+    ws = wgt * sa
+    for i in range(p):
+        z = (zs[r + i] * inv_s) * rinv[r + i]
+        mu[i] = (ws * max(z, 0.0)) / gn[i]
+    for j in range(n):
+        acc = 0.0
+        for i in range(p):
+            acc += G[i, j] * mu[i]
+        Fe[j] = F[j] + acc
+    w = K.Work(wf, wi)
+    status, rho, allow, be = K.check(M, Fe, A, b, ref, opt[O_RANKTOL], mL, r, k, c_norm, a, w)
+    Qc = fb[oQc:oQc + n]
+    g1 = 0.0
+    g2 = 0.0
+    nMa = 0.0
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * a[j]
+        Qc[i] = acc - F[i]
+        g1 += (0.5 * a[i]) * acc
+        g2 += a[i] * F[i]
+        nMa += acc * acc
+    gauss = g1 - g2
+    if p > 0:
+        # inequality rows, dimensionless: slack relative to |G_i| |a| + |h_i|, force share
+        # mu_i |G_i| relative to |M a| + |F|; violation and complementarity
+        na = _norm(a)
+        den_f = math.sqrt(nMa) + _norm(F) + 1e-300
+        for i in range(p):
+            acc = 0.0
+            g2 = 0.0
+            for j in range(n):
+                acc += G[i, j] * a[j]
+                g2 += G[i, j] * G[i, j]
+            g = math.sqrt(g2)
+            sn = (acc - h[i]) / max(g * na + abs(h[i]), 1e-300)
+            fn = mu[i] * g / den_f
+            be = max(be, max(-sn, 0.0), abs(fn * sn))
+    if not be <= opt[O_VERIFY] or status != K.OK:
+        return DEFER, be, rho, allow, gauss, 0.0, 0
+    if want_lam:
+        K.multipliers(M, Fe, a, A, mL, r, k, w)
+    resid = 0.0
+    for i in range(m):
+        acc = -b[i]
+        for j in range(n):
+            acc += A[i, j] * a[j]
+        resid = max(resid, abs(acc))
+    live = K._ivec(w, K.I_live, m)
+    dropped = 0
+    for i in range(m):
+        if not live[i]:
+            dropped += 1
+    return 0, be, rho, allow, gauss, resid, dropped
