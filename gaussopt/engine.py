@@ -450,8 +450,8 @@ N_SC = 10
 NEAR_SINGULAR = 0.1
 # int scalars
 (C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
- C_PENDING, C_KSTEP) = range(13)
-N_IC = 13
+ C_PENDING, C_KSTEP, C_NMON, C_NSEARCH) = range(15)
+N_IC = 15
 EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
 
 
@@ -653,6 +653,7 @@ def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
 def _scaled_rows(fns, md, buf, st, t, q, v):
     n = md.dims[D_N]
     m = md.dims[D_M]
+    st.ic[C_NMON] += 1
     s_ = call_rows(fns, md, buf, t, q, v)
     A = buf.A.reshape(m, n).copy()
     for i in range(m):
@@ -733,24 +734,30 @@ def _record_event(st, kind, t, sigma, rb, rmin, ra, u):
 
 
 @_jit
-def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_lo, t_hi, y_end):
+def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, s_b, t_lo,
+             t_hi, y_end):
     """Locate the zero of the smallest live singular value in or near ``[ta, tb]``
     (:mod:`gaussopt.monitor`): the root of ``g`` with the pair at ``ta``, then Newton
     iterations re-centred on the pair at the iterate, kept inside the step."""
     n = md.dims[D_N]
     m = md.dims[D_M]
+    st.ic[C_NSEARCH] += 1
     k = min(st.ic[C_R0], min(m, n)) - 1
     xtol = 4 * _EPS * max(1.0, abs(t_hi))
     y = _state_at(fns, accel, md, buf, opt, tab, st, method, tb, t_hi, y_end)
     s_, A = _scaled_rows(fns, md, buf, st, tb, y[:n], y[n:])
     gb = _g(u0, A, w0)
     if s_a > 0.0 and gb <= 0.0:
-        # bisection-safeguarded secant (Illinois) on g with the pair at ta
+        # bisection-safeguarded secant (Illinois) on g with the pair at ta, to a
+        # bracket of 1e-7 of the interval: the root of g with a fixed pair is only
+        # the start of the Newton iterations below (each doubles the digits of a
+        # start this close), so converging it to rounding would be wasted
         a_, b_ = ta, tb
         fa, fb = s_a, gb
         ts = tb
+        il_tol = max(1e-7 * (tb - ta), xtol)
         for _ in range(200):
-            if fb == 0.0 or abs(b_ - a_) <= xtol:
+            if fb == 0.0 or abs(b_ - a_) <= il_tol:
                 ts = b_
                 break
             c = b_ - fb * (b_ - a_) / (fb - fa)
@@ -769,40 +776,46 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, t_l
     else:
         ts = 0.5 * (ta + tb)
     span = t_hi - t_lo
-    for _ in range(12):
+    # Newton on the smallest singular value with its pair re-centred at every iterate
+    # (signed by continuity: g with the pair at the iterate); the slope of g by a
+    # central difference, computed again only after a large move (it changes little
+    # over a step this short); stop when the move reaches rounding or stagnates there
+    slope = 0.0
+    moved_prev = np.inf
+    smin = np.inf
+    s = np.zeros(0)
+    uk = np.zeros(m)
+    for it in range(12):
         y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
         s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
-        U, s, V = K.svd(A, st.wm)
+        U, sv, V = K.svd(A, st.wm)
         u = U[:, k].copy()
         w = V[:, k].copy()
-        sk = s[k]
+        s = sv.copy()
+        uk = u
+        sk = sv[k]
+        smin = sk
         if sk == 0.0:
             break
-        d = max(1e-7 * span, 16 * xtol)
-        lo = max(t_lo, ts - d)
-        hi = min(t_hi, ts + d)
-        ylo = _state_at(fns, accel, md, buf, opt, tab, st, method, lo, t_hi, y_end)
-        s_, Alo = _scaled_rows(fns, md, buf, st, lo, ylo[:n], ylo[n:])
-        yhi = _state_at(fns, accel, md, buf, opt, tab, st, method, hi, t_hi, y_end)
-        s_, Ahi = _scaled_rows(fns, md, buf, st, hi, yhi[:n], yhi[n:])
-        slope = (_g(u, Ahi, w) - _g(u, Alo, w)) / (hi - lo)
+        if it == 0 or moved_prev > 1e-4 * span:
+            d = max(1e-7 * span, 16 * xtol)
+            lo = max(t_lo, ts - d)
+            hi = min(t_hi, ts + d)
+            ylo = _state_at(fns, accel, md, buf, opt, tab, st, method, lo, t_hi, y_end)
+            s_, Alo = _scaled_rows(fns, md, buf, st, lo, ylo[:n], ylo[n:])
+            yhi = _state_at(fns, accel, md, buf, opt, tab, st, method, hi, t_hi, y_end)
+            s_, Ahi = _scaled_rows(fns, md, buf, st, hi, yhi[:n], yhi[n:])
+            slope = (_g(u, Ahi, w) - _g(u, Alo, w)) / (hi - lo)
         if slope == 0.0 or not np.isfinite(slope):
             break
         t_new = min(t_hi, max(t_lo, ts - sk / slope))
         moved = abs(t_new - ts)
         ts = t_new
-        if moved <= xtol:
+        if moved <= xtol or (moved <= 1e3 * xtol and moved > 0.5 * moved_prev):
             break
-    y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
-    s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
-    U0, s0, V0 = K.svd(A, st.wm)
-    s = s0.copy()
-    uk = U0[:, k].copy()
-    smin = s[k]
-    yb = _state_at(fns, accel, md, buf, opt, tab, st, method, tb, t_hi, y_end)
-    s_, Ab = _scaled_rows(fns, md, buf, st, tb, yb[:n], yb[n:])
-    Ub, sb, Vb = K.svd(Ab, st.wm)
-    ends = max(s_a, sb[k])
+        moved_prev = moved
+    # (smin, s, uk: at the last iterate, within the final move of ts)
+    ends = max(s_a, s_b)
     if not smin <= 1e-3 * ends:
         return False                                 # a rotating pair, not a passage
     nev = st.ic[C_NEV]
@@ -858,7 +871,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
             g1 = _g(u0, A, w0)
             if du * dw < 0.0 or (s0 > 0.0 and g1 <= 0.0):
                 found = _passage(fns, accel, md, buf, opt, tab, st, method, prev_t, tt, u0, w0,
-                                 s0, t_prev, t, y_end)
+                                 s0, s_k, t_prev, t, y_end)
         prev_t = tt
         u0 = u1
         w0 = w1

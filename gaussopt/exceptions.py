@@ -71,4 +71,5 @@ class RankChangeWarning(UserWarning):
 
 
 class ConvergenceWarning(UserWarning):
-    """An iterative step solver (the GA) stopped before reaching its tolerance."""
+    """An iterative step solver (the GA) returned a step less accurate than its ``tol``
+    asks for (its ``info["tolerance"]``, a bound on the error, exceeds ``info["requested"]``)."""

@@ -414,6 +414,8 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     traj.stats.update({"steps": steps, "rhs_evaluations": int(st.ic[E.C_NFEV]),
                        "wall_time": wall, "time_per_step": wall / steps if steps else float("nan"),
                        "projections": int(st.ic[E.C_NPROJ]),
+                       "monitor_evaluations": int(st.ic[E.C_NMON]),
+                       "passage_searches": int(st.ic[E.C_NSEARCH]),
                        "model": "compiled" if mf.compiled else "python",
                        **step_solver.run_stats()})
     traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,

@@ -20,7 +20,8 @@ EPS = float(np.finfo(float).eps)
 
 
 def _distance(a, M, F, Vr, beta, N, lam_H, U_H):
-    """``|a - a*|`` from the residuals of ``a``, and ``c = Vr^T a - beta`` (see :func:`_accuracy`)."""
+    """``|a - a*|`` from the residuals of ``a``, and ``c = Vr^T a - beta``
+    (:func:`_accuracy`)."""
     c = Vr.T @ a - beta
     if N.shape[1] == 0:
         return float(np.sqrt(c @ c)), c
@@ -64,7 +65,8 @@ def _accuracy(a, M, F, Vr, beta, N, lam_H, U_H):
     Returned, with a factor 4 of safety on the first-order terms::
 
         (1 + 4 k cond(H) eps) sqrt(|c|^2 + |y|^2)
-            + 4 (n + 2) eps [sqrt(n) |a| + |beta| + sqrt(k) (|M|_F (|a| + |c|) + |F|) / lambda_min(H)]
+          + 4 (n + 2) eps [sqrt(n) |a| + |beta|
+                           + sqrt(k) (|M|_F (|a| + |c|) + |F|) / lambda_min(H)]
 
     It bounds the distance to the exact optimum over the decision's rows ``(Vr, beta)``,
     the problem every solver solves; the rounding of the decision itself (``~ eps /
@@ -100,10 +102,10 @@ class Genetic(StepSolver):
     seed : int, default 0
         Seed of the first step; step ``k`` uses ``seed + k`` so a run is reproducible.
     tol : float, default 1e-8
-        Relative accuracy asked for: the search box shrinks to ``tol (1 + |z_j|)``
-        per gene (the stopping criterion), and a
-        :class:`~gaussopt.exceptions.ConvergenceWarning` is issued (once per solver)
-        when the accuracy achieved, ``info["tolerance"]``, is worse than
+        Relative accuracy asked for: the search box shrinks to ``tol (1 + |x_j|)``
+        per gene ``x_j`` (the stopping criterion), and a
+        :class:`~gaussopt.exceptions.ConvergenceWarning` is issued (once per solver
+        and run) when the accuracy achieved, ``info["tolerance"]``, is worse than
         ``tol (1 + |a|)`` (``info["requested"]``). A search that compares values only
         resolves ``a`` to about ``sqrt(eps)`` relative (:mod:`.ga_kernel`), so a ``tol``
         much below ``1e-8`` is usually not reached (1e-10 was reached at only ~10 % of
@@ -147,8 +149,9 @@ class Genetic(StepSolver):
       F)|^2``, plus its rounding; derivation in ``_accuracy``). It holds however
       the search ended (converged, stalled, or cut at ``max_generations``) and in
       ``"penalty"`` mode includes the penalty's bias;
-    * ``requested``, ``tol (1 + |a|)``: a ``ConvergenceWarning`` is issued (once
-      per solver, re-armed by :meth:`reset`) when ``tolerance > requested``;
+    * ``requested``, ``tol (1 + |a|)``: a ``ConvergenceWarning`` is issued when
+      ``tolerance > requested``, once per solver and run (:meth:`reset`, called by
+      :meth:`run_stats` at the end of every ``simulate`` run, re-arms it);
     * ``penalty_bias``, ``|a_pen - a*|`` with ``a_pen`` the exact minimizer of the
       penalized objective (``"penalty"`` mode; 0 in ``"nullspace"`` mode): the
       accuracy the penalty allows at best, ``O(|lam| / penalty)``.
@@ -201,17 +204,14 @@ class Genetic(StepSolver):
     def _accuracy_message(self, t, tolerance, requested, out, bias, search) -> str:
         msg = (f"the GA step at t={t} reached |a - a*| <= {tolerance:.3g} (info['tolerance']), "
                f"worse than the requested tol={self.tol:g} (|a - a*| <= {requested:.3g}, "
-               "tol (1 + |a|)); warned once per solver. ")
-        if bias > requested:
-            return msg + (f"The penalty alone moves the minimizer by {bias:.3g} (~ |lam| / "
-                          f"penalty, penalty={self.penalty:g}): raise `penalty` or use "
-                          "mode='nullspace'.")
+               "tol (1 + |a|)); warned once per solver and run. ")
         stop = ("stopped at max_generations" if out is not None and not out.converged
                 else "stopped by its radius/stall test")
         if self.mode == "penalty":
-            return msg + (f"The search {stop} {search:.3g} from the penalized minimizer (the "
-                          f"penalized objective has condition ~ penalty): use mode='nullspace'"
-                          ", or raise max_generations.")
+            return msg + (f"The penalty moves the minimizer by {bias:.3g} (~ |lam| / penalty, "
+                          f"penalty={self.penalty:g}; info['penalty_bias']) and the search {stop} "
+                          f"{search:.3g} from that minimizer (the penalized objective has "
+                          "condition ~ penalty): use mode='nullspace'.")
         if out is not None and not out.converged:
             return msg + f"The search {stop}={self.max_generations}: raise it."
         return msg + ("A search that compares values only resolves a to about sqrt(eps) "
@@ -316,12 +316,8 @@ class Genetic(StepSolver):
         # at the penalty minimizer gap = -0.5 d^T M d - pen |An d|^2 < 0.)
         d_f = d - Vr @ c
         gap_f = float(0.5 * d_f @ M @ d_f)
-        bound = float(np.sqrt(c @ c) + np.sqrt(2 * max(gap_f, 0.0) / lam_N) * (1 + 1e-12)
-                      + 1e-15 * (1 + np.abs(a_star).max(initial=0.0)))
-        if tolerance > requested and not self._accuracy_warned:
-            self._accuracy_warned = True
-            warnings.warn(self._accuracy_message(t, tolerance, requested, out, bias, search),
-                          ConvergenceWarning, stacklevel=4)
+        bound = (float(np.sqrt(c @ c) + np.sqrt(2 * max(gap_f, 0.0) / lam_N) * (1 + 1e-12)
+                       + 1e-15 * (1 + np.abs(a_star).max(initial=0.0))) if lam_N > 0 else np.inf)
         if a_prev is not None:
             self._da_prev = float(np.abs(a - a_prev).max())
         self._a_prev = a.copy()
@@ -332,6 +328,10 @@ class Genetic(StepSolver):
         if st != K.OK:
             raise_for_status(st, M=M, F=F, A=A, b=b, live=dec.live, rank=dec.r, rho=rho,
                              allow=allow, coords=self.coords, solver=self.name)
+        if tolerance > requested and not self._accuracy_warned:
+            self._accuracy_warned = True
+            warnings.warn(self._accuracy_message(t, tolerance, requested, out, bias, search),
+                          ConvergenceWarning, stacklevel=4)
         lam = dec.multipliers(M, F, a, A) if want_lam else np.zeros(A.shape[0])
         info = {"mode": self.mode, "generations": gens,
                 "evaluations": out.evaluations if out is not None else 0,

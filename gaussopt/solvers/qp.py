@@ -9,6 +9,7 @@ import numpy as np
 from .. import kernel as K
 from ..exceptions import InconsistentConstraintsError, ModelError, SolverError
 from ..linalg import decide, inconsistency_residual, raise_for_status, solve_gauss
+from ..model import model_functions, quiet_compile
 from ..result import StepResult
 from . import qp_step as QS
 from .base import StepSolver
@@ -30,10 +31,12 @@ _INFEASIBLE = ("primal_infeasible", "infeasible")
 _SCALING = "jacobi"
 _SCALING_CODE = {"jacobi": 0, "rows": 1, "none": 2}[_SCALING]
 _F64 = np.dtype(np.float64)
+#: non-empty once :func:`.qp_step.prepare_model` has been compiled or loaded in this process
+_LOADED: list = []
 
 #: what the compiled calls of one problem size use (:meth:`QP._buffers`)
 _Buffers = namedtuple("_Buffers", ["work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay",
-                                   "views"])
+                                   "views", "lam", "sigma", "live"])
 
 
 def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
@@ -102,6 +105,13 @@ class QP(StepSolver):
     :class:`~gaussopt.Inequality` rows (unilateral constraints, e.g. a contact
     that can lift off).
 
+    The backend's answer is polished: with its inequality forces ``G^T mu``
+    held fixed, the acceleration is recomputed by the closed form of the same
+    rank decision, so that the equality part is exact to rounding (an
+    interior-point answer is exact only to its stopping tolerances, noise that
+    an adaptive integrator at ``rtol = 1e-12`` cannot step through); without
+    inequality rows the QP's acceleration is the closed form's.
+
     Every result is verified: the backward error of the optimality conditions
     (with the inequality forces ``G^T mu`` as applied forces, ``mu >= 0``,
     ``G a >= h``, complementarity) must not exceed ``verify_tol``; a result
@@ -166,6 +176,7 @@ class QP(StepSolver):
         self._compiled = (kind == "clarabel" and self.objective == "exact"
                           and self._n <= DENSE_MAX)
         self._bufs: dict = {}
+        self._mc = None                     # the compiled model's functions (:meth:`_model`)
         # writable copies of a constant (read-only) M and F for the compiled calls
         self._Mc, self._Fc = system.constant_mass, system.constant_force
         self._Mw = None if self._Mc is None else np.array(self._Mc, dtype=float)
@@ -188,6 +199,9 @@ class QP(StepSolver):
         compiled path (:mod:`.qp_step`) where it applies."""
         if not self._compiled:
             return super().solve(t, q, v)
+        out = self._fast_model(t, q, v, True)
+        if out is not None:
+            return out
         M, F, A, b = self._prepare(t, q, v)
         G, h = self.system.inequality_rows(t, q, v)
         out = self._fast(t, M, F, A, b, G, h, True)
@@ -214,17 +228,19 @@ class QP(StepSolver):
         it applies."""
         if not self._compiled:
             return super().acceleration(t, q, v)
-        M, F, A, b = self._prepare(t, q, v)
-        G, h = self.system.inequality_rows(t, q, v)
-        out = self._fast(t, M, F, A, b, G, h, False)
-        if out is not None:
-            a, rho = out
-            if rho > self._root:
-                self._record_least_squares(t, q, v, A, b, rho)
-            return a
-        a, _, info = self._step(t, q, v, M, F, A, b, False, G, h)
-        if info.get("least_squares"):
-            self._record_least_squares(t, q, v, A, b, float(info["inconsistency"]))
+        out = self._fast_model(t, q, v, False)
+        if out is None:
+            M, F, A, b = self._prepare(t, q, v)
+            G, h = self.system.inequality_rows(t, q, v)
+            out = self._fast(t, M, F, A, b, G, h, False)
+            if out is None:
+                a, _, info = self._step(t, q, v, M, F, A, b, False, G, h)
+                if info.get("least_squares"):
+                    self._record_least_squares(t, q, v, A, b, float(info["inconsistency"]))
+                return a
+        a, rho = out
+        if rho > self._root:
+            self._record_least_squares(t, q, v, *self.system.rows(t, q, v), rho)
         return a
 
     # ------------------------------------------------------------- compiled path
@@ -242,16 +258,75 @@ class QP(StepSolver):
             opt[QS.O_COST] = 1.0
             opt[QS.O_VERIFY] = self.verify_tol
             P = self._P_const if self._null_force_check else None
+            w = K.make_work(n, m)
             bufs = self._bufs[(m, p)] = _Buffers(
-                K.make_work(n, m), np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
+                w, np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
                 np.zeros(m), np.ascontiguousarray(P, dtype=float) if P is not None
-                else np.zeros((0, 0)), np.zeros((0, 0)), lay, {})
+                else np.zeros((0, 0)), np.zeros((0, 0)), lay, {}, K.view(w, "lam", m),
+                K.view(w, "s", min(m, n)), K.view(w, "live", m))
         return bufs
 
+    def _model(self):
+        """The compiled model's functions and buffers (:func:`gaussopt.model.model_functions`),
+        or None when the model is evaluated in Python (no compiled functions, rows not
+        yet counted, a ``b`` hook)."""
+        mc = self._mc
+        if mc is None:
+            system = self.system
+            if system._row_counts is None:
+                return None
+            if getattr(system, "compiled", None) is None:
+                self._mc = False
+                return None
+            mf = model_functions(system)
+            n, m = self._n, mf.m
+            bufs = mf.buffers
+            G0, h0 = np.zeros((0, n)), np.zeros(0)
+            mc = self._mc = (mf, mf.addrs, _carray(np.asarray(mf.p)),
+                             bufs["M"].reshape(n, n), bufs["F"], bufs["A"].reshape(m, n),
+                             bufs["b"], G0, h0)
+        return mc if mc is not False and self.b_correction is None else None
+
+    def _fast_model(self, t, q, v, full):
+        """:meth:`_fast` with the model evaluated in the compiled call (a compiled model):
+        its result, or None (then the Python path evaluates the model)."""
+        mc = self._mc
+        if mc is None or mc is False or self.b_correction is not None:
+            mc = self._model()
+            if mc is None:
+                return None
+        mf, addrs, par, M, F, A, b, G, h = mc
+        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.flags.carray
+                and v.flags.carray and q.dtype is _F64 and v.dtype is _F64
+                and q.shape == v.shape == (self._n,)):
+            return None
+        if self.system.inequalities:
+            G, h = self.system.inequality_rows(t, q, v)
+            G, h = _carray(G), _carray(h)
+        m, p = A.shape[0], G.shape[0]
+        bufs = self._buffers(m, p)
+        ref = self._reference(m)
+        ref = bufs.zero_ref if ref is None else _carray(ref)
+        w = bufs.work
+        with self._lock:
+            if _LOADED:
+                code, r = QS.prepare_model(addrs, par, float(t), q, v, M, F, A, b, G, h, ref,
+                                           self._sref, bufs.opt, w.f, w.i, bufs.fb, bufs.ib,
+                                           bufs.P if full else bufs.noP)
+            else:
+                with quiet_compile():           # numba's note on first-class functions
+                    code, r = QS.prepare_model(addrs, par, float(t), q, v, M, F, A, b, G, h,
+                                               ref, self._sref, bufs.opt, w.f, w.i, bufs.fb,
+                                               bufs.ib, bufs.P if full else bufs.noP)
+                _LOADED.append(True)
+            if code:
+                return None
+            return self._solve_prepared(t, M, F, A, b, G, h, ref, bufs, r, full, True)
+
     def _fast(self, t, M, F, A, b, G, h, full):
-        """The step in two compiled calls around Clarabel: a StepResult (``full``), or
-        ``(a, inconsistency)``; None when the Python path must take it (errors, a force
-        in ``null(M)``, a result that fails its verification)."""
+        """The step in two compiled calls around Clarabel (:mod:`.qp_step`): a StepResult
+        (``full``), or ``(a, inconsistency)``; None when the Python path must take it
+        (errors, a force in ``null(M)``)."""
         m, p = A.shape[0], G.shape[0]
         bufs = self._buffers(m, p)
         ref = self._reference(m)
@@ -259,75 +334,77 @@ class QP(StepSolver):
         M = self._Mw if M is self._Mc else _carray(M)
         F = self._Fw if F is self._Fc else _carray(F)
         A, b, G, h = _carray(A), _carray(b), _carray(G), _carray(h)
-        w, fb = bufs.work, bufs.fb
+        w = bufs.work
         with self._lock:
-            code, r = QS.prepare(M, F, A, b, G, h, ref, self._sref, bufs.opt, w.f, w.i, fb,
+            code, r = QS.prepare(M, F, A, b, G, h, ref, self._sref, bufs.opt, w.f, w.i, bufs.fb,
                                  bufs.ib, bufs.P if full else bufs.noP)
             if code:
                 return None
+            return self._solve_prepared(t, M, F, A, b, G, h, ref, bufs, r, full, False)
+
+    def _solve_prepared(self, t, M, F, A, b, G, h, ref, bufs, r, full, shared):
+        """Clarabel and :func:`.qp_step.finish` after :func:`.qp_step.prepare` (inside the
+        lock); ``shared``: ``M, F, A, b`` are the compiled model's buffers."""
+        m, p = A.shape[0], G.shape[0]
+        w, fb = bufs.work, bufs.fb
+        try:
             views = bufs.views.get(r)
             if views is None:
-                views = bufs.views[r] = _views(fb, bufs.lay, self._n, r, p)
-            Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu, Qc = views
-            try:
-                backend = self._get_backend(r, p)
-                (xs, zs, dd, rr, s, raw, iters, attempts,
-                 solve_time) = backend.qp.solve_values(Pv, qv, Av, bv,
-                                                       (Po, qo, Ao, bo, d, rinv, fb[QS.H_S]))
-            except SolverError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the backend's own error, chained
-                raise SolverError(f"QP backend {self.backend!r} failed: {type(e).__name__}: "
-                                  f"{e}") from e
-            status = STATUS_NAMES.get(raw)
-            if status is None:
-                status = raw.lower()
-            self.statuses[status] = self.statuses.get(status, 0) + 1
-            if dd is not d:                   # a fallback attempt of Clarabel's: its scaling
-                d[:] = 1.0 if dd is None else dd
-                fb[QS.H_S] = s
-            if rr is not rinv:
-                rinv[:] = 1.0 if rr is None else rr
-            if not (status in _INFEASIBLE and p):
-                (code, be, rho, allow, gauss, resid,
-                 dropped) = QS.finish(M, F, A, b, G, h, ref, xs, zs, bufs.opt, w.f, w.i, fb, full)
-            else:
-                code = QS.DEFER
-            if code:
-                # the Python path from the backend's answer on (it raises, or re-solves
-                # on the robust path)
-                x = xs * d
-                z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:]
-                ref_p = self._reference(m)
-                dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref_p, sig_ref=self.sigma_ref)
-                gn = np.sqrt(np.einsum("ij,ij->i", G, G)) if p else np.zeros(0)
-                gn = np.where(gn > 0, gn, 1.0)
-                a_, lam, info = self._conclude(t, M, F, A, b, G, h, ref_p, dec, gn, fb[QS.H_WGT],
-                                               fb[QS.H_SA], x, z, status, iters, solve_time,
-                                               backend.name, full)
-                if not full:
-                    return a_, float(info["inconsistency"])
-                return self._result(M, F, A, b, a_, lam, info)
+                views = bufs.views[r] = (*_views(fb, bufs.lay, self._n, r, p),
+                                         self._get_backend(r, p))
+            Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu, Qc, backend = views
+            (xs, zs, dd, rr, s, raw, iters, attempts,
+             solve_time) = backend.qp.solve_values(Pv, qv, Av, bv,
+                                                   (Po, qo, Ao, bo, d, rinv, fb[QS.H_S]))
+        except SolverError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the backend's own error, chained
+            raise SolverError(f"QP backend {self.backend!r} failed: {type(e).__name__}: "
+                              f"{e}") from e
+        status = STATUS_NAMES.get(raw)
+        if status is None:
+            status = raw.lower()
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if dd is not d:                       # a fallback attempt of Clarabel's: its scaling
+            d[:] = 1.0 if dd is None else dd
+            fb[QS.H_S] = s
+        if rr is not rinv:
+            rinv[:] = 1.0 if rr is None else rr
+        if not (status in _INFEASIBLE and p):
+            (code, be, rho, allow, gauss, resid, dropped, k,
+             kept) = QS.finish(M, F, A, b, G, h, ref, xs, zs, bufs.opt, w.f, w.i, fb, full)
+        else:
+            code = QS.DEFER
+        if code:
+            # the Python path from the backend's answer on: it raises, or re-solves on the
+            # robust path
+            if shared:
+                M, F, A, b = M.copy(), F.copy(), A.copy(), b.copy()
+            x = xs * d
+            z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:]
+            ref_p = self._reference(m)
+            dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref_p, sig_ref=self.sigma_ref)
+            gn = np.sqrt(np.einsum("ij,ij->i", G, G)) if p else np.zeros(0)
+            gn = np.where(gn > 0, gn, 1.0)
+            a, lam, info = self._conclude(t, M, F, A, b, G, h, ref_p, dec, gn, fb[QS.H_WGT],
+                                          fb[QS.H_SA], x, z, status, iters, solve_time,
+                                          backend.name, full)
             if not full:
-                return a.copy(), rho
-            k = int(fb[QS.H_K])
-            lam = K.view(w, "lam", m).copy()
-            sigma = K.view(w, "s", k).copy()
-            dropped_rows = (np.flatnonzero(K.view(w, "live", m) == 0).tolist() if dropped
-                            else [])
-            flags = int(fb[QS.H_FLAGS])
-            a = a.copy()
-            mu = mu.copy()
-            Qc = Qc.copy()
+                return a, float(info["inconsistency"])
+            return self._result(M, F, A, b, a, lam, info)
+        if not full:
+            return a.copy(), rho
+        sigma = bufs.sigma[:k].copy()
         info = {"status": status, "backend": backend.name, "iterations": iters,
                 "solve_time": solve_time, "fallback": False, "backward_error": be,
                 "rank": r, "sigma": sigma, "sigma_min": float(sigma[r - 1]) if r else 1.0,
-                "dropped_rows": dropped_rows, "inconsistency": rho,
-                "least_squares": rho > self._root, "kept_vanished_rows": bool(flags & 2),
-                "inequality_multipliers": mu, "solver": self.name, "rank_tol": self.rank_tol,
-                "residual": resid}
+                "dropped_rows": np.flatnonzero(bufs.live == 0).tolist() if dropped else [],
+                "inconsistency": rho, "least_squares": rho > self._root,
+                "kept_vanished_rows": kept,
+                "inequality_multipliers": mu.copy(), "solver": self.name,
+                "rank_tol": self.rank_tol, "residual": resid}
         self.last_info = info
-        return StepResult(a, Qc, lam, gauss, info)
+        return StepResult(a.copy(), Qc.copy(), bufs.lam.copy(), gauss, info)
 
     def _result(self, M, F, A, b, a, lam, info) -> StepResult:
         """StepResult of the Python path (objective "exact"), as StepSolver.solve makes it."""
@@ -400,6 +477,10 @@ class QP(StepSolver):
         if x is not None and np.all(np.isfinite(x)):
             a = sa * np.asarray(x, dtype=float)
             mu = (w * sa * np.maximum(np.asarray(z, dtype=float), 0.0) / gn) if p else np.zeros(0)
+            if dec.determinate:
+                # polish (as :func:`.qp_step.finish`): the closed form with the inequality
+                # forces fixed, exact to rounding; verified below like the raw answer
+                a = dec.closed_form(M, F + G.T @ mu if p else F)
             be = self._verify(M, F, A, b, G, h, ref, dec, a, mu)
             if be > self.verify_tol:
                 a = None

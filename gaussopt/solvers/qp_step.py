@@ -10,6 +10,8 @@ Clarabel's update and solve (:meth:`ClarabelQP.solve_values`), and
 complementarity, the multipliers, ``M a - F``, the Gauss value, the residual).
 The arithmetic is that of the Python path in :mod:`gaussopt.solvers.qp`
 (which stays the path of every case these calls hand back: :data:`DEFER`).
+A model with compiled functions (:mod:`gaussopt.model`) is evaluated inside
+:func:`prepare_model`, without Python between the model and Clarabel.
 
 Everything lives in one float and one integer buffer per problem size
 (:func:`layout`): a call from Python unboxes a few arrays instead of some
@@ -24,9 +26,10 @@ import numba as nb
 import numpy as np
 
 from .. import kernel as K
+from ..model import functions
 from .clarabel_qp import _scale_kernel
 
-__all__ = ["layout", "prepare", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
+__all__ = ["layout", "prepare", "prepare_model", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
            "H_FLAGS", "H_SA", "H_S", "H_DMIN", "H_STATUS", "N_HEAD", "O_RANKTOL", "O_CHECKSYM",
            "O_SCALING", "O_COST", "O_VERIFY", "N_OPTS"]
 
@@ -240,6 +243,23 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
 
 
 @_jit
+def prepare_model(addrs, par, t, q, v, M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
+    """:func:`prepare` after evaluating a compiled model (:mod:`gaussopt.model`: the
+    functions at ``addrs`` with the parameters ``par``) into ``M``, ``F``, ``A``,
+    ``b``; :data:`DEFER` for a non-finite ``q``/``v`` or a failed model call."""
+    n = q.shape[0]
+    for i in range(n):
+        if not (np.isfinite(q[i]) and np.isfinite(v[i])):
+            return DEFER, 0
+    fns, accel = functions(addrs)
+    if fns[0](t, q.ctypes, v.ctypes, par.ctypes, M.ctypes, F.ctypes) != 0:
+        return DEFER, 0
+    if A.shape[0] > 0 and fns[1](t, q.ctypes, v.ctypes, par.ctypes, A.ctypes, b.ctypes) != 0:
+        return DEFER, 0
+    return prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn)
+
+
+@_jit
 def _norm(x):
     acc = 0.0
     for i in range(x.shape[0]):
@@ -257,11 +277,13 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
 
     Returns
     -------
-    (code, be, rho, allow, gauss, resid, dropped) : code 0, or :data:`DEFER` (a
+    (code, be, rho, allow, gauss, resid, dropped, k, kept) : code 0, or :data:`DEFER` (a
     non-finite answer, a backward error above ``verify_tol`` or a kernel status
     other than OK: the Python path takes it from there); the backward error, the
     inconsistency and its allowance (:func:`gaussopt.kernel.check`), the Gauss
-    value ``0.5 a^T M a - a^T F``, ``max |A a - b|`` and the number of vanished rows.
+    value ``0.5 a^T M a - a^T F``, ``max |A a - b|``, the number of vanished rows,
+    the number of singular values and whether vanished rows were kept
+    (:func:`gaussopt.kernel.decide`'s flag).
 
     Writes ``a``, ``mu``, ``M a - F`` and ``F + G^T mu`` into the buffer and, with
     ``want_lam``, the multipliers into the workspace (:func:`gaussopt.kernel.multipliers`).
@@ -286,7 +308,7 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
     Fe = fb[oFe:oFe + n]
     for i in range(n):
         if not np.isfinite(xs[i]):
-            return DEFER, 0.0, 0.0, 0.0, 0.0, 0.0, 0
+            return DEFER, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, False
         a[i] = sa * (xs[i] * d[i])
     inv_s = 1.0 / s
     ws = wgt * sa
@@ -299,6 +321,14 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
             acc += G[i, j] * mu[i]
         Fe[j] = F[j] + acc
     w = K.Work(wf, wi)
+    if int(fb[H_STATUS]) == K.OK:
+        # polish: with the inequality forces G^T mu fixed, the equality part is the
+        # closed form of the rank decision made in prepare (exact to rounding; an
+        # interior-point answer is accurate only to its stopping tolerances, which an
+        # integrator at rtol 1e-12 sees as noise). The checks below verify the result.
+        ac = K.closed_form(M, Fe, wgt, mL, r, w)
+        for i in range(n):
+            a[i] = ac[i]
     status, rho, allow, be = K.check(M, Fe, A, b, ref, opt[O_RANKTOL], mL, r, k, c_norm, a, w)
     Qc = fb[oQc:oQc + n]
     g1 = 0.0
@@ -329,7 +359,7 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
             fn = mu[i] * g / den_f
             be = max(be, max(-sn, 0.0), abs(fn * sn))
     if not be <= opt[O_VERIFY] or status != K.OK:
-        return DEFER, be, rho, allow, gauss, 0.0, 0
+        return DEFER, be, rho, allow, gauss, 0.0, 0, k, False
     if want_lam:
         K.multipliers(M, Fe, a, A, mL, r, k, w)
     resid = 0.0
@@ -343,4 +373,4 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
     for i in range(m):
         if not live[i]:
             dropped += 1
-    return 0, be, rho, allow, gauss, resid, dropped
+    return 0, be, rho, allow, gauss, resid, dropped, k, (int(fb[H_FLAGS]) & 2) != 0

@@ -1,0 +1,349 @@
+"""gaussopt against the tools its users would otherwise pick: one table, one run.
+
+Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--repeat N]``
+(the peers are an extra: ``pip install ".[bench]"`` installs Pinocchio and
+MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
+gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
+against the same independent reference (the four-bar's reduced
+one-coordinate equation of :mod:`problems.four_bar`, the N-four-bar's of
+:mod:`problems.n_four_bar`, Clarabel's own answer checked against the closed
+form). Times are medians of repeated batches (``timeit``) or of repeated
+whole runs, with one BLAS thread; wall time is ``time.perf_counter``.
+
+Rows
+----
+* one step of the paper-001 four-bar at ``th1 = pi/3``, crank rate 1.3:
+  ``go.solve_step`` (full ``StepResult``), the solver's hot path
+  (``acceleration``), and the step inside ``simulate`` (the compiled
+  ``evaluate_step`` in a compiled loop: what one right-hand side costs the
+  engine), against Pinocchio's ``constraintDynamics`` on the same planar
+  four-bar in joint coordinates;
+* the four-bar for 20 s with ``problems.four_bar.build(t_end=20)``'s
+  recommended settings against MuJoCo at ``dt = 1e-3`` with its default
+  (Euler) integrator, and gaussopt's ``rk4`` at ``dt = 1e-3`` against
+  Pinocchio + the same RK4 in a Python loop;
+* the QP step (Clarabel called directly by gaussopt) against the closed form,
+  and against Clarabel called directly on the same QP by hand;
+* the N-four-bar step for N = 10..80 against ``scipy.sparse.linalg.splu`` of
+  the same KKT matrix (and the growth exponents), and a 10 s run at N = 40;
+* the GA step at ``tol = 1e-6``;
+* the first-call compile time of the kernels in a fresh cache, and the load
+  time from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gaussopt as go  # noqa: E402
+import peers  # noqa: E402
+from problems import four_bar, n_four_bar  # noqa: E402
+
+ROWS: list[dict] = []
+
+
+def add(measure, ours, ours_acc, peer, peer_val, peer_acc, target="", unit="us"):
+    """One row of the table (``None``: not measured / not available)."""
+    ratio = ours / peer_val if (ours is not None and peer_val) else None
+    ROWS.append(dict(measure=measure, ours=ours, ours_acc=ours_acc, peer=peer,
+                     peer_val=peer_val, peer_acc=peer_acc, ratio=ratio, target=target,
+                     unit=unit))
+    print(f"  {measure}: gaussopt {_f(ours)} {unit} (acc {_f(ours_acc, '.1e')}) | {peer} "
+          f"{_f(peer_val)} {unit} (acc {_f(peer_acc, '.1e')}) | ratio {_f(ratio, '.2f')}",
+          flush=True)
+
+
+def _f(x, spec=".3g"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def median_us(fn, repeat, number):
+    return float(np.median(timeit.repeat(fn, number=number, repeat=repeat))) / number * 1e6
+
+
+# ----------------------------------------------------------------------------- one step
+def step_rows(repeat):
+    print("one step of the four-bar", flush=True)
+    th1, w = np.pi / 3, 1.3
+    sysm = four_bar.system()
+    q = np.array([th1, th1, np.pi - th1])
+    v = np.array([w, w, -w])
+    ref = peers.reduced_acceleration(th1)
+    r = go.solve_step(sysm, 0.0, q, v)
+    acc = abs(r.a[0] - ref) / abs(ref)
+    t_full = median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, 5000)
+    solver = sysm._solver_cache["closed_form"]
+    t_hot = median_us(lambda: solver.acceleration(0.0, q, v), repeat, 5000)
+    t_in = in_simulate_step_us(solver, q, v, repeat)
+    try:
+        p = peers.pinocchio_four_bar(th1=th1, w=w, repeat=repeat)
+        pv, pa = p["constraint_dynamics_us"], p["rel_err"]
+    except ImportError:
+        pv = pa = None
+    add("four-bar solve_step closed_form", t_full, acc, "Pinocchio constraintDynamics", pv, pa,
+        "<= 3")
+    add("four-bar hot path (solver.acceleration)", t_hot, acc, "Pinocchio constraintDynamics",
+        pv, pa)
+    add("four-bar step inside simulate (compiled)", t_in, acc, "Pinocchio constraintDynamics",
+        pv, pa, "<= 1.5")
+    r = go.solve_step(sysm, 0.0, q, v, "qp")
+    acc_qp = abs(r.a[0] - ref) / abs(ref)
+    t_qp = median_us(lambda: go.solve_step(sysm, 0.0, q, v, "qp"), repeat, 1000)
+    add("four-bar solve_step qp", t_qp, acc_qp, "gaussopt solve_step closed_form", t_full, acc,
+        "<= 3")
+    try:
+        c_us, c_acc = clarabel_by_hand(sysm, q, v, r.a, repeat)
+    except ImportError:
+        c_us = c_acc = None
+    add("four-bar solve_step qp", t_qp, acc_qp, "Clarabel direct (pre-built, update in place)",
+        c_us, c_acc)
+    return t_full
+
+
+def in_simulate_step_us(solver, q, v, repeat):
+    """The compiled step as the engine calls it: model + kernel, in a compiled loop."""
+    import numba as nb
+
+    from gaussopt import engine as E
+    from gaussopt.model import functions
+
+    ctx = solver._context()
+    handle = ctx[0]
+
+    @nb.njit(cache=True)
+    def loop(addrs, md, buf, opt, ref, sref, q, v, w, count):
+        fns, accel = functions(addrs)
+        a = np.empty(q.shape[0])
+        acc = 0.0
+        for _ in range(count):
+            E.evaluate_step(fns, accel, md, buf, opt, ref, sref, 0.0, q, v, a, False, w)
+            acc += a[0]
+        return acc
+
+    mf = ctx[1]
+    b = mf.buffers
+    md = E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol)
+    buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
+    oi = np.zeros(9, dtype=np.int64)
+    of = np.zeros(11)
+    of[E.F_RANKTOL] = solver.rank_tol
+    opt = E.Options(oi, of)
+    w = ctx[7]
+    ref = np.zeros(ctx[6])
+    sref = np.zeros(1)
+    args = (mf.addrs, md, buf, opt, ref, sref, q, v, w)
+    loop(*args, 10)
+    count = 200000
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        loop(*args, count)
+        times.append(time.perf_counter() - t0)
+    del handle
+    return float(np.median(times)) / count * 1e6
+
+
+def clarabel_by_hand(sysm, q, v, a_qp, repeat):
+    """Clarabel on min 1/2 a^T M a - F^T a s.t. A a = b, built once and updated in place
+    (``presolve_enable=False``), M, F, A, b evaluated once: the bare solver's cost."""
+    import clarabel
+    import scipy.sparse as sp
+
+    M, F, A, b = sysm.evaluate(0.0, q, v)
+    n, m = M.shape[0], A.shape[0]
+    P = sp.triu(sp.csc_matrix(M + 1e-300), format="csc")
+    Asp = sp.csc_matrix(A)
+    st = clarabel.DefaultSettings()
+    st.verbose = False
+    st.presolve_enable = False
+    solver = clarabel.DefaultSolver(P, -F, Asp, b, [clarabel.ZeroConeT(m)], st)
+    sol = solver.solve()
+    x = np.array(sol.x)
+
+    def step():
+        solver.update(q=-F, b=b)
+        return solver.solve()
+
+    us = median_us(step, repeat, 500)
+    ref = peers.reduced_acceleration(q[0])
+    return us, abs(x[0] - ref) / abs(ref)
+
+
+# ----------------------------------------------------------------------------- whole runs
+def run_rows(repeat, t_end):
+    print(f"four-bar, {t_end:g} s", flush=True)
+    pb = four_bar.build(t_end=t_end)
+
+    def ours(**over):
+        kw = dict(pb.settings)
+        kw.update(over)
+        return go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **kw)
+
+    tr = ours()                                   # warm (compiled, cached)
+    walls = []
+    for _ in range(max(repeat // 2, 2)):
+        t0 = time.perf_counter()
+        tr = ours()
+        walls.append(time.perf_counter() - t0)
+    err = float(np.max(np.abs(tr["th1"] - four_bar.reference(tr.t)[0])))
+    wall = float(np.median(walls))
+    try:
+        mj = peers.mujoco_four_bar(t_end=t_end, repeat=3)
+        mj_wall = min(mj["wall_loop_s"], mj.get("wall_rollout_s", np.inf))
+        mj_err = mj["err_max_finite"]
+    except ImportError:
+        mj_wall = mj_err = None
+    s = pb.settings
+    add(f"four-bar {t_end:g} s, build() settings ({s['method']}, rtol {s['rtol']:g}), "
+        "th1 max err", wall, err, "MuJoCo Euler dt 1e-3 (rollout or loop, faster)", mj_wall,
+        mj_err, "<= 1, err <= 1e-8", "s")
+
+    dt = 1e-3
+    tr = ours(method="rk4", dt=dt, t_eval=None)
+    t0 = time.perf_counter()
+    tr = ours(method="rk4", dt=dt, t_eval=None)
+    wall4 = time.perf_counter() - t0
+    err4 = float(np.max(np.abs(tr["th1"] - four_bar.reference(tr.t)[0])))
+    try:
+        pr = peers.pinocchio_rk4(t_end=t_end, dt=dt)
+        p_wall, p_err = pr["wall_s"], pr["err_max_finite"]
+    except ImportError:
+        p_wall = p_err = None
+    add(f"four-bar {t_end:g} s, rk4 dt 1e-3", wall4, err4, "Pinocchio + RK4 (Python loop)",
+        p_wall, p_err, "", "s")
+
+
+# ----------------------------------------------------------------------------- large
+def large_rows(repeat, Ns):
+    print("N-four-bar", flush=True)
+    ours_ms, peer_ms = [], []
+    for N in Ns:
+        pb = n_four_bar.build(N=N)
+        sysm = pb.system
+        r = go.solve_step(sysm, 0.0, pb.q0, pb.v0)
+        i = sysm.coordinates.index("crank0.phi")
+        p = pb.params
+        mass = ((N + 1) / 3.0 + N) * p["m"] * p["l"] ** 2
+        th_dd = -p["g"] * p["l"] * ((N + 1) / 2.0 + N) * p["m"] * np.cos(np.pi / 2) / mass
+        acc = abs(r.a[i] - th_dd)
+        number = max(1, int(0.05 / max(timeit.timeit(
+            lambda: go.solve_step(sysm, 0.0, pb.q0, pb.v0), number=1), 1e-7)))
+        ms = median_us(lambda: go.solve_step(sysm, 0.0, pb.q0, pb.v0), repeat, number) / 1e3
+        sp_ = peers.splu_n_four_bar(N, repeat=repeat)
+        ours_ms.append(ms)
+        peer_ms.append(sp_["ms"])
+        add(f"N-four-bar N = {N} (n = {sysm.n}) solve_step closed_form", ms, acc,
+            "scipy splu factor + solve of the KKT", sp_["ms"], sp_["crank_acc_err"],
+            "<= 2" if N == Ns[-1] else "", "ms")
+    e_ours = float(np.polyfit(np.log(Ns), np.log(ours_ms), 1)[0])
+    e_peer = float(np.polyfit(np.log(Ns), np.log(peer_ms), 1)[0])
+    add(f"growth exponent over N = {Ns[0]}..{Ns[-1]}", e_ours, None, "splu", e_peer, None,
+        "<= 1.2", "")
+    return e_ours
+
+
+def n40_run():
+    print("N-four-bar N = 40, 10 s", flush=True)
+    pb = n_four_bar.build(N=40, t_end=10.0)
+    kw = dict(pb.settings)
+    kw.update(rtol=1e-10, atol=1e-10)
+    t0 = time.perf_counter()
+    tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **kw)
+    wall = time.perf_counter() - t0
+    ref = pb.reference(tr.t)
+    err = max(float(np.max(np.abs(tr[k] - ref[k]))) for k in ("B0_x", "B0_y")) \
+        if tr.success else None
+    add("N-four-bar N = 40, 10 s, rtol 1e-10 (B0 max err)", wall, err, "target", 10.0, None,
+        "<= 1", "s")
+
+
+def ga_row(repeat):
+    print("GA step", flush=True)
+    sysm = four_bar.system()
+    th1, w = np.pi / 3, 1.3
+    q = np.array([th1, th1, np.pi - th1])
+    v = np.array([w, w, -w])
+    s = go.make_solver(sysm, "ga", tol=1e-6, seed=1)
+    r = s.solve(0.0, q, v)
+    ref = peers.reduced_acceleration(th1)
+
+    def cold():
+        s.reset()
+        return s.acceleration(0.0, q, v)
+
+    ms = median_us(cold, repeat, 20) / 1e3
+    add("four-bar GA step, tol 1e-6 (cold, null-space mode)", ms, abs(r.a[0] - ref) / abs(ref),
+        "target", 5.0, None, "<= 1", "ms")
+
+
+# ----------------------------------------------------------------------------- compile
+def compile_rows():
+    """First call in a fresh process with empty numba/model caches, then the same from
+    the caches just written."""
+    print("compile time (fresh caches; takes minutes)", flush=True)
+    code = ("import time; t0 = time.perf_counter(); import numpy as np, gaussopt as go; "
+            "from problems import four_bar; p = four_bar.build(); "
+            "go.solve_step(p.system, 0.0, p.q0, p.v0); "
+            "go.simulate(p.system, (0.0, 0.1), p.q0, p.v0); "
+            "print(time.perf_counter() - t0)")
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, NUMBA_CACHE_DIR=d, GAUSSOPT_CACHE_DIR=d, PYTHONPATH=str(ROOT))
+        out = []
+        for _ in range(2):
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, cwd=str(ROOT))
+            if res.returncode != 0:
+                print(res.stderr[-2000:])
+                return
+            out.append(float(res.stdout.strip().splitlines()[-1]))
+    add("first call (compile kernels, engine, model), fresh cache", out[0], None,
+        "second process (load from the cache)", out[1], None, "", "s")
+
+
+# ----------------------------------------------------------------------------- table
+def table():
+    print("\n| measure | gaussopt | accuracy | peer | peer | peer accuracy | ratio | target |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in ROWS:
+        u = r["unit"]
+        print(f"| {r['measure']} | {_f(r['ours'])} {u} | {_f(r['ours_acc'], '.1e')} | "
+              f"{r['peer']} | {_f(r['peer_val'])} {u} | {_f(r['peer_acc'], '.1e')} | "
+              f"{_f(r['ratio'], '.2f')} | {r['target']} |")
+    print("\naccuracy: relative error of th1'' (steps), max |th1 - reference| in rad (runs), "
+          "max error of B0 (N-four-bar run), |crank th''| error (N-four-bar steps).")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="smaller N, shorter runs")
+    ap.add_argument("--skip-compile", action="store_true")
+    ap.add_argument("--t-end", type=float, default=20.0)
+    args = ap.parse_args()
+    step_rows(args.repeat)
+    run_rows(args.repeat, args.t_end)
+    ga_row(args.repeat)
+    large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
+    if not args.quick:
+        n40_run()
+    if not args.skip_compile:
+        compile_rows()
+    table()
+
+
+if __name__ == "__main__":
+    with peers._blas1():
+        main()
