@@ -79,7 +79,9 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     -----
     The system is checked (:meth:`System.check`) on its first step, and the
     solver object is cached on the system per (solver, options), so repeated
-    calls do not rebuild it (the QP's cvxpy problem is built once).
+    calls do not rebuild it (the QP's backend is built once); a cached solver
+    forgets its warm start between calls (the GA's result depends on the
+    arguments and ``seed`` only, not on earlier calls).
 
     Examples
     --------
@@ -113,4 +115,6 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         if s is None:
             s = make_solver(system, solver, **options)
             system._solver_cache[key] = s
+        else:
+            s.reset()      # no warm start from an earlier call: the result depends on the arguments only
     return s.solve(t, q, v)

@@ -197,3 +197,16 @@ def test_penalty_bias_is_in_the_claim():
 def test_bad_tol(tol):
     with pytest.raises(go.ModelError, match=r"`tol` must be a positive number"):
         go.make_solver(pendulum_system(), "ga", tol=tol)
+
+
+def test_solve_step_ga_does_not_depend_on_earlier_calls():
+    """solve_step caches the solver on the system; a cached GA solver must not warm-start
+    from an earlier call (nor advance its seed), so the same arguments give the same
+    bits whatever was solved before."""
+    pb = four_bar.build()
+    q1, v1 = pb.q0, pb.v0
+    q2, v2 = pb.q0 + np.array([0.3, 0.3, -0.3]), pb.v0 + 0.5
+    first = go.solve_step(pb.system, 0.0, q1, v1, solver="ga").a
+    go.solve_step(pb.system, 0.0, q2, v2, solver="ga")
+    again = go.solve_step(pb.system, 0.0, q1, v1, solver="ga").a
+    np.testing.assert_array_equal(first, again)
