@@ -110,7 +110,56 @@ def step_rows(repeat):
         c_us = c_acc = None
     add("four-bar solve_step qp", t_qp, acc_qp, "Clarabel direct (pre-built, update in place)",
         c_us, c_acc)
+    v_us, k_us = verification_us(sysm, q, v, repeat)
+    add("four-bar: verification of the step (kernel check)", v_us, None,
+        "the whole kernel step (decision, solve, verification)", k_us, acc)
     return t_full
+
+
+def verification_us(sysm, q, v, repeat):
+    """The cost of the per-step verification (:func:`gaussopt.kernel.check`: backward
+    error of the optimality conditions, inconsistency, vanished rows) and of the whole
+    kernel step that contains it, both in compiled loops on the four-bar's M, F, A, b."""
+    import numba as nb
+
+    from gaussopt import kernel as K
+
+    M, F, A, b = (np.ascontiguousarray(x, dtype=float) for x in sysm.evaluate(0.0, q, v))
+    n, m = M.shape[0], A.shape[0]
+    w = K.make_work(n, m)
+    ref = np.zeros(m)
+    tol = 1e-8
+
+    @nb.njit(cache=True)
+    def loop_step(M, F, A, b, ref, tol, wf, wi, count):
+        w = K.Work(wf, wi)
+        acc = 0.0
+        for _ in range(count):
+            out = K.gauss_step(M, F, A, b, ref, 0.0, tol, K.CLOSED_FORM, False, False, w)
+            acc += out[1][0]
+        return acc
+
+    @nb.njit(cache=True)
+    def loop_check(M, F, A, b, ref, tol, wf, wi, count):
+        w = K.Work(wf, wi)
+        status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, 0.0, tol, w)
+        a = K.closed_form(M, F, wgt, mL, r, w).copy()
+        acc = 0.0
+        for _ in range(count):
+            acc += K.check(M, F, A, b, ref, tol, mL, r, k, c_norm, a, w)[3]
+        return acc
+
+    out = []
+    for loop in (loop_check, loop_step):
+        loop(M, F, A, b, ref, tol, w.f, w.i, 10)
+        count = 200000
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            loop(M, F, A, b, ref, tol, w.f, w.i, count)
+            times.append(time.perf_counter() - t0)
+        out.append(float(np.median(times)) / count * 1e6)
+    return out[0], out[1]
 
 
 def in_simulate_step_us(solver, q, v, repeat):
@@ -324,6 +373,10 @@ def table():
               f"{_f(r['ratio'], '.2f')} | {r['target']} |")
     print("\naccuracy: relative error of th1'' (steps), max |th1 - reference| in rad (runs), "
           "max error of B0 (N-four-bar run), |crank th''| error (N-four-bar steps).")
+    print("The peers' run errors are what they are: MuJoCo (soft equality constraints, Euler) "
+          "and Pinocchio's constraintDynamics + RK4 (no projection) leave the physical branch "
+          "at the four-bar's first singular positions (cos th1 = 0) and do not come back; "
+          "`python3 benchmarks/peers.py` shows them with Baumgarte gains and other settings.")
 
 
 def main():

@@ -19,9 +19,9 @@ accel      ``q, v, p, a, -``                       accelerations (n) (the QP and
 =========  ======================================  =====================================
 
 ``p`` is the model's parameter array. A model compiled by a front end
-(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, or numba functions the
-user passes) provides numba ``cfunc`` objects; any other model is wrapped
-here in ctypes callbacks that call its Python functions (the general path:
+(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, and the problems built
+on them) provides numba ``cfunc`` objects; any other model (Python callables,
+``numba.njit`` functions included) is wrapped here in ctypes callbacks that call its Python functions (the general path:
 the same engine, at the cost of one Python call per evaluation). A fault of
 the user's code inside a callback is caught and kept (:attr:`ModelFunctions.error`)
 and ends the run with the partial trajectory.

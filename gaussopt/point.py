@@ -1,7 +1,7 @@
 """One Gauss step of a compiled model in one call into machine code.
 
 :func:`~gaussopt.solve_step` on a model whose functions are compiled
-(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, numba functions) does
+(:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, the problems) does
 not need Python between the model and the answer: :func:`solve_at` evaluates
 the model, runs the kernel's step (:func:`gaussopt.engine.evaluate_step`: the
 same rank decision, solve and verification as everywhere else) and the
