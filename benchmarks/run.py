@@ -1,6 +1,6 @@
 """gaussopt against the tools its users would otherwise pick: one table, one run.
 
-Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--repeat N]``
+Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--large-run] [--repeat N]``
 (the peers are an extra: ``pip install ".[bench]"`` installs Pinocchio and
 MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
 gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
@@ -18,6 +18,7 @@ Rows
   ``evaluate_step`` in a compiled loop: what one right-hand side costs the
   engine), against Pinocchio's ``constraintDynamics`` on the same planar
   four-bar in joint coordinates;
+* the verification inside the kernel step (its share of the step);
 * the four-bar for 20 s with ``problems.four_bar.build(t_end=20)``'s
   recommended settings against MuJoCo at ``dt = 1e-3`` with its default
   (Euler) integrator, and gaussopt's ``rk4`` at ``dt = 1e-3`` against
@@ -25,7 +26,8 @@ Rows
 * the QP step (Clarabel called directly by gaussopt) against the closed form,
   and against Clarabel called directly on the same QP by hand;
 * the N-four-bar step for N = 10..80 against ``scipy.sparse.linalg.splu`` of
-  the same KKT matrix (and the growth exponents), and a 10 s run at N = 40;
+  the same KKT matrix (and the growth exponents); with ``--large-run`` a 10 s
+  run at N = 40 (the dense step makes it take many minutes);
 * the GA step at ``tol = 1e-6``;
 * the first-call compile time of the kernels in a fresh cache, and the load
   time from the cache.
@@ -385,12 +387,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller N, shorter runs")
     ap.add_argument("--skip-compile", action="store_true")
     ap.add_argument("--t-end", type=float, default=20.0)
+    ap.add_argument("--large-run", action="store_true",
+                    help="also the 10 s run of the N = 40 four-bar (dense step: minutes)")
     args = ap.parse_args()
     step_rows(args.repeat)
     run_rows(args.repeat, args.t_end)
     ga_row(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
-    if not args.quick:
+    if args.large_run:
         n40_run()
     if not args.skip_compile:
         compile_rows()
