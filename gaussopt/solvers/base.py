@@ -247,9 +247,18 @@ class StepSolver:
             res = self._solve_compiled(t, q, v, True)
             if res is not None:
                 return res
-        M, F, A, b = self._prepare(t, q, v)
+        return self._python_result(t, q, v, *self._prepare(t, q, v))
+
+    def _python_result(self, t, q, v, M, F, A, b, *extra) -> StepResult:
+        """The Python path's StepResult on evaluated data (``extra``: what the solver's
+        ``_step`` takes after ``want_lam``)."""
         Fobj, d = self._objective_force(M, F)
-        a, lam, info = self._step(t, q, v, M, Fobj, A, b, True)
+        a, lam, info = self._step(t, q, v, M, Fobj, A, b, True, *extra)
+        return self._result(t, M, F, Fobj, A, b, a, lam, info, d)
+
+    def _result(self, t, M, F, Fobj, A, b, a, lam, info, d=None) -> StepResult:
+        """StepResult from a solved step: the diagnostics (residual, constraint force,
+        Gauss value, objective mismatch for ``d`` not None) added to ``info``."""
         if not np.all(np.isfinite(a)):
             raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
         info = dict(info)

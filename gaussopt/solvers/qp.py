@@ -207,21 +207,7 @@ class QP(StepSolver):
         out = self._fast(t, M, F, A, b, G, h, True)
         if out is not None:
             return out
-        # as StepSolver.solve, on the data evaluated above
-        Fobj, d = self._objective_force(M, F)
-        a, lam, info = self._step(t, q, v, M, Fobj, A, b, True, G, h)
-        if not np.all(np.isfinite(a)):
-            raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
-        info = dict(info)
-        info.setdefault("solver", self.name)
-        info["rank_tol"] = self.rank_tol
-        info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
-        if d is not None:
-            info["objective_mismatch"] = self._check_mismatch(M, A, d, a)
-        Qc = M @ a - F
-        gauss = float(0.5 * a @ (M @ a) - a @ Fobj)
-        self.last_info = info
-        return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
+        return self._python_result(t, q, v, M, F, A, b, G, h)
 
     def acceleration(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Hot path (:meth:`StepSolver.acceleration`); through the compiled path where
@@ -391,7 +377,7 @@ class QP(StepSolver):
                                           backend.name, full)
             if not full:
                 return a, float(info["inconsistency"])
-            return self._result(M, F, A, b, a, lam, info)
+            return self._result(t, M, F, F, A, b, a, lam, info)
         if not full:
             return a.copy(), rho
         sigma = bufs.sigma[:k].copy()
@@ -405,19 +391,6 @@ class QP(StepSolver):
                 "rank_tol": self.rank_tol, "residual": resid}
         self.last_info = info
         return StepResult(a.copy(), Qc.copy(), bufs.lam.copy(), gauss, info)
-
-    def _result(self, M, F, A, b, a, lam, info) -> StepResult:
-        """StepResult of the Python path (objective "exact"), as StepSolver.solve makes it."""
-        if not np.all(np.isfinite(a)):
-            raise SolverError(f"solver {self.name!r} produced non-finite accelerations.")
-        info = dict(info)
-        info.setdefault("solver", self.name)
-        info["rank_tol"] = self.rank_tol
-        info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
-        Qc = M @ a - F
-        gauss = float(0.5 * a @ (M @ a) - a @ F)
-        self.last_info = info
-        return StepResult(a=a, constraint_force=Qc, multipliers=lam, gauss=gauss, info=info)
 
     # ------------------------------------------------------------- Python path
     def _step(self, t, q, v, M, F, A, b, want_lam, G=None, h=None):
