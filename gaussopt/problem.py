@@ -15,8 +15,9 @@ __all__ = ["Problem", "ga_settings"]
 def ga_settings(t_end: float, horizon: float = 0.2, dt: float = 1e-3) -> dict:
     """Per-solver settings for the GA row of a comparison.
 
-    The GA costs ~10 ms per step, so it runs the first ``horizon`` seconds only,
-    with the paper's fixed-step integration (``rk4`` at ``dt``).
+    The GA costs milliseconds per step (100-1000 times the closed form), so it
+    runs the first ``horizon`` seconds only, with the paper's fixed-step
+    integration (``rk4`` at ``dt``).
     """
     return {"method": "rk4", "dt": dt, "t_span": (0.0, min(float(t_end), horizon))}
 

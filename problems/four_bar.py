@@ -145,7 +145,7 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
             # the classical method: Lagrange-I with Baumgarte stabilization (paper 002's
             # alpha = beta = 10) instead of the projection
             "lagrange_baumgarte": {"solver": "lagrange", "stabilization": go.Baumgarte(10.0, 10.0)},
-            # the GA costs ~10 ms per solve: a short run with the paper-style fixed step
+            # the GA costs milliseconds per solve: a short run with the paper-style fixed step
             "ga": ga_settings(t_end),
         },
         solvers=("closed_form", "lagrange", "lagrange_baumgarte", "qp", "ga"),
