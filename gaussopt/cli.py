@@ -234,52 +234,6 @@ def cmd_run(args) -> int:
     return 0 if tr.success else 1
 
 
-def _extra_figures(pb, trajs: dict, out: Path) -> list:
-    """Problem-specific figures: the paper-001 set (y1 by GA and by Lagrange-I and their
-    difference), multipliers vs constraint forces, and a drawing of the mechanism."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from . import plotting
-
-    names = []
-    outs = pb.outputs(pb.q0[None, :], pb.v0[None, :])
-    if "y1" in outs and "ga" in trajs and "lagrange" in trajs:
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-        t_end = trajs["ga"].t[-1]
-        lag = trajs["lagrange"]
-        sel = lag.t <= t_end + 1e-12
-        plotting.plot_outputs(pb, {"GA (optimization)": trajs["ga"]}, "y1", ax=a1, reference=False)
-        a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"], "--",
-                label="Lagrange-I")
-        a1.legend(fontsize="small")
-        plotting.plot_output_difference(pb, trajs["ga"], lag, "y1", ax=a2,
-                                        labels=("GA", "Lagrange-I"))
-        fig.suptitle(f"{pb.name}: y of link 1's centroid (paper 001 figures)")
-        fig.tight_layout()
-        fig.savefig(out / f"{pb.name}_y1_ga_vs_lagrange.png", dpi=110)
-        plt.close(fig)
-        names.append(f"{pb.name}_y1_ga_vs_lagrange.png")
-    if any(tr.multipliers.size for tr in trajs.values()):
-        ax = plotting.plot_multipliers(trajs)
-        ax.set_title(f"{pb.name}: multipliers vs constraint forces")
-        ax.figure.savefig(out / f"{pb.name}_multipliers.png", dpi=110)
-        plt.close(ax.figure)
-        names.append(f"{pb.name}_multipliers.png")
-    if pb.draw is not None:
-        tr = next(iter(trajs.values()))
-        fig, axs = plt.subplots(1, 4, figsize=(14, 4))
-        for ax, i in zip(axs, np.linspace(0, len(tr) - 1, 4).astype(int)):
-            plotting.draw_frame(pb, tr.q[i], ax=ax, title=f"t = {tr.t[i]:.2f} s")
-        fig.tight_layout()
-        fig.savefig(out / f"{pb.name}_frames.png", dpi=100)
-        plt.close(fig)
-        names.append(f"{pb.name}_frames.png")
-    return names
-
-
 def cmd_compare(args) -> int:
     from .compare import compare
 
@@ -320,7 +274,9 @@ def cmd_compare(args) -> int:
         tr.save(out / f"{pb.name}_{name}.npz")
     comp.plot(out / f"{pb.name}_compare.png")
     figs = [f"{pb.name}_compare.png"]
-    figs += _extra_figures(pb, comp.trajectories, out)
+    from .plotting import comparison_figures
+
+    figs += comparison_figures(pb, comp.trajectories, out)
     print(f"wrote {out}/: table.csv, table.md, {len(comp.trajectories)} trajectories (.npz), "
           f"figures {', '.join(figs)}")
     return 0

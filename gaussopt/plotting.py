@@ -10,6 +10,7 @@ returns the Axes it drew on, so figures compose::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -17,7 +18,8 @@ import numpy as np
 from .result import Trajectory
 
 __all__ = ["plot_coordinates", "plot_outputs", "plot_output_difference", "plot_residuals",
-           "plot_energy", "plot_multipliers", "draw_frame", "animate", "summary_figure"]
+           "plot_energy", "plot_multipliers", "draw_frame", "animate", "summary_figure",
+           "comparison_figures"]
 
 Trajs = Union[Trajectory, Mapping[str, Trajectory]]
 
@@ -195,3 +197,48 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None):
         fig.savefig(path, dpi=110)
         plt.close(fig)
     return fig
+
+
+def comparison_figures(pb, trajs: Mapping[str, Trajectory], out) -> list:
+    """Problem-specific figures: the paper-001 set (y1 by GA and by Lagrange-I and their
+    difference), multipliers vs constraint forces, and a drawing of the mechanism."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    names = []
+    outs = pb.outputs(pb.q0[None, :], pb.v0[None, :])
+    if "y1" in outs and "ga" in trajs and "lagrange" in trajs:
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+        t_end = trajs["ga"].t[-1]
+        lag = trajs["lagrange"]
+        sel = lag.t <= t_end + 1e-12
+        plot_outputs(pb, {"GA (optimization)": trajs["ga"]}, "y1", ax=a1, reference=False)
+        a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"], "--",
+                label="Lagrange-I")
+        a1.legend(fontsize="small")
+        plot_output_difference(pb, trajs["ga"], lag, "y1", ax=a2,
+                                        labels=("GA", "Lagrange-I"))
+        fig.suptitle(f"{pb.name}: y of link 1's centroid (paper 001 figures)")
+        fig.tight_layout()
+        fig.savefig(out / f"{pb.name}_y1_ga_vs_lagrange.png", dpi=110)
+        plt.close(fig)
+        names.append(f"{pb.name}_y1_ga_vs_lagrange.png")
+    if any(tr.multipliers.size for tr in trajs.values()):
+        ax = plot_multipliers(trajs)
+        ax.set_title(f"{pb.name}: multipliers vs constraint forces")
+        ax.figure.savefig(out / f"{pb.name}_multipliers.png", dpi=110)
+        plt.close(ax.figure)
+        names.append(f"{pb.name}_multipliers.png")
+    if pb.draw is not None:
+        tr = next(iter(trajs.values()))
+        fig, axs = plt.subplots(1, 4, figsize=(14, 4))
+        for ax, i in zip(axs, np.linspace(0, len(tr) - 1, 4).astype(int)):
+            draw_frame(pb, tr.q[i], ax=ax, title=f"t = {tr.t[i]:.2f} s")
+        fig.tight_layout()
+        fig.savefig(out / f"{pb.name}_frames.png", dpi=100)
+        plt.close(fig)
+        names.append(f"{pb.name}_frames.png")
+    return names
