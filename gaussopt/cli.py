@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-import numpy as np
 
 from . import __version__
 
