@@ -18,7 +18,7 @@ from .problem import Problem
 from .quasi import QuasiVelocities
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
-from .step import make_solver, solve_step
+from .step import make_solver, solve_step, solve_steps
 from .system import System
 
 __version__ = "0.1.0"
@@ -39,7 +39,7 @@ def __getattr__(name):
 
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
-    "solve_step", "make_solver", "simulate", "Baumgarte", "Projection",
+    "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
     "Problem", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody",

@@ -27,7 +27,7 @@ from .model import functions
 
 __all__ = ["StepContext", "make_context", "solve_at", "layout", "NULL_FORCE_RTOL",
            "S_R", "S_K", "S_RHO", "S_ALLOW", "S_BE", "S_FLAGS", "S_GAUSS", "S_RESID",
-           "S_NULLF", "S_DROPPED", "N_SCALARS"]
+           "S_NULLF", "S_DROPPED", "N_SCALARS", "solve_batch"]
 
 #: relative size of the force's part in ``null(M)`` below which it counts as zero
 #: (the objective-mismatch check of :class:`~gaussopt.solvers.StepSolver`)
@@ -149,3 +149,24 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     out[sc + S_NULLF] = nullf
     out[sc + S_DROPPED] = dropped
     return 0
+
+
+@nb.njit(cache=True)
+def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
+    """:func:`solve_at` at every ``(T[i], Q[i], V[i])`` (``Q``, ``V`` of shape (B, n)): accelerations into
+    ``A_out`` (B, n), multipliers into ``L_out`` (B, m) if ``want_lam``, and per row the
+    status into ``status_out``: that of :func:`solve_at`, or -1 when the step is fine but
+    the force has a part in ``null(M)`` (the objective-mismatch check runs in Python)."""
+    n = ctx.md.dims[E.D_N]
+    m = ctx.md.dims[E.D_M]
+    out = ctx.out
+    sc = 2 * n + m + min(m, n)
+    for i in range(Q.shape[0]):
+        s = solve_at(ctx, ref, T[i], Q[i], V[i], want_lam)
+        if s == 0 and out[sc + S_NULLF] > NULL_FORCE_RTOL:
+            s = -1
+        status_out[i] = s
+        if s == 0:
+            A_out[i, :] = out[:n]
+            if want_lam:
+                L_out[i, :] = out[2 * n:2 * n + m]

@@ -13,7 +13,7 @@ from .result import StepResult
 from .solvers import SOLVERS, StepSolver
 from .system import System
 
-__all__ = ["solve_step", "make_solver", "as_state"]
+__all__ = ["solve_step", "solve_steps", "make_solver", "as_state"]
 
 
 def as_state(x, n: int, label: str) -> np.ndarray:
@@ -106,15 +106,109 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         raise ModelError(f"`t` must be finite, found {t}.")
     if system._row_counts is None:
         system.check(t, q, v)
-    if isinstance(solver, StepSolver):
-        s = make_solver(system, solver, **options)
-    else:
-        key = solver if not options else (
-            solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
-        s = system._solver_cache.get(key)
-        if s is None:
-            s = make_solver(system, solver, **options)
-            system._solver_cache[key] = s
-        else:
-            s.reset()      # no warm start from an earlier call: the result depends on the arguments only
+    s = _cached_solver(system, solver, options)
     return s.solve(t, q, v)
+
+
+def _cached_solver(system: System, solver, options: dict) -> StepSolver:
+    """The step solver for ``(solver, options)``, cached on the system, without state
+    carried over from earlier calls."""
+    if isinstance(solver, StepSolver):
+        return make_solver(system, solver, **options)
+    key = solver if not options else (
+        solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
+    s = system._solver_cache.get(key)
+    if s is None:
+        s = make_solver(system, solver, **options)
+        system._solver_cache[key] = s
+    else:
+        s.reset()      # no warm start from an earlier call: the result depends on the arguments only
+    return s
+
+
+def solve_steps(system: System, t, Q, V, solver: Union[str, StepSolver] = "closed_form", *,
+                multipliers: bool = False, **options: Any):
+    """Solve the Gauss step at many states at once: ``solve_step`` over the rows of ``Q``, ``V``.
+
+    For Monte Carlo over states, training data, or a map of a quantity over
+    configuration space. A model with compiled functions (from
+    :mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`, the problems) with the
+    ``"closed_form"`` or ``"lagrange"`` solver runs all states in one compiled loop;
+    other models and solvers call the solver state by state. Either way row ``i``
+    is exactly what ``solve_step(system, t[i], Q[i], V[i], solver, **options).a``
+    gives: the same kernel makes the same rank decision and verification, and a
+    state the compiled loop does not settle cleanly (a rank drop it must report,
+    inconsistent rows, a force with a part in ``null(M)``) is handed to the same
+    Python path as ``solve_step``'s.
+
+    Parameters
+    ----------
+    system : System
+    t : float or array_like, shape (B,)
+        One time for all states, or one per state.
+    Q, V : array_like, shape (B, n)
+        Coordinates and velocities, one state per row.
+    solver : {"closed_form", "lagrange", "qp", "ga"} or StepSolver
+    multipliers : bool
+        Also return the Lagrange multipliers, shape (B, m).
+    **options
+        Options of the solver, as for :func:`solve_step`.
+
+    Returns
+    -------
+    ndarray, shape (B, n)
+        The accelerations; with ``multipliers=True`` a tuple ``(accelerations,
+        multipliers)``.
+
+    Raises
+    ------
+    ModelError
+        ``Q``/``V``/``t`` of the wrong shape or not finite.
+    GaussoptError
+        What :func:`solve_step` raises at a state (the message's note names the row).
+
+    Examples
+    --------
+    >>> import numpy as np, gaussopt as go
+    >>> m, l = 2.0, 1.5
+    >>> pend = go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * 9.81],
+    ...     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - l**2]))])
+    >>> th = np.linspace(0.1, 1.0, 4)
+    >>> Q = l * np.column_stack([np.sin(th), -np.cos(th)])
+    >>> A = go.solve_steps(pend, 0.0, Q, np.zeros_like(Q))
+    >>> np.allclose(A[:, 0], -9.81 * np.sin(th) * np.cos(th))   # released from rest
+    True
+    """
+    if not isinstance(system, System):
+        raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
+    n = system.n
+    Q = _states(Q, n, "Q")
+    V = _states(V, n, "V")
+    if V.shape != Q.shape:
+        raise ModelError(f"`Q` and `V` must have the same shape (B, {n}), found {Q.shape} and {V.shape}.")
+    B = Q.shape[0]
+    try:
+        T = np.broadcast_to(np.asarray(t, dtype=float), (B,)).copy()
+    except (TypeError, ValueError):
+        raise ModelError(f"`t` must be a float or an array of shape ({B},), found {t!r}.") from None
+    if not np.all(np.isfinite(T)):
+        raise ModelError(f"`t` contains NaN or inf: {t}.")
+    if system._row_counts is None and B:
+        system.check(float(T[0]), Q[0], V[0])
+    s = _cached_solver(system, solver, options)
+    acc, lam = s.solve_many(T, Q, V, multipliers)
+    return (acc, lam) if multipliers else acc
+
+
+def _states(X, n: int, label: str) -> np.ndarray:
+    """Validate a batch of states: shape (B, n), finite, C-contiguous floats."""
+    try:
+        arr = np.ascontiguousarray(X, dtype=float)
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`{label}` must be an array of shape (B, {n}) of floats, found {X!r}.") from e
+    if arr.ndim != 2 or arr.shape[1] != n:
+        raise ModelError(f"`{label}` must have shape (B, {n}) (one state per row), found {arr.shape}.")
+    bad = ~np.all(np.isfinite(arr), axis=1)
+    if bad.any():
+        raise ModelError(f"`{label}` contains NaN or inf in row {int(np.flatnonzero(bad)[0])}.")
+    return arr

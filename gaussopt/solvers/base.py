@@ -23,8 +23,8 @@ from .. import engine as E
 from .. import kernel as K
 from ..model import model_functions
 from ..point import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS, S_GAUSS, S_K, S_NULLF,
-                     S_R, S_RESID, S_RHO, layout, make_context, solve_at)
-from ..exceptions import ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
+                     S_R, S_RESID, S_RHO, layout, make_context, solve_at, solve_batch)
+from ..exceptions import GaussoptError, ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
 from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss, workspace
 from ..result import StepResult
 from ..system import System
@@ -370,6 +370,44 @@ class StepSolver:
                 "solver": self.name, "rank_tol": self.rank_tol, "residual": resid}
         self.last_info = info
         return StepResult(o[sa], o[sq], o[sl], gauss, info)
+
+    def solve_many(self, T: np.ndarray, Q: np.ndarray, V: np.ndarray,
+                   want_lam: bool) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """:meth:`solve` at every ``(T[i], Q[i], V[i])`` (validated float arrays, ``Q`` and
+        ``V`` C-contiguous of shape (B, n)): the accelerations (B, n) and, if ``want_lam``,
+        the multipliers (B, m). A compiled model takes one compiled loop over the states
+        (:func:`gaussopt.point.solve_batch`); a state it does not settle cleanly, and every
+        state of a model without compiled functions, goes through :meth:`solve`, so each
+        row is what :meth:`solve` gives (the same code decides)."""
+        B, n = Q.shape
+        acc = np.empty((B, n))
+        lam = None
+        todo = range(B)
+        ctx = self._context() if self._method is not None and B else None
+        if ctx is not None:
+            handle, mf, out, _, zero_ref, _, m, _ = ctx
+            ref = self.row_ref if self.row_ref is not None else zero_ref
+            if ref.shape == (m,):
+                lam = np.empty((B, m)) if want_lam else np.empty((0, 0))
+                status = np.empty(B, dtype=np.int64)
+                with self._lock:
+                    solve_batch(handle, ref, T, Q, V, bool(want_lam), acc, lam, status)
+                todo = np.flatnonzero(status != 0)
+        for i in todo:
+            try:
+                res = self.solve(float(T[i]), Q[i], V[i])
+            except GaussoptError as e:
+                if hasattr(e, "add_note"):         # Python >= 3.11
+                    e.add_note(f"at state {i} of the batch: t={T[i]!r}, q={Q[i]!r}, v={V[i]!r}")
+                raise
+            acc[i] = res.a
+            if want_lam:
+                if lam is None:
+                    lam = np.empty((B, res.multipliers.size))
+                lam[i] = res.multipliers
+        if want_lam and lam is None:               # B = 0
+            lam = np.empty((0, 0))
+        return acc, (lam if want_lam else None)
 
     def _record_least_squares(self, t, q, v, A, b, size: float) -> None:
         """Remember a least-squares step: time, relative size, rows involved (the rows
