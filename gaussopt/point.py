@@ -151,12 +151,13 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     return 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
     """:func:`solve_at` at every ``(T[i], Q[i], V[i])`` (``Q``, ``V`` of shape (B, n)): accelerations into
     ``A_out`` (B, n), multipliers into ``L_out`` (B, m) if ``want_lam``, and per row the
     status into ``status_out``: that of :func:`solve_at`, or -1 when the step is fine but
-    the force has a part in ``null(M)`` (the objective-mismatch check runs in Python)."""
+    the force has a part in ``null(M)`` (the objective-mismatch check runs in Python).
+    Releases the GIL: threads with contexts of their own run parts of a batch at once."""
     n = ctx.md.dims[E.D_N]
     m = ctx.md.dims[E.D_M]
     out = ctx.out

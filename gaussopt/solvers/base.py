@@ -18,6 +18,7 @@ import warnings
 from typing import Callable, Optional
 
 import numpy as np
+from numba import config as nb_config
 
 from .. import engine as E
 from .. import kernel as K
@@ -32,6 +33,8 @@ from ..system import System
 __all__ = ["StepSolver", "OBJECTIVES"]
 
 OBJECTIVES = ("exact", "paper")
+#: the fewest states a thread of a batched step takes (a thread costs ~50 us to start)
+BATCH_PER_THREAD = 500
 
 
 class StepSolver:
@@ -119,6 +122,7 @@ class StepSolver:
                 self._null_force_check = True
         self.last_info: dict = {}
         self._ctx = None                    # the compiled step's context (point.py), lazily
+        self._thread_ctx: list = []         # more contexts for the threads of a batch
         self._mismatch_warned = False
         self.least_squares_steps: list = []
 
@@ -302,8 +306,13 @@ class StepSolver:
                 or system.inequalities):
             self._ctx = False
             return None
-        mf = model_functions(system)
-        n, m = system.n, mf.m
+        self._ctx = ctx = self._new_context()
+        return ctx
+
+    def _new_context(self):
+        """A compiled step context with buffers and workspace of its own (one per thread)."""
+        mf = model_functions(self.system)
+        n, m = self.system.n, mf.m
         bufs = mf.buffers
         oi = np.zeros(9, dtype=np.int64)
         of = np.zeros(11)
@@ -317,8 +326,7 @@ class StepSolver:
             mf.addrs, E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol),
             E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
-        self._ctx = ctx = (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
-        return ctx
+        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
 
     def _solve_compiled(self, t, q, v, full: bool):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
@@ -385,13 +393,13 @@ class StepSolver:
         todo = range(B)
         ctx = self._context() if self._method is not None and B else None
         if ctx is not None:
-            handle, mf, out, _, zero_ref, _, m, _ = ctx
-            ref = self.row_ref if self.row_ref is not None else zero_ref
+            m = ctx[6]
+            ref = self.row_ref if self.row_ref is not None else ctx[4]
             if ref.shape == (m,):
                 lam = np.empty((B, m)) if want_lam else np.empty((0, 0))
                 status = np.empty(B, dtype=np.int64)
                 with self._lock:
-                    solve_batch(handle, ref, T, Q, V, bool(want_lam), acc, lam, status)
+                    self._batch(ref, T, Q, V, want_lam, acc, lam, status)
                 todo = np.flatnonzero(status != 0)
         for i in todo:
             try:
@@ -408,6 +416,32 @@ class StepSolver:
         if want_lam and lam is None:               # B = 0
             lam = np.empty((0, 0))
         return acc, (lam if want_lam else None)
+
+    def _batch(self, ref, T, Q, V, want_lam, acc, lam, status) -> None:
+        """:func:`~gaussopt.point.solve_batch` over the states, split between up to
+        ``numba.config.NUMBA_NUM_THREADS`` threads (at least ``BATCH_PER_THREAD`` states
+        each), every thread with a compiled context of its own."""
+        B = Q.shape[0]
+        k = max(1, min(nb_config.NUMBA_NUM_THREADS, B // BATCH_PER_THREAD))
+        while len(self._thread_ctx) < k - 1:
+            self._thread_ctx.append(self._new_context())
+        if k == 1:
+            solve_batch(self._ctx[0], ref, T, Q, V, want_lam, acc, lam, status)
+            return
+        handles = [self._ctx[0]] + [c[0] for c in self._thread_ctx[:k - 1]]
+        cuts = [B * j // k for j in range(k + 1)]
+
+        def part(j):
+            s = slice(cuts[j], cuts[j + 1])
+            solve_batch(handles[j], ref, T[s], Q[s], V[s], want_lam, acc[s],
+                        lam[s] if want_lam else lam, status[s])
+
+        threads = [threading.Thread(target=part, args=(j,)) for j in range(1, k)]
+        for th in threads:
+            th.start()
+        part(0)
+        for th in threads:
+            th.join()
 
     def _record_least_squares(self, t, q, v, A, b, size: float) -> None:
         """Remember a least-squares step: time, relative size, rows involved (the rows
