@@ -340,6 +340,29 @@ def ga_row(repeat):
         "target", 5.0, None, "<= 1", "ms")
 
 
+# ----------------------------------------------------------------------------- batched step
+def batch_rows(repeat, t_full):
+    """``go.solve_steps`` per state for B states on the four-bar's branch, against the
+    per-state cost of ``solve_step`` in a loop (``t_full``, measured in this run); accuracy:
+    max |th1'' - reduced| / max |reduced| over the batch."""
+    print("batched step (go.solve_steps)", flush=True)
+    sysm = four_bar.system()
+    rng = np.random.default_rng(0)
+    th = rng.uniform(0.2, 1.3, 10000)
+    w = rng.uniform(-3.0, 3.0, th.size)
+    Q = np.column_stack([th, th, np.pi - th])
+    V = np.column_stack([w, w, -w])
+    ref = peers.reduced_acceleration(th)
+    for B in (1, 100, 1000, 10000):
+        A = go.solve_steps(sysm, 0.0, Q[:B], V[:B])
+        acc = float(np.max(np.abs(A[:, 0] - ref[:B])) / np.max(np.abs(ref[:B])))
+        us = median_us(lambda: go.solve_steps(sysm, 0.0, Q[:B], V[:B]), repeat,
+                       max(1, 20000 // B)) / B
+        add(f"four-bar solve_steps, B = {B}, per state", us, acc,
+            "solve_step in a Python loop, per state", t_full, None,
+            "<= 1 us" if B == 1000 else "")
+
+
 # ----------------------------------------------------------------------------- compile
 def compile_rows():
     """First call in a fresh process with empty numba/model caches, then the same from
@@ -390,7 +413,8 @@ def main():
     ap.add_argument("--large-run", action="store_true",
                     help="also the 10 s run of the N = 40 four-bar (dense step: minutes)")
     args = ap.parse_args()
-    step_rows(args.repeat)
+    t_full = step_rows(args.repeat)
+    batch_rows(args.repeat, t_full)
     run_rows(args.repeat, args.t_end)
     ga_row(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))

@@ -188,7 +188,8 @@ def solve_steps(system: System, t, Q, V, solver: Union[str, StepSolver] = "close
         raise ModelError(f"`Q` and `V` must have the same shape (B, {n}), found {Q.shape} and {V.shape}.")
     B = Q.shape[0]
     try:
-        T = np.broadcast_to(np.asarray(t, dtype=float), (B,)).copy()
+        T = np.full(B, float(t)) if np.ndim(t) == 0 else np.broadcast_to(
+            np.asarray(t, dtype=float), (B,)).copy()
     except (TypeError, ValueError):
         raise ModelError(f"`t` must be a float or an array of shape ({B},), found {t!r}.") from None
     if not np.all(np.isfinite(T)):
@@ -208,7 +209,7 @@ def _states(X, n: int, label: str) -> np.ndarray:
         raise ModelError(f"`{label}` must be an array of shape (B, {n}) of floats, found {X!r}.") from e
     if arr.ndim != 2 or arr.shape[1] != n:
         raise ModelError(f"`{label}` must have shape (B, {n}) (one state per row), found {arr.shape}.")
-    bad = ~np.all(np.isfinite(arr), axis=1)
-    if bad.any():
-        raise ModelError(f"`{label}` contains NaN or inf in row {int(np.flatnonzero(bad)[0])}.")
+    if not np.isfinite(arr).all():
+        bad = np.flatnonzero(~np.all(np.isfinite(arr), axis=1))[0]
+        raise ModelError(f"`{label}` contains NaN or inf in row {bad}.")
     return arr
