@@ -61,6 +61,13 @@ class Problem:
     model : object, optional
         The object the system was built from, when there is one (a
         :class:`gaussopt.multibody.Model`, a :class:`gaussopt.symbolic.SymbolicModel`).
+    units : dict
+        Units by name, for figures and tables: of the coordinates, the outputs and
+        the parameters (e.g. ``{"th1": "rad", "y1": "m", "psi": "N m"}``), and
+        ``"energy"`` (of ``system.energy``), ``"length"`` (of the drawings) and
+        ``"constraints"`` (the units of the rows of ``Phi``, e.g. ``("m", "rad")``),
+        from which the units of residuals, multipliers and ``M a - F`` follow
+        (see :mod:`gaussopt.plotting`). Empty: units not stated.
     """
 
     name: str
@@ -77,6 +84,7 @@ class Problem:
     solvers: tuple = ("closed_form", "lagrange", "qp", "ga")
     draw: Optional[Callable] = None
     model: Any = None
+    units: dict = field(default_factory=dict)
 
     def simulate(self, solver: str = "closed_form", **overrides: Any):
         """Run :func:`gaussopt.simulate` with the recommended settings, updated by
