@@ -6,10 +6,31 @@ returns the Axes it drew on, so figures compose::
     fig, axs = plt.subplots(2, 2)
     go.plotting.plot_coordinates(traj, ax=axs[0, 0])
     go.plotting.plot_residuals({"closed form": traj}, ax=axs[0, 1])
+
+Conventions shared by every figure:
+
+- **One colour per solver**, in every panel of every figure:
+  :data:`SOLVER_COLORS` (a name not in it gets the next colour of a fixed cycle,
+  :func:`solver_color`, and keeps it for the rest of the session). The
+  closed form, Lagrange-I and the QP usually coincide to rounding; they are
+  drawn thick to thin (:data:`SOLVER_WIDTHS`) so that all three stay visible.
+- **Line style is the kind of quantity**: position-level solid, velocity-level
+  dashed (:data:`KIND_STYLES`).
+- **Units** on every axis, from ``problem.units`` (see
+  :class:`gaussopt.Problem`): names of coordinates and outputs, ``"energy"``,
+  ``"length"`` (drawings) and ``"constraints"`` (the units of the rows of
+  ``Phi``), from which the units of the residuals (``Phi``, ``dPhi/dt``), of the
+  multipliers (energy / row unit) and of ``M a - F`` (energy / coordinate unit)
+  follow. A unit the problem does not state is shown as ``[?]``.
+- Exact zeros on log axes are left out (NaN), not clipped to a floor.
+- One legend per figure, outside the data; the time label only on the bottom
+  axis of a column.
 """
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
@@ -17,60 +38,360 @@ import numpy as np
 
 from .result import Trajectory
 
-__all__ = ["plot_coordinates", "plot_outputs", "plot_output_difference", "plot_residuals",
-           "plot_energy", "plot_multipliers", "draw_frame", "animate", "summary_figure",
-           "comparison_figures"]
+__all__ = ["SOLVER_COLORS", "SOLVER_WIDTHS", "KIND_STYLES", "solver_color", "problem_units",
+           "problem_title", "plot_coordinates", "plot_outputs", "plot_output_difference",
+           "plot_residuals", "plot_energy", "plot_multipliers", "draw_frame", "animate",
+           "summary_figure", "make_comparison_figures", "comparison_figures"]
 
 Trajs = Union[Trajectory, Mapping[str, Trajectory]]
 
+#: Colour of each solver (and alias) in every figure.
+SOLVER_COLORS: dict = {
+    "closed_form": "#1f77b4",          # blue
+    "lagrange": "#ff7f0e",             # orange
+    "qp": "#2ca02c",                   # green
+    "ga": "#d62728",                   # red
+    "lagrange_baumgarte": "#9467bd",   # purple
+}
+#: Colours given, in this order, to solver names not in ``SOLVER_COLORS``.
+EXTRA_COLORS = ("#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939",
+                "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
+_FIXED = frozenset(SOLVER_COLORS)
+#: Line widths: the solvers that agree to rounding are drawn thick to thin.
+SOLVER_WIDTHS: dict = {"closed_form": 3.2, "lagrange": 2.0, "qp": 1.0}
+_WIDTH = 1.4
+#: Line style of each kind of quantity.
+KIND_STYLES: dict = {"position": "-", "velocity": "--", "acceleration": ":"}
+REFERENCE_STYLE = {"color": "k", "ls": ":", "lw": 1.3}
+#: Solvers whose curves coincide to rounding (annotated with their mutual difference).
+EXACT_SOLVERS = ("closed_form", "lagrange", "qp")
+_UNKNOWN = "?"
+
+
+def _key(name: str) -> str:
+    return str(name).strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def solver_color(name: str) -> str:
+    """The colour of solver ``name`` in every figure.
+
+    Names are matched case-insensitively with spaces as underscores (``"closed
+    form"`` is ``closed_form``). A new name gets the next colour of
+    :data:`EXTRA_COLORS` and keeps it for the rest of the session.
+    """
+    k = _key(name)
+    if k not in SOLVER_COLORS:
+        n_extra = sum(1 for s in SOLVER_COLORS if s not in _FIXED)
+        SOLVER_COLORS[k] = EXTRA_COLORS[n_extra % len(EXTRA_COLORS)]
+    return SOLVER_COLORS[k]
+
+
+def _style(name: str, names: Optional[Sequence[str]] = None) -> dict:
+    """Colour, width and drawing order of a solver's lines (thin lines on top). The
+    widths of :data:`SOLVER_WIDTHS` apply when ``names`` (the runs drawn together)
+    hold two or more of them; otherwise every line has the same width."""
+    layered = names is None or sum(_key(n) in SOLVER_WIDTHS for n in names) > 1
+    lw = SOLVER_WIDTHS.get(_key(name), _WIDTH) if layered else _WIDTH
+    return {"color": solver_color(name), "lw": lw, "zorder": 2.5 - 0.1 * lw}
+
+
+def _tag(lines, name: str):
+    for ln in lines:
+        ln.set_gid(f"solver:{_key(name)}")
+    return lines
+
+
+# --------------------------------------------------------------------------- units, titles
+
+def problem_units(problem) -> dict:
+    """The problem's ``units`` dict (empty when it states none)."""
+    return dict(getattr(problem, "units", None) or {})
+
+
+def _unit(units: Mapping, name: str) -> str:
+    u = units.get(name)
+    return str(u) if u not in (None, "") else _UNKNOWN
+
+
+def _join(us) -> str:
+    out = []
+    for u in us:
+        if u not in out:
+            out.append(u)
+    return ", ".join(out) if out else _UNKNOWN
+
+
+def _per_second(u: str) -> str:
+    if u == _UNKNOWN:
+        return u
+    if u.endswith("/s"):
+        return u[:-2] + "/s^2"
+    return f"({u})/s" if "/" in u else f"{u}/s"
+
+
+_ENERGY_PER = {"m": "N", "rad": "N m", "1": "J", "-": "J", "m/s": "N s", "rad/s": "N m s"}
+
+
+def _energy_per(e: str, u: str) -> str:
+    """The unit of ``e / u`` (a generalized force, a multiplier)."""
+    if _UNKNOWN in (e, u):
+        return _UNKNOWN
+    if e == "J" and u in _ENERGY_PER:
+        return _ENERGY_PER[u]
+    return f"{e}/({u})" if ("/" in u or " " in u) else f"{e}/{u}"
+
+
+def _rows_units(units: Mapping) -> list:
+    c = units.get("constraints")
+    if c is None:
+        return []
+    return [c] if isinstance(c, str) else [str(x) for x in c]
+
+
+def _derived_unit(units: Mapping, quantity: str, coordinates: Sequence[str] = ()) -> str:
+    """Units of ``position_residual``, ``velocity_residual``, ``multipliers``,
+    ``constraint_force`` (an explicit entry of ``units`` wins)."""
+    if units.get(quantity):
+        return str(units[quantity])
+    rows = _rows_units(units)
+    e = _unit(units, "energy")
+    if quantity == "position_residual":
+        return _join(rows)
+    if quantity == "velocity_residual":
+        return _join(_per_second(u) for u in rows)
+    if quantity == "multipliers":
+        return _join(_energy_per(e, u) for u in rows)
+    if quantity == "constraint_force":
+        return _join(_energy_per(e, _unit(units, c)) for c in coordinates)
+    return _UNKNOWN
+
+
+def _label(text: str, unit: str) -> str:
+    return f"{text} [{unit}]"
+
+
+def problem_title(problem) -> str:
+    """A readable title: ``problem.title`` if it has one, else the first sentence (or
+    clause) of its description, cut at a comma to about 70 characters."""
+    title = getattr(problem, "title", None)
+    if title:
+        return str(title)
+    d = " ".join(str(getattr(problem, "description", "") or "").split())
+    if not d:
+        return str(getattr(problem, "name", ""))
+    s = re.split(r"(?<=[.;])\s", d, maxsplit=1)[0].rstrip(".;")
+    if len(s) > 72:
+        cut = s.rfind(",", 0, 72)
+        s = s[:cut] if cut > 20 else s[:70].rstrip() + "..."
+    return s
+
+
+def _num(x) -> str:
+    return f"{float(x):.3g}"
+
+
+def _stabilization(s) -> str:
+    if s is None or str(s) in ("None", "none", ""):
+        return "no stabilization"
+    s = str(s)
+    name = s.split("(")[0]
+    if name == "Baumgarte":
+        ab = dict(re.findall(r"(alpha|beta)=([-+0-9.eE]+)", s))
+        return "Baumgarte " + ", ".join(f"{k} {_num(v)}" for k, v in ab.items())
+    return name[:1].lower() + name[1:] if name else s
+
+
+def _settings(tr: Trajectory, t_end: float) -> dict:
+    """The settings of a run that a reader needs, as ordered display items."""
+    m = tr.meta or {}
+    items = {}
+    method = m.get("method")
+    if method:
+        items["method"] = str(method)
+    if m.get("dt"):
+        items["dt"] = f"dt {_num(m['dt'])} s"
+    else:
+        rtol, atol = m.get("rtol"), m.get("atol")
+        if rtol is not None and atol is not None and float(rtol) == float(atol):
+            items["tol"] = f"rtol = atol = {_num(rtol)}"
+        else:
+            if rtol is not None:
+                items["rtol"] = f"rtol {_num(rtol)}"
+            if atol is not None:
+                items["atol"] = f"atol {_num(atol)}"
+    if "stabilization" in m:
+        items["stabilization"] = _stabilization(m.get("stabilization"))
+    if len(tr) and tr.t[-1] < t_end * (1 - 1e-9):
+        items["span"] = f"to t = {_num(tr.t[-1])} s"
+    return items
+
+
+def _describe_runs(trajs: Mapping[str, Trajectory]) -> tuple:
+    """(the settings most runs share, {name: legend label with the run's own settings
+    where they differ from those})."""
+    t_end = max((float(tr.t[-1]) for tr in trajs.values() if len(tr)), default=0.0)
+    sets = {n: _settings(tr, t_end) for n, tr in trajs.items()}
+    keys = []
+    for s in sets.values():
+        keys += [k for k in s if k not in keys and k != "span"]
+    common = {}
+    for k in keys:                              # the most frequent value, first seen on ties
+        vals = [s.get(k) for s in sets.values()]
+        best = max(dict.fromkeys(vals), key=vals.count)
+        if best is not None and vals.count(best) > len(vals) / 2:
+            common[k] = best
+    labels = {}
+    for n, s in sets.items():
+        own = [v for k, v in s.items() if common.get(k) != v]
+        solver = (trajs[n].meta or {}).get("solver")
+        if solver and _key(solver) != _key(n):
+            own.insert(0, f"solver {solver}")
+        labels[n] = f"{n} ({', '.join(own)})" if own else str(n)
+    return ", ".join(common.values()), labels
+
+
+def _suptitle(fig, problem, trajs: Mapping[str, Trajectory], what: str = "") -> dict:
+    common, labels = _describe_runs(trajs)
+    head = problem_title(problem) + (f": {what}" if what else "")
+    if len(trajs) == 1:
+        line2 = f"solver {next(iter(labels.values()))}" + (f"; {common}" if common else "")
+    else:
+        line2 = ", ".join(trajs) + (f"; {common} unless the legend says otherwise"
+                                    if common else "")
+    width = int(11 * fig.get_figwidth())
+    fig.suptitle("\n".join(textwrap.wrap(head, width) + textwrap.wrap(line2, width)),
+                 fontsize="medium")
+    return labels
+
+
+# --------------------------------------------------------------------------- helpers
 
 def _axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
 
-        _, ax = plt.subplots(figsize=(7, 4))
-    return ax
+        _, ax = plt.subplots(figsize=(7, 4), layout="constrained")
+        return ax, True
+    return ax, False
 
 
 def _as_dict(trajs: Trajs) -> dict:
     return {"": trajs} if isinstance(trajs, Trajectory) else dict(trajs)
 
 
+def _positive(x) -> np.ndarray:
+    """``x`` with zeros (and negatives, NaN) masked as NaN for a log axis."""
+    x = np.asarray(x, dtype=float)
+    return np.where(x > 0, x, np.nan)
+
+
 def _events(ax, tr: Trajectory):
     for e in tr.rank_events:
-        ax.axvline(e.t, color="0.7", lw=0.6, ls=":", zorder=0)
+        ax.axvline(e.t, color="0.6", lw=0.7, ls=(0, (1, 2)), zorder=0)
 
+
+def _time_label(ax, show: bool = True):
+    if show:
+        ax.set_xlabel("t [s]")
+    else:
+        ax.set_xlabel("")
+        ax.tick_params(labelbottom=False)
+
+
+def _handles(names: Sequence[str], labels: Optional[Mapping] = None, reference: bool = False,
+             kinds: Sequence[str] = (), events: Optional[str] = None) -> list:
+    from matplotlib.lines import Line2D
+
+    hs = [Line2D([], [], **{k: v for k, v in _style(n, names).items() if k != "zorder"},
+                 label=(labels or {}).get(n, n)) for n in names]
+    if reference:
+        hs.append(Line2D([], [], **REFERENCE_STYLE, label="reference"))
+    for k in kinds:
+        hs.append(Line2D([], [], color="0.35", lw=1.4, ls=KIND_STYLES[k], label=f"{k} level"))
+    if events:
+        hs.append(Line2D([], [], color="0.6", lw=0.7, ls=(0, (1, 2)), label=events))
+    return hs
+
+
+def _pyplot(agg: bool):
+    import matplotlib
+
+    if agg:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _output_unit(problem, key: str) -> str:
+    return _unit(problem_units(problem), key)
+
+
+def agreement(problem, trajs: Mapping[str, Trajectory], key: str,
+              names: Sequence[str] = EXACT_SOLVERS) -> tuple:
+    """``(names, d)``: the runs among ``names`` and the largest difference of output
+    ``key`` between any two of them on their common time range (the later runs
+    interpolated on the first one's samples); ``d`` is None for fewer than two."""
+    present = [n for n in trajs if _key(n) in {_key(x) for x in names} and len(trajs[n])]
+    if len(present) < 2:
+        return present, None
+    base = trajs[present[0]]
+    t_end = min(float(trajs[n].t[-1]) for n in present)
+    sel = base.t <= t_end * (1 + 1e-12)
+    ys = []
+    for n in present:
+        tr = trajs[n]
+        y = np.asarray(problem.outputs(tr.q, tr.v)[key], dtype=float)
+        ys.append(y[sel] if tr.t.shape == base.t.shape and np.array_equal(tr.t, base.t)
+                  else np.interp(base.t[sel], tr.t, y))
+    ys = np.array(ys)
+    return present, float(np.nanmax(ys.max(axis=0) - ys.min(axis=0)))
+
+
+# --------------------------------------------------------------------------- plot_*
 
 def plot_coordinates(traj: Trajectory, ax=None, coordinates: Optional[Sequence[str]] = None,
-                     show_events: bool = True):
-    """Coordinates against time; dotted lines mark singular positions (rank events)."""
-    ax = _axes(ax)
-    names = coordinates or traj.coordinates
+                     show_events: bool = True, units: Optional[Mapping] = None):
+    """Coordinates against time; dotted lines mark singular positions (rank events).
+
+    ``units`` maps coordinate names to units (e.g. ``problem.units``)."""
+    ax, own = _axes(ax)
+    units = dict(units or {})
+    names = list(coordinates or traj.coordinates)
     for c in names:
-        ax.plot(traj.t, traj[c], label=c)
+        ax.plot(traj.t, traj[c], label=f"{c} [{_unit(units, c)}]")
     if show_events:
         _events(ax, traj)
     ax.set_xlabel("t [s]")
-    ax.set_ylabel("q")
+    ax.set_ylabel(_label("q", _join(_unit(units, c) for c in names)))
     ax.legend(loc="best", fontsize="small")
     return ax
 
 
-def plot_outputs(problem, trajs: Trajs, key: str, ax=None, reference: bool = True):
-    """An output of ``problem.outputs`` (e.g. ``"y1"``) for several runs, with the reference."""
-    ax = _axes(ax)
+def plot_outputs(problem, trajs: Trajs, key: str, ax=None, reference: bool = True,
+                 legend: Optional[bool] = None, labels: Optional[Mapping] = None):
+    """An output of ``problem.outputs`` (e.g. ``"y1"``) for several runs, with the reference.
+
+    Each run in its solver's colour; ``legend`` (default: only on a figure of its
+    own) draws a legend on ``ax``; ``labels`` maps run names to legend labels."""
+    ax, own = _axes(ax)
     t_max = 0.0
-    for name, tr in _as_dict(trajs).items():
-        ax.plot(tr.t, problem.outputs(tr.q, tr.v)[key], label=name or key)
+    runs = _as_dict(trajs)
+    for name, tr in runs.items():
+        if not len(tr):
+            continue
+        _tag(ax.plot(tr.t, problem.outputs(tr.q, tr.v)[key], **_style(name, runs),
+                     label=(labels or {}).get(name, name or key)), name or key)
         t_max = max(t_max, float(tr.t[-1]))
     if reference and problem.reference is not None and t_max > 0:
         t = np.linspace(problem.t_span[0], t_max, 2000)
         ref = problem.reference(t)
         if key in ref:
-            ax.plot(t, ref[key], "k:", lw=1, label="reference")
+            ax.plot(t, ref[key], **REFERENCE_STYLE, zorder=3, label="reference")
     ax.set_xlabel("t [s]")
-    ax.set_ylabel(key)
-    ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel(_label(key, _output_unit(problem, key)))
+    if legend or (legend is None and own):
+        ax.legend(loc="best", fontsize="small")
     return ax
 
 
@@ -78,64 +399,128 @@ def plot_output_difference(problem, traj_a: Trajectory, traj_b: Trajectory, key:
                            labels: Sequence[str] = ("a", "b")):
     """``key(a) - key(b)`` on the common time range (b interpolated on a's samples),
     e.g. paper 001's difference of y1 between the GA and Lagrange-I."""
-    ax = _axes(ax)
+    ax, _ = _axes(ax)
     t_end = min(traj_a.t[-1], traj_b.t[-1])
     sel = traj_a.t <= t_end
     ya = problem.outputs(traj_a.q[sel], traj_a.v[sel])[key]
     yb = np.interp(traj_a.t[sel], traj_b.t, problem.outputs(traj_b.q, traj_b.v)[key])
-    ax.plot(traj_a.t[sel], ya - yb)
+    ax.plot(traj_a.t[sel], ya - yb, color="k", lw=1.2)
+    ax.axhline(0.0, color="0.7", lw=0.6, zorder=0)
     ax.set_xlabel("t [s]")
-    ax.set_ylabel(f"{key}({labels[0]}) - {key}({labels[1]})")
+    ax.set_ylabel(_label(f"{key}({labels[0]}) - {key}({labels[1]})",
+                         _output_unit(problem, key)))
     return ax
 
 
-def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "velocity")):
-    """Constraint residual norms on a log scale (compare with/without stabilization)."""
-    ax = _axes(ax)
-    styles = {"position": "-", "velocity": "--", "acceleration": ":"}
-    for name, tr in _as_dict(trajs).items():
+def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "velocity"),
+                   problem=None, legend: Optional[bool] = None):
+    """Constraint residual norms on a log scale (compare with/without stabilization).
+
+    Position level ``||Phi||`` solid, velocity level ``||dPhi/dt||`` (and
+    nonholonomic ``||f||``) dashed, each run in its solver's colour; exact zeros
+    are left out. Units from ``problem.units`` (``"constraints"``)."""
+    ax, own = _axes(ax)
+    units = problem_units(problem)
+    runs = _as_dict(trajs)
+    for name, tr in runs.items():
         for k in kinds:
             r = tr.residuals[k]
             if r.size and np.any(r > 0):
-                ax.semilogy(tr.t, np.maximum(r, 1e-17), styles[k], label=f"{name} {k}".strip())
+                _tag(ax.semilogy(tr.t, _positive(r), ls=KIND_STYLES[k], marker=".", ms=2.5,
+                                 label=f"{name} {k}".strip(), **_style(name, runs)), name or k)
+    ax.set_yscale("log")
     ax.set_xlabel("t [s]")
-    ax.set_ylabel("constraint residual")
-    ax.legend(loc="best", fontsize="small")
+    parts = {"position": (r"$\|\Phi\|$", "position_residual"),
+             "velocity": (r"$\|\dot\Phi\|$", "velocity_residual"),
+             "acceleration": (r"$\|A a - b\|$", None)}
+    texts = []
+    for k in kinds:
+        sym, q = parts[k]
+        unit = (_per_second(_derived_unit(units, "velocity_residual")) if q is None
+                else _derived_unit(units, q))
+        texts.append(_label(sym, unit))
+    ax.set_ylabel(", ".join(texts) if len(texts) > 1 else f"{kinds[0]} residual {texts[0]}")
+    if legend or (legend is None and own):
+        ax.legend(loc="best", fontsize="small")
     return ax
 
 
-def plot_energy(trajs: Trajs, ax=None, relative: bool = False):
-    """Energy drift ``|E(t) - E(0)|`` on a log scale."""
-    ax = _axes(ax)
-    for name, tr in _as_dict(trajs).items():
-        if tr.energy is None:
+def plot_energy(trajs: Trajs, ax=None, relative: bool = False, unit: Optional[str] = None,
+                legend: Optional[bool] = None):
+    """Energy drift ``|E(t) - E(0)|`` on a log scale (exact zeros left out).
+
+    ``unit`` of the energy: default ``"J"`` (gaussopt's problems are in SI units)."""
+    ax, own = _axes(ax)
+    runs = _as_dict(trajs)
+    for name, tr in runs.items():
+        if tr.energy is None or not len(tr):
             continue
         d = np.abs(tr.energy - tr.energy[0])
         if relative:
             d = d / max(abs(tr.energy[0]), 1e-300)
-        ax.semilogy(tr.t, np.maximum(d, 1e-17), label=name or "energy")
+        _tag(ax.semilogy(tr.t, _positive(d), label=name or "energy", **_style(name, runs)),
+             name or "energy")
+    ax.set_yscale("log")
     ax.set_xlabel("t [s]")
-    ax.set_ylabel("relative energy drift" if relative else "|E - E(0)|")
-    ax.legend(loc="best", fontsize="small")
+    ax.set_ylabel(r"$|E - E(0)|\,/\,|E(0)|$ [1]" if relative
+                  else _label(r"$|E - E(0)|$", unit or "J"))
+    if legend or (legend is None and own):
+        ax.legend(loc="best", fontsize="small")
     return ax
 
 
-def plot_multipliers(trajs: Trajs, ax=None):
-    """``max |lam|`` per sample: multipliers blow up at singular positions, forces do not."""
-    ax = _axes(ax)
-    for name, tr in _as_dict(trajs).items():
+def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool] = None):
+    """``max_k |lam_k|`` and ``max_i |(M a - F)_i|`` per sample, on two log axes:
+    multipliers blow up at singular positions, forces do not.
+
+    ``ax``: a pair of Axes (multipliers, forces); a single Axes (the forces go on
+    its twin y axis, dashed); or None (a new figure with two panels). Returns the
+    pair. Units from ``problem.units``: a multiplier of a row in unit ``u`` is in
+    ``energy/u``, ``(M a - F)_i`` in ``energy/(unit of q_i)``; the maximum over
+    rows of different units is labelled with all of them."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(2, 1, figsize=(8, 6), sharex=True, layout="constrained")
+        own = True
+    else:
+        own = False
+    if isinstance(ax, (tuple, list, np.ndarray)):
+        a_lam, a_f = ax[0], ax[1]
+        force_style = "-"
+    else:
+        a_lam, a_f = ax, ax.twinx()
+        force_style = "--"
+    units = problem_units(problem)
+    coords = ()
+    runs = _as_dict(trajs)
+    for name, tr in runs.items():
+        coords = coords or tuple(tr.coordinates)
         if tr.multipliers.size:
-            ax.semilogy(tr.t, np.nanmax(np.abs(tr.multipliers), axis=1), label=f"{name} max|lam|")
-            ax.semilogy(tr.t, np.nanmax(np.abs(tr.constraint_force), axis=1), "--",
-                        label=f"{name} max|M a - F|")
-    ax.set_xlabel("t [s]")
-    ax.legend(loc="best", fontsize="small")
-    return ax
+            _tag(a_lam.semilogy(tr.t, _positive(np.nanmax(np.abs(tr.multipliers), axis=1)),
+                                label=name or "max|lam|", **_style(name, runs)), name or "lam")
+            _tag(a_f.semilogy(tr.t, _positive(np.nanmax(np.abs(tr.constraint_force), axis=1)),
+                              ls=force_style, label=name or "max|M a - F|",
+                              **_style(name, runs)), name or "lam")
+    a_lam.set_ylabel(_label(r"$\max_k |\lambda_k|$", _derived_unit(units, "multipliers")))
+    a_f.set_ylabel(_label(r"$\max_i |(M a - F)_i|$" + (" (dashed)" if force_style == "--" else ""),
+                          _derived_unit(units, "constraint_force", coords)))
+    for a in (a_lam, a_f):
+        a.set_yscale("log")
+    if force_style == "-":                     # two panels, the forces below
+        a_f.set_xlabel("t [s]")
+        _time_label(a_lam, not a_lam.get_shared_x_axes().joined(a_lam, a_f))
+    else:
+        a_lam.set_xlabel("t [s]")
+    if legend or (legend is None and own):
+        a_lam.figure.legend(handles=_handles(list(_as_dict(trajs))), loc="outside lower center",
+                            ncol=4, fontsize="small")
+    return a_lam, a_f
 
 
 def draw_frame(problem, q: np.ndarray, ax=None, title: Optional[str] = None):
     """Draw the mechanism at ``q`` with the problem's ``draw`` function."""
-    ax = _axes(ax)
+    ax, _ = _axes(ax)
     if problem.draw is None:
         raise ValueError(f"problem {problem.name!r} has no `draw` function.")
     problem.draw(ax, np.asarray(q, dtype=float))
@@ -164,81 +549,175 @@ def animate(problem, traj: Trajectory, path, frames: int = 120, fps: int = 24):
     return path
 
 
-def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None):
-    """A 2x2 panel: an output vs the reference, its error, residuals, energy."""
-    import matplotlib
+# --------------------------------------------------------------------------- figures
 
-    if path is not None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _common_limits(axs, margin: float = 0.06):
+    """The same x and y limits on every drawing panel (the union of their data)."""
+    boxes = [a.dataLim for a in axs]
+    x0, x1 = min(b.x0 for b in boxes), max(b.x1 for b in boxes)
+    y0, y1 = min(b.y0 for b in boxes), max(b.y1 for b in boxes)
+    pad = margin * max(x1 - x0, y1 - y0, 1e-12)
+    for a in axs:
+        a.set_xlim(x0 - pad, x1 + pad)
+        a.set_ylim(y0 - pad, y1 + pad)
+        a.set_aspect("equal", adjustable="box")
 
-    trajs = _as_dict(trajs)
-    fig, axs = plt.subplots(2, 2, figsize=(11, 7))
-    first = next(iter(trajs.values()))
+
+def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, *,
+                   agree: Sequence[str] = EXACT_SOLVERS, dpi: int = 150):
+    """Output vs the reference, its error, the position and velocity residuals and the
+    energy drift, against time, one colour per solver; one legend (its own panel)
+    with each run's settings where they differ from the others', and the largest
+    mutual difference of the runs in ``agree`` (those that coincide to rounding).
+
+    Returns the Figure (closed after saving when ``path`` is given)."""
+    plt = _pyplot(path is not None)
+    trajs = {n: tr for n, tr in _as_dict(trajs).items()}
+    nonempty = {n: tr for n, tr in trajs.items() if len(tr)} or trajs
+    first = next(iter(nonempty.values()))
+    units = problem_units(problem)
     key = key or next(iter(problem.outputs(first.q[:1], first.v[:1])))
-    plot_outputs(problem, trajs, key, ax=axs[0, 0])
-    ax = axs[0, 1]
+    kunit = _unit(units, key)
+    refs = {}
     if problem.reference is not None:
-        for name, tr in trajs.items():
-            ref = problem.reference(tr.t).get(key)
-            if ref is not None:
-                ax.semilogy(tr.t, np.abs(problem.outputs(tr.q, tr.v)[key] - ref) + 1e-17,
-                            label=name)
-        ax.set_ylabel(f"|{key} - reference|")
-        ax.set_xlabel("t [s]")
-        ax.legend(loc="best", fontsize="small")
+        for n, tr in nonempty.items():
+            r = problem.reference(tr.t).get(key)
+            if r is not None:
+                refs[n] = np.asarray(r, dtype=float)
+    panels = ["output"]
+    if refs:
+        panels.append("error")
     elif problem.draw is not None:
-        draw_frame(problem, first.q[-1], ax=ax, title="final configuration")
-    plot_residuals(trajs, ax=axs[1, 0])
-    plot_energy(trajs, ax=axs[1, 1])
-    fig.suptitle(problem.name)
-    fig.tight_layout()
+        panels.append("frame")
+    panels += ["position", "velocity"]
+    if any(tr.energy is not None for tr in nonempty.values()):
+        panels.append("energy")
+    cells = panels + ["legend"]
+    cells += ["."] * (len(cells) % 2)
+    mosaic = [cells[i:i + 2] for i in range(0, len(cells), 2)]
+    fig, axd = plt.subplot_mosaic(mosaic, figsize=(11, 2.6 * len(mosaic) + 1.0),
+                                  layout="constrained")
+    timed = [p for p in panels if p != "frame"]
+    for p in timed[1:]:
+        axd[p].sharex(axd[timed[0]])
+    labels = _suptitle(fig, problem, nonempty)
+
+    plot_outputs(problem, nonempty, key, ax=axd["output"], legend=False)
+    if "error" in axd:
+        ax = axd["error"]
+        for n, r in refs.items():
+            tr = nonempty[n]
+            err = np.abs(problem.outputs(tr.q, tr.v)[key] - r)
+            _tag(ax.semilogy(tr.t, _positive(err), label=n, **_style(n, nonempty)), n)
+        ax.set_yscale("log")
+        ax.set_ylabel(_label(f"|{key} - {key} reference|", kunit))
+    if "frame" in axd:
+        draw_frame(problem, first.q[-1], ax=axd["frame"],
+                   title=f"final configuration (t = {first.t[-1]:.3g} s)")
+        lu = _unit(units, "length")
+        axd["frame"].set_xlabel(_label("x", lu))
+        axd["frame"].set_ylabel(_label("y", lu))
+    plot_residuals(nonempty, ax=axd["position"], kinds=("position",), problem=problem,
+                   legend=False)
+    plot_residuals(nonempty, ax=axd["velocity"], kinds=("velocity",), problem=problem,
+                   legend=False)
+    if "energy" in axd:
+        plot_energy(nonempty, ax=axd["energy"], unit=_unit(units, "energy"), legend=False)
+    # time label only on the lowest time axis of each column
+    cols = {}
+    for r, row in enumerate(mosaic):
+        for c, p in enumerate(row):
+            if p in timed:
+                cols.setdefault(c, []).append((r, p))
+    for entries in cols.values():
+        bottom = max(entries)[1]
+        for _, p in entries:
+            _time_label(axd[p], p == bottom)
+
+    lax = axd["legend"]
+    lax.axis("off")
+    has_ref = any(ln.get_label() == "reference" for ln in axd["output"].lines)
+    handles = _handles(list(nonempty), labels, reference=has_ref, kinds=("position", "velocity"))
+    present, d = agreement(problem, nonempty, key, agree)
+    title = None
+    if d is not None:
+        title = (f"{', '.join(present)} coincide:\n"
+                 f"max mutual difference of {key} {d:.1e} {kunit}")
+    leg = lax.legend(handles=handles, loc="center", frameon=False, fontsize="small",
+                     title=title, title_fontsize="small")
+    leg._legend_box.align = "left"
     if path is not None:
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=dpi)
         plt.close(fig)
     return fig
 
 
-def comparison_figures(pb, trajs: Mapping[str, Trajectory], out) -> list:
-    """Problem-specific figures: the paper-001 set (y1 by GA and by Lagrange-I and their
-    difference), multipliers vs constraint forces, and a drawing of the mechanism."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
+    """The problem-specific comparison figures as ``{file stem: Figure}``: the
+    paper-001 set (y1 by the GA and by Lagrange-I and their difference), the
+    multipliers vs the constraint forces, and drawings of the mechanism."""
     import matplotlib.pyplot as plt
 
-    out = Path(out)
-    names = []
+    figs = {}
+    trajs = {n: tr for n, tr in trajs.items() if len(tr)}
+    if not trajs:
+        return figs
+    units = problem_units(pb)
     outs = pb.outputs(pb.q0[None, :], pb.v0[None, :])
     if "y1" in outs and "ga" in trajs and "lagrange" in trajs:
-        fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-        t_end = trajs["ga"].t[-1]
-        lag = trajs["lagrange"]
+        ga, lag = trajs["ga"], trajs["lagrange"]
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(7.5, 6.5), sharex=True, layout="constrained")
+        t_end = ga.t[-1]
         sel = lag.t <= t_end + 1e-12
-        plot_outputs(pb, {"GA (optimization)": trajs["ga"]}, "y1", ax=a1, reference=False)
-        a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"], "--",
-                label="Lagrange-I")
-        a1.legend(fontsize="small")
-        plot_output_difference(pb, trajs["ga"], lag, "y1", ax=a2,
-                                        labels=("GA", "Lagrange-I"))
-        fig.suptitle(f"{pb.name}: y of link 1's centroid (paper 001 figures)")
-        fig.tight_layout()
-        fig.savefig(out / f"{pb.name}_y1_ga_vs_lagrange.png", dpi=110)
-        plt.close(fig)
-        names.append(f"{pb.name}_y1_ga_vs_lagrange.png")
+        pair = {"lagrange": lag, "ga": ga}
+        labels = _suptitle(fig, pb, pair, "GA vs Lagrange-I, paper 001's figures")
+        lines = _tag(a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"],
+                             **{**_style("lagrange", pair), "lw": 2.6}, label=labels["lagrange"]),
+                     "lagrange")
+        lines += _tag(a1.plot(ga.t, pb.outputs(ga.q, ga.v)["y1"], **_style("ga", pair),
+                              marker="o", ms=3.5, mfc="none", label=labels["ga"]), "ga")
+        a1.set_ylabel(_label("y1", _unit(units, "y1")))
+        _time_label(a1, False)
+        plot_output_difference(pb, ga, lag, "y1", ax=a2, labels=("GA", "Lagrange-I"))
+        fig.legend(handles=lines, loc="outside lower center", ncol=2, fontsize="small")
+        figs[f"{pb.name}_y1_ga_vs_lagrange"] = fig
     if any(tr.multipliers.size for tr in trajs.values()):
-        ax = plot_multipliers(trajs)
-        ax.set_title(f"{pb.name}: multipliers vs constraint forces")
-        ax.figure.savefig(out / f"{pb.name}_multipliers.png", dpi=110)
-        plt.close(ax.figure)
-        names.append(f"{pb.name}_multipliers.png")
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, layout="constrained")
+        labels = _suptitle(fig, pb, trajs, "multipliers vs constraint forces")
+        plot_multipliers(trajs, ax=(a1, a2), problem=pb, legend=False)
+        ev = max(trajs, key=lambda n: (len(trajs[n].rank_events), trajs[n].t[-1]))
+        events = None
+        if trajs[ev].rank_events:
+            for a in (a1, a2):
+                _events(a, trajs[ev])
+            events = f"singular position (rank drop, {ev} run)"
+        fig.legend(handles=_handles(list(trajs), labels, events=events),
+                   loc="outside lower center", ncol=3, fontsize="small")
+        figs[f"{pb.name}_multipliers"] = fig
     if pb.draw is not None:
-        tr = next(iter(trajs.values()))
-        fig, axs = plt.subplots(1, 4, figsize=(14, 4))
+        name = max(trajs, key=lambda n: (trajs[n].success, trajs[n].t[-1]))
+        tr = trajs[name]
+        fig, axs = plt.subplots(1, 4, figsize=(13, 3.8), sharex=True, sharey=True,
+                                layout="constrained")
         for ax, i in zip(axs, np.linspace(0, len(tr) - 1, 4).astype(int)):
             draw_frame(pb, tr.q[i], ax=ax, title=f"t = {tr.t[i]:.2f} s")
-        fig.tight_layout()
-        fig.savefig(out / f"{pb.name}_frames.png", dpi=100)
+        _common_limits(axs)
+        lu = _unit(units, "length")
+        for ax in axs:
+            ax.set_xlabel(_label("x", lu))
+        axs[0].set_ylabel(_label("y", lu))
+        _suptitle(fig, pb, {name: tr}, "configurations")
+        figs[f"{pb.name}_frames"] = fig
+    return figs
+
+
+def comparison_figures(pb, trajs: Mapping[str, Trajectory], out, dpi: int = 150) -> list:
+    """Write :func:`make_comparison_figures` to ``out`` as PNG; returns the file names."""
+    plt = _pyplot(True)
+    out = Path(out)
+    names = []
+    for stem, fig in make_comparison_figures(pb, trajs).items():
+        fig.savefig(out / f"{stem}.png", dpi=dpi)
         plt.close(fig)
-        names.append(f"{pb.name}_frames.png")
+        names.append(f"{stem}.png")
     return names
