@@ -109,7 +109,7 @@ from .constraints import AccelerationConstraint, Holonomic, Nonholonomic
 from .exceptions import ModelError
 from .system import System
 
-__all__ = ["SymbolicModel", "from_lagrangian", "from_mechanics", "MODULES"]
+__all__ = ["SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "MODULES"]
 
 MODULES = ("math", "numpy", "scipy")
 
@@ -987,6 +987,10 @@ class SymbolicModel:
         if module is not None:
             p = np.array([vals[self._pmap[sym].name] for sym in self.parameters], dtype=float)
             system.compiled = _compiled_factory(module, p, self, system)
+        # a pickle of the system stores this model (its derived expressions; the
+        # generated code is not pickled but generated again) and the parameter values
+        system.rebuilt_by(self.system, {sym: vals[self._pmap[sym].name] for sym in self.parameters},
+                          name=name)
         return system
 
     # --------------------------------------------------------------- compiled engine
@@ -1063,6 +1067,15 @@ class SymbolicModel:
         self.timings["numba"] = time.perf_counter() - t0
         self._numba_sizes = sizes
         return self._numba
+
+    def __getstate__(self) -> dict:
+        """Pickle the derived expressions, not the generated code (functions, the numba
+        module): unpickling generates it again from the expressions (no new derivation;
+        the numba module is found in the cache of :mod:`gaussopt.codegen`)."""
+        state = dict(self.__dict__)
+        state["_compiled"] = {}
+        state.pop("_numba", None)
+        return state
 
     def __repr__(self) -> str:
         return (f"SymbolicModel({self.name!r}, coordinates={self.coordinates}, "
@@ -1261,43 +1274,8 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
             nh + _as_list(nonholonomic, "nonholonomic"), acceleration, energy=energy,
             coordinates=coordinates, name=name, modules=modules)
     if isinstance(method, me.KanesMethod):
-        problems = []
-        for label, attr in (("dependent coordinates", "_qdep"), ("dependent speeds", "_udep"),
-                            ("auxiliary speeds", "_uaux")):
-            if len(getattr(method, attr, [])):
-                problems.append(label)
-        if problems:
-            raise ModelError(
-                f"`method`: a KanesMethod with {' and '.join(problems)} has its constraints "
-                "eliminated into reduced equations that are not of the form M q'' = F + A^T lam; "
-                "use a LagrangesMethod, or from_lagrangian with the constraints.")
-        try:
-            M, F = method.mass_matrix, method.forcing
-        except ValueError as e:
-            raise ModelError("`method`: call method.kanes_equations(bodies, loads) first.") from e
-        q, u = list(method.q), list(method.u)
-        kd = method.kindiffdict()
-        u_to_qd = {}
-        for x in q:
-            rhs = sp.sympify(kd.get(x.diff(t)))
-            if rhs not in u or rhs in u_to_qd:
-                raise ModelError(
-                    "`method`: the KanesMethod's generalized speeds must be the coordinate "
-                    f"derivatives (kd_eqs u_i - q_i' = 0); found {x.diff(t)} = {rhs}.")
-            u_to_qd[rhs] = x.diff(t)
-        if len(u) != len(q):
-            raise ModelError(f"`method`: {len(u)} speeds for {len(q)} coordinates.")
-        sub = {ui.diff(t): qd.diff(t) for ui, qd in u_to_qd.items()}
-        sub.update(u_to_qd)
-        M = sp.Matrix(M).xreplace(sub)
-        F = sp.Matrix(F).xreplace(sub)
-        # rows and columns of Kane's equations are ordered by u; reorder to q
-        qd_to_u = {qd: ui for ui, qd in u_to_qd.items()}
-        order = [u.index(qd_to_u[x.diff(t)]) for x in q]
-        M = M.extract(order, order)
-        F = F.extract(order, [0])
-        return SymbolicModel.from_equations(q, M, F, holonomic, nonholonomic, acceleration,
-                                            coordinates=coordinates, name=name, modules=modules)
+        return _kane_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
+                           modules)
     raise ModelError(f"`method` must be a sympy.physics.mechanics LagrangesMethod or KanesMethod, "
                      f"found {type(method).__name__}.")
 
@@ -1350,3 +1328,320 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     mdl = _mechanics_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
                            modules)
     return mdl if model else mdl.system(params)
+
+
+# =========================================================================== KanesMethod
+# A KanesMethod is taken over through its bodies, loads, kinematic differential
+# equations and constraints, not through its reduced equations: its speeds u are
+# eliminated with the kinematic differential equations solved for them,
+#
+#     K_u u + K_q q' + f_k = 0   ->   u = W(q, t) q' + w0(q, t),
+#
+# so the kinetic energy of the bodies, the generalized forces of the loads
+# (Q_i = sum F . dv/dq'_i, the partial velocities with respect to q') and the
+# velocity constraints are written in q, q' and t, and the model is derived as any
+# Lagrangian model (M = W^T M_u W with M_u Kane's mass matrix in u, and the
+# Christoffel terms of T). Why this and not an integration in the speeds (as
+# gaussopt.quasi.QuasiVelocities does): the result is an ordinary System in q with
+# v = q', so every solver, the projection, the rank monitor, events and the compiled
+# path apply unchanged; the reduced (Maggi/Kane) form of a constrained KanesMethod
+# (its mass_matrix with u_dependent) eliminates the constraint forces, which
+# gaussopt's step needs as A^T lam, and sympy's solution of the kinematic equations
+# for q' (kindiffdict) leaves removable singularities (1/sin(q3) in sympy's rolling
+# disc, 0/0 at q3 = 0) that the equations in u would inherit.
+
+_TIDY_MAX_OPS = 400  # trigsimp's cost grows fast with the size; larger coefficients stay as they are
+
+
+def _tidy(e: Any) -> Any:
+    """Exact tidying of a coefficient that came through sympy's solution of linear
+    equations (``cancel``, then ``trigsimp``), kept where it is shorter: the
+    removable singularities of ``(sin q + cos(q)**2/sin q) ...`` cancel, so the
+    compiled expression does not divide 0 by 0."""
+    e = sp.sympify(e)
+    if not isinstance(e, sp.Expr) or e.is_number or sp.count_ops(e) > _TIDY_MAX_OPS:
+        return e
+    s = sp.cancel(sp.together(e))
+    if s.has(sp.sin, sp.cos, sp.tan):
+        s = sp.trigsimp(s)
+    return s if sp.count_ops(s) <= sp.count_ops(e) else e
+
+
+def _tidy_linear(e: sp.Expr, xs: Sequence) -> sp.Expr:
+    """``e`` linear in ``xs`` rebuilt as ``sum tidy(de/dx_i) x_i + tidy(e|x=0)``."""
+    e = sp.expand(e) if sp.count_ops(e) <= _TIDY_MAX_OPS else e
+    coeffs = [_tidy(e.diff(x)) for x in xs]
+    rest = _tidy(e.xreplace({x: 0 for x in xs}))
+    return sum((c * x for c, x in zip(coeffs, xs)), rest)
+
+
+def _trig_fixpoint(e: Any, passes: int = 4) -> Any:
+    """Products and powers of sines and cosines as sums (``fu.TR8``), repeated until
+    nothing changes (one pass can leave powers of the new cosines)."""
+    from sympy.simplify.fu import TR8
+    e = sp.sympify(e)
+    for _ in range(passes):
+        if not e.has(sp.sin, sp.cos) or sp.count_ops(e) > 20 * _TIDY_MAX_OPS:
+            break
+        e2 = sp.expand(TR8(sp.expand(e)))
+        if e2 == e:
+            break
+        e = e2
+    return e
+
+
+@dataclass
+class _KaneKinematics:
+    """The speeds of a KanesMethod in terms of its coordinate derivatives."""
+    q: list            # coordinates (independent, then dependent), functions of t
+    qd: list           # their derivatives q'
+    u: list            # generalized speeds (independent, then dependent)
+    W: sp.Matrix       # (o, n): u = W q' + w0
+    w0: sp.Matrix      # (o, 1)
+    sub: dict          # u -> W q' + w0, u' -> its time derivative, auxiliary speeds -> 0
+    constraints: list  # kinematic equations left over when o < n, in q and q'
+
+
+def _random_values(e: sp.MatrixBase, seed: int = 0) -> sp.MatrixBase:
+    """``e`` at random values (in [0.3, 1.3]) of its functions of t and symbols."""
+    rng = np.random.default_rng(seed)
+    atoms = sorted(e.atoms(AppliedUndef) | (e.free_symbols - {sp.Symbol("t")}), key=str)
+    return e.xreplace({a: sp.Float(rng.uniform(0.3, 1.3)) for a in atoms})
+
+
+def _kane_kinematics(method: Any) -> _KaneKinematics:
+    """Solve a KanesMethod's kinematic differential equations for its speeds."""
+    from sympy.physics.mechanics import dynamicsymbols
+    t = dynamicsymbols._t
+    q, u = list(method.q), list(method.u)
+    n, o = len(q), len(u)
+    qd = [x.diff(t) for x in q]
+    if hasattr(method, "_k_ku_implicit"):
+        # the equations as the user wrote them (sympy >= 1.13), not solved for q'
+        Ku, Kq, fk = method._k_ku_implicit, method._k_kqdot_implicit, method._f_k_implicit
+    else:  # mass_matrix_kin q' = forcing_kin
+        Kq = method.mass_matrix_kin
+        r = -sp.Matrix(method.forcing_kin)
+        Ku, fk = r.jacobian(u), r.xreplace(dict.fromkeys(u, 0))
+    Ku, Kq, fk = sp.Matrix(Ku), sp.Matrix(Kq), sp.Matrix(fk)
+    if Ku.shape != (n, o) or Kq.shape != (n, n):
+        raise ModelError("`method`: the KanesMethod has no kinematic differential equations "
+                         "(kd_eqs); give them when creating it.")
+    if o > n:
+        raise ModelError(
+            f"`method`: {o} generalized speeds for {n} coordinates; the kinematic differential "
+            "equations must determine the speeds from the coordinate derivatives "
+            "(u = W(q, t) q' + w0), which needs at most as many speeds as coordinates.")
+    if o < n:  # the equations also constrain q': o of them give u, the others are constraints
+        from scipy.linalg import qr
+        A = np.array(_random_values(Ku).evalf(), dtype=float)
+        _, R, piv = qr(A.T, pivoting=True)
+        if o and abs(R[o - 1, o - 1]) <= 1e-9 * abs(R[0, 0]):
+            raise ModelError("`method`: the kinematic differential equations do not determine "
+                             "the generalized speeds from the coordinate derivatives.")
+        rows = sorted(piv[:o].tolist())
+    else:
+        rows = list(range(n))
+    others = [i for i in range(n) if i not in rows]
+    KuR = Ku.extract(rows, list(range(o)))
+    rhs = -(Kq.extract(rows, list(range(n))) * sp.Matrix(qd) + fk.extract(rows, [0]))
+    simple = KuR.is_diagonal() and not KuR.free_symbols and not KuR.atoms(AppliedUndef)
+    try:
+        sol = sp.Matrix([rhs[i] / KuR[i, i] for i in range(o)]) if simple else KuR.LUsolve(rhs)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise ModelError("`method`: the kinematic differential equations cannot be solved for "
+                         f"the generalized speeds {u} (their coefficient matrix is singular)."
+                         ) from exc
+    W = sol.jacobian(qd)
+    w0 = sol.xreplace(dict.fromkeys(qd, 0))
+    if not simple:
+        W, w0 = W.applyfunc(_tidy), w0.applyfunc(_tidy)
+    uq = W * sp.Matrix(qd) + w0
+    sub = dict(zip(u, uq))
+    sub.update({ui.diff(t): e.diff(t) for ui, e in zip(u, uq)})
+    sub.update(dict.fromkeys(list(getattr(method, "_uaux", [])), 0))
+    cons = [_tidy_linear(sp.expand((Ku[i, :] * uq + Kq[i, :] * sp.Matrix(qd))[0] + fk[i]), qd)
+            for i in others]
+    return _KaneKinematics(q, qd, u, W, w0, sub, cons)
+
+
+def _unknown_functions(e: Any, known: Iterable) -> list:
+    e = sp.sympify(e)
+    return sorted({str(f) for f in e.atoms(AppliedUndef)} - {str(k) for k in known})
+
+
+def _kane_velocity_constraints(method: Any, kin: _KaneKinematics) -> list:
+    """The KanesMethod's velocity constraints (``B u + c = 0``, as sympy stores them) in
+    ``q'``, with the kinematic equations' own constraints first."""
+    from sympy.physics.mechanics import msubs
+    B, c = sp.Matrix(getattr(method, "_k_nh", sp.Matrix())), sp.Matrix(getattr(method, "_f_nh",
+                                                                             sp.Matrix()))
+    out = list(kin.constraints)
+    if B.rows:
+        f = msubs(B * sp.Matrix(kin.u) + c, kin.sub)
+        out += [_tidy_linear(e, kin.qd) for e in f]
+    return out
+
+
+def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
+                coordinates, name, modules) -> SymbolicModel:
+    """A KanesMethod as a model in its coordinates (see the comment above)."""
+    from sympy.physics import mechanics as me
+    kin = _kane_kinematics(method)
+    N = method._inertial
+    bodies = method.bodies
+    if not bodies:
+        raise ModelError("`method` has no bodies: pass bodies= (and forcelist=) to the "
+                         "KanesMethod, or call method.kanes_equations(bodies, loads) first.")
+    sub, qd, n = kin.sub, kin.qd, len(kin.q)
+    try:
+        T = sum((me.msubs(b.kinetic_energy(N), sub) for b in bodies), sp.Integer(0))
+        Q = [sp.Integer(0)] * n
+        for k, load in enumerate(method.loads or ()):
+            where, vec = load[0], load[1]
+            if isinstance(where, me.Point):
+                vel = where.vel(N)
+            elif isinstance(where, me.ReferenceFrame):
+                vel = where.ang_vel_in(N)
+            else:
+                raise ModelError(f"`method`: load {k} acts on {where!r}; expected a Point (force) "
+                                 "or a ReferenceFrame (torque).")
+            vel, vec = me.msubs(vel, sub), me.msubs(vec, sub)
+            for i, part in enumerate(me.partial_velocity([vel], qd, N)[0]):
+                Q[i] += part.dot(vec)
+    except ValueError as exc:  # sympy: a velocity it cannot find
+        if isinstance(exc, ModelError):
+            raise
+        raise ModelError(f"`method`: sympy cannot form the bodies' velocities: {exc}") from exc
+    known = kin.q
+    bad = _unknown_functions(T, known) + _unknown_functions(sp.Matrix(Q), known)
+    if bad:
+        raise ModelError(
+            f"`method`: the bodies or loads depend on {sorted(set(bad))}, which are neither "
+            "coordinates nor generalized speeds of the KanesMethod; give specified inputs as "
+            "expressions in q, q', t and parameter symbols.")
+    cons = {}
+    for label, given in (("holonomic", holonomic), ("nonholonomic", nonholonomic),
+                         ("acceleration", acceleration)):
+        out = []
+        for i, e in enumerate(_as_list(given, label)):
+            e = me.msubs(_sympify(e, f"{label}[{i}]"), sub)
+            bad = _unknown_functions(e, known)
+            if bad:
+                raise ModelError(
+                    f"`{label}[{i}]` depends on {bad}, which are neither coordinates "
+                    f"{[str(x) for x in kin.q]} nor generalized speeds {[str(x) for x in kin.u]} "
+                    "of the KanesMethod.")
+            out.append(e)
+        cons[label] = out
+    # T = 1/2 q'^T M q' + b.q' + T0 with M, b, T0 reduced to sums of sines and cosines
+    # (a single TR8 pass leaves cos(2 q3)**2 / 2 - cos(4 q3) / 4 in the rolling disc's M,
+    # whose Christoffel terms would then be nonzero terms that cancel only numerically)
+    zero = dict.fromkeys(qd, 0)
+    H = sp.hessian(T, qd).applyfunc(_trig_fixpoint)
+    b = [_trig_fixpoint(T.diff(x).xreplace(zero)) for x in qd]
+    qdm = sp.Matrix(qd)
+    T = (qdm.T * H * qdm)[0, 0] / 2 + sum(bi * x for bi, x in zip(b, qd)) \
+        + _trig_fixpoint(T.xreplace(zero))
+    Q = [_trig_fixpoint(e) for e in Q]
+    hol = list(getattr(method, "_f_h", sp.Matrix()))
+    nh = _kane_velocity_constraints(method, kin)
+    lagrangian = SymbolicModel(kin.q, T, 0, forces=Q, modules=modules).derive()
+    M = lagrangian.to_user(lagrangian.expressions["M"])
+    F = lagrangian.to_user(lagrangian.expressions["F"])
+    return SymbolicModel.from_equations(
+        kin.q, M, F, hol + cons["holonomic"], nh + cons["nonholonomic"], cons["acceleration"],
+        coordinates=coordinates, name=name, modules=modules)
+
+
+def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = None,
+                    t: float = 0.0) -> np.ndarray:
+    """The coordinate derivatives ``q'`` of a KanesMethod's state ``(q, u)``.
+
+    For initial conditions of the System :func:`from_mechanics` builds from a
+    ``KanesMethod``, whose state is ``(q, q')``: solves the kinematic
+    differential equations ``u = W(q, t) q' + w0(q, t)`` together with the
+    method's velocity constraints.
+
+    Parameters
+    ----------
+    method : KanesMethod
+    q : array_like, shape (n,)
+        The coordinates, in the order of ``method.q``.
+    u : array_like, shape (o,) or (o - m,)
+        All generalized speeds (``method.u``: independent, then dependent), or
+        only the ``o - m`` independent ones (the dependent speeds then follow
+        from the ``m`` velocity constraints).
+    params : dict, optional
+        ``{Symbol or name: value}`` for the symbols of the kinematics and
+        constraints.
+    t : float, default 0.0
+
+    Returns
+    -------
+    ndarray, shape (n,)
+
+    Raises
+    ------
+    ModelError
+        Wrong lengths, unbound symbols; speeds that violate the velocity
+        constraints; a configuration where the equations do not determine
+        ``q'`` (``W`` singular: a singular chart of the coordinates, such as
+        Euler angles at gimbal lock, e.g. the rolling disc lying flat,
+        ``q2 = +-pi/2``).
+    """
+    kin = _kane_kinematics(method)
+    n, o = len(kin.q), len(kin.u)
+    cons = _kane_velocity_constraints(method, kin)
+    m = len(cons) - len(kin.constraints)
+    qv = np.asarray(q, dtype=float).ravel()
+    uv = np.asarray(u, dtype=float).ravel()
+    if qv.shape != (n,):
+        raise ModelError(f"`q` must have the {n} coordinates {[str(x) for x in kin.q]}, found "
+                         f"shape {np.shape(q)}.")
+    if uv.size not in (o, o - m):
+        raise ModelError(f"`u` must have all {o} generalized speeds {[str(x) for x in kin.u]} "
+                         f"or the {o - m} independent ones, found shape {np.shape(u)}.")
+    f = sp.Matrix(cons) if cons else sp.zeros(0, 1)
+    B = f.jacobian(kin.qd) if cons else sp.zeros(0, n)
+    c = f.xreplace(dict.fromkeys(kin.qd, 0))
+    W = kin.W[:uv.size, :]
+    w0 = kin.w0[:uv.size, :]
+    from sympy.physics.mechanics import dynamicsymbols
+    ts = dynamicsymbols._t
+    qs = sp.symbols(f"_kq0:{n}")
+    pieces = [e.xreplace(dict(zip(kin.q, qs))) for e in (W, w0, B, c)]
+    syms = set().union(*(e.free_symbols for e in pieces)) - set(qs) - {ts}
+    params = {} if params is None else params
+    by_name = {(k if isinstance(k, str) else getattr(k, "name", str(k))): v
+               for k, v in params.items()}
+    missing = sorted(s.name for s in syms if s.name not in by_name)
+    if missing:
+        raise ModelError(f"unbound symbols in the kinematics of `method`: {', '.join(missing)}; "
+                         "give their values in `params`.")
+    vals = {s: sp.Float(float(by_name[s.name])) for s in syms}
+    vals.update({s: sp.Float(float(x)) for s, x in zip(qs, qv)})
+    vals[ts] = sp.Float(float(t))
+    Wn, w0n, Bn, cn = (np.array(e.xreplace(vals).evalf(), dtype=float).reshape(e.shape)
+                       for e in pieces)
+    A = np.vstack([Wn, Bn])
+    b = np.concatenate([uv - w0n.ravel(), -cn.ravel()])
+    if not (np.isfinite(A).all() and np.isfinite(b).all()):
+        raise ModelError(f"the kinematics of `method` are not finite at q = {qv.tolist()}.")
+    s = np.linalg.svd(A, compute_uv=False)
+    # q' would carry a relative error cond(A) * eps >= 1e-4: the equations do not determine it
+    if s.size < n or s[n - 1] <= 1e-12 * s[0]:
+        raise ModelError(
+            f"`q`: at q = {qv.tolist()} the kinematic differential equations and velocity "
+            "constraints of `method` do not determine q' (singular values "
+            f"{np.array2string(s, precision=3)}): the coordinates are singular there (e.g. "
+            "Euler angles at gimbal lock, the rolling disc lying flat).")
+    v, *_ = np.linalg.lstsq(A, b, rcond=None)
+    res = A @ v - b
+    scale = np.abs(A) @ np.abs(v) + np.abs(b)
+    # consistent equations leave a residual of a few roundings of their terms
+    if np.any(np.abs(res) > 1e-8 * (scale + 1e-300)) and uv.size == o:
+        raise ModelError(f"`u` violates the velocity constraints of `method` by "
+                         f"{np.abs(res[o:]).max():.3g}; give the {o - m} independent speeds only, "
+                         "or consistent dependent ones.")
+    return v

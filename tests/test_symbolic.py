@@ -848,15 +848,7 @@ def test_errors():
         from_mechanics(object())
 
 
-def test_kanes_method_with_dependent_speeds_is_rejected():
-    import sympy.physics.mechanics as me
-    q1, q2 = dynamicsymbols("q1 q2")
-    u1, u2 = dynamicsymbols("u1 u2")
-    N = me.ReferenceFrame("N")
-    km = me.KanesMethod(N, q_ind=[q1, q2], u_ind=[u1], u_dependent=[u2],
-                        kd_eqs=[D(q1) - u1, D(q2) - u2], velocity_constraints=[u2 - 2 * u1])
-    with pytest.raises(ModelError, match=r"dependent speeds .* LagrangesMethod"):
-        from_mechanics(km)
+# (KanesMethods with dependent speeds are accepted: tests/test_kane.py)
 
 
 # =========================================================================== cost
