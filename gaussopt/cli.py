@@ -1,37 +1,76 @@
-"""Command line: ``gaussopt list | run PROBLEM | compare PROBLEM``."""
+"""Command line: ``gaussopt list | show PROBLEM | run PROBLEM | compare PROBLEM``.
+
+Each subcommand is one entry of :data:`COMMANDS`: a function that adds its
+arguments to its parser and a function ``cmd(args) -> int`` (the exit code).
+A mistake on the command line raises :class:`UsageError` (argparse's own errors
+included); the library's :class:`~gaussopt.ModelError` from building the problem
+or validating the settings is one too. :func:`main` prints either as one line
+on stderr, ``gaussopt <command>: error: <what to do>``, and returns 2. A run that
+did not succeed returns 1; any other exception is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import importlib.util
+import math
 import os
 import pkgutil
+import re
 import sys
+import textwrap
 from pathlib import Path
-from typing import Optional, Sequence
-
+from typing import Callable, Optional, Sequence
 
 from . import __version__
+from .exceptions import ModelError
+from .problem import BuildSignature, did_you_mean
 
-__all__ = ["main", "load_problem_module"]
+__all__ = ["main", "load_problem_module", "UsageError", "COMMANDS"]
+
+
+class UsageError(Exception):
+    """A mistake on the command line; ``main`` prints it as one line and returns 2.
+
+    ``prog``: the command it belongs to (``"gaussopt run"``); ``None``: the
+    command being run.
+    """
+
+    def __init__(self, message: str, prog: Optional[str] = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's errors as a :class:`UsageError`: one line (argparse prints the usage
+    before its message), with the closest choice of a mistyped one."""
+
+    def error(self, message: str):
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2))) if m else ""
+        raise UsageError(f"{message}{hint} (see `{self.prog} --help`)", prog=self.prog)
 
 
 def load_problem_module(name: str):
     """A module of ``problems/`` by name, or a path to a module with ``build()``."""
     p = Path(name)
-    if p.suffix == ".py" and p.exists():
+    if p.suffix == ".py" or "/" in name or os.sep in name:
+        if not p.is_file():
+            raise UsageError(f"no file {name!r}; give a problem name (`gaussopt list`) or the "
+                             "path of a module with build()")
         spec = importlib.util.spec_from_file_location(p.stem, p)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
+        if not callable(getattr(mod, "build", None)):
+            raise UsageError(f"{name!r} has no build(); a problem module defines "
+                             "build(**params) -> gaussopt.Problem")
         return mod
-    try:
-        return importlib.import_module(f"problems.{name}")
-    except ModuleNotFoundError as e:
-        if e.name not in (f"problems.{name}", "problems"):
-            raise
-        raise SystemExit(f"gaussopt: unknown problem {name!r}; `gaussopt list` shows the "
-                         "problems, or pass a path to a module with build().") from None
+    names = _problem_names()
+    if name not in names:
+        raise UsageError(f"unknown problem {name!r}{did_you_mean(name, names)} (problems: "
+                         f"{', '.join(names)}; or give the path of a module with build())")
+    return importlib.import_module(f"problems.{name}")
 
 
 def _problem_names() -> list[str]:
@@ -40,20 +79,75 @@ def _problem_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(problems.__path__) if not m.name.startswith("_"))
 
 
-def _parse_params(items: Sequence[str]) -> dict:
+def _signature(mod) -> BuildSignature:
+    return BuildSignature.of(mod.build, getattr(mod, "DEFAULTS", None))
+
+
+def _parse_params(sig: BuildSignature, items: Sequence[str], problem: str) -> dict:
+    """``--param NAME=VALUE`` items as ``build()`` keywords, each checked against
+    ``build()``'s signature and converted to its parameter's type."""
     out = {}
     for it in items or ():
-        if "=" not in it:
-            raise SystemExit(f"gaussopt: --param expects NAME=VALUE, found {it!r}")
-        k, v = it.split("=", 1)
+        name, eq, text = it.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise UsageError(f"--param expects NAME=VALUE, found {it!r}")
         try:
-            out[k] = int(v)
-        except ValueError:
-            try:
-                out[k] = float(v)
-            except ValueError:
-                out[k] = v
+            out[name] = sig.parse(name, text.strip())
+        except ModelError as e:
+            raise UsageError(f"--param {it}: {e}; `gaussopt show {problem}` lists the "
+                             "parameters") from None
     return out
+
+
+def _build(args, extra: Optional[dict] = None):
+    """Load the problem, check the ``--param`` items against ``build()`` and build it.
+    ``extra``: keywords the command passes when ``build()`` takes them (``t_end``)."""
+    mod = load_problem_module(args.problem)
+    sig = _signature(mod)
+    params = _parse_params(sig, args.param, args.problem)
+    for k, v in (extra or {}).items():
+        if k in sig.parameters and k not in params:
+            params[k] = v
+    try:
+        pb = mod.build(**params)
+    except ModelError as e:
+        given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+        raise UsageError(f"{args.problem}" + (f" with {given}" if given else "")
+                         + f": {_one_line(str(e)).rstrip('.')}; `gaussopt show {args.problem}` "
+                         "lists the parameters and their values") from None
+    return pb
+
+
+def _solver_names(pb) -> list[str]:
+    from .solvers import SOLVERS
+
+    return list(SOLVERS) + [k for k in pb.solver_settings if k not in SOLVERS]
+
+
+def _check_solvers(pb, names: Sequence[str], option: str) -> None:
+    known = _solver_names(pb)
+    for s in names:
+        if s not in known:
+            raise UsageError(f"{option}: unknown solver {s!r}{did_you_mean(s, known)} "
+                             f"(solvers of {pb.name}: {', '.join(known)})")
+
+
+def _check_t_end(pb, t_end: Optional[float]) -> None:
+    if t_end is not None and not t_end > pb.t_span[0]:
+        raise UsageError(f"--t-end must be later than {pb.name}'s start time "
+                         f"{pb.t_span[0]:g} s, found {t_end:g}")
+
+
+def _positive(text: str) -> float:
+    """argparse type: a positive finite number."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, found {text!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, found {text!r}")
+    return x
 
 
 def _progress_bar(total: float, label: str):
@@ -91,7 +185,7 @@ def _settings(args) -> dict:
 
 
 # --------------------------------------------------------------------------- output paths
-class _OutputPathError(Exception):
+class _OutputPathError(UsageError):
     """An output path given on the command line cannot be written; the message names
     the option and the path."""
 
@@ -155,20 +249,34 @@ def _plot_target(value: str) -> Path:
     return target
 
 
-def _prepare_out_dir(value: str) -> Path:
-    """Create the ``--out`` directory (with its parents) and check that it is writable."""
+def _check_out_dir(value: str) -> Path:
+    """The ``--out`` directory: it exists and is writable, or only its last level is
+    missing and can be created (nothing is created yet: :func:`_make_out_dir`)."""
     out = Path(value)
     where = f"--out {value!r}"
-    if out.exists() and not out.is_dir():
-        raise _OutputPathError(f"{where}: {str(out)!r} exists and is not a directory")
+    if out.exists():
+        if not out.is_dir():
+            raise _OutputPathError(f"{where}: {str(out)!r} exists and is not a directory")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise _OutputPathError(f"{where}: the directory {str(out)!r} is not writable")
+        return out
+    parent = out.parent
+    if not parent.is_dir():
+        raise _OutputPathError(f"{where}: {_missing_parent(parent)}; create it first (only "
+                               "the last level of --out is created)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _OutputPathError(f"{where}: cannot create the directory: {str(parent)!r} is "
+                               "not writable")
+    return out
+
+
+def _make_out_dir(value: str, out: Path) -> Path:
+    """Create the last level of the checked ``--out`` directory."""
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(exist_ok=True)
     except OSError as e:
-        reason = _missing_parent(out.parent) if isinstance(e, (NotADirectoryError,
-                                                               FileExistsError)) else e.strerror
-        raise _OutputPathError(f"{where}: cannot create the directory ({reason or e})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise _OutputPathError(f"{where}: the directory {str(out)!r} is not writable")
+        raise _OutputPathError(f"--out {value!r}: cannot create the directory "
+                               f"({e.strerror or e})") from None
     return out
 
 
@@ -179,12 +287,28 @@ def _check_out_files(value: str, out: Path, names: Sequence[str]) -> None:
         _check_output_file("--out", value, target, replaced=name.endswith(".npz"))
 
 
-def _path_error(command: str, e: _OutputPathError) -> int:
-    print(f"gaussopt {command}: error: {e}; nothing was computed.", file=sys.stderr)
-    return 2
+def _one_line(message: str) -> str:
+    return " ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+#: keywords of :func:`gaussopt.simulate` in the library's messages -> the options that set them
+_OPTIONS = {"dt": "--dt", "rtol": "--rtol", "atol": "--atol", "method": "--method",
+            "solver": "--solver", "stabilization": "--stabilization", "t_span": "--t-end"}
+
+
+def _cli_words(message: str) -> str:
+    """A library message in the command line's words: `dt` -> --dt, ..."""
+    message = re.sub(r"method='(\w+)'", r"--method \1", message)
+    return re.sub(r"`(\w+)`", lambda m: _OPTIONS.get(m.group(1), m.group(0)), message)
+
+
+# --------------------------------------------------------------------------- commands
+def _list_arguments(p: argparse.ArgumentParser) -> None:
+    pass
 
 
 def cmd_list(args) -> int:
+    """list the problems"""
     for name in _problem_names():
         mod = load_problem_module(name)
         doc = (mod.__doc__ or "").strip().splitlines()
@@ -192,17 +316,125 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _value(x) -> str:
+    """A setting or a default, short: floats with %g, long arrays by their extent."""
+    import numpy as np
+
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):g}"
+    if isinstance(x, np.ndarray):
+        if x.ndim == 1 and x.size > 6:
+            return f"{x.size} points from {x[0]:g} to {x[-1]:g}"
+        return np.array2string(x, precision=6, separator=", ")
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(_value(v) for v in x) + ")"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in x.items()) + "}"
+    if callable(x) and not hasattr(x, "__dataclass_fields__"):
+        return getattr(x, "__name__", type(x).__name__)
+    return repr(x)
+
+
+def _show_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module")
+    _param_argument(p)
+
+
+def cmd_show(args) -> int:
+    """describe a problem: its parameters, outputs and recommended settings"""
+    import inspect
+
+    import numpy as np
+
+    sig = _signature(load_problem_module(args.problem))
+    pb = _build(args)
+    para = textwrap.TextWrapper(width=100, initial_indent="  ", subsequent_indent="  ")
+    sub = textwrap.TextWrapper(width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    print(pb.name)
+    print(para.fill(pb.description) if pb.description else "  (no description)")
+    print("\nparameters (--param NAME=VALUE):")
+    for p in sig.parameters.values():
+        if p.default is inspect.Parameter.empty:
+            default = "required"
+        else:
+            default = f"default {_value(p.default)}"
+            if p.default is None and pb.params.get(p.name) is not None:
+                default += f" (here {_value(pb.params[p.name])})"
+        kind = p.kind or ("" if p.choices else p.type.split(",")[0].strip())
+        allowed = f"; one of {', '.join(p.choices)}" if p.choices else ""
+        print(f"  {p.name}  ({kind + ', ' if kind else ''}{default}{allowed})")
+        if p.doc:
+            print(sub.fill(p.doc))
+    if sig.open:
+        print("  build() also takes other keywords, passed on unchecked")
+    outs = pb.outputs(pb.q0[None, :], pb.v0[None, :])
+    ref = (set(pb.reference(np.array([pb.t_span[0]]))) if pb.reference is not None
+           else set())
+    units = getattr(pb, "units", None) or {}
+    print("\noutputs" + (" (those marked * with an independent reference)" if ref else "")
+          + ":")
+    print("  " + ", ".join(f"{k}{' [' + units[k] + ']' if k in units else ''}"
+                           f"{'*' if k in ref else ''}" for k in outs))
+    print(f"  coordinates: {', '.join(pb.system.coordinates)}")
+    print("\nrecommended settings (options of run and compare override them):")
+    print(f"  t_span: {_value(tuple(pb.t_span))} s")
+    for k, v in pb.settings.items():
+        print(f"  {k}: {_value(v)}")
+    print(f"  solvers (the rows of compare): {', '.join(pb.solvers)}")
+    for k, v in pb.solver_settings.items():
+        print(f"  {k}: {_value(v)}")
+    return 0
+
+
+def _param_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a keyword of the problem's build(), repeatable (--param psi=0 "
+                        "--param t_end=2); `gaussopt show PROBLEM` lists them with their "
+                        "defaults, units and allowed values")
+
+
+def _simulation_arguments(p: argparse.ArgumentParser) -> None:
+    from .integrate import FIXED_STEP_METHODS, IVP_METHODS
+
+    p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module "
+                                   "with build()")
+    _param_argument(p)
+    p.add_argument("--t-end", type=_positive, metavar="T",
+                   help="end time [s] (default: the problem's; `gaussopt show` gives it)")
+    p.add_argument("--method", choices=[*FIXED_STEP_METHODS, *IVP_METHODS],
+                   help="integration method: rk4 and euler take a fixed step --dt, the others "
+                        "(scipy's solve_ivp) adapt it to --rtol/--atol (default: the "
+                        "problem's, usually DOP853)")
+    p.add_argument("--dt", type=_positive, metavar="DT",
+                   help="fixed step [s] of --method rk4 or euler (required by them)")
+    p.add_argument("--rtol", type=_positive,
+                   help="relative tolerance of the adaptive methods (default: the problem's)")
+    p.add_argument("--atol", type=_positive,
+                   help="absolute tolerance of the adaptive methods (default: the problem's)")
+    p.add_argument("--stabilization", choices=["none", "baumgarte", "projection"],
+                   help="constraint stabilization (default: the problem's)")
+
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    _simulation_arguments(p)
+    p.add_argument("--solver", default="closed_form",
+                   help="closed_form (default), lagrange, qp, ga, or a variant the problem "
+                        "defines (`gaussopt show PROBLEM` lists them)")
+    p.add_argument("--save", metavar="FILE", help="write the trajectory (.npz)")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write a figure; the extension picks the format (.png, .pdf, .svg)")
+
+
 def cmd_run(args) -> int:
+    """simulate one problem"""
     # every output path is checked before anything is computed
-    try:
-        save_to = _save_target(args.save) if args.save else None
-        plot_to = _plot_target(args.plot) if args.plot else None
-    except _OutputPathError as e:
-        return _path_error("run", e)
-    mod = load_problem_module(args.problem)
-    pb = mod.build(**_parse_params(args.param))
+    save_to = _save_target(args.save) if args.save else None
+    plot_to = _plot_target(args.plot) if args.plot else None
+    pb = _build(args, {"t_end": args.t_end} if args.t_end is not None else None)
+    _check_solvers(pb, [args.solver], "--solver")
+    _check_t_end(pb, args.t_end)
     kw = _settings(args)
-    if args.t_end is not None:
+    if args.t_end is not None:        # also past a solver's own shorter span (the GA's)
         kw["t_span"] = (pb.t_span[0], args.t_end)
     t_span = kw.get("t_span", pb.t_span)
     bar, cb = _progress_bar(t_span[1] - t_span[0], pb.name)
@@ -233,26 +465,38 @@ def cmd_run(args) -> int:
     return 0 if tr.success else 1
 
 
+def _compare_arguments(p: argparse.ArgumentParser) -> None:
+    _simulation_arguments(p)
+    p.add_argument("--solvers", default=None, metavar="A,B,...",
+                   help="comma-separated solver names (default: the problem's own list; "
+                        "`gaussopt show PROBLEM` gives it)")
+    p.add_argument("--out", default="out", metavar="DIR",
+                   help="directory for the table, trajectories and figures (default: out); "
+                        "only its last level is created")
+
+
 def cmd_compare(args) -> int:
+    """compare solvers on one problem"""
     from .compare import compare
 
     mod = load_problem_module(args.problem)     # an unknown name exits before --out is made
-    # the output directory is created and checked before anything is built or computed
-    try:
-        out = _prepare_out_dir(args.out)
-    except _OutputPathError as e:
-        return _path_error("compare", e)
-    pb = mod.build(**_parse_params(args.param))
+    # --out is checked before anything is built, created before anything is computed
+    out = _check_out_dir(args.out)
+    # --t-end sets the problem's t_end (the GA row keeps its shorter span), or, when build()
+    # has none, the span of every row
+    pb = _build(args, {"t_end": args.t_end} if args.t_end is not None else None)
+    _check_t_end(pb, args.t_end)
     solvers = ([s.strip() for s in args.solvers.split(",") if s.strip()]
                if args.solvers else None)
-    try:
-        _check_out_files(args.out, out, ["table.csv", "table.md", f"{pb.name}_compare.png"]
-                         + [f"{pb.name}_{s}.npz" for s in (solvers or pb.solvers)]
-                         + [f"{pb.name}_{x}.png" for x in ("y1_ga_vs_lagrange", "multipliers",
-                                                           "frames")])
-    except _OutputPathError as e:
-        return _path_error("compare", e)
+    _check_solvers(pb, solvers or pb.solvers, "--solvers")
     kw = _settings(args)
+    if args.t_end is not None and "t_end" not in _signature(mod).parameters:
+        kw["t_span"] = (pb.t_span[0], args.t_end)
+    _make_out_dir(args.out, out)
+    _check_out_files(args.out, out, ["table.csv", "table.md", f"{pb.name}_compare.png"]
+                     + [f"{pb.name}_{s}.npz" for s in (solvers or pb.solvers)]
+                     + [f"{pb.name}_{x}.png" for x in ("y1_ga_vs_lagrange", "multipliers",
+                                                       "frames")])
     bars = {}
 
     def progress(name, t):
@@ -281,39 +525,49 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(
+#: The subcommands: name -> (adds its arguments to its parser, runs it and returns the
+#: exit code). The first line of the function's docstring is its help.
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {
+    "list": (_list_arguments, cmd_list),
+    "show": (_show_arguments, cmd_show),
+    "run": (_run_arguments, cmd_run),
+    "compare": (_compare_arguments, cmd_compare),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
         prog="gaussopt",
         description="Constrained mechanical systems by Gauss's principle of least constraint.")
     parser.add_argument("--version", action="version", version=f"gaussopt {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    sub.add_parser("list", help="list the problems")
+    sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
+    for name, (arguments, command) in COMMANDS.items():
+        doc = (command.__doc__ or "").strip().splitlines()
+        p = sub.add_parser(name, help=doc[0] if doc else None,
+                           description=doc[0][:1].upper() + doc[0][1:] + "." if doc else None)
+        arguments(p)
+        p.set_defaults(command_function=command)
+    return parser
 
-    def common(p):
-        p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module")
-        p.add_argument("--method", help="rk4, euler, RK45, DOP853, Radau, BDF, LSODA")
-        p.add_argument("--dt", type=float)
-        p.add_argument("--rtol", type=float)
-        p.add_argument("--atol", type=float)
-        p.add_argument("--stabilization", choices=["none", "baumgarte", "projection"])
-        p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
 
-    pr = sub.add_parser("run", help="simulate one problem")
-    common(pr)
-    pr.add_argument("--solver", default="closed_form", help="closed_form, lagrange, qp, ga")
-    pr.add_argument("--t-end", type=float)
-    pr.add_argument("--save", help="write the trajectory (.npz)")
-    pr.add_argument("--plot", help="write a figure (.png)")
-    pc = sub.add_parser("compare", help="compare solvers on one problem")
-    common(pc)
-    pc.add_argument("--solvers", default=None,
-                    help="comma-separated solver names (default: the problem's own list)")
-    pc.add_argument("--out", default="out", help="directory for table, trajectories, figures")
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 0
-    return {"list": cmd_list, "run": cmd_run, "compare": cmd_compare}[args.command](args)
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``gaussopt`` console script; returns the exit code (0 done, 1 a run that did
+    not succeed, 2 a mistake on the command line, told in one line on stderr)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        return args.command_function(args)
+    except UsageError as e:
+        prog = e.prog or f"gaussopt {args.command}"
+        tail = "; nothing was computed." if isinstance(e, _OutputPathError) else ""
+        print(f"{prog}: error: {_one_line(str(e))}{tail}", file=sys.stderr)
+    except ModelError as e:       # the library's word on an argument or the model
+        print(f"gaussopt {args.command}: error: {_one_line(_cli_words(str(e)))}",
+              file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,24 +2,244 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import numpy as np
 
+from .exceptions import ModelError
 from .system import System
 
-__all__ = ["Problem", "ga_settings"]
+__all__ = ["Problem", "ga_settings", "BuildParameter", "BuildSignature", "did_you_mean"]
 
 
-def ga_settings(t_end: float, horizon: float = 0.2, dt: float = 1e-3) -> dict:
+def ga_settings(t_end: float, horizon: float = 0.2, dt: float = 1e-3, t0: float = 0.0) -> dict:
     """Per-solver settings for the GA row of a comparison.
 
     The GA costs milliseconds per step (100-1000 times the closed form), so it
     runs the first ``horizon`` seconds only, with the paper's fixed-step
     integration (``rk4`` at ``dt``).
+
+    Parameters
+    ----------
+    t_end : float
+        End of the comparison's time span [s].
+    horizon : float
+        Longest GA run [s].
+    dt : float
+        The fixed ``rk4`` step [s].
+    t0 : float
+        Start of the time span [s].
+
+    Returns
+    -------
+    dict
+        ``{"method": "rk4", "dt": dt, "t_span": (t0, min(t_end, t0 + horizon))}``, an
+        entry of ``solver_settings`` (:class:`Problem`, :func:`gaussopt.compare`).
+
+    Examples
+    --------
+    >>> import gaussopt as go
+    >>> go.ga_settings(5.0)
+    {'method': 'rk4', 'dt': 0.001, 't_span': (0.0, 0.2)}
     """
-    return {"method": "rk4", "dt": dt, "t_span": (0.0, min(float(t_end), horizon))}
+    t0 = float(t0)
+    return {"method": "rk4", "dt": dt, "t_span": (t0, min(float(t_end), t0 + horizon))}
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the one candidate closest to ``name`` (case is
+    ignored), or ``""`` when none is close or several are equally close."""
+    cands = list(dict.fromkeys(str(c) for c in candidates))
+    key = str(name).lower()
+    scores = sorted(((difflib.SequenceMatcher(None, key, c.lower()).ratio(), c) for c in cands),
+                    reverse=True)
+    if not scores or scores[0][0] < 0.6 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
+        return ""
+    return f"; did you mean {scores[0][1]!r}?"
+
+
+# --------------------------------------------------------------------------- build() parameters
+_NO_DEFAULT = inspect.Parameter.empty
+_KINDS = ("bool", "int", "float", "str")
+
+
+@dataclass(frozen=True)
+class BuildParameter:
+    """One keyword of a problem module's ``build()``, read from its signature and from
+    the numpydoc ``Parameters`` section of its docstring (``name : type`` then an
+    indented description, with the unit in brackets: ``Crank torque [N m].``).
+
+    Attributes
+    ----------
+    name : str
+    default : object
+        The signature's default (or the module's ``DEFAULTS`` entry);
+        ``inspect.Parameter.empty`` when there is none.
+    type : str
+        The docstring's type text, e.g. ``"float"`` or ``'{"circle", "case1"}'``.
+    doc : str
+        The docstring's description, on one line.
+    choices : tuple of str, optional
+        The allowed values when the type is a set of strings (``{"a", "b"}``).
+    """
+
+    name: str
+    default: Any = _NO_DEFAULT
+    type: str = ""
+    doc: str = ""
+    choices: Optional[tuple] = None
+
+    @property
+    def kind(self) -> str:
+        """``"bool"``, ``"int"``, ``"float"``, ``"str"`` or ``""`` (unknown): from the
+        default's type, else from the docstring's type."""
+        d = self.default
+        if isinstance(d, (bool, np.bool_)):
+            return "bool"
+        if isinstance(d, (int, np.integer)):
+            return "int"
+        if isinstance(d, (float, np.floating)):
+            return "float"
+        if isinstance(d, str):
+            return "str"
+        first = re.split(r"[,\s]", self.type.strip(), maxsplit=1)[0] if self.type else ""
+        return first if first in _KINDS else ""
+
+    def parse(self, text: str) -> Any:
+        """The value a command-line ``NAME=VALUE`` means for this parameter.
+
+        Raises
+        ------
+        ModelError
+            ``text`` is not a value of the parameter's type or choices.
+        """
+        if text in ("None", "none") and self.default is None:
+            return None
+        if self.choices is not None:
+            if text in self.choices:
+                return text
+            raise ModelError(f"`{self.name}` must be one of {', '.join(self.choices)}; found "
+                             f"{text!r}{did_you_mean(text, self.choices)}")
+        kind = self.kind
+        if kind == "bool":
+            low = text.lower()
+            if low in ("true", "yes", "1", "false", "no", "0"):
+                return low in ("true", "yes", "1")
+            raise ModelError(f"`{self.name}` must be true or false, found {text!r}")
+        if kind == "int":
+            try:
+                return int(text)
+            except ValueError:
+                raise ModelError(f"`{self.name}` must be an integer, found {text!r}") from None
+        if kind == "float":
+            try:
+                return float(text)
+            except ValueError:
+                raise ModelError(f"`{self.name}` must be a number, found {text!r}") from None
+        if kind == "str":
+            return text
+        for conv in (int, float):          # unknown type: the most specific reading
+            try:
+                return conv(text)
+            except ValueError:
+                pass
+        return {"True": True, "False": False}.get(text, text)
+
+    def describe(self) -> str:
+        """One line: ``name = default  (type)  description``."""
+        default = "required" if self.default is _NO_DEFAULT else f"= {self.default!r}"
+        typ = f"  ({self.type})" if self.type else ""
+        return f"{self.name} {default}{typ}  {self.doc}".rstrip()
+
+
+def _docstring_parameters(doc: Optional[str]) -> dict:
+    """``{name: (type, description)}`` of the numpydoc ``Parameters`` section."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    out: dict = {}
+    try:
+        i = next(k for k in range(len(lines) - 1) if lines[k].strip() == "Parameters"
+                 and re.fullmatch(r"-{3,}", lines[k + 1].strip()))
+    except StopIteration:
+        return out
+    k = i + 2
+    entry = None
+    while k < len(lines):
+        line = lines[k]
+        if line.strip() and k + 1 < len(lines) and re.fullmatch(r"-{3,}", lines[k + 1].strip()):
+            break                                   # the next section
+        if line.strip() and not line[0].isspace():
+            names, _, typ = line.partition(" : ")
+            entry = ([n.strip() for n in names.split(",") if n.strip()], typ.strip(), [])
+            for n in entry[0]:
+                out[n] = entry
+        elif line.strip() and entry is not None:
+            entry[2].append(line.strip())
+        k += 1
+    return {n: (typ, " ".join(desc)) for n, (_, typ, desc) in out.items()}
+
+
+def _choices(typ: str) -> Optional[tuple]:
+    m = re.match(r"\s*\{([^}]*)\}", typ)
+    if not m:
+        return None
+    found = re.findall(r"\"([^\"]*)\"|'([^']*)'", m.group(1))
+    return tuple(a or b for a, b in found) or None
+
+
+@dataclass
+class BuildSignature:
+    """The keywords a problem module's ``build()`` accepts (:class:`BuildParameter`).
+
+    ``open`` is true when ``build()`` takes ``**kwargs`` that neither its docstring
+    nor the module's ``DEFAULTS`` name: then any other keyword is passed on unchecked.
+    """
+
+    parameters: dict
+    open: bool = False
+
+    @classmethod
+    def of(cls, build: Callable, defaults: Optional[Mapping] = None) -> "BuildSignature":
+        """Read ``build``'s signature and docstring; ``defaults``: the module's
+        ``DEFAULTS`` (the values of the keywords ``build(**params)`` accepts)."""
+        documented = _docstring_parameters(build.__doc__)
+        params: dict = {}
+        var_kw = False
+        for p in inspect.signature(build).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                var_kw = True
+            elif p.kind is not p.VAR_POSITIONAL:
+                params[p.name] = p.default
+        extra: list = []
+        if var_kw:
+            extra = [n for n in (*documented, *(defaults or {}))
+                     if not n.startswith("*") and n not in params]
+            for n in extra:
+                params.setdefault(n, (defaults or {}).get(n, _NO_DEFAULT))
+        out = {}
+        for n, d in params.items():
+            typ, doc = documented.get(n, ("", ""))
+            out[n] = BuildParameter(n, d, typ, doc, _choices(typ))
+        return cls(out, open=var_kw and not extra)
+
+    def parse(self, name: str, text: str) -> Any:
+        """The value of ``NAME=VALUE`` for ``build()``.
+
+        Raises
+        ------
+        ModelError
+            ``build()`` has no parameter ``name``, or ``text`` is not one of its values.
+        """
+        p = self.parameters.get(name)
+        if p is None:
+            if self.open:
+                return BuildParameter(name).parse(text)
+            raise ModelError(f"no parameter {name!r}{did_you_mean(name, self.parameters)} "
+                             f"(parameters: {', '.join(self.parameters) or 'none'})")
+        return p.parse(text)
 
 
 @dataclass
@@ -47,7 +267,9 @@ class Problem:
     params : dict
         The parameters the problem was built with.
     solver_settings : dict
-        Per-solver overrides of ``settings``, by solver name. A key may also be
+        Per-solver overrides of ``settings``, by solver name; an entry may
+        contain ``t_span`` (e.g. :func:`ga_settings`: the GA row runs a shorter
+        span at a fixed step). A key may also be
         an alias that names its solver, e.g. ``{"lagrange_baumgarte": {"solver":
         "lagrange", "stabilization": Baumgarte(10, 10)}}`` (the classical
         Lagrange-I + Baumgarte method as a row of a comparison), or give a
