@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence, Union
+import functools
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
 from .constraints import Constraint, Holonomic, Nonholonomic
 from .exceptions import ModelError
 
-__all__ = ["System"]
+__all__ = ["System", "rebuildable"]
 
 ArrayOrCallable = Union[Callable, np.ndarray, Sequence]
 
@@ -123,6 +124,10 @@ class System:
         self.compiled: Optional[Callable] = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
+        #: ``None``, or ``(builder, args, kwargs)``: ``builder(*args, **kwargs)`` builds this
+        #: system again; set by the front ends and by :func:`rebuildable`, and what a
+        #: pickle of the system stores (see :meth:`__reduce_ex__`)
+        self._recipe: Optional[tuple] = None
 
     # ------------------------------------------------------------------ values
     def mass(self, t: float, q: np.ndarray) -> np.ndarray:
@@ -317,6 +322,40 @@ class System:
         """Number of equality rows (known after :meth:`check`)."""
         return None if self._row_counts is None else int(sum(self._row_counts))
 
+    # ------------------------------------------------------------------ pickling
+    def rebuilt_by(self, builder: Callable, *args: Any, **kwargs: Any) -> "System":
+        """Record that ``builder(*args, **kwargs)`` builds this system; return ``self``.
+
+        A pickle of the system then stores the builder (by reference: a
+        module-level function or method) and its arguments instead of the
+        system's functions, and unpickling calls the builder. This is how the
+        systems of :mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody` and
+        ``problems`` pickle, whose functions are generated code or closures.
+        """
+        if not callable(builder):
+            raise ModelError(f"`builder` must be callable, found {type(builder).__name__}.")
+        self._recipe = (builder, tuple(args), dict(kwargs))
+        return self
+
+    def __reduce_ex__(self, protocol):
+        """Pickle: ``(builder, args, kwargs)`` when the system records how it was built
+        (:meth:`rebuilt_by`), else its attributes (its functions must then pickle:
+        module-level functions do, lambdas and closures do not)."""
+        recipe = self.__dict__.get("_recipe")
+        if recipe is not None:
+            builder, args, kwargs = recipe
+            return (_rebuild, (builder, args, kwargs, self.name))
+        return super().__reduce_ex__(protocol)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_solver_cache"] = {}       # solvers hold compiled state: rebuilt on demand
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("_recipe", None)
+        self.__dict__.update(state)
+
     def __repr__(self) -> str:
         return (f"System({self.name!r}, coordinates={self.coordinates}, "
                 f"constraints={[c.name for c in self.constraints]})")
@@ -335,3 +374,47 @@ def _check_mass(M: np.ndarray, label: str) -> None:
     if w.size and w[0] < -1e-12 * max(scale, 1e-300) * M.shape[0]:
         raise ModelError(f"{label} must be positive semi-definite; its smallest eigenvalue is "
                          f"{w[0]:.6g} (largest {w[-1]:.6g}).")
+
+
+def _rebuild(builder: Callable, args: tuple, kwargs: dict, name: str) -> "System":
+    """Unpickle a system: build it again (see :meth:`System.rebuilt_by`)."""
+    system = builder(*args, **kwargs)
+    if not isinstance(system, System):
+        raise ModelError(f"unpickling a System: its builder {getattr(builder, '__qualname__', builder)!r} "
+                         f"returned {type(system).__name__}, expected a System.")
+    system.name = name
+    return system
+
+
+def _system_of(builder: Callable, args: tuple, kwargs: dict) -> "System":
+    """``builder(*args, **kwargs).system``: a builder of a Problem as a builder of its System."""
+    return builder(*args, **kwargs).system
+
+
+def rebuildable(builder: Callable) -> Callable:
+    """Decorator of a module-level function that builds a :class:`System` (or a
+    :class:`~gaussopt.Problem`): the systems it returns pickle as the call that
+    built them (see :meth:`System.rebuilt_by`), whatever their functions are
+    (lambdas and closures included).
+
+    Examples
+    --------
+    >>> import pickle, numpy as np, gaussopt as go
+    >>> from gaussopt.system import rebuildable
+    >>> @rebuildable
+    ... def spring(k=2.0):
+    ...     return go.System(("x",), mass=[[1.0]], force=lambda t, q, v: -k * q)
+    >>> s = spring(k=3.0)
+    >>> s._recipe[1:]
+    ((), {'k': 3.0})
+    """
+    @functools.wraps(builder)
+    def build(*args, **kwargs):
+        out = builder(*args, **kwargs)
+        if isinstance(out, System):
+            out.rebuilt_by(build, *args, **kwargs)
+        elif isinstance(getattr(out, "system", None), System):
+            out.system.rebuilt_by(_system_of, build, args, kwargs)
+        return out
+
+    return build

@@ -67,6 +67,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 from gaussopt.exceptions import GaussoptError, ModelError
 
@@ -130,6 +131,7 @@ def model():
     return _MODEL
 
 
+@rebuildable        # its System pickles as this call
 def system(m: float = 1.0, a: float = 1.0, b: float = 0.5, g: float = G, fx: float = 0.0,
            fy: float = 0.0) -> go.System:
     """The Appell--Hamel particle as a :class:`gaussopt.System` (Chetaev model by
@@ -150,6 +152,7 @@ def system(m: float = 1.0, a: float = 1.0, b: float = 0.5, g: float = G, fx: flo
                      name="appell_hamel")
 
 
+@rebuildable        # its System pickles as this call
 def system_handwritten(m: float = 1.0, a: float = 1.0, b: float = 0.5, g: float = G,
                        fx: float = 0.0, fy: float = 0.0) -> go.System:
     """The same system with the constraint written by hand (derivatives by complex

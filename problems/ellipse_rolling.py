@@ -97,6 +97,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipeinc
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 
@@ -212,6 +213,7 @@ def model():
     return _MODEL
 
 
+@rebuildable        # its System pickles as this call
 def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
            J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0, tau: float = 0.0,
            rolling: str = "velocity", unilateral: bool = False, xc0: float = 0.0,

@@ -19,6 +19,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 
 G = 9.8
@@ -61,6 +62,7 @@ def system(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G) ->
     return model().system({"m": m, "l": l, "g": g, "psi": psi})
 
 
+@rebuildable        # its System pickles as this call
 def system_handwritten(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
                        extra_force: Optional[np.ndarray] = None) -> go.System:
     """The same model written by hand (kept as a cross-check of the symbolic one)."""

@@ -15,6 +15,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipk
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 
 
@@ -23,6 +24,7 @@ def period(l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0) -> float:
     return float(4 * np.sqrt(l / g) * ellipk(np.sin(np.radians(th0_deg) / 2) ** 2))
 
 
+@rebuildable        # its System pickles as this call
 def build(m: float = 1.0, l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0,
           t_end: float = 10.0) -> go.Problem:
     """The Cartesian pendulum (defaults: m = 1, l = 1, 60 degrees, 10 s)."""

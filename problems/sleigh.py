@@ -41,6 +41,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 from gaussopt.quasi import QuasiVelocities
@@ -73,6 +74,7 @@ def _knife(t, q, v):
     return np.array([-v[0] * np.sin(q[2]) + v[1] * np.cos(q[2])])
 
 
+@rebuildable        # its System pickles as this call
 def system(M: float = 1.0, I_C: float = 1.0, F: float = 1.0, alpha: float = 0.0,
            L_C: float = 0.0) -> go.System:
     """The sleigh as a :class:`gaussopt.System` with the regular constraint.

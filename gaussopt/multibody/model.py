@@ -6,6 +6,7 @@ analysis (:mod:`.analysis`) and the consistent states (:mod:`.states`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -102,6 +103,10 @@ class Model:
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint] = (),
                  forces: Sequence = (), gravity: Vector2 = (0.0, 0.0),
                  name: str = "multibody") -> None:
+        bodies, joints, forces = (list(x) if isinstance(x, Iterator) else x
+                                  for x in (bodies, joints, forces))
+        # a Model pickles as the call that built it (its tables are rebuilt on unpickling)
+        self._args = (bodies, joints, forces, gravity, name)
         asm = assemble_model(bodies, joints, forces, gravity, name)
         self._asm = asm
         self._p = asm.p
@@ -244,8 +249,13 @@ class Model:
                                     labels=self.labels)
             if self._p[kernel.H_PYTHON] == 0.0:
                 sysm.compiled = kernel.compiled_factory(self._p, sysm)
-            self._system = sysm
+            self._system = sysm.rebuilt_by(_system_of_model, self)   # pickles as the model
         return self._system
+
+    def __reduce__(self):
+        """Pickle as the call that built the model (its elements; the kernel's tables
+        and the compiled functions are rebuilt on unpickling)."""
+        return (type(self), self._args)
 
     # ------------------------------------------------------------------ analysis
     @property
@@ -370,6 +380,11 @@ class Model:
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, bodies={list(self.body_names)}, joints={len(self.joints)}, "
                 f"n={self.n}, m={self.m})")
+
+
+def _system_of_model(model: Model) -> System:
+    """``model.system`` (how a multibody System pickles)."""
+    return model.system
 
 
 #: alias
