@@ -14,7 +14,7 @@ from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstrai
 from .integrate import Baumgarte, Projection, simulate
 from . import plotting
 from .compare import Comparison, compare
-from .problem import Problem
+from .problem import Problem, ga_settings
 from .quasi import QuasiVelocities
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
@@ -40,7 +40,7 @@ def __getattr__(name):
 __all__ = [
     "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
-    "Problem", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
