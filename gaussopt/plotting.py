@@ -255,10 +255,12 @@ def _suptitle(fig, problem, trajs: Mapping[str, Trajectory], what: str = "") -> 
     head = problem_title(problem) + (f": {what}" if what else "")
     if len(trajs) == 1:
         line2 = f"solver {next(iter(labels.values()))}" + (f"; {common}" if common else "")
+    elif len(trajs) == 2:
+        line2 = " vs ".join(labels.values()) + (f"; both {common}" if common else "")
     else:
         line2 = ", ".join(trajs) + (f"; {common} unless the legend says otherwise"
                                     if common else "")
-    width = int(11 * fig.get_figwidth())
+    width = int(13 * fig.get_figwidth())
     fig.suptitle("\n".join(textwrap.wrap(head, width) + textwrap.wrap(line2, width)),
                  fontsize="medium")
     return labels
@@ -670,7 +672,7 @@ def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
         t_end = ga.t[-1]
         sel = lag.t <= t_end + 1e-12
         pair = {"lagrange": lag, "ga": ga}
-        labels = _suptitle(fig, pb, pair, "GA vs Lagrange-I, paper 001's figures")
+        labels = _suptitle(fig, pb, pair, "GA vs Lagrange-I (paper 001)")
         lines = _tag(a1.plot(lag.t[sel], pb.outputs(lag.q[sel], lag.v[sel])["y1"],
                              **{**_style("lagrange", pair), "lw": 2.6}, label=labels["lagrange"]),
                      "lagrange")
