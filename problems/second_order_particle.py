@@ -229,7 +229,7 @@ def reference(t, q0: Sequence[float] = (0.0, 0.0, 0.0), v0: Sequence[float] = (1
         pz0 = (m - lam_dot0) * v0[2]
         pn, pn0 = np.hypot(P, pz), float(np.hypot(P, pz0))
         if P > 0.0:
-            dh = sgn * c / (m * g) * (np.arcsinh(pz0 / P) - np.arcsinh(pz / P))
+            dh = sgn * c * P / (m * g) * (np.arcsinh(pz0 / P) - np.arcsinh(pz / P))
             hx, hy = ph / P
         else:                                         # vertical: defined while p_z keeps its sign
             dh, hx, hy = np.zeros(t.size), 0.0, 0.0
