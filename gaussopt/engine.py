@@ -50,7 +50,10 @@ Options = namedtuple("Options", ["i", "f"])
 # dims
 D_N, D_M, D_MH, D_MV, D_ENERGY, D_CONSTM = range(6)
 # integer options
-I_METHOD, I_SOLVER, I_STAB, I_PVEL, I_PRHS, I_PITER, I_MONITOR, I_MAXSTEPS, I_CHECKSYM = range(9)
+# (I_DENSE: prepare every accepted step's interpolant before the step's end is projected,
+# for dense output and events)
+(I_METHOD, I_SOLVER, I_STAB, I_PVEL, I_PRHS, I_PITER, I_MONITOR, I_MAXSTEPS, I_CHECKSYM,
+ I_DENSE) = range(10)
 # float options
 (F_RANKTOL, F_RTOL, F_ATOL, F_DT, F_PTOL, F_ALPHA, F_BETA, F_GAMMA, F_T1, F_FIRST,
  F_MAXSTEP) = range(11)
@@ -1114,6 +1117,10 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
     method = opt.i[I_METHOD]
     t_prev = st.sc[S_TOLD]
     t = st.sc[S_T]
+    if opt.i[I_DENSE] != 0:
+        s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
+        if s_ != 0:
+            return s_
     y_new = st.y.copy()
     changed = False
     if opt.i[I_STAB] == STAB_PROJECTION:
@@ -1303,6 +1310,13 @@ def rhs_at(addrs, md, buf, opt, st, t, y, out):
     """:func:`rhs` for an integrator outside the engine."""
     fns, accel = functions(addrs)
     return rhs(fns, accel, md, buf, opt, st, t, y, out)
+
+
+@_jit
+def initial_step_at(addrs, md, buf, opt, st, order):
+    """:func:`initial_step` from Python: ``(status, h)`` at the run's current state."""
+    fns, accel = functions(addrs)
+    return initial_step(fns, accel, md, buf, opt, st, order)
 
 
 @_jit

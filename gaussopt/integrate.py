@@ -24,6 +24,7 @@ from scipy import integrate as sci
 
 from . import engine as E
 from . import kernel as K
+from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
 from .exceptions import GaussoptError, ModelError, SolverError
 from .model import model_functions, quiet_compile
 from .result import RankEvent, Trajectory
@@ -69,7 +70,7 @@ def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, 
     Returns
     -------
     status : int
-        0 at the end of the span, 1 on ``max_steps`` or a failed step.
+        0 at the end of the span, -1 on ``max_steps`` or a failed step (solve_ivp's codes).
     message : str
     """
     cls = _ALL_METHODS[method]
@@ -83,11 +84,11 @@ def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, 
     ode = start(t0, y0)
     while ode.status == "running":
         if counter["steps"] >= max_steps:
-            return 1, f"Stopped after max_steps={max_steps} steps."
+            return -1, f"Stopped after max_steps={max_steps} steps."
         t_prev = ode.t
         msg = ode.step()
         if ode.status == "failed":
-            return 1, f"{method} failed at t={ode.t}: {msg}"
+            return -1, f"{method} failed at t={ode.t}: {msg}"
         counter["steps"] += 1
         y_new, changed = after_step(ode, t_prev, ode.dense_output())
         if changed and ode.status == "running":
@@ -107,9 +108,14 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              stabilization: Union[None, Baumgarte, Projection] = DEFAULT_STABILIZATION,
              solver_options: Optional[dict] = None, project_initial: bool = False,
              consistency_tol: float = 1e-8, monitor_rank: bool = True,
-             max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None
+             max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None,
+             events: Union[None, Callable, Sequence[Callable]] = None, dense_output: bool = False
              ) -> Trajectory:
     """Simulate a constrained system from ``(q0, v0)`` over ``t_span``.
+
+    The interface follows :func:`scipy.integrate.solve_ivp` (``t_span``,
+    ``method``, ``rtol``/``atol``, ``t_eval``, ``events``, ``dense_output``);
+    the differences are listed under Notes.
 
     Parameters
     ----------
@@ -125,9 +131,18 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     method : str, optional
         ``"rk4"``/``"euler"`` (fixed step ``dt``) or a :func:`scipy.integrate.solve_ivp`
         method (``"RK23"``, ``"RK45"``, ``"DOP853"``, ``"Radau"``, ``"BDF"``,
-        ``"LSODA"``). Default ``"DOP853"``, or ``"rk4"`` for ``solver="ga"``.
+        ``"LSODA"``). Default ``"DOP853"``, or ``"rk4"`` for ``solver="ga"`` (the
+        GA's accelerations carry its tolerance as noise, which an error-controlled
+        method would take for truncation error).
     dt : float, optional
         Step of the fixed-step methods (required for them); first step of the others.
+        With ``solver="ga"`` and no ``method``, ``dt`` defaults to the step that
+        scipy's adaptive methods start an order-4 method with (Hairer, Norsett &
+        Wanner, *Solving ODEs I*, II.4: from the initial state's derivative and its
+        rate of change, the step whose local error is about ``rtol``/``atol``), so
+        it follows the system's time scale at ``t0``; it is kept in
+        ``traj.meta["dt"]``. It is an estimate at ``t0`` only: pass ``dt`` for a run
+        whose time scale changes (a mechanism that speeds up).
     rtol, atol : float
         Tolerances of the adaptive methods.
     t_eval : array_like, optional
@@ -149,6 +164,22 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         Stop (``success=False``) after this many steps.
     progress : callable, optional
         Called as ``progress(t)`` after every accepted step (e.g. a progress bar).
+    events : callable or sequence of callables, optional
+        Event functions ``f(t, q, v) -> float`` whose zeros are located along the
+        run, with solve_ivp's optional attributes: ``terminal`` (bool, or a
+        positive int ``k``: the run stops at the ``k``-th zero) and ``direction``
+        (``> 0``: only zeros where ``f`` increases; ``< 0``: decreases; ``0``
+        both). A zero is detected as a sign change of ``f`` between the ends of an
+        accepted step (two zeros within one step are missed, as in solve_ivp) and
+        located by Brent's method to ``4 eps`` on the projected dense solution
+        (see ``dense_output``), so the event's time is as accurate as the run's
+        states; its state is that solution at that time, on the constraints.
+        Each function is called at the initial state to check that it returns a
+        finite float. A run with events advances one step at a time through
+        Python (tens of microseconds per step); runs without them are unaffected.
+    dense_output : bool, default False
+        Keep every step's interpolant: ``traj.sol(t) -> (q, v)`` anywhere in the
+        computed span (see :class:`gaussopt.dense.DenseSolution`).
 
     Returns
     -------
@@ -159,7 +190,32 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         ``message`` and the exception in ``exception``. Steps where the
         constraints were inconsistent to the size rounding explains near a
         singular configuration (the least-squares step was taken) are listed in
-        ``least_squares_steps``.
+        ``least_squares_steps``. ``status`` is solve_ivp's: ``0`` the end of
+        ``t_span`` was reached, ``1`` a terminal event stopped the run (a success;
+        ``message`` names the event), ``-1`` a failure. With ``events``,
+        ``t_events``, ``q_events``, ``v_events`` hold per event the times (shape
+        ``(k,)``) and states (shape ``(k, n)``) of its zeros (those found before a
+        failure too); with ``dense_output``, ``sol`` is the dense solution.
+
+    Notes
+    -----
+    Differences from the ``OdeResult`` of :func:`scipy.integrate.solve_ivp`:
+
+    * the state is split into ``q`` and ``v``, and it is time-major: ``q`` has
+      shape ``(N, n)`` (solve_ivp's ``y`` is ``(2n, N)``); ``traj.sol(t)``
+      returns ``(q, v)`` with the same layout (shape ``(n,)`` for a float ``t``,
+      ``(N, n)`` for an array), and ``q_events[i]``/``v_events[i]`` replace
+      ``y_events[i]``;
+    * the counts are in ``stats``: ``stats["rhs_evaluations"]`` for ``nfev``,
+      ``stats["steps"]`` for the accepted steps (no ``njev``/``nlu``);
+    * ``a``, ``constraint_force``, ``multipliers``, the residuals and the energy
+      are recomputed at the output times; ``rank_events`` lists the singular
+      positions crossed;
+    * ``sol`` is ``None`` unless ``dense_output=True`` and is not saved by
+      :meth:`Trajectory.save`; on a run stopped by a terminal event, ``t`` and
+      ``sol`` end at the event (with ``t_eval``: the requested times up to it);
+    * ``t_span`` must be increasing (no backward integration), and an event
+      function takes ``(t, q, v)``, not ``(t, y)``.
 
     Examples
     --------
@@ -193,7 +249,8 @@ def _single_thread_blas(n: int):
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, stabilization):
+def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, stabilization,
+              dense_output):
     """Check the arguments of :func:`simulate`; return the normalized ones."""
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
@@ -206,12 +263,15 @@ def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, st
         raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
     q = as_state(q0, n, "q0")
     v = as_state(v0, n, "v0")
+    auto_dt = False
     if method is None:
-        method = "rk4" if solver == "ga" or getattr(solver, "name", None) == "ga" else "DOP853"
+        ga = (isinstance(solver, str) and solver == "ga") or getattr(solver, "name", None) == "ga"
+        method = "rk4" if ga else "DOP853"
+        auto_dt = ga and dt is None                 # the step is chosen at t0 (see simulate)
     if method not in _ALL_METHODS:
         raise ModelError(f"`method` must be one of {list(FIXED_STEP_METHODS) + list(IVP_METHODS)}, "
                          f"found {method!r}.")
-    if method in FIXED_STEP_METHODS:
+    if method in FIXED_STEP_METHODS and not auto_dt:
         if dt is None or not (np.isfinite(dt) and dt > 0):
             raise ModelError(f"`dt` must be a positive step for method={method!r}, found {dt!r}.")
     elif dt is not None and not (np.isfinite(dt) and dt > 0):
@@ -227,7 +287,9 @@ def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, st
         if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1 \
                 or not np.all(np.isfinite(t_eval)):
             raise ModelError(f"`t_eval` must be increasing and within t_span [{t0}, {t1}].")
-    return t0, t1, q, v, method, t_eval
+    if not isinstance(dense_output, (bool, np.bool_)):
+        raise ModelError(f"`dense_output` must be True or False, found {dense_output!r}.")
+    return t0, t1, q, v, method, t_eval, auto_dt
 
 
 def _tableau(method: str) -> "E.Tableau":
@@ -252,7 +314,7 @@ class _Run:
     """One run of the compiled engine: its data, its state, and what becomes the Trajectory."""
 
     def __init__(self, system, step_solver, mf, method, stabilization, opts, t0, t1, y0,
-                 t_eval, monitor_rank):
+                 t_eval, monitor_rank, dense=False):
         n, m = system.n, mf.m
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._addrs = None
@@ -260,9 +322,12 @@ class _Run:
         b = mf.buffers
         self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
         self.md = E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol)
-        oi = np.zeros(9, dtype=np.int64)
+        oi = np.zeros(10, dtype=np.int64)
         of = np.zeros(11)
         engine_method = method if method in ENGINE_METHODS else "rk4"   # Hermite output
+        self.engine_method = engine_method
+        # every step's interpolant, from the step as integrated (before its end is projected)
+        oi[E.I_DENSE] = int(bool(dense))
         oi[E.I_METHOD] = E.METHOD_CODES[engine_method]
         python_solver = step_solver._method is None or step_solver.objective == "paper"
         oi[E.I_SOLVER] = 2 if python_solver else step_solver._method
@@ -314,6 +379,43 @@ class _Run:
             self.st.out_y[0] = y0
             ic[E.C_NOUT] = 1
 
+    def interpolant(self):
+        """The interpolant of the last accepted step of the engine (:mod:`gaussopt.dense`)."""
+        st = self.st
+        t_old, h = float(st.sc[E.S_TOLD]), float(st.sc[E.S_HPREV])
+        code = E.METHOD_CODES[self.engine_method]
+        if code == E.METHOD_CODES["DOP853"]:
+            return Dop853Step(t_old, h, st.y_old.copy(), st.dense.copy())
+        if code in (E.METHOD_CODES["RK23"], E.METHOD_CODES["RK45"]):
+            return RungeKuttaStep(t_old, h, st.y_old.copy(), st.dense.copy())
+        return HermiteStep(t_old, h, st.y_old.copy(), st.f_old.copy(), st.y.copy(), st.f.copy())
+
+    def vanished(self) -> float:
+        """The projection's floor for vanished directions (:func:`gaussopt.engine.vanished_floor`)."""
+        return float(K.FOLD_TOL * self.st.sref[0])
+
+    def projector(self):
+        """``project(t, y, floor) -> y`` onto the constraints as the run projects, or None
+        when the run does not project."""
+        if int(self.opt.i[E.I_STAB]) != E.STAB_PROJECTION:
+            return None
+        n, mf, opt = self.n, self.mf, self.opt
+
+        def project(t: float, y: np.ndarray, floor: float) -> np.ndarray:
+            q, v = y[:n].copy(), y[n:].copy()
+            mf.error = None
+            with quiet_compile():
+                ps, _ = E.project_at(self.args()[0], self.md, self.buf, opt, float(t), q, v,
+                                     float(floor))
+            if ps != 0:
+                if mf.error is not None:
+                    raise mf.error
+                raise SolverError(f"projecting the interpolated state at t={t} onto the "
+                                  f"constraints failed: a constraint is not finite there (q = {q}).")
+            return np.concatenate([q, v])
+
+        return project
+
     def args(self):
         """The arguments of the engine's entry points."""
         if self._addrs is None:
@@ -337,10 +439,11 @@ class _Run:
 
 def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
               solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
-              progress) -> Trajectory:
+              progress, events, dense_output) -> Trajectory:
     """:func:`simulate` without the BLAS thread limit (arguments as documented there)."""
-    t0, t1, q, v, method, t_eval = _validate(system, t_span, q0, v0, method, solver, dt, rtol,
-                                             atol, t_eval, stabilization)
+    t0, t1, q, v, method, t_eval, auto_dt = _validate(system, t_span, q0, v0, method, solver, dt,
+                                                      rtol, atol, t_eval, stabilization,
+                                                      dense_output)
     n = system.n
     system.check(t0, q, v)
     step_solver = make_solver(system, solver, **(solver_options or {}))
@@ -363,6 +466,7 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         left = _check_consistent(system, t0, q, v, consistency_tol)
         if left:
             raise ModelError("Projecting the initial state failed: " + "; ".join(left))
+    tracker = EventTracker(events, t0, q, v) if events is not None else None
 
     m = system.m or 0
     step_solver.reset_reference()
@@ -374,9 +478,13 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     # the QP and the GA (and the paper objective) run in Python: the engine calls them back
     python_solver = step_solver._method is None or step_solver.objective == "paper"
     mf = model_functions(system, step_solver.acceleration if python_solver else None)
+    record = bool(dense_output) or tracker is not None
     run = _Run(system, step_solver, mf, method, stabilization,
                {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
-               np.concatenate([q, v]), t_eval, monitor_rank)
+               np.concatenate([q, v]), t_eval, monitor_rank, dense=record)
+    sol = (DenseSolution(n, t0, np.concatenate([q, v]), run.projector(), keep=bool(dense_output))
+           if record else None)
+    on_step = _StepHook(run, sol, tracker, progress) if (record or progress is not None) else None
     status, message, exception = 0, "The integration reached the end of t_span.", None
     wall0 = time.perf_counter()
     code = E.FINISHED
@@ -384,28 +492,58 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     try:
         with quiet_compile():
             code = E.start(*run.args())
+            if code == 0 and auto_dt:
+                code, h = E.initial_step_at(run.args()[0], run.md, run.buf, run.opt, run.st, 4)
+                run.opt.f[E.F_DT] = dt = float(h)
             if code == 0:
                 if method in ENGINE_METHODS:
-                    code = _advance(run, progress, chunk)
+                    code = _advance(run, on_step, chunk)
                 else:
-                    code = _advance_scipy(run, method, rtol, atol, dt, t1, progress)
+                    code = _advance_scipy(run, method, rtol, atol, dt, t1, on_step)
     except KeyboardInterrupt as e:
-        status, message, exception = 1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
+        status, message, exception = -1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
         code = None
-    if code is not None and code != E.FINISHED:
+    if code == _HOOK_FAILED:
+        status, exception = -1, on_step.error
+        message = (f"The event function {tracker.label(on_step.event)} raised "
+                   f"{type(exception).__name__} at t≈{on_step.t}: {exception}{_origin(exception)}"
+                   if on_step.event is not None else
+                   f"Following the step to t={on_step.t} failed: {type(exception).__name__}: "
+                   f"{exception}{_origin(exception)}")
+    elif code == _TERMINATED:
+        i = tracker.terminated_by
         status = 1
+        message = (f"A termination event occurred: {tracker.label(i)} at t={tracker.t_terminal} "
+                   f"(occurrence {len(tracker.t_events[i])}).")
+    elif code is not None and code != E.FINISHED:
+        status = -1
         message, exception = _failure(run, code, method)
     wall = time.perf_counter() - wall0
     st = run.st
     nout = int(st.ic[E.C_NOUT])
     ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
+    if status == 1:                               # end the outputs at the terminal event
+        te = tracker.t_terminal
+        keep = ts <= te if t_eval is not None else ts < te
+        ts, ys = ts[keep], ys[keep]
+        if t_eval is None:
+            ts, ys = np.append(ts, te), np.vstack([ys, tracker.y_terminal])
+        if sol is not None:
+            sol.end_at(te, tracker.y_terminal)
     with quiet_compile():
         traj = _postprocess(system, step_solver, run, ts, ys)
     traj.rank_events = _events(run)
     traj.least_squares_steps = _least_squares_records(run)
+    if status == 1:
+        traj.rank_events = [e for e in traj.rank_events if e.t <= tracker.t_terminal]
+        traj.least_squares_steps = [r for r in traj.least_squares_steps
+                                    if r["t"] <= tracker.t_terminal]
+    if tracker is not None:
+        traj.t_events, traj.q_events, traj.v_events = tracker.arrays()
+    traj.sol = sol if dense_output else None
     traj.status = status
-    if status == 0 and traj.meta.get("postprocess_error"):
-        traj.status, message = 1, traj.meta["postprocess_error"]
+    if status >= 0 and traj.meta.get("postprocess_error"):
+        traj.status, message = -1, traj.meta["postprocess_error"]
         exception = traj.meta.get("postprocess_exception")
     traj.meta.pop("postprocess_exception", None)
     traj.message = message
@@ -422,21 +560,67 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                       "atol": atol, "stabilization": repr(stabilization),
                       "objective": step_solver.objective, "system": system.name,
                       "t_span": [t0, t1]})
+    if auto_dt:
+        traj.meta["dt_source"] = "automatic (initial-step estimate at t0, order 4)"
     return traj
 
 
-def _advance(run: _Run, progress, chunk: int) -> int:
+#: statuses of the Python side of a run (beyond the engine's)
+_TERMINATED = 100          # a terminal event stopped the run
+_HOOK_FAILED = 101         # an event function (or the dense output behind it) raised
+
+
+class _StepHook:
+    """What follows every accepted step in Python: the step's interpolant and projected end
+    go to the dense solution, the events are located on it, ``progress(t)`` is called.
+
+    Returns True to stop the run (a terminal event, or an exception kept in ``error``)."""
+
+    def __init__(self, run: _Run, sol: Optional[DenseSolution],
+                 tracker: Optional[EventTracker], progress):
+        self.run, self.sol, self.tracker, self.progress = run, sol, tracker, progress
+        self.error: Optional[BaseException] = None
+        self.event: Optional[int] = None
+        self.t = float(run.st.sc[E.S_T])
+
+    def __call__(self, dense=None) -> bool:
+        st = self.run.st
+        t_new = float(st.sc[E.S_T])
+        self.t = t_new
+        if self.sol is not None:
+            try:
+                t_old = self.sol.t_max
+                interp = ScipyStep(dense) if dense is not None else self.run.interpolant()
+                self.sol.append(t_new, st.y.copy(), interp, self.run.vanished())
+                if self.tracker is not None and self.tracker.after_step(
+                        t_old, t_new, self.sol._y[-1], self.sol.in_last_step):
+                    return True
+            except Exception as e:  # noqa: BLE001 - the run stops and reports it
+                self.error = e
+                self.event = self.tracker.failed if self.tracker is not None else None
+                return True
+        if self.progress is not None:
+            self.progress(t_new)
+        return False
+
+    def stop_code(self) -> int:
+        return _HOOK_FAILED if self.error is not None else _TERMINATED
+
+
+def _advance(run: _Run, on_step, chunk: int) -> int:
     """Advance the engine in chunks of about 20 ms (a KeyboardInterrupt is raised
-    between chunks), or one step at a time when ``progress`` is to be called after
-    every accepted step; grow full buffers."""
+    between chunks), or one step at a time when ``on_step`` is to be called after
+    every accepted step (it returns True to stop the run); grow full buffers."""
     while True:
         c0 = time.perf_counter()
-        code = E.advance(*run.args(), 1 if progress is not None else chunk)
+        steps = int(run.st.ic[E.C_STEPS])
+        code = E.advance(*run.args(), 1 if on_step is not None else chunk)
         dt = time.perf_counter() - c0
         if dt > 0:
             chunk = int(min(max(chunk * min(4.0, 0.02 / dt), 1), 100000))
-        if progress is not None:
-            progress(float(run.st.sc[E.S_T]))
+        if on_step is not None and code in (E.CHUNK_DONE, E.FINISHED) \
+                and run.st.ic[E.C_STEPS] > steps and on_step():
+            return on_step.stop_code()
         if code == E.BUFFER_FULL:
             run.grow()
             continue
@@ -444,10 +628,10 @@ def _advance(run: _Run, progress, chunk: int) -> int:
             return code
 
 
-def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, progress) -> int:
+def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, on_step) -> int:
     """An implicit :func:`scipy.integrate.solve_ivp` method: scipy takes the steps, the
     engine evaluates the right-hand side and does everything after each step (cubic
-    Hermite interpolation of the step)."""
+    Hermite interpolation of the step's outputs); ``on_step`` gets scipy's interpolant."""
     st = run.st
     addrs, md, buf, opt, tab, _ = run.args()
     failed = [0]
@@ -488,10 +672,12 @@ def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, progress) -> int:
             code = E.after_step(*run.args())
             if code != 0:
                 return code
-            if not np.array_equal(before, st.y):
-                ode = cls(fun, ode.t, st.y.copy(), t1, **{**kw, "first_step": ode.step_size})
-            if progress is not None:
-                progress(float(st.sc[E.S_T]))
+            if on_step is not None and on_step(ode.dense_output() if on_step.sol is not None
+                                               else None):
+                return on_step.stop_code()
+            if ode.status == "running" and not np.array_equal(before, st.y):
+                ode = cls(fun, ode.t, st.y.copy(), t1,
+                          **{**kw, "first_step": min(ode.step_size, t1 - ode.t)})
     except _EngineStop:
         return failed[0]
     return E.FINISHED

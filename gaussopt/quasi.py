@@ -844,9 +844,9 @@ class QuasiVelocities:
             finally:
                 steps = counter["steps"]
         except KeyboardInterrupt:
-            status, message = 1, f"Interrupted (KeyboardInterrupt) at t={t}."
+            status, message = -1, f"Interrupted (KeyboardInterrupt) at t={t}."
         except (GaussoptError, np.linalg.LinAlgError, FloatingPointError, ValueError) as e:
-            status, message = 1, f"The quasi-velocity equations failed at t≈{t}: {type(e).__name__}: {e}"
+            status, message = -1, f"The quasi-velocity equations failed at t≈{t}: {type(e).__name__}: {e}"
         wall = time.perf_counter() - wall0
         traj = self._trajectory(np.asarray(out_t), out)
         traj.status, traj.message = status, message

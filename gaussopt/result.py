@@ -118,7 +118,8 @@ class Trajectory:
         ``steps``, ``rhs_evaluations``, ``wall_time``, ``time_per_step``,
         solver-specific data (QP statuses, GA generations and gaps).
     status : int
-        0 finished, 1 interrupted by a failure or KeyboardInterrupt.
+        solve_ivp's codes: 0 the end of the span was reached, 1 a terminal event
+        stopped the run (a success), -1 a failure or KeyboardInterrupt.
     message : str
     meta : dict
         Settings of the run (solver, method, tolerances, stabilization).
@@ -130,6 +131,15 @@ class Trajectory:
     exception : BaseException or None
         The exception that ended a failed run (the model's own, or gaussopt's),
         kept for inspection; not saved (its type and message are in ``message``).
+    t_events : list of ndarray, shape (k_i,), or None
+        With ``simulate(..., events=...)``: per event function, the times of
+        its zeros (None without events).
+    q_events, v_events : list of ndarray, shape (k_i, n), or None
+        The states at those times.
+    sol : callable or None
+        With ``simulate(..., dense_output=True)``: ``sol(t) -> (q, v)``, the
+        projected dense solution (:class:`gaussopt.dense.DenseSolution`). Not
+        saved: a loaded trajectory has ``sol = None``.
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
     output times, never collected inside the right-hand side.
@@ -155,10 +165,15 @@ class Trajectory:
     meta: dict = field(default_factory=dict)
     least_squares_steps: list = field(default_factory=list)
     exception: Optional[BaseException] = field(default=None, compare=False, repr=False)
+    t_events: Optional[list] = field(default=None, compare=False, repr=False)
+    q_events: Optional[list] = field(default=None, compare=False, repr=False)
+    v_events: Optional[list] = field(default=None, compare=False, repr=False)
+    sol: Optional[Any] = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:
-        return self.status == 0
+        """True if the run reached the end of its span or a terminal event (``status >= 0``)."""
+        return self.status >= 0
 
     @property
     def residuals(self) -> dict:
@@ -193,6 +208,9 @@ class Trajectory:
     def save(self, path) -> Path:
         """Write every array, the coordinates, events, stats and metadata to ``.npz``.
 
+        The events of ``simulate(..., events=...)`` (``t_events``, ``q_events``,
+        ``v_events``) are written; the dense solution ``sol`` is not.
+
         The file is written atomically: the data go to a temporary file in the
         destination directory, which is flushed to disk and then renamed onto
         ``path``. An interruption (an exception, ``KeyboardInterrupt``) leaves
@@ -217,12 +235,19 @@ class Trajectory:
         """
         final = _npz_path(path)
         arrays = {k: np.asarray(getattr(self, k)) for k in _ARRAYS if getattr(self, k) is not None}
+        n_events = None
+        if self.t_events is not None:
+            n_events = len(self.t_events)
+            for i in range(n_events):
+                for key, x in zip(_EVENT_KEYS, (self.t_events, self.q_events, self.v_events)):
+                    arrays[f"{key}_{i}"] = np.asarray(x[i], dtype=float)
         header = {
             "coordinates": list(self.coordinates), "status": self.status, "message": self.message,
             "meta": self.meta, "stats": self.stats,
             "rank_events": [e.as_dict() for e in self.rank_events],
             "least_squares_steps": list(self.least_squares_steps),
             "has_energy": self.energy is not None, "format": _FORMAT,
+            "status_codes": "solve_ivp", "n_events": n_events,
         }
         # encode before touching the file system: an unencodable header leaves no trace
         header_json = np.array(json.dumps(header, default=_jsonable))
@@ -307,6 +332,8 @@ def _jsonable(x: Any):
     return str(x)
 
 
+#: Prefixes of the event arrays ``t_events_0``, ``q_events_0``, ... (``n_events`` in the header).
+_EVENT_KEYS = ("t_events", "q_events", "v_events")
 #: Arrays of shape (N, n), n = len(coordinates).
 _STATE_ARRAYS = ("q", "v", "a", "constraint_force")
 #: Arrays of shape (N,).
@@ -372,7 +399,9 @@ def _read_npz(path: Path, name: str) -> tuple[dict, dict]:
             raise ModelError(f"{not_ours}: no `__header__` entry (found arrays "
                              f"{sorted(data.files)[:12]}).")
         arrays = {}
-        for key in ("__header__",) + _ARRAYS:
+        events = tuple(k for k in data.files if k.split("_")[0] in ("t", "q", "v")
+                       and k.rsplit("_", 1)[0] in _EVENT_KEYS)
+        for key in ("__header__",) + _ARRAYS + events:
             if key not in data.files:
                 continue
             try:
@@ -521,7 +550,10 @@ def load(path) -> Trajectory:
     if fmt not in _READABLE_FORMATS:
         raise ModelError(f"{name}: unsupported format {fmt} (this gaussopt reads format "
                          f"{_formats()}).")
+    ev_arrays = {k: arrays.pop(k) for k in list(arrays) if k.rsplit("_", 1)[0] in _EVENT_KEYS}
     problems = _check_header(header) + _check_arrays(arrays, header)
+    ev, ev_problems = _read_events(ev_arrays, header)
+    problems += ev_problems
     if problems:
         raise ModelError(f"{name}: " + "; ".join(problems) + ".")
     if not header.get("has_energy", False):
@@ -532,10 +564,47 @@ def load(path) -> Trajectory:
     if not (isinstance(lsq, list) and all(isinstance(x, dict) for x in lsq)):
         raise ModelError(f"{str(path)!r}: header `least_squares_steps` must be a list of dicts, "
                          f"found {type(lsq).__name__}.")
+    status = header.get("status", 0)
+    if header.get("status_codes") != "solve_ivp" and status == 1:
+        status = -1                 # written before solve_ivp's codes: 1 was a failure
     return Trajectory(coordinates=tuple(header["coordinates"]), rank_events=events,
-                      stats=header.get("stats", {}), status=header.get("status", 0),
+                      stats=header.get("stats", {}), status=status,
                       message=header.get("message", ""), meta=header.get("meta", {}),
-                      least_squares_steps=lsq, **arrays)
+                      least_squares_steps=lsq, t_events=ev[0], q_events=ev[1], v_events=ev[2],
+                      **arrays)
+
+
+def _read_events(ev_arrays: dict, header: dict) -> tuple[tuple, list[str]]:
+    """``(t_events, q_events, v_events)`` (None each without events) and the problems found."""
+    k = header.get("n_events")
+    if k is None:
+        return (None, None, None), []
+    if not _is_int(k) or k < 0:
+        return (None, None, None), [f"header `n_events` must be a non-negative int or null, "
+                                    f"found {_found(k)}"]
+    coords = header.get("coordinates")
+    n = len(coords) if isinstance(coords, list) else None
+    out: tuple = ([], [], [])
+    problems = []
+    for i in range(k):
+        for j, key in enumerate(_EVENT_KEYS):
+            name = f"{key}_{i}"
+            x = ev_arrays.get(name)
+            if x is None:
+                problems.append(f"missing array `{name}` (the header says n_events = {k})")
+                continue
+            if x.dtype.kind not in "fiu":
+                problems.append(f"array `{name}` must be real numeric, found dtype {x.dtype}")
+            out[j].append(np.asarray(x, dtype=float) if x.dtype.kind in "fiu" else x)
+        if len(out[0]) == i + 1 and len(out[1]) == i + 1 and len(out[2]) == i + 1:
+            t, q, v = out[0][i], out[1][i], out[2][i]
+            if t.ndim != 1:
+                problems.append(f"array `t_events_{i}` must be 1-D, found shape {t.shape}")
+            for name, x in ((f"q_events_{i}", q), (f"v_events_{i}", v)):
+                if x.ndim != 2 or x.shape[0] != t.size or (n is not None and x.shape[1] != n):
+                    problems.append(f"array `{name}` must have shape ({t.size}, {n}), "
+                                    f"found {x.shape}")
+    return out, problems
 
 
 def _formats() -> str:

@@ -241,9 +241,9 @@ def simulate_model(model: str = "chetaev", form: str = "derived", lam0: float = 
         sol = solve_ivp(model_rhs, (t0, t1), y0, method=method, rtol=rtol, atol=atol,
                         t_eval=t_eval, args=(model, form) + tuple(phys[kk] for kk in _PHYS))
         sol_t, sol_y = sol.t, sol.y
-        status, message = (0 if sol.status == 0 else 1), sol.message
+        status, message = (0 if sol.status == 0 else -1), sol.message
     except GaussoptError as e:
-        status, message = 1, str(e)
+        status, message = -1, str(e)
     Y = sol_y.T
     N = Y.shape[0]
     s = np.hypot(Y[:, 3], Y[:, 4])

@@ -200,7 +200,7 @@ def simulate_routh(form: str = "tan", *, t_span: Optional[Sequence[float]] = Non
         t=sol.t, q=q, v=v, a=a, constraint_force=a @ Mm - Fv, multipliers=lam[:, None],
         position_residual=np.zeros(N), velocity_residual=vres, acceleration_residual=ares,
         energy=energy, rank=np.ones(N, dtype=int), sigma_min=np.ones(N),
-        coordinates=("x", "y", "phi"), status=0 if sol.status == 0 else 1, message=sol.message,
+        coordinates=("x", "y", "phi"), status=0 if sol.status == 0 else -1, message=sol.message,
         stats={"rhs_evaluations": int(sol.nfev),
                **({"steps": int(sol.t.size - 1)} if t_eval is None else {})},
         meta={"solver": f"routh_{form}", "method": method, "rtol": rtol, "atol": atol,

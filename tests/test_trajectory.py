@@ -295,7 +295,7 @@ def test_save_load_roundtrip_interrupted(tmp_path):
     assert not tr.success
     back = go.load(tr.save(tmp_path / "partial.npz"))
     assert_roundtrip(tr, back)
-    assert back.status == 1 and not back.success and "KeyboardInterrupt" in back.message
+    assert back.status == -1 and not back.success and "KeyboardInterrupt" in back.message
 
 
 def test_load_errors(tmp_path):
@@ -329,7 +329,7 @@ def test_keyboard_interrupt_in_progress_keeps_partial(method, kw):
     full = full_run(method, kw.get("dt"))
     part = go.simulate(pendulum(), (0.0, T_END), Q0, V0, method=method, progress=stop, **kw)
     assert full.success and full.t[-1] == T_END
-    assert not part.success and part.status == 1
+    assert not part.success and part.status == -1
     assert "KeyboardInterrupt" in part.message
     # the step on which progress raised is kept; it is the first one past t_stop
     assert part.t[-1] == seen[-1] and part.t[-2] <= t_stop < part.t[-1] < T_END
@@ -386,7 +386,7 @@ def test_failing_force_keeps_computed_part(method, kw, make_force):
     accepted step whose stages all stayed at t <= 0.5."""
     full = full_run(method, kw.get("dt"))
     part = go.simulate(pendulum(force=make_force(0.5)), (0.0, T_END), Q0, V0, method=method, **kw)
-    assert not part.success and part.status == 1
+    assert not part.success and part.status == -1
     assert part.message.startswith("The step solver failed at t")
     k = len(part)
     assert part.t[-1] <= 0.5 < full.t[k]
