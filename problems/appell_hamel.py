@@ -23,8 +23,8 @@ n = (-y', x')/s, C = x'' y' - x' y'', F_h = (fx, fy)):
       m (1 + k^2) x'' + m g k x'/s - m k^2 y' C / s^2 = fx,
       m (1 + k^2) y'' + m g k y'/s + m k^2 x' C / s^2 = fy.
 
-  Paper 004's eq. (37) prints the C-terms as ``+m (b/a) y' C/s^2`` (BRIEF:
-  "stray factor m"); the derivation gives ``-m (b/a)^2``: the printed
+  Paper 004's eq. (37) prints the C-terms as ``+m (b/a) y' C/s^2`` (a
+  stray factor m); the derivation gives ``-m (b/a)^2``: the printed
   coefficient lacks a factor ``-b/a`` besides. With ``F_h = 0`` both vanish on
   every solution (C = 0), so the paper's example cannot tell; with a
   horizontal force the printed coefficient turns the wrong way
@@ -39,7 +39,7 @@ n = (-y', x')/s, C = x'' y' - x' y'', F_h = (fx, fy)):
   F_h . n``. ``lam(0) = lam0`` is a free initial datum; ``lam0 = m s0 / k``
   (zero horizontal momentum) makes the equations singular. Paper 004's (36)
   prints ``(m (b/a) sqrt(.) + lam_z) y' C / (x'^2 + y)^(2/3)``; besides the
-  exponent typo (BRIEF: read ``(x'^2 + y'^2)^(3/2)``) the multiplier term
+  exponent typo (read ``(x'^2 + y'^2)^(3/2)``) the multiplier term
   lacks the same factor ``-b/a`` as (37) (``form="printed"``).
 * **new model** (Suslov variation, eq. (38))::
 
@@ -183,7 +183,7 @@ def model_rhs(t: float, y: np.ndarray, model: str = "chetaev", form: str = "deri
 
     ``z' = k s`` is not a state (the constraint). ``form="derived"`` uses the
     coefficients derived in the module notes, ``"printed"`` paper 004's
-    (36)/(37) with BRIEF's typo fixes. The two horizontal equations are
+    (36)/(37) with only their typos fixed (the exponent of (36)). The two horizontal equations are
     linear in ``(x'', y'')`` and solved as a 2x2 system; a singular one (the
     vakonomic model at zero horizontal momentum) raises
     :class:`gaussopt.GaussoptError`.
@@ -358,9 +358,25 @@ def outputs(q: np.ndarray, v: np.ndarray) -> dict:
 def build(**params) -> go.Problem:
     """The Appell--Hamel problem, Chetaev model by Gauss's principle (see ``DEFAULTS``).
 
-    ``t_end`` defaults to 0.98 of :func:`stop_time`, the time at which the
-    horizontal speed vanishes (for a straight-line motion: when it has dropped
-    to 2 % of its initial value).
+    Parameters
+    ----------
+    m : float, default 1
+        Mass of the particle [kg].
+    a, b : float, default 1, 0.5
+        Paper 004's constants of the constraint ``z' = (b/a) sqrt(x'^2 + y'^2)``
+        [1] (only ``k = b/a`` matters); both positive.
+    g : float, default 9.8
+        Gravitational acceleration [m/s^2].
+    fx, fy : float, default 0
+        Uniform horizontal force (not in the paper) [N].
+    x0, y0, z0 : float, default 0
+        Initial position [m].
+    vx0, vy0 : float, default 3, 4
+        Initial horizontal velocity [m/s] (``z'`` follows from the constraint).
+    t_end : float, optional
+        End time [s]; default 0.98 of :func:`stop_time`, the time at which the
+        horizontal speed vanishes (for a straight-line motion: when it has
+        dropped to 2 % of its initial value).
     """
     p = _params(**params)
     phys = {kk: p[kk] for kk in _PHYS}

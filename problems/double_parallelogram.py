@@ -1,4 +1,4 @@
-"""Double parallelogram: a redundant linkage through its folded configurations (BRIEF section 3).
+"""Double parallelogram: a redundant linkage (one joint too many) through its folded configurations.
 
 Three equal parallel cranks (uniform rods, mass ``m_crank``, length ``l``),
 pinned to the ground at ``x = 0, d, 2 d`` and at their tips to one coupler (a
@@ -128,7 +128,34 @@ def reference(t, th0: float = np.pi / 3, w0: float = 0.0, m_crank=1.0,
 
 def build(th0: float = np.pi / 3, w0: float = 0.0, m_crank=1.0, m_coupler: float = 2.0,
           l: float = 1.0, d: float = 1.0, g: float = G, t_end: float = 10.0) -> go.Problem:
-    """The double parallelogram released at crank angle ``th0`` with rate ``w0``."""
+    """The double parallelogram released at crank angle ``th0`` with rate ``w0``.
+
+    Parameters
+    ----------
+    th0 : float
+        Initial crank angle from the +x axis [rad] (the folded configurations
+        are ``th = k pi``).
+    w0 : float
+        Initial crank rate [rad/s].
+    m_crank : float or sequence of 3 floats
+        Mass of each crank, or of the three cranks [kg].
+    m_coupler : float
+        Mass of the coupler [kg].
+    l : float
+        Length of the cranks [m].
+    d : float
+        Distance between neighbouring ground pins [m] (the coupler is ``2 d`` long).
+    g : float
+        Gravitational acceleration [m/s^2].
+    t_end : float
+        End time [s].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``th`` (angle of the first crank [rad]);
+        ``reference(t)`` the same from the reduced one-coordinate equation.
+    """
     mdl = model(m_crank=m_crank, m_coupler=m_coupler, l=l, d=d, g=g)
     q0 = configuration(th0, l=l, d=d)
     v0 = mdl.velocities(q0, {"crank1.phi": w0})

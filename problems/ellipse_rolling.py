@@ -527,7 +527,8 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
     Parameters
     ----------
     case : {"circle", "case1", "case2", "case3", "case4", "case5"}
-        The paper's cases (see the module docstring).
+        The paper's cases (its sections 8.1-8.5; see the module docstring):
+        the shape, start and loads below.
     baumgarte : None, "paper", (alpha, beta, gamma) or Baumgarte
         ``None`` (default): gaussopt's recommended stabilization,
         :class:`gaussopt.Projection` after every accepted step (``rhs=False``:
@@ -550,9 +551,29 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         Form of the no-slip constraint (see :func:`system`).
     unilateral : bool
         Normal contact as an inequality (``solver="qp"`` only; see :func:`system`).
+    a, b : float, default: the case's
+        Semi-axes along the body axes ``e1``, ``e2`` [m] (1, 1 for "circle", else 1.5, 1).
+    m : float, default 1
+        Mass of the disk [kg].
+    g : float, default 9.8
+        Gravitational acceleration [m/s^2].
+    J : float, optional
+        Centroidal moment of inertia [kg m^2]; default ``m (a^2 + b^2) / 4``
+        (a uniform disk).
+    theta0 : float, default: the case's
+        Initial angle of ``e1`` from the horizontal [rad].
+    omega0 : float, default: the case's
+        Initial angular velocity [rad/s].
+    xc0 : float, default 0
+        Initial horizontal position of the centroid [m].
+    fx, fy : float, default: the case's
+        Constant force at the centroid [N].
+    tau : float, default: the case's
+        Constant torque on the disk [N m].
+    t_end : float, default 20
+        End time [s].
     **overrides
-        Any of ``a, b, m, g, J, theta0, omega0, xc0, fx, fy, tau, t_end``
-        replacing the case's values (``t_end`` default 20 s).
+        The keywords above from ``a`` on, replacing the case's values.
 
     Returns
     -------

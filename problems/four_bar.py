@@ -121,7 +121,27 @@ def draw(ax, q, l: float = 2.0):
 
 def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
           t_end: float = 5.0) -> go.Problem:
-    """Paper 001's four-bar (defaults: the paper's values)."""
+    """Paper 001's four-bar (defaults: the paper's values).
+
+    Parameters
+    ----------
+    psi : float
+        Constant driving torque on the crank [N m].
+    m : float
+        Mass of each of the three rods (crank, coupler, rocker) [kg].
+    l : float
+        Length of each rod [m]; the two ground pins are ``l`` apart.
+    g : float
+        Gravitational acceleration [m/s^2].
+    t_end : float
+        End time [s].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``th1`` (crank angle [rad]) and ``y1`` (height of the
+        crank's centroid [m]); ``reference(t)`` the same from the reduced equation.
+    """
     sysm = system(psi=psi, m=m, l=l, g=g)
     q0 = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
 

@@ -99,7 +99,29 @@ def reference(t, N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G,
 
 def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: float = G,
           u0: float = 1.0) -> go.Problem:
-    """The N-four-bar from the vertical position with ``B0`` moving at ``u0`` along ``+x``."""
+    """The N-four-bar from the vertical position with ``B0`` moving at ``u0`` along ``+x``.
+
+    Parameters
+    ----------
+    N : int
+        Number of couplers (``N + 1`` cranks), at least 1.
+    t_end : float
+        End time [s].
+    m : float
+        Mass of each rod [kg].
+    l : float
+        Length of each rod [m]; the ground pins are ``l`` apart.
+    g : float
+        Gravitational acceleration [m/s^2].
+    u0 : float
+        Initial speed of the first crank's tip ``B0`` along +x [m/s].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``B0_x``, ``B0_y`` (the first crank's tip [m]);
+        ``reference(t)`` the same from the reduced one-coordinate equation.
+    """
     mdl = model(N=N, m=m, l=l, g=g)
     q0 = configuration(np.pi / 2, N=N, l=l)
     v0 = mdl.velocities(q0, {"crank0.phi": -u0 / l})

@@ -27,7 +27,27 @@ def period(l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0) -> float:
 @rebuildable        # its System pickles as this call
 def build(m: float = 1.0, l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0,
           t_end: float = 10.0) -> go.Problem:
-    """The Cartesian pendulum (defaults: m = 1, l = 1, 60 degrees, 10 s)."""
+    """The Cartesian pendulum (defaults: m = 1, l = 1, 60 degrees, 10 s).
+
+    Parameters
+    ----------
+    m : float
+        Mass of the bob [kg].
+    l : float
+        Length of the rod [m].
+    g : float
+        Gravitational acceleration [m/s^2].
+    th0_deg : float
+        Release angle from the downward vertical [deg]; released at rest.
+    t_end : float
+        End time [s].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``theta`` (angle from the downward vertical [rad]), ``x``,
+        ``y`` [m]; ``reference(t)`` the same from the pendulum equation.
+    """
     system = go.System(
         ("x", "y"), mass=m * np.eye(2), force=[0.0, -m * g],
         constraints=[go.Holonomic(lambda t, q: np.array([q @ q - l**2]), rheonomic=False,

@@ -284,10 +284,33 @@ def draw(ax, q, length: float = 0.6):
 def build(formulation: str = "gauss", **params) -> go.Problem:
     """The sleigh as a :class:`gaussopt.Problem` (Gauss formulation, regular constraint).
 
-    ``params``: ``M, I_C, F, alpha, L_C, x0, y0, phi0, u0`` (initial forward
-    speed), ``omega0`` (initial phi'), ``t_end``; see ``DEFAULTS``. The other
-    formulations are run by :func:`run` / :func:`simulate_routh` /
-    :func:`quasi_velocities`.
+    The other formulations are run by :func:`run` / :func:`simulate_routh` /
+    :func:`quasi_velocities` (and are rows of the problem's comparison).
+
+    Parameters
+    ----------
+    formulation : {"gauss"}
+        A Problem runs the Gauss step.
+    M : float, default 1
+        Mass of the body [kg].
+    I_C : float, default 1
+        Moment of inertia about the centroid C [kg m^2].
+    F : float, default 1
+        Magnitude of the constant force at C [N].
+    alpha : float, default 0
+        Direction of the force from the world x axis [rad].
+    L_C : float, default 0
+        Constant moment about C [N m].
+    x0, y0 : float, default 0
+        Initial position of C [m].
+    phi0 : float, default 0
+        Initial heading of the body axis [rad].
+    u0 : float, default 1
+        Initial forward speed along the body axis [m/s].
+    omega0 : float, default 1
+        Initial turning rate phi' [rad/s].
+    t_end : float, default 20
+        End time [s].
     """
     if formulation != "gauss":
         raise ModelError(f"`formulation` of build() must be 'gauss' (a gaussopt.Problem runs the "

@@ -117,7 +117,37 @@ def configuration(th, r=0.3, L=0.8) -> np.ndarray:
 
 
 def build(th0: float = np.pi / 6, w0: float = 0.0, t_end: float = 5.0, **params) -> go.Problem:
-    """The slider-crank released at crank angle ``th0`` with rate ``w0`` (parameters: ``DEFAULTS``)."""
+    """The slider-crank released at crank angle ``th0`` with rate ``w0``.
+
+    Parameters
+    ----------
+    th0 : float
+        Initial crank angle from +x, counter-clockwise [rad].
+    w0 : float
+        Initial crank rate [rad/s].
+    t_end : float
+        End time [s].
+    r : float, default 0.3
+        Crank length [m].
+    L : float, default 0.8
+        Connecting-rod length [m]; must exceed ``r``.
+    m1, m2 : float, default 1.5, 2.0
+        Masses of the crank and the connecting rod (uniform rods) [kg].
+    m3 : float, default 0.7
+        Mass of the slider [kg].
+    J3 : float, default 0.004
+        Centroidal moment of inertia of the slider [kg m^2].
+    tau : float, default 4.0
+        Constant torque on the crank [N m] (0: free motion).
+    g : float, default 9.81
+        Gravitational acceleration [m/s^2].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``th`` (crank angle [rad]) and ``x_slider`` [m];
+        ``reference(t)`` the same from the reduced one-coordinate equation.
+    """
     unknown = set(params) - set(DEFAULTS)
     if unknown:
         raise go.ModelError(f"unknown parameters {sorted(unknown)}; expected some of {sorted(DEFAULTS)}.")
