@@ -537,7 +537,7 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         :class:`gaussopt.Baumgarte`: those gains (all zero means none).
     dt : float, optional
         ``None`` (default): DOP853 at ``rtol = atol = 1e-11``, output at every
-        accepted step. A number: the paper's integrator (``integrator``),
+        accepted step. A number [s]: the paper's integrator (``integrator``),
         output every ``dt`` (the paper's ``t = 0:0.01:20``).
         ``build(case, baumgarte="paper", dt=0.01)`` with ``solver="lagrange"``
         is the paper's computation.
