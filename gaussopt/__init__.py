@@ -19,7 +19,8 @@ from .quasi import QuasiVelocities
 from .result import RankEvent, StepResult, Trajectory, load
 from .solvers import SOLVERS, StepSolver
 from .step import make_solver, solve_step, solve_steps
-from .system import System
+from .system import System, rebuildable
+from .sweep import SweepResult, sweep
 
 __version__ = "0.1.0"
 
@@ -38,7 +39,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "System", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
+    "System", "rebuildable", "sweep", "SweepResult", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
     "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",

@@ -1,0 +1,879 @@
+"""Parameter sweeps: many runs of a problem on all local cores or on a Dask cluster.
+
+:func:`sweep` runs ``build(**params).simulate(solver, **settings)`` for every
+parameter set (and every solver) and tabulates one row per run
+(:class:`SweepResult`). What is sent to a worker is the task
+``(builder, params, solver, settings)``, never a :class:`~gaussopt.System`: each
+worker builds its own system, so nothing generated or compiled has to cross a
+process boundary. Each finished run is written into ``out`` as it completes
+(one small JSON file per run, named by a hash of the task), so an interrupted or
+crashed sweep, run again with the same ``out``, computes only the missing runs.
+
+Executors: without ``client``, a local process pool over ``workers`` processes
+(forked on Linux, so the workers start with the parent's imported modules and
+loaded compiled kernels; one process runs the tasks in the calling process);
+with ``client`` (a ``dask.distributed.Client`` or a scheduler address), the
+tasks go to that Dask cluster (``pip install "gaussopt[dask]"``).
+
+The command line ``gaussopt sweep`` is :func:`cmd_sweep`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib
+import inspect
+import itertools
+import json
+import math
+import os
+import pickle
+import signal
+import sys
+import time
+import types
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from .exceptions import ModelError
+
+__all__ = ["sweep", "SweepResult", "sweep_arguments", "cmd_sweep"]
+
+KEEP = ("summary", "trajectories")
+#: the columns that measure time (they differ between two runs of the same task)
+TIMING_COLUMNS = ("wall_time_s", "time_per_step_ms")
+#: the first columns of a row after the parameters, in this order
+_LEAD = ("solver", "success", "message", "wall_time_s", "steps", "t_final")
+
+
+# =========================================================================== tasks
+class _Task(NamedTuple):
+    """One run: what a worker receives (never a System)."""
+
+    index: int
+    key: str
+    builder: Callable
+    params: dict
+    solver: str
+    settings: dict
+    save: Optional[str]          # where to save the trajectory (keep="trajectories")
+
+
+def _execute(task: _Task) -> dict:
+    """Build the problem, simulate, summarize: the row of one run. A failure of the
+    run (building it, a step, the model's code) is a row with ``success=False``; a
+    KeyboardInterrupt is not a result and propagates."""
+    from .compare import summarize
+
+    row: dict = {**task.params, "solver": task.solver}
+    t0 = time.perf_counter()
+    try:
+        problem = task.builder(**task.params)
+        t1 = time.perf_counter()
+        tr = problem.simulate(task.solver, **task.settings)
+        wall = time.perf_counter() - t1
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed run is a row
+        row.update(success=False, message=f"{type(e).__name__}: {e}",
+                   wall_time_s=time.perf_counter() - t0)
+        return row
+    if isinstance(tr.exception, KeyboardInterrupt):
+        raise KeyboardInterrupt(tr.message)
+    try:
+        summary = summarize(problem, task.solver, tr, wall)
+    except Exception as e:  # noqa: BLE001 - the run is kept, its summary reports the fault
+        summary = {"success": False, "wall_time_s": wall,
+                   "message": f"summary failed: {type(e).__name__}: {e}"}
+    summary.pop("solver", None)
+    summary["t_final"] = summary.pop("t_end", float(tr.t[-1]) if len(tr) else math.nan)
+    summary["message"] = summary.get("message") or ("" if tr.success else tr.message)
+    row.update({k: summary.pop(k) for k in _LEAD if k in summary})
+    row.update(_final_outputs(problem, tr))
+    row.update(summary)
+    if task.save is not None and len(tr):
+        tr.save(task.save)
+    return row
+
+
+def _final_outputs(problem, tr) -> dict:
+    """``final_<name>``: the problem's outputs at the last state (scalars only)."""
+    if not len(tr):
+        return {}
+    try:
+        out = problem.outputs(tr.q[-1:], tr.v[-1:])
+    except Exception:  # noqa: BLE001 - outputs are optional columns
+        return {}
+    row = {}
+    for k, val in out.items():
+        arr = np.asarray(val, dtype=float).ravel()
+        if arr.size == 1:
+            row[f"final_{k}"] = float(arr[0])
+    return row
+
+
+def _run_in_worker(task: _Task) -> tuple[int, dict]:
+    return task.index, _execute(task)
+
+
+def _ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the parent (which stops them): an interrupted run
+    must not come back as a failed row."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _Portable:
+    """A builder that crosses to a worker: by reference when pickle can (module-level
+    functions), else by value through cloudpickle (lambdas, functions of ``__main__``
+    defined interactively)."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, **params):
+        return self.fn(**params)
+
+    def __reduce__(self):
+        try:
+            pickle.dumps(self.fn)
+            return (_Portable, (self.fn,))
+        except Exception:  # noqa: BLE001 - not picklable by reference
+            import cloudpickle
+
+            return (_unpickle_portable, (cloudpickle.dumps(self.fn),))
+
+
+def _unpickle_portable(blob: bytes) -> _Portable:
+    return _Portable(pickle.loads(blob))
+
+
+def _check_portable(builder: Callable, label: str) -> None:
+    try:
+        pickle.dumps(_Portable(builder))
+    except Exception as e:  # noqa: BLE001
+        raise ModelError(
+            f"`problem`: the builder {label} cannot be sent to worker processes "
+            f"({type(e).__name__}: {e}); define it at module level (or install cloudpickle), "
+            "or pass workers=1.") from None
+
+
+# =========================================================================== arguments
+def _resolve_problem(problem: Any) -> tuple[Callable, str, Optional[Mapping]]:
+    """``(build, label, DEFAULTS of its module)`` from a name, a module or a callable."""
+    if isinstance(problem, str):
+        from .problem import did_you_mean
+
+        try:
+            mod = importlib.import_module(f"problems.{problem}")
+        except ModuleNotFoundError as e:
+            if e.name not in (f"problems.{problem}", "problems"):
+                raise
+            import pkgutil
+
+            import problems as _p
+
+            names = sorted(m.name for m in pkgutil.iter_modules(_p.__path__)
+                           if not m.name.startswith("_"))
+            raise ModelError(f"`problem`: unknown problem {problem!r}"
+                             f"{did_you_mean(problem, names)} (problems: {', '.join(names)}); "
+                             "or pass a module with build() or a builder function.") from None
+        return mod.build, problem, getattr(mod, "DEFAULTS", None)
+    if isinstance(problem, types.ModuleType):
+        build = getattr(problem, "build", None)
+        if not callable(build):
+            raise ModelError(f"`problem`: the module {problem.__name__!r} has no build(); a "
+                             "problem module defines build(**params) -> gaussopt.Problem.")
+        return build, problem.__name__.rpartition(".")[2], getattr(problem, "DEFAULTS", None)
+    if callable(problem):
+        mod = sys.modules.get(getattr(problem, "__module__", None) or "")
+        defaults = getattr(mod, "DEFAULTS", None) if getattr(mod, "build", None) is problem else None
+        return problem, getattr(problem, "__qualname__", type(problem).__name__), defaults
+    raise ModelError("`problem` must be a problem name (e.g. 'four_bar'), a module with build() "
+                     f"or a callable build(**params) -> gaussopt.Problem; found "
+                     f"{type(problem).__name__}.")
+
+
+def _plain(x: Any) -> Any:
+    """numpy scalars as Python numbers (rows, JSON and hashes see one type)."""
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def _runs(params: Any) -> list[dict]:
+    """A list of dicts (one run each) or a dict of lists (the Cartesian grid) -> runs."""
+    if isinstance(params, Mapping):
+        axes = []
+        for k, vals in params.items():
+            if not isinstance(k, str):
+                raise ModelError(f"`params` keys must be parameter names (str), found {k!r}.")
+            if isinstance(vals, np.ndarray):
+                vals = list(vals.ravel()) if vals.ndim else [vals]
+            elif not isinstance(vals, (list, tuple, range)):
+                vals = [vals]
+            if len(vals) == 0:
+                raise ModelError(f"`params[{k!r}]` is empty: a grid axis needs at least one value.")
+            axes.append([(k, _plain(v)) for v in vals])
+        return [dict(combo) for combo in itertools.product(*axes)]
+    if isinstance(params, (list, tuple)):
+        runs = []
+        for i, p in enumerate(params):
+            if not isinstance(p, Mapping):
+                raise ModelError(f"`params[{i}]` must be a dict of build() keywords, found "
+                                 f"{type(p).__name__}.")
+            for k in p:
+                if not isinstance(k, str):
+                    raise ModelError(f"`params[{i}]` keys must be parameter names (str), "
+                                     f"found {k!r}.")
+            runs.append({k: _plain(v) for k, v in p.items()})
+        if not runs:
+            raise ModelError("`params` is empty: give at least one parameter set ({} runs the "
+                             "defaults).")
+        return runs
+    raise ModelError("`params` must be a list of dicts (one run each) or a dict of lists (the "
+                     f"grid), found {type(params).__name__}.")
+
+
+def _check_names(builder: Callable, label: str, defaults: Optional[Mapping],
+                 runs: Sequence[dict]) -> None:
+    """Every parameter must be one ``build()`` takes (else an error naming it and the
+    accepted ones, before anything runs)."""
+    from .problem import BuildSignature, did_you_mean
+
+    try:
+        sig = BuildSignature.of(builder, defaults)
+    except (TypeError, ValueError):     # no signature to read (a builtin, a C function)
+        return
+    if sig.open:
+        return
+    accepted = list(sig.parameters)
+    seen = list(dict.fromkeys(k for r in runs for k in r))
+    for k in seen:
+        if k not in sig.parameters:
+            raise ModelError(f"`params`: build() of {label} takes no parameter {k!r}"
+                             f"{did_you_mean(k, accepted)} (parameters: "
+                             f"{', '.join(accepted) or 'none'}).")
+
+
+def _canonical(x: Any) -> Any:
+    """A JSON-able, address-free description of a value (the identity of a task)."""
+    x = _plain(x)
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return repr(x)
+    if isinstance(x, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(x, (list, tuple)):
+        return [_canonical(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return {"array": _canonical(x.tolist()), "dtype": str(x.dtype)}
+    if isinstance(x, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return f"{getattr(x, '__module__', '')}:{getattr(x, '__qualname__', repr(x))}"
+    if hasattr(x, "__dict__"):
+        return {"type": f"{type(x).__module__}:{type(x).__qualname__}",
+                "state": _canonical({k: v for k, v in vars(x).items() if not k.startswith("_")})}
+    return repr(x)
+
+
+def _task_key(builder_id: str, params: dict, solver: str, settings: dict) -> str:
+    text = json.dumps({"problem": builder_id, "params": _canonical(params), "solver": solver,
+                       "settings": _canonical(settings)}, sort_keys=True)
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def _through_json(row: dict) -> dict:
+    """The row as it reads back from its file (tuples become lists, numbers Python's)."""
+    return json.loads(json.dumps(row, default=_json_default))
+
+
+def _json_default(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return repr(x)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+# =========================================================================== result
+@dataclass
+class SweepResult:
+    """The rows of a sweep, one per finished run, in the order of the runs.
+
+    Attributes
+    ----------
+    rows : list of dict
+        The parameters of the run, ``solver``, ``success``, ``message`` (empty when
+        it succeeded), ``wall_time_s`` (the simulation), ``steps``, ``t_final``,
+        ``final_<output>`` (the problem's outputs at the end), ``max_err_<output>``
+        (against the problem's reference, where it has one), ``max_pos_residual``,
+        ``max_vel_residual``, ``max_energy_drift`` and the other columns of
+        :func:`gaussopt.compare.summarize`.
+    problem : str
+    out : Path or None
+    computed, reused : int
+        Runs computed by this call / read back from ``out``.
+    interrupted : bool
+        The sweep was stopped (Ctrl-C): ``rows`` holds the runs finished before.
+    """
+
+    rows: list = field(default_factory=list)
+    problem: str = ""
+    out: Optional[Path] = None
+    computed: int = 0
+    reused: int = 0
+    interrupted: bool = False
+    _trajectories: list = field(default_factory=list, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def columns(self) -> list[str]:
+        cols: list[str] = []
+        for r in self.rows:
+            for k in r:
+                if k not in cols:
+                    cols.append(k)
+        return cols
+
+    def to_csv(self, path) -> Path:
+        """Write the rows as CSV (one column per key of any row)."""
+        path = Path(path)
+        with path.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=self.columns)
+            w.writeheader()
+            for r in self.rows:
+                w.writerow(r)
+        return path
+
+    def to_markdown(self) -> str:
+        cols = self.columns
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for r in self.rows:
+            lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
+        return "\n".join(lines)
+
+    def to_dataframe(self):
+        """The rows as a ``pandas.DataFrame`` (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ModuleNotFoundError("SweepResult.to_dataframe needs pandas (pip install "
+                                      "pandas); to_csv and rows do not.") from None
+        return pd.DataFrame(self.rows, columns=self.columns)
+
+    def trajectory(self, i: int):
+        """The :class:`~gaussopt.Trajectory` of row ``i`` (``keep="trajectories"``)."""
+        from .result import load
+
+        if not -len(self.rows) <= i < len(self.rows):
+            raise IndexError(f"`i` must index the {len(self.rows)} rows, found {i}.")
+        path = self._trajectories[i] if self._trajectories else None
+        if path is None:
+            raise ModelError(f"row {i} has no trajectory: run the sweep with "
+                             "keep='trajectories' and out=DIR (a failed run before its first "
+                             "step has none).")
+        return load(path)
+
+    def plot(self, x: str, y: str, ax=None, path=None):
+        """``y`` (a column) against the parameter ``x``: one line per value of the other
+        parameters that vary (and per solver); failed runs are left out.
+
+        Returns
+        -------
+        matplotlib Axes
+        """
+        cols = self.columns
+        for name, label in ((x, "x"), (y, "y")):
+            if name not in cols:
+                raise ModelError(f"`{label}` must be a column of the rows, found {name!r} "
+                                 f"(columns: {', '.join(cols)}).")
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            fig, ax = plt.subplots(figsize=(6, 4))
+        params = _param_columns(self.rows)
+        others = [c for c in params + ["solver"] if c != x
+                  and len({json.dumps(r.get(c), default=repr) for r in self.rows}) > 1]
+        groups: dict = {}
+        for r in self.rows:
+            if not r.get("success", False) or not _number(r.get(x)) or not _number(r.get(y)):
+                continue
+            label = ", ".join(f"{c}={_fmt(r.get(c))}" for c in others)
+            groups.setdefault(label, []).append((float(r[x]), float(r[y])))
+        for label, pts in groups.items():
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label or None)
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.set_title(f"{self.problem}: {y} against {x}")
+        if any(groups) and len(groups) > 1:
+            ax.legend(fontsize="small")
+        ax.grid(True, alpha=0.3)
+        if path is not None:
+            ax.figure.tight_layout()
+            ax.figure.savefig(path, dpi=120)
+        return ax
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _param_columns(rows: Sequence[dict]) -> list[str]:
+    """The parameter columns: those before ``solver`` in the rows."""
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k == "solver":
+                break
+            if k not in cols:
+                cols.append(k)
+    return cols
+
+
+def _fmt(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+# =========================================================================== sweep
+def sweep(problem: Any, params: Union[Sequence[Mapping], Mapping[str, Sequence]], *,
+          solver: Union[str, Sequence[str]] = "closed_form", settings: Optional[Mapping] = None,
+          keep: str = "summary", out=None, client: Any = None, workers: Optional[int] = None,
+          progress: bool = True) -> SweepResult:
+    """Run a problem for many parameter sets (and solvers), in parallel.
+
+    Parameters
+    ----------
+    problem : str, module or callable
+        A problem name (``"four_bar"``), a module with ``build()``, or any
+        callable ``build(**params) -> gaussopt.Problem`` (one of your own script
+        too; with a process pool it is sent by reference, or by value through
+        cloudpickle when it is a lambda).
+    params : list of dict or dict of lists
+        One run per dict, or the Cartesian grid of the lists (a value that is not a
+        list is one value; a tuple-valued parameter goes in a list:
+        ``{"v0": [(1, 0, 2)]}``).
+    solver : str or sequence of str, default "closed_form"
+        As for :meth:`Problem.simulate <gaussopt.Problem.simulate>` (also the
+        problem's aliases); a list makes solver x params runs (solver outermost).
+    settings : dict, optional
+        Overrides of the problem's recommended settings for every run (``rtol``,
+        ``method``, ``t_span``, ...).
+    keep : {"summary", "trajectories"}
+        ``"trajectories"`` also saves each run's :class:`~gaussopt.Trajectory`
+        under ``out`` (:meth:`SweepResult.trajectory`).
+    out : path, optional
+        A directory: each finished run is written there as it completes
+        (``runs/<key>.json``, the key a hash of problem, parameters, solver and
+        settings) and ``table.csv`` at the end. Run the sweep again with the same
+        ``out`` and only the missing runs are computed. (The key names the builder,
+        not its code: use a new directory after changing the model.)
+    client : dask.distributed.Client or str, optional
+        Run the tasks on this Dask cluster (a client, or a scheduler address).
+    workers : int, optional
+        Local worker processes (default: all cores available); 1 runs the tasks
+        one after the other in this process.
+    progress : bool, default True
+        A progress bar over the runs (on a terminal).
+
+    Returns
+    -------
+    SweepResult
+        A failed run is a row with ``success=False`` and its message, and the sweep
+        goes on. On Ctrl-C the rows finished so far (``interrupted=True``).
+
+    Raises
+    ------
+    ModelError
+        Before anything runs: an unknown problem, a parameter ``build()`` does not
+        take (named, with the accepted ones), malformed ``params``, ``solver``,
+        ``settings``, ``keep``, ``out``, ``client`` or ``workers``.
+
+    Examples
+    --------
+    >>> import gaussopt as go
+    >>> res = go.sweep("four_bar", {"psi": [300.0, 450.0], "t_end": [1.0]}, workers=1,
+    ...                progress=False)
+    >>> [(r["psi"], r["success"]) for r in res.rows]
+    [(300.0, True), (450.0, True)]
+    """
+    builder, label, defaults = _resolve_problem(problem)
+    runs = _runs(params)
+    _check_names(builder, label, defaults, runs)
+    solvers = [solver] if isinstance(solver, str) else list(solver) if solver is not None else []
+    if not solvers or not all(isinstance(s, str) for s in solvers):
+        raise ModelError(f"`solver` must be a solver name or a list of names, found {solver!r}.")
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, Mapping):
+        raise ModelError(f"`settings` must be a dict of simulate() keywords, found "
+                         f"{type(settings).__name__}.")
+    settings = dict(settings)
+    if keep not in KEEP:
+        raise ModelError(f"`keep` must be one of {KEEP}, found {keep!r}.")
+    if keep == "trajectories" and out is None:
+        raise ModelError("`keep='trajectories'` saves every trajectory under `out`: pass "
+                         "out=DIRECTORY.")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ModelError(f"`workers` must be a positive integer, found {workers!r}.")
+    if client is not None and not isinstance(client, str) and not hasattr(client, "submit"):
+        raise ModelError("`client` must be a dask.distributed.Client or a scheduler address "
+                         f"(str), found {type(client).__name__}.")
+    outdir = _prepare_out(out)
+
+    builder_id = (f"{getattr(builder, '__module__', '')}:"
+                  f"{getattr(builder, '__qualname__', type(builder).__name__)}")
+    tasks = []
+    for s in solvers:
+        for p in runs:
+            key = _task_key(builder_id, p, s, settings)
+            save = str(outdir / "runs" / f"{key}.npz") if keep == "trajectories" else None
+            tasks.append(_Task(len(tasks), key, builder, p, s, settings, save))
+    if len({t.key for t in tasks}) < len(tasks):
+        warnings.warn("`params` repeats a parameter set: each distinct run is computed once.",
+                      stacklevel=2)
+
+    result = SweepResult(problem=label, out=outdir)
+    rows: dict[int, dict] = {}
+    trajs: dict[int, Optional[str]] = {}
+    todo = []
+    for t in tasks:
+        rec = _read_record(outdir, t) if outdir is not None else None
+        if rec is not None and (keep == "summary" or rec.get("trajectory")):
+            rows[t.index] = rec["row"]
+            trajs[t.index] = rec.get("trajectory")
+            result.reused += 1
+        else:
+            todo.append(t)
+    done_keys: dict[str, int] = {}
+
+    bar = _bar(len(tasks), result.reused, label, progress)
+
+    def finish(task: _Task, row: dict, persist: bool = True) -> None:
+        row = _through_json(row)
+        rows[task.index] = row
+        traj = task.save if task.save is not None and os.path.exists(task.save) else None
+        trajs[task.index] = traj
+        if outdir is not None and persist:
+            rec = {"key": task.key, "problem": builder_id, "row": row, "trajectory": traj}
+            _write_atomic(outdir / "runs" / f"{task.key}.json",
+                          json.dumps(rec, default=_json_default, indent=1))
+        if persist:
+            result.computed += 1
+        if bar is not None:
+            bar.update(1)
+
+    # one computation per distinct task; repeats take its row
+    unique = []
+    for t in todo:
+        if t.key in done_keys:
+            continue
+        done_keys[t.key] = t.index
+        unique.append(t)
+    try:
+        if unique:
+            if client is not None:
+                _run_dask(unique, client, finish)
+            else:
+                n = workers or _cpu_count()
+                if n == 1 or len(unique) == 1:
+                    for t in unique:
+                        finish(t, _execute(t))
+                else:
+                    _check_portable(builder, label)
+                    _run_pool(unique, min(n, len(unique)), finish)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        warnings.warn(f"sweep interrupted: {len(rows)} of {len(tasks)} runs finished "
+                      "(run it again with the same `out` to compute the rest).", stacklevel=2)
+    finally:
+        if bar is not None:
+            bar.close()
+    for t in todo:                      # repeated tasks share the computed row
+        first = done_keys.get(t.key)
+        if t.index not in rows and first in rows:
+            rows[t.index], trajs[t.index] = rows[first], trajs.get(first)
+    order = sorted(rows)
+    result.rows = [rows[i] for i in order]
+    result._trajectories = [trajs.get(i) for i in order]
+    if outdir is not None:
+        result.to_csv(outdir / "table.csv")
+    return result
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _prepare_out(out) -> Optional[Path]:
+    if out is None:
+        return None
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ModelError(f"`out` must be a directory, found the file {str(path)!r}.")
+    try:
+        (path / "runs").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelError(f"`out`: cannot create the directory {str(path)!r} ({e.strerror or e}).") \
+            from None
+    if not os.access(path / "runs", os.W_OK | os.X_OK):
+        raise ModelError(f"`out`: the directory {str(path)!r} is not writable.")
+    return path
+
+
+def _read_record(outdir: Path, task: _Task) -> Optional[dict]:
+    path = outdir / "runs" / f"{task.key}.json"
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None                      # missing, or damaged: computed again
+    if not isinstance(rec, dict) or rec.get("key") != task.key or not isinstance(rec.get("row"), dict):
+        return None
+    traj = rec.get("trajectory")
+    if traj is not None and not os.path.exists(traj):
+        rec["trajectory"] = None
+    return rec
+
+
+def _bar(total: int, initial: int, label: str, progress: bool):
+    if not progress:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, initial=initial, desc=f"sweep {label}", unit="run", leave=False,
+                disable=None)
+
+
+# =========================================================================== executors
+def _mp_context():
+    """Fork where it is safe and available (Linux): the workers start with this
+    process's imported modules and loaded compiled kernels; spawn elsewhere."""
+    import multiprocessing as mp
+
+    if sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods():
+        return mp.get_context("fork")
+    return mp.get_context("spawn")
+
+
+def _run_pool(tasks: list[_Task], n: int, finish: Callable) -> None:
+    """The tasks on ``n`` local processes; a worker that dies fails only its own run
+    (the others are sent again to a new pool once)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    pending = list(tasks)
+    tries: dict[int, int] = {}
+    while pending:
+        broken: list[_Task] = []
+        ex = ProcessPoolExecutor(max_workers=min(n, len(pending)), mp_context=_mp_context(),
+                                 initializer=_ignore_sigint)
+        futs = {}
+        try:
+            for t in pending:
+                t2 = t._replace(builder=_Portable(t.builder))
+                futs[ex.submit(_run_in_worker, t2)] = t
+            waiting = set(futs)
+            while waiting:
+                done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                for f in done:
+                    t = futs[f]
+                    try:
+                        _, row = f.result()
+                    except BrokenProcessPool:
+                        broken.append(t)
+                        continue
+                    finish(t, row)
+        except BaseException:
+            _stop_pool(ex)
+            raise
+        ex.shutdown(wait=True)
+        pending = []
+        for t in broken:
+            tries[t.index] = tries.get(t.index, 0) + 1
+            if tries[t.index] > 1:
+                finish(t, {**t.params, "solver": t.solver, "success": False,
+                           "message": "the worker process running this run died"}, persist=False)
+            else:
+                pending.append(t)
+
+
+def _stop_pool(ex) -> None:
+    """Cancel what has not started and end the workers (they ignore SIGINT)."""
+    procs = list(getattr(ex, "_processes", {}) .values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    for p in procs:
+        p.join(timeout=5)
+
+
+def _run_dask(tasks: list[_Task], client: Any, finish: Callable) -> None:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise ModelError("`client` needs dask.distributed: pip install \"gaussopt[dask]\" "
+                         "(or \"dask[distributed]\").") from None
+    own = isinstance(client, str)
+    c = Client(client) if own else client
+    futs = {}
+    try:
+        for t in tasks:
+            futs[c.submit(_run_in_worker, t, pure=False, key=f"gaussopt-sweep-{t.key}-{t.index}")] = t
+        for f in as_completed(list(futs)):
+            t = futs[f]
+            try:
+                _, row = f.result()
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # noqa: BLE001 - the worker died, or the task was lost
+                finish(t, {**t.params, "solver": t.solver, "success": False,
+                           "message": f"the Dask task failed: {type(e).__name__}: {e}"},
+                       persist=False)
+                continue
+            finish(t, row)
+    except BaseException:
+        c.cancel(list(futs))
+        raise
+    finally:
+        if own:
+            c.close()
+
+
+# =========================================================================== command line
+def _parse_values(text: str, parse: Callable[[str], Any]) -> list:
+    """``a,b,c`` (a list) or ``start:stop:count`` (evenly spaced, ends included)."""
+    if text.count(":") == 2 and "," not in text:
+        a, b, n = (s.strip() for s in text.split(":"))
+        try:
+            lo, hi, cnt = float(a), float(b), int(n)
+        except ValueError:
+            raise ModelError(f"a range is start:stop:count with numbers, found {text!r}") from None
+        if cnt < 1:
+            raise ModelError(f"the count of {text!r} must be at least 1")
+        vals = np.linspace(lo, hi, cnt)
+        out = []
+        for v in vals:
+            s = repr(float(v))
+            if float(v).is_integer() and _is_int(a) and _is_int(b):
+                s = str(int(v))
+            out.append(parse(s))
+        return out
+    return [parse(s.strip()) for s in text.split(",") if s.strip()]
+
+
+def _is_int(s: str) -> bool:
+    try:
+        int(s)
+        return True
+    except ValueError:
+        return False
+
+
+def sweep_arguments(p) -> None:
+    """The arguments of ``gaussopt sweep`` (added to its argparse parser)."""
+    p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUES",
+                   help="a swept parameter: a list a,b,c or a range start:stop:count "
+                        "(repeat for a grid)")
+    p.add_argument("--solver", action="append", default=None, metavar="NAME",
+                   help="step solver (repeat for several; default closed_form)")
+    p.add_argument("--rtol", type=float)
+    p.add_argument("--atol", type=float)
+    p.add_argument("--method", help="rk4, euler, RK45, DOP853, Radau, BDF, LSODA")
+    p.add_argument("--dt", type=float)
+    p.add_argument("--workers", type=int, default=None,
+                   help="local worker processes (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run on this Dask scheduler (e.g. tcp://host:8786)")
+    p.add_argument("--keep", choices=KEEP, default="summary",
+                   help="also keep every trajectory (under --out/runs)")
+    p.add_argument("--out", default="sweep", metavar="DIR",
+                   help="directory of the runs, table.csv, table.md and the figures "
+                        "(default: sweep); a second run with the same DIR computes only "
+                        "the missing runs")
+
+
+def cmd_sweep(args) -> int:
+    """run a problem over a grid of parameters (local cores or a Dask cluster)"""
+    from .cli import UsageError, _signature, load_problem_module
+
+    mod = load_problem_module(args.problem)
+    sig = _signature(mod)
+    grid: dict = {}
+    for it in args.param:
+        name, eq, text = it.partition("=")
+        name = name.strip()
+        if not eq or not name or not text.strip():
+            raise UsageError(f"--param expects NAME=VALUES (a,b,c or start:stop:count), "
+                             f"found {it!r}")
+        try:
+            grid[name] = _parse_values(text.strip(), lambda s, n=name: sig.parse(n, s))
+        except ModelError as e:
+            raise UsageError(f"--param {it}: {e}; `gaussopt show {args.problem}` lists the "
+                             "parameters") from None
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, found {args.workers}")
+    settings = {k: getattr(args, k) for k in ("rtol", "atol", "method", "dt")
+                if getattr(args, k) is not None}
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out!r}: {str(out)!r} exists and is not a directory")
+    res = sweep(mod, grid or [{}], solver=args.solver or "closed_form", settings=settings,
+                keep=args.keep, out=out, client=args.scheduler, workers=args.workers,
+                progress=True)
+    (out / "table.md").write_text(res.to_markdown() + "\n")
+    print(res.to_markdown())
+    figs = _figures(res, list(grid), out)
+    print(f"wrote {out}/: table.csv, table.md ({len(res.rows)} runs: {res.computed} computed, "
+          f"{res.reused} from earlier runs)" + (f", figures {', '.join(figs)}" if figs else ""))
+    if res.interrupted:
+        print("interrupted: run the same command again to compute the missing runs",
+              file=sys.stderr)
+        return 1
+    return 0 if all(r.get("success") for r in res.rows) else 1
+
+
+def _figures(res: SweepResult, swept: list[str], out: Path) -> list[str]:
+    """One figure per output column (``final_*``, ``max_err_*``) against the first
+    parameter with several values."""
+    varying = [k for k in swept
+               if len({json.dumps(r.get(k), default=repr) for r in res.rows}) > 1]
+    if not varying or not res.rows:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    x = varying[0]
+    names = []
+    for col in res.columns:
+        if col.startswith(("final_", "max_err_")):
+            ax = res.plot(x, col, path=out / f"{col}_vs_{x}.png")
+            plt.close(ax.figure)
+            names.append(f"{col}_vs_{x}.png")
+    return names
