@@ -26,6 +26,7 @@ from typing import Callable, Optional, Sequence
 from . import __version__
 from .exceptions import ModelError
 from .problem import BuildSignature, did_you_mean
+from .sweep import cmd_sweep, sweep_arguments
 
 __all__ = ["main", "load_problem_module", "UsageError", "COMMANDS"]
 
@@ -335,6 +336,12 @@ def _value(x) -> str:
     return repr(x)
 
 
+def _plain(text: str) -> str:
+    """reStructuredText markup off for the terminal: ``x`` -> x, :func:`f` -> f."""
+    text = re.sub(r":\w+:`~?([^`]*)`", r"\1", text)
+    return text.replace("``", "")
+
+
 def _show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module")
     _param_argument(p)
@@ -342,8 +349,6 @@ def _show_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_show(args) -> int:
     """describe a problem: its parameters, outputs and recommended settings"""
-    import inspect
-
     import numpy as np
 
     sig = _signature(load_problem_module(args.problem))
@@ -353,24 +358,23 @@ def cmd_show(args) -> int:
     print(pb.name)
     print(para.fill(pb.description) if pb.description else "  (no description)")
     print("\nparameters (--param NAME=VALUE):")
+    units = getattr(pb, "units", None) or {}
     for p in sig.parameters.values():
-        if p.default is inspect.Parameter.empty:
-            default = "required"
-        else:
-            default = f"default {_value(p.default)}"
-            if p.default is None and pb.params.get(p.name) is not None:
-                default += f" (here {_value(pb.params[p.name])})"
-        kind = p.kind or ("" if p.choices else p.type.split(",")[0].strip())
+        default = ("required" if p.required else
+                   "default " + re.sub(r"^default[:=]?\s*", "", p.default_text))
+        if p.default is None and pb.params.get(p.name) is not None:
+            default += f" (here {_value(pb.params[p.name])})"
+        kind = p.kind or ("" if p.choices else _plain(p.type))
+        unit = f" [{units[p.name]}]" if isinstance(units.get(p.name), str) else ""
         allowed = f"; one of {', '.join(p.choices)}" if p.choices else ""
-        print(f"  {p.name}  ({kind + ', ' if kind else ''}{default}{allowed})")
+        print(f"  {p.name}{unit}  ({kind + ', ' if kind else ''}{default}{allowed})")
         if p.doc:
-            print(sub.fill(p.doc))
+            print(sub.fill(_plain(p.doc)))
     if sig.open:
         print("  build() also takes other keywords, passed on unchecked")
     outs = pb.outputs(pb.q0[None, :], pb.v0[None, :])
     ref = (set(pb.reference(np.array([pb.t_span[0]]))) if pb.reference is not None
            else set())
-    units = getattr(pb, "units", None) or {}
     print("\noutputs" + (" (those marked * with an independent reference)" if ref else "")
           + ":")
     print("  " + ", ".join(f"{k}{' [' + units[k] + ']' if k in units else ''}"
@@ -532,6 +536,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[..
     "show": (_show_arguments, cmd_show),
     "run": (_run_arguments, cmd_run),
     "compare": (_compare_arguments, cmd_compare),
+    "sweep": (sweep_arguments, cmd_sweep),
 }
 
 

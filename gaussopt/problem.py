@@ -109,6 +109,21 @@ class BuildParameter:
         first = re.split(r"[,\s]", self.type.strip(), maxsplit=1)[0] if self.type else ""
         return first if first in _KINDS else ""
 
+    @property
+    def required(self) -> bool:
+        """No default in the signature nor ``optional``/``default ...`` in the type."""
+        return self.default is _NO_DEFAULT and not re.search(r"\b(optional|default)\b",
+                                                              self.type)
+
+    @property
+    def default_text(self) -> str:
+        """The default as the docstring or the signature states it."""
+        m = re.search(r"\bdefault[:=]?\s*(.*)$", self.type)
+        if self.default is not _NO_DEFAULT:
+            d = self.default
+            return f"{float(d):g}" if isinstance(d, (float, np.floating)) else repr(d)
+        return m.group(1).strip() if m else ("optional" if not self.required else "required")
+
     def parse(self, text: str) -> Any:
         """The value a command-line ``NAME=VALUE`` means for this parameter.
 
@@ -147,13 +162,17 @@ class BuildParameter:
                 return conv(text)
             except ValueError:
                 pass
+        if "," in text:                    # a sequence of numbers: "1,0,2"
+            try:
+                return tuple(float(x) for x in text.strip("()[] ").split(","))
+            except ValueError:
+                pass
         return {"True": True, "False": False}.get(text, text)
 
     def describe(self) -> str:
         """One line: ``name = default  (type)  description``."""
-        default = "required" if self.default is _NO_DEFAULT else f"= {self.default!r}"
         typ = f"  ({self.type})" if self.type else ""
-        return f"{self.name} {default}{typ}  {self.doc}".rstrip()
+        return f"{self.name} = {self.default_text}{typ}  {self.doc}".rstrip()
 
 
 def _docstring_parameters(doc: Optional[str]) -> dict:

@@ -49,10 +49,11 @@ def test_run_four_bar_short_saves_and_plots(tmp_path, capsys):
 def test_run_with_param_and_unknown_problem(capsys):
     assert main(["run", "four_bar", "--t-end", "0.2", "--param", "psi=0", "--solver",
                  "lagrange"]) == 0
-    with pytest.raises(SystemExit, match="unknown problem"):
-        main(["run", "no_such_problem"])
-    with pytest.raises(SystemExit, match="NAME=VALUE"):
-        main(["run", "four_bar", "--param", "psi"])
+    capsys.readouterr()
+    assert main(["run", "no_such_problem"]) == 2
+    assert "unknown problem 'no_such_problem'" in capsys.readouterr().err
+    assert main(["run", "four_bar", "--param", "psi"]) == 2
+    assert "--param expects NAME=VALUE, found 'psi'" in capsys.readouterr().err
 
 
 def test_compare_writes_table(tmp_path, capsys):
@@ -187,22 +188,35 @@ def test_compare_out_under_a_file(tmp_path, capsys, no_build):
     out = blocker / "results" / "deep"
     assert main(["compare", "four_bar", "--out", str(out)]) == 2
     _path_error(capsys, r"^gaussopt compare: error: --out " + re.escape(repr(str(out))),
-                r"cannot create the directory \(" + re.escape(repr(str(blocker)))
-                + " is a file, not a directory\\)")
+                re.escape(repr(str(blocker))) + " is a file, not a directory")
     assert main(["compare", "four_bar", "--out", str(blocker)]) == 2
     _path_error(capsys, r"--out .*exists and is not a directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]
 
 
-def test_compare_out_uncreatable(tmp_path, capsys, monkeypatch, no_build):
+def test_compare_out_uncreatable(tmp_path, capsys, monkeypatch, no_compute):
     from pathlib import Path as P
 
     def refuse(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
 
     monkeypatch.setattr(P, "mkdir", refuse)               # root may create anywhere: simulate
-    assert main(["compare", "four_bar", "--out", str(tmp_path / "new")]) == 2
+    assert main(["compare", "four_bar", "--solvers", "closed_form", "--out",
+                 str(tmp_path / "new")]) == 2
     _path_error(capsys, r"--out .*cannot create the directory \(Permission denied\)")
+
+
+def test_compare_out_parent_unwritable(tmp_path, capsys, monkeypatch, no_build):
+    import gaussopt.cli
+
+    real_access = os.access
+    monkeypatch.setattr(gaussopt.cli.os, "access",       # root may write anywhere: simulate
+                        lambda p, mode, **kw: False if Path(p) == tmp_path
+                        else real_access(p, mode, **kw))
+    assert main(["compare", "four_bar", "--out", str(tmp_path / "new")]) == 2
+    _path_error(capsys, r"--out .*cannot create the directory: " + re.escape(repr(str(tmp_path)))
+                + " is not writable")
+    assert not (tmp_path / "new").exists()
 
 
 def test_compare_out_file_is_a_directory(tmp_path, capsys, no_compute):
@@ -217,15 +231,178 @@ def test_compare_out_file_is_a_directory(tmp_path, capsys, no_compute):
     _path_error(capsys, re.escape("four_bar_lagrange.npz'") + " is a directory")
 
 
-def test_compare_creates_out_directory_before_computing(tmp_path, capsys, no_compute):
-    out = tmp_path / "a" / "b" / "c"
+def test_compare_creates_only_the_last_level_of_out(tmp_path, capsys, no_compute):
+    out = tmp_path / "a" / "b" / "c"                      # a/b missing: an error, nothing made
+    assert main(["compare", "four_bar", "--solvers", "closed_form", "--out", str(out)]) == 2
+    _path_error(capsys, r"--out .*the directory " + re.escape(repr(str(out.parent)))
+                + " does not exist; create it first")
+    assert list(tmp_path.iterdir()) == []
+    out = tmp_path / "c"                                  # the last level is created, then computed
     with pytest.raises(Computed, match="a simulation was started"):
         main(["compare", "four_bar", "--solvers", "closed_form", "--out", str(out)])
     assert out.is_dir() and list(out.iterdir()) == []
 
 
-def test_compare_unknown_problem_creates_no_out_directory(tmp_path):
+def test_compare_unknown_problem_creates_no_out_directory(tmp_path, capsys):
     out = tmp_path / "out"
-    with pytest.raises(SystemExit, match="unknown problem 'no_such_problem'"):
-        main(["compare", "no_such_problem", "--out", str(out)])
+    assert main(["compare", "no_such_problem", "--out", str(out)]) == 2
+    assert "unknown problem 'no_such_problem'" in capsys.readouterr().err
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- usage mistakes
+# Each mistake -> exit code 2 and one line on stderr that says what to do (the patterns).
+MISTAKES = {
+    "solver-case": (["run", "four_bar", "--solver", "QP"],
+                    [r"unknown solver 'QP'; did you mean 'qp'\?", "lagrange_baumgarte"]),
+    "param-choice": (["run", "ellipse_rolling", "--param", "case=case9"],
+                     [r"--param case=case9: `case` must be one of circle, case1, .*case5",
+                      "gaussopt show ellipse_rolling"]),
+    "param-type": (["run", "four_bar", "--param", "psi=abc"],
+                   [r"`psi` must be a number, found 'abc'"]),
+    "t-end-negative": (["run", "four_bar", "--t-end", "-1"],
+                       [r"--t-end: must be a positive number, found '-1'", "--help"]),
+    "t-end-zero": (["run", "four_bar", "--t-end", "0"], [r"--t-end: must be a positive number"]),
+    "rtol-zero": (["run", "four_bar", "--rtol", "0"], [r"--rtol: must be a positive number"]),
+    "rk4-without-dt": (["run", "four_bar", "--method", "rk4"],
+                       [r"--dt must be a positive step for --method rk4"]),
+    "param-invalid-model": (["run", "four_bar", "--param", "m=-1"],
+                            [r"four_bar with m=-1.0: `mass` must be positive semi-definite",
+                             "gaussopt show four_bar"]),
+    "compare-solvers": (["compare", "four_bar", "--solvers", "xyz", "--out", "{tmp}/out"],
+                        [r"^gaussopt compare: error: --solvers: unknown solver 'xyz'",
+                         r"solvers of four_bar: closed_form, lagrange, qp, ga"]),
+    "plot-extension": (["run", "four_bar", "--plot", "{tmp}/x.svgx"],
+                       [r"unsupported figure format 'svgx' \(supported: .*svg"]),
+    "module-file": (["run", "{tmp}/nosuch.py"],
+                    [r"no file '.*nosuch.py'; give a problem name"]),
+    "param-unknown": (["run", "four_bar", "--param", "foo=1"],
+                      [r"--param foo=1: no parameter 'foo' \(parameters: psi, m, l, g, t_end\)"]),
+    "param-near-miss": (["run", "four_bar", "--param", "pis=1"], [r"did you mean 'psi'\?"]),
+    "problem-near-miss": (["run", "four_bra"],
+                          [r"unknown problem 'four_bra'; did you mean 'four_bar'\?"]),
+    "show-near-miss": (["show", "pendulm"], [r"^gaussopt show: .*did you mean 'pendulum'\?"]),
+    "method-choice": (["run", "four_bar", "--method", "dop853"],
+                      [r"invalid choice: 'dop853'.*did you mean 'DOP853'\?"]),
+    "command-near-miss": (["rnu", "four_bar"], [r"^gaussopt: error: .*did you mean 'run'\?"]),
+    "missing-problem": (["compare"], [r"required: problem"]),
+    "out-parent-missing": (["compare", "four_bar", "--out", "{tmp}/no/out"],
+                           [r"does not exist; create it first"]),
+}
+
+
+@pytest.mark.parametrize("argv, patterns", list(MISTAKES.values()), ids=list(MISTAKES))
+def test_usage_mistake_is_one_line_and_exit_code_2(argv, patterns, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err.count("\n") == 1 and cap.err.endswith("\n"), cap.err
+    assert cap.err.startswith("gaussopt") and "Traceback" not in cap.err
+    for p in patterns:
+        assert re.search(p, cap.err), (p, cap.err)
+    assert list(tmp_path.iterdir()) == []                # nothing written
+
+
+def test_usage_mistake_from_the_console_script(tmp_path):
+    # the real process: exit status 2, no traceback, one line
+    out = subprocess.run([sys.executable, "-m", "gaussopt.cli", "run", "four_bar", "--param",
+                          "foo=1"], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "no parameter 'foo'" in out.stderr
+
+
+def test_internal_error_keeps_its_traceback(monkeypatch):
+    # a bug (not a usage mistake) is not swallowed into a one-line message
+    import types
+
+    import gaussopt.cli
+
+    def build(**params):
+        return 1 / 0
+
+    monkeypatch.setattr(gaussopt.cli, "load_problem_module",
+                        lambda name: types.SimpleNamespace(build=build))
+    with pytest.raises(ZeroDivisionError):
+        main(["run", "four_bar"])
+
+
+# --------------------------------------------------------------------------- show, --help
+def test_show_describes_parameters_outputs_and_settings(capsys):
+    from problems import ellipse_rolling
+
+    assert main(["show", "ellipse_rolling"]) == 0
+    out = capsys.readouterr().out
+    pb = ellipse_rolling.build()
+    assert " ".join(pb.description.split()[:8]) in " ".join(out.split())
+    assert re.search(r"^  case  \(str, default 'circle'; one of circle, case1, case2, case3, "
+                     r"case4, case5\)", out, re.M)
+    assert re.search(r"^  unilateral  \(bool, default False\)", out, re.M)
+    assert re.search(r"^  a  \(float, default the case's\)\n +Semi-axes .*\[m\]", out, re.M)
+    assert re.search(r"^outputs.*\n  xc\*, yc\*, theta\*, omega\*, normal_force\*", out, re.M)
+    assert re.search(r"^  rtol: 1e-11$", out, re.M) and "solvers (the rows of compare)" in out
+    # --param applies to show as to run: the settings of the problem so built
+    assert main(["show", "ellipse_rolling", "--param", "t_end=3.5"]) == 0
+    assert re.search(r"^  t_span: \(0, 3.5\) s$", capsys.readouterr().out, re.M)
+
+
+def _problem_modules():
+    import importlib
+    import pkgutil
+
+    import problems
+
+    return [importlib.import_module(f"problems.{m.name}")
+            for m in pkgutil.iter_modules(problems.__path__) if not m.name.startswith("_")]
+
+
+@pytest.mark.parametrize("mod", _problem_modules(), ids=lambda m: m.__name__.split(".")[-1])
+def test_every_build_parameter_is_documented_with_unit_or_values(mod):
+    from gaussopt.problem import BuildSignature
+
+    sig = BuildSignature.of(mod.build, getattr(mod, "DEFAULTS", None))
+    assert not sig.open and sig.parameters
+    for p in sig.parameters.values():
+        assert p.doc, f"{p.name} of {mod.__name__}.build() is not documented"
+        if p.kind == "float":        # a physical quantity: its unit in brackets
+            assert re.search(r"\[[^\]]+\]", p.doc), f"{p.name}: no unit [..]: {p.doc!r}"
+
+
+def test_help_of_run_and_compare_documents_the_options(capsys):
+    for command in ("run", "compare"):
+        with pytest.raises(SystemExit) as e:
+            main([command, "--help"])
+        assert e.value.code == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "--param NAME=VALUE a keyword of the problem's build()" in out
+        assert "--dt DT fixed step [s] of --method rk4 or euler" in out
+        assert "--rtol RTOL relative tolerance" in out
+        assert "--t-end T end time [s]" in out
+
+
+def test_no_internal_words_leak(capsys):
+    assert main(["list"]) == 0
+    listing = capsys.readouterr().out
+    assert "BRIEF" not in listing and "four_bar" in listing
+    root = Path(__file__).parents[1]
+    files = [root / "README.md", *(root / "problems").glob("*.py"),
+             *(root / "gaussopt").rglob("*.py")]
+    leaks = [str(f.relative_to(root)) for f in files if "BRIEF" in f.read_text()]
+    assert leaks == []
+
+
+def test_param_values_are_converted_by_the_signature():
+    from gaussopt.problem import BuildSignature
+    from problems import ellipse_rolling, n_four_bar, sleigh
+
+    sig = BuildSignature.of(ellipse_rolling.build)
+    assert sig.parse("unilateral", "true") is True
+    assert sig.parse("dt", "None") is None and sig.parse("dt", "0.01") == 0.01
+    assert sig.parse("a", "2") == 2.0 and isinstance(sig.parse("a", "2"), float)
+    assert sig.parse("baumgarte", "paper") == "paper"
+    assert BuildSignature.of(n_four_bar.build).parse("N", "3") == 3
+    with pytest.raises(go.ModelError, match="`N` must be an integer, found '2.5'"):
+        BuildSignature.of(n_four_bar.build).parse("N", "2.5")
+    with pytest.raises(go.ModelError, match="`formulation` must be one of gauss"):
+        BuildSignature.of(sleigh.build, sleigh.DEFAULTS).parse("formulation", "routh_tan")
