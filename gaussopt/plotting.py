@@ -148,25 +148,60 @@ def _rows_units(units: Mapping) -> list:
     return [c] if isinstance(c, str) else [str(x) for x in c]
 
 
-def _derived_unit(units: Mapping, quantity: str, coordinates: Sequence[str] = ()) -> str:
+def _levels(problem) -> str:
+    """``"holonomic"``, ``"nonholonomic"``, ``"mixed"`` or ``""`` (no equality rows): the
+    level at which the problem's equality constraints are written."""
+    sysm = getattr(problem, "system", None)
+    eqs = getattr(sysm, "equalities", ())
+    if not eqs:
+        return ""
+    nh, nn = len(getattr(sysm, "holonomic", ())), len(getattr(sysm, "nonholonomic", ()))
+    if nh == len(eqs):
+        return "holonomic"
+    if nn == len(eqs):
+        return "nonholonomic"
+    return "mixed"
+
+
+def _times_second(u: str) -> str:
+    if u == _UNKNOWN:
+        return u
+    return u[:-2] if u.endswith("/s") else f"{u} s"
+
+
+def _derived_unit(units: Mapping, quantity: str, coordinates: Sequence[str] = (),
+                  level: str = "holonomic") -> str:
     """Units of ``position_residual``, ``velocity_residual``, ``multipliers``,
-    ``constraint_force`` (an explicit entry of ``units`` wins)."""
+    ``constraint_force`` (an explicit entry of ``units`` wins).
+
+    ``units["constraints"]`` are the units of the rows as written: ``Phi`` for
+    holonomic rows (the residuals are ``Phi`` and ``Phi/s``, a multiplier
+    ``energy/Phi``), ``f(t, q, v)`` for nonholonomic ones (the velocity residual is
+    ``f``, a multiplier ``energy/(f s)``); other rows (mixed levels,
+    acceleration-level constraints) need the explicit entries."""
     if units.get(quantity):
         return str(units[quantity])
-    rows = _rows_units(units)
     e = _unit(units, "energy")
-    if quantity == "position_residual":
-        return _join(rows)
-    if quantity == "velocity_residual":
-        return _join(_per_second(u) for u in rows)
-    if quantity == "multipliers":
-        return _join(_energy_per(e, u) for u in rows)
     if quantity == "constraint_force":
         return _join(_energy_per(e, _unit(units, c)) for c in coordinates)
-    return _UNKNOWN
+    rows = _rows_units(units)
+    if level == "holonomic":
+        per = {"position_residual": rows, "velocity_residual": [_per_second(u) for u in rows],
+               "multipliers": [_energy_per(e, u) for u in rows]}
+    elif level == "nonholonomic":
+        per = {"velocity_residual": rows,
+               "multipliers": [_energy_per(e, _times_second(u)) for u in rows]}
+    else:
+        per = {}
+    return _join(per.get(quantity, []))
+
+
+_SUPERSCRIPTS = str.maketrans({"2": "\u00b2", "3": "\u00b3", "-": "\u207b", "1": "\u00b9"})
 
 
 def _label(text: str, unit: str) -> str:
+    """``text [unit]``, with ``^2``-style exponents as superscripts (m/s^2 -> m/s\u00b2)."""
+    unit = re.sub(r"\^(-?[123])", lambda m: m.group(1).translate(_SUPERSCRIPTS), unit)
     return f"{text} [{unit}]"
 
 
@@ -182,7 +217,7 @@ def problem_title(problem) -> str:
     s = re.split(r"(?<=[.;])\s", d, maxsplit=1)[0].rstrip(".;")
     if len(s) > 72:
         cut = s.rfind(",", 0, 72)
-        s = s[:cut] if cut > 20 else s[:70].rstrip() + "..."
+        s = s[:cut] if cut > 20 else textwrap.shorten(s, 72, placeholder=" ...")
     return s
 
 
@@ -432,14 +467,17 @@ def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "v
                                  label=f"{name} {k}".strip(), **_style(name, runs)), name or k)
     ax.set_yscale("log")
     ax.set_xlabel("t [s]")
+    level = _levels(problem) if problem is not None else "holonomic"
+    vsym = {"nonholonomic": r"$\|f\|$", "mixed": r"$\|(\dot\Phi, f)\|$"}.get(
+        level, r"$\|\dot\Phi\|$")
     parts = {"position": (r"$\|\Phi\|$", "position_residual"),
-             "velocity": (r"$\|\dot\Phi\|$", "velocity_residual"),
+             "velocity": (vsym, "velocity_residual"),
              "acceleration": (r"$\|A a - b\|$", None)}
     texts = []
     for k in kinds:
         sym, q = parts[k]
-        unit = (_per_second(_derived_unit(units, "velocity_residual")) if q is None
-                else _derived_unit(units, q))
+        unit = (_per_second(_derived_unit(units, "velocity_residual", level=level))
+                if q is None else _derived_unit(units, q, level=level))
         texts.append(_label(sym, unit))
     ax.set_ylabel(", ".join(texts) if len(texts) > 1 else f"{kinds[0]} residual {texts[0]}")
     if legend or (legend is None and own):
@@ -504,7 +542,9 @@ def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool]
             _tag(a_f.semilogy(tr.t, _positive(np.nanmax(np.abs(tr.constraint_force), axis=1)),
                               ls=force_style, label=name or "max|M a - F|",
                               **_style(name, runs)), name or "lam")
-    a_lam.set_ylabel(_label(r"$\max_k |\lambda_k|$", _derived_unit(units, "multipliers")))
+    level = _levels(problem) if problem is not None else "holonomic"
+    a_lam.set_ylabel(_label(r"$\max_k |\lambda_k|$",
+                            _derived_unit(units, "multipliers", level=level)))
     a_f.set_ylabel(_label(r"$\max_i |(M a - F)_i|$" + (" (dashed)" if force_style == "--" else ""),
                           _derived_unit(units, "constraint_force", coords)))
     for a in (a_lam, a_f):
@@ -591,14 +631,17 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
         panels.append("error")
     elif problem.draw is not None:
         panels.append("frame")
-    panels += ["position", "velocity"]
+    if _levels(problem) in ("holonomic", "mixed") or any(
+            np.any(tr.position_residual > 0) for tr in nonempty.values()):
+        panels.append("position")
+    panels.append("velocity")
     if any(tr.energy is not None for tr in nonempty.values()):
         panels.append("energy")
-    cells = panels + ["legend"]
-    cells += ["."] * (len(cells) % 2)
+    # the legend in the free cell of an odd number of panels, else below the panels
+    cells = panels + ["legend"] * (len(panels) % 2)
     mosaic = [cells[i:i + 2] for i in range(0, len(cells), 2)]
-    fig, axd = plt.subplot_mosaic(mosaic, figsize=(11, 2.6 * len(mosaic) + 1.0),
-                                  layout="constrained")
+    fig, axd = plt.subplot_mosaic(mosaic, figsize=(11, 2.6 * len(mosaic) + 1.0 + 0.8 * (
+        "legend" not in cells)), layout="constrained")
     timed = [p for p in panels if p != "frame"]
     for p in timed[1:]:
         axd[p].sharex(axd[timed[0]])
@@ -619,8 +662,9 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
         lu = _unit(units, "length")
         axd["frame"].set_xlabel(_label("x", lu))
         axd["frame"].set_ylabel(_label("y", lu))
-    plot_residuals(nonempty, ax=axd["position"], kinds=("position",), problem=problem,
-                   legend=False)
+    if "position" in axd:
+        plot_residuals(nonempty, ax=axd["position"], kinds=("position",), problem=problem,
+                       legend=False)
     plot_residuals(nonempty, ax=axd["velocity"], kinds=("velocity",), problem=problem,
                    legend=False)
     if "energy" in axd:
@@ -636,18 +680,24 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
         for _, p in entries:
             _time_label(axd[p], p == bottom)
 
-    lax = axd["legend"]
-    lax.axis("off")
     has_ref = any(ln.get_label() == "reference" for ln in axd["output"].lines)
-    handles = _handles(list(nonempty), labels, reference=has_ref, kinds=("position", "velocity"))
+    kinds = ("position", "velocity") if "position" in axd else ("velocity",)
+    handles = _handles(list(nonempty), labels, reference=has_ref, kinds=kinds)
     present, d = agreement(problem, nonempty, key, agree)
     title = None
     if d is not None:
-        title = (f"{', '.join(present)} coincide:\n"
-                 f"max mutual difference of {key} {d:.1e} {kunit}")
-    leg = lax.legend(handles=handles, loc="center", frameon=False, fontsize="small",
-                     title=title, title_fontsize="small")
-    leg._legend_box.align = "left"
+        amount = "0 (identical)" if d == 0 else f"{d:.1e}" + (
+            f" {kunit}" if kunit != _UNKNOWN else "")
+        title = f"{', '.join(present)} coincide: max mutual difference of {key} {amount}"
+    if "legend" in axd:
+        lax = axd["legend"]
+        lax.axis("off")
+        leg = lax.legend(handles=handles, loc="center", frameon=False, fontsize="small",
+                         title=title and title.replace(": ", ":\n", 1), title_fontsize="small")
+        leg._legend_box.align = "left"
+    else:
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize="small",
+                   title=title, title_fontsize="small")
     if path is not None:
         fig.savefig(path, dpi=dpi)
         plt.close(fig)

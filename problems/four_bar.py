@@ -173,6 +173,7 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
         solvers=("closed_form", "lagrange", "lagrange_baumgarte", "qp", "ga"),
         draw=lambda ax, q: draw(ax, q, l=l),
         outputs=outputs, reference=ref, params={"psi": psi, "m": m, "l": l, "g": g},
-        units={"th1": "rad", "th2": "rad", "th3": "rad", "y1": "m", "psi": "N m", "m": "kg",
-               "l": "m", "g": "m/s^2", "t_end": "s", "energy": "J", "length": "m",
-               "constraints": ("m", "rad")})
+        # units of coordinates, outputs and constraint rows, for figures (the
+        # parameters' units are in the docstring)
+        units={"th1": "rad", "th2": "rad", "th3": "rad", "y1": "m", "energy": "J",
+               "length": "m", "constraints": ("m", "rad")})

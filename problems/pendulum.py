@@ -83,4 +83,7 @@ def build(m: float = 1.0, l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0
                          "lagrange_baumgarte": {"solver": "lagrange",
                                                 "stabilization": go.Baumgarte(10.0, 10.0)}},
         outputs=outputs, reference=reference, draw=draw,
-        params={"m": m, "l": l, "g": g, "th0_deg": th0_deg})
+        params={"m": m, "l": l, "g": g, "th0_deg": th0_deg},
+        # for figures: the rod's row is x^2 + y^2 - l^2 [m^2]
+        units={"x": "m", "y": "m", "theta": "rad", "energy": "J", "length": "m",
+               "constraints": ("m^2",)})

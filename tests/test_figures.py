@@ -205,3 +205,23 @@ def test_files_of_compare(runs, tmp_path):
                      "four_bar_frames.png"]
     fig = plotting.summary_figure(pb, trajs, path=tmp_path / "s.png")
     assert fig.axes and all((tmp_path / n).stat().st_size > 1000 for n in names + ["s.png"])
+
+
+def test_units_derived_from_the_constraint_rows():
+    d = plotting._derived_unit
+    four_bar_units = {"energy": "J", "constraints": ("m", "rad"), "x": "m", "phi": "rad"}
+    assert d(four_bar_units, "position_residual") == "m, rad"
+    assert d(four_bar_units, "velocity_residual") == "m/s, rad/s"
+    assert d(four_bar_units, "multipliers") == "N, N m"
+    assert d(four_bar_units, "constraint_force", ("x", "phi")) == "N, N m"
+    # the pendulum's row x^2 + y^2 - l^2: lam 2 x is a force, so lam is in J/m^2
+    assert d({"energy": "J", "constraints": ("m^2",)}, "multipliers") == "J/m^2"
+    # a knife edge f(q, v) in m/s: f_v a = ..., lam f_v is a force: lam in N
+    knife = {"energy": "J", "constraints": ("m/s",)}
+    assert d(knife, "velocity_residual", level="nonholonomic") == "m/s"
+    assert d(knife, "multipliers", level="nonholonomic") == "N"
+    # no stated unit, or rows of mixed levels without explicit entries: "?", not a guess
+    assert d({}, "multipliers") == "?" and d({}, "constraint_force", ("x",)) == "?"
+    assert d(knife, "multipliers", level="mixed") == "?"
+    assert d({**knife, "multipliers": "N, N m"}, "multipliers", level="mixed") == "N, N m"
+    assert plotting._label("g", "m/s^2") == "g [m/s\u00b2]"
