@@ -173,7 +173,7 @@ def test_cli_sweep_writes_table_and_figures(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     rows = (out / "table.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("psi,m,t_end,solver")
-    assert "| 450.0 | 14.0 |" in (out / "table.md").read_text()
+    assert "| 450 | 14 | 0.2 | closed_form | True |" in (out / "table.md").read_text()
     assert (out / "final_th1_vs_psi.png").stat().st_size > 0
     again = main(["sweep", "four_bar", "--param", "psi=300,450", "--param", "m=10:14:3",
                   "--param", "t_end=0.2", "--workers", "2", "--out", str(out)])
