@@ -27,7 +27,6 @@ from . import __version__
 from .exceptions import ModelError
 from .problem import BuildSignature, did_you_mean
 from .sweep import cmd_sweep, sweep_arguments
-from .sweep import cmd_sweep, sweep_arguments
 
 __all__ = ["main", "load_problem_module", "UsageError", "COMMANDS"]
 
@@ -537,7 +536,6 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[..
     "show": (_show_arguments, cmd_show),
     "run": (_run_arguments, cmd_run),
     "compare": (_compare_arguments, cmd_compare),
-    "sweep": (sweep_arguments, cmd_sweep),
     "sweep": (sweep_arguments, cmd_sweep),
 }
 
