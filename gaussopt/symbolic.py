@@ -62,10 +62,18 @@ which the ``math`` printer cannot print.
 
 sympy.physics.mechanics
 -----------------------
-:func:`from_mechanics` takes a ``LagrangesMethod`` (with its holonomic and
-nonholonomic constraints) or a ``KanesMethod`` whose generalized speeds are
-the coordinate derivatives (``u_i = q_i'``) and uses its ``mass_matrix`` and
-``forcing``.
+:func:`from_mechanics` takes a ``LagrangesMethod`` (its ``mass_matrix`` and
+``forcing``, with its holonomic and nonholonomic constraints) or any
+``KanesMethod``: its generalized speeds are eliminated through its kinematic
+differential equations solved for them, ``u = W(q, t) q' + w0(q, t)``, and
+Kane's equations are formed with ``q'`` as the speeds (``M = W^T M_u W``), so
+the System's state is ``(q, q')``; velocity constraints (``u_dependent``) and
+constraints given in the speeds ``u`` or in ``q'`` are kept as nonholonomic
+constraints, auxiliary speeds are set to zero. :func:`kane_velocities` turns
+initial speeds into ``q'``. Where ``W`` is singular (a singular chart of the
+coordinates: Euler angles at gimbal lock, sympy's rolling disc lying flat at
+the lean ``q2 = +-pi/2``) ``M`` is singular and ``q'`` grows like ``1/cos q2``
+near it; the step there is not determined by the model.
 
 References
 ----------
@@ -1286,23 +1294,48 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
                    modules: str = "math", model: bool = False) -> Union[System, SymbolicModel]:
     """Build a System from a ``sympy.physics.mechanics`` LagrangesMethod or KanesMethod.
 
-    The unconstrained part comes from the method's ``mass_matrix`` and
-    ``forcing`` (``M q'' = forcing``). A ``LagrangesMethod``'s holonomic and
+    A ``LagrangesMethod`` gives the unconstrained part through its
+    ``mass_matrix`` and ``forcing`` (``M q'' = forcing``); its holonomic and
     nonholonomic constraints (``hol_coneqs``, ``nonhol_coneqs``) are taken over;
     its energy is the Jacobi integral ``q' . dL/dq' - L`` (``T + V`` for natural
-    systems). A ``KanesMethod`` must have the coordinate derivatives as
-    generalized speeds (``u_i = q_i'``) and no dependent coordinates or speeds;
-    it carries no energy.
+    systems).
+
+    Any ``KanesMethod`` is accepted (it carries no energy). Its kinematic
+    differential equations ``K_u u + K_q q' + f_k = 0`` are solved for the
+    speeds, ``u = W(q, t) q' + w0(q, t)`` (with fewer speeds than coordinates,
+    the equations left over become nonholonomic constraints), and Kane's
+    equations are formed from its bodies and loads with the partial velocities
+    with respect to ``q'``: ``M = W^T M_u W``, ``F = W^T (f_u - M_u (W q' +
+    w0)')`` with ``(M_u, f_u)`` Kane's equations in ``u`` with every speed
+    independent. The System's state is ``(q, q')`` (use :func:`kane_velocities`
+    for initial speeds). Its velocity constraints (``u_dependent`` with
+    ``velocity_constraints``) and the constraints passed here, in the speeds
+    ``u`` (e.g. from ``ang_vel_in``) or in ``q'``, become nonholonomic
+    constraints, its configuration constraints holonomic ones; auxiliary speeds
+    are set to zero; specified inputs (dynamicsymbols other than ``q``, ``u``)
+    are refused.
+
+    Where ``W`` is singular, ``q'`` does not follow from the speeds: the chart of
+    the coordinates is singular (Euler angles at gimbal lock; sympy's rolling
+    disc lying flat, lean ``q2 = +-pi/2``, where yaw and spin turn about the
+    same axis). ``M`` is singular there, the yaw and spin rates grow like
+    ``1/cos q2`` as the disc approaches it (the integrator's steps shrink) and
+    the step at it is not determined; :func:`kane_velocities` raises a ``ModelError`` there. Use
+    coordinates that stay regular along the motion, or stop the run before it.
 
     Parameters
     ----------
     method : LagrangesMethod or KanesMethod
-        With its equations formed (``form_lagranges_equations()`` is called if
-        needed; ``kanes_equations(...)`` must have been called).
+        A ``LagrangesMethod`` with its equations formed
+        (``form_lagranges_equations()`` is called if needed); a ``KanesMethod``
+        with its bodies and loads (given to it, or through
+        ``kanes_equations(bodies, loads)``).
     params : dict, optional
         ``{Symbol or name: value}``.
     holonomic, nonholonomic, acceleration : expressions, optional
-        Further constraints in the method's dynamicsymbols.
+        Further constraints in the method's dynamicsymbols: ``q``, ``q'``, and
+        for a ``KanesMethod`` also its speeds ``u`` (and ``u'`` in
+        ``acceleration``).
     coordinates, name, modules
         As in :func:`from_lagrangian`.
     model : bool, default False
@@ -1337,18 +1370,28 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
 #
 #     K_u u + K_q q' + f_k = 0   ->   u = W(q, t) q' + w0(q, t),
 #
-# so the kinetic energy of the bodies, the generalized forces of the loads
-# (Q_i = sum F . dv/dq'_i, the partial velocities with respect to q') and the
-# velocity constraints are written in q, q' and t, and the model is derived as any
-# Lagrangian model (M = W^T M_u W with M_u Kane's mass matrix in u, and the
-# Christoffel terms of T). Why this and not an integration in the speeds (as
-# gaussopt.quasi.QuasiVelocities does): the result is an ordinary System in q with
-# v = q', so every solver, the projection, the rank monitor, events and the compiled
-# path apply unchanged; the reduced (Maggi/Kane) form of a constrained KanesMethod
-# (its mass_matrix with u_dependent) eliminates the constraint forces, which
-# gaussopt's step needs as A^T lam, and sympy's solution of the kinematic equations
-# for q' (kindiffdict) leaves removable singularities (1/sin(q3) in sympy's rolling
-# disc, 0/0 at q3 = 0) that the equations in u would inherit.
+# and Kane's equations are formed with the coordinate derivatives as the speeds: with
+# the velocities v, angular velocities w and accelerations of the bodies written in
+# q, q', q'' and t, and the partial velocities V_i = dv/dq'_i, W_i = dw/dq'_i,
+#
+#     M_ij = sum m V_i . V_j + W_i . I . W_j,
+#     F_i  = sum (loads) . (V_i, W_i) - (m a + I . alpha + w x I . w)|_{q''=0} . (V_i, W_i),
+#
+# i.e. M = W^T M_u W and F = W^T (f_u - M_u (W' q' + w0')) with (M_u, f_u) Kane's
+# unconstrained equations in u. Kane's, not Lagrange's equations of the kinetic
+# energy: Kane models set velocities that are not time derivatives of positions
+# (sympy's rolling disc sets its centre's velocity to w x r, true only while it
+# rolls), for which Lagrange's equations of T are wrong (they give the dynamics with
+# the constraints substituted into T) while Gibbs-Appell/Kane's, which use a = dv/dt,
+# are right on the constrained motion.
+# Why this and not an integration in the speeds (as gaussopt.quasi.QuasiVelocities
+# does): the result is an ordinary System in q with v = q', so every solver, the
+# projection, the rank monitor, events and the compiled path apply unchanged. The
+# reduced form of a constrained KanesMethod (its mass_matrix with u_dependent)
+# eliminates the constraint forces, which gaussopt's step needs as A^T lam; and
+# sympy's solution of the kinematic equations for q' (kindiffdict) leaves removable
+# singularities (1/sin(q3) in sympy's rolling disc, 0/0 at q3 = 0) that its
+# equations in u inherit, where W comes from the equations as written.
 
 _TIDY_MAX_OPS = 400  # trigsimp's cost grows fast with the size; larger coefficients stay as they are
 
@@ -1459,7 +1502,8 @@ def _kane_kinematics(method: Any) -> _KaneKinematics:
     uq = W * sp.Matrix(qd) + w0
     sub = dict(zip(u, uq))
     sub.update({ui.diff(t): e.diff(t) for ui, e in zip(u, uq)})
-    sub.update(dict.fromkeys(list(getattr(method, "_uaux", [])), 0))
+    aux = list(getattr(method, "_uaux", []))
+    sub.update(dict.fromkeys(aux + [x.diff(t) for x in aux], 0))
     cons = [_tidy_linear(sp.expand((Ku[i, :] * uq + Kq[i, :] * sp.Matrix(qd))[0] + fk[i]), qd)
             for i in others]
     return _KaneKinematics(q, qd, u, W, w0, sub, cons)
@@ -1494,9 +1538,37 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
         raise ModelError("`method` has no bodies: pass bodies= (and forcelist=) to the "
                          "KanesMethod, or call method.kanes_equations(bodies, loads) first.")
     sub, qd, n = kin.sub, kin.qd, len(kin.q)
+    no_qdd = {x.diff(me.dynamicsymbols._t, 2): 0 for x in kin.q}
+    M, F = sp.zeros(n, n), sp.zeros(n, 1)
     try:
-        T = sum((me.msubs(b.kinetic_energy(N), sub) for b in bodies), sp.Integer(0))
-        Q = [sp.Integer(0)] * n
+        for k, body in enumerate(bodies):
+            # velocities and accelerations as sympy's KanesMethod forms them (with the
+            # accelerations a user may have set), written in q, q', q''
+            if isinstance(body, me.RigidBody):
+                vs = [body.masscenter.vel(N), body.frame.ang_vel_in(N)]
+                acc = body.masscenter.acc(N)
+                I = body.central_inertia
+                w = me.msubs(vs[1], sub)
+                torque = me.msubs(I.dt(body.frame).dot(w) + I.dot(body.frame.ang_acc_in(N)),
+                                  sub) + w.cross(I.dot(w))
+            elif isinstance(body, me.Particle):
+                vs, acc, I, torque = [body.point.vel(N)], body.point.acc(N), None, None
+            else:
+                raise ModelError(f"`method`: body {k} is a {type(body).__name__}; expected a "
+                                 "RigidBody or a Particle.")
+            vs = [me.msubs(v, sub) for v in vs]
+            force = me.msubs(body.mass.diff(me.dynamicsymbols._t) * vs[0] + body.mass * acc, sub)
+            parts = me.partial_velocity(vs, qd, N)  # dv/dq'_i, dw/dq'_i
+            Vp = parts[0]
+            Ip = [I.dot(x) for x in parts[1]] if I is not None else None
+            for i in range(n):
+                for j in range(i, n):
+                    M[i, j] += body.mass * Vp[i].dot(Vp[j])
+                    if Ip is not None:
+                        M[i, j] += Ip[i].dot(parts[1][j])
+                F[i] -= me.msubs(force.dot(Vp[i]), no_qdd)
+                if Ip is not None:
+                    F[i] -= me.msubs(torque.dot(parts[1][i]), no_qdd)
         for k, load in enumerate(method.loads or ()):
             where, vec = load[0], load[1]
             if isinstance(where, me.Point):
@@ -1508,13 +1580,16 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
                                  "or a ReferenceFrame (torque).")
             vel, vec = me.msubs(vel, sub), me.msubs(vec, sub)
             for i, part in enumerate(me.partial_velocity([vel], qd, N)[0]):
-                Q[i] += part.dot(vec)
+                F[i] += part.dot(vec)
     except ValueError as exc:  # sympy: a velocity it cannot find
         if isinstance(exc, ModelError):
             raise
         raise ModelError(f"`method`: sympy cannot form the bodies' velocities: {exc}") from exc
+    for i in range(n):
+        for j in range(i):
+            M[i, j] = M[j, i]
     known = kin.q
-    bad = _unknown_functions(T, known) + _unknown_functions(sp.Matrix(Q), known)
+    bad = _unknown_functions(M, known) + _unknown_functions(F, known)
     if bad:
         raise ModelError(
             f"`method`: the bodies or loads depend on {sorted(set(bad))}, which are neither "
@@ -1534,21 +1609,12 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
                     "of the KanesMethod.")
             out.append(e)
         cons[label] = out
-    # T = 1/2 q'^T M q' + b.q' + T0 with M, b, T0 reduced to sums of sines and cosines
-    # (a single TR8 pass leaves cos(2 q3)**2 / 2 - cos(4 q3) / 4 in the rolling disc's M,
-    # whose Christoffel terms would then be nonzero terms that cancel only numerically)
-    zero = dict.fromkeys(qd, 0)
-    H = sp.hessian(T, qd).applyfunc(_trig_fixpoint)
-    b = [_trig_fixpoint(T.diff(x).xreplace(zero)) for x in qd]
-    qdm = sp.Matrix(qd)
-    T = (qdm.T * H * qdm)[0, 0] / 2 + sum(bi * x for bi, x in zip(b, qd)) \
-        + _trig_fixpoint(T.xreplace(zero))
-    Q = [_trig_fixpoint(e) for e in Q]
+    # products and powers of sines and cosines as sums: terms that cancel do cancel
+    # (sin(q3)**2 + cos(q3)**2 in the rolling disc's M and gravity force)
+    M = M.applyfunc(_trig_fixpoint)
+    F = F.applyfunc(_trig_fixpoint)
     hol = list(getattr(method, "_f_h", sp.Matrix()))
     nh = _kane_velocity_constraints(method, kin)
-    lagrangian = SymbolicModel(kin.q, T, 0, forces=Q, modules=modules).derive()
-    M = lagrangian.to_user(lagrangian.expressions["M"])
-    F = lagrangian.to_user(lagrangian.expressions["F"])
     return SymbolicModel.from_equations(
         kin.q, M, F, hol + cons["holonomic"], nh + cons["nonholonomic"], cons["acceleration"],
         coordinates=coordinates, name=name, modules=modules)
