@@ -98,6 +98,7 @@ from typing import Sequence
 import numpy as np
 
 import gaussopt as go
+from gaussopt.system import rebuildable
 from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 
@@ -122,6 +123,7 @@ def _speed_row(n: int) -> go.AccelerationConstraint:
     return go.AccelerationConstraint(A, lambda t, q, v: np.zeros(1), name="constant_speed")
 
 
+@rebuildable        # its System pickles as this call
 def system(m: float = 1.0, g: float = G, form: str = "gauss", lam_dot0: float = 0.0
            ) -> go.System:
     """Particle with the constant-speed constraint ``v . a = 0`` under one of ``FORMS``.

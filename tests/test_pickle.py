@@ -212,3 +212,13 @@ def test_round_trip_in_another_process():
                 (go.solve_step(system, 0.0, q, v, solver=s) for s in EXACT)]
         for (a1, l1), (a2, l2) in zip(here, theirs):
             assert np.array_equal(a1, a2) and np.array_equal(l1, l2), system.name
+
+
+@pytest.mark.parametrize("form", ["new", "vakonomic"])
+def test_second_order_particle_forms_round_trip(form):
+    from problems import second_order_particle as sop
+
+    pb = sop.build(form=form, m=2.0)
+    s2 = pickle.loads(pickle.dumps(pb.system))
+    assert s2.coordinates == pb.system.coordinates
+    _assert_same_steps(pb.system, s2, pb.q0, pb.v0)
