@@ -339,7 +339,8 @@ class StepSolver:
                 return None
         handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work = ctx
         if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
-                and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)):
+                and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)
+                and q.flags.c_contiguous and v.flags.c_contiguous):
             q = np.ascontiguousarray(q, dtype=float)
             v = np.ascontiguousarray(v, dtype=float)
             if q.shape != (n,) or v.shape != (n,):
