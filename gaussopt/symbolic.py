@@ -1393,7 +1393,8 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
 # singularities (1/sin(q3) in sympy's rolling disc, 0/0 at q3 = 0) that its
 # equations in u inherit, where W comes from the equations as written.
 
-_TIDY_MAX_OPS = 400  # trigsimp's cost grows fast with the size; larger coefficients stay as they are
+# trigsimp's cost grows fast with the size: larger coefficients stay as they are
+_TIDY_MAX_OPS = 400
 
 
 def _tidy(e: Any) -> Any:
