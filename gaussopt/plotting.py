@@ -295,7 +295,7 @@ def _suptitle(fig, problem, trajs: Mapping[str, Trajectory], what: str = "") -> 
     else:
         line2 = ", ".join(trajs) + (f"; {common} unless the legend says otherwise"
                                     if common else "")
-    width = int(13 * fig.get_figwidth())
+    width = int(14 * fig.get_figwidth())
     fig.suptitle("\n".join(textwrap.wrap(head, width) + textwrap.wrap(line2, width)),
                  fontsize="medium")
     return labels
