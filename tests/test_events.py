@@ -1,0 +1,309 @@
+"""Events and dense output of ``simulate`` (solve_ivp's conventions), and the GA's default step.
+
+The Cartesian pendulum of ``problems/pendulum.py`` (m = 2 kg, l = 1.5 m, released at rest
+60 degrees from the vertical) crosses ``x = 0`` at the odd quarter periods, ``T`` known
+exactly from the complete elliptic integral: ``T = 4 sqrt(l/g) K(sin^2(theta0/2))``.
+References: that period, the angle equation ``theta'' = -(g/l) sin theta`` integrated at
+1e-13 (``test_pendulum.angle_reference``), and scipy's own initial-step selection.
+Tolerances come from the run's error control (``test_trajectory.integration_bound``).
+"""
+
+import numpy as np
+import pytest
+from scipy.integrate._ivp.common import select_initial_step
+
+import gaussopt as go
+from problems.pendulum import build
+from test_pendulum import G_, L_, M_, T_EXACT, TH0, angle_reference
+from test_trajectory import EPS, flow_growth, integration_bound
+
+#: speed at the bottom (x = 0), where the x = 0 events are: |x'| = sqrt(2 g l (1 - cos th0))
+SPEED = float(np.sqrt(2 * G_ * L_ * (1 - np.cos(TH0))))
+
+
+@pytest.fixture(scope="module")
+def pb():
+    return build(m=M_, l=L_, g=G_, th0_deg=np.degrees(TH0))
+
+
+def x_zero(t, q, v):
+    return q[0]
+
+
+def event(f, terminal=None, direction=None):
+    """A fresh event function with solve_ivp's attributes."""
+    def g(t, q, v):
+        return f(t, q, v)
+    g.__name__ = f.__name__
+    if terminal is not None:
+        g.terminal = terminal
+    if direction is not None:
+        g.direction = direction
+    return g
+
+
+def reference_xy(t):
+    """(x, y, x', y') of the exact motion (the angle equation at 1e-13), shape (4, N)."""
+    th, om = angle_reference([TH0, 0.0], np.atleast_1d(t))
+    return np.array([L_ * np.sin(th), -L_ * np.cos(th), L_ * om * np.cos(th), L_ * om * np.sin(th)])
+
+
+def rod_bounds(q, v):
+    """Bounds on |q.q - l^2| and |q.v| of projected states: the projection stops at a
+    row-normalized residual 1e-15 (1 + max|q_i|) (Projection().tol), |Phi_q| = 2|q|, and
+    evaluating q.q - l^2 rounds to 3 eps (|q|^2 + l^2), q.v to 2 eps |q||v|."""
+    qn, vn = np.linalg.norm(q, axis=-1), np.linalg.norm(v, axis=-1)
+    pos = 2 * qn * 1e-15 * (1 + np.abs(q).max()) + 3 * EPS * (qn**2 + L_**2)
+    vel = qn * 1e-15 * (1 + np.abs(v).max()) + 2 * EPS * qn * vn
+    return pos, vel
+
+
+# --------------------------------------------------------------------------- events
+def test_x_crossings_give_exact_quarter_periods(pb):
+    tr = go.simulate(pb.system, (0.0, 1.1 * T_EXACT), pb.q0, pb.v0, rtol=1e-12, atol=1e-12,
+                     events=x_zero)
+    assert tr.success and tr.status == 0, tr.message
+    te = tr.t_events[0]
+    assert te.shape == (2,) and tr.q_events[0].shape == (2, 2) and tr.v_events[0].shape == (2, 2)
+    exact = np.array([0.25, 0.75]) * T_EXACT
+    # Error estimate: the zero of x moves by |dx| / |x'|, dx the error of the projected dense
+    # solution there: integration_bound (sum of the accepted steps' local errors, carried by
+    # the exact flow's growth from the angle equation, + one local error of the interpolant;
+    # the projection does not move a point farther from the manifold's exact point), plus
+    # brentq's 4 eps (1 + |t|).
+    bound = integration_bound(tr, flow_growth(angle_reference, [TH0, 0.0], tr.t), dense=True)
+    tol = bound / SPEED + 4 * EPS * (1 + exact)
+    assert np.all(np.abs(te - exact) < tol), (te - exact, tol)
+    # issue 10's acceptance: the quarter periods to 1e-9 at rtol 1e-12 (the a priori bound
+    # above is of that size, ~1e-9, as it adds every step's worst local error)
+    assert np.all(np.abs(te - exact) < 1e-9), te - exact
+    # the event states: on the rod, at x = 0 to |x'| times brentq's bracket (4 eps (1+t))
+    # plus the rounding of the projection (bound of x from rod_bounds: 1e-15 (1 + |q|))
+    q, v = tr.q_events[0], tr.v_events[0]
+    pos, vel = rod_bounds(q, v)
+    assert np.all(np.abs((q * q).sum(1) - L_**2) <= pos)
+    assert np.all(np.abs((q * v).sum(1)) <= vel)
+    assert np.all(np.abs(q[:, 0]) <= SPEED * 8 * EPS * (1 + te) + 1e-15 * (1 + L_))
+    # x' alternates: leftwards at T/4, rightwards at 3T/4, at the speed at the bottom
+    # (energy error of the run ~ its integration bound times |grad E| / (m |v|))
+    assert v[0, 0] < 0 < v[1, 0]
+    assert np.abs(np.abs(v[:, 0]) - SPEED).max() < bound * (1 + G_ / SPEED)
+
+
+def test_direction_and_terminal(pb):
+    t_end = 2.1 * T_EXACT
+    up = event(x_zero, direction=1.0)              # x from negative to positive: 3T/4, 7T/4
+    down = event(x_zero, direction=-1.0)           # 1T/4, 5T/4
+    vx_zero = event(lambda t, q, v: v[0])          # turning points: 0, T/2, T, 3T/2, 2T
+    vx_zero.__name__ = "vx_zero"
+    tr = go.simulate(pb.system, (0.0, t_end), pb.q0, pb.v0, rtol=1e-10, atol=1e-10,
+                     events=[up, down, vx_zero])
+    assert tr.status == 0, tr.message
+    # the same error estimate as above at this tolerance, for x (speed at the bottom)
+    # and for v_x (at the turning points |v_x'| = |a_x| = g sin th0 cos th0)
+    bound = integration_bound(tr, flow_growth(angle_reference, [TH0, 0.0], tr.t), dense=True)
+    tol_x = bound / SPEED + 4 * EPS * (1 + t_end)
+    tol_v = bound / (G_ * np.sin(TH0) * np.cos(TH0)) + 4 * EPS * (1 + t_end)
+    np.testing.assert_allclose(tr.t_events[0], np.array([0.75, 1.75]) * T_EXACT, rtol=0,
+                               atol=tol_x)
+    np.testing.assert_allclose(tr.t_events[1], np.array([0.25, 1.25]) * T_EXACT, rtol=0,
+                               atol=tol_x)
+    # v_x = 0 at the release too: a zero at t0 counts as soon as the function leaves it
+    # (solve_ivp's rule, (g <= 0 <= g_new) or (g >= 0 >= g_new))
+    np.testing.assert_allclose(tr.t_events[2], np.array([0.0, 0.5, 1.0, 1.5, 2.0]) * T_EXACT,
+                               rtol=0, atol=tol_v)
+
+    # terminal: the run ends at 3T/4, successfully, status 1 as solve_ivp; the events
+    # before it are kept, the outputs end at the event with its state
+    stop = event(x_zero, terminal=True, direction=1.0)
+    tr2 = go.simulate(pb.system, (0.0, t_end), pb.q0, pb.v0, rtol=1e-10, atol=1e-10,
+                      events=[stop, vx_zero], dense_output=True)
+    assert tr2.success and tr2.status == 1
+    assert "termination event" in tr2.message and "events[0] (x_zero)" in tr2.message
+    assert tr2.t_events[0] == pytest.approx([0.75 * T_EXACT], abs=tol_x)
+    assert tr2.t_events[1] == pytest.approx([0.0, 0.5 * T_EXACT], abs=tol_v)
+    assert tr2.t[-1] == tr2.t_events[0][0] and np.array_equal(tr2.q[-1], tr2.q_events[0][0])
+    assert np.all(np.diff(tr2.t) > 0) and tr2.sol.t_max == tr2.t[-1]
+    with pytest.raises(go.ModelError, match="within the computed span"):
+        tr2.sol(tr2.t[-1] + 1e-3)
+
+    # terminal = 2: the second zero (either direction) stops it, at 3T/4 too
+    twice = event(x_zero, terminal=2)
+    t_eval = np.linspace(0.0, t_end, 50)
+    tr3 = go.simulate(pb.system, (0.0, t_end), pb.q0, pb.v0, rtol=1e-10, atol=1e-10,
+                      events=twice, t_eval=t_eval)
+    assert tr3.status == 1
+    assert tr3.t_events[0] == pytest.approx(np.array([0.25, 0.75]) * T_EXACT, abs=tol_x)
+    # with t_eval, the requested times up to the event (solve_ivp's rule)
+    np.testing.assert_array_equal(tr3.t, t_eval[t_eval <= tr3.t_events[0][-1]])
+
+
+@pytest.mark.parametrize("method", ["rk4", "Radau"])
+def test_events_on_other_paths(pb, method):
+    # rk4 (fixed step in the engine, cubic Hermite interpolant) and Radau (scipy's steps,
+    # scipy's interpolant): the events are where the run's own solution crosses x = 0
+    # (the state there is on x = 0 and on the rod), near the exact quarter period
+    dt = 4e-3 if method == "rk4" else None
+    tol = 1e-9 if method == "rk4" else 1e-7
+    kw = dict(method=method, dt=dt, rtol=tol, atol=tol)
+    tr = go.simulate(pb.system, (0.0, 0.3 * T_EXACT), pb.q0, pb.v0, events=x_zero,
+                     dense_output=True, **kw)
+    assert tr.status == 0, tr.message
+    te, q, v = tr.t_events[0], tr.q_events[0], tr.v_events[0]
+    assert te.shape == (1,)
+    pos, vel = rod_bounds(q, v)
+    assert np.all(np.abs((q * q).sum(1) - L_**2) <= pos)
+    assert np.all(np.abs((q * v).sum(1)) <= vel)
+    assert np.all(np.abs(q[:, 0]) <= SPEED * 8 * EPS * (1 + te) + 1e-15 * (1 + L_))
+    qs, vs = tr.sol(te)                              # the event state is sol at its time
+    np.testing.assert_array_equal(qs, q)
+    np.testing.assert_array_equal(vs, v)
+    if method == "rk4":
+        # rk4's global error ~ C dt^4: halving dt cuts it 16-fold, so the error of the
+        # dt run is (e(dt) - e(dt/2)) * 16/15 (Richardson); 2x for the estimate. The
+        # Hermite interpolant adds its own h^4/384 max|y''''| (~1e-13 here, inside it).
+        half = go.simulate(pb.system, (0.0, 0.3 * T_EXACT), pb.q0, pb.v0, events=x_zero,
+                           **{**kw, "dt": dt / 2})
+        est = np.abs(te - half.t_events[0]) * 16 / 15
+        exact = np.array([0.25]) * T_EXACT
+        assert np.all(np.abs(te - exact) < 2 * est + 4 * EPS * (1 + exact)), (te - exact, est)
+    else:
+        # Radau's error control keeps each step's local error below ~ the tolerance per
+        # component, as the explicit methods (integration_bound with its step count)
+        bound = integration_bound(tr, flow_growth(angle_reference, [TH0, 0.0], tr.t),
+                                  dense=True)
+        exact = np.array([0.25]) * T_EXACT
+        assert np.all(np.abs(te - exact) < bound / SPEED + 4 * EPS * (1 + exact))
+
+
+# --------------------------------------------------------------------------- dense output
+def test_dense_output_on_manifold_and_exact_at_steps(pb):
+    t_end = 1.3 * T_EXACT
+    tr = go.simulate(pb.system, (0.0, t_end), pb.q0, pb.v0, rtol=1e-11, atol=1e-11,
+                     dense_output=True)
+    assert tr.success and tr.sol is not None and tr.t_events is None
+    # exact at the steps (t_eval=None: the outputs are the steps)
+    q, v = tr.sol(tr.t)
+    np.testing.assert_array_equal(q, tr.q)
+    np.testing.assert_array_equal(v, tr.v)
+    # between the steps (midpoints) against the exact motion: the run's integration
+    # bound (with the interpolant's own local error: dense=True)
+    mid = 0.5 * (tr.t[1:] + tr.t[:-1])
+    q, v = tr.sol(mid)
+    assert q.shape == (mid.size, 2) and v.shape == (mid.size, 2)
+    ref = reference_xy(mid)
+    bound = integration_bound(tr, flow_growth(angle_reference, [TH0, 0.0], mid), dense=True,
+                              ref_tol=1e-13)
+    assert np.abs(q - ref[:2].T).max() < bound
+    assert np.abs(v - ref[2:].T).max() < bound
+    # on the rod to the projection's tolerance, as the run's own states
+    pos, vel = rod_bounds(q, v)
+    assert np.all(np.abs((q * q).sum(1) - L_**2) <= pos)
+    assert np.all(np.abs((q * v).sum(1)) <= vel)
+    # a float gives shape (n,), the same values as in an array
+    qs, vs = tr.sol(float(mid[3]))
+    assert qs.shape == (2,) and vs.shape == (2,)
+    np.testing.assert_array_equal(qs, q[3])
+    # without the projection the interpolant is off the rod by the integration error
+    free = go.simulate(pb.system, (0.0, t_end), pb.q0, pb.v0, rtol=1e-11, atol=1e-11,
+                       stabilization=None, dense_output=True)
+    qf, _ = free.sol(mid)
+    assert np.abs((qf * qf).sum(1) - L_**2).max() > 10 * pos.max()
+    with pytest.raises(go.ModelError, match=r"`t` must lie within the computed span"):
+        tr.sol(-0.1)
+    assert go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0).sol is None
+
+
+def test_save_load_keeps_events(pb, tmp_path):
+    tr = go.simulate(pb.system, (0.0, 0.8 * T_EXACT), pb.q0, pb.v0,
+                     events=[x_zero, event(lambda t, q, v: q[1] + 10.0)], dense_output=True)
+    back = go.load(tr.save(tmp_path / "ev"))
+    assert back.sol is None and back.status == tr.status == 0 and back.success
+    assert len(back.t_events) == 2 and back.t_events[1].shape == (0,)
+    assert back.q_events[1].shape == (0, 2)
+    for a, b in zip(back.t_events + back.q_events + back.v_events,
+                    tr.t_events + tr.q_events + tr.v_events):
+        np.testing.assert_array_equal(a, b)
+    plain = go.load(go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0).save(tmp_path / "p"))
+    assert plain.t_events is None
+
+
+# --------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("events, match", [
+    (42, r"`events` must be a callable f\(t, q, v\) -> float or a sequence of them, found int"),
+    ([], r"`events` must hold at least one callable"),
+    ([x_zero, "q[0]"], r"`events\[1\]` must be a callable f\(t, q, v\) -> float, found str"),
+    (lambda t, q, v: q, r"`events\[0\]` must return a finite float, found array"),
+    (lambda t, q, v: np.nan, r"`events\[0\]` must return a finite float, found nan"),
+    (lambda t, q: q[0], r"`events\[0\]` raised TypeError at the initial state"),
+    (event(x_zero, terminal="yes"), r"`events\[0\].terminal` must be a bool or a positive int, "
+                                    r"found 'yes'"),
+    (event(x_zero, terminal=-2), r"`events\[0\].terminal` must be a bool or a positive int"),
+    (event(x_zero, direction="up"), r"`events\[0\].direction` must be a finite real number"),
+])
+def test_bad_events_are_rejected(pb, events, match):
+    with pytest.raises(go.ModelError, match=match):
+        go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0, events=events)
+
+
+def test_dense_output_must_be_bool(pb):
+    with pytest.raises(go.ModelError, match=r"`dense_output` must be True or False, found 'yes'"):
+        go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0, dense_output="yes")
+
+
+def test_failing_event_keeps_the_events_found(pb):
+    def fragile(t, q, v):
+        if t > 0.4 * T_EXACT:
+            raise RuntimeError("sensor offline")
+        return q[0]
+
+    tr = go.simulate(pb.system, (0.0, T_EXACT), pb.q0, pb.v0, events=[x_zero, fragile])
+    assert not tr.success and tr.status == -1 and isinstance(tr.exception, RuntimeError)
+    assert "events[1] (fragile) raised RuntimeError" in tr.message and "sensor offline" in tr.message
+    # the zero at T/4 was found (by both) before the failure, the run's outputs end there
+    assert tr.t_events[0].size == 1 and tr.t_events[1].size == 1
+    assert tr.t_events[0][0] == pytest.approx(0.25 * T_EXACT, abs=1e-6)
+    assert 0.4 * T_EXACT <= tr.t[-1] < T_EXACT
+
+
+# --------------------------------------------------------------------------- GA default step
+def test_ga_default_step_is_scipys_initial_step(pb):
+    # the issue's call: the GA integrates with rk4 and needs no dt
+    tr = go.simulate(pb.system, (0.0, 0.05), pb.q0, pb.v0, solver="ga")
+    assert tr.success, tr.message
+    assert tr.meta["method"] == "rk4" and "automatic" in tr.meta["dt_source"]
+    h = tr.meta["dt"]
+    # reference: scipy's select_initial_step (order 4, rtol = atol = 1e-9) on the exact
+    # right-hand side of the rod, evaluated (as the engine does at t0) on the projected
+    # state: q radially onto the circle (M = m I), v tangential, a = tangential gravity
+    # minus the centripetal |v|^2/l
+    def rhs(t, y):
+        u = y[:2] / np.linalg.norm(y[:2])
+        vv = y[2:] - (y[2:] @ u) * u
+        F = np.array([0.0, -G_])
+        return np.concatenate([vv, F - (F @ u) * u - (vv @ vv) / L_ * u])
+
+    y0 = np.concatenate([pb.q0, pb.v0])
+    f0 = rhs(0.0, y0)
+    h_ref = select_initial_step(rhs, 0.0, y0, 0.05, np.inf, f0, 1, 4, 1e-9, 1e-9)
+    # Error estimate: h = (0.01 / d2)^(1/5) with d2 = rms((f(y0 + h0 f0) - f0) / scale) / h0,
+    # scale = atol + rtol |y0|. The GA's accelerations err by at most
+    # delta = tol (1 + |a|) (tol = 1e-8, |a| <= g), which moves d2 by up to
+    # rms(2 delta / scale) / h0 over the acceleration rows; h moves by 1/5 of d2's
+    # relative change (2x for the estimate).
+    scale = 1e-9 + 1e-9 * np.abs(y0)
+    d0, d1 = np.sqrt(np.mean((y0 / scale) ** 2)), np.sqrt(np.mean((f0 / scale) ** 2))
+    h0 = 0.01 * d0 / d1
+    d2 = np.sqrt(np.mean(((rhs(0.0, y0 + h0 * f0) - f0) / scale) ** 2)) / h0
+    delta = 1e-8 * (1 + G_)
+    dd2 = np.sqrt(np.sum((2 * delta / scale[2:]) ** 2) / 4) / h0
+    assert abs(h / h_ref - 1) < 2 * (dd2 / d2 / 5 + 1e-12), (h, h_ref)
+    # the motion: the same rk4 run with the closed form, within the GA's acceleration
+    # error integrated over the span (|dv| <= delta t, |dq| <= delta t^2 / 2)
+    cf = go.simulate(pb.system, (0.0, 0.05), pb.q0, pb.v0, method="rk4", dt=h)
+    np.testing.assert_array_equal(tr.t, cf.t)
+    assert np.abs(tr.v - cf.v).max() < 2 * delta * 0.05
+    assert np.abs(tr.q - cf.q).max() < 2 * delta * 0.05**2 / 2 + 4 * EPS * L_
+    # an explicit rk4 still needs its step
+    with pytest.raises(go.ModelError, match=r"`dt` must be a positive step for method='rk4'"):
+        go.simulate(pb.system, (0.0, 0.05), pb.q0, pb.v0, solver="ga", method="rk4")
