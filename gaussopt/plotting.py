@@ -39,7 +39,8 @@ import numpy as np
 from .result import Trajectory
 
 __all__ = ["SOLVER_COLORS", "SOLVER_WIDTHS", "KIND_STYLES", "solver_color", "problem_units",
-           "problem_title", "agreement", "plot_coordinates", "plot_outputs", "plot_output_difference",
+           "problem_title", "agreement", "plot_coordinates", "plot_outputs",
+           "plot_output_difference",
            "plot_residuals", "plot_energy", "plot_multipliers", "draw_frame", "animate",
            "summary_figure", "make_comparison_figures", "comparison_figures"]
 
