@@ -559,6 +559,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """The ``gaussopt`` console script; returns the exit code (0 done, 1 a run that did
     not succeed, 2 a mistake on the command line, told in one line on stderr)."""
     parser = _parser()
+    args = argparse.Namespace(command=None)
     try:
         args = parser.parse_args(argv)
         if args.command is None:
@@ -566,12 +567,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         return args.command_function(args)
     except UsageError as e:
-        prog = e.prog or f"gaussopt {args.command}"
+        prog = e.prog or " ".join(filter(None, ("gaussopt", args.command)))
         tail = "; nothing was computed." if isinstance(e, _OutputPathError) else ""
         print(f"{prog}: error: {_one_line(str(e))}{tail}", file=sys.stderr)
     except ModelError as e:       # the library's word on an argument or the model
-        print(f"gaussopt {args.command}: error: {_one_line(_cli_words(str(e)))}",
-              file=sys.stderr)
+        prog = " ".join(filter(None, ("gaussopt", args.command)))
+        print(f"{prog}: error: {_one_line(_cli_words(str(e)))}", file=sys.stderr)
     return 2
 
 
