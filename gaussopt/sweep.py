@@ -33,6 +33,7 @@ import signal
 import sys
 import time
 import types
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -740,9 +741,10 @@ def _run_dask(tasks: list[_Task], client: Any, finish: Callable) -> None:
     own = isinstance(client, str)
     c = Client(client) if own else client
     futs = {}
+    tag = uuid.uuid4().hex[:12]          # a fresh key per call: the cluster recomputes
     try:
         for t in tasks:
-            futs[c.submit(_run_in_worker, t, pure=False, key=f"gaussopt-sweep-{t.key}-{t.index}")] = t
+            futs[c.submit(_run_in_worker, t, pure=False, key=f"gaussopt-sweep-{t.key}-{tag}")] = t
         for f in as_completed(list(futs)):
             t = futs[f]
             try:

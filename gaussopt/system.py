@@ -399,14 +399,20 @@ def rebuildable(builder: Callable) -> Callable:
 
     Examples
     --------
-    >>> import pickle, numpy as np, gaussopt as go
-    >>> from gaussopt.system import rebuildable
-    >>> @rebuildable
-    ... def spring(k=2.0):
-    ...     return go.System(("x",), mass=[[1.0]], force=lambda t, q, v: -k * q)
-    >>> s = spring(k=3.0)
-    >>> s._recipe[1:]
-    ((), {'k': 3.0})
+    In a module of your own::
+
+        @go.rebuildable
+        def spring(k=2.0):
+            return go.System(("x",), mass=[[1.0]], force=lambda t, q, v: -k * q)
+
+    ``pickle.dumps(spring(k=3.0))`` then stores ``spring`` and ``k=3.0``. The
+    pendulum of ``problems`` is built that way (its constraint is a lambda):
+
+    >>> import pickle, numpy as np
+    >>> from problems import pendulum
+    >>> s = pickle.loads(pickle.dumps(pendulum.build(l=2.0).system))
+    >>> float(s.position_residual(0.0, np.array([2.0, 0.0]))[0])   # l = 2 travelled along
+    0.0
     """
     @functools.wraps(builder)
     def build(*args, **kwargs):
