@@ -844,9 +844,11 @@ def cmd_sweep(args) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out!r}: {str(out)!r} exists and is not a directory")
-    res = sweep(mod, grid or [{}], solver=args.solver or "closed_form", settings=settings,
-                keep=args.keep, out=out, client=args.scheduler, workers=args.workers,
-                progress=True)
+    with warnings.catch_warnings():         # an interruption is told below, in one line
+        warnings.filterwarnings("ignore", "sweep interrupted", UserWarning)
+        res = sweep(mod, grid or [{}], solver=args.solver or "closed_form", settings=settings,
+                    keep=args.keep, out=out, client=args.scheduler, workers=args.workers,
+                    progress=True)
     (out / "table.md").write_text(res.to_markdown() + "\n")
     print(res.to_markdown())
     figs = _figures(res, list(grid), out)
