@@ -81,6 +81,12 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     or :data:`gaussopt.kernel.NONFINITE` for a non-finite ``q``/``v``.
     """
     fns, accel = functions(ctx.addrs)
+    return _solve(fns, accel, ctx, ref, t, q, v, want_lam)
+
+
+@nb.njit(cache=True)
+def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
+    """:func:`solve_at` with the model's functions already resolved."""
     md = ctx.md
     buf = ctx.buf
     w = ctx.w
@@ -162,8 +168,9 @@ def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
     m = ctx.md.dims[E.D_M]
     out = ctx.out
     sc = 2 * n + m + min(m, n)
+    fns, accel = functions(ctx.addrs)
     for i in range(Q.shape[0]):
-        s = solve_at(ctx, ref, T[i], Q[i], V[i], want_lam)
+        s = _solve(fns, accel, ctx, ref, T[i], Q[i], V[i], want_lam)
         if s == 0 and out[sc + S_NULLF] > NULL_FORCE_RTOL:
             s = -1
         status_out[i] = s
