@@ -22,13 +22,13 @@ __all__ = ["compare", "Comparison"]
 DEFAULT_SOLVERS = ("closed_form", "lagrange", "qp", "ga")
 
 
-@dataclass
-class Comparison:
-    """One row per solver (``rows``) plus the trajectories (``trajectories``)."""
+class RowTable:
+    """Rows (dicts) shown as a table: :attr:`columns` (every key of any row, in the order
+    met), :meth:`to_markdown`, :meth:`to_csv`. Floats in Markdown with ``_digits``
+    significant digits."""
 
-    problem: Problem
-    rows: list = field(default_factory=list)
-    trajectories: dict = field(default_factory=dict)
+    rows: list
+    _digits = 3
 
     @property
     def columns(self) -> list[str]:
@@ -43,10 +43,11 @@ class Comparison:
         cols = self.columns
         lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for r in self.rows:
-            lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
+            lines.append("| " + " | ".join(fmt_cell(r.get(c, ""), self._digits) for c in cols) + " |")
         return "\n".join(lines)
 
     def to_csv(self, path) -> Path:
+        """Write the rows as CSV (one column per key of any row)."""
         path = Path(path)
         with path.open("w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=self.columns)
@@ -55,17 +56,27 @@ class Comparison:
                 w.writerow(r)
         return path
 
+
+def fmt_cell(x, digits: int = 3) -> str:
+    """A table cell: floats with ``digits`` significant digits."""
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+@dataclass
+class Comparison(RowTable):
+    """One row per solver (``rows``) plus the trajectories (``trajectories``)."""
+
+    problem: Problem
+    rows: list = field(default_factory=list)
+    trajectories: dict = field(default_factory=dict)
+
     def plot(self, path=None, key: Optional[str] = None):
         """Summary figure: an output vs the reference, its error, residuals, energy."""
         from .plotting import summary_figure
 
         return summary_figure(self.problem, self.trajectories, key=key, path=path)
-
-
-def _fmt(x) -> str:
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return str(x)
 
 
 def summarize(problem: Problem, name: str, tr: Trajectory, wall: float) -> dict:

@@ -20,7 +20,6 @@ The command line ``gaussopt sweep`` is :func:`cmd_sweep`.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import importlib
 import inspect
@@ -41,6 +40,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
+from .compare import RowTable, fmt_cell
 from .exceptions import ModelError
 
 __all__ = ["sweep", "SweepResult", "sweep_arguments", "cmd_sweep"]
@@ -309,7 +309,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 # =========================================================================== result
 @dataclass
-class SweepResult:
+class SweepResult(RowTable):
     """The rows of a sweep, one per finished run, in the order of the runs.
 
     Attributes
@@ -336,35 +336,10 @@ class SweepResult:
     reused: int = 0
     interrupted: bool = False
     _trajectories: list = field(default_factory=list, repr=False)
+    _digits = 6
 
     def __len__(self) -> int:
         return len(self.rows)
-
-    @property
-    def columns(self) -> list[str]:
-        cols: list[str] = []
-        for r in self.rows:
-            for k in r:
-                if k not in cols:
-                    cols.append(k)
-        return cols
-
-    def to_csv(self, path) -> Path:
-        """Write the rows as CSV (one column per key of any row)."""
-        path = Path(path)
-        with path.open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=self.columns)
-            w.writeheader()
-            for r in self.rows:
-                w.writerow(r)
-        return path
-
-    def to_markdown(self) -> str:
-        cols = self.columns
-        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for r in self.rows:
-            lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
-        return "\n".join(lines)
 
     def to_dataframe(self):
         """The rows as a ``pandas.DataFrame`` (pandas is optional)."""
@@ -446,9 +421,7 @@ def _param_columns(rows: Sequence[dict]) -> list[str]:
 
 
 def _fmt(x) -> str:
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return str(x)
+    return fmt_cell(x, 6)
 
 
 # =========================================================================== sweep
