@@ -573,6 +573,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ModelError as e:       # the library's word on an argument or the model
         prog = " ".join(filter(None, ("gaussopt", args.command)))
         print(f"{prog}: error: {_one_line(_cli_words(str(e)))}", file=sys.stderr)
+    except BrokenPipeError:       # the reader went away (`gaussopt show x | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # no second error when Python flushes stdout
+        return 1
     return 2
 
 

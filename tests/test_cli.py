@@ -313,6 +313,17 @@ def test_usage_mistake_from_the_console_script(tmp_path):
     assert "no parameter 'foo'" in out.stderr
 
 
+def test_output_into_a_closed_pipe_is_not_a_traceback(monkeypatch, capsys):
+    # `gaussopt show four_bar | head -1`: the reader has gone when the output is written
+    r, w = os.pipe()
+    os.close(r)
+    with open(w, "w", buffering=1) as pipe:              # line-buffered: the first line fails
+        monkeypatch.setattr(sys, "stdout", pipe)
+        assert main(["show", "four_bar"]) == 1           # quietly, no BrokenPipeError raised
+        monkeypatch.undo()
+    assert capsys.readouterr().err == ""
+
+
 def test_internal_error_keeps_its_traceback(monkeypatch):
     # a bug (not a usage mistake) is not swallowed into a one-line message
     import types
