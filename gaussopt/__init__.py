@@ -24,7 +24,8 @@ from .sweep import SweepResult, sweep
 
 __version__ = "0.1.0"
 
-_LAZY = ("symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody")
+_LAZY = ("symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities",
+         "multibody")
 
 
 def __getattr__(name):
@@ -43,6 +44,6 @@ __all__ = [
     "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
     "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
-    "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "multibody",
+    "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "multibody",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
 ]
