@@ -132,18 +132,7 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
             acc += A[i * n + j] * a[j]
         if abs(acc) > resid:
             resid = abs(acc)
-    nullf = 0.0
-    P = ctx.P
-    if P.shape[0] == n:                          # the force's part in null(M)
-        big = 0.0
-        dn = 0.0
-        for i in range(n):
-            acc = F[i]
-            for j in range(n):
-                acc -= P[i, j] * F[j]
-            dn = max(dn, abs(acc))
-            big = max(big, abs(F[i]))
-        nullf = dn / big if big > 0.0 else 0.0
+    nullf = _null_force(ctx.P, F, n)
     out[sc + S_R] = r
     out[sc + S_K] = k
     out[sc + S_RHO] = rho
@@ -157,24 +146,46 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
     return 0
 
 
+@nb.njit(cache=True)
+def _null_force(P, F, n):
+    """Relative size of the force's part in ``null(M)``, ``|F - P F| / |F|`` (max norms;
+    ``P = M M^+`` of a constant singular mass matrix, else empty: 0)."""
+    if P.shape[0] != n:
+        return 0.0
+    big = 0.0
+    dn = 0.0
+    for i in range(n):
+        acc = F[i]
+        for j in range(n):
+            acc -= P[i, j] * F[j]
+        dn = max(dn, abs(acc))
+        big = max(big, abs(F[i]))
+    return dn / big if big > 0.0 else 0.0
+
+
 @nb.njit(cache=True, nogil=True)
 def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
-    """:func:`solve_at` at every ``(T[i], Q[i], V[i])`` (``Q``, ``V`` of shape (B, n)): accelerations into
-    ``A_out`` (B, n), multipliers into ``L_out`` (B, m) if ``want_lam``, and per row the
-    status into ``status_out``: that of :func:`solve_at`, or -1 when the step is fine but
-    the force has a part in ``null(M)`` (the objective-mismatch check runs in Python).
-    Releases the GIL: threads with contexts of their own run parts of a batch at once."""
-    n = ctx.md.dims[E.D_N]
-    m = ctx.md.dims[E.D_M]
-    out = ctx.out
-    sc = 2 * n + m + min(m, n)
+    """The step of :func:`solve_at` (:func:`gaussopt.engine.evaluate_step`: the same
+    rank decision, solve and verification) at every ``(T[i], Q[i], V[i])`` (``Q``, ``V``
+    validated finite, shape (B, n)), without the diagnostics of a StepResult:
+    accelerations into ``A_out`` (B, n), multipliers into ``L_out`` (B, m) if
+    ``want_lam``, and per row the status into ``status_out``: the step's, or -1 when the
+    step is fine but the force has a part in ``null(M)`` (the objective-mismatch check
+    runs in Python). Releases the GIL: threads with contexts of their own run parts of
+    a batch at once."""
+    md = ctx.md
+    buf = ctx.buf
+    w = ctx.w
+    n = md.dims[E.D_N]
+    m = md.dims[E.D_M]
     fns, accel = functions(ctx.addrs)
     for i in range(Q.shape[0]):
-        s = _solve(fns, accel, ctx, ref, T[i], Q[i], V[i], want_lam)
-        if s == 0 and out[sc + S_NULLF] > NULL_FORCE_RTOL:
+        s = E.evaluate_step(fns, accel, md, buf, ctx.opt, ref, ctx.sref, T[i], Q[i], V[i],
+                            A_out[i], want_lam, w)[0]
+        if s == 0 and _null_force(ctx.P, buf.F, n) > NULL_FORCE_RTOL:
             s = -1
         status_out[i] = s
-        if s == 0:
-            A_out[i, :] = out[:n]
-            if want_lam:
-                L_out[i, :] = out[2 * n:2 * n + m]
+        if s == 0 and want_lam:
+            lam = K._vec(w, K.F_lam, m)
+            for j in range(m):
+                L_out[i, j] = lam[j]
