@@ -403,4 +403,7 @@ def build(**params) -> go.Problem:
         solver_settings={"ga": ga_settings(t_end),
                          "qp": {"t_span": (0.0, min(t_end, 0.5))}},
         outputs=outputs, reference=lambda t: reference(t, "chetaev", **ref_params),
+        # for figures: the row z' - (b/a) sqrt(x'^2 + y'^2) is a velocity [m/s]
+        units={"x": "m", "y": "m", "z": "m", "s": "m/s", "energy": "J", "length": "m",
+               "constraints": ("m/s",)},
         params={**p, "t_end": float(t_end)}, solvers=("closed_form", "lagrange", "qp"))

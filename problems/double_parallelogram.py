@@ -178,6 +178,9 @@ def build(th0: float = np.pi / 3, w0: float = 0.0, m_crank=1.0, m_coupler: float
                   "stabilization": mb.LeastSquaresProjection(),
                   "solver_options": {"rank_tol": 1e-5}},
         outputs=outputs, reference=ref,
+        # for figures: body coordinates in m and rad, revolute joints' rows in m
+        units={**{c: ("rad" if c.endswith(".phi") else "m") for c in mdl.system.coordinates},
+               "th": "rad", "energy": "J", "length": "m", "constraints": ("m",)},
         params={"th0": th0, "w0": w0, "m_crank": np.asarray(m_crank, dtype=float).tolist(),
                 "m_coupler": m_coupler, "l": l, "d": d,
                 "g": g})

@@ -143,6 +143,9 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
         settings={"method": "DOP853", "rtol": 1e-10, "atol": 1e-10,
                   "stabilization": mb.LeastSquaresProjection()},
         outputs=outputs, reference=ref,
+        # for figures: body coordinates in m and rad, revolute joints' rows in m
+        units={**{c: ("rad" if c.endswith(".phi") else "m") for c in mdl.system.coordinates},
+               "B0_x": "m", "B0_y": "m", "energy": "J", "length": "m", "constraints": ("m",)},
         params={"N": N, "m": m, "l": l, "g": g, "u0": u0, "t_end": t_end})
     prob.model = mdl
     return prob

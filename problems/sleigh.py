@@ -337,6 +337,9 @@ def build(formulation: str = "gauss", **params) -> go.Problem:
                          **{f: runner(f) for f in ("quasi", "quasi_auto", "routh_sincos",
                                                    "routh_tan")}},
         outputs=outputs, reference=lambda t: reference(t, **params), params=p, draw=draw,
+        # for figures: the no-slip row -x' sin phi + y' cos phi is a velocity [m/s]
+        units={"x": "m", "y": "m", "phi": "rad", "w1": "m/s", "w2": "rad/s", "slip": "m/s",
+               "energy": "J", "length": "m", "constraints": ("m/s",)},
         solvers=("closed_form", "lagrange", "qp", "ga", "quasi", "quasi_auto", "routh_sincos",
                  "routh_tan"))
 

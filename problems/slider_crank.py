@@ -172,6 +172,10 @@ def build(th0: float = np.pi / 6, w0: float = 0.0, t_end: float = 5.0, **params)
                     "angle and the slider position.",
         settings={"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
                   "stabilization": mb.LeastSquaresProjection()},
+        # for figures: body coordinates in m and rad; pins' rows in m, the prismatic
+        # joint's in m and rad
+        units={**{c: ("rad" if c.endswith(".phi") else "m") for c in mdl.system.coordinates},
+               "th": "rad", "x_slider": "m", "energy": "J", "length": "m", "constraints": ("m", "rad")},
         outputs=outputs, reference=ref, params={"th0": th0, "w0": w0, "t_end": t_end, **p})
     prob.model = mdl
     return prob
