@@ -27,7 +27,7 @@ from .model import functions
 
 __all__ = ["StepContext", "make_context", "solve_at", "layout", "NULL_FORCE_RTOL",
            "S_R", "S_K", "S_RHO", "S_ALLOW", "S_BE", "S_FLAGS", "S_GAUSS", "S_RESID",
-           "S_NULLF", "S_DROPPED", "N_SCALARS", "solve_batch"]
+           "S_NULLF", "S_DROPPED", "N_SCALARS", "solve_batch", "null_force"]
 
 #: relative size of the force's part in ``null(M)`` below which it counts as zero
 #: (the objective-mismatch check of :class:`~gaussopt.solvers.StepSolver`)
@@ -132,7 +132,7 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
             acc += A[i * n + j] * a[j]
         if abs(acc) > resid:
             resid = abs(acc)
-    nullf = _null_force(ctx.P, F, n)
+    nullf = null_force(ctx.P, F, n)
     out[sc + S_R] = r
     out[sc + S_K] = k
     out[sc + S_RHO] = rho
@@ -147,7 +147,7 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
 
 
 @nb.njit(cache=True)
-def _null_force(P, F, n):
+def null_force(P, F, n):
     """Relative size of the force's part in ``null(M)``, ``|F - P F| / |F|`` (max norms;
     ``P = M M^+`` of a constant singular mass matrix, else empty: 0)."""
     if P.shape[0] != n:
@@ -182,7 +182,7 @@ def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
     for i in range(Q.shape[0]):
         s = E.evaluate_step(fns, accel, md, buf, ctx.opt, ref, ctx.sref, T[i], Q[i], V[i],
                             A_out[i], want_lam, w)[0]
-        if s == 0 and _null_force(ctx.P, buf.F, n) > NULL_FORCE_RTOL:
+        if s == 0 and null_force(ctx.P, buf.F, n) > NULL_FORCE_RTOL:
             s = -1
         status_out[i] = s
         if s == 0 and want_lam:

@@ -26,6 +26,7 @@ import numba as nb
 import numpy as np
 
 from .. import kernel as K
+from ..point import NULL_FORCE_RTOL, null_force
 from ..model import functions
 from .clarabel_qp import _scale_kernel
 
@@ -38,11 +39,6 @@ _jit = nb.njit(cache=True, nogil=True)
 #: a case the compiled calls leave to the Python path (which raises the specific error,
 #: takes the robust path, or runs the objective-mismatch check)
 DEFER = 1
-
-#: relative size of the force's part in ``null(M)`` above which the step leaves the
-#: compiled path (the objective-mismatch check of :class:`~gaussopt.solvers.StepSolver`:
-#: the same test as ``StepSolver._objective_force``)
-NULL_FORCE_RTOL = 1e-14
 
 # header of the float buffer: what prepare found, for finish and for Python
 H_WGT, H_ML, H_R, H_K, H_CNORM, H_FLAGS, H_SA, H_S, H_DMIN, H_STATUS = range(10)
@@ -135,17 +131,8 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
         return DEFER, 0
     if not _finite(M, F, A, b, G, h):
         return DEFER, 0
-    if Pn.shape[0] == n:                       # the force's part in null(M)
-        big = 0.0
-        dn = 0.0
-        for i in range(n):
-            acc = F[i]
-            for j in range(n):
-                acc -= Pn[i, j] * F[j]
-            dn = max(dn, abs(acc))
-            big = max(big, abs(F[i]))
-        if big > 0.0 and dn > NULL_FORCE_RTOL * big:
-            return DEFER, 0
+    if null_force(Pn, F, n) > NULL_FORCE_RTOL:     # the force has a part in null(M)
+        return DEFER, 0
     w = K.Work(wf, wi)
     status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, sref[0], opt[O_RANKTOL], w)
     if status != K.OK and p == 0:
