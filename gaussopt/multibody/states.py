@@ -9,6 +9,7 @@ import numpy as np
 
 from ..exceptions import ModelError
 from ..linalg import DEFAULT_RANK_TOL, null_space_split
+from ..step import as_state as _as_state
 
 if TYPE_CHECKING:
     from .model import Model
@@ -17,16 +18,9 @@ __all__ = ["as_state", "assemble", "velocities", "initial_state"]
 
 
 def as_state(n: int, x, label: str) -> np.ndarray:
-    """``x`` as a finite float array of shape (n,), else a ModelError naming ``label``."""
-    try:
-        a = np.asarray(x, dtype=float)
-    except (TypeError, ValueError) as e:
-        raise ModelError(f"`{label}` must be an array of {n} floats, found {x!r}.") from e
-    if a.shape != (n,):
-        raise ModelError(f"`{label}` must have shape ({n},), found {a.shape}.")
-    if not np.all(np.isfinite(a)):
-        raise ModelError(f"`{label}` contains NaN or inf.")
-    return a
+    """``x`` as a finite float array of shape (n,), else a ModelError naming ``label``
+    (:func:`gaussopt.step.as_state`)."""
+    return _as_state(x, n, label)
 
 
 def _prescribed(model: "Model", values: Optional[Mapping[str, float]], label: str):
