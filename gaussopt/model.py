@@ -45,8 +45,8 @@ from numba.extending import intrinsic
 
 from .exceptions import ModelError
 
-__all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "python_functions", "model_functions", "NOOP",
-           "quiet_compile"]
+__all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
+           "model_functions", "NOOP", "quiet_compile"]
 
 #: the one signature of every model function
 SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidptr,
@@ -186,6 +186,41 @@ class ModelFunctions:
     def dims(self) -> np.ndarray:
         return np.array([self.n, self.m, self.mh, self.mv, int(self.has_energy),
                          int(self.constant_mass)], dtype=np.int64)
+
+
+@dataclass
+class SparseModel:
+    """The sparse evaluation of a model, for the O(n) step of :mod:`gaussopt.sparse`.
+
+    Two functions of :data:`SIGNATURE`: ``dyn(t, q, v, p, d, F)`` writes the diagonal
+    ``d`` (n) of a *diagonal* mass matrix and the force ``F`` (n); ``rows(t, q, v, p,
+    data, b)`` writes the values ``data`` (nnz) of the equality rows ``A`` in the fixed
+    CSR pattern ``(indptr, indices)`` (columns ascending within a row) and ``b`` (m).
+    A front end sets it on a system as ``system.sparse`` (a :class:`SparseModel`);
+    :mod:`gaussopt.multibody` does.
+
+    Attributes
+    ----------
+    fns : tuple
+        ``(dyn, rows)``, numba cfuncs.
+    p : ndarray
+        Parameter array passed to both.
+    n, m : int
+    indptr : ndarray of int64, shape (m + 1,)
+    indices : ndarray of int64, shape (nnz,)
+    """
+
+    fns: tuple
+    p: np.ndarray
+    n: int
+    m: int
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def addrs(self) -> np.ndarray:
+        """The addresses of ``fns`` (the objects stay alive with this SparseModel)."""
+        return np.array([address(f) for f in self.fns], dtype=np.int64)
 
 
 def make_buffers(n: int, m: int, mh: int, mv: int) -> dict:

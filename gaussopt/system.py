@@ -122,6 +122,11 @@ class System:
         #: them (:mod:`gaussopt.symbolic`, :mod:`gaussopt.multibody`); the compiled
         #: engine then runs without calling Python
         self.compiled: Optional[Callable] = None
+        #: ``None``, or the model's sparse evaluation (:class:`gaussopt.model.SparseModel`:
+        #: diagonal ``M``, rows in a fixed pattern) set by a front end
+        #: (:mod:`gaussopt.multibody`); large systems then take the O(n) step of
+        #: :mod:`gaussopt.sparse`
+        self.sparse = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
         #: ``None``, or ``(builder, args, kwargs)``: ``builder(*args, **kwargs)`` builds this
@@ -354,6 +359,7 @@ class System:
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_recipe", None)
+        state.setdefault("sparse", None)
         self.__dict__.update(state)
 
     def __repr__(self) -> str:

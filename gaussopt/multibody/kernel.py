@@ -28,6 +28,16 @@ point force (py)  3      ``b, s (2)``: a callable point force (its value given b
 torque (py)       1      ``b``: a callable torque (its value given by the caller)
 ================  =====  ====================================================
 
+The joint Jacobians are written once, by body (:func:`local_rows`: each row's
+three derivatives by the coordinates of each of its two bodies); the dense
+:func:`rows` scatters them into ``A``, and :func:`sparse_rows` gathers them
+into the values of a fixed CSR pattern (:func:`sparse_pattern`: three columns
+per moving body of a row, computed once per model) for the O(n) step of
+:mod:`gaussopt.sparse` (:func:`sparse_model`, with the diagonal of ``M``).
+:func:`phi` (the residual, generic in the dtype for the complex step) is the
+only other place the geometry is written; the tests check one against the
+other.
+
 The kernel functions take ``(p, q, v, ...)`` and write into output arrays.
 What only Python can evaluate -- the angle ``c(t)`` of a :class:`DrivenAngle`
 with callable angle and its derivatives, the values of callable point forces and
@@ -36,8 +46,8 @@ methods; a model with any of them has ``p[H_PYTHON] = 1`` and no compiled
 functions (the engine then calls its Python methods). :func:`phi` is generic in
 the dtype of ``q`` and ``drv`` (``float64`` or ``complex128``): the complex step of
 :class:`~gaussopt.Holonomic` differentiates it. The five ``cfunc`` objects
-(:data:`FUNCTIONS`) are compiled once for all multibody models, since ``p``
-carries the model.
+(:data:`FUNCTIONS`), and the two of :func:`sparse_model`, are compiled once for
+all multibody models, since ``p`` carries the model.
 """
 
 from __future__ import annotations
@@ -45,9 +55,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..model import NOOP, SIGNATURE, ModelFunctions, make_buffers, row_layout
+from ..model import NOOP, SIGNATURE, ModelFunctions, SparseModel, make_buffers, row_layout
 
-__all__ = ["pack", "phi", "rows", "phi_t", "force", "energy", "FUNCTIONS", "compiled_factory"]
+__all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
+           "phi_t", "force", "energy", "FUNCTIONS", "compiled_factory", "sparse_model"]
 
 _jit = nb.njit(cache=True, error_model="numpy")
 
@@ -161,17 +172,20 @@ def phi(p, q, drv, out):
 
 
 @_jit
-def rows(p, q, v, ddrv, A, b, with_gamma):
-    """Exact ``Phi_q`` into ``A`` and (``with_gamma``) ``gamma`` into ``b``, one pass.
+def local_rows(p, q, v, ddrv, L, ij, b, with_gamma):
+    """Exact ``Phi_q`` by body: row ``k`` of ``Phi_q`` is ``L[k, :3]`` in the columns
+    ``(x, y, phi)`` of body ``ij[k, 0]`` plus ``L[k, 3:]`` in those of body ``ij[k, 1]``
+    (the ground is body ``nb``, a column beyond ``n``), and (``with_gamma``) ``gamma``
+    into ``b``. The one implementation of the joint Jacobians: the dense
+    :func:`rows` and the sparse :func:`sparse_rows` scatter ``L``.
 
-    ``A`` has shape (m, n) or, with the ground's columns, (m, n + 3) (the reactions);
-    ``ddrv`` the driven angles' ``c''(t)``; ``v`` is not read without ``with_gamma``.
+    ``L`` (m, 6) float, ``ij`` (m, 2) int64; ``ddrv`` the driven angles' ``c''(t)``;
+    ``v`` is not read without ``with_gamma``.
     """
     qe = _padded(p, q)
     ve = _padded(p, v) if with_gamma else qe
     C = np.cos(qe[2::3])
     S = np.sin(qe[2::3])
-    A[:, :] = 0.0
     if with_gamma:
         b[:] = 0.0
     o = int(p[H_OP])
@@ -182,14 +196,8 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
         rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
         rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
         # [I, perp(R_i s_i) | -I, -perp(R_j s_j)]
-        _put(A, row, 3 * i, 1.0)
-        _put(A, row, 3 * j, -1.0)
-        _put(A, row + 1, 3 * i + 1, 1.0)
-        _put(A, row + 1, 3 * j + 1, -1.0)
-        _put(A, row, 3 * i + 2, -riy)
-        _put(A, row, 3 * j + 2, rjy)
-        _put(A, row + 1, 3 * i + 2, rix)
-        _put(A, row + 1, 3 * j + 2, -rjx)
+        _local(L, ij, row, i, j, 1.0, 0.0, -riy, -1.0, 0.0, rjy)
+        _local(L, ij, row + 1, i, j, 0.0, 1.0, rix, 0.0, -1.0, -rjx)
         if with_gamma:
             wi2, wj2 = ve[3 * i + 2] * ve[3 * i + 2], ve[3 * j + 2] * ve[3 * j + 2]
             b[row] = rix * wi2 - rjx * wj2
@@ -198,8 +206,7 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
     for k in range(int(p[H_KA])):
         r = o + W_A * k
         i, j, row = int(p[r]), int(p[r + 1]), int(p[r + 3])
-        _put(A, row, 3 * i + 2, -1.0)
-        _put(A, row, 3 * j + 2, 1.0)
+        _local(L, ij, row, i, j, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0)
     o = int(p[H_OL])
     for k in range(int(p[H_KL])):
         r = o + W_L * k
@@ -211,12 +218,8 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
         dx = (qe[3 * j] + rjx) - (qe[3 * i] + rix)
         dy = (qe[3 * j + 1] + rjy) - (qe[3 * i + 1] + riy)
         # [-n, cross(n, d) - cross(R_i s_i, n) | n, cross(R_j s_j, n)]
-        _put(A, row, 3 * i, -nx)
-        _put(A, row, 3 * i + 1, -ny)
-        _put(A, row, 3 * i + 2, nx * dy - ny * dx - (rix * ny - riy * nx))
-        _put(A, row, 3 * j, nx)
-        _put(A, row, 3 * j + 1, ny)
-        _put(A, row, 3 * j + 2, rjx * ny - rjy * nx)
+        _local(L, ij, row, i, j, -nx, -ny, nx * dy - ny * dx - (rix * ny - riy * nx),
+               nx, ny, rjx * ny - rjy * nx)
         if with_gamma:
             wi, wj = ve[3 * i + 2], ve[3 * j + 2]
             ddx = ve[3 * j] - wj * rjy - ve[3 * i] + wi * riy          # d' = P_j' - P_i'
@@ -228,6 +231,97 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
         o = int(p[H_OD])
         for k in range(int(p[H_KD])):
             b[int(p[o + k])] = ddrv[k]
+
+
+@_jit
+def _local(L, ij, row, i, j, a0, a1, a2, c0, c1, c2):
+    """Row ``row`` of :func:`local_rows`: ``(a0, a1, a2)`` for body ``i``, ``(c0, c1, c2)`` for ``j``."""
+    ij[row, 0] = i
+    ij[row, 1] = j
+    L[row, 0] = a0
+    L[row, 1] = a1
+    L[row, 2] = a2
+    L[row, 3] = c0
+    L[row, 4] = c1
+    L[row, 5] = c2
+
+
+@_jit
+def rows(p, q, v, ddrv, A, b, with_gamma):
+    """Exact ``Phi_q`` into ``A`` and (``with_gamma``) ``gamma`` into ``b``, one pass
+    (:func:`local_rows` scattered).
+
+    ``A`` has shape (m, n) or, with the ground's columns, (m, n + 3) (the reactions);
+    ``ddrv`` the driven angles' ``c''(t)``; ``v`` is not read without ``with_gamma``.
+    """
+    m = int(p[H_M])
+    L = np.empty((m, 6))
+    ij = np.empty((m, 2), np.int64)
+    local_rows(p, q, v, ddrv, L, ij, b, with_gamma)
+    A[:, :] = 0.0
+    width = A.shape[1]
+    for k in range(m):
+        for s in range(2):
+            c0 = 3 * ij[k, s]
+            if c0 < width:              # the ground's columns only in the padded A
+                for c in range(3):
+                    A[k, c0 + c] += L[k, 3 * s + c]
+
+
+# =========================================================================== sparse rows
+@_jit
+def row_bodies(p):
+    """The bodies ``(i, j)`` of every joint equation, shape (m, 2) (the ground is ``nb``)."""
+    m = int(p[H_M])
+    ij = np.full((m, 2), int(p[H_NB]), np.int64)
+    o = int(p[H_OP])
+    for k in range(int(p[H_KP])):
+        r = o + W_P * k
+        for d in range(2):
+            ij[int(p[r + 6]) + d, 0] = int(p[r])
+            ij[int(p[r + 6]) + d, 1] = int(p[r + 1])
+    for ho, hk, wd, wr in ((H_OA, H_KA, W_A, 3), (H_OL, H_KL, W_L, 8)):
+        o = int(p[ho])
+        for k in range(int(p[hk])):
+            r = o + wd * k
+            ij[int(p[r + wr]), 0] = int(p[r])
+            ij[int(p[r + wr]), 1] = int(p[r + 1])
+    return ij
+
+
+def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed sparsity pattern of ``Phi_q`` as CSR ``(indptr, indices)``: row ``k``
+    holds the three columns of each moving body of its joint, in ascending order (the
+    order :func:`sparse_rows` fills)."""
+    nb_ = int(p[H_NB])
+    ij = row_bodies(p)
+    indptr = [0]
+    indices = []
+    for i, j in ij:
+        for body in sorted(x for x in (int(i), int(j)) if x < nb_):
+            indices += [3 * body, 3 * body + 1, 3 * body + 2]
+        indptr.append(len(indices))
+    return np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int64)
+
+
+@_jit
+def sparse_rows(p, q, v, ddrv, data, b, with_gamma):
+    """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values into ``data``)
+    and (``with_gamma``) ``gamma`` into ``b``: :func:`local_rows` gathered, O(m)."""
+    m = int(p[H_M])
+    nb_ = int(p[H_NB])
+    L = np.empty((m, 6))
+    ij = np.empty((m, 2), np.int64)
+    local_rows(p, q, v, ddrv, L, ij, b, with_gamma)
+    off = 0
+    for k in range(m):
+        i, j = ij[k, 0], ij[k, 1]
+        first = 0 if i < j else 1           # the smaller body index first
+        for s in (first, 1 - first):
+            if ij[k, s] < nb_:
+                for c in range(3):
+                    data[off + c] = L[k, 3 * s + c]
+                off += 3
 
 
 @_jit
@@ -459,6 +553,55 @@ def _energy(t, qp, vp, pp, ep, unused):
 
 #: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every multibody model
 FUNCTIONS = (_dyn, _rows, _pos, _vel, _energy)
+
+
+@_jit
+def _nnz(p):
+    """Entries of the pattern of :func:`sparse_pattern` (three per moving body of a row)."""
+    nb_ = int(p[H_NB])
+    count = 0
+    for ho, hk, wd, per in ((H_OP, H_KP, W_P, 2), (H_OA, H_KA, W_A, 1), (H_OL, H_KL, W_L, 1)):
+        o = int(p[ho])
+        for k in range(int(p[hk])):
+            r = o + wd * k
+            count += per * 3 * ((int(p[r]) < nb_) + (int(p[r + 1]) < nb_))
+    return count
+
+
+@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+def _sparse_dyn(t, qp, vp, pp, dp, Fp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    n = 3 * int(p[H_NB])
+    d = _vec(dp, n)
+    o = int(p[H_OMASS])
+    for k in range(n):
+        d[k] = p[o + k]
+    force(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _vec(Fp, n))
+    return 0
+
+
+@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+def _sparse_rows(t, qp, vp, pp, datap, bp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    n, m = 3 * int(p[H_NB]), int(p[H_M])
+    sparse_rows(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _vec(datap, _nnz(p)),
+                _vec(bp, m), True)
+    return 0
+
+
+def sparse_model(p: np.ndarray) -> SparseModel:
+    """The sparse evaluation of the model packed in ``p`` (:class:`gaussopt.model.SparseModel`:
+    the diagonal of ``M``, ``F``, ``Phi_q`` in its fixed pattern and ``gamma``), for the
+    O(n) step of :mod:`gaussopt.sparse`."""
+    if p[H_PYTHON] != 0.0:
+        raise ValueError("a model with Python callables has no compiled functions.")
+    indptr, indices = sparse_pattern(p)
+    return SparseModel(fns=(_sparse_dyn, _sparse_rows), p=p, n=3 * int(p[H_NB]),
+                       m=int(p[H_M]), indptr=indptr, indices=indices)
 
 
 def compiled_factory(p: np.ndarray, system):

@@ -22,6 +22,7 @@ from numba import config as nb_config
 
 from .. import engine as E
 from .. import kernel as K
+from .. import sparse as SP
 from ..model import model_functions
 from ..point import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS, S_GAUSS, S_K, S_NULLF,
                      S_R, S_RESID, S_RHO, layout, make_context, solve_at, solve_batch)
@@ -69,6 +70,9 @@ class StepSolver:
     ``sigma_min``, ``dropped_rows``), the verification (``backward_error``,
     ``fallback``: the solver's own result failed and the closed form was used)
     and ``inconsistency``/``least_squares`` (see :mod:`gaussopt.linalg`).
+    ``sparse``: the step was answered by the O(n) path of :mod:`gaussopt.sparse`
+    (large multibody models: full rank certified, so ``rank = m``; ``sigma`` then
+    holds only ``sigma_min``, an estimate from above).
     Solvers are safe to call from several threads on one system.
     """
 
@@ -267,6 +271,7 @@ class StepSolver:
             raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
         info = dict(info)
         info.setdefault("solver", self.name)
+        info.setdefault("sparse", False)
         info["rank_tol"] = self.rank_tol
         info["residual"] = float(np.abs(A @ a - b).max(initial=0.0))
         if d is not None:
@@ -306,11 +311,13 @@ class StepSolver:
                 or system.inequalities):
             self._ctx = False
             return None
-        self._ctx = ctx = self._new_context()
+        self._ctx = ctx = self._new_context(sparse=True)
         return ctx
 
-    def _new_context(self):
-        """A compiled step context with buffers and workspace of its own (one per thread)."""
+    def _new_context(self, sparse: bool = False):
+        """A compiled step context with buffers and workspace of its own (one per thread);
+        with ``sparse``, also the O(n) path's context (:mod:`gaussopt.sparse`) if the
+        system qualifies (else None, the last item)."""
         mf = model_functions(self.system)
         n, m = self.system.n, mf.m
         bufs = mf.buffers
@@ -326,7 +333,8 @@ class StepSolver:
             mf.addrs, E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol),
             E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
-        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
+        sp = SP.make_context(self.system) if sparse else None
+        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work, sp and sp[0])
 
     def _solve_compiled(self, t, q, v, full: bool):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
@@ -337,7 +345,7 @@ class StepSolver:
             ctx = self._context()
             if ctx is None:
                 return None
-        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work = ctx
+        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, sparse = ctx
         if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
                 and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)
                 and q.flags.c_contiguous and v.flags.c_contiguous):
@@ -351,7 +359,8 @@ class StepSolver:
         elif ref.shape != (m,):
             return None
         with self._lock:
-            status = solve_at(handle, ref, float(t), q, v, full)
+            status = (solve_at(handle, ref, float(t), q, v, full) if sparse is None
+                      else SP.solve_at(sparse, handle, ref, float(t), q, v, full))
             if status != 0:
                 if status == K.NONFINITE:
                     for x, label in ((q, "q"), (v, "v")):
@@ -371,9 +380,10 @@ class StepSolver:
             return o[sa]
         r = int(r)
         flags = int(flags)
-        sigma = o[ss]
-        info = {"rank": r, "sigma_min": float(sigma[r - 1]) if r else 1.0,
-                "sigma": sigma[:int(k)], "dropped_rows": dropped or [],
+        sigma = o[ss][:int(k)]
+        on_sparse = bool(flags & SP.SPARSE_FLAG)     # rank certified, sigma_min estimated
+        info = {"rank": r, "sigma_min": float(sigma[0] if on_sparse else sigma[r - 1]) if r else 1.0,
+                "sigma": sigma, "dropped_rows": dropped or [], "sparse": on_sparse,
                 "inconsistency": rho, "least_squares": lsq, "backward_error": be,
                 "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
                 "solver": self.name, "rank_tol": self.rank_tol, "residual": resid}

@@ -1,0 +1,503 @@
+"""The O(n) Gauss step of large mechanisms: certified full rank, banded range-space solve.
+
+The dense kernel (:mod:`gaussopt.kernel`) decides the rank of every step by an
+SVD of the normalized rows and forms an ``n x n`` basis: ``O(n^3)``, 50 ms at
+483 coordinates. Most steps of a large mechanism do not need that decision:
+its rows have full rank with a wide margin and its mass matrix is diagonal.
+This module answers those steps in ``O(n)`` (for a fixed bandwidth) and hands
+every other step to the dense kernel, which then decides exactly as before.
+
+**Data** (:class:`gaussopt.model.SparseModel`, e.g. from
+:mod:`gaussopt.multibody`): the diagonal ``d`` of ``M``, ``F``, the rows ``A``
+in a fixed CSR pattern and ``b``. With ``w = trace(M)/n``, ``H = M/w``
+(diagonal, ``h_i = d_i/w``), ``g = F/w``, the normalized rows ``An = A/nu``,
+``bn = b/nu`` (``nu_i`` the row norms, as the dense kernel normalizes them),
+the step is ``H a = g + An^T mu``, ``An a = bn`` (Lagrange's equations;
+``lam_i = w mu_i / nu_i`` are the multipliers of ``A`` with the dense kernel's
+convention ``M a = F + A^T lam``).
+
+**Range-space solve.** Eliminating ``a = H^-1 (g + An^T mu)`` leaves
+``S mu = bn - An H^-1 g`` with ``S = An H^-1 An^T`` (m x m, symmetric).
+Its pattern (rows sharing a coordinate) is fixed: a reverse Cuthill--McKee
+order of the rows, computed once (:func:`make_structure`), makes ``S`` a band
+of half-bandwidth ``kb`` (12 for the N-four-bar at every N), which is formed
+from precomputed index pairs in ``O(nnz)`` and factored by a band Cholesky in
+``O(m kb^2)`` (:mod:`gaussopt.banded`).
+
+**Certification** (the guarantee: the fast path answers only where the dense
+kernel would have found full row rank and a determinate motion, with a margin
+``MARGIN = 1e3``; otherwise it refuses and the dense kernel decides):
+
+* ``M`` diagonal with ``h_i >= MARGIN rank_tol`` (so the reduced Hessian
+  ``N^T H N``, eigenvalues ``>= min h_i``, is positive definite far above the
+  dense kernel's pivot threshold ``rank_tol^2``), ``0 < m <= n``;
+* no row near vanishing: ``nu_i > MARGIN rank_tol ref_i`` (the dense kernel
+  drops rows with ``nu_i <= rank_tol ref_i``, :func:`gaussopt.kernel.reduce_rows`);
+* ``sigma_min(An) >= T = MARGIN max(rank_tol, FOLD_TOL sig_ref)`` (the dense
+  kernel drops directions with ``s_k <= max(rank_tol, FOLD_TOL sig_ref)``). Since
+  ``y^T S y = |H^-1/2 An^T y|^2 <= |An^T y|^2 / min h``,
+  ``sigma_min(An)^2 >= min h * lambda_min(S)``; so it suffices that
+  ``lambda_min(S) >= tau = T^2 / min h``. This is *proved*, not estimated: the
+  band Cholesky of ``S - (tau + delta) I`` must run to completion, ``delta``
+  the bound of the rounding errors of forming and factoring ``S``
+  (:func:`gaussopt.banded.error_bound`; Rump's test of positive definiteness).
+  The perturbation of ``An`` by the rounding of the normalization (a few ulps
+  per entry) is covered by the margin.
+
+**Solve and verification.** The shifted factor is the preconditioner of an
+iterative refinement of ``S mu = bn - An H^-1 g``: each step recomputes
+``a = H^-1 (g + An^T mu)`` and the residual ``bn - An a`` exactly as the
+verification does, and contracts the error by ``tau / (lambda_min(S) - tau)``
+(``< 1e-4`` at regular states). The result is then verified as the dense
+kernel verifies its own (module docstring of :mod:`gaussopt.kernel`, item 3):
+the backward errors of feasibility ``|An a - bn| / (|a| + |bn|)`` (``s_1 >= 1``
+replaced by its lower bound 1: stricter than the dense test) and of
+stationarity ``|M a - F - A^T lam| / (|M|_F |a| + |F|)`` (which bounds the
+dense kernel's ``|N^T (M a - F)|``) must not exceed
+:func:`gaussopt.kernel.direct_tolerance`. A result that fails is never
+returned: the step goes to the dense kernel.
+
+**Diagnostics.** The rank is ``m``; there is no inconsistency (full row
+rank). ``sigma_min`` is an *estimate* (:func:`sigma_estimate`, only for a full
+result, not on the hot path): ``|An^T y|`` for the ``y`` of three steps of
+inverse iteration on ``An An^T`` (one more band Cholesky). It is never below
+the true ``sigma_min(An)``, its error shrinks like ``(s_m / s_{m-1})^6``; the
+certified lower bound is ``T``. No
+other singular value is computed.
+
+:func:`sparse_step` is the linear algebra with a status code (0 = answered),
+on data already evaluated into the workspace, for a compiled caller (the
+engine); :func:`solve_at` evaluates the model and runs the step, and on any
+refusal runs the dense :func:`gaussopt.point.solve_at` in the same compiled
+call. :func:`make_context` builds what it needs once per step solver; the
+step solvers use it for systems with a :class:`~gaussopt.model.SparseModel`
+and at least :data:`MIN_N` coordinates.
+
+References
+----------
+J. Demmel, "On floating point errors in Cholesky", LAPACK Working Note 14 (1989).
+S. M. Rump, "Verification of positive definiteness", BIT 46 (2006) 433-452.
+E. Cuthill, J. McKee, "Reducing the bandwidth of sparse symmetric matrices",
+Proc. 24th ACM National Conference (1969) 157-172.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Optional
+
+import numba as nb
+import numpy as np
+from numba.core import types
+from numba.experimental import structref
+
+from . import banded
+from . import engine as E
+from . import kernel as K
+from . import point as P
+from .model import SparseModel, _function_at
+
+__all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "SparseContext",
+           "make_context", "solve_at", "step_at", "sigma_estimate", "MIN_N", "MARGIN", "SPARSE_FLAG", "STATUS"]
+
+_EPS = float(np.finfo(float).eps)
+
+#: margin of every certification test over the dense kernel's thresholds
+MARGIN = 1e3
+#: the step solvers take this path from this many coordinates on. It is faster than the
+#: dense kernel at every size measured (the N-four-bar from 9 coordinates on, where both
+#: take microseconds); below about 30 coordinates the dense step costs well under a
+#: millisecond and reports every singular value, so small models keep it
+MIN_N = 30
+#: bit of the step's ``flags`` (:data:`gaussopt.point.S_FLAGS`): answered by this path
+SPARSE_FLAG = 4
+#: most refinement steps before the path gives up (the dense kernel takes the step)
+MAX_REFINE = 8
+#: inverse-iteration steps of the ``sigma_min`` estimate
+SIGMA_ITERS = 3
+
+# status codes of sparse_step (0: answered; anything else: the dense kernel decides)
+OK = 0
+UNVERIFIED = K.UNVERIFIED
+REFUSED_SHAPE = 20
+REFUSED_DATA = 21
+REFUSED_MASS = 22
+REFUSED_VANISHED = 23
+REFUSED_UNCERTIFIED = 24
+MODEL_FAILED = 25
+STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows or more rows than coordinates",
+          REFUSED_DATA: "non-finite data", REFUSED_MASS: "mass not positive definite with margin",
+          REFUSED_VANISHED: "a row (nearly) vanished",
+          REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed"}
+
+_jit = nb.njit(cache=True, nogil=True)
+
+#: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb)``; the CSR
+#: pattern ``indptr``, ``indices`` and each entry's row ``rowof``; ``pos`` the band
+#: position of every row (the reverse Cuthill--McKee order); the index pairs forming
+#: ``S``: entries ``pe1``, ``pe2`` of one column ``pcol``, added at ``pslot`` of the
+#: flattened band.
+Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos", "pe1", "pe2",
+                                     "pcol", "pslot"])
+#: The per-step arrays (:func:`make_work`): the model's outputs ``d`` (diagonal of M),
+#: ``F``, ``data`` (A in the pattern), ``b``; then scratch, results ``a`` (n) and ``lam``
+#: (m), and ``Sb``/``Lb`` (m, kb + 1) the band of ``S`` and of its shifted factor.
+SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "bn", "Sb", "Lb",
+                                       "a", "t", "mu", "r", "y", "lam"])
+
+
+def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> Structure:
+    """The fixed structure of a sparse model (module docstring): the row order that
+    makes ``S = An H^-1 An^T`` a narrow band, its bandwidth, the index pairs that form it."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(indices, dtype=np.int64)
+    nnz = int(indptr[-1])
+    if indptr.shape != (m + 1,) or indices.shape != (nnz,) or (nnz and (
+            indices.min() < 0 or indices.max() >= n)):
+        raise ValueError(f"a CSR pattern of shape ({m}, {n}) must have indptr of shape ({m + 1},) "
+                         f"and {nnz} column indices in [0, {n}).")
+    rowof = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
+    B = csr_matrix((np.ones(nnz), indices, indptr), shape=(m, n))
+    G = (B @ B.T).tocsr()
+    perm = reverse_cuthill_mckee(G, symmetric_mode=True) if m else np.zeros(0, np.int64)
+    pos = np.empty(m, dtype=np.int64)
+    pos[perm] = np.arange(m)
+    Gc = G.tocoo()
+    kb = banded.bandwidth(pos[Gc.row], pos[Gc.col])
+    # pairs of entries sharing a column, each (i, j) of the lower band once
+    order = np.argsort(indices, kind="stable")
+    colptr = np.concatenate([[0], np.cumsum(np.bincount(indices, minlength=n))])
+    pe1, pe2, pcol = [], [], []
+    for c in range(n):
+        ents = order[colptr[c]:colptr[c + 1]]
+        for e1 in ents:
+            for e2 in ents:
+                if pos[rowof[e2]] <= pos[rowof[e1]] and (e1 == e2 or rowof[e1] != rowof[e2]):
+                    pe1.append(e1)
+                    pe2.append(e2)
+                    pcol.append(c)
+    pe1 = np.array(pe1, dtype=np.int64)
+    pe2 = np.array(pe2, dtype=np.int64)
+    pi, pj = pos[rowof[pe1]], pos[rowof[pe2]]
+    pslot = pi * (kb + 1) + (pi - pj)
+    return Structure(np.array([n, m, nnz, kb], dtype=np.int64), indptr, indices, rowof, pos,
+                     pe1, pe2, np.array(pcol, dtype=np.int64), pslot.astype(np.int64))
+
+
+def make_work(st: Structure) -> SparseWork:
+    """The per-step arrays of :func:`sparse_step` for the structure ``st``."""
+    n, m, nnz, kb = (int(x) for x in st.dims)
+    z = np.zeros
+    return SparseWork(z(n), z(n), z(nnz), z(m), z(n), z(n), z(m), z(nnz), z(m), z((m, kb + 1)),
+                      z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m))
+
+
+@_jit
+def _norm2(x):
+    return K._norm2(x)
+
+
+@_jit
+def _at_mu(st, w, n, m):
+    """``a = H^-1 (g + An^T mu)`` into ``w.a`` (``w.t = An^T mu``)."""
+    t = w.t
+    for c in range(n):
+        t[c] = 0.0
+    for i in range(m):
+        mi = w.mu[i]
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            t[st.indices[k]] += w.dn[k] * mi
+    for c in range(n):
+        w.a[c] = (w.g[c] + t[c]) / w.h[c]
+
+
+@_jit
+def _feasibility(st, w, m):
+    """``r = bn - An a`` into ``w.r``; returns ``|r|``."""
+    for i in range(m):
+        acc = w.bn[i]
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            acc -= w.dn[k] * w.a[st.indices[k]]
+        w.r[i] = acc
+    return _norm2(w.r)
+
+
+@_jit
+def _band_solve(st, w, kb, x, m):
+    """``x <- (S - shift I)^-1 x`` through the band order (``w.y`` scratch)."""
+    y = w.y
+    for i in range(m):
+        y[st.pos[i]] = x[i]
+    banded.solve(w.Lb, kb, y)
+    for i in range(m):
+        x[i] = y[st.pos[i]]
+
+
+@_jit
+def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
+    """One certified step on the data in ``w`` (``d``, ``F``, ``data``, ``b``; module
+    docstring).
+
+    Parameters
+    ----------
+    st : Structure
+    w : SparseWork
+    ref : (m,) reference row scales (``<= 0``: none), as for :func:`gaussopt.kernel.gauss_step`
+    sig_ref : reference of the smallest singular value (``<= 0``: none)
+    rank_tol : float
+    want_lam : bool
+        Multipliers into ``w.lam`` (the dense kernel's convention ``M a = F + A^T lam``).
+
+    Returns
+    -------
+    status : int
+        0: answered (``a`` in ``w.a``); otherwise the code of the refusal or of the
+        failed verification (:data:`STATUS`): the dense kernel must take the step.
+    be : float
+        Backward error of ``a`` (the larger of feasibility and stationarity).
+    iters : int
+        Refinement steps taken.
+    """
+    n, m, nnz, kb = st.dims[0], st.dims[1], st.dims[2], st.dims[3]
+    if m == 0 or m > n:
+        return REFUSED_SHAPE, np.inf, 0
+    d, F, data, b = w.d, w.F, w.data, w.b
+    for i in range(n):
+        if not (np.isfinite(d[i]) and np.isfinite(F[i])):
+            return REFUSED_DATA, np.inf, 0
+    for k in range(nnz):
+        if not np.isfinite(data[k]):
+            return REFUSED_DATA, np.inf, 0
+    for i in range(m):
+        if not np.isfinite(b[i]):
+            return REFUSED_DATA, np.inf, 0
+    # mass: diagonal, positive with margin
+    tr = 0.0
+    for i in range(n):
+        tr += d[i]
+    if not tr > 0.0:
+        return REFUSED_MASS, np.inf, 0
+    wgt = tr / n
+    hmin = np.inf
+    for i in range(n):
+        w.h[i] = d[i] / wgt
+        w.g[i] = F[i] / wgt
+        if w.h[i] < hmin:
+            hmin = w.h[i]
+    if not hmin >= MARGIN * rank_tol:
+        return REFUSED_MASS, np.inf, 0
+    # rows: norms, no row near vanishing, normalized
+    for i in range(m):
+        k0, k1 = st.indptr[i], st.indptr[i + 1]
+        nu = _norm2(data[k0:k1])
+        rf = ref[i] if ref[i] > 0.0 else nu
+        if not (nu > 0.0 and nu > MARGIN * rank_tol * rf):
+            return REFUSED_VANISHED, np.inf, 0
+        w.nu[i] = nu
+        inv = 1.0 / nu
+        for k in range(k0, k1):
+            w.dn[k] = data[k] * inv
+        w.bn[i] = b[i] * inv
+    # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
+    Sf = w.Sb.reshape(m * (kb + 1))
+    for k in range(Sf.shape[0]):
+        Sf[k] = 0.0
+    for p in range(st.pe1.shape[0]):
+        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]] / w.h[st.pcol[p]]
+    thr = max(rank_tol, K.FOLD_TOL * sig_ref)
+    T = MARGIN * thr
+    tau = T * T / hmin
+    shift = tau + banded.error_bound(kb, kb + 1, 1.0 / hmin)
+    if banded.cholesky(w.Sb, kb, shift, w.Lb) < 0.0:
+        return REFUSED_UNCERTIFIED, np.inf, 0
+    # refinement of S mu = bn - An H^-1 g, preconditioned by the shifted factor
+    for i in range(m):
+        w.mu[i] = 0.0
+    nbn = _norm2(w.bn)
+    tol = K.direct_tolerance(n, m)
+    be_f = np.inf
+    iters = 0
+    while True:
+        _at_mu(st, w, n, m)
+        prev = be_f
+        den = _norm2(w.a) + nbn
+        rn = _feasibility(st, w, m)
+        be_f = rn / den if den > 0.0 else (0.0 if rn == 0.0 else np.inf)
+        if be_f <= 4.0 * _EPS or iters >= MAX_REFINE or not be_f < 0.5 * prev:
+            break
+        _band_solve(st, w, kb, w.r, m)
+        for i in range(m):
+            w.mu[i] += w.r[i]
+        iters += 1
+    # stationarity: |M a - F - A^T lam| = w |H a - g - An^T mu| (w.t = An^T mu from _at_mu)
+    acc = 0.0
+    scale = 0.0
+    for c in range(n):
+        x = abs(w.h[c] * w.a[c] - w.g[c] - w.t[c])
+        if x > scale:
+            acc = acc * (scale / x) ** 2 + 1.0
+            scale = x
+        elif x > 0.0:
+            acc += (x / scale) ** 2
+    st_res = wgt * scale * math.sqrt(acc)
+    mf = 0.0
+    for c in range(n):
+        mf += d[c] * d[c]
+    den = math.sqrt(mf) * _norm2(w.a) + _norm2(F)
+    be_s = st_res / den if den > 0.0 else (0.0 if st_res == 0.0 else np.inf)
+    be = max(be_f, be_s)
+    if not be <= tol:
+        return UNVERIFIED, be, iters
+    if want_lam:
+        for i in range(m):
+            w.lam[i] = wgt * w.mu[i] / w.nu[i]
+    return OK, be, iters
+
+
+@_jit
+def sigma_estimate(st, w):
+    """Estimate of ``sigma_min(An)`` after a successful :func:`sparse_step` (its ``dn``):
+    ``|An^T y|`` for the unit ``y`` of :data:`SIGMA_ITERS` steps of inverse iteration
+    on ``An An^T`` (band Cholesky in the same order; ``Sb``, ``Lb``, ``r`` and ``t`` are
+    overwritten). Never below the true value; its error shrinks like
+    ``(sigma_1 / sigma_2)^(2 k)`` after ``k`` steps (``sigma_2`` the next singular value).
+    Returns 0 if the factorization fails (it cannot after a certified step)."""
+    n, m, kb = st.dims[0], st.dims[1], st.dims[3]
+    Sf = w.Sb.reshape(m * (kb + 1))
+    for k in range(Sf.shape[0]):
+        Sf[k] = 0.0
+    for p in range(st.pe1.shape[0]):
+        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]]
+    if banded.cholesky(w.Sb, kb, 0.0, w.Lb) < 0.0:
+        return 0.0
+    y = w.r
+    for i in range(m):
+        y[i] = 1.0 + 0.5 * math.sin(1.0 + i)          # a fixed, generic start
+    for _ in range(SIGMA_ITERS):
+        _band_solve(st, w, kb, y, m)
+        s = 1.0 / _norm2(y)
+        for i in range(m):
+            y[i] *= s
+    t = w.t
+    for c in range(n):
+        t[c] = 0.0
+    for i in range(m):
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            t[st.indices[k]] += w.dn[k] * y[i]
+    return _norm2(t)
+
+
+# --------------------------------------------------------------------------- compiled driver
+@structref.register
+class _SparseContextType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class SparseContext(structref.StructRefProxy):
+    """What :func:`solve_at` needs besides the dense :class:`gaussopt.point.StepContext`:
+    the sparse model's function addresses and parameters, the :class:`Structure` and a
+    :class:`SparseWork` (built once, :func:`make_context`)."""
+
+
+structref.define_proxy(SparseContext, _SparseContextType, ["addrs", "p", "pattern", "work"])
+
+
+@nb.njit(cache=True)
+def _make_context(addrs, p, st, w):
+    return SparseContext(addrs, p, st, w)
+
+
+def make_context(system, min_n: int = MIN_N) -> Optional[tuple]:
+    """``(ctx, structure, work)``: the :class:`SparseContext` of ``system`` for
+    :func:`solve_at` and, for Python, its :class:`Structure` and :class:`SparseWork`
+    (the very arrays the context holds). None when the sparse path does not apply: no
+    :class:`~gaussopt.model.SparseModel` (``system.sparse``), fewer than ``min_n``
+    coordinates, or inequality constraints."""
+    sm: Optional[SparseModel] = getattr(system, "sparse", None)
+    if (sm is None or system.n < min_n or system.inequalities
+            or (system.m is not None and sm.m != system.m)):
+        return None
+    st = make_structure(sm.n, sm.m, sm.indptr, sm.indices)
+    w = make_work(st)
+    return _make_context(sm.addrs, sm.p, st, w), st, w
+
+
+@nb.njit(cache=True)
+def _evaluate(sctx, t, q, v):
+    """The sparse model's ``d, F, data, b`` at ``(t, q, v)`` into the workspace; 0 or
+    :data:`MODEL_FAILED`."""
+    dyn = _function_at(sctx.addrs[0])
+    rows = _function_at(sctx.addrs[1])
+    w = sctx.work
+    if dyn(t, q.ctypes, v.ctypes, sctx.p.ctypes, w.d.ctypes, w.F.ctypes) != 0:
+        return MODEL_FAILED
+    if rows(t, q.ctypes, v.ctypes, sctx.p.ctypes, w.data.ctypes, w.b.ctypes) != 0:
+        return MODEL_FAILED
+    return 0
+
+
+@nb.njit(cache=True)
+def step_at(sctx, ref, sig_ref, rank_tol, t, q, v, want_lam):
+    """Evaluate the sparse model at ``(t, q, v)`` and run :func:`sparse_step`; returns its
+    ``(status, be, iters)`` (``a`` in ``sctx.work.a``)."""
+    n = sctx.pattern.dims[0]
+    for i in range(n):
+        if not (np.isfinite(q[i]) and np.isfinite(v[i])):
+            return REFUSED_DATA, np.inf, 0
+    if _evaluate(sctx, t, q, v) != 0:
+        return MODEL_FAILED, np.inf, 0
+    return sparse_step(sctx.pattern, sctx.work, ref, sig_ref, rank_tol, want_lam)
+
+
+@nb.njit(cache=True)
+def solve_at(sctx, ctx, ref, t, q, v, want_lam):
+    """:func:`gaussopt.point.solve_at` through the sparse path when it answers: the same
+    output layout in ``ctx.out`` (rank ``m``; one singular value, the estimate of the
+    smallest (with ``want_lam``, else NaN); no inconsistency; flags with
+    :data:`SPARSE_FLAG`), else the dense step."""
+    status, be, iters = step_at(sctx, ref, ctx.sref[0], ctx.opt.f[E.F_RANKTOL], t, q, v,
+                                      want_lam)
+    if status != OK:
+        return P.solve_at(ctx, ref, t, q, v, want_lam)
+    w = sctx.work
+    st = sctx.pattern
+    n, m = st.dims[0], st.dims[1]
+    out = ctx.out
+    gauss = 0.0
+    for i in range(n):
+        a = w.a[i]
+        out[i] = a
+        f = w.d[i] * a - w.F[i]                    # M a - F
+        out[n + i] = f
+        gauss += a * (0.5 * (f + w.F[i]) - w.F[i])
+    lam0 = 2 * n
+    for i in range(m):
+        out[lam0 + i] = w.lam[i] if want_lam else 0.0
+    s0 = lam0 + m
+    kmax = min(m, n)
+    for i in range(kmax):
+        out[s0 + i] = 0.0
+    out[s0] = sigma_estimate(st, w) if want_lam else np.nan
+    resid = 0.0
+    for i in range(m):                             # max |A a - b| = max nu_i |An a - bn|_i
+        acc = -w.b[i]
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            acc += w.data[k] * w.a[st.indices[k]]
+        resid = max(resid, abs(acc))
+    sc = s0 + kmax
+    out[sc + P.S_R] = m
+    out[sc + P.S_K] = 1
+    out[sc + P.S_RHO] = 0.0
+    out[sc + P.S_ALLOW] = math.sqrt(ctx.opt.f[E.F_RANKTOL])
+    out[sc + P.S_BE] = be
+    out[sc + P.S_FLAGS] = SPARSE_FLAG
+    out[sc + P.S_GAUSS] = gauss
+    out[sc + P.S_RESID] = resid
+    out[sc + P.S_NULLF] = 0.0                     # M positive definite: null(M) = {0}
+    out[sc + P.S_DROPPED] = 0
+    return 0

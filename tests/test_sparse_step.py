@@ -1,0 +1,233 @@
+"""The O(n) step of large multibody models (:mod:`gaussopt.sparse`) against independent
+references: the dense kernel on the same data, the reduced one-coordinate equation of the
+N-four-bar, a complex-step Jacobian of the joint equations; and its refusals (a rank
+drop, redundant rows, a singular mass matrix), after which the dense kernel answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from gaussopt import kernel as K
+from gaussopt import multibody as mb
+from gaussopt import sparse as SP
+from gaussopt.model import quiet_compile
+from problems import n_four_bar
+
+RANK_TOL = 1e-8
+
+
+def _dense(system, t, q, v, sig_ref=0.0):
+    """The dense kernel's step on numpy copies of the model's data (no compiled model
+    call, no routing): ``(status, a, lam, r, s)``."""
+    M, F, A, b = (np.ascontiguousarray(x, dtype=float) for x in system.evaluate(t, q, v))
+    n, m = A.shape[1], A.shape[0]
+    w = K.make_work(n, m)
+    status, a, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
+        M, F, A, b, np.zeros(m), sig_ref, RANK_TOL, K.CLOSED_FORM, True, False, w)
+    return status, a.copy(), K.view(w, "lam", m).copy(), r, K.view(w, "s", k).copy()
+
+
+def _kkt_condition(system, t, q, v):
+    """2-norm condition number of the scaled KKT matrix ``[[M/w, An^T], [An, 0]]``."""
+    M, F, A, b = system.evaluate(t, q, v)
+    An = A / np.linalg.norm(A, axis=1)[:, None]
+    H = M / (np.trace(M) / M.shape[0])
+    m = A.shape[0]
+    Kkt = np.block([[H, An.T], [An, np.zeros((m, m))]])
+    return np.linalg.cond(Kkt)
+
+
+def _near_manifold(pb, rng, N):
+    """A state near the parallelogram branch: random crank angle away from the collinear
+    positions, coordinates perturbed by 1e-3 (off the manifold, as trial stages are), a
+    random velocity (the step is defined for any v)."""
+    th = rng.uniform(0.3, np.pi - 0.3) * rng.choice([-1.0, 1.0])
+    q = n_four_bar.configuration(th, N=N) + 1e-3 * rng.standard_normal(pb.system.n)
+    v = rng.standard_normal(pb.system.n)
+    return q, v
+
+
+@pytest.mark.parametrize("N", [5, 20])
+def test_sparse_equals_dense_at_random_states(N):
+    pb = n_four_bar.build(N=N)
+    system = pb.system
+    rng = np.random.default_rng(8 + N)
+    for _ in range(6):
+        q, v = _near_manifold(pb, rng, N)
+        r = go.solve_step(system, 0.0, q, v)
+        assert r.info["sparse"] and r.info["rank"] == system.m
+        status, a, lam, rank, s = _dense(system, 0.0, q, v)
+        assert status == K.OK and rank == system.m
+        # Both answers are verified to backward error <= tol = direct_tolerance(n, m) in
+        # the scaled KKT system; each is then the exact solution of data perturbed by
+        # tol relative, so its forward error is at most cond(K) * tol relative to the
+        # size of the solution [a; mu] (first order; the factor 4 covers the 2-norm of
+        # the perturbation of K, O(1) entries, and the two errors adding up).
+        tol = K.direct_tolerance(system.n, system.m)
+        bound = 4.0 * _kkt_condition(system, 0.0, q, v) * tol
+        scale_a = np.linalg.norm(a) + np.linalg.norm(r.constraint_force) / np.diag(system.mass(0, q)).min()
+        assert np.linalg.norm(r.a - a) <= bound * scale_a
+        # multipliers: the same convention M a = F + A^T lam; the same bound in the
+        # multipliers' own scale (mu = lam nu / w; rows of norm >= 1 here)
+        scale_l = np.linalg.norm(lam) + np.linalg.norm(a) * np.trace(system.mass(0, q))
+        assert np.linalg.norm(r.multipliers - lam) <= bound * scale_l
+        # the certification never claims more than the dense SVD finds: sigma_min of the
+        # normalized rows above the certified bound MARGIN * rank_tol
+        assert s[-1] >= SP.MARGIN * RANK_TOL
+        # sigma_min is an estimate from above, within sqrt(max h / min h) (module docstring)
+        Md = np.diag(system.mass(0, q))
+        assert s[-1] * (1 - 1e-9) <= r.info["sigma_min"] <= s[-1] * np.sqrt(Md.max() / Md.min())
+
+
+@pytest.mark.parametrize("th", [np.pi / 2, 1.0, -2.2])
+def test_reduced_equation_of_the_parallelogram_branch(th):
+    """th'' of the reduced one-coordinate equation (problems/n_four_bar.py docstring): every
+    crank turns with th'', the couplers translate (phi'' = 0)."""
+    N, m, l, g = 20, 1.3, 0.7, 9.81
+    mdl = n_four_bar.model(N=N, m=m, l=l, g=g)
+    q = n_four_bar.configuration(th, N=N, l=l)
+    v = mdl.velocities(q, {"crank0.phi": 0.8})
+    r = go.solve_step(mdl.system, 0.0, q, v)
+    assert r.info["sparse"]
+    th_dd = -g * l * ((N + 1) / 2 + N) * m * np.cos(th) / (((N + 1) / 3 + N) * m * l * l)
+    cranks = [mdl.index(f"crank{k}.phi") for k in range(N + 1)]
+    couplers = [mdl.index(f"coupler{k}.phi") for k in range(1, N + 1)]
+    # error: cond(K) (~1e3 at N = 20) times the backward error (~1e-15), in the scale
+    # of |a| ~ |th''| l + th'^2 l ~ 10
+    scale = 10.0
+    assert np.max(np.abs(r.a[cranks] - th_dd)) <= 1e-11 * scale
+    assert np.max(np.abs(r.a[couplers])) <= 1e-11 * scale
+
+
+def _without_sparse(builder, *args, **kwargs):
+    system = builder(*args, **kwargs).system
+    system.sparse = None
+    return system
+
+
+def test_collinear_position_falls_back():
+    """At th = 0 the rank drops by N: the certification fails, the dense kernel decides."""
+    N = 10
+    pb = n_four_bar.build(N=N)
+    for th in (0.0, 1e-7, np.pi):
+        q = n_four_bar.configuration(th, N=N)
+        v = pb.model.velocities(n_four_bar.configuration(0.3, N=N), {"crank0.phi": -1.0})
+        sctx, st, w = SP.make_context(pb.system)
+        with quiet_compile():
+            status = SP.step_at(sctx, np.zeros(pb.model.m), 0.0, RANK_TOL, 0.0, q, v, True)[0]
+        assert status == SP.REFUSED_UNCERTIFIED
+        r = go.solve_step(pb.system, 0.0, q, v)
+        assert not r.info["sparse"]
+        ref = go.solve_step(_without_sparse(n_four_bar.build, N=N), 0.0, q, v)
+        np.testing.assert_array_equal(r.a, ref.a)
+        assert r.info["rank"] == ref.info["rank"]
+        if th in (0.0, np.pi):
+            assert r.info["rank"] == pb.model.m - N
+        status, a, lam, rank, s = _dense(pb.system, 0.0, q, v)
+        np.testing.assert_array_equal(r.a, a)
+
+
+def _redundant_model(N):
+    """The N-four-bar with a second coupler between cranks 0 and 1: one redundant row at
+    every parallelogram configuration (Gruebler 0, mobility 1)."""
+    mdl = n_four_bar.model(N=N)
+    extra = mb.Body.uniform_rod("extra", 1.0, 1.0)
+    joints = list(mdl.joints) + [mb.Revolute("crank0", (0.5, 0.0), extra, (-0.5, 0.0)),
+                                 mb.Revolute("crank1", (0.5, 0.0), extra, (0.5, 0.0))]
+    return mb.Model(list(mdl.bodies) + [extra], joints, gravity=(0.0, -9.81))
+
+
+def _massless_couplers(N):
+    """The N-four-bar with couplers of zero inertia: M singular, the motion determinate
+    (each coupler's angle is fixed by its two pins)."""
+    l = 1.0
+    cranks = [mb.Body.uniform_rod(f"crank{k}", 1.0, l) for k in range(N + 1)]
+    couplers = [mb.Body(f"coupler{k}", 1.0, 0.0) for k in range(1, N + 1)]
+    joints = [mb.Revolute(None, (k * l, 0.0), c, (-l / 2, 0.0)) for k, c in enumerate(cranks)]
+    for k, cp in enumerate(couplers, start=1):
+        joints.append(mb.Revolute(cranks[k - 1], (l / 2, 0.0), cp, (-l / 2, 0.0)))
+        joints.append(mb.Revolute(cranks[k], (l / 2, 0.0), cp, (l / 2, 0.0)))
+    return mb.Model(cranks + couplers, joints, gravity=(0.0, -9.81))
+
+
+@pytest.mark.parametrize("build, refusal", [(_redundant_model, SP.REFUSED_UNCERTIFIED),
+                                            (_massless_couplers, SP.REFUSED_MASS)])
+def test_redundant_rows_and_singular_mass_fall_back(build, refusal):
+    N = 10
+    mdl = build(N)
+    system = mdl.system
+    assert system.n >= SP.MIN_N
+    th = 0.9
+    q = mdl.assemble({"crank0.phi": th}, q_guess=_guess(mdl, th, N))
+    v = mdl.velocities(q, {"crank0.phi": 0.5})
+    sctx, st, w = SP.make_context(system)
+    with quiet_compile():
+        status = SP.step_at(sctx, np.zeros(mdl.m), 0.0, RANK_TOL, 0.0, q, v, True)[0]
+    assert status == refusal
+    r = go.solve_step(system, 0.0, q, v)
+    assert not r.info["sparse"]
+    status, a, lam, rank, s = _dense(system, 0.0, q, v)
+    np.testing.assert_array_equal(r.a, a)
+    np.testing.assert_array_equal(r.multipliers, lam)
+    if build is _redundant_model:
+        assert r.info["rank"] == system.m - 1
+
+
+def _guess(mdl, th, N):
+    """The parallelogram configuration at ``th`` (the extra coupler on top of coupler1)."""
+    q = np.zeros(mdl.n)
+    q[:3 * (2 * N + 1)] = n_four_bar.configuration(th, N=N)
+    if mdl.n > 3 * (2 * N + 1):
+        q[3 * (2 * N + 1):] = q[3 * (N + 1):3 * (N + 2)]
+    return q
+
+
+def test_sparse_rows_match_complex_step_jacobian():
+    """The pattern and the values of the sparse rows against a complex-step derivative of
+    the joint equations Phi (an independent implementation of the geometry)."""
+    N = 4
+    mdl = n_four_bar.model(N=N)
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal(mdl.n)
+    v = rng.standard_normal(mdl.n)
+    sm = mdl.system.sparse
+    data = np.empty(sm.indptr[-1])
+    b = np.empty(mdl.m)
+    from gaussopt.multibody import kernel as MK
+
+    MK.sparse_rows(sm.p, q, v, np.zeros(0), data, b, True)
+    A = np.zeros((mdl.m, mdl.n))
+    for i in range(mdl.m):
+        for k in range(sm.indptr[i], sm.indptr[i + 1]):
+            A[i, sm.indices[k]] = data[k]
+    h = 1e-30
+    J = np.column_stack([mdl.phi(0.0, q + 1j * h * e).imag / h for e in np.eye(mdl.n)])
+    # complex step: exact to rounding (no subtractive cancellation)
+    np.testing.assert_allclose(A, J, rtol=0, atol=1e-14)
+    A_dense, b_dense = mdl.rows(0.0, q, v)
+    np.testing.assert_array_equal(A, A_dense)
+    np.testing.assert_array_equal(b, b_dense)
+
+
+def test_running_reference_and_hot_path():
+    """With the references of a run (row scales, sigma_ref) the regular step still takes
+    the sparse path; the hot path (accelerations only) gives the same accelerations."""
+    N = 20
+    pb = n_four_bar.build(N=N)
+    q, v = pb.q0, pb.v0
+    pb.system.check(0.0, q, v)                 # counts the rows: the compiled step applies
+    solver = go.make_solver(pb.system, "closed_form")
+    A, b = pb.system.rows(0.0, q, v)
+    solver.accept(A)
+    assert solver.sigma_ref > 0
+    r = solver.solve(0.0, q, v)
+    assert r.info["sparse"]
+    np.testing.assert_array_equal(solver.acceleration(0.0, q, v), r.a)
+    status, a, lam, rank, s = _dense(pb.system, 0.0, q, v, sig_ref=solver.sigma_ref)
+    assert np.max(np.abs(r.a - a)) <= 1e-12 * (1 + np.max(np.abs(a)))
+    # the closed form and Lagrange's equations share the path (one unique answer)
+    lag = go.solve_step(pb.system, 0.0, q, v, solver="lagrange")
+    assert lag.info["sparse"]
+    np.testing.assert_array_equal(lag.a, go.solve_step(pb.system, 0.0, q, v).a)
