@@ -1,6 +1,7 @@
 """gaussopt against the tools its users would otherwise pick: one table, one run.
 
-Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--large-run] [--repeat N]``
+Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--large-run] [--repeat N]
+[--only large]``
 (the peers are an extra: ``pip install ".[bench]"`` installs Pinocchio and
 MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
 gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
@@ -412,15 +413,18 @@ def main():
     ap.add_argument("--t-end", type=float, default=20.0)
     ap.add_argument("--large-run", action="store_true",
                     help="also the 10 s run of the N = 40 four-bar (dense step: minutes)")
+    ap.add_argument("--only", choices=("large",),
+                    help="only these rows: 'large' the N-four-bar steps against splu")
     args = ap.parse_args()
-    t_full = step_rows(args.repeat)
-    batch_rows(args.repeat, t_full)
-    run_rows(args.repeat, args.t_end)
-    ga_row(args.repeat)
+    if args.only != "large":
+        t_full = step_rows(args.repeat)
+        batch_rows(args.repeat, t_full)
+        run_rows(args.repeat, args.t_end)
+        ga_row(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
     if args.large_run:
         n40_run()
-    if not args.skip_compile:
+    if not args.skip_compile and args.only is None:
         compile_rows()
     table()
 

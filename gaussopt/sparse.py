@@ -99,7 +99,7 @@ from . import point as P
 from .model import SparseModel, _function_at
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "SparseContext",
-           "make_context", "solve_at", "step_at", "sigma_estimate", "MIN_N", "MARGIN", "SPARSE_FLAG", "STATUS"]
+           "make_context", "solve_at", "solve_batch", "step_at", "sigma_estimate", "MIN_N", "MARGIN", "SPARSE_FLAG", "STATUS"]
 
 _EPS = float(np.finfo(float).eps)
 
@@ -501,3 +501,26 @@ def solve_at(sctx, ctx, ref, t, q, v, want_lam):
     out[sc + P.S_NULLF] = 0.0                     # M positive definite: null(M) = {0}
     out[sc + P.S_DROPPED] = 0
     return 0
+
+
+@nb.njit(cache=True, nogil=True)
+def solve_batch(sctx, ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
+    """:func:`gaussopt.point.solve_batch` through the sparse path: every state the sparse
+    step answers is taken from it (so each row is what :func:`solve_at` gives), every
+    other state goes through the dense :func:`gaussopt.point.solve_batch` (its status
+    convention, the null(M) check included). One thread."""
+    w = sctx.work
+    n, m = sctx.pattern.dims[0], sctx.pattern.dims[1]
+    rank_tol = ctx.opt.f[E.F_RANKTOL]
+    for i in range(Q.shape[0]):
+        s = step_at(sctx, ref, ctx.sref[0], rank_tol, T[i], Q[i], V[i], want_lam)[0]
+        if s == OK:
+            for j in range(n):
+                A_out[i, j] = w.a[j]
+            if want_lam:
+                for j in range(m):
+                    L_out[i, j] = w.lam[j]
+            status_out[i] = 0
+        else:
+            P.solve_batch(ctx, ref, T[i:i + 1], Q[i:i + 1], V[i:i + 1], want_lam, A_out[i:i + 1],
+                          L_out[i:i + 1] if want_lam else L_out, status_out[i:i + 1])

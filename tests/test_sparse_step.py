@@ -231,3 +231,19 @@ def test_running_reference_and_hot_path():
     lag = go.solve_step(pb.system, 0.0, q, v, solver="lagrange")
     assert lag.info["sparse"]
     np.testing.assert_array_equal(lag.a, go.solve_step(pb.system, 0.0, q, v).a)
+
+
+def test_batch_rows_are_solve_step_rows():
+    """solve_steps takes the same path per state (sparse where it answers, dense at the
+    collinear position): each row exactly solve_step's, multipliers too."""
+    N = 10
+    pb = n_four_bar.build(N=N)
+    ths = [0.4, 0.0, -1.9]
+    Q = np.array([n_four_bar.configuration(th, N=N) for th in ths])
+    V = np.array([pb.model.velocities(n_four_bar.configuration(0.4, N=N), {"crank0.phi": 1.0})] * 3)
+    acc, lam = go.solve_steps(pb.system, 0.0, Q, V, multipliers=True)
+    for i in range(len(ths)):
+        r = go.solve_step(pb.system, 0.0, Q[i], V[i])
+        assert r.info["sparse"] == (ths[i] != 0.0)
+        np.testing.assert_array_equal(acc[i], r.a)
+        np.testing.assert_array_equal(lam[i], r.multipliers)

@@ -410,7 +410,10 @@ class StepSolver:
                 lam = np.empty((B, m)) if want_lam else np.empty((0, 0))
                 status = np.empty(B, dtype=np.int64)
                 with self._lock:
-                    self._batch(ref, T, Q, V, want_lam, acc, lam, status)
+                    if ctx[8] is not None:      # the sparse path (one thread), dense where it refuses
+                        SP.solve_batch(ctx[8], ctx[0], ref, T, Q, V, want_lam, acc, lam, status)
+                    else:
+                        self._batch(ref, T, Q, V, want_lam, acc, lam, status)
                 todo = np.flatnonzero(status != 0)
         for i in todo:
             try:
