@@ -136,15 +136,16 @@ _jit = nb.njit(cache=True, nogil=True)
 #: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb)``; the CSR
 #: pattern ``indptr``, ``indices`` and each entry's row ``rowof``; ``pos`` the band
 #: position of every row (the reverse Cuthill--McKee order); the index pairs forming
-#: ``S``: entries ``pe1``, ``pe2`` of one column ``pcol``, added at ``pslot`` of the
+#: ``S``: entries ``pe1``, ``pe2`` of one column, added at ``pslot`` of the
 #: flattened band.
 Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos", "pe1", "pe2",
-                                     "pcol", "pslot"])
+                                     "pslot"])
 #: The per-step arrays (:func:`make_work`): the model's outputs ``d`` (diagonal of M),
-#: ``F``, ``data`` (A in the pattern), ``b``; then scratch, results ``a`` (n) and ``lam``
-#: (m), and ``Sb``/``Lb`` (m, kb + 1) the band of ``S`` and of its shifted factor.
-SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "bn", "Sb", "Lb",
-                                       "a", "t", "mu", "r", "y", "lam"])
+#: ``F``, ``data`` (A in the pattern), ``b``; the normalized rows ``dn`` and ``dw = dn / h``
+#: (per entry), other scratch, the results ``a`` (n) and ``lam`` (m), and ``Sb``/``Lb``
+#: (m, kb + 1) the band of ``S`` and of its shifted factor.
+SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "dw", "bn", "Sb",
+                                       "Lb", "a", "t", "mu", "r", "y", "lam"])
 
 
 def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> Structure:
@@ -171,7 +172,7 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> S
     # pairs of entries sharing a column, each (i, j) of the lower band once
     order = np.argsort(indices, kind="stable")
     colptr = np.concatenate([[0], np.cumsum(np.bincount(indices, minlength=n))])
-    pe1, pe2, pcol = [], [], []
+    pe1, pe2 = [], []
     for c in range(n):
         ents = order[colptr[c]:colptr[c + 1]]
         for e1 in ents:
@@ -179,21 +180,20 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> S
                 if pos[rowof[e2]] <= pos[rowof[e1]] and (e1 == e2 or rowof[e1] != rowof[e2]):
                     pe1.append(e1)
                     pe2.append(e2)
-                    pcol.append(c)
     pe1 = np.array(pe1, dtype=np.int64)
     pe2 = np.array(pe2, dtype=np.int64)
     pi, pj = pos[rowof[pe1]], pos[rowof[pe2]]
     pslot = pi * (kb + 1) + (pi - pj)
     return Structure(np.array([n, m, nnz, kb], dtype=np.int64), indptr, indices, rowof, pos,
-                     pe1, pe2, np.array(pcol, dtype=np.int64), pslot.astype(np.int64))
+                     pe1, pe2, pslot.astype(np.int64))
 
 
 def make_work(st: Structure) -> SparseWork:
     """The per-step arrays of :func:`sparse_step` for the structure ``st``."""
     n, m, nnz, kb = (int(x) for x in st.dims)
     z = np.zeros
-    return SparseWork(z(n), z(n), z(nnz), z(m), z(n), z(n), z(m), z(nnz), z(m), z((m, kb + 1)),
-                      z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m))
+    return SparseWork(z(n), z(n), z(nnz), z(m), z(n), z(n), z(m), z(nnz), z(nnz), z(m),
+                      z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m))
 
 
 @_jit
@@ -301,13 +301,14 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
         inv = 1.0 / nu
         for k in range(k0, k1):
             w.dn[k] = data[k] * inv
+            w.dw[k] = w.dn[k] / w.h[st.indices[k]]      # An / h, per entry
         w.bn[i] = b[i] * inv
     # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
     Sf = w.Sb.reshape(m * (kb + 1))
     for k in range(Sf.shape[0]):
         Sf[k] = 0.0
     for p in range(st.pe1.shape[0]):
-        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]] / w.h[st.pcol[p]]
+        Sf[st.pslot[p]] += w.dw[st.pe1[p]] * w.dn[st.pe2[p]]
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
     T = MARGIN * thr
     tau = T * T / hmin
