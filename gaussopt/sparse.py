@@ -133,7 +133,8 @@ STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows o
 
 _jit = nb.njit(cache=True, nogil=True)
 
-#: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb)``; the CSR
+#: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb, maxrow)``
+#: (``maxrow`` the most entries of a row); the CSR
 #: pattern ``indptr``, ``indices`` and each entry's row ``rowof``; ``pos`` the band
 #: position of every row (the reverse Cuthill--McKee order); the index pairs forming
 #: ``S``: entries ``pe1``, ``pe2`` of one column, added at ``pslot`` of the
@@ -184,13 +185,14 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> S
     pe2 = np.array(pe2, dtype=np.int64)
     pi, pj = pos[rowof[pe1]], pos[rowof[pe2]]
     pslot = pi * (kb + 1) + (pi - pj)
-    return Structure(np.array([n, m, nnz, kb], dtype=np.int64), indptr, indices, rowof, pos,
+    maxrow = int(np.diff(indptr).max()) if m else 0
+    return Structure(np.array([n, m, nnz, kb, maxrow], dtype=np.int64), indptr, indices, rowof, pos,
                      pe1, pe2, pslot.astype(np.int64))
 
 
 def make_work(st: Structure) -> SparseWork:
     """The per-step arrays of :func:`sparse_step` for the structure ``st``."""
-    n, m, nnz, kb = (int(x) for x in st.dims)
+    n, m, nnz, kb = (int(x) for x in st.dims[:4])
     z = np.zeros
     return SparseWork(z(n), z(n), z(nnz), z(m), z(n), z(n), z(m), z(nnz), z(nnz), z(m),
                       z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m))
@@ -312,7 +314,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
     T = MARGIN * thr
     tau = T * T / hmin
-    shift = tau + banded.error_bound(kb, kb + 1, 1.0 / hmin)
+    shift = tau + banded.error_bound(kb, st.dims[4], 1.0 / hmin)
     if banded.cholesky(w.Sb, kb, shift, w.Lb) < 0.0:
         return REFUSED_UNCERTIFIED, np.inf, 0
     # refinement of S mu = bn - An H^-1 g, preconditioned by the shifted factor
