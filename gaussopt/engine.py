@@ -439,8 +439,9 @@ State = namedtuple("State", [
     "wk", "wm",                           # kernel workspaces: the step's, the monitor's
 ])
 # float scalars
-S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR = range(10)
-N_SC = 10
+(S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR, S_NEAR_T,
+ S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV) = range(14)
+N_SC = 14
 
 #: the right-hand side is evaluated on the projected state (``Projection(rhs=True)``)
 #: while the last accepted state is near a singular configuration: its rows, scaled by
@@ -526,7 +527,32 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
                 A[i, j] /= r
         U, s, V = K.svd(A, st.wm)
         k = _count(s, opt.f[F_RANKTOL]) - 1
-        st.sc[S_NEAR] = s[k] if k >= 0 else 0.0
+        sk = s[k] if k >= 0 else 0.0
+        st.sc[S_NEAR_TPREV] = st.sc[S_NEAR_T]
+        st.sc[S_NEAR_RATE_PREV] = st.sc[S_NEAR_RATE]
+        st.sc[S_NEAR] = sk
+        st.sc[S_NEAR_T] = t
+        st.sc[S_NEAR_RATE] = 0.0
+        if k >= 0:
+            # its rate along the motion, to first order in a short move along y' (the
+            # derivative of a simple singular value is u^T A' w)
+            u = U[:, k].copy()
+            w = V[:, k].copy()
+            dt = 1e-6 * st.sc[S_HPREV]
+            if dt > 0.0:
+                q2 = q + dt * st.f[:n]
+                v2 = v + dt * st.f[n:]
+                if call_rows(fns, md, buf, t + dt, q2, v2) != 0:
+                    return MODEL_FAILED
+                A2 = buf.A.reshape(m, n)
+                g = 0.0
+                for i in range(m):
+                    r = st.ref[i] if st.ref[i] > 0.0 else 1.0
+                    acc = 0.0
+                    for j in range(n):
+                        acc += A2[i, j] * w[j]
+                    g += u[i] * acc / r
+                st.sc[S_NEAR_RATE] = (g - sk) / dt
     return 0
 
 
@@ -1004,6 +1030,85 @@ def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
 
 
 @_jit
+def _stage_gap(C):
+    """Centre and half-width (fractions of the step) of the widest gap between the
+    stage abscissae ``C`` of a Runge--Kutta step and its end ``1``."""
+    ns = C.shape[0]
+    best = 0.0
+    centre = 0.5
+    for i in range(ns + 1):
+        ci = C[i] if i < ns else 1.0
+        nxt = 2.0
+        for j in range(ns + 1):
+            cj = C[j] if j < ns else 1.0
+            if cj > ci and cj < nxt:
+                nxt = cj
+        if nxt <= 1.0 and nxt - ci > best:
+            best = nxt - ci
+            centre = 0.5 * (ci + nxt)
+    return centre, 0.5 * best
+
+
+@_jit
+def passage_ahead(st, t):
+    """Time from ``t`` to the singular position ahead, extrapolated linearly from the
+    smallest scaled singular value of the rows and its rate at the last accepted
+    state (:func:`accept_rows`); ``inf`` when it is not falling. (Only a prediction
+    within the next two steps changes a step, :func:`place_step`.)"""
+    s1 = st.sc[S_NEAR]
+    t1 = st.sc[S_NEAR_T]
+    rate = st.sc[S_NEAR_RATE]
+    if not (np.isfinite(t1) and rate < 0.0):
+        return np.inf
+    # quadratic extrapolation, its curvature from the rates at the last two accepted
+    # states (a singular value falls faster and faster towards a passage: |cos| of
+    # an angle, say; the linear extrapolation from far overestimates the time left)
+    t0 = st.sc[S_NEAR_TPREV]
+    acc = 0.0
+    if np.isfinite(t0) and t1 > t0:
+        acc = (rate - st.sc[S_NEAR_RATE_PREV]) / (t1 - t0)
+    disc = rate * rate - 2.0 * acc * s1
+    tau = 2.0 * s1 / (-rate + math.sqrt(disc)) if disc >= 0.0 else s1 / -rate
+    d = tau - (t - t1)
+    return d if d > 0.0 else np.inf
+
+
+@_jit
+def place_step(h, d, centre, half):
+    """The step from ``t`` when a singular position is ``d`` ahead and ``h`` is the
+    step the error control proposes: the step is chosen so that the singular
+    position falls in the middle of the widest gap between its stages (at ``centre``
+    of it), never on a stage. Close to a singular position the field has
+    rounding errors growing like a power of 1/distance (the rows there determine
+    the state only to ``eps / distance``); a step whose stages come closer and
+    closer to it, as error control makes them while approaching it, is
+    rejected again and again (the step size collapses). Stepping over it with
+    every stage at least the gap's half-width away, as an integrator does at any
+    other point of a smooth solution, removes the trap.
+
+    With ``[lo, hi] = centre -+ half / 2`` the part of the gap where the singular
+    position may fall (the other half of the gap is the margin for the error of
+    the prediction ``d``):
+
+    * ``d < lo h``: the straddling step ``d / centre``;
+    * ``lo h <= d <= hi h`` or ``(1 + lo) h <= d``: ``h`` (it straddles it, or
+      the next one can);
+    * otherwise ``d - centre h``, so that the next step of the proposed size
+      straddles it at ``centre``.
+
+    The step is never longer than proposed (a longer one would be rejected by
+    error control more often than not: its error grows like ``h^(p+1)``).
+    """
+    lo = centre - 0.5 * half
+    hi = centre + 0.5 * half
+    if d < lo * h:
+        return d / centre
+    if d <= hi * h or d >= (1.0 + lo) * h:
+        return h
+    return d - centre * h
+
+
+@_jit
 def step(fns, accel, md, buf, opt, tab, st):
     """One accepted step (scipy's step-size control for the adaptive methods)."""
     N = st.y.shape[0]
@@ -1043,10 +1148,29 @@ def step(fns, accel, md, buf, opt, tab, st):
         rtol, atol = opt.f[F_RTOL], opt.f[F_ATOL]
         min_step = 10.0 * abs(np.nextafter(t, np.inf) - t)
         h_abs = min(max(st.sc[S_HABS], min_step), opt.f[F_MAXSTEP])
+        d_pass = passage_ahead(st, t)
+        centre = 0.5
+        half = 0.0
+        if d_pass < np.inf:
+            centre, half = _stage_gap(tab.C)
         rejected = False
+        shortened = False
+        h_prop = h_abs
+        h_rej = np.inf
         while True:
             if h_abs < min_step:
                 return STEP_TOO_SMALL
+            if d_pass < np.inf:
+                h_prop = h_abs
+                hp = place_step(h_abs, d_pass, centre, half)
+                if rejected and hp > 0.9 * h_rej:
+                    # after a rejection the step must shrink, by as much as error control
+                    # shrinks it (0.9 at least), else it repeats forever
+                    hp = d_pass - centre * h_abs if d_pass > centre * h_abs else h_abs
+                    if hp > 0.9 * h_rej:
+                        hp = h_abs
+                h_abs = hp
+                shortened = h_abs < h_prop
             t_new = t + h_abs
             if t_new > t1:
                 t_new = t1
@@ -1086,7 +1210,12 @@ def step(fns, accel, md, buf, opt, tab, st):
                 if rejected:
                     factor = min(1.0, factor)
                 h_abs *= factor
+                if shortened:
+                    # a step shortened to place a singular position says nothing
+                    # against the proposed one
+                    h_abs = max(h_abs, h_prop * min(1.0, factor))
                 break
+            h_rej = h_abs
             h_abs *= max(0.2, 0.9 * err ** expo)
             rejected = True
         st.sc[S_HABS] = h_abs

@@ -359,6 +359,8 @@ class _Run:
         sc = np.zeros(E.N_SC)
         sc[E.S_T] = sc[E.S_T0] = t0
         sc[E.S_NEAR] = 0.0          # project the stages until the first accepted state says
+        sc[E.S_NEAR_T] = np.nan     # no accepted state yet (see E.passage_ahead)
+        sc[E.S_NEAR_TPREV] = np.nan
         ic = np.zeros(E.N_IC, dtype=np.int64)
         ref = step_solver.row_ref if step_solver.row_ref is not None else np.zeros(m)
         self.st = E.State(
