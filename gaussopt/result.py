@@ -53,6 +53,41 @@ class StepResult:
     info: dict = field(default_factory=dict)
 
 
+class LazyStepResult(StepResult):
+    """A :class:`StepResult` whose ``info`` dict is built on first access, from
+    ``make_info(*args)`` (the compiled step: most callers never read it). In every
+    other respect a ``StepResult``."""
+
+    def __init__(self, a, constraint_force, multipliers, gauss, make_info, args):
+        self.a = a
+        self.constraint_force = constraint_force
+        self.multipliers = multipliers
+        self.gauss = gauss
+        self._make_info = make_info
+        self._info_args = args
+        self._info = None
+
+    @property
+    def info(self) -> dict:
+        d = self._info
+        if d is None:
+            d = self._info = self._make_info(*self._info_args)
+            self._info_args = None
+        return d
+
+    @info.setter
+    def info(self, value: dict) -> None:
+        self._info = value
+
+    def __repr__(self) -> str:
+        return "StepResult" + StepResult.__repr__(self)[len("LazyStepResult"):]
+
+    def __reduce__(self):
+        # pickles and copies as the plain StepResult it stands for
+        return (StepResult, (self.a, self.constraint_force, self.multipliers, self.gauss,
+                             self.info))
+
+
 @dataclass
 class RankEvent:
     """A change of the numerical rank of the constraint rows along a trajectory.

@@ -96,9 +96,10 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
-    if not (system.compiled is not None and type(q) is np.ndarray and type(v) is np.ndarray
-            and q.dtype == np.float64 and v.dtype == np.float64 and q.shape == (n,)
-            and v.shape == (n,)):
+    checked = (system.compiled is not None and type(q) is np.ndarray and type(v) is np.ndarray
+               and q.dtype == np.float64 and v.dtype == np.float64 and q.shape == (n,)
+               and v.shape == (n,) and q.flags.c_contiguous and v.flags.c_contiguous)
+    if not checked:
         q = as_state(q, n, "q")       # (a compiled step checks finiteness itself)
         v = as_state(v, n, "v")
     t = float(t)
@@ -107,6 +108,10 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     if system._row_counts is None:
         system.check(t, q, v)
     s = _cached_solver(system, solver, options)
+    if checked and s._method is not None and type(s).solve is StepSolver.solve:
+        res = s._solve_compiled(t, q, v, True, True)
+        if res is not None:
+            return res
     return s.solve(t, q, v)
 
 

@@ -28,7 +28,7 @@ from ..point import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS, S_GAU
                      S_R, S_RESID, S_RHO, layout, make_context, solve_at, solve_batch)
 from ..exceptions import GaussoptError, ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
 from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss, workspace
-from ..result import StepResult
+from ..result import LazyStepResult, StepResult
 from ..system import System
 
 __all__ = ["StepSolver", "OBJECTIVES"]
@@ -36,6 +36,20 @@ __all__ = ["StepSolver", "OBJECTIVES"]
 OBJECTIVES = ("exact", "paper")
 #: the fewest states a thread of a batched step takes (a thread costs ~50 us to start)
 BATCH_PER_THREAD = 500
+
+
+def _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped, lsq) -> dict:
+    """``StepResult.info`` of the compiled step, from its output scalars (built on first
+    access: :class:`gaussopt.result.LazyStepResult`)."""
+    r = int(r)
+    flags = int(flags)
+    sigma = o[ss][:int(k)]
+    on_sparse = bool(flags & SP.SPARSE_FLAG)     # rank certified, sigma_min estimated
+    return {"rank": r, "sigma_min": float(sigma[0] if on_sparse else sigma[r - 1]) if r else 1.0,
+            "sigma": sigma, "dropped_rows": dropped or [], "sparse": on_sparse,
+            "inconsistency": rho, "least_squares": lsq, "backward_error": be,
+            "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
+            "solver": solver.name, "rank_tol": solver.rank_tol, "residual": resid}
 
 
 class StepSolver:
@@ -124,13 +138,23 @@ class StepSolver:
             if r < self._n:
                 self._P_const = P
                 self._null_force_check = True
-        self.last_info: dict = {}
+        self.last_info = {}
         self._ctx = None                    # the compiled step's context (point.py), lazily
         self._thread_ctx: list = []         # more contexts for the threads of a batch
         self._mismatch_warned = False
         self.least_squares_steps: list = []
 
     # ------------------------------------------------------------- row reference
+    @property
+    def last_info(self) -> dict:
+        """``info`` of the last step solved."""
+        li = self._last_info
+        return li if type(li) is dict else li.info
+
+    @last_info.setter
+    def last_info(self, value) -> None:
+        self._last_info = value
+
     @property
     def sigma_ref(self) -> float:
         """Reference of the smallest singular value of the normalized rows (the largest
@@ -336,17 +360,19 @@ class StepSolver:
         sp = SP.make_context(self.system) if sparse else None
         return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work, sp and sp[0])
 
-    def _solve_compiled(self, t, q, v, full: bool):
+    def _solve_compiled(self, t, q, v, full: bool, checked: bool = False):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
         accelerations; None when the Python path must take it (no compiled model, or
-        anything but a clean success: the Python path raises the specific error)."""
+        anything but a clean success: the Python path raises the specific error).
+        ``checked``: ``q`` and ``v`` are known to be contiguous float arrays of shape (n,)."""
         ctx = self._ctx
         if ctx is None or ctx is False or self.b_correction is not None:
             ctx = self._context()
             if ctx is None:
                 return None
         handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, sparse = ctx
-        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
+        if not checked and not (
+                type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
                 and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)
                 and q.flags.c_contiguous and v.flags.c_contiguous):
             q = np.ascontiguousarray(q, dtype=float)
@@ -378,17 +404,10 @@ class StepSolver:
             if lsq:
                 self._record_least_squares(t, q, v, *self.system.rows(t, q, v), rho)
             return o[sa]
-        r = int(r)
-        flags = int(flags)
-        sigma = o[ss][:int(k)]
-        on_sparse = bool(flags & SP.SPARSE_FLAG)     # rank certified, sigma_min estimated
-        info = {"rank": r, "sigma_min": float(sigma[0] if on_sparse else sigma[r - 1]) if r else 1.0,
-                "sigma": sigma, "dropped_rows": dropped or [], "sparse": on_sparse,
-                "inconsistency": rho, "least_squares": lsq, "backward_error": be,
-                "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
-                "solver": self.name, "rank_tol": self.rank_tol, "residual": resid}
-        self.last_info = info
-        return StepResult(o[sa], o[sq], o[sl], gauss, info)
+        res = LazyStepResult(o[sa], o[sq], o[sl], gauss, _compiled_info,
+                             (self, o, ss, r, k, rho, be, flags, resid, dropped, lsq))
+        self.last_info = res
+        return res
 
     def solve_many(self, T: np.ndarray, Q: np.ndarray, V: np.ndarray,
                    want_lam: bool) -> tuple[np.ndarray, Optional[np.ndarray]]:
