@@ -39,8 +39,8 @@ N     rtol   B0 at t = 10 s                        max err of B0   RHS      wall
 (``max err``: over 1000 samples for N = 2, over the 11 whole seconds for
 N = 40; rtol 1e-7 and 1e-9 give 3.7e-5 / 3.0e-7 (N = 2) and 2.8e-5 / 2.3e-7
 (N = 40). Walls on a shared 2-core machine, one BLAS thread; N = 40 without
-the rank monitor (``monitor_rank=False``); with it N = 40 takes 57 s at
-1e-10: an SVD of the 242 x 243 rows at four points per step and a Brent
+the rank monitor (``monitor_rank=False``); with it N = 40 took 57-84 s at
+1e-10 (2815 RHS, 198 steps in the last measurement): an SVD of the 242 x 243 rows at four points per step and a Brent
 search at every passage. One right-hand side for N = 40 costs ~10 ms, of
 which ``Model.rows`` is 0.06 ms, the dense closed-form step 7.9 ms and the
 projection ~2 ms: the engine inside ``simulate`` runs the dense step.)
