@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import gaussopt as go
 from gaussopt import kernel as K
@@ -119,6 +120,38 @@ def test_four_bar_steps_over_every_passage_of_a_long_run(psi):
     # branch is off by radians
     assert np.abs(tr["th1"] - ref).max() < 1e-7
     assert np.abs(tr["th2"] - tr["th1"]).max() < 1e-7
+
+
+def test_stage_gap_of_the_engine_methods():
+    """The widest gap between the stage abscissae (and the step's end) of scipy's
+    tableaux: DOP853 between c = 1/3 and 0.6, RK45 between 0.3 and 0.8, RK23 between
+    0 and 1/2."""
+    from gaussopt import engine as E
+    from gaussopt.integrate import _tableau
+    for method, (a, b) in {"DOP853": (1 / 3, 0.6), "RK45": (0.3, 0.8),
+                           "RK23": (0.0, 0.5)}.items():
+        centre, half = E._stage_gap(_tableau(method).C)
+        assert centre == pytest.approx((a + b) / 2, abs=1e-15)
+        assert half == pytest.approx((b - a) / 2, abs=1e-15)
+
+
+@given(st.floats(1e-6, 1.0), st.floats(1e-4, 3.0))
+@settings(max_examples=300, deadline=None)
+def test_place_step_never_puts_a_passage_near_a_stage(h, ratio):
+    """For a passage ``d = ratio h`` ahead: the step is never longer than proposed;
+    a step that reaches the passage has it inside the widest stage gap (within half its
+    half-width of the centre); a step that stops short leaves at least ``lo h`` to it,
+    so that the next step of the proposed size can straddle it."""
+    from gaussopt import engine as E
+    from gaussopt.integrate import _tableau
+    centre, half = E._stage_gap(_tableau("DOP853").C)
+    d = ratio * h
+    hp = E.place_step(h, d, centre, half)
+    assert 0.0 < hp <= h
+    if d <= hp:
+        assert abs(d / hp - centre) <= 0.5 * half * (1 + 1e-12)
+    else:
+        assert d - hp >= (centre - 0.5 * half) * h * (1 - 1e-12)
 
 
 def test_n_four_bar_near_collinear_inconsistency_is_not_an_abort():
