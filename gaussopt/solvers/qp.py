@@ -10,7 +10,7 @@ from .. import kernel as K
 from ..exceptions import InconsistentConstraintsError, ModelError, SolverError
 from ..linalg import decide, inconsistency_residual, raise_for_status, solve_gauss
 from ..model import model_functions, quiet_compile
-from ..result import StepResult
+from ..result import LazyStepResult, StepResult
 from . import qp_step as QS
 from .base import StepSolver
 from .clarabel_qp import STATUS_NAMES
@@ -92,6 +92,19 @@ class _CvxpyBackend:
         out = self.kernel.solve(P, F, Aeq, beq, G if G.shape[0] else None, h if G.shape[0] else None)
         return out.a, out.mu, out.status, -1, out.solve_time
 
+
+
+def _qp_info(solver, status, backend, iters, solve_time, be, r, sigma, dropped_rows, rho, kept,
+             mu, resid) -> dict:
+    """``StepResult.info`` of the compiled qp step (built on first access:
+    :class:`gaussopt.result.LazyStepResult`)."""
+    return {"status": status, "backend": backend, "iterations": iters,
+            "solve_time": solve_time, "fallback": False, "backward_error": be,
+            "rank": r, "sigma": sigma, "sigma_min": float(sigma[r - 1]) if r else 1.0,
+            "dropped_rows": dropped_rows, "inconsistency": rho,
+            "least_squares": rho > solver._root, "kept_vanished_rows": kept,
+            "inequality_multipliers": mu, "solver": solver.name,
+            "rank_tol": solver.rank_tol, "residual": resid}
 
 class QP(StepSolver):
     """The Gauss step as a convex QP, ``min 0.5 a^T M a - F^T a`` s.t. ``A a = b``, ``G a >= h``.
@@ -380,17 +393,13 @@ class QP(StepSolver):
             return self._result(t, M, F, F, A, b, a, lam, info)
         if not full:
             return a.copy(), rho
-        sigma = bufs.sigma[:k].copy()
-        info = {"status": status, "backend": backend.name, "iterations": iters,
-                "solve_time": solve_time, "fallback": False, "backward_error": be,
-                "rank": r, "sigma": sigma, "sigma_min": float(sigma[r - 1]) if r else 1.0,
-                "dropped_rows": np.flatnonzero(bufs.live == 0).tolist() if dropped else [],
-                "inconsistency": rho, "least_squares": rho > self._root,
-                "kept_vanished_rows": kept,
-                "inequality_multipliers": mu.copy(), "solver": self.name,
-                "rank_tol": self.rank_tol, "residual": resid}
-        self.last_info = info
-        return StepResult(a.copy(), Qc.copy(), bufs.lam.copy(), gauss, info)
+        res = LazyStepResult(
+            a.copy(), Qc.copy(), bufs.lam.copy(), gauss, _qp_info,
+            (self, status, backend.name, iters, solve_time, be, r, bufs.sigma[:k].copy(),
+             np.flatnonzero(bufs.live == 0).tolist() if dropped else [], rho, kept, mu.copy(),
+             resid))
+        self.last_info = res
+        return res
 
     # ------------------------------------------------------------- Python path
     def _step(self, t, q, v, M, F, A, b, want_lam, G=None, h=None):
