@@ -1051,10 +1051,11 @@ def _stage_gap(C):
 
 @_jit
 def passage_ahead(st, t):
-    """Time from ``t`` to the singular position ahead, extrapolated linearly from the
-    smallest scaled singular value of the rows and its rate at the last accepted
-    state (:func:`accept_rows`); ``inf`` when it is not falling. (Only a prediction
-    within the next two steps changes a step, :func:`place_step`.)"""
+    """Time from ``t`` to the singular position ahead, extrapolated (to second order)
+    from the smallest scaled singular value of the rows and its rate at the last
+    accepted state (:func:`accept_rows`), the curvature from the rates at the last
+    two; ``inf`` when it is not falling. (Only a prediction within the next two
+    steps changes a step, :func:`place_step`.)"""
     s1 = st.sc[S_NEAR]
     t1 = st.sc[S_NEAR_T]
     rate = st.sc[S_NEAR_RATE]
@@ -1169,6 +1170,8 @@ def step(fns, accel, md, buf, opt, tab, st):
                     hp = d_pass - centre * h_abs if d_pass > centre * h_abs else h_abs
                     if hp > 0.9 * h_rej:
                         hp = h_abs
+                if hp < min_step:
+                    hp = h_abs                 # the passage is at t itself: nothing to place
                 h_abs = hp
                 shortened = h_abs < h_prop
             t_new = t + h_abs
