@@ -96,9 +96,10 @@ def test_default_four_bar_keeps_the_physical_branch():
     assert np.abs(tr["th2"] - tr["th1"]).max() < 1e-6
 
 
-#: torques at which the step size used to collapse approaching a passage (before the
-#: engine stepped over singular positions, gaussopt.engine.place_step): found by sweeps
-#: of 230 torques in 100..600 N m with t_end = 20 s, where 5 runs stopped
+#: torques at which the step size used to collapse approaching a passage: the 5 runs that
+#: stopped in sweeps of 230 torques in 100..600 N m with t_end = 20 s before the engine
+#: stepped over singular positions (gaussopt.engine.place_step), and 2 (324.38, 441.02)
+#: that stopped with earlier versions of it (a linear prediction of the passage)
 COLLAPSED_TORQUES = [191.83673469387756, 286.6974789915966, 324.3781512605042,
                      347.45762711864404, 362.0588235294118, 365.3061224489796,
                      441.01694915254234]
