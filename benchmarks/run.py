@@ -187,7 +187,7 @@ def in_simulate_step_us(solver, q, v, repeat):
 
     mf = ctx[1]
     b = mf.buffers
-    md = E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol)
+    md = E.model_data(mf, solver.system)
     buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
     oi = np.zeros(9, dtype=np.int64)
     of = np.zeros(11)

@@ -33,7 +33,8 @@ import numba as nb
 import numpy as np
 
 from . import kernel as K
-from .model import functions
+from . import sparse as SP
+from .model import _function_at, functions
 
 __all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project",
            "METHOD_CODES", "SOLVER_CODES"]
@@ -41,7 +42,11 @@ __all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project
 _jit = nb.njit(cache=True, nogil=False)
 _EPS = float(np.finfo(float).eps)
 
-ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol"])
+#: ``sp_*``: the O(n) path of :mod:`gaussopt.sparse` (``sp_mode`` one of its ``MODE_*``,
+#: the structure, work arrays, the sparse model's two function addresses and
+#: parameters; empty parts and ``MODE_NONE`` without one): :func:`model_data`
+ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol",
+                                     "sp_mode", "sp", "spw", "sp_addrs", "sp_p"])
 Buffers = namedtuple("Buffers", ["q", "v", "M", "F", "A", "b", "phi", "J", "phit", "r", "Jv",
                                  "e", "a"])
 # i: integer settings (see the I_* indices); f: float settings (F_*)
@@ -68,6 +73,14 @@ STEP_TOO_SMALL = 11        # the step size collapsed
 MAX_STEPS = 12
 CHUNK_DONE = 13            # the wall-time budget of a chunk is used up
 FINISHED = 14
+
+
+def model_data(mf, system, sparse: bool = True) -> ModelData:
+    """The :class:`ModelData` of a system's compiled functions ``mf``
+    (:class:`~gaussopt.model.ModelFunctions`); with ``sparse``, its O(n) path if it
+    has one (:func:`gaussopt.sparse.model_parts`; work arrays of its own)."""
+    parts = SP.model_parts(system, mf, SP.MIN_N if sparse else 1 << 62)
+    return ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol, *parts)
 
 
 # --------------------------------------------------------------------------- model calls
@@ -112,6 +125,26 @@ def call_accel(accel, md, buf, t, q, v):
     return accel(t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.a.ctypes, buf.a.ctypes)
 
 
+@_jit
+def call_sp_dyn(md, buf, t, q, v):
+    """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.spw``."""
+    buf.q[:] = q
+    buf.v[:] = v
+    w = md.spw
+    return _function_at(md.sp_addrs[0])(t, buf.q.ctypes, buf.v.ctypes, md.sp_p.ctypes,
+                                         w.d.ctypes, w.F.ctypes)
+
+
+@_jit
+def call_sp_rows(md, buf, t, q, v):
+    """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.spw``."""
+    buf.q[:] = q
+    buf.v[:] = v
+    w = md.spw
+    return _function_at(md.sp_addrs[1])(t, buf.q.ctypes, buf.v.ctypes, md.sp_p.ctypes,
+                                        w.data.ctypes, w.b.ctypes)
+
+
 # --------------------------------------------------------------------------- the step
 @_jit
 def baumgarte(fns, md, buf, opt, t, q, v, b):
@@ -147,6 +180,12 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     Returns ``(status, r, mL, k, rho, allow, be, flags)`` (the kernel's, see
     :func:`gaussopt.kernel.gauss_step`; multipliers in ``w``'s ``lam``, singular
     values in its ``s``: :func:`gaussopt.kernel.view`); status 0, a kernel status or :data:`MODEL_FAILED`.
+
+    A model with an O(n) path (``md.sp_mode``) takes it first
+    (:func:`gaussopt.sparse.sparse_step`, without Baumgarte's correction): an answer
+    has ``flags`` with :data:`gaussopt.sparse.SPARSE_FLAG`, rank ``m``, no singular
+    values (``k = 0``), its data in ``md.spw`` (not in ``buf``: :func:`uses_sparse`);
+    any refusal goes to the dense kernel, which then decides as everywhere else.
     """
     n = md.dims[D_N]
     m = md.dims[D_M]
@@ -157,6 +196,17 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
         a[:] = buf.a
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
+    if md.sp_mode != SP.MODE_NONE and opt.i[I_STAB] != STAB_BAUMGARTE:
+        if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
+            return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
+        status, be, iters = SP.sparse_step(md.sp, md.spw, ref, sref[0], opt.f[F_RANKTOL],
+                                           want_lam)
+        if status == SP.OK:
+            a[:] = md.spw.a
+            if want_lam:
+                lam = K._vec(w, K.F_lam, m)
+                lam[:] = md.spw.lam
+            return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
         st = call_rows(fns, md, buf, t, q, v)
@@ -175,6 +225,21 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
                            opt.i[I_CHECKSYM] != 0, w)
     a[:] = aa
     return status, r, mL, k, rho, allow, be, flags
+
+
+@_jit
+def sparse_step_at(md, buf, ref, sig_ref, rank_tol, t, q, v, want_lam):
+    """The O(n) path alone at ``(t, q, v)``: its status (:data:`gaussopt.sparse.STATUS`;
+    0 answered, the result in ``md.spw``), for tests of its refusals."""
+    if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
+        return SP.MODEL_FAILED
+    return SP.sparse_step(md.sp, md.spw, ref, sig_ref, rank_tol, want_lam)[0]
+
+
+@_jit
+def uses_sparse(flags):
+    """The step was answered by the O(n) path (its data in ``md.spw``, not ``buf``)."""
+    return (flags & SP.SPARSE_FLAG) != 0
 
 
 # --------------------------------------------------------------------------- projection
@@ -335,6 +400,12 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             if i != j and M[i, j] != 0.0:
                 diag_only = False
     holonomic_only = mv == mh
+    # the O(n) correction (every row holonomic, M diagonal): the band of the step
+    on_band = md.sp_mode == SP.MODE_PROJECT and diag_only and holonomic_only
+    hdiag = np.empty(n)
+    for i in range(n):
+        hdiag[i] = M[i, i]
+    dx = np.empty(n)
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
@@ -356,10 +427,18 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     return MODEL_FAILED, its
                 Jm = buf.Jv.reshape(mv, n).copy()
             floor = max(vanished, 100.0 * dist / (1.0 + _absmax(q)))
-            W = M if diag_only else _metric(M, Jm)
-            dq, ok = _correction(W, diag_only, J.copy(), buf.phi.copy(), rank_tol, floor)
-            if not ok:
-                return -1, its
+            done = False
+            if on_band:
+                if call_sp_rows(md, buf, t, q, v) != 0:
+                    return MODEL_FAILED, its
+                done = SP.correction(md.sp, md.spw, hdiag, buf.phi, dx)
+            if done:
+                dq = dx
+            else:
+                W = M if diag_only else _metric(M, Jm)
+                dq, ok = _correction(W, diag_only, J.copy(), buf.phi.copy(), rank_tol, floor)
+                if not ok:
+                    return -1, its
             for i in range(n):
                 q[i] += dq[i]
             have_J = False
@@ -380,16 +459,27 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             for j in range(n):
                 acc += J[k, j] * v[j]
             r[k] = acc
+        rows_on_band = False
         for _ in range(max_iter):
             d = _distances(r, J)
             if not np.isfinite(d):
                 return -1, its
             if d <= tol * (1.0 + _absmax(v)):
                 break
-            dv, ok = _correction(M if diag_only else _metric(M, J), diag_only, J, r, rank_tol,
-                                 vanished)
-            if not ok:
-                return -1, its
+            done = False
+            if on_band:
+                if not rows_on_band:
+                    if call_sp_rows(md, buf, t, q, v) != 0:
+                        return MODEL_FAILED, its
+                    rows_on_band = True
+                done = SP.correction(md.sp, md.spw, hdiag, r, dx)
+            if done:
+                dv = dx
+            else:
+                dv, ok = _correction(M if diag_only else _metric(M, J), diag_only, J, r,
+                                     rank_tol, vanished)
+                if not ok:
+                    return -1, its
             for i in range(n):
                 v[i] += dv[i]
             for k in range(mh):
@@ -453,9 +543,10 @@ N_SC = 14
 #: integration error.
 NEAR_SINGULAR = 0.1
 # int scalars
+# (C_NBAND: right-hand sides whose step the O(n) path answered)
 (C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
- C_PENDING, C_KSTEP, C_NMON, C_NSEARCH) = range(15)
-N_IC = 15
+ C_PENDING, C_KSTEP, C_NMON, C_NSEARCH, C_NBAND) = range(16)
+N_IC = 16
 EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
 
 
@@ -487,6 +578,8 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
         st.fail_y[:n] = q
         st.fail_y[n:] = v
         return status
+    if uses_sparse(flags):
+        st.ic[C_NBAND] += 1
     if rho > math.sqrt(opt.f[F_RANKTOL]) and rho > st.sc[S_LSQ_SIZE]:
         st.sc[S_LSQ_SIZE] = rho
         st.sc[S_LSQ_T] = t
@@ -499,60 +592,120 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
 
 
 @_jit
+def _row_norms_band(md, nu):
+    """Norms of the sparse rows in ``md.spw.data``; False if one is zero or not finite."""
+    st = md.sp
+    w = md.spw
+    for i in range(st.dims[1]):
+        x = SP._norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
+        if not (x > 0.0 and np.isfinite(x)):
+            return False
+        nu[i] = x
+    return True
+
+
+@_jit
 def accept_rows(fns, md, buf, opt, st, t, q, v):
     """The step solver's references from an accepted state (row norms, smallest
-    singular value of the normalized rows)."""
+    singular value of the normalized rows) and the nearness to a singular position
+    (``S_NEAR``, its rate). On the band of the O(n) path while the smallest singular
+    values are live (:func:`gaussopt.sparse.smallest_pair`), else by the dense SVD."""
     n = md.dims[D_N]
     m = md.dims[D_M]
     if m == 0:
         return 0
-    s_ = call_rows(fns, md, buf, t, q, v)
-    if s_ != 0:
-        return MODEL_FAILED
-    A = buf.A.reshape(m, n).copy()
+    rank_tol = opt.f[F_RANKTOL]
+    near = opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0
+    band = md.sp_mode != SP.MODE_NONE
     nu = np.empty(m)
-    K.row_norms(A, nu)
-    for i in range(m):
-        if nu[i] > st.ref[i]:
-            st.ref[i] = nu[i]
-    sl = K.smallest_live_sigma(A, opt.f[F_RANKTOL], st.wk)
-    if np.isfinite(sl) and sl > st.sref[0]:
-        st.sref[0] = sl
+    if band:
+        if call_sp_rows(md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        band = _row_norms_band(md, nu)
+    if band:
+        for i in range(m):
+            if nu[i] > st.ref[i]:
+                st.ref[i] = nu[i]
+        u = st.mu.copy()
+        wv = np.empty(n)
+        sl = SP.smallest_pair(md.sp, md.spw, nu, u, wv)
+        band = sl > rank_tol
+        if band and sl > st.sref[0]:
+            st.sref[0] = sl
+    A = np.empty((0, 0))
+    if not band:
+        s_ = call_rows(fns, md, buf, t, q, v)
+        if s_ != 0:
+            return MODEL_FAILED
+        A = buf.A.reshape(m, n).copy()
+        K.row_norms(A, nu)
+        for i in range(m):
+            if nu[i] > st.ref[i]:
+                st.ref[i] = nu[i]
+        sl = K.smallest_live_sigma(A, rank_tol, st.wk)
+        if np.isfinite(sl) and sl > st.sref[0]:
+            st.sref[0] = sl
+    if not near:
+        return 0
     # nearness to a singular configuration: the smallest singular value of the rows
     # scaled by their references (a vanishing row counts as well as dependent ones)
-    if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0:
-        for i in range(m):
-            r = st.ref[i] if st.ref[i] > 0.0 else 1.0
-            for j in range(n):
-                A[i, j] /= r
-        U, s, V = K.svd(A, st.wm)
-        k = _count(s, opt.f[F_RANKTOL]) - 1
-        sk = s[k] if k >= 0 else 0.0
-        st.sc[S_NEAR_TPREV] = st.sc[S_NEAR_T]
-        st.sc[S_NEAR_RATE_PREV] = st.sc[S_NEAR_RATE]
-        st.sc[S_NEAR] = sk
-        st.sc[S_NEAR_T] = t
-        st.sc[S_NEAR_RATE] = 0.0
-        if k >= 0:
-            # its rate along the motion, to first order in a short move along y' (the
-            # derivative of a simple singular value is u^T A' w)
-            u = U[:, k].copy()
-            w = V[:, k].copy()
-            dt = 1e-6 * st.sc[S_HPREV]
+    st.sc[S_NEAR_TPREV] = st.sc[S_NEAR_T]
+    st.sc[S_NEAR_RATE_PREV] = st.sc[S_NEAR_RATE]
+    st.sc[S_NEAR_T] = t
+    st.sc[S_NEAR_RATE] = 0.0
+    dt = 1e-6 * st.sc[S_HPREV]
+    if band:
+        u = st.mu.copy()
+        wv = np.empty(n)
+        sk = SP.smallest_pair(md.sp, md.spw, st.ref, u, wv)
+        if sk > rank_tol:
+            st.sc[S_NEAR] = sk
             if dt > 0.0:
                 q2 = q + dt * st.f[:n]
                 v2 = v + dt * st.f[n:]
-                if call_rows(fns, md, buf, t + dt, q2, v2) != 0:
+                if call_sp_rows(md, buf, t + dt, q2, v2) != 0:
                     return MODEL_FAILED
-                A2 = buf.A.reshape(m, n)
+                sp = md.sp
+                data = md.spw.data
                 g = 0.0
                 for i in range(m):
                     r = st.ref[i] if st.ref[i] > 0.0 else 1.0
                     acc = 0.0
-                    for j in range(n):
-                        acc += A2[i, j] * w[j]
+                    for k in range(sp.indptr[i], sp.indptr[i + 1]):
+                        acc += data[k] * wv[sp.indices[k]]
                     g += u[i] * acc / r
                 st.sc[S_NEAR_RATE] = (g - sk) / dt
+            return 0
+        if call_rows(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        A = buf.A.reshape(m, n).copy()
+    for i in range(m):
+        r = st.ref[i] if st.ref[i] > 0.0 else 1.0
+        for j in range(n):
+            A[i, j] /= r
+    U, s, V = K.svd(A, st.wm)
+    k = _count(s, rank_tol) - 1
+    sk = s[k] if k >= 0 else 0.0
+    st.sc[S_NEAR] = sk
+    if k >= 0:
+        # its rate along the motion, to first order in a short move along y' (the
+        # derivative of a simple singular value is u^T A' w)
+        u = U[:, k].copy()
+        w = V[:, k].copy()
+        if dt > 0.0:
+            q2 = q + dt * st.f[:n]
+            v2 = v + dt * st.f[n:]
+            if call_rows(fns, md, buf, t + dt, q2, v2) != 0:
+                return MODEL_FAILED
+            A2 = buf.A.reshape(m, n)
+            g = 0.0
+            for i in range(m):
+                r = st.ref[i] if st.ref[i] > 0.0 else 1.0
+                acc = 0.0
+                for j in range(n):
+                    acc += A2[i, j] * w[j]
+                g += u[i] * acc / r
+            st.sc[S_NEAR_RATE] = (g - sk) / dt
     return 0
 
 
@@ -875,21 +1028,39 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
     w0 = st.mv.copy()
     s0 = st.sc[S_MSIG]
     found = False
-    s_end = np.zeros(0)
     Uend = np.zeros((m, 1))
+    r_end = 0
+    # on the band of the O(n) path while the rows keep full rank (the monitored value
+    # is then the smallest one): inverse iteration from the pair of the last sample
+    band = md.sp_mode != SP.MODE_NONE and k == m - 1
+    rank_tol = opt.f[F_RANKTOL]
     method = -1                     # samples from the step's cubic Hermite interpolant
     for j in range(4):
         tt = t if j == 3 else t_prev + 0.25 * (j + 1) * (t - t_prev)
         y = y_end.copy() if j == 3 else dense_eval(method, st, tab, tt)
-        s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
-        if s_ != 0:
-            return MODEL_FAILED
-        U, s, V = K.svd(A, st.wm)
-        u1 = U[:, k].copy()
-        w1 = V[:, k].copy()
-        s_k = s[k]
-        s_end = s.copy()
-        Uend = U.copy()
+        on_band = False
+        if band:
+            st.ic[C_NMON] += 1
+            if call_sp_rows(md, buf, tt, y[:n], y[n:]) != 0:
+                return MODEL_FAILED
+            u1 = u0.copy()
+            w1 = np.empty(n)
+            s_k = SP.smallest_pair(md.sp, md.spw, st.ref, u1, w1)
+            on_band = s_k > rank_tol
+            if on_band:
+                g1 = SP.bilinear(md.sp, md.spw, u0, w0)
+                r_end = m
+        if not on_band:
+            s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
+            if s_ != 0:
+                return MODEL_FAILED
+            U, s, V = K.svd(A, st.wm)
+            u1 = U[:, k].copy()
+            w1 = V[:, k].copy()
+            s_k = s[k]
+            Uend = U.copy()
+            r_end = _count(s, rank_tol)
+            g1 = _g(u0, A, w0)
         if not found and s0 >= 0.0:
             du = 0.0
             dw = 0.0
@@ -897,7 +1068,6 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
                 du += u0[i] * u1[i]
             for i in range(n):
                 dw += w0[i] * w1[i]
-            g1 = _g(u0, A, w0)
             if du * dw < 0.0 or (s0 > 0.0 and g1 <= 0.0):
                 found = _passage(fns, accel, md, buf, opt, tab, st, method, prev_t, tt, u0, w0,
                                  s0, s_k, t_prev, t, y_end)
@@ -909,8 +1079,16 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
     st.mv[:] = w0
     st.sc[S_MSIG] = s0
     # rank at the end: a change that comes back at the next accepted step is an instant
-    r = _count(s_end, opt.f[F_RANKTOL])
+    r = r_end
     last = st.ic[C_RANK]
+    if r != last and on_band:
+        # a change of rank is reported with the rows involved: from the dense SVD
+        s_, A = _scaled_rows(fns, md, buf, st, t, y_end[:n], y_end[n:])
+        if s_ != 0:
+            return MODEL_FAILED
+        U, s, V = K.svd(A, st.wm)
+        Uend = U.copy()
+        r = _count(s, rank_tol)
     pend = st.ic[C_PENDING]
     if pend != 0:
         st.ic[C_PENDING] = 0
@@ -1375,15 +1553,20 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
     if status != 0:
         return status
     lam = K._vec(w, K.F_lam, m)
-    s = K._vec(w, K.F_s, k)
     out_a[:] = a
+    out_lam[:] = lam
+    out_f[4] = r
+    if uses_sparse(flags):
+        out_f[2] = band_force(md, a, out_qc, np.empty(m))
+        out_f[5] = SP.sigma_estimate(md.sp, md.spw)
+        return 0
+    s = K._vec(w, K.F_s, k)
     M = buf.M.reshape(n, n)
     for i in range(n):
         acc = -buf.F[i]
         for j in range(n):
             acc += M[i, j] * a[j]
         out_qc[i] = acc
-    out_lam[:] = lam
     if m > 0:
         A = buf.A.reshape(m, n)
         res = np.empty(m)
@@ -1397,8 +1580,23 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
     else:
         out_f[2] = 0.0
         out_f[5] = 1.0
-    out_f[4] = r
     return 0
+
+
+@_jit
+def band_force(md, a, out_qc, res):
+    """After a step on the O(n) path: the constraint force ``M a - F`` into ``out_qc``
+    and the residual ``A a - b`` into ``res`` from the sparse data; returns ``|res|``."""
+    sp = md.sp
+    w = md.spw
+    for i in range(md.dims[D_N]):
+        out_qc[i] = w.d[i] * a[i] - w.F[i]
+    for i in range(md.dims[D_M]):
+        acc = -w.b[i]
+        for k in range(sp.indptr[i], sp.indptr[i + 1]):
+            acc += w.data[k] * a[sp.indices[k]]
+        res[i] = acc
+    return K._norm2(res)
 
 
 @_jit

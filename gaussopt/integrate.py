@@ -208,6 +208,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
       ``y_events[i]``;
     * the counts are in ``stats``: ``stats["rhs_evaluations"]`` for ``nfev``,
       ``stats["steps"]`` for the accepted steps (no ``njev``/``nlu``);
+      ``stats["sparse_steps"]`` counts the right-hand sides whose Gauss step the
+      O(n) path of a large multibody model answered (:mod:`gaussopt.sparse`);
     * ``a``, ``constraint_force``, ``multipliers``, the residuals and the energy
       are recomputed at the output times; ``rank_events`` lists the singular
       positions crossed;
@@ -321,7 +323,7 @@ class _Run:
         self.n, self.m = n, m
         b = mf.buffers
         self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
-        self.md = E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol)
+        self.md = E.model_data(mf, system)
         oi = np.zeros(10, dtype=np.int64)
         of = np.zeros(11)
         engine_method = method if method in ENGINE_METHODS else "rk4"   # Hermite output
@@ -556,6 +558,7 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                        "projections": int(st.ic[E.C_NPROJ]),
                        "monitor_evaluations": int(st.ic[E.C_NMON]),
                        "passage_searches": int(st.ic[E.C_NSEARCH]),
+                       "sparse_steps": int(st.ic[E.C_NBAND]),
                        "model": "compiled" if mf.compiled else "python",
                        **step_solver.run_stats()})
     traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,

@@ -16,6 +16,8 @@ specific error (the same kernel decides, so it fails the same way).
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 from numba.core import types
@@ -23,6 +25,7 @@ from numba.experimental import structref
 
 from . import engine as E
 from . import kernel as K
+from . import sparse as SP
 from .model import functions
 
 __all__ = ["StepContext", "make_context", "solve_at", "layout", "NULL_FORCE_RTOL",
@@ -101,6 +104,9 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
         fns, accel, md, buf, ctx.opt, ref, ctx.sref, t, q, v, a, want_lam, w)
     if status != 0:
         return status
+    if E.uses_sparse(flags):
+        _fill_sparse(ctx, a, want_lam, be)
+        return 0
     M = buf.M
     F = buf.F
     gauss = 0.0
@@ -144,6 +150,46 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
     out[sc + S_NULLF] = nullf
     out[sc + S_DROPPED] = dropped
     return 0
+
+
+@nb.njit(cache=True)
+def _fill_sparse(ctx, a, want_lam, be):
+    """The rest of ``out`` after a step on the O(n) path (:mod:`gaussopt.sparse`): rank
+    ``m``, one singular value (the estimate of the smallest, with ``want_lam``, else
+    NaN), no inconsistency, the flags with its bit."""
+    md = ctx.md
+    out = ctx.out
+    n = md.dims[E.D_N]
+    m = md.dims[E.D_M]
+    res = np.empty(m)
+    E.band_force(md, a, out[n:2 * n], res)
+    F = md.spw.F
+    gauss = 0.0
+    for i in range(n):
+        gauss += a[i] * (0.5 * (out[n + i] + F[i]) - F[i])
+    lam0 = 2 * n
+    lam = K._vec(ctx.w, K.F_lam, m)
+    for i in range(m):
+        out[lam0 + i] = lam[i] if want_lam else 0.0
+    s0 = lam0 + m
+    kmax = min(m, n)
+    for i in range(kmax):
+        out[s0 + i] = 0.0
+    out[s0] = SP.sigma_estimate(md.sp, md.spw) if want_lam else np.nan
+    resid = 0.0
+    for i in range(m):
+        resid = max(resid, abs(res[i]))
+    sc = s0 + kmax
+    out[sc + S_R] = m
+    out[sc + S_K] = 1
+    out[sc + S_RHO] = 0.0
+    out[sc + S_ALLOW] = math.sqrt(ctx.opt.f[E.F_RANKTOL])
+    out[sc + S_BE] = be
+    out[sc + S_FLAGS] = SP.SPARSE_FLAG
+    out[sc + S_GAUSS] = gauss
+    out[sc + S_RESID] = resid
+    out[sc + S_NULLF] = 0.0                       # M positive definite: null(M) = {0}
+    out[sc + S_DROPPED] = 0
 
 
 @nb.njit(cache=True)

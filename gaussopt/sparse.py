@@ -66,12 +66,23 @@ certified lower bound is ``T``. No
 other singular value is computed.
 
 :func:`sparse_step` is the linear algebra with a status code (0 = answered),
-on data already evaluated into the workspace, for a compiled caller (the
-engine); :func:`solve_at` evaluates the model and runs the step, and on any
-refusal runs the dense :func:`gaussopt.point.solve_at` in the same compiled
-call. :func:`make_context` builds what it needs once per step solver; the
-step solvers use it for systems with a :class:`~gaussopt.model.SparseModel`
-and at least :data:`MIN_N` coordinates.
+on data already evaluated into the workspace. Its one caller is the engine's
+:func:`gaussopt.engine.evaluate_step`, which evaluates the sparse model, runs
+it, and on any refusal evaluates the dense model and runs the dense kernel:
+the step of :func:`~gaussopt.solve_step`, of batches and of
+:func:`~gaussopt.simulate` alike. :func:`model_parts` builds what it needs once
+per model, for systems with a :class:`~gaussopt.model.SparseModel` and at least
+:data:`MIN_N` coordinates.
+
+**The rest of a run on the same band** (the engine, while the rows keep full
+rank): the projection's least-squares correction (:func:`correction`: the same
+range-space solve with ``H = M``, the position Jacobian in the rows' pattern)
+and the smallest singular pair of the rows scaled by their references
+(:func:`smallest_pair`: inverse iteration on ``As As^T``, warm-started from the
+pair of the previous accepted state), which the engine's rank monitor and its
+nearness to a singular position need; where either cannot answer (the band
+factor fails, the smallest value is not live), the engine takes the dense SVD
+as before.
 
 References
 ----------
@@ -93,13 +104,12 @@ from numba.core import types
 from numba.experimental import structref
 
 from . import banded
-from . import engine as E
 from . import kernel as K
-from . import point as P
-from .model import SparseModel, _function_at
+from .model import SparseModel
 
-__all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "SparseContext",
-           "make_context", "solve_at", "solve_batch", "step_at", "sigma_estimate", "MIN_N", "MARGIN", "SPARSE_FLAG", "STATUS"]
+__all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
+           "smallest_pair", "correction", "model_parts", "MIN_N", "MARGIN", "SPARSE_FLAG",
+           "STATUS"]
 
 _EPS = float(np.finfo(float).eps)
 
@@ -394,136 +404,178 @@ def sigma_estimate(st, w):
     return _norm2(t)
 
 
-# --------------------------------------------------------------------------- compiled driver
-@structref.register
-class _SparseContextType(types.StructRef):
-    def preprocess_fields(self, fields):
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)
 
 
-class SparseContext(structref.StructRefProxy):
-    """What :func:`solve_at` needs besides the dense :class:`gaussopt.point.StepContext`:
-    the sparse model's function addresses and parameters, the :class:`Structure` and a
-    :class:`SparseWork` (built once, :func:`make_context`)."""
+#: most inverse-iteration steps of :func:`smallest_pair` (from a warm start it needs a
+#: few; a cold start on a clustered spectrum may need all of them)
+PAIR_ITERS = 60
 
 
-structref.define_proxy(SparseContext, _SparseContextType, ["addrs", "p", "pattern", "work"])
+@_jit
+def smallest_pair(st, w, scale, u, wv):
+    """Smallest singular value ``sigma`` of the rows ``As = A / scale`` (``A`` in
+    ``w.data``, row ``i`` divided by ``scale[i]``, or by 1 where ``scale[i] <= 0``) and
+    its pair: ``u`` (m, unit) and ``wv = As^T u / sigma`` (n).
 
-
-@nb.njit(cache=True)
-def _make_context(addrs, p, st, w):
-    return SparseContext(addrs, p, st, w)
-
-
-def make_context(system, min_n: int = MIN_N) -> Optional[tuple]:
-    """``(ctx, structure, work)``: the :class:`SparseContext` of ``system`` for
-    :func:`solve_at` and, for Python, its :class:`Structure` and :class:`SparseWork`
-    (the very arrays the context holds). None when the sparse path does not apply: no
-    :class:`~gaussopt.model.SparseModel` (``system.sparse``), fewer than ``min_n``
-    coordinates, or inequality constraints."""
-    sm: Optional[SparseModel] = getattr(system, "sparse", None)
-    if (sm is None or system.n < min_n or system.inequalities
-            or (system.m is not None and sm.m != system.m)):
-        return None
-    st = make_structure(sm.n, sm.m, sm.indptr, sm.indices)
-    w = make_work(st)
-    return _make_context(sm.addrs, sm.p, st, w), st, w
-
-
-@nb.njit(cache=True)
-def _evaluate(sctx, t, q, v):
-    """The sparse model's ``d, F, data, b`` at ``(t, q, v)`` into the workspace; 0 or
-    :data:`MODEL_FAILED`."""
-    dyn = _function_at(sctx.addrs[0])
-    rows = _function_at(sctx.addrs[1])
-    w = sctx.work
-    if dyn(t, q.ctypes, v.ctypes, sctx.p.ctypes, w.d.ctypes, w.F.ctypes) != 0:
-        return MODEL_FAILED
-    if rows(t, q.ctypes, v.ctypes, sctx.p.ctypes, w.data.ctypes, w.b.ctypes) != 0:
-        return MODEL_FAILED
-    return 0
-
-
-@nb.njit(cache=True)
-def step_at(sctx, ref, sig_ref, rank_tol, t, q, v, want_lam):
-    """Evaluate the sparse model at ``(t, q, v)`` and run :func:`sparse_step`; returns its
-    ``(status, be, iters)`` (``a`` in ``sctx.work.a``)."""
-    n = sctx.pattern.dims[0]
-    for i in range(n):
-        if not (np.isfinite(q[i]) and np.isfinite(v[i])):
-            return REFUSED_DATA, np.inf, 0
-    if _evaluate(sctx, t, q, v) != 0:
-        return MODEL_FAILED, np.inf, 0
-    return sparse_step(sctx.pattern, sctx.work, ref, sig_ref, rank_tol, want_lam)
-
-
-@nb.njit(cache=True)
-def solve_at(sctx, ctx, ref, t, q, v, want_lam):
-    """:func:`gaussopt.point.solve_at` through the sparse path when it answers: the same
-    output layout in ``ctx.out`` (rank ``m``; one singular value, the estimate of the
-    smallest (with ``want_lam``, else NaN); no inconsistency; flags with
-    :data:`SPARSE_FLAG`), else the dense step."""
-    status, be, iters = step_at(sctx, ref, ctx.sref[0], ctx.opt.f[E.F_RANKTOL], t, q, v,
-                                      want_lam)
-    if status != OK:
-        return P.solve_at(ctx, ref, t, q, v, want_lam)
-    w = sctx.work
-    st = sctx.pattern
-    n, m = st.dims[0], st.dims[1]
-    out = ctx.out
-    gauss = 0.0
-    for i in range(n):
-        a = w.a[i]
-        out[i] = a
-        f = w.d[i] * a - w.F[i]                    # M a - F
-        out[n + i] = f
-        gauss += a * (0.5 * (f + w.F[i]) - w.F[i])
-    lam0 = 2 * n
+    Inverse iteration on ``G = As As^T`` (band Cholesky in the band order, a shift of
+    ``-64 eps max G_ii`` keeps it positive definite at a rank drop itself), started
+    from ``u`` as given (the pair of the previous state; a generic vector if ``u`` is
+    zero), until ``sigma`` settles to ``1e-14`` relative (at most :data:`PAIR_ITERS`
+    steps); ``u`` keeps the orientation of the start. ``sigma = |As^T u|`` is never
+    below the true value; the error of ``u`` falls like ``(s_m / s_{m-1})^2`` per
+    step. Overwrites ``dn`` (with ``As``), ``Sb``, ``Lb``, ``r``, ``t`` and ``y``.
+    Returns ``sigma``, or ``-1.0`` when the factorization or the iteration fails
+    (the caller then takes the dense SVD)."""
+    n, m, kb = st.dims[0], st.dims[1], st.dims[3]
     for i in range(m):
-        out[lam0 + i] = w.lam[i] if want_lam else 0.0
-    s0 = lam0 + m
-    kmax = min(m, n)
-    for i in range(kmax):
-        out[s0 + i] = 0.0
-    out[s0] = sigma_estimate(st, w) if want_lam else np.nan
-    resid = 0.0
-    for i in range(m):                             # max |A a - b| = max nu_i |An a - bn|_i
-        acc = -w.b[i]
+        inv = 1.0 / scale[i] if scale[i] > 0.0 else 1.0
         for k in range(st.indptr[i], st.indptr[i + 1]):
-            acc += w.data[k] * w.a[st.indices[k]]
-        resid = max(resid, abs(acc))
-    sc = s0 + kmax
-    out[sc + P.S_R] = m
-    out[sc + P.S_K] = 1
-    out[sc + P.S_RHO] = 0.0
-    out[sc + P.S_ALLOW] = math.sqrt(ctx.opt.f[E.F_RANKTOL])
-    out[sc + P.S_BE] = be
-    out[sc + P.S_FLAGS] = SPARSE_FLAG
-    out[sc + P.S_GAUSS] = gauss
-    out[sc + P.S_RESID] = resid
-    out[sc + P.S_NULLF] = 0.0                     # M positive definite: null(M) = {0}
-    out[sc + P.S_DROPPED] = 0
-    return 0
+            w.dn[k] = w.data[k] * inv
+    Sf = w.Sb.reshape(m * (kb + 1))
+    for k in range(Sf.shape[0]):
+        Sf[k] = 0.0
+    for p in range(st.pe1.shape[0]):
+        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]]
+    gmax = 0.0
+    for i in range(m):
+        gmax = max(gmax, w.Sb[i, 0])
+    if not (gmax > 0.0 and np.isfinite(gmax)):
+        return -1.0
+    if banded.cholesky(w.Sb, kb, -64.0 * _EPS * gmax, w.Lb) < 0.0:
+        return -1.0
+    x = w.r
+    nu0 = _norm2(u)
+    if nu0 > 0.0 and np.isfinite(nu0):
+        for i in range(m):
+            x[i] = u[i] / nu0
+    else:
+        for i in range(m):
+            x[i] = 1.0 + 0.5 * math.sin(1.0 + i)
+    t = w.t
+    sig = np.inf
+    for _ in range(PAIR_ITERS):
+        _band_solve(st, w, kb, x, m)
+        nx = _norm2(x)
+        if not (nx > 0.0 and np.isfinite(nx)):
+            return -1.0
+        for i in range(m):
+            x[i] /= nx
+        for c in range(n):
+            t[c] = 0.0
+        for i in range(m):
+            xi = x[i]
+            for k in range(st.indptr[i], st.indptr[i + 1]):
+                t[st.indices[k]] += w.dn[k] * xi
+        prev = sig
+        sig = _norm2(t)
+        if abs(prev - sig) <= 1e-14 * sig:
+            break
+    if not (sig > 0.0 and np.isfinite(sig)):
+        return -1.0
+    dot = 0.0
+    for i in range(m):
+        dot += x[i] * u[i]
+    sgn = -1.0 if dot < 0.0 else 1.0
+    for i in range(m):
+        u[i] = sgn * x[i]
+    for c in range(n):
+        wv[c] = sgn * t[c] / sig
+    return sig
 
 
-@nb.njit(cache=True, nogil=True)
-def solve_batch(sctx, ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
-    """:func:`gaussopt.point.solve_batch` through the sparse path: every state the sparse
-    step answers is taken from it (so each row is what :func:`solve_at` gives), every
-    other state goes through the dense :func:`gaussopt.point.solve_batch` (its status
-    convention, the null(M) check included). One thread."""
-    w = sctx.work
-    n, m = sctx.pattern.dims[0], sctx.pattern.dims[1]
-    rank_tol = ctx.opt.f[E.F_RANKTOL]
-    for i in range(Q.shape[0]):
-        s = step_at(sctx, ref, ctx.sref[0], rank_tol, T[i], Q[i], V[i], want_lam)[0]
-        if s == OK:
-            for j in range(n):
-                A_out[i, j] = w.a[j]
-            if want_lam:
-                for j in range(m):
-                    L_out[i, j] = w.lam[j]
-            status_out[i] = 0
-        else:
-            P.solve_batch(ctx, ref, T[i:i + 1], Q[i:i + 1], V[i:i + 1], want_lam, A_out[i:i + 1],
-                          L_out[i:i + 1] if want_lam else L_out, status_out[i:i + 1])
+@_jit
+def bilinear(st, w, u, wv):
+    """``u^T As wv`` with ``As`` the scaled rows in ``w.dn`` (:func:`smallest_pair`)."""
+    m = st.dims[1]
+    acc = 0.0
+    for i in range(m):
+        row = 0.0
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            row += w.dn[k] * wv[st.indices[k]]
+        acc += u[i] * row
+    return acc
+
+
+@_jit
+def correction(st, w, h, res, dx):
+    """The least-squares correction of :func:`gaussopt.engine.project` on the band:
+    the minimum-``H``-norm ``dx`` with ``J dx = -res`` (``J`` in ``w.data``, in the rows'
+    pattern; ``h`` the positive diagonal of ``H``), by the range-space solve with ``S =
+    Jn H^-1 Jn^T`` (``Jn`` the normalized rows): ``dx = H^-1 Jn^T S^-1 (-res / nu)``.
+    Returns False (``dx`` untouched) when a row vanishes or the Cholesky factor of ``S``
+    has a pivot below ``1e-8`` of its largest diagonal entry (near-singular or
+    redundant rows: the dense correction's truncated SVD decides), the criterion of
+    the dense :func:`gaussopt.engine._correction`."""
+    n, m, kb = st.dims[0], st.dims[1], st.dims[3]
+    for i in range(m):
+        k0, k1 = st.indptr[i], st.indptr[i + 1]
+        nu = _norm2(w.data[k0:k1])
+        if not (nu > 0.0 and np.isfinite(nu)):
+            return False
+        inv = 1.0 / nu
+        for k in range(k0, k1):
+            w.dn[k] = w.data[k] * inv
+            w.dw[k] = w.dn[k] / h[st.indices[k]]
+        w.mu[i] = -res[i] * inv
+    Sf = w.Sb.reshape(m * (kb + 1))
+    for k in range(Sf.shape[0]):
+        Sf[k] = 0.0
+    for p in range(st.pe1.shape[0]):
+        Sf[st.pslot[p]] += w.dw[st.pe1[p]] * w.dn[st.pe2[p]]
+    smax = 0.0
+    for i in range(m):
+        smax = max(smax, w.Sb[i, 0])
+    dmin = banded.cholesky(w.Sb, kb, 0.0, w.Lb)
+    if not dmin > 1e-8 * smax:
+        return False
+    _band_solve(st, w, kb, w.mu, m)
+    t = w.t
+    for c in range(n):
+        t[c] = 0.0
+    for i in range(m):
+        mi = w.mu[i]
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            t[st.indices[k]] += w.dw[k] * mi
+    for c in range(n):
+        dx[c] = t[c]
+    return True
+
+
+def _empty_structure(n: int) -> Structure:
+    """The structure of a model without a sparse path (every size zero)."""
+    zi = np.zeros(0, dtype=np.int64)
+    return Structure(np.array([n, 0, 0, 0, 0], dtype=np.int64), np.zeros(1, dtype=np.int64), zi,
+                     zi, zi, zi, zi, zi)
+
+
+#: ``mode`` of :func:`model_parts`: no sparse path; the step, rank monitor and nearness
+#: on the band; also the projection (every row holonomic, the rows in the order of the
+#: position constraints)
+MODE_NONE, MODE_STEP, MODE_PROJECT = 0, 1, 2
+
+
+def model_parts(system, mf, min_n: int = MIN_N) -> tuple:
+    """``(mode, structure, work, addrs, p)`` of the sparse path of ``system`` for the
+    engine's :class:`~gaussopt.engine.ModelData` (``mf`` its
+    :class:`~gaussopt.model.ModelFunctions`): :data:`MODE_NONE` with empty parts
+    when it does not apply (no :class:`~gaussopt.model.SparseModel` on
+    ``system.sparse``, fewer than ``min_n`` coordinates, inequality constraints, a
+    different row count). The structure is built once per system and shared; the
+    work arrays are new on every call (one set per run or step context)."""
+    sm: Optional[SparseModel] = getattr(system, "sparse", None)
+    n = system.n
+    if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
+        st = _empty_structure(n)
+        return MODE_NONE, st, make_work(st), np.zeros(2, dtype=np.int64), np.zeros(0)
+    cache = getattr(sm, "_structure", None)
+    if cache is None:
+        cache = make_structure(sm.n, sm.m, sm.indptr, sm.indices)
+        try:
+            sm._structure = cache
+        except AttributeError:                     # a frozen SparseModel: build per call
+            pass
+    m = mf.m
+    hol = np.asarray(mf.hol_rows)
+    mode = (MODE_PROJECT if (hol.size == m and mf.vel_rows.size == m
+                             and np.array_equal(hol, np.arange(m))) else MODE_STEP)
+    return mode, cache, make_work(cache), sm.addrs, np.ascontiguousarray(sm.p, dtype=float)

@@ -158,8 +158,7 @@ class Projection:
         of[E.F_PTOL] = self.tol
         of[E.F_RANKTOL] = rank_tol
         with quiet_compile():
-            status, its = E.project_at(mf.addrs, E.ModelData(mf.p, mf.dims(), mf.hol_rows,
-                                                            mf.vel_rows, mf.vel_is_hol),
+            status, its = E.project_at(mf.addrs, E.model_data(mf, system),
                                        E.Buffers(*(b[k] for k in E.Buffers._fields)),
                                        E.Options(oi, of), float(t), q, v, float(vanished))
         if status != 0:

@@ -11,8 +11,10 @@ import pytest
 import gaussopt as go
 from gaussopt import kernel as K
 from gaussopt import multibody as mb
+from gaussopt import engine as E
 from gaussopt import sparse as SP
-from gaussopt.model import quiet_compile
+from gaussopt.model import model_functions, quiet_compile
+from gaussopt.solvers.base import BATCH_PER_THREAD
 from problems import n_four_bar
 
 RANK_TOL = 1e-8
@@ -27,6 +29,16 @@ def _dense(system, t, q, v, sig_ref=0.0):
     status, a, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
         M, F, A, b, np.zeros(m), sig_ref, RANK_TOL, K.CLOSED_FORM, True, False, w)
     return status, a.copy(), K.view(w, "lam", m).copy(), r, K.view(w, "s", k).copy()
+
+
+def _sparse_alone(system, q, v):
+    """The status of the O(n) path alone at ``(0, q, v)`` (no dense fallback)."""
+    system.check(0.0, q, v)                    # counts the rows
+    mf = model_functions(system)
+    md = E.model_data(mf, system)
+    assert md.sp_mode != SP.MODE_NONE
+    buf = E.Buffers(*(mf.buffers[k] for k in E.Buffers._fields))
+    return E.sparse_step_at(md, buf, np.zeros(mf.m), 0.0, RANK_TOL, 0.0, q, v, True)
 
 
 def _kkt_condition(system, t, q, v):
@@ -114,9 +126,8 @@ def test_collinear_position_falls_back():
     for th in (0.0, 1e-7, np.pi):
         q = n_four_bar.configuration(th, N=N)
         v = pb.model.velocities(n_four_bar.configuration(0.3, N=N), {"crank0.phi": -1.0})
-        sctx, st, w = SP.make_context(pb.system)
         with quiet_compile():
-            status = SP.step_at(sctx, np.zeros(pb.model.m), 0.0, RANK_TOL, 0.0, q, v, True)[0]
+            status = _sparse_alone(pb.system, q, v)
         assert status == SP.REFUSED_UNCERTIFIED
         r = go.solve_step(pb.system, 0.0, q, v)
         assert not r.info["sparse"]
@@ -162,9 +173,8 @@ def test_redundant_rows_and_singular_mass_fall_back(build, refusal):
     th = 0.9
     q = mdl.assemble({"crank0.phi": th}, q_guess=_guess(mdl, th, N))
     v = mdl.velocities(q, {"crank0.phi": 0.5})
-    sctx, st, w = SP.make_context(system)
     with quiet_compile():
-        status = SP.step_at(sctx, np.zeros(mdl.m), 0.0, RANK_TOL, 0.0, q, v, True)[0]
+        status = _sparse_alone(system, q, v)
     assert status == refusal
     r = go.solve_step(system, 0.0, q, v)
     assert not r.info["sparse"]
@@ -247,3 +257,76 @@ def test_batch_rows_are_solve_step_rows():
         assert r.info["sparse"] == (ths[i] != 0.0)
         np.testing.assert_array_equal(acc[i], r.a)
         np.testing.assert_array_equal(lam[i], r.multipliers)
+
+
+def test_batch_on_threads_is_the_same():
+    """A batch large enough to be split between threads (each with a context and sparse
+    work arrays of its own): every row still exactly solve_step's."""
+    N = 10
+    pb = n_four_bar.build(N=N)
+    rng = np.random.default_rng(5)
+    B = 2 * BATCH_PER_THREAD + 1                # two threads where numba has two
+    states = [_near_manifold(pb, rng, N) for _ in range(B)]
+    Q = np.array([s[0] for s in states])
+    V = np.array([s[1] for s in states])
+    acc = go.solve_steps(pb.system, 0.0, Q, V)
+    for i in (0, B // 2, B - 1):
+        np.testing.assert_array_equal(acc[i], go.solve_step(pb.system, 0.0, Q[i], V[i]).a)
+
+
+def test_projection_on_the_band_equals_the_dense_projection():
+    """The projection's correction on the band (:func:`gaussopt.sparse.correction`)
+    against the dense one (the same system without its sparse model), from states
+    1e-4 off the constraints: both are Gauss--Newton with the unique minimum-M-norm
+    correction, so they differ by the rounding of the corrections (a few ulps of
+    |dq| ~ 1e-4, amplified at most by the iterations' contraction): 1e-12 of
+    ``1 + |q|`` is a margin of ~1e2 over that, yet 1e8 below the perturbation."""
+    N = 10
+    pb = n_four_bar.build(N=N)
+    dense = _without_sparse(n_four_bar.build, N=N)
+    rng = np.random.default_rng(11)
+    proj = go.Projection()
+    for _ in range(3):
+        th = rng.uniform(0.3, np.pi - 0.3)
+        q = n_four_bar.configuration(th, N=N) + 1e-4 * rng.standard_normal(pb.system.n)
+        v = rng.standard_normal(pb.system.n)
+        q1, v1, its1 = proj.project(pb.system, 0.0, q, v, RANK_TOL)
+        q2, v2, its2 = proj.project(dense, 0.0, q, v, RANK_TOL)
+        assert its1 > 0
+        scale = 1.0 + np.max(np.abs(q2))
+        assert np.max(np.abs(q1 - q2)) <= 1e-12 * scale
+        assert np.max(np.abs(v1 - v2)) <= 1e-12 * (1.0 + np.max(np.abs(v2)))
+        assert np.max(np.abs(pb.system.position_residual(0.0, q1))) <= 1e-12 * scale
+
+
+def test_simulate_on_the_band_against_the_reduced_reference():
+    """N = 10 (63 coordinates), 3 s at rtol 1e-10 through collinear positions: the run
+    takes the O(n) path (step, projection, rank monitor, nearness; ``sparse_steps``
+    counts its steps) and the same run without the sparse model takes the dense
+    kernel. Each against the reduced one-coordinate equation: <= 1e3 rtol = 1e-7
+    (the bound of the tolerance sweep in test_trust.py: DOP853's global error over a
+    few periods, and the rounding limit at the singular positions). Both report the
+    same passages, at times within 1e-6 s (each is located to rounding on its own
+    trajectory, and the trajectories differ by their global errors, <= 1e-7 rad at
+    |th'| >= 1 rad/s, i.e. <= 1e-7 s; a margin of 10)."""
+    N = 10
+    runs = {}
+    for name, pb in (("band", n_four_bar.build(N=N, t_end=3.0)),
+                     ("dense", n_four_bar.build(N=N, t_end=3.0))):
+        if name == "dense":
+            pb.system.sparse = None
+        kw = dict(pb.settings)
+        kw.update(rtol=1e-10, atol=1e-10)
+        tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **kw)
+        assert tr.success, tr.message
+        out, ref = pb.outputs(tr.q, tr.v), pb.reference(tr.t)
+        err = max(np.abs(out[k] - ref[k]).max() for k in ("B0_x", "B0_y"))
+        assert err <= 1e-7, (name, err)
+        runs[name] = tr
+    band, dense = runs["band"], runs["dense"]
+    assert band.stats["sparse_steps"] >= 0.9 * band.stats["rhs_evaluations"]
+    assert dense.stats["sparse_steps"] == 0
+    tb = [e.t for e in band.rank_events]
+    td = [e.t for e in dense.rank_events]
+    assert len(tb) == len(td) >= 1
+    assert np.max(np.abs(np.array(tb) - np.array(td))) <= 1e-6

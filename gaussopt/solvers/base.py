@@ -335,13 +335,13 @@ class StepSolver:
                 or system.inequalities):
             self._ctx = False
             return None
-        self._ctx = ctx = self._new_context(sparse=True)
+        self._ctx = ctx = self._new_context()
         return ctx
 
-    def _new_context(self, sparse: bool = False):
-        """A compiled step context with buffers and workspace of its own (one per thread);
-        with ``sparse``, also the O(n) path's context (:mod:`gaussopt.sparse`) if the
-        system qualifies (else None, the last item)."""
+    def _new_context(self):
+        """A compiled step context with buffers and workspace of its own (one per thread),
+        with the O(n) path of :mod:`gaussopt.sparse` if the system has one
+        (:func:`gaussopt.engine.model_data`)."""
         mf = model_functions(self.system)
         n, m = self.system.n, mf.m
         bufs = mf.buffers
@@ -354,11 +354,10 @@ class StepSolver:
         out = np.zeros(layout(n, m)[4] + N_SCALARS)
         work = K.make_work(n, m)
         handle = make_context(
-            mf.addrs, E.ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol),
+            mf.addrs, E.model_data(mf, self.system),
             E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
-        sp = SP.make_context(self.system) if sparse else None
-        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work, sp and sp[0])
+        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
 
     def _solve_compiled(self, t, q, v, full: bool, checked: bool = False):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
@@ -370,7 +369,7 @@ class StepSolver:
             ctx = self._context()
             if ctx is None:
                 return None
-        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, sparse = ctx
+        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work = ctx
         if not checked and not (
                 type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
                 and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)
@@ -385,8 +384,7 @@ class StepSolver:
         elif ref.shape != (m,):
             return None
         with self._lock:
-            status = (solve_at(handle, ref, float(t), q, v, full) if sparse is None
-                      else SP.solve_at(sparse, handle, ref, float(t), q, v, full))
+            status = solve_at(handle, ref, float(t), q, v, full)
             if status != 0:
                 if status == K.NONFINITE:
                     for x, label in ((q, "q"), (v, "v")):
@@ -429,10 +427,7 @@ class StepSolver:
                 lam = np.empty((B, m)) if want_lam else np.empty((0, 0))
                 status = np.empty(B, dtype=np.int64)
                 with self._lock:
-                    if ctx[8] is not None:      # the sparse path (one thread), dense where it refuses
-                        SP.solve_batch(ctx[8], ctx[0], ref, T, Q, V, want_lam, acc, lam, status)
-                    else:
-                        self._batch(ref, T, Q, V, want_lam, acc, lam, status)
+                    self._batch(ref, T, Q, V, want_lam, acc, lam, status)
                 todo = np.flatnonzero(status != 0)
         for i in todo:
             try:
