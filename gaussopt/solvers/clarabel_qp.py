@@ -139,6 +139,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
 
 import numba as nb
@@ -215,6 +216,25 @@ STATUS_NAMES: dict[str, str] = {
 }
 
 _SCALINGS = ("jacobi", "rows", "none")
+
+#: Clarabel ``SolverStatus`` -> its name (``str(status)``), filled as statuses are seen
+_RAW_NAMES: dict = {}
+
+
+class _Values(list):
+    """Values of ``P`` or ``A`` on the built pattern, for ``solver.update``: a list that
+    Clarabel takes as a value vector, as it takes a plain list.
+
+    Clarabel's ``update`` first tries to read a matrix argument as a scipy CSC matrix
+    (``getattr(arg, "data")``); on a plain list that lookup fails with an
+    ``AttributeError`` that costs about 0.35 us per matrix. The class attribute
+    ``data = None`` fails the matrix reading without raising in Python, and the
+    values then go the same way as a plain list's (the same numbers in the solver).
+    """
+
+    __slots__ = ()
+    data = None
+
 
 #: Clarabel outcomes that are not retried by the fallback (a solution or a
 #: certificate was found, or a user limit was hit).
@@ -496,6 +516,14 @@ def _scale_kernel(Pv, q, Av, bv, Prow, Pcol, Arow, Acol, mode, cost,
     for k in range(Av.size):
         Ao[k] *= rinv[Arow[k]]
     return s
+
+def _raw_name(status) -> str:
+    """``str(status)`` of a Clarabel ``SolverStatus`` (cached: :data:`_RAW_NAMES`)."""
+    raw = _RAW_NAMES.get(status)
+    if raw is None:
+        raw = _RAW_NAMES[status] = str(status)
+    return raw
+
 
 # ----------------------------------------------------------------------
 class ClarabelQP:
@@ -799,13 +827,15 @@ class ClarabelQP:
         return Po, qo, Ao, bo, (d if code == 0 else None), (rinv if mp else None), s
 
     # ------------------------------------------------------------------
-    def _run(self, Pv, qv, Av, bv, rebuild, first=None, want_info=True):
+    def _run(self, Pv, qv, Av, bv, rebuild, first=None, want_info=True, primary=None):
         """Clarabel on values of the built patterns (inside the lock): the primary
         attempt, then (on failure) the fallback attempts (module docstring).
 
         ``rebuild``: build the solver from the primary attempt's data instead of
         updating it; ``first``: the primary attempt's scaled data if the caller has
-        them (:meth:`solve_values`). Returns ``(sol, info, d, rinv, s, raw, attempts)``
+        them (:meth:`solve_values`); ``primary``: ``(sol, raw)`` of the primary
+        attempt if the caller has run it already on ``first`` (then the loop starts
+        at the fallback attempts). Returns ``(sol, info, d, rinv, s, raw, attempts)``
         of the attempt chosen (``info`` None unless ``want_info``).
         """
         tries = self._attempts if self.fallback else self._attempts[:1]
@@ -815,10 +845,19 @@ class ClarabelQP:
                 Ps, qs, As, bs, d, rinv, s = first
             else:
                 Ps, qs, As, bs, d, rinv, s = self._scale(Pv, qv, Av, bv, mode)
+            if k == 0 and primary is not None:
+                sol, raw = primary
+                res = (sol, self._solver.get_info() if want_info else None, d, rinv, s, raw)
+                if raw in _FINAL_RAW:
+                    chosen = res
+                    break
+                chosen = res
+                continue
             if k == 0 and rebuild:
                 self._build(Ps, qs, As, bs)
             else:
-                self._solver.update(P=Ps.tolist(), q=qs.tolist(), A=As.tolist(), b=bs.tolist())
+                self._solver.update(P=_Values(Ps.tolist()), q=qs.tolist(),
+                                    A=_Values(As.tolist()), b=bs.tolist())
                 if k == 0:
                     self.updates += 1
             if alt is not None:
@@ -830,7 +869,7 @@ class ClarabelQP:
             else:
                 sol = self._solver.solve()
             self.solves += 1
-            raw = str(sol.status)
+            raw = _raw_name(sol.status)
             res = (sol, self._solver.get_info() if want_info else None, d, rinv, s, raw)
             if raw in _FINAL_RAW:
                 chosen = res
@@ -841,7 +880,7 @@ class ClarabelQP:
             self.fallbacks += 1
         return (*chosen, k + 1)
 
-    def solve_values(self, Pv, qv, Av, bv, first):
+    def solve_values(self, Pv, qv, Av, bv, first, out=None):
         """Solve for data given as values on the built patterns: the fast entry of
         :class:`~gaussopt.solvers.QP` (no input checks, no pattern mapping).
 
@@ -857,11 +896,15 @@ class ClarabelQP:
             scaling, as :meth:`_scale` gives them (``d``, ``rinv`` may be arrays of
             ones where it gives None), computed by the caller (in its compiled
             kernel, :func:`gaussopt.solvers.qp_step.prepare`).
+        out : tuple of ndarray, optional
+            ``(xs, zs)``, shapes ``(n,)`` and ``(m + p,)``: write the solution there
+            (else into new arrays).
 
         Returns
         -------
         xs, zs : ndarray
-            Clarabel's primal and dual solution of the scaled problem.
+            Clarabel's primal and dual solution of the scaled problem (the arrays of
+            ``out`` if given).
         d, rinv, s
             The scaling of the attempt returned (``x = d xs``, ``z_i = zs_i rinv_i / s``;
             ``d``, ``rinv`` None for ones); the arrays of ``first`` when the primary
@@ -873,15 +916,42 @@ class ClarabelQP:
             Wall time of update and solve(s), seconds.
         """
         with self._lock:
-            if self._solver is None:
-                raise ValueError("ClarabelQP.solve_values: the solver is not built (give "
-                                 "P_pattern and A_pattern to the constructor)")
-            t0 = time.perf_counter()
-            sol, _, d, rinv, s, raw, attempts = self._run(Pv, qv, Av, bv, not self._update_ok,
-                                                          first, False)
+            return self._solve_values(Pv, qv, Av, bv, first[:6], first[6], out)
+
+    def _solve_values(self, Pv, qv, Av, bv, first, s, out):
+        """:meth:`solve_values` with ``first`` less its ``s`` (given apart), for a caller
+        that serializes every use of this object under its own lock
+        (:class:`~gaussopt.solvers.QP`); the lock of this object is not taken."""
+        solver = self._solver
+        if solver is None:
+            raise ValueError("ClarabelQP.solve_values: the solver is not built (give "
+                             "P_pattern and A_pattern to the constructor)")
+        t0 = _perf_counter()
+        if self._update_ok:
+            # the primary attempt (what :meth:`_run` does first), inline; the fallback
+            # attempts, if it needs them, in :meth:`_run`
+            solver.update(P=_Values(first[0].tolist()), q=first[1].tolist(),
+                          A=_Values(first[2].tolist()), b=first[3].tolist())
+            self.updates += 1
+            sol = solver.solve()
+            self.solves += 1
+            raw = _RAW_NAMES.get(sol.status) or _raw_name(sol.status)
+            if raw in _FINAL_RAW or not self.fallback:
+                d, rinv, attempts = first[4], first[5], 1
+            else:
+                sol, _, d, rinv, s, raw, attempts = self._run(
+                    Pv, qv, Av, bv, False, (*first, s), False, (sol, raw))
+        else:
+            sol, _, d, rinv, s, raw, attempts = self._run(Pv, qv, Av, bv, True, (*first, s),
+                                                          False)
+        if out is None:
             xs = np.array(sol.x, dtype=float)
             zs = np.array(sol.z, dtype=float)
-            t1 = time.perf_counter()
+        else:
+            xs, zs = out
+            xs[:] = sol.x
+            zs[:] = sol.z
+        t1 = _perf_counter()
         return xs, zs, d, rinv, s, raw, int(sol.iterations), attempts, t1 - t0
 
     # ------------------------------------------------------------------

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import namedtuple
-
 import numpy as np
 
 from .. import kernel as K
@@ -31,12 +29,39 @@ _INFEASIBLE = ("primal_infeasible", "infeasible")
 _SCALING = "jacobi"
 _SCALING_CODE = {"jacobi": 0, "rows": 1, "none": 2}[_SCALING]
 _F64 = np.dtype(np.float64)
+_H_S = QS.H_S
 #: non-empty once :func:`.qp_step.prepare_model` has been compiled or loaded in this process
 _LOADED: list = []
 
-#: what the compiled calls of one problem size use (:meth:`QP._buffers`)
-_Buffers = namedtuple("_Buffers", ["work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay",
-                                   "views", "lam", "sigma", "live"])
+class _Buffers:
+    """What the compiled calls of one problem size use (:meth:`QP._buffers`, built once):
+    the kernel workspace, the float and integer buffers (:func:`.qp_step.layout`), the
+    options, Clarabel's solution ``xs``, ``zs`` (``zs`` for the largest rank; Clarabel
+    fills its first ``r + p`` entries), per rank ``r`` the views of the buffers
+    (:func:`_views`), and the argument lists of the compiled calls on the compiled
+    model's arrays (:meth:`QP._fast_model`: built again when the row reference or the
+    inequality rows are other arrays)."""
+
+    __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "lam",
+                 "sigma", "live", "xs", "zs", "m", "p", "args")
+
+    def __init__(self, work, fb, ib, opt, zero_ref, P, lay, lam, sigma, live, xs, zs, m, p):
+        self.work, self.fb, self.ib, self.opt, self.zero_ref = work, fb, ib, opt, zero_ref
+        self.P, self.noP, self.lay, self.views = P, np.zeros((0, 0)), lay, {}
+        self.lam, self.sigma, self.live, self.xs, self.zs = lam, sigma, live, xs, zs
+        self.m, self.p = m, p
+        self.args = None
+
+    def call_args(self, sref, M, F, A, b, G, h, ref) -> tuple:
+        """The arguments of :func:`.qp_step.prepare` after ``(M, F, A, b, G, h, ref)``'s
+        place, with ``Pn`` for a full result and without, and those of
+        :func:`.qp_step.finish` for a full result and without: ``(ref, G, h, prep_full,
+        prep_hot, fin_full, fin_hot)`` (the first three: what they were built for)."""
+        w = self.work
+        head = (M, F, A, b, G, h, ref)
+        prep = head + (sref, self.opt, w.f, w.i, self.fb, self.ib)
+        fin = head + (self.xs, self.zs, self.opt, w.f, w.i, self.fb)
+        return (ref, G, h, prep + (self.P,), prep + (self.noP,), fin + (True,), fin + (False,))
 
 
 def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
@@ -243,7 +268,7 @@ class QP(StepSolver):
         return a
 
     # ------------------------------------------------------------- compiled path
-    def _buffers(self, m: int, p: int):
+    def _buffers(self, m: int, p: int) -> _Buffers:
         """Workspace, buffers and options of the compiled calls for ``m`` rows and ``p``
         inequality rows (built once)."""
         bufs = self._bufs.get((m, p))
@@ -261,9 +286,17 @@ class QP(StepSolver):
             bufs = self._bufs[(m, p)] = _Buffers(
                 w, np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
                 np.zeros(m), np.ascontiguousarray(P, dtype=float) if P is not None
-                else np.zeros((0, 0)), np.zeros((0, 0)), lay, {}, K.view(w, "lam", m),
-                K.view(w, "s", min(m, n)), K.view(w, "live", m))
+                else np.zeros((0, 0)), lay, K.view(w, "lam", m),
+                K.view(w, "s", min(m, n)), K.view(w, "live", m), np.zeros(n),
+                np.zeros(min(m, n) + p), m, p)
         return bufs
+
+    def _ref_array(self, bufs: _Buffers) -> np.ndarray:
+        """The row reference as the compiled calls take it (zeros: none)."""
+        ref = self.row_ref
+        if ref is None:
+            return bufs.zero_ref
+        return _carray(self._reference(bufs.m))
 
     def _model(self):
         """The compiled model's functions and buffers (:func:`gaussopt.model.model_functions`),
@@ -283,7 +316,7 @@ class QP(StepSolver):
             G0, h0 = np.zeros((0, n)), np.zeros(0)
             mc = self._mc = (mf, mf.addrs, _carray(np.asarray(mf.p)),
                              bufs["M"].reshape(n, n), bufs["F"], bufs["A"].reshape(m, n),
-                             bufs["b"], G0, h0)
+                             bufs["b"], G0, h0, (n,))
         return mc if mc is not False and self.b_correction is None else None
 
     def _fast_model(self, t, q, v, full):
@@ -294,67 +327,75 @@ class QP(StepSolver):
             mc = self._model()
             if mc is None:
                 return None
-        mf, addrs, par, M, F, A, b, G, h = mc
-        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.flags.carray
-                and v.flags.carray and q.dtype is _F64 and v.dtype is _F64
-                and q.shape == v.shape == (self._n,)):
+        mf, addrs, par, M, F, A, b, G, h, shape = mc
+        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype is _F64
+                and v.dtype is _F64 and q.shape == shape and v.shape == shape
+                and q.flags.carray and v.flags.carray):
             return None
         if self.system.inequalities:
             G, h = self.system.inequality_rows(t, q, v)
             G, h = _carray(G), _carray(h)
-        m, p = A.shape[0], G.shape[0]
-        bufs = self._buffers(m, p)
-        ref = self._reference(m)
-        ref = bufs.zero_ref if ref is None else _carray(ref)
-        w = bufs.work
+        bufs = self._bufs.get((A.shape[0], G.shape[0]))
+        if bufs is None:
+            bufs = self._buffers(A.shape[0], G.shape[0])
+        ref = bufs.zero_ref if self.row_ref is None else self._ref_array(bufs)
+        args = bufs.args
+        if args is None or args[0] is not ref or args[1] is not G or args[2] is not h:
+            args = bufs.args = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
+        if type(t) is not float:
+            t = float(t)
         with self._lock:
             if _LOADED:
-                code, r = QS.prepare_model(addrs, par, float(t), q, v, M, F, A, b, G, h, ref,
-                                           self._sref, bufs.opt, w.f, w.i, bufs.fb, bufs.ib,
-                                           bufs.P if full else bufs.noP)
+                code, r = QS.prepare_model(addrs, par, t, q, v, *args[3 if full else 4])
             else:
                 with quiet_compile():           # numba's note on first-class functions
-                    code, r = QS.prepare_model(addrs, par, float(t), q, v, M, F, A, b, G, h,
-                                               ref, self._sref, bufs.opt, w.f, w.i, bufs.fb,
-                                               bufs.ib, bufs.P if full else bufs.noP)
+                    code, r = QS.prepare_model(addrs, par, t, q, v, *args[3 if full else 4])
                 _LOADED.append(True)
             if code:
                 return None
-            return self._solve_prepared(t, M, F, A, b, G, h, ref, bufs, r, full, True)
+            return self._solve_prepared(t, bufs, args[5 if full else 6], r, full, True)
 
     def _fast(self, t, M, F, A, b, G, h, full):
         """The step in two compiled calls around Clarabel (:mod:`.qp_step`): a StepResult
         (``full``), or ``(a, inconsistency)``; None when the Python path must take it
         (errors, a force in ``null(M)``)."""
-        m, p = A.shape[0], G.shape[0]
-        bufs = self._buffers(m, p)
-        ref = self._reference(m)
-        ref = bufs.zero_ref if ref is None else _carray(ref)
+        bufs = self._buffers(A.shape[0], G.shape[0])
+        ref = self._ref_array(bufs)
         M = self._Mw if M is self._Mc else _carray(M)
         F = self._Fw if F is self._Fc else _carray(F)
         A, b, G, h = _carray(A), _carray(b), _carray(G), _carray(h)
-        w = bufs.work
+        args = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
         with self._lock:
-            code, r = QS.prepare(M, F, A, b, G, h, ref, self._sref, bufs.opt, w.f, w.i, bufs.fb,
-                                 bufs.ib, bufs.P if full else bufs.noP)
+            code, r = QS.prepare(*args[3 if full else 4])
             if code:
                 return None
-            return self._solve_prepared(t, M, F, A, b, G, h, ref, bufs, r, full, False)
+            return self._solve_prepared(t, bufs, args[5 if full else 6], r, full, False)
 
-    def _solve_prepared(self, t, M, F, A, b, G, h, ref, bufs, r, full, shared):
-        """Clarabel and :func:`.qp_step.finish` after :func:`.qp_step.prepare` (inside the
-        lock); ``shared``: ``M, F, A, b`` are the compiled model's buffers."""
-        m, p = A.shape[0], G.shape[0]
-        w, fb = bufs.work, bufs.fb
+    def _rank_views(self, bufs: _Buffers, r: int) -> tuple:
+        """What one solve at rank ``r`` uses: the views of the buffers (:func:`_views`),
+        the scaled data as :meth:`ClarabelQP.solve_values` takes them (less ``s``), the
+        arrays Clarabel's solution is written to, the backend."""
+        p = bufs.p
+        (Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu,
+         Qc) = _views(bufs.fb, bufs.lay, self._n, r, p)
+        backend = self._get_backend(r, p)
+        return (Pv, qv, Av, bv, (Po, qo, Ao, bo, d, rinv), d, rinv, a, mu, Qc,
+                (bufs.xs, bufs.zs[:r + p]), backend)
+
+    def _solve_prepared(self, t, bufs, fin, r, full, shared):
+        """Clarabel and :func:`.qp_step.finish` (its arguments ``fin``) after
+        :func:`.qp_step.prepare` (inside the lock, which also serializes every use of
+        the backends: they are called without their own lock); ``shared``: ``M, F, A,
+        b`` are the compiled model's buffers."""
+        fb = bufs.fb
+        p = bufs.p
         try:
             views = bufs.views.get(r)
             if views is None:
-                views = bufs.views[r] = (*_views(fb, bufs.lay, self._n, r, p),
-                                         self._get_backend(r, p))
-            Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu, Qc, backend = views
+                views = bufs.views[r] = self._rank_views(bufs, r)
+            Pv, qv, Av, bv, first, d, rinv, a, mu, Qc, out, backend = views
             (xs, zs, dd, rr, s, raw, iters, attempts,
-             solve_time) = backend.qp.solve_values(Pv, qv, Av, bv,
-                                                   (Po, qo, Ao, bo, d, rinv, fb[QS.H_S]))
+             solve_time) = backend.qp._solve_values(Pv, qv, Av, bv, first, fb[_H_S], out)
         except SolverError:
             raise
         except Exception as e:  # noqa: BLE001 - the backend's own error, chained
@@ -363,25 +404,27 @@ class QP(StepSolver):
         status = STATUS_NAMES.get(raw)
         if status is None:
             status = raw.lower()
-        self.statuses[status] = self.statuses.get(status, 0) + 1
+        statuses = self.statuses
+        statuses[status] = statuses.get(status, 0) + 1
         if dd is not d:                       # a fallback attempt of Clarabel's: its scaling
             d[:] = 1.0 if dd is None else dd
             fb[QS.H_S] = s
         if rr is not rinv:
             rinv[:] = 1.0 if rr is None else rr
-        if not (status in _INFEASIBLE and p):
+        if not (p and status in _INFEASIBLE):
             (code, be, rho, allow, gauss, resid, dropped, k,
-             kept) = QS.finish(M, F, A, b, G, h, ref, xs, zs, bufs.opt, w.f, w.i, fb, full)
+             kept) = QS.finish(*fin)
         else:
             code = QS.DEFER
         if code:
             # the Python path from the backend's answer on: it raises, or re-solves on the
             # robust path
+            M, F, A, b, G, h = fin[:6]
             if shared:
                 M, F, A, b = M.copy(), F.copy(), A.copy(), b.copy()
             x = xs * d
             z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:]
-            ref_p = self._reference(m)
+            ref_p = self._reference(bufs.m)
             dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref_p, sig_ref=self.sigma_ref)
             gn = np.sqrt(np.einsum("ij,ij->i", G, G)) if p else np.zeros(0)
             gn = np.where(gn > 0, gn, 1.0)
@@ -398,7 +441,7 @@ class QP(StepSolver):
             (self, status, backend.name, iters, solve_time, be, r, bufs.sigma[:k].copy(),
              np.flatnonzero(bufs.live == 0).tolist() if dropped else [], rho, kept, mu.copy(),
              resid))
-        self.last_info = res
+        self._last_info = res                 # (the ``last_info`` setter, without its call)
         return res
 
     # ------------------------------------------------------------- Python path
