@@ -259,6 +259,45 @@ def test_update_gives_the_same_numbers_as_a_fresh_build():
     np.testing.assert_array_equal(r_upd.z, r_new.z)
 
 
+def test_solve_values_in_place_and_into_out_give_the_numbers_of_a_fresh_build():
+    # the fast entry of the QP step: values on the built dense patterns, the solver
+    # updated in place (the matrix values as a list subclass, clarabel_qp._Values), the
+    # solution written into the caller's arrays; the numbers of a solver built on them
+    rng = np.random.default_rng(11)
+    n, m, p = 5, 2, 1
+    qp = ClarabelQP(n, m, p, P_pattern=np.ones((n, n)), A_pattern=np.ones((m + p, n)))
+    xs, zs = np.empty(n), np.empty(m + p)
+    for k in range(3):
+        d = random_problem(rng, n, m, p, "spd")
+        Pv = np.concatenate([d["P"][: j + 1, j] for j in range(n)])   # upper, by columns
+        Av = np.vstack([d["A"], -d["G"]]).T.ravel()                    # by columns
+        qv, bv = -d["F"], np.concatenate([d["b"], -d["h"]])
+        first = qp._scale(Pv, qv, Av, bv, "jacobi")
+        out = qp.solve_values(Pv, qv, Av, bv, first, (xs, zs))
+        assert out[0] is xs and out[1] is zs and out[5] == "Solved"
+        new = qp.solve_values(Pv, qv, Av, bv, first)
+        np.testing.assert_array_equal(new[0], xs)
+        np.testing.assert_array_equal(new[1], zs)
+        fresh = ClarabelQP(n, m, p, P_pattern=np.ones((n, n)), A_pattern=np.ones((m + p, n)))
+        ref = fresh.solve_values(Pv, qv, Av, bv, first)
+        np.testing.assert_array_equal(ref[0], xs)
+        np.testing.assert_array_equal(ref[1], zs)
+    assert qp.builds == 1 and qp.updates == 6
+    # zs None: the dual solution is not asked for
+    assert qp.solve_values(Pv, qv, Av, bv, first, (xs, None))[1] is None
+
+
+def test_entry_point_falls_back_to_the_dispatcher():
+    from gaussopt.solvers import qp_step as QS
+
+    args = (np.zeros(3, dtype=np.int32),)          # a type never compiled
+    assert QS.entry_point(QS._norm, args) is QS._norm
+    x = np.array([3.0, 4.0])
+    assert QS._norm(x) == 5.0
+    f = QS.entry_point(QS._norm, (x,))
+    assert f(x) == 5.0
+
+
 def test_sparse_subset_pattern_stays_in_place_and_change_rebuilds():
     rng = np.random.default_rng(8)
     n, m = 6, 2

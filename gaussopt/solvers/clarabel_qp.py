@@ -898,7 +898,8 @@ class ClarabelQP:
             kernel, :func:`gaussopt.solvers.qp_step.prepare`).
         out : tuple of ndarray, optional
             ``(xs, zs)``, shapes ``(n,)`` and ``(m + p,)``: write the solution there
-            (else into new arrays).
+            (else into new arrays); ``zs`` None: the dual solution is not wanted (and
+            None is returned for it).
 
         Returns
         -------
@@ -950,7 +951,8 @@ class ClarabelQP:
         else:
             xs, zs = out
             xs[:] = sol.x
-            zs[:] = sol.z
+            if zs is not None:
+                zs[:] = sol.z
         t1 = _perf_counter()
         return xs, zs, d, rinv, s, raw, int(sol.iterations), attempts, t1 - t0
 

@@ -40,10 +40,10 @@ class _Buffers:
     fills its first ``r + p`` entries), per rank ``r`` the views of the buffers
     (:func:`_views`), and the argument lists of the compiled calls on the compiled
     model's arrays (:meth:`QP._fast_model`: built again when the row reference or the
-    inequality rows are other arrays)."""
+    inequality rows are other arrays; their types stay)."""
 
     __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "lam",
-                 "sigma", "live", "xs", "zs", "m", "p", "args")
+                 "sigma", "live", "xs", "zs", "m", "p", "args", "prepare_model", "finish")
 
     def __init__(self, work, fb, ib, opt, zero_ref, P, lay, lam, sigma, live, xs, zs, m, p):
         self.work, self.fb, self.ib, self.opt, self.zero_ref = work, fb, ib, opt, zero_ref
@@ -51,6 +51,10 @@ class _Buffers:
         self.lam, self.sigma, self.live, self.xs, self.zs = lam, sigma, live, xs, zs
         self.m, self.p = m, p
         self.args = None
+        # the compiled functions, called directly once they are compiled for these buffers
+        # (:func:`.qp_step.entry_point`: the argument types are those of every later call
+        # of :meth:`QP._fast_model`, which alone uses them)
+        self.prepare_model = self.finish = None
 
     def call_args(self, sref, M, F, A, b, G, h, ref) -> tuple:
         """The arguments of :func:`.qp_step.prepare` after ``(M, F, A, b, G, h, ref)``'s
@@ -282,11 +286,12 @@ class QP(StepSolver):
             opt[QS.O_COST] = 1.0
             opt[QS.O_VERIFY] = self.verify_tol
             P = self._P_const if self._null_force_check else None
+            # (a writable copy: the type of the (0, 0) array passed without it)
+            P = np.array(P, dtype=float) if P is not None else np.zeros((0, 0))
             w = K.make_work(n, m)
             bufs = self._bufs[(m, p)] = _Buffers(
                 w, np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
-                np.zeros(m), np.ascontiguousarray(P, dtype=float) if P is not None
-                else np.zeros((0, 0)), lay, K.view(w, "lam", m),
+                np.zeros(m), P, lay, K.view(w, "lam", m),
                 K.view(w, "s", min(m, n)), K.view(w, "live", m), np.zeros(n),
                 np.zeros(min(m, n) + p), m, p)
         return bufs
@@ -344,13 +349,20 @@ class QP(StepSolver):
             args = bufs.args = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
         if type(t) is not float:
             t = float(t)
+        call = bufs.prepare_model
         with self._lock:
-            if _LOADED:
-                code, r = QS.prepare_model(addrs, par, t, q, v, *args[3 if full else 4])
+            if call is not None:
+                code, r = call(addrs, par, t, q, v, *args[3 if full else 4])
             else:
-                with quiet_compile():           # numba's note on first-class functions
+                if _LOADED:
                     code, r = QS.prepare_model(addrs, par, t, q, v, *args[3 if full else 4])
-                _LOADED.append(True)
+                else:
+                    with quiet_compile():           # numba's note on first-class functions
+                        code, r = QS.prepare_model(addrs, par, t, q, v,
+                                                   *args[3 if full else 4])
+                    _LOADED.append(True)
+                bufs.prepare_model = QS.entry_point(QS.prepare_model,
+                                                    (addrs, par, t, q, v) + args[3])
             if code:
                 return None
             return self._solve_prepared(t, bufs, args[5 if full else 6], r, full, True)
@@ -374,13 +386,14 @@ class QP(StepSolver):
     def _rank_views(self, bufs: _Buffers, r: int) -> tuple:
         """What one solve at rank ``r`` uses: the views of the buffers (:func:`_views`),
         the scaled data as :meth:`ClarabelQP.solve_values` takes them (less ``s``), the
-        arrays Clarabel's solution is written to, the backend."""
+        arrays Clarabel's solution is written to (without inequality rows, no ``zs``:
+        :func:`.qp_step.finish` reads only its inequality part), the backend."""
         p = bufs.p
         (Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu,
          Qc) = _views(bufs.fb, bufs.lay, self._n, r, p)
         backend = self._get_backend(r, p)
         return (Pv, qv, Av, bv, (Po, qo, Ao, bo, d, rinv), d, rinv, a, mu, Qc,
-                (bufs.xs, bufs.zs[:r + p]), backend)
+                (bufs.xs, bufs.zs[:r + p] if p else None), backend)
 
     def _solve_prepared(self, t, bufs, fin, r, full, shared):
         """Clarabel and :func:`.qp_step.finish` (its arguments ``fin``) after
@@ -412,8 +425,13 @@ class QP(StepSolver):
         if rr is not rinv:
             rinv[:] = 1.0 if rr is None else rr
         if not (p and status in _INFEASIBLE):
-            (code, be, rho, allow, gauss, resid, dropped, k,
-             kept) = QS.finish(*fin)
+            call = bufs.finish if shared else None
+            if call is None:
+                (code, be, rho, allow, gauss, resid, dropped, k, kept) = QS.finish(*fin)
+                if shared:
+                    bufs.finish = QS.entry_point(QS.finish, fin)
+            else:
+                (code, be, rho, allow, gauss, resid, dropped, k, kept) = call(*fin)
         else:
             code = QS.DEFER
         if code:
@@ -423,7 +441,7 @@ class QP(StepSolver):
             if shared:
                 M, F, A, b = M.copy(), F.copy(), A.copy(), b.copy()
             x = xs * d
-            z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:]
+            z = ((zs * (1.0 / fb[QS.H_S])) * rinv)[r:] if p else np.zeros(0)
             ref_p = self._reference(bufs.m)
             dec = decide(M, A, b, rank_tol=self.rank_tol, ref=ref_p, sig_ref=self.sigma_ref)
             gn = np.sqrt(np.einsum("ij,ij->i", G, G)) if p else np.zeros(0)

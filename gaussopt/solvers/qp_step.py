@@ -30,7 +30,7 @@ from ..point import NULL_FORCE_RTOL, null_force
 from ..model import functions
 from .clarabel_qp import _scale_kernel
 
-__all__ = ["layout", "prepare", "prepare_model", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
+__all__ = ["layout", "entry_point", "prepare", "prepare_model", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
            "H_FLAGS", "H_SA", "H_S", "H_DMIN", "H_STATUS", "N_HEAD", "O_RANKTOL", "O_CHECKSYM",
            "O_SCALING", "O_COST", "O_VERIFY", "N_OPTS"]
 
@@ -88,6 +88,22 @@ _clayout = _jit(_layout)
 def layout(n: int, m: int, p: int) -> tuple:
     """:func:`_layout` from Python (see there)."""
     return _layout(n, m, p)
+
+
+def entry_point(dispatcher, args: tuple):
+    """The compiled function of ``dispatcher`` (called already with arguments of these
+    types) for the types of ``args``, or ``dispatcher`` itself if numba does not tell it.
+
+    Called directly it skips the dispatcher's resolution of the argument types (about
+    15 ns an argument: 0.3 us for :func:`prepare_model`'s 19) but checks none of them:
+    only for calls whose every argument has the types of ``args`` (the buffers of
+    :class:`~gaussopt.solvers.QP`, C-contiguous writable float arrays of fixed
+    dimensions, ``q`` and ``v`` checked by the caller).
+    """
+    try:
+        return dispatcher.overloads[tuple(nb.typeof(a) for a in args)].entry_point
+    except Exception:  # noqa: BLE001 - another numba: the dispatcher is always right
+        return dispatcher
 
 
 @_jit
