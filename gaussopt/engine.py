@@ -42,11 +42,10 @@ __all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project
 _jit = nb.njit(cache=True, nogil=False)
 _EPS = float(np.finfo(float).eps)
 
-#: ``sp_*``: the O(n) path of :mod:`gaussopt.sparse` (``sp_mode`` one of its ``MODE_*``,
-#: the structure, work arrays, the sparse model's two function addresses and
-#: parameters; empty parts and ``MODE_NONE`` without one): :func:`model_data`
+#: ``band``: the O(n) path of :mod:`gaussopt.sparse` (a :class:`gaussopt.sparse.Band`,
+#: ``mode`` ``MODE_NONE`` without one): :func:`model_data`
 ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol",
-                                     "sp_mode", "sp", "spw", "sp_addrs", "sp_p"])
+                                     "band"])
 Buffers = namedtuple("Buffers", ["q", "v", "M", "F", "A", "b", "phi", "J", "phit", "r", "Jv",
                                  "e", "a"])
 # i: integer settings (see the I_* indices); f: float settings (F_*)
@@ -78,9 +77,9 @@ FINISHED = 14
 def model_data(mf, system, sparse: bool = True) -> ModelData:
     """The :class:`ModelData` of a system's compiled functions ``mf``
     (:class:`~gaussopt.model.ModelFunctions`); with ``sparse``, its O(n) path if it
-    has one (:func:`gaussopt.sparse.model_parts`; work arrays of its own)."""
-    parts = SP.model_parts(system, mf, SP.MIN_N if sparse else 1 << 62)
-    return ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol, *parts)
+    has one (:func:`gaussopt.sparse.make_band`; work arrays of its own)."""
+    band = SP.make_band(system, mf, SP.MIN_N if sparse else 1 << 62)
+    return ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol, band)
 
 
 # --------------------------------------------------------------------------- model calls
@@ -127,21 +126,21 @@ def call_accel(accel, md, buf, t, q, v):
 
 @_jit
 def call_sp_dyn(md, buf, t, q, v):
-    """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.spw``."""
+    """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.band.w``."""
     buf.q[:] = q
     buf.v[:] = v
-    w = md.spw
-    return _function_at(md.sp_addrs[0])(t, buf.q.ctypes, buf.v.ctypes, md.sp_p.ctypes,
+    w = md.band.w
+    return _function_at(md.band.addrs[0])(t, buf.q.ctypes, buf.v.ctypes, md.band.p.ctypes,
                                          w.d.ctypes, w.F.ctypes)
 
 
 @_jit
 def call_sp_rows(md, buf, t, q, v):
-    """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.spw``."""
+    """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.band.w``."""
     buf.q[:] = q
     buf.v[:] = v
-    w = md.spw
-    return _function_at(md.sp_addrs[1])(t, buf.q.ctypes, buf.v.ctypes, md.sp_p.ctypes,
+    w = md.band.w
+    return _function_at(md.band.addrs[1])(t, buf.q.ctypes, buf.v.ctypes, md.band.p.ctypes,
                                         w.data.ctypes, w.b.ctypes)
 
 
@@ -181,10 +180,10 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     :func:`gaussopt.kernel.gauss_step`; multipliers in ``w``'s ``lam``, singular
     values in its ``s``: :func:`gaussopt.kernel.view`); status 0, a kernel status or :data:`MODEL_FAILED`.
 
-    A model with an O(n) path (``md.sp_mode``) takes it first
+    A model with an O(n) path (``md.band.mode``) takes it first
     (:func:`gaussopt.sparse.sparse_step`, without Baumgarte's correction): an answer
     has ``flags`` with :data:`gaussopt.sparse.SPARSE_FLAG`, rank ``m``, no singular
-    values (``k = 0``), its data in ``md.spw`` (not in ``buf``: :func:`uses_sparse`);
+    values (``k = 0``), its data in ``md.band.w`` (not in ``buf``: :func:`uses_sparse`);
     any refusal goes to the dense kernel, which then decides as everywhere else.
     """
     n = md.dims[D_N]
@@ -196,16 +195,16 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
         a[:] = buf.a
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
-    if md.sp_mode != SP.MODE_NONE and opt.i[I_STAB] != STAB_BAUMGARTE:
+    if md.band.mode != SP.MODE_NONE and opt.i[I_STAB] != STAB_BAUMGARTE:
         if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
-        status, be, iters = SP.sparse_step(md.sp, md.spw, ref, sref[0], opt.f[F_RANKTOL],
+        status, be, iters = SP.sparse_step(md.band.sp, md.band.w, ref, sref[0], opt.f[F_RANKTOL],
                                            want_lam)
         if status == SP.OK:
-            a[:] = md.spw.a
+            a[:] = md.band.w.a
             if want_lam:
                 lam = K._vec(w, K.F_lam, m)
-                lam[:] = md.spw.lam
+                lam[:] = md.band.w.lam
             return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
@@ -230,15 +229,15 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
 @_jit
 def sparse_step_at(md, buf, ref, sig_ref, rank_tol, t, q, v, want_lam):
     """The O(n) path alone at ``(t, q, v)``: its status (:data:`gaussopt.sparse.STATUS`;
-    0 answered, the result in ``md.spw``), for tests of its refusals."""
+    0 answered, the result in ``md.band.w``), for tests of its refusals."""
     if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
         return SP.MODEL_FAILED
-    return SP.sparse_step(md.sp, md.spw, ref, sig_ref, rank_tol, want_lam)[0]
+    return SP.sparse_step(md.band.sp, md.band.w, ref, sig_ref, rank_tol, want_lam)[0]
 
 
 @_jit
 def uses_sparse(flags):
-    """The step was answered by the O(n) path (its data in ``md.spw``, not ``buf``)."""
+    """The step was answered by the O(n) path (its data in ``md.band.w``, not ``buf``)."""
     return (flags & SP.SPARSE_FLAG) != 0
 
 
@@ -401,7 +400,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 diag_only = False
     holonomic_only = mv == mh
     # the O(n) correction (every row holonomic, M diagonal): the band of the step
-    on_band = md.sp_mode == SP.MODE_PROJECT and diag_only and holonomic_only
+    on_band = md.band.mode == SP.MODE_PROJECT and diag_only and holonomic_only
     hdiag = np.empty(n)
     for i in range(n):
         hdiag[i] = M[i, i]
@@ -431,7 +430,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             if on_band:
                 if call_sp_rows(md, buf, t, q, v) != 0:
                     return MODEL_FAILED, its
-                done = SP.correction(md.sp, md.spw, hdiag, buf.phi, dx)
+                done = SP.correction(md.band.sp, md.band.w, hdiag, buf.phi, dx)
             if done:
                 dq = dx
             else:
@@ -472,7 +471,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     if call_sp_rows(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     rows_on_band = True
-                done = SP.correction(md.sp, md.spw, hdiag, r, dx)
+                done = SP.correction(md.band.sp, md.band.w, hdiag, r, dx)
             if done:
                 dv = dx
             else:
@@ -593,9 +592,9 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
 
 @_jit
 def _row_norms_band(md, nu):
-    """Norms of the sparse rows in ``md.spw.data``; False if one is zero or not finite."""
-    st = md.sp
-    w = md.spw
+    """Norms of the sparse rows in ``md.band.w.data``; False if one is zero or not finite."""
+    st = md.band.sp
+    w = md.band.w
     for i in range(st.dims[1]):
         x = SP._norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
         if not (x > 0.0 and np.isfinite(x)):
@@ -616,7 +615,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         return 0
     rank_tol = opt.f[F_RANKTOL]
     near = opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0
-    band = md.sp_mode != SP.MODE_NONE
+    band = md.band.mode != SP.MODE_NONE
     nu = np.empty(m)
     if band:
         if call_sp_rows(md, buf, t, q, v) != 0:
@@ -628,7 +627,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
                 st.ref[i] = nu[i]
         u = st.mu.copy()
         wv = np.empty(n)
-        sl = SP.smallest_pair(md.sp, md.spw, nu, u, wv)
+        sl = SP.smallest_pair(md.band.sp, md.band.w, nu, u, wv)
         band = sl > rank_tol
         if band and sl > st.sref[0]:
             st.sref[0] = sl
@@ -657,7 +656,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
     if band:
         u = st.mu.copy()
         wv = np.empty(n)
-        sk = SP.smallest_pair(md.sp, md.spw, st.ref, u, wv)
+        sk = SP.smallest_pair(md.band.sp, md.band.w, st.ref, u, wv)
         if sk > rank_tol:
             st.sc[S_NEAR] = sk
             if dt > 0.0:
@@ -665,8 +664,8 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
                 v2 = v + dt * st.f[n:]
                 if call_sp_rows(md, buf, t + dt, q2, v2) != 0:
                     return MODEL_FAILED
-                sp = md.sp
-                data = md.spw.data
+                sp = md.band.sp
+                data = md.band.w.data
                 g = 0.0
                 for i in range(m):
                     r = st.ref[i] if st.ref[i] > 0.0 else 1.0
@@ -1032,7 +1031,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
     r_end = 0
     # on the band of the O(n) path while the rows keep full rank (the monitored value
     # is then the smallest one): inverse iteration from the pair of the last sample
-    band = md.sp_mode != SP.MODE_NONE and k == m - 1
+    band = md.band.mode != SP.MODE_NONE and k == m - 1
     rank_tol = opt.f[F_RANKTOL]
     method = -1                     # samples from the step's cubic Hermite interpolant
     for j in range(4):
@@ -1045,10 +1044,10 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
                 return MODEL_FAILED
             u1 = u0.copy()
             w1 = np.empty(n)
-            s_k = SP.smallest_pair(md.sp, md.spw, st.ref, u1, w1)
+            s_k = SP.smallest_pair(md.band.sp, md.band.w, st.ref, u1, w1)
             on_band = s_k > rank_tol
             if on_band:
-                g1 = SP.bilinear(md.sp, md.spw, u0, w0)
+                g1 = SP.bilinear(md.band.sp, md.band.w, u0, w0)
                 r_end = m
         if not on_band:
             s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
@@ -1558,7 +1557,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
     out_f[4] = r
     if uses_sparse(flags):
         out_f[2] = band_force(md, a, out_qc, np.empty(m))
-        out_f[5] = SP.sigma_estimate(md.sp, md.spw)
+        out_f[5] = SP.sigma_estimate(md.band.sp, md.band.w)
         return 0
     s = K._vec(w, K.F_s, k)
     M = buf.M.reshape(n, n)
@@ -1587,8 +1586,8 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
 def band_force(md, a, out_qc, res):
     """After a step on the O(n) path: the constraint force ``M a - F`` into ``out_qc``
     and the residual ``A a - b`` into ``res`` from the sparse data; returns ``|res|``."""
-    sp = md.sp
-    w = md.spw
+    sp = md.band.sp
+    w = md.band.w
     for i in range(md.dims[D_N]):
         out_qc[i] = w.d[i] * a[i] - w.F[i]
     for i in range(md.dims[D_M]):

@@ -163,7 +163,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     m = md.dims[E.D_M]
     res = np.empty(m)
     E.band_force(md, a, out[n:2 * n], res)
-    F = md.spw.F
+    F = md.band.w.F
     gauss = 0.0
     for i in range(n):
         gauss += a[i] * (0.5 * (out[n + i] + F[i]) - F[i])
@@ -175,7 +175,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     kmax = min(m, n)
     for i in range(kmax):
         out[s0 + i] = 0.0
-    out[s0] = SP.sigma_estimate(md.sp, md.spw) if want_lam else np.nan
+    out[s0] = SP.sigma_estimate(md.band.sp, md.band.w) if want_lam else np.nan
     resid = 0.0
     for i in range(m):
         resid = max(resid, abs(res[i]))

@@ -70,7 +70,7 @@ on data already evaluated into the workspace. Its one caller is the engine's
 :func:`gaussopt.engine.evaluate_step`, which evaluates the sparse model, runs
 it, and on any refusal evaluates the dense model and runs the dense kernel:
 the step of :func:`~gaussopt.solve_step`, of batches and of
-:func:`~gaussopt.simulate` alike. :func:`model_parts` builds what it needs once
+:func:`~gaussopt.simulate` alike. :func:`make_band` builds what it needs once
 per model, for systems with a :class:`~gaussopt.model.SparseModel` and at least
 :data:`MIN_N` coordinates.
 
@@ -108,7 +108,7 @@ from . import kernel as K
 from .model import SparseModel
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
-           "smallest_pair", "correction", "model_parts", "MIN_N", "MARGIN", "SPARSE_FLAG",
+           "smallest_pair", "correction", "Band", "make_band", "MIN_N", "MARGIN", "SPARSE_FLAG",
            "STATUS"]
 
 _EPS = float(np.finfo(float).eps)
@@ -548,17 +548,48 @@ def _empty_structure(n: int) -> Structure:
                      zi, zi, zi, zi, zi)
 
 
-#: ``mode`` of :func:`model_parts`: no sparse path; the step, rank monitor and nearness
+#: ``mode`` of a :class:`Band`: no sparse path; the step, rank monitor and nearness
 #: on the band; also the projection (every row holonomic, the rows in the order of the
 #: position constraints)
 MODE_NONE, MODE_STEP, MODE_PROJECT = 0, 1, 2
 
 
-def model_parts(system, mf, min_n: int = MIN_N) -> tuple:
-    """``(mode, structure, work, addrs, p)`` of the sparse path of ``system`` for the
-    engine's :class:`~gaussopt.engine.ModelData` (``mf`` its
+@structref.register
+class _BandType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class Band(structref.StructRefProxy):
+    """The O(n) path of one model for the engine (:func:`make_band`): ``mode`` (one of
+    the ``MODE_*``), the :class:`Structure` ``sp``, the :class:`SparseWork` ``w``, the
+    sparse model's two function addresses ``addrs`` and its parameters ``p``. One
+    object passed by reference: a model without the path pays one pointer, not the
+    thirty arrays of the parts."""
+
+    @property
+    def mode(self) -> int:
+        return _band_mode(self)
+
+
+@nb.njit(cache=True)
+def _band_mode(b):
+    return b.mode
+
+
+structref.define_proxy(Band, _BandType, ["mode", "sp", "w", "addrs", "p"])
+
+
+@nb.njit(cache=True)
+def _band(mode, sp, w, addrs, p):
+    return Band(mode, sp, w, addrs, p)
+
+
+def make_band(system, mf, min_n: int = MIN_N) -> Band:
+    """The :class:`Band` of ``system`` for the engine's
+    :class:`~gaussopt.engine.ModelData` (``mf`` its
     :class:`~gaussopt.model.ModelFunctions`): :data:`MODE_NONE` with empty parts
-    when it does not apply (no :class:`~gaussopt.model.SparseModel` on
+    when the path does not apply (no :class:`~gaussopt.model.SparseModel` on
     ``system.sparse``, fewer than ``min_n`` coordinates, inequality constraints, a
     different row count). The structure is built once per system and shared; the
     work arrays are new on every call (one set per run or step context)."""
@@ -566,7 +597,7 @@ def model_parts(system, mf, min_n: int = MIN_N) -> tuple:
     n = system.n
     if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
         st = _empty_structure(n)
-        return MODE_NONE, st, make_work(st), np.zeros(2, dtype=np.int64), np.zeros(0)
+        return _band(MODE_NONE, st, make_work(st), np.zeros(2, dtype=np.int64), np.zeros(0))
     cache = getattr(sm, "_structure", None)
     if cache is None:
         cache = make_structure(sm.n, sm.m, sm.indptr, sm.indices)
@@ -578,4 +609,4 @@ def model_parts(system, mf, min_n: int = MIN_N) -> tuple:
     hol = np.asarray(mf.hol_rows)
     mode = (MODE_PROJECT if (hol.size == m and mf.vel_rows.size == m
                              and np.array_equal(hol, np.arange(m))) else MODE_STEP)
-    return mode, cache, make_work(cache), sm.addrs, np.ascontiguousarray(sm.p, dtype=float)
+    return _band(mode, cache, make_work(cache), sm.addrs, np.ascontiguousarray(sm.p, dtype=float))

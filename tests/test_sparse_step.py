@@ -36,7 +36,7 @@ def _sparse_alone(system, q, v):
     system.check(0.0, q, v)                    # counts the rows
     mf = model_functions(system)
     md = E.model_data(mf, system)
-    assert md.sp_mode != SP.MODE_NONE
+    assert md.band.mode != SP.MODE_NONE
     buf = E.Buffers(*(mf.buffers[k] for k in E.Buffers._fields))
     return E.sparse_step_at(md, buf, np.zeros(mf.m), 0.0, RANK_TOL, 0.0, q, v, True)
 
