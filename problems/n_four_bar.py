@@ -21,29 +21,31 @@ with DOP853 at ``rtol = atol = 1e-13``. Outputs: the position of ``B0``.
 
 Settings: DOP853 with :class:`gaussopt.multibody.LeastSquaresProjection`
 (projected vector field), ``rtol = atol = 1e-10``, default ``rank_tol``.
-Measured (10 s, 10 collinear passages, rank ``6N + 2 -> 5N + 2`` at each):
+Measured (10 s, 10 collinear passages, rank ``6N + 2 -> 5N + 2`` at each; one
+run each on a 2-core machine, with the rank monitor; ``on band``: right-hand
+sides answered by the O(n) path of :mod:`gaussopt.sparse`, which ``simulate``
+takes from :data:`gaussopt.sparse.MIN_N` coordinates on):
 
-====  =====  ====================================  ==============  =======  =========
-N     rtol   B0 at t = 10 s                        max err of B0   RHS      wall
-====  =====  ====================================  ==============  =======  =========
-2     1e-6   (0.3283819956, 0.9445450042)          2.3e-4          1310     0.8 s
-2     1e-8   (0.3284568750, 0.9445189682)          4.0e-6          2130     1.6 s
-2     1e-10  (0.3284581037, 0.9445185409)          2.5e-8          3416     2.1 s
+====  =====  ====================================  ==============  =====  =======  =======
+N     rtol   B0 at t = 10 s                        max err of B0   RHS    on band  wall
+====  =====  ====================================  ==============  =====  =======  =======
+2     1e-6   (0.3284344452, 0.9445267679)          6.9e-5          1358   0        0.10 s
+2     1e-8   (0.3284574993, 0.9445187511)          2.1e-6          1605   0        0.12 s
+2     1e-10  (0.3284581095, 0.9445185389)          7.1e-9          2641   0        0.19 s
 2     ref    (0.3284581115, 0.9445185382)
-40    1e-6   (0.1804601455, 0.9835822975)          1.7e-4          1282     16 s
-40    1e-8   (0.1805113987, 0.9835728925)          2.6e-6          2214     23 s
-40    1e-10  (0.1805122205, 0.9835727417)          2.0e-8          3410     37 s
+40    1e-6   (0.1804765621, 0.9835792853)          1.4e-4          1195   1195     1.5 s
+40    1e-8   (0.1805112180, 0.9835729257)          4.2e-6          1883   1883     2.0 s
+40    1e-10  (0.1805122195, 0.9835727419)          3.1e-8          2815   2780     3.3 s
 40    ref    (0.1805122267, 0.9835727406)
-====  =====  ====================================  ==============  =======  =========
+====  =====  ====================================  ==============  =====  =======  =======
 
-(``max err``: over 1000 samples for N = 2, over the 11 whole seconds for
-N = 40; rtol 1e-7 and 1e-9 give 3.7e-5 / 3.0e-7 (N = 2) and 2.8e-5 / 2.3e-7
-(N = 40). Walls on a shared 2-core machine, one BLAS thread; N = 40 without
-the rank monitor (``monitor_rank=False``); with it N = 40 took 57-84 s at
-1e-10 (2815 RHS, 198 steps in the last measurement): an SVD of the 242 x 243 rows at four points per step and a Brent
-search at every passage. One right-hand side for N = 40 costs ~10 ms, of
-which ``Model.rows`` is 0.06 ms, the dense closed-form step 7.9 ms and the
-projection ~2 ms: the engine inside ``simulate`` runs the dense step.)
+(``max err``: over the accepted steps' outputs. With the dense engine, before
+the O(n) path reached ``simulate``, N = 40 at 1e-10 took 84 s with the monitor:
+one right-hand side cost ~10 ms, of which ``Model.rows`` was 0.06 ms, the dense
+closed-form step 7.9 ms and the projection ~2 ms, and the monitor took an SVD of
+the 242 x 243 rows at four points per step. Now the right-hand sides next to a
+collinear position, where full rank cannot be certified, and the searches that
+locate the passages still run the dense kernel and SVD: most of what is left.)
 
 One step outside a run (``go.solve_step``, ``go.solve_steps``) takes the O(n)
 path of :mod:`gaussopt.sparse` at the regular positions (full row rank
