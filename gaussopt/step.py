@@ -15,6 +15,8 @@ from .system import System
 
 __all__ = ["solve_step", "solve_steps", "make_solver", "as_state"]
 
+_F64 = np.dtype(np.float64)      # native float64 (an ``is`` test: the fast path's check)
+
 
 def as_state(x, n: int, label: str) -> np.ndarray:
     """Validate a state vector: shape (n,), finite."""
@@ -97,7 +99,7 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
     checked = (system.compiled is not None and type(q) is np.ndarray and type(v) is np.ndarray
-               and q.dtype == np.float64 and v.dtype == np.float64 and q.shape == (n,)
+               and q.dtype is _F64 and v.dtype is _F64 and q.shape == (n,)
                and v.shape == (n,) and q.flags.c_contiguous and v.flags.c_contiguous)
     if not checked:
         q = as_state(q, n, "q")       # (a compiled step checks finiteness itself)

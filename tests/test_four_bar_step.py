@@ -169,3 +169,30 @@ def test_four_bar_run_stays_on_branch_and_reports_passages():
     # err / |th1'| (< 1e-8) of them
     assert [round(e.t, 4) for e in passages] == [0.5802, 1.2279]
     assert all(e.rows == ["holonomic[0]"] for e in passages)
+
+
+def test_compiled_fast_path_takes_any_array_kind():
+    """Once the compiled step has its fast entry (argument types fixed by the first
+    call), states of other kinds (a list, a read-only array, a big-endian array, an
+    integer array, a strided view) and a row scale of another dtype still give the
+    same step: they are converted, never passed as something else."""
+    system = four_bar.system()
+    q = np.array([1.0, 1.0, np.pi - 1.0])
+    v = np.array([2.0, 2.0, -2.0])
+    ref = go.solve_step(system, 0.0, q, v).a
+    go.solve_step(system, 0.0, q, v)                      # the fast entry is in use
+    ro = q.copy()
+    ro.setflags(write=False)
+    strided = np.repeat(q, 2)[::2]
+    for qq in (list(q), ro, q.astype(">f8"), strided):
+        np.testing.assert_array_equal(go.solve_step(system, 0.0, qq, v).a, ref)
+    qi = np.array([1, 1, 2])
+    vi = np.array([0, 0, 0])
+    np.testing.assert_array_equal(go.solve_step(system, 0.0, qi, vi).a,
+                                  go.solve_step(system, 0.0, qi.astype(float), vi.astype(float)).a)
+    scale = np.arange(1, system.m + 1)
+    s = go.make_solver(system, "closed_form", row_scale=scale.astype(np.int32))
+    s.solve(0.0, q, v)
+    np.testing.assert_array_equal(
+        s.solve(0.0, q, v).a,
+        go.make_solver(system, "closed_form", row_scale=scale.astype(float)).solve(0.0, q, v).a)

@@ -25,7 +25,8 @@ from .. import kernel as K
 from .. import sparse as SP
 from ..model import model_functions
 from ..point import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS, S_GAUSS, S_K, S_NULLF,
-                     S_R, S_RESID, S_RHO, layout, make_context, solve_at, solve_batch)
+                     S_R, S_RESID, S_RHO, entry_point, layout, make_context, solve_at,
+                     solve_batch)
 from ..exceptions import GaussoptError, ModelError, ObjectiveMismatchWarning, SolverError, UnsupportedConstraintError
 from ..linalg import DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss, workspace
 from ..result import LazyStepResult, StepResult
@@ -36,6 +37,7 @@ __all__ = ["StepSolver", "OBJECTIVES"]
 OBJECTIVES = ("exact", "paper")
 #: the fewest states a thread of a batched step takes (a thread costs ~50 us to start)
 BATCH_PER_THREAD = 500
+_F64 = np.dtype(np.float64)
 
 
 def _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped, lsq) -> dict:
@@ -140,6 +142,7 @@ class StepSolver:
                 self._null_force_check = True
         self.last_info = {}
         self._ctx = None                    # the compiled step's context (point.py), lazily
+        self._entry = None                  # point.solve_at's compiled function (entry_point)
         self._thread_ctx: list = []         # more contexts for the threads of a batch
         self._mismatch_warned = False
         self.least_squares_steps: list = []
@@ -357,19 +360,21 @@ class StepSolver:
             mf.addrs, E.model_data(mf, self.system),
             E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
-        return (handle, mf, out, layout(n, m), np.zeros(m), n, m, work)
+        lay = layout(n, m)
+        return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:])
 
     def _solve_compiled(self, t, q, v, full: bool, checked: bool = False):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
         accelerations; None when the Python path must take it (no compiled model, or
         anything but a clean success: the Python path raises the specific error).
-        ``checked``: ``q`` and ``v`` are known to be contiguous float arrays of shape (n,)."""
+        ``checked``: ``t`` is a float, ``q`` and ``v`` are known to be contiguous float arrays
+        of shape (n,)."""
         ctx = self._ctx
         if ctx is None or ctx is False or self.b_correction is not None:
             ctx = self._context()
             if ctx is None:
                 return None
-        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work = ctx
+        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, scalars = ctx
         if not checked and not (
                 type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
                 and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)
@@ -379,12 +384,25 @@ class StepSolver:
             if q.shape != (n,) or v.shape != (n,):
                 return None
         ref = self.row_ref
+        fast = self._entry
         if ref is None:
             ref = zero_ref
         elif ref.shape != (m,):
             return None
+        elif fast is not None and not (type(ref) is np.ndarray and ref.dtype is _F64
+                                       and ref.flags.c_contiguous):
+            fast = None                       # the dispatcher types (and converts) it
+        if not checked:
+            t = float(t)
         with self._lock:
-            status = solve_at(handle, ref, float(t), q, v, full)
+            if fast is not None:
+                # every argument has the types of the first call (StepContext, float64
+                # C arrays, float, bool): the compiled function without the typing
+                status = fast(handle, ref, t, q, v, full)
+            else:
+                status = solve_at(handle, ref, t, q, v, full)
+                if status == 0 and self._entry is None:
+                    self._entry = entry_point(solve_at, (handle, zero_ref, t, q, v, full))
             if status != 0:
                 if status == K.NONFINITE:
                     for x, label in ((q, "q"), (v, "v")):
@@ -392,7 +410,7 @@ class StepSolver:
                             raise ModelError(f"`{label}` contains NaN or inf: {x}.")
                 return None
             o = out.copy()
-            r, k, rho, _, be, flags, gauss, resid, nullf, dropped = out[sc:].tolist()
+            r, k, rho, _, be, flags, gauss, resid, nullf, dropped = scalars.tolist()
             if full and dropped:
                 dropped = np.flatnonzero(K.view(work, "live", m) == 0).tolist()
         if nullf > NULL_FORCE_RTOL:
