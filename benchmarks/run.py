@@ -26,6 +26,9 @@ Rows
   Pinocchio + the same RK4 in a Python loop;
 * the QP step (Clarabel called directly by gaussopt) against the closed form,
   and against Clarabel called directly on the same QP by hand;
+* the QP step with an ``Inequality`` row (paper 002's disk with the unilateral
+  contact, :mod:`problems.ellipse_rolling`), in contact and lifted off, against
+  the closed form of the same disk with the contact as an equality;
 * the N-four-bar step for N = 10..80 against ``scipy.sparse.linalg.splu`` of
   the same KKT matrix (and the growth exponents), and a 10 s run at N = 40
   against its target (not with ``--quick``);
@@ -113,6 +116,7 @@ def step_rows(repeat):
         c_us = c_acc = None
     add("four-bar solve_step qp", t_qp, acc_qp, "Clarabel direct (pre-built, update in place)",
         c_us, c_acc)
+    ellipse_qp_rows(repeat)
     v_us, k_us = verification_us(sysm, q, v, repeat)
     add("four-bar: verification of the step (kernel check)", v_us, None,
         "the whole kernel step (decision, solve, verification)", k_us, acc)
@@ -232,6 +236,70 @@ def clarabel_by_hand(sysm, q, v, a_qp, repeat):
     us = median_us(step, repeat, 500)
     ref = peers.reduced_acceleration(q[0])
     return us, abs(x[0] - ref) / abs(ref)
+
+
+def ellipse_qp_rows(repeat):
+    """The QP step with an :class:`~gaussopt.Inequality` row: paper 002's disk (case4,
+    ``fx = 3``) with the unilateral contact (:func:`problems.ellipse_rolling.build`,
+    ``unilateral=True``), in contact and lifted off, against the closed form of the same
+    disk with the contact as an equality.
+
+    The peer is ``ellipse_rolling.system(derivation="hand")``: the bilateral model built
+    from the same hand-written rows (``contact_jac``, ``contact_gamma``, the rolling row)
+    that the unilateral variant evaluates, so both steps pay the same model evaluation in
+    Python and the ratio is that of the step solvers (``build(unilateral=False)``'s default
+    model is derived by sympy instead, about 15 % cheaper to evaluate; neither is compiled).
+
+    States (from the bilateral reduced solution, so ``gap = gap' = 0`` and the contact
+    row's Baumgarte terms vanish): ``t = 1 s``, normal force 8.6 N, where the inequality
+    is active and the motion is the bilateral one; and ``t = 3.2 s``, after the bilateral
+    normal force turns negative (3.07 s), with the centroid raised 1 cm off the line
+    (lifted off: the row is inactive). Accuracy, max |a - a_ref| / max |a_ref|: in
+    contact ``a_ref`` is the reduced one-coordinate equation's (:func:`reference_solution`,
+    independent of gaussopt; the peer against the same); lifted off, ``a_ref`` is Gauss's
+    step with the rolling row alone, written out here (the rolling row stays bilateral in
+    flight, see :func:`~problems.ellipse_rolling.system`, so it is not ``M^-1 F``), and the
+    peer, which still holds the contact, against the reduced equation at the same
+    ``theta, theta'`` (its rows do not depend on ``yc``).
+    """
+    from problems import ellipse_rolling as er
+
+    pu = er.build("case4", unilateral=True)
+    p = pu.params
+    kw = {k: p[k] for k in ("a", "b", "m", "g", "J", "fx", "fy", "tau", "theta0", "omega0",
+                            "xc0")}
+    a_, b_, m, g, J, fx, fy, tau = (p[k] for k in ("a", "b", "m", "g", "J", "fx", "fy", "tau"))
+    s_qp = pu.system
+    s_cf = er.system(a=a_, b=b_, m=m, g=g, J=J, fx=fx, fy=fy, tau=tau, derivation="hand")
+    for t, lift, label in ((1.0, 0.0, "in contact"), (3.2, 0.01, "lifted off 1 cm")):
+        r = er.reference_solution([t], **kw)
+        th, w = float(r["theta"][0]), float(r["omega"][0])
+        q = np.array([r["xc"][0], r["yc"][0] + lift, th])
+        v = np.array([r["vx"][0], r["vy"][0], w])
+        # the reduced equation's acceleration (a = M^-1 (F + constraint force))
+        reduced = np.array([(r["friction_force"][0] + fx) / m,
+                            (r["normal_force"][0] + fy - m * g) / m, r["alpha"][0]])
+        if lift == 0.0:
+            a_ref = reduced
+        else:
+            # Gauss's step with the rolling row [1, 0, rho] a = -rho' th'^2 alone
+            Minv = np.array([1.0 / m, 1.0 / m, 1.0 / J])
+            F = np.array([fx, fy - m * g, tau])
+            row = np.array([1.0, 0.0, float(er.rho(th, a_, b_))])
+            rhs = -float(er.rho_d1(th, a_, b_)) * w * w
+            lam = (rhs - row @ (Minv * F)) / (row @ (Minv * row))
+            a_ref = Minv * (F + lam * row)
+        res = go.solve_step(s_qp, 0.0, q, v, "qp")
+        acc_qp = float(np.max(np.abs(res.a - a_ref)) / np.max(np.abs(a_ref)))
+        mu = float(res.info["inequality_multipliers"][0])
+        t_qp = median_us(lambda: go.solve_step(s_qp, 0.0, q, v, "qp"), repeat, 1000)
+        res_cf = go.solve_step(s_cf, 0.0, q, v, "closed_form")
+        acc_cf = float(np.max(np.abs(res_cf.a - reduced)) / np.max(np.abs(reduced)))
+        t_cf = median_us(lambda: go.solve_step(s_cf, 0.0, q, v, "closed_form"), repeat, 1000)
+        add(f"unilateral ellipse solve_step qp (Inequality contact row), {label}, "
+            f"mu = {mu:.2g} N", t_qp, acc_qp,
+            "closed_form solve_step, same ellipse, contact as an equality", t_cf, acc_cf,
+            "<= 3")
 
 
 # ----------------------------------------------------------------------------- whole runs
@@ -399,8 +467,10 @@ def table():
         print(f"| {r['measure']} | {_f(r['ours'])} {u} | {_f(r['ours_acc'], '.1e')} | "
               f"{r['peer']} | {_f(r['peer_val'])} {u} | {_f(r['peer_acc'], '.1e')} | "
               f"{_f(r['ratio'], '.2f')} | {r['target']} |")
-    print("\naccuracy: relative error of th1'' (steps), max |th1 - reference| in rad (runs), "
-          "max error of B0 (N-four-bar run), |crank th''| error (N-four-bar steps).")
+    print("\naccuracy: relative error of th1'' (steps), max |a - a_ref| / max |a_ref| (ellipse "
+          "steps: the reduced equation in contact, the rolling row alone lifted off), "
+          "max |th1 - reference| in rad (runs), max error of B0 (N-four-bar run), |crank th''| "
+          "error (N-four-bar steps).")
     print("The peers' run errors are what they are: MuJoCo (soft equality constraints, Euler) "
           "and Pinocchio's constraintDynamics + RK4 (no projection) leave the physical branch "
           "at the four-bar's first singular positions (cos th1 = 0) and do not come back; "
