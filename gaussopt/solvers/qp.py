@@ -52,7 +52,7 @@ class _Buffers:
         self.m, self.p = m, p
         self.args = None
         # the compiled functions, called directly once they are compiled for these buffers
-        # (:func:`.qp_step.entry_point`: the argument types are those of every later call
+        # (:func:`gaussopt.point.entry_point`: the argument types are those of every later call
         # of :meth:`QP._fast_model`, which alone uses them)
         self.prepare_model = self.finish = None
 

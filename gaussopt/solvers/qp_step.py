@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from .. import kernel as K
-from ..point import NULL_FORCE_RTOL, null_force
+from ..point import NULL_FORCE_RTOL, entry_point, null_force
 from ..model import functions
 from .clarabel_qp import _scale_kernel
 
@@ -88,22 +88,6 @@ _clayout = _jit(_layout)
 def layout(n: int, m: int, p: int) -> tuple:
     """:func:`_layout` from Python (see there)."""
     return _layout(n, m, p)
-
-
-def entry_point(dispatcher, args: tuple):
-    """The compiled function of ``dispatcher`` (called already with arguments of these
-    types) for the types of ``args``, or ``dispatcher`` itself if numba does not tell it.
-
-    Called directly it skips the dispatcher's resolution of the argument types (about
-    15 ns an argument: 0.3 us for :func:`prepare_model`'s 19) but checks none of them:
-    only for calls whose every argument has the types of ``args`` (the buffers of
-    :class:`~gaussopt.solvers.QP`, C-contiguous writable float arrays of fixed
-    dimensions, ``q`` and ``v`` checked by the caller).
-    """
-    try:
-        return dispatcher.overloads[tuple(nb.typeof(a) for a in args)].entry_point
-    except Exception:  # noqa: BLE001 - another numba: the dispatcher is always right
-        return dispatcher
 
 
 @_jit
