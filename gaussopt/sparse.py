@@ -214,15 +214,32 @@ def _norm2(x):
 
 
 @_jit
+def _rows_t(st, vals, y, t):
+    """``t = R^T y`` for the rows ``R`` with the values ``vals`` in the pattern."""
+    for c in range(t.shape[0]):
+        t[c] = 0.0
+    for i in range(st.dims[1]):
+        yi = y[i]
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            t[st.indices[k]] += vals[k] * yi
+
+
+@_jit
+def _form_band(st, w, left):
+    """The band ``w.Sb`` of ``L R^T`` (``L`` with the values ``left``, ``R`` with ``w.dn``,
+    both in the pattern; ``S`` itself when ``left`` is ``dn / h`` or ``dn``)."""
+    Sf = w.Sb.reshape(w.Sb.shape[0] * w.Sb.shape[1])
+    for k in range(Sf.shape[0]):
+        Sf[k] = 0.0
+    for p in range(st.pe1.shape[0]):
+        Sf[st.pslot[p]] += left[st.pe1[p]] * w.dn[st.pe2[p]]
+
+
+@_jit
 def _at_mu(st, w, n, m):
     """``a = H^-1 (g + An^T mu)`` into ``w.a`` (``w.t = An^T mu``)."""
     t = w.t
-    for c in range(n):
-        t[c] = 0.0
-    for i in range(m):
-        mi = w.mu[i]
-        for k in range(st.indptr[i], st.indptr[i + 1]):
-            t[st.indices[k]] += w.dn[k] * mi
+    _rows_t(st, w.dn, w.mu, t)
     for c in range(n):
         w.a[c] = (w.g[c] + t[c]) / w.h[c]
 
@@ -316,11 +333,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
             w.dw[k] = w.dn[k] / w.h[st.indices[k]]      # An / h, per entry
         w.bn[i] = b[i] * inv
     # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
-    Sf = w.Sb.reshape(m * (kb + 1))
-    for k in range(Sf.shape[0]):
-        Sf[k] = 0.0
-    for p in range(st.pe1.shape[0]):
-        Sf[st.pslot[p]] += w.dw[st.pe1[p]] * w.dn[st.pe2[p]]
+    _form_band(st, w, w.dw)
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
     T = MARGIN * thr
     tau = T * T / hmin
@@ -380,11 +393,7 @@ def sigma_estimate(st, w):
     ``(sigma_1 / sigma_2)^(2 k)`` after ``k`` steps (``sigma_2`` the next singular value).
     Returns 0 if the factorization fails (it cannot after a certified step)."""
     n, m, kb = st.dims[0], st.dims[1], st.dims[3]
-    Sf = w.Sb.reshape(m * (kb + 1))
-    for k in range(Sf.shape[0]):
-        Sf[k] = 0.0
-    for p in range(st.pe1.shape[0]):
-        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]]
+    _form_band(st, w, w.dn)
     if banded.cholesky(w.Sb, kb, 0.0, w.Lb) < 0.0:
         return 0.0
     y = w.r
@@ -395,13 +404,8 @@ def sigma_estimate(st, w):
         s = 1.0 / _norm2(y)
         for i in range(m):
             y[i] *= s
-    t = w.t
-    for c in range(n):
-        t[c] = 0.0
-    for i in range(m):
-        for k in range(st.indptr[i], st.indptr[i + 1]):
-            t[st.indices[k]] += w.dn[k] * y[i]
-    return _norm2(t)
+    _rows_t(st, w.dn, y, w.t)
+    return _norm2(w.t)
 
 
 
@@ -431,11 +435,7 @@ def smallest_pair(st, w, scale, u, wv):
         inv = 1.0 / scale[i] if scale[i] > 0.0 else 1.0
         for k in range(st.indptr[i], st.indptr[i + 1]):
             w.dn[k] = w.data[k] * inv
-    Sf = w.Sb.reshape(m * (kb + 1))
-    for k in range(Sf.shape[0]):
-        Sf[k] = 0.0
-    for p in range(st.pe1.shape[0]):
-        Sf[st.pslot[p]] += w.dn[st.pe1[p]] * w.dn[st.pe2[p]]
+    _form_band(st, w, w.dn)
     gmax = 0.0
     for i in range(m):
         gmax = max(gmax, w.Sb[i, 0])
@@ -460,12 +460,7 @@ def smallest_pair(st, w, scale, u, wv):
             return -1.0
         for i in range(m):
             x[i] /= nx
-        for c in range(n):
-            t[c] = 0.0
-        for i in range(m):
-            xi = x[i]
-            for k in range(st.indptr[i], st.indptr[i + 1]):
-                t[st.indices[k]] += w.dn[k] * xi
+        _rows_t(st, w.dn, x, t)
         prev = sig
         sig = _norm2(t)
         if abs(prev - sig) <= 1e-14 * sig:
@@ -517,11 +512,7 @@ def correction(st, w, h, res, dx):
             w.dn[k] = w.data[k] * inv
             w.dw[k] = w.dn[k] / h[st.indices[k]]
         w.mu[i] = -res[i] * inv
-    Sf = w.Sb.reshape(m * (kb + 1))
-    for k in range(Sf.shape[0]):
-        Sf[k] = 0.0
-    for p in range(st.pe1.shape[0]):
-        Sf[st.pslot[p]] += w.dw[st.pe1[p]] * w.dn[st.pe2[p]]
+    _form_band(st, w, w.dw)
     smax = 0.0
     for i in range(m):
         smax = max(smax, w.Sb[i, 0])
@@ -529,15 +520,7 @@ def correction(st, w, h, res, dx):
     if not dmin > 1e-8 * smax:
         return False
     _band_solve(st, w, kb, w.mu, m)
-    t = w.t
-    for c in range(n):
-        t[c] = 0.0
-    for i in range(m):
-        mi = w.mu[i]
-        for k in range(st.indptr[i], st.indptr[i + 1]):
-            t[st.indices[k]] += w.dw[k] * mi
-    for c in range(n):
-        dx[c] = t[c]
+    _rows_t(st, w.dw, w.mu, dx)
     return True
 
 
