@@ -9,7 +9,7 @@ QP (cvxpy) or by a genetic algorithm (pygad).
 
 from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
 from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
-                         ModelError, ObjectiveMismatchWarning, SolverError,
+                         ModelError, ObjectiveMismatchWarning, RankChangeWarning, SolverError,
                          UnsupportedConstraintError)
 from .integrate import Baumgarte, Projection, simulate
 from . import plotting
@@ -45,5 +45,6 @@ __all__ = [
     "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "multibody",
-    "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "__version__",
+    "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning",
+    "__version__",
 ]

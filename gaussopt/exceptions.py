@@ -67,7 +67,9 @@ class ObjectiveMismatchWarning(UserWarning):
 
 
 class RankChangeWarning(UserWarning):
-    """The constraint rank changed during a step (singular position)."""
+    """A run crossed singular positions in a way that may have cost it its branch or
+    its accuracy (:func:`~gaussopt.simulate` with ``Projection(rhs=False)``: the
+    integrator's stages were not projected near them)."""
 
 
 class ConvergenceWarning(UserWarning):

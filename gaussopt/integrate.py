@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -25,7 +26,7 @@ from scipy import integrate as sci
 from . import engine as E
 from . import kernel as K
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
-from .exceptions import GaussoptError, ModelError, SolverError
+from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
 from .model import model_functions, quiet_compile
 from .result import RankEvent, Trajectory
 from .solvers import StepSolver
@@ -544,6 +545,16 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                                     if r["t"] <= tracker.t_terminal]
     if tracker is not None:
         traj.t_events, traj.q_events, traj.v_events = tracker.arrays()
+    passages = [e.t for e in traj.rank_events if e.kind == "passage"]
+    if passages and isinstance(stabilization, Projection) and not stabilization.rhs:
+        warnings.warn(
+            f"The run crossed {len(passages)} singular position(s) (the first at t = "
+            f"{passages[0]:.9g}) without projecting the integrator's stages "
+            "(Projection(rhs=False)): near them the acceleration off the constraints grows "
+            "like 1/sigma_min of the rows, so the stages may have jumped to another branch "
+            "or lost accuracy (and a passage may be reported more than once or missed). "
+            "Check the result against a run with Projection() (rhs=True, the default).",
+            RankChangeWarning, stacklevel=3)
     traj.sol = sol if dense_output else None
     traj.status = status
     if status >= 0 and traj.meta.get("postprocess_error"):

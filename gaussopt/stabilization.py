@@ -118,7 +118,8 @@ class Projection:
         001's four-bar) and without this an adaptive integrator's stages blow
         up there or jump to another branch of the constraint set. Costs one to
         two Gauss--Newton iterations per evaluation; ``rhs=False`` projects
-        only after accepted steps.
+        only after accepted steps (a run that crosses a singular position
+        then warns, :class:`~gaussopt.RankChangeWarning`).
     """
 
     tol: float = 1e-15

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import threading
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -94,6 +96,21 @@ def test_default_four_bar_keeps_the_physical_branch():
     # default rtol = atol = 1e-9: the angle error stays below 1e3 rtol (see the sweep)
     assert np.abs(tr["th1"] - pb.reference(tr.t)["th1"]).max() < 1e-6
     assert np.abs(tr["th2"] - tr["th1"]).max() < 1e-6
+
+
+def test_crossing_without_projected_stages_warns():
+    """``Projection(rhs=False)`` leaves the stages unprojected near singular positions,
+    where they may jump branch (its docstring): a run that crosses one says so; with
+    the default projection it does not."""
+    pb = four_bar.build(t_end=1.0)
+    with pytest.warns(go.RankChangeWarning, match="without projecting the integrator's stages"):
+        tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0,
+                         stabilization=go.Projection(rhs=False))
+    assert any(e.kind == "passage" for e in tr.rank_events)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", go.RankChangeWarning)
+        tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0)
+    assert any(e.kind == "passage" for e in tr.rank_events)
 
 
 #: torques at which the step size used to collapse approaching a passage: the 5 runs that
