@@ -526,7 +526,11 @@ def cmd_compare(args) -> int:
     figs += comparison_figures(pb, comp.trajectories, out)
     print(f"wrote {out}/: table.csv, table.md, {len(comp.trajectories)} trajectories (.npz), "
           f"figures {', '.join(figs)}")
-    return 0
+    failed = [(name, tr) for name, tr in comp.trajectories.items() if not tr.success]
+    for name, tr in failed:       # everything computed is written; the exit code tells
+        print(f"gaussopt compare: the {name} run did not succeed: {_one_line(tr.message)}",
+              file=sys.stderr)
+    return 1 if failed else 0
 
 
 #: The subcommands: name -> (adds its arguments to its parser, runs it and returns the

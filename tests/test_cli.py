@@ -417,3 +417,25 @@ def test_param_values_are_converted_by_the_signature():
         BuildSignature.of(n_four_bar.build).parse("N", "2.5")
     with pytest.raises(go.ModelError, match="`formulation` must be one of gauss"):
         BuildSignature.of(sleigh.build, sleigh.DEFAULTS).parse("formulation", "routh_tan")
+
+
+def test_compare_exits_1_when_a_run_did_not_succeed(tmp_path, capsys, monkeypatch):
+    """Every row is still written (the computed part of a failed run too); the exit
+    code and one line on stderr per failed row tell a script what went wrong."""
+    C = sys.modules["gaussopt.compare"]          # (gaussopt.compare is also the function)
+    real = C.compare
+
+    def one_fails(*args, **kwargs):
+        comp = real(*args, **kwargs)
+        tr = comp.trajectories["lagrange"]
+        tr.status, tr.message = -1, "the step size collapsed at t=0.1"
+        return comp
+
+    monkeypatch.setattr(C, "compare", one_fails)
+    code = main(["compare", "four_bar", "--solvers", "closed_form,lagrange", "--param",
+                 "t_end=0.2", "--out", str(tmp_path)])
+    cap = capsys.readouterr()
+    assert code == 1
+    assert cap.err == "gaussopt compare: the lagrange run did not succeed: the step size collapsed at t=0.1\n"
+    for f in ("table.csv", "four_bar_closed_form.npz", "four_bar_lagrange.npz"):
+        assert (tmp_path / f).exists(), f
