@@ -11,6 +11,7 @@ from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequali
 from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
                          ModelError, ObjectiveMismatchWarning, RankChangeWarning, SolverError,
                          UnsupportedConstraintError)
+from .dense import DenseSolution
 from .integrate import Baumgarte, Projection, simulate
 from . import plotting
 from .compare import Comparison, compare
@@ -42,7 +43,7 @@ def __getattr__(name):
 __all__ = [
     "System", "rebuildable", "sweep", "SweepResult", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
     "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
-    "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    "DenseSolution", "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "multibody",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning",

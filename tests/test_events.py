@@ -155,6 +155,7 @@ def test_events_on_other_paths(pb, method):
     assert np.all(np.abs((q * q).sum(1) - L_**2) <= pos)
     assert np.all(np.abs((q * v).sum(1)) <= vel)
     assert np.all(np.abs(q[:, 0]) <= SPEED * 8 * EPS * (1 + te) + 1e-15 * (1 + L_))
+    assert isinstance(tr.sol, go.DenseSolution)
     qs, vs = tr.sol(te)                              # the event state is sol at its time
     np.testing.assert_array_equal(qs, q)
     np.testing.assert_array_equal(vs, v)
