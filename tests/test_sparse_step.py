@@ -330,3 +330,34 @@ def test_simulate_on_the_band_against_the_reduced_reference():
     td = [e.t for e in dense.rank_events]
     assert len(tb) == len(td) >= 1
     assert np.max(np.abs(np.array(tb) - np.array(td))) <= 1e-6
+
+
+@pytest.mark.parametrize("build", [_redundant_model, _massless_couplers])
+def test_simulate_where_the_band_refuses_is_the_dense_run(build):
+    """A redundant row (rank m - 1 everywhere) or a singular mass matrix: the run's step,
+    projection and monitor must fall back to the dense kernel and SVD wherever the band
+    cannot answer (no step on the band). Against the same run without the sparse model,
+    1.2 s through two collinear positions at rtol 1e-10: the same passages (times within
+    1e-6 s, as in the test above) and final states within 2e-7 (1 + |q|) (each run within
+    the sweep's 1e3 rtol of the true motion; the two differ only by the rounding of the
+    references the band computes for the monitor)."""
+    N = 10
+    runs = []
+    for sparse in (True, False):
+        mdl = build(N)
+        system = mdl.system
+        if not sparse:
+            system.sparse = None
+        q = mdl.assemble({"crank0.phi": 0.9}, q_guess=_guess(mdl, 0.9, N))
+        v = mdl.velocities(q, {"crank0.phi": 0.5})
+        tr = go.simulate(system, (0.0, 1.2), q, v, method="DOP853", rtol=1e-10, atol=1e-10,
+                         stabilization=mb.LeastSquaresProjection())
+        assert tr.success, tr.message
+        assert tr.stats["sparse_steps"] == 0
+        runs.append(tr)
+    band, dense = runs
+    tb = [e.t for e in band.rank_events if e.kind == "passage"]
+    td = [e.t for e in dense.rank_events if e.kind == "passage"]
+    assert len(tb) == len(td) == 2
+    assert np.max(np.abs(np.array(tb) - np.array(td))) <= 1e-6
+    assert np.max(np.abs(band.q[-1] - dense.q[-1])) <= 2e-7 * (1 + np.max(np.abs(dense.q[-1])))
