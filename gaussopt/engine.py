@@ -401,10 +401,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
     holonomic_only = mv == mh
     # the O(n) correction (every row holonomic, M diagonal): the band of the step
     on_band = md.band.mode == SP.MODE_PROJECT and diag_only and holonomic_only
-    hdiag = np.empty(n)
-    for i in range(n):
+    nb_ = n if on_band else 0                  # (a dense model allocates nothing here)
+    hdiag = np.empty(nb_)
+    for i in range(nb_):
         hdiag[i] = M[i, i]
-    dx = np.empty(n)
+    dx = np.empty(nb_)
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
