@@ -200,7 +200,7 @@ def in_simulate_step_us(solver, q, v, repeat):
     w = ctx[7]
     ref = np.zeros(ctx[6])
     sref = np.zeros(1)
-    args = (mf.addrs, md, buf, opt, ref, sref, q, v, w)
+    args = (mf.addrs, E.pack(md), E.pack(buf), E.pack(opt), ref, sref, q, v, w)
     loop(*args, 10)
     count = 200000
     times = []

@@ -22,6 +22,13 @@ The data passed around:
 ``buf``      :class:`Buffers`: the flat arrays the model functions read and write
 ``opt``      :class:`Options`: integer and float settings
 ``st``       :class:`State`: everything that changes along a run
+
+Python builds these as named tuples and passes them to compiled code packed
+(:func:`pack`): as numba structures, each one pointer. A compiled function
+that takes a named tuple of arrays increments and decrements the reference
+count of every array in it on entry and exit whenever it allocates (numba's
+reference-count pruning gives up there), about fifty atomic operations per
+right-hand side of a run; a structure costs one.
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ from collections import namedtuple
 
 import numba as nb
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
 from . import kernel as K
 from . import sparse as SP
-from .model import _function_at, functions
+from .model import _function_at, data_ptr, functions
 
-__all__ = ["ModelData", "Buffers", "Options", "State", "evaluate_step", "project",
+__all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evaluate_step", "project",
            "METHOD_CODES", "SOLVER_CODES"]
 
 _jit = nb.njit(cache=True, nogil=False)
@@ -83,65 +92,86 @@ def model_data(mf, system, sparse: bool = True) -> ModelData:
 
 
 # --------------------------------------------------------------------------- model calls
+# (element loops and data pointers: a slice assignment or ``.ctypes`` costs reference
+# counting of the arrays involved, see the module docstring)
+@_jit
+def _put(dst, src):
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@nb.njit(cache=True, inline="always")
+def _matrix(x, r, c):
+    """The flat buffer ``x`` as an ``(r, c)`` matrix (a view, as :func:`gaussopt.kernel._mat`:
+    numba's ``reshape`` calls a helper and counts references)."""
+    return np.lib.stride_tricks.as_strided(x, shape=(r, c), strides=(c * 8, 8))
+
+
 @_jit
 def call_dyn(fns, md, buf, t, q, v):
-    buf.q[:] = q
-    buf.v[:] = v
-    return fns[0](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.M.ctypes, buf.F.ctypes)
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return fns[0](t, data_ptr(buf.q), data_ptr(buf.v), data_ptr(md.p), data_ptr(buf.M),
+                  data_ptr(buf.F))
 
 
 @_jit
 def call_rows(fns, md, buf, t, q, v):
-    buf.q[:] = q
-    buf.v[:] = v
-    return fns[1](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.A.ctypes, buf.b.ctypes)
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return fns[1](t, data_ptr(buf.q), data_ptr(buf.v), data_ptr(md.p), data_ptr(buf.A),
+                  data_ptr(buf.b))
 
 
 @_jit
 def call_pos(fns, md, buf, t, q):
-    buf.q[:] = q
-    return fns[2](t, buf.q.ctypes, md.p.ctypes, buf.phi.ctypes, buf.J.ctypes, buf.phit.ctypes)
+    _put(buf.q, q)
+    return fns[2](t, data_ptr(buf.q), data_ptr(md.p), data_ptr(buf.phi), data_ptr(buf.J),
+                  data_ptr(buf.phit))
 
 
 @_jit
 def call_vel(fns, md, buf, t, q, v):
-    buf.q[:] = q
-    buf.v[:] = v
-    return fns[3](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.r.ctypes, buf.Jv.ctypes)
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return fns[3](t, data_ptr(buf.q), data_ptr(buf.v), data_ptr(md.p), data_ptr(buf.r),
+                  data_ptr(buf.Jv))
 
 
 @_jit
 def call_energy(fns, md, buf, t, q, v):
-    buf.q[:] = q
-    buf.v[:] = v
-    return fns[4](t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.e.ctypes, buf.e.ctypes)
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return fns[4](t, data_ptr(buf.q), data_ptr(buf.v), data_ptr(md.p), data_ptr(buf.e),
+                  data_ptr(buf.e))
 
 
 @_jit
 def call_accel(accel, md, buf, t, q, v):
-    buf.q[:] = q
-    buf.v[:] = v
-    return accel(t, buf.q.ctypes, buf.v.ctypes, md.p.ctypes, buf.a.ctypes, buf.a.ctypes)
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return accel(t, data_ptr(buf.q), data_ptr(buf.v), data_ptr(md.p), data_ptr(buf.a),
+                 data_ptr(buf.a))
 
 
 @_jit
 def call_sp_dyn(md, buf, t, q, v):
     """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.band.w``."""
-    buf.q[:] = q
-    buf.v[:] = v
+    _put(buf.q, q)
+    _put(buf.v, v)
     w = md.band.w
-    return _function_at(md.band.addrs[0])(t, buf.q.ctypes, buf.v.ctypes, md.band.p.ctypes,
-                                         w.d.ctypes, w.F.ctypes)
+    return _function_at(md.band.addrs[0])(t, data_ptr(buf.q), data_ptr(buf.v),
+                                         data_ptr(md.band.p), data_ptr(w.d), data_ptr(w.F))
 
 
 @_jit
 def call_sp_rows(md, buf, t, q, v):
     """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.band.w``."""
-    buf.q[:] = q
-    buf.v[:] = v
+    _put(buf.q, q)
+    _put(buf.v, v)
     w = md.band.w
-    return _function_at(md.band.addrs[1])(t, buf.q.ctypes, buf.v.ctypes, md.band.p.ctypes,
-                                        w.data.ctypes, w.b.ctypes)
+    return _function_at(md.band.addrs[1])(t, data_ptr(buf.q), data_ptr(buf.v),
+                                         data_ptr(md.band.p), data_ptr(w.data), data_ptr(w.b))
 
 
 # --------------------------------------------------------------------------- the step
@@ -193,7 +223,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         st = call_accel(accel, md, buf, t, q, v)
         if st != 0:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
-        a[:] = buf.a
+        _put(a, buf.a)
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
     if md.band.mode != SP.MODE_NONE and opt.i[I_STAB] != STAB_BAUMGARTE:
         if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
@@ -201,10 +231,9 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         status, be, iters = SP.sparse_step(md.band.sp, md.band.w, ref, sref[0], opt.f[F_RANKTOL],
                                            want_lam)
         if status == SP.OK:
-            a[:] = md.band.w.a
+            _put(a, md.band.w.a)
             if want_lam:
-                lam = K._vec(w, K.F_lam, m)
-                lam[:] = md.band.w.lam
+                _put(K._vec(w, K.F_lam, m), md.band.w.lam)
             return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
@@ -213,16 +242,14 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
     b = buf.b
     if opt.i[I_STAB] == STAB_BAUMGARTE and m > 0:
-        b = buf.b.copy()
+        b = buf.b.copy()                # (buf.b stays the constraints' own: see sample)
         st = baumgarte(fns, md, buf, opt, t, q, v, b)
         if st != 0:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
-    M = buf.M.reshape(n, n)
-    A = buf.A.reshape(m, n)
     (status, aa, r, mL, k, rho, allow, be, dmin,
-     flags) = K.gauss_step(M, buf.F, A, b, ref, sref[0], opt.f[F_RANKTOL], solver, want_lam,
-                           opt.i[I_CHECKSYM] != 0, w)
-    a[:] = aa
+     flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
+                           opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
+    _put(a, aa)
     return status, r, mL, k, rho, allow, be, flags
 
 
@@ -527,6 +554,7 @@ State = namedtuple("State", [
     "t_eval", "out_t", "out_y",           # outputs
     "dense", "fail_y",                    # dense-output coefficients; state of a failure
     "wk", "wm",                           # kernel workspaces: the step's, the monitor's
+    "scr",                                # scratch (3, 2n): the RHS's state and a, a stage
 ])
 # float scalars
 (S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR, S_NEAR_T,
@@ -550,6 +578,104 @@ N_IC = 16
 EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
 
 
+# --------------------------------------------------------------------------- packed records
+# The compiled twins of ModelData, Buffers, Options, Tableau and State: numba structures
+# holding the very arrays of the named tuple (no copy; Python keeps reading the tuple).
+def _unliteral(self, fields):
+    return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+@structref.register
+class _ModelDataType(types.StructRef):
+    preprocess_fields = _unliteral
+
+
+@structref.register
+class _BuffersType(types.StructRef):
+    preprocess_fields = _unliteral
+
+
+@structref.register
+class _OptionsType(types.StructRef):
+    preprocess_fields = _unliteral
+
+
+@structref.register
+class _TableauType(types.StructRef):
+    preprocess_fields = _unliteral
+
+
+@structref.register
+class _StateType(types.StructRef):
+    preprocess_fields = _unliteral
+
+
+class PackedModelData(structref.StructRefProxy):
+    """:class:`ModelData` as passed to compiled code (:func:`pack`)."""
+
+
+class PackedBuffers(structref.StructRefProxy):
+    """:class:`Buffers` as passed to compiled code (:func:`pack`)."""
+
+
+class PackedOptions(structref.StructRefProxy):
+    """:class:`Options` as passed to compiled code (:func:`pack`)."""
+
+
+class PackedTableau(structref.StructRefProxy):
+    """:class:`Tableau` as passed to compiled code (:func:`pack`)."""
+
+
+class PackedState(structref.StructRefProxy):
+    """:class:`State` as passed to compiled code (:func:`pack`)."""
+
+
+structref.define_proxy(PackedModelData, _ModelDataType, list(ModelData._fields))
+structref.define_proxy(PackedBuffers, _BuffersType, list(Buffers._fields))
+structref.define_proxy(PackedOptions, _OptionsType, list(Options._fields))
+structref.define_proxy(PackedTableau, _TableauType, list(Tableau._fields))
+structref.define_proxy(PackedState, _StateType, list(State._fields))
+
+
+@nb.njit(cache=True)
+def _pack_model_data(p, dims, hol_rows, vel_rows, vel_is_hol, band):
+    return PackedModelData(p, dims, hol_rows, vel_rows, vel_is_hol, band)
+
+
+@nb.njit(cache=True)
+def _pack_buffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a):
+    return PackedBuffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a)
+
+
+@nb.njit(cache=True)
+def _pack_options(i, f):
+    return PackedOptions(i, f)
+
+
+@nb.njit(cache=True)
+def _pack_tableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D):
+    return PackedTableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D)
+
+
+@nb.njit(cache=True)
+def _pack_state(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows, lsq_f,
+                lsq_y, t_eval, out_t, out_y, dense, fail_y, wk, wm, scr):
+    return PackedState(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows,
+                       lsq_f, lsq_y, t_eval, out_t, out_y, dense, fail_y, wk, wm, scr)
+
+
+_PACKERS = {ModelData: _pack_model_data, Buffers: _pack_buffers, Options: _pack_options,
+            Tableau: _pack_tableau, State: _pack_state}
+
+
+def pack(record):
+    """The compiled twin of a :class:`ModelData`, :class:`Buffers`, :class:`Options`,
+    :class:`Tableau` or :class:`State`: a numba structure holding the same arrays
+    (writes on either side are seen on the other). Every compiled entry point of the
+    engine takes packed records."""
+    return _PACKERS[type(record)](*record)
+
+
 @_jit
 def vanished_floor(st):
     return K.FOLD_TOL * st.sref[0]
@@ -560,9 +686,14 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
     """``y' = (v, a(t, q, v))``, on the projected state if the projection asks for it;
     tracks the largest inconsistency (least-squares step) of the current step."""
     n = md.dims[D_N]
-    q = y[:n].copy()
-    v = y[n:].copy()
     st.ic[C_NFEV] += 1
+    scr = st.scr
+    q = scr[0, :n]                      # (y may be a row of scr, never row 0 or 1)
+    v = scr[0, n:]
+    a = scr[1, :n]
+    for i in range(n):
+        q[i] = y[i]
+        v[i] = y[n + i]
     if opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0 and st.sc[S_NEAR] < NEAR_SINGULAR:
         ps, its = project(fns, md, buf, opt, t, q, v, vanished_floor(st))
         if ps != 0:
@@ -570,7 +701,6 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
             st.fail_y[:n] = q
             st.fail_y[n:] = v
             return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
-    a = np.empty(n)
     status, r, mL, k, rho, allow, be, flags = evaluate_step(
         fns, accel, md, buf, opt, st.ref, st.sref, t, q, v, a, False, st.wk)
     if status != 0:
@@ -764,19 +894,17 @@ def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
     if method == 4:
         Kx = st.K
         ns = tab.B.shape[0]
+        yy = st.scr[2]
         for s_ in range(tab.C_extra.shape[0]):
             row = ns + 1 + s_
-            yy = st.y_old.copy()
             for j in range(N):
                 acc = 0.0
                 for k in range(row):
                     acc += Kx[k, j] * tab.A_extra[s_, k]
-                yy[j] += acc * h
-            ks = np.empty(N)
-            stt = rhs(fns, accel, md, buf, opt, st, t_old + tab.C_extra[s_] * h, yy, ks)
+                yy[j] = st.y_old[j] + acc * h
+            stt = rhs(fns, accel, md, buf, opt, st, t_old + tab.C_extra[s_] * h, yy, Kx[row])
             if stt != 0:
                 return stt
-            Kx[row, :] = ks
         F = st.dense
         for j in range(N):
             dy = st.y[j] - st.y_old[j]
@@ -1180,19 +1308,20 @@ def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
     new state; returns ``(status, y_new, f_new)``."""
     N = st.y.shape[0]
     Kx = st.K
-    Kx[0, :] = st.f
+    A = tab.A
+    y = st.y
+    yy = st.scr[2]
+    for j in range(N):
+        Kx[0, j] = st.f[j]
     for s_ in range(1, ns):
-        yy = st.y.copy()
         for j in range(N):
             acc = 0.0
             for k in range(s_):
-                acc += Kx[k, j] * tab.A[s_, k]
-            yy[j] += acc * h
-        ks = np.empty(N)
-        stt = rhs(fns, accel, md, buf, opt, st, t + tab.C[s_] * h, yy, ks)
+                acc += Kx[k, j] * A[s_, k]
+            yy[j] = y[j] + acc * h
+        stt = rhs(fns, accel, md, buf, opt, st, t + tab.C[s_] * h, yy, Kx[s_])
         if stt != 0:
-            return stt, yy, ks
-        Kx[s_, :] = ks
+            return stt, yy, yy           # (unused after a failure)
     y_new = st.y.copy()
     for j in range(N):
         acc = 0.0

@@ -320,7 +320,7 @@ class _Run:
                  t_eval, monitor_rank, dense=False):
         n, m = system.n, mf.m
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
-        self._addrs = None
+        self._args = None
         self.n, self.m = n, m
         b = mf.buffers
         self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
@@ -373,7 +373,7 @@ class _Run:
             np.zeros((256, 2)), np.zeros((256, N)),
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
             np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N),
-            K.make_work(n, m), K.make_work(n, m))
+            K.make_work(n, m), K.make_work(n, m), np.zeros((3, N)))
         if t_eval is not None and t_eval[0] == t0:
             self.st.out_t[0] = t0
             self.st.out_y[0] = y0
@@ -410,8 +410,8 @@ class _Run:
             q, v = y[:n].copy(), y[n:].copy()
             mf.error = None
             with quiet_compile():
-                ps, _ = E.project_at(self.args()[0], self.md, self.buf, opt, float(t), q, v,
-                                     float(floor))
+                addrs, md, buf, opt_, _, _ = self.args()
+                ps, _ = E.project_at(addrs, md, buf, opt_, float(t), q, v, float(floor))
             if ps != 0:
                 if mf.error is not None:
                     raise mf.error
@@ -422,10 +422,13 @@ class _Run:
         return project
 
     def args(self):
-        """The arguments of the engine's entry points."""
-        if self._addrs is None:
-            self._addrs = self.mf.addrs
-        return (self._addrs, self.md, self.buf, self.opt, self.tab, self.st)
+        """The arguments of the engine's entry points: the function addresses and the
+        records packed (:func:`gaussopt.engine.pack`; the same arrays as ``md``, ``buf``,
+        ``opt``, ``tab`` and ``st``)."""
+        if self._args is None:
+            self._args = (self.mf.addrs, E.pack(self.md), E.pack(self.buf), E.pack(self.opt),
+                          E.pack(self.tab), E.pack(self.st))
+        return self._args
 
     def grow(self):
         """Double the buffers that filled up (outputs, events)."""
@@ -440,6 +443,7 @@ class _Run:
             fields["ev_i"] = np.concatenate([st.ev_i, np.zeros_like(st.ev_i)])
             fields["ev_rows"] = np.concatenate([st.ev_rows, np.zeros_like(st.ev_rows)])
         self.st = E.State(**fields)
+        self._args = None
 
 
 def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
@@ -498,7 +502,9 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         with quiet_compile():
             code = E.start(*run.args())
             if code == 0 and auto_dt:
-                code, h = E.initial_step_at(run.args()[0], run.md, run.buf, run.opt, run.st, 4)
+                addrs, md, buf, opt, _, st = run.args()      # (packed)
+                code, h = E.initial_step_at(addrs, md, buf, opt, st, 4)
+                del addrs, md, buf, opt, st
                 run.opt.f[E.F_DT] = dt = float(h)
             if code == 0:
                 if method in ENGINE_METHODS:
@@ -648,14 +654,14 @@ def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, on_step) -> int:
     """An implicit :func:`scipy.integrate.solve_ivp` method: scipy takes the steps, the
     engine evaluates the right-hand side and does everything after each step (cubic
     Hermite interpolation of the step's outputs); ``on_step`` gets scipy's interpolant."""
-    st = run.st
-    addrs, md, buf, opt, tab, _ = run.args()
+    st, opt = run.st, run.opt
+    addrs, md, buf, packed_opt, _, _ = run.args()
     failed = [0]
 
     def fun(t, y):
         out = np.empty(y.shape[0])
-        code = E.rhs_at(addrs, md, buf, opt, run.st, t, np.ascontiguousarray(y, dtype=float),
-                        out)
+        code = E.rhs_at(addrs, md, buf, packed_opt, run.args()[5], t,
+                        np.ascontiguousarray(y, dtype=float), out)
         if code != 0:
             failed[0] = code
             raise _EngineStop(code)
@@ -818,7 +824,8 @@ def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
         status = np.zeros(N, dtype=np.int64)
         mf.error = None
         try:
-            E.sample_all(run.args()[0], run.md, run.buf, run.opt, run.st.ref, run.st.sref,
+            addrs, md, buf, opt, _, _ = run.args()      # (packed)
+            E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
                          t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
         except KeyboardInterrupt as e:
             err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e

@@ -110,6 +110,21 @@ def _function_at(typingctx, addr):
     return FUNCTION(addr), codegen
 
 
+@intrinsic
+def data_ptr(typingctx, arr):
+    """The data pointer of a contiguous array as a ``void*`` for a model function.
+    ``arr.ctypes`` would do, but it holds a reference to the array (an atomic
+    increment and decrement per argument of every model call)."""
+    if not (isinstance(arr, types.Array) and arr.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.bitcast(ary.data, context.get_value_type(types.voidptr))
+
+    return types.voidptr(arr), codegen
+
+
 @nb.njit(cache=True)
 def functions(addrs):
     """``(dyn, rows, pos, vel, energy), accel`` from their six addresses."""

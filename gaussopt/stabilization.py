@@ -159,9 +159,9 @@ class Projection:
         of[E.F_PTOL] = self.tol
         of[E.F_RANKTOL] = rank_tol
         with quiet_compile():
-            status, its = E.project_at(mf.addrs, E.model_data(mf, system),
-                                       E.Buffers(*(b[k] for k in E.Buffers._fields)),
-                                       E.Options(oi, of), float(t), q, v, float(vanished))
+            status, its = E.project_at(mf.addrs, E.pack(E.model_data(mf, system)),
+                                       E.pack(E.Buffers(*(b[k] for k in E.Buffers._fields))),
+                                       E.pack(E.Options(oi, of)), float(t), q, v, float(vanished))
         if status != 0:
             if mf.error is not None:
                 raise mf.error

@@ -38,7 +38,8 @@ def _sparse_alone(system, q, v):
     md = E.model_data(mf, system)
     assert md.band.mode != SP.MODE_NONE
     buf = E.Buffers(*(mf.buffers[k] for k in E.Buffers._fields))
-    return E.sparse_step_at(md, buf, np.zeros(mf.m), 0.0, RANK_TOL, 0.0, q, v, True)
+    return E.sparse_step_at(E.pack(md), E.pack(buf), np.zeros(mf.m), 0.0, RANK_TOL, 0.0, q, v,
+                            True)
 
 
 def _kkt_condition(system, t, q, v):

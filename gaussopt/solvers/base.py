@@ -357,8 +357,9 @@ class StepSolver:
         out = np.zeros(layout(n, m)[4] + N_SCALARS)
         work = K.make_work(n, m)
         handle = make_context(
-            mf.addrs, E.model_data(mf, self.system),
-            E.Buffers(*(bufs[k] for k in E.Buffers._fields)), E.Options(oi, of), self._sref,
+            mf.addrs, E.pack(E.model_data(mf, self.system)),
+            E.pack(E.Buffers(*(bufs[k] for k in E.Buffers._fields))), E.pack(E.Options(oi, of)),
+            self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
         lay = layout(n, m)
         return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:])
