@@ -571,10 +571,11 @@ N_SC = 14
 #: integration error.
 NEAR_SINGULAR = 0.1
 # int scalars
-# (C_NBAND: right-hand sides whose step the O(n) path answered)
+# (C_NBAND: right-hand sides whose step the O(n) path answered; C_NREJ: steps rejected
+# by error control)
 (C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
- C_PENDING, C_KSTEP, C_NMON, C_NSEARCH, C_NBAND) = range(16)
-N_IC = 16
+ C_PENDING, C_KSTEP, C_NMON, C_NSEARCH, C_NBAND, C_NREJ) = range(17)
+N_IC = 17
 EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
 
 
@@ -1528,6 +1529,7 @@ def step(fns, accel, md, buf, opt, tab, st):
             h_rej = h_abs
             h_abs *= max(0.2, 0.9 * err ** expo)
             rejected = True
+            st.ic[C_NREJ] += 1
         st.sc[S_HABS] = h_abs
     st.y_old[:] = st.y
     st.f_old[:] = st.f

@@ -208,7 +208,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
       ``(N, n)`` for an array), and ``q_events[i]``/``v_events[i]`` replace
       ``y_events[i]``;
     * the counts are in ``stats``: ``stats["rhs_evaluations"]`` for ``nfev``,
-      ``stats["steps"]`` for the accepted steps (no ``njev``/``nlu``);
+      ``stats["steps"]`` for the accepted steps (no ``njev``/``nlu``),
+      ``stats["rejected_steps"]`` for the steps error control rejected (engine methods);
       ``stats["sparse_steps"]`` counts the right-hand sides whose Gauss step the
       O(n) path of a large multibody model answered (:mod:`gaussopt.sparse`);
     * ``a``, ``constraint_force``, ``multipliers``, the residuals and the energy
@@ -245,11 +246,19 @@ def _single_thread_blas(n: int):
     """
     if n > 300:
         return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - a declared dependency
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - a declared dependency
+            return contextlib.nullcontext()
+        # found once: scanning the loaded libraries costs ~1.7 ms (a third of a short run)
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+
+
+#: the BLAS libraries of this process (threadpoolctl), found at the first run
+_BLAS_CONTROLLER = None
 
 
 def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, stabilization,
@@ -576,6 +585,7 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                        "monitor_evaluations": int(st.ic[E.C_NMON]),
                        "passage_searches": int(st.ic[E.C_NSEARCH]),
                        "sparse_steps": int(st.ic[E.C_NBAND]),
+                       "rejected_steps": int(st.ic[E.C_NREJ]),
                        "model": "compiled" if mf.compiled else "python",
                        **step_solver.run_stats()})
     traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,
@@ -749,14 +759,12 @@ def _events(run: _Run) -> list[RankEvent]:
     st = run.st
     labels = run.system.row_labels() if run.m else []
     kinds = {E.EV_PASSAGE: "passage", E.EV_DROP: "drop", E.EV_RISE: "rise"}
-    out = []
-    for i in range(int(st.ic[E.C_NEV])):
-        rows = [labels[j] for j in np.flatnonzero(st.ev_rows[i])]
-        out.append(RankEvent(t=float(st.ev_f[i, 0]), kind=kinds[int(st.ev_i[i, 0])],
-                             rank_before=int(st.ev_i[i, 1]), rank_min=int(st.ev_i[i, 2]),
-                             rank_after=int(st.ev_i[i, 3]), rows=rows,
-                             sigma_min=float(st.ev_f[i, 1])))
-    return out
+    nev = int(st.ic[E.C_NEV])
+    # as Python lists at once (a run through a crank's revolutions has hundreds)
+    ev_f, ev_i, ev_rows = st.ev_f[:nev].tolist(), st.ev_i[:nev].tolist(), st.ev_rows[:nev].tolist()
+    return [RankEvent(t=f[0], kind=kinds[i[0]], rank_before=i[1], rank_min=i[2], rank_after=i[3],
+                      rows=[labels[j] for j, on in enumerate(r) if on], sigma_min=f[1])
+            for f, i, r in zip(ev_f, ev_i, ev_rows)]
 
 
 def _least_squares_records(run: _Run) -> list[dict]:
