@@ -287,6 +287,32 @@ def test_solve_values_in_place_and_into_out_give_the_numbers_of_a_fresh_build():
     assert qp.solve_values(Pv, qv, Av, bv, first, (xs, None))[1] is None
 
 
+def test_unchanged_P_is_not_sent_again_and_changes_are_seen():
+    # the fast entry leaves P out of the update when its (scaled) values are those the
+    # solver already holds (a constant mass matrix); a changed P must reach the solver:
+    # the problems 1, 1, 2, 1 give every time the numbers of a solver built on them
+    rng = np.random.default_rng(5)
+    n, m, p = 4, 2, 1
+    pat = dict(P_pattern=np.ones((n, n)), A_pattern=np.ones((m + p, n)))
+    qp = ClarabelQP(n, m, p, **pat)
+    d1, d2 = (random_problem(rng, n, m, p, "spd") for _ in range(2))
+    sent = []
+    for d in (d1, d1, d2, d1):
+        P = d["P"]
+        Pv = np.concatenate([P[: j + 1, j] for j in range(n)])
+        Av = np.vstack([d["A"], -d["G"]]).T.ravel()
+        qv, bv = -d["F"], np.concatenate([d["b"], -d["h"]])
+        first = qp._scale(Pv, qv, Av, bv, "jacobi")
+        before = qp._P_last
+        got = qp.solve_values(Pv, qv, Av, bv, first)
+        sent.append(before != first[0].tolist())
+        ref = ClarabelQP(n, m, p, **pat).solve_values(Pv, qv, Av, bv, first)
+        assert got[5] == "Solved"
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+    assert sent == [True, False, True, True]
+
+
 def test_entry_point_falls_back_to_the_dispatcher():
     from gaussopt.solvers import qp_step as QS
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import kernel as K
 from ..point import NULL_FORCE_RTOL, entry_point, null_force
-from ..model import functions
+from ..model import data_ptr, functions
 from .clarabel_qp import _scale_kernel
 
 __all__ = ["layout", "entry_point", "prepare", "prepare_model", "finish", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
@@ -239,9 +239,11 @@ def prepare_model(addrs, par, t, q, v, M, F, A, b, G, h, ref, sref, opt, wf, wi,
         if not (np.isfinite(q[i]) and np.isfinite(v[i])):
             return DEFER, 0
     fns, accel = functions(addrs)
-    if fns[0](t, q.ctypes, v.ctypes, par.ctypes, M.ctypes, F.ctypes) != 0:
+    # (data pointers, not .ctypes: see gaussopt.engine on reference counting)
+    if fns[0](t, data_ptr(q), data_ptr(v), data_ptr(par), data_ptr(M), data_ptr(F)) != 0:
         return DEFER, 0
-    if A.shape[0] > 0 and fns[1](t, q.ctypes, v.ctypes, par.ctypes, A.ctypes, b.ctypes) != 0:
+    if A.shape[0] > 0 and fns[1](t, data_ptr(q), data_ptr(v), data_ptr(par), data_ptr(A),
+                                 data_ptr(b)) != 0:
         return DEFER, 0
     return prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn)
 
