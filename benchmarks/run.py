@@ -190,9 +190,8 @@ def in_simulate_step_us(solver, q, v, repeat):
         return acc
 
     mf = ctx[1]
-    b = mf.buffers
     md = E.model_data(mf, solver.system)
-    buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
+    buf = E.buffers(mf)
     oi = np.zeros(9, dtype=np.int64)
     of = np.zeros(11)
     of[E.F_RANKTOL] = solver.rank_tol

@@ -91,6 +91,11 @@ def model_data(mf, system, sparse: bool = True) -> ModelData:
     return ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol, band)
 
 
+def buffers(mf) -> Buffers:
+    """The :class:`Buffers` of a model's compiled functions ``mf`` (its very arrays)."""
+    return Buffers(*(mf.buffers[k] for k in Buffers._fields))
+
+
 # --------------------------------------------------------------------------- model calls
 # (element loops and data pointers: a slice assignment or ``.ctypes`` costs reference
 # counting of the arrays involved, see the module docstring)

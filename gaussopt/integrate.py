@@ -331,8 +331,7 @@ class _Run:
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
         self.n, self.m = n, m
-        b = mf.buffers
-        self.buf = E.Buffers(*(b[k] for k in E.Buffers._fields))
+        self.buf = E.buffers(mf)
         self.md = E.model_data(mf, system)
         oi = np.zeros(10, dtype=np.int64)
         of = np.zeros(11)
@@ -511,9 +510,8 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         with quiet_compile():
             code = E.start(*run.args())
             if code == 0 and auto_dt:
-                addrs, md, buf, opt, _, st = run.args()      # (packed)
-                code, h = E.initial_step_at(addrs, md, buf, opt, st, 4)
-                del addrs, md, buf, opt, st
+                args = run.args()
+                code, h = E.initial_step_at(*args[:4], args[5], 4)
                 run.opt.f[E.F_DT] = dt = float(h)
             if code == 0:
                 if method in ENGINE_METHODS:

@@ -225,9 +225,11 @@ _INT_FIELDS = {"live": I_live, "order": I_order}
 
 
 # --------------------------------------------------------------------------- small dense algebra
-@_jit
+@nb.njit(cache=True, nogil=True, inline="always")
 def _norm2(x):
-    """Euclidean norm without underflow or overflow (scaled by the largest entry)."""
+    """Euclidean norm without underflow or overflow (scaled by the largest entry).
+    Inlined where it is called: ``_norm2(A[i])`` then makes no row view that lives
+    across a call (a view passed to a call costs reference counting)."""
     scale = 0.0
     for i in range(x.shape[0]):
         ax = abs(x[i])
@@ -247,20 +249,7 @@ def row_norms(A, out):
     """Euclidean norm of every row of ``A`` into ``out`` (no underflow: a row
     ``(1e-200, 1e-200)`` has the norm ``1.41e-200``, not 0)."""
     for i in range(A.shape[0]):
-        # _norm2(A[i]) written out: a row view costs reference counting per row
-        scale = 0.0
-        for j in range(A.shape[1]):
-            ax = abs(A[i, j])
-            if ax > scale:
-                scale = ax
-        if scale == 0.0 or not np.isfinite(scale):
-            out[i] = scale
-            continue
-        acc = 0.0
-        for j in range(A.shape[1]):
-            y = A[i, j] / scale
-            acc += y * y
-        out[i] = scale * math.sqrt(acc)
+        out[i] = _norm2(A[i])
 
 
 @_jit

@@ -151,7 +151,6 @@ class Projection:
         if system._row_counts is None:
             system.check(t, q, v)
         mf = model_functions(system)
-        b = mf.buffers
         oi = np.zeros(9, dtype=np.int64)
         of = np.zeros(11)
         oi[E.I_PVEL] = int(self.velocity)
@@ -160,7 +159,7 @@ class Projection:
         of[E.F_RANKTOL] = rank_tol
         with quiet_compile():
             status, its = E.project_at(mf.addrs, E.pack(E.model_data(mf, system)),
-                                       E.pack(E.Buffers(*(b[k] for k in E.Buffers._fields))),
+                                       E.pack(E.buffers(mf)),
                                        E.pack(E.Options(oi, of)), float(t), q, v, float(vanished))
         if status != 0:
             if mf.error is not None:

@@ -37,7 +37,7 @@ def _sparse_alone(system, q, v):
     mf = model_functions(system)
     md = E.model_data(mf, system)
     assert md.band.mode != SP.MODE_NONE
-    buf = E.Buffers(*(mf.buffers[k] for k in E.Buffers._fields))
+    buf = E.buffers(mf)
     return E.sparse_step_at(E.pack(md), E.pack(buf), np.zeros(mf.m), 0.0, RANK_TOL, 0.0, q, v,
                             True)
 

@@ -347,7 +347,6 @@ class StepSolver:
         (:func:`gaussopt.engine.model_data`)."""
         mf = model_functions(self.system)
         n, m = self.system.n, mf.m
-        bufs = mf.buffers
         oi = np.zeros(9, dtype=np.int64)
         of = np.zeros(11)
         oi[E.I_SOLVER] = self._method
@@ -358,7 +357,7 @@ class StepSolver:
         work = K.make_work(n, m)
         handle = make_context(
             mf.addrs, E.pack(E.model_data(mf, self.system)),
-            E.pack(E.Buffers(*(bufs[k] for k in E.Buffers._fields))), E.pack(E.Options(oi, of)),
+            E.pack(E.buffers(mf)), E.pack(E.Options(oi, of)),
             self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
         lay = layout(n, m)
