@@ -38,34 +38,44 @@ class _Buffers:
     the kernel workspace, the float and integer buffers (:func:`.qp_step.layout`), the
     options, Clarabel's solution ``xs``, ``zs`` (``zs`` for the largest rank; Clarabel
     fills its first ``r + p`` entries), per rank ``r`` the views of the buffers
-    (:func:`_views`), and the argument lists of the compiled calls on the compiled
-    model's arrays (:meth:`QP._fast_model`: built again when the row reference or the
-    inequality rows are other arrays; their types stay)."""
+    (:func:`_views`), and with a compiled model the context of the compiled calls
+    (:class:`.qp_step.QPContext`, on the model's arrays) and their entry points."""
 
     __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "lam",
-                 "sigma", "live", "xs", "zs", "m", "p", "args", "prepare_model", "finish")
+                 "sigma", "live", "xs", "zs", "m", "p", "ctx", "prepare_at", "finish_at")
 
     def __init__(self, work, fb, ib, opt, zero_ref, P, lay, lam, sigma, live, xs, zs, m, p):
         self.work, self.fb, self.ib, self.opt, self.zero_ref = work, fb, ib, opt, zero_ref
         self.P, self.noP, self.lay, self.views = P, np.zeros((0, 0)), lay, {}
         self.lam, self.sigma, self.live, self.xs, self.zs = lam, sigma, live, xs, zs
         self.m, self.p = m, p
-        self.args = None
-        # the compiled functions, called directly once they are compiled for these buffers
-        # (:func:`gaussopt.point.entry_point`: the argument types are those of every later call
-        # of :meth:`QP._fast_model`, which alone uses them)
-        self.prepare_model = self.finish = None
+        self.ctx = None
+        # the compiled functions, called directly once they are compiled for these types
+        # (:func:`gaussopt.point.entry_point`: the argument types are those of every later
+        # call of :meth:`QP._fast_model`, which alone uses them)
+        self.prepare_at = self.finish_at = None
 
     def call_args(self, sref, M, F, A, b, G, h, ref) -> tuple:
-        """The arguments of :func:`.qp_step.prepare` after ``(M, F, A, b, G, h, ref)``'s
-        place, with ``Pn`` for a full result and without, and those of
-        :func:`.qp_step.finish` for a full result and without: ``(ref, G, h, prep_full,
-        prep_hot, fin_full, fin_hot)`` (the first three: what they were built for)."""
+        """The arguments of :func:`.qp_step.prepare` (with ``Pn`` for a full result and
+        without) and of :func:`.qp_step.finish` (less ``want_lam``) on the arrays
+        ``M, F, A, b, G, h, ref``: ``(prep_full, prep_hot, fin)``."""
         w = self.work
         head = (M, F, A, b, G, h, ref)
         prep = head + (sref, self.opt, w.f, w.i, self.fb, self.ib)
-        fin = head + (self.xs, self.zs, self.opt, w.f, w.i, self.fb)
-        return (ref, G, h, prep + (self.P,), prep + (self.noP,), fin + (True,), fin + (False,))
+        return (prep + (self.P,), prep + (self.noP,),
+                head + (self.xs, self.zs, self.opt, w.f, w.i, self.fb))
+
+    def context(self, mc, sref):
+        """The :class:`.qp_step.QPContext` on the compiled model's arrays (``mc``:
+        :meth:`QP._model`), built once."""
+        ctx = self.ctx
+        if ctx is None:
+            _, addrs, par, M, F, A, b, *_ = mc
+            w = self.work
+            ctx = self.ctx = QS.make_context(addrs, par, M, F, A, b, sref, self.opt, w.f, w.i,
+                                             self.fb, self.ib, self.P, self.noP, self.xs,
+                                             self.zs)
+        return ctx
 
 
 def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
@@ -344,28 +354,31 @@ class QP(StepSolver):
         if bufs is None:
             bufs = self._buffers(A.shape[0], G.shape[0])
         ref = bufs.zero_ref if self.row_ref is None else self._ref_array(bufs)
-        args = bufs.args
-        if args is None or args[0] is not ref or args[1] is not G or args[2] is not h:
-            args = bufs.args = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
         if type(t) is not float:
             t = float(t)
-        call = bufs.prepare_model
+        call = bufs.prepare_at
         with self._lock:
             if call is not None:
-                code, r = call(addrs, par, t, q, v, *args[3 if full else 4])
+                code, r = call(bufs.ctx, G, h, ref, t, q, v, full)
             else:
+                ctx = bufs.context(mc, self._sref)
                 if _LOADED:
-                    code, r = QS.prepare_model(addrs, par, t, q, v, *args[3 if full else 4])
+                    code, r = QS.prepare_at(ctx, G, h, ref, t, q, v, full)
                 else:
                     with quiet_compile():           # numba's note on first-class functions
-                        code, r = QS.prepare_model(addrs, par, t, q, v,
-                                                   *args[3 if full else 4])
+                        code, r = QS.prepare_at(ctx, G, h, ref, t, q, v, full)
                     _LOADED.append(True)
-                bufs.prepare_model = QS.entry_point(QS.prepare_model,
-                                                    (addrs, par, t, q, v) + args[3])
+                bufs.prepare_at = QS.entry_point(QS.prepare_at, (ctx, G, h, ref, t, q, v, full))
             if code:
                 return None
-            return self._solve_prepared(t, bufs, args[5 if full else 6], r, full, True)
+            fin = bufs.finish_at
+            out = self._solve_prepared(t, bufs, r, full, fin or QS.finish_at,
+                                       (bufs.ctx, G, h, ref), (M, F, A, b, G, h), True)
+            if fin is None:               # (once finish_at has run for these types)
+                fin = QS.entry_point(QS.finish_at, (bufs.ctx, G, h, ref, full))
+                if fin is not QS.finish_at:
+                    bufs.finish_at = fin
+            return out
 
     def _fast(self, t, M, F, A, b, G, h, full):
         """The step in two compiled calls around Clarabel (:mod:`.qp_step`): a StepResult
@@ -376,12 +389,13 @@ class QP(StepSolver):
         M = self._Mw if M is self._Mc else _carray(M)
         F = self._Fw if F is self._Fc else _carray(F)
         A, b, G, h = _carray(A), _carray(b), _carray(G), _carray(h)
-        args = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
+        prep_full, prep_hot, fin = bufs.call_args(self._sref, M, F, A, b, G, h, ref)
         with self._lock:
-            code, r = QS.prepare(*args[3 if full else 4])
+            code, r = QS.prepare(*(prep_full if full else prep_hot))
             if code:
                 return None
-            return self._solve_prepared(t, bufs, args[5 if full else 6], r, full, False)
+            return self._solve_prepared(t, bufs, r, full, QS.finish, fin, (M, F, A, b, G, h),
+                                        False)
 
     def _rank_views(self, bufs: _Buffers, r: int) -> tuple:
         """What one solve at rank ``r`` uses: the views of the buffers (:func:`_views`),
@@ -395,10 +409,11 @@ class QP(StepSolver):
         return (Pv, qv, Av, bv, (Po, qo, Ao, bo, d, rinv), d, rinv, a, mu, Qc,
                 (bufs.xs, bufs.zs[:r + p] if p else None), backend)
 
-    def _solve_prepared(self, t, bufs, fin, r, full, shared):
-        """Clarabel and :func:`.qp_step.finish` (its arguments ``fin``) after
-        :func:`.qp_step.prepare` (inside the lock, which also serializes every use of
-        the backends: they are called without their own lock); ``shared``: ``M, F, A,
+    def _solve_prepared(self, t, bufs, r, full, finish, fin, data, shared):
+        """Clarabel and ``finish(*fin, full)`` (:func:`.qp_step.finish` or
+        :func:`.qp_step.finish_at`) after :func:`.qp_step.prepare` (inside the lock,
+        which also serializes every use of the backends: they are called without their
+        own lock); ``data``: the step's ``M, F, A, b, G, h``; ``shared``: ``M, F, A,
         b`` are the compiled model's buffers."""
         fb = bufs.fb
         p = bufs.p
@@ -425,19 +440,13 @@ class QP(StepSolver):
         if rr is not rinv:
             rinv[:] = 1.0 if rr is None else rr
         if not (p and status in _INFEASIBLE):
-            call = bufs.finish if shared else None
-            if call is None:
-                (code, be, rho, allow, gauss, resid, dropped, k, kept) = QS.finish(*fin)
-                if shared:
-                    bufs.finish = QS.entry_point(QS.finish, fin)
-            else:
-                (code, be, rho, allow, gauss, resid, dropped, k, kept) = call(*fin)
+            (code, be, rho, allow, gauss, resid, dropped, k, kept) = finish(*fin, full)
         else:
             code = QS.DEFER
         if code:
             # the Python path from the backend's answer on: it raises, or re-solves on the
             # robust path
-            M, F, A, b, G, h = fin[:6]
+            M, F, A, b, G, h = data
             if shared:
                 M, F, A, b = M.copy(), F.copy(), A.copy(), b.copy()
             x = xs * d
