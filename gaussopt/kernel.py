@@ -225,11 +225,24 @@ _INT_FIELDS = {"live": I_live, "order": I_order}
 
 
 # --------------------------------------------------------------------------- small dense algebra
+#: a sum of squares strictly between these is its norm's square to the same relative
+#: accuracy as the scaled sum (:func:`_norm2`): below ``_SUMSQ_HI`` no square overflowed;
+#: above ``_SUMSQ_LO`` the squares that fell below the normal range (each off by at
+#: most 2^-1074 ~ 4.9e-324) change it by at most n 4.9e-324 / 1e-290, far below eps
+_SUMSQ_LO = 1e-290
+_SUMSQ_HI = 1e290
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _norm2(x):
-    """Euclidean norm without underflow or overflow (scaled by the largest entry).
-    Inlined where it is called: ``_norm2(A[i])`` then makes no row view that lives
-    across a call (a view passed to a call costs reference counting)."""
+    """Euclidean norm without underflow or overflow: the plain sum of squares where it
+    is safe (:data:`_SUMSQ_LO` < sum < :data:`_SUMSQ_HI`), else scaled by the largest
+    entry. Inlined where it is called: ``_norm2(A[i])`` then makes no row view that
+    lives across a call (a view passed to a call costs reference counting)."""
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i] * x[i]
+    if _SUMSQ_LO < acc < _SUMSQ_HI:
+        return math.sqrt(acc)
     scale = 0.0
     for i in range(x.shape[0]):
         ax = abs(x[i])
@@ -254,6 +267,13 @@ def row_norms(A, out):
 
 @_jit
 def _frobenius(M):
+    """Frobenius norm of ``M`` without underflow or overflow (as :func:`_norm2`)."""
+    acc = 0.0
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            acc += M[i, j] * M[i, j]
+    if _SUMSQ_LO < acc < _SUMSQ_HI:
+        return math.sqrt(acc)
     scale = 0.0
     for i in range(M.shape[0]):
         for j in range(M.shape[1]):
@@ -340,19 +360,25 @@ def _householder_qr(X, full, Q, R, V, tau):
         for j in range(k):
             V[i, j] = 0.0
     for j in range(k):
-        scale = 0.0
-        for i in range(j, p):
-            ax = abs(X[i, j])
-            if ax > scale:
-                scale = ax
-        if scale == 0.0:
-            tau[j] = 0.0
-            continue
         nrm = 0.0
         for i in range(j, p):
-            y = X[i, j] / scale
-            nrm += y * y
-        nrm = scale * math.sqrt(nrm)
+            nrm += X[i, j] * X[i, j]
+        if _SUMSQ_LO < nrm < _SUMSQ_HI:
+            nrm = math.sqrt(nrm)
+        else:                                  # (as _norm2: scaled where it must be)
+            scale = 0.0
+            for i in range(j, p):
+                ax = abs(X[i, j])
+                if ax > scale:
+                    scale = ax
+            if scale == 0.0:
+                tau[j] = 0.0
+                continue
+            nrm = 0.0
+            for i in range(j, p):
+                y = X[i, j] / scale
+                nrm += y * y
+            nrm = scale * math.sqrt(nrm)
         alpha = -nrm if X[j, j] >= 0.0 else nrm
         for i in range(j, p):
             V[i, j] = X[i, j]
@@ -444,6 +470,11 @@ def svd(X, w):
 #: accurate to the smallest singular values relative to themselves
 LAPACK_MIN = 48
 
+#: :func:`svd_into` scales a matrix whose largest entry lies outside these (by a power
+#: of two) before the Jacobi sweeps, whose sums of squares would overflow or underflow
+_SVD_LO = 2.0 ** -200
+_SVD_HI = 2.0 ** 200
+
 
 @_jit
 def svd_into(X, w, fU, fs, fV):
@@ -476,6 +507,18 @@ def svd_into(X, w, fU, fs, fV):
             for j in range(n):
                 V[i, j] = Vtl[j, i]
         return U, s, V
+    # Jacobi's sums of squares and their products overflow for entries beyond ~1e76 and
+    # underflow below ~1e-150 (then it returns wrong singular values, silently): the
+    # matrix is scaled by a power of two (exact) into [0.5, 1) outside [2^-200, 2^200]
+    amax = 0.0
+    for i in range(m):
+        for j in range(n):
+            ax = abs(X[i, j])
+            if ax > amax:
+                amax = ax
+    e = 0                 # (ldexp, not a factor: 2^-e overflows for subnormal entries)
+    if np.isfinite(amax) and amax > 0.0 and not (_SVD_LO <= amax <= _SVD_HI):
+        e = math.frexp(amax)[1]
     R = _mat(w, F_R, k, k)
     Y = _mat(w, F_Y, k, k)
     W = _mat(w, F_W, k, k)
@@ -484,7 +527,7 @@ def svd_into(X, w, fU, fs, fV):
         Xt = _mat(w, F_X, n, m)
         for i in range(n):
             for j in range(m):
-                Xt[i, j] = X[j, i]
+                Xt[i, j] = X[j, i] if e == 0 else math.ldexp(X[j, i], -e)
         Q = _mat(w, F_Q, n, n)
         _householder_qr(Xt, True, Q, R, _mat(w, F_hv, n, m), tau)   # X^T = Q1 R
         for i in range(k):
@@ -504,7 +547,7 @@ def svd_into(X, w, fU, fs, fV):
         Xc = _mat(w, F_X, m, n)
         for i in range(m):
             for j in range(n):
-                Xc[i, j] = X[i, j]
+                Xc[i, j] = X[i, j] if e == 0 else math.ldexp(X[i, j], -e)
         Q = _mat(w, F_Q, m, k)
         _householder_qr(Xc, False, Q, R, _mat(w, F_hv, m, n), tau)  # X = Q1 R
         for i in range(k):
@@ -531,7 +574,7 @@ def svd_into(X, w, fU, fs, fV):
     for jj in range(k):
         j = order[jj]
         sj = norms[j]
-        s[jj] = sj
+        s[jj] = sj if e == 0 else math.ldexp(sj, e)
         for i in range(n):
             V[i, jj] = Vk[i, j]
         if m <= n:

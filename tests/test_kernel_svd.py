@@ -41,3 +41,49 @@ def test_svd_reproduces_the_matrix_on_both_paths(m, n):
     assert s[-1] <= tol * scale                          # the rank deficiency
     # the trailing columns of V are orthogonal to every row
     assert np.abs(X @ V[:, k:]).max(initial=0.0) <= tol * scale
+
+
+@pytest.mark.parametrize("e", [-320, -300, -200, -150, -146, -145, -100, 0, 100, 144, 145,
+                               146, 200, 300, 307])
+def test_norms_on_both_paths_over_the_exponent_range(e):
+    """The kernel's norms (``_norm2`` by ``row_norms``, ``_frobenius``, the Householder
+    column norm inside the SVD) take the plain sum of squares where it can neither
+    overflow nor lose the norm to underflow, and scale by the largest entry elsewhere:
+    at every magnitude the result is the exact norm to a few eps (the sum of squares
+    of 4 terms: 4 eps; the square root and scaling: 2 eps more). The exact norm is
+    computed in integers (entries are integer multiples of 2^-40 scaled by 2^k,
+    so the scaling by a power of two is exact). Entries ~1e80 gave singular values off
+    in the third digit, ~1e200 gave zeros: Jacobi's sums of squares overflowed."""
+    from fractions import Fraction
+    import math
+
+    rng = np.random.default_rng(abs(e) + 1)
+    mant = rng.integers(1, 2 ** 20, size=(2, 4)).astype(float) * 2.0 ** -20
+    k = int(round(e * math.log2(10)))
+    # keep the largest entry finite and the smallest representable (subnormals allowed)
+    k = max(min(k, 1023 - 1), -1074 + 21)
+    X = np.ldexp(mant, k)
+    assert np.all(np.isfinite(X)) and np.all(X > 0)
+
+    def exact(v):
+        # |v| in exact rational arithmetic, rounded once
+        ss = sum(Fraction(float(x)) ** 2 for x in v)
+        return math.sqrt(float(ss * Fraction(2) ** (-2 * k))) * 2.0 ** k
+
+    out = np.zeros(2)
+    K.row_norms(X, out)
+    for i in range(2):
+        assert out[i] == pytest.approx(exact(X[i]), rel=6 * EPS, abs=0)
+    assert K._frobenius(X) == pytest.approx(exact(X.ravel()), rel=6 * EPS, abs=0)
+    # the SVD (scaled by a power of two outside [2^-200, 2^200], where Jacobi's sums of
+    # squares would overflow or underflow): singular values of the scaled-up copy times
+    # the scale, and the product U s V^T reproduces X to the bound of
+    # test_svd_reproduces_the_matrix_on_both_paths (10 (m + n) eps |X|), plus, for
+    # subnormal X, the rounding of the product's 2 terms onto the subnormal grid
+    # (2^-1074 each, 2 roundings per term: 4 grid steps)
+    U, s, V = K.svd_econ(X)
+    s_ref = np.ldexp(np.linalg.svd(np.ldexp(X, -k), compute_uv=False), k)
+    # (a subnormal singular value is rounded onto the grid of 2^-1074)
+    np.testing.assert_allclose(s, s_ref, rtol=10.0 * 6 * EPS, atol=2.0 ** -1074)
+    np.testing.assert_allclose(U @ (s[:, None] * V[:, :2].T), X, rtol=0,
+                               atol=10.0 * 6 * EPS * s[0] + 4 * 2.0 ** -1074)
