@@ -265,6 +265,18 @@ def row_norms(A, out):
         out[i] = _norm2(A[i])
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _absmax2(M):
+    """Largest ``|M[i, j]|`` of a matrix (0 for an empty one; NaN entries are skipped)."""
+    big = 0.0
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            ax = abs(M[i, j])
+            if ax > big:
+                big = ax
+    return big
+
+
 @_jit
 def _frobenius(M):
     """Frobenius norm of ``M`` without underflow or overflow (as :func:`_norm2`)."""
@@ -274,12 +286,7 @@ def _frobenius(M):
             acc += M[i, j] * M[i, j]
     if _SUMSQ_LO < acc < _SUMSQ_HI:
         return math.sqrt(acc)
-    scale = 0.0
-    for i in range(M.shape[0]):
-        for j in range(M.shape[1]):
-            ax = abs(M[i, j])
-            if ax > scale:
-                scale = ax
+    scale = _absmax2(M)
     if scale == 0.0:
         return 0.0
     acc = 0.0
@@ -510,12 +517,7 @@ def svd_into(X, w, fU, fs, fV):
     # Jacobi's sums of squares and their products overflow for entries beyond ~1e76 and
     # underflow below ~1e-150 (then it returns wrong singular values, silently): the
     # matrix is scaled by a power of two (exact) into [0.5, 1) outside [2^-200, 2^200]
-    amax = 0.0
-    for i in range(m):
-        for j in range(n):
-            ax = abs(X[i, j])
-            if ax > amax:
-                amax = ax
+    amax = _absmax2(X)
     e = 0                 # (ldexp, not a factor: 2^-e overflows for subnormal entries)
     if np.isfinite(amax) and amax > 0.0 and not (_SVD_LO <= amax <= _SVD_HI):
         e = math.frexp(amax)[1]
