@@ -143,14 +143,15 @@ def verification_us(sysm, q, v, repeat):
         acc = 0.0
         for _ in range(count):
             out = K.gauss_step(M, F, A, b, ref, 0.0, tol, K.CLOSED_FORM, False, False, w)
-            acc += out[1][0]
+            acc += K._full(w, out[1])[0]
         return acc
 
     @nb.njit(cache=True)
     def loop_check(M, F, A, b, ref, tol, wf, wi, count):
         w = K.Work(wf, wi)
         status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, 0.0, tol, w)
-        a = K.closed_form(M, F, wgt, mL, r, w).copy()
+        K.closed_form(M, F, wgt, mL, r, w)
+        a = K._full(w, K.F_a).copy()
         acc = 0.0
         for _ in range(count):
             acc += K.check(M, F, A, b, ref, tol, mL, r, k, c_norm, a, w)[3]

@@ -48,7 +48,10 @@ from .model import _function_at, data_ptr, functions
 __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evaluate_step", "project",
            "METHOD_CODES", "SOLVER_CODES"]
 
-_jit = nb.njit(cache=True, nogil=False)
+#: (``_nrt=True`` explicitly: the kernel's functions compile without reference counting,
+#: :data:`gaussopt.kernel._leaf`, and a function without the option inherits its
+#: caller's. The engine's functions read numba structures, which need it.)
+_jit = nb.njit(cache=True, nogil=False, _nrt=True)
 _EPS = float(np.finfo(float).eps)
 
 #: ``band``: the O(n) path of :mod:`gaussopt.sparse` (a :class:`gaussopt.sparse.Band`,
@@ -107,8 +110,8 @@ def _put(dst, src):
 
 @nb.njit(cache=True, inline="always")
 def _matrix(x, r, c):
-    """The flat buffer ``x`` as an ``(r, c)`` matrix (a view, as :func:`gaussopt.kernel._mat`:
-    numba's ``reshape`` calls a helper and counts references)."""
+    """The flat buffer ``x`` as an ``(r, c)`` matrix (a view; numba's ``reshape`` calls a
+    helper and counts references)."""
     return np.lib.stride_tricks.as_strided(x, shape=(r, c), strides=(c * 8, 8))
 
 
@@ -247,14 +250,15 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
     b = buf.b
     if opt.i[I_STAB] == STAB_BAUMGARTE and m > 0:
-        b = buf.b.copy()                # (buf.b stays the constraints' own: see sample)
+        b = K._vec(w, K.F_bb, m)       # (buf.b stays the constraints' own: see sample)
+        _put(b, buf.b)
         st = baumgarte(fns, md, buf, opt, t, q, v, b)
         if st != 0:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
-    (status, aa, r, mL, k, rho, allow, be, dmin,
+    (status, fa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
                            opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
-    _put(a, aa)
+    _put(a, K._full(w, fa))
     return status, r, mL, k, rho, allow, be, flags
 
 
@@ -559,8 +563,14 @@ State = namedtuple("State", [
     "t_eval", "out_t", "out_y",           # outputs
     "dense", "fail_y",                    # dense-output coefficients; state of a failure
     "wk", "wm",                           # kernel workspaces: the step's, the monitor's
-    "scr",                                # scratch (3, 2n): the RHS's state and a, a stage
+    "scr",                                # scratch (N_SCR, 2n): rows R_*
 ])
+#: rows of the scratch ``scr``: the right-hand side's state (q | v) and its a; a stage's
+#: state; the step's new state, derivative and error scale; rk4's k2, k3, k4; the
+#: accepted state as projected, a copy for the projection, an output sample, a derivative
+(R_QV, R_A, R_STAGE, R_YNEW, R_FNEW, R_SCALE, R_K2, R_K3, R_K4, R_ACC, R_PROJ, R_OUT,
+ R_F) = range(13)
+N_SCR = 13
 # float scalars
 (S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR, S_NEAR_T,
  S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV) = range(14)
@@ -847,13 +857,13 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
 
 # --------------------------------------------------------------------------- dense output
 @_jit
-def dense_eval(method, st, tab, t):
-    """The step's interpolant at ``t`` (state before the projection of the step's end)."""
+def dense_eval(method, st, tab, t, out):
+    """The step's interpolant at ``t`` (state before the projection of the step's end),
+    into ``out``."""
     N = st.y.shape[0]
     t_old = st.sc[S_TOLD]
     h = st.sc[S_HPREV]
     x = (t - t_old) / h
-    out = np.empty(N)
     if method == 4:                                     # DOP853: nested form
         F = st.dense
         P = F.shape[0]
@@ -866,7 +876,7 @@ def dense_eval(method, st, tab, t):
                 else:
                     acc *= 1.0 - x
             out[j] = st.y_old[j] + acc
-        return out
+        return
     if method == 2 or method == 3:                      # RK23 / RK45: Q = K^T P
         Q = st.dense                                    # (order + 1, N)
         for j in range(N):
@@ -876,7 +886,7 @@ def dense_eval(method, st, tab, t):
                 p *= x
                 acc += Q[i, j] * p
             out[j] = st.y_old[j] + h * acc
-        return out
+        return
     # rk4 / euler (and the monitor's samples, method -1): cubic Hermite from (y, y') at
     # both ends of the step as integrated (before the end's projection)
     h00 = 2 * x**3 - 3 * x**2 + 1
@@ -886,7 +896,6 @@ def dense_eval(method, st, tab, t):
     for j in range(N):
         out[j] = (h00 * st.y_old[j] + h10 * h * st.f_old[j] + h01 * st.y[j]
                   + h11 * h * st.f[j])
-    return out
 
 
 @_jit
@@ -1003,7 +1012,9 @@ def _g(u, A, w):
 def _state_at(fns, accel, md, buf, opt, tab, st, method, t, t_end, y_end):
     if t == t_end:
         return y_end.copy()
-    return dense_eval(method, st, tab, t)
+    out = np.empty(st.y.shape[0])
+    dense_eval(method, st, tab, t, out)
+    return out
 
 
 @_jit
@@ -1079,7 +1090,7 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, s_b
             c = b_ - fb * (b_ - a_) / (fb - fa)
             if not (min(a_, b_) < c < max(a_, b_)):
                 c = 0.5 * (a_ + b_)
-            y = dense_eval(method, st, tab, c) if c != t_hi else y_end.copy()
+            y = _state_at(fns, accel, md, buf, opt, tab, st, method, c, t_hi, y_end)
             s_, A = _scaled_rows(fns, md, buf, st, c, y[:n], y[n:])
             fc = _g(u0, A, w0)
             if fc > 0.0:
@@ -1171,7 +1182,11 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
     method = -1                     # samples from the step's cubic Hermite interpolant
     for j in range(4):
         tt = t if j == 3 else t_prev + 0.25 * (j + 1) * (t - t_prev)
-        y = y_end.copy() if j == 3 else dense_eval(method, st, tab, tt)
+        if j == 3:
+            y = y_end.copy()
+        else:
+            y = np.empty(y_end.shape[0])
+            dense_eval(method, st, tab, tt, y)
         on_band = False
         if band:
             st.ic[C_NMON] += 1
@@ -1311,7 +1326,8 @@ def _start(fns, accel, md, buf, opt, tab, st):
 @_jit
 def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
     """Stages 1..ns-1 of an explicit Runge--Kutta step (stage 0 is ``st.f``) and the
-    new state; returns ``(status, y_new, f_new)``."""
+    new state and its derivative (rows :data:`R_YNEW`, :data:`R_FNEW` of ``st.scr``);
+    returns the status."""
     N = st.y.shape[0]
     Kx = st.K
     A = tab.A
@@ -1327,19 +1343,19 @@ def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
             yy[j] = y[j] + acc * h
         stt = rhs(fns, accel, md, buf, opt, st, t + tab.C[s_] * h, yy, Kx[s_])
         if stt != 0:
-            return stt, yy, yy           # (unused after a failure)
-    y_new = st.y.copy()
+            return stt
+    y_new = st.scr[R_YNEW]
+    f_new = st.scr[R_FNEW]
     for j in range(N):
         acc = 0.0
         for k in range(ns):
             acc += Kx[k, j] * tab.B[k]
-        y_new[j] += h * acc
-    f_new = np.empty(N)
+        y_new[j] = y[j] + h * acc
     stt = rhs(fns, accel, md, buf, opt, st, t + h, y_new, f_new)
     if stt != 0:
-        return stt, y_new, f_new
-    Kx[ns, :] = f_new
-    return 0, y_new, f_new
+        return stt
+    _put(Kx[ns], f_new)
+    return 0
 
 
 @_jit
@@ -1430,27 +1446,41 @@ def step(fns, accel, md, buf, opt, tab, st):
     t = st.sc[S_T]
     t1 = opt.f[F_T1]
     st.sc[S_LSQ_SIZE] = 0.0
+    y_new = st.scr[R_YNEW]
+    f_new = st.scr[R_FNEW]
     if method <= 1:
         h0 = opt.f[F_DT]
         t_new = st.sc[S_T0] + (st.ic[C_KSTEP] + 1) * h0
         if t_new >= t1 - 1e-9 * h0:
             t_new = t1
         h = t_new - t
+        y = st.y
+        f = st.f
         if method == 0:
-            y_new = st.y + h * st.f
+            for j in range(N):
+                y_new[j] = y[j] + h * f[j]
         else:
-            k2 = np.empty(N)
-            k3 = np.empty(N)
-            k4 = np.empty(N)
-            s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, st.y + h / 2 * st.f, k2)
+            k2 = st.scr[R_K2]
+            k3 = st.scr[R_K3]
+            k4 = st.scr[R_K4]
+            ys = st.scr[R_STAGE]
+            h2 = h / 2
+            for j in range(N):
+                ys[j] = y[j] + h2 * f[j]
+            s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, ys, k2)
             if s_ == 0:
-                s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, st.y + h / 2 * k2, k3)
+                for j in range(N):
+                    ys[j] = y[j] + h2 * k2[j]
+                s_ = rhs(fns, accel, md, buf, opt, st, t + h / 2, ys, k3)
             if s_ == 0:
-                s_ = rhs(fns, accel, md, buf, opt, st, t + h, st.y + h * k3, k4)
+                for j in range(N):
+                    ys[j] = y[j] + h * k3[j]
+                s_ = rhs(fns, accel, md, buf, opt, st, t + h, ys, k4)
             if s_ != 0:
                 return s_
-            y_new = st.y + h / 6 * (st.f + 2 * k2 + 2 * k3 + k4)
-        f_new = np.empty(N)
+            h6 = h / 6
+            for j in range(N):
+                y_new[j] = y[j] + h6 * (f[j] + 2 * k2[j] + 2 * k3[j] + k4[j])
         s_ = rhs(fns, accel, md, buf, opt, st, t_new, y_new, f_new)
         if s_ != 0:
             return s_
@@ -1492,10 +1522,10 @@ def step(fns, accel, md, buf, opt, tab, st):
                 t_new = t1
             h = t_new - t
             h_abs = abs(h)
-            s_, y_new, f_new = _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns)
+            s_ = _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns)
             if s_ != 0:
                 return s_
-            scale = np.empty(N)
+            scale = st.scr[R_SCALE]
             for i in range(N):
                 scale[i] = atol + max(abs(st.y[i]), abs(y_new[i])) * rtol
             if method == 4:
@@ -1536,12 +1566,12 @@ def step(fns, accel, md, buf, opt, tab, st):
             rejected = True
             st.ic[C_NREJ] += 1
         st.sc[S_HABS] = h_abs
-    st.y_old[:] = st.y
-    st.f_old[:] = st.f
+    _put(st.y_old, st.y)
+    _put(st.f_old, st.f)
     st.sc[S_TOLD] = t
     st.sc[S_HPREV] = t_new - t
-    st.y[:] = y_new
-    st.f[:] = f_new
+    _put(st.y, y_new)
+    _put(st.f, f_new)
     st.sc[S_T] = t_new
     st.ic[C_DENSE] = 0
     return 0
@@ -1551,7 +1581,7 @@ def step(fns, accel, md, buf, opt, tab, st):
 def _emit(st, t, y):
     i = st.ic[C_NOUT]
     st.out_t[i] = t
-    st.out_y[i, :] = y
+    _put(st.out_y[i], y)
     st.ic[C_NOUT] = i + 1
 
 
@@ -1567,19 +1597,19 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
         s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
         if s_ != 0:
             return s_
-    y_new = st.y.copy()
+    y_new = st.scr[R_ACC]
+    _put(y_new, st.y)
+    qv = st.scr[R_PROJ]                 # (the projection works on a copy)
     changed = False
     if opt.i[I_STAB] == STAB_PROJECTION:
-        q = y_new[:n].copy()
-        v = y_new[n:].copy()
-        ps, its = project(fns, md, buf, opt, t, q, v, vanished_floor(st))
+        _put(qv, y_new)
+        ps, its = project(fns, md, buf, opt, t, qv[:n], qv[n:], vanished_floor(st))
         if ps != 0:
             st.sc[S_FAIL_T] = t
-            st.fail_y[:] = y_new
+            _put(st.fail_y, y_new)
             return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
         if its > 0:
-            y_new[:n] = q
-            y_new[n:] = v
+            _put(y_new, qv)
             changed = True
             st.ic[C_NPROJ] += 1
     # outputs
@@ -1594,20 +1624,20 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
                 s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
                 if s_ != 0:
                     return s_
-                ye = dense_eval(method, st, tab, te)
+                ye = st.scr[R_OUT]
+                dense_eval(method, st, tab, te, ye)
                 if opt.i[I_STAB] == STAB_PROJECTION:
-                    q = ye[:n].copy()
-                    v = ye[n:].copy()
-                    ps, its = project(fns, md, buf, opt, te, q, v, vanished_floor(st))
+                    _put(qv, ye)
+                    ps, its = project(fns, md, buf, opt, te, qv[:n], qv[n:],
+                                      vanished_floor(st))
                     if ps != 0:
                         st.sc[S_FAIL_T] = te
-                        st.fail_y[:] = ye
+                        _put(st.fail_y, ye)
                         return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
-                    ye[:n] = q
-                    ye[n:] = v
+                    _put(ye, qv)
                 _emit(st, te, ye)
             st.ic[C_IEVAL] += 1
-    s_ = accept_rows(fns, md, buf, opt, st, t, y_new[:n].copy(), y_new[n:].copy())
+    s_ = accept_rows(fns, md, buf, opt, st, t, y_new[:n], y_new[n:])     # (reads them)
     if s_ != 0:
         return s_
     if opt.i[I_MONITOR] != 0:
@@ -1622,12 +1652,12 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
             st.ic[C_NLSQ] = i + 1
         st.sc[S_LSQ_SIZE] = 0.0
     if changed:
-        st.y[:] = y_new
-        f = np.empty(y_new.shape[0])
+        _put(st.y, y_new)
+        f = st.scr[R_F]
         s_ = rhs(fns, accel, md, buf, opt, st, t, y_new, f)
         if s_ != 0:
             return s_
-        st.f[:] = f
+        _put(st.f, f)
     return 0
 
 

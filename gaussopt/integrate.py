@@ -381,7 +381,7 @@ class _Run:
             np.zeros((256, 2)), np.zeros((256, N)),
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
             np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N),
-            K.make_work(n, m), K.make_work(n, m), np.zeros((3, N)))
+            K.make_work(n, m), K.make_work(n, m), np.zeros((E.N_SCR, N)))
         if t_eval is not None and t_eval[0] == t0:
             self.st.out_t[0] = t0
             self.st.out_y[0] = y0

@@ -63,6 +63,9 @@ from collections import namedtuple
 
 import numba as nb
 import numpy as np
+from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed
+from numba.np.arrayobj import make_array, populate_array
 
 __all__ = ["Work", "make_work", "view", "svd_into", "row_norms", "svd", "svd_econ", "reduce_rows", "decide",
            "closed_form", "kkt_lu", "verify", "check", "multipliers", "gauss_step", "cholesky",
@@ -103,7 +106,17 @@ FOLD_TOL = 1e-5
 #: relative asymmetry of ``M`` above which it is rejected (``max |M - M^T| / max |M|``)
 SYMMETRY_RTOL = 1e-12
 
-_jit = nb.njit(cache=True, nogil=True)
+_jit = nb.njit(cache=True, nogil=True, _nrt=True)
+
+#: The kernel's functions compile without numba's reference counting (``_nrt=False``):
+#: they take arrays, allocate none (numba refuses to compile an allocation without it)
+#: and return scalars or nothing (results go into the workspace; callers take views).
+#: With reference counting, every view of the workspace costs an atomic increment
+#: and decrement: about a fifth of a run's time went there. numba refuses to compile
+#: a leaf that returns an array it made; ``tests/test_refcounts.py`` checks that no
+#: leaf returns an argument either, and that runs free every block they allocate.
+#: (The engine's functions read numba structures, which need reference counting.)
+_leaf = nb.njit(cache=True, nogil=True, _nrt=False)
 
 
 # --------------------------------------------------------------------------- workspace
@@ -152,10 +165,11 @@ F_U2 = 31
 F_s2 = 32
 F_V2 = 33
 F_Al = 34
-_NF = 35
+F_bb = 35            # (m) the rows' right-hand side with Baumgarte's terms (engine)
+_NF = 36
 # integer fields
-I_live = 36
-I_order = 37
+I_live = 37
+I_order = 38
 _NI = 2
 
 
@@ -166,7 +180,7 @@ def make_work(n, m):
     p = max(m, n, 1)
     m1 = max(m, 1)
     k1 = max(k, 1)
-    sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n)
+    sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n, m1)
     head = _NF + 1 + _NI + 1
     iw = np.zeros(head + m1 + k1, dtype=np.int64)
     off = 0
@@ -200,11 +214,40 @@ def _ivec(w, fld, n):
     return w.i[o:o + n]
 
 
+@nb.extending.intrinsic
+def as_matrix(typingctx, x, r, c):
+    """The first ``r * c`` entries of a contiguous vector ``x`` as a C-contiguous
+    ``(r, c)`` matrix: a view sharing ``x``'s data and owner (no call, unlike numba's
+    ``reshape``; allowed in a :data:`_leaf`, unlike ``as_strided``, which numba
+    compiles as a function returning a new array)."""
+    if not (isinstance(x, nb.types.Array) and x.ndim == 1 and x.layout == "C"):
+        return None
+    ret = x.copy(ndim=2, layout="C")
+    sig = ret(x, r, c)
+
+    def codegen(context, builder, signature, args):
+        xv, rv, cv = args
+        src = make_array(signature.args[0])(context, builder, xv)
+        out = make_array(signature.return_type)(context, builder)
+        i64 = context.get_value_type(nb.types.intp)
+        rr = context.cast(builder, rv, signature.args[1], nb.types.intp)
+        cc = context.cast(builder, cv, signature.args[2], nb.types.intp)
+        item = context.get_constant(nb.types.intp, context.get_abi_sizeof(
+            context.get_data_type(x.dtype)))
+        populate_array(out, data=src.data,
+                       shape=cgutils.pack_array(builder, [rr, cc], ty=i64),
+                       strides=cgutils.pack_array(builder, [builder.mul(cc, item), item], ty=i64),
+                       itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+        return impl_ret_borrowed(context, builder, signature.return_type, out._getvalue())
+    return sig, codegen
+
+
 @nb.njit(cache=True, inline="always")
 def _mat(w, fld, r, c):
     """The first ``r * c`` entries of the float field ``fld`` as an ``(r, c)`` matrix
-    (a view; ``as_strided`` avoids numba's reshape helper, an external call per view)."""
-    return np.lib.stride_tricks.as_strided(w.f[w.i[fld]:], shape=(r, c), strides=(c * 8, 8))
+    (a view, :func:`as_matrix`)."""
+    o = w.i[fld]
+    return as_matrix(w.f[o:o + r * c], r, c)
 
 
 def view(w, name, *shape):
@@ -220,7 +263,13 @@ def view(w, name, *shape):
     return w.f[o:o + size].reshape(shape) if shape else w.f[o:o + size]
 
 
-_FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al}
+def field(w, fld):
+    """The whole float field number ``fld`` of the workspace from Python (a view):
+    ``field(w, fa)`` is the ``a`` of :func:`gauss_step`."""
+    return w.f[int(w.i[fld]):int(w.i[fld + 1])]
+
+
+_FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al, "bb": F_bb}
 _INT_FIELDS = {"live": I_live, "order": I_order}
 
 
@@ -257,7 +306,7 @@ def _norm2(x):
     return scale * math.sqrt(acc)
 
 
-@_jit
+@_leaf
 def row_norms(A, out):
     """Euclidean norm of every row of ``A`` into ``out`` (no underflow: a row
     ``(1e-200, 1e-200)`` has the norm ``1.41e-200``, not 0)."""
@@ -277,7 +326,7 @@ def _absmax2(M):
     return big
 
 
-@_jit
+@_leaf
 def _frobenius(M):
     """Frobenius norm of ``M`` without underflow or overflow (as :func:`_norm2`)."""
     acc = 0.0
@@ -297,7 +346,7 @@ def _frobenius(M):
     return scale * math.sqrt(acc)
 
 
-@_jit
+@_leaf
 def cholesky(S, L):
     """Cholesky factor ``L`` (lower) of the symmetric ``S``; returns the smallest
     pivot ``L_kk**2`` (``-1.0`` if a pivot is not positive: ``S`` is not
@@ -324,7 +373,7 @@ def cholesky(S, L):
     return dmin
 
 
-@_jit
+@_leaf
 def _forward(L, B):
     """Solve ``L X = B`` in place (``L`` lower triangular, ``B`` (n, k))."""
     n, k = B.shape
@@ -336,7 +385,7 @@ def _forward(L, B):
             B[i, c] = s / L[i, i]
 
 
-@_jit
+@_leaf
 def _forward1(L, x):
     """Solve ``L y = x`` in place for a vector."""
     n = x.shape[0]
@@ -347,7 +396,7 @@ def _forward1(L, x):
         x[i] = s / L[i, i]
 
 
-@_jit
+@_leaf
 def _backward_t(L, x):
     """Solve ``L^T x = y`` in place for a vector."""
     n = x.shape[0]
@@ -358,7 +407,7 @@ def _backward_t(L, x):
         x[i] = s / L[i, i]
 
 
-@_jit
+@_leaf
 def _householder_qr(X, full, Q, R, V, tau):
     """QR of a tall ``X`` (p, k), p >= k, destroyed: ``Q`` (p, p if ``full`` else k)
     and ``R`` (k, k) are written; ``V`` (p, k) and ``tau`` (k) are scratch."""
@@ -423,7 +472,7 @@ def _householder_qr(X, full, Q, R, V, tau):
                 Q[i, c] -= s * V[i, j]
 
 
-@_jit
+@_leaf
 def _jacobi(Y, W):
     """One-sided (Hestenes) Jacobi on a square ``Y`` (k, k), in place: ``Y <- Y W``
     with orthogonal columns; ``W`` (k, k) receives the rotations."""
@@ -467,8 +516,12 @@ def _jacobi(Y, W):
 
 @_jit
 def svd(X, w):
-    """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``."""
-    return svd_into(X, w, F_U, F_s, F_V)
+    """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``; returns views ``U`` (m, k),
+    ``s`` (k,), ``V`` (n, n) of them."""
+    m, n = X.shape
+    k = min(m, n)
+    svd_into(X, w, F_U, F_s, F_V)
+    return _mat(w, F_U, m, k), _vec(w, F_s, k), _mat(w, F_V, n, n)
 
 
 #: from this many singular values on, :func:`svd_into` calls LAPACK (``gesdd``):
@@ -483,11 +536,30 @@ _SVD_LO = 2.0 ** -200
 _SVD_HI = 2.0 ** 200
 
 
-@_jit
+@nb.njit(cache=True, nogil=True, _nrt=True)
+def _svd_lapack(X, U, s, V):
+    """:func:`svd_into` from :data:`LAPACK_MIN` singular values on: LAPACK's
+    divide-and-conquer SVD (``gesdd``; the Jacobi sweeps cost ~k^3 each). It
+    allocates, so it keeps reference counting (:data:`_leaf`; ``_nrt=True`` explicitly:
+    a function without the option inherits its caller's)."""
+    m, n = X.shape
+    k = min(m, n)
+    Ul, sl, Vtl = np.linalg.svd(np.ascontiguousarray(X))
+    for jj in range(k):
+        s[jj] = sl[jj]
+        for i in range(m):
+            U[i, jj] = Ul[i, jj] if sl[jj] > 0.0 else 0.0
+    for i in range(n):
+        for j in range(n):
+            V[i, j] = Vtl[j, i]
+
+
+@_leaf
 def svd_into(X, w, fU, fs, fV):
     """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
-    ``w`` (sized for at least ``(n, m)``): returns views ``U`` (m, k), ``s`` (k,)
-    descending and the *full* orthogonal ``V`` (n, n) (its first ``k`` columns the
+    ``w`` (sized for at least ``(n, m)``): writes ``U`` (m, k), ``s`` (k,)
+    descending and the *full* orthogonal ``V`` (n, n) into the fields ``fU``, ``fs``,
+    ``fV`` (:func:`svd` returns views of them) (its first ``k`` columns the
     right singular vectors, the others an orthonormal basis of the rest of
     ``R^n``). Householder QR of ``X`` or ``X^T`` (whichever is tall), then
     one-sided Jacobi on the ``k x k`` triangular factor, ``k = min(m, n)``
@@ -502,18 +574,10 @@ def svd_into(X, w, fU, fs, fV):
         for i in range(n):
             for j in range(n):
                 V[i, j] = 1.0 if i == j else 0.0
-        return U, s, V
+        return
     if k >= LAPACK_MIN:
-        # large: LAPACK's divide-and-conquer SVD (gesdd; the Jacobi sweeps cost ~k^3 each)
-        Ul, sl, Vtl = np.linalg.svd(np.ascontiguousarray(X))
-        for jj in range(k):
-            s[jj] = sl[jj]
-            for i in range(m):
-                U[i, jj] = Ul[i, jj] if sl[jj] > 0.0 else 0.0
-        for i in range(n):
-            for j in range(n):
-                V[i, j] = Vtl[j, i]
-        return U, s, V
+        _svd_lapack(X, U, s, V)
+        return
     # Jacobi's sums of squares and their products overflow for entries beyond ~1e76 and
     # underflow below ~1e-150 (then it returns wrong singular values, silently): the
     # matrix is scaled by a power of two (exact) into [0.5, 1) outside [2^-200, 2^200]
@@ -588,7 +652,6 @@ def svd_into(X, w, fU, fs, fV):
                 for l in range(k):
                     acc += Q[i, l] * Y[l, j]
                 U[i, jj] = acc / sj if sj > 0.0 else 0.0
-    return U, s, V
 
 
 @_jit
@@ -602,7 +665,7 @@ def svd_econ(X):
 
 
 # --------------------------------------------------------------------------- the rank decision
-@_jit
+@_leaf
 def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
     """The shared rank decision of one step (module docstring, item 1).
 
@@ -650,8 +713,10 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
                 An[j, c] = A[i, c] * inv
             bn[j] = b[i] * inv
             j += 1
-    U, s, V = svd(An, w)
-    k = s.shape[0]
+    svd_into(An, w, F_U, F_s, F_V)
+    k = min(mL, n)
+    U = _mat(w, F_U, mL, k)
+    s = _vec(w, F_s, k)
     thr = max(rank_tol, FOLD_TOL * sig_ref)
     r = 0
     for kk in range(k):
@@ -674,9 +739,10 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
 
 
 # --------------------------------------------------------------------------- solves
-@_jit
+@_leaf
 def closed_form(M, F, wgt, mL, r, w):
-    """The closed-form solution in null-space form, on the reduced rows, into ``w``'s ``a``.
+    """The closed-form solution in null-space form, on the reduced rows, into ``w``'s ``a``
+    (``view(w, "a", n)``).
 
     ``a = a_p + N z`` with ``a_p = V_r beta`` (the minimum-norm solution of the
     kept rows) and ``(N^T M N) z = N^T (F - M a_p)``, with the Cholesky factor of
@@ -698,7 +764,7 @@ def closed_form(M, F, wgt, mL, r, w):
             acc += V[i, kk] * beta[kk]
         a[i] = acc
     if d == 0:
-        return a
+        return
     g = _full(w, F_g)
     for i in range(n):                              # (F - M a_p) / w
         acc = F[i]
@@ -719,10 +785,9 @@ def closed_form(M, F, wgt, mL, r, w):
         for kk in range(d):
             acc += V[i, r + kk] * z[kk]
         a[i] = acc
-    return a
 
 
-@_jit
+@_leaf
 def kkt_lu(M, F, wgt, r, w):
     """Lagrange's equations of the first kind on the reduced rows: the KKT system
     ``[[M/w, V_r], [V_r^T, 0]] [a; mu] = [F/w; beta]`` by LU with partial
@@ -779,7 +844,7 @@ def kkt_lu(M, F, wgt, r, w):
 
 
 # --------------------------------------------------------------------------- verification
-@_jit
+@_leaf
 def verify(M, F, a, mL, r, k, w):
     """Backward errors of ``a`` in the optimality conditions (module docstring, item 3).
 
@@ -832,7 +897,7 @@ def verify(M, F, a, mL, r, k, w):
     return be_f, be_s
 
 
-@_jit
+@_leaf
 def multipliers(M, F, a, A, mL, r, k, w):
     """Minimum-norm multipliers ``lam`` with ``A^T lam = M a - F`` (0 on vanished rows),
     into ``w``'s ``lam``.
@@ -873,7 +938,7 @@ def multipliers(M, F, a, A, mL, r, k, w):
                     acc += U[j, kk] * coef[kk]
                 lam[i] = acc / nu[i]
                 j += 1
-        return lam
+        return
     # redundant live rows: an SVD of A_live itself, into other fields of the workspace
     Al = _mat(w, F_Al, mL, n)
     j = 0
@@ -882,8 +947,12 @@ def multipliers(M, F, a, A, mL, r, k, w):
             for c in range(n):
                 Al[j, c] = A[i, c]
             j += 1
-    U2, s2, V2 = svd_into(Al, w, F_U2, F_s2, F_V2)
-    rr = min(r, s2.shape[0])
+    svd_into(Al, w, F_U2, F_s2, F_V2)
+    k2 = min(mL, n)
+    U2 = _mat(w, F_U2, mL, k2)
+    s2 = _vec(w, F_s2, k2)
+    V2 = _mat(w, F_V2, n, n)
+    rr = min(r, k2)
     for kk in range(rr):
         acc = 0.0
         for i in range(n):
@@ -897,10 +966,9 @@ def multipliers(M, F, a, A, mL, r, k, w):
                 acc += U2[j, kk] * coef[kk]
             lam[i] = acc
             j += 1
-    return lam
 
 
-@_jit
+@_leaf
 def _finite1(x):
     for i in range(x.shape[0]):
         if not np.isfinite(x[i]):
@@ -908,7 +976,7 @@ def _finite1(x):
     return True
 
 
-@_jit
+@_leaf
 def _finite2(X):
     for i in range(X.shape[0]):
         for j in range(X.shape[1]):
@@ -917,7 +985,7 @@ def _finite2(X):
     return True
 
 
-@_jit
+@_leaf
 def smallest_live_sigma(A, rank_tol, w):
     """The smallest singular value above ``rank_tol`` of the normalized nonzero rows
     of ``A`` (``inf`` without any): what :func:`reduce_rows`'s ``sig_ref`` follows."""
@@ -929,7 +997,7 @@ def smallest_live_sigma(A, rank_tol, w):
     return _full(w, F_s)[r - 1] if r > 0 else np.inf
 
 
-@_jit
+@_leaf
 def asymmetric(M):
     """``max |M - M^T| > SYMMETRY_RTOL * max |M|`` (each solver would read another triangle)."""
     n = M.shape[0]
@@ -947,7 +1015,7 @@ def asymmetric(M):
     return asym > SYMMETRY_RTOL * big
 
 
-@_jit
+@_leaf
 def inconsistency_allowance(s, rank_tol, n, m):
     """Largest relative inconsistency of ``A a = b`` that rounding explains.
 
@@ -973,7 +1041,7 @@ def inconsistency_allowance(s, rank_tol, n, m):
     return max(base, 1e3 * (n + m) * _EPS / (smin * smin))
 
 
-@_jit
+@_leaf
 def decide(M, A, b, ref, sig_ref, rank_tol, w):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
 
@@ -1026,7 +1094,7 @@ def decide(M, A, b, ref, sig_ref, rank_tol, w):
         flags |= 2
 
 
-@_jit
+@_leaf
 def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     """Everything a result ``a`` must satisfy, after any solver.
 
@@ -1058,13 +1126,13 @@ def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     return OK, rho, allow, be
 
 
-@_jit
+@_leaf
 def direct_tolerance(n, m):
     """Backward error a direct (LU, Cholesky, SVD) solve must reach: ``16 (n + m + 1) eps``."""
     return 16.0 * (n + m + 1) * _EPS
 
 
-@_jit
+@_leaf
 def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry, w):
     """One Gauss step: rank decision, solve, verification, fallback.
 
@@ -1086,7 +1154,8 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     Returns
     -------
     status : int (see :data:`STATUS`)
-    a : (n,) a view into ``w`` (its ``a`` or ``a2``)
+    fa : the field of ``w`` holding ``a`` (:data:`F_a`, or :data:`F_a2` for a verified KKT
+    result): ``a = w.f[w.i[fa]:w.i[fa + 1]]``, ``result(w, fa)`` from Python
     r, mL, k : rank, live rows, ``min(mL, n)`` (the workspace's ``s[:k]`` the singular values,
     ``live``, ``nu``: :func:`view`)
     rho, allow : relative inconsistency and its allowance (:func:`check`)
@@ -1097,24 +1166,26 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     """
     n = M.shape[0]
     if not (_finite2(M) and _finite1(F) and _finite2(A) and _finite1(b)):
-        return NONFINITE, _full(w, F_a), 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
+        return NONFINITE, F_a, 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
     if check_symmetry and asymmetric(M):
-        return NONSYMMETRIC, _full(w, F_a), 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
+        return NONSYMMETRIC, F_a, 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
     status, wgt, mL, r, k, c_norm, dmin, flags = decide(M, A, b, ref, sig_ref, rank_tol, w)
     if status != OK:
-        return status, _full(w, F_a), r, mL, k, 0.0, 0.0, np.inf, dmin, flags
+        return status, F_a, r, mL, k, 0.0, 0.0, np.inf, dmin, flags
     tol = direct_tolerance(n, mL)
-    a = closed_form(M, F, wgt, mL, r, w)
+    closed_form(M, F, wgt, mL, r, w)
+    fa = F_a
     if method == LAGRANGE:
         ok = kkt_lu(M, F, wgt, r, w)
         bf, bs = verify(M, F, _full(w, F_a2), mL, r, k, w)
         if ok and max(bf, bs) <= tol:
-            a = _full(w, F_a2)
+            fa = F_a2
         else:
             flags |= 1
+    a = _full(w, fa)
     status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
     if status == OK and not be <= tol:
         status = UNVERIFIED
     if status == OK and want_lam:
         multipliers(M, F, a, A, mL, r, k, w)
-    return status, a, r, mL, k, rho, allow, be, dmin, flags
+    return status, fa, r, mL, k, rho, allow, be, dmin, flags

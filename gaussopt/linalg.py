@@ -292,7 +292,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     m, n = A.shape
     w = workspace(n, m)
     M, F, A, b = _arrays(M, F, A, b)
-    (status, a, r, mL, k, rho, allow, be, dmin,
+    (status, fa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(M, F, A, b, _ref(ref, m), sig_ref, rank_tol, method,
                            want_multipliers, check_symmetry, w)
     live = K.view(w, "live", m).astype(bool)
@@ -300,7 +300,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         raise_for_status(status, M=M, F=F, A=A, b=b, live=live, rank=r, rho=rho, allow=allow,
                          be=be, tol=K.direct_tolerance(n, int(live.sum())),
                          coords=coords)
-    sol = GaussSolution(a=a.copy(), lam=K.view(w, "lam", m).copy() if want_multipliers else np.zeros(m),
+    sol = GaussSolution(a=K.field(w, fa)[:n].copy(), lam=K.view(w, "lam", m).copy() if want_multipliers else np.zeros(m),
                         rank=int(r), sigma=K.view(w, "s", k).copy(), dropped=np.flatnonzero(~live),
                         inconsistency=float(rho), allowance=float(allow),
                         backward_error=float(be), fallback=bool(flags & 1),
@@ -362,7 +362,8 @@ class Decision:
     def closed_form(self, M: np.ndarray, F: np.ndarray) -> np.ndarray:
         """The closed-form solution with this decision (the robust path)."""
         M, F = _arrays(M, F)
-        return K.closed_form(M, F, self.w, self.mL, self.r, self.work).copy()
+        K.closed_form(M, F, self.w, self.mL, self.r, self.work)
+        return K.view(self.work, "a", M.shape[0]).copy()
 
     def verify(self, M, F, a) -> float:
         """The backward error of ``a`` (:func:`gaussopt.kernel.verify`)."""
@@ -378,7 +379,8 @@ class Decision:
     def multipliers(self, M, F, a, A) -> np.ndarray:
         """Minimum-norm multipliers (:func:`gaussopt.kernel.multipliers`)."""
         M, F, a, A = _arrays(M, F, a, A)
-        return K.multipliers(M, F, a, A, self.mL, self.r, self.k, self.work)[:A.shape[0]].copy()
+        K.multipliers(M, F, a, A, self.mL, self.r, self.k, self.work)
+        return K.view(self.work, "lam", A.shape[0]).copy()
 
     def null_space(self) -> tuple[np.ndarray, np.ndarray]:
         """``a_p = V_r beta`` (minimum norm particular solution) and an orthonormal
@@ -415,7 +417,8 @@ def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
     A, Qc = _arrays(A, Qc)
     w = K.make_work(n, m)
     mL, r, k, c_norm = K.reduce_rows(A, np.zeros(m), _ref(None, m), 0.0, rank_tol, True, w)
-    return K.multipliers(np.zeros((n, n)), -Qc, np.zeros(n), A, mL, r, k, w)[:m].copy()
+    K.multipliers(np.zeros((n, n)), -Qc, np.zeros(n), A, mL, r, k, w)
+    return K.view(w, "lam", m).copy()
 
 
 def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RANK_TOL

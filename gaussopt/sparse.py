@@ -141,7 +141,7 @@ STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows o
           REFUSED_VANISHED: "a row (nearly) vanished",
           REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed"}
 
-_jit = nb.njit(cache=True, nogil=True)
+_jit = nb.njit(cache=True, nogil=True, _nrt=True)     # (explicitly: gaussopt.kernel._leaf)
 
 #: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb, maxrow)``
 #: (``maxrow`` the most entries of a row); the CSR

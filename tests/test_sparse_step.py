@@ -26,9 +26,9 @@ def _dense(system, t, q, v, sig_ref=0.0):
     M, F, A, b = (np.ascontiguousarray(x, dtype=float) for x in system.evaluate(t, q, v))
     n, m = A.shape[1], A.shape[0]
     w = K.make_work(n, m)
-    status, a, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
+    status, fa, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
         M, F, A, b, np.zeros(m), sig_ref, RANK_TOL, K.CLOSED_FORM, True, False, w)
-    return status, a.copy(), K.view(w, "lam", m).copy(), r, K.view(w, "s", k).copy()
+    return status, K.field(w, fa)[:n].copy(), K.view(w, "lam", m).copy(), r, K.view(w, "s", k).copy()
 
 
 def _sparse_alone(system, q, v):

@@ -320,7 +320,8 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
         # closed form of the rank decision made in prepare (exact to rounding; an
         # interior-point answer is accurate only to its stopping tolerances, which an
         # integrator at rtol 1e-12 sees as noise). The checks below verify the result.
-        ac = K.closed_form(M, Fe, wgt, mL, r, w)
+        K.closed_form(M, Fe, wgt, mL, r, w)
+        ac = K._full(w, K.F_a)
         for i in range(n):
             a[i] = ac[i]
     status, rho, allow, be = K.check(M, Fe, A, b, ref, opt[O_RANKTOL], mL, r, k, c_norm, a, w)
