@@ -313,19 +313,25 @@ def run_rows(repeat, t_end):
         return go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **kw)
 
     tr = ours()                                   # warm (compiled, cached)
-    walls = []
-    for _ in range(max(repeat // 2, 2)):
-        t0 = time.perf_counter()
-        tr = ours()
-        walls.append(time.perf_counter() - t0)
+    # three rounds, each ours then MuJoCo's, medians of all: the two are timed in the
+    # same minutes (a machine's speed drifts by 10-20 % over a benchmark's run)
+    walls, mj_walls = [], []
+    mj_wall = mj_err = None
+    for _ in range(3):
+        for _ in range(max(repeat // 2, 2)):
+            t0 = time.perf_counter()
+            tr = ours()
+            walls.append(time.perf_counter() - t0)
+        try:
+            mj = peers.mujoco_four_bar(t_end=t_end, repeat=3)
+            mj_walls.append(min(mj["wall_loop_s"], mj.get("wall_rollout_s", np.inf)))
+            mj_err = mj["err_max_finite"]
+        except ImportError:
+            pass
     err = float(np.max(np.abs(tr["th1"] - four_bar.reference(tr.t)[0])))
     wall = float(np.median(walls))
-    try:
-        mj = peers.mujoco_four_bar(t_end=t_end, repeat=3)
-        mj_wall = min(mj["wall_loop_s"], mj.get("wall_rollout_s", np.inf))
-        mj_err = mj["err_max_finite"]
-    except ImportError:
-        mj_wall = mj_err = None
+    if mj_walls:
+        mj_wall = float(np.median(mj_walls))
     s = pb.settings
     add(f"four-bar {t_end:g} s, build() settings ({s['method']}, rtol {s['rtol']:g}), "
         "th1 max err", wall, err, "MuJoCo Euler dt 1e-3 (rollout or loop, faster)", mj_wall,
