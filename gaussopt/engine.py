@@ -110,9 +110,9 @@ def _put(dst, src):
 
 @nb.njit(cache=True, inline="always")
 def _matrix(x, r, c):
-    """The flat buffer ``x`` as an ``(r, c)`` matrix (a view; numba's ``reshape`` calls a
-    helper and counts references)."""
-    return np.lib.stride_tricks.as_strided(x, shape=(r, c), strides=(c * 8, 8))
+    """The flat buffer ``x`` as an ``(r, c)`` matrix (a view: :func:`gaussopt.kernel.as_matrix`;
+    C-contiguous like the arrays Python passes, so the kernel is compiled once for both)."""
+    return K.as_matrix(x[:r * c], r, c)
 
 
 @_jit

@@ -250,6 +250,14 @@ def _mat(w, fld, r, c):
     return as_matrix(w.f[o:o + r * c], r, c)
 
 
+@nb.njit(cache=True, inline="always")
+def _svd_views(w, fU, fs, fV, m, n):
+    """Views ``U`` (m, k), ``s`` (k,), ``V`` (n, n) of what :func:`svd_into` wrote into
+    the fields ``fU``, ``fs``, ``fV`` for an (m, n) matrix, ``k = min(m, n)``."""
+    k = min(m, n)
+    return _mat(w, fU, m, k), _vec(w, fs, k), _mat(w, fV, n, n)
+
+
 def view(w, name, *shape):
     """A field of the workspace from Python: ``view(w, "U", m, k)`` (a view)."""
     if name in _INT_FIELDS:
@@ -518,10 +526,8 @@ def _jacobi(Y, W):
 def svd(X, w):
     """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``; returns views ``U`` (m, k),
     ``s`` (k,), ``V`` (n, n) of them."""
-    m, n = X.shape
-    k = min(m, n)
     svd_into(X, w, F_U, F_s, F_V)
-    return _mat(w, F_U, m, k), _vec(w, F_s, k), _mat(w, F_V, n, n)
+    return _svd_views(w, F_U, F_s, F_V, X.shape[0], X.shape[1])
 
 
 #: from this many singular values on, :func:`svd_into` calls LAPACK (``gesdd``):
@@ -558,10 +564,10 @@ def _svd_lapack(X, U, s, V):
 def svd_into(X, w, fU, fs, fV):
     """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
     ``w`` (sized for at least ``(n, m)``): writes ``U`` (m, k), ``s`` (k,)
-    descending and the *full* orthogonal ``V`` (n, n) into the fields ``fU``, ``fs``,
-    ``fV`` (:func:`svd` returns views of them) (its first ``k`` columns the
+    descending and the *full* orthogonal ``V`` (n, n) (its first ``k`` columns the
     right singular vectors, the others an orthonormal basis of the rest of
-    ``R^n``). Householder QR of ``X`` or ``X^T`` (whichever is tall), then
+    ``R^n``) into the fields ``fU``, ``fs``, ``fV`` (views: :func:`_svd_views`;
+    :func:`svd` returns them). Householder QR of ``X`` or ``X^T`` (whichever is tall), then
     one-sided Jacobi on the ``k x k`` triangular factor, ``k = min(m, n)``
     (LAPACK's ``gesdd`` from :data:`LAPACK_MIN` singular values on).
     Columns of ``U`` for exactly zero singular values are zero."""
@@ -714,9 +720,8 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
             bn[j] = b[i] * inv
             j += 1
     svd_into(An, w, F_U, F_s, F_V)
-    k = min(mL, n)
-    U = _mat(w, F_U, mL, k)
-    s = _vec(w, F_s, k)
+    U, s, _ = _svd_views(w, F_U, F_s, F_V, mL, n)
+    k = s.shape[0]
     thr = max(rank_tol, FOLD_TOL * sig_ref)
     r = 0
     for kk in range(k):
@@ -948,11 +953,8 @@ def multipliers(M, F, a, A, mL, r, k, w):
                 Al[j, c] = A[i, c]
             j += 1
     svd_into(Al, w, F_U2, F_s2, F_V2)
-    k2 = min(mL, n)
-    U2 = _mat(w, F_U2, mL, k2)
-    s2 = _vec(w, F_s2, k2)
-    V2 = _mat(w, F_V2, n, n)
-    rr = min(r, k2)
+    U2, s2, V2 = _svd_views(w, F_U2, F_s2, F_V2, mL, n)
+    rr = min(r, s2.shape[0])
     for kk in range(rr):
         acc = 0.0
         for i in range(n):
