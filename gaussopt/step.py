@@ -110,8 +110,11 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     if system._row_counts is None:
         system.check(t, q, v)
     s = _cached_solver(system, solver, options)
-    if checked and s._method is not None and type(s).solve is StepSolver.solve:
-        res = s._solve_compiled(t, q, v, True, True)
+    if checked:
+        if s._method is not None and type(s).solve is StepSolver.solve:
+            res = s._solve_compiled(t, q, v, True, True)
+        else:
+            res = s._solve_checked(t, q, v)
         if res is not None:
             return res
     return s.solve(t, q, v)

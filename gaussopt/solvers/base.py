@@ -363,6 +363,13 @@ class StepSolver:
         lay = layout(n, m)
         return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:])
 
+    def _solve_checked(self, t, q, v):
+        """:meth:`solve` through a solver's own compiled path, for arguments that
+        :func:`~gaussopt.solve_step` has checked (``t`` a float, ``q`` and ``v``
+        C-contiguous float arrays of shape (n,)): the StepResult, or None (then
+        :meth:`solve` takes it). None here; :class:`~gaussopt.solvers.QP` has one."""
+        return None
+
     def _solve_compiled(self, t, q, v, full: bool, checked: bool = False):
         """The step through :func:`gaussopt.point.solve_at`: a StepResult (``full``) or the
         accelerations; None when the Python path must take it (no compiled model, or

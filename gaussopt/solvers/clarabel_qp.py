@@ -219,6 +219,8 @@ _SCALINGS = ("jacobi", "rows", "none")
 
 #: Clarabel ``SolverStatus`` -> its name (``str(status)``), filled as statuses are seen
 _RAW_NAMES: dict = {}
+#: Clarabel's ``Solved`` (the common outcome: an ``==`` test is cheaper than the lookup)
+_SOLVED = clarabel.SolverStatus.Solved
 
 
 class _Values(list):
@@ -948,7 +950,7 @@ class ClarabelQP:
             self.updates += 1
             sol = solver.solve()
             self.solves += 1
-            raw = _RAW_NAMES.get(sol.status) or _raw_name(sol.status)
+            raw = "Solved" if sol.status == _SOLVED else _raw_name(sol.status)
             if raw in _FINAL_RAW or not self.fallback:
                 d, rinv, attempts = first[4], first[5], 1
             else:
@@ -966,7 +968,7 @@ class ClarabelQP:
             if zs is not None:
                 zs[:] = sol.z
         t1 = _perf_counter()
-        return xs, zs, d, rinv, s, raw, int(sol.iterations), attempts, t1 - t0
+        return xs, zs, d, rinv, s, raw, sol.iterations, attempts, t1 - t0
 
     # ------------------------------------------------------------------
     def solve(self, P, q, Aeq=None, beq=None, G=None, h=None) -> QPSolution:

@@ -30,6 +30,7 @@ _SCALING = "jacobi"
 _SCALING_CODE = {"jacobi": 0, "rows": 1, "none": 2}[_SCALING]
 _F64 = np.dtype(np.float64)
 _H_S = QS.H_S
+_R_GAUSS, _R_DROPPED = QS.R_GAUSS, QS.R_DROPPED
 #: non-empty once :func:`.qp_step.prepare_model` has been compiled or loaded in this process
 _LOADED: list = []
 
@@ -39,16 +40,30 @@ class _Buffers:
     options, Clarabel's solution ``xs``, ``zs`` (``zs`` for the largest rank; Clarabel
     fills its first ``r + p`` entries), per rank ``r`` the views of the buffers
     (:func:`_views`), and with a compiled model the context of the compiled calls
-    (:class:`.qp_step.QPContext`, on the model's arrays) and their entry points."""
+    (:class:`.qp_step.QPContext`, on the model's arrays) and their entry points.
 
-    __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "lam",
-                 "sigma", "live", "xs", "zs", "m", "p", "ctx", "prepare_at", "finish_at")
+    ``res`` is the results block of :func:`.qp_step.finish` (copied once per step),
+    ``slices`` the places of ``a``, ``mu``, ``M a - F``, the multipliers and the
+    singular values in it, ``a`` its acceleration and ``rho`` the place of the
+    inconsistency in ``fb`` (the hot path's two results)."""
 
-    def __init__(self, work, fb, ib, opt, zero_ref, P, lay, lam, sigma, live, xs, zs, m, p):
+    __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "live",
+                 "xs", "zs", "m", "p", "ctx", "prepare_at", "finish_at", "res", "slices", "a",
+                 "rho")
+
+    def __init__(self, work, fb, ib, opt, zero_ref, P, lay, live, xs, zs, n, m, p):
         self.work, self.fb, self.ib, self.opt, self.zero_ref = work, fb, ib, opt, zero_ref
         self.P, self.noP, self.lay, self.views = P, np.zeros((0, 0)), lay, {}
-        self.lam, self.sigma, self.live, self.xs, self.zs = lam, sigma, live, xs, zs
+        self.live, self.xs, self.zs = live, xs, zs
         self.m, self.p = m, p
+        oo, oa, oFe = lay[21], lay[11], lay[14]
+        self.res = fb[oo:oFe]
+        i = oa - oo
+        self.slices = (slice(i, i + n), slice(i + n, i + n + p),
+                       slice(i + n + p, i + 2 * n + p), slice(i + 2 * n + p, i + 2 * n + p + m),
+                       slice(i + 2 * n + p + m, oFe - oo))
+        self.a = fb[oa:oa + n]
+        self.rho = oo + QS.R_RHO
         self.ctx = None
         # the compiled functions, called directly once they are compiled for these types
         # (:func:`gaussopt.point.entry_point`: the argument types are those of every later
@@ -80,14 +95,13 @@ class _Buffers:
 
 def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
     """Views of the float buffer for rank ``r`` (:func:`.qp_step.layout`): Clarabel's
-    values unscaled and scaled, the scaling, ``a``, ``mu``, ``M a - F``."""
-    (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, *_) = lay
+    values unscaled and scaled, the scaling."""
+    (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, *_) = lay
     nP = n * (n + 1) // 2
     rr = r + p
     return (fb[oPv:oPv + nP], fb[oqv:oqv + n], fb[oAv:oAv + rr * n], fb[obv:obv + rr],
             fb[oPo:oPo + nP], fb[oqo:oqo + n], fb[oAo:oAo + rr * n], fb[obo:obo + rr],
-            fb[od:od + n], fb[orinv:orinv + rr], fb[oa:oa + n], fb[omu:omu + p],
-            fb[oQc:oQc + n])
+            fb[od:od + n], fb[orinv:orinv + rr])
 
 
 def _carray(x: np.ndarray) -> np.ndarray:
@@ -133,17 +147,20 @@ class _CvxpyBackend:
 
 
 
-def _qp_info(solver, status, backend, iters, solve_time, be, r, sigma, dropped_rows, rho, kept,
-             mu, resid) -> dict:
+def _qp_info(solver, o, slices, status, backend, iters, solve_time, r, dropped_rows) -> dict:
     """``StepResult.info`` of the compiled qp step (built on first access:
-    :class:`gaussopt.result.LazyStepResult`)."""
+    :class:`gaussopt.result.LazyStepResult`), from ``o``, the step's copy of the results
+    block of :func:`.qp_step.finish` (``slices``: :attr:`_Buffers.slices`)."""
+    rho = float(o[QS.R_RHO])
+    sigma = o[slices[4]][:int(o[QS.R_K])]
     return {"status": status, "backend": backend, "iterations": iters,
-            "solve_time": solve_time, "fallback": False, "backward_error": be,
-            "rank": r, "sigma": sigma, "sigma_min": float(sigma[r - 1]) if r else 1.0,
-            "dropped_rows": dropped_rows, "inconsistency": rho,
-            "least_squares": rho > solver._root, "kept_vanished_rows": kept,
-            "inequality_multipliers": mu, "solver": solver.name,
-            "rank_tol": solver.rank_tol, "residual": resid}
+            "solve_time": solve_time, "fallback": False,
+            "backward_error": float(o[QS.R_BE]), "rank": r, "sigma": sigma,
+            "sigma_min": float(sigma[r - 1]) if r else 1.0, "dropped_rows": dropped_rows,
+            "inconsistency": rho, "least_squares": rho > solver._root,
+            "kept_vanished_rows": bool(o[QS.R_KEPT]), "inequality_multipliers": o[slices[1]],
+            "solver": solver.name, "rank_tol": solver.rank_tol,
+            "residual": float(o[QS.R_RESID])}
 
 class QP(StepSolver):
     """The Gauss step as a convex QP, ``min 0.5 a^T M a - F^T a`` s.t. ``A a = b``, ``G a >= h``.
@@ -228,6 +245,7 @@ class QP(StepSolver):
         self._compiled = (kind == "clarabel" and self.objective == "exact"
                           and self._n <= DENSE_MAX)
         self._bufs: dict = {}
+        self._mbufs = None
         self._mc = None                     # the compiled model's functions (:meth:`_model`)
         # writable copies of a constant (read-only) M and F for the compiled calls
         self._Mc, self._Fc = system.constant_mass, system.constant_force
@@ -301,9 +319,8 @@ class QP(StepSolver):
             w = K.make_work(n, m)
             bufs = self._bufs[(m, p)] = _Buffers(
                 w, np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
-                np.zeros(m), P, lay, K.view(w, "lam", m),
-                K.view(w, "s", min(m, n)), K.view(w, "live", m), np.zeros(n),
-                np.zeros(min(m, n) + p), m, p)
+                np.zeros(m), P, lay, K.view(w, "live", m), np.zeros(n),
+                np.zeros(min(m, n) + p), n, m, p)
         return bufs
 
     def _ref_array(self, bufs: _Buffers) -> np.ndarray:
@@ -334,28 +351,34 @@ class QP(StepSolver):
                              bufs["b"], G0, h0, (n,))
         return mc if mc is not False and self.b_correction is None else None
 
-    def _fast_model(self, t, q, v, full):
+    def _fast_model(self, t, q, v, full, checked=False):
         """:meth:`_fast` with the model evaluated in the compiled call (a compiled model):
-        its result, or None (then the Python path evaluates the model)."""
+        its result, or None (then the Python path evaluates the model). ``checked``:
+        ``t`` is a float and ``q``, ``v`` are C-contiguous float arrays of shape (n,)."""
         mc = self._mc
         if mc is None or mc is False or self.b_correction is not None:
             mc = self._model()
             if mc is None:
                 return None
         mf, addrs, par, M, F, A, b, G, h, shape = mc
-        if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype is _F64
-                and v.dtype is _F64 and q.shape == shape and v.shape == shape
-                and q.flags.carray and v.flags.carray):
-            return None
+        if not checked:
+            if not (type(q) is np.ndarray and type(v) is np.ndarray and q.dtype is _F64
+                    and v.dtype is _F64 and q.shape == shape and v.shape == shape
+                    and q.flags.carray and v.flags.carray):
+                return None
+            if type(t) is not float:
+                t = float(t)
         if self.system.inequalities:
             G, h = self.system.inequality_rows(t, q, v)
             G, h = _carray(G), _carray(h)
-        bufs = self._bufs.get((A.shape[0], G.shape[0]))
-        if bufs is None:
-            bufs = self._buffers(A.shape[0], G.shape[0])
+            bufs = self._bufs.get((A.shape[0], G.shape[0]))
+            if bufs is None:
+                bufs = self._buffers(A.shape[0], G.shape[0])
+        else:
+            bufs = self._mbufs                # (the model's sizes: always the same buffers)
+            if bufs is None:
+                bufs = self._mbufs = self._buffers(A.shape[0], 0)
         ref = bufs.zero_ref if self.row_ref is None else self._ref_array(bufs)
-        if type(t) is not float:
-            t = float(t)
         call = bufs.prepare_at
         with self._lock:
             if call is not None:
@@ -380,6 +403,10 @@ class QP(StepSolver):
                     bufs.finish_at = fin
             return out
 
+    def _solve_checked(self, t, q, v):
+        """:meth:`StepSolver._solve_checked`: the compiled path of :meth:`solve`."""
+        return self._fast_model(t, q, v, True, True) if self._compiled else None
+
     def _fast(self, t, M, F, A, b, G, h, full):
         """The step in two compiled calls around Clarabel (:mod:`.qp_step`): a StepResult
         (``full``), or ``(a, inconsistency)``; None when the Python path must take it
@@ -403,10 +430,9 @@ class QP(StepSolver):
         arrays Clarabel's solution is written to (without inequality rows, no ``zs``:
         :func:`.qp_step.finish` reads only its inequality part), the backend."""
         p = bufs.p
-        (Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv, a, mu,
-         Qc) = _views(bufs.fb, bufs.lay, self._n, r, p)
+        Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv = _views(bufs.fb, bufs.lay, self._n, r, p)
         backend = self._get_backend(r, p)
-        return (Pv, qv, Av, bv, (Po, qo, Ao, bo, d, rinv), d, rinv, a, mu, Qc,
+        return (Pv, qv, Av, bv, (Po, qo, Ao, bo, d, rinv), d, rinv,
                 (bufs.xs, bufs.zs[:r + p] if p else None), backend)
 
     def _solve_prepared(self, t, bufs, r, full, finish, fin, data, shared):
@@ -416,12 +442,11 @@ class QP(StepSolver):
         own lock); ``data``: the step's ``M, F, A, b, G, h``; ``shared``: ``M, F, A,
         b`` are the compiled model's buffers."""
         fb = bufs.fb
-        p = bufs.p
         try:
             views = bufs.views.get(r)
             if views is None:
                 views = bufs.views[r] = self._rank_views(bufs, r)
-            Pv, qv, Av, bv, first, d, rinv, a, mu, Qc, out, backend = views
+            Pv, qv, Av, bv, first, d, rinv, out, backend = views
             (xs, zs, dd, rr, s, raw, iters, attempts,
              solve_time) = backend.qp._solve_values(Pv, qv, Av, bv, first, fb[_H_S], out)
         except SolverError:
@@ -439,10 +464,8 @@ class QP(StepSolver):
             fb[QS.H_S] = s
         if rr is not rinv:
             rinv[:] = 1.0 if rr is None else rr
-        if not (p and status in _INFEASIBLE):
-            (code, be, rho, allow, gauss, resid, dropped, k, kept) = finish(*fin, full)
-        else:
-            code = QS.DEFER
+        p = bufs.p
+        code = finish(*fin, full) if not (p and status in _INFEASIBLE) else QS.DEFER
         if code:
             # the Python path from the backend's answer on: it raises, or re-solves on the
             # robust path
@@ -462,12 +485,13 @@ class QP(StepSolver):
                 return a, float(info["inconsistency"])
             return self._result(t, M, F, F, A, b, a, lam, info)
         if not full:
-            return a.copy(), rho
+            return bufs.a.copy(), fb[bufs.rho]
+        o = bufs.res.copy()                   # the results block, copied once
+        sl = bufs.slices
         res = LazyStepResult(
-            a.copy(), Qc.copy(), bufs.lam.copy(), gauss, _qp_info,
-            (self, status, backend.name, iters, solve_time, be, r, bufs.sigma[:k].copy(),
-             np.flatnonzero(bufs.live == 0).tolist() if dropped else [], rho, kept, mu.copy(),
-             resid))
+            o[sl[0]], o[sl[2]], o[sl[3]], float(o[_R_GAUSS]), _qp_info,
+            (self, o, sl, status, backend.name, iters, solve_time, r,
+             np.flatnonzero(bufs.live == 0).tolist() if o[_R_DROPPED] else []))
         self._last_info = res                 # (the ``last_info`` setter, without its call)
         return res
 

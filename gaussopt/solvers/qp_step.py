@@ -35,7 +35,8 @@ from ..model import data_ptr, functions
 from .clarabel_qp import _scale_kernel
 
 __all__ = ["layout", "entry_point", "prepare", "prepare_model", "finish", "QPContext",
-           "make_context", "prepare_at", "finish_at", "DEFER", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
+           "make_context", "prepare_at", "finish_at", "DEFER", "R_GAUSS", "R_BE", "R_RHO", "R_ALLOW",
+           "R_RESID", "R_DROPPED", "R_K", "R_KEPT", "N_RES", "H_WGT", "H_ML", "H_R", "H_K", "H_CNORM",
            "H_FLAGS", "H_SA", "H_S", "H_DMIN", "H_STATUS", "N_HEAD", "O_RANKTOL", "O_CHECKSYM",
            "O_SCALING", "O_COST", "O_VERIFY", "N_OPTS"]
 
@@ -49,6 +50,13 @@ DEFER = 1
 H_WGT, H_ML, H_R, H_K, H_CNORM, H_FLAGS, H_SA, H_S, H_DMIN, H_STATUS = range(10)
 N_HEAD = 10
 
+# the step's scalar results, at the head of the results block (offset ``oo``):
+# the Gauss value, the backward error, the inconsistency and its allowance
+# (:func:`gaussopt.kernel.check`), ``max |A a - b|``, the number of vanished rows,
+# the number of singular values, whether vanished rows were kept
+R_GAUSS, R_BE, R_RHO, R_ALLOW, R_RESID, R_DROPPED, R_K, R_KEPT = range(8)
+N_RES = 8
+
 # options: rank_tol, check symmetry, Clarabel's primary scaling code, cost scaling, verify_tol
 O_RANKTOL, O_CHECKSYM, O_SCALING, O_COST, O_VERIFY = range(5)
 N_OPTS = 5
@@ -57,9 +65,11 @@ N_OPTS = 5
 def _layout(n, m, p):
     """Offsets in the float buffer (``Pv qv Av bv`` the unscaled values on Clarabel's
     dense pattern, ``Po qo Ao bo`` the scaled ones, ``d rinv`` the scaling, ``gn``
-    the inequality rows' norms, then ``a mu Qc Feff``) and the integer buffer (the
-    patterns' rows and columns), for ``n`` coordinates, ``m`` equality rows and
-    ``p`` inequality rows (at most ``min(m, n) + p`` rows reach the QP)."""
+    the inequality rows' norms, then the step's results -- the scalars ``R_*``,
+    ``a mu Qc lam sigma``, one block that Python copies once -- and ``Feff``) and the
+    integer buffer (the patterns' rows and columns), for ``n`` coordinates, ``m``
+    equality rows and ``p`` inequality rows (at most ``min(m, n) + p`` rows reach
+    the QP). The offsets of the results block come last: ``oo olam osig``."""
     R = min(m, n) + p
     nP = n * (n + 1) // 2
     oPv = N_HEAD
@@ -73,10 +83,13 @@ def _layout(n, m, p):
     od = obo + R
     orinv = od + n
     ogn = orinv + R
-    oa = ogn + p
+    oo = ogn + p
+    oa = oo + N_RES
     omu = oa + n
     oQc = omu + p
-    oFe = oQc + n
+    olam = oQc + n
+    osig = olam + m
+    oFe = osig + min(m, n)
     nf = oFe + n
     oPr = 0
     oPc = nP
@@ -84,7 +97,7 @@ def _layout(n, m, p):
     oAc = 2 * nP + R * n
     ni = 2 * nP + 2 * R * n
     return (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
-            oPr, oPc, oAr, oAc, ni)
+            oPr, oPc, oAr, oAc, ni, oo, olam, osig)
 
 
 _clayout = _jit(_layout)
@@ -131,7 +144,7 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
     m = A.shape[0]
     p = G.shape[0]
     (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
-     oPr, oPc, oAr, oAc, ni) = _clayout(n, m, p)
+     oPr, oPc, oAr, oAc, ni, oo, olam, osig) = _clayout(n, m, p)
     if opt[O_CHECKSYM] != 0.0 and K.asymmetric(M):
         return DEFER, 0
     if not _finite(M, F, A, b, G, h):
@@ -271,22 +284,24 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
 
     Returns
     -------
-    (code, be, rho, allow, gauss, resid, dropped, k, kept) : code 0, or :data:`DEFER` (a
-    non-finite answer, a backward error above ``verify_tol`` or a kernel status
-    other than OK: the Python path takes it from there); the backward error, the
-    inconsistency and its allowance (:func:`gaussopt.kernel.check`), the Gauss
-    value ``0.5 a^T M a - a^T F``, ``max |A a - b|``, the number of vanished rows,
-    the number of singular values and whether vanished rows were kept
-    (:func:`gaussopt.kernel.decide`'s flag).
+    code : 0, or :data:`DEFER` (a non-finite answer, a backward error above
+    ``verify_tol`` or a kernel status other than OK: the Python path takes it from
+    there).
 
-    Writes ``a``, ``mu``, ``M a - F`` and ``F + G^T mu`` into the buffer and, with
-    ``want_lam``, the multipliers into the workspace (:func:`gaussopt.kernel.multipliers`).
+    Writes the results block of the buffer (:func:`layout`, offset ``oo``): the
+    scalars ``R_*`` (the Gauss value ``0.5 a^T M a - a^T F``, the backward error,
+    the inconsistency and its allowance (:func:`gaussopt.kernel.check`), ``max |A a
+    - b|``, the number of vanished rows, the number of singular values, whether
+    vanished rows were kept: :func:`gaussopt.kernel.decide`'s flag), ``a``, ``mu``,
+    ``M a - F``, with ``want_lam`` the multipliers (:func:`gaussopt.kernel.multipliers`),
+    and the singular values; and ``F + G^T mu`` after the block.
     """
     n = M.shape[0]
     m = A.shape[0]
     p = G.shape[0]
     (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, ogn, oa, omu, oQc, oFe, nf,
-     oPr, oPc, oAr, oAc, ni) = _clayout(n, m, p)
+     oPr, oPc, oAr, oAc, ni, oo, olam, osig) = _clayout(n, m, p)
+    res = fb[oo:oo + N_RES]
     wgt = fb[H_WGT]
     mL = int(fb[H_ML])
     r = int(fb[H_R])
@@ -302,7 +317,7 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
     Fe = fb[oFe:oFe + n]
     for i in range(n):
         if not np.isfinite(xs[i]):
-            return DEFER, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, False
+            return DEFER
         a[i] = sa * (xs[i] * d[i])
     inv_s = 1.0 / s
     ws = wgt * sa
@@ -354,9 +369,15 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
             fn = mu[i] * g / den_f
             be = max(be, max(-sn, 0.0), abs(fn * sn))
     if not be <= opt[O_VERIFY] or status != K.OK:
-        return DEFER, be, rho, allow, gauss, 0.0, 0, k, False
+        return DEFER
     if want_lam:
         K.multipliers(M, Fe, a, A, mL, r, k, w)
+        lam = K._vec(w, K.F_lam, m)
+        for i in range(m):
+            fb[olam + i] = lam[i]
+    sig = K._vec(w, K.F_s, k)
+    for i in range(k):
+        fb[osig + i] = sig[i]
     resid = 0.0
     for i in range(m):
         acc = -b[i]
@@ -368,7 +389,15 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
     for i in range(m):
         if not live[i]:
             dropped += 1
-    return 0, be, rho, allow, gauss, resid, dropped, k, (int(fb[H_FLAGS]) & 2) != 0
+    res[R_GAUSS] = gauss
+    res[R_BE] = be
+    res[R_RHO] = rho
+    res[R_ALLOW] = allow
+    res[R_RESID] = resid
+    res[R_DROPPED] = dropped
+    res[R_K] = k
+    res[R_KEPT] = 1.0 if (int(fb[H_FLAGS]) & 2) != 0 else 0.0
+    return 0
 
 
 @structref.register
