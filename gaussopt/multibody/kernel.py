@@ -132,6 +132,32 @@ def _put(A, r, c, val):
         A[r, c] = val
 
 
+@_jit
+def _points(p, r, C, S):
+    """The bodies ``i``, ``j`` of the record at ``r`` and its points ``R_i s_i``, ``R_j
+    s_j`` rotated by ``C``, ``S`` (cosines and sines of the bodies' angles): the
+    records of pins, point-on-line joints and springs begin with ``i, j, s_i, s_j``.
+    The one place of that geometry (:func:`phi`, :func:`local_rows`, the springs)."""
+    i, j = int(p[r]), int(p[r + 1])
+    six, siy, sjx, sjy = p[r + 2], p[r + 3], p[r + 4], p[r + 5]
+    return (i, j, C[i] * six - S[i] * siy, S[i] * six + C[i] * siy,
+            C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy)
+
+
+@_jit
+def _line_at(p, r, C, S, qe):
+    """The point-on-line joint whose record starts at ``r`` (width ``W_L``) at the
+    padded coordinates ``qe`` and their rotations ``C``, ``S``: :func:`_points`, its
+    row, the line's normal ``n = R_i l_n`` and ``d = P_j - P_i`` between the two
+    points (:func:`phi`, :func:`local_rows`)."""
+    i, j, rix, riy, rjx, rjy = _points(p, r, C, S)
+    lnx, lny = p[r + 6], p[r + 7]
+    nx, ny = C[i] * lnx - S[i] * lny, S[i] * lnx + C[i] * lny
+    dx = (qe[3 * j] + rjx) - (qe[3 * i] + rix)
+    dy = (qe[3 * j + 1] + rjy) - (qe[3 * i + 1] + riy)
+    return i, j, int(p[r + 8]), rix, riy, rjx, rjy, nx, ny, dx, dy
+
+
 # =========================================================================== joints
 @_jit
 def phi(p, q, drv, out):
@@ -143,10 +169,8 @@ def phi(p, q, drv, out):
     o = int(p[H_OP])
     for k in range(int(p[H_KP])):
         r = o + W_P * k
-        i, j, row = int(p[r]), int(p[r + 1]), int(p[r + 6])
-        six, siy, sjx, sjy = p[r + 2], p[r + 3], p[r + 4], p[r + 5]
-        rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
-        rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
+        i, j, rix, riy, rjx, rjy = _points(p, r, C, S)
+        row = int(p[r + 6])
         out[row] = (qe[3 * i] + rix) - (qe[3 * j] + rjx)
         out[row + 1] = (qe[3 * i + 1] + riy) - (qe[3 * j + 1] + rjy)
     o = int(p[H_OA])
@@ -160,14 +184,7 @@ def phi(p, q, drv, out):
         out[row] = out[row] - drv[k]
     o = int(p[H_OL])
     for k in range(int(p[H_KL])):
-        r = o + W_L * k
-        i, j, row = int(p[r]), int(p[r + 1]), int(p[r + 8])
-        six, siy, sjx, sjy, lnx, lny = p[r + 2], p[r + 3], p[r + 4], p[r + 5], p[r + 6], p[r + 7]
-        rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
-        rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
-        nx, ny = C[i] * lnx - S[i] * lny, S[i] * lnx + C[i] * lny
-        dx = (qe[3 * j] + rjx) - (qe[3 * i] + rix)
-        dy = (qe[3 * j + 1] + rjy) - (qe[3 * i + 1] + riy)
+        _, _, row, _, _, _, _, nx, ny, dx, dy = _line_at(p, o + W_L * k, C, S, qe)
         out[row] = nx * dx + ny * dy
 
 
@@ -191,10 +208,8 @@ def local_rows(p, q, v, ddrv, L, ij, b, with_gamma):
     o = int(p[H_OP])
     for k in range(int(p[H_KP])):
         r = o + W_P * k
-        i, j, row = int(p[r]), int(p[r + 1]), int(p[r + 6])
-        six, siy, sjx, sjy = p[r + 2], p[r + 3], p[r + 4], p[r + 5]
-        rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
-        rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
+        i, j, rix, riy, rjx, rjy = _points(p, r, C, S)
+        row = int(p[r + 6])
         # [I, perp(R_i s_i) | -I, -perp(R_j s_j)]
         _local(L, ij, row, i, j, 1.0, 0.0, -riy, -1.0, 0.0, rjy)
         _local(L, ij, row + 1, i, j, 0.0, 1.0, rix, 0.0, -1.0, -rjx)
@@ -209,14 +224,7 @@ def local_rows(p, q, v, ddrv, L, ij, b, with_gamma):
         _local(L, ij, row, i, j, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0)
     o = int(p[H_OL])
     for k in range(int(p[H_KL])):
-        r = o + W_L * k
-        i, j, row = int(p[r]), int(p[r + 1]), int(p[r + 8])
-        six, siy, sjx, sjy, lnx, lny = p[r + 2], p[r + 3], p[r + 4], p[r + 5], p[r + 6], p[r + 7]
-        rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
-        rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
-        nx, ny = C[i] * lnx - S[i] * lny, S[i] * lnx + C[i] * lny
-        dx = (qe[3 * j] + rjx) - (qe[3 * i] + rix)
-        dy = (qe[3 * j + 1] + rjy) - (qe[3 * i + 1] + riy)
+        i, j, row, rix, riy, rjx, rjy, nx, ny, dx, dy = _line_at(p, o + W_L * k, C, S, qe)
         # [-n, cross(n, d) - cross(R_i s_i, n) | n, cross(R_j s_j, n)]
         _local(L, ij, row, i, j, -nx, -ny, nx * dy - ny * dx - (rix * ny - riy * nx),
                nx, ny, rjx * ny - rjy * nx)
@@ -347,10 +355,7 @@ def mass(p, M):
 @_jit
 def _spring_geometry(p, r, C, S, qe):
     """Offsets ``R_i s_i``, ``R_j s_j``, direction ``e`` and length ``L`` of spring record ``r``."""
-    i, j = int(p[r]), int(p[r + 1])
-    six, siy, sjx, sjy = p[r + 2], p[r + 3], p[r + 4], p[r + 5]
-    rix, riy = C[i] * six - S[i] * siy, S[i] * six + C[i] * siy
-    rjx, rjy = C[j] * sjx - S[j] * sjy, S[j] * sjx + C[j] * sjy
+    i, j, rix, riy, rjx, rjy = _points(p, r, C, S)
     dx = qe[3 * j] + rjx - qe[3 * i] - rix
     dy = qe[3 * j + 1] + rjy - qe[3 * i + 1] - riy
     L = np.hypot(dx, dy)
