@@ -1258,7 +1258,7 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
 
 
 def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
-                     coordinates, name, modules) -> SymbolicModel:
+                     coordinates, name, modules, energy: Any = None) -> SymbolicModel:
     from sympy.physics import mechanics as me
 
     t = me.dynamicsymbols._t
@@ -1272,8 +1272,13 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
         hol = list(getattr(method, "_hol_coneqs", sp.Matrix()))
         nh = list(method.coneqs)[len(hol):]
         L = getattr(method, "_L", None)
-        energy = None
-        if L is not None:
+        if energy is not None:
+            energy = _sympify(energy, "energy")
+            bad = _unknown_functions(energy, q)
+            if bad:
+                raise ModelError(f"`energy` depends on {bad}, which are not coordinates "
+                                 f"{[str(x) for x in q]} of the LagrangesMethod.")
+        elif L is not None:
             L = sp.Matrix(L)[0]
             qd = [x.diff(t) for x in q]
             energy = sum(v * L.diff(v) for v in qd) - L  # Jacobi integral (= T + V if natural)
@@ -1283,7 +1288,7 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
             coordinates=coordinates, name=name, modules=modules)
     if isinstance(method, me.KanesMethod):
         return _kane_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
-                           modules)
+                           modules, energy)
     raise ModelError(f"`method` must be a sympy.physics.mechanics LagrangesMethod or KanesMethod, "
                      f"found {type(method).__name__}.")
 
@@ -1291,7 +1296,8 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
 def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: Exprs = (),
                    nonholonomic: Exprs = (), acceleration: Exprs = (),
                    coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
-                   modules: str = "math", model: bool = False) -> Union[System, SymbolicModel]:
+                   modules: str = "math", model: bool = False,
+                   energy: Any = None) -> Union[System, SymbolicModel]:
     """Build a System from a ``sympy.physics.mechanics`` LagrangesMethod or KanesMethod.
 
     A ``LagrangesMethod`` gives the unconstrained part through its
@@ -1300,7 +1306,8 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     its energy is the Jacobi integral ``q' . dL/dq' - L`` (``T + V`` for natural
     systems).
 
-    Any ``KanesMethod`` is accepted (it carries no energy). Its kinematic
+    Any ``KanesMethod`` is accepted (it carries no energy of its own: pass
+    ``energy``). Its kinematic
     differential equations ``K_u u + K_q q' + f_k = 0`` are solved for the
     speeds, ``u = W(q, t) q' + w0(q, t)`` (with fewer speeds than coordinates,
     the equations left over become nonholonomic constraints), and Kane's
@@ -1341,6 +1348,13 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     model : bool, default False
         Return the :class:`SymbolicModel` (for several parameter sets) instead
         of a System.
+    energy : expression, optional
+        The System's energy, a diagnostic (``Trajectory.energy``, the energy
+        drift of :func:`gaussopt.compare`), in the method's dynamicsymbols as the
+        constraints are. For a ``KanesMethod``, which has none without it,
+        typically ``sum(b.kinetic_energy(N) for b in bodies) + V`` with ``V`` the
+        potential of its conservative loads (the example below); for a
+        ``LagrangesMethod`` it replaces the Jacobi integral.
 
     Returns
     -------
@@ -1349,6 +1363,19 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     Examples
     --------
     >>> import sympy as sp, numpy as np
+    >>> from sympy.physics import mechanics as me
+    >>> th, w = me.dynamicsymbols("theta omega")
+    >>> m, l, g = 1.0, 2.0, 9.81
+    >>> N = me.ReferenceFrame("N"); B = N.orientnew("B", "Axis", (th, N.z))
+    >>> O = me.Point("O"); O.set_vel(N, 0)
+    >>> P = O.locatenew("P", -l * B.y); _ = P.v2pt_theory(O, N, B)
+    >>> bob = me.Particle("bob", P, m)
+    >>> kane = me.KanesMethod(N, [th], [w], kd_eqs=[th.diff() - w])
+    >>> _ = kane.kanes_equations([bob], [(P, -m * g * N.y)])
+    >>> pend = from_mechanics(kane, energy=bob.kinetic_energy(N) + m * g * P.pos_from(O).dot(N.y))
+    >>> pend.energy(0.0, np.array([0.0]), np.array([1.0]))   # at the bottom: m l^2 w^2 / 2 - m g l
+    -17.62
+
     >>> from sympy.physics.mechanics import LagrangesMethod, dynamicsymbols
     >>> from gaussopt.symbolic import from_mechanics
     >>> x = dynamicsymbols("x")
@@ -1359,7 +1386,7 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     (array([-4.]), array([[2.]]))
     """
     mdl = _mechanics_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
-                           modules)
+                           modules, energy)
     return mdl if model else mdl.system(params)
 
 
@@ -1529,7 +1556,7 @@ def _kane_velocity_constraints(method: Any, kin: _KaneKinematics) -> list:
 
 
 def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
-                coordinates, name, modules) -> SymbolicModel:
+                coordinates, name, modules, energy: Any = None) -> SymbolicModel:
     """A KanesMethod as a model in its coordinates (see the comment above)."""
     from sympy.physics import mechanics as me
     kin = _kane_kinematics(method)
@@ -1610,6 +1637,14 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
                     "of the KanesMethod.")
             out.append(e)
         cons[label] = out
+    if energy is not None:
+        energy = me.msubs(_sympify(energy, "energy"), sub)
+        bad = _unknown_functions(energy, known)
+        if bad:
+            raise ModelError(
+                f"`energy` depends on {bad}, which are neither coordinates "
+                f"{[str(x) for x in kin.q]} nor generalized speeds {[str(x) for x in kin.u]} of "
+                "the KanesMethod.")
     # products and powers of sines and cosines as sums: terms that cancel do cancel
     # (sin(q3)**2 + cos(q3)**2 in the rolling disc's M and gravity force)
     M = M.applyfunc(_trig_fixpoint)
@@ -1618,7 +1653,7 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
     nh = _kane_velocity_constraints(method, kin)
     return SymbolicModel.from_equations(
         kin.q, M, F, hol + cons["holonomic"], nh + cons["nonholonomic"], cons["acceleration"],
-        coordinates=coordinates, name=name, modules=modules)
+        energy=energy, coordinates=coordinates, name=name, modules=modules)
 
 
 def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = None,
