@@ -153,6 +153,24 @@ def test_rolling_disc_energy_is_conserved():
     assert drift < 1e-10, drift
 
 
+def test_lagrangian_energy_given_replaces_the_jacobi_integral():
+    """``energy=`` for a LagrangesMethod replaces its Jacobi integral: an oscillator
+    whose given energy is twice T + V reads 2 (m x'^2 / 2 + k x^2 / 2) exactly
+    (products and sums of three binary numbers: no rounding)."""
+    from sympy.physics.mechanics import LagrangesMethod
+    x = dynamicsymbols("x")
+    m, k = sp.symbols("m k", positive=True)
+    T, V = m / 2 * x.diff() ** 2, k / 2 * x ** 2
+    lm = LagrangesMethod(T - V, [x])
+    q, v = np.array([0.5]), np.array([1.5])
+    plain = from_mechanics(lm, {m: 2.0, k: 8.0})
+    given = from_mechanics(lm, {m: 2.0, k: 8.0}, energy=2 * (T + V))
+    assert plain.energy(0.0, q, v) == 2.25 + 1.0
+    assert given.energy(0.0, q, v) == 2 * (2.25 + 1.0)
+    with pytest.raises(ModelError, match="energy"):
+        from_mechanics(lm, {m: 2.0, k: 8.0}, energy=dynamicsymbols("y") ** 2)
+
+
 def test_mechanics_energy_errors():
     """An ``energy`` in functions that are no coordinates or speeds is refused."""
     kane = rolling_disc()

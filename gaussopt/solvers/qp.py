@@ -44,12 +44,12 @@ class _Buffers:
 
     ``res`` is the results block of :func:`.qp_step.finish` (copied once per step),
     ``slices`` the places of ``a``, ``mu``, ``M a - F``, the multipliers and the
-    singular values in it, ``a`` its acceleration and ``rho`` the place of the
+    singular values in it, ``a`` its acceleration and ``i_rho`` the index of the
     inconsistency in ``fb`` (the hot path's two results)."""
 
     __slots__ = ("work", "fb", "ib", "opt", "zero_ref", "P", "noP", "lay", "views", "live",
                  "xs", "zs", "m", "p", "ctx", "prepare_at", "finish_at", "res", "slices", "a",
-                 "rho")
+                 "i_rho")
 
     def __init__(self, work, fb, ib, opt, zero_ref, P, lay, live, xs, zs, n, m, p):
         self.work, self.fb, self.ib, self.opt, self.zero_ref = work, fb, ib, opt, zero_ref
@@ -63,7 +63,7 @@ class _Buffers:
                        slice(i + n + p, i + 2 * n + p), slice(i + 2 * n + p, i + 2 * n + p + m),
                        slice(i + 2 * n + p + m, oFe - oo))
         self.a = fb[oa:oa + n]
-        self.rho = oo + QS.R_RHO
+        self.i_rho = oo + QS.R_RHO
         self.ctx = None
         # the compiled functions, called directly once they are compiled for these types
         # (:func:`gaussopt.point.entry_point`: the argument types are those of every later
@@ -485,7 +485,7 @@ class QP(StepSolver):
                 return a, float(info["inconsistency"])
             return self._result(t, M, F, F, A, b, a, lam, info)
         if not full:
-            return bufs.a.copy(), fb[bufs.rho]
+            return bufs.a.copy(), fb[bufs.i_rho]
         o = bufs.res.copy()                   # the results block, copied once
         sl = bufs.slices
         res = LazyStepResult(
