@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
+
+from .compiled import jit
 
 __all__ = ["cholesky", "solve", "error_bound", "bandwidth"]
 
 _EPS = float(np.finfo(float).eps)
 
-_jit = nb.njit(cache=True, nogil=True)
+#: compiled inside their callers (:mod:`gaussopt.compiled`), or alone when Python calls them
+_jit = jit(cache=True, nogil=True)
 
 
 @_jit

@@ -3,10 +3,10 @@
 A front end (:mod:`gaussopt.symbolic`) hands over the Python source of the
 bodies of the five model functions of :mod:`gaussopt.model`; this module
 wraps them into a module of numba cfuncs with the model signature, writes it
-into a cache directory (``$GAUSSOPT_CACHE_DIR``, default
-``~/.cache/gaussopt/models``) under a name derived from its text, imports
-it and returns its functions. numba caches the machine code next to that
-file, so a model structure is compiled once per machine; parameters are
+into ``models/`` of gaussopt's cache (:func:`gaussopt.compiled.cache_dir`)
+under a name derived from its text, imports it and compiles its functions
+(:class:`gaussopt.compiled.cfunc`: their machine code is cached with the rest of
+gaussopt's), so a model structure is compiled once per machine; parameters are
 passed at run time (the array ``p``), so a new parameter set costs nothing.
 A model whose source numba cannot compile (an unsupported function) is
 reported as ``None``: the model then runs through its Python functions.
@@ -42,6 +42,7 @@ from math import *  # noqa: F401,F403 - the generated expressions use math's nam
 import numba as nb
 import numpy as np
 
+from gaussopt.compiled import cfunc
 from gaussopt.model import SIGNATURE
 
 _f8 = np.float64
@@ -50,23 +51,13 @@ _f8 = np.float64
 
 
 def cache_dir() -> Path:
-    """Directory of the generated modules (``$GAUSSOPT_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/gaussopt/models`` or ``~/.cache/gaussopt/models``; a temporary
-    directory when none of these is writable)."""
-    env = os.environ.get("GAUSSOPT_CACHE_DIR")
-    if env:
-        base = Path(env)
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gaussopt" / "models"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        if os.access(base, os.W_OK):
-            return base
-    except OSError:
-        pass
-    tmp = Path(tempfile.gettempdir()) / "gaussopt-models"
-    tmp.mkdir(parents=True, exist_ok=True)
-    return tmp
+    """Directory of the generated modules: ``models/`` in gaussopt's cache
+    (:func:`gaussopt.compiled.cache_dir`)."""
+    from .compiled import cache_dir as root
+
+    path = root() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def module_source(bodies: dict[str, list[str]], sizes: dict[str, int]) -> str:
@@ -80,7 +71,7 @@ def module_source(bodies: dict[str, list[str]], sizes: dict[str, int]) -> str:
     out = [_HEADER]
     for name in FUNCTIONS:
         args = ARGS[name]
-        out.append(f"@nb.cfunc(SIGNATURE, cache=True, error_model='numpy')")
+        out.append("@cfunc(SIGNATURE, error_model='numpy')")
         out.append(f"def {name}(_gt, " + ", ".join(f"{a}_ptr" for a in args) + "):")
         for a in args:
             if a != "unused":
@@ -110,25 +101,12 @@ def load_module(source: str, label: str = "model") -> Optional[object]:
         # registered before it runs: numba's cache, loaded while the cfuncs are
         # decorated, imports the module by name
         sys.modules[name] = mod
-        from .model import quiet_compile
-
-        for attempt in range(2):
-            try:
-                with quiet_compile():
-                    spec.loader.exec_module(mod)
-                break
-            except Exception:  # noqa: BLE001 - a stale cache, or numba rejected the source
-                # a cache written by another numba (or a half-written one) is dropped and
-                # the module compiled afresh; a second failure means numba cannot compile
-                # it: the model runs through its Python functions
-                for f in (path.parent / "__pycache__").glob(f"{name}.*"):
-                    try:
-                        f.unlink()
-                    except OSError:
-                        pass
-                mod = importlib.util.module_from_spec(spec)
-                sys.modules[name] = mod
-        else:
+        try:
+            spec.loader.exec_module(mod)
+            for fn in FUNCTIONS:       # compiled now (or loaded from the cache)
+                getattr(mod, fn).compiled
+        except Exception:  # noqa: BLE001 - numba rejected the source
+            # the model runs through its Python functions
             del sys.modules[name]
             mod = None
         _LOADED[name] = mod

@@ -67,6 +67,8 @@ from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed
 from numba.np.arrayobj import make_array, populate_array
 
+from .compiled import declare_types, ensure, jit, unit
+
 __all__ = ["Work", "make_work", "view", "svd_into", "row_norms", "svd", "svd_econ", "reduce_rows", "decide",
            "closed_form", "kkt_lu", "verify", "check", "multipliers", "gauss_step", "cholesky",
            "direct_tolerance", "inconsistency_allowance", "asymmetric", "smallest_live_sigma",
@@ -106,8 +108,6 @@ FOLD_TOL = 1e-5
 #: relative asymmetry of ``M`` above which it is rejected (``max |M - M^T| / max |M|``)
 SYMMETRY_RTOL = 1e-12
 
-_jit = nb.njit(cache=True, nogil=True, _nrt=True)
-
 #: The kernel's functions compile without numba's reference counting (``_nrt=False``):
 #: they take arrays, allocate none (numba refuses to compile an allocation without it)
 #: and return scalars or nothing (results go into the workspace; callers take views).
@@ -116,7 +116,21 @@ _jit = nb.njit(cache=True, nogil=True, _nrt=True)
 #: a leaf that returns an array it made; ``tests/test_refcounts.py`` checks that no
 #: leaf returns an argument either, and that runs free every block they allocate.
 #: (The engine's functions read numba structures, which need reference counting.)
-_leaf = nb.njit(cache=True, nogil=True, _nrt=False)
+#:
+#: How they are compiled (:mod:`gaussopt.compiled`): the large functions that several
+#: others call are *units* (:func:`_unit`: compiled once, called through a pointer);
+#: the small ones are ordinary compiled functions (linked into their callers).
+def _unit(signature: str):
+    return unit(signature, nogil=True, _nrt=False)
+
+
+_leaf = jit(cache=True, nogil=True, _nrt=False)
+#: helpers that return views of the workspace are inlined (a function without reference
+#: counting may not return an array to its caller)
+_inline = jit(cache=True, nogil=True, _nrt=False, inline="always")
+#: (``_nrt=True`` explicitly where a function allocates or returns arrays: a function
+#: without the option inherits its caller's)
+_jit = jit(cache=True, nogil=True, _nrt=True)
 
 
 # --------------------------------------------------------------------------- workspace
@@ -128,6 +142,11 @@ _leaf = nb.njit(cache=True, nogil=True, _nrt=False)
 #: 37 arrays cost ~0.25 us per call of :func:`svd`. Matrices are stored flat,
 #: row-major, and viewed with their live sizes (:func:`_mat`).
 Work = namedtuple("Work", ["f", "i"])
+
+
+@declare_types
+def _types():
+    return {"w": nb.types.NamedTuple([nb.types.float64[::1], nb.types.int64[::1]], Work)}
 
 # float fields (k = min(m, n), p = max(m, n)) and their sizes
 F_nu = 0
@@ -173,8 +192,8 @@ I_order = 38
 _NI = 2
 
 
-@nb.njit(cache=True)
-def make_work(n, m):
+@_jit
+def _make_work(n, m):
     """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`)."""
     k = min(m, n)
     p = max(m, n, 1)
@@ -194,20 +213,29 @@ def make_work(n, m):
     return Work(np.zeros(off), iw)
 
 
-@nb.njit(cache=True, inline="always")
+def make_work(n: int, m: int) -> Work:
+    """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`); loads the
+    LAPACK path of :func:`svd_into` (compiled only for models that reach
+    :data:`LAPACK_MIN`) when the sizes call for it."""
+    if min(n, m) >= LAPACK_MIN:
+        ensure(_svd_lapack)
+    return _make_work(n, m)
+
+
+@_inline
 def _vec(w, fld, n):
     """The first ``n`` entries of the float field ``fld`` (a view)."""
     o = w.i[fld]
     return w.f[o:o + n]
 
 
-@nb.njit(cache=True, inline="always")
+@_inline
 def _full(w, fld):
     """The whole float field ``fld`` (a view)."""
     return w.f[w.i[fld]:w.i[fld + 1]]
 
 
-@nb.njit(cache=True, inline="always")
+@_inline
 def _ivec(w, fld, n):
     """The first ``n`` entries of the integer field ``fld`` (a view)."""
     o = w.i[fld]
@@ -218,7 +246,7 @@ def _ivec(w, fld, n):
 def as_matrix(typingctx, x, r, c):
     """The first ``r * c`` entries of a contiguous vector ``x`` as a C-contiguous
     ``(r, c)`` matrix: a view sharing ``x``'s data and owner (no call, unlike numba's
-    ``reshape``; allowed in a :data:`_leaf`, unlike ``as_strided``, which numba
+    ``reshape``; allowed in a function without reference counting, unlike ``as_strided``, which numba
     compiles as a function returning a new array)."""
     if not (isinstance(x, nb.types.Array) and x.ndim == 1 and x.layout == "C"):
         return None
@@ -242,7 +270,7 @@ def as_matrix(typingctx, x, r, c):
     return sig, codegen
 
 
-@nb.njit(cache=True, inline="always")
+@_inline
 def _mat(w, fld, r, c):
     """The first ``r * c`` entries of the float field ``fld`` as an ``(r, c)`` matrix
     (a view, :func:`as_matrix`)."""
@@ -250,7 +278,7 @@ def _mat(w, fld, r, c):
     return as_matrix(w.f[o:o + r * c], r, c)
 
 
-@nb.njit(cache=True, inline="always")
+@_inline
 def _svd_views(w, fU, fs, fV, m, n):
     """Views ``U`` (m, k), ``s`` (k,), ``V`` (n, n) of what :func:`svd_into` wrote into
     the fields ``fU``, ``fs``, ``fV`` for an (m, n) matrix, ``k = min(m, n)``."""
@@ -289,7 +317,7 @@ _INT_FIELDS = {"live": I_live, "order": I_order}
 _SUMSQ_LO = 1e-290
 _SUMSQ_HI = 1e290
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@_leaf
 def _norm2(x):
     """Euclidean norm without underflow or overflow: the plain sum of squares where it
     is safe (:data:`_SUMSQ_LO` < sum < :data:`_SUMSQ_HI`), else scaled by the largest
@@ -322,7 +350,7 @@ def row_norms(A, out):
         out[i] = _norm2(A[i])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@_leaf
 def _absmax2(M):
     """Largest ``|M[i, j]|`` of a matrix (0 for an empty one; NaN entries are skipped)."""
     big = 0.0
@@ -542,11 +570,11 @@ _SVD_LO = 2.0 ** -200
 _SVD_HI = 2.0 ** 200
 
 
-@nb.njit(cache=True, nogil=True, _nrt=True)
+@unit("none(f8m, f8m, f8v, f8m)", lazy=True, nogil=True, _nrt=True)
 def _svd_lapack(X, U, s, V):
     """:func:`svd_into` from :data:`LAPACK_MIN` singular values on: LAPACK's
     divide-and-conquer SVD (``gesdd``; the Jacobi sweeps cost ~k^3 each). It
-    allocates, so it keeps reference counting (:data:`_leaf`; ``_nrt=True`` explicitly:
+    allocates, so it keeps reference counting (``_nrt=True`` explicitly:
     a function without the option inherits its caller's)."""
     m, n = X.shape
     k = min(m, n)
@@ -560,7 +588,7 @@ def _svd_lapack(X, U, s, V):
             V[i, j] = Vtl[j, i]
 
 
-@_leaf
+@_unit("none(f8m, w, i8, i8, i8)")
 def svd_into(X, w, fU, fs, fV):
     """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
     ``w`` (sized for at least ``(n, m)``): writes ``U`` (m, k), ``s`` (k,)
@@ -595,18 +623,23 @@ def svd_into(X, w, fU, fs, fV):
     Y = _mat(w, F_Y, k, k)
     W = _mat(w, F_W, k, k)
     tau = _vec(w, F_tau, k)
-    if m <= n:
-        Xt = _mat(w, F_X, n, m)
-        for i in range(n):
-            for j in range(m):
-                Xt[i, j] = X[j, i] if e == 0 else math.ldexp(X[j, i], -e)
-        Q = _mat(w, F_Q, n, n)
-        _householder_qr(Xt, True, Q, R, _mat(w, F_hv, n, m), tau)   # X^T = Q1 R
-        for i in range(k):
-            for j in range(k):
-                Y[i, j] = R[j, i]                                  # R^T W = Y
-        _jacobi(Y, W)
-        Vk = _mat(w, F_Vk, n, k)                                      # X = Uc S (Q1 W)^T
+    # X^T = Q1 R (m <= n) or X = Q1 R, by one Householder QR of the tall one (one call
+    # site: each is compiled into this function once)
+    tall = m <= n
+    p = n if tall else m
+    Z = _mat(w, F_X, p, k)
+    for i in range(p):
+        for j in range(k):
+            x = X[j, i] if tall else X[i, j]
+            Z[i, j] = x if e == 0 else math.ldexp(x, -e)
+    Q = _mat(w, F_Q, p, p if tall else k)
+    _householder_qr(Z, tall, Q, R, _mat(w, F_hv, p, k), tau)
+    for i in range(k):
+        for j in range(k):
+            Y[i, j] = R[j, i] if tall else R[i, j]                  # R^T W = Y, or R W = Y
+    _jacobi(Y, W)
+    Vk = _mat(w, F_Vk, n, k)
+    if tall:                                                       # X = Uc S (Q1 W)^T
         for i in range(n):
             for j in range(k):
                 acc = 0.0
@@ -616,17 +649,6 @@ def svd_into(X, w, fU, fs, fV):
             for j in range(k, n):
                 V[i, j] = Q[i, j]                                  # the rest of Q
     else:
-        Xc = _mat(w, F_X, m, n)
-        for i in range(m):
-            for j in range(n):
-                Xc[i, j] = X[i, j] if e == 0 else math.ldexp(X[i, j], -e)
-        Q = _mat(w, F_Q, m, k)
-        _householder_qr(Xc, False, Q, R, _mat(w, F_hv, m, n), tau)  # X = Q1 R
-        for i in range(k):
-            for j in range(k):
-                Y[i, j] = R[i, j]                                  # R W = Y
-        _jacobi(Y, W)
-        Vk = _mat(w, F_Vk, n, k)
         for i in range(n):
             for j in range(k):
                 Vk[i, j] = W[i, j]
@@ -665,13 +687,13 @@ def svd_econ(X):
     """:func:`svd` with a workspace of its own: returns copies ``U`` (m, k), ``s``,
     ``V`` (n, n)."""
     m, n = X.shape
-    w = make_work(n, m)
+    w = _make_work(n, m)
     U, s, V = svd(X, w)
     return U.copy(), s.copy(), V.copy()
 
 
 # --------------------------------------------------------------------------- the rank decision
-@_leaf
+@_unit("Tuple((i8, i8, i8, f8))(f8m, f8v, f8v, f8, f8, b1, w)")
 def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
     """The shared rank decision of one step (module docstring, item 1).
 
@@ -744,7 +766,7 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
 
 
 # --------------------------------------------------------------------------- solves
-@_leaf
+@_unit("none(f8m, f8v, f8, i8, i8, w)")
 def closed_form(M, F, wgt, mL, r, w):
     """The closed-form solution in null-space form, on the reduced rows, into ``w``'s ``a``
     (``view(w, "a", n)``).
@@ -849,7 +871,7 @@ def kkt_lu(M, F, wgt, r, w):
 
 
 # --------------------------------------------------------------------------- verification
-@_leaf
+@_unit("UniTuple(f8, 2)(f8m, f8v, f8v, i8, i8, i8, w)")
 def verify(M, F, a, mL, r, k, w):
     """Backward errors of ``a`` in the optimality conditions (module docstring, item 3).
 
@@ -902,7 +924,7 @@ def verify(M, F, a, mL, r, k, w):
     return be_f, be_s
 
 
-@_leaf
+@_unit("none(f8m, f8v, f8v, f8m, i8, i8, i8, w)")
 def multipliers(M, F, a, A, mL, r, k, w):
     """Minimum-norm multipliers ``lam`` with ``A^T lam = M a - F`` (0 on vanished rows),
     into ``w``'s ``lam``.
@@ -1043,7 +1065,7 @@ def inconsistency_allowance(s, rank_tol, n, m):
     return max(base, 1e3 * (n + m) * _EPS / (smin * smin))
 
 
-@_leaf
+@_unit("Tuple((i8, f8, i8, i8, i8, f8, f8, i8))(f8m, f8m, f8v, f8v, f8, f8, w)")
 def decide(M, A, b, ref, sig_ref, rank_tol, w):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
 
@@ -1096,7 +1118,7 @@ def decide(M, A, b, ref, sig_ref, rank_tol, w):
         flags |= 2
 
 
-@_leaf
+@_unit("Tuple((i8, f8, f8, f8))(f8m, f8v, f8m, f8v, f8v, f8, i8, i8, i8, f8, f8v, w)")
 def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     """Everything a result ``a`` must satisfy, after any solver.
 
@@ -1134,7 +1156,7 @@ def direct_tolerance(n, m):
     return 16.0 * (n + m + 1) * _EPS
 
 
-@_leaf
+@_unit("Tuple((i8, i8, i8, i8, i8, f8, f8, f8, f8, i8))(f8m, f8v, f8m, f8v, f8v, f8, f8, i8, b1, b1, w)")
 def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry, w):
     """One Gauss step: rank decision, solve, verification, fallback.
 

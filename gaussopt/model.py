@@ -43,6 +43,7 @@ from numba.core.errors import NumbaExperimentalFeatureWarning
 from numba.core.types import WrapperAddressProtocol
 from numba.extending import intrinsic
 
+from .compiled import cfunc, jit
 from .exceptions import ModelError
 
 __all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
@@ -125,7 +126,7 @@ def data_ptr(typingctx, arr):
     return types.voidptr(arr), codegen
 
 
-@nb.njit(cache=True)
+@jit(cache=True)
 def functions(addrs):
     """``(dyn, rows, pos, vel, energy), accel`` from their six addresses."""
     return ((_function_at(addrs[0]), _function_at(addrs[1]), _function_at(addrs[2]),
@@ -139,7 +140,7 @@ def address(fn) -> int:
     return int(fn.address)
 
 
-@nb.cfunc(SIGNATURE, cache=True)
+@cfunc(SIGNATURE)
 def NOOP(t, x1, x2, x3, x4, x5):  # noqa: N802 - a constant
     """A compiled model function that does nothing (a model without that piece)."""
     return 0

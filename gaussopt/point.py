@@ -26,7 +26,10 @@ from numba.experimental import structref
 from . import engine as E
 from . import kernel as K
 from . import sparse as SP
+from .compiled import declare_types, jit, unit
 from .model import functions
+
+_inline = jit(cache=True)
 
 __all__ = ["StepContext", "make_context", "solve_at", "entry_point", "layout", "NULL_FORCE_RTOL",
            "S_R", "S_K", "S_RHO", "S_ALLOW", "S_BE", "S_FLAGS", "S_GAUSS", "S_RESID",
@@ -58,7 +61,19 @@ structref.define_proxy(StepContext, _ContextType,
                        ["addrs", "md", "buf", "opt", "sref", "w", "P", "out"])
 
 
-@nb.njit(cache=True)
+@declare_types
+def _types() -> dict:
+    """``ctx``: the numba type of a :class:`StepContext` (for the units' signatures)."""
+    from .compiled import _namespace
+
+    ns = _namespace()
+    f8v, f8m, i8v = ns["f8v"], ns["f8m"], ns["i8v"]
+    return {"ctx": _ContextType([("addrs", i8v), ("md", ns["md"]), ("buf", ns["buf"]),
+                                 ("opt", ns["opt"]), ("sref", f8v), ("w", ns["w"]),
+                                 ("P", f8m), ("out", f8v)])}
+
+
+@jit(cache=True)
 def make_context(addrs, md, buf, opt, sref, w, P, out):
     """A :class:`StepContext` (compiled: no compilation per process)."""
     return StepContext(addrs, md, buf, opt, sref, w, P, out)
@@ -73,6 +88,7 @@ def entry_point(dispatcher, args: tuple):
     checks none of them: only for calls whose every argument has exactly the types
     of ``args`` (the callers guarantee it: :meth:`gaussopt.solvers.StepSolver.solve`
     for :func:`solve_at`, :class:`gaussopt.solvers.QP` for its kernels)."""
+    dispatcher = getattr(dispatcher, "dispatcher", dispatcher)   # (a unit: its dispatcher)
     try:
         return dispatcher.overloads[tuple(nb.typeof(a) for a in args)].entry_point
     except Exception:  # noqa: BLE001 - another numba: the dispatcher is always right
@@ -87,7 +103,7 @@ def layout(n: int, m: int) -> tuple[slice, slice, slice, slice, int]:
             slice(2 * n + m, 2 * n + m + k), 2 * n + m + k)
 
 
-@nb.njit(cache=True)
+@unit("i8(ctx, f8v, f8, f8v, f8v, b1)")
 def solve_at(ctx, ref, t, q, v, want_lam):
     """The step at ``(t, q, v)`` into ``ctx.out`` (see :func:`layout`): accelerations,
     constraint force ``M a - F``, multipliers (if ``want_lam``), singular values,
@@ -99,12 +115,6 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     or :data:`gaussopt.kernel.NONFINITE` for a non-finite ``q``/``v``.
     """
     fns, accel = functions(ctx.addrs)
-    return _solve(fns, accel, ctx, ref, t, q, v, want_lam)
-
-
-@nb.njit(cache=True)
-def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
-    """:func:`solve_at` with the model's functions already resolved."""
     md = ctx.md
     buf = ctx.buf
     w = ctx.w
@@ -167,7 +177,7 @@ def _solve(fns, accel, ctx, ref, t, q, v, want_lam):
     return 0
 
 
-@nb.njit(cache=True)
+@_inline
 def _fill_sparse(ctx, a, want_lam, be):
     """The rest of ``out`` after a step on the O(n) path (:mod:`gaussopt.sparse`): rank
     ``m``, one singular value (the estimate of the smallest, with ``want_lam``, else
@@ -207,7 +217,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     out[sc + S_DROPPED] = 0
 
 
-@nb.njit(cache=True)
+@_inline
 def null_force(P, F, n):
     """Relative size of the force's part in ``null(M)``, ``|F - P F| / |F|`` (max norms;
     ``P = M M^+`` of a constant singular mass matrix, else empty: 0)."""
@@ -224,7 +234,7 @@ def null_force(P, F, n):
     return dn / big if big > 0.0 else 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@unit("none(ctx, f8v, f8v, f8m, f8m, b1, f8m, f8m, i8v)", nogil=True)
 def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
     """The step of :func:`solve_at` (:func:`gaussopt.engine.evaluate_step`: the same
     rank decision, solve and verification) at every ``(T[i], Q[i], V[i])`` (``Q``, ``V``

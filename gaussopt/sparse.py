@@ -105,6 +105,7 @@ from numba.experimental import structref
 
 from . import banded
 from . import kernel as K
+from .compiled import declare_types, jit, unit
 from .model import SparseModel
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
@@ -141,7 +142,14 @@ STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows o
           REFUSED_VANISHED: "a row (nearly) vanished",
           REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed"}
 
-_jit = nb.njit(cache=True, nogil=True, _nrt=True)     # (explicitly: gaussopt.kernel._leaf)
+#: How the path is compiled (:mod:`gaussopt.compiled`): its four entry points are *lazy*
+#: units, compiled the first time a model with the path runs. (``_nrt=True``
+#: explicitly: a function without it inherits its caller's.)
+_jit = jit(cache=True, nogil=True, _nrt=True)
+
+
+def _unit(signature: str):
+    return unit(signature, lazy=True, nogil=True, _nrt=True)
 
 #: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb, maxrow)``
 #: (``maxrow`` the most entries of a row); the CSR
@@ -157,6 +165,18 @@ Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos"
 #: (m, kb + 1) the band of ``S`` and of its shifted factor.
 SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "dw", "bn", "Sb",
                                        "Lb", "a", "t", "mu", "r", "y", "lam"])
+
+
+@declare_types
+def _types() -> dict:
+    """``spst``, ``spw``, ``band``: the numba types of :class:`Structure`,
+    :class:`SparseWork` and :class:`Band` (for the units' signatures)."""
+    st = _empty_structure(1)
+    spst = nb.typeof(st)
+    spw = nb.typeof(make_work(st))
+    band = _BandType([("mode", types.int64), ("sp", spst), ("w", spw),
+                      ("addrs", types.int64[::1]), ("p", types.float64[::1])])
+    return {"spst": spst, "spw": spw, "band": band}
 
 
 def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> Structure:
@@ -266,7 +286,7 @@ def _band_solve(st, w, kb, x, m):
         x[i] = y[st.pos[i]]
 
 
-@_jit
+@_unit("Tuple((i8, f8, i8))(spst, spw, f8v, f8, f8, b1)")
 def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     """One certified step on the data in ``w`` (``d``, ``F``, ``data``, ``b``; module
     docstring).
@@ -384,7 +404,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     return OK, be, iters
 
 
-@_jit
+@_unit("f8(spst, spw)")
 def sigma_estimate(st, w):
     """Estimate of ``sigma_min(An)`` after a successful :func:`sparse_step` (its ``dn``):
     ``|An^T y|`` for the unit ``y`` of :data:`SIGMA_ITERS` steps of inverse iteration
@@ -415,7 +435,7 @@ def sigma_estimate(st, w):
 PAIR_ITERS = 60
 
 
-@_jit
+@_unit("f8(spst, spw, f8v, f8v, f8v)")
 def smallest_pair(st, w, scale, u, wv):
     """Smallest singular value ``sigma`` of the rows ``As = A / scale`` (``A`` in
     ``w.data``, row ``i`` divided by ``scale[i]``, or by 1 where ``scale[i] <= 0``) and
@@ -491,7 +511,7 @@ def bilinear(st, w, u, wv):
     return acc
 
 
-@_jit
+@_unit("b1(spst, spw, f8v, f8v, f8v)")
 def correction(st, w, h, res, dx):
     """The least-squares correction of :func:`gaussopt.engine.project` on the band:
     the minimum-``H``-norm ``dx`` with ``J dx = -res`` (``J`` in ``w.data``, in the rows'
@@ -555,7 +575,7 @@ class Band(structref.StructRefProxy):
         return _band_mode(self)
 
 
-@nb.njit(cache=True)
+@jit(cache=True)
 def _band_mode(b):
     return b.mode
 
@@ -563,7 +583,7 @@ def _band_mode(b):
 structref.define_proxy(Band, _BandType, ["mode", "sp", "w", "addrs", "p"])
 
 
-@nb.njit(cache=True)
+@jit(cache=True)
 def _band(mode, sp, w, addrs, p):
     return Band(mode, sp, w, addrs, p)
 

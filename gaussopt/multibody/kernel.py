@@ -55,12 +55,15 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from ..compiled import cfunc, jit
 from ..model import NOOP, SIGNATURE, ModelFunctions, SparseModel, make_buffers, row_layout
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
            "phi_t", "force", "energy", "FUNCTIONS", "compiled_factory", "sparse_model"]
 
-_jit = nb.njit(cache=True, error_model="numpy")
+#: compiled inside the model's functions (:mod:`gaussopt.compiled`), or alone when Python
+#: calls them
+_jit = jit(cache=True, error_model="numpy")
 
 #: the layout tag in ``p[0]`` (checked by the compiled functions)
 LAYOUT = 20250601.0
@@ -121,7 +124,8 @@ def _padded(p, x):
     """``x`` with the ground's three zero coordinates appended (dtype of ``x``)."""
     n = 3 * int(p[H_NB])
     xe = np.zeros(n + 3, x.dtype)
-    xe[:n] = x[:n]
+    for i in range(n):
+        xe[i] = x[i]
     return xe
 
 
@@ -204,7 +208,8 @@ def local_rows(p, q, v, ddrv, L, ij, b, with_gamma):
     C = np.cos(qe[2::3])
     S = np.sin(qe[2::3])
     if with_gamma:
-        b[:] = 0.0
+        for i in range(b.shape[0]):
+            b[i] = 0.0
     o = int(p[H_OP])
     for k in range(int(p[H_KP])):
         r = o + W_P * k
@@ -266,7 +271,9 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
     L = np.empty((m, 6))
     ij = np.empty((m, 2), np.int64)
     local_rows(p, q, v, ddrv, L, ij, b, with_gamma)
-    A[:, :] = 0.0
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            A[i, j] = 0.0
     width = A.shape[1]
     for k in range(m):
         for s in range(2):
@@ -335,7 +342,8 @@ def sparse_rows(p, q, v, ddrv, data, b, with_gamma):
 @_jit
 def phi_t(p, drate, out):
     """``Phi_t`` into ``out`` (m,): ``-c'(t)`` on the driven rows (``drate``), else 0."""
-    out[:] = 0.0
+    for i in range(out.shape[0]):
+        out[i] = 0.0
     o = int(p[H_OD])
     for k in range(int(p[H_KD])):
         out[int(p[o + k])] = -drate[k]
@@ -347,7 +355,9 @@ def mass(p, M):
     """The constant diagonal mass matrix into ``M`` (n, n)."""
     n = 3 * int(p[H_NB])
     o = int(p[H_OMASS])
-    M[:, :] = 0.0
+    for i in range(M.shape[0]):
+        for j in range(M.shape[1]):
+            M[i, j] = 0.0
     for k in range(n):
         M[k, k] = p[o + k]
 
@@ -371,14 +381,16 @@ def force(p, q, v, ext, F):
     n = 3 * int(p[H_NB])
     o = int(p[H_OF0])
     if int(p[H_KF]) + int(p[H_KFC]) + int(p[H_KTC]) + int(p[H_KS]) == 0:
-        F[:] = p[o:o + n]                       # a constant force
+        for i in range(n):                      # a constant force
+            F[i] = p[o + i]
         return
     qe = _padded(p, q)
     ve = _padded(p, v)
     C = np.cos(qe[2::3])
     S = np.sin(qe[2::3])
     Fe = np.zeros(n + 3)                        # padded: forces on the ground are dropped
-    Fe[:n] = p[o:o + n]
+    for i in range(n):
+        Fe[i] = p[o + i]
     # moments of the constant point forces off the centroid
     acc = np.zeros(n + 3)
     o = int(p[H_OF])
@@ -406,7 +418,8 @@ def force(p, q, v, ext, F):
     # springs and dampers: tension k (L - L0) + c L' along e (force on i towards j)
     ks = int(p[H_KS])
     if ks > 0:
-        acc[:] = 0.0
+        for i in range(acc.shape[0]):
+            acc[i] = 0.0
         fj = np.empty((ks, 3))                  # the j ends, added after every i end
         o = int(p[H_OS])
         for k in range(ks):
@@ -426,7 +439,8 @@ def force(p, q, v, ext, F):
             for c in range(3):
                 acc[3 * j + c] += fj[k, c]
         Fe += acc
-    F[:] = Fe[:n]
+    for i in range(n):
+        F[i] = Fe[i]
 
 
 @_jit
@@ -492,7 +506,7 @@ def _usable(p):
     return p[H_TAG] == LAYOUT and p[H_PYTHON] == 0.0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _dyn(t, qp, vp, pp, Mp, Fp):
     p = _param(pp)
     if not _usable(p):
@@ -504,7 +518,7 @@ def _dyn(t, qp, vp, pp, Mp, Fp):
     return 0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _rows(t, qp, vp, pp, Ap, bp):
     p = _param(pp)
     if not _usable(p):
@@ -515,7 +529,7 @@ def _rows(t, qp, vp, pp, Ap, bp):
     return 0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _pos(t, qp, pp, phip, Jp, phitp):
     p = _param(pp)
     if not _usable(p):
@@ -528,7 +542,7 @@ def _pos(t, qp, pp, phip, Jp, phitp):
     return 0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _vel(t, qp, vp, pp, rp, Jvp):
     p = _param(pp)
     if not _usable(p):
@@ -546,7 +560,7 @@ def _vel(t, qp, vp, pp, rp, Jvp):
     return 0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _energy(t, qp, vp, pp, ep, unused):
     p = _param(pp)
     if not _usable(p):
@@ -573,7 +587,7 @@ def _nnz(p):
     return count
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _sparse_dyn(t, qp, vp, pp, dp, Fp):
     p = _param(pp)
     if not _usable(p):
@@ -587,7 +601,7 @@ def _sparse_dyn(t, qp, vp, pp, dp, Fp):
     return 0
 
 
-@nb.cfunc(SIGNATURE, cache=True, error_model="numpy")
+@cfunc(SIGNATURE, error_model="numpy")
 def _sparse_rows(t, qp, vp, pp, datap, bp):
     p = _param(pp)
     if not _usable(p):

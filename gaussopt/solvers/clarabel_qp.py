@@ -142,11 +142,12 @@ import time
 from time import perf_counter as _perf_counter
 from dataclasses import dataclass, field
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 import clarabel
+
+from ..compiled import jit
 
 __all__ = ["ClarabelQP", "QPSolution", "DEFAULT_SETTINGS", "STATUS_NAMES"]
 
@@ -440,7 +441,7 @@ def _pattern_from_spec(spec, shape: tuple[int, int], upper: bool, name: str) -> 
 _SCALING_CODES = {"jacobi": 0, "rows": 1, "none": 2}
 
 
-@nb.njit(cache=True, nogil=True)
+@jit(cache=True, nogil=True)
 def _scale_kernel(Pv, q, Av, bv, Prow, Pcol, Arow, Acol, mode, cost,
                   Po, qo, Ao, bo, d, rinv):  # pragma: no cover - compiled
     """Scale P (upper CSC values), q, A (CSC values), b; return the cost factor s.

@@ -30,6 +30,7 @@ from numba.core import types
 from numba.experimental import structref
 
 from .. import kernel as K
+from ..compiled import declare_types, jit, unit
 from ..point import NULL_FORCE_RTOL, entry_point, null_force
 from ..model import data_ptr, functions
 from .clarabel_qp import _scale_kernel
@@ -40,7 +41,13 @@ __all__ = ["layout", "entry_point", "prepare", "prepare_model", "finish", "QPCon
            "H_FLAGS", "H_SA", "H_S", "H_DMIN", "H_STATUS", "N_HEAD", "O_RANKTOL", "O_CHECKSYM",
            "O_SCALING", "O_COST", "O_VERIFY", "N_OPTS"]
 
-_jit = nb.njit(cache=True, nogil=True)
+#: How the step is compiled (:mod:`gaussopt.compiled`): :func:`prepare`, :func:`finish`
+#: and the two entry points of a compiled model are units; the rest is inlined.
+_jit = jit(cache=True, nogil=True)
+
+
+def _unit(signature: str):
+    return unit(signature, nogil=True)
 
 #: a case the compiled calls leave to the Python path (which raises the specific error,
 #: takes the robust path, or runs the objective-mismatch check)
@@ -60,6 +67,18 @@ N_RES = 8
 # options: rank_tol, check symmetry, Clarabel's primary scaling code, cost scaling, verify_tol
 O_RANKTOL, O_CHECKSYM, O_SCALING, O_COST, O_VERIFY = range(5)
 N_OPTS = 5
+
+
+@_jit
+def _copy(dst, src):
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@_jit
+def _fill(dst, x):
+    for i in range(dst.shape[0]):
+        dst[i] = x
 
 
 def _layout(n, m, p):
@@ -114,7 +133,7 @@ def _finite(M, F, A, b, G, h):
             and K._finite2(G) and K._finite1(h))
 
 
-@_jit
+@_unit("UniTuple(i8, 2)(f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, f8v, i8v, f8v, i8v, f8m)")
 def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
     """Checks, the rank decision and the scaled data of the reduced QP.
 
@@ -222,18 +241,18 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
     rinv = fb[orinv:orinv + rr]
     code = int(opt[O_SCALING])
     if code == 2:                              # "none"
-        Po[:] = Pv
-        qo[:] = qv
-        Ao[:] = Av
-        bo[:] = bv
-        d[:] = 1.0
-        rinv[:] = 1.0
+        _copy(Po, Pv)
+        _copy(qo, qv)
+        _copy(Ao, Av)
+        _copy(bo, bv)
+        _fill(d, 1.0)
+        _fill(rinv, 1.0)
         s = 1.0
     else:
         s = _scale_kernel(Pv, qv, Av, bv, Prow, Pcol, Arow, Acol, code, opt[O_COST] != 0.0,
                           Po, qo, Ao, bo, d, rinv)
         if code == 1:
-            d[:] = 1.0
+            _fill(d, 1.0)
     fb[H_WGT] = wgt
     fb[H_ML] = mL
     fb[H_R] = r
@@ -274,7 +293,7 @@ def _norm(x):
     return math.sqrt(acc)
 
 
-@_jit
+@_unit("i8(f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, f8v, f8v, i8v, f8v, b1)")
 def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
     """The QP's answer back in the caller's units, verified; the step's diagnostics.
 
@@ -421,13 +440,23 @@ structref.define_proxy(QPContext, _QPContextType,
                         "ib", "P", "noP", "xs", "zs"])
 
 
-@_jit
+@declare_types
+def _types() -> dict:
+    """``qpctx``: the numba type of a :class:`QPContext` (for the units' signatures)."""
+    f8v, f8m, i8v = types.float64[::1], types.float64[:, ::1], types.int64[::1]
+    return {"qpctx": _QPContextType([
+        ("addrs", i8v), ("par", f8v), ("M", f8m), ("F", f8v), ("A", f8m), ("b", f8v),
+        ("sref", f8v), ("opt", f8v), ("wf", f8v), ("wi", i8v), ("fb", f8v), ("ib", i8v),
+        ("P", f8m), ("noP", f8m), ("xs", f8v), ("zs", f8v)])}
+
+
+@jit(cache=True)
 def make_context(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs):
     """A :class:`QPContext` (compiled: no compilation per process)."""
     return QPContext(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs)
 
 
-@_jit
+@_unit("UniTuple(i8, 2)(qpctx, f8m, f8v, f8v, f8, f8v, f8v, b1)")
 def prepare_at(ctx, G, h, ref, t, q, v, full):
     """:func:`prepare_model` on the context's arrays (``full``: with the projector
     ``ctx.P``, which a full result checks against)."""
@@ -436,7 +465,7 @@ def prepare_at(ctx, G, h, ref, t, q, v, full):
                          ctx.P if full else ctx.noP)
 
 
-@_jit
+@_unit("i8(qpctx, f8m, f8v, f8v, b1)")
 def finish_at(ctx, G, h, ref, full):
     """:func:`finish` on the context's arrays (``full``: with the multipliers)."""
     return finish(ctx.M, ctx.F, ctx.A, ctx.b, G, h, ref, ctx.xs, ctx.zs, ctx.opt, ctx.wf,

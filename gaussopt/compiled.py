@@ -1,0 +1,589 @@
+"""How gaussopt's compiled code is compiled, cached, loaded and called.
+
+gaussopt's step, integrator and kernels are compiled by numba the first time a
+machine runs them and cached on disk; later processes load them from the
+cache. Three things here keep that first time short and the cache honest.
+
+**Units.** numba links every function a compiled function calls into its
+machine code and optimizes and generates the whole tree again for each caller:
+a function called (directly or not) from seven entry points was compiled eight
+times. A *unit* (:func:`unit`) is compiled once, alone, for one declared
+signature, and is called by the other compiled functions through a pointer
+held in a slot (an indirect call of a few nanoseconds; the caller's machine
+code holds no copy of the unit). A compiled function loads the units it may
+call (found in its bytecode, :func:`deps_of`) before it is first compiled or
+loaded for a signature (:class:`_Dispatcher`); a caller that finds a slot
+empty (a *lazy* unit -- a path not every run takes, such as the O(n) step of
+large models -- on its first call) has the unit compiled or loaded through a
+callback into Python and goes on. So a run compiles only what it uses, and
+:func:`ensure` loads a set of units ahead (before a timed run, say).
+
+Small helpers stay ordinary compiled functions, linked into their callers; a
+helper that returns a view of an array into a function compiled without
+reference counting must be inlined (``inline="always"``). Inlining costs
+compile time at every call site, and so do slice assignments of arrays
+(``x[:n] = y``: numba compiles broadcasting and overlap checks for each), so the
+compiled code uses loops.
+
+**Cache.** Compiled code is cached under :func:`cache_dir` (``$GAUSSOPT_CACHE_DIR``,
+default ``~/.cache/gaussopt``) in a directory named by a hash of the source of
+every module of the package (:func:`source_hash`): numba keys its cache on
+each function's own file, and a function inlined from another file kept
+running its old body after that file changed. Any edit of gaussopt therefore
+compiles afresh, and an installed copy and a source checkout of the same
+version share one cache.
+
+**Notice and time.** The first compilation in a process prints one line on
+stderr (:func:`notice`); :func:`compile_seconds` counts the time numba spent
+compiling, so that run times reported by gaussopt exclude it. :func:`compile_all`
+compiles every unit ahead of time (``gaussopt compile``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dis
+import hashlib
+import inspect
+import os
+import sys
+import tempfile
+import threading
+import time
+import types as pytypes
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import llvmlite.binding as ll
+import numba as nb
+import numpy as np
+from llvmlite import ir
+from numba import types as nt
+from numba.core import cgutils
+from numba.core import event as nb_event
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+from numba.core.ccallback import CFunc
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.errors import TypingError
+from numba.core.registry import CPUDispatcher
+from numba.core.extending import _Intrinsic
+
+__all__ = ["cache_dir", "code_cache_dir", "source_hash", "jit", "cfunc", "unit", "Unit", "ensure",
+           "units", "compile_all", "compile_seconds", "notice", "TYPES", "declare_types"]
+
+_PKG = Path(__file__).resolve().parent
+_LOCK = threading.RLock()
+
+
+# --------------------------------------------------------------------------- cache location
+def cache_dir() -> Path:
+    """The root of gaussopt's caches: ``$GAUSSOPT_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/gaussopt`` or ``~/.cache/gaussopt`` (a temporary directory when
+    none of these is writable). Compiled code goes to :func:`code_cache_dir`, generated
+    model modules to ``models/``."""
+    env = os.environ.get("GAUSSOPT_CACHE_DIR")
+    base = Path(env) if env else \
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gaussopt"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        if os.access(base, os.W_OK):
+            return base
+    except OSError:
+        pass
+    tmp = Path(tempfile.gettempdir()) / "gaussopt-cache"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
+_HASH: Optional[str] = None
+
+
+def source_hash() -> str:
+    """A hash of the source of every module of the package and of numba's version: the
+    name of the directory of the compiled code (computed once per process)."""
+    global _HASH
+    if _HASH is None:
+        h = hashlib.sha256(f"numba {nb.__version__} python {sys.version_info[:2]}".encode())
+        for path in sorted(_PKG.rglob("*.py")):
+            h.update(str(path.relative_to(_PKG)).encode())
+            h.update(b"\0")
+            h.update(path.read_bytes())
+            h.update(b"\0")
+        _HASH = h.hexdigest()[:20]
+    return _HASH
+
+
+def code_cache_dir() -> Path:
+    """The directory of the compiled code of this version of gaussopt."""
+    return cache_dir() / "compiled" / source_hash()
+
+
+class _Locator(_CacheLocator):
+    """numba's cache of a gaussopt function in :func:`code_cache_dir`, its freshness
+    stamp the package's :func:`source_hash` (not the function's own file)."""
+
+    def __init__(self, py_func, py_file):
+        self._path = str(code_cache_dir())
+        mod = py_func.__module__ or "gaussopt"
+        self._disambiguator = f"{mod}-{py_func.__code__.co_firstlineno}"
+
+    def get_cache_path(self):
+        return self._path
+
+    def get_source_stamp(self):
+        return source_hash()
+
+    def get_disambiguator(self):
+        return self._disambiguator
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        self = cls(py_func, py_file)
+        try:
+            self.ensure_cache_path()
+        except OSError:
+            return None
+        return self
+
+
+class _CacheImpl(CompileResultCacheImpl):
+    _locator_classes = [_Locator] + list(CompileResultCacheImpl._locator_classes)
+
+
+class _Cache(FunctionCache):
+    _impl_class = _CacheImpl
+
+
+class _Dispatcher(CPUDispatcher):
+    """numba's dispatcher that, before its function is first compiled or loaded for a
+    signature (a call from Python with new argument types, or the typing of a
+    compiled caller), loads the units the function may call (:func:`deps_of`)."""
+
+    def compile(self, sig):
+        if not self._gaussopt_deps_loaded:
+            for u in deps_of(self.py_func):
+                u.load()
+            self._gaussopt_deps_loaded = True
+        return super().compile(sig)
+
+    _gaussopt_deps_loaded = False
+
+
+def jit(**options):
+    """``numba.njit(**options)`` with gaussopt's cache (``cache=True``: in
+    :func:`code_cache_dir`), whose dispatcher loads the units its function may call
+    before its first compilation (every compiled function of gaussopt is made by
+    :func:`jit` or :func:`unit`)."""
+    cache = options.pop("cache", False)
+
+    def deco(py_func):
+        disp = _Dispatcher(py_func=py_func, locals={}, targetoptions={"nopython": True, **options})
+        if cache:
+            disp._cache = _Cache(py_func)
+        return disp
+    return deco
+
+
+class cfunc:
+    """``numba.cfunc(signature, cache=True, **options)`` compiled on first use (``address``),
+    not when its module is imported, and cached in :func:`code_cache_dir`."""
+
+    def __init__(self, signature, **options):
+        self._sig = nb.core.sigutils.normalize_signature(signature)
+        self._options = options
+        self._fn: Optional[CFunc] = None
+
+    def __call__(self, py_func):
+        self._py_func = py_func
+        self.__name__ = py_func.__name__
+        self.__qualname__ = py_func.__qualname__
+        self.__doc__ = py_func.__doc__
+        self.__module__ = py_func.__module__
+        return self
+
+    @property
+    def py_func(self):
+        return self._py_func
+
+    @property
+    def compiled(self) -> CFunc:
+        """numba's ``CFunc``, compiled (or loaded from the cache) on first access. (As
+        ``CFunc.compile`` does, with numba's compile event around a compilation, so that
+        :func:`compile_seconds` and :func:`notice` see it.)"""
+        if self._fn is None:
+            with _LOCK, global_compiler_lock:
+                if self._fn is None:
+                    fn = CFunc(self._py_func, self._sig, locals={}, options=self._options)
+                    fn._cache = _Cache(self._py_func)
+                    target = fn._targetdescr.target_context
+                    cres = fn._cache.load_overload(fn._sig, target)
+                    if cres is None:
+                        data = {"dispatcher": self, "args": fn._sig.args,
+                                "return_type": fn._sig.return_type}
+                        with nb_event.trigger_event("numba:compile", data=data):
+                            cres = fn._compile_uncached()
+                        fn._cache.save_overload(fn._sig, cres)
+                    fn._library = cres.library
+                    fn._wrapper_name = cres.fndesc.llvm_cfunc_wrapper_name
+                    fn._wrapper_address = fn._library.get_pointer_to_function(fn._wrapper_name)
+                    self._fn = fn
+        return self._fn
+
+    @property
+    def address(self) -> int:
+        """The C entry point (compiled or loaded from the cache on first access)."""
+        return self.compiled.address
+
+    def __repr__(self):
+        return f"<gaussopt cfunc {self.__module__}.{self.__qualname__}>"
+
+
+# --------------------------------------------------------------------------- compile events
+class _Watch(nb_event.Listener):
+    """Counts the time numba spends compiling (outermost compilations only) and prints
+    :func:`notice` before the first compilation of gaussopt code in the process."""
+
+    def __init__(self):
+        self.depth = 0
+        self.t0 = 0.0
+        self.total = 0.0
+        self.noticed = False
+
+    def on_start(self, event):
+        if self.depth == 0:
+            self.t0 = time.perf_counter()
+            if not self.noticed:
+                f = getattr(event.data.get("dispatcher"), "py_func", None)
+                mod = getattr(f, "__module__", "") or ""
+                if mod.startswith("gaussopt"):
+                    self.noticed = True
+                    notice()
+        self.depth += 1
+
+    def on_end(self, event):
+        self.depth -= 1
+        if self.depth == 0:
+            self.total += time.perf_counter() - self.t0
+
+
+_WATCH = _Watch()
+nb_event.register("numba:compile", _WATCH)
+
+#: where the notice goes (None: nowhere); a command line with a progress bar sets it
+NOTICE_STREAM = sys.stderr
+
+
+def notice() -> None:
+    """The one line printed before gaussopt first compiles code in a process (set
+    ``$GAUSSOPT_QUIET=1`` to silence it)."""
+    stream = NOTICE_STREAM if NOTICE_STREAM is not None else None
+    if stream is None or os.environ.get("GAUSSOPT_QUIET"):
+        return
+    print("gaussopt: compiling for this machine (once per version; cached in "
+          f"{code_cache_dir()}; `gaussopt compile` does it ahead)...", file=stream, flush=True)
+
+
+def compile_seconds() -> float:
+    """Seconds numba has spent compiling in this process so far (every compilation,
+    gaussopt's or not; loading from the cache is not counted)."""
+    with _LOCK:
+        extra = time.perf_counter() - _WATCH.t0 if _WATCH.depth > 0 else 0.0
+        return _WATCH.total + extra
+
+
+# --------------------------------------------------------------------------- types of signatures
+#: short names of numba types for unit signatures (:func:`unit`); modules add theirs
+#: with :func:`declare_types`
+TYPES: dict[str, object] = {
+    "f8": nt.float64, "i8": nt.int64, "b1": nt.boolean, "void": nt.void, "none": nt.none,
+    "f8v": nt.float64[::1], "f8m": nt.float64[:, ::1], "i8v": nt.int64[::1],
+    "i8m": nt.int64[:, ::1], "b1v": nt.boolean[::1], "Tuple": nt.Tuple, "UniTuple": nt.UniTuple,
+}
+_TYPE_MAKERS: list[Callable[[], dict]] = []
+
+
+def declare_types(maker: Callable[[], dict]) -> Callable[[], dict]:
+    """Register ``maker() -> {name: numba type}``: names usable in unit signatures,
+    built on the first signature that needs them (they may compile)."""
+    _TYPE_MAKERS.append(maker)
+    return maker
+
+
+def _namespace() -> dict:
+    while _TYPE_MAKERS:
+        TYPES.update(_TYPE_MAKERS.pop(0)())
+    return TYPES
+
+
+# --------------------------------------------------------------------------- units
+_UNITS: dict[str, "Unit"] = {}
+#: units by the address of their slot (what the loader is called with)
+_BY_SLOT: dict[int, "Unit"] = {}
+
+
+def _load_from_slot(addr: int) -> int:
+    """Called by compiled code that finds a unit's slot empty (a lazy unit on its first
+    call, or a unit no one loaded ahead): loads it and returns its address (0 on failure,
+    after printing why; the caller then raises RuntimeError)."""
+    u = _BY_SLOT.get(int(addr or 0))
+    if u is None:
+        return 0
+    try:
+        u.load()
+        return int(u._slot.value or 0)
+    except BaseException:  # noqa: BLE001 - reported, then the compiled caller raises
+        import traceback
+
+        traceback.print_exc()
+        return 0
+
+
+_LOADER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(_load_from_slot)
+_LOADER_SYMBOL = "gaussopt_unit_loader"
+ll.add_symbol(_LOADER_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value)
+
+
+class Unit:
+    """A separately compiled function of one declared signature (see the module
+    docstring); made by :func:`unit`. ``unit.dispatcher`` is its numba dispatcher."""
+
+    def __init__(self, py_func, signature: str, lazy: bool, options: dict):
+        self.py_func = py_func
+        self.name = f"{py_func.__module__}.{py_func.__qualname__}"
+        self.lazy = lazy
+        self._sig_text = signature
+        self._sig = None
+        self.dispatcher = jit(cache=True, **options)(py_func)
+        self._slot = ctypes.c_void_p(0)
+        self.symbol = f"gaussopt_slot.{self.name}"
+        ll.add_symbol(self.symbol, ctypes.addressof(self._slot))
+        _BY_SLOT[ctypes.addressof(self._slot)] = self
+        self.loaded = False
+        self._loading = False
+        _UNITS[self.name] = self
+
+    @property
+    def signature(self):
+        """The numba signature (``return_type(arg types)``), built on first use."""
+        if self._sig is None:
+            with _LOCK:
+                ns = _namespace()
+                try:
+                    sig = eval(self._sig_text, {"__builtins__": {}}, ns)  # noqa: S307 - our own text
+                except Exception as e:
+                    raise RuntimeError(f"gaussopt: bad signature of {self.name}: "
+                                       f"{self._sig_text!r}: {e}") from e
+                if not isinstance(sig, nb.core.typing.templates.Signature):
+                    raise RuntimeError(f"gaussopt: the signature of {self.name} must be "
+                                       f"'return_type(args)', found {self._sig_text!r}")
+                self._sig = sig
+        return self._sig
+
+    def load(self) -> None:
+        """Compile this unit or load it from the cache (with the units it may call:
+        :class:`_Dispatcher`), and fill its slot."""
+        if self.loaded:
+            return
+        with _LOCK:
+            if self.loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                sig = self.signature
+                disp = self.dispatcher
+                disp.compile(sig)
+                cres = disp.overloads[tuple(sig.args)]
+                self._slot.value = cres.library.get_pointer_to_function(
+                    cres.fndesc.llvm_func_name)
+                self.loaded = True
+            finally:
+                self._loading = False
+
+    def __repr__(self):
+        return f"<gaussopt unit {self.name}{' (loaded)' if self.loaded else ''}>"
+
+
+_DEPS: dict[int, list] = {}
+
+
+def deps_of(py_func) -> list["Unit"]:
+    """The units ``py_func`` may call, directly or through the compiled helpers it
+    calls (found in its bytecode), lazy units excepted; computed once."""
+    key = id(py_func.__code__)
+    if key not in _DEPS:
+        found: dict[str, Unit] = {}
+        _scan(py_func, found, set())
+        _DEPS[key] = [u for u in found.values()
+                      if not u.lazy and u.py_func is not py_func]
+    return _DEPS[key]
+
+
+def _scan(f, found: dict, seen: set) -> None:
+    """Units referenced by ``f`` and by the compiled helpers it references (not through
+    other units: a unit loads its own)."""
+    code = getattr(f, "__code__", None)
+    if code is None or id(code) in seen:
+        return
+    seen.add(id(code))
+    g = f.__globals__
+    ins = list(dis.get_instructions(code))
+    for i, x in enumerate(ins):
+        if x.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        obj = g.get(x.argval)
+        if isinstance(obj, pytypes.ModuleType) and i + 1 < len(ins) \
+                and ins[i + 1].opname in ("LOAD_ATTR", "LOAD_METHOD"):
+            obj = getattr(obj, ins[i + 1].argval, None)
+        u = getattr(obj, "_gaussopt_unit", None)
+        if isinstance(u, Unit):
+            found.setdefault(u.name, u)
+        elif isinstance(obj, CPUDispatcher):
+            _scan(obj.py_func, found, seen)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            _scan(pytypes.FunctionType(c, g), found, seen)
+
+
+def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> float:
+    """Load the given units (or the functions :func:`unit` returns) and every unit they
+    may call: compiled, or loaded from the cache. Returns the seconds it took.
+    ``progress(unit)`` is called after each unit is loaded."""
+    t0 = time.perf_counter()
+    for t in targets:
+        u = t if isinstance(t, Unit) else getattr(t, "_gaussopt_unit", None)
+        if u is None:
+            raise TypeError(f"ensure() takes gaussopt units, found {t!r}")
+        if not u.loaded:
+            u.load()
+            if progress is not None:
+                progress(u)
+    return time.perf_counter() - t0
+
+
+def units() -> list[Unit]:
+    """Every unit of the modules imported so far."""
+    return list(_UNITS.values())
+
+
+def compile_all(progress: Optional[Callable[[Unit, int, int], None]] = None) -> float:
+    """Import every module of gaussopt that defines units and load them all (compiling
+    what the cache lacks): ``gaussopt compile``. ``progress(unit, i, total)`` after each.
+    Returns the seconds it took."""
+    import importlib
+
+    for name in _UNIT_MODULES:
+        importlib.import_module(name)
+    t0 = time.perf_counter()
+    todo = [u for u in units() if not u.loaded]
+    for i, u in enumerate(todo):
+        u.load()
+        if progress is not None:
+            progress(u, i + 1, len(todo))
+    return time.perf_counter() - t0
+
+
+#: modules that define units (imported by :func:`compile_all`)
+_UNIT_MODULES = ("gaussopt.kernel", "gaussopt.sparse", "gaussopt.engine", "gaussopt.point",
+                 "gaussopt.solvers.qp_step", "gaussopt.solvers.ga_kernel",
+                 "gaussopt.multibody.kernel")
+
+
+def _caller(u: Unit, params: list[str]):
+    """The intrinsic through which compiled code calls ``u``: checks the argument types
+    against the declared signature, then calls the function in ``u``'s slot."""
+
+    def typer(typingctx, args):
+        sig = u.signature
+        if len(args) != len(sig.args):
+            raise TypingError(f"gaussopt unit {u.name} takes {len(sig.args)} arguments, "
+                              f"found {len(args)}")
+        for k, (a, d) in enumerate(zip(args, sig.args)):
+            if a != d and typingctx.can_convert(a, d) is None:
+                raise TypingError(f"gaussopt unit {u.name}: argument {params[k]!r} must be "
+                                  f"{d}, found {a}")
+
+        def codegen(context, builder, signature, llargs):
+            fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
+            mod = builder.module
+            gv = mod.globals.get(u.symbol)
+            if gv is None:
+                gv = ir.GlobalVariable(mod, ir.IntType(8).as_pointer(), u.symbol)
+                gv.linkage = "external"
+            ptr = builder.load(gv)
+            # an empty slot: the loader (Python, through a C callback) compiles or loads
+            # the unit and returns its address
+            slot = cgutils.alloca_once_value(builder, ptr)
+            with cgutils.if_unlikely(builder, cgutils.is_null(builder, ptr)):
+                i8p = ir.IntType(8).as_pointer()
+                lty = ir.FunctionType(i8p, [i8p])
+                loader = cgutils.get_or_insert_function(mod, lty, _LOADER_SYMBOL)
+                got = builder.call(loader, [builder.bitcast(gv, i8p)])
+                with cgutils.if_unlikely(builder, cgutils.is_null(builder, got)):
+                    context.call_conv.return_user_exc(
+                        builder, RuntimeError,
+                        (f"gaussopt: loading the compiled function {u.name} failed "
+                         "(the error is printed above)",))
+                builder.store(got, slot)
+            ptr = builder.load(slot)
+            fn = builder.bitcast(ptr, fnty.as_pointer())
+            status, res = context.call_conv.call_function(builder, fn, sig.return_type,
+                                                          sig.args, llargs)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            return res
+
+        return sig, codegen
+
+    plist = ", ".join(params)
+    ns = {"_typer": typer}
+    exec(f"def {u.py_func.__name__}(typingctx, {plist}):\n"
+         f"    return _typer(typingctx, ({plist}{',' if len(params) == 1 else ''}))\n", ns)
+    return ns[u.py_func.__name__]
+
+
+class UnitFunction(_Intrinsic):
+    """What :func:`unit` returns: to compiled code an intrinsic (a call through the
+    unit's slot, typed by its declared signature), to Python a function that runs the
+    unit's dispatcher (``.dispatcher``; ``.unit`` is the :class:`Unit`)."""
+
+    def __call__(self, *args):
+        # arrays the unit takes as C-contiguous: a read-only or non-contiguous one (an
+        # input: outputs are the caller's own buffers) is passed as a C-contiguous copy,
+        # so that the dispatcher runs the declared signature instead of compiling another
+        # whose calls into other units would not type
+        kinds = self._arrays
+        if kinds is None:
+            kinds = self._arrays = tuple(isinstance(t, nt.Array) for t in self.unit.signature.args)
+        for k, x in enumerate(args):
+            if k < len(kinds) and kinds[k] and isinstance(x, np.ndarray) \
+                    and not (x.flags.c_contiguous and x.flags.writeable):
+                args = args[:k] + (np.array(x, order="C"),) + args[k + 1:]
+        return self.dispatcher(*args)
+
+    _arrays = None
+
+    def __repr__(self):
+        return f"<gaussopt compiled function {self._name}>"
+
+
+def unit(signature: str, *, lazy: bool = False, **options):
+    """Decorator: compile the function as a :class:`Unit` of ``signature``, a string
+    ``"return_type(arg, ...)"`` of numba types or of the short names of :data:`TYPES`
+    (``"i8(f8m, w, i8)"``). Returns a :class:`UnitFunction`: called from Python it runs
+    the unit's dispatcher (which loads the units it may call first); called from compiled
+    code it is a call through the unit's slot. ``options`` go to numba (``cache=True``
+    implied)."""
+
+    def deco(py_func):
+        u = Unit(py_func, signature, lazy, options)
+        params = list(inspect.signature(py_func).parameters)
+        fn = UnitFunction(u.name, _caller(u, params))
+        fn._register()
+        fn.__doc__ = py_func.__doc__
+        fn.__module__ = py_func.__module__
+        fn.__qualname__ = py_func.__qualname__
+        fn.__wrapped__ = py_func
+        fn.dispatcher = u.dispatcher
+        fn.unit = fn._gaussopt_unit = u
+        return fn
+    return deco

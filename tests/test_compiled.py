@@ -1,0 +1,150 @@
+"""How gaussopt's compiled code is compiled, cached and loaded (:mod:`gaussopt.compiled`).
+
+* an edit of one module is seen by compiled code of another module that calls into it
+  (the cache is keyed on the source of the whole package, not on each function's file);
+* a unit is compiled for its declared signature only, whatever its callers pass;
+* a compiled caller that reaches a unit nobody loaded loads it and goes on;
+* the first compilation in a process says so on stderr, once; a warm process says nothing.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from gaussopt import compiled as C
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str, env: dict, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _env(cache, path) -> dict:
+    env = dict(os.environ, GAUSSOPT_CACHE_DIR=str(cache), PYTHONPATH=str(path))
+    env.pop("GAUSSOPT_QUIET", None)
+    return env
+
+
+def test_an_edit_in_one_module_reaches_compiled_callers_in_another(tmp_path):
+    """``engine.projection._distances`` (compiled, engine/projection.py) calls
+    ``kernel.row_norms`` (kernel.py). numba alone keys each function's cache on its own
+    file: after an edit of kernel.py only, the cached ``_distances`` kept running the
+    old ``row_norms`` linked into it. Here the edited copy must give the new result."""
+    pkg = tmp_path / "site"
+    shutil.copytree(ROOT / "gaussopt", pkg / "gaussopt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    code = """
+        import numpy as np
+        from gaussopt.engine.projection import _distances
+        from gaussopt.compiled import code_cache_dir
+        print(_distances(np.array([1.0]), np.array([[2.0, 0.0]])), code_cache_dir())
+    """
+    first = _run(code, _env(cache, pkg), tmp_path)
+    assert first.returncode == 0, first.stderr
+    d1, dir1 = first.stdout.split()
+    assert float(d1) == 0.5                                   # |1| / |(2, 0)|
+    again = _run(code, _env(cache, pkg), tmp_path)
+    assert again.stdout.split() == [d1, dir1]
+    assert "compiling" not in again.stderr                    # (warm: loaded, said nothing)
+    kernel = pkg / "gaussopt" / "kernel.py"
+    src = kernel.read_text()
+    old = "        out[i] = _norm2(A[i])"
+    assert src.count(old) == 1
+    kernel.write_text(src.replace(old, "        out[i] = 2.0 * _norm2(A[i])"))
+    edited = _run(code, _env(cache, pkg), tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    d2, dir2 = edited.stdout.split()
+    assert float(d2) == 0.25                                  # the edited row norm, 4
+    assert dir2 != dir1
+
+
+def test_first_compilation_says_so_once(tmp_path):
+    """A process that compiles prints the notice once on stderr; a warm one prints
+    nothing; ``GAUSSOPT_QUIET=1`` silences it."""
+    code = """
+        import numpy as np, gaussopt.kernel as K
+        w = K.make_work(3, 2)
+        K.svd_into(np.arange(6.0).reshape(2, 3), w, K.F_U, K.F_s, K.F_V)
+        K.reduce_rows(np.arange(6.0).reshape(2, 3), np.ones(2), np.zeros(2), 0.0, 1e-8, True, w)
+    """
+    cache = tmp_path / "cache"
+    cold = _run(code, _env(cache, ROOT), tmp_path)
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stderr.count("gaussopt: compiling") == 1, cold.stderr
+    warm = _run(code, _env(cache, ROOT), tmp_path)
+    assert warm.returncode == 0 and warm.stderr == "", warm.stderr
+    quiet = _run(code, dict(_env(tmp_path / "other", ROOT), GAUSSOPT_QUIET="1"), tmp_path)
+    assert quiet.returncode == 0 and "gaussopt: compiling" not in quiet.stderr
+
+
+def test_units_are_compiled_for_their_declared_signature_only():
+    """After steps, a run and samples of the four-bar (literal and variable flags,
+    views of every kind), every unit that was loaded has exactly one compiled version:
+    its declared signature."""
+    from problems import four_bar
+
+    pb = four_bar.build()
+    go.solve_step(pb.system, 0.0, pb.q0, pb.v0)
+    go.solve_step(pb.system, 0.0, pb.q0, pb.v0, solver="lagrange")
+    go.simulate(pb.system, (0.0, 0.3), pb.q0, pb.v0, t_eval=np.linspace(0.0, 0.3, 7))
+    loaded = [u for u in C.units() if u.loaded]
+    assert len(loaded) >= 20
+    for u in loaded:
+        sigs = list(u.dispatcher.overloads)
+        assert sigs == [tuple(u.signature.args)], (u.name, sigs)
+
+
+def test_a_read_only_or_strided_input_from_python_runs_the_declared_signature():
+    import gaussopt.kernel as K
+
+    M = np.diag([1.0, 2.0, 3.0])
+    A = np.asfortranarray(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))   # not C-contiguous
+    M.setflags(write=False)
+    w = K.make_work(3, 2)
+    out = K.gauss_step(M, np.ones(3), A, np.zeros(2), np.zeros(2), 0.0, 1e-8, K.CLOSED_FORM,
+                       True, True, w)
+    assert out[0] == K.OK
+    a = K.field(w, out[1])
+    # the minimum of 1/2 a^T M a - a^T F on a1 + a2 = 0, a2 + a3 = 0: a = (s, -s, s),
+    # (1 + 2 + 3) s = 1 - 1 + 1
+    assert np.allclose(a, [1 / 6, -1 / 6, 1 / 6], rtol=0, atol=1e-15)
+    assert list(K.gauss_step.dispatcher.overloads) == [tuple(K.gauss_step.unit.signature.args)]
+
+
+def test_a_compiled_caller_loads_a_unit_nobody_loaded(tmp_path):
+    """The LAPACK path of the SVD is a lazy unit (compiled only for models of at least
+    ``LAPACK_MIN`` singular values): a fresh process reaching it from compiled code, with
+    nothing loaded ahead, compiles it on the spot and returns the right answer."""
+    code = """
+        import numpy as np, gaussopt.kernel as K
+        from gaussopt import compiled as C
+        X = np.random.default_rng(1).standard_normal((60, 61))
+        assert not K._svd_lapack.unit.loaded
+        U, s, V = K.svd_econ(X)
+        print(K._svd_lapack.unit.loaded, np.abs(s - np.linalg.svd(X)[1]).max() / s[0])
+    """
+    res = _run(code, _env(tmp_path / "cache", ROOT), tmp_path)
+    assert res.returncode == 0, res.stderr
+    loaded, err = res.stdout.split()
+    assert loaded == "True"
+    assert float(err) < 1e-13          # LAPACK's gesdd against numpy's: rounding, ~1e-15
+
+
+def test_ensure_and_compile_seconds():
+    import gaussopt.kernel as K
+
+    t = C.ensure(K.gauss_step)
+    assert t >= 0.0 and K.gauss_step.unit.loaded and K.decide.unit.loaded
+    assert C.compile_seconds() >= 0.0
+    with pytest.raises(TypeError, match="units"):
+        C.ensure(np.sum)
