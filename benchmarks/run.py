@@ -131,7 +131,7 @@ def verification_us(sysm, q, v, repeat):
 
     from gaussopt import kernel as K
 
-    M, F, A, b = (np.ascontiguousarray(x, dtype=float) for x in sysm.evaluate(0.0, q, v))
+    M, F, A, b = (np.array(x, dtype=float) for x in sysm.evaluate(0.0, q, v))   # (writable)
     n, m = M.shape[0], A.shape[0]
     w = K.make_work(n, m)
     ref = np.zeros(m)

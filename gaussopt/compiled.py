@@ -8,15 +8,19 @@ cache. Three things here keep that first time short and the cache honest.
 machine code and optimizes and generates the whole tree again for each caller:
 a function called (directly or not) from seven entry points was compiled eight
 times. A *unit* (:func:`unit`) is compiled once, alone, for one declared
-signature, and is called by the other compiled functions through a pointer
-held in a slot (an indirect call of a few nanoseconds; the caller's machine
-code holds no copy of the unit). A compiled function loads the units it may
-call (found in its bytecode, :func:`deps_of`) before it is first compiled or
-loaded for a signature (:class:`_Dispatcher`); a caller that finds a slot
-empty (a *lazy* unit -- a path not every run takes, such as the O(n) step of
-large models -- on its first call) has the unit compiled or loaded through a
-callback into Python and goes on. So a run compiles only what it uses, and
-:func:`ensure` loads a set of units ahead (before a timed run, say).
+signature, and compiled callers call it through a pointer (an indirect call of
+a few nanoseconds; the caller's machine code holds no copy of the unit). Each
+calling module keeps the pointer in a private variable that its first call fills
+by looking the unit up (:func:`_lookup`, a C callback into Python) by a key that
+hashes the unit's name and full signature: a unit nobody loaded yet is loaded
+then (a *lazy* unit -- a path not every run takes, such as the O(n) step of
+large models -- is loaded only that way), and code compiled against another
+version of gaussopt gets ``RuntimeError``, never a jump to the wrong place. A
+compiled function loads the units it may call (found in its bytecode,
+:func:`deps_of`) before it is first compiled or loaded for a signature
+(:class:`_Dispatcher`), so that a run does not stop to load them, and
+:func:`ensure` loads a set of units ahead (before a timed run, say). A run
+compiles only what it uses.
 
 Small helpers stay ordinary compiled functions, linked into their callers; a
 helper that returns a view of an array into a function compiled without
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import dis
+import functools
 import hashlib
 import inspect
 import os
@@ -118,6 +123,14 @@ def code_cache_dir() -> Path:
     return cache_dir() / "compiled" / source_hash()
 
 
+@functools.lru_cache(maxsize=None)
+def _file_hash(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
+    except OSError:
+        return ""
+
+
 class _Locator(_CacheLocator):
     """numba's cache of a gaussopt function in :func:`code_cache_dir`, its freshness
     stamp the package's :func:`source_hash` (not the function's own file)."""
@@ -126,12 +139,17 @@ class _Locator(_CacheLocator):
         self._path = str(code_cache_dir())
         mod = py_func.__module__ or "gaussopt"
         self._disambiguator = f"{mod}-{py_func.__code__.co_firstlineno}"
+        path = Path(py_file).resolve()
+        self._own = "" if _PKG in path.parents else _file_hash(str(path))
 
     def get_cache_path(self):
         return self._path
 
     def get_source_stamp(self):
-        return source_hash()
+        # the package's hash; for a function outside the package (a user's or a
+        # benchmark's, made with :func:`jit`), also its own file's
+        return source_hash(), self._own
+
 
     def get_disambiguator(self):
         return self._disambiguator
@@ -317,20 +335,26 @@ def _namespace() -> dict:
 
 # --------------------------------------------------------------------------- units
 _UNITS: dict[str, "Unit"] = {}
-#: units by the address of their slot (what the loader is called with)
-_BY_SLOT: dict[int, "Unit"] = {}
+#: units by their key (:attr:`Unit.key`: what a compiled caller asks the lookup for)
+_BY_KEY: dict[int, "Unit"] = {}
 
 
-def _load_from_slot(addr: int) -> int:
-    """Called by compiled code that finds a unit's slot empty (a lazy unit on its first
-    call, or a unit no one loaded ahead): loads it and returns its address (0 on failure,
-    after printing why; the caller then raises RuntimeError)."""
-    u = _BY_SLOT.get(int(addr or 0))
+def _lookup(key: int) -> int:
+    """Called (through a C callback) by compiled code the first time a call site calls a
+    unit in a process: loads the unit (compiled, or from the cache) and returns its
+    address; 0 when no unit of this gaussopt has the key (code compiled against another
+    version, with another signature) or loading failed (after printing why): the
+    caller then raises ``RuntimeError``."""
+    u = _BY_KEY.get(key)
     if u is None:
-        return 0
+        for v in list(_UNITS.values()):      # (keys need the signatures: built on demand)
+            _BY_KEY.setdefault(v.key, v)
+        u = _BY_KEY.get(key)
+        if u is None:
+            return 0
     try:
         u.load()
-        return int(u._slot.value or 0)
+        return u.address
     except BaseException:  # noqa: BLE001 - reported, then the compiled caller raises
         import traceback
 
@@ -338,9 +362,11 @@ def _load_from_slot(addr: int) -> int:
         return 0
 
 
-_LOADER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(_load_from_slot)
-_LOADER_SYMBOL = "gaussopt_unit_loader"
-ll.add_symbol(_LOADER_SYMBOL, ctypes.cast(_LOADER, ctypes.c_void_p).value)
+_LOOKUP = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(_lookup)
+#: the one symbol compiled callers of units refer to (stable across versions of gaussopt:
+#: code compiled against another version finds it, and gets a clean error from it)
+_LOOKUP_SYMBOL = "gaussopt_unit_lookup_v1"
+ll.add_symbol(_LOOKUP_SYMBOL, ctypes.cast(_LOOKUP, ctypes.c_void_p).value)
 
 
 class Unit:
@@ -354,10 +380,8 @@ class Unit:
         self._sig_text = signature
         self._sig = None
         self.dispatcher = jit(cache=True, **options)(py_func)
-        self._slot = ctypes.c_void_p(0)
-        self.symbol = f"gaussopt_slot.{self.name}"
-        ll.add_symbol(self.symbol, ctypes.addressof(self._slot))
-        _BY_SLOT[ctypes.addressof(self._slot)] = self
+        self.address = 0
+        self._key: Optional[int] = None
         self.loaded = False
         self._loading = False
         _UNITS[self.name] = self
@@ -379,9 +403,18 @@ class Unit:
                 self._sig = sig
         return self._sig
 
+    @property
+    def key(self) -> int:
+        """A 64-bit hash of the unit's name and full signature (every field of every
+        record type in it): what compiled callers look the unit up by."""
+        if self._key is None:
+            h = hashlib.blake2b(f"{self.name}|{self.signature}".encode(), digest_size=8)
+            self._key = int.from_bytes(h.digest(), "little", signed=True)
+        return self._key
+
     def load(self) -> None:
         """Compile this unit or load it from the cache (with the units it may call:
-        :class:`_Dispatcher`), and fill its slot."""
+        :class:`_Dispatcher`); its machine code's address in :attr:`address`."""
         if self.loaded:
             return
         with _LOCK:
@@ -393,8 +426,9 @@ class Unit:
                 disp = self.dispatcher
                 disp.compile(sig)
                 cres = disp.overloads[tuple(sig.args)]
-                self._slot.value = cres.library.get_pointer_to_function(
-                    cres.fndesc.llvm_func_name)
+                self.address = int(cres.library.get_pointer_to_function(
+                    cres.fndesc.llvm_func_name))
+                _BY_KEY[self.key] = self
                 self.loaded = True
             finally:
                 self._loading = False
@@ -490,7 +524,7 @@ _UNIT_MODULES = ("gaussopt.kernel", "gaussopt.sparse", "gaussopt.engine", "gauss
 
 def _caller(u: Unit, params: list[str]):
     """The intrinsic through which compiled code calls ``u``: checks the argument types
-    against the declared signature, then calls the function in ``u``'s slot."""
+    against the declared signature, then calls ``u`` through its pointer."""
 
     def typer(typingctx, args):
         sig = u.signature
@@ -505,24 +539,29 @@ def _caller(u: Unit, params: list[str]):
         def codegen(context, builder, signature, llargs):
             fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
             mod = builder.module
-            gv = mod.globals.get(u.symbol)
+            i8p = ir.IntType(8).as_pointer()
+            # the unit's address, cached per module in a private variable of its own:
+            # looked up (:func:`_lookup`, through a C callback) on the first call
+            name = f"gaussopt.site.{u.key & 0xFFFFFFFFFFFFFFFF:016x}"
+            gv = mod.globals.get(name)
             if gv is None:
-                gv = ir.GlobalVariable(mod, ir.IntType(8).as_pointer(), u.symbol)
-                gv.linkage = "external"
+                gv = ir.GlobalVariable(mod, i8p, name)
+                gv.linkage = "internal"
+                gv.initializer = ir.Constant(i8p, None)
             ptr = builder.load(gv)
-            # an empty slot: the loader (Python, through a C callback) compiles or loads
-            # the unit and returns its address
             slot = cgutils.alloca_once_value(builder, ptr)
             with cgutils.if_unlikely(builder, cgutils.is_null(builder, ptr)):
-                i8p = ir.IntType(8).as_pointer()
-                lty = ir.FunctionType(i8p, [i8p])
-                loader = cgutils.get_or_insert_function(mod, lty, _LOADER_SYMBOL)
-                got = builder.call(loader, [builder.bitcast(gv, i8p)])
+                i64 = ir.IntType(64)
+                lookup = cgutils.get_or_insert_function(mod, ir.FunctionType(i8p, [i64]),
+                                                        _LOOKUP_SYMBOL)
+                got = builder.call(lookup, [ir.Constant(i64, u.key)])
                 with cgutils.if_unlikely(builder, cgutils.is_null(builder, got)):
                     context.call_conv.return_user_exc(
                         builder, RuntimeError,
-                        (f"gaussopt: loading the compiled function {u.name} failed "
-                         "(the error is printed above)",))
+                        (f"gaussopt: loading the compiled function {u.name} failed (the "
+                         "error is printed above; or this code was compiled against "
+                         "another version of gaussopt: clear numba's cache of it)",))
+                builder.store(got, gv)
                 builder.store(got, slot)
             ptr = builder.load(slot)
             fn = builder.bitcast(ptr, fnty.as_pointer())
@@ -543,7 +582,7 @@ def _caller(u: Unit, params: list[str]):
 
 class UnitFunction(_Intrinsic):
     """What :func:`unit` returns: to compiled code an intrinsic (a call through the
-    unit's slot, typed by its declared signature), to Python a function that runs the
+    unit's pointer, typed by its declared signature), to Python a function that runs the
     unit's dispatcher (``.dispatcher``; ``.unit`` is the :class:`Unit`)."""
 
     def __call__(self, *args):
@@ -571,7 +610,7 @@ def unit(signature: str, *, lazy: bool = False, **options):
     ``"return_type(arg, ...)"`` of numba types or of the short names of :data:`TYPES`
     (``"i8(f8m, w, i8)"``). Returns a :class:`UnitFunction`: called from Python it runs
     the unit's dispatcher (which loads the units it may call first); called from compiled
-    code it is a call through the unit's slot. ``options`` go to numba (``cache=True``
+    code it is a call through the unit's pointer. ``options`` go to numba (``cache=True``
     implied)."""
 
     def deco(py_func):

@@ -118,8 +118,9 @@ SYMMETRY_RTOL = 1e-12
 #: (The engine's functions read numba structures, which need reference counting.)
 #:
 #: How they are compiled (:mod:`gaussopt.compiled`): the large functions that several
-#: others call are *units* (:func:`_unit`: compiled once, called through a pointer);
-#: the small ones are ordinary compiled functions (linked into their callers).
+#: others call (:func:`svd_into`, the parts of the step, :func:`gauss_step`; the QP's
+#: compiled step calls the same parts) are *units*, compiled once and called through a
+#: pointer; the small ones are ordinary compiled functions, linked into their callers.
 def _unit(signature: str):
     return unit(signature, nogil=True, _nrt=False)
 
@@ -814,7 +815,7 @@ def closed_form(M, F, wgt, mL, r, w):
         a[i] = acc
 
 
-@_leaf
+@_inline
 def kkt_lu(M, F, wgt, r, w):
     """Lagrange's equations of the first kind on the reduced rows: the KKT system
     ``[[M/w, V_r], [V_r^T, 0]] [a; mu] = [F/w; beta]`` by LU with partial

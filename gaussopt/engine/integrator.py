@@ -35,7 +35,7 @@ _EPS = float(np.finfo(float).eps)
 
 
 
-@_unit("i8(fns, fn, md, buf, opt, st, f8, f8v, f8v)")
+@_jit
 def rhs(fns, accel, md, buf, opt, st, t, y, out):
     """``y' = (v, a(t, q, v))``, on the projected state if the projection asks for it;
     tracks the largest inconsistency (least-squares step) of the current step."""
@@ -189,7 +189,7 @@ def _start(fns, accel, md, buf, opt, tab, st):
     return 0
 
 
-@_unit("i8(fns, fn, md, buf, opt, tab, st, f8, f8, i8)")
+@_jit
 def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
     """Stages 1..ns-1 of an explicit Runge--Kutta step (stage 0 is ``st.f``) and the
     new state and its derivative (rows :data:`R_YNEW`, :data:`R_FNEW` of ``st.scr``);
