@@ -74,7 +74,7 @@ from numba.core.registry import CPUDispatcher
 from numba.core.extending import _Intrinsic
 
 __all__ = ["cache_dir", "code_cache_dir", "source_hash", "jit", "cfunc", "unit", "Unit", "ensure",
-           "units", "compile_all", "compile_seconds", "notice", "TYPES", "declare_types"]
+           "units", "compile_all", "compile_seconds", "spent", "notice", "TYPES", "declare_types"]
 
 _PKG = Path(__file__).resolve().parent
 _LOCK = threading.RLock()
@@ -178,10 +178,11 @@ class _Dispatcher(CPUDispatcher):
     compiled caller), loads the units the function may call (:func:`deps_of`)."""
 
     def compile(self, sig):
-        if not self._gaussopt_deps_loaded:
-            for u in deps_of(self.py_func):
-                u.load()
+        if not self._gaussopt_deps_loaded and not _BATCH[0]:
             self._gaussopt_deps_loaded = True
+            deps = deps_of(self.py_func)
+            if deps:
+                ensure(*deps)
         return super().compile(sig)
 
     _gaussopt_deps_loaded = False
@@ -265,6 +266,7 @@ class _Watch(nb_event.Listener):
         self.depth = 0
         self.t0 = 0.0
         self.total = 0.0
+        self.outside = 0.0          # (compiling outside ensure(), which times itself)
         self.noticed = False
 
     def on_start(self, event):
@@ -281,7 +283,10 @@ class _Watch(nb_event.Listener):
     def on_end(self, event):
         self.depth -= 1
         if self.depth == 0:
-            self.total += time.perf_counter() - self.t0
+            d = time.perf_counter() - self.t0
+            self.total += d
+            if _ENSURING[0] == 0:
+                self.outside += d
 
 
 _WATCH = _Watch()
@@ -307,6 +312,23 @@ def compile_seconds() -> float:
     with _LOCK:
         extra = time.perf_counter() - _WATCH.t0 if _WATCH.depth > 0 else 0.0
         return _WATCH.total + extra
+
+
+def spent() -> float:
+    """Seconds this process has spent on compiled code that was not running: in
+    :func:`ensure` (compiling, waiting for the helper, loading from the cache) and
+    compiling elsewhere. A run's wall time is the time it took less what this grew by
+    (:func:`~gaussopt.simulate`)."""
+    with _LOCK:
+        extra = time.perf_counter() - _WATCH.t0 if (_WATCH.depth > 0 and _ENSURING[0] == 0) else 0.0
+        ens = time.perf_counter() - _ENSURE_T0[0] if _ENSURING[0] > 0 else 0.0
+        return _ENSURE_SECONDS[0] + ens + _WATCH.outside + extra
+
+
+#: depth of :func:`ensure` calls, when the outermost began, the seconds spent in them
+_ENSURING = [0]
+_ENSURE_T0 = [0.0]
+_ENSURE_SECONDS = [0.0]
 
 
 # --------------------------------------------------------------------------- types of signatures
@@ -478,19 +500,168 @@ def _scan(f, found: dict, seen: set) -> None:
             _scan(pytypes.FunctionType(c, g), found, seen)
 
 
+#: while :func:`ensure` loads a closed set of units, their dispatchers do not load their
+#: own dependencies one by one (the set has them)
+_BATCH = [0]
+#: compile in a helper process when at least this many units are missing from the cache
+PARALLEL_MIN = 4
+#: set in the helper process (it compiles what it is told, alone)
+_HELPER_ENV = "GAUSSOPT_COMPILE_HELPER"
+#: the helper's start (a Python process importing numpy, numba and gaussopt) in the
+#: units of :func:`_cost`, counted against its share
+_HELPER_START_COST = 120
+
+
+def _as_unit(t) -> "Unit":
+    u = t if isinstance(t, Unit) else getattr(t, "_gaussopt_unit", None)
+    if u is None:
+        raise TypeError(f"ensure() takes gaussopt units, found {t!r}")
+    return u
+
+
+def _closure(units: Iterable["Unit"]) -> list["Unit"]:
+    """The units and every (not lazy) unit they may call, transitively, not yet loaded."""
+    out: dict[str, Unit] = {}
+    stack = list(units)
+    while stack:
+        u = stack.pop()
+        if u.name in out or u.loaded:
+            continue
+        out[u.name] = u
+        stack.extend(deps_of(u.py_func))
+    return list(out.values())
+
+
+def _in_cache(u: "Unit") -> bool:
+    """Whether numba's cache has ``u`` for its signature (its index, read without loading
+    anything; False when that cannot be told)."""
+    try:
+        cache = u.dispatcher._cache
+        key = cache._index_key(u.signature, u.dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # noqa: BLE001 - another numba: compile as if it were missing
+        return False
+
+
+def _cost(u: "Unit") -> int:
+    """A rough measure of the time ``u`` takes to compile: its lines of source."""
+    try:
+        return len(inspect.getsourcelines(u.py_func)[0])
+    except (OSError, TypeError):
+        return 50
+
+
+def _parallel() -> bool:
+    """Compile in a second process: not in the helper itself, with at least two CPUs,
+    unless ``$GAUSSOPT_COMPILE_JOBS=1``."""
+    return (os.environ.get(_HELPER_ENV) is None and (os.cpu_count() or 1) >= 2
+            and os.environ.get("GAUSSOPT_COMPILE_JOBS", "2").strip() != "1")
+
+
+def _start_helper(names: list[str]):
+    """A helper process that compiles the units ``names`` into the cache (None if it
+    cannot be started)."""
+    import subprocess
+
+    env = dict(os.environ, GAUSSOPT_CACHE_DIR=str(cache_dir()), GAUSSOPT_QUIET="1")
+    env[_HELPER_ENV] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(_PKG.parent)] + [
+        p for p in (os.environ.get("PYTHONPATH") or "").split(os.pathsep) if p])
+    code = "import sys; from gaussopt.compiled import _helper_main; sys.exit(_helper_main())"
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc.stdin.write("\n".join([source_hash(), *names]) + "\n")
+        proc.stdin.close()
+        return proc
+    except OSError:
+        return None
+
+
+def _helper_main() -> int:
+    """The helper process: compile the units named on stdin (after the parent's source
+    hash, which must be this one's) into the cache; exit 0."""
+    import importlib
+
+    lines = [x.strip() for x in sys.stdin.read().splitlines()]
+    if not lines or lines[0] != source_hash():
+        return 3
+    _BATCH[0] += 1                       # (the parent loads every unit's dependencies)
+    for name in lines[1:]:
+        if name:
+            importlib.import_module(name.rpartition(".")[0])
+            _UNITS[name].load()
+    return 0
+
+
+class _ensuring:
+    """Counts the time of the outermost :func:`ensure` (for :func:`spent`)."""
+
+    def __enter__(self):
+        if _ENSURING[0] == 0:
+            _ENSURE_T0[0] = time.perf_counter()
+        _ENSURING[0] += 1
+
+    def __exit__(self, *exc):
+        _ENSURING[0] -= 1
+        if _ENSURING[0] == 0:
+            _ENSURE_SECONDS[0] += time.perf_counter() - _ENSURE_T0[0]
+
+
 def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> float:
     """Load the given units (or the functions :func:`unit` returns) and every unit they
     may call: compiled, or loaded from the cache. Returns the seconds it took.
-    ``progress(unit)`` is called after each unit is loaded."""
+    ``progress(unit)`` is called after each unit is loaded.
+
+    When several of them are missing from the cache, a helper process compiles part of
+    them (numba compiles in one thread: two processes take about half the time on two
+    cores) while this one compiles the rest, then loads the helper's from the cache;
+    ``$GAUSSOPT_COMPILE_JOBS=1`` compiles everything here."""
     t0 = time.perf_counter()
-    for t in targets:
-        u = t if isinstance(t, Unit) else getattr(t, "_gaussopt_unit", None)
-        if u is None:
-            raise TypeError(f"ensure() takes gaussopt units, found {t!r}")
-        if not u.loaded:
-            u.load()
-            if progress is not None:
-                progress(u)
+    todo = _closure(_as_unit(t) for t in targets)
+    if not todo:
+        return 0.0
+    with _LOCK, _ensuring():
+        helper, theirs = None, []
+        if len(todo) >= PARALLEL_MIN and _parallel():
+            missing = [u for u in todo if not _in_cache(u)]
+            if len(missing) >= PARALLEL_MIN:
+                # the costliest first, each to the side with less so far (the helper
+                # starts with its start-up)
+                mine_cost, their_cost = 0, _HELPER_START_COST
+                for u in sorted(missing, key=_cost, reverse=True):
+                    if their_cost < mine_cost:
+                        theirs.append(u)
+                        their_cost += _cost(u)
+                    else:
+                        mine_cost += _cost(u)
+                if theirs:
+                    helper = _start_helper([u.name for u in theirs])
+                    if helper is None:
+                        theirs = []
+        first = [u for u in todo if u not in theirs]
+        _BATCH[0] += 1
+        try:
+            for u in first:
+                u.load()
+                if progress is not None:
+                    progress(u)
+            t_mine = time.perf_counter()
+            if helper is not None:
+                try:
+                    helper.wait(timeout=900)
+                except Exception:  # noqa: BLE001 - too slow: compile here
+                    helper.kill()
+            if os.environ.get("GAUSSOPT_DEBUG_COMPILE"):
+                print(f"[ensure] {len(first)} here ({t_mine - t0:.2f} s), {len(theirs)} in the "
+                      f"helper (waited {time.perf_counter() - t_mine:.2f} s): "
+                      f"{[u.name.rsplit('.', 1)[1] for u in theirs]}", file=sys.stderr)
+            for u in theirs:
+                u.load()                 # (from the cache the helper wrote, or compiled)
+                if progress is not None:
+                    progress(u)
+        finally:
+            _BATCH[0] -= 1
     return time.perf_counter() - t0
 
 
@@ -507,13 +678,15 @@ def compile_all(progress: Optional[Callable[[Unit, int, int], None]] = None) -> 
 
     for name in _UNIT_MODULES:
         importlib.import_module(name)
-    t0 = time.perf_counter()
     todo = [u for u in units() if not u.loaded]
-    for i, u in enumerate(todo):
-        u.load()
+    done = [0]
+
+    def step(u):
+        done[0] += 1
         if progress is not None:
-            progress(u, i + 1, len(todo))
-    return time.perf_counter() - t0
+            progress(u, done[0], len(todo))
+
+    return ensure(*todo, progress=step)
 
 
 #: modules that define units (imported by :func:`compile_all`)

@@ -23,8 +23,10 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 from scipy import integrate as sci
 
+from . import compiled as C
 from . import engine as E
 from . import kernel as K
+from . import sparse as SP
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
 from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
 from .model import model_functions, quiet_compile
@@ -429,6 +431,14 @@ class _Run:
 
         return project
 
+    def band_units(self) -> list:
+        """The lazy units of the O(n) path, when the model takes it (:func:`_run_units`)."""
+        if self.md.band.mode == SP.MODE_NONE:
+            return []
+        units = [SP.sparse_step, SP.smallest_pair, SP.sigma_estimate, SP.bilinear, E.band_force,
+                 E.call_sp_dyn, E.call_sp_rows, E.monitor._row_norms_band]
+        return units + ([SP.correction] if self.md.band.mode == SP.MODE_PROJECT else [])
+
     def args(self):
         """The arguments of the engine's entry points: the function addresses and the
         records packed (:func:`gaussopt.engine.pack`; the same arrays as ``md``, ``buf``,
@@ -464,6 +474,13 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     n = system.n
     system.check(t0, q, v)
     step_solver = make_solver(system, solver, **(solver_options or {}))
+    # what the run calls is compiled (or loaded from the cache) first, in one batch (two
+    # processes share the compilation: gaussopt.compiled.ensure), before the clock starts:
+    # the run's wall time never includes compilation or cache loading
+    spent0 = C.spent()
+    C.ensure(*_run_units(step_solver, method, stabilization, auto_dt,
+                         bool(dense_output) or events is not None, t_eval is not None,
+                         monitor_rank and bool(system.m)))
     rank_tol = step_solver.rank_tol
     step_solver.b_correction = (stabilization.correction(system)
                                 if isinstance(stabilization, Baumgarte) else None)
@@ -503,6 +520,10 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
            if record else None)
     on_step = _StepHook(run, sol, tracker, progress) if (record or progress is not None) else None
     status, message, exception = 0, "The integration reached the end of t_span.", None
+    C.ensure(*run.band_units())
+    run.args()
+    compiling0 = C.spent()
+    compile_time = compiling0 - spent0
     wall0 = time.perf_counter()
     code = E.FINISHED
     chunk = 16
@@ -536,7 +557,9 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     elif code is not None and code != E.FINISHED:
         status = -1
         message, exception = _failure(run, code, method)
-    wall = time.perf_counter() - wall0
+    # (compilation inside the run -- a lazy path taken, a step solver in Python compiling
+    # its calls -- is not the run's time)
+    integration = time.perf_counter() - wall0 - (C.spent() - compiling0)
     st = run.st
     nout = int(st.ic[E.C_NOUT])
     ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
@@ -577,8 +600,12 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     traj.message = message
     traj.exception = exception
     steps = int(st.ic[E.C_STEPS])
+    compiling = C.spent() - compiling0
+    wall = time.perf_counter() - wall0 - compiling
     traj.stats.update({"steps": steps, "rhs_evaluations": int(st.ic[E.C_NFEV]),
-                       "wall_time": wall, "time_per_step": wall / steps if steps else float("nan"),
+                       "wall_time": wall, "integration_time": integration,
+                       "time_per_step": integration / steps if steps else float("nan"),
+                       "compile_time": compile_time + compiling,
                        "projections": int(st.ic[E.C_NPROJ]),
                        "monitor_evaluations": int(st.ic[E.C_NMON]),
                        "passage_searches": int(st.ic[E.C_NSEARCH]),
@@ -593,6 +620,31 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     if auto_dt:
         traj.meta["dt_source"] = "automatic (initial-step estimate at t0, order 4)"
     return traj
+
+
+def _run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
+               dense: bool, samples: bool, monitor: bool) -> list:
+    """The compiled functions (:mod:`gaussopt.compiled`) a run calls: the engine's entry
+    points for its method and options, the lazy paths its options take (the step's
+    interpolant for dense output, events and output samples; the search of singular
+    positions of the rank monitor; Baumgarte's correction) and the step solver's own
+    (:meth:`StepSolver.compiled_units`). (A lazy path it did not foresee is compiled
+    when the run first takes it; that time is not the run's either.)"""
+    units = [E.start]
+    if dense or samples:
+        units.append(E.prepare_dense)
+    if monitor:
+        units.append(E.monitor._passage)
+    units += [E.advance] if method in ENGINE_METHODS else [E.rhs_at, E.after_step]
+    if auto_dt:
+        units.append(E.initial_step_at)
+    if solver._method is not None and solver.objective != "paper":
+        units.append(E.sample_all)            # (a solver in Python samples in Python)
+    if isinstance(stabilization, Projection) and dense:
+        units.append(E.project_at)            # (the dense solution's projection)
+    if isinstance(stabilization, Baumgarte):
+        units.append(E.baumgarte)
+    return units + list(solver.compiled_units())
 
 
 #: statuses of the Python side of a run (beyond the engine's)

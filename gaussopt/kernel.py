@@ -223,60 +223,126 @@ def make_work(n: int, m: int) -> Work:
     return _make_work(n, m)
 
 
-@_inline
-def _vec(w, fld, n):
-    """The first ``n`` entries of the float field ``fld`` (a view)."""
-    o = w.i[fld]
-    return w.f[o:o + n]
+# The views of the workspace are intrinsics: a few instructions each where they are used
+# (an inlined function costs numba a copy of its code at every call site, and a function
+# without reference counting may not return an array from a call).
+def _work_arrays(context, builder, wty, wv):
+    """The float and integer buffers of the workspace value ``wv`` (numba arrays)."""
+    f = make_array(wty.types[0])(context, builder, builder.extract_value(wv, 0))
+    i = make_array(wty.types[1])(context, builder, builder.extract_value(wv, 1))
+    return f, i
 
 
-@_inline
-def _full(w, fld):
+def _offset(context, builder, iarr, fld, fty, plus=0):
+    """``w.i[fld + plus]`` (an intp)."""
+    intp = context.get_value_type(nb.types.intp)
+    k = context.cast(builder, fld, fty, nb.types.intp)
+    if plus:
+        k = builder.add(k, intp(plus))
+    return builder.load(builder.gep(iarr.data, [k]))
+
+
+def _make_view(context, builder, retty, src, data, dims):
+    """A borrowed view of ``src``'s memory at ``data``, C-contiguous, of shape ``dims``."""
+    intp = context.get_value_type(nb.types.intp)
+    item = intp(context.get_abi_sizeof(context.get_data_type(retty.dtype)))
+    strides = []
+    acc = item
+    for d in reversed(dims):
+        strides.insert(0, acc)
+        acc = builder.mul(acc, d)
+    out = make_array(retty)(context, builder)
+    populate_array(out, data=data, shape=cgutils.pack_array(builder, dims, ty=intp),
+                   strides=cgutils.pack_array(builder, strides, ty=intp),
+                   itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
+    return impl_ret_borrowed(context, builder, retty, out._getvalue())
+
+
+def _is_work(w) -> bool:
+    return (isinstance(w, nb.types.BaseTuple) and len(w) == 2
+            and all(isinstance(t, nb.types.Array) and t.ndim == 1 and t.layout == "C"
+                    for t in w.types))
+
+
+@nb.extending.intrinsic
+def _vec(typingctx, w, fld, n):
+    """The first ``n`` entries of the float field ``fld`` of the workspace ``w`` (a view)."""
+    if not _is_work(w):
+        return None
+    ret = w.types[0]
+
+    def codegen(context, builder, sig, args):
+        f, i = _work_arrays(context, builder, sig.args[0], args[0])
+        o = _offset(context, builder, i, args[1], sig.args[1])
+        nn = context.cast(builder, args[2], sig.args[2], nb.types.intp)
+        return _make_view(context, builder, ret, f, builder.gep(f.data, [o]), [nn])
+    return ret(w, fld, n), codegen
+
+
+@nb.extending.intrinsic
+def _full(typingctx, w, fld):
     """The whole float field ``fld`` (a view)."""
-    return w.f[w.i[fld]:w.i[fld + 1]]
+    if not _is_work(w):
+        return None
+    ret = w.types[0]
+
+    def codegen(context, builder, sig, args):
+        f, i = _work_arrays(context, builder, sig.args[0], args[0])
+        o = _offset(context, builder, i, args[1], sig.args[1])
+        o1 = _offset(context, builder, i, args[1], sig.args[1], plus=1)
+        return _make_view(context, builder, ret, f, builder.gep(f.data, [o]),
+                          [builder.sub(o1, o)])
+    return ret(w, fld), codegen
 
 
-@_inline
-def _ivec(w, fld, n):
+@nb.extending.intrinsic
+def _ivec(typingctx, w, fld, n):
     """The first ``n`` entries of the integer field ``fld`` (a view)."""
-    o = w.i[fld]
-    return w.i[o:o + n]
+    if not _is_work(w):
+        return None
+    ret = w.types[1]
+
+    def codegen(context, builder, sig, args):
+        f, i = _work_arrays(context, builder, sig.args[0], args[0])
+        o = _offset(context, builder, i, args[1], sig.args[1])
+        nn = context.cast(builder, args[2], sig.args[2], nb.types.intp)
+        return _make_view(context, builder, ret, i, builder.gep(i.data, [o]), [nn])
+    return ret(w, fld, n), codegen
+
+
+@nb.extending.intrinsic
+def _mat(typingctx, w, fld, r, c):
+    """The first ``r * c`` entries of the float field ``fld`` as a C-contiguous ``(r, c)``
+    matrix (a view)."""
+    if not _is_work(w):
+        return None
+    ret = w.types[0].copy(ndim=2, layout="C")
+
+    def codegen(context, builder, sig, args):
+        f, i = _work_arrays(context, builder, sig.args[0], args[0])
+        o = _offset(context, builder, i, args[1], sig.args[1])
+        rr = context.cast(builder, args[2], sig.args[2], nb.types.intp)
+        cc = context.cast(builder, args[3], sig.args[3], nb.types.intp)
+        return _make_view(context, builder, ret, f, builder.gep(f.data, [o]), [rr, cc])
+    return ret(w, fld, r, c), codegen
 
 
 @nb.extending.intrinsic
 def as_matrix(typingctx, x, r, c):
     """The first ``r * c`` entries of a contiguous vector ``x`` as a C-contiguous
     ``(r, c)`` matrix: a view sharing ``x``'s data and owner (no call, unlike numba's
-    ``reshape``; allowed in a function without reference counting, unlike ``as_strided``, which numba
-    compiles as a function returning a new array)."""
+    ``reshape``; allowed in a function without reference counting, unlike ``as_strided``,
+    which numba compiles as a function returning a new array)."""
     if not (isinstance(x, nb.types.Array) and x.ndim == 1 and x.layout == "C"):
         return None
     ret = x.copy(ndim=2, layout="C")
-    sig = ret(x, r, c)
 
-    def codegen(context, builder, signature, args):
-        xv, rv, cv = args
-        src = make_array(signature.args[0])(context, builder, xv)
-        out = make_array(signature.return_type)(context, builder)
-        i64 = context.get_value_type(nb.types.intp)
-        rr = context.cast(builder, rv, signature.args[1], nb.types.intp)
-        cc = context.cast(builder, cv, signature.args[2], nb.types.intp)
-        item = context.get_constant(nb.types.intp, context.get_abi_sizeof(
-            context.get_data_type(x.dtype)))
-        populate_array(out, data=src.data,
-                       shape=cgutils.pack_array(builder, [rr, cc], ty=i64),
-                       strides=cgutils.pack_array(builder, [builder.mul(cc, item), item], ty=i64),
-                       itemsize=src.itemsize, meminfo=src.meminfo, parent=src.parent)
-        return impl_ret_borrowed(context, builder, signature.return_type, out._getvalue())
-    return sig, codegen
-
-
-@_inline
-def _mat(w, fld, r, c):
-    """The first ``r * c`` entries of the float field ``fld`` as an ``(r, c)`` matrix
-    (a view, :func:`as_matrix`)."""
-    o = w.i[fld]
-    return as_matrix(w.f[o:o + r * c], r, c)
+    def codegen(context, builder, sig, args):
+        src = make_array(sig.args[0])(context, builder, args[0])
+        rr = context.cast(builder, args[1], sig.args[1], nb.types.intp)
+        cc = context.cast(builder, args[2], sig.args[2], nb.types.intp)
+        return _make_view(context, builder, ret, src, src.data, [rr, cc])
+    return ret(x, r, c), codegen
 
 
 @_inline
@@ -815,7 +881,7 @@ def closed_form(M, F, wgt, mL, r, w):
         a[i] = acc
 
 
-@_inline
+@unit("b1(f8m, f8v, f8, i8, w)", lazy=True, nogil=True, _nrt=False)
 def kkt_lu(M, F, wgt, r, w):
     """Lagrange's equations of the first kind on the reduced rows: the KKT system
     ``[[M/w, V_r], [V_r^T, 0]] [a; mu] = [F/w; beta]`` by LU with partial

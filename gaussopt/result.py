@@ -150,8 +150,12 @@ class Trajectory:
     rank_events : list of RankEvent
     coordinates : tuple of str
     stats : dict
-        ``steps``, ``rhs_evaluations``, ``wall_time``, ``time_per_step``,
-        solver-specific data (QP statuses, GA generations and gaps).
+        ``steps``, ``rhs_evaluations``, ``wall_time`` (seconds of everything
+        :func:`~gaussopt.simulate` did, output samples included, compilation and
+        loading compiled code excluded), ``integration_time`` (the part before the
+        output samples), ``time_per_step`` (``integration_time / steps``),
+        ``compile_time`` (compiling and loading compiled code, before and during the
+        run), solver-specific data (QP statuses, GA generations and gaps).
     status : int
         solve_ivp's codes: 0 the end of the span was reached, 1 a terminal event
         stopped the run (a success), -1 a failure or KeyboardInterrupt.

@@ -498,7 +498,7 @@ def smallest_pair(st, w, scale, u, wv):
     return sig
 
 
-@_jit
+@_unit("f8(spst, spw, f8v, f8v)")
 def bilinear(st, w, u, wv):
     """``u^T As wv`` with ``As`` the scaled rows in ``w.dn`` (:func:`smallest_pair`)."""
     m = st.dims[1]

@@ -47,7 +47,7 @@ __all__ = ["sweep", "SweepResult", "sweep_arguments", "cmd_sweep"]
 
 KEEP = ("summary", "trajectories")
 #: the columns that measure time (they differ between two runs of the same task)
-TIMING_COLUMNS = ("wall_time_s", "time_per_step_ms")
+TIMING_COLUMNS = ("wall_time_s", "compile_time_s", "time_per_step_ms")
 #: the first columns of a row after the parameters, in this order
 _LEAD = ("solver", "success", "message", "wall_time_s", "steps", "t_final")
 

@@ -16,7 +16,7 @@ from ..model import functions
 from .interpolation import dense_eval
 from .monitor import accept_rows, monitor_start, monitor_update
 from .projection import project, vanished_floor
-from .step import _put, evaluate_step, uses_sparse
+from .step import _put, axpy, evaluate_step, uses_sparse
 from .records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -78,7 +78,7 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
 
 
 
-@_unit("i8(fns, fn, md, buf, opt, tab, st, i8)")
+@_unit("i8(fns, fn, md, buf, opt, tab, st, i8)", lazy=True)
 def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
     """Coefficients of the step's interpolant (DOP853 needs three more stages)."""
     if st.ic[C_DENSE] != 0:
@@ -129,10 +129,13 @@ def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
 
 # --------------------------------------------------------------------------- integration
 @_jit
-def _rms(x):
+def _rms_scaled(x, y, c, scale):
+    """The root mean square of ``(x - c y) / scale`` (``c`` 0 or 1: ``x / scale`` or
+    ``(x - y) / scale``, as scipy's ``select_initial_step`` computes them)."""
     acc = 0.0
     for i in range(x.shape[0]):
-        acc += x[i] * x[i]
+        z = ((x[i] - y[i]) if c != 0.0 else x[i]) / scale[i]
+        acc += z * z
     return math.sqrt(acc / x.shape[0])
 
 
@@ -147,16 +150,16 @@ def initial_step(fns, accel, md, buf, opt, st, order):
     scale = np.empty(N)
     for i in range(N):
         scale[i] = atol + abs(st.y[i]) * rtol
-    d0 = _rms(st.y / scale)
-    d1 = _rms(st.f / scale)
+    d0 = _rms_scaled(st.y, st.y, 0.0, scale)
+    d1 = _rms_scaled(st.f, st.f, 0.0, scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, length)
-    y1 = st.y + h0 * st.f
+    y1 = axpy(st.y, h0, st.f)
     f1 = np.empty(N)
     s_ = rhs(fns, accel, md, buf, opt, st, t0 + h0, y1, f1)
     if s_ != 0:
         return s_, 0.0
-    d2 = _rms((f1 - st.f) / scale) / h0
+    d2 = _rms_scaled(f1, st.f, 1.0, scale) / h0
     if d1 <= 1e-15 and d2 <= 1e-15:
         h1 = max(1e-6, h0 * 1e-3)
     else:

@@ -13,7 +13,7 @@ from .. import kernel as K
 from .. import sparse as SP
 from ..compiled import jit, unit
 from .interpolation import dense_eval
-from .step import _put, call_rows, call_sp_rows
+from .step import _put, axpy, call_rows, call_sp_rows
 from .records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -32,7 +32,7 @@ _EPS = float(np.finfo(float).eps)
 
 
 
-@_jit
+@_unit("b1(md, f8v)", lazy=True)
 def _row_norms_band(md, nu):
     """Norms of the sparse rows in ``md.band.w.data``; False if one is zero or not finite."""
     st = md.band.sp
@@ -102,8 +102,8 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         if sk > rank_tol:
             st.sc[S_NEAR] = sk
             if dt > 0.0:
-                q2 = q + dt * st.f[:n]
-                v2 = v + dt * st.f[n:]
+                q2 = axpy(q, dt, st.f[:n])
+                v2 = axpy(v, dt, st.f[n:])
                 if call_sp_rows(md, buf, t + dt, q2, v2) != 0:
                     return MODEL_FAILED
                 sp = md.band.sp
@@ -134,8 +134,8 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         u = U[:, k].copy()
         w = V[:, k].copy()
         if dt > 0.0:
-            q2 = q + dt * st.f[:n]
-            v2 = v + dt * st.f[n:]
+            q2 = axpy(q, dt, st.f[:n])
+            v2 = axpy(v, dt, st.f[n:])
             if call_rows(fns, md, buf, t + dt, q2, v2) != 0:
                 return MODEL_FAILED
             A2 = buf.A.reshape(m, n)
@@ -269,7 +269,7 @@ def _record_event(st, kind, t, sigma, rb, rmin, ra, u):
     st.ic[C_NEV] = i + 1
 
 
-@_unit("b1(fns, fn, md, buf, opt, tab, st, i8, f8, f8, f8v, f8v, f8, f8, f8, f8, f8v)")
+@_unit("b1(fns, fn, md, buf, opt, tab, st, i8, f8, f8, f8v, f8v, f8, f8, f8, f8, f8v)", lazy=True)
 def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, s_b, t_lo,
              t_hi, y_end):
     """Locate the zero of the smallest live singular value in or near ``[ta, tb]``

@@ -35,6 +35,16 @@ _EPS = float(np.finfo(float).eps)
 # (element loops and data pointers: a slice assignment or ``.ctypes`` costs reference
 # counting of the arrays involved, see the module docstring)
 @_jit
+def axpy(x, a, y):
+    """``x + a y``, a new array (a loop: numba compiles an array expression into much
+    more code)."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i] + a * y[i]
+    return out
+
+
+@_jit
 def _put(dst, src):
     for i in range(src.shape[0]):
         dst[i] = src[i]
@@ -94,7 +104,7 @@ def call_accel(accel, md, buf, t, q, v):
                  data_ptr(buf.a))
 
 
-@_jit
+@_unit("i8(md, buf, f8, f8v, f8v)", lazy=True)
 def call_sp_dyn(md, buf, t, q, v):
     """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.band.w``."""
     _put(buf.q, q)
@@ -104,7 +114,7 @@ def call_sp_dyn(md, buf, t, q, v):
                                          data_ptr(md.band.p), data_ptr(w.d), data_ptr(w.F))
 
 
-@_jit
+@_unit("i8(md, buf, f8, f8v, f8v)", lazy=True)
 def call_sp_rows(md, buf, t, q, v):
     """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.band.w``."""
     _put(buf.q, q)
@@ -209,7 +219,7 @@ def uses_sparse(flags):
     return (flags & SP.SPARSE_FLAG) != 0
 
 
-@_jit
+@_unit("f8(md, f8v, f8v, f8v)", lazy=True)
 def band_force(md, a, out_qc, res):
     """After a step on the O(n) path: the constraint force ``M a - F`` into ``out_qc``
     and the residual ``A a - b`` into ``res`` from the sparse data; returns ``|res|``."""

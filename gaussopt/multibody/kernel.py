@@ -55,7 +55,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..compiled import cfunc, jit
+from ..compiled import cfunc, jit, unit
 from ..model import NOOP, SIGNATURE, ModelFunctions, SparseModel, make_buffers, row_layout
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
@@ -64,6 +64,13 @@ __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", 
 #: compiled inside the model's functions (:mod:`gaussopt.compiled`), or alone when Python
 #: calls them
 _jit = jit(cache=True, error_model="numpy")
+
+
+def _unit(signature: str, lazy: bool = False):
+    """The model's pieces that both the compiled model functions and Python call:
+    units (:mod:`gaussopt.compiled`), compiled once for float arguments (``phi`` also for
+    complex ones when Python asks: the complex step of a :class:`~gaussopt.Holonomic`)."""
+    return unit(signature, lazy=lazy, error_model="numpy")
 
 #: the layout tag in ``p[0]`` (checked by the compiled functions)
 LAYOUT = 20250601.0
@@ -163,7 +170,7 @@ def _line_at(p, r, C, S, qe):
 
 
 # =========================================================================== joints
-@_jit
+@_unit("none(f8v, f8v, f8v, f8v)")
 def phi(p, q, drv, out):
     """Joint equations ``Phi`` into ``out`` (m,); ``drv`` the driven angles ``c(t)``.
     Generic: ``q``, ``drv``, ``out`` all ``float64`` or all ``complex128``."""
@@ -259,7 +266,7 @@ def _local(L, ij, row, i, j, a0, a1, a2, c0, c1, c2):
     L[row, 5] = c2
 
 
-@_jit
+@_unit("none(f8v, f8v, f8v, f8v, f8m, f8v, b1)")
 def rows(p, q, v, ddrv, A, b, with_gamma):
     """Exact ``Phi_q`` into ``A`` and (``with_gamma``) ``gamma`` into ``b``, one pass
     (:func:`local_rows` scattered).
@@ -319,7 +326,7 @@ def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int64)
 
 
-@_jit
+@_unit("none(f8v, f8v, f8v, f8v, f8v, f8v, b1)", lazy=True)
 def sparse_rows(p, q, v, ddrv, data, b, with_gamma):
     """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values into ``data``)
     and (``with_gamma``) ``gamma`` into ``b``: :func:`local_rows` gathered, O(m)."""
@@ -339,7 +346,7 @@ def sparse_rows(p, q, v, ddrv, data, b, with_gamma):
                 off += 3
 
 
-@_jit
+@_unit("none(f8v, f8v, f8v)")
 def phi_t(p, drate, out):
     """``Phi_t`` into ``out`` (m,): ``-c'(t)`` on the driven rows (``drate``), else 0."""
     for i in range(out.shape[0]):
@@ -350,7 +357,7 @@ def phi_t(p, drate, out):
 
 
 # =========================================================================== forces
-@_jit
+@_unit("none(f8v, f8m)")
 def mass(p, M):
     """The constant diagonal mass matrix into ``M`` (n, n)."""
     n = 3 * int(p[H_NB])
@@ -374,7 +381,7 @@ def _spring_geometry(p, r, C, S, qe):
     return i, j, rix, riy, rjx, rjy, ex, ey, L
 
 
-@_jit
+@_unit("none(f8v, f8v, f8v, f8v, f8v)")
 def force(p, q, v, ext, F):
     """Generalized applied force ``F = Q`` into ``F`` (n,); ``ext`` the values of the
     callable point forces (two each) then of the callable torques."""
@@ -443,7 +450,7 @@ def force(p, q, v, ext, F):
         F[i] = Fe[i]
 
 
-@_jit
+@_unit("f8(f8v, f8v, f8v)")
 def energy(p, q, v):
     """Kinetic energy plus the potentials of gravity, springs, constant point forces
     and torques."""

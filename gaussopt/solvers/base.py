@@ -517,5 +517,11 @@ class StepSolver:
         """Statistics of a run for ``Trajectory.stats`` (solver-specific); resets them."""
         return {}
 
+    def compiled_units(self) -> list:
+        """The compiled functions (:func:`gaussopt.compiled.unit`) this solver calls from
+        Python during a run, which :func:`~gaussopt.simulate` loads before it starts the
+        clock (the direct solvers run inside the engine: none)."""
+        return []
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(system={self.system.name!r}, objective={self.objective!r})"

@@ -192,6 +192,10 @@ class Genetic(StepSolver):
         self.generations: list[int] = []
         self.gaps: list[float] = []
 
+    def compiled_units(self) -> list:
+        """:meth:`StepSolver.compiled_units`: the rank decision of every step."""
+        return [K.decide]
+
     def run_stats(self) -> dict:
         g = np.asarray(self.generations, dtype=float)
         gp = np.asarray(self.gaps, dtype=float)

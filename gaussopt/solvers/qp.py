@@ -640,3 +640,13 @@ class QP(StepSolver):
         out = {"qp_statuses": dict(self.statuses), "qp_fallbacks": self.fallbacks}
         return out
 
+    def compiled_units(self) -> list:
+        """:meth:`StepSolver.compiled_units`: the compiled calls around the backend (those
+        of a compiled model when the system has one) and the rank decision of the Python
+        path."""
+        if self.backend != "clarabel":
+            return [K.decide]
+        if getattr(self.system, "compiled", None) is not None:
+            return [QS.prepare_at, QS.finish_at, K.decide]
+        return [QS.prepare, QS.finish, K.decide]
+
