@@ -45,12 +45,14 @@ compiles every unit ahead of time (``gaussopt compile``).
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dis
 import functools
 import hashlib
 import inspect
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -203,9 +205,14 @@ def jit(**options):
     return deco
 
 
+#: what :func:`ensure` and the helper process compile, by name: units and cfuncs
+_ITEMS: dict = {}
+
+
 class cfunc:
     """``numba.cfunc(signature, cache=True, **options)`` compiled on first use (``address``),
-    not when its module is imported, and cached in :func:`code_cache_dir`."""
+    not when its module is imported, and cached in :func:`code_cache_dir`; :func:`ensure`
+    and :func:`prefetch` take it like a unit."""
 
     def __init__(self, signature, **options):
         self._sig = nb.core.sigutils.normalize_signature(signature)
@@ -218,11 +225,29 @@ class cfunc:
         self.__qualname__ = py_func.__qualname__
         self.__doc__ = py_func.__doc__
         self.__module__ = py_func.__module__
+        self.name = f"{py_func.__module__}.{py_func.__qualname__}"
+        _ITEMS[self.name] = self
         return self
 
     @property
     def py_func(self):
         return self._py_func
+
+    # (what :func:`ensure` and the helper process ask of what they compile)
+    @property
+    def loaded(self) -> bool:
+        return self._fn is not None
+
+    def load(self) -> None:
+        self.compiled
+
+    def in_cache(self) -> bool:
+        try:
+            cache = _Cache(self._py_func)
+            target = CFunc._targetdescr.target_context
+            return cache._index_key(self._sig, target.codegen()) in cache._cache_file._load_index()
+        except Exception:  # noqa: BLE001 - another numba: compile as if it were missing
+            return False
 
     @property
     def compiled(self) -> CFunc:
@@ -278,6 +303,8 @@ class _Watch(nb_event.Listener):
                 if mod.startswith("gaussopt"):
                     self.noticed = True
                     notice()
+                    if PREFETCH:
+                        prefetch(*PREFETCH)
         self.depth += 1
 
     def on_end(self, event):
@@ -407,6 +434,7 @@ class Unit:
         self.loaded = False
         self._loading = False
         _UNITS[self.name] = self
+        _ITEMS[self.name] = self
 
     @property
     def signature(self):
@@ -454,6 +482,16 @@ class Unit:
                 self.loaded = True
             finally:
                 self._loading = False
+
+    def in_cache(self) -> bool:
+        """Whether numba's cache has this unit for its signature (its index, read without
+        loading anything; False when that cannot be told)."""
+        try:
+            cache = self.dispatcher._cache
+            key = cache._index_key(self.signature, self.dispatcher.targetctx.codegen())
+            return key in cache._cache_file._load_index()
+        except Exception:  # noqa: BLE001 - another numba: compile as if it were missing
+            return False
 
     def __repr__(self):
         return f"<gaussopt unit {self.name}{' (loaded)' if self.loaded else ''}>"
@@ -503,47 +541,37 @@ def _scan(f, found: dict, seen: set) -> None:
 #: while :func:`ensure` loads a closed set of units, their dispatchers do not load their
 #: own dependencies one by one (the set has them)
 _BATCH = [0]
-#: compile in a helper process when at least this many units are missing from the cache
+#: share the compilation with a helper process when at least this many units are missing
 PARALLEL_MIN = 4
 #: set in the helper process (it compiles what it is told, alone)
 _HELPER_ENV = "GAUSSOPT_COMPILE_HELPER"
-#: the helper's start (a Python process importing numpy, numba and gaussopt) in the
-#: units of :func:`_cost`, counted against its share
-_HELPER_START_COST = 120
 
 
-def _as_unit(t) -> "Unit":
-    u = t if isinstance(t, Unit) else getattr(t, "_gaussopt_unit", None)
+def _as_item(t):
+    """A unit or a :class:`cfunc` (what :func:`ensure` takes)."""
+    if isinstance(t, (Unit, cfunc)):
+        return t
+    u = getattr(t, "_gaussopt_unit", None)
     if u is None:
-        raise TypeError(f"ensure() takes gaussopt units, found {t!r}")
+        raise TypeError(f"ensure() takes gaussopt units (and cfuncs), found {t!r}")
     return u
 
 
-def _closure(units: Iterable["Unit"]) -> list["Unit"]:
-    """The units and every (not lazy) unit they may call, transitively, not yet loaded."""
-    out: dict[str, Unit] = {}
-    stack = list(units)
+def _closure(items: Iterable) -> list:
+    """The items and every (not lazy) unit they may call, transitively, not yet loaded."""
+    out: dict = {}
+    stack = list(items)
     while stack:
         u = stack.pop()
         if u.name in out or u.loaded:
             continue
         out[u.name] = u
-        stack.extend(deps_of(u.py_func))
+        if isinstance(u, Unit):
+            stack.extend(deps_of(u.py_func))
     return list(out.values())
 
 
-def _in_cache(u: "Unit") -> bool:
-    """Whether numba's cache has ``u`` for its signature (its index, read without loading
-    anything; False when that cannot be told)."""
-    try:
-        cache = u.dispatcher._cache
-        key = cache._index_key(u.signature, u.dispatcher.targetctx.codegen())
-        return key in cache._cache_file._load_index()
-    except Exception:  # noqa: BLE001 - another numba: compile as if it were missing
-        return False
-
-
-def _cost(u: "Unit") -> int:
+def _cost(u) -> int:
     """A rough measure of the time ``u`` takes to compile: its lines of source."""
     try:
         return len(inspect.getsourcelines(u.py_func)[0])
@@ -552,46 +580,196 @@ def _cost(u: "Unit") -> int:
 
 
 def _parallel() -> bool:
-    """Compile in a second process: not in the helper itself, with at least two CPUs,
-    unless ``$GAUSSOPT_COMPILE_JOBS=1``."""
+    """Share compilation with a second process: not in the helper itself, with at least
+    two CPUs, unless ``$GAUSSOPT_COMPILE_JOBS=1``."""
     return (os.environ.get(_HELPER_ENV) is None and (os.cpu_count() or 1) >= 2
             and os.environ.get("GAUSSOPT_COMPILE_JOBS", "2").strip() != "1")
 
 
-def _start_helper(names: list[str]):
-    """A helper process that compiles the units ``names`` into the cache (None if it
-    cannot be started)."""
-    import subprocess
+#: the helper process ends after this many seconds without work
+HELPER_IDLE = 30.0
 
-    env = dict(os.environ, GAUSSOPT_CACHE_DIR=str(cache_dir()), GAUSSOPT_QUIET="1")
-    env[_HELPER_ENV] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(_PKG.parent)] + [
-        p for p in (os.environ.get("PYTHONPATH") or "").split(os.pathsep) if p])
-    code = "import sys; from gaussopt.compiled import _helper_main; sys.exit(_helper_main())"
-    try:
-        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        proc.stdin.write("\n".join([source_hash(), *names]) + "\n")
-        proc.stdin.close()
-        return proc
-    except OSError:
+
+class _Batch:
+    """Units (and cfuncs) compiled by this process and a helper process together: the
+    helper takes names from a pipe, this process adds to it (:meth:`add`); each side
+    claims an item before compiling it (a file created exclusively in the batch's
+    directory) and marks it done after. This side waits only for an item it needs that
+    the helper is compiling, and meanwhile compiles others of the batch."""
+
+    def __init__(self):
+        import subprocess
+
+        self.items: dict = {}
+        self.order: list[str] = []
+        root = code_cache_dir()
+        for old in root.glob("claims-*"):            # (left by a process that was killed)
+            try:
+                if time.time() - old.stat().st_mtime > 3600:
+                    shutil.rmtree(old, ignore_errors=True)
+            except OSError:
+                pass
+        self.dir = Path(tempfile.mkdtemp(prefix="claims-", dir=root))
+        env = dict(os.environ, GAUSSOPT_CACHE_DIR=str(cache_dir()), GAUSSOPT_QUIET="1")
+        env[_HELPER_ENV] = "1"
+        env["PYTHONPATH"] = os.pathsep.join([str(_PKG.parent)] + [
+            p for p in (os.environ.get("PYTHONPATH") or "").split(os.pathsep) if p])
+        code = "import sys; from gaussopt.compiled import _helper_main; sys.exit(_helper_main())"
+        self.log = open(root / "helper.log", "a")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=self.log, text=True, bufsize=1)
+        self._write([source_hash(), str(self.dir)])
+
+    def _write(self, lines: list[str]) -> bool:
+        try:
+            self.proc.stdin.write("".join(x + "\n" for x in lines))
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def add(self, items: Iterable) -> None:
+        """Hand the items the cache lacks to the helper (the costliest first)."""
+        new = [u for u in items if u.name not in self.items and not u.loaded
+               and not u.in_cache()]
+        new.sort(key=_cost, reverse=True)
+        if new and self._write([u.name for u in new]):
+            for u in new:
+                self.items[u.name] = u
+                self.order.append(u.name)
+
+    def claim(self, name: str) -> bool:
+        return _claim(self.dir, name)
+
+    def done(self, name: str) -> bool:
+        return (self.dir / f"{name}.done").exists()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def next_unclaimed(self):
+        """The first item of the batch that neither side has claimed (claimed now)."""
+        for name in self.order:
+            if not (self.dir / name).exists() and self.claim(name):
+                return self.items[name]
         return None
+
+    def close(self, kill: bool = False) -> None:
+        try:
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        if kill and self.alive():
+            self.proc.kill()
+            self.proc.wait()
+        if not self.alive():
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.log.close()
+
+
+def _claim(directory: Path, name: str) -> bool:
+    try:
+        os.close(os.open(directory / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
+_ACTIVE: list = [None]          # the batch shared with the helper, while it runs
 
 
 def _helper_main() -> int:
-    """The helper process: compile the units named on stdin (after the parent's source
-    hash, which must be this one's) into the cache; exit 0."""
+    """The helper process: after the parent's source hash (which must be this one's) and
+    the batch's directory, compile the items named on stdin that the parent has not
+    claimed, marking each done; end at the end of stdin or after :data:`HELPER_IDLE`
+    seconds without a name."""
     import importlib
+    import queue
 
-    lines = [x.strip() for x in sys.stdin.read().splitlines()]
-    if not lines or lines[0] != source_hash():
+    stdin = sys.stdin
+    head = [stdin.readline().strip(), stdin.readline().strip()]
+    if head[0] != source_hash():
         return 3
+    directory = Path(head[1])
+    names: queue.Queue = queue.Queue()
+
+    def read():
+        for line in stdin:
+            names.put(line.strip())
+        names.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
     _BATCH[0] += 1                       # (the parent loads every unit's dependencies)
-    for name in lines[1:]:
-        if name:
-            importlib.import_module(name.rpartition(".")[0])
-            _UNITS[name].load()
-    return 0
+    while True:
+        try:
+            name = names.get(timeout=HELPER_IDLE)
+        except queue.Empty:
+            return 0
+        if name is None:
+            return 0
+        if name and _claim(directory, name):
+            try:
+                importlib.import_module(name.rpartition(".")[0])
+                _ITEMS[name].load()
+            except Exception:  # noqa: BLE001 - the parent compiles it itself
+                import traceback
+
+                traceback.print_exc()
+            (directory / f"{name}.done").touch()
+
+
+def _batch_for(todo: list) -> Optional[_Batch]:
+    """The running batch (given the items of ``todo`` the cache lacks), or a new one when
+    enough are missing (None: compile alone)."""
+    batch = _ACTIVE[0]
+    if batch is not None and not batch.alive():
+        batch.close()
+        batch = _ACTIVE[0] = None
+    if batch is None and _parallel() and len(todo) >= PARALLEL_MIN:
+        if sum(not u.in_cache() for u in todo) >= PARALLEL_MIN:
+            try:
+                batch = _ACTIVE[0] = _Batch()
+            except OSError:
+                batch = None
+    if batch is not None:
+        batch.add(todo)
+    return batch
+
+
+def prefetch(*targets) -> None:
+    """Have a helper process compile the given units or cfuncs (and the units they may
+    call) that the cache lacks, and return at once: a later :func:`ensure` finds them
+    compiled or shares the rest. Called when gaussopt first compiles in a process (with
+    :data:`PREFETCH`: what every run needs), so that the helper works while this process
+    builds a model, and by front ends with the model's own compiled functions."""
+    if _parallel():
+        with _LOCK:
+            try:
+                batch = _ACTIVE[0]
+                todo = _closure(_as_item(t) for t in targets)
+                if batch is not None and batch.alive():
+                    batch.add(todo)
+                elif todo:
+                    _batch_for(todo)
+            except Exception:  # noqa: BLE001 - a speculation: never in the way
+                if os.environ.get("GAUSSOPT_DEBUG_COMPILE"):
+                    import traceback
+
+                    traceback.print_exc()
+
+
+#: what :func:`prefetch` compiles ahead when gaussopt first compiles in a process (the
+#: engine's entry points of a default run, the step of a compiled model); modules add
+#: their units here
+PREFETCH: list = []
+
+
+@atexit.register
+def _end_batch() -> None:
+    batch = _ACTIVE[0]
+    if batch is not None:
+        batch.close(kill=True)
 
 
 class _ensuring:
@@ -613,53 +791,41 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
     may call: compiled, or loaded from the cache. Returns the seconds it took.
     ``progress(unit)`` is called after each unit is loaded.
 
-    When several of them are missing from the cache, a helper process compiles part of
-    them (numba compiles in one thread: two processes take about half the time on two
-    cores) while this one compiles the rest, then loads the helper's from the cache;
-    ``$GAUSSOPT_COMPILE_JOBS=1`` compiles everything here."""
+    When several of them are missing from the cache, a helper process shares the work
+    (numba compiles in one thread: two processes take about half the time on two cores;
+    :class:`_Batch`); ``$GAUSSOPT_COMPILE_JOBS=1`` compiles everything here."""
     t0 = time.perf_counter()
-    todo = _closure(_as_unit(t) for t in targets)
+    todo = _closure(_as_item(t) for t in targets)
     if not todo:
         return 0.0
     with _LOCK, _ensuring():
-        helper, theirs = None, []
-        if len(todo) >= PARALLEL_MIN and _parallel():
-            missing = [u for u in todo if not _in_cache(u)]
-            if len(missing) >= PARALLEL_MIN:
-                # the costliest first, each to the side with less so far (the helper
-                # starts with its start-up)
-                mine_cost, their_cost = 0, _HELPER_START_COST
-                for u in sorted(missing, key=_cost, reverse=True):
-                    if their_cost < mine_cost:
-                        theirs.append(u)
-                        their_cost += _cost(u)
-                    else:
-                        mine_cost += _cost(u)
-                if theirs:
-                    helper = _start_helper([u.name for u in theirs])
-                    if helper is None:
-                        theirs = []
-        first = [u for u in todo if u not in theirs]
         _BATCH[0] += 1
         try:
-            for u in first:
+            batch = _batch_for(todo)
+            waiting = []
+            for u in sorted(todo, key=_cost, reverse=True):
+                if batch is not None and u.name in batch.items and not batch.claim(u.name):
+                    waiting.append(u)            # the helper's: loaded when it is done
+                    continue
                 u.load()
+                if batch is not None and u.name in batch.items:
+                    (batch.dir / f"{u.name}.done").touch()
                 if progress is not None:
                     progress(u)
-            t_mine = time.perf_counter()
-            if helper is not None:
-                try:
-                    helper.wait(timeout=900)
-                except Exception:  # noqa: BLE001 - too slow: compile here
-                    helper.kill()
-            if os.environ.get("GAUSSOPT_DEBUG_COMPILE"):
-                print(f"[ensure] {len(first)} here ({t_mine - t0:.2f} s), {len(theirs)} in the "
-                      f"helper (waited {time.perf_counter() - t_mine:.2f} s): "
-                      f"{[u.name.rsplit('.', 1)[1] for u in theirs]}", file=sys.stderr)
-            for u in theirs:
-                u.load()                 # (from the cache the helper wrote, or compiled)
+            for u in waiting:
+                while not batch.done(u.name) and batch.alive():
+                    other = batch.next_unclaimed()      # meanwhile, the batch's others
+                    if other is not None:
+                        other.load()
+                        (batch.dir / f"{other.name}.done").touch()
+                    else:
+                        time.sleep(0.01)
+                u.load()         # (from the cache the helper wrote; compiled if it died)
                 if progress is not None:
                     progress(u)
+            if os.environ.get("GAUSSOPT_DEBUG_COMPILE") and batch is not None:
+                print(f"[ensure] {len(todo)} ({todo[0].name} ...), {len(waiting)} from the "
+                      f"helper, {time.perf_counter() - t0:.2f} s", file=sys.stderr)
         finally:
             _BATCH[0] -= 1
     return time.perf_counter() - t0

@@ -26,7 +26,7 @@ from numba.experimental import structref
 from . import engine as E
 from . import kernel as K
 from . import sparse as SP
-from .compiled import declare_types, jit, unit
+from .compiled import PREFETCH, declare_types, jit, unit
 from .model import functions
 
 _inline = jit(cache=True)
@@ -260,3 +260,6 @@ def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
             lam = K._vec(w, K.F_lam, m)
             for j in range(m):
                 L_out[i, j] = lam[j]
+
+
+PREFETCH.append(solve_at)     # (compiled ahead with the engine: gaussopt.compiled.prefetch)

@@ -39,6 +39,7 @@ def _leaves():
     for mod in (K, E, SP):
         for name in dir(mod):
             d = getattr(mod, name)
+            d = getattr(d, "dispatcher", d)       # (a unit of gaussopt.compiled: its dispatcher)
             if isinstance(d, nb.core.registry.CPUDispatcher) and d.targetoptions.get("_nrt") is False:
                 yield f"{mod.__name__}.{name}", d
 

@@ -61,3 +61,10 @@ from .output import sample, sample_all
 
 __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evaluate_step", "project",
            "METHOD_CODES", "SOLVER_CODES"]
+
+from .. import compiled as _compiled
+from . import monitor as _monitor
+
+#: compiled ahead, in a helper process, when gaussopt first compiles in a process: what a
+#: default run calls (:func:`gaussopt.compiled.prefetch`)
+_compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense, _monitor._passage]
