@@ -82,12 +82,18 @@ def complex_step_jacobian(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray
     """
     x = np.asarray(x, dtype=float)
     n = x.size
-    cols = []
-    for j in range(n):
-        xc = x.astype(complex)
-        xc[j] += 1j * _H
-        cols.append(_as_vec(fun(xc), "fun").imag / _H)
-    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+    if n == 0:
+        return np.zeros((0, 0))
+    # row j: x with the step on coordinate j (each call gets a row of its own)
+    X = np.empty((n, n), dtype=complex)
+    X[:] = x
+    X.flat[::n + 1] += 1j * _H
+    col = _as_vec(fun(X[0]), "fun").imag
+    J = np.empty((col.size, n))
+    J[:, 0] = col / _H
+    for j in range(1, n):
+        J[:, j] = _as_vec(fun(X[j]), "fun").imag / _H
+    return J
 
 
 def _directional_cs(fun: Callable[[float, np.ndarray], np.ndarray], t: float, q: np.ndarray,
@@ -272,7 +278,8 @@ class Holonomic(Constraint):
             return _as_vec(self._phi_t(t, q), "phi_t").astype(float)
         if not self.rheonomic:
             return np.zeros(_as_vec(self.phi(t, q), "phi").size)
-        return _directional_cs(self.phi, t, q, 1.0, np.zeros_like(q, dtype=float))
+        # (the complex step along t alone: _directional_cs with dt = 1, dq = 0)
+        return _as_vec(self.phi(t + 1j * _H, np.asarray(q, dtype=complex)), "phi").imag / _H
 
     def velocity_residual(self, t, q, v):
         r = self.jacobian(t, q) @ v

@@ -19,7 +19,6 @@ import numbers
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-from scipy.optimize import brentq
 
 from .exceptions import ModelError
 
@@ -304,6 +303,8 @@ class EventTracker:
         if active.size == 0:
             return False
         self.count[active] += 1
+        from scipy.optimize import brentq
+
         roots = np.array([brentq(lambda t, i=i: self.value(i, t, state(t)), t_old, t_new,
                                  xtol=4 * _EPS, rtol=4 * _EPS) for i in active])
         order = np.argsort(roots, kind="stable")

@@ -18,10 +18,10 @@ import contextlib
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
-from scipy import integrate as sci
 
 from . import compiled as C
 from . import engine as E
@@ -30,7 +30,7 @@ from . import sparse as SP
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
 from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
 from .model import model_functions, quiet_compile
-from .result import RankEvent, Trajectory
+from .result import DERIVED, PENDING, RankEvent, Trajectory
 from .solvers import StepSolver
 from .stabilization import Baumgarte, Projection
 from .step import as_state, make_solver
@@ -40,8 +40,27 @@ __all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_MET
            "drive_ivp", "DEFAULT_STABILIZATION"]
 
 _EPS = float(np.finfo(float).eps)
-IVP_METHODS = {"RK23": sci.RK23, "RK45": sci.RK45, "DOP853": sci.DOP853,
-               "Radau": sci.Radau, "BDF": sci.BDF, "LSODA": sci.LSODA}
+class _ScipyMethods(Mapping):
+    """solve_ivp's method classes by name; :mod:`scipy.integrate` (a third of a second)
+    is imported when a class is first asked for, not when gaussopt is."""
+
+    NAMES = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
+
+    def __getitem__(self, name):
+        if name not in self.NAMES:
+            raise KeyError(name)
+        from scipy import integrate
+
+        return getattr(integrate, name)
+
+    def __iter__(self):
+        return iter(self.NAMES)
+
+    def __len__(self):
+        return len(self.NAMES)
+
+
+IVP_METHODS = _ScipyMethods()
 _RK_METHODS = ("RK23", "RK45", "DOP853", "rk4", "euler")
 
 #: the stabilization :func:`simulate` uses unless told otherwise: projecting the
@@ -53,7 +72,7 @@ DEFAULT_STABILIZATION = Projection()
 FIXED_STEP_METHODS = ("rk4", "euler")
 #: methods integrated inside the compiled engine (:mod:`gaussopt.engine`)
 ENGINE_METHODS = ("euler", "rk4", "RK23", "RK45", "DOP853")
-_ALL_METHODS = {**{k: None for k in FIXED_STEP_METHODS}, **IVP_METHODS}
+_ALL_METHODS = (*FIXED_STEP_METHODS, *_ScipyMethods.NAMES)
 
 
 def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, options: dict,
@@ -76,7 +95,7 @@ def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, 
         0 at the end of the span, -1 on ``max_steps`` or a failed step (solve_ivp's codes).
     message : str
     """
-    cls = _ALL_METHODS[method]
+    cls = IVP_METHODS[method] if method in IVP_METHODS else None
 
     def start(tt, yy, h=None):
         kw = dict(options)
@@ -306,8 +325,38 @@ def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, st
     return t0, t1, q, v, method, t_eval, auto_dt
 
 
+_TABLEAUS: dict = {}
+
+
 def _tableau(method: str) -> "E.Tableau":
-    """The Butcher tableau of an explicit method, from scipy's own coefficients."""
+    """The Butcher tableau of an explicit method, from scipy's own coefficients: read
+    once per scipy version from :mod:`scipy.integrate` and kept in gaussopt's cache
+    (importing scipy.integrate costs a third of a second per process)."""
+    tab = _TABLEAUS.get(method)
+    if tab is not None:
+        return tab
+    import scipy
+
+    from .compiled import cache_dir
+
+    path = cache_dir() / f"tableau-{method}-scipy{scipy.__version__}.npz"
+    try:
+        with np.load(path) as z:
+            tab = E.Tableau(*(np.ascontiguousarray(z[k]) for k in E.Tableau._fields))
+    except (OSError, KeyError, ValueError):
+        tab = _scipy_tableau(method)
+        try:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+            np.savez(tmp, **tab._asdict())
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    _TABLEAUS[method] = tab
+    return tab
+
+
+def _scipy_tableau(method: str) -> "E.Tableau":
+    """:func:`_tableau` from scipy's coefficients."""
     z1, z2 = np.zeros(1), np.zeros((1, 1))
     if method in ("RK23", "RK45"):
         c = IVP_METHODS[method]
@@ -855,13 +904,140 @@ def _origin(e: BaseException) -> str:
     return f" (raised in {code.co_filename}:{last.tb_lineno}, in {code.co_name})"
 
 
+def _sample_engine(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
+                   y: np.ndarray) -> tuple:
+    """The engine's samples (:func:`gaussopt.engine.sample_all`) at every output time:
+    ``(a, Qc, lam, Fo, rank, err, exc)`` (``Fo`` the columns position, velocity and
+    acceleration residual, energy, rank, sigma_min; ``err`` the first failure's message,
+    ``exc`` its exception). Never raises: a failing sample stays NaN."""
+    n = system.n
+    N = t.size
+    m = system.m or 0
+    a = np.full((N, n), np.nan)
+    Qc = np.full((N, n), np.nan)
+    lam = np.full((N, m), np.nan)
+    Fo = np.full((N, 6), np.nan)
+    err, exc = None, None
+    mf = run.mf
+    status = np.zeros(N, dtype=np.int64)
+    mf.error = None
+    try:
+        addrs, md, buf, opt, _, _ = run.args()      # (packed)
+        E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
+                     t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
+    except KeyboardInterrupt as e:
+        err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
+    if mf.error is not None and err is None:
+        e = mf.error
+        i = int(np.flatnonzero(np.isnan(Fo[:, 3]) | (status != 0))[0]) \
+            if np.any(np.isnan(Fo[:, 3]) | (status != 0)) else 0
+        what = "Evaluating the energy" if isinstance(e, Exception) and \
+            system.has_energy and np.isnan(Fo[i, 3]) and status[i] == 0 else "Recomputing the step"
+        if isinstance(e, KeyboardInterrupt):
+            err = "Interrupted (KeyboardInterrupt) while recomputing the output samples."
+        else:
+            err = f"{what} at output t={t[i]} failed: {type(e).__name__}: {e}"
+        exc = e
+    bad = np.flatnonzero(status != 0)
+    if bad.size and err is None:
+        i = int(bad[0])
+        try:
+            solver.solve(float(t[i]), y[i, :n].copy(), y[i, n:].copy())
+            raise SolverError(f"status {K.STATUS.get(int(status[i]), int(status[i]))!r}")
+        except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
+            err = f"Recomputing the step at output t={t[i]} failed: {type(e).__name__}: {e}"
+            exc = e
+    rank = np.where(status == 0, np.nan_to_num(Fo[:, 4], nan=-1.0), -1).astype(int)
+    return a, Qc, lam, Fo, rank, err, exc
+
+
+def _row_norms(R: np.ndarray) -> np.ndarray:
+    """Euclidean norm of every row of ``R`` (k, m), scaled by the row's largest entry
+    (no overflow or underflow of the squares), as :func:`gaussopt.kernel.row_norms`."""
+    if R.ndim == 1 or R.shape[1] == 0:
+        return np.abs(R).reshape(R.shape[0], -1).sum(axis=1) if R.ndim == 2 else np.abs(R)
+    scale = np.abs(R).max(axis=1)
+    safe = np.where(scale > 0, scale, 1.0)
+    return scale * np.sqrt(((R / safe[:, None]) ** 2).sum(axis=1))
+
+
+class _PythonSamples:
+    """The columns of the Trajectory of a model given as Python functions, computed when
+    first read (:class:`~gaussopt.result.Trajectory`): the residuals and the energy from
+    the model's functions at each sample, the step's columns (``a``,
+    ``constraint_force``, ``multipliers``, ``acceleration_residual``, ``rank``,
+    ``sigma_min``) by the engine at every sample, together. A model's function costs
+    microseconds in Python: computed in :func:`simulate`, 30,000 output samples cost
+    seconds that a run that reads two of the columns does not need."""
+
+    _STEP = ("a", "constraint_force", "multipliers", "acceleration_residual", "rank",
+             "sigma_min")
+
+    def __init__(self, system: System, solver: StepSolver, run: "_Run", t, y):
+        self.system, self.solver, self.run, self.t, self.y = system, solver, run, t, y
+
+    def compute(self, traj: Trajectory, name: str, eager: bool = False) -> None:
+        if name in self._STEP:
+            a, Qc, lam, Fo, rank, err, exc = _sample_engine(self.system, self.solver, self.run,
+                                                            self.t, self.y)
+            traj.__dict__.update(a=a, constraint_force=Qc, multipliers=lam,
+                                 acceleration_residual=Fo[:, 2].copy(), rank=rank,
+                                 sigma_min=Fo[:, 5].copy())
+            if isinstance(exc, KeyboardInterrupt):
+                for k in self._STEP:
+                    traj.__dict__[k] = PENDING
+                raise exc
+            self._failed(traj, err, exc)
+        else:
+            system, t, y, n = self.system, self.t, self.y, self.system.n
+            f = {"position_residual": lambda ti, yi: system.position_residual(ti, yi[:n]),
+                 "velocity_residual": lambda ti, yi: system.velocity_residual(ti, yi[:n],
+                                                                              yi[n:]),
+                 "energy": lambda ti, yi: system.energy(ti, yi[:n], yi[n:])}[name]
+            what = {"position_residual": "Evaluating the position constraints",
+                    "velocity_residual": "Evaluating the velocity constraints",
+                    "energy": "Evaluating the energy"}[name]
+            vals = []
+            for ti, yi in zip(t.tolist(), y):
+                try:
+                    vals.append(f(ti, yi))
+                except KeyboardInterrupt as e:   # (what was computed is kept)
+                    self._failed(traj, "Interrupted (KeyboardInterrupt) while recomputing "
+                                       "the output samples.", e)
+                    break
+                except Exception as e:  # noqa: BLE001 - recorded, NaN from here on
+                    self._failed(traj, f"{what} at output t={ti} failed: {type(e).__name__}: "
+                                       f"{e}{_origin(e)}", e)
+                    break
+            out = np.full(t.size, np.nan)
+            if vals:
+                out[:len(vals)] = (np.asarray(vals, dtype=float) if name == "energy"
+                                   else _row_norms(np.asarray(vals, dtype=float)))
+            traj.__dict__[name] = out
+        if not any(traj.__dict__.get(k) is PENDING for k in DERIVED):
+            traj.__dict__["_samples"] = None          # (done: the model is let go)
+        if not eager:                                 # (read after simulate returned)
+            traj.meta.pop("postprocess_exception", None)
+
+    @staticmethod
+    def _failed(traj: Trajectory, err: Optional[str], exc) -> None:
+        if err is None:
+            return
+        if not traj.meta.get("postprocess_error"):
+            traj.meta["postprocess_error"] = err
+            traj.meta["postprocess_exception"] = exc      # (simulate takes it from here)
+        if traj.status >= 0:
+            traj.status, traj.message, traj.exception = -1, err, exc
+
+
 def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
                  y: np.ndarray) -> Trajectory:
     """Accelerations, constraint forces, multipliers and residuals at the output times.
 
-    The compiled step solvers are evaluated by the engine at every sample; a step
-    solver that runs in Python (QP, GA) by its ``solve``. Never raises: a failure of
-    the model's code or of a step at a sample is recorded (the first in
+    The compiled step solvers are evaluated by the engine at every sample (for a model
+    given as Python functions when the columns are first read: :class:`_PythonSamples`);
+    a step solver that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
+    of the model's code or of a step at a sample is recorded (the first in
     ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
     is still computed; a KeyboardInterrupt stops the recomputation and keeps what was
     done.
@@ -870,44 +1046,30 @@ def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
     N = t.size
     m = system.m or 0
     q, v = y[:, :n].copy(), y[:, n:].copy()
+    stats: dict[str, Any] = {}
+    err, exc = None, None
+    mf = run.mf
+    if int(run.opt.i[E.I_SOLVER]) != 2 and not mf.compiled:
+        samples = _PythonSamples(system, solver, run, t, y)
+        traj = Trajectory(t=t, q=q, v=v, a=PENDING, constraint_force=PENDING,
+                          multipliers=PENDING, position_residual=PENDING,
+                          velocity_residual=PENDING, acceleration_residual=PENDING,
+                          energy=PENDING if system.has_energy else None, rank=PENDING,
+                          sigma_min=PENDING, coordinates=system.coordinates, stats=stats,
+                          _samples=samples)
+        # the columns one call of the model's function per sample gives, at once (a
+        # failure of the model's code is the run's); the others when first read
+        for name in ("position_residual", "energy"):
+            if traj.__dict__[name] is PENDING:
+                samples.compute(traj, name, eager=True)
+        return traj
     a = np.full((N, n), np.nan)
     Qc = np.full((N, n), np.nan)
     lam = np.full((N, m), np.nan)
     Fo = np.full((N, 6), np.nan)
     rank = np.full(N, -1, dtype=int)
-    stats: dict[str, Any] = {}
-    err, exc = None, None
-    mf = run.mf
     if int(run.opt.i[E.I_SOLVER]) != 2:
-        status = np.zeros(N, dtype=np.int64)
-        mf.error = None
-        try:
-            addrs, md, buf, opt, _, _ = run.args()      # (packed)
-            E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
-                         t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
-        except KeyboardInterrupt as e:
-            err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
-        if mf.error is not None and err is None:
-            e = mf.error
-            i = int(np.flatnonzero(np.isnan(Fo[:, 3]) | (status != 0))[0]) \
-                if np.any(np.isnan(Fo[:, 3]) | (status != 0)) else 0
-            what = "Evaluating the energy" if isinstance(e, Exception) and \
-                system.has_energy and np.isnan(Fo[i, 3]) and status[i] == 0 else "Recomputing the step"
-            if isinstance(e, KeyboardInterrupt):
-                err = "Interrupted (KeyboardInterrupt) while recomputing the output samples."
-            else:
-                err = f"{what} at output t={t[i]} failed: {type(e).__name__}: {e}"
-            exc = e
-        bad = np.flatnonzero(status != 0)
-        if bad.size and err is None:
-            i = int(bad[0])
-            try:
-                solver.solve(float(t[i]), q[i], v[i])
-                raise SolverError(f"status {K.STATUS.get(int(status[i]), int(status[i]))!r}")
-            except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
-                err = f"Recomputing the step at output t={t[i]} failed: {type(e).__name__}: {e}"
-                exc = e
-        rank = np.where(status == 0, np.nan_to_num(Fo[:, 4], nan=-1.0), -1).astype(int)
+        a, Qc, lam, Fo, rank, err, exc = _sample_engine(system, solver, run, t, y)
     else:
         keys = ("gap", "error_bound", "error", "generations", "status")
         sample_info: dict[str, list] = {}

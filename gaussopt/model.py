@@ -311,10 +311,16 @@ def python_functions(system, accel=None) -> ModelFunctions:
                 raise ModelError(f"{what} returned shape {np.shape(val)}, expected {shape}.")
         dst[...] = arr
 
+    constant = system.constant_mass is not None and system.constant_force is not None
+    done = [False]
+
     def dyn(t):
+        if constant and done[0]:
+            return                  # (M and F are constant: the buffers hold them)
         q, v = qb.copy(), vb.copy()
         put(Mb, system.mass(t, q), "mass(t, q)", (n, n))
         put(Fb, system.force(t, q, v), "force(t, q, v)", (n,))
+        done[0] = constant
 
     def rows(t):
         q, v = qb.copy(), vb.copy()
@@ -324,12 +330,17 @@ def python_functions(system, accel=None) -> ModelFunctions:
         Ab[...] = A
         bb[...] = b
 
+    hol = system.holonomic
+
     def pos(t):
         q = qb.copy()
         put(phib, system.position_residual(t, q), "the holonomic constraints", (mh,))
         put(Jb, system.position_jacobian(t, q), "the holonomic Jacobian", (mh, n))
-        parts = [c.phi_t(t, q) for c in system.holonomic]
-        phitb[...] = np.concatenate(parts) if parts else np.zeros(0)
+        if len(hol) == 1:
+            phitb[...] = hol[0].phi_t(t, q)
+        else:
+            parts = [c.phi_t(t, q) for c in hol]
+            phitb[...] = np.concatenate(parts) if parts else np.zeros(0)
 
     def vel(t):
         q, v = qb.copy(), vb.copy()

@@ -90,7 +90,6 @@ import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
-from scipy.linalg import qr as _qr
 
 from .constraints import Holonomic, Nonholonomic
 from .exceptions import (GaussoptError, IndeterminateMotionError, ModelError,
@@ -434,7 +433,9 @@ class QuasiVelocities:
         """Loewdin-orthonormalized columns of P with the largest QR pivots, in coordinate order."""
         n, k = self.n, self.n - fr.r
         P = np.eye(n) - fr.Vr @ fr.Vr.T
-        _, _, piv = _qr(P, pivoting=True, mode="economic")
+        from scipy.linalg import qr
+
+        _, _, piv = qr(P, pivoting=True, mode="economic")
         G = P[:, np.sort(piv[:k])]
         s, Us = np.linalg.eigh(G.T @ G)
         return G @ (Us / np.sqrt(s)) @ Us.T

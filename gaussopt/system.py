@@ -216,20 +216,29 @@ class System:
 
     def position_residual(self, t: float, q: np.ndarray) -> np.ndarray:
         """Stacked ``Phi(t, q)`` of the holonomic constraints."""
-        if not self.holonomic:
+        hol = self.holonomic
+        if len(hol) == 1:
+            return hol[0].residual(t, q)
+        if not hol:
             return np.zeros(0)
-        return np.concatenate([c.residual(t, q) for c in self.holonomic])
+        return np.concatenate([c.residual(t, q) for c in hol])
 
     def position_jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
-        if not self.holonomic:
+        hol = self.holonomic
+        if len(hol) == 1:
+            return hol[0].jacobian(t, q)
+        if not hol:
             return np.zeros((0, self.n))
-        return np.concatenate([c.jacobian(t, q) for c in self.holonomic])
+        return np.concatenate([c.jacobian(t, q) for c in hol])
 
     def velocity_residual(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Stacked velocity-level residuals ``Phi_q v + Phi_t`` and ``f(t, q, v)``, in
         the declaration order of the constraints (as :meth:`rows`, without the
         acceleration-level constraints)."""
-        parts = [c.velocity_residual(t, q, v) for c in self._velocity_level]
+        vel = self._velocity_level
+        if len(vel) == 1:
+            return vel[0].velocity_residual(t, q, v)
+        parts = [c.velocity_residual(t, q, v) for c in vel]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def velocity_rows(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -157,6 +157,30 @@ def _absmax(x):
     return m
 
 
+@_jit
+def _mass(fns, md, buf, t, q, v, holonomic_only):
+    """The projection's metric at ``(t, q, v)``: ``(status, M, diag_only, on_band, hdiag,
+    dx)`` (``diag_only``: ``M`` positive diagonal; ``on_band``: the O(n) correction of the
+    band applies -- every row holonomic, ``M`` diagonal -- with its diagonal ``hdiag`` and
+    the correction's array ``dx``, both empty otherwise)."""
+    n = md.dims[D_N]
+    st = call_dyn(fns, md, buf, t, q, v)
+    M = buf.M.reshape(n, n).copy()
+    diag_only = True
+    for i in range(n):
+        if not M[i, i] > 0.0:
+            diag_only = False
+        for j in range(n):
+            if i != j and M[i, j] != 0.0:
+                diag_only = False
+    on_band = md.band.mode == SP.MODE_PROJECT and diag_only and holonomic_only
+    nb_ = n if on_band else 0                  # (a dense model allocates nothing here)
+    hdiag = np.empty(nb_)
+    for i in range(nb_):
+        hdiag[i] = M[i, i]
+    return st, M, diag_only, on_band, hdiag, np.empty(nb_)
+
+
 @_unit("UniTuple(i8, 2)(fns, md, buf, opt, f8, f8v, f8v, f8)")
 def project(fns, md, buf, opt, t, q, v, vanished):
     """Project ``(q, v)`` onto the constraints in place (:class:`gaussopt.Projection`).
@@ -176,25 +200,15 @@ def project(fns, md, buf, opt, t, q, v, vanished):
     its = 0
     if mh == 0 and mv == 0:
         return 0, 0
-    st = call_dyn(fns, md, buf, t, q, v)
-    if st != 0:
-        return MODEL_FAILED, its
-    M = buf.M.reshape(n, n).copy()
-    diag_only = True
-    for i in range(n):
-        if not M[i, i] > 0.0:
-            diag_only = False
-        for j in range(n):
-            if i != j and M[i, j] != 0.0:
-                diag_only = False
     holonomic_only = mv == mh
-    # the O(n) correction (every row holonomic, M diagonal): the band of the step
-    on_band = md.band.mode == SP.MODE_PROJECT and diag_only and holonomic_only
-    nb_ = n if on_band else 0                  # (a dense model allocates nothing here)
-    hdiag = np.empty(nb_)
-    for i in range(nb_):
-        hdiag[i] = M[i, i]
-    dx = np.empty(nb_)
+    # the mass metric at the state as given, evaluated when a first correction is due (a
+    # state already on the constraints, as most output samples are, needs no M)
+    have_M = False
+    M = np.empty((0, 0))
+    diag_only = True
+    on_band = False
+    hdiag = np.empty(0)
+    dx = np.empty(0)
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
@@ -208,6 +222,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             have_J = True
             if dist <= tol * (1.0 + _absmax(q)):
                 break
+            if not have_M:
+                st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
+                if st != 0:
+                    return MODEL_FAILED, its
+                have_M = True
             if holonomic_only:
                 Jm = J.copy()
             else:
@@ -255,6 +274,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 return -1, its
             if d <= tol * (1.0 + _absmax(v)):
                 break
+            if not have_M:
+                st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
+                if st != 0:
+                    return MODEL_FAILED, its
+                have_M = True
             done = False
             if on_band:
                 if not rows_on_band:
@@ -291,6 +315,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             return -1, its
         if d <= tol * (1.0 + _absmax(v)):
             break
+        if not have_M:
+            st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
+            if st != 0:
+                return MODEL_FAILED, its
+            have_M = True
         dv, ok = _correction(M if diag_only else _metric(M, Jv), diag_only, Jv, r, rank_tol,
                              vanished)
         if not ok:
