@@ -83,9 +83,36 @@ def module_source(bodies: dict[str, list[str]], sizes: dict[str, int]) -> str:
     return "\n".join(out)
 
 
+def import_module(name: str):
+    """The generated module ``name`` (``gaussopt_model_<hash>``) from the cache directory,
+    imported if it is not yet (a helper process compiling it: :mod:`gaussopt.compiled`)."""
+    with _LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = cache_dir() / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+def compile_functions(module) -> bool:
+    """Compile the model functions of a generated module (or load them from the cache);
+    False when numba cannot compile them (the model then runs through its Python
+    functions)."""
+    try:
+        for fn in FUNCTIONS:
+            getattr(module, fn).compiled
+        return True
+    except Exception:  # noqa: BLE001 - numba rejected the source
+        return False
+
+
 def load_module(source: str, label: str = "model") -> Optional[object]:
-    """Write ``source`` into the cache directory (named by its hash) and import it;
-    ``None`` when numba cannot compile it."""
+    """Write ``source`` into the cache directory (named by its hash) and import it (its
+    functions compile when first used: :func:`compile_functions`); ``None`` when the
+    source does not run."""
     key = hashlib.sha1(source.encode()).hexdigest()[:20]
     name = f"gaussopt_model_{key}"
     with _LOCK:
@@ -102,10 +129,8 @@ def load_module(source: str, label: str = "model") -> Optional[object]:
         # decorated, imports the module by name
         sys.modules[name] = mod
         try:
-            spec.loader.exec_module(mod)
-            for fn in FUNCTIONS:       # compiled now (or loaded from the cache)
-                getattr(mod, fn).compiled
-        except Exception:  # noqa: BLE001 - numba rejected the source
+            spec.loader.exec_module(mod)     # (the cfuncs compile when first used)
+        except Exception:  # noqa: BLE001 - the source does not even run
             # the model runs through its Python functions
             del sys.modules[name]
             mod = None

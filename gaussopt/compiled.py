@@ -364,7 +364,8 @@ _ENSURE_SECONDS = [0.0]
 TYPES: dict[str, object] = {
     "f8": nt.float64, "i8": nt.int64, "b1": nt.boolean, "void": nt.void, "none": nt.none,
     "f8v": nt.float64[::1], "f8m": nt.float64[:, ::1], "i8v": nt.int64[::1],
-    "i8m": nt.int64[:, ::1], "b1v": nt.boolean[::1], "Tuple": nt.Tuple, "UniTuple": nt.UniTuple,
+    "i8m": nt.int64[:, ::1], "b1v": nt.boolean[::1], "b1m": nt.boolean[:, ::1],
+    "Tuple": nt.Tuple, "UniTuple": nt.UniTuple,
 }
 _TYPE_MAKERS: list[Callable[[], dict]] = []
 
@@ -710,7 +711,13 @@ def _helper_main() -> int:
             return 0
         if name and _claim(directory, name):
             try:
-                importlib.import_module(name.rpartition(".")[0])
+                module = name.rpartition(".")[0]
+                if module.startswith("gaussopt_model_"):      # (a generated model)
+                    from .codegen import import_module
+
+                    import_module(module)
+                else:
+                    importlib.import_module(module)
                 _ITEMS[name].load()
             except Exception:  # noqa: BLE001 - the parent compiles it itself
                 import traceback

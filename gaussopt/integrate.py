@@ -679,7 +679,13 @@ def _run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
     positions of the rank monitor; Baumgarte's correction) and the step solver's own
     (:meth:`StepSolver.compiled_units`). (A lazy path it did not foresee is compiled
     when the run first takes it; that time is not the run's either.)"""
-    units = [E.start]
+    from .model import NOOP
+
+    # (and what builds the run's records from Python, and the model's compiled functions)
+    units = [E.start, E.records._pack_model_data, E.records._pack_buffers,
+             E.records._pack_options, E.records._pack_tableau, E.records._pack_state,
+             SP._band, SP._band_mode, K._make_work, K.smallest_live_sigma, NOOP,
+             *getattr(solver.system.compiled, "functions", ())]
     if dense or samples:
         units.append(E.prepare_dense)
     if monitor:

@@ -193,7 +193,7 @@ I_order = 38
 _NI = 2
 
 
-@_jit
+@unit("w(i8, i8)", nogil=True, _nrt=True)
 def _make_work(n, m):
     """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`)."""
     k = min(m, n)
@@ -1076,7 +1076,7 @@ def _finite2(X):
     return True
 
 
-@_leaf
+@_unit("f8(f8m, f8, w)")
 def smallest_live_sigma(A, rank_tol, w):
     """The smallest singular value above ``rank_tol`` of the normalized nonzero rows
     of ``A`` (``inf`` without any): what :func:`reduce_rows`'s ``sig_ref`` follows."""

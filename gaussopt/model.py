@@ -77,6 +77,11 @@ class quiet_compile(warnings.catch_warnings):
         return out
 
 
+class NotCompiled(Exception):
+    """A front end's compiled functions could not be compiled (numba rejected them): the
+    model runs through its Python functions (:func:`model_functions`)."""
+
+
 class _Callback(WrapperAddressProtocol):
     """A ctypes callback as numba's first-class function of :data:`SIGNATURE`: the
     engine sees it with the same type as a compiled function (one compilation)."""
@@ -392,7 +397,11 @@ def model_functions(system, accel=None) -> ModelFunctions:
     factory = getattr(system, "compiled", None)
     if factory is None:
         return python_functions(system, accel)
-    mf = factory()
+    try:
+        mf = factory()
+    except NotCompiled:
+        system.compiled = None              # (for good: the Python functions it is)
+        return python_functions(system, accel)
     if accel is not None:
         cb = accel_callback(mf, accel)
         mf.accel = cb

@@ -73,7 +73,7 @@ def _types() -> dict:
                                  ("P", f8m), ("out", f8v)])}
 
 
-@jit(cache=True)
+@unit("ctx(i8v, md, buf, opt, f8v, w, f8m, f8v)")
 def make_context(addrs, md, buf, opt, sref, w, P, out):
     """A :class:`StepContext` (compiled: no compilation per process)."""
     return StepContext(addrs, md, buf, opt, sref, w, P, out)
@@ -262,4 +262,4 @@ def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
                 L_out[i, j] = lam[j]
 
 
-PREFETCH.append(solve_at)     # (compiled ahead with the engine: gaussopt.compiled.prefetch)
+PREFETCH += [solve_at, make_context]    # (compiled ahead with the engine: gaussopt.compiled)

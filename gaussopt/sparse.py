@@ -575,7 +575,7 @@ class Band(structref.StructRefProxy):
         return _band_mode(self)
 
 
-@jit(cache=True)
+@unit("i8(band)")
 def _band_mode(b):
     return b.mode
 
@@ -583,7 +583,7 @@ def _band_mode(b):
 structref.define_proxy(Band, _BandType, ["mode", "sp", "w", "addrs", "p"])
 
 
-@jit(cache=True)
+@unit("band(i8, spst, spw, i8v, f8v)")
 def _band(mode, sp, w, addrs, p):
     return Band(mode, sp, w, addrs, p)
 

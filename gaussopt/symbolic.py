@@ -1094,12 +1094,15 @@ class SymbolicModel:
 def _compiled_factory(module, p: np.ndarray, model: "SymbolicModel", system: System):
     """A factory of the engine's :class:`~gaussopt.model.ModelFunctions` for ``system``
     (fresh buffers per run)."""
-    from .model import ModelFunctions, make_buffers, row_layout
+    from . import codegen
+    from .model import ModelFunctions, NotCompiled, make_buffers, row_layout
 
     fns = tuple(getattr(module, name) for name in ("dyn", "rows", "pos", "vel", "energy"))
     sizes = model._numba_sizes
 
     def factory():
+        if not codegen.compile_functions(module):
+            raise NotCompiled(f"numba could not compile the functions of {model.name!r}")
         hol_rows, vel_rows, vel_is_hol = row_layout(system)
         return ModelFunctions(
             fns=fns, accel=_noop(), p=p, n=sizes["n"], m=sizes["m"], mh=sizes["mh"],
@@ -1107,6 +1110,7 @@ def _compiled_factory(module, p: np.ndarray, model: "SymbolicModel", system: Sys
             has_energy=system.has_energy, constant_mass=system.constant_mass is not None,
             compiled=True, buffers=make_buffers(sizes["n"], sizes["m"], sizes["mh"], sizes["mv"]))
 
+    factory.functions = fns          # (compiled with the rest of a run: gaussopt.compiled)
     return factory
 
 

@@ -63,8 +63,14 @@ __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evalu
            "METHOD_CODES", "SOLVER_CODES"]
 
 from .. import compiled as _compiled
+from .. import kernel as _kernel
+from .. import sparse as _sparse
 from . import monitor as _monitor
+from . import records as _records
 
 #: compiled ahead, in a helper process, when gaussopt first compiles in a process: what a
 #: default run calls (:func:`gaussopt.compiled.prefetch`)
-_compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense, _monitor._passage]
+_compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense, _monitor._passage,
+                       _records._pack_model_data, _records._pack_buffers, _records._pack_options,
+                       _records._pack_tableau, _records._pack_state, _sparse._band,
+                       _sparse._band_mode, _kernel._make_work, _kernel.smallest_live_sigma]

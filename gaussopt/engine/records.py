@@ -20,7 +20,7 @@ from numba.experimental import structref
 
 from .. import kernel as K
 from .. import sparse as SP
-from ..compiled import declare_types, jit
+from ..compiled import declare_types, unit
 from ..model import FUNCTION
 
 ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol",
@@ -169,27 +169,28 @@ structref.define_proxy(PackedTableau, _TableauType, list(Tableau._fields))
 structref.define_proxy(PackedState, _StateType, list(State._fields))
 
 
-@jit(cache=True)
+@unit("md(f8v, i8v, i8v, i8v, b1v, band)")
 def _pack_model_data(p, dims, hol_rows, vel_rows, vel_is_hol, band):
     return PackedModelData(p, dims, hol_rows, vel_rows, vel_is_hol, band)
 
 
-@jit(cache=True)
+@unit("buf(" + ", ".join(["f8v"] * 13) + ")")
 def _pack_buffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a):
     return PackedBuffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a)
 
 
-@jit(cache=True)
+@unit("opt(i8v, f8v)")
 def _pack_options(i, f):
     return PackedOptions(i, f)
 
 
-@jit(cache=True)
+@unit("tab(f8m, f8v, f8v, f8v, f8v, f8v, f8m, f8m, f8v, f8m)")
 def _pack_tableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D):
     return PackedTableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D)
 
 
-@jit(cache=True)
+@unit("st(f8v, i8v, f8v, f8v, f8v, f8v, f8m, f8v, f8v, f8v, f8v, f8m, i8m, b1m, f8m, f8m, "
+      "f8v, f8v, f8m, f8m, f8v, w, w, f8m)")
 def _pack_state(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows, lsq_f,
                 lsq_y, t_eval, out_t, out_y, dense, fail_y, wk, wm, scr):
     return PackedState(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows,

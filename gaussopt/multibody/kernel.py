@@ -55,7 +55,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..compiled import cfunc, jit, prefetch, unit
+from ..compiled import cfunc, jit, unit
 from ..model import NOOP, SIGNATURE, ModelFunctions, SparseModel, make_buffers, row_layout
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
@@ -636,7 +636,6 @@ def compiled_factory(p: np.ndarray, system):
     if p[H_PYTHON] != 0.0:
         raise ValueError("a model with Python callables has no compiled functions.")
     n, m = 3 * int(p[H_NB]), int(p[H_M])
-    prefetch(*FUNCTIONS)              # (compiled by a helper process meanwhile, if missing)
 
     def factory() -> ModelFunctions:
         hol_rows, vel_rows, vel_is_hol = row_layout(system)
@@ -647,4 +646,5 @@ def compiled_factory(p: np.ndarray, system):
             constant_mass=system.constant_mass is not None, compiled=True,
             buffers=make_buffers(n, m, mh, mv))
 
+    factory.functions = FUNCTIONS    # (compiled with the rest of a run: gaussopt.compiled)
     return factory

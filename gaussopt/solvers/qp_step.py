@@ -450,7 +450,7 @@ def _types() -> dict:
         ("P", f8m), ("noP", f8m), ("xs", f8v), ("zs", f8v)])}
 
 
-@jit(cache=True)
+@unit("qpctx(i8v, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, i8v, f8v, i8v, f8m, f8m, f8v, f8v)")
 def make_context(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs):
     """A :class:`QPContext` (compiled: no compilation per process)."""
     return QPContext(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs)
