@@ -167,6 +167,75 @@ def _progress_bar(total: float, label: str):
     return bar, cb
 
 
+def _compile_bar() -> None:
+    """From now on, a batch of compiled code that this machine's cache lacks shows a
+    progress bar on stderr while it compiles (after gaussopt's one-line notice)."""
+    from . import compiled
+
+    state: dict = {}
+
+    def show(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = state["bar"] = tqdm(total=total, desc="gaussopt: compiling", unit=" fn",
+                                      leave=False, disable=not sys.stderr.isatty())
+        bar.total = total
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+            state.pop("bar")
+
+    compiled.PROGRESS = show
+
+
+def _compile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("problems", nargs="*", metavar="PROBLEM",
+                   help="also compile these problems' model functions (e.g. four_bar)")
+    p.add_argument("--where", action="store_true",
+                   help="print the directory of the compiled code and exit")
+
+
+def cmd_compile(args) -> int:
+    """compile the simulation engine ahead of its first run (once per machine and version)
+
+    Later runs, in any process, load the compiled code from the cache."""
+    from . import compiled
+
+    where = compiled.code_cache_dir()
+    if args.where:
+        print(where)
+        return 0
+    bar = None
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="gaussopt: compiling", unit=" fn", leave=False,
+                   disable=not sys.stderr.isatty())
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        pass
+
+    def progress(unit, done, total):
+        if bar is not None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+    models = []
+    for name in args.problems:        # (an unknown name stops before anything compiles)
+        models.append(load_problem_module(name))
+    extra = []
+    for mod in models:
+        extra += getattr(mod.build().system.compiled, "functions", ())
+    compiled.NOTICE_STREAM = None            # (the progress bar says it)
+    seconds = compiled.compile_all(*extra, progress=progress)
+    if bar is not None:
+        bar.close()
+    print(f"gaussopt compile: {len(compiled.units())} compiled functions ready in {where} "
+          f"({seconds:.1f} s)")
+    return 0
+
+
 def _settings(args) -> dict:
     import gaussopt as go
 
@@ -541,6 +610,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[..
     "run": (_run_arguments, cmd_run),
     "compare": (_compare_arguments, cmd_compare),
     "sweep": (sweep_arguments, cmd_sweep),
+    "compile": (_compile_arguments, cmd_compile),
 }
 
 
@@ -569,6 +639,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command is None:
             parser.print_help()
             return 0
+        if args.command in ("run", "compare", "sweep"):
+            _compile_bar()
         return args.command_function(args)
     except UsageError as e:
         prog = e.prog or " ".join(filter(None, ("gaussopt", args.command)))

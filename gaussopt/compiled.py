@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import dis
 import functools
 import hashlib
@@ -322,6 +323,10 @@ nb_event.register("numba:compile", _WATCH)
 #: where the notice goes (None: nowhere); a command line with a progress bar sets it
 NOTICE_STREAM = sys.stderr
 
+#: ``None``, or ``progress(done, total)`` called by :func:`ensure` as it loads the units
+#: of a batch that compiles something (the command line draws its progress bar with it)
+PROGRESS: Optional[Callable[[int, int], None]] = None
+
 
 def notice() -> None:
     """The one line printed before gaussopt first compiles code in a process (set
@@ -395,21 +400,22 @@ def _lookup(key: int) -> int:
     address; 0 when no unit of this gaussopt has the key (code compiled against another
     version, with another signature) or loading failed (after printing why): the
     caller then raises ``RuntimeError``."""
-    u = _BY_KEY.get(key)
-    if u is None:
-        for v in list(_UNITS.values()):      # (keys need the signatures: built on demand)
-            _BY_KEY.setdefault(v.key, v)
+    with _ensuring():                         # (loading compiled code: not a run's time)
         u = _BY_KEY.get(key)
         if u is None:
-            return 0
-    try:
-        u.load()
-        return u.address
-    except BaseException:  # noqa: BLE001 - reported, then the compiled caller raises
-        import traceback
+            for v in list(_UNITS.values()):      # (keys need the signatures: built on demand)
+                _BY_KEY.setdefault(v.key, v)
+            u = _BY_KEY.get(key)
+            if u is None:
+                return 0
+        try:
+            u.load()
+            return u.address
+        except BaseException:  # noqa: BLE001 - reported, then the compiled caller raises
+            import traceback
 
-        traceback.print_exc()
-        return 0
+            traceback.print_exc()
+            return 0
 
 
 _LOOKUP = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(_lookup)
@@ -719,6 +725,8 @@ def _helper_main() -> int:
                 else:
                     importlib.import_module(module)
                 _ITEMS[name].load()
+                gc.collect()             # (what lives on is set aside from later full
+                gc.freeze()              # collections: ensure())
             except Exception:  # noqa: BLE001 - the parent compiles it itself
                 import traceback
 
@@ -807,6 +815,24 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
         return 0.0
     with _LOCK, _ensuring():
         _BATCH[0] += 1
+        # (Python's full garbage collections scan every object: numba's compiler makes
+        # many, and the collections took ~10 % of a compilation. Those before the batch
+        # are set aside meanwhile, and collected with the rest once it is done: the
+        # next full collection, 50-70 ms after loading compiled code, would otherwise
+        # fall in the run that follows)
+        gc.freeze()
+        bar = PROGRESS if (PROGRESS is not None
+                           and any(not u.loaded and not u.in_cache() for u in todo)) else None
+        count = [0]
+        user_progress = progress
+
+        def progress(u):
+            count[0] += 1
+            if bar is not None:
+                bar(count[0], len(todo))
+            if user_progress is not None:
+                user_progress(u)
+
         try:
             batch = _batch_for(todo)
             waiting = []
@@ -817,8 +843,7 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
                 u.load()
                 if batch is not None and u.name in batch.items:
                     (batch.dir / f"{u.name}.done").touch()
-                if progress is not None:
-                    progress(u)
+                progress(u)
             for u in waiting:
                 while not batch.done(u.name) and batch.alive():
                     other = batch.next_unclaimed()      # meanwhile, the batch's others
@@ -828,13 +853,14 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
                     else:
                         time.sleep(0.01)
                 u.load()         # (from the cache the helper wrote; compiled if it died)
-                if progress is not None:
-                    progress(u)
+                progress(u)
             if os.environ.get("GAUSSOPT_DEBUG_COMPILE") and batch is not None:
                 print(f"[ensure] {len(todo)} ({todo[0].name} ...), {len(waiting)} from the "
                       f"helper, {time.perf_counter() - t0:.2f} s", file=sys.stderr)
         finally:
             _BATCH[0] -= 1
+            gc.unfreeze()
+            gc.collect()
     return time.perf_counter() - t0
 
 
@@ -843,15 +869,19 @@ def units() -> list[Unit]:
     return list(_UNITS.values())
 
 
-def compile_all(progress: Optional[Callable[[Unit, int, int], None]] = None) -> float:
-    """Import every module of gaussopt that defines units and load them all (compiling
-    what the cache lacks): ``gaussopt compile``. ``progress(unit, i, total)`` after each.
-    Returns the seconds it took."""
+def compile_all(*extra, progress: Optional[Callable[[Unit, int, int], None]] = None) -> float:
+    """Import every module of gaussopt that defines units and load them all, with
+    gaussopt's cfuncs and the ``extra`` units or cfuncs given (a model's compiled
+    functions), compiling what the cache lacks: ``gaussopt compile``.
+    ``progress(unit, i, total)`` after each. Returns the seconds it took."""
     import importlib
 
     for name in _UNIT_MODULES:
         importlib.import_module(name)
     todo = [u for u in units() if not u.loaded]
+    todo += [f for f in _ITEMS.values() if isinstance(f, cfunc) and not f.loaded
+             and f.__module__.startswith("gaussopt.")]
+    todo += [_as_item(f) for f in extra]
     done = [0]
 
     def step(u):
@@ -864,6 +894,7 @@ def compile_all(progress: Optional[Callable[[Unit, int, int], None]] = None) -> 
 
 #: modules that define units (imported by :func:`compile_all`)
 _UNIT_MODULES = ("gaussopt.kernel", "gaussopt.sparse", "gaussopt.engine", "gaussopt.point",
+                 "gaussopt.model",
                  "gaussopt.solvers.qp_step", "gaussopt.solvers.ga_kernel",
                  "gaussopt.multibody.kernel")
 

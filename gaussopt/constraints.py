@@ -85,15 +85,24 @@ def complex_step_jacobian(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray
     if n == 0:
         return np.zeros((0, 0))
     # row j: x with the step on coordinate j (each call gets a row of its own)
-    X = np.empty((n, n), dtype=complex)
-    X[:] = x
-    X.flat[::n + 1] += 1j * _H
-    col = _as_vec(fun(X[0]), "fun").imag
-    J = np.empty((col.size, n))
-    J[:, 0] = col / _H
-    for j in range(1, n):
-        J[:, j] = _as_vec(fun(X[j]), "fun").imag / _H
+    X = x + _steps(n)
+    if n == 1:
+        return _as_vec(fun(X[0]), "fun").imag.reshape(-1, 1) / _H
+    J = np.column_stack([_as_vec(fun(X[j]), "fun").imag for j in range(n)])
+    J /= _H
     return J
+
+
+_STEPS: dict = {}
+
+
+def _steps(n: int) -> np.ndarray:
+    """``1j * h * I``, shape (n, n) (kept per n)."""
+    s = _STEPS.get(n)
+    if s is None:
+        s = _STEPS[n] = 1j * _H * np.eye(n)
+        s.flags.writeable = False
+    return s
 
 
 def _directional_cs(fun: Callable[[float, np.ndarray], np.ndarray], t: float, q: np.ndarray,
@@ -309,11 +318,12 @@ class Holonomic(Constraint):
             return np.zeros(_as_vec(self.phi(t, q), "phi").size)
         dt_, dq = c / norm, v / norm
         hs = self._d2_step
-
-        def g(s):
-            return _directional_cs(self.phi, t + s * dt_, q + s * dq, dt_, dq)
-
-        d2 = (g(-2 * hs) - 8 * g(-hs) + 8 * g(hs) - g(2 * hs)) / (12 * hs)
+        steps = (-2 * hs, -hs, hs, 2 * hs)
+        # the four points, each with the complex step along (dt_, dq)
+        Q = (q + np.array(steps)[:, None] * dq) + 1j * _H * dq
+        ih = 1j * _H * dt_
+        g = [_as_vec(self.phi(t + s * dt_ + ih, Q[k]), "phi").imag for k, s in enumerate(steps)]
+        d2 = (g[0] / _H - 8 * (g[1] / _H) + 8 * (g[2] / _H) - g[3] / _H) / (12 * hs)
         return d2 * norm * norm
 
     def rows(self, t, q, v):

@@ -30,7 +30,7 @@ from . import sparse as SP
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
 from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
 from .model import model_functions, quiet_compile
-from .result import DERIVED, PENDING, RankEvent, Trajectory
+from .result import RankEvent, Trajectory
 from .solvers import StepSolver
 from .stabilization import Baumgarte, Projection
 from .step import as_state, make_solver
@@ -957,92 +957,12 @@ def _sample_engine(system: System, solver: StepSolver, run: "_Run", t: np.ndarra
     return a, Qc, lam, Fo, rank, err, exc
 
 
-def _row_norms(R: np.ndarray) -> np.ndarray:
-    """Euclidean norm of every row of ``R`` (k, m), scaled by the row's largest entry
-    (no overflow or underflow of the squares), as :func:`gaussopt.kernel.row_norms`."""
-    if R.ndim == 1 or R.shape[1] == 0:
-        return np.abs(R).reshape(R.shape[0], -1).sum(axis=1) if R.ndim == 2 else np.abs(R)
-    scale = np.abs(R).max(axis=1)
-    safe = np.where(scale > 0, scale, 1.0)
-    return scale * np.sqrt(((R / safe[:, None]) ** 2).sum(axis=1))
-
-
-class _PythonSamples:
-    """The columns of the Trajectory of a model given as Python functions, computed when
-    first read (:class:`~gaussopt.result.Trajectory`): the residuals and the energy from
-    the model's functions at each sample, the step's columns (``a``,
-    ``constraint_force``, ``multipliers``, ``acceleration_residual``, ``rank``,
-    ``sigma_min``) by the engine at every sample, together. A model's function costs
-    microseconds in Python: computed in :func:`simulate`, 30,000 output samples cost
-    seconds that a run that reads two of the columns does not need."""
-
-    _STEP = ("a", "constraint_force", "multipliers", "acceleration_residual", "rank",
-             "sigma_min")
-
-    def __init__(self, system: System, solver: StepSolver, run: "_Run", t, y):
-        self.system, self.solver, self.run, self.t, self.y = system, solver, run, t, y
-
-    def compute(self, traj: Trajectory, name: str, eager: bool = False) -> None:
-        if name in self._STEP:
-            a, Qc, lam, Fo, rank, err, exc = _sample_engine(self.system, self.solver, self.run,
-                                                            self.t, self.y)
-            traj.__dict__.update(a=a, constraint_force=Qc, multipliers=lam,
-                                 acceleration_residual=Fo[:, 2].copy(), rank=rank,
-                                 sigma_min=Fo[:, 5].copy())
-            if isinstance(exc, KeyboardInterrupt):
-                for k in self._STEP:
-                    traj.__dict__[k] = PENDING
-                raise exc
-            self._failed(traj, err, exc)
-        else:
-            system, t, y, n = self.system, self.t, self.y, self.system.n
-            f = {"position_residual": lambda ti, yi: system.position_residual(ti, yi[:n]),
-                 "velocity_residual": lambda ti, yi: system.velocity_residual(ti, yi[:n],
-                                                                              yi[n:]),
-                 "energy": lambda ti, yi: system.energy(ti, yi[:n], yi[n:])}[name]
-            what = {"position_residual": "Evaluating the position constraints",
-                    "velocity_residual": "Evaluating the velocity constraints",
-                    "energy": "Evaluating the energy"}[name]
-            vals = []
-            for ti, yi in zip(t.tolist(), y):
-                try:
-                    vals.append(f(ti, yi))
-                except KeyboardInterrupt as e:   # (what was computed is kept)
-                    self._failed(traj, "Interrupted (KeyboardInterrupt) while recomputing "
-                                       "the output samples.", e)
-                    break
-                except Exception as e:  # noqa: BLE001 - recorded, NaN from here on
-                    self._failed(traj, f"{what} at output t={ti} failed: {type(e).__name__}: "
-                                       f"{e}{_origin(e)}", e)
-                    break
-            out = np.full(t.size, np.nan)
-            if vals:
-                out[:len(vals)] = (np.asarray(vals, dtype=float) if name == "energy"
-                                   else _row_norms(np.asarray(vals, dtype=float)))
-            traj.__dict__[name] = out
-        if not any(traj.__dict__.get(k) is PENDING for k in DERIVED):
-            traj.__dict__["_samples"] = None          # (done: the model is let go)
-        if not eager:                                 # (read after simulate returned)
-            traj.meta.pop("postprocess_exception", None)
-
-    @staticmethod
-    def _failed(traj: Trajectory, err: Optional[str], exc) -> None:
-        if err is None:
-            return
-        if not traj.meta.get("postprocess_error"):
-            traj.meta["postprocess_error"] = err
-            traj.meta["postprocess_exception"] = exc      # (simulate takes it from here)
-        if traj.status >= 0:
-            traj.status, traj.message, traj.exception = -1, err, exc
-
-
 def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
                  y: np.ndarray) -> Trajectory:
     """Accelerations, constraint forces, multipliers and residuals at the output times.
 
-    The compiled step solvers are evaluated by the engine at every sample (for a model
-    given as Python functions when the columns are first read: :class:`_PythonSamples`);
-    a step solver that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
+    The compiled step solvers are evaluated by the engine at every sample; a step solver
+    that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
     of the model's code or of a step at a sample is recorded (the first in
     ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
     is still computed; a KeyboardInterrupt stops the recomputation and keeps what was
@@ -1055,20 +975,6 @@ def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
     stats: dict[str, Any] = {}
     err, exc = None, None
     mf = run.mf
-    if int(run.opt.i[E.I_SOLVER]) != 2 and not mf.compiled:
-        samples = _PythonSamples(system, solver, run, t, y)
-        traj = Trajectory(t=t, q=q, v=v, a=PENDING, constraint_force=PENDING,
-                          multipliers=PENDING, position_residual=PENDING,
-                          velocity_residual=PENDING, acceleration_residual=PENDING,
-                          energy=PENDING if system.has_energy else None, rank=PENDING,
-                          sigma_min=PENDING, coordinates=system.coordinates, stats=stats,
-                          _samples=samples)
-        # the columns one call of the model's function per sample gives, at once (a
-        # failure of the model's code is the run's); the others when first read
-        for name in ("position_residual", "energy"):
-            if traj.__dict__[name] is PENDING:
-                samples.compute(traj, name, eager=True)
-        return traj
     a = np.full((N, n), np.nan)
     Qc = np.full((N, n), np.nan)
     lam = np.full((N, m), np.nan)

@@ -44,6 +44,7 @@ from numba.core.types import WrapperAddressProtocol
 from numba.extending import intrinsic
 
 from .compiled import cfunc, jit
+from .constraints import Holonomic
 from .exceptions import ModelError
 
 __all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
@@ -273,6 +274,56 @@ def row_layout(system) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.array(is_hol, dtype=np.bool_))
 
 
+class _PositionMemo:
+    """``Phi``, ``Phi_q`` and ``Phi_t`` of one :class:`~gaussopt.Holonomic` constraint
+    at the last ``(t, q)`` asked for, each computed when first asked (a run's own
+    cache: :func:`python_functions` makes one per run, so a model changed between
+    runs is never answered from it). ``Phi_t`` of a constraint declared
+    ``rheonomic=False`` without a ``phi_t`` is zero, found without a call."""
+
+    __slots__ = ("c", "t", "key", "values", "static")
+
+    def __init__(self, c) -> None:
+        self.c = c
+        self.t = None
+        self.key = b""
+        self.values: list = [None, None, None]
+        self.static = not c.rheonomic and c._phi_t is None
+
+    def _at(self, t, q) -> list:
+        key = q.tobytes()
+        if t != self.t or key != self.key:
+            self.t, self.key = t, key
+            self.values = [None, None, None]
+        return self.values
+
+    def phi(self, t, q) -> np.ndarray:
+        vals = self._at(t, q)
+        if vals[0] is None:
+            vals[0] = self.c.residual(t, q)
+        return vals[0]
+
+    def J(self, t, q) -> np.ndarray:
+        vals = self._at(t, q)
+        if vals[1] is None:
+            vals[1] = self.c.jacobian(t, q)
+        return vals[1]
+
+    def phi_t(self, t, q) -> np.ndarray:
+        vals = self._at(t, q)
+        if vals[2] is None:
+            vals[2] = (np.zeros(self.phi(t, q).size) if self.static
+                       else self.c.phi_t(t, q))
+        return vals[2]
+
+    def velocity_residual(self, t, q, v, J) -> np.ndarray:
+        """``Phi_q v + Phi_t`` (as :meth:`Holonomic.velocity_residual`)."""
+        r = J @ v
+        if not self.static:
+            r = r + self.phi_t(t, q)
+        return r
+
+
 def python_functions(system, accel=None) -> ModelFunctions:
     """Wrap a :class:`~gaussopt.System`'s Python functions as ctypes callbacks.
 
@@ -327,30 +378,59 @@ def python_functions(system, accel=None) -> ModelFunctions:
         put(Fb, system.force(t, q, v), "force(t, q, v)", (n,))
         done[0] = constant
 
+    # Phi, Phi_q and Phi_t of each holonomic constraint are kept for the last (t, q) of
+    # this run: the rows, the residuals and the output samples of one state share them
+    # (a sample evaluates pos, vel and rows at the state its projection ended on).
+    memos = {id(c): _PositionMemo(c) for c in system.holonomic}
+    hol = [memos[id(c)] for c in system.holonomic]
+    vel_level = [(memos.get(id(c)), c) for c in system._velocity_level]
+    eq_rows = [(memos.get(id(c)) if type(c).rows is Holonomic.rows else None, c)
+               for c in system.equalities]
+
     def rows(t):
         q, v = qb.copy(), vb.copy()
-        A, b = system.rows(t, q, v)
+        if len(eq_rows) == 1:
+            memo, c = eq_rows[0]
+            A, b = (memo.J(t, q), c.gamma(t, q, v)) if memo is not None else c.rows(t, q, v)
+        else:
+            parts = [(memo.J(t, q), c.gamma(t, q, v)) if memo is not None else c.rows(t, q, v)
+                     for memo, c in eq_rows]
+            A = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n))
+            b = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
         if A.shape != (m, n) or b.shape != (m,):
             raise system._row_count_error(t, q, v, A, b)
         Ab[...] = A
         bb[...] = b
 
-    hol = system.holonomic
-
     def pos(t):
         q = qb.copy()
-        put(phib, system.position_residual(t, q), "the holonomic constraints", (mh,))
-        put(Jb, system.position_jacobian(t, q), "the holonomic Jacobian", (mh, n))
         if len(hol) == 1:
-            phitb[...] = hol[0].phi_t(t, q)
-        else:
-            parts = [c.phi_t(t, q) for c in hol]
-            phitb[...] = np.concatenate(parts) if parts else np.zeros(0)
+            memo = hol[0]
+            put(phib, memo.phi(t, q), "the holonomic constraints", (mh,))
+            put(Jb, memo.J(t, q), "the holonomic Jacobian", (mh, n))
+            phitb[...] = memo.phi_t(t, q)
+            return
+        put(phib, np.concatenate([c.phi(t, q) for c in hol]) if hol else np.zeros(0),
+            "the holonomic constraints", (mh,))
+        put(Jb, np.concatenate([c.J(t, q) for c in hol]) if hol else np.zeros((0, n)),
+            "the holonomic Jacobian", (mh, n))
+        phitb[...] = np.concatenate([c.phi_t(t, q) for c in hol]) if hol else np.zeros(0)
 
     def vel(t):
         q, v = qb.copy(), vb.copy()
-        put(rb, system.velocity_residual(t, q, v), "the velocity residual", (mv,))
-        put(Jvb, system.velocity_rows(t, q, v), "the velocity rows", (mv, n))
+        r, Jv = [], []
+        for memo, c in vel_level:
+            if memo is not None:
+                J = memo.J(t, q)
+                r.append(memo.velocity_residual(t, q, v, J))
+                Jv.append(J)
+            else:
+                r.append(c.velocity_residual(t, q, v))
+                Jv.append(c.jacobian(t, q, v))
+        put(rb, r[0] if len(r) == 1 else np.concatenate(r) if r else np.zeros(0),
+            "the velocity residual", (mv,))
+        put(Jvb, Jv[0] if len(Jv) == 1 else np.concatenate(Jv) if Jv else np.zeros((0, n)),
+            "the velocity rows", (mv, n))
 
     def energy(t):
         eb[0] = system.energy(t, qb.copy(), vb.copy()) if system.has_energy else 0.0

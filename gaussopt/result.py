@@ -124,20 +124,6 @@ class RankEvent:
 
 _ARRAYS = ("t", "q", "v", "a", "constraint_force", "multipliers", "position_residual",
            "velocity_residual", "acceleration_residual", "energy", "sigma_min", "rank")
-#: the columns recomputed from the model at the output samples (:class:`Trajectory`)
-DERIVED = frozenset(("a", "constraint_force", "multipliers", "position_residual",
-                     "velocity_residual", "acceleration_residual", "energy", "sigma_min",
-                     "rank"))
-
-
-class _Pending:
-    """The value of a column not computed yet (:attr:`Trajectory._samples`)."""
-
-    def __repr__(self):
-        return "<computed when first read>"
-
-
-PENDING = _Pending()
 
 
 @dataclass
@@ -195,15 +181,7 @@ class Trajectory:
         saved: a loaded trajectory has ``sol = None``.
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
-    output times, never collected inside the right-hand side. For a model given as
-    Python functions, ``position_residual`` and ``energy`` (one call of a function per
-    sample) are computed by :func:`~gaussopt.simulate`; ``velocity_residual`` and the
-    step's columns (``a``, ``constraint_force``, ``multipliers``,
-    ``acceleration_residual``, ``rank``, ``sigma_min``, together: the step at every
-    sample, many calls per sample) when first read, so that thousands of output samples
-    cost nothing until they are used. A failure of the model's code while a column is
-    computed leaves NaN from that sample on, and sets ``status`` to -1 with the reason
-    in ``message`` and ``meta["postprocess_error"]``.
+    output times, never collected inside the right-hand side.
     """
 
     t: np.ndarray
@@ -230,26 +208,6 @@ class Trajectory:
     q_events: Optional[list] = field(default=None, compare=False, repr=False)
     v_events: Optional[list] = field(default=None, compare=False, repr=False)
     sol: Optional[Any] = field(default=None, compare=False, repr=False)
-    #: what computes the columns still :data:`PENDING` (None: every column is there)
-    _samples: Optional[Any] = field(default=None, compare=False, repr=False)
-
-    def __getattribute__(self, name):
-        if name in DERIVED:
-            d = object.__getattribute__(self, "__dict__")
-            if d.get(name) is PENDING:
-                samples = d.get("_samples")
-                if samples is None:
-                    raise AttributeError(f"Trajectory.{name} was never computed")
-                samples.compute(self, name)
-        return object.__getattribute__(self, name)
-
-    def __getstate__(self) -> dict:
-        """(Pickled with every column computed: the model is not pickled.)"""
-        for name in DERIVED:
-            getattr(self, name)
-        state = dict(self.__dict__)
-        state["_samples"] = None
-        return state
 
     @property
     def success(self) -> bool:

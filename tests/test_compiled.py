@@ -148,3 +148,53 @@ def test_ensure_and_compile_seconds():
     assert C.compile_seconds() >= 0.0
     with pytest.raises(TypeError, match="units"):
         C.ensure(np.sum)
+
+
+def test_compile_where_prints_the_versions_directory(tmp_path):
+    env = _env(tmp_path / "cache", ROOT)
+    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "--where"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    where = Path(res.stdout.strip())
+    assert where.parent == tmp_path / "cache" / "compiled" and where.name == C.source_hash()
+
+
+def test_compile_unknown_problem_is_refused_before_compiling(tmp_path):
+    env = _env(tmp_path / "cache", ROOT)
+    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "four_barr"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "four_bar" in res.stderr, res.stderr   # (did you mean)
+    assert "gaussopt: compiling" not in res.stderr
+    assert not (tmp_path / "cache" / "compiled").exists() or not any(
+        (tmp_path / "cache" / "compiled").rglob("*.nbi"))
+
+
+@pytest.mark.slow
+def test_gaussopt_compile_leaves_nothing_to_compile_for_the_main_job(tmp_path):
+    """After ``gaussopt compile four_bar`` in a fresh cache, a process that runs the
+    four-bar with every solver of the main job compiles nothing (numba's compile events)
+    and prints no notice."""
+    env = _env(tmp_path / "cache", ROOT)
+    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "four_bar"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    assert "compiled functions ready" in res.stdout
+    code = """
+        from numba.core import event
+        seen = []
+        class L(event.Listener):
+            def on_start(self, e):
+                seen.append(str(e.data.get("dispatcher")))
+            def on_end(self, e):
+                pass
+        event.register("numba:compile", L())
+        import problems.four_bar as fb
+        pb = fb.build(t_end=0.3)
+        for s in ("closed_form", "lagrange", "qp"):
+            assert pb.simulate(solver=s).success
+        print(len(seen), seen[:5])
+    """
+    warm = _run(code, env, tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.startswith("0 "), warm.stdout
+    assert "gaussopt: compiling" not in warm.stderr, warm.stderr

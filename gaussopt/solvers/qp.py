@@ -647,6 +647,6 @@ class QP(StepSolver):
         if self.backend != "clarabel":
             return [K.decide]
         if getattr(self.system, "compiled", None) is not None:
-            return [QS.prepare_at, QS.finish_at, K.decide]
+            return [QS.make_context, QS.prepare_at, QS.finish_at, K.decide]
         return [QS.prepare, QS.finish, K.decide]
 
