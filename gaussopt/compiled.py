@@ -83,6 +83,24 @@ _PKG = Path(__file__).resolve().parent
 _LOCK = threading.RLock()
 
 
+class _Locks:
+    """numba's compiler lock, then :data:`_LOCK`: the one order in which any thread
+    holds both (numba holds its lock while it types a caller, which may load a unit
+    or print the notice; taking ``_LOCK`` first elsewhere would deadlock two threads
+    that compile at once)."""
+
+    def __enter__(self):
+        global_compiler_lock.acquire()
+        _LOCK.acquire()
+
+    def __exit__(self, *exc):
+        _LOCK.release()
+        global_compiler_lock.release()
+
+
+_LOCKS = _Locks()
+
+
 # --------------------------------------------------------------------------- cache location
 def cache_dir() -> Path:
     """The root of gaussopt's caches: ``$GAUSSOPT_CACHE_DIR``, else
@@ -256,7 +274,7 @@ class cfunc:
         ``CFunc.compile`` does, with numba's compile event around a compilation, so that
         :func:`compile_seconds` and :func:`notice` see it.)"""
         if self._fn is None:
-            with _LOCK, global_compiler_lock:
+            with _LOCKS:
                 if self._fn is None:
                     fn = CFunc(self._py_func, self._sig, locals={}, options=self._options)
                     fn._cache = _Cache(self._py_func)
@@ -447,7 +465,7 @@ class Unit:
     def signature(self):
         """The numba signature (``return_type(arg types)``), built on first use."""
         if self._sig is None:
-            with _LOCK:
+            with _LOCKS:
                 ns = _namespace()
                 try:
                     sig = eval(self._sig_text, {"__builtins__": {}}, ns)  # noqa: S307 - our own text
@@ -474,7 +492,7 @@ class Unit:
         :class:`_Dispatcher`); its machine code's address in :attr:`address`."""
         if self.loaded:
             return
-        with _LOCK:
+        with _LOCKS:
             if self.loaded or self._loading:
                 return
             self._loading = True
@@ -759,7 +777,7 @@ def prefetch(*targets) -> None:
     :data:`PREFETCH`: what every run needs), so that the helper works while this process
     builds a model, and by front ends with the model's own compiled functions."""
     if _parallel():
-        with _LOCK:
+        with _LOCKS:
             try:
                 batch = _ACTIVE[0]
                 todo = _closure(_as_item(t) for t in targets)
@@ -813,7 +831,7 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
     todo = _closure(_as_item(t) for t in targets)
     if not todo:
         return 0.0
-    with _LOCK, _ensuring():
+    with _LOCKS, _ensuring():
         _BATCH[0] += 1
         # (Python's full garbage collections scan every object: numba's compiler makes
         # many, and the collections took ~10 % of a compilation. Those before the batch

@@ -57,6 +57,31 @@ _EPS = float(np.finfo(float).eps)
 _D2_STEP = 1e-3  # step of the 4th-order difference for second directional derivatives
 
 
+def _is_sparse(x) -> bool:
+    """``x`` is a scipy.sparse matrix or array (told without importing scipy.sparse)."""
+    return hasattr(x, "tocsr") and hasattr(x, "nnz")
+
+
+def _dense_rows(J) -> np.ndarray:
+    """A Jacobian as a 2-D float array (a scipy.sparse result densified)."""
+    if type(J) is np.ndarray and J.ndim == 2:
+        return J
+    if _is_sparse(J):
+        return np.asarray(J.toarray(), dtype=float)
+    return np.atleast_2d(np.asarray(J, dtype=float))
+
+
+def _sparse_rows(J):
+    """A scipy.sparse Jacobian as CSR with sorted, summed indices; None for anything else."""
+    if not _is_sparse(J):
+        return None
+    J = J.tocsr()
+    if not J.has_canonical_format:
+        J = J.copy()
+        J.sum_duplicates()
+    return J
+
+
 def _as_vec(x, name: str) -> np.ndarray:
     arr = np.asarray(x)
     if arr.ndim == 0:
@@ -100,8 +125,10 @@ def _steps(n: int) -> np.ndarray:
     """``1j * h * I``, shape (n, n) (kept per n)."""
     s = _STEPS.get(n)
     if s is None:
-        s = _STEPS[n] = 1j * _H * np.eye(n)
+        s = 1j * _H * np.eye(n)
         s.flags.writeable = False
+        if n <= 64:                   # (kept for small n only: 16 n^2 bytes)
+            _STEPS[n] = s
     return s
 
 
@@ -275,12 +302,17 @@ class Holonomic(Constraint):
         return _as_vec(self.phi(t, q), "phi").astype(float, copy=False)
 
     def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
+        """``Phi_q(t, q)`` as a dense array (a given ``jacobian`` may return a
+        scipy.sparse matrix: see :meth:`sparse_jacobian`)."""
         if self._jac is not None:
-            J = self._jac(t, q)
-            if type(J) is np.ndarray and J.ndim == 2:
-                return J
-            return np.atleast_2d(np.asarray(J, dtype=float))
+            return _dense_rows(self._jac(t, q))
         return complex_step_jacobian(lambda x: self.phi(t, x), q)
+
+    def sparse_jacobian(self, t: float, q: np.ndarray):
+        """``Phi_q(t, q)`` as scipy.sparse CSR when the given ``jacobian`` returns a
+        scipy.sparse matrix, else None (a system whose rows are all sparse, with a
+        constant diagonal mass, takes the O(n) step: :mod:`gaussopt.sparse`)."""
+        return _sparse_rows(self._jac(t, q)) if self._jac is not None else None
 
     def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
         if self._phi_t is not None:
@@ -467,9 +499,16 @@ class Nonholonomic(Constraint):
     residual = velocity_residual
 
     def jacobian(self, t, q, v):
+        """``df/dv(t, q, v)`` as a dense array (a given ``jacobian`` may return a
+        scipy.sparse matrix: see :meth:`sparse_jacobian`)."""
         if self._jac is not None:
-            return np.atleast_2d(np.asarray(self._jac(t, q, v), dtype=float))
+            return _dense_rows(self._jac(t, q, v))
         return complex_step_jacobian(lambda x: self.f(t, q, x), v)
+
+    def sparse_jacobian(self, t, q, v):
+        """``df/dv`` as scipy.sparse CSR when the given ``jacobian`` returns a
+        scipy.sparse matrix, else None (as :meth:`Holonomic.sparse_jacobian`)."""
+        return _sparse_rows(self._jac(t, q, v)) if self._jac is not None else None
 
     def gamma(self, t, q, v):
         if self._gamma is not None:
@@ -548,11 +587,11 @@ class AccelerationConstraint(Constraint):
 
     def __init__(self, A, b, *, name: Optional[str] = None) -> None:
         super().__init__(name)
-        self._A = A if callable(A) else np.atleast_2d(np.asarray(A, dtype=float))
+        self._A = A if callable(A) else _dense_rows(A)
         self._b = b if callable(b) else _as_vec(np.asarray(b, dtype=float), "b")
 
     def rows(self, t, q, v):
-        A = np.atleast_2d(np.asarray(self._A(t, q, v), dtype=float)) if callable(self._A) else self._A
+        A = _dense_rows(self._A(t, q, v)) if callable(self._A) else self._A
         b = _as_vec(self._b(t, q, v), "b").astype(float) if callable(self._b) else self._b
         return A, b
 

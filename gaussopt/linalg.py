@@ -147,6 +147,12 @@ def mass_scale(M: np.ndarray) -> float:
 
 def range_projector(M: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, int]:
     """Orthogonal projector ``M M^+`` onto the range of a PSD matrix and its rank."""
+    d = np.diag(M)
+    if M.size and np.count_nonzero(M) == np.count_nonzero(d):
+        # diagonal: the projector keeps the coordinates with a mass (the eigenvalues are
+        # the diagonal, the eigenvectors the unit vectors; the same threshold)
+        keep = d > rtol * max(float(d.max()), 1e-300)
+        return np.diag(keep.astype(float)), int(keep.sum())
     w, V = np.linalg.eigh(M)
     keep = w > rtol * max(float(w[-1]) if w.size else 0.0, 1e-300)
     Vr = V[:, keep]

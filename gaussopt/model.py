@@ -245,6 +245,127 @@ class SparseModel:
         return np.array([address(f) for f in self.fns], dtype=np.int64)
 
 
+def _doubles(addr: int, size: int) -> np.ndarray:
+    """The ``size`` doubles at ``addr`` as a writable array (a view, no copy)."""
+    if size == 0:
+        return np.zeros(0)
+    return np.ctypeslib.as_array((ctypes.c_double * size).from_address(addr))
+
+
+def python_sparse_model(system, t: float, q: np.ndarray, v: np.ndarray) -> Optional[SparseModel]:
+    """The :class:`SparseModel` of a :class:`~gaussopt.System` given as Python
+    functions, or None when it has none: it needs a constant diagonal mass matrix
+    (:attr:`System.mass_diagonal`, positive), at least :data:`gaussopt.sparse.MIN_N`
+    coordinates, no inequality rows, and equality constraints that are all
+    :class:`~gaussopt.Holonomic` or :class:`~gaussopt.Nonholonomic` with a given
+    ``jacobian`` returning scipy.sparse at ``(t, q, v)`` (the state of the check).
+
+    The rows' CSR pattern is the one found there; at a later state a Jacobian whose
+    pattern differs is scattered into it (entries it lacks are zero), and one with an
+    entry outside it raises a :class:`ModelError` that ends the run (return explicit
+    zeros where an entry can become nonzero). The two functions are ctypes callbacks
+    of :data:`SIGNATURE` (made again after unpickling, by the next check); an
+    exception in them is kept in the ``error`` of the run's :class:`ModelFunctions`
+    (:func:`python_functions` connects them)."""
+    from .constraints import Nonholonomic
+    from .sparse import MIN_N
+
+    n = system.n
+    d = getattr(system, "mass_diagonal", None)
+    if (d is None or n < MIN_N or system.inequalities or not system.equalities
+            or not np.all(d > 0) or any(type(c) not in (Holonomic, Nonholonomic)
+                                        or c._jac is None for c in system.equalities)):
+        return None
+    blocks = []
+    for c in system.equalities:
+        J = c.sparse_jacobian(t, q) if isinstance(c, Holonomic) else c.sparse_jacobian(t, q, v)
+        if J is None or J.shape[1] != n:
+            return None
+        blocks.append((c, J.indptr.astype(np.int64), J.indices.astype(np.int64), J.shape[0]))
+    indptr = [np.zeros(1, dtype=np.int64)]
+    indices, offsets, start, m = [], [], 0, 0
+    for c, ip, ix, k in blocks:
+        indptr.append(ip[1:] + start)
+        indices.append(ix)
+        offsets.append((start, start + ix.size, m, m + k))
+        start += ix.size
+        m += k
+    indptr = np.concatenate(indptr)
+    indices = np.concatenate(indices) if indices else np.zeros(0, dtype=np.int64)
+    nnz = indices.size
+    # the pattern of each block as sorted linear indices (row * n + column), for the
+    # scatter of a Jacobian whose pattern differs
+    keys = []
+    for (c, ip, ix, k) in blocks:
+        rows = np.repeat(np.arange(k, dtype=np.int64), np.diff(ip))
+        keys.append(rows * n + ix)
+    diag = np.array(d, dtype=float)
+    constant_force = system.constant_force
+    sink: list = [None]
+
+    def failed(e):
+        mf = sink[0]
+        if mf is not None and mf.error is None:
+            mf.error = e
+        return MODEL_FAILED
+
+    def dyn(tt, qp, vp, pp, dp, Fp):
+        try:
+            _doubles(dp, n)[:] = diag
+            if constant_force is not None:
+                _doubles(Fp, n)[:] = constant_force
+            else:
+                qq, vv = _doubles(qp, n).copy(), _doubles(vp, n).copy()
+                F = system.force(tt, qq, vv)
+                if F.shape != (n,):
+                    raise ModelError(f"force(t, q, v) returned shape {F.shape}, expected ({n},).")
+                _doubles(Fp, n)[:] = F
+            return 0
+        except BaseException as e:  # noqa: BLE001 - kept, ends the run
+            return failed(e)
+
+    def rows(tt, qp, vp, pp, datap, bp):
+        try:
+            qq, vv = _doubles(qp, n).copy(), _doubles(vp, n).copy()
+            data, b = _doubles(datap, nnz), _doubles(bp, m)
+            for (c, ip, ix, k), key, (s0, s1, r0, r1) in zip(blocks, keys, offsets):
+                if isinstance(c, Holonomic):
+                    J = c.sparse_jacobian(tt, qq)
+                else:
+                    J = c.sparse_jacobian(tt, qq, vv)
+                if J is None or J.shape != (k, n):
+                    raise ModelError(f"constraint {c.name!r}: jacobian at t={tt} returned "
+                                     f"{type(J).__name__ if J is None else J.shape}, expected a "
+                                     f"scipy.sparse matrix of shape ({k}, {n}) as at the start.")
+                if np.array_equal(J.indptr, ip) and np.array_equal(J.indices, ix):
+                    data[s0:s1] = J.data
+                else:
+                    jr = np.repeat(np.arange(k, dtype=np.int64), np.diff(J.indptr))
+                    lin = jr * n + J.indices
+                    pos = np.searchsorted(key, lin)
+                    ok = (pos < key.size) & (key[np.minimum(pos, key.size - 1)] == lin)
+                    if not np.all(ok | (J.data == 0)):
+                        i = int(np.flatnonzero(~(ok | (J.data == 0)))[0])
+                        raise ModelError(
+                            f"constraint {c.name!r}: its sparse jacobian at t={tt} has a nonzero "
+                            f"entry at row {int(jr[i])}, column {int(J.indices[i])}, outside the "
+                            f"sparsity pattern it had at the initial state; return explicit "
+                            f"zeros where an entry can become nonzero.")
+                    seg = data[s0:s1]
+                    seg[:] = 0.0
+                    seg[pos[ok]] = J.data[ok]
+                b[r0:r1] = c.gamma(tt, qq, vv)
+            return 0
+        except BaseException as e:  # noqa: BLE001 - kept, ends the run
+            return failed(e)
+
+    sm = SparseModel(fns=(_Callback(dyn), _Callback(rows)), p=np.zeros(1), n=n, m=m,
+                     indptr=indptr, indices=indices)
+    sm.python = True
+    sm.sink = sink
+    return sm
+
+
 def make_buffers(n: int, m: int, mh: int, mv: int) -> dict:
     """The flat buffers of the model calls (one set per run)."""
     z = np.zeros
@@ -281,10 +402,11 @@ class _PositionMemo:
     runs is never answered from it). ``Phi_t`` of a constraint declared
     ``rheonomic=False`` without a ``phi_t`` is zero, found without a call."""
 
-    __slots__ = ("c", "t", "key", "values", "static")
+    __slots__ = ("c", "t", "key", "values", "static", "sparse")
 
-    def __init__(self, c) -> None:
+    def __init__(self, c, sparse: bool = False) -> None:
         self.c = c
+        self.sparse = sparse and c._jac is not None
         self.t = None
         self.key = b""
         self.values: list = [None, None, None]
@@ -303,10 +425,13 @@ class _PositionMemo:
             vals[0] = self.c.residual(t, q)
         return vals[0]
 
-    def J(self, t, q) -> np.ndarray:
+    def J(self, t, q):
+        """``Phi_q``: dense, or scipy.sparse CSR when the given jacobian returns that
+        (:func:`_put_rows` writes either into a buffer; ``@`` works on both)."""
         vals = self._at(t, q)
         if vals[1] is None:
-            vals[1] = self.c.jacobian(t, q)
+            J = self.c.sparse_jacobian(t, q) if self.sparse else None
+            vals[1] = J if J is not None else self.c.jacobian(t, q)
         return vals[1]
 
     def phi_t(self, t, q) -> np.ndarray:
@@ -318,10 +443,28 @@ class _PositionMemo:
 
     def velocity_residual(self, t, q, v, J) -> np.ndarray:
         """``Phi_q v + Phi_t`` (as :meth:`Holonomic.velocity_residual`)."""
-        r = J @ v
+        r = np.asarray(J @ v, dtype=float).reshape(-1)
         if not self.static:
             r = r + self.phi_t(t, q)
         return r
+
+
+def _is_sparse(x) -> bool:
+    return hasattr(x, "tocsr") and hasattr(x, "nnz")
+
+
+def _dense(J) -> np.ndarray:
+    return J.toarray() if _is_sparse(J) else J
+
+
+def _scatter(dst: np.ndarray, J) -> None:
+    """Write the scipy.sparse CSR ``J`` into the dense ``dst`` of its shape (zeroed
+    first; no dense temporary)."""
+    dst[...] = 0.0
+    if J.nnz:
+        rows = np.repeat(np.arange(J.shape[0]), np.diff(J.indptr))
+        np.add.at(dst, (rows, J.indices), J.data) if not J.has_canonical_format \
+            else dst.__setitem__((rows, J.indices), J.data)
 
 
 def python_functions(system, accel=None) -> ModelFunctions:
@@ -342,6 +485,9 @@ def python_functions(system, accel=None) -> ModelFunctions:
                         has_energy=system.has_energy,
                         constant_mass=system.constant_mass is not None, compiled=False,
                         buffers=buf)
+    sm = getattr(system, "sparse", None)
+    if getattr(sm, "python", False):
+        sm.sink[0] = mf                  # (the sparse callbacks' errors: this run's)
     qb, vb = buf["q"], buf["v"]
     Mb, Fb, Ab, bb = (buf["M"].reshape(n, n), buf["F"], buf["A"].reshape(m, n), buf["b"])
     phib, Jb, phitb = buf["phi"], buf["J"].reshape(mh, n), buf["phit"]
@@ -359,6 +505,11 @@ def python_functions(system, accel=None) -> ModelFunctions:
         return call
 
     def put(dst, val, what, shape):
+        if _is_sparse(val):             # (a sparse Jacobian: scattered, never densified)
+            if val.shape != shape:
+                raise ModelError(f"{what} returned shape {val.shape}, expected {shape}.")
+            _scatter(dst, val)
+            return
         arr = np.asarray(val, dtype=float)
         if arr.shape != shape:
             arr = arr.reshape(-1) if arr.size == int(np.prod(shape)) and arr.ndim <= 2 \
@@ -381,7 +532,8 @@ def python_functions(system, accel=None) -> ModelFunctions:
     # Phi, Phi_q and Phi_t of each holonomic constraint are kept for the last (t, q) of
     # this run: the rows, the residuals and the output samples of one state share them
     # (a sample evaluates pos, vel and rows at the state its projection ended on).
-    memos = {id(c): _PositionMemo(c) for c in system.holonomic}
+    memos = {id(c): _PositionMemo(c, sparse=getattr(sm, "python", False))
+             for c in system.holonomic}
     hol = [memos[id(c)] for c in system.holonomic]
     vel_level = [(memos.get(id(c)), c) for c in system._velocity_level]
     eq_rows = [(memos.get(id(c)) if type(c).rows is Holonomic.rows else None, c)
@@ -393,13 +545,16 @@ def python_functions(system, accel=None) -> ModelFunctions:
             memo, c = eq_rows[0]
             A, b = (memo.J(t, q), c.gamma(t, q, v)) if memo is not None else c.rows(t, q, v)
         else:
-            parts = [(memo.J(t, q), c.gamma(t, q, v)) if memo is not None else c.rows(t, q, v)
-                     for memo, c in eq_rows]
+            parts = [(_dense(memo.J(t, q)), c.gamma(t, q, v)) if memo is not None
+                     else c.rows(t, q, v) for memo, c in eq_rows]
             A = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n))
             b = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
         if A.shape != (m, n) or b.shape != (m,):
-            raise system._row_count_error(t, q, v, A, b)
-        Ab[...] = A
+            raise system._row_count_error(t, q, v, _dense(A), b)
+        if _is_sparse(A):
+            _scatter(Ab, A)
+        else:
+            Ab[...] = A
         bb[...] = b
 
     def pos(t):
@@ -412,7 +567,7 @@ def python_functions(system, accel=None) -> ModelFunctions:
             return
         put(phib, np.concatenate([c.phi(t, q) for c in hol]) if hol else np.zeros(0),
             "the holonomic constraints", (mh,))
-        put(Jb, np.concatenate([c.J(t, q) for c in hol]) if hol else np.zeros((0, n)),
+        put(Jb, np.concatenate([_dense(c.J(t, q)) for c in hol]) if hol else np.zeros((0, n)),
             "the holonomic Jacobian", (mh, n))
         phitb[...] = np.concatenate([c.phi_t(t, q) for c in hol]) if hol else np.zeros(0)
 
@@ -429,8 +584,8 @@ def python_functions(system, accel=None) -> ModelFunctions:
                 Jv.append(c.jacobian(t, q, v))
         put(rb, r[0] if len(r) == 1 else np.concatenate(r) if r else np.zeros(0),
             "the velocity residual", (mv,))
-        put(Jvb, Jv[0] if len(Jv) == 1 else np.concatenate(Jv) if Jv else np.zeros((0, n)),
-            "the velocity rows", (mv, n))
+        put(Jvb, Jv[0] if len(Jv) == 1 else np.concatenate([_dense(J) for J in Jv]) if Jv
+            else np.zeros((0, n)), "the velocity rows", (mv, n))
 
     def energy(t):
         eb[0] = system.energy(t, qb.copy(), vb.copy()) if system.has_energy else 0.0

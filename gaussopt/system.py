@@ -24,7 +24,8 @@ class System:
         Names of the generalized coordinates; ``n = len(coordinates)``.
     mass : callable or array_like
         ``mass(t, q) -> ndarray, shape (n, n)``, symmetric positive
-        *semi*-definite, or a constant array.
+        *semi*-definite, or a constant array: shape (n, n) (a scipy.sparse
+        matrix too) or, for a diagonal mass matrix, its diagonal, shape (n,).
     force : callable or array_like, optional
         ``force(t, q, v) -> ndarray, shape (n,)``: ``F = Q - g``, the applied
         generalized forces minus the velocity-dependent inertia terms; or a
@@ -44,6 +45,16 @@ class System:
     derivatives need it) and raises one :class:`~gaussopt.exceptions.ModelError`
     listing them; :func:`~gaussopt.simulate` and :func:`~gaussopt.solve_step`
     call it once.
+
+    **Large sparse systems.** A system whose constant mass matrix is diagonal and
+    whose equality constraints (:class:`~gaussopt.Holonomic`,
+    :class:`~gaussopt.Nonholonomic`) all have a given ``jacobian`` returning a
+    scipy.sparse matrix (with at least :data:`gaussopt.sparse.MIN_N`
+    coordinates and no inequality rows) takes the O(n) step of
+    :mod:`gaussopt.sparse`, as large multibody models do: its rows keep the
+    sparsity pattern of the check's state (an entry outside it sends that step to
+    the dense kernel), and any step that is not certified of full rank with a
+    margin (near a singular position) is decided by the dense kernel as usual.
 
     Examples
     --------
@@ -73,17 +84,26 @@ class System:
         self.n = n = len(coords)
         self.name = name or "system"
 
+        #: the diagonal of a constant diagonal mass matrix (None otherwise)
+        self.mass_diagonal: Optional[np.ndarray] = None
         if callable(mass):
             self._mass, self.constant_mass = mass, None
         else:
+            if hasattr(mass, "toarray") and hasattr(mass, "nnz"):      # scipy.sparse
+                mass = mass.toarray()
             Mc = np.asarray(mass, dtype=float)
+            if Mc.shape == (n,):
+                Mc = np.diag(Mc)                   # the diagonal of a diagonal M
             if Mc.shape != (n, n):
-                raise ModelError(f"`mass` must have shape ({n}, {n}) for {n} coordinates, "
-                                 f"found {Mc.shape}.")
+                raise ModelError(f"`mass` must have shape ({n}, {n}) or, for a diagonal mass "
+                                 f"matrix, ({n},) for {n} coordinates, found {Mc.shape}.")
             _check_mass(Mc, "`mass`")
             Mc = np.array(Mc)
             Mc.setflags(write=False)
             self._mass, self.constant_mass = None, Mc
+            d = np.diag(Mc)
+            if np.count_nonzero(Mc) == np.count_nonzero(d):
+                self.mass_diagonal = d.copy()
 
         if force is None:
             force = np.zeros(n)
@@ -330,6 +350,11 @@ class System:
                              + "\n  - ".join(problems))
         self._row_counts = tuple(counts)
         self._ineq_counts = tuple(icounts)
+        if getattr(self, "compiled", None) is None and (self.sparse is None
+                                                        or getattr(self.sparse, "python", False)):
+            from .model import python_sparse_model
+
+            self.sparse = python_sparse_model(self, t, q, v)
 
     @property
     def m(self) -> Optional[int]:
@@ -364,6 +389,9 @@ class System:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_solver_cache"] = {}       # solvers hold compiled state: rebuilt on demand
+        if getattr(state.get("sparse"), "python", False):
+            state["sparse"] = None        # (ctypes callbacks: made again by the next check)
+            state["_row_counts"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -380,6 +408,13 @@ def _check_mass(M: np.ndarray, label: str) -> None:
     """Raise ModelError unless M is finite, symmetric and positive semi-definite."""
     if not np.all(np.isfinite(M)):
         raise ModelError(f"{label} contains NaN or inf.")
+    d = np.diag(M)
+    if M.size and np.count_nonzero(M) == np.count_nonzero(d):      # diagonal: no eigenvalues
+        if d.min() < -1e-12 * max(float(np.abs(d).max()), 1e-300) * M.shape[0]:
+            raise ModelError(f"{label} must be positive semi-definite; its smallest eigenvalue is "
+                             f"{d.min():.6g} (largest {d.max():.6g}; M is diagonal: the entry "
+                             f"of coordinate {int(np.argmin(d))}).")
+        return
     scale = float(np.max(np.abs(M))) if M.size else 0.0
     asym = float(np.max(np.abs(M - M.T))) if M.size else 0.0
     if asym > 1e-12 * max(scale, 1e-300):

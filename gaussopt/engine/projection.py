@@ -165,7 +165,9 @@ def _mass(fns, md, buf, t, q, v, holonomic_only):
     the correction's array ``dx``, both empty otherwise)."""
     n = md.dims[D_N]
     st = call_dyn(fns, md, buf, t, q, v)
-    M = buf.M.reshape(n, n).copy()
+    # (a view: nothing else writes M during a projection; a copy of a large M, a fresh
+    # allocation per projection, cost more than the projection itself)
+    M = buf.M.reshape(n, n)
     diag_only = True
     for i in range(n):
         if not M[i, i] > 0.0:
@@ -227,13 +229,6 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 if st != 0:
                     return MODEL_FAILED, its
                 have_M = True
-            if holonomic_only:
-                Jm = J.copy()
-            else:
-                st = call_vel(fns, md, buf, t, q, v)
-                if st != 0:
-                    return MODEL_FAILED, its
-                Jm = buf.Jv.reshape(mv, n).copy()
             floor = max(vanished, 100.0 * dist / (1.0 + _absmax(q)))
             done = False
             if on_band:
@@ -243,7 +238,15 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             if done:
                 dq = dx
             else:
-                W = M if diag_only else _metric(M, Jm)
+                if diag_only:
+                    W = M
+                elif holonomic_only:
+                    W = _metric(M, J)
+                else:
+                    st = call_vel(fns, md, buf, t, q, v)
+                    if st != 0:
+                        return MODEL_FAILED, its
+                    W = _metric(M, buf.Jv.reshape(mv, n))
                 dq, ok = _correction(W, diag_only, J.copy(), buf.phi.copy(), rank_tol, floor)
                 if not ok:
                     return -1, its
@@ -260,7 +263,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             st = call_pos(fns, md, buf, t, q)
             if st != 0:
                 return MODEL_FAILED, its
-        J = buf.J.reshape(mh, n).copy()
+        J = buf.J.reshape(mh, n)       # (a view: nothing writes J in the loop below)
         r = buf.phit.copy()
         for k in range(mh):
             acc = r[k]

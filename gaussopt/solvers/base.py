@@ -334,8 +334,11 @@ class StepSolver:
         system = self.system
         if system._row_counts is None or self.b_correction is not None:
             return None
-        if (getattr(system, "compiled", None) is None or self.objective != "exact"
-                or system.inequalities):
+        # (a system of Python functions too when it has the O(n) path: its steps then
+        # cost O(n) in compiled code around the callbacks, not an SVD of the rows)
+        if ((getattr(system, "compiled", None) is None
+             and not getattr(getattr(system, "sparse", None), "python", False))
+                or self.objective != "exact" or system.inequalities):
             self._ctx = False
             return None
         self._ctx = ctx = self._new_context()
