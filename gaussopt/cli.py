@@ -207,30 +207,14 @@ def cmd_compile(args) -> int:
     if args.where:
         print(where)
         return 0
-    bar = None
-    try:
-        from tqdm import tqdm
-
-        bar = tqdm(desc="gaussopt: compiling", unit=" fn", leave=False,
-                   disable=not sys.stderr.isatty())
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        pass
-
-    def progress(unit, done, total):
-        if bar is not None:
-            bar.total = total
-            bar.update(done - bar.n)
-
-    models = []
-    for name in args.problems:        # (an unknown name stops before anything compiles)
-        models.append(load_problem_module(name))
+    # (an unknown name stops here, before anything compiles)
+    models = [load_problem_module(name) for name in args.problems]
     extra = []
     for mod in models:
         extra += getattr(mod.build().system.compiled, "functions", ())
     compiled.NOTICE_STREAM = None            # (the progress bar says it)
-    seconds = compiled.compile_all(*extra, progress=progress)
-    if bar is not None:
-        bar.close()
+    _compile_bar()
+    seconds = compiled.compile_all(*extra)
     print(f"gaussopt compile: {len(compiled.units())} compiled functions ready in {where} "
           f"({seconds:.1f} s)")
     return 0

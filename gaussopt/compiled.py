@@ -842,14 +842,13 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
         bar = PROGRESS if (PROGRESS is not None
                            and any(not u.loaded and not u.in_cache() for u in todo)) else None
         count = [0]
-        user_progress = progress
 
-        def progress(u):
+        def loaded(u):
             count[0] += 1
             if bar is not None:
                 bar(count[0], len(todo))
-            if user_progress is not None:
-                user_progress(u)
+            if progress is not None:
+                progress(u)
 
         try:
             batch = _batch_for(todo)
@@ -861,7 +860,7 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
                 u.load()
                 if batch is not None and u.name in batch.items:
                     (batch.dir / f"{u.name}.done").touch()
-                progress(u)
+                loaded(u)
             for u in waiting:
                 while not batch.done(u.name) and batch.alive():
                     other = batch.next_unclaimed()      # meanwhile, the batch's others
@@ -871,7 +870,7 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
                     else:
                         time.sleep(0.01)
                 u.load()         # (from the cache the helper wrote; compiled if it died)
-                progress(u)
+                loaded(u)
             if os.environ.get("GAUSSOPT_DEBUG_COMPILE") and batch is not None:
                 print(f"[ensure] {len(todo)} ({todo[0].name} ...), {len(waiting)} from the "
                       f"helper, {time.perf_counter() - t0:.2f} s", file=sys.stderr)

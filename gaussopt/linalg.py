@@ -145,10 +145,17 @@ def mass_scale(M: np.ndarray) -> float:
     return w if w > 0.0 else 1.0
 
 
+def diagonal_of(M: np.ndarray) -> Optional[np.ndarray]:
+    """The diagonal of a square matrix that has no nonzero entry off it (a copy), else
+    None (an empty matrix: None)."""
+    d = np.diag(M)
+    return d.copy() if M.size and np.count_nonzero(M) == np.count_nonzero(d) else None
+
+
 def range_projector(M: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, int]:
     """Orthogonal projector ``M M^+`` onto the range of a PSD matrix and its rank."""
-    d = np.diag(M)
-    if M.size and np.count_nonzero(M) == np.count_nonzero(d):
+    d = diagonal_of(M)
+    if d is not None:
         # diagonal: the projector keeps the coordinates with a mass (the eigenvalues are
         # the diagonal, the eigenvectors the unit vectors; the same threshold)
         keep = d > rtol * max(float(d.max()), 1e-300)

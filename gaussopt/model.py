@@ -44,7 +44,7 @@ from numba.core.types import WrapperAddressProtocol
 from numba.extending import intrinsic
 
 from .compiled import cfunc, jit
-from .constraints import Holonomic
+from .constraints import Holonomic, _is_sparse
 from .exceptions import ModelError
 
 __all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
@@ -449,22 +449,16 @@ class _PositionMemo:
         return r
 
 
-def _is_sparse(x) -> bool:
-    return hasattr(x, "tocsr") and hasattr(x, "nnz")
-
-
 def _dense(J) -> np.ndarray:
     return J.toarray() if _is_sparse(J) else J
 
 
 def _scatter(dst: np.ndarray, J) -> None:
-    """Write the scipy.sparse CSR ``J`` into the dense ``dst`` of its shape (zeroed
-    first; no dense temporary)."""
+    """Write the scipy.sparse CSR ``J`` (canonical: :meth:`Holonomic.sparse_jacobian`)
+    into the dense ``dst`` of its shape (zeroed first; no dense temporary)."""
     dst[...] = 0.0
-    if J.nnz:
-        rows = np.repeat(np.arange(J.shape[0]), np.diff(J.indptr))
-        np.add.at(dst, (rows, J.indices), J.data) if not J.has_canonical_format \
-            else dst.__setitem__((rows, J.indices), J.data)
+    rows = np.repeat(np.arange(J.shape[0]), np.diff(J.indptr))
+    dst[rows, J.indices] = J.data
 
 
 def python_functions(system, accel=None) -> ModelFunctions:

@@ -7,8 +7,9 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from .constraints import Constraint, Holonomic, Nonholonomic
+from .constraints import Constraint, Holonomic, Nonholonomic, _is_sparse
 from .exceptions import ModelError
+from .linalg import diagonal_of
 
 __all__ = ["System", "rebuildable"]
 
@@ -89,7 +90,7 @@ class System:
         if callable(mass):
             self._mass, self.constant_mass = mass, None
         else:
-            if hasattr(mass, "toarray") and hasattr(mass, "nnz"):      # scipy.sparse
+            if _is_sparse(mass):
                 mass = mass.toarray()
             Mc = np.asarray(mass, dtype=float)
             if Mc.shape == (n,):
@@ -101,9 +102,7 @@ class System:
             Mc = np.array(Mc)
             Mc.setflags(write=False)
             self._mass, self.constant_mass = None, Mc
-            d = np.diag(Mc)
-            if np.count_nonzero(Mc) == np.count_nonzero(d):
-                self.mass_diagonal = d.copy()
+            self.mass_diagonal = diagonal_of(Mc)
 
         if force is None:
             force = np.zeros(n)
@@ -350,8 +349,10 @@ class System:
                              + "\n  - ".join(problems))
         self._row_counts = tuple(counts)
         self._ineq_counts = tuple(icounts)
-        if getattr(self, "compiled", None) is None and (self.sparse is None
-                                                        or getattr(self.sparse, "python", False)):
+        if getattr(self, "compiled", None) is None and self.sparse is None:
+            # (made once: the step contexts cached on this system's solvers call its
+            # callbacks by address, so it lives as long as the system; its pattern is
+            # the first check's)
             from .model import python_sparse_model
 
             self.sparse = python_sparse_model(self, t, q, v)
@@ -408,8 +409,8 @@ def _check_mass(M: np.ndarray, label: str) -> None:
     """Raise ModelError unless M is finite, symmetric and positive semi-definite."""
     if not np.all(np.isfinite(M)):
         raise ModelError(f"{label} contains NaN or inf.")
-    d = np.diag(M)
-    if M.size and np.count_nonzero(M) == np.count_nonzero(d):      # diagonal: no eigenvalues
+    d = diagonal_of(M)
+    if d is not None:                  # diagonal: the eigenvalues are its entries
         if d.min() < -1e-12 * max(float(np.abs(d).max()), 1e-300) * M.shape[0]:
             raise ModelError(f"{label} must be positive semi-definite; its smallest eigenvalue is "
                              f"{d.min():.6g} (largest {d.max():.6g}; M is diagonal: the entry "
