@@ -482,3 +482,125 @@ def test_constraint_that_is_not_complex_safe_uses_differences():
     tr = qv.simulate((0.0, 5.0), q0, v0, rtol=TOL, atol=TOL, t_eval=te)
     assert qv._nh_complex == {0: False}
     assert _err(tr, sleigh.reference(te, **P)) < sleigh_bound(tr, te, **dict(P, t_end=5.0))
+
+
+# --------------------------------------------------------------------------- events, dense output
+PHYS = {k: P[k] for k in ("M", "I_C", "F", "alpha")}
+
+
+def _heading_east_zero(t, q, v):
+    """x' = w1 cos(phi): zero where the sleigh heads north or south (w1 > 0 throughout)."""
+    return v[0]
+
+
+def _exact_heading_zeros(t_end: float) -> np.ndarray:
+    """phi = phi0 + W t crosses pi/2 + k pi at t = (pi/2 + k pi - phi0) / W."""
+    k = np.arange(0, 20)
+    t = (np.pi / 2 + k * np.pi - P["phi0"]) / P["omega0"]
+    return t[(t > 0) & (t <= t_end)]
+
+
+def _event_time_bound(tr) -> float:
+    """A zero of x' = w1 cos(phi) moves by (error of x') / |d x'/dt|, and at the zero
+    |d x'/dt| = |w1 W| >= (A0 - K) W (w1 = A0 + K sin(psi), closed form), plus Brent's
+    4 eps of the time; the error of x' (a unit combination of the state on the step's
+    interpolant) is below sleigh_bound."""
+    W, K = P["omega0"], P["F"] / (P["M"] * P["omega0"])
+    A0 = P["u0"] - K * np.sin(P["phi0"] - P["alpha"])
+    return sleigh_bound(tr, TE, **P) / ((A0 - K) * W) + 4 * EPS * 20.0
+
+
+@pytest.mark.parametrize("basis", ["paper", "automatic"])
+def test_quasi_events_at_the_exact_times(basis):
+    qv = sleigh.quasi_velocities(**PHYS, basis=basis)
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+    ev = _heading_east_zero
+    tr = qv.simulate((0.0, 20.0), q0, v0, rtol=TOL, atol=TOL, events=ev)
+    assert tr.success and tr.status == 0
+    exact = _exact_heading_zeros(20.0)
+    assert tr.t_events[0].shape == exact.shape
+    assert np.abs(tr.t_events[0] - exact).max() < _event_time_bound(tr)     # measured 1.1e-14
+    # the event's state: x' vanishes there (Brent to 4 eps in t, times |x''| <= |w1| W + ..)
+    assert np.abs(tr.v_events[0][:, 0]).max() < 1e-12 * (1 + np.abs(tr.v).max())
+    ref = sleigh.reference(tr.t_events[0], **P)
+    assert np.abs(tr.q_events[0][:, 2] - ref["phi"]).max() < sleigh_bound(tr, TE, **P) \
+        + P["omega0"] * _event_time_bound(tr)
+    if basis == "automatic":
+        assert tr.meta["chart_switches"]           # the events straddle re-anchorings
+
+
+def test_quasi_terminal_event_ends_the_run_with_t_eval():
+    qv = sleigh.quasi_velocities(**PHYS, basis="automatic")
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+
+    def ev(t, q, v):
+        return v[0]
+    ev.terminal = 3
+    ev.direction = 0
+    tr = qv.simulate((0.0, 20.0), q0, v0, rtol=TOL, atol=TOL, events=ev, t_eval=TE)
+    te = _exact_heading_zeros(20.0)[2]
+    assert tr.status == 1 and tr.success and "events[0]" in tr.message
+    assert abs(tr.t_events[0][-1] - te) < _event_time_bound(tr)
+    assert tr.t[-1] <= tr.t_events[0][-1] and np.all(np.isin(tr.t, TE))
+    # without t_eval the last sample is the event's state
+    tr2 = qv.simulate((0.0, 20.0), q0, v0, rtol=TOL, atol=TOL, events=ev)
+    assert tr2.t[-1] == tr2.t_events[0][-1]
+    assert abs(tr2.v[-1, 0]) < 1e-12 * (1 + np.abs(tr2.v).max())
+
+
+@pytest.mark.parametrize("basis", ["paper", "automatic"])
+def test_quasi_dense_output_matches_the_closed_form(basis):
+    qv = sleigh.quasi_velocities(**PHYS, basis=basis)
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+    tr = qv.simulate((0.0, 20.0), q0, v0, rtol=TOL, atol=TOL, dense_output=True)
+    assert tr.success and tr.sol is not None
+    # at the steps: the stored states, bitwise
+    qs, vs = tr.sol(tr.t)
+    assert np.array_equal(qs, tr.q) and np.array_equal(vs, tr.v)
+    # between them: the step's interpolant (one more local error: dense=True in the bound)
+    ts = np.sort(np.random.default_rng(7).uniform(0.0, 20.0, 500))
+    qd, vd = tr.sol(ts)
+    out = sleigh.outputs(qd, vd)
+    ref = sleigh.reference(ts, **P)
+    err = max(float(np.abs(out[k] - ref[k]).max()) for k in KEYS)
+    assert err < sleigh_bound(tr, ts, **P)                               # measured 2.8e-12
+    # v = D w + w0 in the step's chart: the knife-edge constraint holds to rounding,
+    # across the re-anchorings of the automatic basis too
+    assert np.abs(out["slip"]).max() < knife_residual_bound(tr) * np.abs(vd).max()
+    if basis == "automatic":
+        assert tr.meta["chart_switches"]
+    q1, v1 = tr.sol(7.3)
+    assert q1.shape == (3,) and v1.shape == (3,)
+    with pytest.raises(ModelError, match="within the computed span"):
+        tr.sol(20.5)
+
+
+def test_quasi_without_dense_output_has_no_sol():
+    qv = sleigh.quasi_velocities(**PHYS)
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+    tr = qv.simulate((0.0, 1.0), q0, v0)
+    assert tr.sol is None
+    with pytest.raises(ModelError, match="`dense_output` must be True or False"):
+        qv.simulate((0.0, 1.0), q0, v0, dense_output="yes")
+
+
+def test_quasi_failing_callbacks_keep_the_partial_run():
+    qv = sleigh.quasi_velocities(**PHYS, basis="automatic")
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+
+    def progress(t):
+        if t > 1.0:
+            raise RuntimeError("stop here")
+    tr = qv.simulate((0.0, 5.0), q0, v0, progress=progress)
+    assert not tr.success and "progress callback raised RuntimeError" in tr.message
+    assert 1.0 < tr.t[-1] < 5.0 and isinstance(tr.exception, RuntimeError)
+
+    def bad_event(t, q, v):
+        if t > 2.0:
+            raise ZeroDivisionError("event broke")
+        return v[0]
+    tr = qv.simulate((0.0, 5.0), q0, v0, events=bad_event)
+    assert not tr.success and "events[0] (bad_event) raised ZeroDivisionError" in tr.message
+    assert 2.0 < tr.t[-1] + 1.0 and tr.t[-1] < 5.0
+    with pytest.raises(ModelError, match="events"):
+        qv.simulate((0.0, 5.0), q0, v0, events=42)
