@@ -185,7 +185,8 @@ _INTERVAL = re.compile(rf"^in\s*([\[(])\s*({_NUM})\s*,\s*({_NUM})\s*([\])])$")
 @dataclass(frozen=True)
 class Range:
     """The documented range of a numeric parameter: ``lo < x`` (or ``<=`` when
-    ``lo_closed``), ``x < hi`` (``<=``), ``x`` not in ``excluded``."""
+    ``lo_closed``), ``x < hi`` (``<=``), ``x`` not in ``excluded``. An open side
+    excludes infinity (``> 0`` means a finite positive number)."""
 
     lo: float = -math.inf
     lo_closed: bool = False
@@ -258,5 +259,6 @@ def check_parameters(sig: BuildSignature, params: Mapping[str, Any], label: str)
         except (TypeError, ValueError):
             continue
         if not rng.contains(x):
-            raise ModelError(f"`{name}` of {label} must be {rng.text} (the range its build() "
-                             f"documents), found {value!r}.")
+            finite = "" if math.isfinite(x) else " and finite"
+            raise ModelError(f"`{name}` of {label} must be {rng.text}{finite} (the range its "
+                             f"build() documents), found {value!r}.")
