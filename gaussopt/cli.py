@@ -2,7 +2,9 @@
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its
 arguments to its parser and a function ``cmd(args) -> int`` (the exit code).
-A mistake on the command line raises :class:`UsageError` (argparse's own errors
+The problems are those registered as entry points (:mod:`gaussopt.registry`,
+which also holds the problem lookup shared with ``gaussopt sweep``). A mistake on
+the command line raises :class:`~gaussopt.registry.UsageError` (argparse's own errors
 included); the library's :class:`~gaussopt.ModelError` from building the problem
 or validating the settings is one too. :func:`main` prints either as one line
 on stderr, ``gaussopt <command>: error: <what to do>``, and returns 2. A run that

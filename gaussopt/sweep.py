@@ -837,7 +837,6 @@ class _Store:
             _write_atomic(self.runs / f"{task.key}.json",
                           json.dumps(rec, default=_json_default, indent=1))
             self._unclaim(task.key)
-        self.rejected.discard(task.key)
 
     def release(self, task: _Task) -> None:
         """Give up the claim of a run not recorded (another sweep may compute it)."""
