@@ -42,14 +42,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message}{hint} (see `{self.prog} --help`)", prog=self.prog)
 
 
-def _problem_names() -> list[str]:
-    return problem_names()
-
-
-def _signature(mod) -> BuildSignature:
-    return build_signature(mod)
-
-
 def _parse_params(sig: BuildSignature, items: Sequence[str], problem: str) -> dict:
     """``--param NAME=VALUE`` items as ``build()`` keywords, each checked against
     ``build()``'s signature and converted to its parameter's type."""
@@ -72,7 +64,7 @@ def _build(args, extra: Optional[dict] = None):
     """Load the problem, check the ``--param`` items against ``build()`` and build it.
     ``extra``: keywords the command passes when ``build()`` takes them (``t_end``)."""
     mod = load_problem_module(args.problem)
-    sig = _signature(mod)
+    sig = build_signature(mod)
     params = _parse_params(sig, args.param, args.problem)
     for k, v in (extra or {}).items():
         if k in sig.parameters and k not in params:
@@ -335,7 +327,7 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_list(args) -> int:
     """list the problems"""
-    names = _problem_names()
+    names = problem_names()
     if not names:
         raise UsageError(f"no problems are registered (the entry-point group "
                          f"'gaussopt.problems' is empty); reinstall gaussopt (`pip install -e .` "
@@ -385,7 +377,7 @@ def cmd_show(args) -> int:
     """describe a problem: its parameters, outputs and recommended settings"""
     import numpy as np
 
-    sig = _signature(load_problem_module(args.problem))
+    sig = build_signature(load_problem_module(args.problem))
     pb = _build(args)
     para = textwrap.TextWrapper(width=100, initial_indent="  ", subsequent_indent="  ")
     sub = textwrap.TextWrapper(width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
@@ -530,7 +522,7 @@ def cmd_compare(args) -> int:
                if args.solvers else None)
     _check_solvers(pb, solvers or pb.solvers, "--solvers")
     kw = _settings(args)
-    if args.t_end is not None and "t_end" not in _signature(mod).parameters:
+    if args.t_end is not None and "t_end" not in build_signature(mod).parameters:
         kw["t_span"] = (pb.t_span[0], args.t_end)
     _make_out_dir(args.out, out)
     _check_out_files(args.out, out, ["table.csv", "table.md", f"{pb.name}_compare.png"]

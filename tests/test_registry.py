@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import math
-import sys
 from pathlib import Path
 
 import pytest
