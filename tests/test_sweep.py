@@ -240,10 +240,10 @@ def test_damaged_run_files_are_recomputed_once_told(tmp_path, counter):
 
 
 def slow_counted(psi: float = 450.0, t_end: float = 0.2):
-    """`counted`, slower (0.4 s): runs of two sweeps overlap."""
+    """`counted`, slower (0.3 s more): runs of two sweeps overlap."""
     import time
 
-    time.sleep(0.4)
+    time.sleep(0.3)
     return counted(psi=psi, t_end=t_end)
 
 
@@ -285,20 +285,20 @@ def _sweep_processes(out, n, builder, grid, tmp_path, env=None):
 
 def test_two_sweeps_on_one_out_share_the_work(tmp_path, counter):
     out = tmp_path / "shared"
-    grid = {"psi": [150.0, 200.0, 250.0, 300.0, 350.0, 400.0], "t_end": [0.2]}
+    grid = {"psi": [150.0, 250.0, 350.0, 450.0], "t_end": [0.2]}
     procs = _sweep_processes(out, 2, "slow_counted", grid, tmp_path)
     results = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=300)
         assert p.returncode == 0, stderr
         results.append(json.loads(stdout.strip().splitlines()[-1]))
-    assert counter() == 6                                  # each run computed once
+    assert counter() == 4                                  # each run computed once
     assert sorted(r[0] for r in results)[0] >= 1           # by both
-    assert sum(r[0] for r in results) == 6
+    assert sum(r[0] for r in results) == 4
     for computed, reused, psis in results:                 # each returns every row
-        assert computed + reused == 6 and psis == grid["psi"]
+        assert computed + reused == 4 and psis == grid["psi"]
     table = (out / "table.csv").read_text().splitlines()
-    assert len(table) == 7 and sorted(float(r.split(",")[0]) for r in table[1:]) == grid["psi"]
+    assert len(table) == 5 and sorted(float(r.split(",")[0]) for r in table[1:]) == grid["psi"]
     assert not list((out / "runs").glob("*.claim")) and not list((out / "owners").iterdir())
 
 
