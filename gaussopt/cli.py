@@ -2,7 +2,9 @@
 
 Each subcommand is one entry of :data:`COMMANDS`: a function that adds its
 arguments to its parser and a function ``cmd(args) -> int`` (the exit code).
-A mistake on the command line raises :class:`UsageError` (argparse's own errors
+The problems are those registered as entry points (:mod:`gaussopt.registry`,
+which also holds the problem lookup shared with ``gaussopt sweep``). A mistake on
+the command line raises :class:`~gaussopt.registry.UsageError` (argparse's own errors
 included); the library's :class:`~gaussopt.ModelError` from building the problem
 or validating the settings is one too. :func:`main` prints either as one line
 on stderr, ``gaussopt <command>: error: <what to do>``, and returns 2. A run that
@@ -12,11 +14,8 @@ did not succeed returns 1; any other exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import math
 import os
-import pkgutil
 import re
 import sys
 import textwrap
@@ -26,21 +25,11 @@ from typing import Callable, Optional, Sequence
 from . import __version__
 from .exceptions import ModelError
 from .problem import BuildSignature, did_you_mean
+from .registry import (UsageError, build_signature, check_parameters, load_problem_module,
+                       parameter_range, problem_names)
 from .sweep import cmd_sweep, sweep_arguments
 
 __all__ = ["main", "load_problem_module", "UsageError", "COMMANDS"]
-
-
-class UsageError(Exception):
-    """A mistake on the command line; ``main`` prints it as one line and returns 2.
-
-    ``prog``: the command it belongs to (``"gaussopt run"``); ``None``: the
-    command being run.
-    """
-
-    def __init__(self, message: str, prog: Optional[str] = None):
-        super().__init__(message)
-        self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,37 +40,6 @@ class _Parser(argparse.ArgumentParser):
         m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
         hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2))) if m else ""
         raise UsageError(f"{message}{hint} (see `{self.prog} --help`)", prog=self.prog)
-
-
-def load_problem_module(name: str):
-    """A module of ``problems/`` by name, or a path to a module with ``build()``."""
-    p = Path(name)
-    if p.suffix == ".py" or "/" in name or os.sep in name:
-        if not p.is_file():
-            raise UsageError(f"no file {name!r}; give a problem name (`gaussopt list`) or the "
-                             "path of a module with build()")
-        spec = importlib.util.spec_from_file_location(p.stem, p)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        if not callable(getattr(mod, "build", None)):
-            raise UsageError(f"{name!r} has no build(); a problem module defines "
-                             "build(**params) -> gaussopt.Problem")
-        return mod
-    names = _problem_names()
-    if name not in names:
-        raise UsageError(f"unknown problem {name!r}{did_you_mean(name, names)} (problems: "
-                         f"{', '.join(names)}; or give the path of a module with build())")
-    return importlib.import_module(f"problems.{name}")
-
-
-def _problem_names() -> list[str]:
-    import problems
-
-    return sorted(m.name for m in pkgutil.iter_modules(problems.__path__) if not m.name.startswith("_"))
-
-
-def _signature(mod) -> BuildSignature:
-    return BuildSignature.of(mod.build, getattr(mod, "DEFAULTS", None))
 
 
 def _parse_params(sig: BuildSignature, items: Sequence[str], problem: str) -> dict:
@@ -95,9 +53,10 @@ def _parse_params(sig: BuildSignature, items: Sequence[str], problem: str) -> di
             raise UsageError(f"--param expects NAME=VALUE, found {it!r}")
         try:
             out[name] = sig.parse(name, text.strip())
+            check_parameters(sig, {name: out[name]}, problem)
         except ModelError as e:
-            raise UsageError(f"--param {it}: {e}; `gaussopt show {problem}` lists the "
-                             "parameters") from None
+            raise UsageError(f"--param {it}: {str(e).rstrip('.')}; `gaussopt show {problem}` "
+                             "lists the parameters") from None
     return out
 
 
@@ -105,7 +64,7 @@ def _build(args, extra: Optional[dict] = None):
     """Load the problem, check the ``--param`` items against ``build()`` and build it.
     ``extra``: keywords the command passes when ``build()`` takes them (``t_end``)."""
     mod = load_problem_module(args.problem)
-    sig = _signature(mod)
+    sig = build_signature(mod)
     params = _parse_params(sig, args.param, args.problem)
     for k, v in (extra or {}).items():
         if k in sig.parameters and k not in params:
@@ -277,6 +236,11 @@ def _save_target(value: str) -> Path:
 
     if Path(value).is_dir():      # would write VALUE.npz beside it: surely not what was meant
         raise _OutputPathError(f"--save {value!r}: it is a directory; give a file name")
+    suffix = Path(value).suffix
+    if suffix and suffix != ".npz":   # VALUE.npz would be written: not the file asked for
+        raise _OutputPathError(f"--save {value!r}: a trajectory is written as an .npz archive, "
+                               f"not {suffix}; give a name ending in .npz (e.g. "
+                               f"{str(Path(value).with_suffix('.npz'))!r})")
     target = _npz_path(value)
     _check_output_file("--save", value, target, replaced=True)
     return target
@@ -363,8 +327,17 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_list(args) -> int:
     """list the problems"""
-    for name in _problem_names():
-        mod = load_problem_module(name)
+    names = problem_names()
+    if not names:
+        raise UsageError(f"no problems are registered (the entry-point group "
+                         f"'gaussopt.problems' is empty); reinstall gaussopt (`pip install -e .` "
+                         "in its checkout) so that its problems are registered")
+    for name in names:
+        try:
+            mod = load_problem_module(name)
+        except UsageError as e:           # a broken third-party problem: named, the list goes on
+            print(f"{name:24s} (cannot be loaded: {_one_line(str(e))})")
+            continue
         doc = (mod.__doc__ or "").strip().splitlines()
         print(f"{name:24s} {doc[0] if doc else ''}")
     return 0
@@ -404,7 +377,7 @@ def cmd_show(args) -> int:
     """describe a problem: its parameters, outputs and recommended settings"""
     import numpy as np
 
-    sig = _signature(load_problem_module(args.problem))
+    sig = build_signature(load_problem_module(args.problem))
     pb = _build(args)
     para = textwrap.TextWrapper(width=100, initial_indent="  ", subsequent_indent="  ")
     sub = textwrap.TextWrapper(width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
@@ -420,6 +393,8 @@ def cmd_show(args) -> int:
         kind = p.kind or ("" if p.choices else _plain(p.type))
         unit = f" [{units[p.name]}]" if isinstance(units.get(p.name), str) else ""
         allowed = f"; one of {', '.join(p.choices)}" if p.choices else ""
+        rng = parameter_range(p)
+        allowed += f"; {rng.text}" if rng is not None else ""
         print(f"  {p.name}{unit}  ({kind + ', ' if kind else ''}{default}{allowed})")
         if p.doc:
             print(sub.fill(_plain(p.doc)))
@@ -547,7 +522,7 @@ def cmd_compare(args) -> int:
                if args.solvers else None)
     _check_solvers(pb, solvers or pb.solvers, "--solvers")
     kw = _settings(args)
-    if args.t_end is not None and "t_end" not in _signature(mod).parameters:
+    if args.t_end is not None and "t_end" not in build_signature(mod).parameters:
         kw["t_span"] = (pb.t_span[0], args.t_end)
     _make_out_dir(args.out, out)
     _check_out_files(args.out, out, ["table.csv", "table.md", f"{pb.name}_compare.png"]

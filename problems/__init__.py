@@ -1,1 +1,6 @@
-"""Published and benchmark problems; each module exposes ``build(**params) -> Problem``."""
+"""Published and benchmark problems; each module exposes ``build(**params) -> Problem``.
+
+They reach gaussopt through the entry points of the group ``gaussopt.problems``
+(``pyproject.toml``), as the problems of any other package do
+(:mod:`gaussopt.registry`); gaussopt's library never imports this package by name.
+"""

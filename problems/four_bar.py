@@ -127,13 +127,13 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
     ----------
     psi : float
         Constant driving torque on the crank [N m].
-    m : float
+    m : float, > 0
         Mass of each of the three rods (crank, coupler, rocker) [kg].
-    l : float
+    l : float, > 0
         Length of each rod [m]; the two ground pins are ``l`` apart.
     g : float
         Gravitational acceleration [m/s^2].
-    t_end : float
+    t_end : float, > 0
         End time [s].
 
     Returns

@@ -112,13 +112,13 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
 
     Parameters
     ----------
-    N : int
+    N : int, >= 1
         Number of couplers (``N + 1`` cranks), at least 1.
-    t_end : float
+    t_end : float, > 0
         End time [s].
-    m : float
+    m : float, > 0
         Mass of each rod [kg].
-    l : float
+    l : float, > 0
         Length of each rod [m]; the ground pins are ``l`` apart.
     g : float
         Gravitational acceleration [m/s^2].

@@ -31,15 +31,15 @@ def build(m: float = 1.0, l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0
 
     Parameters
     ----------
-    m : float
+    m : float, > 0
         Mass of the bob [kg].
-    l : float
+    l : float, > 0
         Length of the rod [m].
     g : float
         Gravitational acceleration [m/s^2].
     th0_deg : float
         Release angle from the downward vertical [deg]; released at rest.
-    t_end : float
+    t_end : float, > 0
         End time [s].
 
     Returns

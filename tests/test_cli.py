@@ -138,6 +138,39 @@ def test_run_save_into_missing_directory(tmp_path, capsys, no_build):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_run_save_suffix_is_npz_or_none(tmp_path, capsys, no_build):
+    # fb.csv would have been written as fb.csv.npz: refused before anything is built
+    assert main(["run", "four_bar", "--save", str(tmp_path / "fb.csv")]) == 2
+    _path_error(capsys, r"not \.csv; give a name ending in \.npz")
+    assert list(tmp_path.iterdir()) == []
+    # .npz or no suffix (.npz appended) get as far as building
+    for name in ("fb.npz", "fb"):
+        with pytest.raises(Computed, match="the problem was built"):
+            main(["run", "four_bar", "--save", str(tmp_path / name)])
+
+
+def test_out_of_range_param_fails_before_building(capsys, monkeypatch, no_compute):
+    from problems import four_bar
+
+    def forbidden(**params):
+        raise Computed("the problem was built")
+
+    forbidden.__doc__ = four_bar.build.__doc__           # the same documented parameters
+    monkeypatch.setattr(four_bar, "build", forbidden)
+    assert main(["run", "four_bar", "--param", "m=0"]) == 2
+    assert "`m` of four_bar must be > 0" in capsys.readouterr().err
+    with pytest.raises(Computed):                       # inside the range: it goes on
+        main(["run", "four_bar", "--param", "m=0.5"])
+    assert main(["run", "n_four_bar", "--param", "N=0"]) == 2
+    assert "`N` of n_four_bar must be >= 1" in capsys.readouterr().err
+
+
+def test_show_prints_documented_ranges(capsys):
+    assert main(["show", "four_bar"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  m(?: \[kg\])?  \(float, default 12; > 0\)", out, re.M), out
+
+
 def test_run_save_onto_directory(tmp_path, capsys, no_build):
     assert main(["run", "four_bar", "--save", str(tmp_path)]) == 2
     _path_error(capsys, r"--save " + re.escape(repr(str(tmp_path))), "is a directory")
@@ -266,9 +299,17 @@ MISTAKES = {
     "rtol-zero": (["run", "four_bar", "--rtol", "0"], [r"--rtol: must be a positive number"]),
     "rk4-without-dt": (["run", "four_bar", "--method", "rk4"],
                        [r"--dt must be a positive step for --method rk4"]),
-    "param-invalid-model": (["run", "four_bar", "--param", "m=-1"],
-                            [r"four_bar with m=-1.0: `mass` must be positive semi-definite",
-                             "gaussopt show four_bar"]),
+    "param-invalid-model": (["run", "slider_crank", "--param", "L=0.2"],
+                            [r"slider_crank with L=0.2: the rod must be longer than the crank",
+                             "gaussopt show slider_crank"]),
+    # the range build() documents (m : float, > 0) is checked before anything is built
+    "param-out-of-range": (["run", "four_bar", "--param", "m=0"],
+                           [r"--param m=0: `m` of four_bar must be > 0 \(the range its build\(\) "
+                            r"documents\), found 0.0", "gaussopt show four_bar"]),
+    "save-suffix": (["run", "four_bar", "--save", "{tmp}/fb.csv"],
+                    [r"--save '.*fb.csv': a trajectory is written as an .npz archive, not "
+                     r"\.csv; give a name ending in \.npz \(e\.g\. '.*fb\.npz'\)",
+                     "nothing was computed"]),
     "compare-solvers": (["compare", "four_bar", "--solvers", "xyz", "--out", "{tmp}/out"],
                         [r"^gaussopt compare: error: --solvers: unknown solver 'xyz'",
                          r"solvers of four_bar: closed_form, lagrange, qp, ga"]),

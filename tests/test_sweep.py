@@ -87,6 +87,7 @@ def test_unknown_parameter_is_an_error_before_anything_runs(tmp_path, counter):
     ({"workers": 0}, "`workers` must be a positive integer"),
     ({"client": 5}, "`client` must be a dask.distributed.Client"),
     ({"settings": [1]}, "`settings` must be a dict"),
+    ({"no_workers_timeout": 0}, "`no_workers_timeout` must be a positive number of seconds"),
     ({"problem": "four_barr"}, "unknown problem 'four_barr'; did you mean 'four_bar'"),
 ])
 def test_argument_errors(kw, match):
@@ -185,6 +186,9 @@ def test_cli_sweep_writes_table_and_figures(tmp_path, capsys):
     (["--param", "psi"], "--param expects NAME=VALUES"),
     (["--param", "psi=1:2:x"], "start:stop:count"),
     (["--workers", "0"], "--workers must be at least 1"),
+    (["--param", "psi=0:450"], "a range is start:stop:count (e.g. psi=0:450:4"),
+    (["--no-workers-timeout", "0"], "--no-workers-timeout must be a positive number"),
+    (["--param", "m=0:12:4"], "--param m=0:12:4: `m` of four_bar must be > 0"),
 ])
 def test_cli_sweep_usage_errors(tmp_path, capsys, argv, match):
     from gaussopt.cli import main
@@ -193,3 +197,224 @@ def test_cli_sweep_usage_errors(tmp_path, capsys, argv, match):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and match in err
     assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- faults
+def _records(out):
+    return {p.stem: json.loads(p.read_text()) for p in (out / "runs").glob("*.json")}
+
+
+def test_damaged_run_files_are_recomputed_once_told(tmp_path, counter):
+    out = tmp_path / "sw"
+    grid = {"psi": [300.0, 400.0, 450.0], "t_end": [0.2]}
+    first = go.sweep(counted, grid, keep="trajectories", out=out, workers=1, progress=False)
+    assert counter() == 3
+    recs = _records(out)
+    by_psi = {r["row"]["psi"]: (k, r) for k, r in recs.items()}
+    assert all(len(r["sha256"]) == 64 and len(r["trajectory_sha256"]) == 64 for r in recs.values())
+    # a truncated trajectory, and a row altered after it was written
+    key, rec = by_psi[300.0]
+    npz = out / "runs" / rec["trajectory"]
+    npz.write_bytes(npz.read_bytes()[:200])
+    key, rec = by_psi[400.0]
+    rec["row"]["final_th1"] = 0.0
+    (out / "runs" / f"{key}.json").write_text(json.dumps(rec))
+    with pytest.warns(UserWarning, match=r"2 stored runs in .* did not match their checksums "
+                                         r"\(a file truncated or altered .*were computed again"):
+        second = go.sweep(counted, grid, keep="trajectories", out=out, workers=1, progress=False)
+    assert counter() == 5 and (second.computed, second.reused) == (2, 1)
+    assert _strip(second.rows) == _strip(first.rows)
+    for i, r in enumerate(second.rows):                  # every trajectory loads again
+        assert second.trajectory(i).q[-1, 0] == r["final_th1"]
+    import warnings
+
+    with warnings.catch_warnings():                      # intact now: nothing told, nothing run
+        warnings.simplefilter("error")
+        third = go.sweep(counted, grid, keep="trajectories", out=out, workers=1, progress=False)
+    assert counter() == 5 and third.reused == 3
+    # a record whose trajectory file has gone is computed again too
+    (out / "runs" / by_psi[450.0][1]["trajectory"]).unlink()
+    with pytest.warns(UserWarning, match=r"1 stored run in .* did not match its checksum"):
+        fourth = go.sweep(counted, grid, keep="trajectories", out=out, workers=1, progress=False)
+    assert counter() == 6 and fourth.computed == 1
+
+
+def slow_counted(psi: float = 450.0, t_end: float = 0.2):
+    """`counted`, slower (0.3 s more): runs of two sweeps overlap."""
+    import time
+
+    time.sleep(0.3)
+    return counted(psi=psi, t_end=t_end)
+
+
+def kill_at(psi: float = 450.0, t_end: float = 0.2):
+    """`counted`; the process dies (SIGKILL, nothing cleaned up) when psi is $SWEEP_KILL_AT."""
+    import signal
+
+    if float(os.environ.get("SWEEP_KILL_AT", "nan")) == psi:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return counted(psi=psi, t_end=t_end)
+
+
+_SCRIPT = """
+import json, os, sys, time
+import gaussopt as go
+import test_sweep
+ready = sys.argv[2]
+open(os.path.join(ready, str(os.getpid())), "w").close()
+while len(os.listdir(ready)) < int(sys.argv[3]):      # start together
+    time.sleep(0.01)
+res = go.sweep(getattr(test_sweep, sys.argv[4]), json.loads(sys.argv[5]), out=sys.argv[1],
+               workers=1, progress=False)
+print(json.dumps([res.computed, res.reused, [r["psi"] for r in res.rows]]))
+"""
+
+
+def _sweep_processes(out, n, builder, grid, tmp_path, env=None):
+    import subprocess
+    import sys
+
+    ready = tmp_path / f"ready-{builder}"
+    ready.mkdir()
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    return [subprocess.Popen([sys.executable, "-c", _SCRIPT, str(out), str(ready), str(n),
+                              builder, json.dumps(grid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
+
+
+def test_two_sweeps_on_one_out_share_the_work(tmp_path, counter):
+    out = tmp_path / "shared"
+    grid = {"psi": [150.0, 250.0, 350.0, 450.0], "t_end": [0.2]}
+    procs = _sweep_processes(out, 2, "slow_counted", grid, tmp_path)
+    results = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr
+        results.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert counter() == 4                                  # each run computed once
+    assert sorted(r[0] for r in results)[0] >= 1           # by both
+    assert sum(r[0] for r in results) == 4
+    for computed, reused, psis in results:                 # each returns every row
+        assert computed + reused == 4 and psis == grid["psi"]
+    table = (out / "table.csv").read_text().splitlines()
+    assert len(table) == 5 and sorted(float(r.split(",")[0]) for r in table[1:]) == grid["psi"]
+    assert not list((out / "runs").glob("*.claim")) and not list((out / "owners").iterdir())
+
+
+def test_claims_of_a_killed_sweep_are_taken_over(tmp_path, counter):
+    out = tmp_path / "sw"
+    grid = {"psi": [200.0, 300.0, 400.0], "t_end": [0.2]}
+    (p,) = _sweep_processes(out, 1, "kill_at", grid, tmp_path, env={"SWEEP_KILL_AT": "300.0"})
+    p.communicate(timeout=300)
+    assert p.returncode == -9                              # killed in its second run
+    claims = list((out / "runs").glob("*.claim"))
+    assert len(claims) == 1 and json.loads(claims[0].read_text())["pid"] == p.pid
+    assert len(_records(out)) == 1
+    res = go.sweep(kill_at, grid, out=out, workers=1, progress=False)   # does not wait for it
+    assert (res.computed, res.reused) == (2, 1) and [r["success"] for r in res.rows] == [True] * 3
+    assert not list((out / "runs").glob("*.claim")) and not list((out / "owners").iterdir())
+
+
+def test_a_live_claim_is_waited_for(tmp_path, counter):
+    # a claim held by a running sweep (another _Store of this process: its own flock) is
+    # not computed twice: the sweep takes the row once the claimant records it
+    import threading
+
+    import importlib
+
+    S = importlib.import_module("gaussopt.sweep")      # (go.sweep is the function)
+
+    out = tmp_path / "sw"
+    grid = {"psi": [200.0, 300.0], "t_end": [0.2]}
+    S._prepare_out(out)
+    other = S._Store(out)
+    builder_id = f"{counted.__module__}:{counted.__qualname__}"
+    key = S._task_key(builder_id, {"psi": 300.0, "t_end": 0.2}, "closed_form", {})
+    task = S._Task(1, key, counted, {"psi": 300.0, "t_end": 0.2}, "closed_form", {}, None)
+    assert other.claim(task, "summary") == ("mine", None)
+
+    def finish_later():
+        row, _ = S._execute(task)
+        other.record(task, builder_id, S._through_json(row), None, None)
+
+    timer = threading.Timer(1.0, finish_later)
+    timer.start()
+    try:
+        res = go.sweep(counted, grid, out=out, workers=1, progress=False)
+    finally:
+        timer.join()
+        other.close()
+    assert (res.computed, res.reused) == (1, 1) and counter() == 2
+    assert [r["psi"] for r in res.rows] == [200.0, 300.0]
+
+
+def _kill_workers(cluster, out: Path, after: int, for_good: bool) -> float:
+    """SIGKILL every worker process of ``cluster`` once ``after`` runs are recorded in
+    ``out``; ``for_good``: their nannies close instead of restarting them. Returns the
+    time (monotonic) of the kill."""
+    import signal
+    import time
+
+    from distributed.core import Status
+
+    while len(list((out / "runs").glob("*.json"))) < after:
+        time.sleep(0.05)
+    nannies = list(cluster.workers.values())
+    if for_good:
+        for n in nannies:
+            n.status = Status.closing_gracefully
+    for n in nannies:
+        os.kill(n.pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+@pytest.mark.slow
+def test_dask_workers_killed_restarted_or_gone(tmp_path, counter, monkeypatch):
+    # workers killed (SIGKILL) while the sweep runs: restarted by their nannies, the
+    # sweep finishes every run; gone for good, the sweep stops within no_workers_timeout
+    # of losing the last one, keeping every finished row (and its record in `out`)
+    pytest.importorskip("distributed")
+    import threading
+    import time
+
+    from distributed import Client, LocalCluster
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    grid = {"psi": [float(x) for x in range(100, 500, 50)], "t_end": [0.2]}     # 8 runs
+    killed = {}
+
+    def killer(name, **kw):
+        t = threading.Thread(target=lambda: killed.setdefault(name, _kill_workers(**kw)),
+                             daemon=True)
+        t.start()
+        return t
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        out = tmp_path / "restarted"
+        k = killer("restarted", cluster=cluster, out=out, after=2, for_good=False)
+        res = go.sweep(slow_counted, grid, client=client, out=out, progress=False)
+        k.join(timeout=5)
+        assert "restarted" in killed and not res.interrupted
+        assert [r["psi"] for r in res.rows] == grid["psi"]
+        assert all(r["success"] for r in res.rows), [r["message"] for r in res.rows]
+
+        out = tmp_path / "gone"
+        grid["psi"] = [p + 25.0 for p in grid["psi"]]
+        k = killer("gone", cluster=cluster, out=out, after=2, for_good=True)
+        with pytest.warns(UserWarning, match=r"sweep stopped: the Dask cluster has had no "
+                                             r"workers for .* s \(no_workers_timeout=2\); "
+                                             r"\d of 8 runs finished"):
+            res = go.sweep(slow_counted, grid, client=client, out=out, progress=False,
+                           no_workers_timeout=2.0)
+        stopped = time.monotonic()
+        k.join(timeout=5)
+    # 2 s without workers, plus the scheduler's notice of the deaths and one look (1 s)
+    assert stopped - killed["gone"] < 2.0 + 10.0
+    assert res.interrupted and "no workers" in res.stopped
+    finished = [r for r in res.rows if r["success"]]
+    assert 2 <= len(finished) < 8 and len(res.rows) < 8
+    assert {r["psi"] for r in finished} == {rec["row"]["psi"] for rec in _records(out).values()}
+    assert not list((out / "runs").glob("*.claim"))
