@@ -674,28 +674,39 @@ def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool]
     units = problem_units(problem)
     coords = ()
     runs = _as_dict(trajs)
-    masked = []
+    masked, drawn, span = [], 0, []
     for name, tr in runs.items():
         coords = coords or tuple(tr.coordinates)
         if not (tr.multipliers.size and len(tr)):
             continue
+        span += [float(tr.t[0]), float(tr.t[-1])]
         lam = _row_max(tr.multipliers)
         f = _row_max(tr.constraint_force)
         zero = rounding_zeros(problem, tr, f)
         if zero.any():
             masked.append(f"{name or 'the run'} {int(zero.sum())} of {len(tr)}")
             lam, f = np.where(zero, np.nan, lam), np.where(zero, np.nan, f)
+        drawn += int((~zero).sum())
         _tag(a_lam.semilogy(tr.t, _positive(lam), label=name or "max|lam|",
                             **_style(name, runs)), name or "lam")
         _tag(a_f.semilogy(tr.t, _positive(f), ls=force_style, label=name or "max|M a - F|",
                           **_style(name, runs)), name or "lam")
-    if masked:
-        a_lam.text(0.01, 0.97, "not drawn in either panel: rounding zeros, "
-                   r"$\max_i|(Ma-F)_i| \leq 100\,\varepsilon\,\max_i(|M||a|+|F|)_i$"
-                   + "\n(samples: " + "; ".join(masked) + ")",
-                   transform=a_lam.transAxes, va="top", ha="left", fontsize="small",
-                   color="0.25", gid="rounding_note",
+    rule = r"$|Ma-F| \leq 100\,\varepsilon\,(|M||a|+|F|)$"
+    note = {"transform": a_lam.transAxes, "fontsize": "small", "color": "0.25",
+            "gid": "rounding_note"}
+    if masked:                             # the whole time span, drawn or not
+        for a in (a_lam, a_f):
+            a.set_xlim(min(span), max(span) if max(span) > min(span) else min(span) + 1.0)
+    if masked and drawn:
+        a_lam.text(0.01, 0.97, f"not drawn (both panels): rounding zeros, {rule}\n"
+                   f"samples: {'; '.join(masked)}", va="top", ha="left", **note,
                    bbox={"facecolor": "white", "edgecolor": "0.7", "alpha": 0.85})
+    elif masked:                           # nothing to draw: say why, over the time span
+        a_lam.text(0.5, 0.5, "the constraints carry no load: M a - F is a rounding zero "
+                   f"at every sample,\n{rule}; its multipliers are rounding noise, not "
+                   "drawn in either panel", va="center", ha="center", **note)
+        for a in (a_lam, a_f):
+            a.tick_params(axis="y", which="both", left=False, labelleft=False)
     level = _levels(problem) if problem is not None else "holonomic"
     a_lam.set_ylabel(_label(r"$\max_k |\lambda_k|$",
                             _derived_unit(units, "multipliers", level=level)))
@@ -1068,9 +1079,15 @@ def plot_sweep(rows: Sequence[Mapping], x: str, y: str, *, params: Sequence[str]
         label = ", ".join(f"{c}={r.get(c):g}" if _finite(r.get(c)) else f"{c}={r.get(c)}"
                           for c in others)
         groups.setdefault(label, []).append((float(r[x]), float(r[y])))
+    by_solver = others == ["solver"]       # one line per solver: its colour and width
+    solvers = [lab.partition("=")[2] for lab in groups] if by_solver else []
     for label, pts in groups.items():
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label or None)
+        style = {}
+        if by_solver:
+            style = _style(label.partition("=")[2], solvers)
+            style["ms"] = 2.0 + 1.5 * style["lw"]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label or None, **style)
     ys = np.array([p[1] for pts in groups.values() for p in pts])
     if (y.startswith("max_") and ys.size and np.all(ys > 0)
             and ys.max() > 100 * ys.min()):
