@@ -354,12 +354,30 @@ def _event_label(tr: Trajectory, name: str) -> str:
     return f"singular position ({what}{run})"
 
 
+def _states_at(tr: Trajectory, times) -> tuple:
+    """``(q, v)`` of run ``tr`` at ``times`` between its samples: ``q`` by cubic Hermite
+    interpolation of the samples of ``q`` and ``v = dq/dt`` (error O(h^4)), ``v``
+    linearly; both linearly where the samples do not allow it."""
+    times = np.atleast_1d(np.asarray(times, dtype=float))
+    t, q, v = np.asarray(tr.t), np.asarray(tr.q), np.asarray(tr.v)
+    lin_v = np.array([[np.interp(s, t, v[:, j]) for j in range(v.shape[1])] for s in times])
+    keep = np.concatenate([[True], np.diff(t) > 0])          # strictly increasing times
+    try:
+        from scipy.interpolate import CubicHermiteSpline
+
+        qs = CubicHermiteSpline(t[keep], q[keep], v[keep], axis=0)(times)
+    except ValueError:                                       # too few samples, v not q'
+        qs = np.array([[np.interp(s, t, q[:, j]) for j in range(q.shape[1])] for s in times])
+    return qs, lin_v
+
+
 def _mark_events_on(ax, problem, tr: Trajectory, key: str):
-    """Diamonds on the output ``key`` of run ``tr`` at its rank events (the output
-    interpolated linearly between the samples)."""
+    """Diamonds on the output ``key`` of run ``tr`` at its rank events (the state
+    interpolated between the samples, :func:`_states_at`)."""
     te = np.array([e.t for e in tr.rank_events], dtype=float)
-    y = np.asarray(problem.outputs(tr.q, tr.v)[key], dtype=float)
-    ax.plot(te, np.interp(te, tr.t, y), ls="none", **EVENT_MARKER, zorder=4, gid="rank_event")
+    q, v = _states_at(tr, te)
+    y = np.asarray(problem.outputs(q, v)[key], dtype=float)
+    ax.plot(te, y, ls="none", **EVENT_MARKER, zorder=4, gid="rank_event")
 
 
 def _system_of(problem):
@@ -884,7 +902,7 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
 def _frame_states(tr: Trajectory, count: int) -> list:
     """``count`` states ``(t, q, singular)`` to draw: the first and the last sample and,
     when the run has rank events, the configurations at its first events (``q``
-    interpolated linearly between the samples: a singular position is a
+    interpolated between the samples, :func:`_states_at`: a singular position is a
     configuration worth seeing), the rest evenly spaced samples."""
     first, last = float(tr.t[0]), float(tr.t[-1])
     events = sorted({float(e.t) for e in tr.rank_events if first < e.t < last})
@@ -897,11 +915,8 @@ def _frame_states(tr: Trajectory, count: int) -> list:
         if all(abs(tr.t[i] - t) > 1e-3 * (last - first) for t, _ in picks):
             picks.append((float(tr.t[i]), False))
     times = [(first, False)] + sorted(picks) + [(last, False)]
-    out = []
-    for t, singular in times:
-        q = np.array([np.interp(t, tr.t, tr.q[:, j]) for j in range(tr.q.shape[1])])
-        out.append((t, q, singular))
-    return out
+    qs, _ = _states_at(tr, [t for t, _ in times])
+    return [(t, q, singular) for (t, singular), q in zip(times, qs)]
 
 
 def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
