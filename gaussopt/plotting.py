@@ -1120,15 +1120,20 @@ def plot_sweep(rows: Sequence[Mapping], x: str, y: str, *, params: Sequence[str]
     return ax
 
 
-def sweep_figures(res, swept: Sequence[str], out, units: Optional[Mapping] = None) -> list:
+def sweep_figures(res, swept: Sequence[str], out, units: Optional[Mapping] = None,
+                  problem=None) -> list:
     """The figures of ``gaussopt sweep``: one per output column (``final_*``,
     ``max_err_*``) of ``res`` (a :class:`~gaussopt.sweep.SweepResult`) against the
     first parameter of ``swept`` with several values, written into ``out`` as PNG
-    with the axes in ``units`` (:func:`sweep_units`). Returns the file names."""
+    with the axes in ``units``, by default :func:`sweep_units` of ``problem`` (its
+    module or builder) built with the first row's parameters. Returns the file
+    names."""
     rows = res.rows
     varying = [k for k in swept if len({repr(r.get(k)) for r in rows}) > 1]
     if not varying or not rows:
         return []
+    if units is None and problem is not None:
+        units = sweep_units(problem, {k: rows[0][k] for k in swept if k in rows[0]})
     plt = _pyplot(True)
     x = varying[0]
     names = []

@@ -796,10 +796,9 @@ def cmd_sweep(args) -> int:
                     progress=True)
     (out / "table.md").write_text(res.to_markdown() + "\n")
     print(res.to_markdown())
-    from .plotting import sweep_figures, sweep_units
+    from .plotting import sweep_figures
 
-    figs = sweep_figures(res, list(grid), out,
-                         units=sweep_units(mod, {k: v[0] for k, v in grid.items()}))
+    figs = sweep_figures(res, list(grid), out, problem=mod)
     print(f"wrote {out}/: table.csv, table.md ({len(res.rows)} runs: {res.computed} computed, "
           f"{res.reused} from earlier runs)" + (f", figures {', '.join(figs)}" if figs else ""))
     if res.interrupted:
