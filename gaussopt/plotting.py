@@ -1032,12 +1032,18 @@ def sweep_units(problem, params: Optional[Mapping] = None) -> dict:
     ``problem.units`` entry, else the ``[unit]`` in ``build()``'s docstring).
 
     ``problem``: a problem module (with ``build()``) or a builder function. A
-    problem that does not build with ``params`` gives the docstring's units only."""
+    problem that builds neither with ``params`` nor with its defaults gives the
+    docstring's units only."""
     build = getattr(problem, "build", problem)
     units = parameter_units(build, getattr(problem, "DEFAULTS", None))
-    try:
-        pb = build(**dict(params or {}))
-    except Exception:  # noqa: BLE001 - the units of the docstring only
+    pb = None
+    for kw in (dict(params or {}), {}):        # the given parameters, else the defaults
+        try:
+            pb = build(**kw)
+            break
+        except Exception:  # noqa: BLE001 - try the next, else the docstring's units
+            continue
+    if pb is None:
         return units
     stated = problem_units(pb)
     units.update({k: v for k, v in stated.items() if k not in units or isinstance(v, str)})
@@ -1133,7 +1139,8 @@ def sweep_figures(res, swept: Sequence[str], out, units: Optional[Mapping] = Non
     if not varying or not rows:
         return []
     if units is None and problem is not None:
-        units = sweep_units(problem, {k: rows[0][k] for k in swept if k in rows[0]})
+        row = next((r for r in rows if r.get("success")), rows[0])
+        units = sweep_units(problem, {k: row[k] for k in swept if k in row})
     plt = _pyplot(True)
     x = varying[0]
     names = []

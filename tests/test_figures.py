@@ -224,9 +224,23 @@ def test_sweep_column_units():
     assert col(u, "max_energy_drift") == "J" and col(u, "t_final") == "s"
     assert col(u, "max_pos_residual") == "m, rad" and col(u, "max_abs_multiplier") == "N, N m"
     assert col({}, "final_th1") == "?"
-    # the double parallelogram's parameters (from its docstring) and output
-    u = plotting.sweep_units(double_parallelogram)
+    # the double parallelogram's parameters (from its docstring) and output; a build
+    # that fails with the given parameters (a bad mass) falls back to the defaults
+    u = plotting.sweep_units(double_parallelogram, {"m_crank": -1.0})
     assert u["th0"] == "rad" and u["m_crank"] == "kg" and col(u, "final_th") == "rad"
+
+
+def test_sweep_figure_leaves_out_failed_runs_and_says_so():
+    rows = [{"m": 1.0, "solver": "qp", "success": True, "max_err_th": 1e-12},
+            {"m": 2.0, "solver": "qp", "success": False, "message": "failed"},
+            {"m": 3.0, "solver": "qp", "success": True, "max_err_th": 1e-8}]
+    ax = plotting.plot_sweep(rows, "m", "max_err_th", params=["m"], problem="p",
+                             units={"m": "kg", "th": "rad"})
+    assert ax.get_title() == "p: max_err_th against m (1 failed run not drawn)"
+    assert list(ax.lines[0].get_xdata()) == [1.0, 3.0]
+    assert ax.get_yscale() == "log"              # errors over four decades
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("m [kg]", "max_err_th [rad]")
+    plt.close(ax.figure)
 
 
 def test_rank_events_are_marked_where_the_run_had_them(figures, runs):
