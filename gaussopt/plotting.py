@@ -404,10 +404,12 @@ def force_rounding_level(problem, traj: Trajectory) -> Optional[np.ndarray]:
     if sysm is None or not len(traj):
         return None
     out = np.empty(len(traj))
+    diag = sysm.mass_diagonal                 # a constant diagonal M: no n x n products
     try:
         for k, (t, q, v, a) in enumerate(zip(traj.t, traj.q, traj.v, traj.a)):
-            size = np.abs(sysm.mass(t, q)) @ np.abs(a) + np.abs(sysm.force(t, q, v))
-            out[k] = float(np.max(size, initial=0.0))
+            Ma = (np.abs(diag) * np.abs(a) if diag is not None
+                  else np.abs(sysm.mass(t, q)) @ np.abs(a))
+            out[k] = float(np.max(Ma + np.abs(sysm.force(t, q, v)), initial=0.0))
     except Exception:  # noqa: BLE001 - a model that cannot be evaluated here: no level
         return None
     return ROUNDING * out
@@ -429,8 +431,10 @@ def energy_scale(problem, traj: Trajectory) -> tuple:
     sysm = _system_of(problem)
     if sysm is not None:
         try:
-            T = np.array([0.5 * float(v @ (sysm.mass(t, q) @ v))
-                          for t, q, v in zip(traj.t, traj.q, traj.v)])
+            diag = sysm.mass_diagonal
+            T = (0.5 * (np.asarray(traj.v) ** 2) @ diag if diag is not None else
+                 np.array([0.5 * float(v @ (sysm.mass(t, q) @ v))
+                           for t, q, v in zip(traj.t, traj.q, traj.v)]))
             V = E - T
             s = float(np.nanmax(T) + np.nanmax(V) - np.nanmin(V))
             if np.isfinite(s) and s > 0:
