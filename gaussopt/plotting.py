@@ -428,6 +428,8 @@ def energy_scale(problem, traj: Trajectory) -> tuple:
     if E is None or not len(traj):
         return None, ""
     E = np.asarray(E, dtype=float)
+    if not np.any(np.isfinite(E)):
+        return None, ""
     sysm = _system_of(problem)
     if sysm is not None:
         try:

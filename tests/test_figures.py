@@ -8,7 +8,8 @@ sweeps), the singular positions (rank events) marked wherever the run had them, 
 energy drift relative to a stated energy scale, no line at a clipping floor (rounding
 zeros of the multipliers left out), one colour per solver, one legend, readable titles.
 
-The runs: the four-bar over 0.7 s passes its first singular position (cos th1 = 0) at
+The tests that inspect the commands' figures are slow tests (``-m slow``). The runs:
+the four-bar over 0.7 s passes its first singular position (cos th1 = 0) at
 t ~ 0.58 s; the double parallelogram over 1.2 s passes its folds th = 0 and th = -pi;
 the GA row of the four-bar runs its own 0.2 s.
 """
@@ -81,6 +82,10 @@ EXPECTED = {"run.png", "cmp/four_bar_compare.png", "cmp/four_bar_y1_ga_vs_lagran
             "sw/final_th1_vs_psi.png", "sw/final_y1_vs_psi.png",
             "sw/max_err_th1_vs_psi.png", "sw/max_err_y1_vs_psi.png"}
 SWEEP = {n for n in EXPECTED if n.startswith("sw/")}
+
+# the five commands take ~11 s of CPU together (most of it loading the compiled models
+# and the GA's 200 steps), once for every test that inspects their figures
+slow = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +165,7 @@ def legend_texts(fig):
     return [t.get_text() for leg in legs for t in leg.get_texts()]
 
 
+@slow
 def test_every_png_the_cli_writes_is_an_inspected_figure(cli):
     d, figs = cli
     assert set(figs) == EXPECTED
@@ -171,6 +177,7 @@ def test_every_png_the_cli_writes_is_an_inspected_figure(cli):
         assert abs(img.shape[0] - h) <= 1 and abs(img.shape[1] - w) <= 1, name
 
 
+@slow
 def test_every_axis_with_data_has_labels_with_units(figures):
     for name, fig in figures.items():
         axs = data_axes(fig)
@@ -184,6 +191,7 @@ def test_every_axis_with_data_has_labels_with_units(figures):
             assert "?" not in ax.get_xlabel() + ax.get_ylabel(), (name, ax.get_ylabel())
 
 
+@slow
 def test_units_follow_from_the_problem(figures):
     labels = {ax.get_ylabel() for n, f in figures.items() if n.startswith(("cmp", "run"))
               for ax in f.axes}
@@ -199,6 +207,7 @@ def test_units_follow_from_the_problem(figures):
     assert any(s == "th [rad]" for s in dp) and any(s.endswith("[m]") for s in dp)
 
 
+@slow
 def test_sweep_axes_carry_the_units_gaussopt_show_knows(figures, capsys):
     # `gaussopt show four_bar` prints them: psi's from build()'s docstring, th1's and
     # y1's from the problem's units
@@ -243,6 +252,7 @@ def test_sweep_figure_leaves_out_failed_runs_and_says_so():
     plt.close(ax.figure)
 
 
+@slow
 def test_rank_events_are_marked_where_the_run_had_them(figures, runs):
     for name, fig in figures.items():
         if name in SWEEP or name.endswith("_frames.png") or name.endswith("ga_vs_lagrange.png"):
@@ -282,6 +292,7 @@ def test_rank_events_are_marked_where_the_run_had_them(figures, runs):
             assert np.allclose(marks.get_ydata(), want, atol=1e-4), marks.get_ydata()
 
 
+@slow
 def test_frames_show_the_singular_position(figures, runs):
     fig = figures["cmp/four_bar_frames.png"]
     titles = [ax.get_title() for ax in data_axes(fig)]
@@ -295,6 +306,7 @@ def test_frames_show_the_singular_position(figures, runs):
     assert abs(np.diff(crank.get_xdata())[0]) < 2e-4
 
 
+@slow
 def test_energy_drift_relative_to_the_energy_scale(figures, runs):
     pb = four_bar.build(t_end=0.7)
     for name in ("cmp/four_bar_compare.png", "run.png"):
@@ -318,6 +330,7 @@ def test_energy_drift_relative_to_the_energy_scale(figures, runs):
         assert np.allclose(y[ok], drift[ok], rtol=1e-12, atol=0)
 
 
+@slow
 def test_no_line_at_a_floor_rounding_zeros_left_out(figures, runs):
     for name, fig in figures.items():
         for ax in fig.axes:
@@ -360,6 +373,7 @@ def test_no_line_at_a_floor_rounding_zeros_left_out(figures, runs):
     assert np.all(np.isnan(np.asarray(ln.get_ydata())[zeros]))
 
 
+@slow
 def test_one_colour_per_solver_across_all_figures(figures):
     colours = {}
     for name, fig in figures.items():
@@ -394,6 +408,7 @@ def test_unknown_solvers_get_the_next_colour_of_a_fixed_cycle():
     assert a not in {plotting.SOLVER_COLORS[s] for s in SOLVERS}
 
 
+@slow
 def test_time_label_only_on_the_bottom_axis_of_a_column(figures):
     for name in ("cmp/four_bar_compare.png", "cmp/four_bar_multipliers.png",
                  "cmp/four_bar_y1_ga_vs_lagrange.png", "dp/double_parallelogram_compare.png"):
@@ -408,6 +423,7 @@ def test_time_label_only_on_the_bottom_axis_of_a_column(figures):
             assert not below, name
 
 
+@slow
 def test_one_legend_per_figure_outside_the_data(figures):
     for name, fig in figures.items():
         legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
@@ -422,6 +438,7 @@ def test_one_legend_per_figure_outside_the_data(figures):
         assert host is None or not host.axison, name     # a figure legend or its own panel
 
 
+@slow
 def test_titles_are_readable_and_name_solver_and_settings(figures):
     for name, fig in figures.items():
         if name in SWEEP:
@@ -439,6 +456,7 @@ def test_titles_are_readable_and_name_solver_and_settings(figures):
     assert any(t.startswith("lagrange_baumgarte (solver lagrange, Baumgarte") for t in texts)
 
 
+@slow
 def test_agreement_of_the_exact_solvers_is_annotated(figures, runs):
     pb = four_bar.build(t_end=0.7)
     names, d = plotting.agreement(pb, runs["cmp/four_bar_compare.png"], "th1")
@@ -449,6 +467,7 @@ def test_agreement_of_the_exact_solvers_is_annotated(figures, runs):
     assert "closed_form, lagrange, qp coincide" in title and f"{d:.1e} rad" in title
 
 
+@slow
 def test_frames_share_one_scale(figures):
     fig = figures["cmp/four_bar_frames.png"]
     axs = data_axes(fig)
@@ -480,3 +499,70 @@ def test_units_derived_from_the_constraint_rows():
     assert d(knife, "multipliers", level="mixed") == "?"
     assert d({**knife, "multipliers": "N, N m"}, "multipliers", level="mixed") == "N, N m"
     assert plotting._label("g", "m/s^2") == "g [m/s\u00b2]"
+
+
+# ---------------------------------------------------------------- fast checks (no CLI)
+
+def _pendulum(l=1.0, m=2.0, g=9.81):
+    return go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * g],
+                     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - l**2]))],
+                     energy=lambda t, q, v: 0.5 * m * v @ v + m * g * q[1])
+
+
+def test_energy_scale_of_a_pendulum_released_horizontally():
+    # released from rest at the horizontal, it passes the bottom at ~0.59 s (l = 1 m):
+    # max T = m g l and V spans m g l, so E_s = 2 m g l = 39.24 J, independent of the
+    # zero of the potential. Sampled every 1 ms: T near its maximum is off by
+    # ~ T (w dt)^2 / 8 with w ~ 4.4 rad/s: 2.5e-6 relative.
+    pend = _pendulum()
+    tr = go.simulate(pend, (0.0, 1.0), [1.0, 0.0], [0.0, 0.0], rtol=1e-10, atol=1e-10,
+                     t_eval=np.linspace(0.0, 1.0, 1001))
+    pb = go.Problem(name="pendulum", system=pend, q0=np.array([1.0, 0.0]),
+                    v0=np.zeros(2), t_span=(0.0, 1.0))
+    scale, how = plotting.energy_scale(pb, tr)
+    assert how == "max T + range V" and abs(scale - 2 * 2.0 * 9.81 * 1.0) < 1e-5 * scale
+    ax = plotting.plot_energy({"closed_form": tr}, relative=True, problem=pb)
+    assert "= 39.2 J" in ax.get_ylabel() and "E_s" in ax.get_ylabel()
+    # without a system to evaluate: max |E| (here |E(0)| = 0 up to the drift: so small
+    # that it is stated, not hidden)
+    s2, how2 = plotting.energy_scale(None, tr)
+    assert how2 == "max |E|" and s2 == np.max(np.abs(tr.energy))
+    plt.close(ax.figure)
+
+
+def test_rounding_zeros_of_an_unloaded_constraint_are_left_out():
+    # a bead pushed along a straight rail: the rail carries no load, its multiplier is
+    # rounding noise (a few eps times the 3 N push)
+    a = 0.7
+    along = np.array([np.cos(a), np.sin(a)])
+    rail = go.System(("x", "y"), mass=np.eye(2), force=3.0 * along,
+                     constraints=[go.Holonomic(lambda t, q: np.array([q[1] - np.tan(a) * q[0]]))])
+    comp = go.compare(rail, ["closed_form"], t_span=(0.0, 1.0), q0=[0.0, 0.0], v0=along,
+                      rtol=1e-10, atol=1e-10, t_eval=np.linspace(0.0, 1.0, 21))
+    tr = comp.trajectories["closed_form"]
+    lam = np.abs(tr.multipliers[:, 0])
+    assert lam.max() < 1e-13 and np.any(lam > 0)        # noise a log axis would draw
+    assert plotting.rounding_zeros(comp.problem, tr).all()
+    a_lam, a_f = plotting.plot_multipliers(comp.trajectories, problem=comp.problem)
+    for ax in (a_lam, a_f):
+        assert all(np.all(np.isnan(ln.get_ydata())) for ln in ax.lines)
+        assert ax.get_xlim() == (0.0, 1.0)             # the span, not matplotlib's default
+    (note,) = [t for t in a_lam.texts if t.get_gid() == "rounding_note"]
+    assert "carry no load" in note.get_text()
+    plt.close(a_lam.figure)
+
+
+def test_summary_marks_the_singular_position_of_a_run():
+    pb = four_bar.build(t_end=0.7)
+    tr = pb.simulate("closed_form")
+    (event,) = tr.rank_events                           # cos th1 = 0 at t ~ 0.58 s
+    fig = plotting.summary_figure(pb, {"closed_form": tr})
+    for ax in time_axes(fig):
+        xs = [ln.get_xdata()[0] for ln in event_lines(ax) if ln.get_transform() != ax.transData]
+        assert xs == [event.t]
+    out = time_axes(fig)[0]
+    (marks,) = [ln for ln in event_lines(out) if ln.get_transform() == out.transData]
+    # th1 = pi/2 there, to the cubic interpolation's error (< 3e-5 rad, see above)
+    assert abs(marks.get_ydata()[0] - np.pi / 2) < 1e-4
+    assert "singular position (rank 2 \u2192 1)" in legend_texts(fig)
+    plt.close(fig)
