@@ -22,7 +22,15 @@ Conventions shared by every figure:
   ``Phi``), from which the units of the residuals (``Phi``, ``dPhi/dt``), of the
   multipliers (energy / row unit) and of ``M a - F`` (energy / coordinate unit)
   follow. A unit the problem does not state is shown as ``[?]``.
-- Exact zeros on log axes are left out (NaN), not clipped to a floor.
+- Exact zeros on log axes are left out (NaN), not clipped to a floor; so are
+  multipliers and ``M a - F`` where the constraints carry no load (rounding zeros,
+  :func:`rounding_zeros`), with a note saying how many samples.
+- **Singular positions** (a run's rank events) are grey vertical lines on every
+  time axis, diamonds on an output, and drawn among the frames.
+- The **energy drift** of the summary is relative to an energy scale ``E_s``
+  (:func:`energy_scale`: ``max T + range V``) whose value its axis label states.
+- Sweep figures (:func:`plot_sweep`) label their axes with the units of the
+  parameters and outputs that ``gaussopt show`` prints (:func:`sweep_units`).
 - One legend per figure, outside the data; the time label only on the bottom
   axis of a column.
 """
@@ -638,8 +646,8 @@ def plot_energy(trajs: Trajs, ax=None, relative: bool = False, unit: Optional[st
     ax.set_yscale("log")
     ax.set_xlabel("t [s]")
     if relative:
-        how = _SCALE_TEXT.get(how, how)
-        ax.set_ylabel(r"$|E - E(0)|\,/\,E_s$ [1]" + f"\n$E_s$ = {how} = {scale:.3g} {unit}")
+        how = f"{_SCALE_TEXT.get(how, how)} = " if how != "given" else ""
+        ax.set_ylabel(r"$|E - E(0)|\,/\,E_s$ [1]" + f"\n$E_s$ = {how}{scale:.3g} {unit}")
     else:
         ax.set_ylabel(_label(r"$|E - E(0)|$", unit))
     if legend or (legend is None and own):
@@ -802,7 +810,7 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
     with each run's settings where they differ from the others', and the largest
     mutual difference of the runs in ``agree`` (those that coincide to rounding).
     The rank events (singular positions) of the run with the most of them are
-    dashed vertical lines on every time axis and diamonds on the output.
+    grey vertical lines on every time axis and diamonds on the output.
 
     Returns the Figure (closed after saving when ``path`` is given)."""
     plt = _pyplot(path is not None)
@@ -928,7 +936,7 @@ def _frame_states(tr: Trajectory, count: int) -> list:
 def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
     """The problem-specific comparison figures as ``{file stem: Figure}``: the
     paper-001 set (y1 by the GA and by Lagrange-I and their difference), the
-    multipliers vs the constraint forces (rank events as dashed lines), and
+    multipliers vs the constraint forces (rank events as grey vertical lines), and
     drawings of the mechanism (at the start, at the first singular positions, at
     the end)."""
     import matplotlib.pyplot as plt
