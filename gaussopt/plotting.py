@@ -22,7 +22,15 @@ Conventions shared by every figure:
   ``Phi``), from which the units of the residuals (``Phi``, ``dPhi/dt``), of the
   multipliers (energy / row unit) and of ``M a - F`` (energy / coordinate unit)
   follow. A unit the problem does not state is shown as ``[?]``.
-- Exact zeros on log axes are left out (NaN), not clipped to a floor.
+- Exact zeros on log axes are left out (NaN), not clipped to a floor; so are
+  multipliers and ``M a - F`` where the constraints carry no load (rounding zeros,
+  :func:`rounding_zeros`), with a note saying how many samples.
+- **Singular positions** (a run's rank events) are grey vertical lines on every
+  time axis, diamonds on an output, and drawn among the frames.
+- The **energy drift** of the summary is relative to an energy scale ``E_s``
+  (:func:`energy_scale`: ``max T + range V``) whose value its axis label states.
+- Sweep figures (:func:`plot_sweep`) label their axes with the units of the
+  parameters and outputs that ``gaussopt show`` prints (:func:`sweep_units`).
 - One legend per figure, outside the data; the time label only on the bottom
   axis of a column.
 """
@@ -42,7 +50,9 @@ __all__ = ["SOLVER_COLORS", "SOLVER_WIDTHS", "KIND_STYLES", "solver_color", "pro
            "problem_title", "agreement", "plot_coordinates", "plot_outputs",
            "plot_output_difference",
            "plot_residuals", "plot_energy", "plot_multipliers", "draw_frame", "animate",
-           "summary_figure", "make_comparison_figures", "comparison_figures"]
+           "summary_figure", "make_comparison_figures", "comparison_figures",
+           "energy_scale", "force_rounding_level", "rounding_zeros", "parameter_units",
+           "sweep_units", "sweep_column_unit", "plot_sweep", "sweep_figures"]
 
 Trajs = Union[Trajectory, Mapping[str, Trajectory]]
 
@@ -64,6 +74,10 @@ _WIDTH = 1.4
 #: Line style of each kind of quantity.
 KIND_STYLES: dict = {"position": "-", "velocity": "--", "acceleration": ":"}
 REFERENCE_STYLE = {"color": "k", "ls": ":", "lw": 1.3}
+#: Rank events (singular positions): a thin grey vertical line behind the data on every
+#: time axis and, on an output, a diamond at the event.
+EVENT_STYLE = {"color": "0.62", "lw": 1.1, "ls": "-"}
+EVENT_MARKER = {"marker": "D", "ms": 5.5, "mfc": "white", "mec": "k", "mew": 1.1}
 #: Solvers whose curves coincide to rounding (annotated with their mutual difference).
 EXACT_SOLVERS = ("closed_form", "lagrange", "qp")
 _UNKNOWN = "?"
@@ -324,8 +338,121 @@ def _positive(x) -> np.ndarray:
 
 
 def _events(ax, tr: Trajectory):
+    """Vertical lines at the run's rank events (singular positions), ``gid="rank_event"``
+    (behind the data)."""
     for e in tr.rank_events:
-        ax.axvline(e.t, color="0.6", lw=0.7, ls=(0, (1, 2)), zorder=0)
+        ax.axvline(e.t, **EVENT_STYLE, zorder=0.3, gid="rank_event")
+
+
+def _event_run(trajs: Mapping[str, Trajectory]) -> Optional[str]:
+    """The run whose rank events a figure marks: the one with the most events (the
+    first listed on ties); None when no run has any."""
+    names = [n for n, tr in trajs.items() if len(tr) and tr.rank_events]
+    if not names:
+        return None
+    return max(names, key=lambda n: len(trajs[n].rank_events))
+
+
+def _event_label(tr: Trajectory, name: str) -> str:
+    """Legend text of the rank-event marks: the rank change and the run."""
+    ranks = {(e.rank_before, e.rank_min) for e in tr.rank_events}
+    what = ("rank {} \u2192 {}".format(*next(iter(ranks))) if len(ranks) == 1
+            else "the rank drops")
+    run = f", {name} run" if name else ""
+    return f"singular position ({what}{run})"
+
+
+def _states_at(tr: Trajectory, times) -> tuple:
+    """``(q, v)`` of run ``tr`` at ``times`` between its samples: ``q`` by cubic Hermite
+    interpolation of the samples of ``q`` and ``v = dq/dt`` (error O(h^4)), ``v``
+    linearly; both linearly where the samples do not allow it."""
+    times = np.atleast_1d(np.asarray(times, dtype=float))
+    t, q, v = np.asarray(tr.t), np.asarray(tr.q), np.asarray(tr.v)
+    lin_v = np.array([[np.interp(s, t, v[:, j]) for j in range(v.shape[1])] for s in times])
+    keep = np.concatenate([[True], np.diff(t) > 0])          # strictly increasing times
+    try:
+        from scipy.interpolate import CubicHermiteSpline
+
+        qs = CubicHermiteSpline(t[keep], q[keep], v[keep], axis=0)(times)
+    except ValueError:                                       # too few samples, v not q'
+        qs = np.array([[np.interp(s, t, q[:, j]) for j in range(q.shape[1])] for s in times])
+    return qs, lin_v
+
+
+def _mark_events_on(ax, problem, tr: Trajectory, key: str):
+    """Diamonds on the output ``key`` of run ``tr`` at its rank events (the state
+    interpolated between the samples, :func:`_states_at`)."""
+    te = np.array([e.t for e in tr.rank_events], dtype=float)
+    q, v = _states_at(tr, te)
+    y = np.asarray(problem.outputs(q, v)[key], dtype=float)
+    ax.plot(te, y, ls="none", **EVENT_MARKER, zorder=4, gid="rank_event")
+
+
+def _system_of(problem):
+    """The :class:`~gaussopt.System` of ``problem`` (also inside a ``QuasiVelocities``),
+    or None."""
+    from .system import System
+
+    sysm = getattr(problem, "system", None)
+    if sysm is not None and not isinstance(sysm, System):
+        sysm = getattr(sysm, "system", None)
+    return sysm if isinstance(sysm, System) else None
+
+
+#: A value of ``M a - F`` at most ``ROUNDING`` times ``max_i (|M| |a| + |F|)_i`` (the
+#: size of the terms it is the difference of) is a rounding zero: about 100 eps.
+ROUNDING = 100 * float(np.finfo(float).eps)
+
+
+def force_rounding_level(problem, traj: Trajectory) -> Optional[np.ndarray]:
+    """The rounding level of ``max_i |(M a - F)_i|`` at each sample:
+    ``ROUNDING * max_i (|M| |a| + |F|)_i`` with ``M`` and ``F`` of the problem's
+    system; None without a system to evaluate (or when evaluating it fails)."""
+    sysm = _system_of(problem)
+    if sysm is None or not len(traj):
+        return None
+    out = np.empty(len(traj))
+    diag = sysm.mass_diagonal                 # a constant diagonal M: no n x n products
+    try:
+        for k, (t, q, v, a) in enumerate(zip(traj.t, traj.q, traj.v, traj.a)):
+            Ma = (np.abs(diag) * np.abs(a) if diag is not None
+                  else np.abs(sysm.mass(t, q)) @ np.abs(a))
+            out[k] = float(np.max(Ma + np.abs(sysm.force(t, q, v)), initial=0.0))
+    except Exception:  # noqa: BLE001 - a model that cannot be evaluated here: no level
+        return None
+    return ROUNDING * out
+
+
+def energy_scale(problem, traj: Trajectory) -> tuple:
+    """``(E_s, how)``: the energy scale the drift of ``traj`` is measured against.
+
+    ``E_s = max_t T + (max_t V - min_t V)`` with the kinetic energy
+    ``T = v^T M(q) v / 2`` of the problem's system and ``V = E - T`` (how =
+    ``"max T + range V"``): the energy that the motion moves between its kinetic and
+    potential parts, independent of the zero of the potential. Without a system
+    to evaluate: ``max_t |E|`` (how = ``"max |E|"``). ``(None, "")`` when the run has
+    no energy or the scale is 0 (at rest with ``E = 0``)."""
+    E = traj.energy
+    if E is None or not len(traj):
+        return None, ""
+    E = np.asarray(E, dtype=float)
+    if not np.any(np.isfinite(E)):
+        return None, ""
+    sysm = _system_of(problem)
+    if sysm is not None:
+        try:
+            diag = sysm.mass_diagonal
+            T = (0.5 * (np.asarray(traj.v) ** 2) @ diag if diag is not None else
+                 np.array([0.5 * float(v @ (sysm.mass(t, q) @ v))
+                           for t, q, v in zip(traj.t, traj.q, traj.v)]))
+            V = E - T
+            s = float(np.nanmax(T) + np.nanmax(V) - np.nanmin(V))
+            if np.isfinite(s) and s > 0:
+                return s, "max T + range V"
+        except Exception:  # noqa: BLE001 - fall back to max |E|
+            pass
+    s = float(np.nanmax(np.abs(E)))
+    return (s, "max |E|") if np.isfinite(s) and s > 0 else (None, "")
 
 
 def _time_label(ax, show: bool = True):
@@ -337,7 +464,8 @@ def _time_label(ax, show: bool = True):
 
 
 def _handles(names: Sequence[str], labels: Optional[Mapping] = None, reference: bool = False,
-             kinds: Sequence[str] = (), events: Optional[str] = None) -> list:
+             kinds: Sequence[str] = (), events: Optional[str] = None,
+             event_marker: bool = False) -> list:
     from matplotlib.lines import Line2D
 
     hs = [Line2D([], [], **{k: v for k, v in _style(n, names).items() if k != "zorder"},
@@ -347,7 +475,8 @@ def _handles(names: Sequence[str], labels: Optional[Mapping] = None, reference: 
     for k in kinds:
         hs.append(Line2D([], [], color="0.35", lw=1.4, ls=KIND_STYLES[k], label=f"{k} level"))
     if events:
-        hs.append(Line2D([], [], color="0.6", lw=0.7, ls=(0, (1, 2)), label=events))
+        hs.append(Line2D([], [], **EVENT_STYLE, **(EVENT_MARKER if event_marker else {}),
+                         label=events))
     return hs
 
 
@@ -486,33 +615,75 @@ def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "v
     return ax
 
 
+_SCALE_TEXT = {"max T + range V": r"max $T$ + range $V$", "max |E|": r"max $|E|$"}
+
+
 def plot_energy(trajs: Trajs, ax=None, relative: bool = False, unit: Optional[str] = None,
-                legend: Optional[bool] = None):
+                legend: Optional[bool] = None, problem=None, scale: Optional[float] = None):
     """Energy drift ``|E(t) - E(0)|`` on a log scale (exact zeros left out).
 
-    ``unit`` of the energy: default ``"J"`` (gaussopt's problems are in SI units)."""
+    ``relative``: the drift divided by an energy scale ``E_s``, stated on the axis
+    label: ``scale`` when given, else :func:`energy_scale` of ``problem`` and the
+    first run with an energy (``max T + range V``: the energy the motion exchanges
+    between its kinetic and potential parts). ``unit`` of the energy: default
+    ``"J"`` (gaussopt's problems are in SI units)."""
     ax, own = _axes(ax)
     runs = _as_dict(trajs)
+    unit = unit or "J"
+    how = "given"
+    if relative and scale is None:
+        first = next((tr for tr in runs.values() if tr.energy is not None and len(tr)), None)
+        scale, how = energy_scale(problem, first) if first is not None else (None, "")
+    relative = relative and scale is not None
     for name, tr in runs.items():
         if tr.energy is None or not len(tr):
             continue
         d = np.abs(tr.energy - tr.energy[0])
         if relative:
-            d = d / max(abs(tr.energy[0]), 1e-300)
+            d = d / scale
         _tag(ax.semilogy(tr.t, _positive(d), label=name or "energy", **_style(name, runs)),
              name or "energy")
     ax.set_yscale("log")
     ax.set_xlabel("t [s]")
-    ax.set_ylabel(r"$|E - E(0)|\,/\,|E(0)|$ [1]" if relative
-                  else _label(r"$|E - E(0)|$", unit or "J"))
+    if relative:
+        how = f"{_SCALE_TEXT.get(how, how)} = " if how != "given" else ""
+        ax.set_ylabel(r"$|E - E(0)|\,/\,E_s$ [1]" + f"\n$E_s$ = {how}{scale:.3g} {unit}")
+    else:
+        ax.set_ylabel(_label(r"$|E - E(0)|$", unit))
     if legend or (legend is None and own):
         ax.legend(loc="best", fontsize="small")
     return ax
 
 
+def _row_max(x) -> np.ndarray:
+    """``max_k |x_k|`` of each row, NaN for a row of NaN (no warning)."""
+    x = np.abs(np.asarray(x, dtype=float))
+    out = np.full(x.shape[0], np.nan)
+    ok = ~np.all(np.isnan(x), axis=1)
+    out[ok] = np.nanmax(x[ok], axis=1)
+    return out
+
+
+def rounding_zeros(problem, traj: Trajectory, force_max: Optional[np.ndarray] = None
+                   ) -> np.ndarray:
+    """Samples of ``traj`` where ``max_i |(M a - F)_i|`` is a rounding zero: at most
+    :func:`force_rounding_level` (without a system to evaluate: :data:`ROUNDING` times
+    the run's largest value). There the constraints carry no load and the multipliers
+    are rounding noise too; figures leave both out (a log axis would draw them as a
+    line near 1e-17)."""
+    f = _row_max(traj.constraint_force) if force_max is None else np.asarray(force_max)
+    level = force_rounding_level(problem, traj)
+    if level is None:
+        level = ROUNDING * (float(np.nanmax(f)) if np.any(np.isfinite(f)) else 0.0)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(f <= level)
+
+
 def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool] = None):
     """``max_k |lam_k|`` and ``max_i |(M a - F)_i|`` per sample, on two log axes:
-    multipliers blow up at singular positions, forces do not.
+    multipliers blow up at singular positions, forces do not. Samples where the
+    constraint force is a rounding zero (:func:`rounding_zeros`) are left out of both
+    panels, and a note on the upper panel says how many.
 
     ``ax``: a pair of Axes (multipliers, forces); a single Axes (the forces go on
     its twin y axis, dashed); or None (a new figure with two panels). Returns the
@@ -535,14 +706,39 @@ def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool]
     units = problem_units(problem)
     coords = ()
     runs = _as_dict(trajs)
+    masked, drawn, span = [], 0, []
     for name, tr in runs.items():
         coords = coords or tuple(tr.coordinates)
-        if tr.multipliers.size:
-            _tag(a_lam.semilogy(tr.t, _positive(np.nanmax(np.abs(tr.multipliers), axis=1)),
-                                label=name or "max|lam|", **_style(name, runs)), name or "lam")
-            _tag(a_f.semilogy(tr.t, _positive(np.nanmax(np.abs(tr.constraint_force), axis=1)),
-                              ls=force_style, label=name or "max|M a - F|",
-                              **_style(name, runs)), name or "lam")
+        if not (tr.multipliers.size and len(tr)):
+            continue
+        span += [float(tr.t[0]), float(tr.t[-1])]
+        lam = _row_max(tr.multipliers)
+        f = _row_max(tr.constraint_force)
+        zero = rounding_zeros(problem, tr, f)
+        if zero.any():
+            masked.append(f"{name or 'the run'} {int(zero.sum())} of {len(tr)}")
+            lam, f = np.where(zero, np.nan, lam), np.where(zero, np.nan, f)
+        drawn += int((~zero).sum())
+        _tag(a_lam.semilogy(tr.t, _positive(lam), label=name or "max|lam|",
+                            **_style(name, runs)), name or "lam")
+        _tag(a_f.semilogy(tr.t, _positive(f), ls=force_style, label=name or "max|M a - F|",
+                          **_style(name, runs)), name or "lam")
+    rule = r"$|Ma-F| \leq 100\,\varepsilon\,(|M||a|+|F|)$"
+    note = {"transform": a_lam.transAxes, "fontsize": "small", "color": "0.25",
+            "gid": "rounding_note"}
+    if masked:                             # the whole time span, drawn or not
+        for a in (a_lam, a_f):
+            a.set_xlim(min(span), max(span) if max(span) > min(span) else min(span) + 1.0)
+    if masked and drawn:
+        a_lam.text(0.01, 0.97, f"not drawn (both panels): rounding zeros, {rule}\n"
+                   f"samples: {'; '.join(masked)}", va="top", ha="left", **note,
+                   bbox={"facecolor": "white", "edgecolor": "0.7", "alpha": 0.85})
+    elif masked:                           # nothing to draw: say why, over the time span
+        a_lam.text(0.5, 0.5, "the constraints carry no load: M a - F is a rounding zero "
+                   f"at every sample,\n{rule}; its multipliers are rounding noise, not "
+                   "drawn in either panel", va="center", ha="center", **note)
+        for a in (a_lam, a_f):
+            a.tick_params(axis="y", which="both", left=False, labelleft=False)
     level = _levels(problem) if problem is not None else "holonomic"
     a_lam.set_ylabel(_label(r"$\max_k |\lambda_k|$",
                             _derived_unit(units, "multipliers", level=level)))
@@ -609,9 +805,12 @@ def _common_limits(axs, margin: float = 0.06):
 def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, *,
                    agree: Sequence[str] = EXACT_SOLVERS, dpi: int = 150):
     """Output vs the reference, its error, the position and velocity residuals and the
-    energy drift, against time, one colour per solver; one legend (its own panel)
+    energy drift relative to the energy scale (:func:`energy_scale`, stated on the
+    axis), against time, one colour per solver; one legend (its own panel)
     with each run's settings where they differ from the others', and the largest
     mutual difference of the runs in ``agree`` (those that coincide to rounding).
+    The rank events (singular positions) of the run with the most of them are
+    grey vertical lines on every time axis and diamonds on the output.
 
     Returns the Figure (closed after saving when ``path`` is given)."""
     plt = _pyplot(path is not None)
@@ -669,7 +868,13 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
     plot_residuals(nonempty, ax=axd["velocity"], kinds=("velocity",), problem=problem,
                    legend=False)
     if "energy" in axd:
-        plot_energy(nonempty, ax=axd["energy"], unit=_unit(units, "energy"), legend=False)
+        plot_energy(nonempty, ax=axd["energy"], relative=True, unit=_unit(units, "energy"),
+                    legend=False, problem=problem)
+    ev = _event_run(nonempty)
+    if ev is not None:                     # singular positions on every time axis
+        for p in timed:
+            _events(axd[p], nonempty[ev])
+        _mark_events_on(axd["output"], problem, nonempty[ev], key)
     # time label only on the lowest time axis of each column
     cols = {}
     for r, row in enumerate(mosaic):
@@ -683,7 +888,10 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
 
     has_ref = any(ln.get_label() == "reference" for ln in axd["output"].lines)
     kinds = ("position", "velocity") if "position" in axd else ("velocity",)
-    handles = _handles(list(nonempty), labels, reference=has_ref, kinds=kinds)
+    handles = _handles(list(nonempty), labels, reference=has_ref, kinds=kinds,
+                       events=None if ev is None else _event_label(
+                           nonempty[ev], ev if len(nonempty) > 1 else ""),
+                       event_marker=True)
     present, d = agreement(problem, nonempty, key, agree)
     title = None
     if d is not None:
@@ -705,10 +913,32 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
     return fig
 
 
+def _frame_states(tr: Trajectory, count: int) -> list:
+    """``count`` states ``(t, q, singular)`` to draw: the first and the last sample and,
+    when the run has rank events, the configurations at its first events (``q``
+    interpolated between the samples, :func:`_states_at`: a singular position is a
+    configuration worth seeing), the rest evenly spaced samples."""
+    first, last = float(tr.t[0]), float(tr.t[-1])
+    events = sorted({float(e.t) for e in tr.rank_events if first < e.t < last})
+    picks = [(t, True) for t in events[:count - 2]]
+    spare = count - 2 - len(picks)
+    even = np.linspace(0, len(tr) - 1, spare + 2).astype(int)[1:-1]
+    for i in [*even, *range(1, len(tr) - 1)]:       # evenly spaced, else any free sample
+        if len(picks) == count - 2:
+            break
+        if all(abs(tr.t[i] - t) > 1e-3 * (last - first) for t, _ in picks):
+            picks.append((float(tr.t[i]), False))
+    times = [(first, False)] + sorted(picks) + [(last, False)]
+    qs, _ = _states_at(tr, [t for t, _ in times])
+    return [(t, q, singular) for (t, singular), q in zip(times, qs)]
+
+
 def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
     """The problem-specific comparison figures as ``{file stem: Figure}``: the
     paper-001 set (y1 by the GA and by Lagrange-I and their difference), the
-    multipliers vs the constraint forces, and drawings of the mechanism."""
+    multipliers vs the constraint forces (rank events as grey vertical lines), and
+    drawings of the mechanism (at the start, at the first singular positions, at
+    the end)."""
     import matplotlib.pyplot as plt
 
     figs = {}
@@ -738,12 +968,12 @@ def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, layout="constrained")
         labels = _suptitle(fig, pb, trajs, "multipliers vs constraint forces")
         plot_multipliers(trajs, ax=(a1, a2), problem=pb, legend=False)
-        ev = max(trajs, key=lambda n: (len(trajs[n].rank_events), trajs[n].t[-1]))
+        ev = _event_run(trajs)
         events = None
-        if trajs[ev].rank_events:
+        if ev is not None:
             for a in (a1, a2):
                 _events(a, trajs[ev])
-            events = f"singular position (rank drop, {ev} run)"
+            events = _event_label(trajs[ev], ev)
         fig.legend(handles=_handles(list(trajs), labels, events=events),
                    loc="outside lower center", ncol=3, fontsize="small")
         figs[f"{pb.name}_multipliers"] = fig
@@ -752,8 +982,12 @@ def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
         tr = trajs[name]
         fig, axs = plt.subplots(1, 4, figsize=(13, 3.8), sharex=True, sharey=True,
                                 layout="constrained")
-        for ax, i in zip(axs, np.linspace(0, len(tr) - 1, 4).astype(int)):
-            draw_frame(pb, tr.q[i], ax=ax, title=f"t = {tr.t[i]:.2f} s")
+        for ax, (t, q, singular) in zip(axs, _frame_states(tr, 4)):
+            draw_frame(pb, q, ax=ax, title=f"t = {t:.3g} s" + (
+                "\nsingular position (rank event)" if singular else ""))
+            if singular:
+                for sp in ax.spines.values():
+                    sp.set(ls=(0, (5, 3)), color="0.3", lw=1.2)
         _common_limits(axs)
         lu = _unit(units, "length")
         for ax in axs:
@@ -773,4 +1007,160 @@ def comparison_figures(pb, trajs: Mapping[str, Trajectory], out, dpi: int = 150)
         fig.savefig(out / f"{stem}.png", dpi=dpi)
         plt.close(fig)
         names.append(f"{stem}.png")
+    return names
+
+
+# --------------------------------------------------------------------------- sweeps
+
+#: Units of the sweep columns that are not a parameter or an output (``None``: from
+#: the problem's units, see :func:`sweep_column_unit`).
+_SWEEP_COLUMN_UNITS = {"t_final": "s", "wall_time_s": "s", "compile_time_s": "s",
+                       "time_per_step_ms": "ms", "steps": "1", "rhs_evals": "1",
+                       "rank_events": "1", "max_energy_drift": None,
+                       "max_pos_residual": None, "max_vel_residual": None,
+                       "max_abs_multiplier": None}
+
+
+def parameter_units(build, defaults: Optional[Mapping] = None) -> dict:
+    """The units of ``build()``'s parameters as ``gaussopt show`` prints them: the
+    first ``[unit]`` of each parameter's description in the docstring (``"Constant
+    driving torque on the crank [N m]."`` -> ``"N m"``)."""
+    from .problem import BuildSignature
+
+    try:
+        sig = BuildSignature.of(build, defaults)
+    except (TypeError, ValueError):     # no signature to read
+        return {}
+    out = {}
+    for name, p in sig.parameters.items():
+        m = re.search(r"\[([^\]\[]+)\]", str(p.doc or ""))
+        if m:
+            out[name] = m.group(1).strip()
+    return out
+
+
+def sweep_units(problem, params: Optional[Mapping] = None) -> dict:
+    """The units a sweep's figures label their axes with, as ``gaussopt show`` knows
+    them: those of ``problem.units`` (outputs, coordinates, ``energy``, constraint
+    rows) of the problem built with ``params``, and of the parameters (their
+    ``problem.units`` entry, else the ``[unit]`` in ``build()``'s docstring).
+
+    ``problem``: a problem module (with ``build()``) or a builder function. A
+    problem that builds neither with ``params`` nor with its defaults gives the
+    docstring's units only."""
+    build = getattr(problem, "build", problem)
+    units = parameter_units(build, getattr(problem, "DEFAULTS", None))
+    pb = None
+    for kw in (dict(params or {}), {}):        # the given parameters, else the defaults
+        try:
+            pb = build(**kw)
+            break
+        except Exception:  # noqa: BLE001 - try the next, else the docstring's units
+            continue
+    if pb is None:
+        return units
+    stated = problem_units(pb)
+    units.update({k: v for k, v in stated.items() if k not in units or isinstance(v, str)})
+    return units
+
+
+def sweep_column_unit(units: Mapping, column: str) -> str:
+    """The unit of a sweep column (a parameter, ``final_<output>``,
+    ``max_err_<output>``, a residual, the energy drift, a cost) from ``units``
+    (:func:`sweep_units`); ``"?"`` when unknown."""
+    if column in _SWEEP_COLUMN_UNITS and _SWEEP_COLUMN_UNITS[column] is not None:
+        return _SWEEP_COLUMN_UNITS[column]
+    for prefix in ("final_", "max_err_"):
+        if column.startswith(prefix) and column[len(prefix):] in units:
+            return _unit(units, column[len(prefix):])
+    if column == "max_energy_drift":
+        return _unit(units, "energy")
+    derived = {"max_pos_residual": "position_residual", "max_vel_residual": "velocity_residual",
+               "max_abs_multiplier": "multipliers"}
+    if column in derived:
+        return _derived_unit(units, derived[column])
+    return _unit(units, column)
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+
+
+def plot_sweep(rows: Sequence[Mapping], x: str, y: str, *, params: Sequence[str] = (),
+               problem: str = "", units: Optional[Mapping] = None, ax=None, path=None):
+    """Column ``y`` of a sweep's rows against the parameter ``x``: one line per value of
+    the other parameters that vary (and per solver); failed runs are left out (the
+    title says how many). Axis labels carry the units of :func:`sweep_column_unit`
+    (``units``: :func:`sweep_units`; ``[?]`` where unknown). A column ``max_*`` whose
+    values are all positive and span more than two decades is drawn on a log axis.
+
+    ``params``: the parameter columns of the rows. Returns the Axes (the figure
+    saved to ``path`` when given)."""
+    units = dict(units or {})
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    others = [c for c in [*params, "solver"] if c != x
+              and len({repr(r.get(c)) for r in rows}) > 1]
+    groups: dict = {}
+    failed = 0
+    for r in rows:
+        if not r.get("success", False):
+            failed += 1
+            continue
+        if not _finite(r.get(x)) or not _finite(r.get(y)):
+            continue
+        label = ", ".join(f"{c}={r.get(c):g}" if _finite(r.get(c)) else f"{c}={r.get(c)}"
+                          for c in others)
+        groups.setdefault(label, []).append((float(r[x]), float(r[y])))
+    by_solver = others == ["solver"]       # one line per solver: its colour and width
+    solvers = [lab.partition("=")[2] for lab in groups] if by_solver else []
+    for label, pts in groups.items():
+        pts.sort()
+        style = {}
+        if by_solver:
+            style = _style(label.partition("=")[2], solvers)
+            style["ms"] = 2.0 + 1.5 * style["lw"]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label or None, **style)
+    ys = np.array([p[1] for pts in groups.values() for p in pts])
+    if (y.startswith("max_") and ys.size and np.all(ys > 0)
+            and ys.max() > 100 * ys.min()):
+        ax.set_yscale("log")
+    ax.set_xlabel(_label(x, sweep_column_unit(units, x)))
+    ax.set_ylabel(_label(y, sweep_column_unit(units, y)))
+    ax.set_title(f"{problem}: {y} against {x}" + (
+        f" ({failed} failed run{'s' if failed > 1 else ''} not drawn)" if failed else ""),
+        fontsize="medium")
+    if len(groups) > 1:
+        ax.legend(fontsize="small")
+    ax.grid(True, alpha=0.3)
+    if path is not None:
+        ax.figure.savefig(path, dpi=120)
+    return ax
+
+
+def sweep_figures(res, swept: Sequence[str], out, units: Optional[Mapping] = None,
+                  problem=None) -> list:
+    """The figures of ``gaussopt sweep``: one per output column (``final_*``,
+    ``max_err_*``) of ``res`` (a :class:`~gaussopt.sweep.SweepResult`) against the
+    first parameter of ``swept`` with several values, written into ``out`` as PNG
+    with the axes in ``units``, by default :func:`sweep_units` of ``problem`` (its
+    module or builder) built with the first row's parameters. Returns the file
+    names."""
+    rows = res.rows
+    varying = [k for k in swept if len({repr(r.get(k)) for r in rows}) > 1]
+    if not varying or not rows:
+        return []
+    if units is None and problem is not None:
+        row = next((r for r in rows if r.get("success")), rows[0])
+        units = sweep_units(problem, {k: row[k] for k in swept if k in row})
+    plt = _pyplot(True)
+    x = varying[0]
+    names = []
+    for col in res.columns:
+        if col.startswith(("final_", "max_err_")):
+            ax = res.plot(x, col, path=Path(out) / f"{col}_vs_{x}.png", units=units)
+            plt.close(ax.figure)
+            names.append(f"{col}_vs_{x}.png")
     return names

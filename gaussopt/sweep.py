@@ -49,7 +49,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: sweeps on one `out` do not coordinate
     fcntl = None
 
-from .compare import RowTable, fmt_cell
+from .compare import RowTable
 from .exceptions import ModelError
 
 __all__ = ["sweep", "SweepResult", "sweep_arguments", "cmd_sweep"]
@@ -387,49 +387,25 @@ class SweepResult(RowTable):
                              "step has none).")
         return load(path)
 
-    def plot(self, x: str, y: str, ax=None, path=None):
+    def plot(self, x: str, y: str, ax=None, path=None, units: Optional[Mapping] = None):
         """``y`` (a column) against the parameter ``x``: one line per value of the other
-        parameters that vary (and per solver); failed runs are left out.
+        parameters that vary (and per solver); failed runs are left out
+        (:func:`gaussopt.plotting.plot_sweep`). ``units``: the units of parameters
+        and outputs for the axis labels (:func:`gaussopt.plotting.sweep_units`).
 
         Returns
         -------
         matplotlib Axes
         """
+        from .plotting import plot_sweep
+
         cols = self.columns
         for name, label in ((x, "x"), (y, "y")):
             if name not in cols:
                 raise ModelError(f"`{label}` must be a column of the rows, found {name!r} "
                                  f"(columns: {', '.join(cols)}).")
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            fig, ax = plt.subplots(figsize=(6, 4))
-        params = _param_columns(self.rows)
-        others = [c for c in params + ["solver"] if c != x
-                  and len({json.dumps(r.get(c), default=repr) for r in self.rows}) > 1]
-        groups: dict = {}
-        for r in self.rows:
-            if not r.get("success", False) or not _number(r.get(x)) or not _number(r.get(y)):
-                continue
-            label = ", ".join(f"{c}={_fmt(r.get(c))}" for c in others)
-            groups.setdefault(label, []).append((float(r[x]), float(r[y])))
-        for label, pts in groups.items():
-            pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label or None)
-        ax.set_xlabel(x)
-        ax.set_ylabel(y)
-        ax.set_title(f"{self.problem}: {y} against {x}")
-        if any(groups) and len(groups) > 1:
-            ax.legend(fontsize="small")
-        ax.grid(True, alpha=0.3)
-        if path is not None:
-            ax.figure.tight_layout()
-            ax.figure.savefig(path, dpi=120)
-        return ax
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return plot_sweep(self.rows, x, y, params=_param_columns(self.rows),
+                          problem=self.problem, units=units, ax=ax, path=path)
 
 
 def _param_columns(rows: Sequence[dict]) -> list[str]:
@@ -442,10 +418,6 @@ def _param_columns(rows: Sequence[dict]) -> list[str]:
             if k not in cols:
                 cols.append(k)
     return cols
-
-
-def _fmt(x) -> str:
-    return fmt_cell(x, 6)
 
 
 # =========================================================================== sweep
@@ -1200,7 +1172,9 @@ def cmd_sweep(args) -> int:
                     no_workers_timeout=args.no_workers_timeout)
     (out / "table.md").write_text(res.to_markdown() + "\n")
     print(res.to_markdown())
-    figs = _figures(res, list(grid), out)
+    from .plotting import sweep_figures
+
+    figs = sweep_figures(res, list(grid), out, problem=mod)
     print(f"wrote {out}/: table.csv, table.md ({len(res.rows)} runs: {res.computed} computed, "
           f"{res.reused} from earlier runs)" + (f", figures {', '.join(figs)}" if figs else ""))
     if res.interrupted:
@@ -1209,25 +1183,3 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
         return 1
     return 0 if all(r.get("success") for r in res.rows) else 1
-
-
-def _figures(res: SweepResult, swept: list[str], out: Path) -> list[str]:
-    """One figure per output column (``final_*``, ``max_err_*``) against the first
-    parameter with several values."""
-    varying = [k for k in swept
-               if len({json.dumps(r.get(k), default=repr) for r in res.rows}) > 1]
-    if not varying or not res.rows:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    x = varying[0]
-    names = []
-    for col in res.columns:
-        if col.startswith(("final_", "max_err_")):
-            ax = res.plot(x, col, path=out / f"{col}_vs_{x}.png")
-            plt.close(ax.figure)
-            names.append(f"{col}_vs_{x}.png")
-    return names
