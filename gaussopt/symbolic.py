@@ -69,8 +69,10 @@ differential equations solved for them, ``u = W(q, t) q' + w0(q, t)``, and
 Kane's equations are formed with ``q'`` as the speeds (``M = W^T M_u W``), so
 the System's state is ``(q, q')``; velocity constraints (``u_dependent``) and
 constraints given in the speeds ``u`` or in ``q'`` are kept as nonholonomic
-constraints, auxiliary speeds are set to zero. :func:`kane_velocities` turns
-initial speeds into ``q'``. Where ``W`` is singular (a singular chart of the
+constraints, auxiliary speeds are set to zero; a speed without a coordinate (an
+ignorable angle: the wheel spins of sympy's bicycle) gets one, ``int_<speed>``,
+added after the method's coordinates. :func:`kane_velocities` turns
+initial speeds into ``q'`` (the symbolic work cached on the method). Where ``W`` is singular (a singular chart of the
 coordinates: Euler angles at gimbal lock, sympy's rolling disc lying flat at
 the lean ``q2 = +-pi/2``) ``M`` is singular and ``q'`` grows like ``1/cos q2``
 near it; the step there is not determined by the model.
@@ -1319,7 +1321,11 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     ``energy``). Its kinematic
     differential equations ``K_u u + K_q q' + f_k = 0`` are solved for the
     speeds, ``u = W(q, t) q' + w0(q, t)`` (with fewer speeds than coordinates,
-    the equations left over become nonholonomic constraints), and Kane's
+    the equations left over become nonholonomic constraints; with more, each
+    speed ``u_j`` the equations leave free, an ignorable angle such as a wheel's
+    spin in sympy's bicycle, gets a coordinate added after the method's,
+    named ``int_<u_j>`` with ``int_<u_j>' = u_j``: nothing depends on it, its
+    initial value is arbitrary), and Kane's
     equations are formed from its bodies and loads with the partial velocities
     with respect to ``q'``: ``M = W^T M_u W``, ``F = W^T (f_u - M_u (W q' +
     w0)')`` with ``(M_u, f_u)`` Kane's equations in ``u`` with every speed
@@ -1329,7 +1335,11 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     ``u`` (e.g. from ``ang_vel_in``) or in ``q'``, become nonholonomic
     constraints, its configuration constraints holonomic ones; auxiliary speeds
     are set to zero; specified inputs (dynamicsymbols other than ``q``, ``u``)
-    are refused.
+    are refused. The equations are not simplified (common subexpressions and
+    the generated code handle them as they are: sympy's bicycle derives and
+    compiles in seconds); only quotients that sympy's solution of the kinematic
+    equations leaves, and that can vanish (``1/sin(q3)`` in the rolling disc),
+    are cancelled.
 
     Where ``W`` is singular, ``q'`` does not follow from the speeds: the chart of
     the coordinates is singular (Euler angles at gimbal lock; sympy's rolling
@@ -1428,6 +1438,10 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
 # sympy's solution of the kinematic equations for q' (kindiffdict) leaves removable
 # singularities (1/sin(q3) in sympy's rolling disc, 0/0 at q3 = 0) that its
 # equations in u inherit, where W comes from the equations as written.
+# More speeds than coordinates (o > n: speeds of ignorable angles, which sympy lets a
+# model leave without coordinates, as its bicycle does for the wheel spins) fit the
+# same form: each speed u_j that the kinematic equations leave free gets an angle
+# theta_j with theta_j' = u_j, appended to q (nothing depends on it), and W is square.
 
 # trigsimp's cost grows fast with the size: larger coefficients stay as they are
 _TIDY_MAX_OPS = 400
@@ -1716,8 +1730,10 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
     Parameters
     ----------
     method : KanesMethod
-    q : array_like, shape (n,)
-        The coordinates, in the order of ``method.q``.
+    q : array_like, shape (n,) or (n + k,)
+        The coordinates, in the order of ``method.q``, optionally followed by the
+        ``k`` angles added for speeds without coordinates (the System's
+        coordinates; nothing depends on them).
     u : array_like, shape (o,) or (o - m,)
         All generalized speeds (``method.u``: independent, then dependent), or
         only the ``o - m`` independent ones (the dependent speeds then follow
@@ -1729,7 +1745,14 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
 
     Returns
     -------
-    ndarray, shape (n,)
+    ndarray, shape (n + k,)
+        ``q'`` of the System's coordinates (with the added angles' rates).
+
+    Notes
+    -----
+    The kinematics, the velocity constraints in ``q'`` and their numeric function
+    are made once per method and kept with it (a weak reference): later calls
+    only evaluate them.
 
     Raises
     ------
