@@ -33,6 +33,13 @@ term can never drift apart:
   ``gamma`` is much smaller than that scale no difference formula is
   relatively accurate). Pass ``gamma=`` (or build the system with
   :mod:`gaussopt.symbolic`) for exact values and ~5x less work per step.
+
+Given derivatives (``jacobian=``, ``gamma=``, and those :mod:`gaussopt.symbolic`
+generates) are cross-checked the same way by ``System.check``, before anything runs,
+at the given state and at a nearby moving one: ``Phi_q`` against differences of
+``phi``, the holonomic ``gamma`` against differences of ``Phi_q v + Phi_t`` along
+``(1, v)`` (see ``Holonomic._check_gamma`` for the error estimate behind the
+threshold), with rounding scales that do not vanish where ``phi`` or ``q`` do.
 """
 
 from __future__ import annotations
@@ -247,6 +254,28 @@ def _fd_check(label: str, exact: np.ndarray, fds, roundings, given: bool = False
     ]
 
 
+def _noise(fun, x: np.ndarray, f0: np.ndarray, J: np.ndarray) -> float:
+    """The rounding noise of ``fun`` next to ``x``, measured: the largest of ``|fun(x + d) -
+    fun(x) - J d|`` over three steps ``d`` of 16 ulps of ``(1 + |x|)`` (the true change
+    beyond ``J d`` is ``O(d^2)``, far below any rounding; a wrong ``J`` adds ``|J err| |d|``,
+    ~3.6e-15 |J|, which leaves the differences' steps informative). Where the terms of
+    ``fun`` cancel (``|fun|`` ~ 0 at a natural state such as ``q = 0``) this is the scale
+    the estimates from ``|fun|`` and ``|J| |x|`` miss. 0.0 where ``fun`` fails."""
+    if x.size == 0:
+        return 0.0
+    k = np.arange(x.size)
+    out = 0.0
+    try:
+        for pattern in (np.sin(1.1 + 2.3 * k), np.cos(0.7 + 1.7 * k), np.sin(2.9 + 0.9 * k)):
+            d = 16 * _EPS * (1.0 + np.abs(x)) * np.sign(pattern + 1e-3)
+            d = (x + d) - x                      # the step as represented
+            r = _as_vec(fun(x + d), "f").astype(float) - f0 - J @ d
+            out = max(out, float(np.max(np.abs(r), initial=0)))
+    except Exception:  # noqa: BLE001 - fun undefined next to x: nothing measured
+        return out
+    return out if np.isfinite(out) else 0.0
+
+
 def _fd_jacobian(fun, x: np.ndarray, rel: float) -> np.ndarray:
     """Central-difference Jacobian of ``fun`` at ``x`` with steps ``rel (1 + |x_j|)``."""
     n = x.size
@@ -387,7 +416,6 @@ class Holonomic(Constraint):
         if not strict and not np.all(np.isfinite(phi0)):
             return []
         k = phi0.size
-        gen = self.generated_by
         try:
             J = self.jacobian(t, q)
         except TypeError as e:
@@ -396,16 +424,14 @@ class Holonomic(Constraint):
         if J.shape != (k, q.size):
             problems.append(f"{self.name}: jacobian has shape {J.shape}, expected ({k}, {q.size})")
             return problems
-        # Rounding scale of phi: eps times the size of the terms phi sums. They cancel on
-        # the constraint (|phi| ~ 0), and |q| = 0 at natural starts such as the upright
-        # bicycle (whose pitch constraint sums O(1) lengths to 5e-18), so neither |phi| nor
-        # |Phi_q| |q| is a scale. The terms are estimated by |phi| + |Phi_q| (1 + |q|): the
-        # change of phi over the unit the differences' steps are measured in (1 + |q|, see
-        # _fd_jacobian), which does not vanish with q. (An underestimate only makes a small
-        # step count as informative: it can then fail alone, but never decides against a
-        # larger, accurate one; an overestimate only makes fewer steps informative.)
+        # Rounding of phi: eps times the size of the terms phi sums, estimated by |phi| +
+        # |Phi_q| |q| (an underestimate only makes a small step count as informative: it
+        # can then fail alone, but never decides against a larger, accurate one), plus the
+        # rounding noise of phi measured next to q, which does not vanish where phi and q
+        # do (the upright bicycle's pitch constraint sums O(1) lengths to 5e-18 at q = 0)
         terms = float(np.max(np.abs(phi0), initial=0)) + float(np.max(np.abs(J), initial=0)) \
-            * (1.0 + float(np.max(np.abs(q), initial=0)))
+            * float(np.max(np.abs(q), initial=0))
+        noise = _noise(lambda x: self.residual(t, x), q, phi0, J)
         jac_found: list[str] = []
         if q.size:
             try:
@@ -414,7 +440,7 @@ class Holonomic(Constraint):
                 fds = []
             # a difference at step h (>= rel) rounds to ~eps |phi terms| / h
             jac_found = _fd_check(f"{self.name}: Phi_q", J, fds,
-                                  [4 * _EPS * terms / h for h in _FD_STEPS[:len(fds)]],
+                                  [4 * (_EPS * terms + noise) / h for h in _FD_STEPS[:len(fds)]],
                                   given=not self.automatic["jacobian"], arg="jacobian",
                                   generated=self.generated_by, of="phi")
             problems += jac_found
@@ -431,7 +457,8 @@ class Holonomic(Constraint):
                 fds.append((self.residual(t + s, q) - self.residual(t - s, q)) / (2 * s))
             pt = self.phi_t(t, q)
             problems += _fd_check(f"{self.name}: Phi_t", pt, fds,
-                                  [4 * _EPS * terms / (rel * (1.0 + abs(t))) for rel in _FD_STEPS],
+                                  [4 * (_EPS * terms + noise) / (rel * (1.0 + abs(t)))
+                                   for rel in _FD_STEPS],
                                   of="phi")
         if gam.shape == (k,) and not problems:
             # (after Phi_q and Phi_t agree with phi: gamma is checked against their derivative)
@@ -455,8 +482,8 @@ class Holonomic(Constraint):
 
         * truncation ``s^2 |w'''| / 6``: for ``w`` varying on a length ``L`` along the unit
           direction, ``|w'''| ~ |w'| (|(c, v)| / L)^2``, a relative error ``(rel / L)^2 / 6``,
-          below 1e-6 for ``rel <= 2.4e-3 L``: the step 1e-3 suits ``L >= 0.4``, 1e-5 and 1e-7
-          shorter lengths;
+          below 1e-6 for ``rel <= 2.4e-3 L``: the step 1e-3 suits ``L >= 0.4``, the steps
+          1e-5 ... 1e-11 shorter lengths, down to ``L >= 4e-9``;
         * rounding: each ``w`` carries at most ~4 ``eps`` times the size ``W`` of the terms
           it sums, ``W = max|Phi_q| |v|_1 + max|Phi_t|`` (not ``|w|``, which vanishes on the
           constraint, nor anything that vanishes at ``q = 0``), so ``|rounding(D_s)| <=
@@ -482,7 +509,7 @@ class Holonomic(Constraint):
                 wt = 0.0
         W = float(np.max(np.abs(J), initial=0)) * float(np.sum(np.abs(v))) + wt
         fds, roundings = [], []
-        for rel in (1e-3, 1e-5, 1e-7):
+        for rel in (1e-3, 1e-5, 1e-7, 1e-9, 1e-11):
             s = rel / nrm
             try:
                 fds.append(-(self.velocity_residual(t + c * s, q + s * v, v)
@@ -598,11 +625,12 @@ class Nonholonomic(Constraint):
             fds = [_fd_jacobian(lambda x: self.f(t, q, x), v, h) for h in _FD_STEPS]
         except Exception:  # noqa: BLE001
             fds = []
-        # rounding scale of f: eps times the size of its terms, estimated by |f| + |f_v|
-        # (1 + |v|) (the change of f over the unit of the steps, 1 + |v|; |f| and |f_v| |v|
-        # vanish on a constraint at rest, where the terms of a rheonomic f do not)
+        # rounding of f: eps times the size of its terms, estimated by |f| + |f_v| |v|,
+        # plus the rounding noise of f measured next to v (as for Holonomic: |f| and
+        # |f_v| |v| vanish on a constraint at rest, the terms of a rheonomic f do not)
         terms = float(np.max(np.abs(f0), initial=0)) + float(np.max(np.abs(J), initial=0)) \
-            * (1.0 + float(np.max(np.abs(v), initial=0)))
+            * float(np.max(np.abs(v), initial=0)) \
+            + _noise(lambda x: self.f(t, q, x), v, f0, J) / _EPS
         problems += _fd_check(f"{self.name}: f_v", J, fds,
                               [4 * _EPS * terms / h for h in _FD_STEPS[:len(fds)]],
                               given=not self.automatic["jacobian"], arg="jacobian",
