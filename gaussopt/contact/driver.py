@@ -1,0 +1,457 @@
+"""The event-driven run of a system with contacts: phases, impacts, lift-offs, accumulations."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from ..constraints import Holonomic, Nonholonomic
+from ..exceptions import GaussoptError, ModelError, UnsupportedConstraintError
+from ..result import Trajectory
+from ..step import as_state, solve_step
+from ..system import System
+from .lcp import ContactSolveError, solve_contact
+from .model import ContactPoints
+
+__all__ = ["simulate_contacts", "Impact", "contact_step"]
+
+_EPS = float(np.finfo(float).eps)
+#: phases that may end at the time they started (simultaneous transitions) before the
+#: run is declared stuck
+_MAX_ZERO_PHASES = 25
+
+
+@dataclass
+class Impact:
+    """One impact: time, points that received an impulse, impulses, energies, accumulation.
+
+    Attributes
+    ----------
+    t : float
+    points : list of str
+        Labels ``"<contact name>[row]"`` of the points with a nonzero normal impulse.
+    impulses : ndarray, shape (k,)
+        Normal impulse of every contact point (0 for those not involved).
+    tangential_impulses : ndarray, shape (k,)
+        Tangential impulses of sticking points (``friction=inf``).
+    gap_rate_before, gap_rate_after : ndarray, shape (k,)
+    kinetic_before, kinetic_after : float
+        ``1/2 v^T M v`` before and after.
+    accumulation : bool
+        The impact ended an accumulation of impacts (Zeno): the rebound was below
+        the run's resolution and the points were closed (see :mod:`gaussopt.contact`).
+    t_accumulation : float
+        With ``accumulation``: the extrapolated accumulation time (the sum of the
+        remaining flight times of the geometric series), else ``nan``.
+    """
+
+    t: float
+    points: list
+    impulses: np.ndarray
+    tangential_impulses: np.ndarray
+    gap_rate_before: np.ndarray
+    gap_rate_after: np.ndarray
+    kinetic_before: float
+    kinetic_after: float
+    accumulation: bool = False
+    t_accumulation: float = math.nan
+
+    def as_dict(self) -> dict:
+        return {"t": self.t, "points": list(self.points), "impulses": self.impulses.tolist(),
+                "tangential_impulses": self.tangential_impulses.tolist(),
+                "gap_rate_before": self.gap_rate_before.tolist(),
+                "gap_rate_after": self.gap_rate_after.tolist(),
+                "kinetic_before": self.kinetic_before, "kinetic_after": self.kinetic_after,
+                "accumulation": self.accumulation, "t_accumulation": self.t_accumulation}
+
+
+class _Model:
+    """The system without its contacts, the contact points, and the phase systems."""
+
+    def __init__(self, system: System, t: float, q: np.ndarray):
+        self.system = system
+        self.points = P = ContactPoints(system.contacts, t, q)
+        self.k = P.k
+        self.base = self._system(())
+        self._phases: dict = {}
+
+    def _system(self, extra: Sequence[Holonomic], name: str = "") -> System:
+        s = self.system
+        mass = s.constant_mass if s.constant_mass is not None else s._mass
+        force = s.constant_force if s.constant_force is not None else s._force
+        cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
+        return System(s.coordinates, mass, force, cons, energy=s._energy,
+                      name=s.name + (f" [{name}]" if name else ""))
+
+    def phase(self, closed: np.ndarray) -> tuple[System, list[int], list[int]]:
+        """The system with the closed points as bilateral rows; their row indices
+        (normal, tangential) among the phase system's rows."""
+        key = tuple(np.flatnonzero(closed))
+        got = self._phases.get(key)
+        if got is not None:
+            return got
+        P = self.points
+        extra = [P.holonomic(i) for i in key]
+        sticking = [i for i in key if P.sticks[i]]
+        extra += [P.holonomic(i, tangent=True) for i in sticking]
+        name = ", ".join(P.labels[i] for i in key) + " closed" if key else "contacts open"
+        sysp = self._system(extra, name)
+        m = _row_count(self.base)
+        n_rows = list(range(m, m + len(key)))
+        t_rows = [-1] * len(key)
+        for j, i in enumerate(key):
+            if P.sticks[i]:
+                t_rows[j] = m + len(key) + sticking.index(i)
+        got = self._phases[key] = (sysp, n_rows, t_rows)
+        return got
+
+    def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
+        """``(B, c)`` with ``B v + c = 0`` the bilateral velocity constraints (affine in v)."""
+        base = self.base
+        B = base.velocity_rows(t, q, v)
+        c = base.velocity_residual(t, q, np.zeros_like(v))
+        return B, c
+
+
+def _row_count(system: System) -> int:
+    counts = system._row_counts
+    if counts is None:
+        raise ModelError("internal: the base system's rows are counted by its check")
+    return int(sum(counts))
+
+
+def _kinetic(M: np.ndarray, v: np.ndarray) -> float:
+    return 0.5 * float(v @ (M @ v))
+
+
+def _check_affine(model: _Model, t, q, v) -> None:
+    """Impacts need velocity constraints affine in v (a jump of v must keep them)."""
+    base = model.base
+    for c in base.nonholonomic:
+        f0 = np.asarray(c.f(t, q, np.zeros_like(v)), dtype=float).reshape(-1)
+        probe = v + (1.0 + np.linalg.norm(v)) * np.linspace(0.3, 1.1, v.size)
+        J = c.jacobian(t, q, probe)
+        lin = np.asarray(c.f(t, q, probe), dtype=float).reshape(-1) - (f0 + J @ probe)
+        scale = 1.0 + float(np.abs(J).max(initial=0.0)) * float(np.abs(probe).max())
+        if np.abs(lin).max(initial=0.0) > 1e-8 * scale:
+            raise UnsupportedConstraintError(
+                f"constraint {c.name!r} is not affine in the velocities: an impact (a jump of v) "
+                "has no well-defined velocity constraint; contacts need holonomic or affine "
+                "nonholonomic constraints.")
+
+
+def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
+                 candidates: np.ndarray, start: Sequence[int] = ()):
+    """The acceleration with the candidate points unilateral (gap'' >= 0): which close."""
+    P = model.points
+    M, F, A, b = model.base.evaluate(t, q, v)
+    G, _, gam = P.normal_rows(t, q, v)
+    T, _, gamt = P.tangent_rows(t, q, v)
+    idx = np.flatnonzero(candidates)
+    start_local = [j for j, i in enumerate(idx) if i in set(start)]
+    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], P.sticks[idx],
+                        start=start_local, labels=[P.labels[i] for i in idx])
+    return idx, sol
+
+
+def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: np.ndarray,
+            closing: np.ndarray, zeno_height: float) -> tuple[np.ndarray, Impact]:
+    P = model.points
+    M = model.base.mass(t, q)
+    B, c = model.velocity_rows(t, q, v)
+    G, cg, _ = P.normal_rows(t, q, v)
+    T, ct, _ = P.tangent_rows(t, q, v)
+    gdot = G @ v + cg
+    idx = np.flatnonzero(candidates)
+    e = np.where(closing, P.e, 0.0)
+    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
+    h = -cg - e * np.minimum(gdot, 0.0)
+    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], P.sticks[idx],
+                        start=[j for j, i in enumerate(idx) if closing[i]],
+                        labels=[P.labels[i] for i in idx])
+    vp = sol.x
+    imp, timp = np.zeros(P.k), np.zeros(P.k)
+    imp[idx], timp[idx] = sol.nu, sol.tau
+    gdot_after = G @ vp + cg
+    rec = Impact(t=float(t), points=[P.labels[i] for i in idx[sol.active]], impulses=imp,
+                 tangential_impulses=timp, gap_rate_before=gdot, gap_rate_after=gdot_after,
+                 kinetic_before=_kinetic(M, v), kinetic_after=_kinetic(M, vp))
+    # accumulation: a rebound whose flight (apex gap'^2 / (2 |gap''|)) stays below the
+    # run's position resolution is not integrated: the point is closed with gap' = 0
+    bouncing = [i for i in idx[sol.active] if P.e[i] > 0 and closing[i] and gdot_after[i] > 0]
+    if bouncing:
+        idx_b = np.array(bouncing)
+        free = solve_step(model.base, t, q, vp).a
+        Gb, _, gamb = P.normal_rows(t, q, vp)
+        decel = -(Gb[idx_b] @ free - gamb[idx_b])          # -gap'' with the points open
+        low = [(i, d) for i, d in zip(idx_b, decel)
+               if d > 0 and gdot_after[i] ** 2 / (2 * d) <= zeno_height]
+        if low:
+            rest = np.zeros(P.k, dtype=bool)
+            rest[[i for i, _ in low]] = True
+            # the same impact, plastic at these points: their gap' becomes 0
+            e2 = np.where(closing & ~rest, P.e, 0.0)
+            h2 = -cg - e2 * np.minimum(gdot, 0.0)
+            sol2 = solve_contact(M, M @ v, B, -c, G[idx], h2[idx], T[idx], -ct[idx],
+                                 P.sticks[idx], start=[j for j, i in enumerate(idx) if closing[i]],
+                                 labels=[P.labels[i] for i in idx])
+            vp = sol2.x
+            rec.impulses[idx], rec.tangential_impulses[idx] = sol2.nu, sol2.tau
+            rec.gap_rate_after = G @ vp + cg
+            rec.kinetic_after = _kinetic(M, vp)
+            rec.accumulation = True
+            # remaining flights 2 u e^j / d, j >= 0, with u = e |gap'-|: t_inf - t = 2 u / (d (1 - e))
+            rec.t_accumulation = float(t + max(2 * gdot_after[i] / (d * (1 - P.e[i]))
+                                               for i, d in low))
+    return vp, rec
+
+
+def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase: Callable,
+                      t_eval: Optional[Sequence[float]] = None, max_impacts: int = 100_000,
+                      zeno_height: Optional[float] = None,
+                      progress: Optional[Callable[[float], Any]] = None,
+                      **options) -> Trajectory:
+    """Simulate a system with :class:`~gaussopt.Contact` constraints (see :mod:`gaussopt.contact`).
+
+    Parameters
+    ----------
+    system : System
+        With one or more contacts among its constraints.
+    t_span, q0, v0 :
+        As :func:`gaussopt.simulate`; ``q0`` must not penetrate (``gap >= 0``
+        within the gap tolerance).
+    phase : callable
+        ``phase(system, t_span, q0, v0, **options) -> Trajectory``, the smooth
+        integrator of each phase (:func:`gaussopt.simulate`, which calls this
+        function for systems with contacts and passes itself).
+    t_eval : array_like, optional
+        Output times; default every accepted step, with two samples at every
+        impact (before and after, at the same time).
+    max_impacts : int, default 100000
+        Stop (``success=False``) after this many impacts.
+    zeno_height : float, optional
+        A rebound whose apex ``gap'^2 / (2 |gap''|)`` is below this height closes
+        the contact (the end of an accumulation of impacts). Default
+        ``100 (atol + rtol max|q0|)``: flights lower than a hundred times the
+        integrator's position tolerance are below what the run resolves.
+    progress : callable, optional
+        ``progress(t)`` after every accepted step.
+    **options
+        Passed to :func:`gaussopt.simulate` for every phase (``solver``,
+        ``method``, ``rtol``, ``atol``, ``stabilization``, ...); ``events`` and
+        ``dense_output`` are not supported with contacts yet.
+
+    Returns
+    -------
+    Trajectory
+        The phases joined; ``contact_forces`` (N, k) holds the normal force of
+        every contact point (0 while open), ``impacts`` every :class:`Impact`,
+        ``meta["contact_points"]`` the points' labels and
+        ``meta["contact_transitions"]`` the closings and openings as
+        ``(t, point, "close"|"open")``.
+    """
+    for key in ("events", "dense_output"):
+        if options.pop(key, None):
+            raise ModelError(f"`{key}` is not supported with contacts yet; run without it.")
+    if not system.contacts:
+        raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
+    if not (isinstance(max_impacts, (int, np.integer)) and max_impacts >= 0):
+        raise ModelError(f"`max_impacts` must be an integer >= 0, found {max_impacts!r}.")
+    t0, t1 = (float(x) for x in t_span)
+    n = system.n
+    q = as_state(q0, n, "q0").copy()
+    v = as_state(v0, n, "v0").copy()
+    rtol, atol = float(options.get("rtol", 1e-9)), float(options.get("atol", 1e-9))
+    model = _Model(system, t0, q)
+    P, k = model.points, model.points.k
+    model.base.check(t0, q, v)
+    for c in system.contacts:
+        problems = c.check_derivatives(t0, q, v)
+        if problems:
+            raise ModelError(f"contact {c.name!r} failed its check: " + "; ".join(problems))
+    _check_affine(model, t0, q, v)
+    if zeno_height is None:
+        zeno_height = 100 * (atol + rtol * float(np.abs(q).max()))
+    if t_eval is not None:
+        t_eval = np.asarray(t_eval, dtype=float).ravel()
+    scale_q = 1.0 + float(np.abs(q).max())
+    gap_tol = 1e3 * (atol + rtol * scale_q)
+
+    g0 = P.gaps(t0, q)
+    if np.any(g0 < -gap_tol):
+        bad = [P.labels[i] for i in np.flatnonzero(g0 < -gap_tol)]
+        raise ModelError(f"`q0` penetrates the contacts {bad} (gaps {g0[g0 < -gap_tol]}); "
+                         "start with gap >= 0.")
+    m = _row_count(model.base)
+    pieces: list[tuple[Trajectory, np.ndarray]] = []
+    impacts: list[Impact] = []
+    transitions: list[tuple] = []
+    lifted = np.zeros(k, dtype=bool)
+    closed = np.zeros(k, dtype=bool)
+    status, message = 0, "The integration reached the end of t_span."
+    t = t0
+    zero_phases = 0
+    wall0 = time.perf_counter()
+    try:
+        while True:
+            G, cg, _ = P.normal_rows(t, q, v)
+            gdot = G @ v + cg
+            gaps = P.gaps(t, q)
+            vel_tol = 1e3 * (atol + rtol * (1.0 + float(np.abs(v).max()))) * np.sqrt(
+                (G * G).sum(axis=1)).clip(min=1.0)
+            touching = np.abs(gaps) <= gap_tol
+            closing = touching & (gdot < -vel_tol)
+            if closing.any():
+                if len(impacts) >= max_impacts:
+                    status, message = -1, f"Stopped after max_impacts={max_impacts} impacts at t={t}."
+                    break
+                v, rec = _impact(model, t, q, v, touching, closing, zeno_height)
+                impacts.append(rec)
+                gdot = G @ v + cg
+            cand = touching & (np.abs(gdot) <= vel_tol) & ~lifted
+            new_closed = np.zeros(k, dtype=bool)
+            if cand.any():
+                idx, sol = contact_step(model, t, q, v, cand, start=np.flatnonzero(closed))
+                new_closed[idx[sol.active]] = True
+            for i in np.flatnonzero(new_closed != closed):
+                transitions.append((t, P.labels[i], "close" if new_closed[i] else "open"))
+            closed = new_closed
+            sysp, n_rows, t_rows = model.phase(closed)
+            events, kinds = [], []
+            for i in range(k):
+                if closed[i]:
+                    row = n_rows[int(np.flatnonzero(np.flatnonzero(closed) == i)[0])]
+                    f = _force_event(sysp, row)
+                    kinds.append(("open", i))
+                else:
+                    f = _gap_event(P, i, t, float(gdot[i]) if touching[i] else None)
+                    kinds.append(("touch", i))
+                f.terminal, f.direction = True, -1
+                events.append(f)
+            te_phase = None
+            if t_eval is not None:
+                # the output times not yet passed ([t1] as a placeholder, dropped in _join)
+                done = pieces[-1][0].t[-1] if pieces and len(pieces[-1][0]) else -np.inf
+                te_phase = t_eval[(t_eval >= t) & (t_eval > done) & (t_eval <= t1)]
+                if te_phase.size == 0:
+                    te_phase = np.array([t1])
+            tr = phase(sysp, (t, t1), q, v, events=events, t_eval=te_phase, progress=progress,
+                           **options)
+            pieces.append((tr, closed.copy(), n_rows, t_rows))
+            if not tr.success:
+                status, message = tr.status, tr.message
+                break
+            if tr.status == 0:
+                break
+            te = min(float(x[-1]) for x in tr.t_events if x.size)
+            hits = [j for j, x in enumerate(tr.t_events) if x.size and float(x[-1]) == te]
+            j0 = hits[0]
+            q, v = tr.q_events[j0][-1].copy(), tr.v_events[j0][-1].copy()
+            zero_phases = zero_phases + 1 if te == t else 0
+            if zero_phases > _MAX_ZERO_PHASES:
+                status = -1
+                message = (f"The contact state did not settle at t={t}: {zero_phases} phases ended "
+                           "where they started (points " + ", ".join(
+                               P.labels[kinds[j][1]] for j in hits) + "); the contact problem is "
+                           "degenerate here.")
+                break
+            lifted[:] = False
+            for j in hits:
+                kind, i = kinds[j]
+                if kind == "open":
+                    lifted[i] = True
+            t = te
+    except ContactSolveError as e:
+        status, message = -1, f"The contact problem failed at t={t}: {e}"
+    except KeyboardInterrupt:
+        status, message = -1, f"Interrupted (KeyboardInterrupt) at t={t}."
+    wall = time.perf_counter() - wall0
+    traj = _join(model, pieces, m, k, t_eval)
+    traj.status, traj.message = status, message
+    traj.impacts = impacts
+    traj.stats["wall_time"] = wall
+    traj.stats["impacts"] = len(impacts)
+    traj.stats["phases"] = len(pieces)
+    traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
+                      "zeno_height": zeno_height})
+    return traj
+
+
+def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float]):
+    """The closing of point ``i``: ``gap``, or, for a point that starts the phase touching
+    (``gap = 0``, leaving at the rate ``rate0 >= 0``), ``gap / (t - t_start)`` (``rate0`` at
+    ``t_start``): its zero at the start is divided out, so a landing within the phase's
+    first step (a short flight, an integrator step longer than it) is still a sign change."""
+    if rate0 is None:
+        def gap(t, q, v):
+            return float(P.gaps(t, q)[i])
+    else:
+        def gap(t, q, v):
+            if t == t_start:
+                return rate0
+            return float(P.gaps(t, q)[i]) / (t - t_start)
+    gap.__name__ = f"gap of {P.labels[i]}"
+    return gap
+
+
+def _force_event(sysp: System, row: int):
+    def normal_force(t, q, v):
+        return float(solve_step(sysp, t, q, v).multipliers[row])
+    normal_force.__name__ = "normal force"
+    return normal_force
+
+
+def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
+    """The phases as one trajectory, multipliers (base rows, normal, tangential) and forces."""
+    P = model.points
+    n = model.system.n
+    cols = {"t": [], "q": [], "v": [], "a": [], "constraint_force": [], "position_residual": [],
+            "velocity_residual": [], "acceleration_residual": [], "energy": [], "rank": [],
+            "sigma_min": []}
+    lam, forces = [], []
+    rank_events, stats = [], {}
+    for tr, closed, n_rows, t_rows in pieces:
+        N = len(tr)
+        for key in cols:
+            val = getattr(tr, key)
+            cols[key].append(val if val is not None else np.full(N, np.nan))
+        L = np.zeros((N, m + 2 * k))
+        L[:, :m] = tr.multipliers[:, :m]
+        f = np.zeros((N, k))
+        for j, i in enumerate(np.flatnonzero(closed)):
+            L[:, m + i] = tr.multipliers[:, n_rows[j]]
+            f[:, i] = tr.multipliers[:, n_rows[j]]
+            if t_rows[j] >= 0:
+                L[:, m + k + i] = tr.multipliers[:, t_rows[j]]
+        lam.append(L)
+        forces.append(f)
+        rank_events += tr.rank_events
+        for key, val in tr.stats.items():
+            if isinstance(val, (int, float)) and not isinstance(val, bool):
+                stats[key] = stats.get(key, 0) + val
+    if not pieces:
+        raise ModelError("internal: a contact run without phases")
+    joined = {key: np.concatenate(val) for key, val in cols.items()}
+    last = pieces[-1][0]
+    energy = joined["energy"] if model.system.has_energy else None
+    traj = Trajectory(t=joined["t"], q=joined["q"].reshape(-1, n), v=joined["v"].reshape(-1, n),
+                      a=joined["a"].reshape(-1, n),
+                      constraint_force=joined["constraint_force"].reshape(-1, n),
+                      multipliers=np.concatenate(lam), position_residual=joined["position_residual"],
+                      velocity_residual=joined["velocity_residual"],
+                      acceleration_residual=joined["acceleration_residual"], energy=energy,
+                      rank=joined["rank"].astype(int), sigma_min=joined["sigma_min"],
+                      coordinates=model.system.coordinates, rank_events=rank_events, stats=stats,
+                      meta=dict(last.meta))
+    traj.contact_forces = np.concatenate(forces)
+    if t_eval is not None:                 # drop the placeholders at t1 not asked for
+        keep = np.isin(traj.t, t_eval)
+        for key in (*cols, "multipliers", "contact_forces"):
+            val = getattr(traj, key)
+            if val is not None:
+                setattr(traj, key, val[keep])
+    return traj
