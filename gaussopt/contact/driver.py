@@ -159,14 +159,25 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
 
 
 def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: np.ndarray,
-            closing: np.ndarray, zeno_height: float) -> tuple[np.ndarray, Impact]:
+            closing: np.ndarray, rest: Optional[np.ndarray] = None) -> tuple[np.ndarray, Impact]:
+    """``v+`` of an impact of the ``closing`` points among the touching ``candidates``.
+
+    ``rest``: points brought to rest (``gap'+ = 0`` and, sticking, no slip) as bilateral
+    velocity rows: the end of an accumulation of impacts.
+    """
     P = model.points
     M = model.base.mass(t, q)
     B, c = model.velocity_rows(t, q, v)
     G, cg, _ = P.normal_rows(t, q, v)
     T, ct, _ = P.tangent_rows(t, q, v)
     gdot = G @ v + cg
-    idx = np.flatnonzero(candidates)
+    if rest is None:
+        rest = np.zeros(P.k, dtype=bool)
+    welded = np.flatnonzero(rest)
+    stuck = welded[P.sticks[welded]]
+    B = np.concatenate([B, G[welded], T[stuck]])
+    c = np.concatenate([c, cg[welded], ct[stuck]])
+    idx = np.flatnonzero(candidates & ~rest)
     e = np.where(closing, P.e, 0.0)
     # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
     h = -cg - e * np.minimum(gdot, 0.0)
@@ -176,38 +187,55 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     vp = sol.x
     imp, timp = np.zeros(P.k), np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
-    gdot_after = G @ vp + cg
-    rec = Impact(t=float(t), points=[P.labels[i] for i in idx[sol.active]], impulses=imp,
-                 tangential_impulses=timp, gap_rate_before=gdot, gap_rate_after=gdot_after,
+    m = B.shape[0] - welded.size - stuck.size
+    imp[welded] = sol.lam[m:m + welded.size]
+    timp[stuck] = sol.lam[m + welded.size:]
+    active = np.zeros(P.k, dtype=bool)
+    active[idx[sol.active]] = True
+    active |= rest
+    rec = Impact(t=float(t), points=[P.labels[i] for i in np.flatnonzero(active)], impulses=imp,
+                 tangential_impulses=timp, gap_rate_before=gdot, gap_rate_after=G @ vp + cg,
                  kinetic_before=_kinetic(M, v), kinetic_after=_kinetic(M, vp))
-    # accumulation: a rebound whose flight (apex gap'^2 / (2 |gap''|)) stays below the
-    # run's position resolution is not integrated: the point is closed with gap' = 0
-    bouncing = [i for i in idx[sol.active] if P.e[i] > 0 and closing[i] and gdot_after[i] > 0]
-    if bouncing:
-        idx_b = np.array(bouncing)
-        free = solve_step(model.base, t, q, vp).a
-        Gb, _, gamb = P.normal_rows(t, q, vp)
-        decel = -(Gb[idx_b] @ free - gamb[idx_b])          # -gap'' with the points open
-        low = [(i, d) for i, d in zip(idx_b, decel)
-               if d > 0 and gdot_after[i] ** 2 / (2 * d) <= zeno_height]
-        if low:
-            rest = np.zeros(P.k, dtype=bool)
-            rest[[i for i, _ in low]] = True
-            # the same impact, plastic at these points: their gap' becomes 0
-            e2 = np.where(closing & ~rest, P.e, 0.0)
-            h2 = -cg - e2 * np.minimum(gdot, 0.0)
-            sol2 = solve_contact(M, M @ v, B, -c, G[idx], h2[idx], T[idx], -ct[idx],
-                                 P.sticks[idx], start=[j for j, i in enumerate(idx) if closing[i]],
-                                 labels=[P.labels[i] for i in idx])
-            vp = sol2.x
-            rec.impulses[idx], rec.tangential_impulses[idx] = sol2.nu, sol2.tau
-            rec.gap_rate_after = G @ vp + cg
-            rec.kinetic_after = _kinetic(M, vp)
-            rec.accumulation = True
-            # remaining flights 2 u e^j / d, j >= 0, with u = e |gap'-|: t_inf - t = 2 u / (d (1 - e))
-            rec.t_accumulation = float(t + max(2 * gdot_after[i] / (d * (1 - P.e[i]))
-                                               for i, d in low))
     return vp, rec
+
+
+def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: Impact,
+                  touching: np.ndarray, vel_tol: np.ndarray, zeno_height: float,
+                  history: Sequence[Impact]) -> Optional[np.ndarray]:
+    """The touching points whose rebound after this impact stays below ``zeno_height``
+    (apex ``gap'^2 / (2 |gap''|)``, ``gap''`` with the points that rest after the impact
+    closed), or None."""
+    P = model.points
+    gd = rec.gap_rate_after
+    sep = touching & (gd > vel_tol)
+    if not sep.any():
+        return None
+    resting = touching & (np.abs(gd) <= vel_tol)
+    if resting.any():
+        idx, sol = contact_step(model, t, q, vp, resting)
+        acc = sol.x
+    else:
+        acc = solve_step(model.base, t, q, vp).a
+    G, _, gam = P.normal_rows(t, q, vp)
+    decel = -(G @ acc - gam)
+    low = sep & (decel > 0) & (gd * gd <= 2 * np.maximum(decel, 0) * zeno_height)
+    if not low.any():
+        return None
+    # the accumulation time: one bouncing point's geometric series of flights
+    # (2 u e^j / d, j >= 0: t_inf - t = 2 u / (d (1 - e))), else the series of the last
+    # intervals between impacts
+    bouncing = np.flatnonzero(low & (P.e > 0) & (rec.gap_rate_before < 0))
+    rec.t_accumulation = math.nan
+    if bouncing.size == 1 and np.count_nonzero(low) == 1:
+        i = bouncing[0]
+        if P.e[i] < 1:
+            rec.t_accumulation = float(t + 2 * gd[i] / (decel[i] * (1 - P.e[i])))
+    elif len(history) >= 2:
+        d1, d0 = t - history[-1].t, history[-1].t - history[-2].t
+        r = d1 / d0 if d0 > 0 else math.nan
+        if 0 < r < 1:
+            rec.t_accumulation = float(t + d1 * r / (1 - r))
+    return low
 
 
 def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase: Callable,
@@ -309,7 +337,16 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 if len(impacts) >= max_impacts:
                     status, message = -1, f"Stopped after max_impacts={max_impacts} impacts at t={t}."
                     break
-                v, rec = _impact(model, t, q, v, touching, closing, zeno_height)
+                vp, rec = _impact(model, t, q, v, touching, closing)
+                low = _accumulation(model, t, q, vp, rec, touching, vel_tol, zeno_height, impacts)
+                if low is not None:
+                    # the end of an accumulation: the rebounds below zeno_height are not
+                    # integrated; the points come to rest at this impact
+                    t_acc = rec.t_accumulation
+                    vp, rec = _impact(model, t, q, v, touching, closing, rest=low | (
+                        touching & (np.abs(rec.gap_rate_after) <= vel_tol)))
+                    rec.accumulation, rec.t_accumulation = True, t_acc
+                v = vp
                 impacts.append(rec)
                 gdot = G @ v + cg
             cand = touching & (np.abs(gdot) <= vel_tol) & ~lifted
@@ -319,6 +356,7 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 new_closed[idx[sol.active]] = True
             for i in np.flatnonzero(new_closed != closed):
                 transitions.append((t, P.labels[i], "close" if new_closed[i] else "open"))
+            P.anchor_slip(t, q, np.flatnonzero(new_closed & ~closed))
             closed = new_closed
             sysp, n_rows, t_rows = model.phase(closed)
             events, kinds = [], []

@@ -151,6 +151,16 @@ class ContactPoints:
         self.e = np.array([self.contacts[j].restitution for j in owner])
         self.sticks = np.array([self.contacts[j].sticks for j in owner], dtype=bool)
         self.labels = [f"{self.contacts[j].name}[{r}]" for j, r in zip(owner, row)]
+        #: the slip of each sticking point where it closed: its no-slip constraint while
+        #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
+        self.anchor = np.zeros(self.k)
+
+    def anchor_slip(self, t: float, q: np.ndarray, points) -> None:
+        """Anchor the no-slip constraints of ``points`` (indices) at their slip now."""
+        for i in points:
+            c = self.contacts[self.owner[i]]
+            if c.tangent is not None:
+                self.anchor[i] = c.tangent.residual(t, q)[self.row[i]]
 
     def _stack(self, f) -> np.ndarray:
         parts = [f(c) for c in self.contacts]
@@ -191,5 +201,13 @@ class ContactPoints:
         r = int(self.row[i])
         jac = (lambda t, q: src.jacobian(t, q)[r:r + 1]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[r:r + 1]) if not src.automatic["gamma"] else None
-        return Holonomic(lambda t, q: np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1], jac, gam, rheonomic=src.rheonomic,
+        if tangent:
+            anchor = self.anchor
+
+            def phi(t, q):
+                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1] - anchor[i]
+        else:
+            def phi(t, q):
+                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1]
+        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
                          name=f"{self.labels[i]}.{'slip' if tangent else 'gap'}")
