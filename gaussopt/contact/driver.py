@@ -287,6 +287,10 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
             raise ModelError(f"`{key}` is not supported with contacts yet; run without it.")
     if not system.contacts:
         raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
+    if not isinstance(options.get("solver", "closed_form"), (str, type)):
+        raise ModelError("`solver` must be a solver name or class for a system with contacts (each "
+                         "phase makes its own), found an instance of "
+                         f"{type(options['solver']).__name__}.")
     if not (isinstance(max_impacts, (int, np.integer)) and max_impacts >= 0):
         raise ModelError(f"`max_impacts` must be an integer >= 0, found {max_impacts!r}.")
     t0, t1 = (float(x) for x in t_span)
