@@ -184,6 +184,9 @@ class Trajectory:
         points, impulses, kinetic energy before and after).
     contact_forces : ndarray, shape (N, k), or None
         The normal force of every contact point at each sample (0 while open).
+    friction_forces : ndarray, shape (N, k), or None
+        The tangential force of every contact point along its slip gradient (sticking:
+        the no-slip row's multiplier; sliding: ``-mu N sign(slip rate)``; else 0).
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
     output times, never collected inside the right-hand side.
@@ -215,6 +218,7 @@ class Trajectory:
     sol: Optional[Any] = field(default=None, compare=False, repr=False)
     impacts: list = field(default_factory=list, compare=False, repr=False)
     contact_forces: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
+    friction_forces: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:

@@ -23,6 +23,11 @@ _EPS = float(np.finfo(float).eps)
 #: phases that may end at the time they started (simultaneous transitions) before the
 #: run is declared stuck
 _MAX_ZERO_PHASES = 25
+#: interior points of each step at which the sign of a force event is also checked: the
+#: forces of a point at rest may change with an explicit time dependence that the
+#: integrator's error control does not see (its state does not move), so its steps can
+#: grow long enough to hold a pair of zeros
+_INTERP = 10
 
 
 @dataclass
@@ -79,34 +84,42 @@ class _Model:
         self.base = self._system(())
         self._phases: dict = {}
 
-    def _system(self, extra: Sequence[Holonomic], name: str = "") -> System:
+    def _system(self, extra: Sequence[Holonomic], name: str = "",
+                force: Optional[Callable] = None) -> System:
         s = self.system
         mass = s.constant_mass if s.constant_mass is not None else s._mass
-        force = s.constant_force if s.constant_force is not None else s._force
+        if force is None:
+            force = s.constant_force if s.constant_force is not None else s._force
         cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
         return System(s.coordinates, mass, force, cons, energy=s._energy,
                       name=s.name + (f" [{name}]" if name else ""))
 
-    def phase(self, closed: np.ndarray) -> tuple[System, list[int], list[int]]:
-        """The system with the closed points as bilateral rows; their row indices
-        (normal, tangential) among the phase system's rows."""
+    def phase(self, closed: np.ndarray, sdir: np.ndarray) -> tuple[System, list[int], list[int]]:
+        """The system of a phase: the closed points as bilateral normal rows, the sticking
+        frictional ones with their no-slip rows, the sliding ones (``sdir`` = sign of the
+        slip rate) with the Coulomb force ``-mu N sdir`` along their slip gradient. Returns
+        it with the row indices (normal, tangential: -1 if none) of the closed points."""
         key = tuple(np.flatnonzero(closed))
-        got = self._phases.get(key)
+        dirs = tuple(int(sdir[i]) for i in key)
+        got = self._phases.get((key, dirs))
         if got is not None:
             return got
         P = self.points
         extra = [P.holonomic(i) for i in key]
-        sticking = [i for i in key if P.sticks[i]]
+        sticking = [i for i, d in zip(key, dirs) if P.frictional[i] and d == 0]
         extra += [P.holonomic(i, tangent=True) for i in sticking]
-        name = ", ".join(P.labels[i] for i in key) + " closed" if key else "contacts open"
-        sysp = self._system(extra, name)
+        name = ", ".join(P.labels[i] + ("" if d == 0 else (" sliding +" if d > 0 else " sliding -"))
+                         for i, d in zip(key, dirs))
+        name = name + " closed" if key else "contacts open"
         m = _row_count(self.base)
         n_rows = list(range(m, m + len(key)))
         t_rows = [-1] * len(key)
         for j, i in enumerate(key):
-            if P.sticks[i]:
+            if i in sticking:
                 t_rows[j] = m + len(key) + sticking.index(i)
-        got = self._phases[key] = (sysp, n_rows, t_rows)
+        sliding = [(i, d, n_rows[j]) for j, (i, d) in enumerate(zip(key, dirs)) if d != 0]
+        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding) if sliding else None)
+        got = self._phases[(key, dirs)] = (sysp, n_rows, t_rows)
         return got
 
     def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
@@ -115,6 +128,40 @@ class _Model:
         B = base.velocity_rows(t, q, v)
         c = base.velocity_residual(t, q, np.zeros_like(v))
         return B, c
+
+
+def _kkt_nonsymmetric(M, F, A, b, W) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, lam)`` of ``M x - W^T lam = F``, ``A x = b`` (``W = A`` but for the sliding
+    points' rows ``G_i - mu s T_i``), least squares (singular ``M``, redundant rows)."""
+    n, m = M.shape[0], A.shape[0]
+    K = np.block([[M, -W.T], [A, np.zeros((m, m))]])
+    z = np.linalg.lstsq(K, np.concatenate([F, b]), rcond=None)[0]
+    return z[:n], z[n:]
+
+
+def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list) -> Callable:
+    """``F - sum_i mu_i s_i N_i T_i^T`` with the normal forces ``N_i`` of the sliding points
+    solved together with the accelerations (the friction force depends on ``N``)."""
+    P, base = model.points, model.base
+    cons = list(base.equalities) + list(extra)
+
+    def force(t, q, v):
+        F = base.force(t, q, v)
+        M = base.mass(t, q)
+        parts = [c.rows(t, q, v) for c in cons]
+        A = np.concatenate([p[0] for p in parts])
+        b = np.concatenate([p[1] for p in parts])
+        T, _, _ = P.tangent_rows(t, q, v)
+        W = A.copy()
+        for i, d, row in sliding:
+            W[row] -= P.mu[i] * d * T[i]
+        _, lam = _kkt_nonsymmetric(M, F, A, b, W)
+        out = np.array(F, dtype=float)
+        for i, d, row in sliding:
+            out -= P.mu[i] * d * lam[row] * T[i]
+        return out
+
+    return force
 
 
 def _row_count(system: System) -> int:
@@ -153,9 +200,91 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
     T, _, gamt = P.tangent_rows(t, q, v)
     idx = np.flatnonzero(candidates)
     start_local = [j for j, i in enumerate(idx) if i in set(start)]
-    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], P.sticks[idx],
+    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], P.frictional[idx],
                         start=start_local, labels=[P.labels[i] for i in idx])
     return idx, sol
+
+
+def _slip_directions(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
+                     closed: np.ndarray, old: np.ndarray, forced: np.ndarray,
+                     idx: Optional[np.ndarray], sol, vel_tol: np.ndarray) -> np.ndarray:
+    """Stick (0) or slide (+-1) for every closed point with finite friction.
+
+    A point that moves tangentially slides with the sign of its slip rate. One at rest
+    sticks if the sticking solution's tangential force lies in the cone ``|T| <= mu N``,
+    else it starts to slide against that force (or in the direction a stick-slip event
+    gave); a start of sliding is checked: the sliding acceleration must keep its direction,
+    and the normal force must be determined (else Painleve's paradox: ContactSolveError).
+    The decision is made point by point on the normal active set of the sticking problem
+    (exact for one frictional point in contact).
+    """
+    P = model.points
+    sdir = np.zeros(P.k, dtype=int)
+    finite = closed & P.frictional & ~P.sticks
+    if not finite.any():
+        return sdir
+    T, ct, gamt = P.tangent_rows(t, q, v)
+    u = T @ v + ct
+    onset = []
+    for i in np.flatnonzero(finite):
+        if abs(u[i]) > vel_tol[i]:
+            sdir[i] = 1 if u[i] > 0 else -1
+            continue
+        if forced[i]:
+            sdir[i] = forced[i]
+            onset.append(i)
+            continue
+        j = int(np.flatnonzero(idx == i)[0])
+        N, tau = sol.nu[j], sol.tau[j]
+        slack = 1e4 * _EPS * (abs(N) * P.mu[i] + abs(tau))
+        if abs(tau) <= P.mu[i] * N + slack:
+            sdir[i] = 0
+        else:
+            sdir[i] = -1 if tau > 0 else 1
+            onset.append(i)
+    for i in onset:
+        _check_sliding(model, t, q, v, closed, sdir, i)
+    return sdir
+
+
+def _check_sliding(model: "_Model", t, q, v, closed, sdir, i) -> None:
+    """A point ``i`` that starts to slide: its normal force is determined (the normal
+    acceleration grows with N: no Painleve paradox) and it slides the way it is pushed."""
+    P = model.points
+    d = int(sdir[i])
+    M, F, A, b = model.base.evaluate(t, q, v)
+    G, _, gam = P.normal_rows(t, q, v)
+    T, _, gamt = P.tangent_rows(t, q, v)
+    others = [j for j in np.flatnonzero(closed) if j != i]
+    stick = [j for j in others if P.frictional[j] and sdir[j] == 0]
+    Ao = np.concatenate([A, G[others], T[stick]])
+    from ..linalg import solve_gauss
+
+    # the normal acceleration's response to a unit normal force with its sliding friction
+    W = G[i] - P.mu[i] * d * T[i]
+    resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a
+    c = float(G[i] @ resp)
+    scale = float(np.abs(G[i]).max()) * float(np.abs(resp).max(initial=0.0)) + 1e-300
+    sysp, n_rows, _ = model.phase(closed, sdir)
+    step = solve_step(sysp, t, q, v)
+    N = float(step.multipliers[n_rows[list(np.flatnonzero(closed)).index(i)]])
+    if c <= 1e4 * _EPS * scale:
+        raise ContactSolveError(
+            f"Painleve's paradox at {P.labels[i]} (t={t}): sliding with friction "
+            f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
+            f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
+            "or no force satisfies the contact conditions.", [P.labels[i]])
+    slip_acc = float(T[i] @ step.a - gamt[i])
+    # rounding of the slip acceleration: the terms of M a = F + ..., over the mass scale
+    acc = (float(np.abs(F).max(initial=0.0)) + float(np.abs(M @ step.a).max(initial=0.0))) / \
+        max(float(np.abs(M).max()), 1e-300) + float(np.abs(step.a).max(initial=0.0))
+    tol = 1e4 * _EPS * (float(np.abs(T[i]).max()) * acc + abs(gamt[i]))
+    if d * slip_acc < -tol or N < -1e4 * _EPS * (1 + abs(N)):
+        raise ContactSolveError(
+            f"no consistent frictional state at {P.labels[i]} (t={t}): sticking needs a "
+            f"tangential force beyond mu N, but sliding {'+' if d > 0 else '-'} with friction "
+            f"{P.mu[i]:g} accelerates the other way (slip acceleration {slip_acc:.3g}, normal "
+            f"force {N:.3g}).", [P.labels[i]])
 
 
 def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: np.ndarray,
@@ -181,12 +310,33 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     e = np.where(closing, P.e, 0.0)
     # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
     h = -cg - e * np.minimum(gdot, 0.0)
-    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], P.sticks[idx],
+    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], P.frictional[idx],
                         start=[j for j, i in enumerate(idx) if closing[i]],
                         labels=[P.labels[i] for i in idx])
     vp = sol.x
     imp, timp = np.zeros(P.k), np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
+    # finite friction: a sticking impulse outside the cone |P_t| <= mu P_n slides instead,
+    # P_t = -mu s P_n against the direction s it would have taken (Coulomb at the impulse level)
+    act = idx[sol.active]
+    slide = [i for i in act if P.frictional[i] and not P.sticks[i]
+             and abs(timp[i]) > P.mu[i] * imp[i] * (1 + 1e4 * _EPS)]
+    if slide:
+        stick_act = [i for i in act if P.frictional[i] and i not in slide]
+        A_all = np.concatenate([B, G[act], T[stick_act]])
+        b_all = np.concatenate([-c, h[act], -ct[stick_act]])
+        W_all = A_all.copy()
+        m0 = B.shape[0]
+        sgn = {i: float(np.sign(timp[i])) for i in slide}   # the sticking impulse's sign
+        for i in slide:
+            # slides against it: tangential impulse +mu P_n sgn (-mu s P_n with s = -sgn)
+            W_all[m0 + list(act).index(i)] = G[i] + P.mu[i] * sgn[i] * T[i]
+        vp, lam = _kkt_nonsymmetric(M, M @ v, A_all, b_all, W_all)
+        imp[:], timp[:] = 0.0, 0.0
+        imp[act] = lam[m0:m0 + act.size]
+        timp[stick_act] = lam[m0 + act.size:]
+        for i in slide:
+            timp[i] = P.mu[i] * sgn[i] * imp[i]
     m = B.shape[0] - welded.size - stuck.size
     imp[welded] = sol.lam[m:m + welded.size]
     timp[stuck] = sol.lam[m + welded.size:]
@@ -324,6 +474,8 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
     transitions: list[tuple] = []
     lifted = np.zeros(k, dtype=bool)
     closed = np.zeros(k, dtype=bool)
+    sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
+    forced = np.zeros(k, dtype=int)        # a stick-slip event's direction of sliding
     status, message = 0, "The integration reached the end of t_span."
     t = t0
     zero_phases = 0
@@ -355,25 +507,48 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 gdot = G @ v + cg
             cand = touching & (np.abs(gdot) <= vel_tol) & ~lifted
             new_closed = np.zeros(k, dtype=bool)
+            sol = None
             if cand.any():
                 idx, sol = contact_step(model, t, q, v, cand, start=np.flatnonzero(closed))
                 new_closed[idx[sol.active]] = True
-            for i in np.flatnonzero(new_closed != closed):
-                transitions.append((t, P.labels[i], "close" if new_closed[i] else "open"))
-            P.anchor_slip(t, q, np.flatnonzero(new_closed & ~closed))
-            closed = new_closed
-            sysp, n_rows, t_rows = model.phase(closed)
+            new_sdir = _slip_directions(model, t, q, v, new_closed, sdir, forced, idx if sol
+                                        is not None else None, sol, vel_tol)
+            for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
+                what = ("open" if not new_closed[i] else "close" if not closed[i] else "") + (
+                    "" if not new_closed[i] else " stick" if P.frictional[i] and new_sdir[i] == 0
+                    else f" slide {'+' if new_sdir[i] > 0 else '-'}" if new_sdir[i] else "")
+                transitions.append((t, P.labels[i], what.strip()))
+            sticking = new_closed & P.frictional & (new_sdir == 0)
+            P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
+            closed, sdir = new_closed, new_sdir
+            forced[:] = 0
+            sysp, n_rows, t_rows = model.phase(closed, sdir)
             events, kinds = [], []
+            closed_idx = list(np.flatnonzero(closed))
             for i in range(k):
                 if closed[i]:
-                    row = n_rows[int(np.flatnonzero(np.flatnonzero(closed) == i)[0])]
-                    f = _force_event(sysp, row)
-                    kinds.append(("open", i))
+                    j = closed_idx.index(i)
+                    f = _force_event(sysp, n_rows[j])
+                    f.terminal, f.direction = True, -1
+                    events.append(f)
+                    kinds.append(("open", i, 0))
+                    if P.frictional[i] and not P.sticks[i]:
+                        if sdir[i] == 0:
+                            for d in (-1, 1):       # mu N - T (T reaches +mu N: slides -)
+                                f = _cone_event(sysp, n_rows[j], t_rows[j], P.mu[i], d)
+                                f.terminal, f.direction = True, -1
+                                events.append(f)
+                                kinds.append(("slide", i, d))
+                        else:
+                            f = _slip_rate_event(P, i, int(sdir[i]))
+                            f.terminal, f.direction = True, -1
+                            events.append(f)
+                            kinds.append(("slip0", i, 0))
                 else:
                     f = _gap_event(P, i, t, float(gdot[i]) if touching[i] else None)
-                    kinds.append(("touch", i))
-                f.terminal, f.direction = True, -1
-                events.append(f)
+                    f.terminal, f.direction = True, -1
+                    events.append(f)
+                    kinds.append(("touch", i, 0))
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -383,7 +558,7 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                     te_phase = np.array([t1])
             tr = phase(sysp, (t, t1), q, v, events=events, t_eval=te_phase, progress=progress,
                            **options)
-            pieces.append((tr, closed.copy(), n_rows, t_rows))
+            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
             if not tr.success:
                 status, message = tr.status, tr.message
                 break
@@ -403,9 +578,11 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 break
             lifted[:] = False
             for j in hits:
-                kind, i = kinds[j]
+                kind, i, d = kinds[j]
                 if kind == "open":
                     lifted[i] = True
+                elif kind == "slide":
+                    forced[i] = d
             t = te
     except ContactSolveError as e:
         status, message = -1, f"The contact problem failed at t={t}: {e}"
@@ -440,10 +617,30 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float])
     return gap
 
 
+def _cone_event(sysp: System, n_row: int, t_row: int, mu: float, d: int):
+    """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
+    def cone(t, q, v):
+        lam = solve_step(sysp, t, q, v).multipliers
+        return float(mu * lam[n_row] + d * lam[t_row])
+    cone.__name__ = "friction cone"
+    cone.interp_points = _INTERP
+    return cone
+
+
+def _slip_rate_event(P: ContactPoints, i: int, d: int):
+    """``d * slip rate`` of a sliding point: it reaches zero (the point may stick)."""
+    def slip_rate(t, q, v):
+        T, ct, _ = P.tangent_rows(t, q, v)
+        return float(d * (T[i] @ v + ct[i]))
+    slip_rate.__name__ = f"slip rate of {P.labels[i]}"
+    return slip_rate
+
+
 def _force_event(sysp: System, row: int):
     def normal_force(t, q, v):
         return float(solve_step(sysp, t, q, v).multipliers[row])
     normal_force.__name__ = "normal force"
+    normal_force.interp_points = _INTERP
     return normal_force
 
 
@@ -454,23 +651,32 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
     cols = {"t": [], "q": [], "v": [], "a": [], "constraint_force": [], "position_residual": [],
             "velocity_residual": [], "acceleration_residual": [], "energy": [], "rank": [],
             "sigma_min": []}
-    lam, forces = [], []
+    lam, forces, frictions = [], [], []
     rank_events, stats = [], {}
-    for tr, closed, n_rows, t_rows in pieces:
+    for tr, closed, n_rows, t_rows, sdir in pieces:
         N = len(tr)
         for key in cols:
             val = getattr(tr, key)
             cols[key].append(val if val is not None else np.full(N, np.nan))
+        cols["constraint_force"][-1] = np.array(cols["constraint_force"][-1])   # own copy
         L = np.zeros((N, m + 2 * k))
         L[:, :m] = tr.multipliers[:, :m]
-        f = np.zeros((N, k))
+        f, fr = np.zeros((N, k)), np.zeros((N, k))
         for j, i in enumerate(np.flatnonzero(closed)):
             L[:, m + i] = tr.multipliers[:, n_rows[j]]
             f[:, i] = tr.multipliers[:, n_rows[j]]
             if t_rows[j] >= 0:
-                L[:, m + k + i] = tr.multipliers[:, t_rows[j]]
+                L[:, m + k + i] = fr[:, i] = tr.multipliers[:, t_rows[j]]
+            elif sdir[i]:
+                # sliding: the Coulomb force -mu s N along the slip gradient, applied as a
+                # force in the phase (so M a - F of the phase lacks it): added back here
+                L[:, m + k + i] = fr[:, i] = -P.mu[i] * sdir[i] * f[:, i]
+                for r in range(N):
+                    Tr, _, _ = P.tangent_rows(float(tr.t[r]), tr.q[r], tr.v[r])
+                    cols["constraint_force"][-1][r] += fr[r, i] * Tr[i]
         lam.append(L)
         forces.append(f)
+        frictions.append(fr)
         rank_events += tr.rank_events
         for key, val in tr.stats.items():
             if isinstance(val, (int, float)) and not isinstance(val, bool):
@@ -490,9 +696,10 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
                       coordinates=model.system.coordinates, rank_events=rank_events, stats=stats,
                       meta=dict(last.meta))
     traj.contact_forces = np.concatenate(forces)
+    traj.friction_forces = np.concatenate(frictions)
     if t_eval is not None:                 # drop the placeholders at t1 not asked for
         keep = np.isin(traj.t, t_eval)
-        for key in (*cols, "multipliers", "contact_forces"):
+        for key in (*cols, "multipliers", "contact_forces", "friction_forces"):
             val = getattr(traj, key)
             if val is not None:
                 setattr(traj, key, val[keep])

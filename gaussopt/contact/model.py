@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..constraints import Constraint, Holonomic
-from ..exceptions import ModelError, UnsupportedConstraintError
+from ..exceptions import ModelError
 
 __all__ = ["Contact", "ContactPoints"]
 
@@ -43,11 +43,16 @@ class Contact(Constraint):
     restitution : float, default 0
         Newton's coefficient ``e`` in ``[0, 1]``: after an impact the gap rate is
         ``-e`` times the rate before (``0``: plastic, the contact closes).
+    slip_jacobian, slip_gamma : callable, optional
+        The derivatives of ``slip``, as ``jacobian`` and ``gamma`` are of ``gap``
+        (default: automatic, which needs a complex-safe ``slip``).
     friction : float or None, default None
-        ``None`` or ``0``: frictionless. ``float("inf")``: no slip while the
-        contact is closed or impacting (rolling without slip, a sticking
-        corner); needs ``slip``. A finite Coulomb coefficient is not supported
-        yet (:class:`~gaussopt.exceptions.UnsupportedConstraintError`).
+        ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
+        (planar point contacts): a closed point sticks while its tangential
+        force ``|T| <= mu N`` and slides with ``T = -mu N sign(slip rate)``
+        otherwise. ``float("inf")``: no slip while the contact is closed or
+        impacting (rolling without slip, a sticking corner). Friction needs
+        ``slip``.
     rheonomic : bool, default True
         ``False`` declares that ``gap`` and ``slip`` do not depend on ``t``.
     name : str, optional
@@ -67,6 +72,7 @@ class Contact(Constraint):
 
     def __init__(self, gap: Callable, jacobian: Optional[Callable] = None,
                  gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
+                 slip_jacobian: Optional[Callable] = None, slip_gamma: Optional[Callable] = None,
                  restitution: float = 0.0, friction: Optional[float] = None,
                  rheonomic: bool = True, name: Optional[str] = None) -> None:
         super().__init__(name)
@@ -97,21 +103,24 @@ class Contact(Constraint):
             raise ModelError(f"contact {self.name!r}: `friction={friction}` needs `slip`, a function "
                              "slip(t, q) whose rate is the tangential velocity of each contact point "
                              "(e.g. the contact point's coordinate along a flat floor).")
-        if 0 < mu < math.inf:
-            raise UnsupportedConstraintError(
-                f"contact {self.name!r}: a finite Coulomb friction coefficient (friction={mu}) is "
-                "not supported yet; use friction=None (frictionless) or friction=float('inf') "
-                "(no slip while in contact).")
         self.restitution = e
         self.friction = mu
         self.normal = Holonomic(gap, jacobian, gamma, rheonomic=rheonomic, name=f"{self.name}.gap")
-        self.tangent = (Holonomic(slip, rheonomic=rheonomic, name=f"{self.name}.slip")
-                        if slip is not None else None)
+        if slip is None and (slip_jacobian is not None or slip_gamma is not None):
+            raise ModelError(f"contact {self.name!r}: `slip_jacobian`/`slip_gamma` were given "
+                             "without `slip`.")
+        self.tangent = (Holonomic(slip, slip_jacobian, slip_gamma, rheonomic=rheonomic,
+                                  name=f"{self.name}.slip") if slip is not None else None)
 
     @property
     def sticks(self) -> bool:
         """True for ``friction = inf``: no slip while closed or impacting."""
         return self.friction == math.inf
+
+    @property
+    def frictional(self) -> bool:
+        """True for ``friction > 0`` (Coulomb, or no slip for ``inf``)."""
+        return self.friction > 0
 
     def residual(self, t, q, v=None):
         return self.normal.residual(t, q)
@@ -149,7 +158,9 @@ class ContactPoints:
         self.row = np.array(row, dtype=int)
         self.k = len(owner)
         self.e = np.array([self.contacts[j].restitution for j in owner])
+        self.mu = np.array([self.contacts[j].friction for j in owner])
         self.sticks = np.array([self.contacts[j].sticks for j in owner], dtype=bool)
+        self.frictional = self.mu > 0
         self.labels = [f"{self.contacts[j].name}[{r}]" for j, r in zip(owner, row)]
         #: the slip of each sticking point where it closed: its no-slip constraint while
         #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
@@ -180,13 +191,13 @@ class ContactPoints:
 
     def tangent_rows(self, t: float, q: np.ndarray, v: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The same for the slip of the sticking points (rows of the others are zero)."""
+        """The same for the slip of the frictional points (rows of the others are zero)."""
         n = q.size
         T, c_, gam = np.zeros((self.k, n)), np.zeros(self.k), np.zeros(self.k)
         i = 0
         for c in self.contacts:
             kc = c.normal.residual(t, q).size
-            if c.sticks:
+            if c.frictional:
                 T[i:i + kc] = c.tangent.jacobian(t, q)
                 c_[i:i + kc] = c.tangent.phi_t(t, q)
                 gam[i:i + kc] = c.tangent.gamma(t, q, v)
