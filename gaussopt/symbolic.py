@@ -69,8 +69,10 @@ differential equations solved for them, ``u = W(q, t) q' + w0(q, t)``, and
 Kane's equations are formed with ``q'`` as the speeds (``M = W^T M_u W``), so
 the System's state is ``(q, q')``; velocity constraints (``u_dependent``) and
 constraints given in the speeds ``u`` or in ``q'`` are kept as nonholonomic
-constraints, auxiliary speeds are set to zero. :func:`kane_velocities` turns
-initial speeds into ``q'``. Where ``W`` is singular (a singular chart of the
+constraints, auxiliary speeds are set to zero; a speed without a coordinate (an
+ignorable angle: the wheel spins of sympy's bicycle) gets one, ``int_<speed>``,
+added after the method's coordinates. :func:`kane_velocities` turns
+initial speeds into ``q'`` (the symbolic work cached on the method). Where ``W`` is singular (a singular chart of the
 coordinates: Euler angles at gimbal lock, sympy's rolling disc lying flat at
 the lean ``q2 = +-pi/2``) ``M`` is singular and ``q'`` grows like ``1/cos q2``
 near it; the step there is not determined by the model.
@@ -106,6 +108,7 @@ import linecache
 import math
 import time
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
@@ -1162,6 +1165,8 @@ class _CompiledRows:
     """Mixin: ``rows`` evaluates the Jacobian and ``gamma`` in one compiled call
     (shared subexpressions); the other methods use the separate callables."""
 
+    generated_by = "gaussopt.symbolic (from_lagrangian / from_mechanics)"
+
     def __init__(self, fun, jacobian, gamma, rows, **kw) -> None:
         super().__init__(fun, jacobian, gamma, **kw)
         self._rows = rows
@@ -1180,6 +1185,8 @@ class _SymbolicNonholonomic(_CompiledRows, Nonholonomic):
 
 class _SymbolicAcceleration(AccelerationConstraint):
     """Acceleration constraints ``A a = b`` derived from ``h(q, q', q'', t) = 0``."""
+
+    generated_by = _CompiledRows.generated_by
 
     def __init__(self, A, b, rows, **kw) -> None:
         super().__init__(A, b, **kw)
@@ -1314,7 +1321,11 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     ``energy``). Its kinematic
     differential equations ``K_u u + K_q q' + f_k = 0`` are solved for the
     speeds, ``u = W(q, t) q' + w0(q, t)`` (with fewer speeds than coordinates,
-    the equations left over become nonholonomic constraints), and Kane's
+    the equations left over become nonholonomic constraints; with more, each
+    speed ``u_j`` the equations leave free, an ignorable angle such as a wheel's
+    spin in sympy's bicycle, gets a coordinate added after the method's,
+    named ``int_<u_j>`` with ``int_<u_j>' = u_j``: nothing depends on it, its
+    initial value is arbitrary), and Kane's
     equations are formed from its bodies and loads with the partial velocities
     with respect to ``q'``: ``M = W^T M_u W``, ``F = W^T (f_u - M_u (W q' +
     w0)')`` with ``(M_u, f_u)`` Kane's equations in ``u`` with every speed
@@ -1324,7 +1335,11 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     ``u`` (e.g. from ``ang_vel_in``) or in ``q'``, become nonholonomic
     constraints, its configuration constraints holonomic ones; auxiliary speeds
     are set to zero; specified inputs (dynamicsymbols other than ``q``, ``u``)
-    are refused.
+    are refused. The equations are not simplified (common subexpressions and
+    the generated code handle them as they are: sympy's bicycle derives and
+    compiles in seconds); only quotients that sympy's solution of the kinematic
+    equations leaves, and that can vanish (``1/sin(q3)`` in the rolling disc),
+    are cancelled.
 
     Where ``W`` is singular, ``q'`` does not follow from the speeds: the chart of
     the coordinates is singular (Euler angles at gimbal lock; sympy's rolling
@@ -1423,6 +1438,10 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
 # sympy's solution of the kinematic equations for q' (kindiffdict) leaves removable
 # singularities (1/sin(q3) in sympy's rolling disc, 0/0 at q3 = 0) that its
 # equations in u inherit, where W comes from the equations as written.
+# More speeds than coordinates (o > n: speeds of ignorable angles, which sympy lets a
+# model leave without coordinates, as its bicycle does for the wheel spins) fit the
+# same form: each speed u_j that the kinematic equations leave free gets an angle
+# theta_j with theta_j' = u_j, appended to q (nothing depends on it), and W is square.
 
 # trigsimp's cost grows fast with the size: larger coefficients stay as they are
 _TIDY_MAX_OPS = 400
@@ -1442,27 +1461,18 @@ def _tidy(e: Any) -> Any:
     return s if sp.count_ops(s) <= sp.count_ops(e) else e
 
 
+def _has_quotient(e: Any) -> bool:
+    """``e`` divides by an expression of the functions of t (an integer negative power)."""
+    return any(p.exp.is_Integer and p.exp < 0 and p.base.atoms(AppliedUndef)
+               for p in sp.sympify(e).atoms(sp.Pow))
+
+
 def _tidy_linear(e: sp.Expr, xs: Sequence) -> sp.Expr:
     """``e`` linear in ``xs`` rebuilt as ``sum tidy(de/dx_i) x_i + tidy(e|x=0)``."""
     e = sp.expand(e) if sp.count_ops(e) <= _TIDY_MAX_OPS else e
     coeffs = [_tidy(e.diff(x)) for x in xs]
     rest = _tidy(e.xreplace({x: 0 for x in xs}))
     return sum((c * x for c, x in zip(coeffs, xs)), rest)
-
-
-def _trig_fixpoint(e: Any, passes: int = 4) -> Any:
-    """Products and powers of sines and cosines as sums (``fu.TR8``), repeated until
-    nothing changes (one pass can leave powers of the new cosines)."""
-    from sympy.simplify.fu import TR8
-    e = sp.sympify(e)
-    for _ in range(passes):
-        if not e.has(sp.sin, sp.cos) or sp.count_ops(e) > 20 * _TIDY_MAX_OPS:
-            break
-        e2 = sp.expand(TR8(sp.expand(e)))
-        if e2 == e:
-            break
-        e = e2
-    return e
 
 
 @dataclass
@@ -1475,6 +1485,7 @@ class _KaneKinematics:
     w0: sp.Matrix      # (o, 1)
     sub: dict          # u -> W q' + w0, u' -> its time derivative, auxiliary speeds -> 0
     constraints: list  # kinematic equations left over when o < n, in q and q'
+    added: list        # angles added for speeds without coordinates (theta' = u), at the end of q
 
 
 def _random_values(e: sp.MatrixBase, seed: int = 0) -> sp.MatrixBase:
@@ -1485,6 +1496,12 @@ def _random_values(e: sp.MatrixBase, seed: int = 0) -> sp.MatrixBase:
 
 
 def _kane_kinematics(method: Any) -> _KaneKinematics:
+    """Solve a KanesMethod's kinematic differential equations for its speeds (once per
+    method)."""
+    return _kane_cached(method, "kinematics", lambda: _solve_kane_kinematics(method))
+
+
+def _solve_kane_kinematics(method: Any) -> _KaneKinematics:
     """Solve a KanesMethod's kinematic differential equations for its speeds."""
     from sympy.physics.mechanics import dynamicsymbols
     t = dynamicsymbols._t
@@ -1502,11 +1519,39 @@ def _kane_kinematics(method: Any) -> _KaneKinematics:
     if Ku.shape != (n, o) or Kq.shape != (n, n):
         raise ModelError("`method`: the KanesMethod has no kinematic differential equations "
                          "(kd_eqs); give them when creating it.")
+    added: list = []
     if o > n:
-        raise ModelError(
-            f"`method`: {o} generalized speeds for {n} coordinates; the kinematic differential "
-            "equations must determine the speeds from the coordinate derivatives "
-            "(u = W(q, t) q' + w0), which needs at most as many speeds as coordinates.")
+        # speeds with no coordinate (sympy's bicycle: the wheels' spin rates, ignorable
+        # angles): the o - n speeds the equations leave free (the columns of K_u outside
+        # n independent ones, chosen by a pivoted QR: columns of zeros come last) get
+        # an angle each, theta_k' = u_j
+        from scipy.linalg import qr
+        A = np.array(_random_values(Ku).evalf(), dtype=float)
+        _, R, piv = qr(A, pivoting=True)
+        if n == 0 or abs(R[n - 1, n - 1]) <= 1e-9 * abs(R[0, 0]):
+            raise ModelError("`method`: the kinematic differential equations do not determine "
+                             "the coordinate derivatives from the generalized speeds.")
+        free = sorted(piv[n:].tolist())
+        taken = {str(x.func) for x in q} | {str(x.func) for x in u} | {
+            str(f.func) for f in Ku.atoms(AppliedUndef) | Kq.atoms(AppliedUndef)
+            | fk.atoms(AppliedUndef)}
+        for j in free:
+            base = f"int_{u[j].func}"
+            label, k = base, 1
+            while label in taken:
+                label, k = f"{base}_{k}", k + 1
+            taken.add(label)
+            added.append(dynamicsymbols(label))
+        extra = len(added)
+        rows_u = sp.zeros(extra, o)
+        for k, j in enumerate(free):
+            rows_u[k, j] = -1
+        Ku = Ku.col_join(rows_u)
+        Kq = sp.diag(Kq, sp.eye(extra))
+        fk = fk.col_join(sp.zeros(extra, 1))
+        q = q + added
+        qd = qd + [x.diff(t) for x in added]
+        n = o
     if o < n:  # the equations also constrain q': o of them give u, the others are constraints
         from scipy.linalg import qr
         A = np.array(_random_values(Ku).evalf(), dtype=float)
@@ -1520,9 +1565,16 @@ def _kane_kinematics(method: Any) -> _KaneKinematics:
     others = [i for i in range(n) if i not in rows]
     KuR = Ku.extract(rows, list(range(o)))
     rhs = -(Kq.extract(rows, list(range(n))) * sp.Matrix(qd) + fk.extract(rows, [0]))
-    simple = KuR.is_diagonal() and not KuR.free_symbols and not KuR.atoms(AppliedUndef)
+    # a constant K_u (kd_eqs q' - u = 0, in any order) is solved exactly without divisions by
+    # expressions: nothing to tidy
+    simple = not KuR.free_symbols and not KuR.atoms(AppliedUndef)
     try:
-        sol = sp.Matrix([rhs[i] / KuR[i, i] for i in range(o)]) if simple else KuR.LUsolve(rhs)
+        if simple and KuR.is_diagonal():
+            sol = sp.Matrix([rhs[i] / KuR[i, i] for i in range(o)])
+        elif simple:
+            sol = KuR.inv() * rhs
+        else:
+            sol = KuR.LUsolve(rhs)
     except (ValueError, ZeroDivisionError) as exc:
         raise ModelError("`method`: the kinematic differential equations cannot be solved for "
                          f"the generalized speeds {u} (their coefficient matrix is singular)."
@@ -1538,7 +1590,7 @@ def _kane_kinematics(method: Any) -> _KaneKinematics:
     sub.update(dict.fromkeys(aux + [x.diff(t) for x in aux], 0))
     cons = [_tidy_linear(sp.expand((Ku[i, :] * uq + Kq[i, :] * sp.Matrix(qd))[0] + fk[i]), qd)
             for i in others]
-    return _KaneKinematics(q, qd, u, W, w0, sub, cons)
+    return _KaneKinematics(q, qd, u, W, w0, sub, cons, added)
 
 
 def _unknown_functions(e: Any, known: Iterable) -> list:
@@ -1548,14 +1600,23 @@ def _unknown_functions(e: Any, known: Iterable) -> list:
 
 def _kane_velocity_constraints(method: Any, kin: _KaneKinematics) -> list:
     """The KanesMethod's velocity constraints (``B u + c = 0``, as sympy stores them) in
-    ``q'``, with the kinematic equations' own constraints first."""
+    ``q'``, with the kinematic equations' own constraints first (once per method)."""
+    return list(_kane_cached(method, "constraints",
+                             lambda: _substitute_velocity_constraints(method, kin)))
+
+
+def _substitute_velocity_constraints(method: Any, kin: _KaneKinematics) -> list:
     from sympy.physics.mechanics import msubs
     B, c = sp.Matrix(getattr(method, "_k_nh", sp.Matrix())), sp.Matrix(getattr(method, "_f_nh",
                                                                              sp.Matrix()))
     out = list(kin.constraints)
     if B.rows:
         f = msubs(B * sp.Matrix(kin.u) + c, kin.sub)
-        out += [_tidy_linear(e, kin.qd) for e in f]
+        # tidied only where sympy's solution of the kinematic equations left a quotient
+        # that can vanish (1/sin(q3) in the rolling disc: 0/0 at q3 = 0); square roots
+        # (the bicycle's normalized contact direction) are not removable and not worth the
+        # trigsimp (10 s per coefficient there)
+        out += [_tidy_linear(e, kin.qd) if _has_quotient(e) else e for e in f]
     return out
 
 
@@ -1649,15 +1710,12 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
                 f"`energy` depends on {bad}, which are neither coordinates "
                 f"{[str(x) for x in kin.q]} nor generalized speeds {[str(x) for x in kin.u]} of "
                 "the KanesMethod.")
-    # products and powers of sines and cosines as sums: terms that cancel do cancel
-    # (sin(q3)**2 + cos(q3)**2 in the rolling disc's M and gravity force)
-    M = M.applyfunc(_trig_fixpoint)
-    F = F.applyfunc(_trig_fixpoint)
     hol = list(getattr(method, "_f_h", sp.Matrix()))
     nh = _kane_velocity_constraints(method, kin)
+    # not simplified: cse and the generated code take the expressions as they are
     return SymbolicModel.from_equations(
         kin.q, M, F, hol + cons["holonomic"], nh + cons["nonholonomic"], cons["acceleration"],
-        energy=energy, coordinates=coordinates, name=name, modules=modules)
+        energy=energy, coordinates=coordinates, name=name, modules=modules, simplify=False)
 
 
 def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = None,
@@ -1672,8 +1730,10 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
     Parameters
     ----------
     method : KanesMethod
-    q : array_like, shape (n,)
-        The coordinates, in the order of ``method.q``.
+    q : array_like, shape (n,) or (n + k,)
+        The coordinates, in the order of ``method.q``, optionally followed by the
+        ``k`` angles added for speeds without coordinates (the System's
+        coordinates; nothing depends on them).
     u : array_like, shape (o,) or (o - m,)
         All generalized speeds (``method.u``: independent, then dependent), or
         only the ``o - m`` independent ones (the dependent speeds then follow
@@ -1685,7 +1745,14 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
 
     Returns
     -------
-    ndarray, shape (n,)
+    ndarray, shape (n + k,)
+        ``q'`` of the System's coordinates (with the added angles' rates).
+
+    Notes
+    -----
+    The kinematics, the velocity constraints in ``q'`` and their numeric function
+    are made once per method and kept with it (a weak reference): later calls
+    only evaluate them.
 
     Raises
     ------
@@ -1697,41 +1764,25 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
         ``q2 = +-pi/2``).
     """
     kin = _kane_kinematics(method)
-    n, o = len(kin.q), len(kin.u)
-    cons = _kane_velocity_constraints(method, kin)
-    m = len(cons) - len(kin.constraints)
+    ev = _kane_cached(method, "velocities", lambda: _KaneVelocities(method, kin))
+    n, o, m = len(kin.q), len(kin.u), ev.m
+    n0 = n - len(kin.added)
     qv = np.asarray(q, dtype=float).ravel()
     uv = np.asarray(u, dtype=float).ravel()
-    if qv.shape != (n,):
-        raise ModelError(f"`q` must have the {n} coordinates {[str(x) for x in kin.q]}, found "
-                         f"shape {np.shape(q)}.")
+    if qv.shape not in ((n,), (n0,)):
+        also = (f" (or the {n} of the System: with the added angles "
+                f"{[str(x) for x in kin.added]})" if kin.added else "")
+        raise ModelError(f"`q` must have the {n0} coordinates {[str(x) for x in kin.q[:n0]]}"
+                         f"{also}, found shape {np.shape(q)}.")
+    if qv.size == n0 and n0 < n:  # (nothing depends on the added angles)
+        qv = np.concatenate([qv, np.zeros(n - n0)])
     if uv.size not in (o, o - m):
         raise ModelError(f"`u` must have all {o} generalized speeds {[str(x) for x in kin.u]} "
                          f"or the {o - m} independent ones, found shape {np.shape(u)}.")
-    f = sp.Matrix(cons) if cons else sp.zeros(0, 1)
-    B = f.jacobian(kin.qd) if cons else sp.zeros(0, n)
-    c = f.xreplace(dict.fromkeys(kin.qd, 0))
-    W = kin.W[:uv.size, :]
-    w0 = kin.w0[:uv.size, :]
-    from sympy.physics.mechanics import dynamicsymbols
-    ts = dynamicsymbols._t
-    qs = sp.symbols(f"_kq0:{n}")
-    pieces = [e.xreplace(dict(zip(kin.q, qs))) for e in (W, w0, B, c)]
-    syms = set().union(*(e.free_symbols for e in pieces)) - set(qs) - {ts}
-    params = {} if params is None else params
-    by_name = {(k if isinstance(k, str) else getattr(k, "name", str(k))): v
-               for k, v in params.items()}
-    missing = sorted(s.name for s in syms if s.name not in by_name)
-    if missing:
-        raise ModelError(f"unbound symbols in the kinematics of `method`: {', '.join(missing)}; "
-                         "give their values in `params`.")
-    vals = {s: sp.Float(float(by_name[s.name])) for s in syms}
-    vals.update({s: sp.Float(float(x)) for s, x in zip(qs, qv)})
-    vals[ts] = sp.Float(float(t))
-    Wn, w0n, Bn, cn = (np.array(e.xreplace(vals).evalf(), dtype=float).reshape(e.shape)
-                       for e in pieces)
-    A = np.vstack([Wn, Bn])
-    b = np.concatenate([uv - w0n.ravel(), -cn.ravel()])
+    Wn, w0n, Bn, cn = ev(qv, float(t), params)
+    k = uv.size
+    A = np.vstack([Wn[:k], Bn])
+    b = np.concatenate([uv - w0n[:k], -cn])
     if not (np.isfinite(A).all() and np.isfinite(b).all()):
         raise ModelError(f"the kinematics of `method` are not finite at q = {qv.tolist()}.")
     s = np.linalg.svd(A, compute_uv=False)
@@ -1751,3 +1802,57 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
                          f"{np.abs(res[o:]).max():.3g}; give the {o - m} independent speeds only, "
                          "or consistent dependent ones.")
     return v
+
+
+# symbolic work on a KanesMethod (its kinematics, velocity constraints and their numeric
+# functions), done once per method: kane_velocities is then a few function calls
+_KANE_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _kane_cached(method: Any, key: str, make: Callable) -> Any:
+    try:
+        store = _KANE_CACHE.setdefault(method, {})
+    except TypeError:  # (not weakly referenceable: no cache)
+        return make()
+    if key not in store:
+        store[key] = make()
+    return store[key]
+
+
+class _KaneVelocities:
+    """``W, w0, B, c`` of ``u = W q' + w0`` and the velocity constraints ``B q' + c = 0``
+    of a KanesMethod as one numeric function of ``(q, t, parameters)``."""
+
+    def __init__(self, method: Any, kin: _KaneKinematics) -> None:
+        from sympy.physics.mechanics import dynamicsymbols
+        cons = _kane_velocity_constraints(method, kin)
+        self.m = len(cons) - len(kin.constraints)
+        n = len(kin.q)
+        f = sp.Matrix(cons) if cons else sp.zeros(0, 1)
+        B = f.jacobian(kin.qd) if cons else sp.zeros(0, n)
+        c = f.xreplace(dict.fromkeys(kin.qd, 0))
+        ts = dynamicsymbols._t
+        qs = sp.symbols(f"_kq0:{n}")
+        pieces = [e.xreplace(dict(zip(kin.q, qs))) for e in (kin.W, kin.w0, B, c)]
+        self.shapes = [e.shape for e in pieces]
+        syms = set().union(*(e.free_symbols for e in pieces)) - set(qs) - {ts}
+        self.params = sorted(syms, key=lambda x: x.name)
+        self._fn = sp.lambdify((list(qs), ts, self.params), pieces, modules="numpy", cse=True)
+
+    def __call__(self, q: np.ndarray, t: float, params: Optional[Mapping]):
+        params = {} if params is None else params
+        by_name = {(k if isinstance(k, str) else getattr(k, "name", str(k))): v
+                   for k, v in params.items()}
+        missing = sorted(s.name for s in self.params if s.name not in by_name)
+        if missing:
+            raise ModelError(f"unbound symbols in the kinematics of `method`: "
+                             f"{', '.join(missing)}; give their values in `params`.")
+        p = [np.float64(by_name[s.name]) for s in self.params]
+        with np.errstate(all="ignore"):
+            try:
+                out = self._fn([np.float64(x) for x in q], np.float64(t), p)
+            except (ZeroDivisionError, OverflowError, ValueError):
+                out = [np.full(shape, np.nan) for shape in self.shapes]
+        W, w0, B, c = (np.asarray(e, dtype=float).reshape(shape) if shape[0] * shape[1]
+                       else np.zeros(shape) for e, shape in zip(out, self.shapes))
+        return W, w0.ravel(), B, c.ravel()

@@ -368,3 +368,49 @@ def test_errors():
     mdl = from_mechanics(km, model=True)
     A, b = mdl.function("f_rows", {"m": 1.5})(0.0, np.zeros(2), np.zeros(2))
     assert np.allclose(A / A[0, 1], [[-2.0, 1.0]], rtol=0, atol=EPS) and b == 0
+
+
+# =========================================================================== speeds without coordinates
+def test_speed_without_coordinate_gets_an_angle():
+    """A pendulum (angle th, u1 = th') carrying a flywheel whose spin rate u2 relative to
+    the rod has no coordinate (an ignorable angle, as the wheel spins of sympy's bicycle):
+    2 speeds for 1 coordinate. from_mechanics adds the angle int_u2 (int_u2' = u2) and
+    gives the equations of the same system written by hand with the wheel angle ph:
+    T = m l^2 th'^2 / 2 + J (th' + ph')^2 / 2, V = -m g l cos th."""
+    import sympy.physics.mechanics as me
+    th = dynamicsymbols("theta")
+    u1, u2 = dynamicsymbols("u1 u2")
+    m, l, g, J = sp.symbols("m l g J", positive=True)
+    N = me.ReferenceFrame("N")
+    A = N.orientnew("A", "Axis", [th, N.z])
+    A.set_ang_vel(N, u1 * N.z)
+    F = me.ReferenceFrame("F")
+    F.set_ang_vel(A, u2 * A.z)                       # not oriented: no coordinate
+    O = me.Point("O")
+    O.set_vel(N, 0)
+    P = O.locatenew("P", -l * A.y)
+    P.v2pt_theory(O, N, A)
+    wheel = me.RigidBody("wheel", P, F, m, (me.inertia(A, 0, 0, J), P))
+    km = me.KanesMethod(N, [th], [u1, u2], kd_eqs=[D(th) - u1])
+    km.kanes_equations([wheel], [(P, -m * g * N.y)])
+    mdl = from_mechanics(km, model=True)
+    assert mdl.coordinates == ("theta", "int_u2")
+    ph = dynamicsymbols("ph")
+    t = dynamicsymbols._t
+    ref = SymbolicModel([th, ph], T=m * l**2 / 2 * th.diff(t)**2
+                        + J / 2 * (th.diff(t) + ph.diff(t))**2, V=-m * g * l * sp.cos(th))
+    P_ = {"m": 1.3, "l": 0.7, "g": 9.81, "J": 0.2}
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        q, v = rng.uniform(-2, 2, 2), rng.uniform(-3, 3, 2)
+        Mk, Mr = mdl.function("mass", P_)(0.0, q), ref.function("mass", P_)(0.0, q)
+        Fk, Fr = mdl.function("force", P_)(0.0, q, v), ref.function("force", P_)(0.0, q, v)
+        # sums of two or three products of the parameters: a few roundings
+        assert np.abs(Mk - Mr).max() <= 8 * EPS * np.abs(Mr).max()
+        assert np.abs(Fk - Fr).max() <= 8 * EPS * (np.abs(Fr).max() + 1.0)
+    # initial speeds: q with or without the added angle; q' = (u1, u2)
+    for q0 in ([0.4], [0.4, 0.0]):
+        np.testing.assert_array_equal(kane_velocities(km, q0, [1.5, -2.0], P_), [1.5, -2.0])
+    with pytest.raises(ModelError, match=r"`q` must have the 1 coordinates .*\(or the 2 of the "
+                                         r"System: with the added angles \['int_u2\(t\)'\]\)"):
+        kane_velocities(km, [0.4, 0.0, 0.0], [1.5, -2.0], P_)
