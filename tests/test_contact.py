@@ -296,3 +296,80 @@ def test_readme_contact_example_prints_the_analytic_values(capsys):
     # printed to 12 / 9 / 9 decimals; the run's errors are below 1e-12 (tests above)
     for got, want in pairs:
         assert abs(float(got) - float(want)) <= 2e-9, (got, want)
+
+
+# --------------------------------------------------------------------------- Coulomb friction
+@pytest.fixture(scope="module")
+def sliding():
+    from problems import sliding_block
+
+    p = sliding_block.build()
+    return p, p.simulate(), sliding_block.reference_phases(p.t_span[1], **p.params)
+
+
+def test_sliding_block_switches_at_the_closed_form_times(sliding):
+    p, tr, phases = sliding
+    assert tr.success
+    got = [(t, what) for t, _, what in tr.meta["contact_transitions"]]
+    assert got[0] == (0.0, "close stick")
+    want = [(ts, "stick" if d == 0 else f"slide {'+' if d > 0 else '-'}") for ts, _, d, _, _
+            in phases[1:]]
+    assert [w for _, w in got[1:]] == [w for _, w in want]
+    # a switch moves with the state's error over the rate of its event function: the slip
+    # rate's |s''| = mu' at a stick, the cone's |P1 w cos(w t)| at a slide onset (both
+    # > 1 here); the state is exact but for rounding (each phase's motion is a polynomial
+    # plus the push's sines, integrated at 1e-12) -> integration_bound
+    bound = integration_bound(tr) / 1.0
+    err = max(abs(a - b) for (a, _), (b, _) in zip(got[1:], want))
+    assert err < bound                                                  # measured 5.9e-14
+    assert bound < 1e-8
+
+
+def test_sliding_block_motion_and_forces(sliding):
+    p, tr, _ = sliding
+    P = p.params
+    ref = p.reference(tr.t)
+    out = p.outputs(tr.q, tr.v)
+    bound = integration_bound(tr)
+    assert np.abs(out["s"] - ref["s"]).max() < bound                    # measured 7.7e-13
+    assert np.abs(out["u"] - ref["u"]).max() < bound                    # measured 3.3e-13
+    N = P["m"] * P["g"] * math.cos(P["beta"])
+    # the normal force is m g cos(beta) throughout (the push is along the plane); the
+    # friction force: while sliding -mu N sign(u), while sticking -P1 sin(w t) (it holds
+    # the push), inside the cone (rounding of a verified step: 64 eps of the forces)
+    tol = 64 * EPS * (N + P["P1"])
+    assert np.abs(tr.contact_forces[:, 0] - N).max() < tol
+    sliding_ = np.abs(ref["u"]) > 1e-6
+    T = tr.friction_forces[:, 0]
+    assert np.abs(T[sliding_] + P["mu"] * N * np.sign(ref["u"][sliding_])).max() < tol
+    stick = np.abs(out["u"]) == 0.0
+    assert stick.any()
+    push = P["P1"] * np.sin(P["w"] * tr.t[stick])
+    assert np.abs(T[stick] + push).max() < tol
+    assert np.all(np.abs(T) <= P["mu"] * N * (1 + 1e-12))
+
+
+def _rod(mu, theta=0.5, m=1.2, l=0.8, g=9.81):
+    def gap(t, q):
+        return np.array([q[1] - l * np.sin(q[2])])
+
+    def slip(t, q):
+        return np.array([q[0] - l * np.cos(q[2])])
+
+    floor = go.Contact(gap, slip=slip, friction=mu, name="end")
+    s = go.System(("x", "y", "th"), mass=np.diag([m, m, m * l * l / 3]),
+                  force=[0.0, -m * g, 0.0], constraints=[floor])
+    return s, np.array([0.0, l * np.sin(theta), theta])
+
+
+def test_painleve_paradox_is_refused_by_name():
+    # a rod sliding on its lower end: the normal acceleration per unit normal force is
+    # (1 + 3 cos^2 th - 3 mu cos th sin th) / m, negative for th = 0.5 and mu = 4 when the
+    # end slides towards -x
+    s, q0 = _rod(4.0)
+    with pytest.raises(ContactSolveError, match="Painleve's paradox at end\\[0\\]"):
+        go.simulate(s, (0.0, 1.0), q0, [-1.0, 0.0, 0.0])
+    # with mu = 1 the same start slides and is determined
+    s, q0 = _rod(1.0)
+    tr = go.simulate(s, (0.0, 0.05), q0, [-1.0, 0.0, 0.0])
+    assert tr.success and tr.meta["contact_transitions"][0][2] == "close slide -"

@@ -242,14 +242,15 @@ def _slip_directions(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
         else:
             sdir[i] = -1 if tau > 0 else 1
             onset.append(i)
-    for i in onset:
-        _check_sliding(model, t, q, v, closed, sdir, i)
+    for i in np.flatnonzero(sdir):
+        _check_sliding(model, t, q, v, closed, sdir, i, onset=i in onset)
     return sdir
 
 
-def _check_sliding(model: "_Model", t, q, v, closed, sdir, i) -> None:
-    """A point ``i`` that starts to slide: its normal force is determined (the normal
-    acceleration grows with N: no Painleve paradox) and it slides the way it is pushed."""
+def _check_sliding(model: "_Model", t, q, v, closed, sdir, i, onset: bool) -> None:
+    """A sliding point ``i``: its normal force is determined (the normal acceleration grows
+    with N: no Painleve paradox) and, when it starts to slide (``onset``), it slides the way
+    it is pushed."""
     P = model.points
     d = int(sdir[i])
     M, F, A, b = model.base.evaluate(t, q, v)
@@ -279,7 +280,7 @@ def _check_sliding(model: "_Model", t, q, v, closed, sdir, i) -> None:
     acc = (float(np.abs(F).max(initial=0.0)) + float(np.abs(M @ step.a).max(initial=0.0))) / \
         max(float(np.abs(M).max()), 1e-300) + float(np.abs(step.a).max(initial=0.0))
     tol = 1e4 * _EPS * (float(np.abs(T[i]).max()) * acc + abs(gamt[i]))
-    if d * slip_acc < -tol or N < -1e4 * _EPS * (1 + abs(N)):
+    if onset and (d * slip_acc < -tol or N < -1e4 * _EPS * (1 + abs(N))):
         raise ContactSolveError(
             f"no consistent frictional state at {P.labels[i]} (t={t}): sticking needs a "
             f"tangential force beyond mu N, but sliding {'+' if d > 0 else '-'} with friction "
@@ -585,6 +586,8 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                     forced[i] = d
             t = te
     except ContactSolveError as e:
+        if not pieces:                       # nothing computed: the state cannot start
+            raise
         status, message = -1, f"The contact problem failed at t={t}: {e}"
     except KeyboardInterrupt:
         status, message = -1, f"Interrupted (KeyboardInterrupt) at t={t}."
