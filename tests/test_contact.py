@@ -243,8 +243,9 @@ def test_contact_arguments_are_checked():
         go.Contact(gap, friction=-1.0)
     with pytest.raises(ModelError, match="needs `slip`"):
         go.Contact(gap, friction=float("inf"))
-    with pytest.raises(UnsupportedConstraintError, match="finite Coulomb friction"):
-        go.Contact(gap, slip=lambda t, q: q[:1], friction=0.4)
+    with pytest.raises(ModelError, match="without `slip`"):
+        go.Contact(gap, slip_jacobian=lambda t, q: np.ones((1, 2)))
+    assert go.Contact(gap, slip=lambda t, q: q[:1], friction=0.4).friction == 0.4
     with pytest.raises(ModelError, match="`gap` must be a callable"):
         go.Contact(3.0)
 

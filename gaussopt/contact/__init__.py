@@ -38,14 +38,31 @@ and ``Impact.t_accumulation`` gives the extrapolated accumulation time.
 
 Friction
 --------
-``friction=float("inf")`` with a ``slip`` function: the contact point does not
-slip while the contact is closed or impacting (a sticking corner, rolling
-without slip); the tangential force is the multiplier of the slip row.
-Finite Coulomb friction is not supported yet.
+A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``.
+``friction=float("inf")``: the contact point does not slip while the contact
+is closed or impacting (a sticking corner, rolling without slip); the
+tangential force is the multiplier of the slip row. A finite ``mu`` (planar
+point contacts): a closed point at rest tangentially sticks while the sticking
+force lies in the cone ``|T| <= mu N`` (two events watch the cone's edges) and
+otherwise slides against it; a sliding point carries ``T = -mu N s`` (``s``
+the sign of its slip rate), a force that depends on the normal force, so each
+right-hand side solves the accelerations and ``N`` together (a non-symmetric
+KKT system; the Gauss step of the phase then reproduces the same ``N``); the
+slip rate's return to zero is an event. A sliding point whose normal
+acceleration does not grow with its normal force (Painleve's paradox) has no
+determined motion: :class:`~gaussopt.contact.ContactSolveError`. At an impact
+the sticking impulse is taken if it lies in the cone, else the sliding one.
+The stick/slip decision is made point by point on the normal active set of
+the sticking problem, which is exact for one frictional point in contact.
 
-Not supported yet: user ``events`` and ``dense_output`` together with
-contacts, finite Coulomb friction, nonlinear nonholonomic constraints together
-with contacts (an impact needs velocity constraints affine in ``v``).
+Force events (a normal force reaching zero, a friction force reaching the
+cone) are also checked at interior points of each step (``interp_points``):
+the forces of a point at rest may vary with time while its state does not,
+and the integrator's steps then grow long.
+
+Not supported yet: spatial friction cones, user ``events`` and
+``dense_output`` together with contacts, nonlinear nonholonomic constraints
+together with contacts (an impact needs velocity constraints affine in ``v``).
 
 References
 ----------
