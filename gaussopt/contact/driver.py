@@ -247,6 +247,29 @@ def _slip_directions(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
     return sdir
 
 
+def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> None:
+    """A point with ``friction = inf`` whose normal force reached zero: with it open the
+    tangential force vanishes too, and the gap must then open (``gap'' >= 0``). A
+    nonzero tangential force at ``N = 0`` (no finite ``mu`` would have held it) can
+    leave the gap closing: no continuation is consistent."""
+    P = model.points
+    for i in np.flatnonzero(points):
+        rest = closed.copy()
+        rest[i] = False
+        sysp, _, _ = model.phase(rest, sdir)
+        acc = solve_step(sysp, t, q, v).a
+        G, _, gam = P.normal_rows(t, q, v)
+        gdd = float(G[i] @ acc - gam[i])
+        scale = float(np.abs(G[i]).max()) * float(np.abs(acc).max(initial=0.0)) + abs(gam[i])
+        if gdd < -1e-6 * scale:
+            raise ContactSolveError(
+                f"{P.labels[i]} reaches zero normal force at t={t} while it sticks with a "
+                f"nonzero tangential force (friction=inf): opened, its gap would close "
+                f"(gap'' = {gdd:.3g}), closed, it would pull. No continuation is consistent; "
+                "give the contact a finite friction coefficient (it then slides before it "
+                "lifts off).", [P.labels[i]])
+
+
 def _check_sliding(model: "_Model", t, q, v, closed, sdir, i, onset: bool) -> None:
     """A sliding point ``i``: its normal force is determined (the normal acceleration grows
     with N: no Painleve paradox) and, when it starts to slide (``onset``), it slides the way
@@ -546,7 +569,8 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                             events.append(f)
                             kinds.append(("slip0", i, 0))
                 else:
-                    f = _gap_event(P, i, t, float(gdot[i]) if touching[i] else None)
+                    f = _gap_event(P, i, t, float(gdot[i]) if touching[i] and not lifted[i]
+                                   else None, 1e-3 * gap_tol if lifted[i] else 0.0)
                     f.terminal, f.direction = True, -1
                     events.append(f)
                     kinds.append(("touch", i, 0))
@@ -585,6 +609,7 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 elif kind == "slide":
                     forced[i] = d
             t = te
+            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol)
     except ContactSolveError as e:
         if not pieces:                       # nothing computed: the state cannot start
             raise
@@ -603,14 +628,20 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
     return traj
 
 
-def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float]):
+def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
+               offset: float = 0.0):
     """The closing of point ``i``: ``gap``, or, for a point that starts the phase touching
     (``gap = 0``, leaving at the rate ``rate0 >= 0``), ``gap / (t - t_start)`` (``rate0`` at
     ``t_start``): its zero at the start is divided out, so a landing within the phase's
-    first step (a short flight, an integrator step longer than it) is still a sign change."""
+    first step (a short flight, an integrator step longer than it) is still a sign change.
+
+    A point that has just lifted off leaves tangentially (``gap' = gap'' = 0`` there, to
+    the accuracy of the located lift-off): its gap may dip by rounding before it grows, so
+    its closing is ``gap + offset`` (``offset`` far above rounding, far below the gap
+    tolerance), not a spurious landing at the lift-off."""
     if rate0 is None:
         def gap(t, q, v):
-            return float(P.gaps(t, q)[i])
+            return float(P.gaps(t, q)[i]) + offset
     else:
         def gap(t, q, v):
             if t == t_start:
