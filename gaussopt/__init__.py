@@ -11,6 +11,7 @@ from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequali
 from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
                          ModelError, ObjectiveMismatchWarning, RankChangeWarning, SolverError,
                          UnsupportedConstraintError)
+from .contact import Contact
 from .dense import DenseSolution
 from .integrate import Baumgarte, Projection, simulate
 from . import plotting
@@ -41,7 +42,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
-    "System", "rebuildable", "sweep", "SweepResult", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Constraint",
+    "System", "rebuildable", "sweep", "SweepResult", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Contact", "Constraint",
     "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
     "DenseSolution", "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",

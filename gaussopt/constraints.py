@@ -490,7 +490,9 @@ class Holonomic(Constraint):
           2 * 4 eps W / (2 s) = 4 eps W / s``.
 
         :func:`_fd_check` judges only steps whose rounding bound is below 1e-6 of ``|gamma|``
-        (informative) and accepts ``|gamma - D_s| <= 1e-5 |gamma| + 10 * 4 eps W / s``. A
+        (informative) and accepts ``|gamma - D_s| <= 1e-5 |gamma| + 10 * 4 eps W / s``, plus
+        the truncation of ``D_s`` estimated from the next step ``s / 10`` (Richardson), so a
+        gamma passing through zero is not held to a truncation larger than itself. A
         right gamma (exact to a few ``eps`` of its own terms) passes with a margin of 10 over
         the truncation at ``rel <= 2.4e-3 L`` and of 10 over the rounding bound; a wrong one
         (a flipped sign, a factor 1.01, a dropped term larger than ~2e-5 of ``|gamma|``)
@@ -508,8 +510,8 @@ class Holonomic(Constraint):
             except Exception:  # noqa: BLE001 - reported by the evaluation below
                 wt = 0.0
         W = float(np.max(np.abs(J), initial=0)) * float(np.sum(np.abs(v))) + wt
-        fds, roundings = [], []
-        for rel in (1e-3, 1e-5, 1e-7, 1e-9, 1e-11):
+        fds, roundings, used = [], [], []
+        for rel in (1e-3, 1e-4, 1e-5, 1e-7, 1e-9, 1e-11):
             s = rel / nrm
             try:
                 fds.append(-(self.velocity_residual(t + c * s, q + s * v, v)
@@ -517,6 +519,18 @@ class Holonomic(Constraint):
             except Exception:  # noqa: BLE001 - phi undefined near q: nothing to compare
                 continue
             roundings.append(4 * _EPS * W / s)
+            used.append(rel)
+        # the truncation of a difference, estimated from the next step's (Richardson:
+        # D_s - D_{s/10} = 0.99 s^2 w'''(0) / 6 + O(s^4)) beyond both roundings, is added to
+        # its allowance: a gamma that is small against the terms it sums (a curvature passing
+        # through zero) is not judged on a truncation error larger than itself, while a
+        # wrong gamma still has to hide below the true truncation and rounding
+        for i in range(len(fds) - 1):
+            if used[i + 1] == used[i] / 10:
+                diff = float(np.max(np.abs(np.asarray(fds[i]) - np.asarray(fds[i + 1])),
+                                    initial=0.0))
+                trunc = max(diff * 100 / 99 - roundings[i] - roundings[i + 1], 0.0)
+                roundings[i] += trunc / 10           # (_fd_check allows 10 roundings)
         of = ("the velocity residual Phi_q v + Phi_t along (1, v)" if c else
               "the velocity residual Phi_q v along v")
         found = _fd_check(f"{self.name}: gamma", gam, fds, roundings,

@@ -206,9 +206,11 @@ class EventTracker:
     """The zeros of event functions ``f(t, q, v)`` along a run (solve_ivp's rules).
 
     ``events`` is one callable or a sequence of callables, each with optional
-    attributes ``terminal`` (bool, or a positive int: stop at that occurrence)
-    and ``direction`` (> 0: only zeros where ``f`` goes from negative to
-    positive; < 0 the reverse; 0 both). Each function is called once at the
+    attributes ``terminal`` (bool, or a positive int: stop at that occurrence),
+    ``direction`` (> 0: only zeros where ``f`` goes from negative to
+    positive; < 0 the reverse; 0 both) and ``interp_points`` (an int, default
+    0: the sign is also checked at that many interior points of each step, so
+    two zeros within one long step are not missed). Each function is called once at the
     initial state to check that it returns a finite real number.
     """
 
@@ -227,6 +229,7 @@ class EventTracker:
         self.n = q0.size
         self.max_count = np.full(k, np.inf)
         self.direction = np.zeros(k)
+        self.interp = np.zeros(k, dtype=int)
         for i, f in enumerate(events):
             name = f"events[{i}]"
             if not callable(f):
@@ -249,6 +252,10 @@ class EventTracker:
                 raise ModelError(f"`{name}.direction` must be a finite real number (> 0, < 0 or "
                                  f"0), found {d!r}.")
             self.direction[i] = float(d)
+            ip = getattr(f, "interp_points", 0)
+            if isinstance(ip, bool) or not isinstance(ip, numbers.Integral) or ip < 0:
+                raise ModelError(f"`{name}.interp_points` must be an int >= 0, found {ip!r}.")
+            self.interp[i] = int(ip)
         self.count = np.zeros(k)
         self.t_events: list[list[float]] = [[] for _ in events]
         self.y_events: list[list[np.ndarray]] = [[] for _ in events]
@@ -281,6 +288,11 @@ class EventTracker:
             raise ModelError(f"`events[{i}]` must return a finite float, found {r!r} at t={t}.")
         return float(x.reshape(-1)[0])
 
+    def _crosses(self, i: int, g0: float, g1: float) -> bool:
+        up, down = g0 <= 0 <= g1, g0 >= 0 >= g1
+        d = self.direction[i]
+        return bool(up and d > 0 or down and d < 0 or (up or down) and d == 0)
+
     def values(self, t: float, y: np.ndarray, initial: bool = False) -> np.ndarray:
         return np.array([self.value(i, t, y, initial) for i in range(len(self.functions))])
 
@@ -295,17 +307,37 @@ class EventTracker:
         """
         g_new = self.values(t_new, y_new)
         g = self.g
+        lo = np.full(g.size, t_old)
+        hi = np.full(g.size, t_new)
+        # events with ``interp_points``: the sign is also checked at that many interior
+        # points of the step (a zero pair inside one long step is then found, as the
+        # continuous callbacks of DifferentialEquations.jl do); the first bracket counts
+        for i in np.flatnonzero(self.interp > 0):
+            k = int(self.interp[i])
+            ts = t_old + (t_new - t_old) * np.arange(1, k + 1) / (k + 1)
+            prev_t, prev_g = t_old, g[i]
+            for tj in ts:
+                gj = self.value(i, float(tj), state(float(tj)))
+                if self._crosses(i, prev_g, gj):
+                    lo[i], hi[i], g_new = prev_t, float(tj), g_new.copy()
+                    g_new[i] = gj
+                    break
+                prev_t, prev_g = float(tj), gj
+            else:
+                lo[i] = prev_t
+                g = g.copy()
+                g[i] = prev_g
         up = (g <= 0) & (g_new >= 0)
         down = (g >= 0) & (g_new <= 0)
         active = np.flatnonzero(up & (self.direction > 0) | down & (self.direction < 0)
                                 | (up | down) & (self.direction == 0))
-        self.g = g_new
+        self.g = self.values(t_new, y_new) if np.any(self.interp > 0) else g_new
         if active.size == 0:
             return False
         self.count[active] += 1
         from scipy.optimize import brentq
 
-        roots = np.array([brentq(lambda t, i=i: self.value(i, t, state(t)), t_old, t_new,
+        roots = np.array([brentq(lambda t, i=i: self.value(i, t, state(t)), lo[i], hi[i],
                                  xtol=4 * _EPS, rtol=4 * _EPS) for i in active])
         order = np.argsort(roots, kind="stable")
         active, roots = active[order], roots[order]

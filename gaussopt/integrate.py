@@ -27,6 +27,7 @@ from . import compiled as C
 from . import engine as E
 from . import kernel as K
 from . import sparse as SP
+from .contact.driver import simulate_contacts
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
 from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
 from .model import model_functions, quiet_compile
@@ -131,8 +132,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              solver_options: Optional[dict] = None, project_initial: bool = False,
              consistency_tol: float = 1e-8, monitor_rank: bool = True,
              max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None,
-             events: Union[None, Callable, Sequence[Callable]] = None, dense_output: bool = False
-             ) -> Trajectory:
+             events: Union[None, Callable, Sequence[Callable]] = None, dense_output: bool = False,
+             contact_options: Optional[dict] = None) -> Trajectory:
     """Simulate a constrained system from ``(q0, v0)`` over ``t_span``.
 
     The interface follows :func:`scipy.integrate.solve_ivp` (``t_span``,
@@ -202,6 +203,11 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     dense_output : bool, default False
         Keep every step's interpolant: ``traj.sol(t) -> (q, v)`` anywhere in the
         computed span (see :class:`gaussopt.dense.DenseSolution`).
+    contact_options : dict, optional
+        For a system with :class:`~gaussopt.Contact` constraints (an event-driven
+        run of smooth phases joined by impacts, closings and lift-offs; see
+        :mod:`gaussopt.contact`): ``max_impacts`` and ``zeno_height`` of
+        :func:`gaussopt.contact.simulate_contacts`.
 
     Returns
     -------
@@ -252,6 +258,17 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     (True, True)
     """
     kwargs = dict(locals())
+    kwargs.pop("contact_options")
+    if isinstance(system, System) and system.contacts:
+        # the event-driven run: smooth phases (this function, on systems without contacts)
+        # joined by impacts, closings and lift-offs
+        for key in ("system", "t_span", "q0", "v0", "t_eval", "progress"):
+            kwargs.pop(key)
+        return simulate_contacts(system, t_span, q0, v0, phase=simulate, t_eval=t_eval,
+                                 progress=progress, **(contact_options or {}), **kwargs)
+    if contact_options is not None:
+        raise ModelError("`contact_options` applies to systems with Contact constraints; "
+                         f"{system.name!r} has none.")
     n = system.n if isinstance(system, System) else 0
     with _single_thread_blas(n):
         return _simulate(**kwargs)

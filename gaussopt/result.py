@@ -179,6 +179,14 @@ class Trajectory:
         With ``simulate(..., dense_output=True)``: ``sol(t) -> (q, v)``, the
         projected dense solution (:class:`gaussopt.dense.DenseSolution`). Not
         saved: a loaded trajectory has ``sol = None``.
+    impacts : list of gaussopt.contact.Impact
+        A system with :class:`~gaussopt.Contact` constraints: every impact (time,
+        points, impulses, kinetic energy before and after).
+    contact_forces : ndarray, shape (N, k), or None
+        The normal force of every contact point at each sample (0 while open).
+    friction_forces : ndarray, shape (N, k), or None
+        The tangential force of every contact point along its slip gradient (sticking:
+        the no-slip row's multiplier; sliding: ``-mu N sign(slip rate)``; else 0).
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
     output times, never collected inside the right-hand side.
@@ -208,6 +216,9 @@ class Trajectory:
     q_events: Optional[list] = field(default=None, compare=False, repr=False)
     v_events: Optional[list] = field(default=None, compare=False, repr=False)
     sol: Optional[Any] = field(default=None, compare=False, repr=False)
+    impacts: list = field(default_factory=list, compare=False, repr=False)
+    contact_forces: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
+    friction_forces: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
 
     @property
     def success(self) -> bool:

@@ -33,7 +33,8 @@ class System:
         constant array. Default zero.
     constraints : sequence of Constraint
         :class:`~gaussopt.Holonomic`, :class:`~gaussopt.Nonholonomic`,
-        :class:`~gaussopt.AccelerationConstraint`, :class:`~gaussopt.Inequality`.
+        :class:`~gaussopt.AccelerationConstraint`, :class:`~gaussopt.Inequality`,
+        :class:`~gaussopt.Contact`.
     energy : callable, optional
         ``energy(t, q, v) -> float`` for diagnostics (energy drift).
     name : str, optional
@@ -126,6 +127,9 @@ class System:
         self.constraints = tuple(cons)
         self.equalities = tuple(c for c in cons if c.kind == "equality")
         self.inequalities = tuple(c for c in cons if c.kind == "inequality")
+        #: unilateral contacts (:class:`~gaussopt.Contact`): :func:`~gaussopt.simulate`
+        #: decides their state along the run (:mod:`gaussopt.contact`)
+        self.contacts = tuple(c for c in cons if c.kind == "contact")
         self.holonomic = tuple(c for c in self.equalities if isinstance(c, Holonomic))
         self.nonholonomic = tuple(c for c in self.equalities if isinstance(c, Nonholonomic))
         # holonomic and nonholonomic constraints in declaration order (the order of rows())
@@ -322,6 +326,8 @@ class System:
             if found:
                 problems += found
                 counts.append(0) if c.kind == "equality" else icounts.append(0)
+                continue
+            if c.kind == "contact":        # its rows are decided along a run (gaussopt.contact)
                 continue
             try:
                 A, b = c.rows(t, q, v)

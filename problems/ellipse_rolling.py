@@ -102,7 +102,7 @@ from gaussopt.problem import ga_settings
 from gaussopt.exceptions import ModelError
 
 __all__ = ["CASES", "build", "system", "rho", "rho_d1", "rho_d2", "arc_integral",
-           "reference_solution", "contact_forces", "normal_force", "liftoff_time", "PAPER_INTEGRATORS"]
+           "reference_solution", "contact_reference", "contact_forces", "normal_force", "liftoff_time", "PAPER_INTEGRATORS"]
 
 G = 9.8
 
@@ -217,7 +217,9 @@ def model():
 def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
            J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0, tau: float = 0.0,
            rolling: str = "velocity", unilateral: bool = False, xc0: float = 0.0,
-           theta0: float = 0.0, auto: bool = False, derivation: str = "symbolic") -> go.System:
+           theta0: float = 0.0, auto: bool = False, derivation: str = "symbolic",
+           contact: bool = False, friction: float = float("inf"),
+           restitution: float = 0.0) -> go.System:
     """The rolling elliptical disk as a :class:`gaussopt.System`, ``q = (xc, yc, theta)``.
 
     Parameters
@@ -255,6 +257,11 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
         of the flight, not for the motion after it.
     xc0, theta0 : float
         Reference point of the holonomic rolling form (``rolling="holonomic"``).
+    contact : bool
+        The physical contact (:class:`gaussopt.Contact`): the gap ``yc - rho(th) >= 0``
+        with the slip ``xc + S(th)`` (its rate ``xc' + rho th'`` is the slip velocity of
+        the contact point), ``friction`` and ``restitution``: the disk lifts off, flies,
+        lands with an impact and rolls (or slides) again; any solver.
     auto : bool
         Omit the hand-written Jacobians and ``gamma`` and let gaussopt derive
         them by the complex step (for testing the hand-written ones).
@@ -279,6 +286,9 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
     _check_params(a=a, b=b, m=m, g=g, J=J)
     if rolling not in ("velocity", "holonomic"):
         raise ModelError(f"`rolling` must be 'velocity' or 'holonomic', found {rolling!r}.")
+    if contact and unilateral:
+        raise ModelError("`contact=True` (the event-driven contact) and `unilateral=True` (the "
+                         "QP inequality row) are two models of the same contact; pick one.")
     if unilateral and rolling != "velocity":
         raise ModelError("`unilateral=True` needs `rolling='velocity'` (the integrated rolling "
                          f"form assumes permanent contact), found rolling={rolling!r}.")
@@ -287,7 +297,8 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
     a, b, m, g = float(a), float(b), float(m), float(g)
     J = m * (a * a + b * b) / 4.0 if J is None else float(J)
     fx, fy, tau = float(fx), float(fy), float(tau)
-    if derivation == "symbolic" and rolling == "velocity" and not unilateral and not auto:
+    if derivation == "symbolic" and rolling == "velocity" and not unilateral and not auto \
+            and not contact:
         sym = model().system({"a": a, "b": b, "m": m, "g": g, "J": J, "fx": fx, "fy": fy,
                               "tau": tau})
         for c, label in zip(sym.constraints, ("contact", "rolling")):
@@ -326,8 +337,16 @@ def system(a: float = 1.5, b: float = 1.0, m: float = 1.0, g: float = G,
     def roll_phi(t, q):
         return np.array([q[0] + arc_integral(q[2], a, b) - s0])
 
+    def slip(t, q):
+        return np.array([q[0] + arc_integral(q[2], a, b)])
+
     cons: list[go.Constraint]
-    if unilateral:
+    if contact:
+        cons = [go.Contact(contact_phi, contact_jac, contact_gamma, slip=slip,
+                           slip_jacobian=lambda t, q: roll_jac(t, q), slip_gamma=roll_gamma,
+                           friction=friction, restitution=restitution, rheonomic=False,
+                           name="ground")]
+    elif unilateral:
         kd, kp = _UNILATERAL_GAINS
 
         def contact_G(t, q, v):
@@ -457,6 +476,193 @@ def reference_solution(t, *, a: float, b: float, m: float = 1.0, g: float = G,
     return out
 
 
+def contact_reference(t, *, a: float, b: float, m: float = 1.0, g: float = G,
+                      J: Optional[float] = None, fx: float = 0.0, fy: float = 0.0,
+                      tau: float = 0.0, theta0: float = 0.0, omega0: float = 0.0,
+                      xc0: float = 0.0, mu: float = 0.5, with_events: bool = False):
+    """The motion with a physical contact (Coulomb friction ``mu``, plastic landings).
+
+    Written independently of :mod:`gaussopt.contact`, phase by phase, with the
+    contact point's slip rate ``u = xc' + rho th'`` and the friction force ``T`` along
+    ``x`` (``T = -mu N sign(u)`` while sliding):
+
+    * rolling: the reduced equation (:func:`_reduced_rhs`), with ``N`` and
+      ``T = m xc'' - fx`` from it, until ``N = 0`` (lift-off) or ``|T| = mu N``
+      (it slides against ``T``);
+    * sliding with ``s = sign(u)``: ``yc = rho(th)`` and
+      ``(J + m rho' k) th'' = tau - k (m rho'' th'^2 - fy + m g)``, ``k = rho' + mu s rho``,
+      ``N = m (rho' th'' + rho'' th'^2) - fy + m g``, ``m xc'' = fx - mu s N``, until
+      ``N = 0`` or ``u = 0`` (then it rolls if ``|T| <= mu N``, else slides the other way);
+    * flight: closed form (constant loads) until the gap ``yc - rho(th)`` closes;
+    * landing (no rebound): the sticking impulse (angular momentum about the contact
+      point conserved) if ``|P_t| <= mu P_n``, else the sliding one
+      (``P_t = -mu s P_n``, ``s = -sign`` of the sticking ``P_t``).
+
+    Rolling and sliding are integrated by DOP853 at ``rtol = atol = 1e-13`` with their
+    switching conditions as events; flights are located by Brent's method on the closed
+    form.
+
+    Returns
+    -------
+    dict
+        ``theta``, ``omega``, ``xc``, ``yc`` at the times ``t`` (at an event time the
+        state before it); with ``with_events`` also ``events``: ``(time, what)``.
+    """
+    from scipy.optimize import brentq
+
+    J = m * (a * a + b * b) / 4.0 if J is None else J
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    t_end = float(t.max())
+    out = {k: np.full(t.shape, np.nan) for k in ("theta", "omega", "xc", "yc")}
+    events: list = []
+    roll = _reduced_rhs(a, b, m, g, J, fx, fy, tau)
+    eps = np.finfo(float).eps
+
+    def roll_forces(th, w):
+        al = roll([None], [th, w, 0.0])[1]
+        r, r1, r2 = rho(th, a, b), rho_d1(th, a, b), rho_d2(th, a, b)
+        N = m * (r2 * w * w + r1 * al) - (fy - m * g)
+        T = -m * (r * al + r1 * w * w) - fx
+        return N, T
+
+    def slide_rhs(s):
+        def f(_, y):                                   # y = (th, w, xc, vx)
+            th, w = y[0], y[1]
+            r, r1, r2 = rho(th, a, b), rho_d1(th, a, b), rho_d2(th, a, b)
+            k = r1 + mu * s * r
+            al = (tau - k * (m * r2 * w * w - fy + m * g)) / (J + m * r1 * k)
+            N = m * (r1 * al + r2 * w * w) - fy + m * g
+            return [w, al, y[3], (fx - mu * s * N) / m]
+        return f
+
+    def slide_normal(s, th, w):
+        r, r1, r2 = rho(th, a, b), rho_d1(th, a, b), rho_d2(th, a, b)
+        k = r1 + mu * s * r
+        al = (tau - k * (m * r2 * w * w - fy + m * g)) / (J + m * r1 * k)
+        return m * (r1 * al + r2 * w * w) - fy + m * g
+
+    def fill(ts, te, f):
+        sel = (t >= ts) & (t <= te)
+        if sel.any():
+            th, w, xc, yc = f(t[sel])
+            out["theta"][sel], out["omega"][sel], out["xc"][sel], out["yc"][sel] = th, w, xc, yc
+
+    # the state: th, w, xc, vx, vy (yc follows from the mode while in contact)
+    ts, th, w, xc = 0.0, float(theta0), float(omega0), float(xc0)
+    vx = -float(rho(th, a, b)) * w
+    mode = "roll"
+    while ts < t_end:
+        if mode in ("roll",):
+            N, T = roll_forces(th, w)
+            if N < 0:
+                mode = "fly"
+            elif mu != np.inf and abs(T) > mu * N * (1 + 1e-12):
+                mode, s = "slide", (-1 if T > 0 else 1)
+        if mode == "roll":
+            lift = lambda _, y: roll_forces(y[0], y[1])[0]             # noqa: E731
+            lift.terminal, lift.direction = True, -1
+            evs = [lift]
+            if mu != np.inf:
+                for d in (1, -1):                                      # mu N - d T
+                    ev = lambda _, y, d=d: mu * roll_forces(y[0], y[1])[0] - d * roll_forces(y[0], y[1])[1]  # noqa: E731,E501
+                    ev.terminal, ev.direction = True, -1
+                    evs.append(ev)
+            sol = solve_ivp(roll, (ts, t_end), [th, w, xc], method="DOP853", rtol=1e-13,
+                            atol=1e-13, dense_output=True, events=evs)
+            hit = [i for i, e in enumerate(sol.t_events) if e.size]
+            te = min((float(sol.t_events[i][0]) for i in hit), default=t_end)
+            fill(ts, te, lambda x: (*sol.sol(x)[:3], rho(sol.sol(x)[0], a, b)))
+            if te >= t_end:
+                break
+            i = min(hit, key=lambda i: sol.t_events[i][0])
+            th, w, xc = (float(x) for x in sol.y_events[i][0])
+            vx = -float(rho(th, a, b)) * w
+            if i == 0:
+                events.append((te, "lift-off"))
+                mode = "fly"
+            else:
+                d = 1 if i == 1 else -1                                # T reached d mu N
+                events.append((te, "slide " + ("+" if -d > 0 else "-")))
+                mode, s = "slide", -d
+            ts = te
+            continue
+        if mode == "slide":
+            f = slide_rhs(s)
+            lift = lambda _, y: slide_normal(s, y[0], y[1])            # noqa: E731
+            lift.terminal, lift.direction = True, -1
+            stop = lambda _, y: s * (y[3] + rho(y[0], a, b) * y[1])    # noqa: E731
+            stop.terminal, stop.direction = True, -1
+            sol = solve_ivp(f, (ts, t_end), [th, w, xc, vx], method="DOP853", rtol=1e-13,
+                            atol=1e-13, dense_output=True, events=[lift, stop])
+            hit = [i for i, e in enumerate(sol.t_events) if e.size]
+            te = min((float(sol.t_events[i][0]) for i in hit), default=t_end)
+            fill(ts, te, lambda x: (*sol.sol(x)[:3], rho(sol.sol(x)[0], a, b)))
+            if te >= t_end:
+                break
+            i = min(hit, key=lambda i: sol.t_events[i][0])
+            th, w, xc, vx = (float(x) for x in sol.y_events[i][0])
+            ts = te
+            if i == 0:
+                events.append((te, "lift-off"))
+                mode = "fly"
+            else:
+                N, T = roll_forces(th, w)
+                if abs(T) <= mu * N:
+                    events.append((te, "stick"))
+                    mode = "roll"
+                else:
+                    s = -1 if T > 0 else 1
+                    events.append((te, "slide " + ("+" if s > 0 else "-")))
+            continue
+        # ---- flight, closed form, from the contact state
+        r, r1 = float(rho(th, a, b)), float(rho_d1(th, a, b))
+        x0, y0, vy = xc, r, r1 * w
+        ax, ay, aw = fx / m, fy / m - g, tau / J
+        te = ts
+
+        def state(s_, x0=x0, y0=y0, vx=vx, vy=vy, th0=th, w0=w):
+            return (x0 + vx * s_ + 0.5 * ax * s_ * s_, y0 + vy * s_ + 0.5 * ay * s_ * s_,
+                    th0 + w0 * s_ + 0.5 * aw * s_ * s_)
+
+        def gap(s_):
+            x_, y_, th_ = state(s_)
+            return y_ - rho(th_, a, b)
+
+        # the gap leaves zero like s^3 (N = 0 at the lift-off): scan past that start
+        s_hit, lo = None, 1e-4
+        while te + lo < t_end:
+            hi = lo + 1e-3
+            if gap(lo) > 0 and gap(hi) <= 0:
+                s_hit = brentq(gap, lo, hi, xtol=1e-15, rtol=4 * eps)
+                break
+            lo = hi
+        tl = te + s_hit if s_hit is not None else t_end
+        w_fly = w
+        fill(te, tl, lambda x: (state(x - te)[2], w_fly + aw * (x - te), state(x - te)[0],
+                                state(x - te)[1]))
+        if s_hit is None:
+            break
+        events.append((tl, "landing"))
+        x_, y_, th_ = state(s_hit)
+        vxl, vyl, wl = vx + ax * s_hit, vy + ay * s_hit, w + aw * s_hit
+        dx, dy = float(rho_d1(th_, a, b)), float(rho(th_, a, b))
+        # sticking impulse: angular momentum about the contact point conserved
+        w_st = (J * wl + m * (dx * vyl - dy * vxl)) / (J + m * (dx * dx + dy * dy))
+        Pt, Pn = m * (-dy * w_st - vxl), m * (dx * w_st - vyl)
+        if abs(Pt) <= mu * Pn:
+            w, vx, mode = w_st, -dy * w_st, "roll"
+        else:
+            s = -1 if Pt > 0 else 1
+            k = dx + mu * s * dy
+            Pn = -(vyl - dx * wl) / (1 / m + dx * k / J)
+            vx, w = vxl - mu * s * Pn / m, wl - k * Pn / J
+            mode = "slide"
+        ts, th, xc = tl, float(th_), float(x_)
+    if with_events:
+        out["events"] = events
+    return out
+
+
 def _normal_force_from_state(q, v, a, b, m, g, J, fx, fy, tau):
     """Normal contact force from the reduced dynamics at states on the constraints."""
     q = np.atleast_2d(q)
@@ -521,7 +727,8 @@ def liftoff_time(problem: go.Problem, t_max: Optional[float] = None) -> Optional
 # --------------------------------------------------------------------------- build
 def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte] = None,
           dt: Optional[float] = None, *, integrator: str = "ode45", rolling: str = "velocity",
-          unilateral: bool = False, **overrides: Any) -> go.Problem:
+          unilateral: bool = False, contact: bool = False, friction: float = 0.5,
+          **overrides: Any) -> go.Problem:
     """Paper 002's rolling elliptical disk.
 
     Parameters
@@ -551,6 +758,15 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         Form of the no-slip constraint (see :func:`system`).
     unilateral : bool
         Normal contact as an inequality (``solver="qp"`` only; see :func:`system`).
+    contact : bool
+        The physical, event-driven contact (see :func:`system`): in case4 and case5
+        the disk lifts off where the paper's bilateral contact would pull it down,
+        flies, lands with a plastic impact and rolls or slides again. ``reference(t)`` is
+        then :func:`contact_reference`.
+    friction : float, default 0.5
+        Coulomb friction coefficient of ``contact=True`` (``inf``: no slip while in
+        contact; then a lift-off with a nonzero friction force has no consistent
+        continuation and the run ends saying so).
     a, b : float, default: the case's
         Semi-axes along the body axes ``e1``, ``e2`` [m] (1, 1 for "circle", else 1.5, 1).
     m : float, default 1
@@ -619,7 +835,8 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
     th0, w0, xc0 = p["theta0"], p["omega0"], p["xc0"]
 
     sysm = system(a=a, b=b, m=m, g=g, J=J, fx=fx, fy=fy, tau=tau, rolling=rolling,
-                  unilateral=unilateral, xc0=xc0, theta0=th0)
+                  unilateral=unilateral, xc0=xc0, theta0=th0, contact=contact,
+                  friction=friction)
     r0, r10 = float(rho(th0, a, b)), float(rho_d1(th0, a, b))
     q0 = np.array([xc0, r0, th0])
     v0 = np.array([-r0 * w0, r10 * w0, w0])
@@ -680,6 +897,9 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
                 "normal_force": _normal_force_from_state(q, v, a, b, m, g, J, fx, fy, tau)}
 
     def ref(t):
+        if contact:
+            r = contact_reference(t, mu=friction, **kw)
+            return {k: r[k] for k in ("xc", "yc", "theta", "omega")}
         r = reference_solution(t, **kw)
         return {k: r[k] for k in ("xc", "yc", "theta", "omega", "normal_force")}
 
@@ -691,9 +911,11 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
             f"no-slip of the contact point -- the paper's eqs. (7)-(8) have the opposite sign, "
             f"contradicting its initial conditions); start theta = {th0:g}, theta' = {w0:g}; "
             f"applied loads besides gravity: {loads}"
-            f"{'; unilateral normal contact (qp), valid until touchdown' if unilateral else ''}. "
+            f"{'; unilateral normal contact (qp), valid until touchdown' if unilateral else ''}"
+            f"{f'; unilateral contact with lift-off, flight and landing (friction {friction:g})' if contact else ''}. "
             "Reference: the reduced one-DOF equation in theta (solve_ivp, rtol = atol = 1e-13).")
-    params = dict(p, case=case, rolling=rolling, unilateral=unilateral,
+    params = dict(p, case=case, rolling=rolling, unilateral=unilateral, contact=contact,
+                  friction=friction,
                   baumgarte=None if baumgarte is None else repr(baumgarte), dt=dt,
                   integrator=integrator if dt is not None else None)
     solver_settings = {"ga": {**ga_settings(t_end), "stabilization": stab}}

@@ -106,6 +106,12 @@ class StepSolver:
         if not (isinstance(rank_tol, (int, float, np.floating)) and np.isfinite(rank_tol)
                 and 0 < rank_tol < 1):
             raise ModelError(f"`rank_tol` must be in (0, 1), found {rank_tol!r}.")
+        if system.contacts:
+            raise UnsupportedConstraintError(
+                f"a step solver does not decide the state of the Contact constraints "
+                f"{[c.name for c in system.contacts]} (open, closed, impacting): gaussopt.simulate "
+                "runs a system with contacts phase by phase; for one state's contact forces use "
+                "gaussopt.contact.solve_contact.")
         if system.inequalities and not self.supports_inequalities:
             raise UnsupportedConstraintError(
                 f"solver {self.name!r} cannot treat the Inequality constraints "
