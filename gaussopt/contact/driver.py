@@ -620,7 +620,12 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
     traj = _join(model, pieces, m, k, t_eval)
     traj.status, traj.message = status, message
     traj.impacts = impacts
-    traj.stats["wall_time"] = wall
+    # the run's own time: compiling or loading compiled code (counted by each phase) is not
+    compile_time = float(traj.stats.get("compile_time", 0.0))
+    traj.stats["wall_time"] = wall - compile_time
+    steps = traj.stats.get("steps", 0)
+    traj.stats["time_per_step"] = (traj.stats.get("integration_time", wall - compile_time)
+                                   / steps if steps else float("nan"))
     traj.stats["impacts"] = len(impacts)
     traj.stats["phases"] = len(pieces)
     traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
