@@ -44,20 +44,20 @@ def build(m: float = 0.7, r: float = 0.1, h: float = 1.3, e: float = 0.6, vx: fl
 
     Parameters
     ----------
-    m : float
-        Mass [kg], > 0.
-    r : float
-        Radius [m], >= 0.
-    h : float
-        Height of the centre at release [m], > r.
-    e : float
-        Coefficient of restitution, in [0, 1).
+    m : float, > 0
+        Mass [kg].
+    r : float, >= 0
+        Radius [m].
+    h : float, > 0
+        Height of the centre at release [m]; above the floor (``h > r``).
+    e : float, in [0, 1)
+        Coefficient of restitution [1].
     vx : float
         Horizontal velocity [m/s].
-    g : float
-        Gravitational acceleration [m/s^2], > 0.
-    t_end : float
-        End time [s], > 0.
+    g : float, > 0
+        Gravitational acceleration [m/s^2].
+    t_end : float, > 0
+        End time [s].
 
     Returns
     -------
@@ -65,6 +65,9 @@ def build(m: float = 0.7, r: float = 0.1, h: float = 1.3, e: float = 0.6, vx: fl
         ``outputs(q, v)``: ``x``, ``y`` [m] and ``vy`` [m/s]; ``reference(t)`` the same,
         piecewise analytic (at an impact time: the state before the impact).
     """
+    if not h > r:
+        raise go.ModelError(f"`h` must exceed the radius r={r} (the ball starts above the "
+                            f"floor), found {h}.")
     floor = go.Contact(lambda t, q: np.array([q[1] - r]), restitution=e, rheonomic=False,
                        name="floor")
     system = go.System(("x", "y"), mass=m * np.eye(2), force=[0.0, -m * g], constraints=[floor],

@@ -69,18 +69,18 @@ def build(m: float = 2.0, b: float = 0.2, h: float = 0.6, g: float = 9.81, tilt:
 
     Parameters
     ----------
-    m : float
-        Mass [kg], > 0.
-    b : float
-        Half-width [m], > 0.
-    h : float
-        Half-height [m], > 0.
-    g : float
-        Gravitational acceleration [m/s^2], > 0.
-    tilt : float
-        Release angle as a fraction of the critical angle ``alpha = atan(b / h)``, in (0, 1).
-    t_end : float
-        End time [s], > 0.
+    m : float, > 0
+        Mass [kg].
+    b : float, > 0
+        Half-width [m].
+    h : float, > 0
+        Half-height [m].
+    g : float, > 0
+        Gravitational acceleration [m/s^2].
+    tilt : float, in (0, 1)
+        Release angle as a fraction [1] of the critical angle ``alpha = atan(b / h)``.
+    t_end : float, > 0
+        End time [s].
 
     Returns
     -------

@@ -105,20 +105,20 @@ def build(m: float = 1.5, beta: float = 0.3, mu: float = 0.4, P1: float = 9.0, w
 
     Parameters
     ----------
-    m : float
-        Mass [kg], > 0.
+    m : float, > 0
+        Mass [kg].
     beta : float
         Inclination [rad].
-    mu : float
-        Coulomb friction coefficient, > 0.
+    mu : float, > 0
+        Coulomb friction coefficient [1].
     P1 : float
         Amplitude of the periodic push [N].
-    w : float
-        Angular frequency of the push [rad/s], > 0.
-    g : float
-        Gravitational acceleration [m/s^2], > 0.
-    t_end : float
-        End time [s], > 0.
+    w : float, > 0
+        Angular frequency of the push [rad/s].
+    g : float, > 0
+        Gravitational acceleration [m/s^2].
+    t_end : float, > 0
+        End time [s].
 
     Returns
     -------
