@@ -764,7 +764,7 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
         flies, lands with a plastic impact and rolls or slides again. ``reference(t)`` is
         then :func:`contact_reference`.
     friction : float, default 0.5
-        Coulomb friction coefficient of ``contact=True`` (``inf``: no slip while in
+        Coulomb friction coefficient [1] of ``contact=True`` (``inf``: no slip while in
         contact; then a lift-off with a nonzero friction force has no consistent
         continuation and the run ends saying so).
     a, b : float, default: the case's
