@@ -10,6 +10,11 @@ engine. Either way the stabilizing projection, the rank monitor, the outputs
 and the bookkeeping exist once, and a run that fails or is interrupted
 returns what it computed. :func:`drive_ivp` steps a scipy solver for the
 quasi-velocity equations (:mod:`gaussopt.quasi`).
+
+One module per role, as scipy's ``_ivp``: :mod:`gaussopt.validation` checks the
+arguments, :mod:`gaussopt.guards` bounds a run's memory and defers a second Ctrl-C,
+:mod:`gaussopt.assemble` turns the engine's records into the Trajectory; this module
+runs the engine.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ from . import engine as E
 from . import kernel as K
 from . import sparse as SP
 from .dense import DenseSolution, Dop853Step, EventTracker, HermiteStep, RungeKuttaStep, ScipyStep
-from .exceptions import GaussoptError, ModelError, RankChangeWarning, SolverError
+from .assemble import failure, least_squares_records, origin, postprocess, rank_events
+from .exceptions import ModelError, RankChangeWarning, SolverError
+from .guards import DEFAULT_MAX_MEMORY, InterruptGuard, MemoryBudget
 from .model import model_functions, quiet_compile
-from .result import RankEvent, Trajectory
+from .result import Trajectory
 from .solvers import StepSolver
 from .stabilization import Baumgarte, Projection
-from .step import as_state, make_solver
+from .step import make_solver
 from .system import System
+from .validation import check_consistent, validate_simulate
 
 __all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_METHODS",
            "drive_ivp", "DEFAULT_STABILIZATION"]
@@ -131,8 +139,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              solver_options: Optional[dict] = None, project_initial: bool = False,
              consistency_tol: float = 1e-8, monitor_rank: bool = True,
              max_steps: int = 10_000_000, progress: Optional[Callable[[float], Any]] = None,
-             events: Union[None, Callable, Sequence[Callable]] = None, dense_output: bool = False
-             ) -> Trajectory:
+             events: Union[None, Callable, Sequence[Callable]] = None, dense_output: bool = False,
+             max_memory: float = DEFAULT_MAX_MEMORY) -> Trajectory:
     """Simulate a constrained system from ``(q0, v0)`` over ``t_span``.
 
     The interface follows :func:`scipy.integrate.solve_ivp` (``t_span``,
@@ -166,7 +174,10 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         ``traj.meta["dt"]``. It is an estimate at ``t0`` only: pass ``dt`` for a run
         whose time scale changes (a mechanism that speeds up).
     rtol, atol : float
-        Tolerances of the adaptive methods.
+        Tolerances of the adaptive methods (and of the automatic ``dt`` of the GA). An
+        ``rtol`` below ``100 eps`` (2.2e-14) is raised to it with a
+        :class:`~gaussopt.ToleranceWarning`, as :func:`scipy.integrate.solve_ivp` does:
+        smaller ones ask for less error than rounding makes in one step.
     t_eval : array_like, optional
         Output times (within ``t_span``, increasing). Default: every accepted step.
     stabilization : Projection, Baumgarte or None, default Projection()
@@ -179,13 +190,17 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     project_initial : bool, default False
         Project an inconsistent initial state onto the constraints instead of raising.
     consistency_tol : float, default 1e-8
+        Positive: how far (a row-normalized distance, relative to ``1 + max|q|``) the
+        initial state may be off the constraints.
     monitor_rank : bool, default True
         Track the rank of the constraint rows and record singular positions
         (``Trajectory.rank_events``).
-    max_steps : int
-        Stop (``success=False``) after this many steps.
+    max_steps : int, default 10_000_000
+        Stop (``success=False``) after this many steps (a positive integer).
     progress : callable, optional
-        Called as ``progress(t)`` after every accepted step (e.g. a progress bar).
+        Called as ``progress(t)`` after every accepted step (e.g. a progress bar). An
+        exception it raises stops the run (``success=False``, the exception in
+        ``message`` and ``exception``); the part computed is returned.
     events : callable or sequence of callables, optional
         Event functions ``f(t, q, v) -> float`` whose zeros are located along the
         run, with solve_ivp's optional attributes: ``terminal`` (bool, or a
@@ -202,6 +217,14 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     dense_output : bool, default False
         Keep every step's interpolant: ``traj.sol(t) -> (q, v)`` anywhere in the
         computed span (see :class:`gaussopt.dense.DenseSolution`).
+    max_memory : float, default 2**30 (1 GiB)
+        Bytes the run's stored data may take: the output samples (one per accepted
+        step without ``t_eval``), the rank events, the dense output's steps, counted
+        with the Trajectory built from them (:class:`gaussopt.guards.MemoryBudget`). A
+        run that would outgrow it stops there with ``success=False`` and a message
+        naming ``max_memory``, keeping what it computed, instead of taking the
+        machine's memory (a crank turning millions of times records two rank events
+        per turn). ``inf``: no limit.
 
     Returns
     -------
@@ -209,7 +232,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         On any failure during the run -- a step that cannot be solved, an
         exception raised by the model's own functions, ``KeyboardInterrupt`` --
         the part computed so far, with ``success=False``, the reason in
-        ``message`` and the exception in ``exception``. Steps where the
+        ``message`` and the exception in ``exception`` (a second Ctrl-C while that
+        part is assembled is deferred, not raised: it only cuts the recomputation of
+        the samples short, which then stay NaN). Steps where the
         constraints were inconsistent to the size rounding explains near a
         singular configuration (the least-squares step was taken) are listed in
         ``least_squares_steps``. ``status`` is solve_ivp's: ``0`` the end of
@@ -253,8 +278,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     """
     kwargs = dict(locals())
     n = system.n if isinstance(system, System) else 0
-    with _single_thread_blas(n):
-        return _simulate(**kwargs)
+    # (the guard outside the BLAS limit: a Ctrl-C while the limit is lifted is deferred too)
+    with InterruptGuard() as guard, _single_thread_blas(n):
+        return _simulate(**kwargs, guard=guard)
 
 
 def _single_thread_blas(n: int):
@@ -281,48 +307,6 @@ def _single_thread_blas(n: int):
 #: the BLAS libraries of this process (threadpoolctl), found at the first run
 _BLAS_CONTROLLER = None
 
-
-def _validate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval, stabilization,
-              dense_output):
-    """Check the arguments of :func:`simulate`; return the normalized ones."""
-    if not isinstance(system, System):
-        raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
-    n = system.n
-    try:
-        t0, t1 = (float(x) for x in t_span)
-    except (TypeError, ValueError) as e:
-        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
-    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
-        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
-    q = as_state(q0, n, "q0")
-    v = as_state(v0, n, "v0")
-    auto_dt = False
-    if method is None:
-        ga = (isinstance(solver, str) and solver == "ga") or getattr(solver, "name", None) == "ga"
-        method = "rk4" if ga else "DOP853"
-        auto_dt = ga and dt is None                 # the step is chosen at t0 (see simulate)
-    if method not in _ALL_METHODS:
-        raise ModelError(f"`method` must be one of {list(FIXED_STEP_METHODS) + list(IVP_METHODS)}, "
-                         f"found {method!r}.")
-    if method in FIXED_STEP_METHODS and not auto_dt:
-        if dt is None or not (np.isfinite(dt) and dt > 0):
-            raise ModelError(f"`dt` must be a positive step for method={method!r}, found {dt!r}.")
-    elif dt is not None and not (np.isfinite(dt) and dt > 0):
-        raise ModelError(f"`dt` must be positive (used as first step), found {dt!r}.")
-    for label, val in (("rtol", rtol), ("atol", atol)):
-        if not (np.isfinite(val) and val > 0):
-            raise ModelError(f"`{label}` must be positive, found {val!r}.")
-    if stabilization is not None and not isinstance(stabilization, (Baumgarte, Projection)):
-        raise ModelError("`stabilization` must be None, gaussopt.Baumgarte(...) or "
-                         f"gaussopt.Projection(...), found {stabilization!r}.")
-    if t_eval is not None:
-        t_eval = np.asarray(t_eval, dtype=float).ravel()
-        if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1 \
-                or not np.all(np.isfinite(t_eval)):
-            raise ModelError(f"`t_eval` must be increasing and within t_span [{t0}, {t1}].")
-    if not isinstance(dense_output, (bool, np.bool_)):
-        raise ModelError(f"`dense_output` must be True or False, found {dense_output!r}.")
-    return t0, t1, q, v, method, t_eval, auto_dt
 
 
 _TABLEAUS: dict = {}
@@ -377,7 +361,7 @@ class _Run:
     """One run of the compiled engine: its data, its state, and what becomes the Trajectory."""
 
     def __init__(self, system, step_solver, mf, method, stabilization, opts, t0, t1, y0,
-                 t_eval, monitor_rank, dense=False):
+                 t_eval, monitor_rank, dense=False, max_memory=DEFAULT_MAX_MEMORY):
         n, m = system.n, mf.m
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
@@ -417,6 +401,8 @@ class _Run:
         N = 2 * n
         stages = {"RK23": 4, "RK45": 7, "DOP853": 16}.get(engine_method, 1)
         dense_rows = {"RK23": 3, "RK45": 4, "DOP853": 7}.get(engine_method, 1)
+        self.budget = MemoryBudget(max_memory, n, m, dense_rows if dense else 3)
+        self.out_of_memory = False
         cap_out = t_eval.size if t_eval is not None else 1024
         sc = np.zeros(E.N_SC)
         sc[E.S_T] = sc[E.S_T0] = t0
@@ -497,30 +483,71 @@ class _Run:
                           E.pack(self.tab), E.pack(self.st))
         return self._args
 
-    def grow(self):
-        """Double the buffers that filled up (outputs, events)."""
-        st = self.st
+    def stored(self) -> tuple[int, int]:
+        """``(samples, events)``: the capacities of the output and event buffers."""
+        return int(self.st.out_t.shape[0]), int(self.st.ev_f.shape[0])
+
+    def grow(self, dense_steps: int = 0) -> bool:
+        """Double the buffers that filled up (outputs, events), or grow them as far as
+        ``max_memory`` allows (:class:`~gaussopt.guards.MemoryBudget`, with
+        ``dense_steps`` steps of dense output held beside them); False, with nothing
+        changed, when it allows no more (the run must stop)."""
+        st, budget = self.st, self.budget
         fields = st._asdict()
-        if st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= st.out_t.shape[0]:
-            k = st.out_t.shape[0]
-            fields["out_t"] = np.concatenate([st.out_t, np.zeros(k)])
-            fields["out_y"] = np.concatenate([st.out_y, np.zeros_like(st.out_y)])
-        if st.ic[E.C_NEV] + 4 >= st.ev_f.shape[0]:
-            fields["ev_f"] = np.concatenate([st.ev_f, np.zeros_like(st.ev_f)])
-            fields["ev_i"] = np.concatenate([st.ev_i, np.zeros_like(st.ev_i)])
-            fields["ev_rows"] = np.concatenate([st.ev_rows, np.zeros_like(st.ev_rows)])
-        self.st = E.State(**fields)
-        self._args = None
+        n_out, n_ev = self.stored()
+        dense_bytes = budget.bytes(0, 0, dense_steps)
+        grew = False
+        if st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= n_out:
+            k = budget.grown(n_out, 2 * n_out, budget.sample,
+                             budget.bytes(0, n_ev) + dense_bytes)
+            if k <= n_out:
+                self.out_of_memory = True
+                return False
+            fields["out_t"] = np.concatenate([st.out_t, np.zeros(k - n_out)])
+            fields["out_y"] = np.concatenate([st.out_y, np.zeros((k - n_out, st.out_y.shape[1]))])
+            n_out, grew = k, True
+        if st.ic[E.C_NEV] + 4 >= n_ev:
+            k = budget.grown(n_ev, 2 * n_ev, budget.event, budget.bytes(n_out, 0) + dense_bytes)
+            if k <= n_ev + 4:
+                self.out_of_memory = True
+                return False
+            fields["ev_f"] = np.concatenate([st.ev_f, np.zeros((k - n_ev, st.ev_f.shape[1]))])
+            fields["ev_i"] = np.concatenate([st.ev_i, np.zeros((k - n_ev, st.ev_i.shape[1]),
+                                                               dtype=st.ev_i.dtype)])
+            fields["ev_rows"] = np.concatenate([st.ev_rows, np.zeros((k - n_ev, st.ev_rows.shape[1]),
+                                                                     dtype=st.ev_rows.dtype)])
+            grew = True
+        if grew:
+            self.st = E.State(**fields)
+            self._args = None
+        return True
+
+    def memory_message(self, dense_steps: int = 0) -> str:
+        """The message of a run stopped by ``max_memory``."""
+        st = self.st
+        return self.budget.message(float(st.sc[E.S_T]), int(st.ic[E.C_NOUT]), int(st.ic[E.C_NEV]),
+                                   dense_steps, int(self.opt.i[E.I_MAXSTEPS]))
 
 
 def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
               solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
-              progress, events, dense_output) -> Trajectory:
-    """:func:`simulate` without the BLAS thread limit (arguments as documented there)."""
-    t0, t1, q, v, method, t_eval, auto_dt = _validate(system, t_span, q0, v0, method, solver, dt,
-                                                      rtol, atol, t_eval, stabilization,
-                                                      dense_output)
+              progress, events, dense_output, max_memory, guard=None) -> Trajectory:
+    """:func:`simulate` without the BLAS thread limit and the interrupt guard (arguments
+    as documented there; ``guard`` the :class:`~gaussopt.guards.InterruptGuard`)."""
+    a = validate_simulate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval,
+                          stabilization, dense_output, consistency_tol, max_steps, max_memory,
+                          progress, _ALL_METHODS, FIXED_STEP_METHODS)
+    t0, t1, q, v, method, t_eval, auto_dt = (a[k] for k in ("t0", "t1", "q", "v", "method",
+                                                            "t_eval", "auto_dt"))
+    dt, rtol, atol, max_steps = a["dt"], a["rtol"], a["atol"], a["max_steps"]
+    consistency_tol, max_memory = a["consistency_tol"], a["max_memory"]
     n = system.n
+    if t_eval is not None:
+        need = MemoryBudget(max_memory, n, system.m or 0).bytes(t_eval.size, 0)
+        if need > max_memory:
+            raise ModelError(f"`t_eval` has {t_eval.size} times: their samples would take about "
+                             f"{need / 1e6:.0f} MB, more than max_memory={max_memory:.4g} bytes. "
+                             "Pass fewer output times or a larger `max_memory`.")
     system.check(t0, q, v)
     step_solver = make_solver(system, solver, **(solver_options or {}))
     # what the run calls is compiled (or loaded from the cache) first, in one batch (two
@@ -539,14 +566,14 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         if isinstance(stabilization, Projection):
             stabilization = None
 
-    problems = _check_consistent(system, t0, q, v, consistency_tol)
+    problems = check_consistent(system, t0, q, v, consistency_tol)
     if problems:
         if not project_initial:
             raise ModelError("The initial state is inconsistent with the constraints: "
                              + "; ".join(problems) + ". Pass project_initial=True to project it "
                              "onto the constraints, or correct q0/v0.")
         q, v, _ = (projector or Projection()).project(system, t0, q, v, rank_tol)
-        left = _check_consistent(system, t0, q, v, consistency_tol)
+        left = check_consistent(system, t0, q, v, consistency_tol)
         if left:
             raise ModelError("Projecting the initial state failed: " + "; ".join(left))
     tracker = EventTracker(events, t0, q, v) if events is not None else None
@@ -564,10 +591,12 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     record = bool(dense_output) or tracker is not None
     run = _Run(system, step_solver, mf, method, stabilization,
                {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
-               np.concatenate([q, v]), t_eval, monitor_rank, dense=record)
+               np.concatenate([q, v]), t_eval, monitor_rank, dense=record,
+               max_memory=max_memory)
     sol = (DenseSolution(n, t0, np.concatenate([q, v]), run.projector(), keep=bool(dense_output))
            if record else None)
-    on_step = _StepHook(run, sol, tracker, progress) if (record or progress is not None) else None
+    on_step = (_StepHook(run, sol, tracker, progress, keep=bool(dense_output))
+               if (record or progress is not None) else None)
     status, message, exception = 0, "The integration reached the end of t_span.", None
     C.ensure(*run.band_units())
     run.args()
@@ -591,13 +620,24 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     except KeyboardInterrupt as e:
         status, message, exception = -1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
         code = None
+    if guard is not None:
+        guard.finishing()            # from here on a Ctrl-C is deferred: the result is kept
     if code == _HOOK_FAILED:
         status, exception = -1, on_step.error
-        message = (f"The event function {tracker.label(on_step.event)} raised "
-                   f"{type(exception).__name__} at t≈{on_step.t}: {exception}{_origin(exception)}"
-                   if on_step.event is not None else
-                   f"Following the step to t={on_step.t} failed: {type(exception).__name__}: "
-                   f"{exception}{_origin(exception)}")
+        if on_step.event is not None:
+            message = (f"The event function {tracker.label(on_step.event)} raised "
+                       f"{type(exception).__name__} at t≈{on_step.t}: {exception}"
+                       f"{origin(exception)}")
+        elif on_step.in_progress:
+            message = (f"The `progress` callback raised {type(exception).__name__} at "
+                       f"t={on_step.t}: {exception}{origin(exception)}; the run stopped there "
+                       "(what was computed is kept).")
+        else:
+            message = (f"Following the step to t={on_step.t} failed: {type(exception).__name__}: "
+                       f"{exception}{origin(exception)}")
+    elif code == _OUT_OF_MEMORY:
+        status = -1
+        message = run.memory_message(on_step.dense_steps if on_step is not None else 0)
     elif code == _TERMINATED:
         i = tracker.terminated_by
         status = 1
@@ -605,7 +645,7 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
                    f"(occurrence {len(tracker.t_events[i])}).")
     elif code is not None and code != E.FINISHED:
         status = -1
-        message, exception = _failure(run, code, method)
+        message, exception = failure(run, code, method)
     # (compilation inside the run -- a lazy path taken, a step solver in Python compiling
     # its calls -- is not the run's time)
     integration = time.perf_counter() - wall0 - (C.spent() - compiling0)
@@ -621,9 +661,9 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         if sol is not None:
             sol.end_at(te, tracker.y_terminal)
     with quiet_compile():
-        traj = _postprocess(system, step_solver, run, ts, ys)
-    traj.rank_events = _events(run)
-    traj.least_squares_steps = _least_squares_records(run)
+        traj = postprocess(system, step_solver, run, ts, ys, guard)
+    traj.rank_events = rank_events(run)
+    traj.least_squares_steps = least_squares_records(run)
     if status == 1:
         traj.rank_events = [e for e in traj.rank_events if e.t <= tracker.t_terminal]
         traj.least_squares_steps = [r for r in traj.least_squares_steps
@@ -646,6 +686,11 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         traj.status, message = -1, traj.meta["postprocess_error"]
         exception = traj.meta.get("postprocess_exception")
     traj.meta.pop("postprocess_exception", None)
+    if status < 0 and traj.meta.get("postprocess_error") and \
+            traj.meta["postprocess_error"] not in message:
+        message += f" Then: {traj.meta['postprocess_error']}"
+    if guard is not None and guard.deferred:
+        traj.meta["deferred_interrupts"] = guard.deferred
     traj.message = message
     traj.exception = exception
     steps = int(st.ic[E.C_STEPS])
@@ -704,7 +749,8 @@ def _run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
 
 #: statuses of the Python side of a run (beyond the engine's)
 _TERMINATED = 100          # a terminal event stopped the run
-_HOOK_FAILED = 101         # an event function (or the dense output behind it) raised
+_HOOK_FAILED = 101         # an event function (or the dense output behind it), or progress, raised
+_OUT_OF_MEMORY = 102       # the stored data reached max_memory (gaussopt.guards.MemoryBudget)
 
 
 class _StepHook:
@@ -714,10 +760,14 @@ class _StepHook:
     Returns True to stop the run (a terminal event, or an exception kept in ``error``)."""
 
     def __init__(self, run: _Run, sol: Optional[DenseSolution],
-                 tracker: Optional[EventTracker], progress):
+                 tracker: Optional[EventTracker], progress, keep: bool = False):
         self.run, self.sol, self.tracker, self.progress = run, sol, tracker, progress
+        self.keep = keep                  # the dense solution keeps every step
         self.error: Optional[BaseException] = None
         self.event: Optional[int] = None
+        self.in_progress = False          # the error is the progress callback's
+        self.out_of_memory = False
+        self.dense_steps = 0              # steps the dense solution keeps
         self.t = float(run.st.sc[E.S_T])
 
     def __call__(self, dense=None) -> bool:
@@ -725,6 +775,12 @@ class _StepHook:
         t_new = float(st.sc[E.S_T])
         self.t = t_new
         if self.sol is not None:
+            if self.keep:
+                n_out, n_ev = self.run.stored()
+                if not self.run.budget.fits(n_out, n_ev, self.dense_steps + 1):
+                    self.out_of_memory = True
+                    return True
+                self.dense_steps += 1
             try:
                 t_old = self.sol.t_max
                 interp = ScipyStep(dense) if dense is not None else self.run.interpolant()
@@ -737,10 +793,16 @@ class _StepHook:
                 self.event = self.tracker.failed if self.tracker is not None else None
                 return True
         if self.progress is not None:
-            self.progress(t_new)
+            try:
+                self.progress(t_new)
+            except Exception as e:  # noqa: BLE001 - the run stops and reports it
+                self.error, self.in_progress = e, True
+                return True
         return False
 
     def stop_code(self) -> int:
+        if self.out_of_memory:
+            return _OUT_OF_MEMORY
         return _HOOK_FAILED if self.error is not None else _TERMINATED
 
 
@@ -759,7 +821,8 @@ def _advance(run: _Run, on_step, chunk: int) -> int:
                 and run.st.ic[E.C_STEPS] > steps and on_step():
             return on_step.stop_code()
         if code == E.BUFFER_FULL:
-            run.grow()
+            if not run.grow(on_step.dense_steps if on_step is not None else 0):
+                return _OUT_OF_MEMORY
             continue
         if code != E.CHUNK_DONE:
             return code
@@ -793,7 +856,8 @@ def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, on_step) -> int:
                 return E.MAX_STEPS
             if (st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= st.out_t.shape[0]) \
                     or st.ic[E.C_NEV] + 4 >= st.ev_f.shape[0]:
-                run.grow()
+                if not run.grow(on_step.dense_steps if on_step is not None else 0):
+                    return _OUT_OF_MEMORY
                 st = run.st
             t_prev, y_prev, f_prev = ode.t, ode.y.copy(), st.f.copy()
             msg = ode.step()
@@ -822,240 +886,3 @@ def _advance_scipy(run: _Run, method, rtol, atol, dt, t1, on_step) -> int:
 
 class _EngineStop(Exception):
     """A right-hand side evaluated for scipy failed (the engine's status is kept)."""
-
-
-def _failure(run: _Run, code: int, method: str) -> tuple[str, Optional[BaseException]]:
-    """The message and exception of a run that stopped with engine status ``code``."""
-    st, mf, n = run.st, run.mf, run.n
-    t = float(st.sc[E.S_T])
-    if code == E.MAX_STEPS:
-        return f"Stopped after max_steps={int(run.opt.i[E.I_MAXSTEPS])} steps.", None
-    if code == E.STEP_TOO_SMALL:
-        return getattr(run, "fail_message", f"{method} failed at t={t}: Required step size is "
-                       "less than spacing between numbers."), None
-    tf = float(st.sc[E.S_FAIL_T])
-    if code == E.MODEL_FAILED and mf.error is not None:
-        e = mf.error
-        if isinstance(e, KeyboardInterrupt):
-            return f"Interrupted (KeyboardInterrupt) at t={t}.", e
-        if isinstance(e, GaussoptError):
-            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
-        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{_origin(e)}", e
-    # a kernel status (or a projection that met an undefined constraint): reproduce the
-    # exception at the failing state with the Python step solver
-    qf, vf = st.fail_y[:n].copy(), st.fail_y[n:].copy()
-    try:
-        if code == K.NONFINITE:
-            for c in run.system.holonomic:
-                phi = c.residual(tf, qf)
-                if not np.all(np.isfinite(phi)):
-                    raise ModelError(f"the position constraint {c.name!r} returned NaN or inf at "
-                                     f"t={tf} (q = {qf}): the constraint is undefined there.")
-        run.solver.solve(tf, qf, vf)
-    except Exception as e:  # noqa: BLE001 - this is the failure being reported
-        if isinstance(e, GaussoptError):
-            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
-        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{_origin(e)}", e
-    e = SolverError(f"the step failed at t≈{tf} with status {K.STATUS.get(code, code)!r}.")
-    return f"The step solver failed at t≈{tf}: SolverError: {e}", e
-
-
-def _events(run: _Run) -> list[RankEvent]:
-    st = run.st
-    labels = run.system.row_labels() if run.m else []
-    kinds = {E.EV_PASSAGE: "passage", E.EV_DROP: "drop", E.EV_RISE: "rise"}
-    nev = int(st.ic[E.C_NEV])
-    # as Python lists at once (a run through a crank's revolutions has hundreds)
-    ev_f, ev_i, ev_rows = st.ev_f[:nev].tolist(), st.ev_i[:nev].tolist(), st.ev_rows[:nev].tolist()
-    return [RankEvent(t=f[0], kind=kinds[i[0]], rank_before=i[1], rank_min=i[2], rank_after=i[3],
-                      rows=[labels[j] for j, on in enumerate(r) if on], sigma_min=f[1])
-            for f, i, r in zip(ev_f, ev_i, ev_rows)]
-
-
-def _least_squares_records(run: _Run) -> list[dict]:
-    """Least-squares steps: the engine's (one per accepted step: its largest
-    inconsistency) and those of a step solver that runs in Python."""
-    st, solver, system = run.st, run.solver, run.system
-    labels = system.row_labels() if system.m else []
-    recs = []
-    for i in range(min(int(st.ic[E.C_NLSQ]), st.lsq_f.shape[0])):
-        t, size = float(st.lsq_f[i, 0]), float(st.lsq_f[i, 1])
-        y = st.lsq_y[i]
-        rows = solver.inconsistent_rows(t, y[:run.n], y[run.n:])
-        recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
-    seen = {r["t"] for r in recs}
-    for t, size, rows in solver.least_squares_steps:
-        if t not in seen:
-            recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
-            seen.add(t)
-    solver.least_squares_steps.clear()
-    return sorted(recs, key=lambda r: r["t"])
-
-
-def _origin(e: BaseException) -> str:
-    """`` (raised in file:line, function)`` for an exception from outside gaussopt."""
-    if isinstance(e, GaussoptError):
-        return ""
-    tb = e.__traceback__
-    last = None
-    while tb is not None:
-        last = tb
-        tb = tb.tb_next
-    if last is None:
-        return ""
-    code = last.tb_frame.f_code
-    if os.path.dirname(os.path.abspath(code.co_filename)).startswith(
-            os.path.dirname(os.path.abspath(__file__))):
-        return ""
-    return f" (raised in {code.co_filename}:{last.tb_lineno}, in {code.co_name})"
-
-
-def _sample_engine(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
-                   y: np.ndarray) -> tuple:
-    """The engine's samples (:func:`gaussopt.engine.sample_all`) at every output time:
-    ``(a, Qc, lam, Fo, rank, err, exc)`` (``Fo`` the columns position, velocity and
-    acceleration residual, energy, rank, sigma_min; ``err`` the first failure's message,
-    ``exc`` its exception). Never raises: a failing sample stays NaN."""
-    n = system.n
-    N = t.size
-    m = system.m or 0
-    a = np.full((N, n), np.nan)
-    Qc = np.full((N, n), np.nan)
-    lam = np.full((N, m), np.nan)
-    Fo = np.full((N, 6), np.nan)
-    err, exc = None, None
-    mf = run.mf
-    status = np.zeros(N, dtype=np.int64)
-    mf.error = None
-    try:
-        addrs, md, buf, opt, _, _ = run.args()      # (packed)
-        E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
-                     t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
-    except KeyboardInterrupt as e:
-        err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
-    if mf.error is not None and err is None:
-        e = mf.error
-        i = int(np.flatnonzero(np.isnan(Fo[:, 3]) | (status != 0))[0]) \
-            if np.any(np.isnan(Fo[:, 3]) | (status != 0)) else 0
-        what = "Evaluating the energy" if isinstance(e, Exception) and \
-            system.has_energy and np.isnan(Fo[i, 3]) and status[i] == 0 else "Recomputing the step"
-        if isinstance(e, KeyboardInterrupt):
-            err = "Interrupted (KeyboardInterrupt) while recomputing the output samples."
-        else:
-            err = f"{what} at output t={t[i]} failed: {type(e).__name__}: {e}"
-        exc = e
-    bad = np.flatnonzero(status != 0)
-    if bad.size and err is None:
-        i = int(bad[0])
-        try:
-            solver.solve(float(t[i]), y[i, :n].copy(), y[i, n:].copy())
-            raise SolverError(f"status {K.STATUS.get(int(status[i]), int(status[i]))!r}")
-        except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
-            err = f"Recomputing the step at output t={t[i]} failed: {type(e).__name__}: {e}"
-            exc = e
-    rank = np.where(status == 0, np.nan_to_num(Fo[:, 4], nan=-1.0), -1).astype(int)
-    return a, Qc, lam, Fo, rank, err, exc
-
-
-def _postprocess(system: System, solver: StepSolver, run: "_Run", t: np.ndarray,
-                 y: np.ndarray) -> Trajectory:
-    """Accelerations, constraint forces, multipliers and residuals at the output times.
-
-    The compiled step solvers are evaluated by the engine at every sample; a step solver
-    that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
-    of the model's code or of a step at a sample is recorded (the first in
-    ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
-    is still computed; a KeyboardInterrupt stops the recomputation and keeps what was
-    done.
-    """
-    n = system.n
-    N = t.size
-    m = system.m or 0
-    q, v = y[:, :n].copy(), y[:, n:].copy()
-    stats: dict[str, Any] = {}
-    err, exc = None, None
-    mf = run.mf
-    a = np.full((N, n), np.nan)
-    Qc = np.full((N, n), np.nan)
-    lam = np.full((N, m), np.nan)
-    Fo = np.full((N, 6), np.nan)
-    rank = np.full(N, -1, dtype=int)
-    if int(run.opt.i[E.I_SOLVER]) != 2:
-        a, Qc, lam, Fo, rank, err, exc = _sample_engine(system, solver, run, t, y)
-    else:
-        keys = ("gap", "error_bound", "error", "generations", "status")
-        sample_info: dict[str, list] = {}
-
-        def failed(what, ti, e):
-            nonlocal err, exc
-            if err is None:
-                err = f"{what} at output t={ti} failed: {type(e).__name__}: {e}"
-                exc = e
-
-        try:
-            for i in range(N):
-                ti, qi, vi = float(t[i]), q[i], v[i]
-                try:
-                    Fo[i, 0] = float(np.linalg.norm(system.position_residual(ti, qi)))
-                    Fo[i, 1] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
-                except Exception as e:  # noqa: BLE001
-                    failed("Evaluating the constraint residuals", ti, e)
-                if system.has_energy:
-                    try:
-                        Fo[i, 3] = system.energy(ti, qi, vi)
-                    except Exception as e:  # noqa: BLE001
-                        failed("Evaluating the energy", ti, e)
-                try:
-                    r = solver.solve(ti, qi, vi)
-                    A, b = system.rows(ti, qi, vi)
-                except Exception as e:  # noqa: BLE001
-                    failed("Recomputing the step", ti, e)
-                    continue
-                a[i], Qc[i] = r.a, r.constraint_force
-                if r.multipliers.size == m:
-                    lam[i] = r.multipliers
-                Fo[i, 2] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
-                rank[i] = int(r.info.get("rank", -1))
-                Fo[i, 5] = float(r.info.get("sigma_min", np.nan))
-                for k in keys:
-                    if k in r.info:
-                        sample_info.setdefault(k, []).append(r.info[k])
-        except KeyboardInterrupt as e:
-            err = err or "Interrupted (KeyboardInterrupt) while recomputing the output samples."
-            exc = exc or e
-        for k, vals in sample_info.items():
-            if k == "status":
-                stats["sample_status"] = {s_: vals.count(s_) for s_ in set(vals)}
-            else:
-                stats[f"sample_{k}_max"] = float(np.max(np.asarray(vals, dtype=float)))
-    energy = Fo[:, 3].copy() if system.has_energy else None
-    meta = {"postprocess_error": err, "postprocess_exception": exc} if err else {}
-    return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,
-                      position_residual=Fo[:, 0].copy(), velocity_residual=Fo[:, 1].copy(),
-                      acceleration_residual=Fo[:, 2].copy(), energy=energy, rank=rank,
-                      sigma_min=Fo[:, 5].copy(), coordinates=system.coordinates, stats=stats,
-                      meta=meta)
-
-
-def _check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray, tol: float) -> list[str]:
-    """Row-normalized position/velocity residuals above ``tol`` (a distance); NaN is a problem."""
-    out = []
-    if system.holonomic:
-        phi = system.position_residual(t, q)
-        J = system.position_jacobian(t, q)
-        nr = np.sqrt((J * J).sum(axis=1))
-        d = np.abs(phi) / np.where(nr > 0, nr, 1.0)
-        if not np.all(np.isfinite(d)):
-            out.append(f"the position constraints are not finite at the initial state (phi = {phi})")
-        elif d.max() > tol * (1 + np.abs(q).max()):
-            out.append(f"position constraints violated: |Phi_i|/|grad Phi_i| up to {d.max():.3g}")
-    if system.holonomic or system.nonholonomic:
-        r = system.velocity_residual(t, q, v)
-        J = system.velocity_rows(t, q, v)
-        nr = np.sqrt((J * J).sum(axis=1))
-        d = np.abs(r) / np.where(nr > 0, nr, 1.0)
-        if not np.all(np.isfinite(d)):
-            out.append(f"the velocity constraints are not finite at the initial state (residual {r})")
-        elif d.max(initial=0.0) > tol * (1 + np.abs(v).max()):
-            out.append(f"velocity constraints violated: normalized residual up to {d.max():.3g}")
-    return out
