@@ -48,9 +48,9 @@ def failure(run: "Run", code: int, method: str) -> tuple[str, Optional[BaseExcep
     try:
         # the mass matrix first: one that turned indefinite (or non-finite) mid-run gets
         # the message it gets at the initial state, not the kernel's status
-        M = run.system.mass(tf, qf)
-        if np.shape(M) == (n, n):
-            check_mass(np.asarray(M, dtype=float), f"mass(t, q) at t≈{tf:.9g} (q = {qf})")
+        M = run.system.mass(tf, qf) if code != K.NONSYMMETRIC else None   # (solve says it)
+        if isinstance(M, np.ndarray) and M.shape == (n, n) and M.dtype.kind == "f":
+            check_mass(M, f"mass(t, q) at t≈{tf:.9g} (q = {qf})")
         if code == K.NONFINITE:
             for c in run.system.holonomic:
                 phi = c.residual(tf, qf)

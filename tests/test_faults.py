@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -231,30 +230,32 @@ _CHILD = textwrap.dedent("""
     import sys, numpy as np, gaussopt as go
     pend = go.System(("x", "y"), mass=np.eye(2), force=[0.0, -9.81],
                      constraints=[go.Holonomic(lambda t, q: np.array([q @ q - 1.0]))])
-    started = []
-    def progress(t):
-        if not started and t > 0.05:
-            started.append(t)
-            print("running", flush=True)
-    tr = go.simulate(pend, (0.0, 1e4), [1.0, 0.0], [0.0, 0.0], method="rk4", dt=1e-4,
-                     progress=progress)
+    kw = dict(method="rk4", dt=1e-4)
+    go.simulate(pend, (0.0, 0.01), [1.0, 0.0], [0.0, 0.0], **kw)    # (compiled code loaded)
+    if sys.argv[2] == "progress":
+        started = []
+        def progress(t):
+            if not started and t > 0.05:
+                started.append(t)
+                print("running", flush=True)
+        kw["progress"] = progress
+    else:
+        print("running", flush=True)
+    tr = go.simulate(pend, (0.0, 1e4), [1.0, 0.0], [0.0, 0.0], **kw)
     tr.save(sys.argv[1])
     print("RESULT", tr.success, len(tr.t), repr(tr.message), flush=True)
 """)
 
 
-@pytest.mark.parametrize("delay", [0.01, 0.03])
-def test_second_ctrl_c_keeps_the_partial_run(tmp_path, delay):
-    if sys.platform == "win32":                                     # pragma: no cover
-        pytest.skip("SIGINT to a child process")
-    out = tmp_path / "partial.npz"
-    env = dict(os.environ)
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+def ctrl_c_twice(out, delay: float, mode: str) -> tuple[int, str, str]:
+    """Run :data:`_CHILD` (a long run) in a subprocess, send it SIGINT twice ``delay``
+    seconds apart once it runs; its return code, stdout and stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(out), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()             # (compiling or loading the cache first)
         assert line.strip() == "running", (line, proc.stderr.read() if proc.poll() else "")
-        time.sleep(0.3)
+        time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
@@ -263,7 +264,15 @@ def test_second_ctrl_c_keeps_the_partial_run(tmp_path, delay):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, stderr
+    return proc.returncode, stdout, stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+@pytest.mark.parametrize("delay,mode", [(0.01, "chunks"), (0.03, "progress")])
+def test_second_ctrl_c_keeps_the_partial_run(tmp_path, delay, mode):
+    out = tmp_path / "partial.npz"
+    code, stdout, stderr = ctrl_c_twice(out, delay, mode)
+    assert code == 0, stderr
     assert "RESULT False" in stdout and "Interrupted (KeyboardInterrupt) at t=" in stdout, stdout
     tr = go.load(out)
     assert not tr.success and tr.message.startswith("Interrupted")
