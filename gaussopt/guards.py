@@ -91,11 +91,18 @@ class MemoryBudget:
 
 
 class InterruptGuard:
-    """SIGINT handling of one run: the first Ctrl-C raises ``KeyboardInterrupt`` (the
-    run stops there and its result is assembled); later ones are counted, not raised,
-    until the guard exits, so that a second Ctrl-C while the partial result is being
-    assembled does not lose it. :meth:`finishing` switches to counting when the run ends
-    on its own.
+    """SIGINT handling of one run.
+
+    While the run's arguments are checked and its code compiled, Ctrl-C raises
+    ``KeyboardInterrupt`` as usual (nothing is computed yet). While the engine runs, the
+    handler only records it (:attr:`requested`) and the driver raises
+    ``KeyboardInterrupt`` at its next chunk boundary (every ~20 ms, or every step with a
+    ``progress`` callback, events or dense output): a ``KeyboardInterrupt`` raised inside
+    the model's callbacks, which the compiled engine calls, could be swallowed there or
+    leave a buffer half written. Once the run has ended (:meth:`finishing`) further
+    Ctrl-Cs are counted (:attr:`deferred`), not raised, until the guard exits, so that a
+    second Ctrl-C while the partial result is assembled does not lose it; they only cut
+    the recomputation of the output samples short (:attr:`stop_requested`).
 
     Installed only in the main thread and only over Python's default handler (a program
     with its own SIGINT handler keeps it); otherwise the guard does nothing.
@@ -104,7 +111,8 @@ class InterruptGuard:
     def __init__(self) -> None:
         self.count = 0
         self.deferred = 0
-        self._finishing = False
+        self.requested = False
+        self._state = "setup"
         self._old: Optional[object] = None
         self._installed = False
 
@@ -125,17 +133,30 @@ class InterruptGuard:
 
     def _handler(self, signum, frame) -> None:
         self.count += 1
-        if self._finishing:
-            self.deferred += 1
+        if self._state == "setup":
+            raise KeyboardInterrupt
+        if self._state == "running" and not self.requested:
+            self.requested = True               # the driver stops at its next chunk
             return
-        self._finishing = True                  # from here on, assemble what was computed
-        raise KeyboardInterrupt
+        self.deferred += 1
+
+    def running(self) -> None:
+        """The engine starts: from here on a Ctrl-C is recorded and the driver stops."""
+        if self._installed:
+            self._state = "running"
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded during the run (the
+        drivers call this between chunks)."""
+        if self.requested and self._state == "running":
+            raise KeyboardInterrupt
 
     def finishing(self) -> None:
         """The run has ended: defer every further interrupt."""
-        self._finishing = True
+        self._state = "finishing"
 
     @property
     def stop_requested(self) -> bool:
-        """An interrupt arrived while the result was assembled (long loops stop early)."""
+        """A Ctrl-C arrived after the run ended (long loops assembling the result stop
+        early)."""
         return self.deferred > 0

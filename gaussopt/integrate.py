@@ -206,7 +206,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         the part computed so far, with ``success=False``, the reason in
         ``message`` and the exception in ``exception`` (a second Ctrl-C while that
         part is assembled is deferred, not raised: it only cuts the recomputation of
-        the samples short, which then stay NaN). Steps where the
+        the samples short, which then stay NaN; while the engine runs, Ctrl-C stops it
+        at the next chunk, within about 20 ms). Steps where the
         constraints were inconsistent to the size rounding explains near a
         singular configuration (the least-squares step was taken) are listed in
         ``least_squares_steps``. ``status`` is solve_ivp's: ``0`` the end of
@@ -358,7 +359,10 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     wall0 = time.perf_counter()
     code = E.FINISHED
     chunk = 16
+    run.guard = guard
     try:
+        if guard is not None:
+            guard.running()
         with quiet_compile():
             code = E.start(*run.args())
             if code == 0 and auto_dt:
@@ -375,6 +379,11 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         code = None
     if guard is not None:
         guard.finishing()            # from here on a Ctrl-C is deferred: the result is kept
+        if guard.requested and code is not None and code not in (E.FINISHED, TERMINATED):
+            # (recorded during the last chunk, which ended the run on its own)
+            status, code = -1, None
+            message = f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}."
+            exception = KeyboardInterrupt()
     if code == HOOK_FAILED:
         status, exception = -1, on_step.error
         if on_step.event is not None:

@@ -154,6 +154,7 @@ class Run:
         dense_rows = {"RK23": 3, "RK45": 4, "DOP853": 7}.get(engine_method, 1)
         self.budget = MemoryBudget(max_memory, n, m, dense_rows if dense else 3)
         self.out_of_memory = False
+        self.guard = None           # the run's InterruptGuard (gaussopt.guards), if any
         cap_out = t_eval.size if t_eval is not None else 1024
         sc = np.zeros(E.N_SC)
         sc[E.S_T] = sc[E.S_T0] = t0
@@ -375,6 +376,8 @@ def advance(run: Run, on_step, chunk: int) -> int:
     between chunks), or one step at a time when ``on_step`` is to be called after
     every accepted step (it returns True to stop the run); grow full buffers."""
     while True:
+        if run.guard is not None:
+            run.guard.check()         # (a Ctrl-C during the chunk: KeyboardInterrupt here)
         c0 = time.perf_counter()
         steps = int(run.st.ic[E.C_STEPS])
         code = E.advance(*run.args(), 1 if on_step is not None else chunk)
@@ -416,6 +419,8 @@ def advance_scipy(run: Run, method, rtol, atol, dt, t1, on_step) -> int:
     ode = cls(fun, float(st.sc[E.S_T]), st.y.copy(), t1, **kw)
     try:
         while ode.status == "running":
+            if run.guard is not None:
+                run.guard.check()
             if st.ic[E.C_STEPS] >= opt.i[E.I_MAXSTEPS]:
                 return E.MAX_STEPS
             if (st.t_eval.shape[0] == 0 and st.ic[E.C_NOUT] >= st.out_t.shape[0]) \
