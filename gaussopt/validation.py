@@ -178,11 +178,3 @@ def check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray,
         elif d.max(initial=0.0) > tol * (1 + np.abs(v).max()):
             out.append(f"velocity constraints violated: normalized residual up to {d.max():.3g}")
     return out
-
-
-def optional_bool(value: Any, label: str) -> bool:
-    """``value`` as a bool; ModelError unless it is True or False."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ModelError(f"`{label}` must be True or False, found {_found(value)}.")
-    return bool(value)
-
