@@ -10,7 +10,7 @@ QP (cvxpy) or by a genetic algorithm (pygad).
 from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
 from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
                          ModelError, ObjectiveMismatchWarning, RankChangeWarning, SolverError,
-                         UnsupportedConstraintError)
+                         ToleranceWarning, TrajectoryFileError, UnsupportedConstraintError)
 from .contact import Contact
 from .dense import DenseSolution
 from .integrate import Baumgarte, Projection, simulate
@@ -48,5 +48,5 @@ __all__ = [
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
     "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "multibody",
     "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning",
-    "__version__",
+    "ToleranceWarning", "TrajectoryFileError", "__version__",
 ]

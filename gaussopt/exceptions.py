@@ -50,6 +50,26 @@ class InconsistentConstraintsError(ModelError):
         self.residual = residual
 
 
+class TrajectoryFileError(ModelError):
+    """A file given to :func:`gaussopt.load` is not a valid gaussopt trajectory: not an
+    ``.npz`` archive, damaged, or an entry whose stored dtype, shape or size disagrees
+    with the header and the other entries (checked before any array is read), or whose
+    values break the trajectory's invariants (times increasing, states finite).
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    field : str or None
+        The entry or header field at fault (the first one found), if any.
+    """
+
+    def __init__(self, message: str, path: str = "", field: str | None = None):
+        super().__init__(message)
+        self.path = path
+        self.field = field
+
+
 class UnsupportedConstraintError(ModelError):
     """The chosen step solver cannot treat a constraint of the system
     (inequality rows need ``solver="qp"``)."""
@@ -75,3 +95,9 @@ class RankChangeWarning(UserWarning):
 class ConvergenceWarning(UserWarning):
     """An iterative step solver (the GA) returned a step less accurate than its ``tol``
     asks for (its ``info["tolerance"]``, a bound on the error, exceeds ``info["requested"]``)."""
+
+
+class ToleranceWarning(UserWarning):
+    """A tolerance of :func:`~gaussopt.simulate` was below what double precision can
+    deliver and was raised (``rtol`` to ``100 eps``, as :func:`scipy.integrate.solve_ivp`
+    does)."""

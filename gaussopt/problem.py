@@ -13,7 +13,43 @@ import numpy as np
 from .exceptions import ModelError
 from .system import System
 
-__all__ = ["Problem", "ga_settings", "BuildParameter", "BuildSignature", "did_you_mean"]
+__all__ = ["Problem", "ga_settings", "BuildParameter", "BuildSignature", "did_you_mean",
+           "check_t_end", "output_grid"]
+
+
+def check_t_end(t_end: Any, t0: float = 0.0, label: str = "t_end") -> float:
+    """The end time of a problem as a float: ModelError unless it is a finite number
+    greater than ``t0``.
+
+    Examples
+    --------
+    >>> from gaussopt.problem import check_t_end
+    >>> check_t_end(2)
+    2.0
+    """
+    try:
+        x = float(t_end)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if isinstance(t_end, (bool, np.bool_, str)) or not (np.isfinite(x) and x > t0):
+        raise ModelError(f"`{label}` must be a finite number greater than t0 = {t0:g} [s], "
+                         f"found {t_end!r}; pass e.g. {label}=5.0.")
+    return x
+
+
+def output_grid(t_end: Any, step: float, t0: float = 0.0) -> np.ndarray:
+    """Output times ``t0, t0 + step, ..., t_end`` of a problem (the last one ``t_end``
+    exactly; ``round((t_end - t0) / step)`` intervals, at least one), after checking
+    ``t_end`` (:func:`check_t_end`).
+
+    Examples
+    --------
+    >>> from gaussopt.problem import output_grid
+    >>> output_grid(0.05, 0.01).round(3).tolist()
+    [0.0, 0.01, 0.02, 0.03, 0.04, 0.05]
+    """
+    t1 = check_t_end(t_end, t0)
+    return np.linspace(t0, t1, max(1, int(round((t1 - t0) / step))) + 1)
 
 
 def ga_settings(t_end: float, horizon: float = 0.2, dt: float = 1e-3, t0: float = 0.0) -> dict:
@@ -326,6 +362,16 @@ class Problem:
     draw: Optional[Callable] = None
     model: Any = None
     units: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        try:
+            t0, t1 = (float(x) for x in self.t_span)
+        except (TypeError, ValueError):
+            raise ModelError(f"problem {self.name!r}: `t_span` must be a pair (t0, t_end), "
+                             f"found {self.t_span!r}.") from None
+        if not np.isfinite(t0):
+            raise ModelError(f"problem {self.name!r}: the start time must be finite, found {t0}.")
+        check_t_end(t1, t0)
 
     def simulate(self, solver: str = "closed_form", **overrides: Any):
         """Run :func:`gaussopt.simulate` with the recommended settings, updated by

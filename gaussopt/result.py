@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import secrets
 import stat
 import struct
@@ -14,9 +16,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-from numpy.lib.npyio import NpzFile
 
-from .exceptions import ModelError
+from .exceptions import ModelError, TrajectoryFileError
 
 __all__ = ["StepResult", "Trajectory", "RankEvent", "load"]
 
@@ -88,7 +89,7 @@ class LazyStepResult(StepResult):
                              self.info))
 
 
-@dataclass
+@dataclass(slots=True)     # (slots: a long run holds millions of them)
 class RankEvent:
     """A change of the numerical rank of the constraint rows along a trajectory.
 
@@ -120,6 +121,58 @@ class RankEvent:
         return {"t": self.t, "kind": self.kind, "rank_before": self.rank_before,
                 "rank_min": self.rank_min, "rank_after": self.rank_after,
                 "rows": list(self.rows), "sigma_min": self.sigma_min}
+
+
+@dataclass
+class Impact:
+    """One impact: time, points that received an impulse, impulses, energies, accumulation.
+
+    Attributes
+    ----------
+    t : float
+    points : list of str
+        Labels ``"<contact name>[row]"`` of the points with a nonzero normal impulse.
+    impulses : ndarray, shape (k,)
+        Normal impulse of every contact point (0 for those not involved).
+    tangential_impulses : ndarray, shape (k,)
+        Tangential impulses of sticking points (``friction=inf``).
+    gap_rate_before, gap_rate_after : ndarray, shape (k,)
+    kinetic_before, kinetic_after : float
+        ``1/2 v^T M v`` before and after.
+    accumulation : bool
+        The impact ended an accumulation of impacts (Zeno): the rebound was below
+        the run's resolution and the points were closed (see :mod:`gaussopt.contact`).
+    t_accumulation : float
+        With ``accumulation``: the extrapolated accumulation time (the sum of the
+        remaining flight times of the geometric series), else ``nan``.
+    """
+
+    t: float
+    points: list
+    impulses: np.ndarray
+    tangential_impulses: np.ndarray
+    gap_rate_before: np.ndarray
+    gap_rate_after: np.ndarray
+    kinetic_before: float
+    kinetic_after: float
+    accumulation: bool = False
+    t_accumulation: float = math.nan
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Impact":
+        """The record :meth:`as_dict` wrote (as :func:`gaussopt.load` reads it)."""
+        arr = ("impulses", "tangential_impulses", "gap_rate_before", "gap_rate_after")
+        return cls(**{k: (np.asarray(d[k], dtype=float) if k in arr else d[k])
+                      for k in ("t", "points", *arr, "kinetic_before", "kinetic_after",
+                                "accumulation", "t_accumulation")})
+
+    def as_dict(self) -> dict:
+        return {"t": self.t, "points": list(self.points), "impulses": self.impulses.tolist(),
+                "tangential_impulses": self.tangential_impulses.tolist(),
+                "gap_rate_before": self.gap_rate_before.tolist(),
+                "gap_rate_after": self.gap_rate_after.tolist(),
+                "kinetic_before": self.kinetic_before, "kinetic_after": self.kinetic_after,
+                "accumulation": self.accumulation, "t_accumulation": self.t_accumulation}
 
 
 _ARRAYS = ("t", "q", "v", "a", "constraint_force", "multipliers", "position_residual",
@@ -179,7 +232,7 @@ class Trajectory:
         With ``simulate(..., dense_output=True)``: ``sol(t) -> (q, v)``, the
         projected dense solution (:class:`gaussopt.dense.DenseSolution`). Not
         saved: a loaded trajectory has ``sol = None``.
-    impacts : list of gaussopt.contact.Impact
+    impacts : list of Impact
         A system with :class:`~gaussopt.Contact` constraints: every impact (time,
         points, impulses, kinetic energy before and after).
     contact_forces : ndarray, shape (N, k), or None
@@ -291,6 +344,9 @@ class Trajectory:
             for i in range(n_events):
                 for key, x in zip(_EVENT_KEYS, (self.t_events, self.q_events, self.v_events)):
                     arrays[f"{key}_{i}"] = np.asarray(x[i], dtype=float)
+        for key in _CONTACT_ARRAYS:                 # a run with contacts (gaussopt.contact)
+            if getattr(self, key) is not None:
+                arrays[key] = np.asarray(getattr(self, key), dtype=float)
         header = {
             "coordinates": list(self.coordinates), "status": self.status, "message": self.message,
             "meta": self.meta, "stats": self.stats,
@@ -298,6 +354,7 @@ class Trajectory:
             "least_squares_steps": list(self.least_squares_steps),
             "has_energy": self.energy is not None, "format": _FORMAT,
             "status_codes": "solve_ivp", "n_events": n_events,
+            "impacts": [im.as_dict() for im in self.impacts],
         }
         # encode before touching the file system: an unencodable header leaves no trace
         header_json = np.array(json.dumps(header, default=_jsonable))
@@ -386,6 +443,8 @@ def _jsonable(x: Any):
 _EVENT_KEYS = ("t_events", "q_events", "v_events")
 #: Arrays of shape (N, n), n = len(coordinates).
 _STATE_ARRAYS = ("q", "v", "a", "constraint_force")
+#: the per-point forces of a run with contacts, shape (N, k) (optional)
+_CONTACT_ARRAYS = ("contact_forces", "friction_forces")
 #: Arrays of shape (N,).
 _SAMPLE_ARRAYS = ("position_residual", "velocity_residual", "acceleration_residual",
                   "sigma_min", "rank", "energy")
@@ -430,49 +489,169 @@ _DAMAGE_ERRORS = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, z
                   struct.error, NotImplementedError, RuntimeError)
 
 
-def _read_npz(path: Path, name: str) -> tuple[dict, dict]:
-    """The JSON header and the arrays of a trajectory file; ModelError if it is not one."""
+class _Entry:
+    """What the ``.npy`` header of an archive entry declares, read before its data: the
+    attributes of an array that the checks look at (``dtype``, ``shape``, ``ndim``,
+    ``size``), and the entry's sizes in the archive."""
+
+    __slots__ = ("name", "member", "dtype", "shape", "ndim", "size", "nbytes")
+
+    def __init__(self, name: str, member: str, dtype: np.dtype, shape: tuple, nbytes: int):
+        self.name, self.member, self.dtype, self.shape = name, member, dtype, shape
+        self.ndim = len(shape)
+        self.size = int(np.prod(shape, dtype=object)) if shape else 1
+        self.nbytes = nbytes
+
+
+#: an archive whose entries expand to more than this many times its size on disk (and
+#: more than :data:`_EXPANSION_FLOOR`) is refused unless ``max_memory`` allows it: real
+#: trajectories (increasing times, moving states) compress a few times; deflate's limit
+#: is about 1032 (a zip bomb)
+_MAX_EXPANSION = 100
+_EXPANSION_FLOOR = 2**28
+
+
+def _fail(name: str, message: str, path: Path, field: Optional[str] = None):
+    raise TrajectoryFileError(f"{name}: {message}", str(path), field)
+
+
+def _scan_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, name: str,
+                path: Path) -> _Entry:
+    """The declared dtype and shape of one ``.npy`` entry, checked against the entry's
+    stored size (a shape the data cannot fill is refused before anything is allocated)."""
+    from numpy.lib import format as npf
+
+    with zf.open(info) as fh:
+        version = npf.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = npf.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = npf.read_array_header_2_0(fh)
+        else:
+            shape, fortran, dtype = npf._read_array_header(fh, version)
+        offset = fh.tell()
+    if dtype.hasobject:
+        _fail(name, f"entry `{key}` holds Python objects (dtype {dtype}); a trajectory file "
+                    "holds numbers only (the file was not written by Trajectory.save).", path, key)
+    size = 1
+    for d in shape:
+        size *= int(d)
+    nbytes = size * dtype.itemsize
+    if offset + nbytes != info.file_size:
+        _fail(name, f"the file is damaged: entry `{key}` declares shape {tuple(shape)} of "
+                    f"{dtype} ({nbytes} bytes) but the archive stores {info.file_size - offset} "
+                    "bytes of data for it.", path, key)
+    return _Entry(key, info.filename, dtype, tuple(int(d) for d in shape), nbytes)
+
+
+def _read_npz(path: Path, name: str, max_memory: Optional[float] = None) -> tuple[dict, dict]:
+    """The JSON header and the arrays of a trajectory file; TrajectoryFileError if it is
+    not one. Every entry's declared dtype and shape is checked against its stored size,
+    the header and the other entries before any array is read (:func:`load`)."""
     not_ours = f"{name} is not a gaussopt trajectory file"
     os_errors = (FileNotFoundError, PermissionError, IsADirectoryError)
     try:
-        data = np.load(path, allow_pickle=False)
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+        zf = zipfile.ZipFile(path)
     except os_errors:
         raise
     except _DAMAGE_ERRORS as e:
-        raise ModelError(f"{not_ours}: it cannot be opened as an .npz archive "
-                         f"({type(e).__name__}: {e}).") from e
-    if not isinstance(data, NpzFile):
-        raise ModelError(f"{not_ours}: it holds a single .npy array, not an .npz archive "
-                         "written by Trajectory.save.")
-    with data:
-        if "__header__" not in data.files:
-            raise ModelError(f"{not_ours}: no `__header__` entry (found arrays "
-                             f"{sorted(data.files)[:12]}).")
-        arrays = {}
-        events = tuple(k for k in data.files if k.split("_")[0] in ("t", "q", "v")
+        if magic == b"\x93NUMPY":
+            _fail(not_ours, "it holds a single .npy array, not an .npz archive written by "
+                            "Trajectory.save.", path)
+        raise TrajectoryFileError(f"{not_ours}: it cannot be opened as an .npz archive "
+                                  f"({type(e).__name__}: {e}).", str(path)) from e
+    with zf:
+        infos = {}
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            infos.setdefault(key, info)
+        if "__header__" not in infos:
+            raise TrajectoryFileError(f"{not_ours}: no `__header__` entry (found arrays "
+                                      f"{sorted(infos)[:12]}).", str(path), "__header__")
+        events = tuple(k for k in infos if k.split("_")[0] in ("t", "q", "v")
                        and k.rsplit("_", 1)[0] in _EVENT_KEYS)
-        for key in ("__header__",) + _ARRAYS + events:
-            if key not in data.files:
-                continue
-            try:
-                arrays[key] = data[key]
-            except os_errors:
-                raise
-            except _DAMAGE_ERRORS as e:
-                raise ModelError(f"{name}: the file is damaged: entry `{key}` cannot be read "
-                                 f"({type(e).__name__}: {e}).") from e
-    raw = arrays.pop("__header__")
-    if raw.ndim != 0 or raw.dtype.kind != "U":
-        raise ModelError(f"{not_ours}: `__header__` must be a JSON string, found an array of "
-                         f"dtype {raw.dtype} and shape {raw.shape}.")
-    try:
-        header = json.loads(str(raw))
-    except ValueError as e:
-        raise ModelError(f"{not_ours}: `__header__` is not valid JSON ({e}).") from e
-    if not isinstance(header, dict):
-        raise ModelError(f"{not_ours}: `__header__` must be a JSON object, found "
-                         f"{type(header).__name__}.")
-    return header, arrays
+        wanted = [k for k in ("__header__",) + _ARRAYS + _CONTACT_ARRAYS + events if k in infos]
+        entries = {}
+        try:
+            for key in wanted:
+                info = infos[key]
+                if info.flag_bits & 0x1:
+                    _fail(name, f"entry `{key}` is encrypted.", path, key)
+                entries[key] = _scan_entry(zf, info, key, name, path)
+        except os_errors:
+            raise
+        except TrajectoryFileError:
+            raise
+        except _DAMAGE_ERRORS as e:
+            raise TrajectoryFileError(f"{name}: the file is damaged: entry `{key}` cannot be "
+                                      f"read ({type(e).__name__}: {e}).", str(path), key) from e
+        hdr = entries["__header__"]
+        if hdr.ndim != 0 or hdr.dtype.kind != "U":
+            raise TrajectoryFileError(
+                f"{not_ours}: `__header__` must be a JSON string, found an array of dtype "
+                f"{hdr.dtype} and shape {hdr.shape}.", str(path), "__header__")
+        # what reading would allocate, against the file's size: a zip bomb is refused here
+        total = sum(e.nbytes for e in entries.values())
+        on_disk = max(path.stat().st_size, 1)
+        limit = max_memory if max_memory is not None else max(_EXPANSION_FLOOR,
+                                                               _MAX_EXPANSION * on_disk)
+        if total > limit:
+            big = max(entries.values(), key=lambda e: e.nbytes)
+            _fail(name, f"its entries would expand to {total / 1e6:.4g} MB from a file of "
+                        f"{on_disk / 1e6:.4g} MB (the largest, `{big.name}`, shape {big.shape}"
+                        f" of {big.dtype}), more than "
+                        + (f"max_memory={limit:.4g} bytes" if max_memory is not None else
+                           f"{_MAX_EXPANSION} times the file's size")
+                        + "; trajectory files do not compress that much (a forged or damaged "
+                          "file). Pass a larger `max_memory` to read it anyway.", path, big.name)
+        try:
+            raw = _read_entry(zf, infos["__header__"])
+        except _DAMAGE_ERRORS as e:
+            raise TrajectoryFileError(f"{name}: the file is damaged: entry `__header__` cannot "
+                                      f"be read ({type(e).__name__}: {e}).", str(path),
+                                      "__header__") from e
+        try:
+            header = json.loads(str(raw))
+        except ValueError as e:
+            raise TrajectoryFileError(f"{not_ours}: `__header__` is not valid JSON ({e}).",
+                                      str(path), "__header__") from e
+        if not isinstance(header, dict):
+            raise TrajectoryFileError(f"{not_ours}: `__header__` must be a JSON object, found "
+                                      f"{type(header).__name__}.", str(path), "__header__")
+        entries.pop("__header__")
+        return header, _Archive(zf.filename, infos, entries, name, path)
+
+
+def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    from numpy.lib import format as npf
+
+    with zf.open(info) as fh:
+        return npf.read_array(fh, allow_pickle=False)
+
+
+class _Archive(dict):
+    """The entries of a trajectory file, as declared (:class:`_Entry`), until
+    :meth:`read` reads them (after the checks)."""
+
+    def __init__(self, filename, infos, entries, name, path):
+        super().__init__(entries)
+        self.filename, self.infos, self.name, self.path = filename, infos, name, path
+
+    def read(self) -> dict:
+        out = {}
+        with zipfile.ZipFile(self.filename) as zf:
+            for key in self:
+                try:
+                    out[key] = _read_entry(zf, self.infos[key])
+                except (FileNotFoundError, PermissionError, IsADirectoryError):
+                    raise
+                except _DAMAGE_ERRORS as e:
+                    raise TrajectoryFileError(
+                        f"{self.name}: the file is damaged: entry `{key}` cannot be read "
+                        f"({type(e).__name__}: {e}).", str(self.path), key) from e
+        return out
 
 
 def _check_header(header: dict) -> list[str]:
@@ -521,6 +700,9 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
         kinds, what = ("iu", "integer") if k == "rank" else ("fiu", "real numeric")
         if x.dtype.kind not in kinds:
             problems.append(f"array `{k}` must be {what}, found dtype {x.dtype}")
+        elif k != "rank" and not (x.dtype.kind == "f" and x.dtype.itemsize == 8):
+            problems.append(f"array `{k}` must be float64 (as Trajectory.save writes it), "
+                            f"found dtype {x.dtype}")
     t = arrays.get("t")
     if t is None:
         return problems
@@ -541,6 +723,11 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
         elif n is not None and x.shape[1] != n:
             problems.append(f"array `{k}` has shape {x.shape} but there are {n} coordinates "
                             f"{coords}")
+    for k in _CONTACT_ARRAYS:
+        x = arrays.get(k)
+        if x is not None and (x.ndim != 2 or x.shape[0] != N):
+            problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples, found "
+                            f"{x.shape}")
     lam = arrays.get("multipliers")
     if lam is not None:
         if lam.ndim != 2:
@@ -558,13 +745,21 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
     return problems
 
 
-def load(path) -> Trajectory:
+def load(path, *, max_memory: Optional[float] = None) -> Trajectory:
     """Read a :class:`Trajectory` written by :meth:`Trajectory.save`.
+
+    Every entry's stored dtype and shape are checked against the header, the other
+    entries and the entry's size in the archive before any array is read, so a damaged
+    or forged file is refused before it can allocate (a zip bomb, a claimed shape of
+    ``(10**12, 3)``); then the values: times finite and increasing, states finite.
 
     Parameters
     ----------
     path : str or path-like
         An ``.npz`` file written by :meth:`Trajectory.save`.
+    max_memory : float, optional
+        Bytes the file's arrays may take once read. Default: 100 times the file's size
+        (at least 256 MiB); real trajectories compress a few times.
 
     Returns
     -------
@@ -574,11 +769,13 @@ def load(path) -> Trajectory:
     ------
     FileNotFoundError
         ``path`` does not exist.
-    ModelError
-        The file is not a gaussopt trajectory (not an ``.npz`` archive, no or
-        broken header), is damaged, has an unsupported format version, or its
-        arrays or header fields have the wrong type or shape. The message
-        names the file and lists every problem found.
+    TrajectoryFileError
+        (a :class:`ModelError`, so a ``ValueError``) The file is not a gaussopt
+        trajectory (not an ``.npz`` archive, no or broken header), is damaged, has an
+        unsupported format version, its entries have the wrong dtype (``float64``; an
+        integer ``rank``), shape or stored size, would expand beyond ``max_memory``, or
+        its times are not increasing or its states not finite. The message names the
+        file and lists every problem found; ``field`` is the first entry at fault.
 
     Notes
     -----
@@ -589,55 +786,80 @@ def load(path) -> Trajectory:
     name = repr(str(path))
     if not path.exists():
         raise FileNotFoundError(f"`path` {str(path)!r} does not exist.")
-    header, arrays = _read_npz(path, name)
+    if max_memory is not None and not (isinstance(max_memory, (int, float))
+                                       and not isinstance(max_memory, bool) and max_memory > 0):
+        raise ModelError(f"`max_memory` must be a positive number of bytes, found {max_memory!r}.")
+    header, archive = _read_npz(path, name, max_memory)
     fmt = header.get("format")
     if "format" not in header:
-        raise ModelError(f"{name} is not a gaussopt trajectory file: the header has no "
-                         f"`format` (this gaussopt reads format {_formats()}).")
+        _fail(f"{name} is not a gaussopt trajectory file", "the header has no `format` (this "
+              f"gaussopt reads format {_formats()}).", path, "format")
     if not _is_int(fmt):
-        raise ModelError(f"{name}: header `format` must be an int, found {_found(fmt)} "
-                         f"(this gaussopt reads format {_formats()}).")
+        _fail(name, f"header `format` must be an int, found {_found(fmt)} (this gaussopt reads "
+                    f"format {_formats()}).", path, "format")
     if fmt not in _READABLE_FORMATS:
-        raise ModelError(f"{name}: unsupported format {fmt} (this gaussopt reads format "
-                         f"{_formats()}).")
-    ev_arrays = {k: arrays.pop(k) for k in list(arrays) if k.rsplit("_", 1)[0] in _EVENT_KEYS}
-    problems = _check_header(header) + _check_arrays(arrays, header)
-    ev, ev_problems = _read_events(ev_arrays, header)
-    problems += ev_problems
+        _fail(name, f"unsupported format {fmt} (this gaussopt reads format {_formats()}).",
+              path, "format")
+    specs = dict(archive)
+    ev_specs = {k: specs.pop(k) for k in list(specs) if k.rsplit("_", 1)[0] in _EVENT_KEYS}
+    problems = _check_header(header) + _check_arrays(specs, header)
+    problems += _check_events(ev_specs, header)
     if problems:
-        raise ModelError(f"{name}: " + "; ".join(problems) + ".")
+        _fail(name, "; ".join(problems) + ".", path, _first_field(problems))
+    arrays = archive.read()
+    ev_arrays = {k: arrays.pop(k) for k in list(arrays) if k in ev_specs}
+    impacts = header.get("impacts", [])
+    if not (isinstance(impacts, list) and all(isinstance(x, dict) and _is_number(x.get("t"))
+                                              for x in impacts)):
+        _fail(name, "header `impacts` must be a list of impact records with a time `t`.",
+              path, "impacts")
+    problems = _check_values(arrays, ev_arrays, frozenset(float(x["t"]) for x in impacts))
+    if problems:
+        _fail(name, "; ".join(problems) + ".", path, _first_field(problems))
+    ev = _read_events(ev_arrays, header)
     if not header.get("has_energy", False):
         arrays["energy"] = None
     events = [RankEvent(**{k: e[k] for k in _RANK_EVENT_TYPES})
               for e in header.get("rank_events", [])]
     lsq = header.get("least_squares_steps", [])
     if not (isinstance(lsq, list) and all(isinstance(x, dict) for x in lsq)):
-        raise ModelError(f"{str(path)!r}: header `least_squares_steps` must be a list of dicts, "
-                         f"found {type(lsq).__name__}.")
+        _fail(repr(str(path)), "header `least_squares_steps` must be a list of dicts, found "
+                               f"{type(lsq).__name__}.", path, "least_squares_steps")
     status = header.get("status", 0)
     if header.get("status_codes") != "solve_ivp" and status == 1:
         status = -1                 # written before solve_ivp's codes: 1 was a failure
-    return Trajectory(coordinates=tuple(header["coordinates"]), rank_events=events,
+    contact = {key: arrays.pop(key) for key in _CONTACT_ARRAYS if key in arrays}
+    traj = Trajectory(coordinates=tuple(header["coordinates"]), rank_events=events,
                       stats=header.get("stats", {}), status=status,
                       message=header.get("message", ""), meta=header.get("meta", {}),
                       least_squares_steps=lsq, t_events=ev[0], q_events=ev[1], v_events=ev[2],
                       **arrays)
+    if impacts:
+        traj.impacts = [Impact.from_dict(x) for x in impacts]
+    for key, x in contact.items():
+        setattr(traj, key, x)
+    return traj
 
 
-def _read_events(ev_arrays: dict, header: dict) -> tuple[tuple, list[str]]:
-    """``(t_events, q_events, v_events)`` (None each without events) and the problems found."""
+def _first_field(problems: list[str]) -> Optional[str]:
+    """The entry or header field the first problem names (its first `quoted` name)."""
+    m = re.search(r"`([^`]+)`", problems[0]) if problems else None
+    return m.group(1) if m else None
+
+
+def _check_events(ev_arrays: dict, header: dict) -> list[str]:
+    """Problems of the event entries (declared dtypes and shapes) against ``n_events``."""
     k = header.get("n_events")
     if k is None:
-        return (None, None, None), []
+        return []
     if not _is_int(k) or k < 0:
-        return (None, None, None), [f"header `n_events` must be a non-negative int or null, "
-                                    f"found {_found(k)}"]
+        return [f"header `n_events` must be a non-negative int or null, found {_found(k)}"]
     coords = header.get("coordinates")
     n = len(coords) if isinstance(coords, list) else None
-    out: tuple = ([], [], [])
     problems = []
     for i in range(k):
-        for j, key in enumerate(_EVENT_KEYS):
+        xs = []
+        for key in _EVENT_KEYS:
             name = f"{key}_{i}"
             x = ev_arrays.get(name)
             if x is None:
@@ -645,16 +867,54 @@ def _read_events(ev_arrays: dict, header: dict) -> tuple[tuple, list[str]]:
                 continue
             if x.dtype.kind not in "fiu":
                 problems.append(f"array `{name}` must be real numeric, found dtype {x.dtype}")
-            out[j].append(np.asarray(x, dtype=float) if x.dtype.kind in "fiu" else x)
-        if len(out[0]) == i + 1 and len(out[1]) == i + 1 and len(out[2]) == i + 1:
-            t, q, v = out[0][i], out[1][i], out[2][i]
+            elif not (x.dtype.kind == "f" and x.dtype.itemsize == 8):
+                problems.append(f"array `{name}` must be float64 (as Trajectory.save writes "
+                                f"it), found dtype {x.dtype}")
+            xs.append(x)
+        if len(xs) == 3:
+            t, q, v = xs
             if t.ndim != 1:
                 problems.append(f"array `t_events_{i}` must be 1-D, found shape {t.shape}")
             for name, x in ((f"q_events_{i}", q), (f"v_events_{i}", v)):
                 if x.ndim != 2 or x.shape[0] != t.size or (n is not None and x.shape[1] != n):
                     problems.append(f"array `{name}` must have shape ({t.size}, {n}), "
                                     f"found {x.shape}")
-    return out, problems
+    return problems
+
+
+def _read_events(ev_arrays: dict, header: dict) -> tuple:
+    """``(t_events, q_events, v_events)`` (None each without events), the arrays checked."""
+    k = header.get("n_events")
+    if k is None:
+        return None, None, None
+    return tuple([np.asarray(ev_arrays[f"{key}_{i}"], dtype=float) for i in range(k)]
+                 for key in _EVENT_KEYS)
+
+
+def _check_values(arrays: dict, ev_arrays: dict, impact_times=frozenset()) -> list[str]:
+    """Problems of the values (read): times finite and increasing (a time repeats only at
+    a recorded impact), states finite."""
+    problems = []
+    t = arrays["t"]
+    if not np.all(np.isfinite(t)):
+        problems.append(f"array `t` has NaN or inf at index {int(np.flatnonzero(~np.isfinite(t))[0])}")
+    elif t.size > 1 and not np.all(np.diff(t) >= 0):
+        i = int(np.flatnonzero(np.diff(t) < 0)[0])
+        problems.append(f"array `t` must be increasing, but t[{i + 1}] = {float(t[i + 1])!r} < "
+                        f"t[{i}] = {float(t[i])!r}")
+    elif t.size > 1 and np.any(np.diff(t) == 0):
+        # a time repeats only at an impact of a run with contacts: before and after
+        i = int(np.flatnonzero(np.diff(t) == 0)[0])
+        if float(t[i]) not in impact_times:
+            problems.append(f"array `t` must be increasing, but t[{i + 1}] = t[{i}] = "
+                            f"{float(t[i])!r} (a time repeats only at a recorded impact)")
+    for k in ("q", "v") + tuple(x for x in ev_arrays if x.split("_")[0] in ("t", "q", "v")):
+        x = arrays.get(k, ev_arrays.get(k))
+        if x is not None and x.size and not np.all(np.isfinite(x)):
+            row = int(np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))[0])
+            problems.append(f"array `{k}` has NaN or inf (row {row}); the states of a run are "
+                            "finite")
+    return problems
 
 
 def _formats() -> str:

@@ -104,7 +104,8 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     if not checked:
         q = as_state(q, n, "q")       # (a compiled step checks finiteness itself)
         v = as_state(v, n, "v")
-    t = float(t)
+    if type(t) is not float:
+        t = _scalar_time(t)
     if not math.isfinite(t):
         raise ModelError(f"`t` must be finite, found {t}.")
     if system._row_counts is None:
@@ -118,6 +119,18 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         if res is not None:
             return res
     return s.solve(t, q, v)
+
+
+def _scalar_time(t: Any) -> float:
+    """``t`` of :func:`solve_step` as a float; ModelError for an array or a non-number."""
+    if isinstance(t, (bool, np.bool_, str, bytes)) or np.ndim(t) != 0:
+        what = f"an array of shape {np.shape(t)}" if np.ndim(t) else repr(t)
+        raise ModelError(f"`t` must be one time (a float), found {what}; for many states "
+                         "at once use gaussopt.solve_steps(system, t, Q, V).")
+    try:
+        return float(t)
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`t` must be one time (a float), found {t!r}.") from e
 
 
 def _cached_solver(system: System, solver, options: dict) -> StepSolver:

@@ -20,7 +20,7 @@ from scipy.integrate import solve_ivp
 
 import gaussopt as go
 from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
+from gaussopt.problem import ga_settings, output_grid
 
 G = 9.8
 
@@ -162,7 +162,7 @@ def build(psi: float = 450.0, m: float = 12.0, l: float = 2.0, g: float = G,
         # ~180 times; the global error grows with the number of revolutions)
         settings={"method": "DOP853", "rtol": 1e-11, "atol": 1e-11,
                   "stabilization": go.Projection(),
-                  "t_eval": np.linspace(0.0, t_end, int(round(t_end / 0.01)) + 1)},
+                  "t_eval": output_grid(t_end, 0.01)},
         solver_settings={
             # the classical method: Lagrange-I with Baumgarte stabilization (paper 002's
             # alpha = beta = 10) instead of the projection

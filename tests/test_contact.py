@@ -420,3 +420,25 @@ def test_ellipse_with_infinite_friction_stops_where_it_would_lift_off():
     assert not tr.success and "friction=inf" in tr.message and "ground[0]" in tr.message
     t_lift = er.liftoff_time(er.build("case5", t_end=4.0))
     assert abs(tr.t[-1] - t_lift) < 1e-8 and len(tr) > 10
+
+
+def test_contact_run_saves_and_loads(tmp_path, ball):
+    _, tr = ball
+    back = go.load(tr.save(tmp_path / "ball"))
+    assert np.array_equal(back.t, tr.t) and np.array_equal(back.v, tr.v)
+    assert np.array_equal(back.contact_forces, tr.contact_forces)
+    assert np.array_equal(back.friction_forces, tr.friction_forces)
+    assert len(back.impacts) == len(tr.impacts)
+    for a, b in zip(back.impacts, tr.impacts):
+        assert a.t == b.t and a.points == b.points and a.accumulation == b.accumulation
+        assert np.array_equal(a.impulses, b.impulses)
+    # a repeated time is an impact's before and after; anywhere else the file is refused
+    t = tr.t.copy()
+    i = int(np.flatnonzero(np.diff(t) > 0)[0])
+    t[i + 1] = t[i]
+    bad = go.Trajectory(**{**{k: getattr(tr, k) for k in (
+        "q", "v", "a", "constraint_force", "multipliers", "position_residual",
+        "velocity_residual", "acceleration_residual", "energy", "rank", "sigma_min",
+        "coordinates")}, "t": t})
+    with pytest.raises(go.TrajectoryFileError, match="a time repeats only at a recorded impact"):
+        go.load(bad.save(tmp_path / "bad"))

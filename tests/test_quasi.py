@@ -604,3 +604,13 @@ def test_quasi_failing_callbacks_keep_the_partial_run():
     assert 2.0 < tr.t[-1] + 1.0 and tr.t[-1] < 5.0
     with pytest.raises(ModelError, match="events"):
         qv.simulate((0.0, 5.0), q0, v0, events=42)
+
+
+def test_quasi_tolerances_below_machine_precision_are_raised_with_a_warning():
+    qv = sleigh.quasi_velocities(**PHYS)
+    q0, v0 = sleigh._initial(sleigh._params(**P))
+    with pytest.warns(go.ToleranceWarning, match="raised to 100 \\* eps"):
+        tr = qv.simulate((0.0, 0.2), q0, v0, rtol=1e-30, atol=1e-30)
+    assert tr.success and tr.meta["rtol"] == 100 * np.finfo(float).eps
+    with pytest.raises(ModelError, match="rtol"):
+        qv.simulate((0.0, 0.2), q0, v0, rtol="1e-9")

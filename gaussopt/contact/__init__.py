@@ -71,7 +71,8 @@ Wiley 1996. G. W. Housner, "The behavior of inverted pendulum structures
 during earthquakes", Bull. Seismol. Soc. Am. 53 (1963) 403-417.
 """
 
-from .driver import Impact, simulate_contacts
+from ..result import Impact
+from .driver import simulate_contacts
 from .lcp import ContactSolution, ContactSolveError, solve_contact
 from .model import Contact, ContactPoints
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from ..constraints import Holonomic, Nonholonomic
 from ..exceptions import GaussoptError, ModelError, UnsupportedConstraintError
-from ..result import Trajectory
+from ..result import Impact, Trajectory
 from ..step import as_state, solve_step
 from ..system import System
 from .lcp import ContactSolveError, solve_contact
@@ -28,50 +28,6 @@ _MAX_ZERO_PHASES = 25
 #: integrator's error control does not see (its state does not move), so its steps can
 #: grow long enough to hold a pair of zeros
 _INTERP = 10
-
-
-@dataclass
-class Impact:
-    """One impact: time, points that received an impulse, impulses, energies, accumulation.
-
-    Attributes
-    ----------
-    t : float
-    points : list of str
-        Labels ``"<contact name>[row]"`` of the points with a nonzero normal impulse.
-    impulses : ndarray, shape (k,)
-        Normal impulse of every contact point (0 for those not involved).
-    tangential_impulses : ndarray, shape (k,)
-        Tangential impulses of sticking points (``friction=inf``).
-    gap_rate_before, gap_rate_after : ndarray, shape (k,)
-    kinetic_before, kinetic_after : float
-        ``1/2 v^T M v`` before and after.
-    accumulation : bool
-        The impact ended an accumulation of impacts (Zeno): the rebound was below
-        the run's resolution and the points were closed (see :mod:`gaussopt.contact`).
-    t_accumulation : float
-        With ``accumulation``: the extrapolated accumulation time (the sum of the
-        remaining flight times of the geometric series), else ``nan``.
-    """
-
-    t: float
-    points: list
-    impulses: np.ndarray
-    tangential_impulses: np.ndarray
-    gap_rate_before: np.ndarray
-    gap_rate_after: np.ndarray
-    kinetic_before: float
-    kinetic_after: float
-    accumulation: bool = False
-    t_accumulation: float = math.nan
-
-    def as_dict(self) -> dict:
-        return {"t": self.t, "points": list(self.points), "impulses": self.impulses.tolist(),
-                "tangential_impulses": self.tangential_impulses.tolist(),
-                "gap_rate_before": self.gap_rate_before.tolist(),
-                "gap_rate_after": self.gap_rate_after.tolist(),
-                "kinetic_before": self.kinetic_before, "kinetic_after": self.kinetic_after,
-                "accumulation": self.accumulation, "t_accumulation": self.t_accumulation}
 
 
 class _Model:

@@ -23,6 +23,7 @@ from ..integrate import IVP_METHODS, Projection, drive_ivp
 from ..linalg import min_norm_multipliers
 from ..result import Trajectory
 from ..step import as_state
+from ..validation import validate_tol
 
 if TYPE_CHECKING:                       # pragma: no cover
     from .model import QuasiVelocities
@@ -77,9 +78,7 @@ def simulate(qv: "QuasiVelocities", t_span: Sequence[float], q0, v0=None, *, w=N
         raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
     if method not in QUASI_METHODS:
         raise ModelError(f"`method` must be one of {list(QUASI_METHODS)}, found {method!r}.")
-    for label, val in (("rtol", rtol), ("atol", atol)):
-        if not (np.isfinite(val) and val > 0):
-            raise ModelError(f"`{label}` must be positive, found {val!r}.")
+    rtol, atol = validate_tol(rtol, atol, stacklevel=3)
     if (v0 is None) == (w is None):
         raise ModelError("give exactly one of `v0` (generalized velocities, shape (n,)) and `w` "
                          "(quasi-velocities, shape (k,)).")
