@@ -22,6 +22,7 @@ composes them (:func:`simulate`) and steps scipy's solvers for :mod:`gaussopt.qu
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
@@ -374,6 +375,12 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     run.args()
     compiling0 = C.spent()
     compile_time = compiling0 - spent0
+    # the cyclic garbage collector waits for the end of the engine's run: a collection of
+    # the (import-heavy) heap takes milliseconds and would land in whichever run it fell
+    # into (the engine's own loop allocates nothing; the model's callbacks free their
+    # objects by reference counting)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     wall0 = time.perf_counter()
     code = E.FINISHED
     chunk = 16
@@ -395,6 +402,9 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     except KeyboardInterrupt as e:
         status, message, exception = -1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
         code = None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     if guard is not None:
         guard.finishing()            # from here on a Ctrl-C is deferred: the result is kept
         if guard.requested and code is not None and code not in (E.FINISHED, TERMINATED):

@@ -900,7 +900,7 @@ def _check_values(arrays: dict, ev_arrays: dict, impact_times=frozenset()) -> li
         problems.append(f"array `t` has NaN or inf at index {int(np.flatnonzero(~np.isfinite(t))[0])}")
     elif t.size > 1 and not np.all(np.diff(t) >= 0):
         i = int(np.flatnonzero(np.diff(t) < 0)[0])
-        problems.append(f"array `t` must be increasing, but t[{i + 1}] = {float(t[i + 1])!r} < "
+        problems.append(f"array `t` must be increasing, but t[{i + 1}] = {float(t[i + 1])!r} <= "
                         f"t[{i}] = {float(t[i])!r}")
     elif t.size > 1 and np.any(np.diff(t) == 0):
         # a time repeats only at an impact of a run with contacts: before and after

@@ -9,8 +9,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..constraints import Holonomic, Nonholonomic
-from ..exceptions import GaussoptError, ModelError, UnsupportedConstraintError
+from ..constraints import Holonomic
+from ..exceptions import ModelError, UnsupportedConstraintError
+from ..linalg import solve_gauss
 from ..result import Impact, Trajectory
 from ..step import as_state, solve_step
 from ..system import System
@@ -238,8 +239,6 @@ def _check_sliding(model: "_Model", t, q, v, closed, sdir, i, onset: bool) -> No
     others = [j for j in np.flatnonzero(closed) if j != i]
     stick = [j for j in others if P.frictional[j] and sdir[j] == 0]
     Ao = np.concatenate([A, G[others], T[stick]])
-    from ..linalg import solve_gauss
-
     # the normal acceleration's response to a unit normal force with its sliding friction
     W = G[i] - P.mu[i] * d * T[i]
     resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a

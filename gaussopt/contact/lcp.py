@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..exceptions import GaussoptError, ModelError, SolverError
+from ..exceptions import GaussoptError, SolverError
 from ..linalg import solve_gauss
 
 __all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "MAX_ENUMERATION"]

@@ -13,7 +13,7 @@ from ..result import Trajectory
 from ..step import as_state
 from ..system import System
 from . import run
-from .charts import Charts
+from .charts import Charts, Frame
 from .checks import Checks
 from .derivatives import complex_step, nh_rate_cs, nh_rate_fd
 
