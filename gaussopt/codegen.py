@@ -23,6 +23,8 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from .compiled import import_generated, models_dir
+
 __all__ = ["cache_dir", "load_module", "FUNCTIONS"]
 
 #: the functions of a compiled model, in the order of :class:`gaussopt.model.ModelFunctions`
@@ -52,12 +54,8 @@ _f8 = np.float64
 
 def cache_dir() -> Path:
     """Directory of the generated modules: ``models/`` in gaussopt's cache
-    (:func:`gaussopt.compiled.cache_dir`)."""
-    from .compiled import cache_dir as root
-
-    path = root() / "models"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    (:func:`gaussopt.compiled.models_dir`)."""
+    return models_dir()
 
 
 def module_source(bodies: dict[str, list[str]], sizes: dict[str, int]) -> str:
@@ -85,16 +83,8 @@ def module_source(bodies: dict[str, list[str]], sizes: dict[str, int]) -> str:
 
 def import_module(name: str):
     """The generated module ``name`` (``gaussopt_model_<hash>``) from the cache directory,
-    imported if it is not yet (a helper process compiling it: :mod:`gaussopt.compiled`)."""
-    with _LOCK:
-        if name in sys.modules:
-            return sys.modules[name]
-        path = cache_dir() / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+    imported if it is not yet (:func:`gaussopt.compiled.import_generated`)."""
+    return import_generated(name)
 
 
 def compile_functions(module) -> bool:

@@ -51,6 +51,8 @@ import gc
 import dis
 import functools
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import os
 import shutil
@@ -102,6 +104,30 @@ _LOCKS = _Locks()
 
 
 # --------------------------------------------------------------------------- cache location
+def models_dir() -> Path:
+    """Directory of the generated model modules (:mod:`gaussopt.codegen`): ``models/`` in
+    :func:`cache_dir`."""
+    path = cache_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_GENERATED_LOCK = threading.Lock()
+
+
+def import_generated(name: str):
+    """The generated module ``name`` (``gaussopt_model_<hash>``) from :func:`models_dir`,
+    imported if it is not yet (also by a helper process compiling it)."""
+    with _GENERATED_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        spec = importlib.util.spec_from_file_location(name, models_dir() / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
 def cache_dir() -> Path:
     """The root of gaussopt's caches: ``$GAUSSOPT_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/gaussopt`` or ``~/.cache/gaussopt`` (a temporary directory when
@@ -737,9 +763,7 @@ def _helper_main() -> int:
             try:
                 module = name.rpartition(".")[0]
                 if module.startswith("gaussopt_model_"):      # (a generated model)
-                    from .codegen import import_module
-
-                    import_module(module)
+                    import_generated(module)
                 else:
                     importlib.import_module(module)
                 _ITEMS[name].load()

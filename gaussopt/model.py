@@ -45,6 +45,13 @@ from numba.extending import intrinsic
 
 from .compiled import cfunc, jit
 from .constraints import Holonomic, _is_sparse
+
+#: the step solvers take the O(n) path of :mod:`gaussopt.sparse` from this many
+#: coordinates on (``gaussopt.sparse.MIN_N``). It is faster than the dense kernel at every
+#: size measured (the N-four-bar from 9 coordinates on, where both take microseconds);
+#: below about 30 coordinates the dense step costs well under a millisecond and reports
+#: every singular value, so small models keep it
+MIN_N = 30
 from .exceptions import ModelError
 
 __all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
@@ -268,7 +275,6 @@ def python_sparse_model(system, t: float, q: np.ndarray, v: np.ndarray) -> Optio
     exception in them is kept in the ``error`` of the run's :class:`ModelFunctions`
     (:func:`python_functions` connects them)."""
     from .constraints import Nonholonomic
-    from .sparse import MIN_N
 
     n = system.n
     d = getattr(system, "mass_diagonal", None)

@@ -106,7 +106,7 @@ from numba.experimental import structref
 from . import banded
 from . import kernel as K
 from .compiled import declare_types, jit, unit
-from .model import SparseModel
+from .model import MIN_N, SparseModel  # noqa: F401 - MIN_N: gaussopt.sparse.MIN_N
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
            "smallest_pair", "correction", "Band", "make_band", "MIN_N", "MARGIN", "SPARSE_FLAG",
@@ -116,11 +116,6 @@ _EPS = float(np.finfo(float).eps)
 
 #: margin of every certification test over the dense kernel's thresholds
 MARGIN = 1e3
-#: the step solvers take this path from this many coordinates on. It is faster than the
-#: dense kernel at every size measured (the N-four-bar from 9 coordinates on, where both
-#: take microseconds); below about 30 coordinates the dense step costs well under a
-#: millisecond and reports every singular value, so small models keep it
-MIN_N = 30
 #: bit of the step's ``flags`` (:data:`gaussopt.point.S_FLAGS`): answered by this path
 SPARSE_FLAG = 4
 #: most refinement steps before the path gives up (the dense kernel takes the step)

@@ -13,7 +13,7 @@ the step-size cap of the next step.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -24,9 +24,6 @@ from ..linalg import min_norm_multipliers
 from ..result import Trajectory
 from ..step import as_state
 from ..validation import validate_tol
-
-if TYPE_CHECKING:                       # pragma: no cover
-    from .model import QuasiVelocities
 
 __all__ = ["simulate", "QUASI_METHODS"]
 
@@ -43,7 +40,7 @@ class _ChartStep:
 
     __slots__ = ("qv", "dense", "anchor")
 
-    def __init__(self, qv: "QuasiVelocities", dense, anchor: Optional[np.ndarray]):
+    def __init__(self, qv: Any, dense, anchor: Optional[np.ndarray]):
         self.qv, self.dense, self.anchor = qv, dense, anchor
 
     def state(self, t: float, y: np.ndarray) -> np.ndarray:
@@ -59,7 +56,7 @@ class _ChartStep:
         return np.array([self.state(ti, yi) for ti, yi in zip(t, ys)]).reshape(t.size, -1)
 
 
-def simulate(qv: "QuasiVelocities", t_span: Sequence[float], q0, v0=None, *, w=None,
+def simulate(qv: Any, t_span: Sequence[float], q0, v0=None, *, w=None,
              method: str = "DOP853", rtol: float = 1e-9, atol: float = 1e-9,
              t_eval: Optional[Sequence[float]] = None, first_step: Optional[float] = None,
              max_step: float = np.inf, project_positions: bool = False,
@@ -264,7 +261,7 @@ def simulate(qv: "QuasiVelocities", t_span: Sequence[float], q0, v0=None, *, w=N
     return traj
 
 
-def sample(qv: "QuasiVelocities", t: np.ndarray, out: list) -> Trajectory:
+def sample(qv: Any, t: np.ndarray, out: list) -> Trajectory:
     """The :class:`~gaussopt.Trajectory` of the recorded samples: residuals, forces and
     multipliers recomputed at each one."""
     system, n = qv.system, qv.n
