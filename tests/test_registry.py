@@ -231,3 +231,12 @@ def test_library_imports_neither_its_command_line_nor_the_problems():
         assert back == [], (mod, back)
     assert "gaussopt.cli" not in graph["gaussopt.sweep"]
     assert {"gaussopt.registry"} <= graph["gaussopt.sweep"] & graph["gaussopt.cli"]
+
+
+def test_no_module_of_the_library_is_in_an_import_cycle():
+    """Every import counts (at module level, inside functions, for type checking): a
+    module that reaches itself through its imports is named with the way back."""
+    graph, _ = _import_graph()
+    cycles = [(mod, dep) for mod, deps in graph.items() for dep in deps
+              if _reaches(graph, dep, mod)]
+    assert cycles == []
