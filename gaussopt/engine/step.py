@@ -154,50 +154,26 @@ def baumgarte(fns, md, buf, opt, t, q, v, b):
 
 
 # --------------------------------------------------------------------------- folds
-#: relative size (of a dropped direction's singular value ``s_1``-scaled) above which a
-#: dropped direction is a *vanishing* one (a folded configuration being approached or
-#: left), not an exact redundancy: the rounding floor of the normalized rows' SVD,
-#: as in :func:`gaussopt.kernel.inconsistency_allowance`
-_FOLD_FLOOR = 64.0
-#: a fold row's singular value (rows scaled by their gradient along the motion,
-#: Euclidean in the null space) below which it is not used: at the folded
-#: configuration the rows do not act on the tangent of the branch at all (the second
-#: order conditions of the branch), inside the window of dropped directions they act
-#: on it at the relative size of the dropped singular value (``<= FOLD_TOL``) and
-#: with the finite differences' error (``~1e-10``); a fold row that restrains the
-#: shaky mode acts on it at order one
-_FOLD_SIG = 1e-3
 
 
 @_jit
-def _fold_values(fns, md, buf, t, q, v, x, U, h, rest):
-    """The fold rows' values at the acceleration ``x`` (one per column of ``U``, the
-    dropped directions in original row scaling), and the rows' scales.
-
-    Moving (``rest`` False): ``L_j(x) = d/dtau u_j^T (A x - b)`` along
-    ``(q + tau v, v + tau x, t + tau)`` (central differences, step ``h``): the
-    derivative of the dropped combination of the acceleration rows along the motion,
-    which the true motion satisfies exactly at the folded configuration (there
-    ``u_j^T A = 0``; nearby up to ``s_j`` times the rate of the shaky acceleration).
-    At rest (``v = 0``): ``P_j(x) = u_j^T (b(q, x) + b(q, -x)) / 2 - u_j^T b(q, 0)``,
-    minus the quadratic part of ``u_j^T b`` (``u_j^T Phi_qq(x, x)``): from rest at a
-    folded configuration ``q + x tau^2 / 2`` stays on the joints only if it vanishes.
-    Scales: ``|u_j^T dA/dtau|`` along ``v`` (along ``x`` at rest), the size of the
-    rows' gradients. Returns ``(status, values, scales)``."""
+def _fold_values(fns, md, buf, t, q, v, x, U, h):
+    """``L_j(x) = d/dtau u_j^T (A x - b)`` along ``(q + tau v, v + tau x, t + tau)`` (central
+    differences, step ``h``) for the columns ``u_j`` of ``U`` (combinations of the rows in
+    their own scaling): the derivative of a dropped combination of the acceleration rows
+    along the motion. The true motion keeps ``u_j^T (A a - b)`` at zero; at a folded
+    configuration (``u_j^T A = 0``) its derivative is a row in ``a`` alone, and nearby
+    it errs by ``s_j`` times the rate of the shaky acceleration. Returns ``(status,
+    values, scales)``, the scales ``|u_j^T dA/dtau|`` (the size of the row's gradient)."""
     n = md.dims[D_N]
     m = md.dims[D_M]
     nd = U.shape[1]
     val = np.zeros(nd)
     scl = np.zeros(nd)
     dA = np.zeros((nd, n))
-    # (the rows' values u_j^T (A x - b) moving, u_j^T b at rest; the rows' change along
-    # the motion for the scales)
-    for sgn in range(3 if rest else 2):
-        sg = 1.0 if sgn == 0 else (-1.0 if sgn == 1 else 0.0)
-        if rest:
-            st = call_rows(fns, md, buf, t, q, axpy(v, sg, x))
-        else:
-            st = call_rows(fns, md, buf, t + sg * h, axpy(q, sg * h, v), axpy(v, sg * h, x))
+    for sgn in range(2):
+        sg = 1.0 if sgn == 0 else -1.0
+        st = call_rows(fns, md, buf, t + sg * h, axpy(q, sg * h, v), axpy(v, sg * h, x))
         if st != 0:
             return st, val, scl
         A = buf.A.reshape(m, n)
@@ -206,57 +182,88 @@ def _fold_values(fns, md, buf, t, q, v, x, U, h, rest):
             for i in range(m):
                 u = U[i, j]
                 if u != 0.0:
-                    if rest:
-                        acc += u * buf.b[i]
-                    else:
-                        r_ = -buf.b[i]
-                        for c in range(n):
-                            r_ += A[i, c] * x[c]
-                            dA[j, c] += sg * u * A[i, c]
-                        acc += u * r_
-            if rest:
-                val[j] += 0.5 * acc if sgn < 2 else -acc
-            else:
-                val[j] += sg * acc / (2.0 * h)
-    if rest:
-        for sgn in range(2):
-            sg = 1.0 if sgn == 0 else -1.0
-            st = call_rows(fns, md, buf, t, axpy(q, sg * h, x), v)
-            if st != 0:
-                return st, val, scl
-            A = buf.A.reshape(m, n)
-            for j in range(nd):
-                for i in range(m):
-                    if U[i, j] != 0.0:
-                        for c in range(n):
-                            dA[j, c] += sg * U[i, j] * A[i, c]
+                    r_ = -buf.b[i]
+                    for c in range(n):
+                        r_ += A[i, c] * x[c]
+                        dA[j, c] += sg * u * A[i, c]
+                    acc += u * r_
+            val[j] += sg * acc / (2.0 * h)
     for j in range(nd):
         scl[j] = K._norm2(dA[j]) / (2.0 * h)
     return 0, val, scl
 
 
 @_jit
-def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
-    """The acceleration at a folded configuration: the Gauss step with the dropped
-    directions restrained by their higher-order rows (in place in ``a``).
+def _quadratic_form(fns, md, buf, t, q, v, x, U):
+    """``u_j^T (b(q, x) + b(q, -x)) / 2 - u_j^T b(q, 0)`` (``= -u_j^T Phi_qq(x, x)`` on
+    holonomic rows, ``v = 0``): from rest at ``q`` the motion ``q + x tau^2 / 2`` keeps
+    the rows ``u_j^T Phi = 0`` only if it vanishes; and the size of its terms."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    nd = U.shape[1]
+    val = np.zeros(nd)
+    scl = np.zeros(nd)
+    for sgn in range(3):
+        sg = 1.0 if sgn == 0 else (-1.0 if sgn == 1 else 0.0)
+        st = call_rows(fns, md, buf, t, q, axpy(v, sg, x))
+        if st != 0:
+            return st, val, scl
+        for j in range(nd):
+            acc = 0.0
+            big = 0.0
+            for i in range(m):
+                acc += U[i, j] * buf.b[i]
+                big += abs(U[i, j] * buf.b[i])
+            val[j] += 0.5 * acc if sgn < 2 else -acc
+            scl[j] += big
+    return 0, val, scl
+
+
+#: a fold row's singular value (rows scaled by their gradient, Euclidean in the null
+#: space of the kept rows) below which it is not used: at the folded configuration the
+#: rows do not act on the tangent of the branch (the branch's second-order conditions),
+#: inside the window of dropped directions at the relative size of the dropped singular
+#: value (``<= FOLD_TOL``) and with the finite differences' error (``~1e-10``); a fold
+#: row that restrains the shaky mode acts on it at order one
+_FOLD_SIG = 1e-3
+#: rounding floor (times ``(n + m) eps s_1``) of the normalized rows' singular values:
+#: a dropped direction above it vanishes (a fold approached), at it it is an exact
+#: redundancy or exactly at a fold (as in :func:`gaussopt.kernel.inconsistency_allowance`)
+_FOLD_FLOOR = 64.0
+
+
+@_jit
+def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, ptol, w):
+    """The acceleration near a folded configuration: the Gauss step with the dropped
+    directions restrained (in place in ``a``).
 
     Near a folded configuration of a redundant linkage the rows lose a direction
-    (a singular value of the normalized rows passes through zero); the step drops it
-    (:func:`gaussopt.kernel.reduce_rows`), and then the "shaky" mode it spans is free
-    to first order: the minimum-constraint acceleration along it is the exact one
-    only by symmetry. The true motion keeps the dropped combination
-    ``u^T (A a - b)`` at zero along the motion; its derivative is a row in ``a``
-    that stays well conditioned through the fold (:func:`_fold_values`; at rest the
-    second-order condition, solved by Newton). The step is the Gauss step with these
-    rows added: ``a + N z`` with ``z`` of least ``z^T (N^T M N) z`` (the increase of
-    the constraint) satisfying the significant fold rows (``N`` the null space of the
-    kept rows, which the added rows do not change). Rows that do not act on the null
-    space (the exactly redundant rows at a regular configuration, the branch's
-    tangent at a fold) are left out (:data:`_FOLD_SIG`).
+    (a singular value ``s_j`` of the normalized rows passes through zero); the step
+    drops it (:func:`gaussopt.kernel.reduce_rows`), and the "shaky" mode ``w_j`` it
+    spans is then free to first order: the minimum-constraint acceleration along it
+    is the exact one only by symmetry. Restrained here, per dropped direction:
 
-    Returns the status: 0 (``a`` corrected or left as it was: no dropped direction
-    that vanishes), :data:`MODEL_FAILED`, or :data:`gaussopt.kernel.INDETERMINATE`
-    (the fold rows contradict each other in the null space).
+    * ``s_j`` above the rounding floor (:data:`_FOLD_FLOOR`) and above
+      ``s* = ptol^(1/3) rho`` (``rho = |v| / sqrt(|a| (1 + |q|) + |v|^2)``): the row
+      itself, ``w_j^T a = u_j^T bn / s_j``. Its error is the state's error along
+      ``w_j`` (``~ptol / s_j`` after a projection to ``ptol``) carried through the
+      rows' curvature, ``~ptol |v|^2 / s_j^2``; that of the next row ``~s_j |v|``;
+      ``s*`` balances the two;
+    * below ``s*``, or at the floor while moving: the derivative of the dropped
+      combination along the motion (:func:`_fold_values`), well conditioned through
+      the fold (exactly redundant rows give rows that do not act on the null space,
+      left out by :data:`_FOLD_SIG`);
+    * at rest exactly at a fold (every dropped direction at the floor, a null space of
+      dimension 2): the directions of the null space along which the rows'
+      second-order forms (:func:`_quadratic_form`) vanish are the branches through
+      the fold; one branch: the acceleration is restricted to it; several: the motion
+      from rest is not determined there (:data:`gaussopt.kernel.INDETERMINATE`).
+
+    The step is the Gauss step with these rows added: ``a + N z`` with ``z`` of least
+    ``z^T (N^T M N) z`` (the increase of the constraint) satisfying the significant
+    rows (``N`` the null space of the kept rows, which the added rows leave as it is).
+
+    Returns the status: 0, :data:`MODEL_FAILED` or :data:`gaussopt.kernel.INDETERMINATE`.
     """
     n = md.dims[D_N]
     m = md.dims[D_M]
@@ -264,134 +271,212 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     if d <= 0 or r >= k:
         return 0
     s = K._full(w, K.F_s)
-    rest = True
-    for i in range(n):
-        if v[i] != 0.0:
-            rest = False
-    # the dropped directions restrained: those that vanish (above the rounding floor);
-    # from rest every dropped one (at rest at a folded configuration both are at it)
-    floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
-    nd = 0
-    for j in range(r, k):
-        if rest or s[j] > floor:
-            nd += 1
-    if nd == 0:
-        return 0
     Uw = K._mat(w, K.F_U, mL, k)
     V = K._mat(w, K.F_V, n, n)
+    bn = K._vec(w, K.F_bn, mL)
     live = K._ivec(w, K.I_live, m)
     nu = K._full(w, K.F_nu)
-    U = np.zeros((m, nd))
-    jj = 0
-    for j in range(r, k):
-        if rest or s[j] > floor:
-            li = 0
-            for i in range(m):
-                if live[i]:
-                    U[i, jj] = Uw[li, j] / nu[i]
-                    li += 1
-            jj += 1
-    N = np.empty((n, d))
-    for i in range(n):
-        for c in range(d):
-            N[i, c] = V[i, r + c]
-    LH = K._mat(w, K.F_LH, d, d).copy()
-    a0 = a.copy()
-    z = np.zeros(d)
+    rest = True
     qs = 1.0
     an = 0.0
     vn = 0.0
     for i in range(n):
+        if v[i] != 0.0:
+            rest = False
         qs = max(qs, abs(q[i]))
         an = max(an, abs(a[i]))
         vn = max(vn, abs(v[i]))
-    delta = 1e-5 * qs
-    iters = 6 if rest else 1
-    x = a0.copy()
-    for it in range(iters):
-        h = delta / (an + 1e-300) if rest else delta / (vn + math.sqrt(delta * an) + 1e-300)
-        st, L0, scl = _fold_values(fns, md, buf, t, q, v, x, U, h, rest)
+    floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
+    rho = vn / math.sqrt(an * qs + vn * vn) if vn > 0.0 else 0.0
+    s_star = max(ptol, _EPS) ** (1.0 / 3.0) * rho
+    N = np.empty((n, d))
+    for i in range(n):
+        for c in range(d):
+            N[i, c] = V[i, r + c]
+    zg = np.zeros(d)                          # a's coordinates in N (a_p is orthogonal to N)
+    for c in range(d):
+        acc = 0.0
+        for i in range(n):
+            acc += N[i, c] * a[i]
+        zg[c] = acc
+    # the left singular vectors of the dropped directions, accurate also at the rounding
+    # floor (where the columns of U are rounding noise): the orthogonal right factor of
+    # An^T; with mL > n its extra columns, the rows' exact dependencies, belong to them
+    An = K._mat(w, K.F_An, mL, n)
+    _u2, _s2, Vl = K.svd_econ(np.ascontiguousarray(An.T))
+    sl = np.zeros(mL)
+    for j in range(k):
+        sl[j] = s[j]
+    # rows G z = g on the increment z (scaled: unit gradients)
+    G = np.zeros((mL - r + 1, d))
+    g = np.zeros(mL - r + 1)
+    nrow = 0
+    # the dropped combinations (own row scaling) that take the derivative rows
+    nl = 0
+    for j in range(r, mL):
+        if (sl[j] > floor and sl[j] <= s_star) or (sl[j] <= floor and not rest):
+            nl += 1
+    Ul = np.zeros((m, nl))
+    nc = 0
+    for j in range(r, mL):
+        if sl[j] > floor and sl[j] > s_star:
+            # the row itself: w_j^T (a + N z) = u_j^T bn / s_j, w_j = N e_(j - r)
+            acc = 0.0
+            for i in range(mL):
+                acc += Uw[i, j] * bn[i]
+            G[nrow, j - r] = 1.0
+            g[nrow] = acc / sl[j] - zg[j - r]
+            nrow += 1
+        elif sl[j] > floor or not rest:
+            li = 0
+            for i in range(m):
+                if live[i]:
+                    Ul[i, nc] = Vl[li, j] / nu[i]
+                    li += 1
+            nc += 1
+    if nl > 0:
+        h = 1e-5 * qs / (vn + math.sqrt(1e-5 * qs * an) + 1e-300)
+        st, L0, scl = _fold_values(fns, md, buf, t, q, v, a, Ul, h)
         if st != 0:
             return MODEL_FAILED
-        # the rows' action on the null space (exact differences: the rows are affine in
-        # x when moving, quadratic at rest)
         sx = 1.0 + an
-        G = np.zeros((nd, d))
+        Gl = np.zeros((nl, d))
         for c in range(d):
-            xp = x.copy()
-            xm = x.copy()
+            xp = a.copy()
+            xm = a.copy()
             for i in range(n):
                 xp[i] += sx * N[i, c]
                 xm[i] -= sx * N[i, c]
-            st, Lp, _s = _fold_values(fns, md, buf, t, q, v, xp, U, h, rest)
+            st, Lp, _s = _fold_values(fns, md, buf, t, q, v, xp, Ul, h)
             if st != 0:
                 return MODEL_FAILED
-            st, Lm, _s = _fold_values(fns, md, buf, t, q, v, xm, U, h, rest)
+            st, Lm, _s = _fold_values(fns, md, buf, t, q, v, xm, Ul, h)
             if st != 0:
                 return MODEL_FAILED
-            for j in range(nd):
-                G[j, c] = (Lp[j] - Lm[j]) / (2.0 * sx)
-        # linearized rows G z = G z_k - L(x_k), scaled by the rows' gradients
-        Gs = np.zeros((nd, d))
-        gs = np.zeros(nd)
-        for j in range(nd):
+            for j in range(nl):
+                Gl[j, c] = (Lp[j] - Lm[j]) / (2.0 * sx)   # (exact: the rows are affine in x)
+        # the significant ones (scaled by the rows' gradients)
+        Gs = np.zeros((nl, d))
+        for j in range(nl):
             sj = scl[j] if scl[j] > 0.0 else 1.0
-            acc = -L0[j]
             for c in range(d):
-                acc += G[j, c] * z[c]
-                Gs[j, c] = G[j, c] / sj
-            gs[j] = acc / sj
+                Gs[j, c] = Gl[j, c] / sj
         Ug, sg, Vg = K.svd_econ(Gs)
-        p = 0
         for c in range(sg.shape[0]):
             if sg[c] > _FOLD_SIG:
-                p += 1
-        if p == 0:
-            break
-        # min z^T H z subject to the p significant rows: with H / wgt = LH LH^T,
-        # X = LH^-1 Gp^T, z = LH^-T X (X^T X)^-1 gp
-        X = np.zeros((d, p))
-        gp = np.zeros(p)
-        for c in range(p):
-            acc = 0.0
-            for j in range(nd):
-                acc += Ug[j, c] * gs[j]
-            gp[c] = acc
-            for i in range(d):
-                X[i, c] = sg[c] * Vg[i, c]
-        K._forward(LH, X)
-        S = np.zeros((p, p))
-        for c1 in range(p):
-            for c2 in range(p):
                 acc = 0.0
+                for j in range(nl):
+                    sj = scl[j] if scl[j] > 0.0 else 1.0
+                    acc -= Ug[j, c] * L0[j] / sj
                 for i in range(d):
-                    acc += X[i, c1] * X[i, c2]
-                S[c1, c2] = acc
-        LS = np.zeros((p, p))
-        if not K.cholesky(S, LS) > 0.0:
-            return K.INDETERMINATE
-        K._forward1(LS, gp)
-        K._backward_t(LS, gp)
-        zn = np.zeros(d)
+                    G[nrow, i] = sg[c] * Vg[i, c]
+                g[nrow] = acc
+                nrow += 1
+                if nrow >= G.shape[0]:
+                    break
+    if rest and d == 2 and nrow == 0:
+        # at rest exactly at a fold: the branches through it are the directions of the
+        # null space where every significant second-order form vanishes
+        nf = mL - r
+        Uf = np.zeros((m, nf))
+        for jj in range(nf):
+            li = 0
+            for i in range(m):
+                if live[i]:
+                    Uf[i, jj] = Vl[li, r + jj] / nu[i]
+                    li += 1
+        st, P0, S0 = _quadratic_form(fns, md, buf, t, q, v, N[:, 0].copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        st, P1, S1 = _quadratic_form(fns, md, buf, t, q, v, N[:, 1].copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        st, P2, S2 = _quadratic_form(fns, md, buf, t, q, v, (N[:, 0] + N[:, 1]).copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        best = -1
+        bsize = 0.0
+        for jj in range(nf):
+            sc_ = S0[jj] + S1[jj] + S2[jj] + 1e-300
+            size = max(abs(P0[jj]), abs(P1[jj]), abs(P2[jj])) / sc_
+            if size > 1e-8 and size > bsize:
+                bsize = size
+                best = jj
+        if best >= 0:
+            A_, C_ = P0[best], P1[best]
+            B_ = 0.5 * (P2[best] - A_ - C_)
+            disc = B_ * B_ - A_ * C_
+            big = max(abs(A_), abs(B_), abs(C_))
+            if disc >= -1e-12 * big * big:
+                sq = math.sqrt(max(disc, 0.0))
+                ncand = 0
+                cand = np.zeros((2, 2))
+                for sgn in range(2):
+                    sg_ = 1.0 if sgn == 0 else -1.0
+                    if abs(C_) >= abs(A_):            # C t^2 + 2 B t + A = 0, c = (1, t)
+                        c0, c1 = C_, -B_ + sg_ * sq
+                    else:                             # A t^2 + 2 B t + C = 0, c = (t, 1)
+                        c0, c1 = -B_ + sg_ * sq, A_
+                    nrm = math.sqrt(c0 * c0 + c1 * c1)
+                    if nrm == 0.0:
+                        continue
+                    c0 /= nrm
+                    c1 /= nrm
+                    ok = True
+                    for jj in range(nf):
+                        val = (P0[jj] * c0 * c0 + (P2[jj] - P0[jj] - P1[jj]) * c0 * c1
+                               + P1[jj] * c1 * c1)
+                        if abs(val) > 1e-6 * (S0[jj] + S1[jj] + S2[jj]):
+                            ok = False
+                    if ok and not (ncand == 1 and abs(cand[0, 0] * c1 - cand[0, 1] * c0) < 1e-6):
+                        cand[ncand, 0] = c0
+                        cand[ncand, 1] = c1
+                        ncand += 1
+                if ncand > 1:
+                    return K.INDETERMINATE
+                if ncand == 1:
+                    # the acceleration along the branch: (-c1, c0)^T (zg + z) = 0
+                    G[0, 0] = -cand[0, 1]
+                    G[0, 1] = cand[0, 0]
+                    g[0] = -(G[0, 0] * zg[0] + G[0, 1] * zg[1])
+                    nrow = 1
+    if nrow == 0:
+        if call_rows(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        return 0
+    # min z^T H z subject to the rows: with H / wgt = LH LH^T, X = LH^-1 G^T,
+    # z = LH^-T X (X^T X)^-1 g
+    LH = K._mat(w, K.F_LH, d, d)
+    X = np.zeros((d, nrow))
+    for c in range(nrow):
         for i in range(d):
+            X[i, c] = G[c, i]
+    K._forward(LH, X)
+    S = np.zeros((nrow, nrow))
+    for c1 in range(nrow):
+        for c2 in range(nrow):
             acc = 0.0
-            for c in range(p):
-                acc += X[i, c] * gp[c]
-            zn[i] = acc
-        K._backward_t(LH, zn)
-        moved = 0.0
-        for c in range(d):
-            moved = max(moved, abs(zn[c] - z[c]))
-            z[c] = zn[c]
-        for i in range(n):
-            acc = a0[i]
-            for c in range(d):
-                acc += N[i, c] * z[c]
-            x[i] = acc
-        if moved <= 1e-12 * (1.0 + an):
-            break
+            for i in range(d):
+                acc += X[i, c1] * X[i, c2]
+            S[c1, c2] = acc
+    LS = np.zeros((nrow, nrow))
+    if not K.cholesky(S, LS) > 0.0:
+        return K.INDETERMINATE
+    y = g[:nrow].copy()
+    K._forward1(LS, y)
+    K._backward_t(LS, y)
+    z = np.zeros(d)
+    for i in range(d):
+        acc = 0.0
+        for c in range(nrow):
+            acc += X[i, c] * y[c]
+        z[i] = acc
+    K._backward_t(LH, z)
     for i in range(n):
-        a[i] = x[i]
+        acc = 0.0
+        for c in range(d):
+            acc += N[i, c] * z[c]
+        a[i] += acc
     # the rows of (t, q, v) back in the buffers (the callers read them after the step)
     if call_rows(fns, md, buf, t, q, v) != 0:
         return MODEL_FAILED
@@ -450,7 +535,8 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     if status == 0 and r < k and solver != 2:
         # a dropped direction that vanishes (a folded configuration): restrained by its
         # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
-        fs = fold_rows(fns, md, buf, t, q, v, a, _matrix(buf.M, n, n), r, mL, k, w)
+        fs = fold_rows(fns, md, buf, t, q, v, a, _matrix(buf.M, n, n), r, mL, k,
+                       opt.f[F_PTOL], w)
         if fs != 0:
             return fs, r, mL, k, rho, allow, be, flags
         if want_lam:
