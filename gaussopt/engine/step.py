@@ -233,7 +233,7 @@ _FOLD_FLOOR = 64.0
 
 
 @_jit
-def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, ptol, w):
+def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     """The acceleration near a folded configuration: the Gauss step with the dropped
     directions restrained (in place in ``a``).
 
@@ -243,16 +243,20 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, ptol, w):
     spans is then free to first order: the minimum-constraint acceleration along it
     is the exact one only by symmetry. Restrained here, per dropped direction:
 
-    * ``s_j`` above the rounding floor (:data:`_FOLD_FLOOR`) and above
-      ``s* = ptol^(1/3) rho`` (``rho = |v| / sqrt(|a| (1 + |q|) + |v|^2)``): the row
-      itself, ``w_j^T a = u_j^T bn / s_j``. Its error is the state's error along
-      ``w_j`` (``~ptol / s_j`` after a projection to ``ptol``) carried through the
-      rows' curvature, ``~ptol |v|^2 / s_j^2``; that of the next row ``~s_j |v|``;
-      ``s*`` balances the two;
-    * below ``s*``, or at the floor while moving: the derivative of the dropped
-      combination along the motion (:func:`_fold_values`), well conditioned through
-      the fold (exactly redundant rows give rows that do not act on the null space,
-      left out by :data:`_FOLD_SIG`);
+    * moving, every dropped direction: the derivative of the dropped combination
+      along the motion (:func:`_fold_values`), a row in ``a`` that stays well
+      conditioned through the fold (exactly redundant rows give rows that do not act
+      on the null space, left out by :data:`_FOLD_SIG`). Its error is ``s_j`` times
+      the rate of the shaky acceleration over the rate of ``s_j`` along the motion:
+      ``~(2/3) |th - th_fold| th'' kappa`` (``kappa`` the branch's curvature along the
+      shaky mode), odd about the fold. The row itself (``w_j^T a = u_j^T bn / s_j``)
+      is not used while moving: on a state whose residual along ``u_j`` is ``e``
+      (rounding: ``e ~ 1e-18`` after a projection) it is the acceleration on the
+      level set ``u_j^T Phi = e``, whose tangent turns off the branch like
+      ``e / s_j^2`` towards the fold (measured: the shaky velocity ``1e-18 / s_j^2``,
+      then an acceleration 50 times too large at ``s_j = 6e-8``);
+    * at rest (``v = 0``), a dropped direction above the rounding floor: the row itself,
+      ``w_j^T a = u_j^T bn / s_j`` (``b = b(q, 0)`` carries no error of a velocity);
     * at rest exactly at a fold (every dropped direction at the floor, a null space of
       dimension 2): the directions of the null space along which the rows'
       second-order forms (:func:`_quadratic_form`) vanish are the branches through
@@ -287,8 +291,9 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, ptol, w):
         an = max(an, abs(a[i]))
         vn = max(vn, abs(v[i]))
     floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
-    rho = vn / math.sqrt(an * qs + vn * vn) if vn > 0.0 else 0.0
-    s_star = max(ptol, _EPS) ** (1.0 / 3.0) * rho
+    # the row itself only at rest (there b = b(q, 0), free of the state's velocity); moving,
+    # the derivative rows (see the docstring)
+    s_star = 0.0 if rest else np.inf
     N = np.empty((n, d))
     for i in range(n):
         for c in range(d):
@@ -535,8 +540,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     if status == 0 and r < k and solver != 2:
         # a dropped direction that vanishes (a folded configuration): restrained by its
         # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
-        fs = fold_rows(fns, md, buf, t, q, v, a, _matrix(buf.M, n, n), r, mL, k,
-                       opt.f[F_PTOL], w)
+        fs = fold_rows(fns, md, buf, t, q, v, a, _matrix(buf.M, n, n), r, mL, k, w)
         if fs != 0:
             return fs, r, mL, k, rho, allow, be, flags
         if want_lam:
