@@ -291,9 +291,10 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
         an = max(an, abs(a[i]))
         vn = max(vn, abs(v[i]))
     floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
-    # the row itself only at rest (there b = b(q, 0), free of the state's velocity); moving,
-    # the derivative rows (see the docstring)
-    s_star = 0.0 if rest else np.inf
+    # the row itself where the motion is slow for its distance to the fold (at rest, and
+    # near a turning point: |v|^2 below |a| (1 + |q|) s_j); else the derivative rows (see
+    # the docstring)
+    slow = vn * vn / (an * qs + 1e-300)
     N = np.empty((n, d))
     for i in range(n):
         for c in range(d):
@@ -317,14 +318,25 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     g = np.zeros(mL - r + 1)
     nrow = 0
     # the dropped combinations (own row scaling) that take the derivative rows
+    # with a vanishing direction (a fold approached) the ones at the floor are the exact
+    # redundancies: left alone (their derivative rows, acting on the whole null space,
+    # would fix the tangent's acceleration kinematically where the shaky velocity is
+    # not small); at the floor only (exactly at a fold, or a regular configuration)
+    # their derivative rows are used while moving
+    vanishing = False
+    for j in range(r, k):
+        if sl[j] > floor:
+            vanishing = True
+    at_floor = not rest and not vanishing
     nl = 0
     for j in range(r, mL):
-        if (sl[j] > floor and sl[j] <= s_star) or (sl[j] <= floor and not rest):
+        if (sl[j] > floor and slow > sl[j]) or (sl[j] <= floor and at_floor):
             nl += 1
     Ul = np.zeros((m, nl))
+    jl = np.zeros(nl, np.int64)
     nc = 0
     for j in range(r, mL):
-        if sl[j] > floor and sl[j] > s_star:
+        if sl[j] > floor and slow <= sl[j]:
             # the row itself: w_j^T (a + N z) = u_j^T bn / s_j, w_j = N e_(j - r)
             acc = 0.0
             for i in range(mL):
@@ -332,12 +344,13 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
             G[nrow, j - r] = 1.0
             g[nrow] = acc / sl[j] - zg[j - r]
             nrow += 1
-        elif sl[j] > floor or not rest:
+        elif sl[j] > floor or at_floor:
             li = 0
             for i in range(m):
                 if live[i]:
                     Ul[i, nc] = Vl[li, j] / nu[i]
                     li += 1
+            jl[nc] = j
             nc += 1
     if nl > 0:
         h = 1e-5 * qs / (vn + math.sqrt(1e-5 * qs * an) + 1e-300)
@@ -360,12 +373,16 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
                 return MODEL_FAILED
             for j in range(nl):
                 Gl[j, c] = (Lp[j] - Lm[j]) / (2.0 * sx)   # (exact: the rows are affine in x)
-        # the significant ones (scaled by the rows' gradients)
+        # the significant ones (scaled by the rows' gradients); a vanishing direction's
+        # row acts on its own shaky mode w_j only (its action on the rest of the null
+        # space, the branch's tangent, is O(s_j): kept, a small error of it would fix
+        # the tangent's acceleration kinematically where the shaky velocity is not small)
         Gs = np.zeros((nl, d))
         for j in range(nl):
             sj = scl[j] if scl[j] > 0.0 else 1.0
             for c in range(d):
-                Gs[j, c] = Gl[j, c] / sj
+                if sl[jl[j]] <= floor or c == jl[j] - r:
+                    Gs[j, c] = Gl[j, c] / sj
         Ug, sg, Vg = K.svd_econ(Gs)
         for c in range(sg.shape[0]):
             if sg[c] > _FOLD_SIG:
