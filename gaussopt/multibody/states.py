@@ -68,7 +68,7 @@ def velocities(asm: Assembly, q, prescribed: Optional[Mapping[str, float]] = Non
     rhs = np.concatenate([-asm.phi_t(t, q), val])
     vp, N, r = null_space_split(K, rhs, rank_tol)
     if r < n:
-        v = _second_order(asm, t, q, J, vp, N, rank_tol, prescribed)
+        v = _second_order(asm, t, q, J, vp, N, rank_tol, prescribed, r)
     else:
         v = np.linalg.lstsq(K, rhs, rcond=None)[0]
     err = float(np.abs(K @ v - rhs).max(initial=0.0))
@@ -90,7 +90,7 @@ def _left_null(J: np.ndarray, rank_tol: float) -> np.ndarray:
 
 
 def _second_order(asm: Assembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.ndarray,
-                  N: np.ndarray, rank_tol: float, prescribed) -> np.ndarray:
+                  N: np.ndarray, rank_tol: float, prescribed, r: int) -> np.ndarray:
     """The velocity at a singular (folded) configuration, where the joint rows and the
     prescribed components leave directions ``N`` free to first order: ``v = vp + N b``
     with the second-order conditions of the joints, ``u^T gamma(q, v) = 0`` for every
@@ -99,8 +99,9 @@ def _second_order(asm: Assembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.
     At a fold of a redundant linkage these conditions single out the branch's velocity
     (the "shaky" mode is blocked at second order). ``gamma`` is quadratic in ``v``, so
     with one free direction the conditions are quadratics in ``b``, solved exactly
-    (their common root); with more, Gauss--Newton from ``b = 0`` and a full-rank
-    linearization at the root.
+    (their common root, which must be unique). With more free directions the
+    conditions may have several isolated roots (one per branch through a fold of a
+    chain of parallelograms) that no local method can rule out: refused.
     """
     given = dict(prescribed or {})
     d = N.shape[1]
@@ -113,65 +114,44 @@ def _second_order(asm: Assembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.
         return U.T @ g, np.abs(U).T @ np.abs(g)
 
     sv = 1.0 + float(np.abs(vp).max(initial=0.0))
-    undetermined = (f"`prescribed` velocities {given} do not determine the motion: at this "
-                    f"singular configuration the joint rows and the prescribed components leave "
-                    f"{d} direction(s) free to first order")
-    if U.shape[1] == 0:
-        raise ModelError(undetermined + "; prescribe more independent components.")
-    if d == 1:
-        e = np.ones(1)
-        f0, s0 = cond(0.0 * e)
-        fp, sp = cond(sv * e)
-        fm, sm = cond(-sv * e)
-        noise = 1e-12 * (s0 + sp + sm) + 1e-300
-        c0, c1, c2 = f0, (fp - fm) / (2 * sv), (fp + fm - 2 * f0) / (2 * sv * sv)
-        cands = []
-        for i in range(U.shape[1]):
-            if abs(c2[i]) * sv * sv > noise[i]:
-                disc = c1[i] ** 2 - 4 * c2[i] * c0[i]
-                if disc >= -1e-10 * c1[i] ** 2 - noise[i] * abs(c2[i]):
-                    sq = np.sqrt(max(disc, 0.0))
-                    q1 = -0.5 * (c1[i] + np.copysign(sq, c1[i]))
-                    cands += [q1 / c2[i]] + ([c0[i] / q1] if q1 != 0.0 else [])
-            elif abs(c1[i]) * sv > noise[i]:
-                cands.append(-c0[i] / c1[i])
-        roots = []
-        for b in cands:
-            f, sz = cond(np.array([b]))
-            if np.all(np.abs(f) <= 1e-8 * sz + noise) and not any(
-                    abs(b - r_) <= 1e-8 * (sv + abs(r_)) for r_ in roots):
-                roots.append(b)
-        if len(roots) == 1:
-            return vp + N[:, 0] * roots[0]
-        if not cands and np.all(np.abs(f0) <= noise):
-            pass                       # no condition acts on N: undetermined
-        elif not roots:
-            raise ModelError(f"`prescribed` velocities {given} contradict the joints at second "
-                             f"order at this singular configuration: no velocity keeps them "
-                             f"(the branches through it need other prescribed values).")
-        else:
-            raise ModelError(undetermined + f" and {len(roots)} branches through it take these "
-                             f"prescribed values; prescribe a component that tells them apart.")
-        raise ModelError(undetermined + " (also at second order); prescribe more independent "
-                         "components.")
-    b = np.zeros(d)
-    for _ in range(50):
-        f, sz = cond(b)
-        G = np.empty((U.shape[1], d))
-        for c in range(d):
-            e = np.zeros(d)
-            e[c] = sv
-            G[:, c] = (cond(b + e)[0] - cond(b - e)[0]) / (2 * sv)
-        db = np.linalg.lstsq(G, -f, rcond=None)[0]
-        b = b + db
-        if np.abs(db).max() <= 1e-13 * (sv + np.abs(b).max()):
-            break
-    f, sz = cond(b)
-    sg = np.linalg.svd(G, compute_uv=False)
-    if not (np.all(np.abs(f) <= 1e-8 * sz + 1e-300) and sg.size >= d and sg[d - 1] > 1e-8 * sg[0]):
-        raise ModelError(undetermined + " (also at second order); prescribe more independent "
-                         "components.")
-    return vp + N @ b
+    undetermined = (f"`prescribed` velocities {given} do not determine the motion: the joint "
+                    f"rows and the prescribed components have rank {r} < n = {asm.n} here (a "
+                    f"singular configuration)")
+    more = f"; prescribe {d} more independent component(s)."
+    if U.shape[1] == 0 or d > 1:
+        raise ModelError(undetermined + more)
+    e = np.ones(1)
+    f0, s0 = cond(0.0 * e)
+    fp, sp = cond(sv * e)
+    fm, sm = cond(-sv * e)
+    noise = 1e-12 * (s0 + sp + sm) + 1e-300
+    c0, c1, c2 = f0, (fp - fm) / (2 * sv), (fp + fm - 2 * f0) / (2 * sv * sv)
+    cands = []
+    for i in range(U.shape[1]):
+        if abs(c2[i]) * sv * sv > noise[i]:
+            disc = c1[i] ** 2 - 4 * c2[i] * c0[i]
+            if disc >= -1e-10 * c1[i] ** 2 - noise[i] * abs(c2[i]):
+                sq = np.sqrt(max(disc, 0.0))
+                q1 = -0.5 * (c1[i] + np.copysign(sq, c1[i]))
+                cands += [q1 / c2[i]] + ([c0[i] / q1] if q1 != 0.0 else [])
+        elif abs(c1[i]) * sv > noise[i]:
+            cands.append(-c0[i] / c1[i])
+    roots = []
+    for b in cands:
+        f, sz = cond(np.array([b]))
+        if np.all(np.abs(f) <= 1e-8 * sz + noise) and not any(
+                abs(b - r_) <= 1e-8 * (sv + abs(r_)) for r_ in roots):
+            roots.append(b)
+    if len(roots) == 1:
+        return vp + N[:, 0] * roots[0]
+    if roots or (not cands and np.all(np.abs(f0) <= noise)):
+        # several branches through it take these values, or no condition acts
+        raise ModelError(undetermined + f", and {len(roots)} of the branches through it "
+                         f"take these values at second order" * bool(roots) + more)
+    raise ModelError(f"`prescribed` velocities {given} contradict the joints at second "
+                     f"order at this singular configuration (rank {r} < n = {asm.n}): no "
+                     f"velocity with these components keeps them; the branches through "
+                     f"it need other values.")
 
 
 def initial_state(asm: Assembly, fixed: Optional[Mapping[str, float]] = None,
