@@ -734,3 +734,38 @@ def test_model_errors_are_collected():
         pin.reactions(0.0, np.array([-0.3, 0.0, 0.0]), fake)
     with pytest.raises(go.ModelError, match="`body` must be one of"):
         pin.body_slice("zz")
+
+
+def test_multibody_modules_import_no_cycle():
+    """The package's modules import each other without a cycle (also through imports
+    under TYPE_CHECKING or inside functions): the model's data live in the Assembly,
+    which analysis and states read (they used to import the model, which imports them)."""
+    import ast
+    import pathlib
+
+    pkg = pathlib.Path(mb.__file__).parent
+    names = {p.stem for p in pkg.glob("*.py")}
+    graph = {}
+    for p in pkg.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(a.name for a in node.names)
+        graph[p.stem] = deps & names - {p.stem}
+    # depth-first search for a back edge
+    state = {}
+
+    def visit(u, path):
+        state[u] = 1
+        for w in graph[u]:
+            assert state.get(w) != 1, " -> ".join(path + [w])
+            if w not in state:
+                visit(w, path + [w])
+        state[u] = 2
+
+    for u in graph:
+        if u not in state:
+            visit(u, [u])

@@ -7,6 +7,12 @@ and packs the primitives and forces into the kernel's parameter array
 (:func:`gaussopt.multibody.kernel.pack`). The Python callables (driven angles,
 callable point forces and torques) are kept aside: the :class:`Model` evaluates
 them and hands their values to the kernel.
+
+The :class:`Assembly` is the model's data in one place, with the evaluation of
+the joints (``Phi``, ``Phi_t``, ``Phi_q``, the acceleration rows) and the lookup
+of coordinates: :mod:`.analysis` and :mod:`.states` take an ``Assembly`` (not
+the :class:`~gaussopt.multibody.Model`, which composes them), so the package has
+no import cycle.
 """
 
 from __future__ import annotations
