@@ -46,20 +46,29 @@ settings:
   no failure in 92 runs; in 12 instrumented ones the largest inconsistency
   met was ``9e-7``, and the errors equal those of the runs that survive
   with ``rank_tol = 1e-8``.
-* Inside that window the Gauss step sees only the first-order constraints.
-  For this linkage the shaky acceleration it then picks is zero, which is the
-  exact one *by symmetry* (equal cranks, middle pin at the coupler's centre):
-  the error of the step is ``~1e-13``. For an asymmetric linkage (e.g. crank
-  inertias 1.7 and 0.6 times the others) the same step is off by ``O(1)``
-  (0.79 m/s^2) within the window: the Gauss step at a folded configuration
-  cannot see the second-order constraint that blocks the shaky mode.
+* Inside that window the rows alone do not determine the shaky acceleration
+  (the Gauss step sees only the first-order constraints; for this symmetric
+  linkage the minimum-constraint choice is the exact one by symmetry, for
+  unequal cranks it is off by ``O(1)``). The step restrains the dropped
+  direction (:func:`gaussopt.engine.step.fold_rows`): by the row itself where
+  it is still accurate, closer to the fold by the derivative of the dropped row
+  along the motion (exact at the fold, well conditioned through it), and from
+  rest exactly at a fold by the branch along which the rows' second-order forms
+  vanish. Unequal cranks released within ``1e-7 .. 1e-4`` rad of a fold, or at
+  rest at one (``th0 = 0``, ``pi``: the initial velocity from the joints'
+  second-order conditions, :meth:`gaussopt.multibody.Model.velocities`), follow
+  the reference (``tests/test_folds.py``).
 
-Reference: on the parallelogram branch all cranks have the angle ``th`` and
-the coupler translates (its centroid at ``(d + l cos th, l sin th)``), so
-``T = 1/2 (3 m_c l^2 / 3 + m_p l^2) th'^2`` and
-``V = g (3 m_c l / 2 + m_p l) sin th``:
-``(m_c + m_p) l^2 th'' = -g l (3/2 m_c + m_p) cos th``, integrated with
-DOP853 at ``rtol = atol = 1e-13``.
+Reference: the linkage has one branch (a coupler whose middle pin stays at the
+distance ``l`` from the middle ground pin keeps the outer cranks parallel), on
+which all cranks have the angle ``th`` and the coupler translates (its centroid
+at ``(d + l cos th, l sin th)``), whatever the masses. With crank masses ``m_k``
+(uniform rods pinned at an end, ``m_k l^2 / 3`` each) and coupler mass ``m_p``:
+``T = 1/2 (sum m_k l^2 / 3 + m_p l^2) th'^2`` and
+``V = g (sum m_k l / 2 + m_p l) sin th``, so
+``(sum m_k / 3 + m_p) l^2 th'' = -g l (sum m_k / 2 + m_p) cos th``, integrated
+with DOP853 at ``rtol = atol = 1e-13`` (one coordinate: independent of the
+body-coordinate model and of gaussopt).
 """
 
 from __future__ import annotations

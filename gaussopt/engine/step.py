@@ -152,6 +152,359 @@ def baumgarte(fns, md, buf, opt, t, q, v, b):
     return 0
 
 
+
+# --------------------------------------------------------------------------- folds
+
+
+@_jit
+def _fold_values(fns, md, buf, t, q, v, x, U, h):
+    """``L_j(x) = d/dtau u_j^T (A x - b)`` along ``(q + tau v, v + tau x, t + tau)`` (central
+    differences, step ``h``) for the columns ``u_j`` of ``U`` (combinations of the rows in
+    their own scaling): the derivative of a dropped combination of the acceleration rows
+    along the motion. The true motion keeps ``u_j^T (A a - b)`` at zero; at a folded
+    configuration (``u_j^T A = 0``) its derivative is a row in ``a`` alone, and nearby
+    it errs by ``s_j`` times the rate of the shaky acceleration. Returns ``(status,
+    values, scales)``, the scales ``|u_j^T dA/dtau|`` (the size of the row's gradient)."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    nd = U.shape[1]
+    val = np.zeros(nd)
+    scl = np.zeros(nd)
+    dA = np.zeros((nd, n))
+    for sgn in range(2):
+        sg = 1.0 if sgn == 0 else -1.0
+        st = call_rows(fns, md, buf, t + sg * h, axpy(q, sg * h, v), axpy(v, sg * h, x))
+        if st != 0:
+            return st, val, scl
+        A = buf.A.reshape(m, n)
+        for j in range(nd):
+            acc = 0.0
+            for i in range(m):
+                u = U[i, j]
+                if u != 0.0:
+                    r_ = -buf.b[i]
+                    for c in range(n):
+                        r_ += A[i, c] * x[c]
+                        dA[j, c] += sg * u * A[i, c]
+                    acc += u * r_
+            val[j] += sg * acc / (2.0 * h)
+    for j in range(nd):
+        scl[j] = K._norm2(dA[j]) / (2.0 * h)
+    return 0, val, scl
+
+
+@_jit
+def _quadratic_form(fns, md, buf, t, q, v, x, U):
+    """``u_j^T (b(q, x) + b(q, -x)) / 2 - u_j^T b(q, 0)`` (``= -u_j^T Phi_qq(x, x)`` on
+    holonomic rows, ``v = 0``): from rest at ``q`` the motion ``q + x tau^2 / 2`` keeps
+    the rows ``u_j^T Phi = 0`` only if it vanishes; and the size of its terms."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    nd = U.shape[1]
+    val = np.zeros(nd)
+    scl = np.zeros(nd)
+    for sgn in range(3):
+        sg = 1.0 if sgn == 0 else (-1.0 if sgn == 1 else 0.0)
+        st = call_rows(fns, md, buf, t, q, axpy(v, sg, x))
+        if st != 0:
+            return st, val, scl
+        for j in range(nd):
+            acc = 0.0
+            big = 0.0
+            for i in range(m):
+                acc += U[i, j] * buf.b[i]
+                big += abs(U[i, j] * buf.b[i])
+            val[j] += 0.5 * acc if sgn < 2 else -acc
+            scl[j] += big
+    return 0, val, scl
+
+
+#: a fold row's singular value (rows scaled by their gradient, Euclidean in the null
+#: space of the kept rows) below which it is not used: at the folded configuration the
+#: rows do not act on the tangent of the branch (the branch's second-order conditions),
+#: inside the window of dropped directions at the relative size of the dropped singular
+#: value (``<= FOLD_TOL``) and with the finite differences' error (``~1e-10``); a fold
+#: row that restrains the shaky mode acts on it at order one
+_FOLD_SIG = 1e-3
+#: rounding floor (times ``(n + m) eps s_1``) of the normalized rows' singular values:
+#: a dropped direction above it vanishes (a fold approached), at it it is an exact
+#: redundancy or exactly at a fold (as in :func:`gaussopt.kernel.inconsistency_allowance`)
+_FOLD_FLOOR = 64.0
+
+
+@_jit
+def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
+    """The acceleration near a folded configuration: the Gauss step with the dropped
+    directions restrained (in place in ``a``).
+
+    Near a folded configuration of a redundant linkage the rows lose a direction
+    (a singular value ``s_j`` of the normalized rows passes through zero); the step
+    drops it (:func:`gaussopt.kernel.reduce_rows`), and the "shaky" mode ``w_j`` it
+    spans is then free to first order: the minimum-constraint acceleration along it
+    is the exact one only by symmetry. Restrained here, per dropped direction:
+
+    * moving, every dropped direction: the derivative of the dropped combination
+      along the motion (:func:`_fold_values`), a row in ``a`` that stays well
+      conditioned through the fold (exactly redundant rows give rows that do not act
+      on the null space, left out by :data:`_FOLD_SIG`). Its error is ``s_j`` times
+      the rate of the shaky acceleration over the rate of ``s_j`` along the motion:
+      ``~(2/3) |th - th_fold| th'' kappa`` (``kappa`` the branch's curvature along the
+      shaky mode), odd about the fold. The row itself (``w_j^T a = u_j^T bn / s_j``)
+      is not used while moving: on a state whose residual along ``u_j`` is ``e``
+      (rounding: ``e ~ 1e-18`` after a projection) it is the acceleration on the
+      level set ``u_j^T Phi = e``, whose tangent turns off the branch like
+      ``e / s_j^2`` towards the fold (measured: the shaky velocity ``1e-18 / s_j^2``,
+      then an acceleration 50 times too large at ``s_j = 6e-8``);
+    * at rest (``v = 0``), a dropped direction above the rounding floor: the row itself,
+      ``w_j^T a = u_j^T bn / s_j`` (``b = b(q, 0)`` carries no error of a velocity);
+    * at rest exactly at a fold (every dropped direction at the floor, a null space of
+      dimension 2): the directions of the null space along which the rows'
+      second-order forms (:func:`_quadratic_form`) vanish are the branches through
+      the fold; one branch: the acceleration is restricted to it; several: the motion
+      from rest is not determined there (:data:`gaussopt.kernel.INDETERMINATE`).
+
+    The step is the Gauss step with these rows added: ``a + N z`` with ``z`` of least
+    ``z^T (N^T M N) z`` (the increase of the constraint) satisfying the significant
+    rows (``N`` the null space of the kept rows, which the added rows leave as it is).
+
+    Returns the status: 0, :data:`MODEL_FAILED` or :data:`gaussopt.kernel.INDETERMINATE`.
+    """
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    d = n - r
+    if d <= 0 or r >= k:
+        return 0
+    s = K._full(w, K.F_s)
+    Uw = K._mat(w, K.F_U, mL, k)
+    V = K._mat(w, K.F_V, n, n)
+    bn = K._vec(w, K.F_bn, mL)
+    live = K._ivec(w, K.I_live, m)
+    nu = K._full(w, K.F_nu)
+    rest = True
+    qs = 1.0
+    an = 0.0
+    vn = 0.0
+    for i in range(n):
+        if v[i] != 0.0:
+            rest = False
+        qs = max(qs, abs(q[i]))
+        an = max(an, abs(a[i]))
+        vn = max(vn, abs(v[i]))
+    floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
+    # the row itself where the motion is slow for its distance to the fold (at rest, and
+    # near a turning point: |v|^2 below |a| (1 + |q|) s_j); else the derivative rows (see
+    # the docstring)
+    slow = vn * vn / (an * qs + 1e-300)
+    N = np.empty((n, d))
+    for i in range(n):
+        for c in range(d):
+            N[i, c] = V[i, r + c]
+    zg = np.zeros(d)                          # a's coordinates in N (a_p is orthogonal to N)
+    for c in range(d):
+        acc = 0.0
+        for i in range(n):
+            acc += N[i, c] * a[i]
+        zg[c] = acc
+    # the left singular vectors of the dropped directions, accurate also at the rounding
+    # floor (where the columns of U are rounding noise): the orthogonal right factor of
+    # An^T; with mL > n its extra columns, the rows' exact dependencies, belong to them
+    An = K._mat(w, K.F_An, mL, n)
+    _u2, _s2, Vl = K.svd_econ(np.ascontiguousarray(An.T))
+    sl = np.zeros(mL)
+    for j in range(k):
+        sl[j] = s[j]
+    # rows G z = g on the increment z (scaled: unit gradients)
+    G = np.zeros((mL - r + 1, d))
+    g = np.zeros(mL - r + 1)
+    nrow = 0
+    # the dropped combinations (own row scaling) that take the derivative rows
+    # with a vanishing direction (a fold approached) the ones at the floor are the exact
+    # redundancies: left alone (their derivative rows, acting on the whole null space,
+    # would fix the tangent's acceleration kinematically where the shaky velocity is
+    # not small); at the floor only (exactly at a fold, or a regular configuration)
+    # their derivative rows are used while moving
+    vanishing = False
+    for j in range(r, k):
+        if sl[j] > floor:
+            vanishing = True
+    at_floor = not rest and not vanishing
+    nl = 0
+    for j in range(r, mL):
+        if (sl[j] > floor and slow > sl[j]) or (sl[j] <= floor and at_floor):
+            nl += 1
+    Ul = np.zeros((m, nl))
+    jl = np.zeros(nl, np.int64)
+    nc = 0
+    for j in range(r, mL):
+        if sl[j] > floor and slow <= sl[j]:
+            # the row itself: w_j^T (a + N z) = u_j^T bn / s_j, w_j = N e_(j - r)
+            acc = 0.0
+            for i in range(mL):
+                acc += Uw[i, j] * bn[i]
+            G[nrow, j - r] = 1.0
+            g[nrow] = acc / sl[j] - zg[j - r]
+            nrow += 1
+        elif sl[j] > floor or at_floor:
+            li = 0
+            for i in range(m):
+                if live[i]:
+                    Ul[i, nc] = Vl[li, j] / nu[i]
+                    li += 1
+            jl[nc] = j
+            nc += 1
+    if nl > 0:
+        h = 1e-5 * qs / (vn + math.sqrt(1e-5 * qs * an) + 1e-300)
+        st, L0, scl = _fold_values(fns, md, buf, t, q, v, a, Ul, h)
+        if st != 0:
+            return MODEL_FAILED
+        sx = 1.0 + an
+        Gl = np.zeros((nl, d))
+        for c in range(d):
+            xp = a.copy()
+            xm = a.copy()
+            for i in range(n):
+                xp[i] += sx * N[i, c]
+                xm[i] -= sx * N[i, c]
+            st, Lp, _s = _fold_values(fns, md, buf, t, q, v, xp, Ul, h)
+            if st != 0:
+                return MODEL_FAILED
+            st, Lm, _s = _fold_values(fns, md, buf, t, q, v, xm, Ul, h)
+            if st != 0:
+                return MODEL_FAILED
+            for j in range(nl):
+                Gl[j, c] = (Lp[j] - Lm[j]) / (2.0 * sx)   # (exact: the rows are affine in x)
+        # the significant ones (scaled by the rows' gradients); a vanishing direction's
+        # row acts on its own shaky mode w_j only (its action on the rest of the null
+        # space, the branch's tangent, is O(s_j): kept, a small error of it would fix
+        # the tangent's acceleration kinematically where the shaky velocity is not small)
+        Gs = np.zeros((nl, d))
+        for j in range(nl):
+            sj = scl[j] if scl[j] > 0.0 else 1.0
+            for c in range(d):
+                if sl[jl[j]] <= floor or c == jl[j] - r:
+                    Gs[j, c] = Gl[j, c] / sj
+        Ug, sg, Vg = K.svd_econ(Gs)
+        for c in range(sg.shape[0]):
+            if sg[c] > _FOLD_SIG:
+                acc = 0.0
+                for j in range(nl):
+                    sj = scl[j] if scl[j] > 0.0 else 1.0
+                    acc -= Ug[j, c] * L0[j] / sj
+                for i in range(d):
+                    G[nrow, i] = sg[c] * Vg[i, c]
+                g[nrow] = acc
+                nrow += 1
+                if nrow >= G.shape[0]:
+                    break
+    if rest and d == 2 and nrow == 0:
+        # at rest exactly at a fold: the branches through it are the directions of the
+        # null space where every significant second-order form vanishes
+        nf = mL - r
+        Uf = np.zeros((m, nf))
+        for jj in range(nf):
+            li = 0
+            for i in range(m):
+                if live[i]:
+                    Uf[i, jj] = Vl[li, r + jj] / nu[i]
+                    li += 1
+        st, P0, S0 = _quadratic_form(fns, md, buf, t, q, v, N[:, 0].copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        st, P1, S1 = _quadratic_form(fns, md, buf, t, q, v, N[:, 1].copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        st, P2, S2 = _quadratic_form(fns, md, buf, t, q, v, (N[:, 0] + N[:, 1]).copy(), Uf)
+        if st != 0:
+            return MODEL_FAILED
+        best = -1
+        bsize = 0.0
+        for jj in range(nf):
+            sc_ = S0[jj] + S1[jj] + S2[jj] + 1e-300
+            size = max(abs(P0[jj]), abs(P1[jj]), abs(P2[jj])) / sc_
+            if size > 1e-8 and size > bsize:
+                bsize = size
+                best = jj
+        if best >= 0:
+            A_, C_ = P0[best], P1[best]
+            B_ = 0.5 * (P2[best] - A_ - C_)
+            disc = B_ * B_ - A_ * C_
+            big = max(abs(A_), abs(B_), abs(C_))
+            if disc >= -1e-12 * big * big:
+                sq = math.sqrt(max(disc, 0.0))
+                ncand = 0
+                cand = np.zeros((2, 2))
+                for sgn in range(2):
+                    sg_ = 1.0 if sgn == 0 else -1.0
+                    if abs(C_) >= abs(A_):            # C t^2 + 2 B t + A = 0, c = (1, t)
+                        c0, c1 = C_, -B_ + sg_ * sq
+                    else:                             # A t^2 + 2 B t + C = 0, c = (t, 1)
+                        c0, c1 = -B_ + sg_ * sq, A_
+                    nrm = math.sqrt(c0 * c0 + c1 * c1)
+                    if nrm == 0.0:
+                        continue
+                    c0 /= nrm
+                    c1 /= nrm
+                    ok = True
+                    for jj in range(nf):
+                        val = (P0[jj] * c0 * c0 + (P2[jj] - P0[jj] - P1[jj]) * c0 * c1
+                               + P1[jj] * c1 * c1)
+                        if abs(val) > 1e-6 * (S0[jj] + S1[jj] + S2[jj]):
+                            ok = False
+                    if ok and not (ncand == 1 and abs(cand[0, 0] * c1 - cand[0, 1] * c0) < 1e-6):
+                        cand[ncand, 0] = c0
+                        cand[ncand, 1] = c1
+                        ncand += 1
+                if ncand > 1:
+                    return K.INDETERMINATE
+                if ncand == 1:
+                    # the acceleration along the branch: (-c1, c0)^T (zg + z) = 0
+                    G[0, 0] = -cand[0, 1]
+                    G[0, 1] = cand[0, 0]
+                    g[0] = -(G[0, 0] * zg[0] + G[0, 1] * zg[1])
+                    nrow = 1
+    if nrow == 0:
+        if call_rows(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        return 0
+    # min z^T H z subject to the rows: with H / wgt = LH LH^T, X = LH^-1 G^T,
+    # z = LH^-T X (X^T X)^-1 g
+    LH = K._mat(w, K.F_LH, d, d)
+    X = np.zeros((d, nrow))
+    for c in range(nrow):
+        for i in range(d):
+            X[i, c] = G[c, i]
+    K._forward(LH, X)
+    S = np.zeros((nrow, nrow))
+    for c1 in range(nrow):
+        for c2 in range(nrow):
+            acc = 0.0
+            for i in range(d):
+                acc += X[i, c1] * X[i, c2]
+            S[c1, c2] = acc
+    LS = np.zeros((nrow, nrow))
+    if not K.cholesky(S, LS) > 0.0:
+        return K.INDETERMINATE
+    y = g[:nrow].copy()
+    K._forward1(LS, y)
+    K._backward_t(LS, y)
+    z = np.zeros(d)
+    for i in range(d):
+        acc = 0.0
+        for c in range(nrow):
+            acc += X[i, c] * y[c]
+        z[i] = acc
+    K._backward_t(LH, z)
+    for i in range(n):
+        acc = 0.0
+        for c in range(d):
+            acc += N[i, c] * z[c]
+        a[i] += acc
+    # the rows of (t, q, v) back in the buffers (the callers read them after the step)
+    if call_rows(fns, md, buf, t, q, v) != 0:
+        return MODEL_FAILED
+    return 0
+
+
 @_unit("Tuple((i8, i8, i8, i8, f8, f8, f8, i8))(fns, fn, md, buf, opt, f8v, f8v, f8, f8v, f8v, f8v, b1, w)")
 def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     """The accelerations ``a`` at ``(t, q, v)`` (in place), with the kernel workspace ``w``.
@@ -201,6 +554,14 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
      flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
                            opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
     _put(a, K._full(w, fa))
+    if status == 0 and r < k and solver != 2:
+        # a dropped direction that vanishes (a folded configuration): restrained by its
+        # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
+        fs = fold_rows(fns, md, buf, t, q, v, a, _matrix(buf.M, n, n), r, mL, k, w)
+        if fs != 0:
+            return fs, r, mL, k, rho, allow, be, flags
+        if want_lam:
+            K.multipliers(_matrix(buf.M, n, n), buf.F, a, _matrix(buf.A, m, n), mL, r, k, w)
     return status, r, mL, k, rho, allow, be, flags
 
 

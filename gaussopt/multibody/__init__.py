@@ -45,7 +45,11 @@ The same kernel runs inside the compiled engine of :func:`gaussopt.simulate`
 (``model.system.compiled``): a model without Python callables is integrated
 without a single Python call. The package is split by role:
 :mod:`~gaussopt.multibody.elements` (bodies, joints, forces),
-:mod:`~gaussopt.multibody.assembly` (elements -> the kernel's tables),
+:mod:`~gaussopt.multibody.assembly` (elements -> the kernel's tables; the
+:class:`~gaussopt.multibody.assembly.Assembly` is the one home of the model's
+data and of its kinematics, ``Phi``, ``Phi_q``, ``gamma``, which the model,
+the analysis and the states read: none of them imports another's module but
+the model),
 :mod:`~gaussopt.multibody.kernel` (the numba functions and compiled model
 functions), :mod:`~gaussopt.multibody.analysis` (rank report, reactions),
 :mod:`~gaussopt.multibody.states` (consistent initial states) and

@@ -4,18 +4,16 @@ redundant rows, joint reactions."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import Union
 
 import numpy as np
 
 from ..exceptions import ModelError
 from ..linalg import DEFAULT_RANK_TOL, min_norm_multipliers, null_space_split
 from ..result import StepResult
+from ..step import as_state as _as_state
+from .assembly import Assembly
 from .elements import GROUND
-from .states import as_state
-
-if TYPE_CHECKING:
-    from .model import Model
 
 __all__ = ["RankReport", "JointReaction", "rank_report", "reactions"]
 
@@ -115,11 +113,12 @@ class JointReaction:
                 f"M = {self.moment_j:.6g} N m about ({self.point[0]:.4g}, {self.point[1]:.4g}){tag}")
 
 
-def rank_report(model: "Model", q, t: float = 0.0,
+def rank_report(asm: Assembly, q, t: float = 0.0,
                 rank_tol: float = DEFAULT_RANK_TOL) -> RankReport:
-    """:meth:`Model.rank_report <gaussopt.multibody.Model.rank_report>`."""
-    q = as_state(model.n, q, "q")
-    A = model.jacobian(t, q)
+    """:meth:`Model.rank_report <gaussopt.multibody.Model.rank_report>` (``asm``: its
+    :class:`~gaussopt.multibody.assembly.Assembly`)."""
+    q = _as_state(q, asm.n, "q")
+    A = asm.jacobian(t, q)
     m, n = A.shape
     if m == 0:
         return RankReport(n, 0, n, 0, n, [], [], np.zeros(0), rank_tol)
@@ -144,22 +143,22 @@ def rank_report(model: "Model", q, t: float = 0.0,
     if red.size != m - r:                                # disagreement near the threshold
         red = np.sort(np.argsort(resid, kind="stable")[:m - r])
     return RankReport(coordinates=n, equations=m, gruebler=n - m, rank=r, dof=n - r,
-                      redundant=[model.labels[k] for k in red],
-                      involved=[model.labels[k] for k in involved],
+                      redundant=[asm.labels[k] for k in red],
+                      involved=[asm.labels[k] for k in involved],
                       singular_values=s, rank_tol=rank_tol, redundant_rows=red,
                       involved_rows=np.asarray(involved, dtype=int))
 
 
-def _multipliers(model: "Model", A: np.ndarray, step: Union[StepResult, np.ndarray],
+def _multipliers(asm: Assembly, A: np.ndarray, step: Union[StepResult, np.ndarray],
                  rank_tol: float) -> np.ndarray:
     """The multipliers of ``step``: minimum-norm ones of its constraint force, or as given."""
     if isinstance(step, StepResult):
         # the constraint force M a - F is unique; its minimum-norm multipliers are
         # computed here, whatever choice the step solver made
         Qc = np.asarray(step.constraint_force, dtype=float).reshape(-1)
-        if Qc.shape != (model.n,) or not np.all(np.isfinite(Qc)):
+        if Qc.shape != (asm.n,) or not np.all(np.isfinite(Qc)):
             raise ModelError(f"`step.constraint_force` must be a finite array of shape "
-                             f"({model.n},), found shape {Qc.shape}.")
+                             f"({asm.n},), found shape {Qc.shape}.")
         lam = min_norm_multipliers(A, Qc, rank_tol)
         off = float(np.abs(A.T @ lam - Qc).max(initial=0.0))
         if off > 1e-8 * (1.0 + float(np.abs(Qc).max(initial=0.0))):
@@ -168,27 +167,28 @@ def _multipliers(model: "Model", A: np.ndarray, step: Union[StepResult, np.ndarr
                              "for this model?")
         return lam
     lam = np.asarray(step, dtype=float).reshape(-1)
-    if lam.shape != (model.m,):
-        raise ModelError(f"`step` multipliers must have shape ({model.m},), found {lam.shape}.")
+    if lam.shape != (asm.m,):
+        raise ModelError(f"`step` multipliers must have shape ({asm.m},), found {lam.shape}.")
     if not np.all(np.isfinite(lam)):
         raise ModelError("`step` multipliers contain NaN or inf.")
     return lam
 
 
-def reactions(model: "Model", t: float, q, step: Union[StepResult, np.ndarray],
+def reactions(asm: Assembly, t: float, q, step: Union[StepResult, np.ndarray],
               rank_tol: float = DEFAULT_RANK_TOL) -> list[JointReaction]:
-    """:meth:`Model.reactions <gaussopt.multibody.Model.reactions>`."""
-    q = as_state(model.n, q, "q")
-    Ae = model._padded_jacobian(t, q)          # (m, n + 3): the ground's columns too
-    rep = rank_report(model, q, t, rank_tol)
-    lam = _multipliers(model, np.ascontiguousarray(Ae[:, :model.n]), step, rank_tol)
+    """:meth:`Model.reactions <gaussopt.multibody.Model.reactions>` (``asm``: its
+    :class:`~gaussopt.multibody.assembly.Assembly`)."""
+    q = _as_state(q, asm.n, "q")
+    Ae = asm.jacobian(t, q, padded=True)     # (m, n + 3): the ground's columns too
+    rep = rank_report(asm, q, t, rank_tol)
+    lam = _multipliers(asm, np.ascontiguousarray(Ae[:, :asm.n]), step, rank_tol)
     involved = set(rep.involved_rows.tolist())
-    qe = np.zeros(model.n + 3)
-    qe[:model.n] = q
-    ground = model.ground
+    qe = np.zeros(asm.n + 3)
+    qe[:asm.n] = q
+    ground = asm.ground
     out = []
-    for jlabel, rows, (bi, bj, sj) in zip(model.joint_labels, model._asm.joint_rows,
-                                          model._asm.joint_ends):
+    for jlabel, rows, (bi, bj, sj) in zip(asm.joint_labels, asm.joint_rows,
+                                          asm.joint_ends):
         Q = Ae[rows].T @ lam[rows]
         Qi, Qj = Q[3 * bi:3 * bi + 3], Q[3 * bj:3 * bj + 3]
         Gi, Gj = qe[3 * bi:3 * bi + 2], qe[3 * bj:3 * bj + 2]
@@ -200,8 +200,8 @@ def reactions(model: "Model", t: float, q, step: Union[StepResult, np.ndarray],
         # moment about pt = moment about the centroid - cross(pt - G, f)
         mi = Qi[2] - ((pt[0] - Gi[0]) * Qi[1] - (pt[1] - Gi[1]) * Qi[0])
         mj = Qj[2] - ((pt[0] - Gj[0]) * Qj[1] - (pt[1] - Gj[1]) * Qj[0])
-        name_i = GROUND if bi == ground else model.body_names[bi]
-        name_j = GROUND if bj == ground else model.body_names[bj]
+        name_i = GROUND if bi == ground else asm.body_names[bi]
+        name_j = GROUND if bj == ground else asm.body_names[bj]
         out.append(JointReaction(joint=jlabel, body_i=name_i, body_j=name_j, point=pt,
                                  force_i=Qi[:2].copy(), moment_i=float(mi),
                                  force_j=Qj[:2].copy(), moment_j=float(mj),

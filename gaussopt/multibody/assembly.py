@@ -7,6 +7,12 @@ and packs the primitives and forces into the kernel's parameter array
 (:func:`gaussopt.multibody.kernel.pack`). The Python callables (driven angles,
 callable point forces and torques) are kept aside: the :class:`Model` evaluates
 them and hands their values to the kernel.
+
+The :class:`Assembly` is the model's data in one place, with the evaluation of
+the joints (``Phi``, ``Phi_t``, ``Phi_q``, the acceleration rows) and the lookup
+of coordinates: :mod:`.analysis` and :mod:`.states` take an ``Assembly`` (not
+the :class:`~gaussopt.multibody.Model`, which composes them), so the package has
+no import cycle.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from .elements import (GROUND, Body, Damper, Joint, PointForce, Spring, Torque, 
                        _ref_name)
 
 __all__ = ["Assembly", "assemble_model"]
+
+_NONE = np.zeros(0)
 
 
 @dataclass
@@ -88,6 +96,55 @@ class Assembly:
     def ground(self) -> int:
         """Index of the ground (the padding body)."""
         return len(self.bodies)
+
+    # ------------------------------------------------------------------ the joints' kinematics
+    # (the model's data and their evaluation live here, one home: the Model, the analysis
+    # and the consistent states read them)
+    def index_of(self, coordinate: str) -> int:
+        """Index of a coordinate ``"<body>.x|y|phi"`` in ``q``."""
+        try:
+            return self.coordinates.index(coordinate)
+        except ValueError:
+            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
+                             f"'<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
+
+    def driver_values(self, t, order: int, dtype=float) -> np.ndarray:
+        """``c(t)`` (order 0), ``c'(t)`` (1) or ``c''(t)`` (2) of the driven rows."""
+        if not self.drivers:
+            return np.zeros(0, dtype)
+        return np.array([d[1 + order](t) for d in self.drivers], dtype=dtype)
+
+    def phi(self, t: float, q: np.ndarray) -> np.ndarray:
+        """Joint equations ``Phi(t, q)``, shape (m,). Complex-safe in ``t`` and ``q``
+        (the kernel is compiled for ``complex128`` too)."""
+        q = np.asarray(q)
+        dt = np.complex128 if np.iscomplexobj(q) or np.iscomplexobj(t) else np.float64
+        out = np.empty(self.m, dt)
+        kernel.phi(self.p, np.ascontiguousarray(q, dtype=dt), self.driver_values(t, 0, dt), out)
+        return out
+
+    def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
+        """Explicit time derivative ``Phi_t``, shape (m,): ``-c'(t)`` on driven rows."""
+        out = np.empty(self.m)
+        kernel.phi_t(self.p, self.driver_values(t, 1), out)
+        return out
+
+    def jacobian(self, t: float, q: np.ndarray, padded: bool = False) -> np.ndarray:
+        """Exact ``Phi_q``, shape (m, n); ``padded``: with the ground's three columns,
+        shape (m, n + 3) (the reactions)."""
+        q = np.ascontiguousarray(q, dtype=float)
+        A = np.empty((self.m, self.n + (3 if padded else 0)))
+        kernel.rows(self.p, q, q, _NONE, A, _NONE, False)
+        return A
+
+    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Acceleration rows ``(Phi_q, gamma)``, shapes (m, n) and (m,), in one pass
+        (``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``)."""
+        A = np.empty((self.m, self.n))
+        b = np.empty(self.m)
+        kernel.rows(self.p, np.ascontiguousarray(q, dtype=float),
+                    np.ascontiguousarray(v, dtype=float), self.driver_values(t, 2), A, b, True)
+        return A, b
 
 
 def _vec2(x, label: str, problems: list) -> np.ndarray:

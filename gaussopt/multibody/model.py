@@ -118,7 +118,6 @@ class Model:
         self.m = asm.m
         self.ground = asm.ground
         self.coordinates = asm.coordinates
-        self._coord_index = {c: i for i, c in enumerate(self.coordinates)}
         self.gravity = asm.gravity
         self.joints = asm.joints
         self.labels = asm.labels
@@ -131,11 +130,7 @@ class Model:
     # ------------------------------------------------------------------ lookups
     def index(self, coordinate: str) -> int:
         """Index of a coordinate ``"<body>.x|y|phi"`` in ``q``."""
-        try:
-            return self._coord_index[coordinate]
-        except KeyError:
-            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
-                             f"'<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
+        return self._asm.index_of(coordinate)
 
     def body_slice(self, body: BodyRef) -> slice:
         """Slice of ``q`` holding ``(x, y, phi)`` of ``body``."""
@@ -163,13 +158,6 @@ class Model:
         return np.stack([V[..., 0] - V[..., 2] * ry, V[..., 1] + V[..., 2] * rx], axis=-1)
 
     # ------------------------------------------------------------------ kernel
-    def _driver_values(self, t, order: int, dtype=float) -> np.ndarray:
-        """``c(t)`` (order 0), ``c'(t)`` (1) or ``c''(t)`` (2) of the driven rows."""
-        drivers = self._asm.drivers
-        if not drivers:
-            return _NONE if dtype is float else np.zeros(0, dtype)
-        return np.array([d[1 + order](t) for d in drivers], dtype=dtype)
-
     def _external_forces(self, t, q, v) -> np.ndarray:
         """Values of the callable point forces (two each), then of the callable torques."""
         out = []
@@ -184,43 +172,23 @@ class Model:
     def phi(self, t: float, q: np.ndarray) -> np.ndarray:
         """Joint equations ``Phi(t, q)``, shape (m,). Complex-safe in ``t`` and ``q``
         (the kernel is compiled for ``complex128`` too)."""
-        q = np.asarray(q)
-        dt = np.complex128 if np.iscomplexobj(q) or np.iscomplexobj(t) else np.float64
-        out = np.empty(self.m, dt)
-        kernel.phi(self._p, np.ascontiguousarray(q, dtype=dt), self._driver_values(t, 0, dt), out)
-        return out
+        return self._asm.phi(t, q)
 
     def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
         """Explicit time derivative ``Phi_t``, shape (m,): ``-c'(t)`` on driven rows."""
-        out = np.empty(self.m)
-        kernel.phi_t(self._p, self._driver_values(t, 1), out)
-        return out
-
-    def _jacobian(self, t: float, q: np.ndarray, width: int) -> np.ndarray:
-        q = np.ascontiguousarray(q, dtype=float)
-        A = np.empty((self.m, width))
-        kernel.rows(self._p, q, q, _NONE, A, _NONE, False)
-        return A
-
-    def _padded_jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
-        """``Phi_q`` with the ground's three columns, shape (m, n + 3) (the reactions)."""
-        return self._jacobian(t, q, self.n + 3)
+        return self._asm.phi_t(t, q)
 
     def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
         """Exact ``Phi_q``, shape (m, n)."""
-        return self._jacobian(t, q, self.n)
+        return self._asm.jacobian(t, q)
 
     def gamma(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Exact ``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``, shape (m,)."""
-        return self.rows(t, q, v)[1]
+        return self._asm.rows(t, q, v)[1]
 
     def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Acceleration rows ``(Phi_q, gamma)``, shapes (m, n) and (m,), in one pass."""
-        A = np.empty((self.m, self.n))
-        b = np.empty(self.m)
-        kernel.rows(self._p, np.ascontiguousarray(q, dtype=float),
-                    np.ascontiguousarray(v, dtype=float), self._driver_values(t, 2), A, b, True)
-        return A, b
+        return self._asm.rows(t, q, v)
 
     # ------------------------------------------------------------------ forces, energy
     def force(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -279,7 +247,7 @@ class Model:
         -------
         RankReport
         """
-        return analysis.rank_report(self, q, t, rank_tol)
+        return analysis.rank_report(self._asm, q, t, rank_tol)
 
     def reactions(self, t: float, q: np.ndarray, step: Union[StepResult, np.ndarray],
                   rank_tol: float = DEFAULT_RANK_TOL) -> list[JointReaction]:
@@ -308,7 +276,7 @@ class Model:
             ``unique=False``: their share is the minimum-norm choice the
             solver made, only the total constraint force is physical.
         """
-        return analysis.reactions(self, t, q, step, rank_tol)
+        return analysis.reactions(self._asm, t, q, step, rank_tol)
 
     # ------------------------------------------------------------------ initial states
     def assemble(self, fixed: Optional[Mapping[str, float]] = None, q_guess=None, t: float = 0.0,
@@ -340,7 +308,7 @@ class Model:
         ModelError
             No convergence (the prescribed values are incompatible with the joints).
         """
-        return states.assemble(self, fixed, q_guess, t, tol, max_iter)
+        return states.assemble(self._asm, fixed, q_guess, t, tol, max_iter)
 
     def velocities(self, q, prescribed: Optional[Mapping[str, float]] = None, t: float = 0.0,
                    rank_tol: float = DEFAULT_RANK_TOL) -> np.ndarray:
@@ -366,7 +334,7 @@ class Model:
             stacked rows have rank below ``n``; e.g. at a singular position) or
             contradict the constraints.
         """
-        return states.velocities(self, q, prescribed, t, rank_tol)
+        return states.velocities(self._asm, q, prescribed, t, rank_tol)
 
     def initial_state(self, fixed: Optional[Mapping[str, float]] = None,
                       prescribed_velocities: Optional[Mapping[str, float]] = None,
@@ -376,7 +344,7 @@ class Model:
         ``q0 = assemble(fixed, q_guess, t)``, ``v0 = velocities(q0, prescribed_velocities, t)``;
         see those methods.
         """
-        return states.initial_state(self, fixed, prescribed_velocities, q_guess, t)
+        return states.initial_state(self._asm, fixed, prescribed_velocities, q_guess, t)
 
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, bodies={list(self.body_names)}, joints={len(self.joints)}, "
