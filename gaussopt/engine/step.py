@@ -324,10 +324,16 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     # not small); at the floor only (exactly at a fold, or a regular configuration)
     # their derivative rows are used while moving
     vanishing = False
-    for j in range(r, k):
+    n_floor = 0
+    for j in range(r, mL):
         if sl[j] > floor:
             vanishing = True
-    at_floor = not rest and not vanishing
+        else:
+            n_floor += 1
+    # (exactly at a fold of a redundant linkage the fold's direction joins the exact
+    # redundancies at the floor: two or more; a single one there is taken for an exact
+    # redundancy at a regular configuration, whose derivative row is not used)
+    at_floor = not rest and not vanishing and n_floor >= 2
     nl = 0
     for j in range(r, mL):
         if (sl[j] > floor and slow > sl[j]) or (sl[j] <= floor and at_floor):
