@@ -291,6 +291,17 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
         an = max(an, abs(a[i]))
         vn = max(vn, abs(v[i]))
     floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
+    # nothing to restrain (the common case, a regular configuration with at most one
+    # exact redundancy): decided from the singular values alone, before any work
+    vanishing = False
+    n_floor = 0
+    for j in range(r, mL):
+        if j < k and s[j] > floor:
+            vanishing = True
+        else:
+            n_floor += 1
+    if not vanishing and n_floor < 2:
+        return 0
     # the row itself where the motion is slow for its distance to the fold (at rest, and
     # near a turning point: |v|^2 below |a| (1 + |q|) s_j); else the derivative rows (see
     # the docstring)
@@ -323,13 +334,6 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     # would fix the tangent's acceleration kinematically where the shaky velocity is
     # not small); at the floor only (exactly at a fold, or a regular configuration)
     # their derivative rows are used while moving
-    vanishing = False
-    n_floor = 0
-    for j in range(r, mL):
-        if sl[j] > floor:
-            vanishing = True
-        else:
-            n_floor += 1
     # (exactly at a fold of a redundant linkage the fold's direction joins the exact
     # redundancies at the floor: two or more; a single one there is taken for an exact
     # redundancy at a regular configuration, whose derivative row is not used)
