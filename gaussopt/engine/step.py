@@ -241,27 +241,36 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     (a singular value ``s_j`` of the normalized rows passes through zero); the step
     drops it (:func:`gaussopt.kernel.reduce_rows`), and the "shaky" mode ``w_j`` it
     spans is then free to first order: the minimum-constraint acceleration along it
-    is the exact one only by symmetry. Restrained here, per dropped direction:
+    is the exact one only by symmetry. Restrained here, per dropped direction ``j``
+    (``s_j`` above the rounding floor :data:`_FOLD_FLOOR`: a fold approached,
+    "vanishing"; at the floor: an exact redundancy, or exactly at a fold):
 
-    * moving, every dropped direction: the derivative of the dropped combination
-      along the motion (:func:`_fold_values`), a row in ``a`` that stays well
-      conditioned through the fold (exactly redundant rows give rows that do not act
-      on the null space, left out by :data:`_FOLD_SIG`). Its error is ``s_j`` times
-      the rate of the shaky acceleration over the rate of ``s_j`` along the motion:
-      ``~(2/3) |th - th_fold| th'' kappa`` (``kappa`` the branch's curvature along the
-      shaky mode), odd about the fold. The row itself (``w_j^T a = u_j^T bn / s_j``)
-      is not used while moving: on a state whose residual along ``u_j`` is ``e``
-      (rounding: ``e ~ 1e-18`` after a projection) it is the acceleration on the
-      level set ``u_j^T Phi = e``, whose tangent turns off the branch like
-      ``e / s_j^2`` towards the fold (measured: the shaky velocity ``1e-18 / s_j^2``,
-      then an acceleration 50 times too large at ``s_j = 6e-8``);
-    * at rest (``v = 0``), a dropped direction above the rounding floor: the row itself,
-      ``w_j^T a = u_j^T bn / s_j`` (``b = b(q, 0)`` carries no error of a velocity);
-    * at rest exactly at a fold (every dropped direction at the floor, a null space of
-      dimension 2): the directions of the null space along which the rows'
-      second-order forms (:func:`_quadratic_form`) vanish are the branches through
-      the fold; one branch: the acceleration is restricted to it; several: the motion
-      from rest is not determined there (:data:`gaussopt.kernel.INDETERMINATE`).
+    * vanishing, moving fast for the distance (``|v|^2 >= |a| (1 + |q|) s_j``): the
+      derivative of the dropped combination along the motion (:func:`_fold_values`),
+      a row in ``a`` that stays well conditioned through the fold, acting on its own
+      shaky mode ``w_j`` only (its action on the branch's tangent is ``O(s_j)``: kept,
+      its errors would fix the tangent's acceleration kinematically). Its error is
+      ``s_j`` times the rate of the shaky acceleration over the rate of ``s_j``
+      along the motion, ``~(2/3) |th - th_fold| th'' kappa`` (``kappa`` the
+      branch's curvature along the shaky mode), odd about the fold. The row itself
+      is not used there: on a state whose residual along ``u_j`` is ``e`` (after a
+      projection ``e ~ 1e-18``) it is the acceleration on the level set
+      ``u_j^T Phi = e``, whose tangent turns off the branch like ``e / s_j^2``
+      towards the fold (measured: the shaky velocity ``1e-18 / s_j^2``, then an
+      acceleration 50 times too large at ``s_j = 6e-8``);
+    * vanishing, slow (near a turning point, or at rest): the row itself,
+      ``w_j^T a = u_j^T bn / s_j`` (its level-set error ``~e |v|^2 / s_j^3`` is
+      small there, where the derivative row, proportional to ``|v|``, degenerates);
+    * at the floor, moving, two or more there and none vanishing (exactly at a fold
+      of a redundant linkage): their derivative rows on the whole null space (at the
+      fold they do not act on the branch's tangent: the branch's second-order
+      conditions; rows that do not act at all, :data:`_FOLD_SIG`, are left out);
+      a single direction at the floor is an exact redundancy: left alone;
+    * at rest exactly at a fold (a null space of dimension 2): the directions of the
+      null space along which the rows' second-order forms (:func:`_quadratic_form`)
+      vanish are the branches through the fold; one branch: the acceleration is
+      restricted to it; several: the motion from rest is not determined there
+      (:data:`gaussopt.kernel.INDETERMINATE`).
 
     The step is the Gauss step with these rows added: ``a + N z`` with ``z`` of least
     ``z^T (N^T M N) z`` (the increase of the constraint) satisfying the significant
@@ -291,6 +300,17 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
         an = max(an, abs(a[i]))
         vn = max(vn, abs(v[i]))
     floor = _FOLD_FLOOR * (n + mL) * _EPS * (s[0] if k > 0 else 1.0)
+    # nothing to restrain (the common case, a regular configuration with at most one
+    # exact redundancy): decided from the singular values alone, before any work
+    vanishing = False
+    n_floor = 0
+    for j in range(r, mL):
+        if j < k and s[j] > floor:
+            vanishing = True
+        else:
+            n_floor += 1
+    if not vanishing and n_floor < 2:
+        return 0
     # the row itself where the motion is slow for its distance to the fold (at rest, and
     # near a turning point: |v|^2 below |a| (1 + |q|) s_j); else the derivative rows (see
     # the docstring)
@@ -323,11 +343,10 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     # would fix the tangent's acceleration kinematically where the shaky velocity is
     # not small); at the floor only (exactly at a fold, or a regular configuration)
     # their derivative rows are used while moving
-    vanishing = False
-    for j in range(r, k):
-        if sl[j] > floor:
-            vanishing = True
-    at_floor = not rest and not vanishing
+    # (exactly at a fold of a redundant linkage the fold's direction joins the exact
+    # redundancies at the floor: two or more; a single one there is taken for an exact
+    # redundancy at a regular configuration, whose derivative row is not used)
+    at_floor = not rest and not vanishing and n_floor >= 2
     nl = 0
     for j in range(r, mL):
         if (sl[j] > floor and slow > sl[j]) or (sl[j] <= floor and at_floor):
