@@ -211,6 +211,8 @@ def test_round_trip_in_another_process():
     cases = []
     for name in PROBLEMS:
         pb = importlib.import_module(f"problems.{name}").build()
+        if pb.system.contacts:      # no single step (test_problem_system_round_trip runs them)
+            continue
         cases.append((pb.system, *_moving_state(pb)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     res = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps(cases),
