@@ -589,6 +589,27 @@ class Nonholonomic(Constraint):
         self._gamma = gamma
         self.automatic = {"jacobian": jacobian is None, "gamma": gamma is None}
 
+    def is_affine(self, t: float, q: np.ndarray, v: np.ndarray) -> bool:
+        """Whether ``f`` is affine in the velocities near ``(t, q, v)``: its Jacobian does
+        not change between ``v`` and a random probe velocity, and ``f(probe)`` equals its
+        linearization at ``v = 0`` (both to 1e-9 of ``|f_v|``). Quasi-velocities and
+        impacts (a jump of ``v``) need affine velocity constraints."""
+        n = q.size
+        scale = 1.0 + float(np.linalg.norm(v))
+        probe = v + scale * np.random.default_rng(12345).standard_normal(n)
+        J1 = self.jacobian(t, q, v)
+        J2 = self.jacobian(t, q, probe)
+        try:
+            with np.errstate(all="ignore"):
+                J0 = self.jacobian(t, q, np.zeros(n))
+                f0 = np.asarray(self.f(t, q, np.zeros(n)), dtype=float).reshape(-1)
+                lin = np.asarray(self.f(t, q, probe), dtype=float).reshape(-1) - (f0 + J0 @ probe)
+        except ArithmeticError:      # f_v undefined at v = 0: not affine in v
+            return False
+        ref = max(float(np.abs(J1).max(initial=0.0)), 1e-300)
+        return bool(np.all(np.isfinite(lin)) and np.abs(J1 - J2).max(initial=0.0) <= 1e-9 * ref
+                    and np.abs(lin).max(initial=0.0) <= 1e-9 * ref * scale * 3)
+
     def velocity_residual(self, t, q, v):
         return _as_vec(self.f(t, q, v), "f").astype(float, copy=False)
 

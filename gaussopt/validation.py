@@ -69,6 +69,17 @@ def _step(dt: Any, what: str) -> float:
     return float(dt)
 
 
+def validate_t_span(t_span: Any) -> tuple[float, float]:
+    """``(t0, t_end)`` as floats: a finite pair with ``t_end > t0`` (no backward runs)."""
+    try:
+        t0, t1 = (float(x) for x in t_span)
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
+    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
+        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
+    return t0, t1
+
+
 def validate_tol(rtol: Any, atol: Any, stacklevel: int = 2) -> tuple[float, float]:
     """The tolerances of a run, as scipy's ``validate_tol``: real and positive, and
     ``rtol`` below ``100 eps`` raised to it with a :class:`ToleranceWarning`.
@@ -107,12 +118,7 @@ def validate_simulate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
-    try:
-        t0, t1 = (float(x) for x in t_span)
-    except (TypeError, ValueError) as e:
-        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
-    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
-        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
+    t0, t1 = validate_t_span(t_span)
     q = as_state(q0, n, "q0")
     v = as_state(v0, n, "v0")
     auto_dt = False

@@ -34,16 +34,16 @@ def housner_ratio(b: float = 0.2, h: float = 0.6) -> float:
     return float(1 - 1.5 * np.sin(np.arctan2(b, h)) ** 2)
 
 
-def reference_impacts(count: int, b: float = 0.2, h: float = 0.6, g: float = 9.81,
-                      th0: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
-    """Times and angular velocities before the first ``count`` impacts (released at rest at
-    ``th0 > 0``): the corner pendulum integrated at ``rtol = atol = 1e-13`` per half-cycle."""
+def half_cycles(b: float, h: float, g: float, th0: float, t_max: float):
+    """The motion released at rest at ``th0 > 0``, half-cycle by half-cycle: yields
+    ``(t_start, sol, t_impact, w_impact)`` per pendulum about a corner (``sol`` its dense
+    solution, DOP853 at ``rtol = 1e-13``; ``t_impact`` the next ``th = 0`` or ``None`` before
+    ``t_max``), Housner's map applied at every impact."""
     R, alpha = float(np.hypot(b, h)), float(np.arctan2(b, h))
     k = 3 * g / (4 * R)                       # m g R / I_O with I_O = 4/3 m R^2
     ratio = housner_ratio(b, h)
     t, y = 0.0, np.array([th0, 0.0])
-    times, rates = [], []
-    for _ in range(count):
+    while t < t_max:
         sgn = 1.0 if y[0] > 0 or (y[0] == 0 and y[1] > 0) else -1.0
 
         def rhs(_, z, s=sgn):
@@ -52,13 +52,26 @@ def reference_impacts(count: int, b: float = 0.2, h: float = 0.6, g: float = 9.8
         def hit(_, z):
             return z[0]
         hit.terminal, hit.direction = True, -sgn
-        sol = solve_ivp(rhs, (t, t + 100.0), y, events=hit, method="DOP853", rtol=1e-13,
-                        atol=1e-14)
-        t = float(sol.t_events[0][0])
-        w = float(sol.y_events[0][0][1])
-        times.append(t)
+        sol = solve_ivp(rhs, (t, t_max), y, events=hit, method="DOP853", rtol=1e-13,
+                        atol=1e-14, dense_output=True)
+        if not sol.t_events[0].size:
+            yield t, sol, None, None
+            return
+        te, w = float(sol.t_events[0][0]), float(sol.y_events[0][0][1])
+        yield t, sol, te, w
+        t, y = te, np.array([0.0, ratio * w])
+
+
+def reference_impacts(count: int, b: float = 0.2, h: float = 0.6, g: float = 9.81,
+                      th0: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """Times and angular velocities before the first ``count`` impacts (released at rest at
+    ``th0 > 0``): :func:`half_cycles`."""
+    times, rates = [], []
+    for _, _, te, w in half_cycles(b, h, g, th0, 1e3):
+        if te is None or len(times) == count:
+            break
+        times.append(te)
         rates.append(w)
-        y = np.array([0.0, ratio * w])
     return np.array(times), np.array(rates)
 
 
@@ -134,30 +147,14 @@ def build(m: float = 2.0, b: float = 0.2, h: float = 0.6, g: float = 9.81, tilt:
 
     def reference(t):
         t = np.atleast_1d(np.asarray(t, dtype=float))
-        R = float(np.hypot(b, h))
-        k = 3 * g / (4 * R)
-        ratio = housner_ratio(b, h)
         th, w = np.full(t.shape, np.nan), np.full(t.shape, np.nan)
-        ts, y = 0.0, np.array([th0, 0.0])
-        while ts < t.max():
-            sgn = 1.0 if y[0] > 0 or (y[0] == 0 and y[1] > 0) else -1.0
-
-            def rhs(_, z, s=sgn):
-                return [z[1], -s * k * np.sin(alpha - s * z[0])]
-
-            def hit(_, z):
-                return z[0]
-            hit.terminal, hit.direction = True, -sgn
-            sol = solve_ivp(rhs, (ts, float(t.max())), y, events=hit, method="DOP853",
-                            rtol=1e-13, atol=1e-14, dense_output=True)
-            te = float(sol.t_events[0][0]) if sol.t_events[0].size else float(t.max())
+        for ts, sol, te, _ in half_cycles(b, h, g, th0, float(t.max())):
+            te = float(t.max()) if te is None else te
             sel = (t >= ts) & (t <= te)
             if sel.any():
-                z = sol.sol(t[sel])
-                th[sel], w[sel] = z[0], z[1]
-            if not sol.t_events[0].size or te - ts < 1e-9:
+                th[sel], w[sel] = sol.sol(t[sel])
+            if te - ts < 1e-9:           # the accumulation: the half-cycles shrink to nothing
                 break
-            ts, y = te, np.array([0.0, ratio * float(sol.y_events[0][0][1])])
         return {"th": th, "w": w}
 
     def draw(ax, q):

@@ -105,6 +105,8 @@ def test_ball_with_t_eval_samples_only_there(ball):
     tr = p.simulate(t_eval=te)
     assert tr.success and np.array_equal(tr.t, te)
     ref = p.reference(te)
+    # sampled on the flights' interpolants (DOP853's dense output is exact on a quadratic):
+    # rounding only, as the step outputs above (measured 1.4e-14)
     assert np.abs(p.outputs(tr.q, tr.v)["y"] - ref["y"]).max() < 1e-12
     assert len(tr.impacts) == len(ball[1].impacts)
 
@@ -189,6 +191,8 @@ def test_particle_leaves_the_sphere_at_the_analytic_angle():
     assert abs(t_off - t_ref) < bound                                    # measured 5.3e-13
     i = np.flatnonzero(tr.t == t_off)[0]
     assert tr.q[i, 1] / R == pytest.approx(cos_star, abs=R * bound * w_s + d)
+    # N vanishes at the located lift-off up to its slope m (g + 2 R th') times the state
+    # error d and the time error (both ~1e-12 here: d and bound above): far below 1e-9 m g
     assert abs(tr.contact_forces[i, 0]) < 1e-9 * m * g
     # after the lift-off: free flight from the lift-off state (a parabola)
     after = tr.t > t_off
@@ -196,6 +200,8 @@ def test_particle_leaves_the_sphere_at_the_analytic_angle():
     x0 = np.array([R * math.sin(th_s), R * math.cos(th_s)])
     u0 = R * w_s * np.array([math.cos(th_s), -math.sin(th_s)])
     ref = x0 + np.outer(s, u0) + np.outer(0.5 * s * s, [0.0, -g])
+    # the lift-off state errs by d plus the speed times the time error; a free flight
+    # carries a state error with growth 1 + s (s <= 2 s): a factor 3, rounded up to 10
     assert np.abs(tr.q[after] - ref).max() < 10 * (d + np.abs(u0).max() * bound)
     assert np.all(tr.contact_forces[after] == 0)
     assert np.all(tr.contact_forces[tr.t < t_off] > 0)
@@ -273,6 +279,8 @@ def test_an_impact_without_admissible_velocity_ends_the_run_and_keeps_it():
     tr = go.simulate(s, (0.0, 2.0), [0.0, 1.0], [0.0, -1.0], rtol=1e-10, atol=1e-10)
     assert not tr.success
     assert "contact problem failed" in tr.message and "floor[0]" in tr.message
+    # the closing is located where y = 0 on the drive's exact line y = 1 - t: the run's
+    # error (rtol = atol = 1e-10 over ~20 steps: integration_bound) is below 1e-9
     assert tr.t[-1] == pytest.approx(1.0, abs=1e-9) and len(tr) > 2
 
 
@@ -347,6 +355,8 @@ def test_sliding_block_motion_and_forces(sliding):
     assert stick.any()
     push = P["P1"] * np.sin(P["w"] * tr.t[stick])
     assert np.abs(T[stick] + push).max() < tol
+    # the cone holds to the rounding of the verified step (64 eps of the forces, as above,
+    # is ~1e-12 of mu N here)
     assert np.all(np.abs(T) <= P["mu"] * N * (1 + 1e-12))
 
 
@@ -419,6 +429,8 @@ def test_ellipse_with_infinite_friction_stops_where_it_would_lift_off():
     tr = p.simulate()
     assert not tr.success and "friction=inf" in tr.message and "ground[0]" in tr.message
     t_lift = er.liftoff_time(er.build("case5", t_end=4.0))
+    # both lift-off times are zeros of N located on runs at rtol 1e-11 (integration_bound
+    # of each, ~1e-9 in the state, over |dN/dt| of order 10): 1e-8
     assert abs(tr.t[-1] - t_lift) < 1e-8 and len(tr) > 10
 
 

@@ -23,7 +23,7 @@ from ..integrate import IVP_METHODS, Projection, drive_ivp
 from ..linalg import min_norm_multipliers
 from ..result import Trajectory
 from ..step import as_state
-from ..validation import validate_tol
+from ..validation import validate_t_span, validate_tol
 
 __all__ = ["simulate", "QUASI_METHODS"]
 
@@ -67,12 +67,7 @@ def simulate(qv: Any, t_span: Sequence[float], q0, v0=None, *, w=None,
     """Integrate the reduced equations of ``qv``; see :meth:`QuasiVelocities.simulate
     <gaussopt.quasi.QuasiVelocities.simulate>` for the arguments and the result."""
     system, n = qv.system, qv.n
-    try:
-        t0, t1 = (float(x) for x in t_span)
-    except (TypeError, ValueError) as e:
-        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
-    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
-        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
+    t0, t1 = validate_t_span(t_span)
     if method not in QUASI_METHODS:
         raise ModelError(f"`method` must be one of {list(QUASI_METHODS)}, found {method!r}.")
     rtol, atol = validate_tol(rtol, atol, stacklevel=3)
