@@ -300,13 +300,15 @@ class _Shared:
     """What the phases of one system in a contact run share (:func:`_phases`): the
     system (kept alive: the key is its id), its step solver and model functions (None
     for a solver that runs in Python, made afresh each phase as in separate runs: the
-    GA's generator is seeded per run) and the model's records
-    (:meth:`gaussopt.run.Run.model_records`)."""
+    GA's generator is seeded per run), the model's records
+    (:meth:`gaussopt.run.Run.model_records`) and the options of the run whose compiled
+    units (:func:`gaussopt.run.run_units`) are loaded."""
 
-    __slots__ = ("system", "solver", "mf", "records")
+    __slots__ = ("system", "solver", "mf", "records", "units")
 
     def __init__(self, system, solver, mf):
         self.system, self.solver, self.mf, self.records = system, solver, mf, None
+        self.units = None           # the options whose compiled units are loaded
 
 
 def _single_thread_blas(n: int):
@@ -372,9 +374,12 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     # processes share the compilation: gaussopt.compiled.ensure), before the clock starts:
     # the run's wall time never includes compilation or cache loading
     spent0 = C.spent()
-    C.ensure(*run_units(step_solver, method, stabilization, auto_dt,
-                         bool(dense_output) or events is not None, t_eval is not None,
-                         monitor_rank and bool(system.m)))
+    record = bool(dense_output) or events is not None
+    monitor = monitor_rank and bool(system.m)
+    units = (method, type(stabilization), auto_dt, record, t_eval is not None, monitor)
+    if reuse is None or reuse.units != units:         # (a later phase: loaded already)
+        C.ensure(*run_units(step_solver, method, stabilization, auto_dt, record,
+                             t_eval is not None, monitor))
     rank_tol = step_solver.rank_tol
     step_solver.b_correction = (stabilization.correction(system)
                                 if isinstance(stabilization, Baumgarte) else None)
@@ -414,6 +419,7 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
         keep = not python_solver
         reuse = shared[id(system)] = _Shared(system, step_solver if keep else None,
                                              mf if keep else None)
+        reuse.units = units if keep else None
     record = bool(dense_output) or tracker is not None
     run = Run(system, step_solver, mf, method, stabilization,
                {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
