@@ -190,9 +190,11 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         Each function is called at the initial state to check that it returns a
         finite float. A run with events advances one step at a time through
         Python (tens of microseconds per step); runs without them are unaffected.
+        Not with :class:`~gaussopt.Contact` constraints yet (ModelError).
     dense_output : bool, default False
         Keep every step's interpolant: ``traj.sol(t) -> (q, v)`` anywhere in the
-        computed span (see :class:`gaussopt.dense.DenseSolution`).
+        computed span (see :class:`gaussopt.dense.DenseSolution`; with contacts, the
+        phases' in turn: :class:`gaussopt.contact.ContactDenseSolution`).
     max_memory : float, default 2**30 (1 GiB)
         Bytes the run's stored data may take: the output samples (one per accepted
         step without ``t_eval``), the rank events, the dense output's steps, counted
