@@ -255,11 +255,14 @@ class Run:
                           packed_tableau(self.engine_method), E.pack(self.st))
         return self._args
 
-    def model_records(self) -> tuple:
+    def model_records(self) -> Optional[tuple]:
         """``(md, buf, (md, buf) packed)``: what a later run of the same model functions
         ``mf`` may take as ``model_records`` instead of building and packing them again
         (the model's data and buffers do not change between runs; each run writes the
-        buffers before it reads them)."""
+        buffers before it reads them). None for a model on the O(n) path
+        (:mod:`gaussopt.sparse`), whose work arrays are one set per run."""
+        if self.md.band.mode != SP.MODE_NONE:
+            return None
         if self._packed_model is None:
             self._packed_model = (E.pack(self.md), E.pack(self.buf))
         return self.md, self.buf, self._packed_model
