@@ -598,7 +598,9 @@ def table():
     print("\naccuracy: relative error of th1'' (steps), max |a - a_ref| / max |a_ref| (ellipse "
           "steps: the reduced equation in contact, the rolling row alone lifted off), "
           "max |th1 - reference| in rad (runs), max error of B0 (N-four-bar run), |crank th''| "
-          "error (N-four-bar steps).")
+          "error (N-four-bar steps); contacts: max |a - a_ref| / max |a_ref| of the reduced "
+          "equation (ellipse steps), max |q - q_ref| at 2.5 s (ellipse phases), max relative "
+          "error of the impact times (ball).")
     print("The peers' run errors are what they are: MuJoCo (soft equality constraints, Euler) "
           "and Pinocchio's constraintDynamics + RK4 (no projection) leave the physical branch "
           "at the four-bar's first singular positions (cos th1 = 0) and do not come back; "
