@@ -503,18 +503,19 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
             forced[:] = 0
             sysp, n_rows, t_rows = model.phase(closed, sdir)
             events, kinds = [], []
+            forces = _Multipliers(sysp)
             closed_idx = list(np.flatnonzero(closed))
             for i in range(k):
                 if closed[i]:
                     j = closed_idx.index(i)
-                    f = _force_event(sysp, n_rows[j])
+                    f = _force_event(forces, n_rows[j])
                     f.terminal, f.direction = True, -1
                     events.append(f)
                     kinds.append(("open", i, 0))
                     if P.frictional[i] and not P.sticks[i]:
                         if sdir[i] == 0:
                             for d in (-1, 1):       # mu N - T (T reaches +mu N: slides -)
-                                f = _cone_event(sysp, n_rows[j], t_rows[j], P.mu[i], d)
+                                f = _cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d)
                                 f.terminal, f.direction = True, -1
                                 events.append(f)
                                 kinds.append(("slide", i, d))
@@ -667,10 +668,37 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     return gap
 
 
-def _cone_event(sysp: System, n_row: int, t_row: int, mu: float, d: int):
+class _Multipliers:
+    """``lam(t, q, v)``: the multipliers of the step of one phase's system, shared by the
+    phase's force events (the normal force of every closed point and the cone's edges of
+    every sticking one are evaluated at the same states: the ends of each step and its
+    interior points), each state solved once. Per phase: the phase system's no-slip rows
+    depend on the slip anchors of its start."""
+
+    #: states kept (a step's ends and interior points, and Brent's iterates); then cleared
+    SIZE = 64
+
+    def __init__(self, sysp: System):
+        self.sysp = sysp
+        self._memo: dict = {}
+
+    def __call__(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        key = (float(t), np.asarray(q, dtype=float).tobytes(),
+               np.asarray(v, dtype=float).tobytes())
+        lam = self._memo.get(key)
+        if lam is None:
+            if len(self._memo) >= self.SIZE:
+                self._memo.clear()
+            lam = solve_step(self.sysp, t, q, v).multipliers
+            lam.setflags(write=False)
+            self._memo[key] = lam
+        return lam
+
+
+def _cone_event(forces: _Multipliers, n_row: int, t_row: int, mu: float, d: int):
     """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
     def cone(t, q, v):
-        lam = solve_step(sysp, t, q, v).multipliers
+        lam = forces(t, q, v)
         return float(mu * lam[n_row] + d * lam[t_row])
     cone.__name__ = "friction cone"
     cone.interp_points = _INTERP
@@ -686,9 +714,9 @@ def _slip_rate_event(P: ContactPoints, i: int, d: int):
     return slip_rate
 
 
-def _force_event(sysp: System, row: int):
+def _force_event(forces: _Multipliers, row: int):
     def normal_force(t, q, v):
-        return float(solve_step(sysp, t, q, v).multipliers[row])
+        return float(forces(t, q, v)[row])
     normal_force.__name__ = "normal force"
     normal_force.interp_points = _INTERP
     return normal_force
