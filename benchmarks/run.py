@@ -39,7 +39,8 @@ Rows
   before its lift-off: the engine's step plus the lift-off watch, the normal force's
   sign at 11 points per step) against the same run of the equality model; and a
   bouncing ball (``e = 0.95``) from release to rest, 219 impacts, against the 0.2 s
-  target of 200 impacts;
+  target of 200 impacts (wall time, and the process's CPU time: on a shared machine the
+  wall time also counts other processes);
 * the N-four-bar step for N = 10..80 against ``scipy.sparse.linalg.splu`` of
   the same KKT matrix (and the growth exponents), and a 10 s run at N = 40
   against its target (not with ``--quick``);
@@ -407,11 +408,12 @@ def contact_rows(repeat):
     # the bouncing ball from release to rest (e = 0.95: 219 impacts)
     pb = bouncing_ball.build(e=0.95, t_end=25.0)
     tr = pb.simulate()
-    times = []
+    times, cpu = [], []
     for _ in range(max(repeat // 2, 3)):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         tr = pb.simulate()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     P = pb.params
     ti = np.array([im.t for im in tr.impacts if not im.accumulation])
     exact = bouncing_ball.impact_times(ti.size, P["h"], P["r"], P["e"], P["g"])
@@ -420,6 +422,10 @@ def contact_rows(repeat):
     add(f"bouncing ball e = 0.95 to rest: {len(tr.impacts)} impacts, {tr.stats['phases']} "
         "phases (impact times' max rel. err)", wall, err, "target: 200 impacts in 0.2 s",
         0.2 * len(tr.impacts) / 200, None, "<= 1", "s")
+    # (the process's CPU time too: on a shared machine the wall time also counts the
+    # time other processes hold the CPU)
+    add("bouncing ball e = 0.95 to rest, CPU time of the process", float(np.median(cpu)), err,
+        "target: 200 impacts in 0.2 s", 0.2 * len(tr.impacts) / 200, None, "<= 1", "s")
     add("bouncing ball: one phase (impact, restart, flight to the next impact)",
         wall / tr.stats["phases"] * 1e3, None, "", None, None, "", "ms")
 
