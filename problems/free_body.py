@@ -1,0 +1,164 @@
+"""A torque-free rigid body in space: the intermediate-axis flip, and free precession.
+
+One spatial body (:class:`gaussopt.multibody.spatial.Body`, seven coordinates:
+centroid and Euler parameters, whose mass matrix ``diag(m I3, 4 G^T J G)`` is
+singular), no joints, no gravity. Principal moments ``J1, J2, J3`` about the
+centroid; it starts with the body-frame angular velocity ``(w1, w2, w3)`` from a
+tilted orientation (a rotation by ``tilt`` about the world axis ``(1, 2, 2)/3``), its
+centroid moving uniformly at ``(0.3, -0.2, 0.1)`` m/s. With the default moments
+``J1 < J2 < J3`` and the spin mostly about the intermediate axis 2, the body flips
+over and back (the Dzhanibekov effect), the rotation unstable about that axis.
+
+References (all from this module's own equations, never the library's):
+
+* the integrals: the energy ``E = 1/2 m |x'|^2 + 1/2 w'.J w'`` and the angular
+  momentum about the centroid in the world frame ``L = R J w'`` (``w'`` the
+  body-frame angular velocity, ``R`` the body's rotation) are constant, as are the
+  centroid's velocity;
+* ``reference(t)``: Euler's equations ``J w'' = (J w') x w'`` with the
+  Euler-parameter kinematics ``p' = 1/2 p (x) (0, w')``, DOP853 at ``rtol = atol =
+  1e-13`` (:func:`euler_reference`); for an axisymmetric body (``J1 = J2``) the
+  analytic free precession instead (:func:`precession`): ``w3`` constant and
+  ``w1 + i w2`` turning at ``Omega = (J3 - J1)/J1 w3``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+import gaussopt as go
+from gaussopt.system import rebuildable
+
+from ._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
+
+VELOCITY = np.array([0.3, -0.2, 0.1])          # of the centroid [m/s]
+TILT_AXIS = np.array([1.0, 2.0, 2.0]) / 3.0
+
+
+def initial_rotation(tilt: float) -> np.ndarray:
+    """The initial body frame: a rotation by ``tilt`` [rad] about ``(1, 2, 2)/3`` (Rodrigues)."""
+    k = TILT_AXIS
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + np.sin(tilt) * K + (1 - np.cos(tilt)) * K @ K
+
+
+def euler_reference(t, J, w0, p0, dense: bool = False):
+    """Euler parameters and body angular velocity ``(p, w')`` at ``t``, shape (7,
+    len(t)), from Euler's equations and ``p' = 1/2 p (x) (0, w')`` (DOP853, ``rtol =
+    atol = 1e-13``); the solve_ivp solution when ``dense``."""
+    J = np.asarray(J, dtype=float)
+
+    def rhs(_, y):
+        w = y[4:]
+        return np.concatenate([quaternion_rate(y[:4], w), np.cross(J * w, w) / J])
+
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    sol = solve_ivp(rhs, (0.0, float(t.max())), np.concatenate([p0, w0]), method="DOP853",
+                    rtol=1e-13, atol=1e-13, dense_output=True)
+    return sol if dense else sol.sol(t)
+
+
+def precession(t, J1: float, J3: float, w0) -> np.ndarray:
+    """Body angular velocity of the torque-free axisymmetric body (``J2 = J1``), shape
+    (len(t), 3): ``w3 = w3(0)``, ``w1 + i w2 = (w1(0) + i w2(0)) exp(i Omega t)``,
+    ``Omega = (J3 - J1)/J1 w3`` (from ``J1 w1' = (J1 - J3) w2 w3``, ``J1 w2' =
+    (J3 - J1) w3 w1``)."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    w1, w2, w3 = (float(x) for x in w0)
+    Om = (J3 - J1) / J1 * w3
+    c, s = np.cos(Om * t), np.sin(Om * t)
+    return np.stack([w1 * c - w2 * s, w1 * s + w2 * c, np.full_like(t, w3)], axis=1)
+
+
+def observables(q: np.ndarray, v: np.ndarray, m: float, J) -> dict:
+    """From states of shape (N, 7): the body angular velocity ``w1, w2, w3`` [rad/s],
+    the world angular momentum about the centroid ``Lx, Ly, Lz`` [kg m^2/s] (``R J
+    w'``), the energy ``E`` [J], the centroid velocity ``vx, vy, vz`` [m/s] and the
+    Euler parameters' norm ``pnorm``."""
+    q, v = np.atleast_2d(q), np.atleast_2d(v)
+    J = np.asarray(J, dtype=float)
+    w = body_angular_velocity(q[:, 3:7], v[:, 3:7])
+    L = np.einsum("nij,nj->ni", rotation(q[:, 3:7]), J * w)
+    E = 0.5 * m * np.einsum("ij,ij->i", v[:, :3], v[:, :3]) + 0.5 * np.einsum("ij,ij->i", w, J * w)
+    return {"w1": w[:, 0], "w2": w[:, 1], "w3": w[:, 2], "Lx": L[:, 0], "Ly": L[:, 1],
+            "Lz": L[:, 2], "E": E, "vx": v[:, 0], "vy": v[:, 1], "vz": v[:, 2],
+            "pnorm": np.linalg.norm(q[:, 3:7], axis=1)}
+
+
+@rebuildable        # its System pickles as this call
+def build(m: float = 2.0, J1: float = 0.02, J2: float = 0.035, J3: float = 0.05,
+          w1: float = 0.02, w2: float = 4.0, w3: float = 0.03, tilt: float = 0.7,
+          t_end: float = 20.0) -> go.Problem:
+    """The torque-free body (defaults: spun near its intermediate axis; it flips every
+    ~3.5 s).
+
+    Parameters
+    ----------
+    m : float, > 0
+        Mass [kg].
+    J1 : float, > 0
+        Principal moment of inertia about the body x-axis [kg m^2].
+    J2 : float, > 0
+        Principal moment about the body y-axis [kg m^2].
+    J3 : float, > 0
+        Principal moment about the body z-axis [kg m^2].
+    w1 : float
+        Initial angular velocity about the body x-axis [rad/s].
+    w2 : float
+        Initial angular velocity about the body y-axis [rad/s].
+    w3 : float
+        Initial angular velocity about the body z-axis [rad/s].
+    tilt : float
+        Initial rotation about the world axis (1, 2, 2)/3 [rad].
+    t_end : float, > 0
+        End time [s].
+
+    Returns
+    -------
+    Problem
+        ``outputs(q, v)``: ``w1, w2, w3`` (body frame) and the integrals (see
+        :func:`observables`); ``reference(t)``: ``w1, w2, w3`` and ``Lx, Ly, Lz``, ``E``
+        (constant). ``model`` is the spatial Model.
+    """
+    from gaussopt.multibody import spatial as sp
+
+    J = np.array([J1, J2, J3])
+    wb = np.array([w1, w2, w3])
+    R0 = initial_rotation(tilt)
+    p0 = quaternion(R0)
+    q0 = np.concatenate([np.zeros(3), p0])
+    v0 = np.concatenate([VELOCITY, quaternion_rate(p0, wb)])
+    model = sp.Model([sp.Body("body", m, (J1, J2, J3), orientation=R0)], [],
+                     gravity=(0.0, 0.0, 0.0), name="free_body")
+    L0 = R0 @ (J * wb)
+    E0 = 0.5 * m * VELOCITY @ VELOCITY + 0.5 * wb @ (J * wb)
+
+    def outputs(q, v):
+        return observables(q, v, m, J)
+
+    def reference(t):
+        t = np.atleast_1d(np.asarray(t, dtype=float))
+        if J1 == J2:
+            w = precession(t, J1, J3, wb)
+        else:
+            w = euler_reference(t, J, wb, p0)[4:].T
+        out = {"w1": w[:, 0], "w2": w[:, 1], "w3": w[:, 2], "E": np.full_like(t, E0)}
+        out.update({k: np.full_like(t, L0[i]) for i, k in enumerate(("Lx", "Ly", "Lz"))})
+        return out
+
+    axis = "symmetric" if J1 == J2 else "asymmetric"
+    return go.Problem(
+        name="free_body", system=model.system, q0=q0, v0=v0, t_span=(0.0, t_end),
+        description=f"Torque-free {axis} rigid body, Euler-parameter coordinates (singular "
+                    f"mass matrix), spun at {tuple(float(x) for x in wb)} rad/s (body frame); "
+                    "energy and world angular momentum conserved.",
+        settings={"method": "DOP853", "rtol": 1e-12, "atol": 1e-12,
+                  "stabilization": go.Projection()},
+        solvers=("closed_form", "lagrange"),
+        outputs=outputs, reference=reference, model=model,
+        params={"m": m, "J1": J1, "J2": J2, "J3": J3, "w1": w1, "w2": w2, "w3": w3,
+                "tilt": tilt},
+        units={"w1": "rad/s", "w2": "rad/s", "w3": "rad/s", "Lx": "kg m^2/s",
+               "Ly": "kg m^2/s", "Lz": "kg m^2/s", "E": "J", "vx": "m/s", "vy": "m/s",
+               "vz": "m/s", "pnorm": "1", "energy": "J", "length": "m"})
