@@ -52,6 +52,14 @@ def integrals(m: float, l: float, A: float, C: float, g: float, theta: float, dp
     p_psi = C * (dpsi + dphi * u)
     p_phi = At * dphi * (1 - u**2) + p_psi * u
     E = 0.5 * At * (dtheta**2 + dphi**2 * (1 - u**2)) + p_psi**2 / (2 * C) + m * g * l * u
+    return integrals_of(m, l, A, C, g, p_psi, p_phi, E)
+
+
+def integrals_of(m: float, l: float, A: float, C: float, g: float, p_psi: float, p_phi: float,
+                 E: float) -> dict:
+    """The integrals (see :func:`integrals`) from the momenta ``p_psi``, ``p_phi`` and
+    the energy ``E``."""
+    At = A + m * l**2
     return {"p_psi": p_psi, "p_phi": p_phi, "E": E, "a": p_psi / At, "b": p_phi / At,
             "alpha": (2 * E - p_psi**2 / C) / At, "beta": 2 * m * g * l / At}
 
@@ -69,15 +77,18 @@ def nutation_limits(k: dict) -> tuple[float, float]:
 
     Raises
     ------
-    ValueError
-        The cubic does not have two real roots in ``[-1, 1]`` (no such motion).
+    ModelError
+        The cubic does not have two real roots in ``[-1, 1]`` (no such motion: the
+        integrals do not come from a real state).
     """
     c = cubic(k)
     r = np.roots(c)
     r = np.sort(r[np.abs(r.imag) < 1e-9].real)
     inside = r[(r >= -1 - 1e-9) & (r <= 1 + 1e-9)]
     if len(inside) != 2:
-        raise ValueError(f"the top's cubic has roots {r}, expected two in [-1, 1].")
+        raise go.ModelError(f"`k`: the top's cubic f(u) has the real roots {r.tolist()}, "
+                            "expected two in [-1, 1]; pass the integrals of a real state "
+                            "(heavy_top.integrals).")
     dc = np.polyder(c)
     out = []
     for u in inside:

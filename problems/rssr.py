@@ -88,15 +88,19 @@ class Kinematics:
 
         Raises
         ------
-        ValueError
-            No closure at ``th`` (``|K| > rho``).
+        ModelError
+            No closure at ``th`` (``|K| > rho``): the lengths do not fit the pivots.
         """
         D = self.crank(th)[0] - B_POINT
         K = (D @ D + self.r2**2 - self.L**2) / (2 * self.r2)
         du, dv = D @ U2, D @ V2
         rho = np.hypot(du, dv)
         if abs(K) > rho:
-            raise ValueError(f"the RSSR does not close at th = {th}: |K| = {abs(K)} > rho = {rho}")
+            raise go.ModelError(
+                f"the RSSR does not close at the crank angle {th:g} rad with `r1` = {self.r1:g}, "
+                f"`r2` = {self.r2:g}, `L` = {self.L:g} m: the coupler would have to reach "
+                f"{abs(K):.6g} m along the rocker's plane, expected at most {rho:.6g} m; "
+                "change `L` (or `theta0`) so that the loop closes.")
         return float(np.arctan2(dv, du) - np.arccos(K / rho))
 
     def state(self, th: float) -> dict:
