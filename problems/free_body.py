@@ -20,6 +20,14 @@ References (all from this module's own equations, never the library's):
   1e-13`` (:func:`euler_reference`); for an axisymmetric body (``J1 = J2``) the
   analytic free precession instead (:func:`precession`): ``w3`` constant and
   ``w1 + i w2`` turning at ``Omega = (J3 - J1)/J1 w3``.
+
+Measured (defaults, 20 s, DOP853 at ``rtol = atol = 1e-12``, projection; 240 steps):
+energy and world angular momentum within 1.2e-11 and 1.4e-11 (relative) of their initial
+values, Euler-parameter norm within 7e-15 of 1 (2.7e-10 without the projection); the
+drifts scale like ``rtol``: 3.3e-13 and 4.3e-13 at ``rtol = 3e-14``. The flip is
+exponentially sensitive: ``w`` follows the Euler-equation reference to 1e-6 only. An
+axisymmetric body (``J1 = J2 = 0.03``, ``J3 = 0.05``, ``w = (0.5, -0.3, 4)``) precesses
+at the analytic rate to 2.7e-12 (relative) at ``rtol = 1e-12``.
 """
 
 from __future__ import annotations
@@ -90,8 +98,8 @@ def observables(q: np.ndarray, v: np.ndarray, m: float, J) -> dict:
 def build(m: float = 2.0, J1: float = 0.02, J2: float = 0.035, J3: float = 0.05,
           w1: float = 0.02, w2: float = 4.0, w3: float = 0.03, tilt: float = 0.7,
           t_end: float = 20.0) -> go.Problem:
-    """The torque-free body (defaults: spun near its intermediate axis; it flips every
-    ~3.5 s).
+    """The torque-free body (defaults: spun near its intermediate axis; ``w2`` reverses at
+    3.3, 9.5 and 15.7 s).
 
     Parameters
     ----------

@@ -27,6 +27,11 @@ so that ``u'^2 = f(u) = (1 - u^2)(alpha - beta u) - (b - a u)^2``, ``alpha =
     A' theta'' = A' phi'^2 sin(theta) cos(theta) - p_psi phi' sin(theta) + m g l sin(theta)
 
 by DOP853 at ``rtol = atol = 1e-13`` (:func:`euler_angle_reference`).
+
+Measured (defaults, 5 s, DOP853 at ``rtol = atol = 1e-12``, projection; 567 steps):
+``theta`` within 2.3e-11 rad of the reference; the 11 nutation extremes (located as
+zeros of ``d cos(theta)/dt``, :func:`cos_theta_rate`) within 1.5e-11 rad of the cubic's
+limits; energy within 4e-10 J, the momenta within 1e-11 kg m^2/s.
 """
 
 from __future__ import annotations

@@ -33,6 +33,12 @@ spin being zero), so ``T = 1/2 mu(th) th'^2``, ``mu = sum m_k |J_k|^2 + w_k.I_k 
 and Lagrange's equation is ``mu th'' + c th'^2 = tau - V_th``, ``c = sum m_k J_k.J_k,th
 + w_k.I_k w_k,th`` (``= mu_th / 2``), integrated by DOP853 at ``rtol = atol = 1e-13``
 (:func:`reduced_reference`).
+
+Measured (defaults, 5 s, DOP853 at ``rtol = atol = 1e-11``, projection; 466 steps; the
+crank swings six times through about -3.3 rad): crank angle within 3.0e-10 rad and the
+coupler's centroid within 1.8e-11 m of the reference (1.4e-12 rad at ``rtol = 1e-13``);
+the coupler's axial spin stays below 3e-11 rad/s. Driven at 3 rad/s: the drive's torque
+equals the reduced inverse dynamics ``c(th) th'^2 + V'(th)`` to 9e-15 N m.
 """
 
 from __future__ import annotations
@@ -209,9 +215,10 @@ def reduced_energy(th, dth, r1, r2, L, m1, m2, m3, g) -> np.ndarray:
 
 
 def body_frames(s: dict) -> list:
-    """The three rods' body frames (columns: the rod's direction, then ``z x x``... with
-    the crank's and the rocker's z-axes their joint axes; the coupler's y-axis normal to
-    it and to ``x``)."""
+    """The three rods' body frames, rotation matrices whose columns are the body axes in
+    the world: x along the rod (from its pivot, or from ``P`` to ``Q``), z the joint axis
+    for the crank (``a``) and the rocker (``b``), and for the coupler y horizontal
+    (``e_z x x``, normalized; the coupler is never vertical here)."""
     frames = []
     for x, z in (((s["P"] - A_POINT), A_AXIS), ((s["Q"] - B_POINT), B_AXIS)):
         x = x / np.linalg.norm(x)
