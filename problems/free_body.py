@@ -39,7 +39,7 @@ from scipy.integrate import solve_ivp
 import gaussopt as go
 from gaussopt.system import rebuildable
 
-from ._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
+from problems._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
 
 VELOCITY = np.array([0.3, -0.2, 0.1])          # of the centroid [m/s]
 TILT_AXIS = np.array([1.0, 2.0, 2.0]) / 3.0

@@ -42,7 +42,7 @@ from scipy.integrate import solve_ivp
 import gaussopt as go
 from gaussopt.system import rebuildable
 
-from ._rigid import body_angular_velocity, euler_zxz, quaternion, quaternion_rate, rotation
+from problems._rigid import body_angular_velocity, euler_zxz, quaternion, quaternion_rate, rotation
 
 G = 9.81
 

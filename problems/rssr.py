@@ -51,7 +51,7 @@ from scipy.integrate import solve_ivp
 import gaussopt as go
 from gaussopt.system import rebuildable
 
-from ._rigid import quaternion, quaternion_rate
+from problems._rigid import quaternion, quaternion_rate
 
 RADIUS = 0.01                                   # of the three rods [m]
 A_POINT, A_AXIS = np.zeros(3), np.array([1.0, 0.0, 0.0])
