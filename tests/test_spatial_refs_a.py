@@ -313,6 +313,45 @@ def _limit_sensitivity(k):
     return S
 
 
+def _extremes_error(pb, k, tr):
+    """``(|theta_event - limit|, limit, bound)`` at the zeros of ``d cos(theta)/dt`` of a
+    run with the event :func:`heavy_top.cos_theta_rate`.
+
+    At an extreme (theta' = 0, located to 4 eps in time) the state's own integrals have
+    that theta as their cubic's root: the event's theta differs from the limit by the
+    limits' sensitivity to the integrals (:func:`_limit_sensitivity`, doubled for the
+    linearization) times their drift at that state (the dense output's error included),
+    plus the rounding of arccos of the root (100 eps)."""
+    assert tr.success, tr.message
+    th_min, th_max = ht.nutation_limits(k)
+    oe = pb.outputs(tr.q_events[0], tr.v_events[0])
+    lim = np.where(np.abs(oe["theta"] - th_min) < np.abs(oe["theta"] - th_max), th_min, th_max)
+    S = np.abs(_limit_sensitivity(k)).max(axis=0)
+    drift = np.abs(np.stack([oe["p_psi"] - k["p_psi"], oe["p_phi"] - k["p_phi"],
+                             oe["E"] - k["E"]], axis=1))
+    return np.abs(oe["theta"] - lim), lim, 2 * drift @ S + 100 * EPS
+
+
+@settings(max_examples=8, deadline=None)
+@given(theta0=st.floats(0.3, 2.6), dphi0=st.floats(-4.0, 4.0), dtheta0=st.floats(-3.0, 3.0),
+       dpsi0=st.floats(-60.0, 60.0))
+def test_nutation_limits_of_random_tops(theta0, dphi0, dtheta0, dpsi0):
+    """Tops from random initial states (fast and slow, either sense of spin) reach the
+    limits of their cubic, within the bound from the drift of their integrals."""
+    k = ht.integrals(*TOP.values(), theta0, dphi0, dtheta0, dpsi0)
+    # not through the vertical (b = +-a: f(+-1) = -(b -+ a)^2 = 0, a root at u = +-1)
+    assume(min(abs(k["b"] - k["a"]), abs(k["b"] + k["a"])) > 1e-3)
+    th_min, th_max = ht.nutation_limits(k)
+    # a nutation of some amplitude (the extremes are then isolated zeros of d cos/dt),
+    # away from the vertical (where the Euler angles are singular)
+    assume(th_max - th_min > 0.05 and th_min > 0.1 and th_max < np.pi - 0.1)
+    pb = ht.build(**TOP, theta0=theta0, dphi0=dphi0, dtheta0=dtheta0, dpsi0=dpsi0, t_end=3.0)
+    tr = pb.simulate(rtol=1e-12, atol=1e-12, events=ht.cos_theta_rate)
+    err, lim, bound = _extremes_error(pb, k, tr)
+    assert len(err) >= 2 and set(lim) == {th_min, th_max}
+    assert np.all(err <= bound)
+
+
 def test_heavy_top_reaches_the_nutation_limits():
     pb = ht.build(**TOP, **TOP0)
     rep = pb.model.rank_report(pb.q0)
@@ -326,19 +365,8 @@ def test_heavy_top_reaches_the_nutation_limits():
     assert np.abs(np.polyval(c, np.cos([th_min, th_max]))).max() < 100 * EPS * np.abs(c).sum()
     assert np.polyval(c, np.cos(0.5 * (th_min + th_max))) > 0
     tr = pb.simulate(rtol=1e-12, atol=1e-12, events=ht.cos_theta_rate)
-    assert tr.success, tr.message
-    qe, ve = tr.q_events[0], tr.v_events[0]
-    oe = pb.outputs(qe, ve)
-    lim = np.where(np.abs(oe["theta"] - th_min) < np.abs(oe["theta"] - th_max), th_min, th_max)
-    err = np.abs(oe["theta"] - lim)
-    # At an extreme (theta' = 0, located to 4 eps in time) the state's own integrals have
-    # that theta as their cubic's root: the event's theta differs from the limit by the
-    # limits' sensitivity to the integrals times their drift at that state (the dense
-    # output's error included), plus the rounding of arccos of the root (100 eps)
-    S = np.abs(_limit_sensitivity(k)).max(axis=0)
-    drift = np.abs(np.stack([oe["p_psi"] - k["p_psi"], oe["p_phi"] - k["p_phi"],
-                             oe["E"] - k["E"]], axis=1))
-    assert np.all(err <= 2 * drift @ S + 100 * EPS)
+    err, lim, bound = _extremes_error(pb, k, tr)
+    assert np.all(err <= bound)
     assert err.max() < 1e-10                          # the issue's target (measured 1.5e-11)
     assert np.sum(lim == th_min) >= 5 and np.sum(lim == th_max) >= 5
     # the three integrals along the run: first integrals, gradient times local errors
