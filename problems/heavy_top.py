@@ -83,8 +83,9 @@ def nutation_limits(k: dict) -> tuple[float, float]:
     Raises
     ------
     ModelError
-        The cubic does not have two real roots in ``[-1, 1]`` (no such motion: the
-        integrals do not come from a real state).
+        The cubic does not have two real roots in ``[-1, 1]``: the integrals do not come
+        from a real state, or the top passes through the vertical (``b = +-a``, a root at
+        ``u = +-1``; the Euler angles are singular there).
     """
     c = cubic(k)
     r = np.roots(c)
