@@ -26,11 +26,11 @@ Measured (defaults, 20 s, DOP853 at the settings' ``rtol = atol = 3e-14``, proje
 371 steps): energy and world angular momentum within 3.3e-13 and 4.3e-13 (relative) of
 their initial values; the drifts scale like ``rtol`` (1.2e-11 and 1.4e-11 at ``rtol =
 1e-12``, 240 steps). Euler-parameter norm within 7e-15 of 1 (2.7e-10 without the
-projection, at ``rtol = 1e-12``). Near the separatrix the
-flow of ``w`` amplifies errors (by 270 over 5 s, 6e4 over 20 s): ``w`` follows the elliptic solution to
-1.5e-11 rad/s over 5 s, 1.9e-8 over 20 s. An
-axisymmetric body (``J1 = J2 = 0.03``, ``J3 = 0.05``, ``w = (0.5, -0.3, 4)``) precesses
-at the analytic rate to 2.7e-12 (relative) at ``rtol = 1e-12``.
+projection, at ``rtol = 1e-12``). Near the separatrix the flow of ``w`` amplifies
+errors (by 270 over 5 s, 6e4 over 20 s): ``w`` follows the elliptic solution to 1.5e-11
+rad/s over 5 s, 1.9e-8 over 20 s. An axisymmetric body (``J1 = J2 = 0.03``, ``J3 =
+0.05``, ``w = (0.5, -0.3, 4)``) precesses at the analytic rate to 2.7e-12 (relative) at
+``rtol = 1e-12``.
 """
 
 from __future__ import annotations

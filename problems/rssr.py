@@ -19,9 +19,15 @@ The coupler with spherical joints at both ends can spin about its own axis: the
 mechanism has two degrees of freedom (Gruebler-Kutzbach ``6 * 3 - (5 + 3 + 3 + 5) =
 2``, and the Jacobian's rank agrees). The coupler is a cylinder, axisymmetric about its
 axis, and the joint forces act on that axis and gravity at its centroid: no torque about
-the axis, so by Euler's equation its axial angular velocity is constant -- zero here,
-started at zero. The spin is a true but decoupled degree of freedom; the model keeps it
-(the coupler's axial moment ``m3 RADIUS^2 / 2 > 0``) and the reference sets it to zero.
+the axis, so by Euler's equation its axial angular velocity ``w_a`` is constant -- zero
+here, started at zero. The spin is a true degree of freedom; the model keeps it (the
+coupler's axial moment ``I_a = m3 RADIUS^2 / 2 > 0``, so the mass matrix's only singular
+directions are the Euler parameters' radial ones). It does not change the crank's
+motion either: with the spin angle ``psi`` cyclic, ``w_a = psi' + c(th) th'`` and the
+Routhian ``1/2 mu th'^2 + I_a w_a c(th) th' - V - ...`` whose middle term, with one
+remaining coordinate, is the time derivative of a function of ``th`` (it only changes the
+joints' reactions, which supply the gyroscopic torque ``I_a w_a e'``). The reference
+therefore holds for any constant spin; it sets it to zero.
 
 Reference (reduced one-degree-of-freedom equations in the crank angle, this module's own):
 the loop closure ``|Q(phi) - P(th)| = L`` solved in closed form, ``phi = alpha(th) -
