@@ -44,8 +44,10 @@ joint damping           hinge: :class:`~.RotationalDamper` (compiled); ball: thr
 joint armature          MuJoCo adds it to the joint-space mass matrix, the kinetic energy
                         ``a (u . (w_j - w_i))^2 / 2``. Exact in body coordinates only when
                         ``w_i = 0``: a hinge or ball joint whose parent is the ground adds
-                        ``a u u^T`` (hinge, ``u`` in the body frame) or ``a I`` (ball) to the
-                        child's inertia tensor. Armature elsewhere is listed unmapped.
+                        a disk ``a (I + u u^T) / 2`` (hinge, ``u`` in the body frame: the
+                        child turns about ``u`` only, so its energy is ``a (u . w)^2 / 2``)
+                        or ``a I`` (ball) to the child's inertia tensor. Armature elsewhere
+                        is listed unmapped.
 equality ``connect``    :class:`~.Spherical` at the anchor (bodies or sites; the two anchor
                         points must coincide at ``qpos0``, as the compiler makes them).
 equality ``weld``       :class:`~.Fixed` in the ``qpos0`` relative pose (a ``relpose`` that
@@ -354,8 +356,11 @@ def _map(mj, m, name: Optional[str] = None) -> _Mapping:
                 if ground_parent and kind in (JH, JB):
                     Rf = _qrot(fr.quat)
                     if kind == JH:
+                        # a disk about u, a (u u^T + (I - u u^T) / 2): its energy is
+                        # a (u . w)^2 / 2 because the child turns about u only, and it is a
+                        # physical inertia (a u u^T alone breaks the triangle inequality)
                         u = Rf.T @ axis
-                        add = arm[0] * np.outer(u, u)
+                        add = 0.5 * arm[0] * (np.eye(3) + np.outer(u, u))
                     else:
                         add = np.diag(arm) if np.all(arm == arm[0]) else Rf.T @ np.diag(arm) @ Rf
                     inertia_add[fr.name] = inertia_add.get(fr.name, 0.0) + add
