@@ -23,7 +23,8 @@ and Pinocchio.
   linear in ``1 - d``); over 2 s from rest MuJoCo's loop opens by 6.3e-4 m (RK4, dt 1e-4,
   estimate (1 - d) |J a0| tc^2 = 4.8e-4 m; 1.6e-3 m with Euler at the default dt 2e-3),
   gaussopt's (default settings) by 2.5e-16 m. The crank angle after 2 s: MuJoCo 1.876 rad
-  (RK4), gaussopt 1.658 rad.
+  (RK4), gaussopt 1.6575265 rad; MuJoCo at solimp 0.9999 (its stiffest), solref 1 ms,
+  dt 20 us: 1.6575265 rad (4e-8 from gaussopt's).
 * The unmapped-features warning names each feature (tests/data/unmapped.xml).
 """
 
@@ -257,6 +258,25 @@ def test_loop_mujoco_soft_against_exact():
     # three decades for the anchors' evaluation
     assert gaps.max() < 1e-12
 
+    # the motion: MuJoCo's crank angle after 2 s tends to gaussopt's as its constraint
+    # stiffens (d -> 0.9999, the most MuJoCo allows; time constant 1 ms, RK4 at 20 us)
+    def crank(qq):
+        R = model.rotation("crank", qq) @ model.rotation("crank", model.q_reference).T
+        return np.arctan2(R[0, 2], R[0, 0])            # rotation about +y, as MuJoCo's hA
+
+    th_soft = d.qpos[0]                                  # d = 0.9 (default), after 2 s
+    m.eq_solimp[0, :2] = 0.9999, 0.9999
+    m.eq_solref[0, 0] = 1e-3
+    m.opt.timestep = 2e-5
+    mj.mj_resetData(m, d)
+    mj.mj_step(m, d, nstep=100000)
+    th_go = crank(tr.q[-1])
+    print(f"crank angle at 2 s: MuJoCo d=0.9 {th_soft:.9f}, d=0.9999 {d.qpos[0]:.9f}, "
+          f"gaussopt {th_go:.9f}")
+    # the default softness moves the crank by |th_soft - th_go| (measured 0.22 rad); at
+    # 1 - d = 1e-4 a difference linear in 1 - d is 1e-3 of it (measured 4e-8 rad)
+    assert abs(d.qpos[0] - th_go) < 1e-3 * abs(th_soft - th_go)
+
 
 # ----------------------------------------------------------------------------- warnings
 def test_unmapped_features_named_in_one_warning():
@@ -301,6 +321,8 @@ def test_xml_string_and_mjmodel_sources():
     a = mjcf.load(text, name="dp")
     b = mjcf.load(mj.MjModel.from_xml_string(text))
     assert a.name == "dp" and b.name == "double_pendulum"
+    from gaussopt import multibody
+    assert multibody.load is mjcf.load                   # gaussopt.multibody.load
     assert np.array_equal(a.q_reference, b.q_reference)
 
 
