@@ -475,7 +475,8 @@ def spatial_arm_rows(repeat):
     forward-dynamics step at a random state (angles in (-pi, pi), rates in (-2, 2)),
     no torque. Accuracy of each: max |qdd - qdd_ref| / max |qdd_ref| against MuJoCo's
     ``mj_forward`` ``qacc`` of the same file (a third direct solver), gaussopt's step
-    mapped to joint accelerations by :func:`~gaussopt.multibody.spatial.mjcf.joint_accelerations`."""
+    mapped to joint accelerations by
+    :func:`~gaussopt.multibody.spatial.mjcf.joint_accelerations`."""
     print("6-link spatial arm (URDF) one step", flush=True)
     import warnings
 

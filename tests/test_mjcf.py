@@ -176,6 +176,22 @@ def test_multi_joint_body_inserts_massless_frames():
     assert np.allclose(arm.inertia_tensor, J0 + 0.025 * (np.eye(3) + np.outer(u, u)), atol=1e-15)
 
 
+def test_loaded_model_pickles_with_its_dampers():
+    """The damping callables are module-level classes: a loaded model pickles, and the
+    copy's step (slide and free-joint dampers in Python) is the original's."""
+    import pickle
+
+    path = DATA / "mixed_joints.xml"
+    model = mjcf.load(path)
+    copy = pickle.loads(pickle.dumps(model))
+    m = mj.MjModel.from_xml_path(str(path))
+    qpos, qvel = random_state(m, np.random.default_rng(9))
+    q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+    a = go.solve_step(model.system, 0.0, q, v).a
+    b = go.solve_step(copy.system, 0.0, q, v).a
+    assert np.array_equal(a, b)
+
+
 # ----------------------------------------------------------------------------- closed loop
 def test_loop_mujoco_soft_against_exact():
     """four_bar_connect.xml: MuJoCo's qacc is the regularized Gauss minimizer with its

@@ -23,8 +23,8 @@ free                    no joint: the body's 6 degrees of freedom.
 no joint                :class:`~.Fixed` to the parent when the parent moves; a body
                         welded (through any chain of joint-less bodies) to the world is
                         part of the ground.
-several joints          MuJoCo composes them in order; the loader inserts a massless
-in one body             body after each joint but the last (named ``<body>_<joint>``), so
+multi-joint body        MuJoCo composes the joints in order; the loader inserts a massless
+                        body after each joint but the last (named ``<body>_<joint>``), so
                         joint ``k`` joins the frames before and after it. MuJoCo's joint
                         space mass matrix is regular exactly when the joints' motions are
                         independent, and exactly then the massless bodies are fixed by
@@ -108,13 +108,13 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 
 from ...exceptions import ModelError
 from .elements import (GROUND, Body, Fixed, Force, Prismatic, Revolute, RotationalDamper,
-                       Spherical, Torque)
+                       Spherical)
 from .model import Model
 
 __all__ = ["load", "state_from_mujoco", "joint_accelerations", "UnmappedFeatureWarning"]
@@ -312,7 +312,7 @@ def _map(mj, m, name: Optional[str] = None) -> _Mapping:
                                                                np.array(d.xpos[b])),
                                         point=np.array(d.xpos[b])))
             for k in range(3):
-                # -c_k (w . x_k) x_k about the body axes x_k (a damper from the body to the ground)
+                # -c_k (w . x_k) x_k about the body axes x_k (from the body to the ground)
                 if dmp[3 + k]:
                     out.forces.append(RotationalDamper(real.name, None, R[:, k], float(dmp[3 + k])))
             if np.any(m.dof_armature[dof:dof + 6]):
@@ -370,7 +370,9 @@ def _map(mj, m, name: Optional[str] = None) -> _Mapping:
                         u = Rf.T @ axis
                         add = 0.5 * arm[0] * (np.eye(3) + np.outer(u, u))
                     else:
-                        add = np.diag(arm) if np.all(arm == arm[0]) else Rf.T @ np.diag(arm) @ Rf
+                        # a_k (w . x_k)^2 / 2 about the axes x_k of MuJoCo's body frame R
+                        C = R.T @ Rf
+                        add = C.T @ np.diag(arm) @ C
                     inertia_add[fr.name] = inertia_add.get(fr.name, 0.0) + add
                 else:
                     _count(un, "joint armature (between moving bodies, or on a slide joint)")
@@ -384,8 +386,8 @@ def _map(mj, m, name: Optional[str] = None) -> _Mapping:
     # gravity compensation: a constant force at the centroid
     for b in range(1, m.nbody):
         gc = float(m.body_gravcomp[b])
-        if gc and owner[b] is not None and np.any(g):
-            fr = next(f for f in out.frames if f.mj == b and f.stage == -1)
+        fr = next((f for f in out.frames if f.mj == b and f.stage == -1), None)
+        if gc and fr is not None and fr.mass > 0 and np.any(g):
             out.forces.append(Force(fr.name, -gc * fr.mass * g, point=fr.position))
     if np.any(m.jnt_actgravcomp):
         _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
@@ -412,7 +414,8 @@ def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
         return                                  # MuJoCo ignores them too
     EC, EW = int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)
     site = int(mj.mjtObj.mjOBJ_SITE)
-    other = {int(getattr(mj.mjtEq, k)): k[5:].lower() for k in dir(mj.mjtEq) if k.startswith("mjEQ_")}
+    other = {int(getattr(mj.mjtEq, k)): k[5:].lower() for k in dir(mj.mjtEq)
+             if k.startswith("mjEQ_")}
     mapped = 0
     for e in range(m.neq):
         typ = int(m.eq_type[e])
@@ -549,7 +552,8 @@ class _FreeDamper:
 def _compile(mj, source):
     if isinstance(source, mj.MjModel):
         return source
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("<")):
+    if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                           and not source.lstrip().startswith("<")):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise ModelError(f"`source` must be an MJCF/URDF file, an XML string or a "
@@ -562,7 +566,8 @@ def _compile(mj, source):
         try:
             return mj.MjModel.from_xml_string(source)
         except ValueError as e:
-            raise ModelError(f"MuJoCo could not compile the XML string given as `source`: {e}") from e
+            raise ModelError("MuJoCo could not compile the XML string given as `source`: "
+                             f"{e}") from e
     raise ModelError(f"`source` must be a path, an XML string or a mujoco.MjModel, found "
                      f"{type(source).__name__}.")
 
