@@ -176,6 +176,28 @@ def test_multi_joint_body_inserts_massless_frames():
     assert np.allclose(arm.inertia_tensor, J0 + 0.025 * (np.eye(3) + np.outer(u, u)), atol=1e-15)
 
 
+def test_disabled_gravity_and_damping_follow_mujoco():
+    """mixed_joints.xml with MuJoCo's gravity and damper flags disabled: the loader drops
+    gravity, gravity compensation and the dampers as MuJoCo does (qacc agrees as above)."""
+    text = (DATA / "mixed_joints.xml").read_text().replace(
+        '<flag contact="disable"/>', '<flag contact="disable" gravity="disable" damper="disable"/>')
+    model = mjcf.load(text)
+    m = mj.MjModel.from_xml_string(text)
+    assert np.array_equal(model.gravity, np.zeros(3))
+    d = mj.MjData(m)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        qpos, qvel = random_state(m, rng)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        step = go.solve_step(model.system, 0.0, q, v)
+        qacc, L = acceleration_map(model, m, q, v, step.a)
+        bound = (np.linalg.norm(L, 2) * gauss_bound(model, q, v, step)
+                 + 10 * m.nv * np.linalg.cond(joint_mass(m, d)) * EPS * np.linalg.norm(d.qacc))
+        assert np.linalg.norm(qacc - d.qacc) <= bound
+
+
 def test_loaded_model_pickles_with_its_dampers():
     """The damping callables are module-level classes: a loaded model pickles, and the
     copy's step (slide and free-joint dampers in Python) is the original's."""
