@@ -54,6 +54,11 @@ equality ``weld``       :class:`~.Fixed` in the ``qpos0`` relative pose (a ``rel
                         differs from it cannot be expressed and is listed unmapped).
 ======================  ====================================================================
 
+URDF goes through MuJoCo's importer: links attached by ``fixed`` joints are fused into
+their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the world
+becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
+slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
+
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning`:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature not at the
