@@ -1,7 +1,7 @@
 """gaussopt against the tools its users would otherwise pick: one table, one run.
 
 Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--repeat N]
-[--only large|contact]``
+[--only large|contact|spatial]``
 (the peers are an extra: ``pip install ".[bench]"`` installs Pinocchio and
 MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
 gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
@@ -45,6 +45,9 @@ Rows
   the same KKT matrix (and the growth exponents), and a 10 s run at N = 40
   against its target (not with ``--quick``);
 * the GA step at ``tol = 1e-6``;
+* one step of a 6-link spatial arm (``tests/data/arm6.urdf`` through
+  :func:`gaussopt.multibody.load`) against ``pinocchio.aba``, both checked against
+  MuJoCo's ``qacc`` (``--only spatial`` runs these rows alone);
 * the first-call compile time of the kernels in a fresh cache, and the load
   time from the cache.
 """
@@ -592,6 +595,61 @@ def compile_rows():
         "second process (load from the cache)", out[1], None, "", "s")
 
 
+# ----------------------------------------------------------------------------- spatial
+def spatial_arm_rows(repeat):
+    """The 6-link spatial arm of ``tests/data/arm6.urdf`` (loaded through
+    :func:`gaussopt.multibody.load`, MuJoCo's URDF parser: 6 bodies, n = 42, m = 36)
+    against ``pinocchio.aba`` on ``pinocchio.buildModelFromUrdf`` of the same file: one
+    forward-dynamics step at a random state (angles in (-pi, pi), rates in (-2, 2)),
+    no torque. Accuracy of each: max |qdd - qdd_ref| / max |qdd_ref| against MuJoCo's
+    ``mj_forward`` ``qacc`` of the same file (a third direct solver), gaussopt's step
+    mapped to joint accelerations by
+    :func:`~gaussopt.multibody.spatial.mjcf.joint_accelerations`."""
+    print("6-link spatial arm (URDF) one step", flush=True)
+    import warnings
+
+    try:
+        import mujoco
+        import pinocchio as pin
+    except ImportError:
+        add("6-link arm solve_step closed_form", None, None, "pinocchio.aba", None, None, "<= 3")
+        return
+    from gaussopt.multibody.spatial import mjcf
+
+    path = ROOT / "tests" / "data" / "arm6.urdf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)   # the joint limits
+        model = mjcf.load(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    jn = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, k) for k in range(m.njnt)]
+    order = [jn.index(pm.names[k]) for k in range(1, pm.njoints)]
+    rng = np.random.default_rng(11)
+    qp, vp, tau = rng.uniform(-np.pi, np.pi, 6), rng.uniform(-2.0, 2.0, 6), np.zeros(6)
+    qpos, qvel = np.empty(6), np.empty(6)
+    qpos[order], qvel[order] = qp, vp
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mujoco.mj_forward(m, d)
+    ref = np.array(d.qacc)[order]
+    q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+    sysm = model.system
+    r = go.solve_step(sysm, 0.0, q, v)
+    ours = mjcf.joint_accelerations(model, m, q, v, r.a)[order]
+    acc = float(np.max(np.abs(ours - ref)) / np.max(np.abs(ref)))
+    p_acc = float(np.max(np.abs(pin.aba(pm, pd, qp, vp, tau) - ref)) / np.max(np.abs(ref)))
+    t_full = median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, 2000)
+    solver = sysm._solver_cache["closed_form"]
+    t_hot = median_us(lambda: solver.acceleration(0.0, q, v), repeat, 2000)
+    t_in = in_simulate_step_us(solver, q, v, repeat)
+    t_aba = median_us(lambda: pin.aba(pm, pd, qp, vp, tau), repeat, 20000)
+    add("6-link arm (URDF) solve_step closed_form", t_full, acc, "pinocchio.aba", t_aba, p_acc,
+        "<= 3")
+    add("6-link arm hot path (solver.acceleration)", t_hot, acc, "pinocchio.aba", t_aba, p_acc)
+    add("6-link arm step inside simulate (compiled)", t_in, acc, "pinocchio.aba", t_aba, p_acc)
+
+
 # ----------------------------------------------------------------------------- table
 def table():
     print("\n| measure | gaussopt | accuracy | peer | peer | peer accuracy | ratio | target |")
@@ -619,12 +677,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller N, shorter runs")
     ap.add_argument("--skip-compile", action="store_true")
     ap.add_argument("--t-end", type=float, default=20.0)
-    ap.add_argument("--only", choices=("large", "contact"),
+    ap.add_argument("--only", choices=("large", "contact", "spatial"),
                     help="only these rows: 'large' the N-four-bar steps against splu, "
-                    "'contact' the contact rows")
+                         "'contact' the contact rows, 'spatial' the spatial rows")
     args = ap.parse_args()
     if args.only == "contact":
         contact_rows(args.repeat)
+        table()
+        return
+    if args.only == "spatial":
+        spatial_arm_rows(args.repeat)
         table()
         return
     if args.only != "large":
@@ -633,6 +695,7 @@ def main():
         batch_rows(args.repeat, t_full)
         run_rows(args.repeat, args.t_end)
         ga_row(args.repeat)
+        spatial_arm_rows(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
     if not args.quick:
         n40_run()
