@@ -88,7 +88,6 @@ from .analysis import JointReaction, RankReport
 from .elements import (GROUND, Body, BodyRef, Damper, DrivenAngle, Fixed, Joint, PointForce,
                        PointOnLine, Prismatic, Revolute, Spring, Torque, Vector2)
 from .model import LeastSquaresProjection, Mechanism, Model
-from .spatial.mjcf import load
 
 __all__ = ["Body", "Revolute", "Prismatic", "Fixed", "DrivenAngle", "PointOnLine",
            "PointForce", "Torque", "Spring", "Damper", "Model", "Mechanism",
