@@ -1,5 +1,8 @@
 """Planar multibody systems in body (Cartesian) coordinates -> :class:`~gaussopt.System`.
 
+(Spatial bodies in Euler parameters, spatial joints and models loaded from MJCF and
+URDF files are in :mod:`gaussopt.multibody.spatial` and :func:`load`.)
+
 Every rigid body ``k`` has the coordinates ``q_k = (x_k, y_k, phi_k)``: the
 world position of its centroid and the angle of its body frame (origin at
 the centroid) from the world x-axis, counter-clockwise. The mass matrix is
@@ -88,4 +91,15 @@ from .model import LeastSquaresProjection, Mechanism, Model
 
 __all__ = ["Body", "Revolute", "Prismatic", "Fixed", "DrivenAngle", "PointOnLine",
            "PointForce", "Torque", "Spring", "Damper", "Model", "Mechanism",
-           "RankReport", "JointReaction", "LeastSquaresProjection", "GROUND"]
+           "RankReport", "JointReaction", "LeastSquaresProjection", "GROUND", "spatial", "load"]
+
+
+def __getattr__(name):
+    # the spatial package (and its file loader) are imported on first use
+    if name == "spatial":
+        import importlib
+        return importlib.import_module(".spatial", __name__)
+    if name == "load":
+        from .spatial.mjcf import load
+        return load
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

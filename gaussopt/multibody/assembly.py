@@ -108,6 +108,13 @@ class Assembly:
             raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
                              f"'<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
 
+    def velocity_rows(self, q: np.ndarray, names) -> np.ndarray:
+        """Rows ``S`` with ``S v`` the named velocity components (coordinate rates)."""
+        S = np.zeros((len(names), self.n))
+        for k, nm in enumerate(names):
+            S[k, self.index_of(nm)] = 1.0
+        return S
+
     def driver_values(self, t, order: int, dtype=float) -> np.ndarray:
         """``c(t)`` (order 0), ``c'(t)`` (1) or ``c''(t)`` (2) of the driven rows."""
         if not self.drivers:

@@ -62,9 +62,12 @@ def velocities(asm: Assembly, q, prescribed: Optional[Mapping[str, float]] = Non
     """:meth:`Model.velocities <gaussopt.multibody.Model.velocities>`."""
     n = asm.n
     q = as_state(n, q, "q")
-    idx, val = _prescribed(asm, prescribed, "prescribed")
+    values = dict(prescribed or {})
+    val = np.array([float(x) for x in values.values()])
+    if not np.all(np.isfinite(val)):
+        raise ModelError(f"`prescribed` values must be finite, found {values}.")
     J = asm.jacobian(t, q)
-    K = np.vstack([J, _selector(idx, n)])
+    K = np.vstack([J, asm.velocity_rows(q, list(values))])
     rhs = np.concatenate([-asm.phi_t(t, q), val])
     vp, N, r = null_space_split(K, rhs, rank_tol)
     if r < n:
