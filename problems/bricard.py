@@ -79,6 +79,30 @@ def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * (K @ K)
 
 
+def _skew(x: np.ndarray) -> np.ndarray:
+    return np.array([[0.0, -x[2], x[1]], [x[2], 0.0, -x[0]], [-x[1], x[0], 0.0]])
+
+
+def _quaternion(R: np.ndarray) -> np.ndarray:
+    """The unit quaternion ``(e0, e1, e2, e3)``, ``e0 >= 0``, of a rotation matrix
+    (Shepperd's method: from the largest of its four squares)."""
+    tr = np.trace(R)
+    sq = np.array([1 + tr, 1 + 2 * R[0, 0] - tr, 1 + 2 * R[1, 1] - tr, 1 + 2 * R[2, 2] - tr])
+    i = int(np.argmax(sq))
+    e = np.empty(4)
+    e[i] = 0.5 * np.sqrt(sq[i])
+    f = 0.25 / e[i]
+    if i == 0:
+        e[1:] = f * np.array([R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1]])
+    elif i == 1:
+        e[0], e[2], e[3] = f * (R[2, 1] - R[1, 2]), f * (R[0, 1] + R[1, 0]), f * (R[0, 2] + R[2, 0])
+    elif i == 2:
+        e[0], e[1], e[3] = f * (R[0, 2] - R[2, 0]), f * (R[0, 1] + R[1, 0]), f * (R[1, 2] + R[2, 1])
+    else:
+        e[0], e[1], e[2] = f * (R[1, 0] - R[0, 1]), f * (R[0, 2] + R[2, 0]), f * (R[1, 2] + R[2, 1])
+    return e if e[0] >= 0 else -e
+
+
 def _bracket(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Lie bracket of twists ``(v, w)``: ``(w_a x v_b - w_b x v_a, w_a x w_b)``."""
     return np.concatenate([np.cross(a[3:], b[:3]) - np.cross(b[3:], a[:3]),
@@ -244,6 +268,21 @@ class JointAngleReference:
         """The joint centre ``Pk`` (k = 0..5) at the joint angles ``th``, (3,)."""
         _, _, _, ps = self.chain(th)
         return ps[k]
+
+    def body_coordinates(self, th: np.ndarray, u: float, du: float = 0.0):
+        """``q, v, a`` of the five rods in Euler parameters (centroid, quaternion) at the
+        joint angles ``th``, ``th1' = u``, ``th1'' = du`` (rod frames: the world axes at
+        the initial pose); ``e' = E(e)^T omega / 2``, ``e'' = (E(e)^T alpha - |omega|^2 e
+        / 2) / 2``."""
+        Rs, _, _ = self.twists(th)
+        q, v, a = (np.empty(35) for _ in range(3))
+        for k, (x, xd, xdd, om, al, _, _, _) in enumerate(self.body_motion(th, u, du)):
+            e = _quaternion(Rs[k])
+            Et = np.column_stack([-e[1:], e[0] * np.eye(3) + _skew(e[1:])]).T  # E(e)^T, 4x3
+            q[7 * k:7 * k + 7] = np.r_[x, e]
+            v[7 * k:7 * k + 7] = np.r_[xd, Et @ om / 2]
+            a[7 * k:7 * k + 7] = np.r_[xdd, (Et @ al - 0.5 * (om @ om) * e) / 2]
+        return q, v, a
 
     def initial_velocities(self):
         """Per rod: centroid velocity and angular velocity at the start."""

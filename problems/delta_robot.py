@@ -69,6 +69,32 @@ MASSES = {"m_a": 0.08, "r_a": 0.008, "m_r": 0.015, "r_r": 0.003, "m_p": 0.06}
 ROD_ENDS = ("spherical", "universal")
 
 
+def _skew(x: np.ndarray) -> np.ndarray:
+    return np.array([[0.0, -x[2], x[1]], [x[2], 0.0, -x[0]], [-x[1], x[0], 0.0]])
+
+
+def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rodrigues' formula: the rotation by ``angle`` about the unit ``axis``."""
+    K = _skew(axis)
+    return np.eye(3) + np.sin(angle) * K + (1.0 - np.cos(angle)) * (K @ K)
+
+
+def _least_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rotation about ``a x b`` that turns the unit vector ``a`` into ``b``."""
+    c = np.cross(a, b)
+    s = np.linalg.norm(c)
+    if s < 1e-15:
+        return np.eye(3)
+    return _rotation(c / s, np.arctan2(s, a @ b))
+
+
+def _quaternion(R: np.ndarray) -> np.ndarray:
+    """The unit quaternion ``(e0, e1, e2, e3)``, ``e0 >= 0``, of a rotation matrix."""
+    from problems.bricard import _quaternion as quat
+
+    return quat(R)
+
+
 def cylinder_inertia(m: float, L: float, r: float, direction) -> np.ndarray:
     """Inertia tensor [kg m^2] about the centroid of a uniform cylinder (length ``L``,
     radius ``r``) along the unit vector ``direction``."""
@@ -178,6 +204,49 @@ class ReducedReference:
                       + 2 * self.mr * ((E[:, 2] + x[2]) / 2).sum())
         return float(0.5 * thd @ M @ thd + V)
 
+    def accelerations(self, th: np.ndarray, thd: np.ndarray):
+        """``th''`` and the platform's ``x''`` of the reduced equations."""
+        M, f = self.mass_and_force(th, thd)
+        thdd = np.linalg.solve(M, f)
+        _, Gm, cx, _, _, _ = self.motion(th, thd)
+        return thdd, Gm @ thdd + cx
+
+    def body_coordinates(self, th: np.ndarray, thd: np.ndarray):
+        """``q, v`` of the spherical-ended model (bodies ``arm0, rod0a, rod0b, arm1, ...,
+        rod2b, platform``, as :func:`model` orders them) at ``th, th'``; the body
+        frames are the world axes in the pose ``th0``. The rods do not spin: each is
+        turned from its initial direction by the least rotation, ``omega = d x d'``."""
+        E, Et, _ = self.elbows(th)
+        E0, _, _ = self.elbows(self.th0)
+        x, Gm, _, _, _, _ = self.motion(th, thd)
+        x0 = self.platform(self.th0)
+        xd = Gm @ thd
+        qs, vs = [], []
+
+        def put(c, cd, R, om):
+            e = _quaternion(R)
+            Et4 = np.column_stack([-e[1:], e[0] * np.eye(3) + _skew(e[1:])]).T
+            qs.append(np.r_[c, e])
+            vs.append(np.r_[cd, Et4 @ om / 2])
+
+        parts = []
+        for i in range(3):
+            B = self.Rb * self.rho[i]
+            parts.append(((B + E[i]) / 2, Et[i] * thd[i] / 2,
+                         _rotation(self.u[i], th[i] - self.th0[i]), self.u[i] * thd[i]))
+            d0 = (x0 + self.Rp * self.rho[i] - E0[i]) / self.Lf
+            d = (x + self.Rp * self.rho[i] - E[i]) / self.Lf
+            dd = (xd - Et[i] * thd[i]) / self.Lf
+            R = _least_rotation(d0, d)
+            for sgn in (1.0, -1.0):
+                off = sgn * self.w / 2 * self.u[i]
+                parts.append(((E[i] + x + self.Rp * self.rho[i]) / 2 + off,
+                             (Et[i] * thd[i] + xd) / 2, R, np.cross(d, dd)))
+        for c in parts:
+            put(*c)
+        put(x, xd, np.eye(3), np.zeros(3))
+        return np.concatenate(qs), np.concatenate(vs)
+
     # ------------------------------------------------------------------ the run
     def solve(self, t_end: float, rtol: float = 1e-13, atol: float = 1e-13):
         """Integrate ``(th, th')`` from rest at ``th0``; the dense solution."""
@@ -211,7 +280,7 @@ def reference_solution(t_end: float, g: float = G, th0=(1.4, 1.65, 1.9),
 # ---------------------------------------------------------------------- gaussopt's model
 def model(g: float = G, th0=(1.4, 1.65, 1.9), rod_ends: str = "spherical"):
     """The delta robot from ``sp`` bodies and joints in the pose ``th0``: bodies
-    ``arm0..arm2``, ``rod0a, rod0b, ..., rod2b``, ``platform``."""
+    ``arm0, rod0a, rod0b, arm1, rod1a, rod1b, arm2, rod2a, rod2b, platform``."""
     from gaussopt.multibody import spatial as sp
 
     ref = ReducedReference(g=g, th0=th0, rod_ends=rod_ends)
@@ -253,8 +322,12 @@ def build(th0_1: float = 1.4, th0_2: float = 1.65, th0_3: float = 1.9, g: float 
 
     Parameters
     ----------
-    th0_1, th0_2, th0_3 : float
-        Initial angles of the three upper arms below the horizontal [rad].
+    th0_1 : float
+        Initial angle of upper arm 0 below the horizontal [rad].
+    th0_2 : float
+        Initial angle of upper arm 1 below the horizontal [rad].
+    th0_3 : float
+        Initial angle of upper arm 2 below the horizontal [rad].
     g : float
         Gravitational acceleration, along -z [m/s^2].
     rod_ends : {"spherical", "universal"}
