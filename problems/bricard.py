@@ -39,7 +39,23 @@ bracket of twists) in closed form. The one-dof equation is Kane's:
 partial velocities ``v_k, w_k`` of rod ``k``'s centroid and rotation per unit ``u``;
 ``th1, u`` integrated by DOP853 at ``rtol = atol = 1e-13``. The dependent columns
 stay well conditioned (their least singular value >= 0.37 over the 10 s from rest).
-The energy of the reference is conserved to ~4e-12 J (of 29.43 J) over 10 s.
+The energy of the reference is conserved to ~1e-11 J (of -29.43 J) over 10 s; its runs
+at 1e-12 and 1e-13 differ by 6e-12 m in ``P2``. At consistent states of its motion
+gaussopt's accelerations equal its own to ~5e-14.
+
+Measured (gaussopt, 10 s from rest, one run each on a shared 2-core machine):
+
+==============================================  =====  ============  ============  =======
+settings                                        steps  max err P2    energy drift  wall
+==============================================  =====  ============  ============  =======
+rtol = atol = 1e-12 (``settings``)              153    1.1e-12 m     4.2e-12 J     ~5 s
+defaults (rtol = 1e-9) + ``rank_tol = 1e-4``    67     7.3e-10 m                   ~2.5 s
+defaults (rtol = 1e-9, 1e-10)                   fails at t ~ 0.9 s (0.76 s at 1e-10)
+==============================================  =====  ============  ============  =======
+
+The failure: the stage states of a large step lie ~1e-6 off the constraints, where the
+redundant row's singular value (~3e-8) passes the step's default ``rank_tol``; the row
+is kept and the accelerations come out wrong by O(10) (see tests/test_spatial_refs_b.py).
 """
 
 from __future__ import annotations
