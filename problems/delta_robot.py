@@ -54,14 +54,14 @@ gaussopt's platform accelerations equal its own to ~3e-14 m/s^2, the arms' angul
 accelerations to ~7e-13 rad/s^2 (of ~100).
 
 Measured (gaussopt, the default 2 s, one run each on a shared 2-core machine; max error
-of the platform's centre):
+of the platform's centre, the drift of the energy, steps, wall time):
 
-=========  ==============================  ==============================
-rtol       spherical rod ends              universal rod ends
-=========  ==============================  ==============================
-1e-9       6.2e-11 m, 155 steps, ~3.5 s     6.2e-11 m, 155 steps, ~12 s
-1e-10      4.9e-12 m, 205 steps, ~6 s       5.1e-12 m, 205 steps, ~14 s
-=========  ==============================  ==============================
+=========  ======================================  ======================================
+rtol       spherical rod ends                      universal rod ends
+=========  ======================================  ======================================
+1e-9       6.2e-11 m, 2.7e-11 J, 155 steps, ~5 s   6.2e-11 m, 2.7e-11 J, 155 steps, ~12 s
+1e-10      4.9e-12 m, 2.2e-12 J, 205 steps, ~6 s   5.1e-12 m, 2.1e-12 J, 205 steps, ~15 s
+=========  ======================================  ======================================
 """
 
 from __future__ import annotations

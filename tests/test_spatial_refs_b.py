@@ -239,7 +239,7 @@ def test_delta_two_seconds(rod_ends, rtol, bound):
     """2 s, three swings about the hanging equilibrium. Bound: ~10 x DOP853's measured
     global error at each rtol (6.2e-11 at 1e-9, 5e-12 at 1e-10, both rod ends; the
     global error of an oscillation grows ~ rtol x steps x t / period); energy drift
-    within 1e-9 J (of ~0.5 J)."""
+    within 1e-9 J of ~0.5 J (measured 2.7e-11 J at 1e-9, 2.2e-12 J at 1e-10)."""
     pb = delta_robot.build(rod_ends=rod_ends)
     traj = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, rtol=rtol, atol=rtol)
     assert traj.success, traj.message
