@@ -343,11 +343,10 @@ def model(L: float = 1.0, m: float = 1.0, g: float = G, width: float = 0.0):
 def _rotation_of_quaternions(p: np.ndarray) -> np.ndarray:
     """Rotation matrices (N, 3, 3) of unit quaternions ``(e0, e1, e2, e3)`` (N, 4)."""
     e0, e1, e2, e3 = p.T
-    return np.stack([
-        np.stack([e0**2 + e1**2 - e2**2 - e3**2, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)], -1),
-        np.stack([2 * (e1 * e2 + e0 * e3), e0**2 - e1**2 + e2**2 - e3**2, 2 * (e2 * e3 - e0 * e1)], -1),
-        np.stack([2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0**2 - e1**2 - e2**2 + e3**2], -1),
-    ], -2)
+    rows = ((e0**2 + e1**2 - e2**2 - e3**2, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)),
+            (2 * (e1 * e2 + e0 * e3), e0**2 - e1**2 + e2**2 - e3**2, 2 * (e2 * e3 - e0 * e1)),
+            (2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0**2 - e1**2 - e2**2 + e3**2))
+    return np.stack([np.stack(r, -1) for r in rows], -2)
 
 
 @rebuildable        # its System pickles as this call

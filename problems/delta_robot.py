@@ -136,8 +136,10 @@ class ReducedReference:
         d = {**DIMENSIONS, **(dims or {})}
         ms = {**MASSES, **(masses or {})}
         self.g, self.th0 = float(g), np.asarray(th0, dtype=float)
-        self.Rb, self.Rp, self.La, self.Lf, self.w = (d[k] for k in ("R_b", "R_p", "L_a", "L_f", "w"))
-        self.ma, self.ra, self.mr, self.rr, self.mp = (ms[k] for k in ("m_a", "r_a", "m_r", "r_r", "m_p"))
+        self.Rb, self.Rp, self.La, self.Lf, self.w = (d[k] for k in
+                                                      ("R_b", "R_p", "L_a", "L_f", "w"))
+        self.ma, self.ra, self.mr, self.rr, self.mp = (ms[k] for k in
+                                                       ("m_a", "r_a", "m_r", "r_r", "m_p"))
         if rod_ends == "universal":
             self.rr = 0.0
         phi = np.radians([0.0, 120.0, 240.0])
@@ -379,8 +381,9 @@ def build(th0_1: float = 1.4, th0_2: float = 1.65, th0_3: float = 1.9, g: float 
     def draw(ax, q):
         X = [q[7 * j:7 * j + 3] for j in range(10)]
         for i in range(3):
-            arm, rod, plat = X[3 * i], X[3 * i + 1], X[9]
-            B = DIMENSIONS["R_b"] * np.array([np.cos(2 * np.pi * i / 3), np.sin(2 * np.pi * i / 3), 0])
+            arm, rod = X[3 * i], X[3 * i + 1]
+            phi = 2 * np.pi * i / 3
+            B = DIMENSIONS["R_b"] * np.array([np.cos(phi), np.sin(phi), 0.0])
             Ei = 2 * arm - B
             for P, Q in ((B, Ei), (Ei, 2 * rod - Ei)):
                 ax.plot([P[0], Q[0]], [P[2], Q[2]], "-", color=f"C{i}", lw=2)
