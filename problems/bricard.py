@@ -55,7 +55,10 @@ defaults (rtol = 1e-9, 1e-10)                   fails at t ~ 0.9 s (0.76 s at 1e
 
 The failure: the stage states of a large step lie ~1e-6 off the constraints, where the
 redundant row's singular value (~3e-8) passes the step's default ``rank_tol``; the row
-is kept and the accelerations come out wrong by O(10) (see tests/test_spatial_refs_b.py).
+is kept, the 35 rows then fix all 35 accelerations by themselves (``A`` square and
+invertible, ``a = A^-1 b``: the mass matrix has no say), the O(1e-6) inconsistency of
+``b`` is amplified by ``1 / 3e-8`` and the accelerations come out wrong by O(10) (see
+tests/test_spatial_refs_b.py).
 """
 
 from __future__ import annotations
