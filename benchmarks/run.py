@@ -1,7 +1,7 @@
 """gaussopt against the tools its users would otherwise pick: one table, one run.
 
 Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--repeat N]
-[--only large]``
+[--only large|contact|spatial]``
 (the peers are an extra: ``pip install ".[bench]"`` installs Pinocchio and
 MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
 gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
@@ -29,10 +29,25 @@ Rows
 * the QP step with an ``Inequality`` row (paper 002's disk with the unilateral
   contact, :mod:`problems.ellipse_rolling`), in contact and lifted off, against
   the closed form of the same disk with the contact as an equality;
+* contacts (:mod:`gaussopt.contact`): the step of paper 002's disk (case4) with its
+  ``Contact`` closed (``friction = inf``: the gap and the no-slip row), as a contact run
+  computes it where the contact state is decided (``contact_step``: the active-set
+  solution of ``lcp.solve_contact`` with its verification), against the closed form of
+  the same disk with the gap and the slip as ``go.Holonomic`` equalities; that
+  verification (``lcp.verify``: forces >= 0, no penetration, complementarity) on its
+  own; a step inside a closed-contact phase (the disk rolling from ``t = 0`` to 2.5 s,
+  before its lift-off: the engine's step plus the lift-off watch, the normal force's
+  sign at 11 points per step) against the same run of the equality model; and a
+  bouncing ball (``e = 0.95``) from release to rest, 219 impacts, against the 0.2 s
+  target of 200 impacts (wall time, and the process's CPU time: on a shared machine the
+  wall time also counts other processes);
 * the N-four-bar step for N = 10..80 against ``scipy.sparse.linalg.splu`` of
   the same KKT matrix (and the growth exponents), and a 10 s run at N = 40
   against its target (not with ``--quick``);
 * the GA step at ``tol = 1e-6``;
+* one step of a 6-link spatial arm (``tests/data/arm6.urdf`` through
+  :func:`gaussopt.multibody.load`) against ``pinocchio.aba``, both checked against
+  MuJoCo's ``qacc`` (``--only spatial`` runs these rows alone);
 * the first-call compile time of the kernels in a fresh cache, and the load
   time from the cache.
 """
@@ -302,6 +317,122 @@ def ellipse_qp_rows(repeat):
             "<= 3")
 
 
+# ----------------------------------------------------------------------------- contacts
+def contact_rows(repeat):
+    """Contacts: the contact step against the closed form of the same system with the
+    contact as an equality, its verification, a step inside a closed phase, and the
+    bouncing ball's run time (see the module docstring).
+
+    The disk: paper 002's case4 (``fx = 3``) at ``t = 1 s`` of the reduced solution
+    (normal force 8.6 N: the contact pushes, the motion is the bilateral one), with
+    ``contact=True, friction=inf`` (the gap and the slip of the same hand-written
+    functions, :func:`problems.ellipse_rolling.system`) and, as the peer,
+    ``rolling="holonomic", derivation="hand"`` (the gap and the integrated slip as
+    ``go.Holonomic`` rows). Accuracy: max |a - a_ref| / max |a_ref| against the reduced
+    one-coordinate equation. The phase rows: DOP853 at ``rtol = atol = 1e-11``
+    (``build``'s settings), per accepted step; accuracy: max |q - q_ref| at 2.5 s against
+    the reduced equation.
+    """
+    from gaussopt.contact import lcp
+    from gaussopt.contact.driver import _Model, contact_step
+    from problems import bouncing_ball
+    from problems import ellipse_rolling as er
+
+    print("contacts", flush=True)
+    pc = er.build("case4", contact=True, friction=float("inf"))
+    p = pc.params
+    kw = {k: p[k] for k in ("a", "b", "m", "g", "J", "fx", "fy", "tau")}
+    s_c = pc.system
+    s_eq = er.system(**kw, rolling="holonomic", derivation="hand", xc0=p["xc0"],
+                     theta0=p["theta0"])
+    ref_kw = {**kw, **{k: p[k] for k in ("theta0", "omega0", "xc0")}}
+    r = er.reference_solution([1.0], **ref_kw)
+    q = np.array([r["xc"][0], r["yc"][0], r["theta"][0]])
+    v = np.array([r["vx"][0], r["vy"][0], r["omega"][0]])
+    a_ref = np.array([(r["friction_force"][0] + p["fx"]) / p["m"],
+                      (r["normal_force"][0] + p["fy"] - p["m"] * p["g"]) / p["m"],
+                      r["alpha"][0]])
+    t = 1.0
+    model = _Model(s_c, t, q)
+    model.base.check(t, q, v)
+    cand = np.ones(model.k, dtype=bool)
+    idx, sol = contact_step(model, t, q, v, cand, start=[0])
+    acc_c = float(np.max(np.abs(sol.x - a_ref)) / np.max(np.abs(a_ref)))
+    t_c = median_us(lambda: contact_step(model, t, q, v, cand, start=[0]), repeat, 1000)
+    res = go.solve_step(s_eq, t, q, v)
+    acc_eq = float(np.max(np.abs(res.a - a_ref)) / np.max(np.abs(a_ref)))
+    t_eq = median_us(lambda: go.solve_step(s_eq, t, q, v), repeat, 1000)
+    add(f"ellipse contact step, closed, friction inf (contact_step: solve_contact, "
+        f"N = {sol.nu[0]:.3g} N)", t_c, acc_c,
+        "closed_form solve_step, same ellipse, gap and slip as go.Holonomic", t_eq, acc_eq,
+        "<= 3")
+    M, F, _, _ = model.base.evaluate(t, q, v)
+    G, _, gam = model.points.normal_rows(t, q, v)
+    G, h = G[idx], gam[idx]
+    W = [int(i) for i in np.flatnonzero(sol.active)]
+
+    def verification():
+        neg, out, slack, nu_tol, slack_tol = lcp.verify(M, F, G, h, sol.x, sol.nu, W)
+        return lcp._solution(sol.x, W, sol.nu, sol.tau, sol.lam, slack, nu_tol, slack_tol)
+
+    neg, out = lcp.verify(M, F, G, h, sol.x, sol.nu, W)[:2]
+    assert not neg and not out, "the contact step of the benchmark fails its own checks"
+    t_v = median_us(verification, repeat, 5000)
+    add("ellipse contact step: its verification (lcp.verify + complementarity defect)", t_v,
+        None, "the whole contact step", t_c, acc_c)
+
+    # a closed phase: the run of the contact model before its lift-off (one phase)
+    span = (0.0, 2.5)
+    st = dict(pc.settings)
+
+    def run(system):
+        return go.simulate(system, span, pc.q0, pc.v0, **st)
+
+    walls = {}
+    for name, system in (("contact", s_c), ("equality", s_eq)):
+        tr = run(system)
+        times = []
+        for _ in range(max(repeat // 2, 3)):
+            t0 = time.perf_counter()
+            tr = run(system)
+            times.append(time.perf_counter() - t0)
+        rr = er.reference_solution([span[1]], **ref_kw)
+        q_ref = np.array([rr["xc"][0], rr["yc"][0], rr["theta"][0]])
+        walls[name] = (float(np.median(times)) / tr.stats["steps"] * 1e6,
+                       float(np.max(np.abs(tr.q[-1] - q_ref))), tr.stats["steps"])
+    (w_c, e_c, n_c), (w_eq, e_eq, n_eq) = walls["contact"], walls["equality"]
+    add(f"ellipse closed-contact phase, per step ({n_c} steps to 2.5 s, with the lift-off "
+        "watch)", w_c, e_c, f"the same run of the equality model, per step ({n_eq} steps)",
+        w_eq, e_eq)
+    add("ellipse closed-contact phase: the lift-off watch per step (normal force sign, "
+        "11 evaluations; the difference of the two runs)", w_c - w_eq, None,
+        "the equality model's step in its run", w_eq, e_eq)
+
+    # the bouncing ball from release to rest (e = 0.95: 219 impacts)
+    pb = bouncing_ball.build(e=0.95, t_end=25.0)
+    tr = pb.simulate()
+    times, cpu = [], []
+    for _ in range(max(repeat // 2, 3)):
+        t0, c0 = time.perf_counter(), time.process_time()
+        tr = pb.simulate()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    P = pb.params
+    ti = np.array([im.t for im in tr.impacts if not im.accumulation])
+    exact = bouncing_ball.impact_times(ti.size, P["h"], P["r"], P["e"], P["g"])
+    err = float(np.max(np.abs(ti - exact) / exact))
+    wall = float(np.median(times))
+    add(f"bouncing ball e = 0.95 to rest: {len(tr.impacts)} impacts, {tr.stats['phases']} "
+        "phases (impact times' max rel. err)", wall, err, "target: 200 impacts in 0.2 s",
+        0.2 * len(tr.impacts) / 200, None, "<= 1", "s")
+    # (the process's CPU time too: on a shared machine the wall time also counts the
+    # time other processes hold the CPU)
+    add("bouncing ball e = 0.95 to rest, CPU time of the process", float(np.median(cpu)), err,
+        "target: 200 impacts in 0.2 s", 0.2 * len(tr.impacts) / 200, None, "<= 1", "s")
+    add("bouncing ball: one phase (impact, restart, flight to the next impact)",
+        wall / tr.stats["phases"] * 1e3, None, "", None, None, "", "ms")
+
+
 # ----------------------------------------------------------------------------- whole runs
 def run_rows(repeat, t_end):
     print(f"four-bar, {t_end:g} s", flush=True)
@@ -464,6 +595,61 @@ def compile_rows():
         "second process (load from the cache)", out[1], None, "", "s")
 
 
+# ----------------------------------------------------------------------------- spatial
+def spatial_arm_rows(repeat):
+    """The 6-link spatial arm of ``tests/data/arm6.urdf`` (loaded through
+    :func:`gaussopt.multibody.load`, MuJoCo's URDF parser: 6 bodies, n = 42, m = 36)
+    against ``pinocchio.aba`` on ``pinocchio.buildModelFromUrdf`` of the same file: one
+    forward-dynamics step at a random state (angles in (-pi, pi), rates in (-2, 2)),
+    no torque. Accuracy of each: max |qdd - qdd_ref| / max |qdd_ref| against MuJoCo's
+    ``mj_forward`` ``qacc`` of the same file (a third direct solver), gaussopt's step
+    mapped to joint accelerations by
+    :func:`~gaussopt.multibody.spatial.mjcf.joint_accelerations`."""
+    print("6-link spatial arm (URDF) one step", flush=True)
+    import warnings
+
+    try:
+        import mujoco
+        import pinocchio as pin
+    except ImportError:
+        add("6-link arm solve_step closed_form", None, None, "pinocchio.aba", None, None, "<= 3")
+        return
+    from gaussopt.multibody.spatial import mjcf
+
+    path = ROOT / "tests" / "data" / "arm6.urdf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)   # the joint limits
+        model = mjcf.load(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    jn = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, k) for k in range(m.njnt)]
+    order = [jn.index(pm.names[k]) for k in range(1, pm.njoints)]
+    rng = np.random.default_rng(11)
+    qp, vp, tau = rng.uniform(-np.pi, np.pi, 6), rng.uniform(-2.0, 2.0, 6), np.zeros(6)
+    qpos, qvel = np.empty(6), np.empty(6)
+    qpos[order], qvel[order] = qp, vp
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mujoco.mj_forward(m, d)
+    ref = np.array(d.qacc)[order]
+    q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+    sysm = model.system
+    r = go.solve_step(sysm, 0.0, q, v)
+    ours = mjcf.joint_accelerations(model, m, q, v, r.a)[order]
+    acc = float(np.max(np.abs(ours - ref)) / np.max(np.abs(ref)))
+    p_acc = float(np.max(np.abs(pin.aba(pm, pd, qp, vp, tau) - ref)) / np.max(np.abs(ref)))
+    t_full = median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, 2000)
+    solver = sysm._solver_cache["closed_form"]
+    t_hot = median_us(lambda: solver.acceleration(0.0, q, v), repeat, 2000)
+    t_in = in_simulate_step_us(solver, q, v, repeat)
+    t_aba = median_us(lambda: pin.aba(pm, pd, qp, vp, tau), repeat, 20000)
+    add("6-link arm (URDF) solve_step closed_form", t_full, acc, "pinocchio.aba", t_aba, p_acc,
+        "<= 3")
+    add("6-link arm hot path (solver.acceleration)", t_hot, acc, "pinocchio.aba", t_aba, p_acc)
+    add("6-link arm step inside simulate (compiled)", t_in, acc, "pinocchio.aba", t_aba, p_acc)
+
+
 # ----------------------------------------------------------------------------- table
 def table():
     print("\n| measure | gaussopt | accuracy | peer | peer | peer accuracy | ratio | target |")
@@ -476,7 +662,9 @@ def table():
     print("\naccuracy: relative error of th1'' (steps), max |a - a_ref| / max |a_ref| (ellipse "
           "steps: the reduced equation in contact, the rolling row alone lifted off), "
           "max |th1 - reference| in rad (runs), max error of B0 (N-four-bar run), |crank th''| "
-          "error (N-four-bar steps).")
+          "error (N-four-bar steps); contacts: max |a - a_ref| / max |a_ref| of the reduced "
+          "equation (ellipse steps), max |q - q_ref| at 2.5 s (ellipse phases), max relative "
+          "error of the impact times (ball).")
     print("The peers' run errors are what they are: MuJoCo (soft equality constraints, Euler) "
           "and Pinocchio's constraintDynamics + RK4 (no projection) leave the physical branch "
           "at the four-bar's first singular positions (cos th1 = 0) and do not come back; "
@@ -489,14 +677,25 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller N, shorter runs")
     ap.add_argument("--skip-compile", action="store_true")
     ap.add_argument("--t-end", type=float, default=20.0)
-    ap.add_argument("--only", choices=("large",),
-                    help="only these rows: 'large' the N-four-bar steps against splu")
+    ap.add_argument("--only", choices=("large", "contact", "spatial"),
+                    help="only these rows: 'large' the N-four-bar steps against splu, "
+                         "'contact' the contact rows, 'spatial' the spatial rows")
     args = ap.parse_args()
+    if args.only == "contact":
+        contact_rows(args.repeat)
+        table()
+        return
+    if args.only == "spatial":
+        spatial_arm_rows(args.repeat)
+        table()
+        return
     if args.only != "large":
         t_full = step_rows(args.repeat)
+        contact_rows(args.repeat)
         batch_rows(args.repeat, t_full)
         run_rows(args.repeat, args.t_end)
         ga_row(args.repeat)
+        spatial_arm_rows(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
     if not args.quick:
         n40_run()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import time
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
@@ -189,9 +190,11 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         Each function is called at the initial state to check that it returns a
         finite float. A run with events advances one step at a time through
         Python (tens of microseconds per step); runs without them are unaffected.
+        Not with :class:`~gaussopt.Contact` constraints yet (ModelError).
     dense_output : bool, default False
         Keep every step's interpolant: ``traj.sol(t) -> (q, v)`` anywhere in the
-        computed span (see :class:`gaussopt.dense.DenseSolution`).
+        computed span (see :class:`gaussopt.dense.DenseSolution`; with contacts, the
+        phases' in turn: :class:`gaussopt.contact.ContactDenseSolution`).
     max_memory : float, default 2**30 (1 GiB)
         Bytes the run's stored data may take: the output samples (one per accepted
         step without ``t_eval``), the rank events, the dense output's steps, counted
@@ -264,8 +267,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         # joined by impacts, closings and lift-offs
         for key in ("system", "t_span", "q0", "v0", "t_eval", "progress"):
             kwargs.pop(key)
-        return simulate_contacts(system, t_span, q0, v0, phase=simulate, t_eval=t_eval,
-                                 progress=progress, **(contact_options or {}), **kwargs)
+        with _single_thread_blas(system.n):
+            return simulate_contacts(system, t_span, q0, v0, phase=_phases(), t_eval=t_eval,
+                                     progress=progress, **(contact_options or {}), **kwargs)
     if contact_options is not None:
         raise ModelError("`contact_options` applies to systems with Contact constraints; "
                          f"{system.name!r} has none.")
@@ -273,6 +277,40 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     # (the guard outside the BLAS limit: a Ctrl-C while the limit is lifted is deferred too)
     with InterruptGuard() as guard, _single_thread_blas(n):
         return _simulate(**kwargs, guard=guard)
+
+
+def _phases() -> Callable[..., Trajectory]:
+    """The smooth phases of one contact run: ``phase(system, t_span, q0, v0, **options)``,
+    :func:`simulate`'s run of a system without contacts (options as there, defaults for
+    those left out), with what does not change from one phase of a system to the next
+    built at its first phase and kept for the others (:class:`_Shared`): the system's
+    check, the step solver, the model's functions and their packed records. A contact
+    run restarts the integration at every impact, closing and lift-off; building these
+    again each time cost as much as the phase itself. (The caller limits BLAS to one
+    thread for the whole contact run.)"""
+    shared: dict = {}
+
+    def phase(system, t_span, q0, v0, **options) -> Trajectory:
+        kwargs = {**_PHASE_DEFAULTS, **options}
+        with InterruptGuard() as guard:
+            return _simulate(system, t_span, q0, v0, **kwargs, guard=guard, shared=shared)
+
+    return phase
+
+
+class _Shared:
+    """What the phases of one system in a contact run share (:func:`_phases`): the
+    system (kept alive: the key is its id), its step solver and model functions (None
+    for a solver that runs in Python, made afresh each phase as in separate runs: the
+    GA's generator is seeded per run), the model's records
+    (:meth:`gaussopt.run.Run.model_records`) and the options of the run whose compiled
+    units (:func:`gaussopt.run.run_units`) are loaded."""
+
+    __slots__ = ("system", "solver", "mf", "records", "units")
+
+    def __init__(self, system, solver, mf):
+        self.system, self.solver, self.mf, self.records = system, solver, mf, None
+        self.units = None           # the options whose compiled units are loaded
 
 
 def _single_thread_blas(n: int):
@@ -299,14 +337,20 @@ def _single_thread_blas(n: int):
 #: the BLAS libraries of this process (threadpoolctl), found at the first run
 _BLAS_CONTROLLER = None
 
+#: :func:`simulate`'s defaults of the options a contact run's phase may leave out
+_PHASE_DEFAULTS = {k: p.default for k, p in inspect.signature(simulate).parameters.items()
+                   if p.default is not inspect.Parameter.empty and k != "contact_options"}
+
 
 
 
 def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
               solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
-              progress, events, dense_output, max_memory, guard=None) -> Trajectory:
+              progress, events, dense_output, max_memory, guard=None,
+              shared: Optional[dict] = None) -> Trajectory:
     """:func:`simulate` without the BLAS thread limit and the interrupt guard (arguments
-    as documented there; ``guard`` the :class:`~gaussopt.guards.InterruptGuard`)."""
+    as documented there; ``guard`` the :class:`~gaussopt.guards.InterruptGuard`;
+    ``shared`` what the phases of a contact run share, :func:`_phases`)."""
     a = validate_simulate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval,
                           stabilization, dense_output, consistency_tol, max_steps, max_memory,
                           progress, ALL_METHODS, FIXED_STEP_METHODS)
@@ -321,15 +365,23 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
             raise ModelError(f"`t_eval` has {t_eval.size} times: their samples would take about "
                              f"{need / 1e6:.0f} MB, more than max_memory={max_memory:.4g} bytes. "
                              "Pass fewer output times or a larger `max_memory`.")
-    system.check(t0, q, v)
-    step_solver = make_solver(system, solver, **(solver_options or {}))
+    reuse = shared.get(id(system)) if shared is not None else None
+    if reuse is None:
+        system.check(t0, q, v)
+    if reuse is not None and reuse.solver is not None:
+        step_solver = reuse.solver
+    else:
+        step_solver = make_solver(system, solver, **(solver_options or {}))
     # what the run calls is compiled (or loaded from the cache) first, in one batch (two
     # processes share the compilation: gaussopt.compiled.ensure), before the clock starts:
     # the run's wall time never includes compilation or cache loading
     spent0 = C.spent()
-    C.ensure(*run_units(step_solver, method, stabilization, auto_dt,
-                         bool(dense_output) or events is not None, t_eval is not None,
-                         monitor_rank and bool(system.m)))
+    record = bool(dense_output) or events is not None
+    monitor = monitor_rank and bool(system.m)
+    units = (method, type(stabilization), auto_dt, record, t_eval is not None, monitor)
+    if reuse is None or reuse.units != units:         # (a later phase: loaded already)
+        C.ensure(*run_units(step_solver, method, stabilization, auto_dt, record,
+                             t_eval is not None, monitor))
     rank_tol = step_solver.rank_tol
     step_solver.b_correction = (stabilization.correction(system)
                                 if isinstance(stabilization, Baumgarte) else None)
@@ -360,12 +412,24 @@ def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval,
     step_solver.least_squares_steps.clear()
     # the QP and the GA (and the paper objective) run in Python: the engine calls them back
     python_solver = step_solver._method is None or step_solver.objective == "paper"
-    mf = model_functions(system, step_solver.acceleration if python_solver else None)
+    if reuse is not None and reuse.mf is not None:
+        mf = reuse.mf
+        mf.error = None
+    else:
+        mf = model_functions(system, step_solver.acceleration if python_solver else None)
+    if shared is not None and reuse is None:
+        keep = not python_solver
+        reuse = shared[id(system)] = _Shared(system, step_solver if keep else None,
+                                             mf if keep else None)
+        reuse.units = units if keep else None
     record = bool(dense_output) or tracker is not None
     run = Run(system, step_solver, mf, method, stabilization,
                {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
                np.concatenate([q, v]), t_eval, monitor_rank, dense=record,
-               max_memory=max_memory)
+               max_memory=max_memory,
+               model_records=reuse.records if reuse is not None and reuse.mf is mf else None)
+    if reuse is not None and reuse.mf is mf and reuse.records is None:
+        reuse.records = run.model_records()
     sol = (DenseSolution(n, t0, np.concatenate([q, v]), run.projector(), keep=bool(dense_output))
            if record else None)
     on_step = (StepHook(run, sol, tracker, progress, keep=bool(dense_output))

@@ -27,7 +27,7 @@ from .solvers import StepSolver
 from .stabilization import Baumgarte, Projection
 
 __all__ = ["IVP_METHODS", "FIXED_STEP_METHODS", "ENGINE_METHODS", "ALL_METHODS", "RK_METHODS",
-           "Run", "StepHook", "tableau", "run_units", "advance", "advance_scipy",
+           "Run", "StepHook", "tableau", "packed_tableau", "run_units", "advance", "advance_scipy",
            "TERMINATED", "HOOK_FAILED", "OUT_OF_MEMORY"]
 
 
@@ -90,6 +90,18 @@ def tableau(method: str) -> "E.Tableau":
     return tab
 
 
+_PACKED_TABLEAUS: dict = {}
+
+
+def packed_tableau(method: str):
+    """:func:`tableau` packed for the engine (:func:`gaussopt.engine.pack`), once per
+    method (the engine only reads it)."""
+    got = _PACKED_TABLEAUS.get(method)
+    if got is None:
+        got = _PACKED_TABLEAUS[method] = E.pack(tableau(method))
+    return got
+
+
 def _scipy_tableau(method: str) -> "E.Tableau":
     """:func:`tableau` from scipy's coefficients."""
     z1, z2 = np.zeros(1), np.zeros((1, 1))
@@ -112,13 +124,19 @@ class Run:
     """One run of the compiled engine: its data, its state, and what becomes the Trajectory."""
 
     def __init__(self, system, step_solver, mf, method, stabilization, opts, t0, t1, y0,
-                 t_eval, monitor_rank, dense=False, max_memory=DEFAULT_MAX_MEMORY):
+                 t_eval, monitor_rank, dense=False, max_memory=DEFAULT_MAX_MEMORY,
+                 model_records=None):
         n, m = system.n, mf.m
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
         self.n, self.m = n, m
-        self.buf = E.buffers(mf)
-        self.md = E.model_data(mf, system)
+        if model_records is not None:
+            # (the records of ``mf`` from an earlier run of it: :meth:`model_records`)
+            self.md, self.buf, self._packed_model = model_records
+        else:
+            self.buf = E.buffers(mf)
+            self.md = E.model_data(mf, system)
+            self._packed_model = None
         oi = np.zeros(10, dtype=np.int64)
         of = np.zeros(11)
         engine_method = method if method in ENGINE_METHODS else "rk4"   # Hermite output
@@ -231,9 +249,23 @@ class Run:
         records packed (:func:`gaussopt.engine.pack`; the same arrays as ``md``, ``buf``,
         ``opt``, ``tab`` and ``st``)."""
         if self._args is None:
-            self._args = (self.mf.addrs, E.pack(self.md), E.pack(self.buf), E.pack(self.opt),
-                          E.pack(self.tab), E.pack(self.st))
+            if self._packed_model is None:
+                self._packed_model = (E.pack(self.md), E.pack(self.buf))
+            self._args = (self.mf.addrs, *self._packed_model, E.pack(self.opt),
+                          packed_tableau(self.engine_method), E.pack(self.st))
         return self._args
+
+    def model_records(self) -> Optional[tuple]:
+        """``(md, buf, (md, buf) packed)``: what a later run of the same model functions
+        ``mf`` may take as ``model_records`` instead of building and packing them again
+        (the model's data and buffers do not change between runs; each run writes the
+        buffers before it reads them). None for a model on the O(n) path
+        (:mod:`gaussopt.sparse`), whose work arrays are one set per run."""
+        if self.md.band.mode != SP.MODE_NONE:
+            return None
+        if self._packed_model is None:
+            self._packed_model = (E.pack(self.md), E.pack(self.buf))
+        return self.md, self.buf, self._packed_model
 
     def stored(self) -> tuple[int, int]:
         """``(samples, events)``: the capacities of the output and event buffers."""

@@ -60,9 +60,12 @@ cone) are also checked at interior points of each step (``interp_points``):
 the forces of a point at rest may vary with time while its state does not,
 and the integrator's steps then grow long.
 
-Not supported yet: spatial friction cones, user ``events`` and
-``dense_output`` together with contacts, nonlinear nonholonomic constraints
-together with contacts (an impact needs velocity constraints affine in ``v``).
+``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
+phases' dense solutions in turn, continuous from the right at an impact.
+
+Not supported yet: spatial friction cones, user ``events`` together with
+contacts, nonlinear nonholonomic constraints together with contacts (an impact
+needs velocity constraints affine in ``v``).
 
 References
 ----------
@@ -72,9 +75,9 @@ during earthquakes", Bull. Seismol. Soc. Am. 53 (1963) 403-417.
 """
 
 from ..result import Impact
-from .driver import simulate_contacts
+from .driver import ContactDenseSolution, simulate_contacts
 from .lcp import ContactSolution, ContactSolveError, solve_contact
 from .model import Contact, ContactPoints
 
 __all__ = ["Contact", "ContactPoints", "Impact", "simulate_contacts", "solve_contact",
-           "ContactSolution", "ContactSolveError"]
+           "ContactSolution", "ContactSolveError", "ContactDenseSolution"]

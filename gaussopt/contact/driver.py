@@ -19,7 +19,7 @@ from ..validation import validate_t_span
 from .lcp import ContactSolveError, solve_contact
 from .model import ContactPoints
 
-__all__ = ["simulate_contacts", "Impact", "contact_step"]
+__all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
 
 _EPS = float(np.finfo(float).eps)
 #: phases that may end at the time they started (simultaneous transitions) before the
@@ -394,8 +394,10 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
         ``progress(t)`` after every accepted step.
     **options
         Passed to :func:`gaussopt.simulate` for every phase (``solver``,
-        ``method``, ``rtol``, ``atol``, ``stabilization``, ...); ``events`` and
-        ``dense_output`` are not supported with contacts yet.
+        ``method``, ``rtol``, ``atol``, ``stabilization``, ``dense_output``,
+        ...); ``dense_output=True`` gives ``traj.sol``, a
+        :class:`ContactDenseSolution` (``max_memory`` applies to each phase).
+        User ``events`` are not supported with contacts yet (ModelError).
 
     Returns
     -------
@@ -406,9 +408,12 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
         ``meta["contact_transitions"]`` the closings and openings as
         ``(t, point, "close"|"open")``.
     """
-    for key in ("events", "dense_output"):
-        if options.pop(key, None):
-            raise ModelError(f"`{key}` is not supported with contacts yet; run without it.")
+    user_events = options.pop("events", None)
+    if user_events is not None:
+        raise ModelError(f"`events` is not supported with contacts yet, found {user_events!r}: run "
+                         "without it (with dense_output=True, traj.sol(t) gives the state "
+                         "anywhere along the run, to locate the zeros afterwards).")
+    dense_output = options.pop("dense_output", False)
     if not system.contacts:
         raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
     if not isinstance(options.get("solver", "closed_form"), (str, type)):
@@ -498,18 +503,19 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
             forced[:] = 0
             sysp, n_rows, t_rows = model.phase(closed, sdir)
             events, kinds = [], []
+            forces = _Multipliers(sysp)
             closed_idx = list(np.flatnonzero(closed))
             for i in range(k):
                 if closed[i]:
                     j = closed_idx.index(i)
-                    f = _force_event(sysp, n_rows[j])
+                    f = _force_event(forces, n_rows[j])
                     f.terminal, f.direction = True, -1
                     events.append(f)
                     kinds.append(("open", i, 0))
                     if P.frictional[i] and not P.sticks[i]:
                         if sdir[i] == 0:
                             for d in (-1, 1):       # mu N - T (T reaches +mu N: slides -)
-                                f = _cone_event(sysp, n_rows[j], t_rows[j], P.mu[i], d)
+                                f = _cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d)
                                 f.terminal, f.direction = True, -1
                                 events.append(f)
                                 kinds.append(("slide", i, d))
@@ -532,7 +538,7 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 if te_phase.size == 0:
                     te_phase = np.array([t1])
             tr = phase(sysp, (t, t1), q, v, events=events, t_eval=te_phase, progress=progress,
-                           **options)
+                       dense_output=dense_output, **options)
             pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
             if not tr.success:
                 status, message = tr.status, tr.message
@@ -569,6 +575,8 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
     wall = time.perf_counter() - wall0
     traj = _join(model, pieces, m, k, t_eval)
     traj.status, traj.message = status, message
+    if dense_output:
+        traj.sol = ContactDenseSolution([p[0].sol for p in pieces])
     traj.impacts = impacts
     # the run's own time: compiling or loading compiled code (counted by each phase) is not
     compile_time = float(traj.stats.get("compile_time", 0.0))
@@ -581,6 +589,60 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
     traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
                       "zeno_height": zeno_height})
     return traj
+
+
+class ContactDenseSolution:
+    """``Trajectory.sol`` of a contact run: the dense solutions of its phases in turn.
+
+    ``sol(t) -> (q, v)`` as :class:`gaussopt.dense.DenseSolution` (within a phase the
+    integrator's interpolant, projected onto that phase's constraints, its closed contacts
+    included; the stored states at the accepted steps). At the time of an impact, or of
+    any change of the contact state, the state after it is returned (the solution is
+    continuous from the right: ``v`` jumps at an impact; the run's samples hold the state
+    before and after). ``phases`` lists the phases' own dense solutions.
+    """
+
+    def __init__(self, phases: Sequence[Any]):
+        if not phases or any(p is None for p in phases):
+            raise ModelError("internal: a contact run's dense solution needs every phase's")
+        self.phases = list(phases)
+        self.n = self.phases[0].n
+        self._starts = np.array([p.t_min for p in self.phases])
+
+    @property
+    def t_min(self) -> float:
+        return float(self._starts[0])
+
+    @property
+    def t_max(self) -> float:
+        return float(self.phases[-1].t_max)
+
+    def __call__(self, t):
+        """``(q, v)`` at ``t`` (float: shapes (n,); array of N: shapes (N, n))."""
+        scalar = np.ndim(t) == 0
+        try:
+            ts = np.atleast_1d(np.asarray(t, dtype=float))
+        except (TypeError, ValueError) as e:
+            raise ModelError(f"`t` must be a float or an array of floats, found {t!r}.") from e
+        if ts.ndim != 1:
+            raise ModelError(f"`t` must be a float or a 1-D array, found shape {ts.shape}.")
+        bad = ~((ts >= self.t_min) & (ts <= self.t_max))
+        if np.any(bad):
+            raise ModelError(f"`t` must lie within the computed span [{self.t_min}, "
+                             f"{self.t_max}], found {ts[bad][0]!r}.")
+        # the last phase that starts at or before t: after a transition at t, the new state
+        which = np.searchsorted(self._starts, ts, side="right") - 1
+        q, v = np.empty((ts.size, self.n)), np.empty((ts.size, self.n))
+        for j in np.unique(which):
+            idx = np.flatnonzero(which == j)
+            q[idx], v[idx] = self.phases[j](ts[idx])
+        if scalar:
+            return q[0].copy(), v[0].copy()
+        return q, v
+
+    def __repr__(self) -> str:
+        return (f"ContactDenseSolution(t=[{self.t_min}, {self.t_max}], "
+                f"phases={len(self.phases)})")
 
 
 def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
@@ -606,10 +668,37 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     return gap
 
 
-def _cone_event(sysp: System, n_row: int, t_row: int, mu: float, d: int):
+class _Multipliers:
+    """``lam(t, q, v)``: the multipliers of the step of one phase's system, shared by the
+    phase's force events (the normal force of every closed point and the cone's edges of
+    every sticking one are evaluated at the same states: the ends of each step and its
+    interior points), each state solved once. Per phase: the phase system's no-slip rows
+    depend on the slip anchors of its start."""
+
+    #: states kept (a step's ends and interior points, and Brent's iterates); then cleared
+    SIZE = 64
+
+    def __init__(self, sysp: System):
+        self.sysp = sysp
+        self._memo: dict = {}
+
+    def __call__(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        key = (float(t), np.asarray(q, dtype=float).tobytes(),
+               np.asarray(v, dtype=float).tobytes())
+        lam = self._memo.get(key)
+        if lam is None:
+            if len(self._memo) >= self.SIZE:
+                self._memo.clear()
+            lam = solve_step(self.sysp, t, q, v).multipliers
+            lam.setflags(write=False)
+            self._memo[key] = lam
+        return lam
+
+
+def _cone_event(forces: _Multipliers, n_row: int, t_row: int, mu: float, d: int):
     """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
     def cone(t, q, v):
-        lam = solve_step(sysp, t, q, v).multipliers
+        lam = forces(t, q, v)
         return float(mu * lam[n_row] + d * lam[t_row])
     cone.__name__ = "friction cone"
     cone.interp_points = _INTERP
@@ -625,9 +714,9 @@ def _slip_rate_event(P: ContactPoints, i: int, d: int):
     return slip_rate
 
 
-def _force_event(sysp: System, row: int):
+def _force_event(forces: _Multipliers, row: int):
     def normal_force(t, q, v):
-        return float(solve_step(sysp, t, q, v).multipliers[row])
+        return float(forces(t, q, v)[row])
     normal_force.__name__ = "normal force"
     normal_force.interp_points = _INTERP
     return normal_force

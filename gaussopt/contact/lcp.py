@@ -32,7 +32,7 @@ import numpy as np
 from ..exceptions import GaussoptError, SolverError
 from ..linalg import solve_gauss
 
-__all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "MAX_ENUMERATION"]
+__all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "MAX_ENUMERATION"]
 
 _EPS = float(np.finfo(float).eps)
 #: the largest number of candidate points for which every active set is tried when the
@@ -76,6 +76,23 @@ def _solve_set(M, F, A, b, G, h, T, s, W, stick):
     nu[W] = sol.lam[m:m + len(W)]
     tau[Ws] = sol.lam[m + len(W):]
     return sol.a, nu, tau, sol.lam[:m]
+
+
+def verify(M: np.ndarray, F: np.ndarray, G: np.ndarray, h: np.ndarray, x: np.ndarray,
+           nu: np.ndarray, W: Sequence[int]) -> tuple[list, list, np.ndarray, np.ndarray,
+                                                      np.ndarray]:
+    """The checks of the solution ``x`` on the active set ``W`` (normal multipliers ``nu``):
+    ``(negative, violated, slack, nu_tol, slack_tol)``, the active points whose force is
+    below ``-nu_tol`` (pulling) and the inactive ones whose slack ``G x - h`` is below
+    ``-slack_tol`` (penetrating), with the rounding scales of both (:func:`_scales`).
+    Every accepted contact step passes them (empty lists); its complementarity defect is
+    then :attr:`ContactSolution.defect`."""
+    nu_tol, slack_tol = _scales(M, F, G, h, x)
+    slack = G @ x - h
+    neg = [i for i in W if nu[i] < -nu_tol[i]]
+    out = [] if neg else [i for i in range(G.shape[0]) if i not in W
+                          and slack[i] < -slack_tol[i]]
+    return neg, out, slack, nu_tol, slack_tol
 
 
 def _scales(M, F, G, h, x):
@@ -142,13 +159,10 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
                 raise
             W = W[:-1]                 # the last point added made the set unsolvable
             continue
-        nu_tol, slack_tol = _scales(M, F, G, h, x)
-        slack = G @ x - h
-        neg = [i for i in W if nu[i] < -nu_tol[i]]
+        neg, out, slack, nu_tol, slack_tol = verify(M, F, G, h, x, nu, W)
         if neg:
             W.remove(min(neg, key=lambda i: nu[i] / max(nu_tol[i], 1e-300)))
             continue
-        out = [i for i in range(k) if i not in W and slack[i] < -slack_tol[i]]
         if out:
             W = sorted(W + [min(out, key=lambda i: slack[i] / max(slack_tol[i], 1e-300))])
             continue
@@ -166,8 +180,7 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
             except (GaussoptError, np.linalg.LinAlgError) as e:
                 last_error = e
                 continue
-            nu_tol, slack_tol = _scales(M, F, G, h, x)
-            slack = G @ x - h
+            _, _, slack, nu_tol, slack_tol = verify(M, F, G, h, x, nu, W)
             if all(nu[i] >= -nu_tol[i] for i in W) and np.all(slack >= -slack_tol):
                 return _solution(x, W, nu, tau, lam, slack, nu_tol, slack_tol)
     detail = f" (last failure: {type(last_error).__name__}: {last_error})" if last_error else ""

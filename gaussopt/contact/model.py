@@ -165,6 +165,9 @@ class ContactPoints:
         #: the slip of each sticking point where it closed: its no-slip constraint while
         #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
         self.anchor = np.zeros(self.k)
+        #: the last state's normal rows (a contact run asks for them several times at
+        #: an impact): ``(t, q, v, (G, c, gam))``
+        self._normal_memo: Optional[tuple] = None
 
     def anchor_slip(self, t: float, q: np.ndarray, points) -> None:
         """Anchor the no-slip constraints of ``points`` (indices) at their slip now."""
@@ -184,10 +187,18 @@ class ContactPoints:
     def normal_rows(self, t: float, q: np.ndarray, v: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(G, c, gam)``: ``gap' = G v + c`` and ``gap'' = G a - gam``; shapes (k, n), (k,), (k,)."""
+        memo = self._normal_memo
+        if memo is not None and memo[0] == t and np.array_equal(memo[1], q) \
+                and np.array_equal(memo[2], v):
+            return memo[3]
         G = np.concatenate([c.normal.jacobian(t, q) for c in self.contacts])
         c_ = self._stack(lambda c: c.normal.phi_t(t, q))
         gam = self._stack(lambda c: c.normal.gamma(t, q, v))
-        return G, c_, gam
+        out = (G, c_, gam)
+        for x in out:
+            x.setflags(write=False)        # (shared by the calls at the same state)
+        self._normal_memo = (t, np.array(q, dtype=float), np.array(v, dtype=float), out)
+        return out
 
     def tangent_rows(self, t: float, q: np.ndarray, v: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -164,19 +164,27 @@ def _fold_values(fns, md, buf, t, q, v, x, U, h):
     along the motion. The true motion keeps ``u_j^T (A a - b)`` at zero; at a folded
     configuration (``u_j^T A = 0``) its derivative is a row in ``a`` alone, and nearby
     it errs by ``s_j`` times the rate of the shaky acceleration. Returns ``(status,
-    values, scales)``, the scales ``|u_j^T dA/dtau|`` (the size of the row's gradient)."""
+    values, scales)``, the scales ``|u_j^T dA/dtau|`` (the size of the row's gradient), set
+    to zero where they do not exceed the rounding of their difference (``64 (n + m) eps
+    sum_i |u_ij| max |A| / h``): a dependency of the rows that holds at every state (two
+    coaxial hinges) has ``u_j^T dA/dtau = 0``, and its difference is rounding noise, which
+    normalized by its own size would act as an arbitrary row."""
     n = md.dims[D_N]
     m = md.dims[D_M]
     nd = U.shape[1]
     val = np.zeros(nd)
     scl = np.zeros(nd)
     dA = np.zeros((nd, n))
+    amax = 0.0
     for sgn in range(2):
         sg = 1.0 if sgn == 0 else -1.0
         st = call_rows(fns, md, buf, t + sg * h, axpy(q, sg * h, v), axpy(v, sg * h, x))
         if st != 0:
             return st, val, scl
         A = buf.A.reshape(m, n)
+        for i in range(m):
+            for c in range(n):
+                amax = max(amax, abs(A[i, c]))
         for j in range(nd):
             acc = 0.0
             for i in range(m):
@@ -190,6 +198,11 @@ def _fold_values(fns, md, buf, t, q, v, x, U, h):
             val[j] += sg * acc / (2.0 * h)
     for j in range(nd):
         scl[j] = K._norm2(dA[j]) / (2.0 * h)
+        usum = 0.0
+        for i in range(m):
+            usum += abs(U[i, j])
+        if scl[j] <= 64.0 * (n + m) * _EPS * usum * amax / h:
+            scl[j] = 0.0
     return 0, val, scl
 
 
@@ -398,7 +411,9 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
         # the tangent's acceleration kinematically where the shaky velocity is not small)
         Gs = np.zeros((nl, d))
         for j in range(nl):
-            sj = scl[j] if scl[j] > 0.0 else 1.0
+            if scl[j] == 0.0:
+                continue                      # an exact dependency at every state: no row
+            sj = scl[j]
             for c in range(d):
                 if sl[jl[j]] <= floor or c == jl[j] - r:
                     Gs[j, c] = Gl[j, c] / sj
