@@ -627,9 +627,13 @@ def svd(X, w):
 
 #: from this many singular values on, :func:`svd_into` calls LAPACK (``gesdd``):
 #: the one-sided Jacobi sweeps cost ~k^3 each (1.6 s per step of the N = 80
-#: N-four-bar, k = 482; LAPACK 0.05 s), while below it Jacobi is faster and
-#: accurate to the smallest singular values relative to themselves
-LAPACK_MIN = 48
+#: N-four-bar, k = 482; LAPACK 0.05 s). Measured on normalized dense rows (the
+#: spatial models' Jacobians): Jacobi and gesdd cost the same at k = 9, gesdd is
+#: 1.4x faster at k = 15, 3.3x at k = 35 (Bricard: 376 against 116 us). Jacobi's
+#: extra accuracy (the smallest singular values relative to themselves) is not
+#: needed by the rank decisions, whose thresholds (``rank_tol``, the fold floor
+#: ``64 (n + m) eps s_1``) lie far above gesdd's absolute error ``~k eps s_1``
+LAPACK_MIN = 16
 
 #: :func:`svd_into` scales a matrix whose largest entry lies outside these (by a power
 #: of two) before the Jacobi sweeps, whose sums of squares would overflow or underflow
