@@ -228,6 +228,14 @@ def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
 
 
 @_jit
+def _retry_stage(status):
+    """A stage failure a smaller step may avoid: the step solver's statuses (not a model
+    that raised or returned what the engine cannot use, not an asymmetric M)."""
+    return (status == K.INDETERMINATE or status == K.INCONSISTENT or status == K.NONFINITE
+            or status == K.UNVERIFIED or status == K.INCONSISTENT_VANISHED)
+
+
+@_jit
 def _stage_gap(C):
     """Centre and half-width (fractions of the step) of the widest gap between the
     stage abscissae ``C`` of a Runge--Kutta step and its end ``1``."""
@@ -370,9 +378,12 @@ def step(fns, accel, md, buf, opt, tab, st):
         shortened = False
         h_prop = h_abs
         h_rej = np.inf
+        stage_fail = 0
         while True:
             if h_abs < min_step:
-                return STEP_TOO_SMALL
+                # (a step solver that kept failing at the stages: its own status, and the
+                # state where it failed, recorded by rhs)
+                return stage_fail if stage_fail != 0 else STEP_TOO_SMALL
             if d_pass < np.inf:
                 h_prop = h_abs
                 hp = place_step(h_abs, d_pass, centre, half)
@@ -393,7 +404,22 @@ def step(fns, accel, md, buf, opt, tab, st):
             h_abs = abs(h)
             s_ = _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns)
             if s_ != 0:
-                return s_
+                if not _retry_stage(s_):
+                    return s_
+                # The step solver refused a stage of this trial step (an indeterminate or
+                # inconsistent step, an unverified or non-finite result): the trial step is
+                # rejected like one whose error is too large, and shrunk. The stages of a
+                # large step lie off the constraint manifold (DOP853's by up to ~1e-3 of
+                # the lengths at rtol 1e-9), where an exact redundancy of the rows turns
+                # into a nearly dependent row and the answer there is meaningless; a
+                # refusal that persists as the step shrinks to the rounding of t (the
+                # motion at the state itself) ends the run with the solver's own status.
+                stage_fail = s_
+                h_rej = h_abs
+                h_abs *= 0.5
+                rejected = True
+                st.ic[C_NREJ] += 1
+                continue
             scale = st.scr[R_SCALE]
             for i in range(N):
                 scale[i] = atol + max(abs(st.y[i]), abs(y_new[i])) * rtol
