@@ -43,22 +43,23 @@ The energy of the reference is conserved to ~1e-11 J (of -29.43 J) over 10 s; it
 at 1e-12 and 1e-13 differ by 6e-12 m in ``P2``. At consistent states of its motion
 gaussopt's accelerations equal its own to ~5e-14.
 
-Measured (gaussopt, 10 s from rest, one run each on a shared 2-core machine):
+Measured (gaussopt, 10 s from rest, one run each on a shared 2-core machine, compiled
+code cached):
 
-==============================================  =====  ============  ============  =======
-settings                                        steps  max err P2    energy drift  wall
-==============================================  =====  ============  ============  =======
-rtol = atol = 1e-12 (``settings``)              153    1.1e-12 m     4.2e-12 J     ~5 s
-defaults (rtol = 1e-9) + ``rank_tol = 1e-4``    67     7.3e-10 m                   ~2.5 s
-defaults (rtol = 1e-9, 1e-10)                   fails at t ~ 0.9 s (0.76 s at 1e-10)
-==============================================  =====  ============  ============  =======
+================================================  =====  =========  ============  ======
+settings                                          steps  max err P2 energy drift  wall
+================================================  =====  =========  ============  ======
+defaults (DOP853, rtol = atol = 1e-9)             152    1.7e-10 m  1.5e-9 J      ~0.8 s
+rtol = atol = 1e-10                               162    1.3e-10 m  6.0e-10 J     0.81 s
+rtol = atol = 1e-12 (``settings``)                153    1.1e-12 m  4.1e-12 J     0.71 s
+defaults + ``solver_options={"rank_tol": 1e-4}``  67     7.3e-10 m  4.3e-9 J      0.36 s
+================================================  =====  =========  ============  ======
 
-The failure: the stage states of a large step lie ~1e-6 off the constraints, where the
-redundant row's singular value (~3e-8) passes the step's default ``rank_tol``; the row
-is kept, the 35 rows then fix all 35 accelerations by themselves (``A`` square and
-invertible, ``a = A^-1 b``: the mass matrix has no say), the O(1e-6) inconsistency of
-``b`` is amplified by ``1 / 3e-8`` and the accelerations come out wrong by O(10) (see
-tests/test_spatial_refs_b.py).
+(The stages of DOP853's large steps lie far off the constraints, where the exactly
+redundant row turns into a nearly dependent one: its singular value passes the default
+``rank_tol``, the row is kept, the 35 rows then fix all 35 accelerations by themselves
+(``a = A^-1 b``, the mass matrix has no say) and they come out wrong. ``simulate``
+rejects and halves such steps; a coarser ``rank_tol`` drops the row, in fewer steps.)
 """
 
 from __future__ import annotations
