@@ -229,10 +229,12 @@ def _rk_stages(fns, accel, md, buf, opt, tab, st, t, h, ns):
 
 @_jit
 def _retry_stage(status):
-    """A stage failure a smaller step may avoid: the step solver's statuses (not a model
-    that raised or returned what the engine cannot use, not an asymmetric M)."""
-    return (status == K.INDETERMINATE or status == K.INCONSISTENT or status == K.NONFINITE
-            or status == K.UNVERIFIED or status == K.INCONSISTENT_VANISHED)
+    """A stage failure a smaller step may avoid: the step solver's decisions on the rows
+    (indeterminate, inconsistent, unverified). Not a model that raised or returned
+    non-finite values, nor an asymmetric M: those are the model's, and the run ends at
+    the last step whose stages it could evaluate."""
+    return (status == K.INDETERMINATE or status == K.INCONSISTENT or status == K.UNVERIFIED
+            or status == K.INCONSISTENT_VANISHED)
 
 
 @_jit
@@ -407,8 +409,8 @@ def step(fns, accel, md, buf, opt, tab, st):
                 if not _retry_stage(s_):
                     return s_
                 # The step solver refused a stage of this trial step (an indeterminate or
-                # inconsistent step, an unverified or non-finite result): the trial step is
-                # rejected like one whose error is too large, and shrunk. The stages of a
+                # inconsistent step, an unverified result): the trial step is rejected like
+                # one whose error is too large, and halved. The stages of a
                 # large step lie off the constraint manifold (DOP853's by up to ~1e-3 of
                 # the lengths at rtol 1e-9), where an exact redundancy of the rows turns
                 # into a nearly dependent row and the answer there is meaningless; a
