@@ -727,9 +727,8 @@ def _mujoco_bricard_run(mujoco, path, t_end, dt=None, solref=None, solimp=None,
     stride = max(1, int(round(every / m.opt.timestep)))
     rod3 = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "rod3")
     site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "P5")
-    ts, P2, gap = [0.0], [np.array(d.xpos[rod3])], 0.0
     mujoco.mj_kinematics(m, d)
-    ts, P2 = [0.0], [np.array(d.xpos[rod3])]
+    ts, P2, gap = [0.0], [np.array(d.xpos[rod3])], 0.0
     for k in range(1, n + 1):
         mujoco.mj_step(m, d)
         if k % stride == 0:
