@@ -47,7 +47,11 @@ Rows
 * the GA step at ``tol = 1e-6``;
 * one step of a 6-link spatial arm (``tests/data/arm6.urdf`` through
   :func:`gaussopt.multibody.load`) against ``pinocchio.aba``, both checked against
-  MuJoCo's ``qacc`` (``--only spatial`` runs these rows alone);
+  MuJoCo's ``qacc``;
+* the IFToMM A04 Bricard linkage (``problems/bricard.py``): 10 s at ``go.simulate``'s
+  default settings against MuJoCo on ``tests/data/bricard.xml`` (max error of P2
+  against the joint-angle reference, wall time), and one step against
+  ``pinocchio.constraintDynamics`` (``--only spatial`` runs the spatial rows alone);
 * the first-call compile time of the kernels in a fresh cache, and the load
   time from the cache.
 """
@@ -650,6 +654,206 @@ def spatial_arm_rows(repeat):
     add("6-link arm step inside simulate (compiled)", t_in, acc, "pinocchio.aba", t_aba, p_acc)
 
 
+def _bricard_pinocchio(pin, L=1.0, m=1.0, g=9.81):
+    """Pinocchio's model of the Bricard chain (problems/bricard.py, slender rods): five
+    revolute joints JointModelRX/RY/RZ at P0..P4 (each joint frame at its centre with the
+    world's orientation at q = 0), the rods' inertias about their centroids, and the loop
+    closed at joint 6 by two CONTACT_3D between rod 5 and the ground: at P5 and at
+    P5 + (L, 0, 0) on its axis (6 rows, rank 5: pinocchio has no 5-row hinge contact)."""
+    from problems import bricard
+
+    P, W = bricard.POINTS * L, bricard.AXES
+    model = pin.Model()
+    parent = 0
+    for k in range(5):
+        jm = (pin.JointModelRX, pin.JointModelRY, pin.JointModelRZ)[int(np.argmax(W[k]))]()
+        at = P[k] - (P[k - 1] if k else 0.0)
+        parent = model.addJoint(parent, jm, pin.SE3(np.eye(3), at), f"j{k + 1}")
+        d = (P[k + 1] - P[k]) / L
+        model.appendBodyToJoint(parent, pin.Inertia(m, d * L / 2, bricard.rod_inertia(m, L, 0.0, d)),
+                                pin.SE3.Identity())
+    model.gravity.linear = np.array([0.0, -g, 0.0])
+    cms, cds = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for off in (np.zeros(3), np.array([L, 0.0, 0.0])):
+        cm = pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, model, parent,
+                                      pin.SE3(np.eye(3), P[5] - P[4] + off), 0,
+                                      pin.SE3(np.eye(3), P[5] + off), pin.ReferenceFrame.LOCAL)
+        cms.append(cm)
+        cds.append(cm.createData())
+    data = model.createData()
+    pin.initConstraintDynamics(model, data, cms, cds)
+    return model, data, cms, cds
+
+
+def _bricard_joint_accelerations(ref, th, u, du):
+    """The reference's joint accelerations ``th''`` (6,) at ``th``, ``th1' = u``,
+    ``th1'' = du``: its closure derivative ``S th'' + sum_i [V_(i-1), xi_i th_i'] = 0``
+    (problems/bricard.py, JointAngleReference.body_motion) solved for th2''..th6''."""
+    from problems.bricard import _bracket
+
+    _, _, S = ref.twists(th)
+    thd = ref.rates(S) * u
+    bias, V = np.zeros(6), np.zeros(6)
+    for i in range(6):
+        bias = bias + _bracket(V, S[:, i] * thd[i])
+        V = V + S[:, i] * thd[i]
+    thdd = np.empty(6)
+    thdd[0] = du
+    thdd[1:] = np.linalg.lstsq(S[:, 1:], -S[:, 0] * du - bias, rcond=None)[0]
+    return thdd
+
+
+def _mujoco_bricard_run(mujoco, path, t_end, dt=None, solref=None, solimp=None,
+                        integrator=None, every=0.02):
+    """MuJoCo on tests/data/bricard.xml for ``t_end``: (wall time of the mj_step loop
+    [s], sample times, P2 at them (the origin of body rod3), max gap of the loop at P5)."""
+    m = mujoco.MjModel.from_xml_path(str(path))
+    if dt is not None:
+        m.opt.timestep = dt
+    if integrator is not None:
+        m.opt.integrator = integrator
+    if solref is not None:
+        m.eq_solref[:] = solref
+    if solimp is not None:
+        m.eq_solimp[:, :len(solimp)] = solimp
+    n = int(round(t_end / m.opt.timestep))
+    d = mujoco.MjData(m)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mujoco.mj_step(m, d)
+    wall = time.perf_counter() - t0
+    # the same run again (deterministic), sampled: positions by mj_kinematics
+    mujoco.mj_resetData(m, d)
+    stride = max(1, int(round(every / m.opt.timestep)))
+    rod3 = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "rod3")
+    site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "P5")
+    mujoco.mj_kinematics(m, d)
+    ts, P2, gap = [0.0], [np.array(d.xpos[rod3])], 0.0
+    for k in range(1, n + 1):
+        mujoco.mj_step(m, d)
+        if k % stride == 0:
+            mujoco.mj_kinematics(m, d)
+            ts.append(d.time)
+            P2.append(np.array(d.xpos[rod3]))
+            gap = max(gap, float(np.linalg.norm(d.site_xpos[site] - np.array([0.0, 0.0, 1.0]))))
+    return wall, np.array(ts), np.array(P2), gap
+
+
+def bricard_rows(repeat):
+    """The IFToMM A04 Bricard mechanism (problems/bricard.py: 5 rods, 6 revolute joints,
+    one redundant joint equation), against its independent joint-angle reference.
+
+    * 10 s from rest at ``go.simulate``'s default settings (compiled, warm: the median
+      of ``repeat`` runs' ``stats["wall_time"]``), max |P2 - P2_ref| over its steps;
+      beside it MuJoCo on tests/data/bricard.xml (the same mechanism: a hinge chain
+      closed by two ``connect`` equalities on joint 6's axis): ``mj_step`` at its
+      defaults (Euler, dt = 2 ms, solref 0.02 s, solimp 0.9..0.95) and a stiff variant
+      (dt = 0.2 ms, solref 0.4 ms, solimp 0.9999) with Euler and with RK4, max |P2 -
+      P2_ref| every 0.02 s. Measured: the default run's loop opens by ~6e-4 m at P5 and
+      P2 is 2e-2 m off; the stiff Euler run's gap is ~4e-7 m but Euler's first-order
+      error leaves P2 2e-3 m off; stiff RK4 follows the reference to ~1e-9 m.
+    * One step at t = 1 s of the reference's motion: ``go.solve_step`` (relative error
+      of its 35 body accelerations against the reference's) against
+      ``pinocchio.constraintDynamics`` (relative error of its 5 joint accelerations
+      against the reference's ``th''``)."""
+    print("Bricard linkage (IFToMM A04)", flush=True)
+    import warnings
+
+    from problems import bricard
+
+    pb = bricard.build()
+    sysm = pb.system
+
+    def p2_err(t, P2):
+        r = pb.reference(t)
+        return float(np.abs(P2 - np.column_stack([r["P2_x"], r["P2_y"], r["P2_z"]])).max())
+
+    go.simulate(sysm, pb.t_span, pb.q0, pb.v0)            # compile, warm the caches
+    walls, traj = [], None
+    for _ in range(repeat):
+        traj = go.simulate(sysm, pb.t_span, pb.q0, pb.v0)
+        walls.append(float(traj.stats["wall_time"]))
+    o = pb.outputs(traj.q, traj.v)
+    err = p2_err(traj.t, np.column_stack([o["P2_x"], o["P2_y"], o["P2_z"]])) \
+        if traj.success else None
+    ours = float(np.median(walls))
+    print(f"  gaussopt: success {traj.success}, {len(traj.t) - 1} steps, "
+          f"max |P2 - ref| {_f(err, '.2e')} m, wall {ours:.3f} s", flush=True)
+    try:
+        import mujoco
+    except ImportError:
+        add("Bricard 10 s default settings (wall)", ours, err, "MuJoCo", None, None,
+            "<= 1 s", unit="s")
+    else:
+        path = ROOT / "tests" / "data" / "bricard.xml"
+        for label, kw in (("MuJoCo mj_step (Euler, dt 2 ms, defaults)", {}),
+                          ("MuJoCo mj_step (Euler, dt 0.2 ms, solref 0.4 ms, solimp 0.9999)",
+                           dict(dt=2e-4, solref=(4e-4, 1.0), solimp=(0.9999, 0.9999))),
+                          ("MuJoCo mj_step (RK4, dt 0.2 ms, solref 0.4 ms, solimp 0.9999)",
+                           dict(dt=2e-4, solref=(4e-4, 1.0), solimp=(0.9999, 0.9999),
+                                integrator=mujoco.mjtIntegrator.mjINT_RK4))):
+            mw, ts, P2, gap = _mujoco_bricard_run(mujoco, path, pb.t_span[1], **kw)
+            me = p2_err(ts, P2) if np.all(np.isfinite(P2)) else None
+            print(f"  {label}: max |P2 - ref| {_f(me, '.2e')} m, loop gap at P5 up to "
+                  f"{gap:.2e} m, wall {mw:.3f} s", flush=True)
+            add(f"Bricard 10 s default settings (wall) vs {label}", ours, err, "MuJoCo", mw,
+                me, "<= 1 s", unit="s")
+
+    # one step at t = 1 s of the reference's motion
+    ref = bricard.reference_solution(pb.t_span[1], L=1.0, m=1.0, g=bricard.G, width=0.0,
+                                     omega0=0.0)     # the one pb.reference solved
+    t = 1.0
+    th, u = ref.states([t])
+    th1, u = ref._sol.sol(t)
+    du = ref.acceleration(th1, u)
+    th = ref.close(th1, th[0])
+    q, v, a_ref = ref.body_coordinates(th, u, du)
+    step = go.solve_step(sysm, t, q, v)
+    acc = float(np.abs(step.a - a_ref).max() / np.abs(a_ref).max())
+    t_full = median_us(lambda: go.solve_step(sysm, t, q, v), repeat, 500)
+    solver = sysm._solver_cache["closed_form"]
+    t_hot = median_us(lambda: solver.acceleration(t, q, v), repeat, 500)
+    try:
+        import pinocchio as pin
+    except ImportError:
+        add("Bricard solve_step closed_form", t_full, acc, "pinocchio.constraintDynamics",
+            None, None, "<= 2")
+        return
+    model, data, cms, cds = _bricard_pinocchio(pin)
+    thdd = _bricard_joint_accelerations(ref, th, u, du)
+    qp, vp, tau = th[:5].copy(), ref.rates(ref.twists(th)[2])[:5] * u, np.zeros(5)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a_plain = np.array(pin.constraintDynamics(model, data, qp, vp, tau, cms, cds))
+    print(f"  pinocchio.constraintDynamics without ProximalSettings: {a_plain} "
+          f"({'NaN' if np.isnan(a_plain).any() else 'finite'})", flush=True)
+    # its proximal iterations never meet their accuracy (the redundant row's multiplier
+    # drifts along the null space of the Jacobian's transpose: at mu = 1e-12 the relative
+    # residual stays ~3e-3), so every call runs max_iter iterations; mu = 1e-8 and two
+    # iterations is the cheapest setting giving the accelerations to rounding (one
+    # iteration leaves an error ~ mu relative).
+    for mu, iters in ((0.0, 10), (1e-12, 10), (1e-8, 2), (1e-4, 5)):
+        prox = pin.ProximalSettings(1e-12, 1e-12, mu, iters)
+        with np.errstate(invalid="ignore"):
+            ap = np.array(pin.constraintDynamics(model, data, qp, vp, tau, cms, cds, prox))
+        p_acc = (float(np.abs(ap - thdd[:5]).max() / np.abs(thdd[:5]).max())
+                 if np.all(np.isfinite(ap)) else None)
+        print(f"  pinocchio prox mu={mu:g} max_iter={iters}: iterations {prox.iter}, "
+              f"residual {prox.absolute_residual:.2e}, rel. error {_f(p_acc, '.2e')}",
+              flush=True)
+        if mu == 0.0:
+            continue
+        t_cd = median_us(lambda: pin.constraintDynamics(model, data, qp, vp, tau, cms, cds,
+                                                        prox), repeat, 2000)
+        add(f"Bricard solve_step closed_form vs constraintDynamics (mu {mu:g}, "
+            f"max_iter {iters}, {prox.iter} it)", t_full, acc,
+            "pinocchio.constraintDynamics", t_cd, p_acc, "<= 2")
+        if (mu, iters) == (1e-8, 2):
+            best = (t_cd, p_acc)
+    add("Bricard hot path (solver.acceleration) vs mu 1e-8, 2 it", t_hot, acc,
+        "pinocchio.constraintDynamics", *best)
+
+
 # ----------------------------------------------------------------------------- table
 def table():
     print("\n| measure | gaussopt | accuracy | peer | peer | peer accuracy | ratio | target |")
@@ -664,7 +868,8 @@ def table():
           "max |th1 - reference| in rad (runs), max error of B0 (N-four-bar run), |crank th''| "
           "error (N-four-bar steps); contacts: max |a - a_ref| / max |a_ref| of the reduced "
           "equation (ellipse steps), max |q - q_ref| at 2.5 s (ellipse phases), max relative "
-          "error of the impact times (ball).")
+          "error of the impact times (ball); Bricard: max |P2 - P2_ref| in m (runs), max |a - a_ref| / "
+          "max |a_ref| of the body (gaussopt) or joint (Pinocchio) accelerations (step).")
     print("The peers' run errors are what they are: MuJoCo (soft equality constraints, Euler) "
           "and Pinocchio's constraintDynamics + RK4 (no projection) leave the physical branch "
           "at the four-bar's first singular positions (cos th1 = 0) and do not come back; "
@@ -687,6 +892,7 @@ def main():
         return
     if args.only == "spatial":
         spatial_arm_rows(args.repeat)
+        bricard_rows(args.repeat)
         table()
         return
     if args.only != "large":
@@ -696,6 +902,7 @@ def main():
         run_rows(args.repeat, args.t_end)
         ga_row(args.repeat)
         spatial_arm_rows(args.repeat)
+        bricard_rows(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
     if not args.quick:
         n40_run()
