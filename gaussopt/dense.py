@@ -31,6 +31,19 @@ _EPS = float(np.finfo(float).eps)
 # --------------------------------------------------------------------------- step interpolants
 # The engine's interpolants (:func:`gaussopt.engine.dense_eval`), evaluated on arrays of
 # times: each maps ``t``, shape (k,), to the states, shape (k, 2n).
+
+def evaluation_times(t) -> tuple[np.ndarray, bool]:
+    """The times a dense solution is asked for: ``(ts, scalar)``, ``ts`` a 1-D float array
+    (``t`` a float: one entry, ``scalar`` True); a ModelError naming ``t`` otherwise."""
+    scalar = np.ndim(t) == 0
+    try:
+        ts = np.atleast_1d(np.asarray(t, dtype=float))
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`t` must be a float or an array of floats, found {t!r}.") from e
+    if ts.ndim != 1:
+        raise ModelError(f"`t` must be a float or a 1-D array, found shape {ts.shape}.")
+    return ts, scalar
+
 class HermiteStep:
     """Cubic Hermite interpolant from ``(y, y')`` at both ends (``rk4``, ``euler``)."""
 
@@ -166,13 +179,7 @@ class DenseSolution:
     # ---------------------------------------------------------------- evaluation
     def __call__(self, t):
         """``(q, v)`` at ``t`` (float: shapes (n,); array of N: shapes (N, n))."""
-        scalar = np.ndim(t) == 0
-        try:
-            ts = np.atleast_1d(np.asarray(t, dtype=float))
-        except (TypeError, ValueError) as e:
-            raise ModelError(f"`t` must be a float or an array of floats, found {t!r}.") from e
-        if ts.ndim != 1:
-            raise ModelError(f"`t` must be a float or a 1-D array, found shape {ts.shape}.")
+        ts, scalar = evaluation_times(t)
         if self._arrays is None:
             self._arrays = (np.asarray(self._t), np.asarray(self._y))
         tb, yb = self._arrays

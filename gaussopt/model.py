@@ -55,7 +55,7 @@ MIN_N = 30
 from .exceptions import ModelError
 
 __all__ = ["SIGNATURE", "FUNCTION", "functions", "ModelFunctions", "SparseModel", "python_functions",
-           "model_functions", "NOOP", "quiet_compile"]
+           "model_functions", "NOOP", "quiet_compile", "kernel_factory"]
 
 #: the one signature of every model function
 SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidptr,
@@ -378,6 +378,23 @@ def make_buffers(n: int, m: int, mh: int, mv: int) -> dict:
     return {"q": z(n), "v": z(n), "M": z(n * n), "F": z(n), "A": z(m * n), "b": z(m),
             "phi": z(mh), "J": z(mh * n), "phit": z(mh), "r": z(mv), "Jv": z(mv * n),
             "e": z(1), "a": z(n)}
+
+
+def kernel_factory(fns, p: np.ndarray, n: int, m: int, system, constant_mass: bool):
+    """A factory of :class:`ModelFunctions` for a model evaluated by compiled functions
+    ``fns`` (:data:`SIGNATURE`, the model packed in ``p``: the multibody kernels), for the
+    assembled ``system`` (fresh buffers per run)."""
+
+    def factory() -> ModelFunctions:
+        hol_rows, vel_rows, vel_is_hol = row_layout(system)
+        mh, mv = hol_rows.size, vel_rows.size
+        return ModelFunctions(
+            fns=fns, accel=NOOP, p=p, n=n, m=m, mh=mh, mv=mv, hol_rows=hol_rows,
+            vel_rows=vel_rows, vel_is_hol=vel_is_hol, has_energy=system.has_energy,
+            constant_mass=constant_mass, compiled=True, buffers=make_buffers(n, m, mh, mv))
+
+    factory.functions = fns    # (compiled with the rest of a run: gaussopt.compiled)
+    return factory
 
 
 def row_layout(system) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

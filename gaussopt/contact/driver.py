@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from ..constraints import Holonomic
+from ..dense import evaluation_times
 from ..exceptions import ModelError, UnsupportedConstraintError
 from ..linalg import solve_gauss
 from ..result import Impact, Trajectory
@@ -619,13 +620,7 @@ class ContactDenseSolution:
 
     def __call__(self, t):
         """``(q, v)`` at ``t`` (float: shapes (n,); array of N: shapes (N, n))."""
-        scalar = np.ndim(t) == 0
-        try:
-            ts = np.atleast_1d(np.asarray(t, dtype=float))
-        except (TypeError, ValueError) as e:
-            raise ModelError(f"`t` must be a float or an array of floats, found {t!r}.") from e
-        if ts.ndim != 1:
-            raise ModelError(f"`t` must be a float or a 1-D array, found shape {ts.shape}.")
+        ts, scalar = evaluation_times(t)
         bad = ~((ts >= self.t_min) & (ts <= self.t_max))
         if np.any(bad):
             raise ModelError(f"`t` must lie within the computed span [{self.t_min}, "

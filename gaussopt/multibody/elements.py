@@ -51,10 +51,12 @@ class Body:
         return cls(name, float(mass), float(mass) * float(length) ** 2 / 12.0)
 
 
-def _ref_name(b: BodyRef) -> Optional[str]:
+def _ref_name(b, body_type: type = Body) -> Optional[str]:
+    """The name of a body reference (a ``body_type``, its name, or None / ``"ground"``:
+    the ground, None); shared by the planar and the spatial elements."""
     if b is None:
         return None
-    if isinstance(b, Body):
+    if isinstance(b, body_type):
         return b.name
     if isinstance(b, str):
         return None if b == GROUND else b

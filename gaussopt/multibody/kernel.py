@@ -56,7 +56,7 @@ import numba as nb
 import numpy as np
 
 from ..compiled import cfunc, jit, unit
-from ..model import NOOP, SIGNATURE, ModelFunctions, SparseModel, make_buffers, row_layout
+from ..model import SIGNATURE, SparseModel, kernel_factory
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
            "phi_t", "force", "energy", "FUNCTIONS", "compiled_factory", "sparse_model"]
@@ -504,7 +504,19 @@ def _mat(ptr, k, n):
 
 @_jit
 def _param(pp):
-    return _vec(pp, int(_vec(pp, HEADER)[H_LEN]))
+    """The parameter array behind the pointer ``pp`` (its length in slot ``H_LEN``, the
+    same slot in the spatial kernel's layout)."""
+    return _vec(pp, int(_vec(pp, H_LEN + 1)[H_LEN]))
+
+
+@_jit
+def _matvec(J, v, r):
+    """``r = J v`` (the velocity rows ``Phi_q v`` of the ``vel`` functions)."""
+    for k in range(J.shape[0]):
+        acc = 0.0
+        for c in range(J.shape[1]):
+            acc += J[k, c] * v[c]
+        r[k] = acc
 
 
 @_jit
@@ -558,12 +570,7 @@ def _vel(t, qp, vp, pp, rp, Jvp):
     v = _vec(vp, n)
     J = _mat(Jvp, m, n)
     rows(p, _vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
-    r = _vec(rp, m)
-    for k in range(m):                  # Phi_q v (+ Phi_t = 0: no callable drives here)
-        acc = 0.0
-        for c in range(n):
-            acc += J[k, c] * v[c]
-        r[k] = acc
+    _matvec(J, v, _vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
     return 0
 
 
@@ -635,16 +642,5 @@ def compiled_factory(p: np.ndarray, system):
     (the assembled system of the model packed in ``p``; fresh buffers per run)."""
     if p[H_PYTHON] != 0.0:
         raise ValueError("a model with Python callables has no compiled functions.")
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-
-    def factory() -> ModelFunctions:
-        hol_rows, vel_rows, vel_is_hol = row_layout(system)
-        mh, mv = hol_rows.size, vel_rows.size
-        return ModelFunctions(
-            fns=FUNCTIONS, accel=NOOP, p=p, n=n, m=m, mh=mh, mv=mv, hol_rows=hol_rows,
-            vel_rows=vel_rows, vel_is_hol=vel_is_hol, has_energy=system.has_energy,
-            constant_mass=system.constant_mass is not None, compiled=True,
-            buffers=make_buffers(n, m, mh, mv))
-
-    factory.functions = FUNCTIONS    # (compiled with the rest of a run: gaussopt.compiled)
-    return factory
+    return kernel_factory(FUNCTIONS, p, 3 * int(p[H_NB]), int(p[H_M]), system,
+                          system.constant_mass is not None)

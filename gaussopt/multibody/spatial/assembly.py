@@ -14,13 +14,13 @@ read it as they read the planar one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ...exceptions import ModelError
 from . import kernel
-from .elements import (GROUND, Body, DrivenAngle, Force, Joint, RotationalDamper, Spring,
+from .elements import (GROUND, Body, Force, Joint, RotationalDamper, Spring,
                        Torque, _ref_name, _vec3, rotation_matrix)
 
 __all__ = ["SpatialAssembly", "assemble_model"]

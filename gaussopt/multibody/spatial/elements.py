@@ -10,20 +10,19 @@ perpendicular to a point-to-point line, distance, driven angle).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
 from ...exceptions import ModelError
+from ..elements import GROUND
+from ..elements import _ref_name as _planar_ref_name
 
 __all__ = ["GROUND", "Body", "Joint", "Spherical", "Revolute", "Prismatic", "Cylindrical",
            "Universal", "Fixed", "Planar", "PointOnLine", "PointOnPlane", "Distance",
            "DrivenAngle", "Force", "Torque", "Spring", "RotationalDamper", "BodyRef",
            "Vector3", "quaternion", "rotation_matrix"]
-
-#: name under which the ground appears in labels and reactions
-GROUND = "ground"
 
 BodyRef = Union["Body", str, None]
 Vector3 = Union[Sequence[float], np.ndarray]
@@ -215,14 +214,7 @@ def _perpendicular_pair(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _ref_name(b: BodyRef) -> Optional[str]:
-    if b is None:
-        return None
-    if isinstance(b, Body):
-        return b.name
-    if isinstance(b, str):
-        return None if b == GROUND else b
-    raise ModelError(f"a body reference must be a Body, its name or None (the ground), "
-                     f"found {type(b).__name__}.")
+    return _planar_ref_name(b, Body)
 
 
 # =========================================================================== joints
@@ -259,6 +251,40 @@ def _axis_frame(u: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
+class _PointAxis(Joint):
+    """A joint through ``point`` along ``axis`` (world, reference pose); its frame
+    ``(f, g, axis)``, its anchor the point."""
+
+    point: object = (0.0, 0.0, 0.0)
+    axis: object = (0.0, 0.0, 1.0)
+
+    def _geometry(self):
+        """``P, u, f, g``: the point, the unit axis and two unit normals to it."""
+        u = _unit3(self.axis, "axis")
+        return (_vec3(self.point, "point"), u) + _perpendicular_pair(u)
+
+    def _anchor(self):
+        return _vec3(self.point, "point")
+
+    def _frame(self):
+        return _axis_frame(_unit3(self.axis, "axis"))
+
+
+@dataclass(frozen=True, eq=False)
+class _PointNormal(Joint):
+    """A joint on the plane through ``point`` with ``normal`` (world, reference pose)."""
+
+    point: object = (0.0, 0.0, 0.0)
+    normal: object = (0.0, 0.0, 1.0)
+
+    def _anchor(self):
+        return _vec3(self.point, "point")
+
+    def _frame(self):
+        return _axis_frame(_unit3(self.normal, "normal"))
+
+
+@dataclass(frozen=True, eq=False)
 class Spherical(Joint):
     """Ball joint at ``point`` (world, reference pose): 3 equations."""
 
@@ -272,70 +298,35 @@ class Spherical(Joint):
 
 
 @dataclass(frozen=True, eq=False)
-class Revolute(Joint):
+class Revolute(_PointAxis):
     """Hinge through ``point`` about ``axis`` (world, reference pose): 5 equations
     (the point, and the axis of ``j`` perpendicular to two directions normal to the
     axis on ``i``). Joint frame: ``(f, g, axis)``."""
 
-    point: object = (0.0, 0.0, 0.0)
-    axis: object = (0.0, 0.0, 1.0)
-
     def _equations(self):
-        u = _unit3(self.axis, "axis")
-        f, g = _perpendicular_pair(u)
-        return [("point", ["x", "y", "z"], _vec3(self.point, "point")),
+        P, u, f, g = self._geometry()
+        return [("point", ["x", "y", "z"], P),
                 ("dot1", ["u.f"], (f, u)), ("dot1", ["u.g"], (g, u))]
-
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.axis, "axis"))
 
 
 @dataclass(frozen=True, eq=False)
-class Cylindrical(Joint):
+class Cylindrical(_PointAxis):
     """Sliding hinge: rotation about and translation along ``axis`` through ``point``:
     4 equations."""
 
-    point: object = (0.0, 0.0, 0.0)
-    axis: object = (0.0, 0.0, 1.0)
-
     def _equations(self):
-        u = _unit3(self.axis, "axis")
-        P = _vec3(self.point, "point")
-        f, g = _perpendicular_pair(u)
+        P, u, f, g = self._geometry()
         return [("dot1", ["u.f"], (f, u)), ("dot1", ["u.g"], (g, u)),
                 ("dot2", ["d.f"], (f, P)), ("dot2", ["d.g"], (g, P))]
 
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.axis, "axis"))
-
 
 @dataclass(frozen=True, eq=False)
-class Prismatic(Joint):
+class Prismatic(_PointAxis):
     """Translation along ``axis`` only: 5 equations (a cylindrical joint whose
     rotation about the axis is locked)."""
 
-    point: object = (0.0, 0.0, 0.0)
-    axis: object = (0.0, 0.0, 1.0)
-
     def _equations(self):
-        u = _unit3(self.axis, "axis")
-        P = _vec3(self.point, "point")
-        f, g = _perpendicular_pair(u)
-        return [("dot1", ["u.f"], (f, u)), ("dot1", ["u.g"], (g, u)),
-                ("dot2", ["d.f"], (f, P)), ("dot2", ["d.g"], (g, P)),
-                ("dot1", ["g.f"], (f, g))]
-
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.axis, "axis"))
+        return Cylindrical._equations(self) + [("dot1", ["g.f"], self._geometry()[2:])]
 
 
 @dataclass(frozen=True, eq=False)
@@ -383,63 +374,34 @@ class Fixed(Joint):
 
 
 @dataclass(frozen=True, eq=False)
-class Planar(Joint):
+class Planar(_PointNormal):
     """Body j slides and turns in the plane through ``point`` with ``normal`` of body i:
     3 equations."""
-
-    point: object = (0.0, 0.0, 0.0)
-    normal: object = (0.0, 0.0, 1.0)
 
     def _equations(self):
         n = _unit3(self.normal, "normal")
         f, g = _perpendicular_pair(n)
-        return [("dot1", ["n.f"], (n, f)), ("dot1", ["n.g"], (n, g)),
-                ("dot2", ["d.n"], (n, _vec3(self.point, "point")))]
-
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.normal, "normal"))
+        return [("dot1", ["n.f"], (n, f)), ("dot1", ["n.g"], (n, g))] + \
+            PointOnPlane._equations(self)
 
 
 @dataclass(frozen=True, eq=False)
-class PointOnLine(Joint):
+class PointOnLine(_PointAxis):
     """The point ``point`` of body j stays on the line of body i through it along
     ``axis``: 2 equations."""
 
-    point: object = (0.0, 0.0, 0.0)
-    axis: object = (0.0, 0.0, 1.0)
-
     def _equations(self):
-        u = _unit3(self.axis, "axis")
-        f, g = _perpendicular_pair(u)
-        P = _vec3(self.point, "point")
+        P, u, f, g = self._geometry()
         return [("dot2", ["d.f"], (f, P)), ("dot2", ["d.g"], (g, P))]
-
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.axis, "axis"))
 
 
 @dataclass(frozen=True, eq=False)
-class PointOnPlane(Joint):
+class PointOnPlane(_PointNormal):
     """The point ``point`` of body j stays in the plane of body i through it with
     ``normal``: 1 equation."""
 
-    point: object = (0.0, 0.0, 0.0)
-    normal: object = (0.0, 0.0, 1.0)
-
     def _equations(self):
         return [("dot2", ["d.n"], (_unit3(self.normal, "normal"), _vec3(self.point, "point")))]
-
-    def _anchor(self):
-        return _vec3(self.point, "point")
-
-    def _frame(self):
-        return _axis_frame(_unit3(self.normal, "normal"))
 
 
 @dataclass(frozen=True, eq=False)

@@ -46,11 +46,11 @@ compiled functions.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
 from ...compiled import cfunc, jit, unit
-from ...model import NOOP, SIGNATURE, ModelFunctions, make_buffers, row_layout
+from ...model import SIGNATURE, kernel_factory
+from ..kernel import _mat, _matvec, _param, _vec
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "FUNCTIONS",
            "compiled_factory"]
@@ -153,22 +153,26 @@ def _bmat(x, o, s0, s1, s2, B):
 @_jit
 def _bvec(qe, ve, b, s0, s1, s2, B, w, wd, wc):
     """A body vector ``A_b s``: its value ``w``, its rate ``wd = B p'``, its convective
-    acceleration ``wc = B(p', s) p'``, and ``B = B(p_b, s)`` (for the Jacobian)."""
+    acceleration ``wc = B(p', s) p'``, and ``B = B(p_b, s)`` (for the Jacobian).
+    ``B(p', s) p'`` is formed entry by entry (no scratch matrix)."""
     o = 7 * b + 3
     _bmat(qe, o, s0, s1, s2, B)
-    Bv = np.empty((3, 4))
-    _bmat(ve, o, s0, s1, s2, Bv)
+    e0, e1, e2, e3 = ve[o], ve[o + 1], ve[o + 2], ve[o + 3]
+    es = e1 * s0 + e2 * s1 + e3 * s2
+    # B(p', s) p' = 2 [e0 (e0 s + e x s) + (e.s) e + e (e.s) - s (e.e) - e0 (s x e)]
+    #            = 2 [(e0^2 - e.e) s + 2 (e.s) e + 2 e0 (e x s)], with (e0, e) = p'
+    d = e0 * e0 - e1 * e1 - e2 * e2 - e3 * e3
+    wc[0] = 2.0 * (d * s0 + 2.0 * es * e1 + 2.0 * e0 * (e2 * s2 - e3 * s1))
+    wc[1] = 2.0 * (d * s1 + 2.0 * es * e2 + 2.0 * e0 * (e3 * s0 - e1 * s2))
+    wc[2] = 2.0 * (d * s2 + 2.0 * es * e3 + 2.0 * e0 * (e1 * s1 - e2 * s0))
     for r in range(3):
         a0 = 0.0
         a1 = 0.0
-        a2 = 0.0
         for c in range(4):
             a0 += B[r, c] * qe[o + c]
             a1 += B[r, c] * ve[o + c]
-            a2 += Bv[r, c] * ve[o + c]
         w[r] = 0.5 * a0
         wd[r] = a1
-        wc[r] = a2
 
 
 @_jit
@@ -605,21 +609,6 @@ def energy(p, q, v):
 
 # =========================================================================== compiled functions
 @_jit
-def _vec(ptr, k):
-    return nb.carray(ptr, (k,), np.float64)
-
-
-@_jit
-def _mat(ptr, k, n):
-    return nb.carray(ptr, (k, n), np.float64)
-
-
-@_jit
-def _param(pp):
-    return _vec(pp, int(_vec(pp, HEADER)[H_LEN]))
-
-
-@_jit
 def _usable(p):
     """The compiled functions run only models without Python callables."""
     return p[H_TAG] == LAYOUT and p[H_PYTHON] == 0.0
@@ -669,12 +658,7 @@ def _vel(t, qp, vp, pp, rp, Jvp):
     v = _vec(vp, n)
     J = _mat(Jvp, m, n)
     rows(p, _vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
-    r = _vec(rp, m)
-    for k in range(m):                  # Phi_q v (+ Phi_t = 0: no callable drives here)
-        acc = 0.0
-        for c in range(n):
-            acc += J[k, c] * v[c]
-        r[k] = acc
+    _matvec(J, v, _vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
     return 0
 
 
@@ -697,15 +681,4 @@ def compiled_factory(p: np.ndarray, system):
     (the assembled system of the model packed in ``p``; fresh buffers per run)."""
     if p[H_PYTHON] != 0.0:
         raise ValueError("a model with Python callables has no compiled functions.")
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-
-    def factory() -> ModelFunctions:
-        hol_rows, vel_rows, vel_is_hol = row_layout(system)
-        mh, mv = hol_rows.size, vel_rows.size
-        return ModelFunctions(
-            fns=FUNCTIONS, accel=NOOP, p=p, n=n, m=m, mh=mh, mv=mv, hol_rows=hol_rows,
-            vel_rows=vel_rows, vel_is_hol=vel_is_hol, has_energy=system.has_energy,
-            constant_mass=False, compiled=True, buffers=make_buffers(n, m, mh, mv))
-
-    factory.functions = FUNCTIONS
-    return factory
+    return kernel_factory(FUNCTIONS, p, 7 * int(p[H_NB]), int(p[H_M]), system, False)

@@ -9,13 +9,13 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ...constraints import Holonomic
 from ...exceptions import ModelError
 from ...linalg import DEFAULT_RANK_TOL
 from ...result import StepResult
 from ...step import as_state
 from ...system import System
 from .. import analysis, states
+from ..model import _JointConstraint, _MultibodySystem, _system_of_model
 from ..analysis import RankReport
 from . import kernel
 from .assembly import SpatialAssembly, assemble_model
@@ -70,32 +70,6 @@ class JointReaction:
         f, n = self.force_local, self.torque_local
         return (f"{self.joint}: on {self.body_j}, joint frame: F = ({f[0]:.6g}, {f[1]:.6g}, "
                 f"{f[2]:.6g}) N, T = ({n[0]:.6g}, {n[1]:.6g}, {n[2]:.6g}) N m{tag}")
-
-
-class _JointConstraint(Holonomic):
-    """All equations of a spatial model (normalizations and joints) as one
-    :class:`~gaussopt.Holonomic` block with the kernel's exact ``Phi_q`` and ``gamma``."""
-
-    def __init__(self, model: "Model") -> None:
-        asm = model._asm
-        super().__init__(asm.phi, jacobian=asm.jacobian, gamma=lambda t, q, v: asm.rows(t, q, v)[1],
-                         phi_t=asm.phi_t if asm.drivers else None,
-                         rheonomic=bool(asm.drivers), name="joints")
-        self._asm = asm
-
-    def rows(self, t, q, v):
-        return self._asm.rows(t, q, v)
-
-
-class _SpatialSystem(System):
-    """A :class:`~gaussopt.System` whose row labels are the model's row labels."""
-
-    def __init__(self, *args, labels: Sequence[str], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._labels = list(labels)
-
-    def row_labels(self, t: float = 0.0, q=None, v=None) -> list[str]:
-        return list(self._labels)
 
 
 class Model:
@@ -216,6 +190,14 @@ class Model:
         """Acceleration rows ``(Phi_q, gamma)``."""
         return self._asm.rows(t, q, v)
 
+    def gamma(self, t: float, q, v) -> np.ndarray:
+        """Exact ``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``, shape (m,)."""
+        return self._asm.rows(t, q, v)[1]
+
+    def phi_t(self, t: float, q) -> np.ndarray:
+        """Explicit time derivative ``Phi_t`` (nonzero on driven rows only), shape (m,)."""
+        return self._asm.phi_t(t, q)
+
     def mass(self, t: float, q) -> np.ndarray:
         """``M(q) = blockdiag(m I3, 4 G^T J G)``, shape (n, n), singular."""
         M = np.empty((self.n, self.n))
@@ -239,7 +221,7 @@ class Model:
     def system(self) -> System:
         """The assembled :class:`~gaussopt.System` (built once)."""
         if self._system is None:
-            sysm = _SpatialSystem(self.coordinates, mass=self.mass, force=self.force,
+            sysm = _MultibodySystem(self.coordinates, mass=self.mass, force=self.force,
                                   constraints=[_JointConstraint(self)], energy=self.energy,
                                   name=self.name, labels=self.labels)
             if self._p[kernel.H_PYTHON] == 0.0:
@@ -357,7 +339,3 @@ def _E(e: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.stack([-e1 * x0 + e0 * x1 - e3 * x2 + e2 * x3,
                      -e2 * x0 + e3 * x1 + e0 * x2 - e1 * x3,
                      -e3 * x0 - e2 * x1 + e1 * x2 + e0 * x3], axis=-1)
-
-
-def _system_of_model(model: Model) -> System:
-    return model.system
