@@ -112,6 +112,8 @@ def test_joint_equations_vanish_on_their_motions_and_not_off_them():
         (sp.Fixed(None, body), moved(u, 0, 0), moved(u, 0.01, 0)),
         (sp.Universal(None, body, P, w, np.cross(u, w)), moved(w, 0.5, 0), moved(u, 0.01, 0)),
     ]
+    # allowed motions: Phi sums products of O(1) unit vectors and lengths, so it is zero
+    # to a few eps (~1e-15): bound 1e-14; forbidden ones move it by ~0.01 * O(1): > 1e-5
     for joint, ok, bad in cases:
         model = sp.Model([body], [joint])
         assert np.abs(model.phi(0, ok)).max() < 1e-14, type(joint).__name__
@@ -128,6 +130,9 @@ def test_driven_angle_equals_the_relative_rotation():
     a = sp.Body("a", 1.0, (1, 2, 3), orientation=_rq())
     b = sp.Body("b", 1.0, (1, 2, 3), position=(0, 0, 1), orientation=_rq())
     u = np.array([1.0, 2.0, 2.0]) / 3.0
+    # Phi = sin(theta - c): zero to a few eps of its O(1) terms (bound 1e-15 absolute at
+    # theta = c, where the terms cancel exactly up to rounding of cos/sin: ~2 eps); off by
+    # 0.1 it is sin(0.1) to the same rounding, 1e-12 relative
     for th in (0.3, -2.0, 3.0):
         model = sp.Model([a, b], [sp.DrivenAngle(a, b, u, th)])
         qb = _qmul(_axis_angle(u, th), b.reference_quaternion)
@@ -172,6 +177,8 @@ def test_spherical_pendulum_step_and_pin_reaction():
     q0, v0 = model.initial_state()
     step = go.solve_step(model.system, 0.0, q0, v0)
     alpha = model.angular_acceleration(rod, q0, v0, step.a)
+    # a verified direct step: backward error ~16 (n + m) eps on O(10) data, i.e. ~1e-13
+    # absolute for accelerations and forces of size ~10: bound 1e-12
     assert alpha == pytest.approx([0.0, 1.5 * 9.81, 0.0], abs=1e-12)
     (r,) = model.reactions(0.0, q0, step)
     assert r.force == pytest.approx([0, 0, 9.81 / 4], abs=1e-12)
@@ -197,6 +204,8 @@ def test_redundant_hinges_are_reported():
     assert np.abs(W - [0, 0, 1.0]).max() < 1e-8
     reacts = model.reactions(0.0, q0, go.solve_step(model.system, 0.0, q0, v0))
     assert not reacts[0].unique and not reacts[1].unique
+    # the total of a redundant group is unique: the step's constraint force, to the step's
+    # backward error ~16 (n + m) eps on O(200) N data (~1e-12): bound 1e-10
     total = reacts[0].force + reacts[1].force
     # the two hinges carry the weight and the centripetal force m w^2 r together
     assert total == pytest.approx([-20.0 * 0.4, 0, 20.0 * 9.81], abs=1e-10)
