@@ -222,7 +222,8 @@ class SparseModel:
     """The sparse evaluation of a model, for the O(n) step of :mod:`gaussopt.sparse`.
 
     Two functions of :data:`SIGNATURE`: ``dyn(t, q, v, p, d, F)`` writes the diagonal
-    ``d`` (n) of a *diagonal* mass matrix and the force ``F`` (n); ``rows(t, q, v, p,
+    ``d`` (n) of a *diagonal* mass matrix -- or, with ``block_ptr``, its diagonal blocks
+    packed row-major one after the other -- and the force ``F`` (n); ``rows(t, q, v, p,
     data, b)`` writes the values ``data`` (nnz) of the equality rows ``A`` in the fixed
     CSR pattern ``(indptr, indices)`` (columns ascending within a row) and ``b`` (m).
     A front end sets it on a system as ``system.sparse`` (a :class:`SparseModel`);
@@ -237,6 +238,11 @@ class SparseModel:
     n, m : int
     indptr : ndarray of int64, shape (m + 1,)
     indices : ndarray of int64, shape (nnz,)
+    block_ptr : ndarray of int64, optional
+        The first coordinate of every diagonal block of ``M`` (consecutive coordinates),
+        then ``n``; None: ``M`` diagonal. A row that touches a block holds all its
+        columns; a block may be singular where rows inside it fix its null space
+        (:mod:`gaussopt.sparse`, "Block mass").
     """
 
     fns: tuple
@@ -245,6 +251,7 @@ class SparseModel:
     m: int
     indptr: np.ndarray
     indices: np.ndarray
+    block_ptr: Optional[np.ndarray] = None
 
     @property
     def addrs(self) -> np.ndarray:

@@ -213,7 +213,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     out[sc + S_FLAGS] = SP.SPARSE_FLAG
     out[sc + S_GAUSS] = gauss
     out[sc + S_RESID] = resid
-    out[sc + S_NULLF] = 0.0                       # M positive definite: null(M) = {0}
+    out[sc + S_NULLF] = null_force(ctx.P, F, n)
     out[sc + S_DROPPED] = 0
 
 

@@ -24,11 +24,27 @@ of half-bandwidth ``kb`` (12 for the N-four-bar at every N), which is formed
 from precomputed index pairs in ``O(nnz)`` and factored by a band Cholesky in
 ``O(m kb^2)`` (:mod:`gaussopt.banded`).
 
+**Block mass.** ``M`` may also be block diagonal with small dense blocks on
+consecutive coordinates (:attr:`gaussopt.model.SparseModel.block_ptr`; a spatial
+body's ``4 G^T J G`` of its Euler parameters, a 4 x 4 block of rank 3). A row
+that touches a block holds all of its columns, so ``H^-1 An_i^T`` is formed
+within the row's own entries. A block may be singular when rows lying inside it
+fix its null space (the normalization ``p . p'' = -p' . p'`` of the Euler
+parameters): every row ``i`` inside a block of more than one coordinate adds
+``rho An_i^T An_i`` to the block and ``rho An_i^T bn_i`` to ``g`` (``rho`` the
+block's mean diagonal entry). On the feasible set that adds a constant to the
+Gauss function, so the minimizer is the same (the augmented Lagrangian), and
+``N^T H N`` (``N`` a basis of ``null(An)``) is unchanged, so the certification
+below holds with the regularized ``H`` (its smallest eigenvalue bounded below by
+``1 / |H_B^-1|_F`` per block). The multipliers of those rows are ``mu_i + rho r_i``
+(``r`` the final residual), and the verification uses the model's own ``M`` and ``F``.
+
 **Certification** (the guarantee: the fast path answers only where the dense
 kernel would have found full row rank and a determinate motion, with a margin
 ``MARGIN = 1e3``; otherwise it refuses and the dense kernel decides):
 
-* ``M`` diagonal with ``h_i >= MARGIN rank_tol`` (so the reduced Hessian
+* ``M`` diagonal (or block diagonal, regularized as above) with ``h_i >= MARGIN rank_tol``
+  (the smallest eigenvalue of each block) (so the reduced Hessian
   ``N^T H N``, eigenvalues ``>= min h_i``, is positive definite far above the
   dense kernel's pivot threshold ``rank_tol^2``), ``0 < m <= n``;
 * no row near vanishing: ``nu_i > MARGIN rank_tol ref_i`` (the dense kernel
@@ -146,20 +162,26 @@ _jit = jit(cache=True, nogil=True, _nrt=True)
 def _unit(signature: str):
     return unit(signature, lazy=True, nogil=True, _nrt=True)
 
-#: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb, maxrow)``
-#: (``maxrow`` the most entries of a row); the CSR
+#: What is fixed per model (:func:`make_structure`): ``dims = (n, m, nnz, kb, maxrow,
+#: nblk, nd, maxblk)`` (``maxrow`` the most entries of a row; ``nblk`` mass blocks with
+#: ``nd`` packed entries, the largest of size ``maxblk``); the CSR
 #: pattern ``indptr``, ``indices`` and each entry's row ``rowof``; ``pos`` the band
 #: position of every row (the reverse Cuthill--McKee order); the index pairs forming
 #: ``S``: entries ``pe1``, ``pe2`` of one column, added at ``pslot`` of the
-#: flattened band.
+#: flattened band; the mass blocks: first coordinate ``bptr`` (nblk + 1), offset
+#: ``boff`` (nblk + 1) of the packed row-major values, the block ``bof`` of every
+#: coordinate; the rows that regularize a block (``regrow``, their block ``regblk``:
+#: module docstring, "Block mass").
 Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos", "pe1", "pe2",
-                                     "pslot"])
-#: The per-step arrays (:func:`make_work`): the model's outputs ``d`` (diagonal of M),
-#: ``F``, ``data`` (A in the pattern), ``b``; the normalized rows ``dn`` and ``dw = dn / h``
-#: (per entry), other scratch, the results ``a`` (n) and ``lam`` (m), and ``Sb``/``Lb``
-#: (m, kb + 1) the band of ``S`` and of its shifted factor.
+                                     "pslot", "bptr", "boff", "bof", "regrow", "regblk"])
+#: The per-step arrays (:func:`make_work`): the model's outputs ``d`` (the mass blocks,
+#: packed: the diagonal of a diagonal M), ``F``, ``data`` (A in the pattern), ``b``; ``h``
+#: and ``g`` (M and F scaled), ``hi`` the inverses of the regularized blocks of size > 1
+#: and ``gr`` the regularized force (module docstring); the normalized rows ``dn`` and
+#: ``dw = H^-1 dn`` (per entry), other scratch (``wk``: two blocks), the results ``a`` (n)
+#: and ``lam`` (m), and ``Sb``/``Lb`` (m, kb + 1) the band of ``S`` and of its shifted factor.
 SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "dw", "bn", "Sb",
-                                       "Lb", "a", "t", "mu", "r", "y", "lam"])
+                                       "Lb", "a", "t", "mu", "r", "y", "lam", "hi", "gr", "wk"])
 
 
 @declare_types
@@ -174,9 +196,32 @@ def _types() -> dict:
     return {"spst": spst, "spw": spw, "band": band}
 
 
-def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> Structure:
+def _blocks(n: int, block_ptr) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(bptr, boff, bof)`` of the mass blocks starting at ``block_ptr`` (None: the
+    diagonal, every coordinate a block of its own)."""
+    if block_ptr is None:
+        bptr = np.arange(n + 1, dtype=np.int64)
+    else:
+        bptr = np.ascontiguousarray(block_ptr, dtype=np.int64)
+        if (bptr.ndim != 1 or bptr.size < 1 or bptr[0] != 0 or bptr[-1] != n
+                or np.any(np.diff(bptr) <= 0)):
+            raise ValueError(f"`block_ptr` must rise strictly from 0 to n = {n} (the first "
+                             f"coordinate of every mass block, then n); found {bptr.tolist()}.")
+    size = np.diff(bptr)
+    boff = np.concatenate([[0], np.cumsum(size * size)]).astype(np.int64)
+    bof = np.repeat(np.arange(size.size, dtype=np.int64), size)
+    return bptr, boff, bof
+
+
+def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray,
+                   block_ptr: Optional[np.ndarray] = None) -> Structure:
     """The fixed structure of a sparse model (module docstring): the row order that
-    makes ``S = An H^-1 An^T`` a narrow band, its bandwidth, the index pairs that form it."""
+    makes ``S = An H^-1 An^T`` a narrow band, its bandwidth, the index pairs that form
+    it, and the mass blocks (``block_ptr``, :class:`~gaussopt.model.SparseModel`).
+
+    A row that touches a block must hold all its coordinates, in order (``H^-1`` of the
+    row is then formed within the row's own entries); a row inside one block of size
+    > 1 regularizes that block (module docstring, "Block mass")."""
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
@@ -187,6 +232,20 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> S
             indices.min() < 0 or indices.max() >= n)):
         raise ValueError(f"a CSR pattern of shape ({m}, {n}) must have indptr of shape ({m + 1},) "
                          f"and {nnz} column indices in [0, {n}).")
+    bptr, boff, bof = _blocks(n, block_ptr)
+    size = np.diff(bptr)
+    regrow, regblk = [], []
+    for i in range(m):
+        cols = indices[indptr[i]:indptr[i + 1]]
+        blks = np.unique(bof[cols])
+        want = np.concatenate([np.arange(bptr[b], bptr[b + 1]) for b in blks]) if blks.size else cols
+        if not np.array_equal(cols, want):
+            raise ValueError(f"row {i} of the sparse pattern has the columns {cols.tolist()}: a row "
+                             f"that touches a mass block must hold all its columns in ascending "
+                             f"order ({want.tolist()}).")
+        if blks.size == 1 and size[blks[0]] > 1:
+            regrow.append(i)
+            regblk.append(int(blks[0]))
     rowof = np.repeat(np.arange(m, dtype=np.int64), np.diff(indptr))
     B = csr_matrix((np.ones(nnz), indices, indptr), shape=(m, n))
     G = (B @ B.T).tocsr()
@@ -211,16 +270,20 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray) -> S
     pi, pj = pos[rowof[pe1]], pos[rowof[pe2]]
     pslot = pi * (kb + 1) + (pi - pj)
     maxrow = int(np.diff(indptr).max()) if m else 0
-    return Structure(np.array([n, m, nnz, kb, maxrow], dtype=np.int64), indptr, indices, rowof, pos,
-                     pe1, pe2, pslot.astype(np.int64))
+    dims = [n, m, nnz, kb, maxrow, size.size, int(boff[-1]), int(size.max()) if n else 1]
+    return Structure(np.array(dims, dtype=np.int64), indptr, indices, rowof, pos,
+                     pe1, pe2, pslot.astype(np.int64), bptr, boff, bof,
+                     np.array(regrow, dtype=np.int64), np.array(regblk, dtype=np.int64))
 
 
 def make_work(st: Structure) -> SparseWork:
     """The per-step arrays of :func:`sparse_step` for the structure ``st``."""
     n, m, nnz, kb = (int(x) for x in st.dims[:4])
+    nd, mb = int(st.dims[6]), int(st.dims[7])
     z = np.zeros
-    return SparseWork(z(n), z(n), z(nnz), z(m), z(n), z(n), z(m), z(nnz), z(nnz), z(m),
-                      z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m))
+    return SparseWork(z(nd), z(n), z(nnz), z(m), z(nd), z(n), z(m), z(nnz), z(nnz), z(m),
+                      z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m),
+                      z(nd), z(n), z(2 * mb * mb))
 
 
 @_jit
@@ -251,12 +314,86 @@ def _form_band(st, w, left):
 
 
 @_jit
+def _block_inverse(x, o, s, wk):
+    """The symmetric ``s x s`` block ``x[o:o + s^2]`` (row-major) replaced by its
+    inverse, through its Cholesky factor (``wk``: ``2 s^2`` scratch). Returns the lower
+    bound ``1 / |inverse|_F`` of its smallest eigenvalue, or ``-1.0`` (``x`` untouched)
+    when a pivot is not positive: not positive definite to working precision."""
+    ss = s * s
+    for i in range(s):
+        for j in range(i + 1):
+            acc = x[o + i * s + j]
+            for k in range(j):
+                acc -= wk[i * s + k] * wk[j * s + k]
+            if i == j:
+                if not acc > 0.0:
+                    return -1.0
+                wk[i * s + i] = math.sqrt(acc)
+            else:
+                wk[i * s + j] = acc / wk[j * s + j]
+    for j in range(s):                     # L^-1 (lower) into wk[ss:]
+        for i in range(s):
+            if i < j:
+                wk[ss + i * s + j] = 0.0
+            elif i == j:
+                wk[ss + i * s + i] = 1.0 / wk[i * s + i]
+            else:
+                acc = 0.0
+                for k in range(j, i):
+                    acc += wk[i * s + k] * wk[ss + k * s + j]
+                wk[ss + i * s + j] = -acc / wk[i * s + i]
+    fro = 0.0
+    for i in range(s):                     # L^-T L^-1
+        for j in range(s):
+            acc = 0.0
+            for k in range(max(i, j), s):
+                acc += wk[ss + k * s + i] * wk[ss + k * s + j]
+            x[o + i * s + j] = acc
+            fro += acc * acc
+    return 1.0 / math.sqrt(fro)
+
+
+@_jit
+def _rho(st, h, B):
+    """The weight of the rows that regularize block ``B``: its mean diagonal entry."""
+    o = st.boff[B]
+    s = st.bptr[B + 1] - st.bptr[B]
+    acc = 0.0
+    for r in range(s):
+        acc += h[o + r * s + r]
+    return acc / s
+
+
+@_jit
+def mass_times(st, d, x, out):
+    """``out = M x`` for the mass blocks packed in ``d`` (``st.boff``)."""
+    for B in range(st.dims[5]):
+        c0, o = st.bptr[B], st.boff[B]
+        s = st.bptr[B + 1] - c0
+        for r in range(s):
+            acc = 0.0
+            for c in range(s):
+                acc += d[o + r * s + c] * x[c0 + c]
+            out[c0 + r] = acc
+
+
+@_jit
 def _at_mu(st, w, n, m):
-    """``a = H^-1 (g + An^T mu)`` into ``w.a`` (``w.t = An^T mu``)."""
+    """``a = H^-1 (g + An^T mu)`` into ``w.a`` (``w.t = An^T mu``; ``H``, ``g`` the
+    regularized ones: ``h`` on blocks of one coordinate, ``hi`` on the others)."""
     t = w.t
     _rows_t(st, w.dn, w.mu, t)
-    for c in range(n):
-        w.a[c] = (w.g[c] + t[c]) / w.h[c]
+    for B in range(st.dims[5]):
+        c0, o = st.bptr[B], st.boff[B]
+        s = st.bptr[B + 1] - c0
+        if s == 1:
+            w.a[c0] = (w.gr[c0] + t[c0]) / w.h[o]
+        else:
+            for r in range(s):
+                acc = 0.0
+                for c in range(s):
+                    acc += w.hi[o + r * s + c] * (w.gr[c0 + c] + t[c0 + c])
+                w.a[c0 + r] = acc
 
 
 @_jit
@@ -310,8 +447,12 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     if m == 0 or m > n:
         return REFUSED_SHAPE, np.inf, 0
     d, F, data, b = w.d, w.F, w.data, w.b
+    nblk, nd = st.dims[5], st.dims[6]
     for i in range(n):
-        if not (np.isfinite(d[i]) and np.isfinite(F[i])):
+        if not np.isfinite(F[i]):
+            return REFUSED_DATA, np.inf, 0
+    for i in range(nd):
+        if not np.isfinite(d[i]):
             return REFUSED_DATA, np.inf, 0
     for k in range(nnz):
         if not np.isfinite(data[k]):
@@ -319,21 +460,20 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     for i in range(m):
         if not np.isfinite(b[i]):
             return REFUSED_DATA, np.inf, 0
-    # mass: diagonal, positive with margin
+    # mass scaled by its mean diagonal entry
     tr = 0.0
-    for i in range(n):
-        tr += d[i]
+    for B in range(nblk):
+        s = st.bptr[B + 1] - st.bptr[B]
+        for r in range(s):
+            tr += d[st.boff[B] + r * s + r]
     if not tr > 0.0:
         return REFUSED_MASS, np.inf, 0
     wgt = tr / n
-    hmin = np.inf
-    for i in range(n):
+    for i in range(nd):
         w.h[i] = d[i] / wgt
+    for i in range(n):
         w.g[i] = F[i] / wgt
-        if w.h[i] < hmin:
-            hmin = w.h[i]
-    if not hmin >= MARGIN * rank_tol:
-        return REFUSED_MASS, np.inf, 0
+        w.gr[i] = w.g[i]
     # rows: norms, no row near vanishing, normalized
     for i in range(m):
         k0, k1 = st.indptr[i], st.indptr[i + 1]
@@ -345,14 +485,55 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
         inv = 1.0 / nu
         for k in range(k0, k1):
             w.dn[k] = data[k] * inv
-            w.dw[k] = w.dn[k] / w.h[st.indices[k]]      # An / h, per entry
         w.bn[i] = b[i] * inv
+    # blocks of more than one coordinate: H + rho An_i^T An_i for the rows inside them
+    # (module docstring, "Block mass"), inverted; hmin a lower bound of lambda_min
+    hmin = np.inf
+    for B in range(nblk):
+        o = st.boff[B]
+        s = st.bptr[B + 1] - st.bptr[B]
+        if s == 1:
+            hmin = min(hmin, w.h[o])
+            continue
+        rho = _rho(st, w.h, B)
+        for k in range(s * s):
+            w.hi[o + k] = w.h[o + k]
+        for e in range(st.regrow.shape[0]):
+            if st.regblk[e] == B:
+                i = st.regrow[e]
+                k0 = st.indptr[i]
+                c0 = st.bptr[B]
+                for r in range(s):
+                    w.gr[c0 + r] += rho * w.dn[k0 + r] * w.bn[i]
+                    for c in range(s):
+                        w.hi[o + r * s + c] += rho * w.dn[k0 + r] * w.dn[k0 + c]
+        lo = _block_inverse(w.hi, o, s, w.wk)
+        if not lo > 0.0:
+            return REFUSED_MASS, np.inf, 0
+        hmin = min(hmin, lo)
+    if not hmin >= MARGIN * rank_tol:
+        return REFUSED_MASS, np.inf, 0
+    # dw = H^-1 An^T, per entry (a row holds whole blocks, in order)
+    for k in range(nnz):
+        c = st.indices[k]
+        B = st.bof[c]
+        o, c0 = st.boff[B], st.bptr[B]
+        s = st.bptr[B + 1] - c0
+        if s == 1:
+            w.dw[k] = w.dn[k] / w.h[o]
+        else:
+            r = c - c0
+            k0 = k - r
+            acc = 0.0
+            for cc in range(s):
+                acc += w.hi[o + r * s + cc] * w.dn[k0 + cc]
+            w.dw[k] = acc
     # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
     _form_band(st, w, w.dw)
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
     T = MARGIN * thr
     tau = T * T / hmin
-    shift = tau + banded.error_bound(kb, st.dims[4], 1.0 / hmin)
+    shift = tau + banded.error_bound(kb, st.dims[4] + st.dims[7] - 1, 1.0 / hmin)
     if banded.cholesky(w.Sb, kb, shift, w.Lb) < 0.0:
         return REFUSED_UNCERTIFIED, np.inf, 0
     # refinement of S mu = bn - An H^-1 g, preconditioned by the shifted factor
@@ -374,11 +555,18 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
         for i in range(m):
             w.mu[i] += w.r[i]
         iters += 1
-    # stationarity: |M a - F - A^T lam| = w |H a - g - An^T mu| (w.t = An^T mu from _at_mu)
+    # the multipliers of the rows that regularize a block: mu + rho r (module docstring)
+    if st.regrow.shape[0] > 0:
+        for e in range(st.regrow.shape[0]):
+            w.mu[st.regrow[e]] += _rho(st, w.h, st.regblk[e]) * w.r[st.regrow[e]]
+        _rows_t(st, w.dn, w.mu, w.t)
+    # stationarity: |M a - F - A^T lam| = w |H a - g - An^T mu| (w.t = An^T mu)
+    ha = w.gr                               # (scratch now: H a)
+    mass_times(st, w.h, w.a, ha)
     acc = 0.0
     scale = 0.0
     for c in range(n):
-        x = abs(w.h[c] * w.a[c] - w.g[c] - w.t[c])
+        x = abs(ha[c] - w.g[c] - w.t[c])
         if x > scale:
             acc = acc * (scale / x) ** 2 + 1.0
             scale = x
@@ -386,8 +574,8 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
             acc += (x / scale) ** 2
     st_res = wgt * scale * math.sqrt(acc)
     mf = 0.0
-    for c in range(n):
-        mf += d[c] * d[c]
+    for k in range(nd):
+        mf += d[k] * d[k]
     den = math.sqrt(mf) * _norm2(w.a) + _norm2(F)
     be_s = st_res / den if den > 0.0 else (0.0 if st_res == 0.0 else np.inf)
     be = max(be_f, be_s)
@@ -542,8 +730,9 @@ def correction(st, w, h, res, dx):
 def _empty_structure(n: int) -> Structure:
     """The structure of a model without a sparse path (every size zero)."""
     zi = np.zeros(0, dtype=np.int64)
-    return Structure(np.array([n, 0, 0, 0, 0], dtype=np.int64), np.zeros(1, dtype=np.int64), zi,
-                     zi, zi, zi, zi, zi)
+    return Structure(np.array([n, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64),
+                     np.zeros(1, dtype=np.int64), zi, zi, zi, zi, zi, zi,
+                     np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), zi, zi, zi)
 
 
 #: ``mode`` of a :class:`Band`: no sparse path; the step, rank monitor and nearness
@@ -598,7 +787,7 @@ def make_band(system, mf, min_n: int = MIN_N) -> Band:
         return _band(MODE_NONE, st, make_work(st), np.zeros(2, dtype=np.int64), np.zeros(0))
     cache = getattr(sm, "_structure", None)
     if cache is None:
-        cache = make_structure(sm.n, sm.m, sm.indptr, sm.indices)
+        cache = make_structure(sm.n, sm.m, sm.indptr, sm.indices, sm.block_ptr)
         try:
             sm._structure = cache
         except AttributeError:                     # a frozen SparseModel: build per call

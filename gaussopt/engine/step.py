@@ -106,7 +106,7 @@ def call_accel(accel, md, buf, t, q, v):
 
 @_unit("i8(md, buf, f8, f8v, f8v)", lazy=True)
 def call_sp_dyn(md, buf, t, q, v):
-    """The sparse model's ``d`` (diagonal of M) and ``F`` into ``md.band.w``."""
+    """The sparse model's ``d`` (diagonal or blocks of M) and ``F`` into ``md.band.w``."""
     _put(buf.q, q)
     _put(buf.v, v)
     w = md.band.w
@@ -620,8 +620,9 @@ def band_force(md, a, out_qc, res):
     and the residual ``A a - b`` into ``res`` from the sparse data; returns ``|res|``."""
     sp = md.band.sp
     w = md.band.w
+    SP.mass_times(sp, w.d, a, out_qc)
     for i in range(md.dims[D_N]):
-        out_qc[i] = w.d[i] * a[i] - w.F[i]
+        out_qc[i] -= w.F[i]
     for i in range(md.dims[D_M]):
         acc = -w.b[i]
         for k in range(sp.indptr[i], sp.indptr[i + 1]):

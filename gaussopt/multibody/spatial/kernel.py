@@ -49,11 +49,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...compiled import cfunc, jit, unit
-from ...model import SIGNATURE, kernel_factory
+from ...model import SIGNATURE, SparseModel, kernel_factory
 from ..kernel import _mat, _matvec, _param, _vec
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "FUNCTIONS",
-           "compiled_factory"]
+           "compiled_factory", "sparse_model", "sparse_pattern", "row_bodies"]
 
 _jit = jit(cache=True, error_model="numpy")
 
@@ -191,35 +191,47 @@ def _dot(x, y):
 
 
 @_jit
-def _add_r(A, row, b, nb_, y, sign):
-    """``A[row, r_b] += sign * y`` (nothing for the ground)."""
-    if b < nb_:
-        o = 7 * b
-        for r in range(3):
-            A[row, o + r] += sign * y[r]
+def _add_r(L, row, s, y, sign):
+    """``Phi_q`` by ``r`` of the row's body ``s`` (0: ``i``, 1: ``j``) ``+= sign * y``."""
+    o = 7 * s
+    for r in range(3):
+        L[row, o + r] += sign * y[r]
 
 
 @_jit
-def _add_p(A, row, b, nb_, y, B, sign):
-    """``A[row, p_b] += sign * y^T B`` (nothing for the ground)."""
-    if b < nb_:
-        o = 7 * b + 3
-        for c in range(4):
-            A[row, o + c] += sign * (y[0] * B[0, c] + y[1] * B[1, c] + y[2] * B[2, c])
+def _add_p(L, row, s, y, B, sign):
+    """``Phi_q`` by ``p`` of the row's body ``s`` (0: ``i``, 1: ``j``) ``+= sign * y^T B``."""
+    o = 7 * s + 3
+    for c in range(4):
+        L[row, o + c] += sign * (y[0] * B[0, c] + y[1] * B[1, c] + y[2] * B[2, c])
 
 
 @_jit
-def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
-    """One pass over the primitives: ``Phi`` into ``ph``, ``Phi_q`` into ``A`` (zeroed
-    here), ``gamma`` into ``g`` and ``Phi_t`` into ``pt``, each when asked."""
+def _bodies(ij, row, i, j, with_r):
+    """The bodies of ``row`` and whether it has ``r`` columns (else only ``p`` ones)."""
+    ij[row, 0] = i
+    ij[row, 1] = j
+    ij[row, 2] = 1 if with_r else 0
+
+
+@_jit
+def _evaluate(p, q, v, drv, ph, L, ij, g, pt, want_phi, want_A, want_g, want_t):
+    """One pass over the primitives: ``Phi`` into ``ph``, ``Phi_q`` by body into ``L``
+    and ``ij`` (zeroed here: row ``k`` is ``L[k, :7]`` in the columns of body
+    ``ij[k, 0]`` plus ``L[k, 7:]`` in those of ``ij[k, 1]``, the ground ``nb`` a body
+    without columns), ``gamma`` into ``g`` and ``Phi_t`` into ``pt``, each when asked.
+    The one implementation of the joint Jacobians: the dense :func:`rows` scatters
+    ``L``, the sparse :func:`sparse_rows` gathers it."""
     nb_ = int(p[H_NB])
     m = int(p[H_M])
-    n = 7 * nb_
     qe, ve = _padded(p, q, v)
     if want_A:
         for r in range(m):
-            for c in range(n):
-                A[r, c] = 0.0
+            ij[r, 0] = nb_
+            ij[r, 1] = nb_
+            ij[r, 2] = 1
+            for c in range(14):
+                L[r, c] = 0.0
     for r in range(m):
         if want_phi:
             ph[r] = 0.0
@@ -260,10 +272,11 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
                 e[1] = 0.0
                 e[2] = 0.0
                 e[r] = 1.0
-                _add_r(A, row + r, i, nb_, e, -1.0)
-                _add_r(A, row + r, j, nb_, e, 1.0)
-                _add_p(A, row + r, i, nb_, e, Bi, -1.0)
-                _add_p(A, row + r, j, nb_, e, Bj, 1.0)
+                _bodies(ij, row + r, i, j, True)
+                _add_r(L, row + r, 0, e, -1.0)
+                _add_r(L, row + r, 1, e, 1.0)
+                _add_p(L, row + r, 0, e, Bi, -1.0)
+                _add_p(L, row + r, 1, e, Bj, 1.0)
     # ---- dot1: (A_i a) . (A_j b) - c
     o, k_ = int(p[H_OD1]), int(p[H_KD1])
     for k in range(k_):
@@ -276,8 +289,9 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
         if want_g:
             g[row] = -(_dot(xc, y) + 2.0 * _dot(xd, yd) + _dot(x, yc))
         if want_A:
-            _add_p(A, row, i, nb_, y, Bi, 1.0)
-            _add_p(A, row, j, nb_, x, Bj, 1.0)
+            _bodies(ij, row, i, j, False)
+            _add_p(L, row, 0, y, Bi, 1.0)
+            _add_p(L, row, 1, x, Bj, 1.0)
     # ---- dot2: (A_i a) . d - c, d = P_j - P_i
     o, k_ = int(p[H_OD2]), int(p[H_KD2])
     for k in range(k_):
@@ -295,16 +309,17 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
         if want_g:
             g[row] = -(_dot(xc, d) + 2.0 * _dot(xd, dd) + _dot(x, dc))
         if want_A:
-            _add_p(A, row, i, nb_, d, Bk, 1.0)
-            _add_r(A, row, i, nb_, x, -1.0)
-            _add_p(A, row, i, nb_, x, Bi, -1.0)
-            _add_r(A, row, j, nb_, x, 1.0)
-            _add_p(A, row, j, nb_, x, Bj, 1.0)
+            _bodies(ij, row, i, j, True)
+            _add_p(L, row, 0, d, Bk, 1.0)
+            _add_r(L, row, 0, x, -1.0)
+            _add_p(L, row, 0, x, Bi, -1.0)
+            _add_r(L, row, 1, x, 1.0)
+            _add_p(L, row, 1, x, Bj, 1.0)
     # ---- distance: (d . d - L^2) / 2
     o, k_ = int(p[H_ODS]), int(p[H_KDS])
     for k in range(k_):
         rec = o + W_DS * k
-        i, j, L, row = int(p[rec]), int(p[rec + 1]), p[rec + 8], int(p[rec + 9])
+        i, j, L0, row = int(p[rec]), int(p[rec + 1]), p[rec + 8], int(p[rec + 9])
         _point(qe, ve, i, p[rec + 2], p[rec + 3], p[rec + 4], Bi, x, xd, xc)
         _point(qe, ve, j, p[rec + 5], p[rec + 6], p[rec + 7], Bj, y, yd, yc)
         for r in range(3):
@@ -312,14 +327,15 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
             dd[r] = yd[r] - xd[r]
             dc[r] = yc[r] - xc[r]
         if want_phi:
-            ph[row] = 0.5 * (_dot(d, d) - L * L)
+            ph[row] = 0.5 * (_dot(d, d) - L0 * L0)
         if want_g:
             g[row] = -(_dot(dd, dd) + _dot(d, dc))
         if want_A:
-            _add_r(A, row, i, nb_, d, -1.0)
-            _add_p(A, row, i, nb_, d, Bi, -1.0)
-            _add_r(A, row, j, nb_, d, 1.0)
-            _add_p(A, row, j, nb_, d, Bj, 1.0)
+            _bodies(ij, row, i, j, True)
+            _add_r(L, row, 0, d, -1.0)
+            _add_p(L, row, 0, d, Bi, -1.0)
+            _add_r(L, row, 1, d, 1.0)
+            _add_p(L, row, 1, d, Bj, 1.0)
     # ---- normalization: (p . p - 1) / 2
     o, k_ = int(p[H_ONR]), int(p[H_KNR])
     for k in range(k_):
@@ -327,11 +343,13 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
         ob = 7 * b + 3
         s = 0.0
         sv = 0.0
+        if want_A:
+            _bodies(ij, row, b, nb_, False)
         for c in range(4):
             s += qe[ob + c] * qe[ob + c]
             sv += ve[ob + c] * ve[ob + c]
             if want_A:
-                A[row, ob + c] = qe[ob + c]
+                L[row, 3 + c] = qe[ob + c]
         if want_phi:
             ph[row] = 0.5 * (s - 1.0)
         if want_g:
@@ -362,30 +380,122 @@ def _evaluate(p, q, v, drv, ph, A, g, pt, want_phi, want_A, want_g, want_t):
             g[row] = (g1 * cs - g2 * sn + 2.0 * cd * (D1d * sn + D2d * cs)
                       + cdd * (D1 * sn + D2 * cs) + cd * cd * (D1 * cs - D2 * sn))
         if want_A:
-            _add_p(A, row, i, nb_, y, Bk, cs)
-            _add_p(A, row, i, nb_, y, Bi, -sn)
+            _bodies(ij, row, i, j, False)
+            _add_p(L, row, 0, y, Bk, cs)
+            _add_p(L, row, 0, y, Bi, -sn)
             for r in range(3):
                 d[r] = P[r] * cs - x[r] * sn
-            _add_p(A, row, j, nb_, d, Bj, 1.0)
+            _add_p(L, row, 1, d, Bj, 1.0)
 
 
 # =========================================================================== entry points
 @_unit("none(f8v, f8v, f8v, f8v)")
 def phi(p, q, drv, out):
     """``Phi(q)`` (with the driven angles' values ``drv``) into ``out``, shape (m,)."""
-    _evaluate(p, q, q, drv, out, np.zeros((0, 0)), out, out, True, False, False, False)
+    _evaluate(p, q, q, drv, out, np.zeros((0, 14)), np.zeros((0, 3), np.int64), out, out, True,
+              False, False, False)
 
 
 @_unit("none(f8v, f8v, f8v, f8v, f8m, f8v, b1)")
 def rows(p, q, v, drv, A, b, with_gamma):
-    """``Phi_q`` into ``A`` (m, n) and, when ``with_gamma``, ``gamma`` into ``b``."""
-    _evaluate(p, q, v, drv, b, A, b, b, False, True, with_gamma, False)
+    """``Phi_q`` into ``A`` (m, n) and, when ``with_gamma``, ``gamma`` into ``b``
+    (:func:`_evaluate`'s rows by body, scattered)."""
+    m = int(p[H_M])
+    nb_ = int(p[H_NB])
+    L = np.empty((m, 14))
+    ij = np.empty((m, 3), np.int64)
+    rows_by_body(p, q, v, drv, L, ij, b, with_gamma)
+    for r in range(A.shape[0]):
+        for c in range(A.shape[1]):
+            A[r, c] = 0.0
+    for k in range(m):
+        for s in range(2):
+            bb = ij[k, s]
+            if bb < nb_:
+                for c in range(7):
+                    A[k, 7 * bb + c] += L[k, 7 * s + c]
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")
 def phi_t(p, q, drv, out):
     """``Phi_t(t, q)`` into ``out`` (nonzero on driven rows only)."""
-    _evaluate(p, q, q, drv, out, np.zeros((0, 0)), out, out, False, False, False, True)
+    _evaluate(p, q, q, drv, out, np.zeros((0, 14)), np.zeros((0, 3), np.int64), out, out, False,
+              False, False, True)
+
+
+# =========================================================================== sparse rows
+def row_bodies(p: np.ndarray) -> np.ndarray:
+    """The bodies ``(i, j)`` of every equation and whether it has ``r`` columns, shape
+    (m, 3) (the ground is ``nb``)."""
+    m, n = int(p[H_M]), 7 * int(p[H_NB])
+    L = np.empty((m, 14))
+    ij = np.empty((m, 3), np.int64)
+    z = np.zeros(n)
+    nd = 3 * int(p[H_KDR])
+    rows_by_body(p, z, z, np.zeros(nd), L, ij, np.zeros(m), False)
+    return ij
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8m, i8m, f8v, b1)")
+def rows_by_body(p, q, v, drv, L, ij, b, with_gamma):
+    """``Phi_q`` by body into ``L`` (m, 14) and ``ij`` (m, 3) (:func:`_evaluate`) and,
+    when ``with_gamma``, ``gamma`` into ``b``."""
+    _evaluate(p, q, v, drv, b, L, ij, b, b, False, True, with_gamma, False)
+
+
+def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed sparsity pattern of ``Phi_q`` as CSR ``(indptr, indices)``: row ``k``
+    holds the seven columns of each moving body of its equation (the four of ``p`` where
+    the row has no ``r`` columns: a normalization, two axes), the smaller body first
+    (the order :func:`sparse_rows` fills; whole mass blocks, as :mod:`gaussopt.sparse`
+    needs)."""
+    nb_ = int(p[H_NB])
+    indptr = [0]
+    indices = []
+    for i, j, with_r in row_bodies(p):
+        for body in sorted(x for x in (int(i), int(j)) if x < nb_):
+            indices += range(7 * body + (0 if with_r else 3), 7 * body + 7)
+        indptr.append(len(indices))
+    return np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int64)
+
+
+@_jit
+def sparse_rows(p, q, v, datap, b):
+    """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
+    ``datap``) and ``gamma`` into ``b``: :func:`_evaluate`'s rows by body gathered, O(m)."""
+    m = int(p[H_M])
+    nb_ = int(p[H_NB])
+    L = np.empty((m, 14))
+    ij = np.empty((m, 3), np.int64)
+    rows_by_body(p, q, v, np.zeros(0), L, ij, b, True)
+    nnz = 0
+    for k in range(m):
+        nnz += (7 if ij[k, 2] else 4) * ((ij[k, 0] < nb_) + (ij[k, 1] < nb_))
+    data = _vec(datap, nnz)
+    off = 0
+    for k in range(m):
+        c0 = 0 if ij[k, 2] else 3
+        first = 0 if ij[k, 0] < ij[k, 1] else 1       # the smaller body index first
+        for s in (first, 1 - first):
+            if ij[k, s] < nb_:
+                for c in range(c0, 7):
+                    data[off] = L[k, 7 * s + c]
+                    off += 1
+
+
+@_jit
+def mass_blocks(p, q, d):
+    """The blocks of ``M(q)`` packed for :mod:`gaussopt.sparse` into ``d``: per body
+    ``m, m, m`` and the 4 x 4 ``4 G^T J G`` (row-major), 19 values."""
+    G = np.empty((3, 4))
+    JG = np.empty((3, 4))
+    for b in range(int(p[H_NB])):
+        rec = int(p[H_OMASS]) + W_MASS * b
+        o = 19 * b
+        d[o] = p[rec]
+        d[o + 1] = p[rec]
+        d[o + 2] = p[rec]
+        _rot_block(p, q, b, G, JG, d, o + 3)
 
 
 @_jit
@@ -416,24 +526,35 @@ def mass(p, q, M):
             M[r, c] = 0.0
     G = np.empty((3, 4))
     JG = np.empty((3, 4))
+    blk = np.empty(16)
     for b in range(nb_):
         rec = int(p[H_OMASS]) + W_MASS * b
         o = 7 * b
         for r in range(3):
             M[o + r, o + r] = p[rec]
-        _gmat(q, o + 3, G)
-        for r in range(3):
-            for c in range(4):
-                acc = 0.0
-                for s in range(3):
-                    acc += p[rec + 1 + 3 * r + s] * G[s, c]
-                JG[r, c] = acc
+        _rot_block(p, q, b, G, JG, blk, 0)
         for r in range(4):
             for c in range(4):
-                acc = 0.0
-                for s in range(3):
-                    acc += G[s, r] * JG[s, c]
-                M[o + 3 + r, o + 3 + c] = 4.0 * acc
+                M[o + 3 + r, o + 3 + c] = blk[4 * r + c]
+
+
+@_jit
+def _rot_block(p, q, b, G, JG, out, o):
+    """``4 G^T J G`` of body ``b`` into ``out[o:o + 16]`` (row-major)."""
+    rec = int(p[H_OMASS]) + W_MASS * b
+    _gmat(q, 7 * b + 3, G)
+    for r in range(3):
+        for c in range(4):
+            acc = 0.0
+            for s in range(3):
+                acc += p[rec + 1 + 3 * r + s] * G[s, c]
+            JG[r, c] = acc
+    for r in range(4):
+        for c in range(4):
+            acc = 0.0
+            for s in range(3):
+                acc += G[s, r] * JG[s, c]
+            out[o + 4 * r + c] = 4.0 * acc
 
 
 @_jit
@@ -674,6 +795,43 @@ def _energy(t, qp, vp, pp, ep, unused):
 
 #: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every spatial model
 FUNCTIONS = (_dyn, _rows, _pos, _vel, _energy)
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def _sparse_dyn(t, qp, vp, pp, dp, Fp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    nb_ = int(p[H_NB])
+    q = _vec(qp, 7 * nb_)
+    mass_blocks(p, q, _vec(dp, 19 * nb_))
+    force(p, q, _vec(vp, 7 * nb_), np.zeros(0), _vec(Fp, 7 * nb_))
+    return 0
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def _sparse_rows(t, qp, vp, pp, datap, bp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    n, m = 7 * int(p[H_NB]), int(p[H_M])
+    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, _vec(bp, m))
+    return 0
+
+
+def sparse_model(p: np.ndarray) -> SparseModel:
+    """The sparse evaluation of the model packed in ``p`` (:class:`gaussopt.model.SparseModel`:
+    the mass blocks of every body -- ``m``, ``m``, ``m`` and the singular 4 x 4 block of its
+    Euler parameters, regularized by the body's normalization row --, ``F``, ``Phi_q``
+    in its fixed pattern and ``gamma``), for the O(n) step of :mod:`gaussopt.sparse`."""
+    if p[H_PYTHON] != 0.0:
+        raise ValueError("a model with Python callables has no compiled functions.")
+    nb_ = int(p[H_NB])
+    indptr, indices = sparse_pattern(p)
+    starts = (7 * np.arange(nb_)[:, None] + np.arange(4)[None, :]).ravel()
+    return SparseModel(fns=(_sparse_dyn, _sparse_rows), p=p, n=7 * nb_, m=int(p[H_M]),
+                       indptr=indptr, indices=indices,
+                       block_ptr=np.append(starts, 7 * nb_).astype(np.int64))
 
 
 def compiled_factory(p: np.ndarray, system):

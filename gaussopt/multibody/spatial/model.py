@@ -226,6 +226,7 @@ class Model:
                                   name=self.name, labels=self.labels)
             if self._p[kernel.H_PYTHON] == 0.0:
                 sysm.compiled = kernel.compiled_factory(self._p, sysm)
+                sysm.sparse = kernel.sparse_model(self._p)
             self._system = sysm.rebuilt_by(_system_of_model, self)
         return self._system
 
