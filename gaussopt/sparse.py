@@ -60,11 +60,14 @@ kernel would have found full row rank and a determinate motion, with a margin
   The perturbation of ``An`` by the rounding of the normalization (a few ulps
   per entry) is covered by the margin.
 
-**Solve and verification.** The shifted factor is the preconditioner of an
+**Solve and verification.** Once certified, ``S`` itself is factored (it is
+positive definite: ``S - shift I`` is) and the factor is the preconditioner of an
 iterative refinement of ``S mu = bn - An H^-1 g``: each step recomputes
 ``a = H^-1 (g + An^T mu)`` and the residual ``bn - An a`` exactly as the
-verification does, and contracts the error by ``tau / (lambda_min(S) - tau)``
-(``< 1e-4`` at regular states). The result is then verified as the dense
+verification does, and contracts the error by about ``kappa(S) eps`` (one or two
+steps at regular states). (The shifted factor would contract it only by ``tau /
+(lambda_min(S) - tau)``, which approaches 1 where ``M`` has small eigenvalues --
+thin rods, ``J ~ m r^2`` -- and ``sig_ref`` raises ``tau``.) The result is then verified as the dense
 kernel verifies its own (module docstring of :mod:`gaussopt.kernel`, item 3):
 the backward errors of feasibility ``|An a - bn| / (|a| + |bn|)`` (``s_1 >= 1``
 replaced by its lower bound 1: stricter than the dense test) and of
@@ -365,6 +368,59 @@ def _rho(st, h, B):
 
 
 @_jit
+def _regularize(st, w, h, with_g):
+    """The blocks of ``h`` (packed) of more than one coordinate plus ``rho An_i^T An_i``
+    for the rows ``i`` inside them (rows normalized in ``w.dn``), inverted into ``w.hi``;
+    with ``with_g`` also ``rho An_i^T bn_i`` added to ``w.gr`` (module docstring, "Block
+    mass"). Returns a lower bound of the smallest eigenvalue of the (regularized) blocks,
+    ``h`` itself on blocks of one coordinate; ``-1.0`` if a block is not positive definite."""
+    hmin = np.inf
+    for B in range(st.dims[5]):
+        o, c0 = st.boff[B], st.bptr[B]
+        s = st.bptr[B + 1] - c0
+        if s == 1:
+            hmin = min(hmin, h[o])
+            continue
+        rho = _rho(st, h, B)
+        for k in range(s * s):
+            w.hi[o + k] = h[o + k]
+        for e in range(st.regrow.shape[0]):
+            if st.regblk[e] == B:
+                i = st.regrow[e]
+                k0 = st.indptr[i]
+                for r in range(s):
+                    if with_g:
+                        w.gr[c0 + r] += rho * w.dn[k0 + r] * w.bn[i]
+                    for c in range(s):
+                        w.hi[o + r * s + c] += rho * w.dn[k0 + r] * w.dn[k0 + c]
+        lo = _block_inverse(w.hi, o, s, w.wk)
+        if not lo > 0.0:
+            return -1.0
+        hmin = min(hmin, lo)
+    return hmin
+
+
+@_jit
+def _weights(st, w, h):
+    """``w.dw = H^-1 An^T`` per entry (``An`` in ``w.dn``; a row holds whole blocks, in
+    order): ``dn / h`` on blocks of one coordinate, ``w.hi`` (:func:`_regularize`) on the others."""
+    for k in range(st.dims[2]):
+        c = st.indices[k]
+        B = st.bof[c]
+        o, c0 = st.boff[B], st.bptr[B]
+        s = st.bptr[B + 1] - c0
+        if s == 1:
+            w.dw[k] = w.dn[k] / h[o]
+        else:
+            r = c - c0
+            k0 = k - r
+            acc = 0.0
+            for cc in range(s):
+                acc += w.hi[o + r * s + cc] * w.dn[k0 + cc]
+            w.dw[k] = acc
+
+
+@_jit
 def mass_times(st, d, x, out):
     """``out = M x`` for the mass blocks packed in ``d`` (``st.boff``)."""
     for B in range(st.dims[5]):
@@ -486,48 +542,12 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
         for k in range(k0, k1):
             w.dn[k] = data[k] * inv
         w.bn[i] = b[i] * inv
-    # blocks of more than one coordinate: H + rho An_i^T An_i for the rows inside them
-    # (module docstring, "Block mass"), inverted; hmin a lower bound of lambda_min
-    hmin = np.inf
-    for B in range(nblk):
-        o = st.boff[B]
-        s = st.bptr[B + 1] - st.bptr[B]
-        if s == 1:
-            hmin = min(hmin, w.h[o])
-            continue
-        rho = _rho(st, w.h, B)
-        for k in range(s * s):
-            w.hi[o + k] = w.h[o + k]
-        for e in range(st.regrow.shape[0]):
-            if st.regblk[e] == B:
-                i = st.regrow[e]
-                k0 = st.indptr[i]
-                c0 = st.bptr[B]
-                for r in range(s):
-                    w.gr[c0 + r] += rho * w.dn[k0 + r] * w.bn[i]
-                    for c in range(s):
-                        w.hi[o + r * s + c] += rho * w.dn[k0 + r] * w.dn[k0 + c]
-        lo = _block_inverse(w.hi, o, s, w.wk)
-        if not lo > 0.0:
-            return REFUSED_MASS, np.inf, 0
-        hmin = min(hmin, lo)
+    # blocks of more than one coordinate regularized and inverted (module docstring,
+    # "Block mass"); hmin a lower bound of lambda_min; dw = H^-1 An^T
+    hmin = _regularize(st, w, w.h, True)
     if not hmin >= MARGIN * rank_tol:
         return REFUSED_MASS, np.inf, 0
-    # dw = H^-1 An^T, per entry (a row holds whole blocks, in order)
-    for k in range(nnz):
-        c = st.indices[k]
-        B = st.bof[c]
-        o, c0 = st.boff[B], st.bptr[B]
-        s = st.bptr[B + 1] - c0
-        if s == 1:
-            w.dw[k] = w.dn[k] / w.h[o]
-        else:
-            r = c - c0
-            k0 = k - r
-            acc = 0.0
-            for cc in range(s):
-                acc += w.hi[o + r * s + cc] * w.dn[k0 + cc]
-            w.dw[k] = acc
+    _weights(st, w, w.h)
     # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
     _form_band(st, w, w.dw)
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
@@ -536,7 +556,9 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     shift = tau + banded.error_bound(kb, st.dims[4] + st.dims[7] - 1, 1.0 / hmin)
     if banded.cholesky(w.Sb, kb, shift, w.Lb) < 0.0:
         return REFUSED_UNCERTIFIED, np.inf, 0
-    # refinement of S mu = bn - An H^-1 g, preconditioned by the shifted factor
+    if banded.cholesky(w.Sb, kb, 0.0, w.Lb) < 0.0:      # (cannot fail after the above)
+        return REFUSED_UNCERTIFIED, np.inf, 0
+    # refinement of S mu = bn - An H^-1 g, preconditioned by the factor of S
     for i in range(m):
         w.mu[i] = 0.0
     nbn = _norm2(w.bn)
@@ -694,16 +716,18 @@ def bilinear(st, w, u, wv):
     return acc
 
 
-@_unit("b1(spst, spw, f8v, f8v, f8v)")
-def correction(st, w, h, res, dx):
+@_unit("b1(spst, spw, f8v, f8v)")
+def correction(st, w, res, dx):
     """The least-squares correction of :func:`gaussopt.engine.project` on the band:
     the minimum-``H``-norm ``dx`` with ``J dx = -res`` (``J`` in ``w.data``, in the rows'
-    pattern; ``h`` the positive diagonal of ``H``), by the range-space solve with ``S =
-    Jn H^-1 Jn^T`` (``Jn`` the normalized rows): ``dx = H^-1 Jn^T S^-1 (-res / nu)``.
-    Returns False (``dx`` untouched) when a row vanishes or the Cholesky factor of ``S``
-    has a pivot below ``1e-8`` of its largest diagonal entry (near-singular or
-    redundant rows: the dense correction's truncated SVD decides), the criterion of
-    the dense :func:`gaussopt.engine._correction`."""
+    pattern; ``H`` the mass matrix the sparse model wrote into ``w.d``, its blocks of more
+    than one coordinate regularized by the rows inside them as in the step), by the
+    range-space solve with ``S = Jn H^-1 Jn^T`` (``Jn`` the normalized rows): ``dx =
+    H^-1 Jn^T S^-1 (-res / nu)``. Returns False (``dx`` untouched) when a row vanishes,
+    a block is not positive definite, or the Cholesky factor of ``S`` has a pivot below
+    ``1e-8`` of its largest diagonal entry (near-singular or redundant rows: the dense
+    correction's truncated SVD decides), the criterion of the dense
+    :func:`gaussopt.engine._correction`."""
     n, m, kb = st.dims[0], st.dims[1], st.dims[3]
     for i in range(m):
         k0, k1 = st.indptr[i], st.indptr[i + 1]
@@ -713,8 +737,13 @@ def correction(st, w, h, res, dx):
         inv = 1.0 / nu
         for k in range(k0, k1):
             w.dn[k] = w.data[k] * inv
-            w.dw[k] = w.dn[k] / h[st.indices[k]]
         w.mu[i] = -res[i] * inv
+    for k in range(st.dims[6]):
+        if not np.isfinite(w.d[k]):
+            return False
+    if not _regularize(st, w, w.d, False) > 0.0:
+        return False
+    _weights(st, w, w.d)
     _form_band(st, w, w.dw)
     smax = 0.0
     for i in range(m):

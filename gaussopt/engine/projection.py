@@ -11,7 +11,7 @@ import numpy as np
 from .. import kernel as K
 from .. import sparse as SP
 from ..compiled import jit, unit
-from .step import _put, call_dyn, call_pos, call_sp_rows, call_vel
+from .step import _put, call_dyn, call_pos, call_sp_dyn, call_sp_rows, call_vel
 from .records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -158,11 +158,9 @@ def _absmax(x):
 
 
 @_jit
-def _mass(fns, md, buf, t, q, v, holonomic_only):
-    """The projection's metric at ``(t, q, v)``: ``(status, M, diag_only, on_band, hdiag,
-    dx)`` (``diag_only``: ``M`` positive diagonal; ``on_band``: the O(n) correction of the
-    band applies -- every row holonomic, ``M`` diagonal -- with its diagonal ``hdiag`` and
-    the correction's array ``dx``, both empty otherwise)."""
+def _mass(fns, md, buf, t, q, v):
+    """The projection's dense metric at ``(t, q, v)``: ``(status, M, diag_only)``
+    (``diag_only``: ``M`` positive diagonal)."""
     n = md.dims[D_N]
     st = call_dyn(fns, md, buf, t, q, v)
     # (a view: nothing else writes M during a projection; a copy of a large M, a fresh
@@ -175,12 +173,7 @@ def _mass(fns, md, buf, t, q, v, holonomic_only):
         for j in range(n):
             if i != j and M[i, j] != 0.0:
                 diag_only = False
-    on_band = md.band.mode == SP.MODE_PROJECT and diag_only and holonomic_only
-    nb_ = n if on_band else 0                  # (a dense model allocates nothing here)
-    hdiag = np.empty(nb_)
-    for i in range(nb_):
-        hdiag[i] = M[i, i]
-    return st, M, diag_only, on_band, hdiag, np.empty(nb_)
+    return st, M, diag_only
 
 
 @_unit("UniTuple(i8, 2)(fns, md, buf, opt, f8, f8v, f8v, f8)")
@@ -208,9 +201,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
     have_M = False
     M = np.empty((0, 0))
     diag_only = True
-    on_band = False
-    hdiag = np.empty(0)
-    dx = np.empty(0)
+    # the O(n) correction of the band (every row holonomic, in the order of the position
+    # constraints): its mass from the sparse model, evaluated once like the dense one
+    on_band = md.band.mode == SP.MODE_PROJECT and holonomic_only
+    have_band_M = False
+    dx = np.empty(n if on_band else 0)
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
@@ -224,20 +219,24 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             have_J = True
             if dist <= tol * (1.0 + _absmax(q)):
                 break
-            if not have_M:
-                st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
-                if st != 0:
-                    return MODEL_FAILED, its
-                have_M = True
             floor = max(vanished, 100.0 * dist / (1.0 + _absmax(q)))
             done = False
             if on_band:
+                if not have_band_M:
+                    if call_sp_dyn(md, buf, t, q, v) != 0:
+                        return MODEL_FAILED, its
+                    have_band_M = True
                 if call_sp_rows(md, buf, t, q, v) != 0:
                     return MODEL_FAILED, its
-                done = SP.correction(md.band.sp, md.band.w, hdiag, buf.phi, dx)
+                done = SP.correction(md.band.sp, md.band.w, buf.phi, dx)
             if done:
                 dq = dx
             else:
+                if not have_M:
+                    st, M, diag_only = _mass(fns, md, buf, t, q, v)
+                    if st != 0:
+                        return MODEL_FAILED, its
+                    have_M = True
                 if diag_only:
                     W = M
                 elif holonomic_only:
@@ -277,21 +276,25 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 return -1, its
             if d <= tol * (1.0 + _absmax(v)):
                 break
-            if not have_M:
-                st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
-                if st != 0:
-                    return MODEL_FAILED, its
-                have_M = True
             done = False
             if on_band:
+                if not have_band_M:
+                    if call_sp_dyn(md, buf, t, q, v) != 0:
+                        return MODEL_FAILED, its
+                    have_band_M = True
                 if not rows_on_band:
                     if call_sp_rows(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     rows_on_band = True
-                done = SP.correction(md.band.sp, md.band.w, hdiag, r, dx)
+                done = SP.correction(md.band.sp, md.band.w, r, dx)
             if done:
                 dv = dx
             else:
+                if not have_M:
+                    st, M, diag_only = _mass(fns, md, buf, t, q, v)
+                    if st != 0:
+                        return MODEL_FAILED, its
+                    have_M = True
                 dv, ok = _correction(M if diag_only else _metric(M, J), diag_only, J, r,
                                      rank_tol, vanished)
                 if not ok:
@@ -319,7 +322,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         if d <= tol * (1.0 + _absmax(v)):
             break
         if not have_M:
-            st, M, diag_only, on_band, hdiag, dx = _mass(fns, md, buf, t, q, v, holonomic_only)
+            st, M, diag_only = _mass(fns, md, buf, t, q, v)
             if st != 0:
                 return MODEL_FAILED, its
             have_M = True
