@@ -39,6 +39,25 @@ below holds with the regularized ``H`` (its smallest eigenvalue bounded below by
 ``1 / |H_B^-1|_F`` per block). The multipliers of those rows are ``mu_i + rho r_i``
 (``r`` the final residual), and the verification uses the model's own ``M`` and ``F``.
 
+**Redundant rows.** A linkage whose rows are exactly redundant at every state (the
+Bricard linkage: 30 joint equations of rank 29) never has full row rank, and the
+dense kernel drops the redundant direction at every step. After it has done so
+(one direction, every row live), the engine sets aside the row with the largest
+component in the left null vector (:func:`set_aside`): the other rows have full
+rank, and the path solves on them (the row set aside decoupled in ``S``, its
+multiplier zero) -- certified as above -- and then requires the row set aside to
+hold as well, to the verification's tolerance. A minimum of the Gauss function on
+the other rows that satisfies the row set aside is the minimum on all rows: the
+answer of the dense kernel, which drops the dependent direction. Where the row is
+not implied (off the constraints, or the redundancy ends), the check fails and the
+dense kernel decides (and clears or renews the choice). Multipliers are not
+answered this way (redundant rows have no unique multipliers; the dense kernel
+reports its minimum-norm ones), and neither are two or more redundant directions,
+where a fold of the linkage cannot be told from a persistent redundancy without the
+dense kernel's second-order analysis (:func:`gaussopt.engine.fold_rows`). The
+projection's correction sets the same row aside and requires its residual to fall
+to second order.
+
 **Certification** (the guarantee: the fast path answers only where the dense
 kernel would have found full row rank and a determinate motion, with a margin
 ``MARGIN = 1e3``; otherwise it refuses and the dense kernel decides):
@@ -151,10 +170,12 @@ REFUSED_MASS = 22
 REFUSED_VANISHED = 23
 REFUSED_UNCERTIFIED = 24
 MODEL_FAILED = 25
+REFUSED_MULTIPLIERS = 26
 STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows or more rows than coordinates",
           REFUSED_DATA: "non-finite data", REFUSED_MASS: "mass not positive definite with margin",
           REFUSED_VANISHED: "a row (nearly) vanished",
-          REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed"}
+          REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed",
+          REFUSED_MULTIPLIERS: "multipliers asked with a redundant row set aside"}
 
 #: How the path is compiled (:mod:`gaussopt.compiled`): its four entry points are *lazy*
 #: units, compiled the first time a model with the path runs. (``_nrt=True``
@@ -182,9 +203,10 @@ Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos"
 #: and ``g`` (M and F scaled), ``hi`` the inverses of the regularized blocks of size > 1
 #: and ``gr`` the regularized force (module docstring); the normalized rows ``dn`` and
 #: ``dw = H^-1 dn`` (per entry), other scratch (``wk``: two blocks), the results ``a`` (n)
-#: and ``lam`` (m), and ``Sb``/``Lb`` (m, kb + 1) the band of ``S`` and of its shifted factor.
+#: and ``lam`` (m), ``Sb``/``Lb`` (m, kb + 1) the band of ``S`` and of its factor, and ``drop``
+#: (m, int) the rows set aside as exactly redundant (module docstring, "Redundant rows").
 SparseWork = namedtuple("SparseWork", ["d", "F", "data", "b", "h", "g", "nu", "dn", "dw", "bn", "Sb",
-                                       "Lb", "a", "t", "mu", "r", "y", "lam", "hi", "gr", "wk"])
+                                       "Lb", "a", "t", "mu", "r", "y", "lam", "hi", "gr", "wk", "drop"])
 
 
 @declare_types
@@ -286,7 +308,7 @@ def make_work(st: Structure) -> SparseWork:
     z = np.zeros
     return SparseWork(z(nd), z(n), z(nnz), z(m), z(nd), z(n), z(m), z(nnz), z(nnz), z(m),
                       z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m),
-                      z(nd), z(n), z(2 * mb * mb))
+                      z(nd), z(n), z(2 * mb * mb), np.zeros(m, dtype=np.int64))
 
 
 @_jit
@@ -453,6 +475,55 @@ def _at_mu(st, w, n, m):
 
 
 @_jit
+def _decouple(st, w):
+    """Rows set aside (``w.drop``): their diagonal entry of ``S`` 1, the rest of their
+    band row and column 0 already (their entries are zero in ``dn`` and ``dw``)."""
+    for i in range(st.dims[1]):
+        if w.drop[i]:
+            w.Sb[st.pos[i], 0] = 1.0
+
+
+@_jit
+def _set_aside_error(st, w, m, nbn):
+    """Backward error ``|An_D a - bn_D| / (|a| + |bn|)`` of the rows set aside (``A``
+    from ``w.data``, normalized by ``w.nu``)."""
+    rr = 0.0
+    bb = nbn * nbn
+    for i in range(m):
+        if w.drop[i]:
+            acc = w.b[i]
+            for k in range(st.indptr[i], st.indptr[i + 1]):
+                acc -= w.data[k] * w.a[st.indices[k]]
+            rr += (acc / w.nu[i]) ** 2
+            bb += (w.b[i] / w.nu[i]) ** 2
+    den = _norm2(w.a) + math.sqrt(bb)
+    rn = math.sqrt(rr)
+    return rn / den if den > 0.0 else (0.0 if rn == 0.0 else np.inf)
+
+
+@_jit
+def set_aside(w, U, r, mL, k, m):
+    """After a dense step that found the rows exactly redundant in one direction
+    (``r = mL - 1``, every row live, ``k = mL``; ``U`` the left singular vectors of the
+    normalized rows): set aside the row with the largest component in the left null
+    vector ``U[:, r]`` (the other rows then have full rank). Any other outcome of the
+    dense step clears the rows set aside."""
+    for i in range(m):
+        w.drop[i] = 0
+    if not (r == mL - 1 and mL == m and k == mL):
+        return
+    best = -1
+    big = 0.0
+    for i in range(m):
+        x = abs(U[i, r])
+        if x > big:
+            big = x
+            best = i
+    if best >= 0:
+        w.drop[best] = 1
+
+
+@_jit
 def _feasibility(st, w, m):
     """``r = bn - An a`` into ``w.r``; returns ``|r|``."""
     for i in range(m):
@@ -502,6 +573,11 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     n, m, nnz, kb = st.dims[0], st.dims[1], st.dims[2], st.dims[3]
     if m == 0 or m > n:
         return REFUSED_SHAPE, np.inf, 0
+    ndrop = 0
+    for i in range(m):
+        ndrop += w.drop[i]
+    if want_lam and ndrop > 0:
+        return REFUSED_MULTIPLIERS, np.inf, 0
     d, F, data, b = w.d, w.F, w.data, w.b
     nblk, nd = st.dims[5], st.dims[6]
     for i in range(n):
@@ -538,7 +614,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
         if not (nu > 0.0 and nu > MARGIN * rank_tol * rf):
             return REFUSED_VANISHED, np.inf, 0
         w.nu[i] = nu
-        inv = 1.0 / nu
+        inv = 0.0 if w.drop[i] else 1.0 / nu       # (a row set aside: no entries, no b)
         for k in range(k0, k1):
             w.dn[k] = data[k] * inv
         w.bn[i] = b[i] * inv
@@ -550,6 +626,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     _weights(st, w, w.h)
     # S = An H^-1 An^T in band form, certified lambda_min(S) >= tau by a shifted Cholesky
     _form_band(st, w, w.dw)
+    _decouple(st, w)
     thr = max(rank_tol, K.FOLD_TOL * sig_ref)
     T = MARGIN * thr
     tau = T * T / hmin
@@ -601,6 +678,10 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     den = math.sqrt(mf) * _norm2(w.a) + _norm2(F)
     be_s = st_res / den if den > 0.0 else (0.0 if st_res == 0.0 else np.inf)
     be = max(be_f, be_s)
+    if ndrop > 0:
+        # the rows set aside must hold too: then a, the minimum on the other rows, is the
+        # minimum on all of them (module docstring, "Redundant rows")
+        be = max(be, _set_aside_error(st, w, m, nbn))
     if not be <= tol:
         return UNVERIFIED, be, iters
     if want_lam:
@@ -734,7 +815,8 @@ def correction(st, w, res, dx):
         nu = _norm2(w.data[k0:k1])
         if not (nu > 0.0 and np.isfinite(nu)):
             return False
-        inv = 1.0 / nu
+        w.nu[i] = nu
+        inv = 0.0 if w.drop[i] else 1.0 / nu
         for k in range(k0, k1):
             w.dn[k] = w.data[k] * inv
         w.mu[i] = -res[i] * inv
@@ -748,11 +830,24 @@ def correction(st, w, res, dx):
     smax = 0.0
     for i in range(m):
         smax = max(smax, w.Sb[i, 0])
+    _decouple(st, w)
     dmin = banded.cholesky(w.Sb, kb, 0.0, w.Lb)
     if not dmin > 1e-8 * smax:
         return False
     _band_solve(st, w, kb, w.mu, m)
     _rows_t(st, w.dw, w.mu, dx)
+    # a row set aside is implied by the others on the constraints: its residual after the
+    # correction is of second order in it; else (not implied here) the dense correction
+    rmax = 0.0
+    for i in range(m):
+        rmax = max(rmax, abs(res[i]) / w.nu[i])
+    for i in range(m):
+        if w.drop[i]:
+            acc = res[i]
+            for k in range(st.indptr[i], st.indptr[i + 1]):
+                acc += w.data[k] * dx[st.indices[k]]
+            if not abs(acc) / w.nu[i] <= 0.5 * rmax:
+                return False
     return True
 
 

@@ -345,11 +345,14 @@ def test_simulate_on_the_band_against_the_reduced_reference():
 def test_simulate_where_the_band_refuses_is_the_dense_run(build):
     """A redundant row (rank m - 1 everywhere) or a singular mass matrix: the run's step,
     projection and monitor must fall back to the dense kernel and SVD wherever the band
-    cannot answer (no step on the band). Against the same run without the sparse model,
-    1.2 s through two collinear positions at rtol 1e-10: the same passages (times within
-    1e-6 s, as in the test above) and final states within 2e-7 (1 + |q|) (each run within
-    the sweep's 1e3 rtol of the true motion; the two differ only by the rounding of the
-    references the band computes for the monitor)."""
+    cannot answer. A singular mass matrix: no step on the band. The redundant row: the
+    dense kernel's first step finds it, the band then sets it aside (gaussopt.sparse,
+    "Redundant rows") and answers most right-hand sides, except next to the collinear
+    positions (where the other rows lose rank too). Against the same run without the
+    sparse model, 1.2 s through two collinear positions at rtol 1e-10: the same passages
+    (times within 1e-6 s, as in the test above) and final states within 2e-7 (1 + |q|)
+    (each run within the sweep's 1e3 rtol of the true motion: their answers per step
+    agree to the verification's backward error)."""
     N = 10
     runs = []
     for sparse in (True, False):
@@ -362,7 +365,10 @@ def test_simulate_where_the_band_refuses_is_the_dense_run(build):
         tr = go.simulate(system, (0.0, 1.2), q, v, method="DOP853", rtol=1e-10, atol=1e-10,
                          stabilization=mb.LeastSquaresProjection())
         assert tr.success, tr.message
-        assert tr.stats["sparse_steps"] == 0
+        if sparse and build is _redundant_model:
+            assert tr.stats["sparse_steps"] >= tr.stats["rhs_evaluations"] // 2
+        else:
+            assert tr.stats["sparse_steps"] == 0
         runs.append(tr)
     band, dense = runs
     tb = [e.t for e in band.rank_events if e.kind == "passage"]

@@ -571,7 +571,10 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
             _put(a, md.band.w.a)
             if want_lam:
                 _put(K._vec(w, K.F_lam, m), md.band.w.lam)
-            return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
+            r_ = m
+            for i in range(m):
+                r_ -= md.band.w.drop[i]
+            return 0, r_, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
         st = call_rows(fns, md, buf, t, q, v)
@@ -588,6 +591,9 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
      flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
                            opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
     _put(a, K._full(w, fa))
+    if md.band.mode != SP.MODE_NONE and status == 0:
+        # a single exact redundancy: set its row aside for the O(n) path's next steps
+        SP.set_aside(md.band.w, K._mat(w, K.F_U, mL, k), r, mL, k, m)
     if status == 0 and r < k and solver != 2:
         # a dropped direction that vanishes (a folded configuration): restrained by its
         # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
