@@ -654,6 +654,45 @@ def spatial_arm_rows(repeat):
     add("6-link arm step inside simulate (compiled)", t_in, acc, "pinocchio.aba", t_aba, p_acc)
 
 
+def _band_vs_dense_run(label, build, keys, repeat, target=""):
+    """One run of the problem ``build()`` on the O(n) path and the same run with the
+    sparse model removed (the dense kernel and SVD throughout), each timed once warm;
+    accuracy: max |output - reference| over ``keys``."""
+    walls, accs, band = [], [], None
+    for sparse in (True, False):
+        pb = build()
+        if not sparse:
+            pb.system.sparse = None
+        go.simulate(pb.system, (0.0, 0.01), pb.q0, pb.v0, **pb.settings)   # compiled, loaded
+        t0 = time.perf_counter()
+        tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)
+        walls.append(time.perf_counter() - t0)
+        ref, out = pb.reference(tr.t), pb.outputs(tr.q, tr.v)
+        accs.append(max(float(np.max(np.abs(np.asarray(out[k]) - np.asarray(ref[k]))))
+                        for k in keys) if tr.success else None)
+        if sparse:
+            band = (tr.stats["sparse_steps"], tr.stats["rhs_evaluations"])
+    print(f"  {label}: {band[0]} of {band[1]} right-hand sides on the band", flush=True)
+    add(label, walls[0], accs[0], "the same run, dense kernel", walls[1], accs[1], target, "s")
+
+
+def delta_rows(repeat):
+    """The delta robot (three closed loops, spherical rod ends, n = 70) and the
+    overconstrained N-four-bar (N = 20, one redundant joint equation at every state):
+    a run on the O(n) path against the same run on the dense step, each against its
+    independent reference (the platform's reduced-coordinate equation; the reduced
+    one-coordinate equation)."""
+    from problems import delta_robot
+
+    print("runs on the band against the dense step", flush=True)
+    _band_vs_dense_run("delta robot (n = 70, 3 loops) 2 s run (platform max err, m)",
+                       lambda: delta_robot.build(), ("x", "y", "z"), repeat)
+    _band_vs_dense_run("overconstrained N-four-bar N = 20 (n = 129, 1 redundant row) 2 s run "
+                       "(B0 max err, m)",
+                       lambda: n_four_bar.build(N=20, t_end=2.0, redundant=True), ("B0_x", "B0_y"),
+                       repeat)
+
+
 def _bricard_pinocchio(pin, L=1.0, m=1.0, g=9.81):
     """Pinocchio's model of the Bricard chain (problems/bricard.py, slender rods): five
     revolute joints JointModelRX/RY/RZ at P0..P4 (each joint frame at its centre with the
@@ -892,6 +931,7 @@ def main():
         return
     if args.only == "spatial":
         spatial_arm_rows(args.repeat)
+        delta_rows(args.repeat)
         bricard_rows(args.repeat)
         table()
         return
@@ -902,6 +942,7 @@ def main():
         run_rows(args.repeat, args.t_end)
         ga_row(args.repeat)
         spatial_arm_rows(args.repeat)
+        delta_rows(args.repeat)
         bricard_rows(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
     if not args.quick:

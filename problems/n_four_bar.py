@@ -66,8 +66,12 @@ from gaussopt import multibody as mb
 G = 9.81
 
 
-def model(N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G) -> mb.Model:
-    """Bodies ``crank0..crankN`` then ``coupler1..couplerN`` (coupler k joins cranks k-1 and k)."""
+def model(N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G,
+          redundant: bool = False) -> mb.Model:
+    """Bodies ``crank0..crankN`` then ``coupler1..couplerN`` (coupler k joins cranks k-1
+    and k); with ``redundant`` one more coupler ``coupler1b`` beside ``coupler1``
+    (between cranks 0 and 1): one redundant joint equation at every parallelogram
+    configuration (Gruebler 0, mobility 1), an overconstrained linkage."""
     if int(N) != N or N < 1:
         raise go.ModelError(f"`N` must be an integer >= 1, found {N!r}.")
     N = int(N)
@@ -77,26 +81,37 @@ def model(N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G) -> mb.Model:
     for k, cp in enumerate(couplers, start=1):
         joints.append(mb.Revolute(cranks[k - 1], (l / 2, 0.0), cp, (-l / 2, 0.0)))
         joints.append(mb.Revolute(cranks[k], (l / 2, 0.0), cp, (l / 2, 0.0)))
-    return mb.Model(cranks + couplers, joints, gravity=(0.0, -g), name=f"n_four_bar_{N}")
+    if redundant:
+        extra = mb.Body.uniform_rod("coupler1b", m, l)
+        couplers.append(extra)
+        joints += [mb.Revolute(cranks[0], (l / 2, 0.0), extra, (-l / 2, 0.0)),
+                   mb.Revolute(cranks[1], (l / 2, 0.0), extra, (l / 2, 0.0))]
+    return mb.Model(cranks + couplers, joints, gravity=(0.0, -g),
+                    name=f"n_four_bar_{N}" + ("_redundant" if redundant else ""))
 
 
-def configuration(th: float, N: int = 2, l: float = 1.0) -> np.ndarray:
-    """Body coordinates on the parallelogram branch at crank angle ``th``, shape (3 (2N + 1),)."""
+def configuration(th: float, N: int = 2, l: float = 1.0, redundant: bool = False) -> np.ndarray:
+    """Body coordinates on the parallelogram branch at crank angle ``th``, shape
+    (3 (2N + 1),) (3 (2N + 2) with ``redundant``: ``coupler1b`` where ``coupler1`` is)."""
     c, s = np.cos(th), np.sin(th)
     q = []
     for k in range(N + 1):
         q += [k * l + 0.5 * l * c, 0.5 * l * s, th]
     for k in range(1, N + 1):
         q += [(k - 0.5) * l + l * c, l * s, 0.0]
+    if redundant:
+        q += [0.5 * l + l * c, l * s, 0.0]
     return np.array(q)
 
 
 def reference(t, N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G,
-              th0: float = np.pi / 2, u0: float = 1.0) -> np.ndarray:
-    """``th(t), th'(t)`` of the reduced parallelogram dynamics, shape (2, len(t))."""
+              th0: float = np.pi / 2, u0: float = 1.0, redundant: bool = False) -> np.ndarray:
+    """``th(t), th'(t)`` of the reduced parallelogram dynamics, shape (2, len(t)) (with
+    ``redundant`` the extra coupler translates like the others: one more ``m``)."""
     t = np.atleast_1d(np.asarray(t, dtype=float))
-    mass = ((N + 1) / 3.0 + N) * m * l * l
-    k = g * l * ((N + 1) / 2.0 + N) * m
+    nc = N + (1 if redundant else 0)
+    mass = ((N + 1) / 3.0 + nc) * m * l * l
+    k = g * l * ((N + 1) / 2.0 + nc) * m
 
     def f(_, y):
         return [y[1], -k * np.cos(y[0]) / mass]
@@ -107,7 +122,7 @@ def reference(t, N: int = 2, m: float = 1.0, l: float = 1.0, g: float = G,
 
 
 def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: float = G,
-          u0: float = 1.0) -> go.Problem:
+          u0: float = 1.0, redundant: bool = False) -> go.Problem:
     """The N-four-bar from the vertical position with ``B0`` moving at ``u0`` along ``+x``.
 
     Parameters
@@ -124,6 +139,9 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
         Gravitational acceleration [m/s^2].
     u0 : float
         Initial speed of the first crank's tip ``B0`` along +x [m/s].
+    redundant : bool
+        One more coupler beside the first (:func:`model`): an overconstrained linkage
+        with one redundant joint equation at every state.
 
     Returns
     -------
@@ -131,8 +149,8 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
         ``outputs(q, v)``: ``B0_x``, ``B0_y`` (the first crank's tip [m]);
         ``reference(t)`` the same from the reduced one-coordinate equation.
     """
-    mdl = model(N=N, m=m, l=l, g=g)
-    q0 = configuration(np.pi / 2, N=N, l=l)
+    mdl = model(N=N, m=m, l=l, g=g, redundant=redundant)
+    q0 = configuration(np.pi / 2, N=N, l=l, redundant=redundant)
     v0 = mdl.velocities(q0, {"crank0.phi": -u0 / l})
     B = (l / 2, 0.0)
 
@@ -141,7 +159,7 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
         return {"B0_x": P[:, 0], "B0_y": P[:, 1]}
 
     def ref(t):
-        th = reference(t, N=N, m=m, l=l, g=g, u0=u0)[0]
+        th = reference(t, N=N, m=m, l=l, g=g, u0=u0, redundant=redundant)[0]
         return {"B0_x": l * np.cos(th), "B0_y": l * np.sin(th)}
 
     prob = go.Problem(
@@ -155,6 +173,6 @@ def build(N: int = 2, t_end: float = 10.0, m: float = 1.0, l: float = 1.0, g: fl
         # for figures: body coordinates in m and rad, revolute joints' rows in m
         units={**{c: ("rad" if c.endswith(".phi") else "m") for c in mdl.system.coordinates},
                "B0_x": "m", "B0_y": "m", "energy": "J", "length": "m", "constraints": ("m",)},
-        params={"N": N, "m": m, "l": l, "g": g, "u0": u0, "t_end": t_end})
+        params={"N": N, "m": m, "l": l, "g": g, "u0": u0, "t_end": t_end, "redundant": redundant})
     prob.model = mdl
     return prob

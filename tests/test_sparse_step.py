@@ -152,11 +152,7 @@ def test_collinear_position_falls_back():
 def _redundant_model(N):
     """The N-four-bar with a second coupler between cranks 0 and 1: one redundant row at
     every parallelogram configuration (Gruebler 0, mobility 1)."""
-    mdl = n_four_bar.model(N=N)
-    extra = mb.Body.uniform_rod("extra", 1.0, 1.0)
-    joints = list(mdl.joints) + [mb.Revolute("crank0", (0.5, 0.0), extra, (-0.5, 0.0)),
-                                 mb.Revolute("crank1", (0.5, 0.0), extra, (0.5, 0.0))]
-    return mb.Model(list(mdl.bodies) + [extra], joints, gravity=(0.0, -9.81))
+    return n_four_bar.model(N=N, redundant=True)
 
 
 def _massless_couplers(N):
