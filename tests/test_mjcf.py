@@ -46,7 +46,7 @@ from gaussopt.multibody.spatial import mjcf  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 OPEN_CHAINS = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml",
-               "mixed_joints.xml"]
+               "mixed_joints.xml", "double_pendulum_armature.xml"]
 
 
 def random_state(m, rng):
@@ -328,7 +328,7 @@ def test_unmapped_features_named_in_one_warning():
     expected = {"tendons": 1, "actuators": 1, "contacts: geoms that can collide": 5,
                 "contacts: explicit contact pairs": 1, "joint limits": 1,
                 "joint stiffness (springs about springref)": 1, "joint friction loss": 1,
-                "joint armature (between moving bodies, or on a slide joint)": 2,
+                "joint armature (on a ball joint between moving bodies, or on a slide joint)": 1,
                 "equality constraints of type 'joint'": 1,
                 "inactive equality constraints (active=false at start)": 1,
                 "weld constraints whose relpose differs from the qpos0 pose": 1,

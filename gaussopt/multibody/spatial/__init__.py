@@ -48,12 +48,12 @@ released horizontally along x:
 from __future__ import annotations
 
 from ..analysis import RankReport
-from .elements import (GROUND, Body, Cylindrical, Distance, DrivenAngle, Fixed, Force, Joint,
+from .elements import (GROUND, Armature, Body, Cylindrical, Distance, DrivenAngle, Fixed, Force, Joint,
                        Planar, PointOnLine, PointOnPlane, Prismatic, Revolute, RotationalDamper,
                        Spherical, Spring, Torque, Universal, quaternion, rotation_matrix)
 from .model import JointReaction, Model
 
 __all__ = ["Body", "Spherical", "Revolute", "Prismatic", "Cylindrical", "Universal", "Fixed",
            "Planar", "PointOnLine", "PointOnPlane", "Distance", "DrivenAngle", "Force",
-           "Torque", "Spring", "RotationalDamper", "Model", "RankReport", "JointReaction",
+           "Torque", "Spring", "RotationalDamper", "Armature", "Model", "RankReport", "JointReaction",
            "Joint", "GROUND", "quaternion", "rotation_matrix"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...exceptions import ModelError
 from . import kernel
-from .elements import (GROUND, Body, Force, Joint, RotationalDamper, Spring,
+from .elements import (GROUND, Armature, Body, Force, Joint, RotationalDamper, Spring,
                        Torque, _ref_name, _vec3, rotation_matrix)
 
 __all__ = ["SpatialAssembly", "assemble_model"]
@@ -273,7 +273,7 @@ def assemble_model(bodies: Sequence[Body], joints: Sequence[Joint] = (), forces:
             s_i, s_j = _local(Ri, ri, anchor), _local(Rj, rj, anchor)
         joint_ends.append((i, j, s_i, s_j, frame @ Ri))   # frame axes in body i's frame (rows)
 
-    fpy, frec, trec, srec, drec = [], [], [], [], []
+    fpy, frec, trec, srec, drec, arec = [], [], [], [], [], []
     conservative = not py_drivers
     for fn, fo in enumerate(forces):
         label = f"forces[{fn}]"
@@ -332,15 +332,29 @@ def assemble_model(bodies: Sequence[Body], joints: Sequence[Joint] = (), forces:
                 continue
             conservative = False
             drec.append([i, j, *(Rs[i].T @ (u / np.linalg.norm(u))), c])
+        elif isinstance(fo, Armature):
+            i, j = idx(fo.body_i, f"{label}.body_i"), idx(fo.body_j, f"{label}.body_j")
+            a = float(fo.inertia)
+            try:
+                u = _vec3(fo.axis, f"{label}.axis")
+            except ModelError as e:
+                problems.append(str(e))
+                continue
+            if not np.isfinite(a) or a < 0 or np.linalg.norm(u) == 0 or i == j:
+                problems.append(f"{label}: `inertia` must be finite and >= 0, `axis` nonzero and "
+                                f"the two bodies different, found {a!r}, {u.tolist()}")
+                continue
+            u = u / np.linalg.norm(u)
+            arec.append([i, j, *(Rs[i].T @ u), *(Rs[j].T @ u), a])
         else:
-            problems.append(f"{label} must be a Force, Torque, Spring or RotationalDamper, found "
-                            f"{type(fo).__name__}")
+            problems.append(f"{label} must be a Force, Torque, Spring, RotationalDamper or "
+                            f"Armature, found {type(fo).__name__}")
     if problems:
         raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems) + ".")
     m = row
     python = bool(py_drivers or fpy)
     p = kernel.pack(nb_, m, g, masses, points, dot1, dot2, dists, norms, drivers_rec, frec,
-                    trec, srec, drec, python)
+                    trec, srec, drec, arec, python)
     coords = tuple(f"{nm}.{a}" for nm in names for a in _AXES)
     qref = np.concatenate([np.concatenate([b._r, b._p]) for b in bodies])
     return SpatialAssembly(name=name, bodies=bodies, body_names=tuple(names), index=index,

@@ -19,7 +19,7 @@ from ...exceptions import ModelError
 from ..elements import GROUND
 from ..elements import _ref_name as _planar_ref_name
 
-__all__ = ["GROUND", "Body", "Joint", "Spherical", "Revolute", "Prismatic", "Cylindrical",
+__all__ = ["GROUND", "Armature", "Body", "Joint", "Spherical", "Revolute", "Prismatic", "Cylindrical",
            "Universal", "Fixed", "Planar", "PointOnLine", "PointOnPlane", "Distance",
            "DrivenAngle", "Force", "Torque", "Spring", "RotationalDamper", "BodyRef",
            "Vector3", "quaternion", "rotation_matrix"]
@@ -515,3 +515,17 @@ class RotationalDamper:
     body_j: BodyRef
     axis: object
     damping: float
+
+
+@dataclass(frozen=True, eq=False)
+class Armature:
+    """A rotor's inertia about a hinge's axis (a gear motor's reflected inertia;
+    MuJoCo's joint ``armature``): the kinetic energy ``inertia (u . (w_j - w_i))^2 / 2``,
+    ``u`` the ``axis`` (world, reference pose), fixed in body i and in body j -- the
+    axis of a :class:`Revolute` (or :class:`Cylindrical`) between them. It couples the
+    two bodies' rotational blocks of ``M``; a model with one takes the dense step."""
+
+    body_i: BodyRef
+    body_j: BodyRef
+    axis: object
+    inertia: float

@@ -68,7 +68,8 @@ def _unit(signature: str):
 LAYOUT = 20261128.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ,
  H_KPT, H_KD1, H_KD2, H_KDS, H_KNR, H_KDR, H_KF, H_KT, H_KS, H_KRD,
- H_OMASS, H_OPT, H_OD1, H_OD2, H_ODS, H_ONR, H_ODR, H_OF, H_OT, H_OS, H_ORD) = range(29)
+ H_OMASS, H_OPT, H_OD1, H_OD2, H_ODS, H_ONR, H_ODR, H_OF, H_OT, H_OS, H_ORD,
+ H_KAR, H_OAR) = range(31)
 HEADER = 32
 # record widths
 W_MASS = 10   # m, J (9, row-major)
@@ -82,10 +83,12 @@ W_F = 8       # b, s (3), f (3), k (python index or -1)
 W_T = 6       # b, rb (reaction body, nb: none), n (3), k
 W_S = 11      # i, j, s_i (3), s_j (3), k, L0, c
 W_RD = 6      # i, j, u_i (3), c
+W_AR = 9      # i, j, u_i (3), u_j (3), a (armature: the axis in each body's frame)
 
 _BLOCKS = ((H_KPT, H_OPT, W_PT), (H_KD1, H_OD1, W_D1), (H_KD2, H_OD2, W_D2),
            (H_KDS, H_ODS, W_DS), (H_KNR, H_ONR, W_NR), (H_KDR, H_ODR, W_DR),
-           (H_KF, H_OF, W_F), (H_KT, H_OT, W_T), (H_KS, H_OS, W_S), (H_KRD, H_ORD, W_RD))
+           (H_KF, H_OF, W_F), (H_KT, H_OT, W_T), (H_KS, H_OS, W_S), (H_KRD, H_ORD, W_RD),
+           (H_KAR, H_OAR, W_AR))
 
 
 def _block(a, width: int) -> np.ndarray:
@@ -93,7 +96,7 @@ def _block(a, width: int) -> np.ndarray:
 
 
 def pack(nb_: int, m: int, gravity, masses, points, dot1, dot2, dists, norms, drivers,
-         forces, torques, springs, dampers, python: bool) -> np.ndarray:
+         forces, torques, springs, dampers, armatures, python: bool) -> np.ndarray:
     """The parameter array of a model (layout in the module docstring); every record
     block an array of shape (k, width)."""
     head = np.zeros(HEADER)
@@ -106,7 +109,7 @@ def pack(nb_: int, m: int, gravity, masses, points, dot1, dot2, dists, norms, dr
     parts.append(mb.reshape(-1))
     off += mb.size
     for arr, (hk, ho, w) in zip((points, dot1, dot2, dists, norms, drivers, forces, torques,
-                                 springs, dampers), _BLOCKS):
+                                 springs, dampers, armatures), _BLOCKS):
         blk = _block(arr, w)
         head[hk], head[ho] = blk.shape[0], off
         parts.append(blk.reshape(-1))
@@ -536,6 +539,49 @@ def mass(p, q, M):
         for r in range(4):
             for c in range(4):
                 M[o + 3 + r, o + 3 + c] = blk[4 * r + c]
+    # armatures: a c c^T on the two bodies' Euler parameters
+    ci = np.empty(4)
+    cj = np.empty(4)
+    o_, k_ = int(p[H_OAR]), int(p[H_KAR])
+    for k in range(k_):
+        rec = o_ + W_AR * k
+        i, j, a = int(p[rec]), int(p[rec + 1]), p[rec + 8]
+        _armature_c(p, q, rec, G, ci, cj)
+        for s1, c1 in ((i, ci), (j, cj)):
+            if s1 < nb_:
+                for s2, c2 in ((i, ci), (j, cj)):
+                    if s2 < nb_:
+                        for r in range(4):
+                            for c in range(4):
+                                M[7 * s1 + 3 + r, 7 * s2 + 3 + c] += a * c1[r] * c2[c]
+
+
+@_jit
+def _armature_c(p, x, rec, G, ci, cj):
+    """The armature's ``c`` at ``x`` (Euler parameters, or their rates: ``c`` is linear):
+    ``theta' = c . p'`` with ``c_i = -2 G(p_i)^T u_i``, ``c_j = 2 G(p_j)^T u_j``; zero
+    for the ground (``x`` holds moving bodies only)."""
+    nb_ = int(p[H_NB])
+    for s, sgn, c, ou in ((int(p[rec]), -2.0, ci, rec + 2), (int(p[rec + 1]), 2.0, cj, rec + 5)):
+        if s < nb_:
+            _gmat(x, 7 * s + 3, G)
+            for r in range(4):
+                c[r] = sgn * (G[0, r] * p[ou] + G[1, r] * p[ou + 1] + G[2, r] * p[ou + 2])
+        else:
+            for r in range(4):
+                c[r] = 0.0
+
+
+@_jit
+def _armature_rate(p, q, v, rec, G, ci, cj):
+    """``theta' = c(p) . p'`` of the armature at ``rec`` (``c`` into ``ci``, ``cj``)."""
+    _armature_c(p, q, rec, G, ci, cj)
+    th = 0.0
+    for s, c in ((int(p[rec]), ci), (int(p[rec + 1]), cj)):
+        if s < int(p[H_NB]):
+            for r in range(4):
+                th += c[r] * v[7 * s + 3 + r]
+    return th
 
 
 @_jit
@@ -675,6 +721,21 @@ def force(p, q, v, ext, F):
             f[r] = -p[rec + 5] * rel * x[r]
         _add_torque(F, qe, j, nb_, E, f, 1.0)
         _add_torque(F, qe, i, nb_, E, f, -1.0)
+    # ---- armatures: -2 a theta' C p', C p' = (-2 G(p_i')^T u_i, 2 G(p_j')^T u_j) (c linear in p)
+    ci = np.empty(4)
+    cj = np.empty(4)
+    di = np.empty(4)
+    dj = np.empty(4)
+    o_, k_ = int(p[H_OAR]), int(p[H_KAR])
+    for k in range(k_):
+        rec = o_ + W_AR * k
+        th = _armature_rate(p, q, v, rec, G, ci, cj)
+        _armature_c(p, v, rec, G, di, dj)
+        a = p[rec + 8]
+        for s, d in ((int(p[rec]), di), (int(p[rec + 1]), dj)):
+            if s < nb_:
+                for r in range(4):
+                    F[7 * s + 3 + r] -= 2.0 * a * th * d[r]
 
 
 @_unit("f8(f8v, f8v, f8v)")
@@ -725,6 +786,13 @@ def energy(p, q, v):
             w[r] = y[r] - x[r]
         L = np.sqrt(_dot(w, w))
         V += 0.5 * p[rec + 8] * (L - p[rec + 9]) ** 2
+    ci = np.empty(4)
+    cj = np.empty(4)
+    o_, k_ = int(p[H_OAR]), int(p[H_KAR])
+    for k in range(k_):
+        rec = o_ + W_AR * k
+        th = _armature_rate(p, q, v, rec, G, ci, cj)
+        T += 0.5 * p[rec + 8] * th * th
     return T + V
 
 
@@ -819,13 +887,16 @@ def _sparse_rows(t, qp, vp, pp, datap, bp):
     return 0
 
 
-def sparse_model(p: np.ndarray) -> SparseModel:
+def sparse_model(p: np.ndarray) -> "SparseModel | None":
     """The sparse evaluation of the model packed in ``p`` (:class:`gaussopt.model.SparseModel`:
     the mass blocks of every body -- ``m``, ``m``, ``m`` and the singular 4 x 4 block of its
     Euler parameters, regularized by the body's normalization row --, ``F``, ``Phi_q``
-    in its fixed pattern and ``gamma``), for the O(n) step of :mod:`gaussopt.sparse`."""
+    in its fixed pattern and ``gamma``), for the O(n) step of :mod:`gaussopt.sparse`; None
+    when an armature couples two bodies' blocks of ``M``."""
     if p[H_PYTHON] != 0.0:
         raise ValueError("a model with Python callables has no compiled functions.")
+    if p[H_KAR] > 0:
+        return None                     # armatures couple two bodies' blocks of M
     nb_ = int(p[H_NB])
     indptr, indices = sparse_pattern(p)
     starts = (7 * np.arange(nb_)[:, None] + np.arange(4)[None, :]).ravel()

@@ -42,12 +42,15 @@ joint damping           hinge: :class:`~.RotationalDamper` (compiled); ball: thr
                         body origin; slide: callable forces ``-/+ c s' u`` on the two bodies.
                         Exactly MuJoCo's ``qfrc_damper = -damping qvel``.
 joint armature          MuJoCo adds it to the joint-space mass matrix, the kinetic energy
-                        ``a (u . (w_j - w_i))^2 / 2``. Exact in body coordinates only when
-                        ``w_i = 0``: a hinge or ball joint whose parent is the ground adds
-                        a disk ``a (I + u u^T) / 2`` (hinge, ``u`` in the body frame: the
-                        child turns about ``u`` only, so its energy is ``a (u . w)^2 / 2``)
-                        or ``a I`` (ball) to the child's inertia tensor. Armature elsewhere
-                        is listed unmapped.
+                        ``a (u . (w_j - w_i))^2 / 2``. A hinge or ball joint whose parent
+                        is the ground adds a disk ``a (I + u u^T) / 2`` (hinge, ``u`` in
+                        the body frame: the child turns about ``u`` only, so its energy is
+                        ``a (u . w)^2 / 2``) or ``a I`` (ball) to the child's inertia
+                        tensor; a hinge between moving bodies becomes an
+                        :class:`~.Armature` (that energy exactly; it couples the two
+                        bodies' blocks of ``M``, so the model takes the dense step).
+                        Armature of a ball joint between moving bodies (its axes are not
+                        fixed in the parent) or of a slide joint is listed unmapped.
 equality ``connect``    :class:`~.Spherical` at the anchor (bodies or sites; the two anchor
                         points must coincide at ``qpos0``, as the compiler makes them).
 equality ``weld``       :class:`~.Fixed` in the ``qpos0`` relative pose (a ``relpose`` that
@@ -61,8 +64,8 @@ slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unma
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning`:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
-joint stiffness (springs about ``springref``), friction loss, armature not at the
-ground, equality constraints of type ``joint``, ``tendon``, ``distance`` and
+joint stiffness (springs about ``springref``), friction loss, armature of ball joints
+between moving bodies and of slide joints, equality constraints of type ``joint``, ``tendon``, ``distance`` and
 ``flex``, inactive equalities, welds with a foreign ``relpose``, the soft-constraint
 parameters (``solref``/``solimp``) of the mapped equalities, fluid forces, flexes,
 plugins, mocap bodies (kept fixed at their reference pose), sensors, keyframes.
@@ -118,7 +121,7 @@ from typing import Optional
 import numpy as np
 
 from ...exceptions import ModelError
-from .elements import (GROUND, Body, Fixed, Force, Prismatic, Revolute, RotationalDamper,
+from .elements import (GROUND, Armature, Body, Fixed, Force, Prismatic, Revolute, RotationalDamper,
                        Spherical)
 from .model import Model
 
@@ -379,8 +382,12 @@ def _map(mj, m, name: Optional[str] = None) -> _Mapping:
                         C = R.T @ Rf
                         add = C.T @ np.diag(arm) @ C
                     inertia_add[fr.name] = inertia_add.get(fr.name, 0.0) + add
+                elif kind == JH:
+                    # between moving bodies: a (u . (w_j - w_i))^2 / 2, exactly
+                    out.forces.append(Armature(prev, fr.name, axis, float(arm[0])))
                 else:
-                    _count(un, "joint armature (between moving bodies, or on a slide joint)")
+                    _count(un, "joint armature (on a ball joint between moving bodies, or on a "
+                               "slide joint)")
             prev = fr.name
         owner[b] = real.name
 
