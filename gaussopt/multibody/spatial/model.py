@@ -85,7 +85,8 @@ class Model:
         :class:`PointOnLine`, :class:`PointOnPlane`, :class:`Distance`,
         :class:`DrivenAngle`; loops close wherever a joint is put (no tree needed).
     forces : sequence
-        :class:`Force`, :class:`Torque`, :class:`Spring`, :class:`RotationalDamper`.
+        :class:`Force`, :class:`Torque`, :class:`Spring`, :class:`RotationalDamper`,
+        :class:`Armature`.
     gravity : array_like, shape (3,)
         e.g. ``(0, 0, -9.81)`` [m/s^2].
     name : str
