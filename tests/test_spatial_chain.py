@@ -1,0 +1,116 @@
+"""The spatial chain (problems/spatial_chain.py): a large spatial open chain against its
+own joint-space reference (CRBA + RNEA in numpy), against Pinocchio, through the sparse
+O(n) step (N = 10, 70 coordinates) and the dense kernel (N = 3, 21 coordinates)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from problems import spatial_chain as sc
+
+L, M, R, G = 0.5, 1.0, 0.02, 9.81
+EPS = np.finfo(float).eps
+
+
+def _states(N: int, count: int = 20, seed: int = 0):
+    """Random joint angles in (-pi, pi) and rates in (-3, 3) rad/s."""
+    rng = np.random.default_rng(seed)
+    return [(rng.uniform(-np.pi, np.pi, N), rng.uniform(-3.0, 3.0, N)) for _ in range(count)]
+
+
+def test_forward_dynamics_matches_pinocchio_aba():
+    pin = pytest.importorskip("pinocchio")
+    N = 10
+    model = sc.pinocchio_model(N, L, M, R, G)
+    data = model.createData()
+    for th, dth in _states(N, seed=1):
+        ref = pin.aba(model, data, th, dth, np.zeros(N))
+        ours = sc.forward_dynamics(th, dth, N, L, M, R, G)
+        # two independent O(N) / O(N^3) evaluations of M^-1 (Q): each carries
+        # ~cond(M) eps |theta''| with cond(M) <= 3e2 for these rods (measured 2.4e2),
+        # i.e. <= 7e-14; measured 9e-15. Bound 1e-12 (the brief's) holds with margin.
+        assert np.linalg.norm(ours - ref) <= 1e-12 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("N, sparse", [(10, True), (3, False)])
+def test_step_matches_joint_space_reference(N, sparse):
+    problem = sc.build(N=N)
+    system = problem.model.system
+    assert system.n == 7 * N
+    for th, dth in _states(N, seed=2):
+        q, v = sc.state(th, dth, L)
+        step = go.solve_step(system, 0.0, q, v)
+        if sparse and not step.info["sparse"]:
+            import gaussopt.sparse
+            pytest.fail(f"the O(n) path did not answer at theta = {th.tolist()}: "
+                        f"statuses {gaussopt.sparse.STATUS}")
+        assert bool(step.info["sparse"]) is sparse     # N = 3 (21 < MIN_N = 30): dense
+        acc = sc.joint_accelerations(q, v, step.a)
+        ref = sc.forward_dynamics(th, dth, N, L, M, R, G)
+        # both sides solve systems with cond ~ 1e2..1e3 (the chain's joint-space M, and
+        # the Gauss step's verified backward error ~1e-15 times its conditioning), plus
+        # the quaternion round trip (a few eps): ~1e3 eps ~ 2e-13; measured 1.5e-14
+        # (N = 10) and 2.4e-15 (N = 3). Bound 1e-12.
+        assert np.linalg.norm(acc - ref) <= 1e-12 * np.linalg.norm(ref)
+
+
+def test_state_round_trip_and_energy():
+    N = 6
+    for th, dth in _states(N, count=5, seed=3):
+        q, v = sc.state(th, dth, L)
+        # arctan2 of rotation entries built by a few products: a few eps
+        assert np.max(np.abs(sc.joint_angles(q) - th)) <= 1e-14
+        # v is the time derivative of q: central differences along the motion
+        # (Euler parameters chosen with e0 >= 0; these states keep e0 away from 0)
+        h = 1e-6
+        qp, _ = sc.state(th + h * dth, dth, L)
+        qm, _ = sc.state(th - h * dth, dth, L)
+        fd = (qp - qm) / (2 * h)
+        # truncation h^2 |q'''| / 6 ~ 1e-12 * 27, rounding eps |q| / h ~ 1e-9: bound 1e-8
+        assert np.max(np.abs(fd - v)) <= 1e-8 * max(1.0, np.max(np.abs(v)))
+    problem = sc.build(N=N, theta0=th, dtheta0=dth)
+    E_model = problem.model.energy(0.0, problem.q0, problem.v0)
+    # same sum of 0.5 m v^2 + 0.5 w.I w + m g z, written twice: rounding only
+    assert abs(E_model - sc.energy(th, dth, L, M, R, G)) <= 1e-12 * abs(E_model)
+
+
+def _run(N: int, t_end: float):
+    problem = sc.build(N=N, t_end=t_end)
+    t = np.linspace(0.0, t_end, 51)
+    res = go.simulate(problem.system, (0.0, t_end), problem.q0, problem.v0, t_eval=t,
+                      **problem.settings)
+    assert res.success, res.message
+    ref = problem.reference(res.t)
+    theta = sc.joint_angles(res.q)
+    err = max(np.max(np.abs(theta[:, k] - ref[f"theta{k}"])) for k in range(N))
+    E = np.array([problem.model.energy(0.0, q, v) for q, v in zip(res.q, res.v)])
+    return err, np.max(np.abs(E - E[0])) / abs(E[0])
+
+
+def test_run_matches_reference():
+    # problem settings: DOP853 at rtol = atol = 1e-10, projection. N = 5 (35 coordinates)
+    # for 1 s: a global error ~ 10-100 rtol on angles of O(1) rad, the reference at
+    # 1e-12; measured 2.6e-10 rad, energy drift 1.3e-10 relative. Bounds 1e-8 rad, 1e-8.
+    err, drift = _run(5, 1.0)
+    assert err <= 1e-8
+    assert drift <= 1e-8
+
+
+@pytest.mark.slow
+def test_run_matches_reference_n10():
+    # N = 10 (70 coordinates) for 2 s, same settings and estimate as above; measured
+    # 1.7e-10 rad and 6e-11 relative energy drift (the reference alone takes ~6 s).
+    err, drift = _run(10, 2.0)
+    assert err <= 1e-8
+    assert drift <= 1e-8
+
+
+def test_bad_input():
+    with pytest.raises(go.ModelError, match="`theta0`: expected 4 finite joint values"):
+        sc.build(N=4, theta0=[0.1, 0.2])
+    with pytest.raises(go.ModelError, match="`N`: expected an integer >= 1"):
+        sc.build(N=0)
+    with pytest.raises(go.ModelError, match="`L`: expected a finite value > 0"):
+        sc.build(L=-1.0)
