@@ -112,7 +112,8 @@ def test_run_of_thick_rods_takes_the_sparse_path():
 
 @pytest.mark.xfail(strict=True, reason=(
     "slender rods (r = 0.02: axial moment 1e-2 of the transverse one): in a run the engine "
-    "passes sig_ref (the initial sigma_min, ~0.1) to gaussopt.sparse.sparse_step, whose "
+    "passes sig_ref (the largest sigma_min of the scaled rows so far, ~0.1) to "
+    "gaussopt.sparse.sparse_step, whose "
     "step (its certification shift grows with sig_ref) then fails with status 'verification "
     "failed' (with sig_ref <= 0.03 it answers): the dense kernel takes every right-hand side"))
 def test_run_of_slender_rods_takes_the_sparse_path():
