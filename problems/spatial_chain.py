@@ -30,6 +30,15 @@ DOP853 at ``rtol = atol = 1e-12``.
 
 :func:`pinocchio_model` builds the same chain in Pinocchio (revolute joints ``RZ``/``RY``)
 for the benchmark and a test: ``pinocchio.aba`` agrees with :func:`forward_dynamics`.
+
+Measured (N = 10, defaults): :func:`forward_dynamics` equals ``pinocchio.aba`` to 9e-15
+relative at 20 random states; gaussopt's step (sparse path, 70 coordinates) gives the
+joint accelerations to 1.5e-14 relative (N = 3, dense kernel: 2.4e-15). A 2 s run at
+the problem's settings (DOP853, ``rtol = atol = 1e-10``, projection) stays within
+1.7e-10 rad of the reference, energy within 6e-11 relative. With these slender rods
+(``r = 0.02``) the runs' right-hand sides mostly go to the dense kernel: the O(n) path
+refuses them once the engine's reference of the smallest singular value is set (it
+answers every one for ``r = 0.1``).
 """
 
 from __future__ import annotations
@@ -144,11 +153,13 @@ def joint_angles(q: np.ndarray) -> np.ndarray:
     return np.unwrap(th, axis=0) if th.ndim == 2 else th
 
 
-def joint_accelerations(q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+def joint_accelerations(q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                        L: float = 0.5) -> np.ndarray:
     """Joint accelerations ``theta''`` (N,) from gaussopt's ``q, v, a`` (``7 N`` each):
     world ``w = 2 vec(p' (x) conj p)``, ``w' = 2 vec(p'' (x) conj p)`` (``p`` unit), the
     world axes ``u_k = R_{k-1} a_k`` and ``theta_k'' = u_k . (w_k' - w_{k-1}' - theta_k'
-    w_{k-1} x u_k)`` (see the module docstring)."""
+    w_{k-1} x u_k)`` (see the module docstring). ``L`` [m] does not enter (the axes
+    follow from the rotations alone); accepted for symmetry with :func:`state`."""
     bq, bv, ba = _split(q), _split(v), _split(a)
     p = bq[:, 3:] / np.linalg.norm(bq[:, 3:], axis=1)[:, None]
     w = 2 * _qmul_conj(bv[:, 3:], p)
