@@ -221,7 +221,10 @@ def in_simulate_step_us(solver, q, v, repeat):
     sref = np.zeros(1)
     args = (mf.addrs, E.pack(md), E.pack(buf), E.pack(opt), ref, sref, q, v, w)
     loop(*args, 10)
-    count = 200000
+    t0 = time.perf_counter()
+    loop(*args, 10)
+    one = (time.perf_counter() - t0) / 10
+    count = int(min(200000, max(10, 0.2 / max(one, 1e-9))))     # ~0.2 s per repeat
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -676,6 +679,61 @@ def _band_vs_dense_run(label, build, keys, repeat, target=""):
     add(label, walls[0], accs[0], "the same run, dense kernel", walls[1], accs[1], target, "s")
 
 
+def spatial_chain_rows(repeat, Ns=(10, 40, 160)):
+    """The N-link spatial chain (problems/spatial_chain.py: slender rods, revolute joints
+    with alternating axes; 7 N coordinates, 6 N equations) at a random state: one step
+    as the engine takes it inside ``simulate`` (compiled; the O(n) path) against
+    ``pinocchio.aba`` of the same chain (O(n) recursion in its N joint coordinates), and,
+    up to N = 40, against gaussopt's dense step on the same model (the baseline the O(n)
+    path replaces); growth exponents. Accuracy: max |th'' - ref| / max |ref| against the
+    problem's own joint-space reference (composite-rigid-body + Newton-Euler, numpy)."""
+    from problems import spatial_chain as sc
+
+    print("N-link spatial chain one step", flush=True)
+    try:
+        import pinocchio as pin
+    except ImportError:
+        pin = None
+    L, m, r, g = 0.5, 1.0, 0.02, 9.81
+    ours, peer, dense = [], [], []
+    for N in Ns:
+        rng = np.random.default_rng(N)
+        th, dth = rng.uniform(-np.pi, np.pi, N), rng.uniform(-2.0, 2.0, N)
+        q, v = sc.state(th, dth, L)
+        ref = sc.forward_dynamics(th, dth, N, L, m, r, g)
+        scale = np.max(np.abs(ref))
+        pb = sc.build(N=N, L=L, m=m, r=r, g=g)
+        sysm = pb.system
+        step = go.solve_step(sysm, 0.0, q, v)
+        acc = float(np.max(np.abs(sc.joint_accelerations(q, v, step.a, L) - ref)) / scale)
+        t_in = in_simulate_step_us(sysm._solver_cache["closed_form"], q, v, repeat)
+        ours.append(t_in)
+        t_aba = p_acc = None
+        if pin is not None:
+            pm = sc.pinocchio_model(N, L, m, r, g)
+            pd = pm.createData()
+            tau = np.zeros(N)
+            p_acc = float(np.max(np.abs(pin.aba(pm, pd, th, dth, tau) - ref)) / scale)
+            t_aba = median_us(lambda: pin.aba(pm, pd, th, dth, tau), repeat, 2000)
+            peer.append(t_aba)
+        add(f"spatial chain N = {N} (n = {7 * N}) step inside simulate (O(n) path: "
+            f"{'yes' if step.info['sparse'] else 'NO'})", t_in, acc, "pinocchio.aba", t_aba, p_acc)
+        if N <= 40:
+            pd_ = sc.build(N=N, L=L, m=m, r=r, g=g)
+            pd_.system.sparse = None
+            sd = pd_.system
+            sd_step = go.solve_step(sd, 0.0, q, v)
+            d_acc = float(np.max(np.abs(sc.joint_accelerations(q, v, sd_step.a, L) - ref)) / scale)
+            t_d = in_simulate_step_us(sd._solver_cache["closed_form"], q, v, repeat)
+            dense.append(t_d)
+            add(f"spatial chain N = {N} step inside simulate, O(n) path vs dense step", t_in, acc,
+                "gaussopt dense step", t_d, d_acc)
+    e_ours = float(np.polyfit(np.log(Ns), np.log(ours), 1)[0])
+    e_peer = float(np.polyfit(np.log(Ns), np.log(peer), 1)[0]) if len(peer) == len(Ns) else None
+    add(f"spatial chain growth exponent over N = {Ns[0]}..{Ns[-1]}", e_ours, None,
+        "pinocchio.aba", e_peer, None, "", "")
+
+
 def delta_rows(repeat):
     """The delta robot (three closed loops, spherical rod ends, n = 70) and the
     overconstrained N-four-bar (N = 20, one redundant joint equation at every state):
@@ -931,6 +989,7 @@ def main():
         return
     if args.only == "spatial":
         spatial_arm_rows(args.repeat)
+        spatial_chain_rows(args.repeat)
         delta_rows(args.repeat)
         bricard_rows(args.repeat)
         table()
@@ -942,6 +1001,7 @@ def main():
         run_rows(args.repeat, args.t_end)
         ga_row(args.repeat)
         spatial_arm_rows(args.repeat)
+        spatial_chain_rows(args.repeat)
         delta_rows(args.repeat)
         bricard_rows(args.repeat)
     large_rows(args.repeat, (10, 20, 40) if args.quick else (10, 20, 40, 80))
