@@ -226,13 +226,16 @@ class SparseModel:
     packed row-major one after the other -- and the force ``F`` (n); ``rows(t, q, v, p,
     data, b)`` writes the values ``data`` (nnz) of the equality rows ``A`` in the fixed
     CSR pattern ``(indptr, indices)`` (columns ascending within a row) and ``b`` (m).
+    An optional third function ``pos(t, q, p, phi, data, phit)`` writes the position
+    residual ``phi`` (m), the position Jacobian in the same pattern and ``Phi_t`` (m),
+    for models whose rows are all holonomic: the projection then stays O(n).
     A front end sets it on a system as ``system.sparse`` (a :class:`SparseModel`);
     :mod:`gaussopt.multibody` does.
 
     Attributes
     ----------
     fns : tuple
-        ``(dyn, rows)``, numba cfuncs.
+        ``(dyn, rows)`` or ``(dyn, rows, pos)``, numba cfuncs.
     p : ndarray
         Parameter array passed to both.
     n, m : int
@@ -255,8 +258,10 @@ class SparseModel:
 
     @property
     def addrs(self) -> np.ndarray:
-        """The addresses of ``fns`` (the objects stay alive with this SparseModel)."""
-        return np.array([address(f) for f in self.fns], dtype=np.int64)
+        """The addresses of ``fns`` (the objects stay alive with this SparseModel), three
+        of them: ``0`` for a missing ``pos``."""
+        a = [address(f) for f in self.fns]
+        return np.array(a + [0] * (3 - len(a)), dtype=np.int64)
 
 
 def _doubles(addr: int, size: int) -> np.ndarray:

@@ -524,6 +524,31 @@ def set_aside(w, U, r, mL, k, m):
 
 
 @_jit
+def rows_times(st, vals, x, out):
+    """``out = R x`` for the rows ``R`` with the values ``vals`` in the pattern."""
+    for i in range(st.dims[1]):
+        acc = 0.0
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            acc += vals[k] * x[st.indices[k]]
+        out[i] = acc
+
+
+@_jit
+def distances(st, vals, res):
+    """``max |res_i| / |R_i|`` (a zero row counts 1), ``inf`` if not finite: the dense
+    projection's ``_distances`` on the rows ``R`` in the pattern."""
+    dmax = 0.0
+    for i in range(st.dims[1]):
+        nr = _norm2(vals[st.indptr[i]:st.indptr[i + 1]])
+        d = abs(res[i]) / (nr if nr > 0.0 else 1.0)
+        if not np.isfinite(d):
+            return np.inf
+        if d > dmax:
+            dmax = d
+    return dmax
+
+
+@_jit
 def _feasibility(st, w, m):
     """``r = bn - An a`` into ``w.r``; returns ``|r|``."""
     for i in range(m):
@@ -874,7 +899,8 @@ class _BandType(types.StructRef):
 class Band(structref.StructRefProxy):
     """The O(n) path of one model for the engine (:func:`make_band`): ``mode`` (one of
     the ``MODE_*``), the :class:`Structure` ``sp``, the :class:`SparseWork` ``w``, the
-    sparse model's two function addresses ``addrs`` and its parameters ``p``. One
+    sparse model's function addresses ``addrs`` (``dyn``, ``rows``, ``pos`` or 0) and its
+    parameters ``p``. One
     object passed by reference: a model without the path pays one pointer, not the
     thirty arrays of the parts."""
 
@@ -908,7 +934,7 @@ def make_band(system, mf, min_n: int = MIN_N) -> Band:
     n = system.n
     if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
         st = _empty_structure(n)
-        return _band(MODE_NONE, st, make_work(st), np.zeros(2, dtype=np.int64), np.zeros(0))
+        return _band(MODE_NONE, st, make_work(st), np.zeros(3, dtype=np.int64), np.zeros(0))
     cache = getattr(sm, "_structure", None)
     if cache is None:
         cache = make_structure(sm.n, sm.m, sm.indptr, sm.indices, sm.block_ptr)

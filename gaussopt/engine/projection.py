@@ -11,7 +11,7 @@ import numpy as np
 from .. import kernel as K
 from .. import sparse as SP
 from ..compiled import jit, unit
-from .step import _put, call_dyn, call_pos, call_sp_dyn, call_sp_rows, call_vel
+from .step import _put, call_dyn, call_pos, call_sp_dyn, call_sp_pos, call_sp_rows, call_vel
 from .records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -149,6 +149,16 @@ def _distances(res, J):
 
 
 @_jit
+def _matvec_into(J, x, out):
+    """``out = J x``."""
+    for k in range(J.shape[0]):
+        acc = 0.0
+        for j in range(J.shape[1]):
+            acc += J[k, j] * x[j]
+        out[k] = acc
+
+
+@_jit
 def _absmax(x):
     m = 0.0
     for i in range(x.shape[0]):
@@ -206,14 +216,25 @@ def project(fns, md, buf, opt, t, q, v, vanished):
     on_band = md.band.mode == SP.MODE_PROJECT and holonomic_only
     have_band_M = False
     dx = np.empty(n if on_band else 0)
+    # with the sparse model's ``pos`` the residuals and the Jacobian come in the rows'
+    # pattern (``md.band.w.data``): O(n) while the band answers; the dense J only where
+    # the dense correction must take over
+    sp_pos = on_band and md.band.addrs[2] != 0
+    band_w = md.band.w
+    band_st = md.band.sp
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
-            st = call_pos(fns, md, buf, t, q)
-            if st != 0:
-                return MODEL_FAILED, its
-            J = buf.J.reshape(mh, n)
-            dist = _distances(buf.phi, J)
+            if sp_pos:
+                st = call_sp_pos(md, buf, t, q)
+                if st != 0:
+                    return MODEL_FAILED, its
+                dist = SP.distances(band_st, band_w.data, buf.phi)
+            else:
+                st = call_pos(fns, md, buf, t, q)
+                if st != 0:
+                    return MODEL_FAILED, its
+                dist = _distances(buf.phi, buf.J.reshape(mh, n))
             if not np.isfinite(dist):
                 return -1, its
             have_J = True
@@ -226,12 +247,17 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     if call_sp_dyn(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     have_band_M = True
-                if call_sp_rows(md, buf, t, q, v) != 0:
+                if not sp_pos and call_sp_rows(md, buf, t, q, v) != 0:
                     return MODEL_FAILED, its
-                done = SP.correction(md.band.sp, md.band.w, buf.phi, dx)
+                done = SP.correction(band_st, band_w, buf.phi, dx)
             if done:
                 dq = dx
             else:
+                if sp_pos:                  # the dense J (phi is the same)
+                    st = call_pos(fns, md, buf, t, q)
+                    if st != 0:
+                        return MODEL_FAILED, its
+                J = buf.J.reshape(mh, n)
                 if not have_M:
                     st, M, diag_only = _mass(fns, md, buf, t, q, v)
                     if st != 0:
@@ -259,25 +285,35 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         return 0, its
     if holonomic_only:
         if not have_J:
-            st = call_pos(fns, md, buf, t, q)
+            st = call_sp_pos(md, buf, t, q) if sp_pos else call_pos(fns, md, buf, t, q)
             if st != 0:
                 return MODEL_FAILED, its
-        J = buf.J.reshape(mh, n)       # (a view: nothing writes J in the loop below)
+        # r = Phi_q v + Phi_t, with the Jacobian at the final q (in the pattern, or dense)
         r = buf.phit.copy()
+        Jv_ = np.empty(mh)
+        if sp_pos:
+            SP.rows_times(band_st, band_w.data, v, Jv_)
+        else:
+            _matvec_into(buf.J.reshape(mh, n), v, Jv_)
         for k in range(mh):
-            acc = r[k]
-            for j in range(n):
-                acc += J[k, j] * v[j]
-            r[k] = acc
+            r[k] += Jv_[k]
+        dense_J = not sp_pos
         rows_on_band = False
         for _ in range(max_iter):
-            d = _distances(r, J)
+            d = (SP.distances(band_st, band_w.data, r) if not dense_J
+                 else _distances(r, buf.J.reshape(mh, n)))
             if not np.isfinite(d):
                 return -1, its
             if d <= tol * (1.0 + _absmax(v)):
                 break
             done = False
-            if on_band:
+            if on_band and not dense_J:
+                if not have_band_M:
+                    if call_sp_dyn(md, buf, t, q, v) != 0:
+                        return MODEL_FAILED, its
+                    have_band_M = True
+                done = SP.correction(band_st, band_w, r, dx)
+            elif on_band:
                 if not have_band_M:
                     if call_sp_dyn(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
@@ -286,10 +322,20 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     if call_sp_rows(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     rows_on_band = True
-                done = SP.correction(md.band.sp, md.band.w, r, dx)
+                done = SP.correction(band_st, band_w, r, dx)
             if done:
                 dv = dx
+                if not dense_J:
+                    SP.rows_times(band_st, band_w.data, dv, Jv_)
+                else:
+                    _matvec_into(buf.J.reshape(mh, n), dv, Jv_)
             else:
+                if not dense_J:             # the dense J from here on
+                    st = call_pos(fns, md, buf, t, q)
+                    if st != 0:
+                        return MODEL_FAILED, its
+                    dense_J = True
+                J = buf.J.reshape(mh, n)    # (a view: nothing writes J in this loop)
                 if not have_M:
                     st, M, diag_only = _mass(fns, md, buf, t, q, v)
                     if st != 0:
@@ -299,13 +345,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                                      rank_tol, vanished)
                 if not ok:
                     return -1, its
+                _matvec_into(J, dv, Jv_)
             for i in range(n):
                 v[i] += dv[i]
             for k in range(mh):
-                acc = 0.0
-                for j in range(n):
-                    acc += J[k, j] * dv[j]
-                r[k] += acc
+                r[k] += Jv_[k]
             its += 1
             if _absmax(dv) <= 4 * _EPS * (1.0 + _absmax(v)):
                 break

@@ -114,6 +114,16 @@ def call_sp_dyn(md, buf, t, q, v):
                                          data_ptr(md.band.p), data_ptr(w.d), data_ptr(w.F))
 
 
+@_unit("i8(md, buf, f8, f8v)", lazy=True)
+def call_sp_pos(md, buf, t, q):
+    """The sparse model's ``pos``: ``phi`` and ``Phi_t`` into ``buf``, the position
+    Jacobian (in the rows' pattern) into ``md.band.w.data``."""
+    _put(buf.q, q)
+    return _function_at(md.band.addrs[2])(t, data_ptr(buf.q), data_ptr(md.band.p),
+                                         data_ptr(buf.phi), data_ptr(md.band.w.data),
+                                         data_ptr(buf.phit))
+
+
 @_unit("i8(md, buf, f8, f8v, f8v)", lazy=True)
 def call_sp_rows(md, buf, t, q, v):
     """The sparse model's rows (``data`` in the pattern) and ``b`` into ``md.band.w``."""

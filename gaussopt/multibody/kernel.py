@@ -626,6 +626,19 @@ def _sparse_rows(t, qp, vp, pp, datap, bp):
     return 0
 
 
+@cfunc(SIGNATURE, error_model="numpy")
+def _sparse_pos(t, qp, pp, phip, datap, phitp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    n, m = 3 * int(p[H_NB]), int(p[H_M])
+    q = _vec(qp, n)
+    phi(p, q, np.zeros(0), _vec(phip, m))
+    sparse_rows(p, q, q, np.zeros(0), _vec(datap, _nnz(p)), np.zeros(0), False)
+    phi_t(p, np.zeros(0), _vec(phitp, m))
+    return 0
+
+
 def sparse_model(p: np.ndarray) -> SparseModel:
     """The sparse evaluation of the model packed in ``p`` (:class:`gaussopt.model.SparseModel`:
     the diagonal of ``M``, ``F``, ``Phi_q`` in its fixed pattern and ``gamma``), for the
@@ -633,7 +646,7 @@ def sparse_model(p: np.ndarray) -> SparseModel:
     if p[H_PYTHON] != 0.0:
         raise ValueError("a model with Python callables has no compiled functions.")
     indptr, indices = sparse_pattern(p)
-    return SparseModel(fns=(_sparse_dyn, _sparse_rows), p=p, n=3 * int(p[H_NB]),
+    return SparseModel(fns=(_sparse_dyn, _sparse_rows, _sparse_pos), p=p, n=3 * int(p[H_NB]),
                        m=int(p[H_M]), indptr=indptr, indices=indices)
 
 

@@ -463,14 +463,15 @@ def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @_jit
-def sparse_rows(p, q, v, datap, b):
+def sparse_rows(p, q, v, datap, b, with_gamma):
     """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
-    ``datap``) and ``gamma`` into ``b``: :func:`_evaluate`'s rows by body gathered, O(m)."""
+    ``datap``) and, when ``with_gamma``, ``gamma`` into ``b``: :func:`_evaluate`'s rows
+    by body gathered, O(m)."""
     m = int(p[H_M])
     nb_ = int(p[H_NB])
     L = np.empty((m, 14))
     ij = np.empty((m, 3), np.int64)
-    rows_by_body(p, q, v, np.zeros(0), L, ij, b, True)
+    rows_by_body(p, q, v, np.zeros(0), L, ij, b, with_gamma)
     nnz = 0
     for k in range(m):
         nnz += (7 if ij[k, 2] else 4) * ((ij[k, 0] < nb_) + (ij[k, 1] < nb_))
@@ -883,7 +884,20 @@ def _sparse_rows(t, qp, vp, pp, datap, bp):
     if not _usable(p):
         return 1
     n, m = 7 * int(p[H_NB]), int(p[H_M])
-    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, _vec(bp, m))
+    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, _vec(bp, m), True)
+    return 0
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def _sparse_pos(t, qp, pp, phip, datap, phitp):
+    p = _param(pp)
+    if not _usable(p):
+        return 1
+    n, m = 7 * int(p[H_NB]), int(p[H_M])
+    q = _vec(qp, n)
+    phi(p, q, np.zeros(0), _vec(phip, m))
+    sparse_rows(p, q, q, datap, np.zeros(m), False)
+    phi_t(p, q, np.zeros(0), _vec(phitp, m))
     return 0
 
 
@@ -900,7 +914,7 @@ def sparse_model(p: np.ndarray) -> "SparseModel | None":
     nb_ = int(p[H_NB])
     indptr, indices = sparse_pattern(p)
     starts = (7 * np.arange(nb_)[:, None] + np.arange(4)[None, :]).ravel()
-    return SparseModel(fns=(_sparse_dyn, _sparse_rows), p=p, n=7 * nb_, m=int(p[H_M]),
+    return SparseModel(fns=(_sparse_dyn, _sparse_rows, _sparse_pos), p=p, n=7 * nb_, m=int(p[H_M]),
                        indptr=indptr, indices=indices,
                        block_ptr=np.append(starts, 7 * nb_).astype(np.int64))
 
