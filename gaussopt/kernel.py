@@ -617,6 +617,16 @@ def _jacobi(Y, W):
             break
 
 
+
+@_jit
+def matvec(J, x, out):
+    """``out = J x`` (a loop: no temporary)."""
+    for k in range(J.shape[0]):
+        acc = 0.0
+        for c in range(J.shape[1]):
+            acc += J[k, c] * x[c]
+        out[k] = acc
+
 @_jit
 def svd(X, w):
     """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``; returns views ``U`` (m, k),

@@ -149,16 +149,6 @@ def _distances(res, J):
 
 
 @_jit
-def _matvec_into(J, x, out):
-    """``out = J x``."""
-    for k in range(J.shape[0]):
-        acc = 0.0
-        for j in range(J.shape[1]):
-            acc += J[k, j] * x[j]
-        out[k] = acc
-
-
-@_jit
 def _absmax(x):
     m = 0.0
     for i in range(x.shape[0]):
@@ -294,7 +284,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         if sp_pos:
             SP.rows_times(band_st, band_w.data, v, Jv_)
         else:
-            _matvec_into(buf.J.reshape(mh, n), v, Jv_)
+            K.matvec(buf.J.reshape(mh, n), v, Jv_)
         for k in range(mh):
             r[k] += Jv_[k]
         dense_J = not sp_pos
@@ -307,18 +297,13 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             if d <= tol * (1.0 + _absmax(v)):
                 break
             done = False
-            if on_band and not dense_J:
+            if on_band:
                 if not have_band_M:
                     if call_sp_dyn(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     have_band_M = True
-                done = SP.correction(band_st, band_w, r, dx)
-            elif on_band:
-                if not have_band_M:
-                    if call_sp_dyn(md, buf, t, q, v) != 0:
-                        return MODEL_FAILED, its
-                    have_band_M = True
-                if not rows_on_band:
+                # the rows in the pattern: from ``pos`` already, else evaluated once
+                if not sp_pos and not rows_on_band:
                     if call_sp_rows(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     rows_on_band = True
@@ -328,7 +313,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 if not dense_J:
                     SP.rows_times(band_st, band_w.data, dv, Jv_)
                 else:
-                    _matvec_into(buf.J.reshape(mh, n), dv, Jv_)
+                    K.matvec(buf.J.reshape(mh, n), dv, Jv_)
             else:
                 if not dense_J:             # the dense J from here on
                     st = call_pos(fns, md, buf, t, q)
@@ -345,7 +330,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                                      rank_tol, vanished)
                 if not ok:
                     return -1, its
-                _matvec_into(J, dv, Jv_)
+                K.matvec(J, dv, Jv_)
             for i in range(n):
                 v[i] += dv[i]
             for k in range(mh):

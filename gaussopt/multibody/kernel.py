@@ -56,6 +56,7 @@ import numba as nb
 import numpy as np
 
 from ..compiled import cfunc, jit, unit
+from ..kernel import matvec as _matvec
 from ..model import SIGNATURE, SparseModel, kernel_factory
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
@@ -507,16 +508,6 @@ def _param(pp):
     """The parameter array behind the pointer ``pp`` (its length in slot ``H_LEN``, the
     same slot in the spatial kernel's layout)."""
     return _vec(pp, int(_vec(pp, H_LEN + 1)[H_LEN]))
-
-
-@_jit
-def _matvec(J, v, r):
-    """``r = J v`` (the velocity rows ``Phi_q v`` of the ``vel`` functions)."""
-    for k in range(J.shape[0]):
-        acc = 0.0
-        for c in range(J.shape[1]):
-            acc += J[k, c] * v[c]
-        r[k] = acc
 
 
 @_jit

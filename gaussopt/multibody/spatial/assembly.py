@@ -319,33 +319,26 @@ def assemble_model(bodies: Sequence[Body], joints: Sequence[Joint] = (), forces:
                 continue
             conservative = conservative and c == 0.0
             srec.append([i, j, *_local(Rs[i], rs[i], Pi), *_local(Rs[j], rs[j], Pj), k, L0, c])
-        elif isinstance(fo, RotationalDamper):
+        elif isinstance(fo, (RotationalDamper, Armature)):
+            # an axis between two bodies and a value >= 0: the damping or the inertia
+            what = "damping" if isinstance(fo, RotationalDamper) else "inertia"
             i, j = idx(fo.body_i, f"{label}.body_i"), idx(fo.body_j, f"{label}.body_j")
-            c = float(fo.damping)
+            c = float(getattr(fo, what))
             try:
                 u = _vec3(fo.axis, f"{label}.axis")
             except ModelError as e:
                 problems.append(str(e))
                 continue
-            if not np.isfinite(c) or c < 0 or np.linalg.norm(u) == 0:
-                problems.append(f"{label}: `damping` must be finite and >= 0 and `axis` nonzero")
-                continue
-            conservative = False
-            drec.append([i, j, *(Rs[i].T @ (u / np.linalg.norm(u))), c])
-        elif isinstance(fo, Armature):
-            i, j = idx(fo.body_i, f"{label}.body_i"), idx(fo.body_j, f"{label}.body_j")
-            a = float(fo.inertia)
-            try:
-                u = _vec3(fo.axis, f"{label}.axis")
-            except ModelError as e:
-                problems.append(str(e))
-                continue
-            if not np.isfinite(a) or a < 0 or np.linalg.norm(u) == 0 or i == j:
-                problems.append(f"{label}: `inertia` must be finite and >= 0, `axis` nonzero and "
-                                f"the two bodies different, found {a!r}, {u.tolist()}")
+            if not np.isfinite(c) or c < 0 or np.linalg.norm(u) == 0 or i == j:
+                problems.append(f"{label}: `{what}` must be finite and >= 0, `axis` nonzero and "
+                                f"the two bodies different, found {c!r}, {u.tolist()}")
                 continue
             u = u / np.linalg.norm(u)
-            arec.append([i, j, *(Rs[i].T @ u), *(Rs[j].T @ u), a])
+            if what == "damping":
+                conservative = False
+                drec.append([i, j, *(Rs[i].T @ u), c])
+            else:
+                arec.append([i, j, *(Rs[i].T @ u), *(Rs[j].T @ u), c])
         else:
             problems.append(f"{label} must be a Force, Torque, Spring, RotationalDamper or "
                             f"Armature, found {type(fo).__name__}")
