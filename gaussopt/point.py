@@ -205,7 +205,10 @@ def _fill_sparse(ctx, a, want_lam, be):
     for i in range(m):
         resid = max(resid, abs(res[i]))
     sc = s0 + kmax
-    out[sc + S_R] = m
+    rank = m
+    for i in range(m):
+        rank -= md.band.w.drop[i]                  # (a row set aside: gaussopt.sparse)
+    out[sc + S_R] = rank
     out[sc + S_K] = 1
     out[sc + S_RHO] = 0.0
     out[sc + S_ALLOW] = math.sqrt(ctx.opt.f[E.F_RANKTOL])

@@ -50,9 +50,10 @@ hold as well, to the verification's tolerance. A minimum of the Gauss function o
 the other rows that satisfies the row set aside is the minimum on all rows: the
 answer of the dense kernel, which drops the dependent direction. Where the row is
 not implied (off the constraints, or the redundancy ends), the check fails and the
-dense kernel decides (and clears or renews the choice). Multipliers are not
-answered this way (redundant rows have no unique multipliers; the dense kernel
-reports its minimum-norm ones), and neither are two or more redundant directions,
+dense kernel decides (and clears or renews the choice). The multipliers are made
+the dense kernel's minimum-norm ones (redundant rows share the force): the
+component along the left null vector of the rows, found by one more band solve, is
+removed. Two or more redundant directions are not answered this way,
 where a fold of the linkage cannot be told from a persistent redundancy without the
 dense kernel's second-order analysis (:func:`gaussopt.engine.fold_rows`). The
 projection's correction sets the same row aside and requires its residual to fall
@@ -175,7 +176,8 @@ STATUS = {OK: "ok", UNVERIFIED: "verification failed", REFUSED_SHAPE: "no rows o
           REFUSED_DATA: "non-finite data", REFUSED_MASS: "mass not positive definite with margin",
           REFUSED_VANISHED: "a row (nearly) vanished",
           REFUSED_UNCERTIFIED: "full row rank not certified", MODEL_FAILED: "model evaluation failed",
-          REFUSED_MULTIPLIERS: "multipliers asked with a redundant row set aside"}
+          REFUSED_MULTIPLIERS: "multipliers: the row set aside is not exactly redundant, or "
+                               "more than one row is set aside"}
 
 #: How the path is compiled (:mod:`gaussopt.compiled`): its four entry points are *lazy*
 #: units, compiled the first time a model with the path runs. (``_nrt=True``
@@ -601,7 +603,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     ndrop = 0
     for i in range(m):
         ndrop += w.drop[i]
-    if want_lam and ndrop > 0:
+    if want_lam and ndrop > 1:
         return REFUSED_MULTIPLIERS, np.inf, 0
     d, F, data, b = w.d, w.F, w.data, w.b
     nblk, nd = st.dims[5], st.dims[6]
@@ -712,7 +714,56 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     if want_lam:
         for i in range(m):
             w.lam[i] = wgt * w.mu[i] / w.nu[i]
+        if ndrop > 0 and not _minimum_norm(st, w, m, n, kb):
+            return REFUSED_MULTIPLIERS, be, iters
     return OK, be, iters
+
+
+@_jit
+def _minimum_norm(st, w, m, n, kb):
+    """The minimum-norm multipliers with a row ``d`` set aside (``w.lam`` has ``lam_d =
+    0``): ``lam - (z . lam / z . z) z`` with ``z_i = u_i / nu_i``, ``u`` the left null
+    vector of the normalized rows (``u_d = 1``, the others from the band solve of
+    ``An_-d An_-d^T u_-d = -An_-d An_d^T``) -- the dense kernel's ``min |lam|`` over the
+    redundant rows (:func:`gaussopt.kernel.multipliers`). False (the dense kernel then
+    answers) when ``An^T u`` is not zero to rounding: the redundancy is not exact."""
+    dr = -1
+    for i in range(m):
+        if w.drop[i]:
+            dr = i
+    t = w.t
+    for c in range(n):
+        t[c] = 0.0
+    for k in range(st.indptr[dr], st.indptr[dr + 1]):
+        t[st.indices[k]] = w.data[k] / w.nu[dr]          # An_d^T
+    u = w.r
+    rows_times(st, w.dn, t, u)                           # (An_-d An_d^T; row d: 0)
+    for i in range(m):
+        u[i] = -u[i]
+    _form_band(st, w, w.dn)
+    _decouple(st, w)
+    if banded.cholesky(w.Sb, kb, 0.0, w.Lb) < 0.0:
+        return False
+    _band_solve(st, w, kb, u, m)
+    u[dr] = 1.0
+    # An^T u = An_-d^T u_-d + An_d^T (t): zero to rounding for an exact redundancy
+    res = w.gr                                           # (scratch after the step)
+    _rows_t(st, w.dn, u, res)
+    rr = 0.0
+    for c in range(n):
+        rr += (res[c] + t[c]) ** 2
+    if not math.sqrt(rr) <= 1e3 * _EPS * math.sqrt(m) * _norm2(u):
+        return False
+    zl = 0.0
+    zz = 0.0
+    for i in range(m):
+        z = u[i] / w.nu[i]
+        zl += z * w.lam[i]
+        zz += z * z
+    f = zl / zz
+    for i in range(m):
+        w.lam[i] -= f * u[i] / w.nu[i]
+    return True
 
 
 @_unit("f8(spst, spw)")

@@ -190,6 +190,30 @@ def test_redundant_rows_and_singular_mass_fall_back(build, refusal):
         assert r.info["rank"] == system.m - 1
 
 
+def test_redundant_row_set_aside_answers_with_minimum_norm_multipliers():
+    """After the dense kernel's first step on the overconstrained N-four-bar (one redundant
+    row), the band sets that row aside and answers ``solve_step`` (rank m - 1), with the
+    dense kernel's minimum-norm multipliers (the redundant rows share the force: the
+    component along the rows' left null vector removed). Against the dense kernel on the
+    same data, at states along the branch: both are backward stable, so they differ by
+    at most cond(KKT) times their verification tolerance of the solution's size (the KKT
+    system of the m - 1 independent rows; cond ~1e3 here), 1e-10 relative is a margin of
+    ~1e2 over that (measured ~6e-15)."""
+    N = 10
+    mdl = _redundant_model(N)
+    system = mdl.system
+    for th in (0.9, 2.0, -1.2):
+        q = mdl.assemble({"crank0.phi": th}, q_guess=_guess(mdl, th, N))
+        v = mdl.velocities(q, {"crank0.phi": 0.7})
+        go.solve_step(system, 0.0, q, v)                      # (the dense kernel's step)
+        r = go.solve_step(system, 0.0, q, v)
+        assert r.info["sparse"] and r.info["rank"] == system.m - 1
+        status, a, lam, rank, s = _dense(system, 0.0, q, v)
+        assert status == K.OK and rank == system.m - 1
+        assert np.max(np.abs(r.a - a)) <= 1e-10 * np.max(np.abs(a))
+        assert np.max(np.abs(r.multipliers - lam)) <= 1e-10 * np.max(np.abs(lam))
+
+
 def _guess(mdl, th, N):
     """The parallelogram configuration at ``th`` (the extra coupler on top of coupler1)."""
     q = np.zeros(mdl.n)
