@@ -196,10 +196,12 @@ def _unit(signature: str):
 #: ``S``: entries ``pe1``, ``pe2`` of one column, added at ``pslot`` of the
 #: flattened band; the mass blocks: first coordinate ``bptr`` (nblk + 1), offset
 #: ``boff`` (nblk + 1) of the packed row-major values, the block ``bof`` of every
-#: coordinate; the rows that regularize a block (``regrow``, their block ``regblk``:
+#: coordinate; the rows that regularize a block (``regrow``, grouped by their block
+#: ``regblk``, those of block ``B`` at ``regptr[B]:regptr[B + 1]``:
 #: module docstring, "Block mass").
 Structure = namedtuple("Structure", ["dims", "indptr", "indices", "rowof", "pos", "pe1", "pe2",
-                                     "pslot", "bptr", "boff", "bof", "regrow", "regblk"])
+                                     "pslot", "bptr", "boff", "bof", "regrow", "regblk",
+                                     "regptr"])
 #: The per-step arrays (:func:`make_work`): the model's outputs ``d`` (the mass blocks,
 #: packed: the diagonal of a diagonal M), ``F``, ``data`` (A in the pattern), ``b``; ``h``
 #: and ``g`` (M and F scaled), ``hi`` the inverses of the regularized blocks of size > 1
@@ -300,7 +302,16 @@ def make_structure(n: int, m: int, indptr: np.ndarray, indices: np.ndarray,
     dims = [n, m, nnz, kb, maxrow, size.size, int(boff[-1]), int(size.max()) if n else 1]
     return Structure(np.array(dims, dtype=np.int64), indptr, indices, rowof, pos,
                      pe1, pe2, pslot.astype(np.int64), bptr, boff, bof,
-                     np.array(regrow, dtype=np.int64), np.array(regblk, dtype=np.int64))
+                     *_grouped(regrow, regblk, size.size))
+
+
+def _grouped(regrow: list, regblk: list, nblk: int) -> tuple:
+    """``(regrow, regblk, regptr)``: the regularizing rows sorted by block, and each
+    block's range in them."""
+    rb = np.array(regblk, dtype=np.int64)
+    order = np.argsort(rb, kind="stable")
+    regptr = np.concatenate([[0], np.cumsum(np.bincount(rb, minlength=nblk))]).astype(np.int64)
+    return np.array(regrow, dtype=np.int64)[order], rb[order], regptr
 
 
 def make_work(st: Structure) -> SparseWork:
@@ -408,15 +419,14 @@ def _regularize(st, w, h, with_g):
         rho = _rho(st, h, B)
         for k in range(s * s):
             w.hi[o + k] = h[o + k]
-        for e in range(st.regrow.shape[0]):
-            if st.regblk[e] == B:
-                i = st.regrow[e]
-                k0 = st.indptr[i]
-                for r in range(s):
-                    if with_g:
-                        w.gr[c0 + r] += rho * w.dn[k0 + r] * w.bn[i]
-                    for c in range(s):
-                        w.hi[o + r * s + c] += rho * w.dn[k0 + r] * w.dn[k0 + c]
+        for e in range(st.regptr[B], st.regptr[B + 1]):
+            i = st.regrow[e]
+            k0 = st.indptr[i]
+            for r in range(s):
+                if with_g:
+                    w.gr[c0 + r] += rho * w.dn[k0 + r] * w.bn[i]
+                for c in range(s):
+                    w.hi[o + r * s + c] += rho * w.dn[k0 + r] * w.dn[k0 + c]
         lo = _block_inverse(w.hi, o, s, w.wk)
         if not lo > 0.0:
             return -1.0
@@ -932,7 +942,8 @@ def _empty_structure(n: int) -> Structure:
     zi = np.zeros(0, dtype=np.int64)
     return Structure(np.array([n, 0, 0, 0, 0, 0, 0, 0], dtype=np.int64),
                      np.zeros(1, dtype=np.int64), zi, zi, zi, zi, zi, zi,
-                     np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), zi, zi, zi)
+                     np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), zi, zi, zi,
+                     np.zeros(1, dtype=np.int64))
 
 
 #: ``mode`` of a :class:`Band`: no sparse path; the step, rank monitor and nearness

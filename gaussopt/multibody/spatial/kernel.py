@@ -407,7 +407,7 @@ def rows(p, q, v, drv, A, b, with_gamma):
     nb_ = int(p[H_NB])
     L = np.empty((m, 14))
     ij = np.empty((m, 3), np.int64)
-    rows_by_body(p, q, v, drv, L, ij, b, with_gamma)
+    rows_by_body(p, q, v, drv, L, ij, b, b, False, with_gamma)
     for r in range(A.shape[0]):
         for c in range(A.shape[1]):
             A[r, c] = 0.0
@@ -435,15 +435,16 @@ def row_bodies(p: np.ndarray) -> np.ndarray:
     ij = np.empty((m, 3), np.int64)
     z = np.zeros(n)
     nd = 3 * int(p[H_KDR])
-    rows_by_body(p, z, z, np.zeros(nd), L, ij, np.zeros(m), False)
+    rows_by_body(p, z, z, np.zeros(nd), L, ij, np.zeros(m), np.zeros(m), False, False)
     return ij
 
 
-@_unit("none(f8v, f8v, f8v, f8v, f8m, i8m, f8v, b1)")
-def rows_by_body(p, q, v, drv, L, ij, b, with_gamma):
-    """``Phi_q`` by body into ``L`` (m, 14) and ``ij`` (m, 3) (:func:`_evaluate`) and,
-    when ``with_gamma``, ``gamma`` into ``b``."""
-    _evaluate(p, q, v, drv, b, L, ij, b, b, False, True, with_gamma, False)
+@_unit("none(f8v, f8v, f8v, f8v, f8m, i8m, f8v, f8v, b1, b1)")
+def rows_by_body(p, q, v, drv, L, ij, ph, b, want_phi, with_gamma):
+    """``Phi_q`` by body into ``L`` (m, 14) and ``ij`` (m, 3) (:func:`_evaluate`), in the
+    same pass ``Phi`` into ``ph`` when ``want_phi`` and ``gamma`` into ``b`` when
+    ``with_gamma``."""
+    _evaluate(p, q, v, drv, ph, L, ij, b, b, want_phi, True, with_gamma, False)
 
 
 def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -463,15 +464,15 @@ def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @_jit
-def sparse_rows(p, q, v, datap, b, with_gamma):
+def sparse_rows(p, q, v, datap, ph, b, want_phi, with_gamma):
     """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
-    ``datap``) and, when ``with_gamma``, ``gamma`` into ``b``: :func:`_evaluate`'s rows
-    by body gathered, O(m)."""
+    ``datap``) and, in the same pass, ``Phi`` into ``ph`` when ``want_phi`` and ``gamma``
+    into ``b`` when ``with_gamma``: :func:`_evaluate`'s rows by body gathered, O(m)."""
     m = int(p[H_M])
     nb_ = int(p[H_NB])
     L = np.empty((m, 14))
     ij = np.empty((m, 3), np.int64)
-    rows_by_body(p, q, v, np.zeros(0), L, ij, b, with_gamma)
+    rows_by_body(p, q, v, np.zeros(0), L, ij, ph, b, want_phi, with_gamma)
     nnz = 0
     for k in range(m):
         nnz += (7 if ij[k, 2] else 4) * ((ij[k, 0] < nb_) + (ij[k, 1] < nb_))
@@ -884,7 +885,8 @@ def _sparse_rows(t, qp, vp, pp, datap, bp):
     if not _usable(p):
         return 1
     n, m = 7 * int(p[H_NB]), int(p[H_M])
-    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, _vec(bp, m), True)
+    b = _vec(bp, m)
+    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, b, b, False, True)
     return 0
 
 
@@ -895,8 +897,8 @@ def _sparse_pos(t, qp, pp, phip, datap, phitp):
         return 1
     n, m = 7 * int(p[H_NB]), int(p[H_M])
     q = _vec(qp, n)
-    phi(p, q, np.zeros(0), _vec(phip, m))
-    sparse_rows(p, q, q, datap, np.zeros(m), False)
+    ph = _vec(phip, m)
+    sparse_rows(p, q, q, datap, ph, ph, True, False)        # Phi and Phi_q in one pass
     phi_t(p, q, np.zeros(0), _vec(phitp, m))
     return 0
 
