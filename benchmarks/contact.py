@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems import bouncing_ball, rocking_block  # noqa: E402
+from gaussopt_problems import bouncing_ball, rocking_block  # noqa: E402
 
 
 def _median_time(fun, repeat: int = 3):

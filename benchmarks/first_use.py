@@ -16,11 +16,11 @@ Items
 -----
 * ``import``: ``import gaussopt``;
 * ``step_closed_form``, ``step_lagrange``, ``step_qp``: the first ``go.solve_step`` of
-  the paper-001 four-bar (``problems.four_bar.build()``) with that solver;
+  the paper-001 four-bar (``gaussopt_problems.four_bar.build()``) with that solver;
 * ``simulate_dop853``, ``simulate_rk4``: its first ``go.simulate`` with the problem's
   settings (DOP853), and with ``method="rk4"``;
 * ``solve_steps``: its first ``go.solve_steps`` on 100 states;
-* ``multibody``: the double parallelogram (``problems.double_parallelogram``) built from
+* ``multibody``: the double parallelogram (``gaussopt_problems.double_parallelogram``) built from
   bodies and joints and run for 1 s;
 * ``lagrangian``: the README's sympy pendulum, ``go.from_lagrangian`` and a 2 s run;
 * ``pendulum``: the README's 18-line pendulum example as pasted (30,001 output samples);
@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FOUR_BAR = "from problems import four_bar\npb = four_bar.build()\n"
+FOUR_BAR = "from gaussopt_problems import four_bar\npb = four_bar.build()\n"
 
 PENDULUM = '''
 import numpy as np
@@ -104,10 +104,10 @@ ITEMS = {
                  "go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)\n",
     "lagrangian": LAGRANGIAN,
     "pendulum": PENDULUM,
-    "cli_list": "from gaussopt.cli import main\nmain(['list'])\n",
-    "cli_help": "from gaussopt.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n",
-    "cli_show": "from gaussopt.cli import main\nmain(['show', 'four_bar'])\n",
-    "main_job": "from gaussopt.cli import main\nimport sys\nsys.exit(main(['compare', 'four_bar', "
+    "cli_list": "from gaussopt.study.cli import main\nmain(['list'])\n",
+    "cli_help": "from gaussopt.study.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n",
+    "cli_show": "from gaussopt.study.cli import main\nmain(['show', 'four_bar'])\n",
+    "main_job": "from gaussopt.study.cli import main\nimport sys\nsys.exit(main(['compare', 'four_bar', "
                 "'--out', OUT]))\n",
 }
 

@@ -17,7 +17,7 @@ pinned at ``(l, 0)`` (angle ``th2``), a coupler of length ``l`` joining the
 crank tip and the rocker tip. Joint coordinates ``(th1, phi, th2)`` where
 ``phi`` is the coupler's angle *relative to the crank*: on the physical branch
 ``th2 = th1``, ``phi = -th1`` (the coupler translates) and
-``(5/3) m l^2 th1'' = psi - 2 m g l cos th1`` — :func:`problems.four_bar.reference`.
+``(5/3) m l^2 th1'' = psi - 2 m g l cos th1`` — :func:`gaussopt_problems.four_bar.reference`.
 Its singular positions are the collinear ones ``th1 = k pi``: there the
 horizontal row of the loop closure vanishes and any drift makes that row
 inconsistent, so its multiplier is unbounded (the crank revolves: 20 s pass
@@ -43,7 +43,7 @@ inconsistent, so its multiplier is unbounded (the crank revolves: 20 s pass
   constraint force is only a fraction ``d ~ 0.9..0.95`` of the rigid one
   (``th1''`` at the start 3.9 % off) and the constraint damps the motion.
 * **scipy.sparse.linalg.splu** (:func:`splu_n_four_bar`): the KKT matrix
-  ``[[M, A^T], [A, 0]]`` of :mod:`problems.n_four_bar` (body coordinates) at
+  ``[[M, A^T], [A, 0]]`` of :mod:`gaussopt_problems.n_four_bar` (body coordinates) at
   its initial state, assembled as CSC once; factor and solve per step.
 """
 
@@ -60,7 +60,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from problems import four_bar, n_four_bar  # noqa: E402
+from gaussopt_problems import four_bar, n_four_bar  # noqa: E402
 
 M_ROD, L_ROD, G, PSI = 12.0, 2.0, four_bar.G, 450.0
 TH0 = np.pi / 3

@@ -6,8 +6,8 @@ Run: ``python3 benchmarks/run.py [--quick] [--skip-compile] [--repeat N]
 MuJoCo; a missing peer prints ``n/a``). Every row is measured in this run:
 gaussopt, the peer, the ratio gaussopt / peer, and the accuracy of each
 against the same independent reference (the four-bar's reduced
-one-coordinate equation of :mod:`problems.four_bar`, the N-four-bar's of
-:mod:`problems.n_four_bar`, Clarabel's own answer checked against the closed
+one-coordinate equation of :mod:`gaussopt_problems.four_bar`, the N-four-bar's of
+:mod:`gaussopt_problems.n_four_bar`, Clarabel's own answer checked against the closed
 form). Times are medians of repeated batches (``timeit``) or of repeated
 whole runs, with one BLAS thread; wall time is ``time.perf_counter``.
 
@@ -20,16 +20,16 @@ Rows
   engine), against Pinocchio's ``constraintDynamics`` on the same planar
   four-bar in joint coordinates;
 * the verification inside the kernel step (its share of the step);
-* the four-bar for 20 s with ``problems.four_bar.build(t_end=20)``'s
+* the four-bar for 20 s with ``gaussopt_problems.four_bar.build(t_end=20)``'s
   recommended settings against MuJoCo at ``dt = 1e-3`` with its default
   (Euler) integrator, and gaussopt's ``rk4`` at ``dt = 1e-3`` against
   Pinocchio + the same RK4 in a Python loop;
 * the QP step (Clarabel called directly by gaussopt) against the closed form,
   and against Clarabel called directly on the same QP by hand;
 * the QP step with an ``Inequality`` row (paper 002's disk with the unilateral
-  contact, :mod:`problems.ellipse_rolling`), in contact and lifted off, against
+  contact, :mod:`gaussopt_problems.ellipse_rolling`), in contact and lifted off, against
   the closed form of the same disk with the contact as an equality;
-* contacts (:mod:`gaussopt.contact`): the step of paper 002's disk (case4) with its
+* contacts (:mod:`gaussopt.integrate.contact_run`): the step of paper 002's disk (case4) with its
   ``Contact`` closed (``friction = inf``: the gap and the no-slip row), as a contact run
   computes it where the contact state is decided (``contact_step``: the active-set
   solution of ``lcp.solve_contact`` with its verification), against the closed form of
@@ -75,7 +75,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gaussopt as go  # noqa: E402
 import peers  # noqa: E402
-from problems import four_bar, n_four_bar  # noqa: E402
+from gaussopt_problems import four_bar, n_four_bar  # noqa: E402
 
 ROWS: list[dict] = []
 
@@ -143,12 +143,12 @@ def step_rows(repeat):
 
 
 def verification_us(sysm, q, v, repeat):
-    """The cost of the per-step verification (:func:`gaussopt.kernel.check`: backward
+    """The cost of the per-step verification (:func:`gaussopt.gauss.dense_step.check`: backward
     error of the optimality conditions, inconsistency, vanished rows) and of the whole
     kernel step that contains it, both in compiled loops on the four-bar's M, F, A, b."""
     import numba as nb
 
-    from gaussopt import kernel as K
+    import gaussopt.gauss.dense_step as K
 
     M, F, A, b = (np.array(x, dtype=float) for x in sysm.evaluate(0.0, q, v))   # (writable)
     n, m = M.shape[0], A.shape[0]
@@ -193,8 +193,8 @@ def in_simulate_step_us(solver, q, v, repeat):
     """The compiled step as the engine calls it: model + kernel, in a compiled loop."""
     import numba as nb
 
-    from gaussopt import engine as E
-    from gaussopt.model import functions
+    import gaussopt.integrate.engine as E
+    from gaussopt.core.model_interface import functions
 
     ctx = solver._context()
     handle = ctx[0]
@@ -262,7 +262,7 @@ def clarabel_by_hand(sysm, q, v, a_qp, repeat):
 
 def ellipse_qp_rows(repeat):
     """The QP step with an :class:`~gaussopt.Inequality` row: paper 002's disk (case4,
-    ``fx = 3``) with the unilateral contact (:func:`problems.ellipse_rolling.build`,
+    ``fx = 3``) with the unilateral contact (:func:`gaussopt_problems.ellipse_rolling.build`,
     ``unilateral=True``), in contact and lifted off, against the closed form of the same
     disk with the contact as an equality.
 
@@ -280,11 +280,11 @@ def ellipse_qp_rows(repeat):
     contact ``a_ref`` is the reduced one-coordinate equation's (:func:`reference_solution`,
     independent of gaussopt; the peer against the same); lifted off, ``a_ref`` is Gauss's
     step with the rolling row alone, written out here (the rolling row stays bilateral in
-    flight, see :func:`~problems.ellipse_rolling.system`, so it is not ``M^-1 F``), and the
+    flight, see :func:`~gaussopt_problems.ellipse_rolling.system`, so it is not ``M^-1 F``), and the
     peer, which still holds the contact, against the reduced equation at the same
     ``theta, theta'`` (its rows do not depend on ``yc``).
     """
-    from problems import ellipse_rolling as er
+    from gaussopt_problems import ellipse_rolling as er
 
     pu = er.build("case4", unilateral=True)
     p = pu.params
@@ -333,17 +333,17 @@ def contact_rows(repeat):
     The disk: paper 002's case4 (``fx = 3``) at ``t = 1 s`` of the reduced solution
     (normal force 8.6 N: the contact pushes, the motion is the bilateral one), with
     ``contact=True, friction=inf`` (the gap and the slip of the same hand-written
-    functions, :func:`problems.ellipse_rolling.system`) and, as the peer,
+    functions, :func:`gaussopt_problems.ellipse_rolling.system`) and, as the peer,
     ``rolling="holonomic", derivation="hand"`` (the gap and the integrated slip as
     ``go.Holonomic`` rows). Accuracy: max |a - a_ref| / max |a_ref| against the reduced
     one-coordinate equation. The phase rows: DOP853 at ``rtol = atol = 1e-11``
     (``build``'s settings), per accepted step; accuracy: max |q - q_ref| at 2.5 s against
     the reduced equation.
     """
-    from gaussopt.contact import lcp
-    from gaussopt.contact.driver import _Model, contact_step
-    from problems import bouncing_ball
-    from problems import ellipse_rolling as er
+    import gaussopt.gauss.contact_problem as lcp
+    from gaussopt.integrate.contact_run import _Model, contact_step
+    from gaussopt_problems import bouncing_ball
+    from gaussopt_problems import ellipse_rolling as er
 
     print("contacts", flush=True)
     pc = er.build("case4", contact=True, friction=float("inf"))
@@ -584,7 +584,7 @@ def compile_rows():
     the caches just written."""
     print("compile time (fresh caches; takes minutes)", flush=True)
     code = ("import time; t0 = time.perf_counter(); import numpy as np, gaussopt as go; "
-            "from problems import four_bar; p = four_bar.build(); "
+            "from gaussopt_problems import four_bar; p = four_bar.build(); "
             "go.solve_step(p.system, 0.0, p.q0, p.v0); "
             "go.simulate(p.system, (0.0, 0.1), p.q0, p.v0); "
             "print(time.perf_counter() - t0)")
@@ -611,7 +611,7 @@ def spatial_arm_rows(repeat):
     no torque. Accuracy of each: max |qdd - qdd_ref| / max |qdd_ref| against MuJoCo's
     ``mj_forward`` ``qacc`` of the same file (a third direct solver), gaussopt's step
     mapped to joint accelerations by
-    :func:`~gaussopt.multibody.spatial.mjcf.joint_accelerations`."""
+    :func:`~gaussopt.multibody.io.mjcf.joint_accelerations`."""
     print("6-link spatial arm (URDF) one step", flush=True)
     import warnings
 
@@ -621,7 +621,7 @@ def spatial_arm_rows(repeat):
     except ImportError:
         add("6-link arm solve_step closed_form", None, None, "pinocchio.aba", None, None, "<= 3")
         return
-    from gaussopt.multibody.spatial import mjcf
+    import gaussopt.multibody.io.mjcf as mjcf
 
     path = ROOT / "tests" / "data" / "arm6.urdf"
     with warnings.catch_warnings():
@@ -687,7 +687,7 @@ def spatial_chain_rows(repeat, Ns=(10, 40, 160)):
     up to N = 40, against gaussopt's dense step on the same model (the baseline the O(n)
     path replaces); growth exponents. Accuracy: max |th'' - ref| / max |ref| against the
     problem's own joint-space reference (composite-rigid-body + Newton-Euler, numpy)."""
-    from problems import spatial_chain as sc
+    from gaussopt_problems import spatial_chain as sc
 
     print("N-link spatial chain one step", flush=True)
     try:
@@ -740,7 +740,7 @@ def delta_rows(repeat):
     a run on the O(n) path against the same run on the dense step, each against its
     independent reference (the platform's reduced-coordinate equation; the reduced
     one-coordinate equation)."""
-    from problems import delta_robot
+    from gaussopt_problems import delta_robot
 
     print("runs on the band against the dense step", flush=True)
     _band_vs_dense_run("delta robot (n = 70, 3 loops) 2 s run (platform max err, m)",
@@ -757,7 +757,7 @@ def _bricard_pinocchio(pin, L=1.0, m=1.0, g=9.81):
     world's orientation at q = 0), the rods' inertias about their centroids, and the loop
     closed at joint 6 by two CONTACT_3D between rod 5 and the ground: at P5 and at
     P5 + (L, 0, 0) on its axis (6 rows, rank 5: pinocchio has no 5-row hinge contact)."""
-    from problems import bricard
+    from gaussopt_problems import bricard
 
     P, W = bricard.POINTS * L, bricard.AXES
     model = pin.Model()
@@ -786,7 +786,7 @@ def _bricard_joint_accelerations(ref, th, u, du):
     """The reference's joint accelerations ``th''`` (6,) at ``th``, ``th1' = u``,
     ``th1'' = du``: its closure derivative ``S th'' + sum_i [V_(i-1), xi_i th_i'] = 0``
     (problems/bricard.py, JointAngleReference.body_motion) solved for th2''..th6''."""
-    from problems.bricard import _bracket
+    from gaussopt_problems.bricard import _bracket
 
     _, _, S = ref.twists(th)
     thd = ref.rates(S) * u
@@ -856,7 +856,7 @@ def bricard_rows(repeat):
     print("Bricard linkage (IFToMM A04)", flush=True)
     import warnings
 
-    from problems import bricard
+    from gaussopt_problems import bricard
 
     pb = bricard.build()
     sysm = pb.system

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gaussopt as go  # noqa: E402
-from problems import four_bar  # noqa: E402
+from gaussopt_problems import four_bar  # noqa: E402
 
 
 def chain_system() -> tuple[go.System, np.ndarray, np.ndarray]:

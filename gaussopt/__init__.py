@@ -5,48 +5,93 @@ function ``0.5 a^T M a - a^T F`` subject to the constraints brought to the
 acceleration level, ``A a = b``. The step can be solved in closed form
 (Udwadia--Kalaba / Udwadia--Phohomsiri), through Lagrange's multipliers, as a
 QP (cvxpy) or by a genetic algorithm (pygad).
+
+This module is the flat public API; the code lives in packages by role, data
+flowing downward (each imports only from the ones below it):
+
+==================  ==================================================================
+:mod:`.study`       problems registry, compare, sweep, plotting, the command line
+:mod:`.symbolic`,   front ends: a Lagrangian in sympy; planar and spatial bodies and
+:mod:`.multibody`,  joints, MJCF/URDF files; the reduced (quasi-velocity) formulation
+:mod:`.quasi`       with its own run
+:mod:`.integrate`   a run over time (:func:`simulate`): options, stabilization, the
+                    compiled engine, dense output and events, the contact run
+:mod:`.gauss`       one step at ``(t, q, v)``: rank decision, dense and band steps, the
+                    four solvers, :func:`solve_step`, the contact problem
+:mod:`.model`       what a user describes: :class:`System`, constraints, contacts
+:mod:`.core`        compiled-code machinery, the model interface, records, results,
+                    exceptions, the tables of status codes and settings
+==================  ==================================================================
 """
 
-from .constraints import AccelerationConstraint, Constraint, Holonomic, Inequality, Nonholonomic
-from .exceptions import (ConvergenceWarning, GaussoptError, InconsistentConstraintsError, IndeterminateMotionError,
-                         ModelError, ObjectiveMismatchWarning, RankChangeWarning, SolverError,
-                         ToleranceWarning, TrajectoryFileError, UnsupportedConstraintError)
-from .contact import Contact
-from .dense import DenseSolution
-from .integrate import Baumgarte, Projection, simulate
-from . import plotting
-from .compare import Comparison, compare
-from .problem import Problem, ga_settings
-from .quasi import QuasiVelocities
-from .result import RankEvent, StepResult, Trajectory, load
-from .solvers import SOLVERS, StepSolver
-from .step import make_solver, solve_step, solve_steps
-from .system import System, rebuildable
-from .sweep import SweepResult, sweep
+import sys as _sys
 
-__version__ = "0.1.0"
+from gaussopt.core.exceptions import (ConvergenceWarning, GaussoptError,
+                                      InconsistentConstraintsError, IndeterminateMotionError,
+                                      ModelError, ObjectiveMismatchWarning, RankChangeWarning,
+                                      SolverError, ToleranceWarning, TrajectoryFileError,
+                                      UnsupportedConstraintError)
+from gaussopt.core.result import Impact, RankEvent, StepResult, Trajectory, load
+from gaussopt.model.constraints import (AccelerationConstraint, Constraint, Holonomic, Inequality,
+                                        Nonholonomic)
+from gaussopt.model.contact import Contact, ContactPoints
+from gaussopt.model.system import System, rebuildable
+from gaussopt.gauss.contact_problem import ContactSolution, ContactSolveError, solve_contact
+from gaussopt.gauss.solvers import SOLVERS, StepSolver
+from gaussopt.gauss.solve_step import make_solver, solve_step, solve_steps
+from gaussopt.integrate.contact_run import ContactDenseSolution
+from gaussopt.integrate.dense_output import DenseSolution
+from gaussopt.integrate.ivp import simulate
+from gaussopt.integrate.stabilization import Baumgarte, Projection
+from gaussopt.quasi import QuasiVelocities
+from gaussopt.study import plotting
+from gaussopt.study.compare import Comparison, compare
+from gaussopt.study.problem import Problem, ga_settings
+from gaussopt.study.sweep import SweepResult, sweep
+from gaussopt.core.version import __version__
 
-_LAZY = ("symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities",
-         "multibody")
+#: ``gaussopt.plotting`` is a public namespace (``go.plotting.plot_coordinates``); its
+#: module lives in :mod:`gaussopt.study`, so ``import gaussopt.plotting`` is served from here
+_sys.modules[__name__ + ".plotting"] = plotting
+
+#: imported on first use: sympy (the symbolic front end) costs about a second, the
+#: multibody package its compiled kernels' set-up
+_LAZY = {"symbolic": "gaussopt.symbolic", "SymbolicModel": "gaussopt.symbolic",
+         "from_lagrangian": "gaussopt.symbolic", "from_mechanics": "gaussopt.symbolic",
+         "kane_velocities": "gaussopt.symbolic", "multibody": "gaussopt.multibody"}
 
 
 def __getattr__(name):
-    # sympy (symbolic) is imported on first use only: it costs ~1 s
     if name in _LAZY:
         import importlib
 
-        if name == "multibody":
-            return importlib.import_module(".multibody", __name__)
-        mod = importlib.import_module(".symbolic", __name__)
-        return mod if name == "symbolic" else getattr(mod, name)
+        mod = importlib.import_module(_LAZY[name])
+        return mod if mod.__name__ == f"{__name__}.{name}" else getattr(mod, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
-    "System", "rebuildable", "sweep", "SweepResult", "Holonomic", "Nonholonomic", "AccelerationConstraint", "Inequality", "Contact", "Constraint",
-    "solve_step", "solve_steps", "make_solver", "simulate", "Baumgarte", "Projection",
-    "DenseSolution", "Problem", "ga_settings", "QuasiVelocities", "compare", "Comparison", "plotting", "StepResult", "Trajectory", "RankEvent", "load", "SOLVERS", "StepSolver",
+    # the system and its constraints
+    "System", "rebuildable", "Holonomic", "Nonholonomic", "AccelerationConstraint",
+    "Inequality", "Contact", "ContactPoints", "Constraint",
+    # one step
+    "solve_step", "solve_steps", "make_solver", "SOLVERS", "StepSolver", "StepResult",
+    "solve_contact", "ContactSolution",
+    # a run
+    "simulate", "Baumgarte", "Projection", "Trajectory", "RankEvent", "Impact", "load",
+    "DenseSolution", "ContactDenseSolution", "QuasiVelocities",
+    # problems and studies
+    "Problem", "ga_settings", "compare", "Comparison", "sweep", "SweepResult", "plotting",
+    # front ends (imported on first use)
+    "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities",
+    "multibody",
+    # exceptions and warnings
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
-    "symbolic", "SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "multibody",
-    "UnsupportedConstraintError", "SolverError", "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning",
-    "ToleranceWarning", "TrajectoryFileError", "__version__",
+    "UnsupportedConstraintError", "SolverError", "ContactSolveError", "TrajectoryFileError",
+    "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning", "ToleranceWarning",
+    "__version__",
 ]

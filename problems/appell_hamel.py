@@ -67,9 +67,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
-from gaussopt.exceptions import GaussoptError, ModelError
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings
+from gaussopt.core.exceptions import GaussoptError, ModelError
 
 __all__ = ["system", "model_rhs", "simulate_model", "reference", "stop_time", "build", "outputs",
            "MODELS", "DEFAULTS"]

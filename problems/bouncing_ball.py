@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 
 def first_impact(h: float = 1.3, r: float = 0.1, g: float = 9.81) -> tuple[float, float]:

@@ -70,7 +70,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 G = 9.81
 
@@ -333,7 +333,7 @@ def reference(t, t_end: float = 10.0, **params) -> dict:
 # ---------------------------------------------------------------------- gaussopt's model
 def model(L: float = 1.0, m: float = 1.0, g: float = G, width: float = 0.0):
     """The A04 mechanism from ``sp.Body`` and six ``sp.Revolute``: bodies ``rod1..rod5``."""
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     P, W = POINTS * L, AXES
     bodies = [sp.Body(RODS[k], m, rod_inertia(m, L, width, (P[k + 1] - P[k]) / L),

@@ -72,7 +72,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 G = 9.81
 Z = np.array([0.0, 0.0, 1.0])
@@ -103,7 +103,7 @@ def _least_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _quaternion(R: np.ndarray) -> np.ndarray:
     """The unit quaternion ``(e0, e1, e2, e3)``, ``e0 >= 0``, of a rotation matrix."""
-    from problems.bricard import _quaternion as quat
+    from gaussopt_problems.bricard import _quaternion as quat
 
     return quat(R)
 
@@ -296,7 +296,7 @@ def reference_solution(t_end: float, g: float = G, th0=(1.4, 1.65, 1.9),
 def model(g: float = G, th0=(1.4, 1.65, 1.9), rod_ends: str = "spherical"):
     """The delta robot from ``sp`` bodies and joints in the pose ``th0``: bodies
     ``arm0, rod0a, rod0b, arm1, rod1a, rod1b, arm2, rod2a, rod2b, platform``."""
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     ref = ReducedReference(g=g, th0=th0, rod_ends=rod_ends)
     th = ref.th0

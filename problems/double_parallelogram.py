@@ -50,7 +50,7 @@ settings:
   (the Gauss step sees only the first-order constraints; for this symmetric
   linkage the minimum-constraint choice is the exact one by symmetry, for
   unequal cranks it is off by ``O(1)``). The step restrains the dropped
-  direction (:func:`gaussopt.engine.step.fold_rows`): by the row itself where
+  direction (:func:`gaussopt.gauss.model_step.fold_rows`): by the row itself where
   it is still accurate, closer to the fold by the derivative of the dropped row
   along the motion (exact at the fold, well conditioned through it), and from
   rest exactly at a fold by the branch along which the rows' second-order forms
@@ -77,7 +77,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt import multibody as mb
+import gaussopt.multibody as mb
 
 G = 9.81
 

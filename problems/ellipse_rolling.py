@@ -97,9 +97,9 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipeinc
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
-from gaussopt.exceptions import ModelError
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings
+from gaussopt.core.exceptions import ModelError
 
 __all__ = ["CASES", "build", "system", "rho", "rho_d1", "rho_d2", "arc_integral",
            "reference_solution", "contact_reference", "contact_forces", "normal_force", "liftoff_time", "PAPER_INTEGRATORS"]
@@ -482,7 +482,7 @@ def contact_reference(t, *, a: float, b: float, m: float = 1.0, g: float = G,
                       xc0: float = 0.0, mu: float = 0.5, with_events: bool = False):
     """The motion with a physical contact (Coulomb friction ``mu``, plastic landings).
 
-    Written independently of :mod:`gaussopt.contact`, phase by phase, with the
+    Written independently of :mod:`gaussopt.integrate.contact_run`, phase by phase, with the
     contact point's slip rate ``u = xc' + rho th'`` and the friction force ``T`` along
     ``x`` (``T = -mu N sign(u)`` while sliding):
 
@@ -805,7 +805,7 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
 
     Examples
     --------
-    >>> from problems import ellipse_rolling as er
+    >>> from gaussopt_problems import ellipse_rolling as er
     >>> p = er.build("case3", t_end=1.0)
     >>> tr = p.simulate()
     >>> err = abs(tr["theta"][-1] - p.reference(tr.t[-1:])["theta"][0])

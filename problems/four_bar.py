@@ -19,8 +19,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings, output_grid
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings, output_grid
 
 G = 9.8
 

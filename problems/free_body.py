@@ -40,9 +40,9 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipj, ellipkinc, ellipkm1
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
-from problems._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
+from gaussopt_problems._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
 
 VELOCITY = np.array([0.3, -0.2, 0.1])          # of the centroid [m/s]
 TILT_AXIS = np.array([1.0, 2.0, 2.0]) / 3.0
@@ -200,7 +200,7 @@ def build(m: float = 2.0, J1: float = 0.02, J2: float = 0.035, J3: float = 0.05,
         :func:`observables`); ``reference(t)``: ``w1, w2, w3`` and ``Lx, Ly, Lz``, ``E``
         (constant). ``model`` is the spatial Model.
     """
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     J = np.array([J1, J2, J3])
     wb = np.array([w1, w2, w3])

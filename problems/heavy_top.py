@@ -40,9 +40,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
-from problems._rigid import body_angular_velocity, euler_zxz, quaternion, quaternion_rate, rotation
+from gaussopt_problems._rigid import body_angular_velocity, euler_zxz, quaternion, quaternion_rate, rotation
 
 G = 9.81
 
@@ -215,7 +215,7 @@ def build(m: float = 1.5, l: float = 0.2, A: float = 0.008, C: float = 0.012, g:
         integrals ``p_phi``, ``p_psi``, ``E``); ``reference(t)``: ``theta, x, y, z``
         from the Euler-angle equations. ``model`` is the spatial Model.
     """
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     phi0, psi0 = 0.3, 0.0
     q0, v0 = initial_state(m, l, phi0, theta0, psi0, dphi0, dtheta0, dpsi0)

@@ -23,8 +23,8 @@ Settings: DOP853 with :class:`gaussopt.multibody.LeastSquaresProjection`
 (projected vector field), ``rtol = atol = 1e-10``, default ``rank_tol``.
 Measured (10 s, 10 collinear passages, rank ``6N + 2 -> 5N + 2`` at each; one
 run each on a 2-core machine, with the rank monitor; ``on band``: right-hand
-sides answered by the O(n) path of :mod:`gaussopt.sparse`, which ``simulate``
-takes from :data:`gaussopt.sparse.MIN_N` coordinates on):
+sides answered by the O(n) path of :mod:`gaussopt.gauss.band_step`, which ``simulate``
+takes from :data:`gaussopt.gauss.band_step.MIN_N` coordinates on):
 
 ====  =====  ====================================  ==============  =====  =======  =======
 N     rtol   B0 at t = 10 s                        max err of B0   RHS    on band  wall
@@ -50,7 +50,7 @@ projection evaluates its residuals and Jacobian in the rows' pattern since the s
 model's ``pos``; before, the dense position Jacobian made N = 40 at 1e-10 take 3.3 s.)
 
 One step outside a run (``go.solve_step``, ``go.solve_steps``) takes the O(n)
-path of :mod:`gaussopt.sparse` at the regular positions (full row rank
+path of :mod:`gaussopt.gauss.band_step` at the regular positions (full row rank
 certified): measured 0.03 / 0.05 / 0.09 / 0.17 ms at N = 10 / 20 / 40 / 80
 (growth ~N^0.85; scipy's ``splu`` of the same KKT matrix 0.07 / 0.10 / 0.18 /
 0.32 ms, N^0.74; the dense step ~50 ms at N = 80, N^2.2). At and near the
@@ -63,7 +63,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt import multibody as mb
+import gaussopt.multibody as mb
 
 G = 9.81
 

@@ -15,8 +15,8 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipk
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings
 
 
 def period(l: float = 1.0, g: float = 9.81, th0_deg: float = 60.0) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 
 def housner_ratio(b: float = 0.2, h: float = 0.6) -> float:

@@ -55,9 +55,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
-from problems._rigid import quaternion, quaternion_rate
+from gaussopt_problems._rigid import quaternion, quaternion_rate
 
 RADIUS = 0.01                                   # of the three rods [m]
 A_POINT, A_AXIS = np.zeros(3), np.array([1.0, 0.0, 0.0])
@@ -304,7 +304,7 @@ def build(r1: float = 0.12, r2: float = 0.3, L: float = 0.6, m1: float = 0.8, m2
         the reduced equation (or, driven, the closed-form loop closure). ``model`` is the
         spatial Model.
     """
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     kin = Kinematics(r1, r2, L)
     q0, v0, frames = pose(kin, theta0, drive)

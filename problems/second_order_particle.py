@@ -98,9 +98,9 @@ from typing import Sequence
 import numpy as np
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
-from gaussopt.exceptions import ModelError
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings
+from gaussopt.core.exceptions import ModelError
 
 __all__ = ["system", "initial_state", "reference", "build", "outputs", "FORMS"]
 

@@ -41,9 +41,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
-from gaussopt.problem import ga_settings
-from gaussopt.exceptions import ModelError
+from gaussopt.model.system import rebuildable
+from gaussopt.study.problem import ga_settings
+from gaussopt.core.exceptions import ModelError
 from gaussopt.quasi import QuasiVelocities
 
 __all__ = ["system", "quasi_velocities", "routh_rhs", "simulate_routh", "reference", "build",

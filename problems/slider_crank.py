@@ -35,7 +35,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt import multibody as mb
+import gaussopt.multibody as mb
 
 G = 9.81
 DEFAULTS = dict(r=0.3, L=0.8, m1=1.5, m2=2.0, m3=0.7, J3=0.004, tau=4.0, g=G)

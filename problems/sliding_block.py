@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 
 def reference_phases(t_end: float, m: float = 1.5, beta: float = 0.3, mu: float = 0.4,

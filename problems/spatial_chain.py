@@ -10,7 +10,7 @@ in the world at the reference pose, and it turns with rod ``k - 1``. Gravity ``(
 -g)``. The chain has ``N`` degrees of freedom (joint angles ``theta_k``); gaussopt
 models it with ``7 N`` coordinates (each rod's centroid and Euler parameters), ``N``
 normalization rows and ``5 N`` revolute rows, so ``N >= 5`` takes the sparse O(n) step
-(:mod:`gaussopt.sparse`, models with at least 30 coordinates).
+(:mod:`gaussopt.gauss.band_step`, models with at least 30 coordinates).
 
 Kinematics (this module's own, numpy): rod ``k``'s rotation ``R_k = R_{k-1} Rot(a_k,
 theta_k)`` (``R_{-1} = I``), the world joint axis ``u_k = R_{k-1} a_k``, ``P_{k+1} = P_k
@@ -49,9 +49,9 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
-from problems._rigid import quaternion, quaternion_rate, rotation
+from gaussopt_problems._rigid import quaternion, quaternion_rate, rotation
 
 _EX = np.array([1.0, 0.0, 0.0])
 
@@ -304,7 +304,7 @@ def build(N: int = 10, L: float = 0.5, m: float = 1.0, r: float = 0.02, g: float
         [J]; ``reference(t)``: the joint angles from :func:`forward_dynamics` integrated
         by DOP853 at ``rtol = atol = 1e-12``. ``model`` is the spatial Model.
     """
-    from gaussopt.multibody import spatial as sp
+    import gaussopt.multibody.spatial as sp
 
     if int(N) != N or N < 1:
         raise go.ModelError(f"`N`: expected an integer >= 1 (the number of rods), found {N!r}; "

@@ -12,7 +12,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.multibody import spatial as sp
+import gaussopt.multibody.spatial as sp
 
 m, L, r, g, ARM = 1.2, 0.8, 0.02, 9.81, 0.07
 I = m * L * L / 12 + m * r * r / 4          # about the hinge axis y (solid cylinder)

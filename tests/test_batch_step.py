@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
-from gaussopt.solvers.base import BATCH_PER_THREAD
-import problems.double_parallelogram as dp
-import problems.four_bar as fb
-import problems.pendulum as pendulum
+from gaussopt.core.exceptions import ModelError
+from gaussopt.gauss.solvers.base import BATCH_PER_THREAD
+import gaussopt_problems.double_parallelogram as dp
+import gaussopt_problems.four_bar as fb
+import gaussopt_problems.pendulum as pendulum
 
 # The batch and solve_step run the same compiled step (the same kernel, rank decision and
 # verification) on the same inputs, so the rows agree to the last bit; 1e-12 relative is

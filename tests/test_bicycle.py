@@ -26,7 +26,7 @@ from sympy.physics.mechanics import (ReferenceFrame, dynamicsymbols,
                                      dot)
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 
 EPS = np.finfo(float).eps
 

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from problems import bricard
+from gaussopt_problems import bricard
 
 mj = pytest.importorskip("mujoco")
-from gaussopt.multibody.spatial import mjcf  # noqa: E402
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
 
 PATH = Path(__file__).parent / "data" / "bricard.xml"
 AXIAL = 1e-12            # the rods' axial moment in the file [kg m^2]

@@ -1,4 +1,4 @@
-"""Tests of gaussopt.solvers.clarabel_qp (Clarabel built once, updated in place)."""
+"""Tests of gaussopt.gauss.solvers.qp.clarabel_qp (Clarabel built once, updated in place)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,8 @@ import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from gaussopt.solvers.clarabel_qp import (
-    DEFAULT_SETTINGS,
-    STATUS_NAMES,
-    ClarabelQP,
-    QPSolution,
-)
+from gaussopt.gauss.solvers.qp.clarabel_qp import (DEFAULT_SETTINGS, STATUS_NAMES, ClarabelQP,
+                                                   QPSolution)
 
 EPS = np.finfo(float).eps
 TOL = DEFAULT_SETTINGS["tol_feas"]  # 1e-13
@@ -314,7 +310,7 @@ def test_unchanged_P_is_not_sent_again_and_changes_are_seen():
 
 
 def test_entry_point_falls_back_to_the_dispatcher():
-    from gaussopt.solvers import qp_step as QS
+    import gaussopt.gauss.solvers.qp.compiled_qp as QS
 
     args = (np.zeros(3, dtype=np.int32),)          # a type never compiled
     assert QS.entry_point(QS._norm, args) is QS._norm

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.cli import main
+from gaussopt.study.cli import main
 
 
 def test_version_and_help(capsys):
@@ -25,7 +25,7 @@ def test_version_and_help(capsys):
 
 
 def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "gaussopt.cli", "--version"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "gaussopt.study.cli", "--version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == f"gaussopt {go.__version__}"
 
@@ -69,7 +69,7 @@ def test_compare_writes_table(tmp_path, capsys):
     # each solver's run against the reduced reference: integration_bound of the saved run
     # with the growth of the exact (th1, th1') flow over 0.3 s and the reference's error
     # (the direct solvers' step errors, ~1e-13, are far below it)
-    from problems import four_bar
+    from gaussopt_problems import four_bar
     from test_trajectory import flow_growth, integration_bound
 
     for solver, err in zip(table["solver"], table["max_err_th1"]):
@@ -89,10 +89,10 @@ def no_compute(monkeypatch):
     """Every way the CLI could run a simulation raises Computed."""
     import importlib
 
-    # the package attribute `gaussopt.compare` is the function, not the module
-    compare_mod = importlib.import_module("gaussopt.compare")
-    integrate_mod = importlib.import_module("gaussopt.integrate")
-    problem_mod = importlib.import_module("gaussopt.problem")
+    # (the attribute `gaussopt.compare` is the function, not the module)
+    compare_mod = importlib.import_module("gaussopt.study.compare")
+    integrate_mod = importlib.import_module("gaussopt.integrate.ivp")
+    problem_mod = importlib.import_module("gaussopt.study.problem")
 
     def forbidden(*args, **kwargs):
         raise Computed("a simulation was started")
@@ -109,12 +109,12 @@ def no_build(monkeypatch, no_compute):
     """Not even the problem is built (its module may be imported)."""
     import types
 
-    import gaussopt.cli
+    import gaussopt.study.cli
 
     def forbidden(**params):
         raise Computed("the problem was built")
 
-    monkeypatch.setattr(gaussopt.cli, "load_problem_module",
+    monkeypatch.setattr(gaussopt.study.cli, "load_problem_module",
                         lambda name: types.SimpleNamespace(build=forbidden))
 
 
@@ -150,7 +150,7 @@ def test_run_save_suffix_is_npz_or_none(tmp_path, capsys, no_build):
 
 
 def test_out_of_range_param_fails_before_building(capsys, monkeypatch, no_compute):
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     def forbidden(**params):
         raise Computed("the problem was built")
@@ -202,12 +202,12 @@ def test_run_plot_unknown_format_and_directory(tmp_path, capsys, no_build):
 
 
 def test_run_save_into_unwritable_directory(tmp_path, capsys, monkeypatch, no_build):
-    import gaussopt.cli
+    import gaussopt.study.cli
 
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(gaussopt.cli.os, "access",       # root may write anywhere: simulate
+    monkeypatch.setattr(gaussopt.study.cli.os, "access",       # root may write anywhere: simulate
                         lambda p, mode, **kw: False if Path(p) == locked
                         else real_access(p, mode, **kw))
     assert main(["run", "four_bar", "--save", str(locked / "x.npz")]) == 2
@@ -240,10 +240,10 @@ def test_compare_out_uncreatable(tmp_path, capsys, monkeypatch, no_compute):
 
 
 def test_compare_out_parent_unwritable(tmp_path, capsys, monkeypatch, no_build):
-    import gaussopt.cli
+    import gaussopt.study.cli
 
     real_access = os.access
-    monkeypatch.setattr(gaussopt.cli.os, "access",       # root may write anywhere: simulate
+    monkeypatch.setattr(gaussopt.study.cli.os, "access",       # root may write anywhere: simulate
                         lambda p, mode, **kw: False if Path(p) == tmp_path
                         else real_access(p, mode, **kw))
     assert main(["compare", "four_bar", "--out", str(tmp_path / "new")]) == 2
@@ -347,7 +347,7 @@ def test_usage_mistake_is_one_line_and_exit_code_2(argv, patterns, tmp_path, cap
 
 def test_usage_mistake_from_the_console_script(tmp_path):
     # the real process: exit status 2, no traceback, one line
-    out = subprocess.run([sys.executable, "-m", "gaussopt.cli", "run", "four_bar", "--param",
+    out = subprocess.run([sys.executable, "-m", "gaussopt.study.cli", "run", "four_bar", "--param",
                           "foo=1"], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
@@ -369,12 +369,12 @@ def test_internal_error_keeps_its_traceback(monkeypatch):
     # a bug (not a usage mistake) is not swallowed into a one-line message
     import types
 
-    import gaussopt.cli
+    import gaussopt.study.cli
 
     def build(**params):
         return 1 / 0
 
-    monkeypatch.setattr(gaussopt.cli, "load_problem_module",
+    monkeypatch.setattr(gaussopt.study.cli, "load_problem_module",
                         lambda name: types.SimpleNamespace(build=build))
     with pytest.raises(ZeroDivisionError):
         main(["run", "four_bar"])
@@ -382,7 +382,7 @@ def test_internal_error_keeps_its_traceback(monkeypatch):
 
 # --------------------------------------------------------------------------- show, --help
 def test_show_describes_parameters_outputs_and_settings(capsys):
-    from problems import ellipse_rolling
+    from gaussopt_problems import ellipse_rolling
 
     assert main(["show", "ellipse_rolling"]) == 0
     out = capsys.readouterr().out
@@ -403,15 +403,15 @@ def _problem_modules():
     import importlib
     import pkgutil
 
-    import problems
+    import gaussopt_problems
 
-    return [importlib.import_module(f"problems.{m.name}")
-            for m in pkgutil.iter_modules(problems.__path__) if not m.name.startswith("_")]
+    return [importlib.import_module(f"gaussopt_problems.{m.name}")
+            for m in pkgutil.iter_modules(gaussopt_problems.__path__) if not m.name.startswith("_")]
 
 
 @pytest.mark.parametrize("mod", _problem_modules(), ids=lambda m: m.__name__.split(".")[-1])
 def test_every_build_parameter_is_documented_with_unit_or_values(mod):
-    from gaussopt.problem import BuildSignature
+    from gaussopt.study.problem import BuildSignature
 
     sig = BuildSignature.of(mod.build, getattr(mod, "DEFAULTS", None))
     assert not sig.open and sig.parameters
@@ -445,8 +445,8 @@ def test_no_internal_words_leak(capsys):
 
 
 def test_param_values_are_converted_by_the_signature():
-    from gaussopt.problem import BuildSignature
-    from problems import ellipse_rolling, n_four_bar, sleigh
+    from gaussopt.study.problem import BuildSignature
+    from gaussopt_problems import ellipse_rolling, n_four_bar, sleigh
 
     sig = BuildSignature.of(ellipse_rolling.build)
     assert sig.parse("unilateral", "true") is True
@@ -463,7 +463,7 @@ def test_param_values_are_converted_by_the_signature():
 def test_compare_exits_1_when_a_run_did_not_succeed(tmp_path, capsys, monkeypatch):
     """Every row is still written (the computed part of a failed run too); the exit
     code and one line on stderr per failed row tell a script what went wrong."""
-    C = sys.modules["gaussopt.compare"]          # (gaussopt.compare is also the function)
+    C = sys.modules["gaussopt.study.compare"]          # (gaussopt.study.compare is also the function)
     real = C.compare
 
     def one_fails(*args, **kwargs):

@@ -98,7 +98,7 @@ def test_compare_rejects_other_objects():
 
 
 def test_compare_a_problem_with_replaced_initial_state():
-    from problems import pendulum as pend
+    from gaussopt_problems import pendulum as pend
 
     pb = pend.build(t_end=0.4)
     q0 = np.array([np.sin(0.3), -np.cos(0.3)])

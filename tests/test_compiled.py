@@ -1,4 +1,4 @@
-"""How gaussopt's compiled code is compiled, cached and loaded (:mod:`gaussopt.compiled`).
+"""How gaussopt's compiled code is compiled, cached and loaded (:mod:`gaussopt.core.compiled`).
 
 * an edit of one module is seen by compiled code of another module that calls into it
   (the cache is keyed on the source of the whole package, not on each function's file);
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt import compiled as C
+import gaussopt.core.compiled as C
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,8 +45,8 @@ def test_an_edit_in_one_module_reaches_compiled_callers_in_another(tmp_path):
     cache = tmp_path / "cache"
     code = """
         import numpy as np
-        from gaussopt.engine.projection import _distances
-        from gaussopt.compiled import code_cache_dir
+        from gaussopt.integrate.engine.projection import _distances
+        from gaussopt.core.compiled import code_cache_dir
         print(_distances(np.array([1.0]), np.array([[2.0, 0.0]])), code_cache_dir())
     """
     first = _run(code, _env(cache, pkg), tmp_path)
@@ -56,7 +56,7 @@ def test_an_edit_in_one_module_reaches_compiled_callers_in_another(tmp_path):
     again = _run(code, _env(cache, pkg), tmp_path)
     assert again.stdout.split() == [d1, dir1]
     assert "compiling" not in again.stderr                    # (warm: loaded, said nothing)
-    kernel = pkg / "gaussopt" / "kernel.py"
+    kernel = pkg / "gaussopt" / "gauss" / "dense_step.py"
     src = kernel.read_text()
     old = "        out[i] = _norm2(A[i])"
     assert src.count(old) == 1
@@ -72,7 +72,7 @@ def test_first_compilation_says_so_once(tmp_path):
     """A process that compiles prints the notice once on stderr; a warm one prints
     nothing; ``GAUSSOPT_QUIET=1`` silences it."""
     code = """
-        import numpy as np, gaussopt.kernel as K
+        import numpy as np, gaussopt.gauss.dense_step as K
         w = K.make_work(3, 2)
         K.svd_into(np.arange(6.0).reshape(2, 3), w, K.F_U, K.F_s, K.F_V)
         K.reduce_rows(np.arange(6.0).reshape(2, 3), np.ones(2), np.zeros(2), 0.0, 1e-8, True, w)
@@ -91,7 +91,7 @@ def test_units_are_compiled_for_their_declared_signature_only():
     """After steps, a run and samples of the four-bar (literal and variable flags,
     views of every kind), every unit that was loaded has exactly one compiled version:
     its declared signature."""
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     pb = four_bar.build()
     go.solve_step(pb.system, 0.0, pb.q0, pb.v0)
@@ -105,7 +105,7 @@ def test_units_are_compiled_for_their_declared_signature_only():
 
 
 def test_a_read_only_or_strided_input_from_python_runs_the_declared_signature():
-    import gaussopt.kernel as K
+    import gaussopt.gauss.dense_step as K
 
     M = np.diag([1.0, 2.0, 3.0])
     A = np.asfortranarray(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))   # not C-contiguous
@@ -126,8 +126,8 @@ def test_a_compiled_caller_loads_a_unit_nobody_loaded(tmp_path):
     ``LAPACK_MIN`` singular values): a fresh process reaching it from compiled code, with
     nothing loaded ahead, compiles it on the spot and returns the right answer."""
     code = """
-        import numpy as np, gaussopt.kernel as K
-        from gaussopt import compiled as C
+        import numpy as np, gaussopt.gauss.dense_step as K
+        from gaussopt.core import compiled as C
         X = np.random.default_rng(1).standard_normal((60, 61))
         assert not K._svd_lapack.unit.loaded
         U, s, V = K.svd_econ(X)
@@ -141,7 +141,7 @@ def test_a_compiled_caller_loads_a_unit_nobody_loaded(tmp_path):
 
 
 def test_ensure_and_compile_seconds():
-    import gaussopt.kernel as K
+    import gaussopt.gauss.dense_step as K
 
     t = C.ensure(K.gauss_step)
     assert t >= 0.0 and K.gauss_step.unit.loaded and K.decide.unit.loaded
@@ -152,7 +152,7 @@ def test_ensure_and_compile_seconds():
 
 def test_compile_where_prints_the_versions_directory(tmp_path):
     env = _env(tmp_path / "cache", ROOT)
-    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "--where"], env=env,
+    res = subprocess.run([sys.executable, "-m", "gaussopt.study.cli", "compile", "--where"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     where = Path(res.stdout.strip())
@@ -161,7 +161,7 @@ def test_compile_where_prints_the_versions_directory(tmp_path):
 
 def test_compile_unknown_problem_is_refused_before_compiling(tmp_path):
     env = _env(tmp_path / "cache", ROOT)
-    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "four_barr"], env=env,
+    res = subprocess.run([sys.executable, "-m", "gaussopt.study.cli", "compile", "four_barr"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "four_bar" in res.stderr, res.stderr   # (did you mean)
     assert "gaussopt: compiling" not in res.stderr
@@ -175,7 +175,7 @@ def test_gaussopt_compile_leaves_nothing_to_compile_for_the_main_job(tmp_path):
     four-bar with every solver of the main job compiles nothing (numba's compile events)
     and prints no notice."""
     env = _env(tmp_path / "cache", ROOT)
-    res = subprocess.run([sys.executable, "-m", "gaussopt.cli", "compile", "four_bar"], env=env,
+    res = subprocess.run([sys.executable, "-m", "gaussopt.study.cli", "compile", "four_bar"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr
     assert "compiled functions ready" in res.stdout
@@ -188,7 +188,7 @@ def test_gaussopt_compile_leaves_nothing_to_compile_for_the_main_job(tmp_path):
             def on_end(self, e):
                 pass
         event.register("numba:compile", L())
-        import problems.four_bar as fb
+        import gaussopt_problems.four_bar as fb
         pb = fb.build(t_end=0.3)
         for s in ("closed_form", "lagrange", "qp"):
             assert pb.simulate(solver=s).success

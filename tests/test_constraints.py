@@ -1,4 +1,4 @@
-"""Tests of gaussopt.constraints: automatic derivatives against hand-derived ones.
+"""Tests of gaussopt.model.constraints: automatic derivatives against hand-derived ones.
 
 Every constraint below is given twice: as the function the user writes
 (``phi(t, q)`` or ``f(t, q, v)``) and with its Jacobian, ``Phi_t`` and convective
@@ -54,8 +54,8 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.constraints import _D2_STEP, complex_step_jacobian
-from gaussopt.exceptions import ModelError, UnsupportedConstraintError
+from gaussopt.model.constraints import _D2_STEP, complex_step_jacobian
+from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
 from test_step_properties import (QP_TOLERANCE, direct_tolerance, force_error_bound,
                                   multiplier_error_bound, step_error_bound)
 from test_trajectory import EPS, integration_bound
@@ -63,7 +63,7 @@ from test_trajectory import EPS, integration_bound
 N_STATES = 200
 JAC_RTOL = 16 * EPS          # complex step: rounding of one evaluation (module docstring)
 NH_GAMMA_RTOL = 16 * EPS     # complex step, relative to the sum of |terms|
-HOL_GAMMA_RTOL = 1e-10       # documented ~1e-11 (gaussopt.constraints), the "~" a factor 10
+HOL_GAMMA_RTOL = 1e-10       # documented ~1e-11 (gaussopt.model.constraints), the "~" a factor 10
 
 
 def step_bound(sysm, t, q, v, a, tau=None, rows=None):

@@ -1,4 +1,4 @@
-"""Unilateral contact (gaussopt.contact) against independent references.
+"""Unilateral contact (gaussopt.integrate.contact_run) against independent references.
 
 * the bouncing ball (problems/bouncing_ball.py): impact times, rebound speeds,
   accumulation time and resting force, all analytic;
@@ -27,9 +27,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.contact import ContactSolveError, solve_contact
-from gaussopt.exceptions import ModelError, UnsupportedConstraintError
-from problems import bouncing_ball, rocking_block
+from gaussopt import ContactSolveError, solve_contact
+from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
+from gaussopt_problems import bouncing_ball, rocking_block
 from test_trajectory import EPS, integration_bound
 
 
@@ -310,7 +310,7 @@ def test_readme_contact_example_prints_the_analytic_values(capsys):
 # --------------------------------------------------------------------------- Coulomb friction
 @pytest.fixture(scope="module")
 def sliding():
-    from problems import sliding_block
+    from gaussopt_problems import sliding_block
 
     p = sliding_block.build()
     return p, p.simulate(), sliding_block.reference_phases(p.t_span[1], **p.params)
@@ -390,7 +390,7 @@ def test_painleve_paradox_is_refused_by_name():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["case4", "case5"])
 def test_ellipse_lifts_off_flies_lands_and_slides_like_the_event_driven_reference(case):
-    from problems import ellipse_rolling as er
+    from gaussopt_problems import ellipse_rolling as er
 
     p = er.build(case, contact=True, friction=0.5, t_end=6.0)
     tr = p.simulate()
@@ -423,7 +423,7 @@ def test_ellipse_lifts_off_flies_lands_and_slides_like_the_event_driven_referenc
 def test_ellipse_with_infinite_friction_stops_where_it_would_lift_off():
     # with no slip the friction force does not vanish with N: at N = 0 neither the open
     # nor the closed contact continues the motion; the run ends there and keeps it
-    from problems import ellipse_rolling as er
+    from gaussopt_problems import ellipse_rolling as er
 
     p = er.build("case5", contact=True, friction=float("inf"), t_end=4.0)
     tr = p.simulate()

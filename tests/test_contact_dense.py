@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.contact import ContactDenseSolution
-from gaussopt.exceptions import ModelError
-from problems import bouncing_ball
+from gaussopt import ContactDenseSolution
+from gaussopt.core.exceptions import ModelError
+from gaussopt_problems import bouncing_ball
 from test_trajectory import EPS
 
 

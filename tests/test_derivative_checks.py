@@ -17,7 +17,7 @@ import sympy as sp
 from sympy.physics.mechanics import dynamicsymbols
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 
 M_, L_, G_ = 2.0, 1.5, 9.81          # the README pendulum: mass, rod length, gravity
 TH0 = np.radians(60)

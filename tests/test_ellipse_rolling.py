@@ -37,8 +37,8 @@ from scipy.integrate import quad
 from scipy.optimize import brentq, minimize_scalar
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError, UnsupportedConstraintError
-from problems import ellipse_rolling as er
+from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
+from gaussopt_problems import ellipse_rolling as er
 from test_step_properties import (QP_TOLERANCE, direct_tolerance, force_error_bound,
                                   multiplier_error_bound, step_error_bound)
 from test_trajectory import EPS, flow_growth, integration_bound
@@ -257,7 +257,7 @@ def test_hand_written_rows_match_automatic_derivatives(rolling):
         np.testing.assert_allclose(Ah, Aa, rtol=0, atol=jac_tol)
         # the automatic holonomic gamma (4th-order difference of the complex step) is
         # accurate to 1e-10 of |gamma| + |Phi'| |(1, v)| (documented ~1e-11 in
-        # gaussopt.constraints, tested at 1e-10 in test_constraints.py)
+        # gaussopt.model.constraints, tested at 1e-10 in test_constraints.py)
         scale = np.abs(bh) + np.abs(Ah @ v) * np.sqrt(1.0 + v @ v)
         assert np.all(np.abs(bh - ba) <= 1e-10 * scale)
         np.testing.assert_allclose(hand.velocity_rows(0.0, q, v), auto.velocity_rows(0.0, q, v),
@@ -573,7 +573,7 @@ def test_contact_forces_rejects_foreign_trajectory():
 def test_symbolic_model_matches_handwritten_rows():
     """The default system is derived from the Lagrangian (gaussopt.symbolic); the
     hand-written rows agree at random states (parameters != 1)."""
-    from problems import ellipse_rolling as er
+    from gaussopt_problems import ellipse_rolling as er
 
     kw = dict(a=1.3, b=0.7, m=1.7, fx=0.4, fy=-0.3, tau=0.25)
     sym, hand = er.system(**kw), er.system(derivation="hand", **kw)

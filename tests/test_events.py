@@ -13,7 +13,7 @@ import pytest
 from scipy.integrate._ivp.common import select_initial_step
 
 import gaussopt as go
-from problems.pendulum import build
+from gaussopt_problems.pendulum import build
 from test_pendulum import G_, L_, M_, T_EXACT, TH0, angle_reference
 from test_trajectory import EPS, flow_growth, integration_bound
 

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.exceptions import GaussoptError, ToleranceWarning, TrajectoryFileError
-from gaussopt.guards import MemoryBudget
-from gaussopt.validation import MIN_RTOL
+from gaussopt.core.exceptions import GaussoptError, ToleranceWarning, TrajectoryFileError
+from gaussopt.integrate.guards import MemoryBudget
+from gaussopt.integrate.validation import MIN_RTOL
 
 G = 9.81
 EPS = np.finfo(float).eps
@@ -110,13 +110,13 @@ PROBLEMS = ["pendulum", "four_bar", "double_parallelogram", "n_four_bar", "slide
 @pytest.mark.parametrize("name", PROBLEMS)
 @pytest.mark.parametrize("t_end", [-1, 0.0, float("nan")], ids=["-1", "0", "nan"])
 def test_problem_build_rejects_bad_t_end(name, t_end):
-    mod = importlib.import_module(f"problems.{name}")
+    mod = importlib.import_module(f"gaussopt_problems.{name}")
     with pytest.raises(go.ModelError, match=r"`t_end` must be"):
         mod.build(t_end=t_end)
 
 
 def test_output_grid():
-    from gaussopt.problem import output_grid
+    from gaussopt.study.problem import output_grid
 
     g = output_grid(1.0, 0.01)
     assert g.size == 101 and g[0] == 0.0 and g[-1] == 1.0
@@ -164,7 +164,7 @@ def test_run_outgrowing_its_memory_budget_stops_and_keeps_its_data():
 
 
 def test_rank_events_are_bounded_by_the_budget():
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     # l = 0.01: the crank turns ~1.8e5 times a second, two passages per turn; without a
     # bound the rank events alone grew the process by 5 MB/s
@@ -179,7 +179,7 @@ def test_rank_events_are_bounded_by_the_budget():
 
 
 def test_memory_budget_bounds_what_python_allocates():
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     # tracemalloc sees numpy's buffers and the Python objects: the run's peak stays within
     # the budget plus a fixed overhead (the model, the compiled records: < 2 MB measured).

@@ -29,9 +29,9 @@ import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import gaussopt as go  # noqa: E402
-from gaussopt import plotting  # noqa: E402
-from gaussopt.cli import main  # noqa: E402
-from problems import double_parallelogram, four_bar  # noqa: E402
+import gaussopt.study.plotting as plotting  # noqa: E402
+from gaussopt.study.cli import main  # noqa: E402
+from gaussopt_problems import double_parallelogram, four_bar  # noqa: E402
 
 UNIT = re.compile(r"\[[^\]?]+\]")   # "[rad]", "[m/s, rad/s]"; not "[?]"
 SOLVERS = ("closed_form", "lagrange", "lagrange_baumgarte", "qp", "ga")

@@ -31,7 +31,7 @@ def test_first_run_in_a_fresh_cache_reports_the_run_not_the_compilation(tmp_path
     (over 100 times the run) cannot hide in it."""
     out = _python("""
         import gaussopt as go
-        from problems import four_bar
+        from gaussopt_problems import four_bar
         pb = four_bar.build(t_end=5.0)
         a = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)
         b = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)
@@ -53,8 +53,8 @@ def test_per_step_times_do_not_depend_on_the_order_of_the_solvers(tmp_path):
     the factor covers the noise of a busy machine)."""
     cache = tmp_path / "cache"
     code = """
-        from gaussopt.compare import compare
-        from problems import four_bar
+        from gaussopt.study.compare import compare
+        from gaussopt_problems import four_bar
         comp = compare(four_bar.build(t_end=2.0), {solvers})
         print(" ".join(f"{{r['solver']}}={{r['time_per_step_ms']}}" for r in comp.rows))
     """

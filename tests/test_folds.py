@@ -1,11 +1,11 @@
 """Folded configurations of a redundant linkage: releases near a fold, starts at one.
 
-The double parallelogram (:mod:`problems.double_parallelogram`) with unequal
+The double parallelogram (:mod:`gaussopt_problems.double_parallelogram`) with unequal
 cranks: at a folded configuration (``th = k pi``) its joint rows lose a direction
 and the "shaky" mode (coupler turning about its middle, outer cranks turning
 opposite ways) is free to first order, blocked only at second order. The Gauss
 step restrains the dropped direction by the derivative of its row along the
-motion (:func:`gaussopt.engine.step.fold_rows`); the initial velocity at a fold
+motion (:func:`gaussopt.gauss.model_step.fold_rows`); the initial velocity at a fold
 comes from the joints' second-order conditions
 (:meth:`gaussopt.multibody.Model.velocities`).
 
@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt import multibody as mb
+import gaussopt.multibody as mb
 from test_trajectory import EPS, flow_growth, integration_bound
 
-from problems import double_parallelogram as dp
+from gaussopt_problems import double_parallelogram as dp
 
 #: the issue's failing case: released 3e-5 rad from the fold th = 0, unequal cranks
 ISSUE_MASSES = [5.0, 0.2, 1.0]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from problems import four_bar
+from gaussopt_problems import four_bar
 from test_step_properties import solver_tolerance, step_error_bound
 from test_trajectory import EPS, flow_growth, integration_bound
 

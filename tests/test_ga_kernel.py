@@ -1,4 +1,4 @@
-"""Tests of gaussopt.solvers.ga_kernel.ga_minimize (pygad GA minimizer).
+"""Tests of gaussopt.gauss.solvers.ga.pygad_ga.ga_minimize (pygad GA minimizer).
 
 Accuracy bound used below
 -------------------------
@@ -33,8 +33,8 @@ import warnings
 import numpy as np
 import pytest
 
-from gaussopt.exceptions import SolverError
-from gaussopt.solvers.ga_kernel import _NOISE_ULPS, GAOutcome, ga_minimize
+from gaussopt.core.exceptions import SolverError
+from gaussopt.gauss.solvers.ga.pygad_ga import _NOISE_ULPS, GAOutcome, ga_minimize
 
 EPS = np.finfo(float).eps
 TOL = 1e-10

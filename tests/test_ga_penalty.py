@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from problems import four_bar
+from gaussopt_problems import four_bar
 
 #: relative error of the closed form used as a* (verified ~1e-15; 10x margin)
 CF_REL = 1e-14

@@ -18,7 +18,7 @@ from scipy.integrate import solve_ivp
 from sympy.physics.mechanics import dynamicsymbols
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 from gaussopt.symbolic import SymbolicModel, from_mechanics, kane_velocities
 
 EPS = np.finfo(float).eps

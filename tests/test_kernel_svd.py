@@ -1,4 +1,4 @@
-"""The kernel's SVD (:func:`gaussopt.kernel.svd_econ` / ``svd_into``) on both of its
+"""The kernel's SVD (:func:`gaussopt.gauss.dense_step.svd_econ` / ``svd_into``) on both of its
 paths: one-sided Jacobi below ``LAPACK_MIN`` singular values, LAPACK's gesdd from
 there on. Checked against the definition, not against another SVD: ``U diag(s) V_k^T``
 reproduces ``X``, ``V`` is orthogonal (its last ``n - k`` columns span the rest of
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gaussopt import kernel as K
+import gaussopt.gauss.dense_step as K
 
 EPS = np.finfo(float).eps
 

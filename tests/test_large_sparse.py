@@ -1,5 +1,5 @@
 """A large user-built System with sparse Jacobians and a diagonal mass takes the O(n) step
-(:mod:`gaussopt.sparse`), as large multibody models do.
+(:mod:`gaussopt.gauss.band_step`), as large multibody models do.
 
 The model: a planar chain of N point masses hanging from the origin (links of length L),
 n = 2N coordinates, N distance constraints with an explicit scipy.sparse Jacobian (four

@@ -1,4 +1,4 @@
-"""Tests of gaussopt.multibody.spatial.mjcf (models from MJCF and URDF) against MuJoCo
+"""Tests of gaussopt.multibody.io.mjcf (models from MJCF and URDF) against MuJoCo
 and Pinocchio.
 
 * Open chains (tests/data/double_pendulum.xml, double_pendulum_free.xml, arm6.xml,
@@ -37,12 +37,12 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 from test_step_properties import solver_tolerance, step_error_bound
 from test_trajectory import EPS
 
 mj = pytest.importorskip("mujoco")
-from gaussopt.multibody.spatial import mjcf  # noqa: E402
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 OPEN_CHAINS = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml",
@@ -359,7 +359,7 @@ def test_xml_string_and_mjmodel_sources():
     a = mjcf.load(text, name="dp")
     b = mjcf.load(mj.MjModel.from_xml_string(text))
     assert a.name == "dp" and b.name == "double_pendulum"
-    from gaussopt import multibody
+    import gaussopt.multibody as multibody
     assert multibody.load is mjcf.load                   # gaussopt.multibody.load
     assert np.array_equal(a.q_reference, b.q_reference)
 

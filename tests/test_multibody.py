@@ -29,8 +29,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt import multibody as mb
-from gaussopt.constraints import complex_step_jacobian
+import gaussopt.multibody as mb
+from gaussopt.model.constraints import complex_step_jacobian
 from test_step_properties import (direct_tolerance, force_error_bound, multiplier_error_bound,
                                   solver_tolerance, step_error_bound)
 from test_trajectory import EPS, flow_growth, integration_bound
@@ -115,7 +115,7 @@ def test_jacobian_gamma_phi_t_match_complex_step():
     # at most three factors) of terms no larger than the largest entry: 16 eps
     assert worst[0] < 16 * EPS, worst
     # the automatic gamma's accuracy, relative to |gamma| + |Phi'| |(1, v)| (documented
-    # ~1e-11 in gaussopt.constraints, tested at 1e-10 in test_constraints.py)
+    # ~1e-11 in gaussopt.model.constraints, tested at 1e-10 in test_constraints.py)
     assert worst[1] < 1e-10, worst
     # Phi_t: only the drive depends on t (-0.63 cos(2.1 t)): a few roundings of 0.63
     assert worst[2] < 8 * EPS, worst
@@ -319,7 +319,7 @@ def test_reactions_obey_newton_euler_for_every_joint_type():
         assert r.unique and abs(r.moment_j) <= 4 * EPS * 4 * arm * np.abs(r.force_j).sum()
     assert _newton_euler_residual(model, q, step, (0.0, -G)) < _ne_bound(model, 0.0, q, v, step)
     # slider-crank: revolute pins and a prismatic guide (which carries a moment)
-    from problems import slider_crank
+    from gaussopt_problems import slider_crank
 
     sc = slider_crank.model(tau=0.0)
     q = slider_crank.configuration(0.7)
@@ -448,7 +448,7 @@ def test_closed_form_multipliers_with_more_rows_than_coordinates():
 
 # --------------------------------------------------------------------------- redundancy
 def test_double_parallelogram_rank_report():
-    from problems import double_parallelogram as dp
+    from gaussopt_problems import double_parallelogram as dp
 
     model = dp.model()
     rep = model.rank_report(dp.configuration(np.pi / 3))
@@ -482,11 +482,11 @@ def _parallelogram(inertia_factors=(1.0, 1.0, 1.0)):
 def test_gauss_step_at_the_folded_configuration(th, factors):
     """Exactly folded (rank 10) the acceleration rows miss the second-order
     condition that blocks the shaky mode; the step restrains the dropped directions
-    by the derivative of their rows along the motion (gaussopt.engine.step.fold_rows),
+    by the derivative of their rows along the motion (gaussopt.gauss.model_step.fold_rows),
     so that with unequal crank inertias too the step is the parallelogram acceleration
     (it used to be off by 0.79 m/s^2; the symmetric linkage was exact by symmetry).
     Off the fold (rank 11) both are exact."""
-    from problems import double_parallelogram as dp
+    from gaussopt_problems import double_parallelogram as dp
 
     model = _parallelogram(factors)
     w = -3.5
@@ -522,7 +522,7 @@ def test_slider_crank_against_reduced_equation(tau, t_end):
     at -7 pi/6) and a torque-driven swing; th and the slider position against the
     reduced equation m(th) th'' + m'(th) th'^2 / 2 = tau - V'(th), < 1e-8
     (measured 4e-11 and 3e-11 at the settings' rtol 1e-11)."""
-    from problems import slider_crank
+    from gaussopt_problems import slider_crank
 
     prob = slider_crank.build(t_end=t_end, tau=tau, m3=0.55)
     tr = prob.simulate(t_eval=np.linspace(0.0, t_end, 101))
@@ -545,7 +545,7 @@ def test_slider_crank_against_reduced_equation(tau, t_end):
 
 def test_slider_crank_reduced_mass_derivative():
     """The hand-written m'(th) of the reference against a complex step of m(th)."""
-    from problems import slider_crank
+    from gaussopt_problems import slider_crank
 
     th = np.linspace(-3.0, 3.0, 13)
     mass, dmass = slider_crank.reduced_mass(th, r=0.35, L=0.9, m1=1.2, m2=2.3, m3=0.6)
@@ -559,7 +559,7 @@ def test_n_four_bar_through_collinear_configurations():
     """N = 2 for 1.5 s: two collinear passages (rank 14 -> 12, at t = 0.714 s and
     1.228 s); B0 against the parallelogram reference, < 1e-8 (measured 2.6e-10 at
     the settings' rtol 1e-10)."""
-    from problems import n_four_bar
+    from gaussopt_problems import n_four_bar
 
     prob = n_four_bar.build(N=2, t_end=1.5)
     tr = prob.simulate(t_eval=np.linspace(0.0, 1.5, 151))
@@ -579,7 +579,7 @@ def test_n_four_bar_through_collinear_configurations():
 def test_double_parallelogram_first_folded_passages():
     """1.3 s: released at th = pi/3 the crank falls through th = 0 and th = -pi (both
     folded, rank 10); th within 1e-8 of the reduced reference (measured 1.8e-10)."""
-    from problems import double_parallelogram as dp
+    from gaussopt_problems import double_parallelogram as dp
 
     prob = dp.build(t_end=1.3)
     tr = prob.simulate(t_eval=np.linspace(0.0, 1.3, 131))
@@ -597,7 +597,7 @@ def test_double_parallelogram_first_folded_passages():
 def test_double_parallelogram_ten_seconds():
     """10 s, 12 folded passages, |th - th_ref| < 1e-6 (the requirement; measured
     1.1e-8 at the settings' rtol 1e-10, 1.5e-7 at 1e-9, 1.1e-9 at 1e-11; ~4 s)."""
-    from problems import double_parallelogram as dp
+    from gaussopt_problems import double_parallelogram as dp
 
     prob = dp.build()
     tr = prob.simulate()
@@ -617,7 +617,7 @@ def test_n_four_bar_ten_seconds():
     """N = 2, the benchmark's 10 s (10 collinear passages): B0 within 1e-7 of the
     reference (measured 2.6e-8 at rtol 1e-10; the error falls ~10x per decade of
     rtol: 2.3e-4, 3.7e-5, 4.0e-6, 3.0e-7, 2.5e-8 for rtol 1e-6 .. 1e-10)."""
-    from problems import n_four_bar
+    from gaussopt_problems import n_four_bar
 
     prob = n_four_bar.build(N=2)
     tr = prob.simulate(t_eval=np.linspace(0.0, 10.0, 101))
@@ -637,7 +637,7 @@ def test_least_squares_projection_on_redundant_rows():
     """States a little off the double parallelogram's manifold: the projection
     lands on it (row-normalized residual at roundoff) and agrees with the
     mass-metric orthogonal projection to first order; it never raises."""
-    from problems import double_parallelogram as dp
+    from gaussopt_problems import double_parallelogram as dp
 
     model = dp.model()
     sysm = model.system
@@ -678,7 +678,7 @@ def test_least_squares_projection_on_redundant_rows():
 
 # --------------------------------------------------------------------------- helpers, errors
 def test_assemble_and_velocities():
-    from problems import n_four_bar
+    from gaussopt_problems import n_four_bar
 
     model = n_four_bar.model(N=3, m=1.4, l=0.8)
     q_exact = n_four_bar.configuration(1.1, N=3, l=0.8)

@@ -31,10 +31,10 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from gaussopt.exceptions import ModelError
-from problems import appell_hamel as ah
-from problems import second_order_particle as sop
-from problems import sleigh
+from gaussopt.core.exceptions import ModelError
+from gaussopt_problems import appell_hamel as ah
+from gaussopt_problems import second_order_particle as sop
+from gaussopt_problems import sleigh
 from test_step_properties import direct_tolerance, force_error_bound, step_error_bound
 from test_trajectory import EPS, flow_growth, integration_bound
 
@@ -383,7 +383,7 @@ def test_second_order_reference_special_cases():
 
 def test_appell_hamel_symbolic_matches_handwritten():
     """The problem's system comes from its Lagrangian; the hand-written one agrees."""
-    from problems import appell_hamel as ah
+    from gaussopt_problems import appell_hamel as ah
 
     params = dict(m=1.3, a=1.1, b=0.45, fx=0.7, fy=-0.4)
     sym, hand = ah.system(**params), ah.system_handwritten(**params)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.system import rebuildable
+from gaussopt.model.system import rebuildable
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEMS = sorted(m.name for m in pkgutil.iter_modules(
@@ -55,7 +55,7 @@ def _moving_state(pb):
 # ----------------------------------------------------------------------------- problems
 @pytest.mark.parametrize("name", PROBLEMS)
 def test_problem_system_round_trip(name):
-    pb = importlib.import_module(f"problems.{name}").build()
+    pb = importlib.import_module(f"gaussopt_problems.{name}").build()
     blob = pickle.dumps(pb.system)
     s2 = pickle.loads(blob)
     assert type(s2) is type(pb.system) and s2.name == pb.system.name
@@ -68,7 +68,7 @@ def test_problem_system_round_trip(name):
 
 def test_problem_parameters_survive_pickling():
     """The parameters travel with the pickle (not the defaults of the builder)."""
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     s = four_bar.build(psi=123.0, m=7.0).system
     s2 = pickle.loads(pickle.dumps(s))
@@ -79,7 +79,7 @@ def test_problem_parameters_survive_pickling():
 
 
 def test_handwritten_closures_pickle_through_their_builder():
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     s = four_bar.system_handwritten(psi=300.0, extra_force=np.array([1.0, -2.0, 0.0]))
     s2 = pickle.loads(pickle.dumps(s))
@@ -117,7 +117,7 @@ def test_from_mechanics_round_trip():
 
 
 def test_multibody_round_trip_and_model_pickle():
-    from gaussopt import multibody as mb
+    import gaussopt.multibody as mb
 
     r, L = 0.3, 0.8
     crank = mb.Body.uniform_rod("crank", 1.5, r)
@@ -187,7 +187,7 @@ def test_rebuildable_builder_of_closures_pickles():
 def test_rebuilt_by_rejects_a_non_callable():
     s = go.System(("x",), mass=[[1.0]])
     with pytest.raises(go.ModelError, match="`builder` must be callable"):
-        s.rebuilt_by("problems.four_bar")
+        s.rebuilt_by("gaussopt_problems.four_bar")
 
 
 # ----------------------------------------------------------------------------- other process
@@ -210,7 +210,7 @@ def test_round_trip_in_another_process():
     numba modules found in the cache) give the same steps as here."""
     cases = []
     for name in PROBLEMS:
-        pb = importlib.import_module(f"problems.{name}").build()
+        pb = importlib.import_module(f"gaussopt_problems.{name}").build()
         if pb.system.contacts:      # no single step (test_problem_system_round_trip runs them)
             continue
         cases.append((pb.system, *_moving_state(pb)))
@@ -228,7 +228,7 @@ def test_round_trip_in_another_process():
 
 @pytest.mark.parametrize("form", ["new", "vakonomic"])
 def test_second_order_particle_forms_round_trip(form):
-    from problems import second_order_particle as sop
+    from gaussopt_problems import second_order_particle as sop
 
     pb = sop.build(form=form, m=2.0)
     s2 = pickle.loads(pickle.dumps(pb.system))

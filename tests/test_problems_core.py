@@ -10,8 +10,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt import plotting
-from problems import four_bar, pendulum
+import gaussopt.study.plotting as plotting
+from gaussopt_problems import four_bar, pendulum
 from test_step_properties import solver_tolerance, step_error_bound
 from test_trajectory import EPS, flow_growth, integration_bound
 

@@ -1,4 +1,4 @@
-"""Tests of gaussopt.solvers.qp_kernel (DPP cvxpy kernel of the Gauss QP).
+"""Tests of gaussopt.gauss.solvers.qp.cvxpy_qp (DPP cvxpy kernel of the Gauss QP).
 
 Tolerances are derived from the backends' tolerances. Clarabel runs at
 ``tol_feas = tol_gap_rel = 1e-12``: its result is the exact solution of a problem
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gaussopt.exceptions import SolverError
-from gaussopt.solvers.qp_kernel import QPKernel, QPOutcome, available_solvers
+from gaussopt.core.exceptions import SolverError
+from gaussopt.gauss.solvers.qp.cvxpy_qp import QPKernel, QPOutcome, available_solvers
 from reference_step import QP_ACCURACY, bound_constant, reference_solution
 from test_step_properties import step_error_bound
 

@@ -41,10 +41,10 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from gaussopt.exceptions import (GaussoptError, IndeterminateMotionError, ModelError,
-                                 UnsupportedConstraintError)
+from gaussopt.core.exceptions import (GaussoptError, IndeterminateMotionError, ModelError,
+                                      UnsupportedConstraintError)
 from gaussopt.quasi import QuasiVelocities
-from problems import sleigh
+from gaussopt_problems import sleigh
 from test_step_properties import (direct_tolerance, force_error_bound, multiplier_error_bound,
                                   step_error_bound)
 from test_trajectory import EPS, energy_gradient, flow_growth, integration_bound
@@ -400,7 +400,7 @@ def test_redundant_rows_give_the_same_motion():
 
 # --------------------------------------------------------------------------- errors
 def test_constraint_kinds_rejected():
-    from problems import appell_hamel, second_order_particle
+    from gaussopt_problems import appell_hamel, second_order_particle
 
     with pytest.raises(ModelError, match="nonlinear in the velocities"):
         QuasiVelocities(appell_hamel.system()).simulate((0, 1), [0, 0, 0], [3.0, 4.0, 2.5])

@@ -49,11 +49,11 @@ def test_readme_python_blocks_run(monkeypatch, capsys):
     root = (10 * integration_bound(tr, dense=True) + h**2 / 8 * 25.0) / ax
     assert abs(T - T_exact) <= 5e-9 + 2 * root, (T, T_exact, root)
 
-    # the slider-crank's crank angle at 2 s against problems.slider_crank's reduced
+    # the slider-crank's crank angle at 2 s against gaussopt_problems.slider_crank's reduced
     # one-DOF ODE (DOP853 at 1e-13): the bound of the run's global error with the growth
     # of the reduced flow (flow_growth), plus the reference's own error; the README
     # prints the value to 6 decimals (rounding 5e-7)
-    from problems import slider_crank as sc
+    from gaussopt_problems import slider_crank as sc
 
     th = _number(out, "crank angle at 2 s:")
     tr = runs["slider"]

@@ -1,5 +1,5 @@
 """The kernel's functions run without numba's reference counting (``_nrt=False``,
-:data:`gaussopt.kernel._leaf`): a view made inside them costs nothing, but the rules
+:data:`gaussopt.gauss.dense_step._leaf`): a view made inside them costs nothing, but the rules
 that make this safe are checked here, since a broken rule would not fail loudly:
 
 * a leaf returns no array (its caller, if it counts references, would release a
@@ -20,11 +20,11 @@ import textwrap
 import numba as nb
 import numpy as np
 
-import gaussopt as go
-import gaussopt.linalg
-import gaussopt.engine as E
-import gaussopt.kernel as K
-import gaussopt.sparse as SP
+
+import gaussopt.gauss.solution as solution
+import gaussopt.integrate.engine as E
+import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.band_step as SP
 
 
 def _holds_array(ty) -> bool:
@@ -39,7 +39,7 @@ def _leaves():
     for mod in (K, E, SP):
         for name in dir(mod):
             d = getattr(mod, name)
-            d = getattr(d, "dispatcher", d)       # (a unit of gaussopt.compiled: its dispatcher)
+            d = getattr(d, "dispatcher", d)       # (a unit of gaussopt.core.compiled: its dispatcher)
             if isinstance(d, nb.core.registry.CPUDispatcher) and d.targetoptions.get("_nrt") is False:
                 yield f"{mod.__name__}.{name}", d
 
@@ -78,10 +78,10 @@ def test_leaves_return_no_arrays():
         assert not back, f"{name} returns its array argument(s) {back}"
     assert _returned_arrays(_returns_an_argument) == ["x"]     # (the check can fail)
     # and the signatures compiled here (the ones Python calls directly) say the same
-    go.linalg.solve_gauss(np.diag([1.0, 2.0, 3.0]), np.ones(3),
+    solution.solve_gauss(np.diag([1.0, 2.0, 3.0]), np.ones(3),
                           np.array([[1.0, 0, 1], [2, 0, 2]]), np.zeros(2),
                           want_multipliers=True)
-    go.linalg.decide(np.eye(3), np.array([[1.0, 0, 1]]), np.zeros(1))
+    solution.decide(np.eye(3), np.array([[1.0, 0, 1]]), np.zeros(1))
     compiled = 0
     for name, d in leaves:
         for sig in d.nopython_signatures:
@@ -95,9 +95,9 @@ _CHILD = textwrap.dedent("""
     import numpy as np
     from numba.core.runtime import rtsys
     import gaussopt as go
-    import gaussopt.kernel as K
-    import gaussopt.linalg
-    from problems import four_bar, n_four_bar
+    import gaussopt.gauss.dense_step as K
+    import gaussopt.gauss.solution as solution
+    from gaussopt_problems import four_bar, n_four_bar
 
     def work():
         pb = four_bar.build(t_end=0.5)
@@ -109,8 +109,8 @@ _CHILD = textwrap.dedent("""
         rng = np.random.default_rng(1)
         A = rng.standard_normal((3, 5))
         A[2] = A[0] + A[1]                               # redundant: the multipliers' SVD
-        go.linalg.solve_gauss(np.eye(5), np.ones(5), A, A @ np.ones(5), want_multipliers=True)
-        go.linalg.decide(np.eye(5), A, np.zeros(3))
+        solution.solve_gauss(np.eye(5), np.ones(5), A, A @ np.ones(5), want_multipliers=True)
+        solution.decide(np.eye(5), A, np.zeros(3))
         K.svd_econ(rng.standard_normal((60, 50)))        # the LAPACK branch
 
     def stats():

@@ -1,4 +1,4 @@
-"""Problems through entry points (gaussopt.registry), documented ranges, and the import
+"""Problems through entry points (gaussopt.study.registry), documented ranges, and the import
 graph: the library imports neither its command line nor the `problems` package."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import gaussopt as go
-from gaussopt.cli import main
-from gaussopt.problem import BuildParameter
-from gaussopt.registry import (GROUP, check_parameters, get_problem, load_problem_module,
-                               parameter_range, problem_names, UsageError)
+from gaussopt.study.cli import main
+from gaussopt.study.problem import BuildParameter
+from gaussopt.study.registry import (GROUP, check_parameters, get_problem, load_problem_module,
+                                     parameter_range, problem_names, UsageError)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def _fake_distribution(site: Path, name: str, entries: dict) -> None:
 
 THIRD_PARTY = '''"""A pendulum from another package, registered through its entry point."""
 
-from problems import pendulum
+from gaussopt_problems import pendulum
 
 
 def build(l: float = 1.0, t_end: float = 0.2):
@@ -61,7 +61,19 @@ def test_every_problem_module_is_registered_in_pyproject():
     tomllib = pytest.importorskip("tomllib")
     table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][GROUP]
     modules = sorted(p.stem for p in (ROOT / "problems").glob("*.py") if not p.stem.startswith("_"))
-    assert table == {m: f"problems.{m}" for m in modules}
+    assert table == {m: f"gaussopt_problems.{m}" for m in modules}
+
+
+def test_every_package_of_the_tree_is_installed():
+    """pyproject lists the packages (the problems are installed under another name, so
+    setuptools' automatic discovery cannot be used): a package added to the tree must be
+    added there, or an installed gaussopt lacks it."""
+    tomllib = pytest.importorskip("tomllib")
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tree = sorted(".".join(d.parent.relative_to(ROOT).parts)
+                  for d in (ROOT / "gaussopt").rglob("__init__.py"))
+    assert sorted(setup["packages"]) == sorted(tree + ["gaussopt_problems"])
+    assert setup["package-dir"] == {"gaussopt_problems": "problems"}
 
 
 def test_installed_problems_are_found_by_entry_point():
@@ -69,7 +81,7 @@ def test_installed_problems_are_found_by_entry_point():
     names = problem_names()
     assert "four_bar" in names and names == sorted(names)
     mod = get_problem("four_bar")
-    assert mod.__name__ == "problems.four_bar" and callable(mod.build)
+    assert mod.__name__ == "gaussopt_problems.four_bar" and callable(mod.build)
     assert load_problem_module("four_bar") is mod
 
 
@@ -100,10 +112,10 @@ def test_same_name_from_two_distributions_is_an_error(site):
                                             r"with different modules: .*rival \(other_four_bar\)"):
         get_problem("four_bar")
     # the same module registered twice (an installed and a development copy) is one problem
-    _fake_distribution(site, "devcopy", {"four_bar": "problems.four_bar"})
+    _fake_distribution(site, "devcopy", {"four_bar": "gaussopt_problems.four_bar"})
     (site / "rival-1.0.dist-info" / "entry_points.txt").write_text(f"[{GROUP}]\n")
     importlib.invalidate_caches()
-    assert get_problem("four_bar").__name__ == "problems.four_bar"
+    assert get_problem("four_bar").__name__ == "gaussopt_problems.four_bar"
 
 
 def test_broken_third_party_problem_is_named_and_list_goes_on(site, capsys):
@@ -151,7 +163,7 @@ def test_documented_ranges(typ, inside, outside, text):
 def test_undocumented_range_and_non_numbers_are_not_checked():
     assert parameter_range(BuildParameter("x", 1.0, "float", "[m]")) is None
     assert parameter_range(BuildParameter("x", 1.0, "float, default 1", "[m]")) is None
-    from gaussopt.problem import BuildSignature
+    from gaussopt.study.problem import BuildSignature
 
     def build(m: float = 1.0, v0=(1, 0, 2), name: str = "a"):
         """A build().
@@ -177,7 +189,7 @@ def test_undocumented_range_and_non_numbers_are_not_checked():
 # --------------------------------------------------------------------------- the house
 def _import_graph() -> tuple[dict, list]:
     """Edges between gaussopt's modules (every import statement, also inside functions),
-    and the imports of `problems` or gaussopt.cli by other library modules."""
+    and the imports of `problems` or gaussopt.study.cli by other library modules."""
     mods = {}
     for f in sorted((ROOT / "gaussopt").rglob("*.py")):
         parts = list(f.relative_to(ROOT).with_suffix("").parts)
@@ -200,7 +212,7 @@ def _import_graph() -> tuple[dict, list]:
                          for a in node.names]
             for name in names:
                 if name.split(".")[0] == "problems" or (
-                        name.startswith("gaussopt.cli") and mod != "gaussopt.cli"):
+                        name.startswith("gaussopt.study.cli") and mod != "gaussopt.study.cli"):
                     upward.append((mod, name, node.lineno))
                 while name and name not in mods:
                     name = name.rpartition(".")[0]
@@ -226,11 +238,11 @@ def test_library_imports_neither_its_command_line_nor_the_problems():
     graph, upward = _import_graph()
     assert upward == []
     # the command line, the sweep and the registry are in no import cycle
-    for mod in ("gaussopt.cli", "gaussopt.sweep", "gaussopt.registry"):
+    for mod in ("gaussopt.study.cli", "gaussopt.study.sweep", "gaussopt.study.registry"):
         back = [d for d in graph[mod] if _reaches(graph, d, mod)]
         assert back == [], (mod, back)
-    assert "gaussopt.cli" not in graph["gaussopt.sweep"]
-    assert {"gaussopt.registry"} <= graph["gaussopt.sweep"] & graph["gaussopt.cli"]
+    assert "gaussopt.study.cli" not in graph["gaussopt.study.sweep"]
+    assert {"gaussopt.study.registry"} <= graph["gaussopt.study.sweep"] & graph["gaussopt.study.cli"]
 
 
 def test_no_module_of_the_library_is_in_an_import_cycle():
@@ -240,3 +252,43 @@ def test_no_module_of_the_library_is_in_an_import_cycle():
     cycles = [(mod, dep) for mod, deps in graph.items() for dep in deps
               if _reaches(graph, dep, mod)]
     assert cycles == []
+
+
+#: the packages of the library by role, lowest first: a module imports only from its own
+#: package or from packages of a lower rank (the front ends and the quasi-velocity run
+#: share a rank and import none of each other)
+LAYERS = {"core": 0, "model": 1, "gauss": 2, "integrate": 3,
+          "symbolic": 4, "multibody": 4, "quasi": 4, "study": 5}
+
+
+def test_data_flows_downward_through_the_packages():
+    """``study -> front ends / quasi -> integrate -> gauss -> model -> core``: every import
+    of a library module goes to its own package or down (the flat API ``gaussopt`` is the
+    top and nothing imports it), and every package of the tree has its rank."""
+    graph, _ = _import_graph()
+    packages = {mod.split(".")[1] for mod in graph if mod.count(".") >= 1}
+    assert packages == set(LAYERS), packages
+
+    def rank(mod: str) -> tuple:
+        parts = mod.split(".")
+        return (len(LAYERS), "") if len(parts) == 1 else (LAYERS[parts[1]], parts[1])
+
+    upward = [(mod, dep) for mod, deps in graph.items() for dep in deps
+              if rank(dep)[0] > rank(mod)[0]
+              or (rank(dep)[0] == rank(mod)[0] and rank(dep)[1] != rank(mod)[1])]
+    assert upward == []
+
+
+def test_the_top_level_holds_packages_and_the_flat_api_only():
+    """No module beside ``__init__.py`` at gaussopt's top level, and no two modules of the
+    library share a file name (but ``__init__.py`` and the parallel planar / spatial
+    modules of the multibody front end, which hold the same role for each kind of body)."""
+    top = sorted(p.name for p in (ROOT / "gaussopt").glob("*.py"))
+    assert top == ["__init__.py"]
+    names: dict = {}
+    for f in (ROOT / "gaussopt").rglob("*.py"):
+        if f.name != "__init__.py":
+            names.setdefault(f.name, []).append(str(f.parent.relative_to(ROOT)))
+    shared = {k: sorted(v) for k, v in names.items() if len(v) > 1}
+    parallel = ["gaussopt/multibody/planar", "gaussopt/multibody/spatial"]
+    assert all(v == parallel for v in shared.values()), shared

@@ -1,5 +1,5 @@
 """Paper 004's second-order example (q' . q'' = 0 under gravity) in its three models:
-``problems.second_order_particle.build(form="gauss" | "vakonomic" | "new")``.
+``gaussopt_problems.second_order_particle.build(form="gauss" | "vakonomic" | "new")``.
 
 Independent references, written out here from the models' equations (not from the
 module): each model's acceleration-level equations solved as a small linear system
@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from gaussopt.exceptions import ModelError
-from problems import second_order_particle as sop
+from gaussopt.core.exceptions import ModelError
+from gaussopt_problems import second_order_particle as sop
 from test_step_properties import (direct_tolerance, force_error_bound, multiplier_error_bound,
                                   step_error_bound)
 from test_trajectory import EPS, flow_growth, integration_bound

@@ -1,4 +1,4 @@
-"""The O(n) step with a block-diagonal mass matrix (:mod:`gaussopt.sparse`, "Block
+"""The O(n) step with a block-diagonal mass matrix (:mod:`gaussopt.gauss.band_step`, "Block
 mass"): the singular 4 x 4 block of a spatial body's Euler parameters, regularized by
 the body's normalization row. Checked against independent references: the KKT system
 of Gauss's principle solved by numpy on synthetic data, and the dense kernel (SVD,
@@ -12,10 +12,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import gaussopt as go
-from gaussopt import kernel as K
-from gaussopt import sparse as SP
-from gaussopt.model import quiet_compile
-from problems import delta_robot
+import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.band_step as SP
+from gaussopt.core.status import BAND_STATUS
+from gaussopt.core.model_interface import quiet_compile
+from gaussopt_problems import delta_robot
 
 RANK_TOL = 1e-8
 
@@ -249,8 +250,8 @@ def test_block_step_equals_the_kkt_solution_on_random_systems(nb, extra, seed):
     w.b[:] = b
     with quiet_compile():
         status, be, iters = SP.sparse_step(stc, w, np.zeros(m), 0.0, RANK_TOL, True)
-    assert status in SP.STATUS
-    assert status == SP.OK, SP.STATUS[status]
+    assert status in BAND_STATUS
+    assert status == SP.OK, BAND_STATUS[status]
     tol = K.direct_tolerance(n, m)
     size = np.linalg.norm(sol)
     assert np.linalg.norm(w.a - a_ref) <= 4 * cond * tol * size

@@ -1,4 +1,4 @@
-"""The O(n) step of large multibody models (:mod:`gaussopt.sparse`) against independent
+"""The O(n) step of large multibody models (:mod:`gaussopt.gauss.band_step`) against independent
 references: the dense kernel on the same data, the reduced one-coordinate equation of the
 N-four-bar, a complex-step Jacobian of the joint equations; and its refusals (a rank
 drop, redundant rows, a singular mass matrix), after which the dense kernel answers."""
@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt import kernel as K
-from gaussopt import multibody as mb
-from gaussopt import engine as E
-from gaussopt import sparse as SP
-from gaussopt.model import model_functions, quiet_compile
-from gaussopt.solvers.base import BATCH_PER_THREAD
-from problems import n_four_bar
+import gaussopt.gauss.dense_step as K
+import gaussopt.multibody as mb
+import gaussopt.integrate.engine as E
+import gaussopt.gauss.band_step as SP
+from gaussopt.core.model_interface import quiet_compile
+from gaussopt.model.model_functions import model_functions
+from gaussopt.gauss.solvers.base import BATCH_PER_THREAD
+from gaussopt_problems import n_four_bar
 
 RANK_TOL = 1e-8
 
@@ -139,7 +140,7 @@ def test_collinear_position_falls_back():
             assert r.info["rank"] == pb.model.m - N
         status, a, lam, rank, s = _dense(pb.system, 0.0, q, v)
         assert status == 0 and rank == r.info["rank"]
-        # the engine adds the fold rows to the kernel's decision (gaussopt.engine.step.
+        # the engine adds the fold rows to the kernel's decision (gaussopt.gauss.model_step.
         # fold_rows): the two differ only in the directions the kernel dropped, so both
         # satisfy the kept rows, A a = b, to the verified steps' accuracy (16 (n + m + 1)
         # eps of |A| |a| + |b|, the direct solves' backward error)
@@ -234,7 +235,7 @@ def test_sparse_rows_match_complex_step_jacobian():
     sm = mdl.system.sparse
     data = np.empty(sm.indptr[-1])
     b = np.empty(mdl.m)
-    from gaussopt.multibody import kernel as MK
+    import gaussopt.multibody.planar.compiled_model as MK
 
     MK.sparse_rows(sm.p, q, v, np.zeros(0), data, b, True)
     A = np.zeros((mdl.m, mdl.n))
@@ -304,7 +305,7 @@ def test_batch_on_threads_is_the_same():
 
 
 def test_projection_on_the_band_equals_the_dense_projection():
-    """The projection's correction on the band (:func:`gaussopt.sparse.correction`)
+    """The projection's correction on the band (:func:`gaussopt.gauss.band_step.correction`)
     against the dense one (the same system without its sparse model), from states
     1e-4 off the constraints: both are Gauss--Newton with the unique minimum-M-norm
     correction, so they differ by the rounding of the corrections (a few ulps of
@@ -366,7 +367,7 @@ def test_simulate_where_the_band_refuses_is_the_dense_run(build):
     """A redundant row (rank m - 1 everywhere) or a singular mass matrix: the run's step,
     projection and monitor must fall back to the dense kernel and SVD wherever the band
     cannot answer. A singular mass matrix: no step on the band. The redundant row: the
-    dense kernel's first step finds it, the band then sets it aside (gaussopt.sparse,
+    dense kernel's first step finds it, the band then sets it aside (gaussopt.gauss.band_step,
     "Redundant rows") and answers most right-hand sides, except next to the collinear
     positions (where the other rows lose rank too). Against the same run without the
     sparse model, 1.2 s through two collinear positions at rtol 1e-10: the same passages

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
-from gaussopt.multibody import spatial as sp
+from gaussopt.core.exceptions import ModelError
+import gaussopt.multibody.spatial as sp
 
 RNG = np.random.default_rng(20261128)
 

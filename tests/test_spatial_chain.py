@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from problems import spatial_chain as sc
+from gaussopt_problems import spatial_chain as sc
 
 L, M, R, G = 0.5, 1.0, 0.02, 9.81
 EPS = np.finfo(float).eps
@@ -43,9 +43,9 @@ def test_step_matches_joint_space_reference(N, sparse):
         q, v = sc.state(th, dth, L)
         step = go.solve_step(system, 0.0, q, v)
         if sparse and not step.info["sparse"]:
-            import gaussopt.sparse
+            import gaussopt.gauss.band_step
             pytest.fail(f"the O(n) path did not answer at theta = {th.tolist()}: "
-                        f"statuses {gaussopt.sparse.STATUS}")
+                        f"statuses {gaussopt.gauss.band_step.STATUS}")
         assert bool(step.info["sparse"]) is sparse     # N = 3 (21 < MIN_N = 30): dense
         acc = sc.joint_accelerations(q, v, step.a)
         ref = sc.forward_dynamics(th, dth, N, L, M, R, G)

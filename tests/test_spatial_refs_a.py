@@ -36,9 +36,9 @@ from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
 import gaussopt as go
-from problems import free_body, rssr
-from problems import heavy_top as ht
-from problems._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
+from gaussopt_problems import free_body, rssr
+from gaussopt_problems import heavy_top as ht
+from gaussopt_problems._rigid import body_angular_velocity, quaternion, quaternion_rate, rotation
 from test_trajectory import EPS, flow_growth, integration_bound
 
 

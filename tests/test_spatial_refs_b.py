@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from problems import bricard, delta_robot
+from gaussopt_problems import bricard, delta_robot
 
 # ----------------------------------------------------------------------------- Bricard
 

@@ -91,7 +91,7 @@ def _check_cell(solver: str, family: str, count: int, start: int = 0) -> None:
 
 # ----------------------------------------------------------------------------- the property
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::gaussopt.exceptions.ObjectiveMismatchWarning")
+    "ignore::gaussopt.core.exceptions.ObjectiveMismatchWarning")
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

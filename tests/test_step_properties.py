@@ -38,7 +38,7 @@ import gaussopt as go
 pytestmark = pytest.mark.filterwarnings(
     # a singular M with a random force has an unbalanced null(M) force: the exact
     # objective (used here) is right, the warning is expected and irrelevant
-    "ignore::gaussopt.exceptions.ObjectiveMismatchWarning"
+    "ignore::gaussopt.core.exceptions.ObjectiveMismatchWarning"
 )
 
 EXACT_SOLVERS = ("closed_form", "lagrange", "qp")
@@ -55,7 +55,7 @@ QP_TOLERANCE = 1e-12
 # (``from test_step_properties import step_error_bound, ...``).
 def direct_tolerance(n: int, m: int) -> float:
     """Backward error every closed_form / lagrange result is verified to:
-    ``16 (n + m + 1) eps`` (gaussopt.kernel.direct_tolerance and its docstring)."""
+    ``16 (n + m + 1) eps`` (gaussopt.gauss.dense_step.direct_tolerance and its docstring)."""
     return 16.0 * (n + m + 1) * EPS
 
 
@@ -67,7 +67,7 @@ def solver_tolerance(solver: str, n: int, m: int) -> float:
 def step_error_bound(M, F, A, b, a, tau: float, rank_tol: float = 1e-8) -> float:
     """Bound on ``|a - a*|`` (2-norm) for a step result ``a`` verified to backward error ``tau``.
 
-    gaussopt verifies every step (gaussopt.kernel.verify): with the live rows normalized,
+    gaussopt verifies every step (gaussopt.gauss.dense_step.verify): with the live rows normalized,
     ``An = U S V^T`` (``r`` directions above ``rank_tol`` kept), ``N`` a basis of the
     null space of the kept directions,
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gaussopt as go
-from gaussopt.sweep import TIMING_COLUMNS
+from gaussopt.study.sweep import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = {"psi": [200.0, 330.0, 450.0], "t_end": [0.5]}
@@ -24,7 +24,7 @@ def _strip(rows):
 def counted(psi: float = 450.0, t_end: float = 0.5, fail: bool = False):
     """The four-bar; appends a line to $SWEEP_COUNT per call, raises KeyboardInterrupt
     (a simulated Ctrl-C) when psi equals $SWEEP_INTERRUPT_AT, ValueError when `fail`."""
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     with open(os.environ["SWEEP_COUNT"], "a") as fh:
         fh.write(f"{psi}\n")
@@ -134,7 +134,7 @@ def test_solver_list_trajectories_and_plot(tmp_path, counter):
 
 
 def test_lambda_builder_and_module_problem(counter):
-    from problems import four_bar
+    from gaussopt_problems import four_bar
 
     res = go.sweep(lambda psi: counted(psi=psi, t_end=0.2), {"psi": [300.0, 400.0]}, workers=2,
                    progress=False)
@@ -166,7 +166,7 @@ def test_dask_local_cluster_rows_identical_to_local_run(counter, monkeypatch):
 
 # ----------------------------------------------------------------------------- command line
 def test_cli_sweep_writes_table_and_figures(tmp_path, capsys):
-    from gaussopt.cli import main
+    from gaussopt.study.cli import main
 
     out = tmp_path / "sw"
     code = main(["sweep", "four_bar", "--param", "psi=300,450", "--param", "m=10:14:3",
@@ -191,7 +191,7 @@ def test_cli_sweep_writes_table_and_figures(tmp_path, capsys):
     (["--param", "m=0:12:4"], "--param m=0:12:4: `m` of four_bar must be > 0"),
 ])
 def test_cli_sweep_usage_errors(tmp_path, capsys, argv, match):
-    from gaussopt.cli import main
+    from gaussopt.study.cli import main
 
     assert main(["sweep", "four_bar", *argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
@@ -323,7 +323,7 @@ def test_a_live_claim_is_waited_for(tmp_path, counter):
 
     import importlib
 
-    S = importlib.import_module("gaussopt.sweep")      # (go.sweep is the function)
+    S = importlib.import_module("gaussopt.study.sweep")      # (go.sweep is the function)
 
     out = tmp_path / "sw"
     grid = {"psi": [200.0, 300.0], "t_end": [0.2]}

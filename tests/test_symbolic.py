@@ -19,7 +19,7 @@ Tolerances and why (derived, never fitted to a measured error):
   measured 0 to 4e-16);
 * rows against complex-step / 4th-order-difference rows: 1e-10 of the
   difference formula's error scale |gamma| + |Phi'| |(1, v)| (documented ~1e-11
-  in gaussopt.constraints, tested at 1e-10 in test_constraints.py; measured
+  in gaussopt.model.constraints, tested at 1e-10 in test_constraints.py; measured
   1.5e-13);
 * motions integrated with DOP853 at rtol = atol = 1e-12 against analytic or
   reduced solutions: test_trajectory.integration_bound (the sum of the local
@@ -43,10 +43,10 @@ from scipy.integrate import solve_ivp
 from sympy.physics.mechanics import dynamicsymbols
 
 import gaussopt as go
-from gaussopt.exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 from gaussopt.symbolic import SymbolicModel, from_lagrangian, from_mechanics
-from problems import four_bar
-from problems import second_order_particle as sop
+from gaussopt_problems import four_bar
+from gaussopt_problems import second_order_particle as sop
 from test_step_properties import direct_tolerance, step_error_bound
 from test_trajectory import EPS, energy_gradient, flow_growth, integration_bound
 
@@ -173,7 +173,7 @@ def test_rolling_ellipse_rows_match_complex_step(a_, b_):
 
     The automatic holonomic gamma (4th-order difference of a complex-step
     derivative) is accurate to ~1e-11 of the scale ``|gamma| + |Phi'| |(1, v)|``
-    (gaussopt.constraints), not of ``|gamma|``: at a state with a small th'
+    (gaussopt.model.constraints), not of ``|gamma|``: at a state with a small th'
     (gamma ~ 2e-6 here) it is off by 1e-7 *relative*, while the symbolic gamma
     is exact there to 2e-16. So the comparison with it is scaled that way.
     """
@@ -458,7 +458,7 @@ def test_constant_speed_second_order_constraint():
     d_exact = s**2 / G * (np.arctan(np.sinh(tau)) - math.atan(math.sinh(tau0)))
     eh = v0[:2] / np.linalg.norm(v0[:2])
     # measured 2e-13. integration_bound (dense output) with the growth of the exact flow
-    # (the same motion's closed form in problems.second_order_particle, as a function of
+    # (the same motion's closed form in gaussopt_problems.second_order_particle, as a function of
     # (q0, v0)); the closed form rounds to ~16 eps of s^2/g (|tau| + 1)
     growth = flow_growth(lambda y, ts: np.array(list(sop.reference(ts, y[:3], y[3:], G).values())[:6]),
                          np.r_[q0, v0], tr.t)
@@ -858,7 +858,7 @@ def test_compile_once():
     (nothing is generated again), and its functions use the new values.
     (Per-call costs are measured in benchmarks/, not asserted here.)"""
     import gaussopt.symbolic as S
-    from gaussopt import codegen
+    import gaussopt.core.codegen as codegen
 
     model, (m, l, g, psi) = four_bar_model()
     sym = model.system({m: 12, l: 2, g: 9.8, psi: 450})

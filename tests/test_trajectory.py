@@ -41,7 +41,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import ellipj, ellipk
 
 import gaussopt as go
-from gaussopt.result import _ARRAYS
+from gaussopt.core.result import _ARRAYS
 
 M_P, L_P, G_P = 2.0, 1.5, 9.81
 TH0 = math.pi / 3
@@ -634,7 +634,7 @@ def short_runs():
                                  OSError(28, "No space left on device (simulated)")],
                          ids=["KeyboardInterrupt", "OSError"])
 def test_save_interrupted_keeps_old_file_and_leaves_no_temp(tmp_path, monkeypatch, short_runs, exc):
-    import gaussopt.result as result
+    import gaussopt.core.result as result
 
     old, new = short_runs
     path = old.save(tmp_path / "run.npz")

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gaussopt as go
-from gaussopt import kernel as K
-from problems import double_parallelogram, four_bar, n_four_bar, slider_crank
+import gaussopt.gauss.dense_step as K
+from gaussopt_problems import double_parallelogram, four_bar, n_four_bar, slider_crank
 
 EPS = np.finfo(float).eps
 
@@ -115,7 +115,7 @@ def test_crossing_without_projected_stages_warns():
 
 #: torques at which the step size used to collapse approaching a passage: the 5 runs that
 #: stopped in sweeps of 230 torques in 100..600 N m with t_end = 20 s before the engine
-#: stepped over singular positions (gaussopt.engine.place_step), and 2 (324.38, 441.02)
+#: stepped over singular positions (gaussopt.integrate.engine.place_step), and 2 (324.38, 441.02)
 #: that stopped with earlier versions of it (a linear prediction of the passage)
 COLLAPSED_TORQUES = [191.83673469387756, 286.6974789915966, 324.3781512605042,
                      347.45762711864404, 362.0588235294118, 365.3061224489796,
@@ -148,8 +148,8 @@ def test_stage_gap_of_the_engine_methods():
     """The widest gap between the stage abscissae (and the step's end) of scipy's
     tableaux: DOP853 between c = 1/3 and 0.6, RK45 between 0.3 and 0.8, RK23 between
     0 and 1/2."""
-    from gaussopt import engine as E
-    from gaussopt.integrate import _tableau
+    import gaussopt.integrate.engine as E
+    from gaussopt.integrate.ivp import _tableau
     for method, (a, b) in {"DOP853": (1 / 3, 0.6), "RK45": (0.3, 0.8),
                            "RK23": (0.0, 0.5)}.items():
         centre, half = E._stage_gap(_tableau(method).C)
@@ -164,8 +164,8 @@ def test_place_step_never_puts_a_passage_near_a_stage(h, ratio):
     a step that reaches the passage has it inside the widest stage gap (within half its
     half-width of the centre); a step that stops short leaves at least ``lo h`` to it,
     so that the next step of the proposed size can straddle it."""
-    from gaussopt import engine as E
-    from gaussopt.integrate import _tableau
+    import gaussopt.integrate.engine as E
+    from gaussopt.integrate.ivp import _tableau
     centre, half = E._stage_gap(_tableau("DOP853").C)
     d = ratio * h
     hp = E.place_step(h, d, centre, half)

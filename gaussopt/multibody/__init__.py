@@ -47,16 +47,16 @@ passing singular (folded) positions.
 The same kernel runs inside the compiled engine of :func:`gaussopt.simulate`
 (``model.system.compiled``): a model without Python callables is integrated
 without a single Python call. The package is split by role:
-:mod:`~gaussopt.multibody.elements` (bodies, joints, forces),
-:mod:`~gaussopt.multibody.assembly` (elements -> the kernel's tables; the
-:class:`~gaussopt.multibody.assembly.Assembly` is the one home of the model's
+:mod:`~gaussopt.multibody.planar.elements` (bodies, joints, forces),
+:mod:`~gaussopt.multibody.planar.assembly` (elements -> the kernel's tables; the
+:class:`~gaussopt.multibody.planar.assembly.Assembly` is the one home of the model's
 data and of its kinematics, ``Phi``, ``Phi_q``, ``gamma``, which the model,
 the analysis and the states read: none of them imports another's module but
 the model),
-:mod:`~gaussopt.multibody.kernel` (the numba functions and compiled model
-functions), :mod:`~gaussopt.multibody.analysis` (rank report, reactions),
-:mod:`~gaussopt.multibody.states` (consistent initial states) and
-:mod:`~gaussopt.multibody.model` (the :class:`Model`).
+:mod:`~gaussopt.multibody.planar.compiled_model` (the numba functions and compiled model
+functions), :mod:`~gaussopt.multibody.common.analysis` (rank report, reactions),
+:mod:`~gaussopt.multibody.common.states` (consistent initial states) and
+:mod:`~gaussopt.multibody.planar.mechanism` (the :class:`Model`).
 
 References
 ----------
@@ -84,10 +84,11 @@ array([0.   , 4.905])
 
 from __future__ import annotations
 
-from .analysis import JointReaction, RankReport
-from .elements import (GROUND, Body, BodyRef, Damper, DrivenAngle, Fixed, Joint, PointForce,
-                       PointOnLine, Prismatic, Revolute, Spring, Torque, Vector2)
-from .model import LeastSquaresProjection, Mechanism, Model
+from gaussopt.multibody.common.analysis import JointReaction, RankReport
+from gaussopt.multibody.planar.elements import (GROUND, Body, BodyRef, Damper, DrivenAngle, Fixed,
+                                                Joint, PointForce, PointOnLine, Prismatic, Revolute,
+                                                Spring, Torque, Vector2)
+from gaussopt.multibody.planar.mechanism import LeastSquaresProjection, Mechanism, Model
 
 __all__ = ["Body", "Revolute", "Prismatic", "Fixed", "DrivenAngle", "PointOnLine",
            "PointForce", "Torque", "Spring", "Damper", "Model", "Mechanism",
@@ -100,6 +101,6 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(".spatial", __name__)
     if name == "load":
-        from .spatial.mjcf import load
+        from gaussopt.multibody.io.mjcf import load
         return load
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -78,10 +78,10 @@ not supported; ``D^T M D`` must be positive definite.
 
 Module layout
 -------------
-``model`` (:class:`QuasiVelocities`: the model pieces and the reduced
+``reduced_model`` (:class:`QuasiVelocities`: the model pieces and the reduced
 equations), ``charts`` (frames, the automatic basis and its rotation),
-``checks`` (one-time checks of a model), ``derivatives`` (complex steps and
-finite differences), ``run`` (the integration: driver, events, dense output,
+``model_checks`` (one-time checks of a model), ``derivatives`` (complex steps and
+finite differences), ``quasi_run`` (the integration: driver, events, dense output,
 output samples).
 
 References
@@ -91,7 +91,7 @@ of nonholonomic multibody system in quasi-coordinate form", Dynamical Systems
 and Control 9 (2020) 121-128 (paper 000).
 """
 
-from .model import QuasiVelocities
-from .run import QUASI_METHODS
+from gaussopt.quasi.reduced_model import QuasiVelocities
+from gaussopt.quasi.quasi_run import QUASI_METHODS
 
 __all__ = ["QuasiVelocities", "QUASI_METHODS"]

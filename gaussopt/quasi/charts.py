@@ -14,9 +14,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..exceptions import GaussoptError, ModelError
-from ..step import as_state
-from .derivatives import complex_step
+from gaussopt.core.exceptions import GaussoptError, ModelError
+from gaussopt.core.checks import as_state
+from gaussopt.quasi.derivatives import complex_step
 
 __all__ = ["Frame", "Charts", "CHART_FLOOR"]
 

@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..constraints import Nonholonomic
+from gaussopt.model.constraints import Nonholonomic
 
 __all__ = ["H", "ComplexWarning", "complex_step", "nh_rate_cs", "nh_rate_fd", "fd4"]
 

@@ -38,7 +38,7 @@ Every other free symbol is a parameter. One :class:`SymbolicModel` is derived
 (:meth:`SymbolicModel.derive`) and compiled once; :meth:`SymbolicModel.system`
 binds a parameter set ``{Symbol or name: value}`` at no compile cost, so one
 derivation serves many parameter sets. Unbound symbols raise a
-:class:`~gaussopt.exceptions.ModelError` that lists them.
+:class:`~gaussopt.core.exceptions.ModelError` that lists them.
 
 Compilation
 -----------
@@ -102,8 +102,8 @@ array([[2., 0.],
 """
 
 
-from ._compile import MODULES
-from .mechanics import from_mechanics, kane_velocities
-from .model import SymbolicModel, from_lagrangian
+from gaussopt.symbolic._compile import MODULES
+from gaussopt.symbolic.mechanics import from_mechanics, kane_velocities
+from gaussopt.symbolic.symbolic_model import SymbolicModel, from_lagrangian
 
 __all__ = ["SymbolicModel", "from_lagrangian", "from_mechanics", "kane_velocities", "MODULES"]

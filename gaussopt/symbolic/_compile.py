@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-from ..exceptions import ModelError
+from gaussopt.core.exceptions import ModelError
 
 MODULES = ("math", "numpy", "scipy")
 

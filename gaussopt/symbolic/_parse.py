@@ -8,8 +8,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from ..exceptions import ModelError
-from ._compile import _AN, _QN, _TN, _VN
+from gaussopt.core.exceptions import ModelError
+from gaussopt.symbolic._compile import _AN, _QN, _TN, _VN
 
 Exprs = Union[sp.Expr, Sequence, sp.MatrixBase, None]
 

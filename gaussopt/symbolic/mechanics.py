@@ -10,10 +10,10 @@ import numpy as np
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from ..exceptions import ModelError
-from ..system import System
-from ._parse import Exprs, _as_list, _sympify
-from .model import SymbolicModel
+from gaussopt.core.exceptions import ModelError
+from gaussopt.model.system import System
+from gaussopt.symbolic._parse import Exprs, _as_list, _sympify
+from gaussopt.symbolic.symbolic_model import SymbolicModel
 
 
 def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
@@ -117,7 +117,7 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
         of a System.
     energy : expression, optional
         The System's energy, a diagnostic (``Trajectory.energy``, the energy
-        drift of :func:`gaussopt.compare`), in the method's dynamicsymbols as the
+        drift of :func:`gaussopt.study.compare`), in the method's dynamicsymbols as the
         constraints are. For a ``KanesMethod``, which has none without it,
         typically ``sum(b.kinetic_energy(N) for b in bodies) + V`` with ``V`` the
         potential of its conservative loads (the example below); for a

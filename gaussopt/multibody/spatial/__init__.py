@@ -12,7 +12,7 @@ one of the equations, which gives the stacked ``[M; Phi_q]`` full column rank.
 Joints are written once, from five primitives on body vectors (point coincidence,
 two perpendicular vectors, a vector perpendicular to a point-to-point line,
 distance, driven angle), with exact Jacobians and convective terms, and evaluated
-by one compiled kernel (:mod:`~gaussopt.multibody.spatial.kernel`, compiled the
+by one compiled kernel (:mod:`~gaussopt.multibody.spatial.compiled_model`, compiled the
 first time a spatial model is used). Loops close wherever a joint is put; the
 :meth:`Model.rank_report` says which equations are redundant and compares the
 Gruebler--Kutzbach count with the true mobility.
@@ -47,11 +47,13 @@ released horizontally along x:
 
 from __future__ import annotations
 
-from ..analysis import RankReport
-from .elements import (GROUND, Armature, Body, Cylindrical, Distance, DrivenAngle, Fixed, Force, Joint,
-                       Planar, PointOnLine, PointOnPlane, Prismatic, Revolute, RotationalDamper,
-                       Spherical, Spring, Torque, Universal, quaternion, rotation_matrix)
-from .model import JointReaction, Model
+from gaussopt.multibody.common.analysis import RankReport
+from gaussopt.multibody.spatial.elements import (GROUND, Armature, Body, Cylindrical, Distance,
+                                                 DrivenAngle, Fixed, Force, Joint, Planar,
+                                                 PointOnLine, PointOnPlane, Prismatic, Revolute,
+                                                 RotationalDamper, Spherical, Spring, Torque,
+                                                 Universal, quaternion, rotation_matrix)
+from gaussopt.multibody.spatial.mechanism import JointReaction, Model
 
 __all__ = ["Body", "Spherical", "Revolute", "Prismatic", "Cylindrical", "Universal", "Fixed",
            "Planar", "PointOnLine", "PointOnPlane", "Distance", "DrivenAngle", "Force",

@@ -5,9 +5,9 @@
 ``len(bodies)``), coordinates and equations (first one normalization row per body,
 then the joints' rows in the order given), turns the joints' world geometry at the
 reference pose into body-frame vectors, and packs everything into the kernel's
-parameter array (:func:`gaussopt.multibody.spatial.kernel.pack`). The
+parameter array (:func:`gaussopt.multibody.spatial.compiled_model.pack`). The
 :class:`SpatialAssembly` is the model's data in one place, with the evaluation of
-the joints; :mod:`gaussopt.multibody.states` and :mod:`gaussopt.multibody.analysis`
+the joints; :mod:`gaussopt.multibody.common.states` and :mod:`gaussopt.multibody.common.analysis`
 read it as they read the planar one.
 """
 
@@ -18,10 +18,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ...exceptions import ModelError
-from . import kernel
-from .elements import (GROUND, Armature, Body, Force, Joint, RotationalDamper, Spring,
-                       Torque, _ref_name, _vec3, rotation_matrix)
+from gaussopt.core.exceptions import ModelError
+import gaussopt.multibody.spatial.compiled_model as kernel
+from gaussopt.multibody.spatial.elements import (GROUND, Armature, Body, Force, Joint,
+                                                 RotationalDamper, Spring, Torque, _ref_name, _vec3,
+                                                 rotation_matrix)
 
 __all__ = ["SpatialAssembly", "assemble_model"]
 

@@ -15,9 +15,9 @@ from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from ...exceptions import ModelError
-from ..elements import GROUND
-from ..elements import _ref_name as _planar_ref_name
+from gaussopt.core.exceptions import ModelError
+from gaussopt.multibody.planar.elements import GROUND
+from gaussopt.multibody.planar.elements import _ref_name as _planar_ref_name
 
 __all__ = ["GROUND", "Armature", "Body", "Joint", "Spherical", "Revolute", "Prismatic", "Cylindrical",
            "Universal", "Fixed", "Planar", "PointOnLine", "PointOnPlane", "Distance",

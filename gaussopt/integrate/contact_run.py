@@ -1,0 +1,856 @@
+"""The event-driven run of a system with contacts: phases, impacts, lift-offs, accumulations.
+
+Unilateral contact: lift-off, landing and impacts, by Gauss's principle.
+
+A contact point may push but never pull: its gap ``g(t, q) >= 0``, and its
+normal force ``N >= 0`` vanishes unless the gap is closed (complementarity).
+Gauss's principle takes such sign conditions as they are: the accelerations
+minimize the Gauss function subject to the bilateral rows *and* the
+unilateral rows ``g'' >= 0`` of the closed points, a quadratic program whose
+optimality conditions are the complementarity conditions. gaussopt treats
+contacts *event-driven* (the "hard contact" school of Pfeiffer and Glocker),
+never by penalties or softened constraints:
+
+* a run is a sequence of smooth phases, each integrated by
+  :func:`gaussopt.simulate` with the closed points as bilateral rows (so every
+  trust guarantee of a smooth run holds inside a phase);
+* an open point's closing (``g = 0`` with ``g' < 0``) and a closed point's
+  lift-off (``N = 0``, decreasing) are terminal events, located on the dense
+  output to ``4 eps`` in time;
+* at a closing the impact is resolved by the same principle at the velocity
+  level: ``v+`` minimizes ``1/2 (v+ - v-)^T M (v+ - v-)`` subject to the
+  bilateral velocity constraints and Newton's law ``g'+ >= -e g'-`` with
+  complementarity on the impulses, for every point that touches at once;
+* after every impact and lift-off, which touching points close is decided by
+  the acceleration-level problem (:func:`gaussopt.gauss.contact_problem.solve_contact`:
+  an active-set solution with the verified Gauss step, redundant rows and
+  singular ``M`` included).
+
+Accumulation of impacts (Zeno)
+------------------------------
+A bouncing body with ``0 < e < 1`` comes to rest after infinitely many impacts
+in finite time. A rebound whose apex ``g'^2 / (2 |g''|)`` lies below
+``zeno_height`` (default a hundred times the integrator's position tolerance,
+``100 (atol + rtol max|q0|)``) is not integrated: that impact is made plastic
+at the point, which then closes. What is approximated: the remaining flights,
+whose heights are below ``zeno_height`` and whose durations add up to
+``2 u / (|g''| (1 - e))`` (``u`` the last rebound velocity; for the default
+tolerances microseconds); the point rests from the last resolved impact on,
+and ``Impact.t_accumulation`` gives the extrapolated accumulation time.
+
+Friction
+--------
+A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``.
+``friction=float("inf")``: the contact point does not slip while the contact
+is closed or impacting (a sticking corner, rolling without slip); the
+tangential force is the multiplier of the slip row. A finite ``mu`` (planar
+point contacts): a closed point at rest tangentially sticks while the sticking
+force lies in the cone ``|T| <= mu N`` (two events watch the cone's edges) and
+otherwise slides against it; a sliding point carries ``T = -mu N s`` (``s``
+the sign of its slip rate), a force that depends on the normal force, so each
+right-hand side solves the accelerations and ``N`` together (a non-symmetric
+KKT system; the Gauss step of the phase then reproduces the same ``N``); the
+slip rate's return to zero is an event. A sliding point whose normal
+acceleration does not grow with its normal force (Painleve's paradox) has no
+determined motion: :class:`~gaussopt.ContactSolveError`. At an impact
+the sticking impulse is taken if it lies in the cone, else the sliding one.
+The stick/slip decision is made point by point on the normal active set of
+the sticking problem, which is exact for one frictional point in contact.
+
+Force events (a normal force reaching zero, a friction force reaching the
+cone) are also checked at interior points of each step (``interp_points``):
+the forces of a point at rest may vary with time while its state does not,
+and the integrator's steps then grow long.
+
+``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
+phases' dense solutions in turn, continuous from the right at an impact.
+
+Not supported yet: spatial friction cones, user ``events`` together with
+contacts, nonlinear nonholonomic constraints together with contacts (an impact
+needs velocity constraints affine in ``v``).
+
+References
+----------
+F. Pfeiffer, C. Glocker, *Multibody Dynamics with Unilateral Contacts*,
+Wiley 1996. G. W. Housner, "The behavior of inverted pendulum structures
+during earthquakes", Bull. Seismol. Soc. Am. 53 (1963) 403-417.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from gaussopt.model.constraints import Holonomic
+from gaussopt.integrate.dense_output import evaluation_times
+from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
+from gaussopt.gauss.solution import solve_gauss
+from gaussopt.core.result import Impact, Trajectory
+from gaussopt.core.checks import as_state
+from gaussopt.gauss.solve_step import solve_step
+from gaussopt.model.system import System
+from gaussopt.integrate.validation import validate_t_span
+from gaussopt.gauss.contact_problem import ContactSolveError, solve_contact
+from gaussopt.model.contact import ContactPoints
+
+__all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
+
+_EPS = float(np.finfo(float).eps)
+#: phases that may end at the time they started (simultaneous transitions) before the
+#: run is declared stuck
+_MAX_ZERO_PHASES = 25
+#: interior points of each step at which the sign of a force event is also checked: the
+#: forces of a point at rest may change with an explicit time dependence that the
+#: integrator's error control does not see (its state does not move), so its steps can
+#: grow long enough to hold a pair of zeros
+_INTERP = 10
+
+
+class _Model:
+    """The system without its contacts, the contact points, and the phase systems."""
+
+    def __init__(self, system: System, t: float, q: np.ndarray):
+        self.system = system
+        self.points = P = ContactPoints(system.contacts, t, q)
+        self.k = P.k
+        self.base = self._system(())
+        self._phases: dict = {}
+
+    def _system(self, extra: Sequence[Holonomic], name: str = "",
+                force: Optional[Callable] = None) -> System:
+        s = self.system
+        mass = s.constant_mass if s.constant_mass is not None else s._mass
+        if force is None:
+            force = s.constant_force if s.constant_force is not None else s._force
+        cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
+        return System(s.coordinates, mass, force, cons, energy=s._energy,
+                      name=s.name + (f" [{name}]" if name else ""))
+
+    def phase(self, closed: np.ndarray, sdir: np.ndarray) -> tuple[System, list[int], list[int]]:
+        """The system of a phase: the closed points as bilateral normal rows, the sticking
+        frictional ones with their no-slip rows, the sliding ones (``sdir`` = sign of the
+        slip rate) with the Coulomb force ``-mu N sdir`` along their slip gradient. Returns
+        it with the row indices (normal, tangential: -1 if none) of the closed points."""
+        key = tuple(np.flatnonzero(closed))
+        dirs = tuple(int(sdir[i]) for i in key)
+        got = self._phases.get((key, dirs))
+        if got is not None:
+            return got
+        P = self.points
+        extra = [P.holonomic(i) for i in key]
+        sticking = [i for i, d in zip(key, dirs) if P.frictional[i] and d == 0]
+        extra += [P.holonomic(i, tangent=True) for i in sticking]
+        name = ", ".join(P.labels[i] + ("" if d == 0 else (" sliding +" if d > 0 else " sliding -"))
+                         for i, d in zip(key, dirs))
+        name = name + " closed" if key else "contacts open"
+        m = _row_count(self.base)
+        n_rows = list(range(m, m + len(key)))
+        t_rows = [-1] * len(key)
+        for j, i in enumerate(key):
+            if i in sticking:
+                t_rows[j] = m + len(key) + sticking.index(i)
+        sliding = [(i, d, n_rows[j]) for j, (i, d) in enumerate(zip(key, dirs)) if d != 0]
+        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding) if sliding else None)
+        got = self._phases[(key, dirs)] = (sysp, n_rows, t_rows)
+        return got
+
+    def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
+        """``(B, c)`` with ``B v + c = 0`` the bilateral velocity constraints (affine in v)."""
+        base = self.base
+        B = base.velocity_rows(t, q, v)
+        c = base.velocity_residual(t, q, np.zeros_like(v))
+        return B, c
+
+
+def _kkt_nonsymmetric(M, F, A, b, W) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, lam)`` of ``M x - W^T lam = F``, ``A x = b`` (``W = A`` but for the sliding
+    points' rows ``G_i - mu s T_i``), least squares (singular ``M``, redundant rows)."""
+    n, m = M.shape[0], A.shape[0]
+    K = np.block([[M, -W.T], [A, np.zeros((m, m))]])
+    z = np.linalg.lstsq(K, np.concatenate([F, b]), rcond=None)[0]
+    return z[:n], z[n:]
+
+
+def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list) -> Callable:
+    """``F - sum_i mu_i s_i N_i T_i^T`` with the normal forces ``N_i`` of the sliding points
+    solved together with the accelerations (the friction force depends on ``N``)."""
+    P, base = model.points, model.base
+    cons = list(base.equalities) + list(extra)
+
+    def force(t, q, v):
+        F = base.force(t, q, v)
+        M = base.mass(t, q)
+        parts = [c.rows(t, q, v) for c in cons]
+        A = np.concatenate([p[0] for p in parts])
+        b = np.concatenate([p[1] for p in parts])
+        T, _, _ = P.tangent_rows(t, q, v)
+        W = A.copy()
+        for i, d, row in sliding:
+            W[row] -= P.mu[i] * d * T[i]
+        _, lam = _kkt_nonsymmetric(M, F, A, b, W)
+        out = np.array(F, dtype=float)
+        for i, d, row in sliding:
+            out -= P.mu[i] * d * lam[row] * T[i]
+        return out
+
+    return force
+
+
+def _row_count(system: System) -> int:
+    counts = system._row_counts
+    if counts is None:
+        raise ModelError("internal: the base system's rows are counted by its check")
+    return int(sum(counts))
+
+
+def _kinetic(M: np.ndarray, v: np.ndarray) -> float:
+    return 0.5 * float(v @ (M @ v))
+
+
+def _check_affine(model: _Model, t, q, v) -> None:
+    """Impacts need velocity constraints affine in v (a jump of v must keep them)."""
+    for c in model.base.nonholonomic:
+        if not c.is_affine(t, q, v):
+            raise UnsupportedConstraintError(
+                f"constraint {c.name!r} is not affine in the velocities: an impact (a jump of v) "
+                "has no well-defined velocity constraint; contacts need holonomic or affine "
+                "nonholonomic constraints.")
+
+
+def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
+                 candidates: np.ndarray, start: Sequence[int] = ()):
+    """The acceleration with the candidate points unilateral (gap'' >= 0): which close."""
+    P = model.points
+    M, F, A, b = model.base.evaluate(t, q, v)
+    G, _, gam = P.normal_rows(t, q, v)
+    T, _, gamt = P.tangent_rows(t, q, v)
+    idx = np.flatnonzero(candidates)
+    start_local = [j for j, i in enumerate(idx) if i in set(start)]
+    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], P.frictional[idx],
+                        start=start_local, labels=[P.labels[i] for i in idx])
+    return idx, sol
+
+
+def _slip_directions(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
+                     closed: np.ndarray, old: np.ndarray, forced: np.ndarray,
+                     idx: Optional[np.ndarray], sol, vel_tol: np.ndarray) -> np.ndarray:
+    """Stick (0) or slide (+-1) for every closed point with finite friction.
+
+    A point that moves tangentially slides with the sign of its slip rate. One at rest
+    sticks if the sticking solution's tangential force lies in the cone ``|T| <= mu N``,
+    else it starts to slide against that force (or in the direction a stick-slip event
+    gave); a start of sliding is checked: the sliding acceleration must keep its direction,
+    and the normal force must be determined (else Painleve's paradox: ContactSolveError).
+    The decision is made point by point on the normal active set of the sticking problem
+    (exact for one frictional point in contact).
+    """
+    P = model.points
+    sdir = np.zeros(P.k, dtype=int)
+    finite = closed & P.frictional & ~P.sticks
+    if not finite.any():
+        return sdir
+    T, ct, gamt = P.tangent_rows(t, q, v)
+    u = T @ v + ct
+    onset = []
+    for i in np.flatnonzero(finite):
+        if abs(u[i]) > vel_tol[i]:
+            sdir[i] = 1 if u[i] > 0 else -1
+            continue
+        if forced[i]:
+            sdir[i] = forced[i]
+            onset.append(i)
+            continue
+        j = int(np.flatnonzero(idx == i)[0])
+        N, tau = sol.nu[j], sol.tau[j]
+        slack = 1e4 * _EPS * (abs(N) * P.mu[i] + abs(tau))
+        if abs(tau) <= P.mu[i] * N + slack:
+            sdir[i] = 0
+        else:
+            sdir[i] = -1 if tau > 0 else 1
+            onset.append(i)
+    for i in np.flatnonzero(sdir):
+        _check_sliding(model, t, q, v, closed, sdir, i, onset=i in onset)
+    return sdir
+
+
+def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> None:
+    """A point with ``friction = inf`` whose normal force reached zero: with it open the
+    tangential force vanishes too, and the gap must then open (``gap'' >= 0``). A
+    nonzero tangential force at ``N = 0`` (no finite ``mu`` would have held it) can
+    leave the gap closing: no continuation is consistent."""
+    P = model.points
+    for i in np.flatnonzero(points):
+        rest = closed.copy()
+        rest[i] = False
+        sysp, _, _ = model.phase(rest, sdir)
+        acc = solve_step(sysp, t, q, v).a
+        G, _, gam = P.normal_rows(t, q, v)
+        gdd = float(G[i] @ acc - gam[i])
+        scale = float(np.abs(G[i]).max()) * float(np.abs(acc).max(initial=0.0)) + abs(gam[i])
+        if gdd < -1e-6 * scale:
+            raise ContactSolveError(
+                f"{P.labels[i]} reaches zero normal force at t={t} while it sticks with a "
+                f"nonzero tangential force (friction=inf): opened, its gap would close "
+                f"(gap'' = {gdd:.3g}), closed, it would pull. No continuation is consistent; "
+                "give the contact a finite friction coefficient (it then slides before it "
+                "lifts off).", [P.labels[i]])
+
+
+def _check_sliding(model: "_Model", t, q, v, closed, sdir, i, onset: bool) -> None:
+    """A sliding point ``i``: its normal force is determined (the normal acceleration grows
+    with N: no Painleve paradox) and, when it starts to slide (``onset``), it slides the way
+    it is pushed."""
+    P = model.points
+    d = int(sdir[i])
+    M, F, A, b = model.base.evaluate(t, q, v)
+    G, _, gam = P.normal_rows(t, q, v)
+    T, _, gamt = P.tangent_rows(t, q, v)
+    others = [j for j in np.flatnonzero(closed) if j != i]
+    stick = [j for j in others if P.frictional[j] and sdir[j] == 0]
+    Ao = np.concatenate([A, G[others], T[stick]])
+    # the normal acceleration's response to a unit normal force with its sliding friction
+    W = G[i] - P.mu[i] * d * T[i]
+    resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a
+    c = float(G[i] @ resp)
+    scale = float(np.abs(G[i]).max()) * float(np.abs(resp).max(initial=0.0)) + 1e-300
+    sysp, n_rows, _ = model.phase(closed, sdir)
+    step = solve_step(sysp, t, q, v)
+    N = float(step.multipliers[n_rows[list(np.flatnonzero(closed)).index(i)]])
+    if c <= 1e4 * _EPS * scale:
+        raise ContactSolveError(
+            f"Painleve's paradox at {P.labels[i]} (t={t}): sliding with friction "
+            f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
+            f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
+            "or no force satisfies the contact conditions.", [P.labels[i]])
+    slip_acc = float(T[i] @ step.a - gamt[i])
+    # rounding of the slip acceleration: the terms of M a = F + ..., over the mass scale
+    acc = (float(np.abs(F).max(initial=0.0)) + float(np.abs(M @ step.a).max(initial=0.0))) / \
+        max(float(np.abs(M).max()), 1e-300) + float(np.abs(step.a).max(initial=0.0))
+    tol = 1e4 * _EPS * (float(np.abs(T[i]).max()) * acc + abs(gamt[i]))
+    if onset and (d * slip_acc < -tol or N < -1e4 * _EPS * (1 + abs(N))):
+        raise ContactSolveError(
+            f"no consistent frictional state at {P.labels[i]} (t={t}): sticking needs a "
+            f"tangential force beyond mu N, but sliding {'+' if d > 0 else '-'} with friction "
+            f"{P.mu[i]:g} accelerates the other way (slip acceleration {slip_acc:.3g}, normal "
+            f"force {N:.3g}).", [P.labels[i]])
+
+
+def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: np.ndarray,
+            closing: np.ndarray, rest: Optional[np.ndarray] = None) -> tuple[np.ndarray, Impact]:
+    """``v+`` of an impact of the ``closing`` points among the touching ``candidates``.
+
+    ``rest``: points brought to rest (``gap'+ = 0`` and, sticking, no slip) as bilateral
+    velocity rows: the end of an accumulation of impacts.
+    """
+    P = model.points
+    M = model.base.mass(t, q)
+    B, c = model.velocity_rows(t, q, v)
+    G, cg, _ = P.normal_rows(t, q, v)
+    T, ct, _ = P.tangent_rows(t, q, v)
+    gdot = G @ v + cg
+    if rest is None:
+        rest = np.zeros(P.k, dtype=bool)
+    welded = np.flatnonzero(rest)
+    stuck = welded[P.sticks[welded]]
+    B = np.concatenate([B, G[welded], T[stuck]])
+    c = np.concatenate([c, cg[welded], ct[stuck]])
+    idx = np.flatnonzero(candidates & ~rest)
+    e = np.where(closing, P.e, 0.0)
+    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
+    h = -cg - e * np.minimum(gdot, 0.0)
+    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], P.frictional[idx],
+                        start=[j for j, i in enumerate(idx) if closing[i]],
+                        labels=[P.labels[i] for i in idx])
+    vp = sol.x
+    imp, timp = np.zeros(P.k), np.zeros(P.k)
+    imp[idx], timp[idx] = sol.nu, sol.tau
+    # finite friction: a sticking impulse outside the cone |P_t| <= mu P_n slides instead,
+    # P_t = -mu s P_n against the direction s it would have taken (Coulomb at the impulse level)
+    act = idx[sol.active]
+    slide = [i for i in act if P.frictional[i] and not P.sticks[i]
+             and abs(timp[i]) > P.mu[i] * imp[i] * (1 + 1e4 * _EPS)]
+    if slide:
+        stick_act = [i for i in act if P.frictional[i] and i not in slide]
+        A_all = np.concatenate([B, G[act], T[stick_act]])
+        b_all = np.concatenate([-c, h[act], -ct[stick_act]])
+        W_all = A_all.copy()
+        m0 = B.shape[0]
+        sgn = {i: float(np.sign(timp[i])) for i in slide}   # the sticking impulse's sign
+        for i in slide:
+            # slides against it: tangential impulse +mu P_n sgn (-mu s P_n with s = -sgn)
+            W_all[m0 + list(act).index(i)] = G[i] + P.mu[i] * sgn[i] * T[i]
+        vp, lam = _kkt_nonsymmetric(M, M @ v, A_all, b_all, W_all)
+        imp[:], timp[:] = 0.0, 0.0
+        imp[act] = lam[m0:m0 + act.size]
+        timp[stick_act] = lam[m0 + act.size:]
+        for i in slide:
+            timp[i] = P.mu[i] * sgn[i] * imp[i]
+    m = B.shape[0] - welded.size - stuck.size
+    imp[welded] = sol.lam[m:m + welded.size]
+    timp[stuck] = sol.lam[m + welded.size:]
+    active = np.zeros(P.k, dtype=bool)
+    active[idx[sol.active]] = True
+    active |= rest
+    rec = Impact(t=float(t), points=[P.labels[i] for i in np.flatnonzero(active)], impulses=imp,
+                 tangential_impulses=timp, gap_rate_before=gdot, gap_rate_after=G @ vp + cg,
+                 kinetic_before=_kinetic(M, v), kinetic_after=_kinetic(M, vp))
+    return vp, rec
+
+
+def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: Impact,
+                  touching: np.ndarray, vel_tol: np.ndarray, zeno_height: float,
+                  history: Sequence[Impact]) -> Optional[np.ndarray]:
+    """The touching points whose rebound after this impact stays below ``zeno_height``
+    (apex ``gap'^2 / (2 |gap''|)``, ``gap''`` with the points that rest after the impact
+    closed), or None."""
+    P = model.points
+    gd = rec.gap_rate_after
+    sep = touching & (gd > vel_tol)
+    if not sep.any():
+        return None
+    resting = touching & (np.abs(gd) <= vel_tol)
+    if resting.any():
+        idx, sol = contact_step(model, t, q, vp, resting)
+        acc = sol.x
+    else:
+        acc = solve_step(model.base, t, q, vp).a
+    G, _, gam = P.normal_rows(t, q, vp)
+    decel = -(G @ acc - gam)
+    low = sep & (decel > 0) & (gd * gd <= 2 * np.maximum(decel, 0) * zeno_height)
+    if not low.any():
+        return None
+    # the accumulation time: one bouncing point's geometric series of flights
+    # (2 u e^j / d, j >= 0: t_inf - t = 2 u / (d (1 - e))), else the series of the last
+    # intervals between impacts
+    bouncing = np.flatnonzero(low & (P.e > 0) & (rec.gap_rate_before < 0))
+    rec.t_accumulation = math.nan
+    if bouncing.size == 1 and np.count_nonzero(low) == 1:
+        i = bouncing[0]
+        if P.e[i] < 1:
+            rec.t_accumulation = float(t + 2 * gd[i] / (decel[i] * (1 - P.e[i])))
+    elif len(history) >= 2:
+        d1, d0 = t - history[-1].t, history[-1].t - history[-2].t
+        r = d1 / d0 if d0 > 0 else math.nan
+        if 0 < r < 1:
+            rec.t_accumulation = float(t + d1 * r / (1 - r))
+    return low
+
+
+def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase: Callable,
+                      t_eval: Optional[Sequence[float]] = None, max_impacts: int = 100_000,
+                      zeno_height: Optional[float] = None,
+                      progress: Optional[Callable[[float], Any]] = None,
+                      **options) -> Trajectory:
+    """Simulate a system with :class:`~gaussopt.Contact` constraints (see :mod:`gaussopt.integrate.contact_run`).
+
+    Parameters
+    ----------
+    system : System
+        With one or more contacts among its constraints.
+    t_span, q0, v0 :
+        As :func:`gaussopt.simulate`; ``q0`` must not penetrate (``gap >= 0``
+        within the gap tolerance).
+    phase : callable
+        ``phase(system, t_span, q0, v0, **options) -> Trajectory``, the smooth
+        integrator of each phase (:func:`gaussopt.simulate`, which calls this
+        function for systems with contacts and passes itself).
+    t_eval : array_like, optional
+        Output times; default every accepted step, with two samples at every
+        impact (before and after, at the same time).
+    max_impacts : int, default 100000
+        Stop (``success=False``) after this many impacts.
+    zeno_height : float, optional
+        A rebound whose apex ``gap'^2 / (2 |gap''|)`` is below this height closes
+        the contact (the end of an accumulation of impacts). Default
+        ``100 (atol + rtol max|q0|)``: flights lower than a hundred times the
+        integrator's position tolerance are below what the run resolves.
+    progress : callable, optional
+        ``progress(t)`` after every accepted step.
+    **options
+        Passed to :func:`gaussopt.simulate` for every phase (``solver``,
+        ``method``, ``rtol``, ``atol``, ``stabilization``, ``dense_output``,
+        ...); ``dense_output=True`` gives ``traj.sol``, a
+        :class:`ContactDenseSolution` (``max_memory`` applies to each phase).
+        User ``events`` are not supported with contacts yet (ModelError).
+
+    Returns
+    -------
+    Trajectory
+        The phases joined; ``contact_forces`` (N, k) holds the normal force of
+        every contact point (0 while open), ``impacts`` every :class:`Impact`,
+        ``meta["contact_points"]`` the points' labels and
+        ``meta["contact_transitions"]`` the closings and openings as
+        ``(t, point, "close"|"open")``.
+    """
+    user_events = options.pop("events", None)
+    if user_events is not None:
+        raise ModelError(f"`events` is not supported with contacts yet, found {user_events!r}: run "
+                         "without it (with dense_output=True, traj.sol(t) gives the state "
+                         "anywhere along the run, to locate the zeros afterwards).")
+    dense_output = options.pop("dense_output", False)
+    if not system.contacts:
+        raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
+    if not isinstance(options.get("solver", "closed_form"), (str, type)):
+        raise ModelError("`solver` must be a solver name or class for a system with contacts (each "
+                         "phase makes its own), found an instance of "
+                         f"{type(options['solver']).__name__}.")
+    if not (isinstance(max_impacts, (int, np.integer)) and max_impacts >= 0):
+        raise ModelError(f"`max_impacts` must be an integer >= 0, found {max_impacts!r}.")
+    t0, t1 = validate_t_span(t_span)
+    n = system.n
+    q = as_state(q0, n, "q0").copy()
+    v = as_state(v0, n, "v0").copy()
+    rtol, atol = float(options.get("rtol", 1e-9)), float(options.get("atol", 1e-9))
+    model = _Model(system, t0, q)
+    P, k = model.points, model.points.k
+    model.base.check(t0, q, v)
+    for c in system.contacts:
+        problems = c.check_derivatives(t0, q, v)
+        if problems:
+            raise ModelError(f"contact {c.name!r} failed its check: " + "; ".join(problems))
+    _check_affine(model, t0, q, v)
+    if zeno_height is None:
+        zeno_height = 100 * (atol + rtol * float(np.abs(q).max()))
+    if t_eval is not None:
+        t_eval = np.asarray(t_eval, dtype=float).ravel()
+    scale_q = 1.0 + float(np.abs(q).max())
+    gap_tol = 1e3 * (atol + rtol * scale_q)
+
+    g0 = P.gaps(t0, q)
+    if np.any(g0 < -gap_tol):
+        bad = [P.labels[i] for i in np.flatnonzero(g0 < -gap_tol)]
+        raise ModelError(f"`q0` penetrates the contacts {bad} (gaps {g0[g0 < -gap_tol]}); "
+                         "start with gap >= 0.")
+    m = _row_count(model.base)
+    pieces: list[tuple[Trajectory, np.ndarray]] = []
+    impacts: list[Impact] = []
+    transitions: list[tuple] = []
+    lifted = np.zeros(k, dtype=bool)
+    closed = np.zeros(k, dtype=bool)
+    sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
+    forced = np.zeros(k, dtype=int)        # a stick-slip event's direction of sliding
+    status, message = 0, "The integration reached the end of t_span."
+    t = t0
+    zero_phases = 0
+    wall0 = time.perf_counter()
+    try:
+        while True:
+            G, cg, _ = P.normal_rows(t, q, v)
+            gdot = G @ v + cg
+            gaps = P.gaps(t, q)
+            vel_tol = 1e3 * (atol + rtol * (1.0 + float(np.abs(v).max()))) * np.sqrt(
+                (G * G).sum(axis=1)).clip(min=1.0)
+            touching = np.abs(gaps) <= gap_tol
+            closing = touching & (gdot < -vel_tol)
+            if closing.any():
+                if len(impacts) >= max_impacts:
+                    status, message = -1, f"Stopped after max_impacts={max_impacts} impacts at t={t}."
+                    break
+                vp, rec = _impact(model, t, q, v, touching, closing)
+                low = _accumulation(model, t, q, vp, rec, touching, vel_tol, zeno_height, impacts)
+                if low is not None:
+                    # the end of an accumulation: the rebounds below zeno_height are not
+                    # integrated; the points come to rest at this impact
+                    t_acc = rec.t_accumulation
+                    vp, rec = _impact(model, t, q, v, touching, closing, rest=low | (
+                        touching & (np.abs(rec.gap_rate_after) <= vel_tol)))
+                    rec.accumulation, rec.t_accumulation = True, t_acc
+                v = vp
+                impacts.append(rec)
+                gdot = G @ v + cg
+            cand = touching & (np.abs(gdot) <= vel_tol) & ~lifted
+            new_closed = np.zeros(k, dtype=bool)
+            sol = None
+            if cand.any():
+                idx, sol = contact_step(model, t, q, v, cand, start=np.flatnonzero(closed))
+                new_closed[idx[sol.active]] = True
+            new_sdir = _slip_directions(model, t, q, v, new_closed, sdir, forced, idx if sol
+                                        is not None else None, sol, vel_tol)
+            for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
+                what = ("open" if not new_closed[i] else "close" if not closed[i] else "") + (
+                    "" if not new_closed[i] else " stick" if P.frictional[i] and new_sdir[i] == 0
+                    else f" slide {'+' if new_sdir[i] > 0 else '-'}" if new_sdir[i] else "")
+                transitions.append((t, P.labels[i], what.strip()))
+            sticking = new_closed & P.frictional & (new_sdir == 0)
+            P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
+            closed, sdir = new_closed, new_sdir
+            forced[:] = 0
+            sysp, n_rows, t_rows = model.phase(closed, sdir)
+            events, kinds = [], []
+            forces = _Multipliers(sysp)
+            closed_idx = list(np.flatnonzero(closed))
+            for i in range(k):
+                if closed[i]:
+                    j = closed_idx.index(i)
+                    f = _force_event(forces, n_rows[j])
+                    f.terminal, f.direction = True, -1
+                    events.append(f)
+                    kinds.append(("open", i, 0))
+                    if P.frictional[i] and not P.sticks[i]:
+                        if sdir[i] == 0:
+                            for d in (-1, 1):       # mu N - T (T reaches +mu N: slides -)
+                                f = _cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d)
+                                f.terminal, f.direction = True, -1
+                                events.append(f)
+                                kinds.append(("slide", i, d))
+                        else:
+                            f = _slip_rate_event(P, i, int(sdir[i]))
+                            f.terminal, f.direction = True, -1
+                            events.append(f)
+                            kinds.append(("slip0", i, 0))
+                else:
+                    f = _gap_event(P, i, t, float(gdot[i]) if touching[i] and not lifted[i]
+                                   else None, 1e-3 * gap_tol if lifted[i] else 0.0)
+                    f.terminal, f.direction = True, -1
+                    events.append(f)
+                    kinds.append(("touch", i, 0))
+            te_phase = None
+            if t_eval is not None:
+                # the output times not yet passed ([t1] as a placeholder, dropped in _join)
+                done = pieces[-1][0].t[-1] if pieces and len(pieces[-1][0]) else -np.inf
+                te_phase = t_eval[(t_eval >= t) & (t_eval > done) & (t_eval <= t1)]
+                if te_phase.size == 0:
+                    te_phase = np.array([t1])
+            tr = phase(sysp, (t, t1), q, v, events=events, t_eval=te_phase, progress=progress,
+                       dense_output=dense_output, **options)
+            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
+            if not tr.success:
+                status, message = tr.status, tr.message
+                break
+            if tr.status == 0:
+                break
+            te = min(float(x[-1]) for x in tr.t_events if x.size)
+            hits = [j for j, x in enumerate(tr.t_events) if x.size and float(x[-1]) == te]
+            j0 = hits[0]
+            q, v = tr.q_events[j0][-1].copy(), tr.v_events[j0][-1].copy()
+            zero_phases = zero_phases + 1 if te == t else 0
+            if zero_phases > _MAX_ZERO_PHASES:
+                status = -1
+                message = (f"The contact state did not settle at t={t}: {zero_phases} phases ended "
+                           "where they started (points " + ", ".join(
+                               P.labels[kinds[j][1]] for j in hits) + "); the contact problem is "
+                           "degenerate here.")
+                break
+            lifted[:] = False
+            for j in hits:
+                kind, i, d = kinds[j]
+                if kind == "open":
+                    lifted[i] = True
+                elif kind == "slide":
+                    forced[i] = d
+            t = te
+            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol)
+    except ContactSolveError as e:
+        if not pieces:                       # nothing computed: the state cannot start
+            raise
+        status, message = -1, f"The contact problem failed at t={t}: {e}"
+    except KeyboardInterrupt:
+        status, message = -1, f"Interrupted (KeyboardInterrupt) at t={t}."
+    wall = time.perf_counter() - wall0
+    traj = _join(model, pieces, m, k, t_eval)
+    traj.status, traj.message = status, message
+    if dense_output:
+        traj.sol = ContactDenseSolution([p[0].sol for p in pieces])
+    traj.impacts = impacts
+    # the run's own time: compiling or loading compiled code (counted by each phase) is not
+    compile_time = float(traj.stats.get("compile_time", 0.0))
+    traj.stats["wall_time"] = wall - compile_time
+    steps = traj.stats.get("steps", 0)
+    traj.stats["time_per_step"] = (traj.stats.get("integration_time", wall - compile_time)
+                                   / steps if steps else float("nan"))
+    traj.stats["impacts"] = len(impacts)
+    traj.stats["phases"] = len(pieces)
+    traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
+                      "zeno_height": zeno_height})
+    return traj
+
+
+class ContactDenseSolution:
+    """``Trajectory.sol`` of a contact run: the dense solutions of its phases in turn.
+
+    ``sol(t) -> (q, v)`` as :class:`gaussopt.integrate.dense_output.DenseSolution` (within a phase the
+    integrator's interpolant, projected onto that phase's constraints, its closed contacts
+    included; the stored states at the accepted steps). At the time of an impact, or of
+    any change of the contact state, the state after it is returned (the solution is
+    continuous from the right: ``v`` jumps at an impact; the run's samples hold the state
+    before and after). ``phases`` lists the phases' own dense solutions.
+    """
+
+    def __init__(self, phases: Sequence[Any]):
+        if not phases or any(p is None for p in phases):
+            raise ModelError("internal: a contact run's dense solution needs every phase's")
+        self.phases = list(phases)
+        self.n = self.phases[0].n
+        self._starts = np.array([p.t_min for p in self.phases])
+
+    @property
+    def t_min(self) -> float:
+        return float(self._starts[0])
+
+    @property
+    def t_max(self) -> float:
+        return float(self.phases[-1].t_max)
+
+    def __call__(self, t):
+        """``(q, v)`` at ``t`` (float: shapes (n,); array of N: shapes (N, n))."""
+        ts, scalar = evaluation_times(t)
+        bad = ~((ts >= self.t_min) & (ts <= self.t_max))
+        if np.any(bad):
+            raise ModelError(f"`t` must lie within the computed span [{self.t_min}, "
+                             f"{self.t_max}], found {ts[bad][0]!r}.")
+        # the last phase that starts at or before t: after a transition at t, the new state
+        which = np.searchsorted(self._starts, ts, side="right") - 1
+        q, v = np.empty((ts.size, self.n)), np.empty((ts.size, self.n))
+        for j in np.unique(which):
+            idx = np.flatnonzero(which == j)
+            q[idx], v[idx] = self.phases[j](ts[idx])
+        if scalar:
+            return q[0].copy(), v[0].copy()
+        return q, v
+
+    def __repr__(self) -> str:
+        return (f"ContactDenseSolution(t=[{self.t_min}, {self.t_max}], "
+                f"phases={len(self.phases)})")
+
+
+def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
+               offset: float = 0.0):
+    """The closing of point ``i``: ``gap``, or, for a point that starts the phase touching
+    (``gap = 0``, leaving at the rate ``rate0 >= 0``), ``gap / (t - t_start)`` (``rate0`` at
+    ``t_start``): its zero at the start is divided out, so a landing within the phase's
+    first step (a short flight, an integrator step longer than it) is still a sign change.
+
+    A point that has just lifted off leaves tangentially (``gap' = gap'' = 0`` there, to
+    the accuracy of the located lift-off): its gap may dip by rounding before it grows, so
+    its closing is ``gap + offset`` (``offset`` far above rounding, far below the gap
+    tolerance), not a spurious landing at the lift-off."""
+    if rate0 is None:
+        def gap(t, q, v):
+            return float(P.gaps(t, q)[i]) + offset
+    else:
+        def gap(t, q, v):
+            if t == t_start:
+                return rate0
+            return float(P.gaps(t, q)[i]) / (t - t_start)
+    gap.__name__ = f"gap of {P.labels[i]}"
+    return gap
+
+
+class _Multipliers:
+    """``lam(t, q, v)``: the multipliers of the step of one phase's system, shared by the
+    phase's force events (the normal force of every closed point and the cone's edges of
+    every sticking one are evaluated at the same states: the ends of each step and its
+    interior points), each state solved once. Per phase: the phase system's no-slip rows
+    depend on the slip anchors of its start."""
+
+    #: states kept (a step's ends and interior points, and Brent's iterates); then cleared
+    SIZE = 64
+
+    def __init__(self, sysp: System):
+        self.sysp = sysp
+        self._memo: dict = {}
+
+    def __call__(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        key = (float(t), np.asarray(q, dtype=float).tobytes(),
+               np.asarray(v, dtype=float).tobytes())
+        lam = self._memo.get(key)
+        if lam is None:
+            if len(self._memo) >= self.SIZE:
+                self._memo.clear()
+            lam = solve_step(self.sysp, t, q, v).multipliers
+            lam.setflags(write=False)
+            self._memo[key] = lam
+        return lam
+
+
+def _cone_event(forces: _Multipliers, n_row: int, t_row: int, mu: float, d: int):
+    """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
+    def cone(t, q, v):
+        lam = forces(t, q, v)
+        return float(mu * lam[n_row] + d * lam[t_row])
+    cone.__name__ = "friction cone"
+    cone.interp_points = _INTERP
+    return cone
+
+
+def _slip_rate_event(P: ContactPoints, i: int, d: int):
+    """``d * slip rate`` of a sliding point: it reaches zero (the point may stick)."""
+    def slip_rate(t, q, v):
+        T, ct, _ = P.tangent_rows(t, q, v)
+        return float(d * (T[i] @ v + ct[i]))
+    slip_rate.__name__ = f"slip rate of {P.labels[i]}"
+    return slip_rate
+
+
+def _force_event(forces: _Multipliers, row: int):
+    def normal_force(t, q, v):
+        return float(forces(t, q, v)[row])
+    normal_force.__name__ = "normal force"
+    normal_force.interp_points = _INTERP
+    return normal_force
+
+
+def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
+    """The phases as one trajectory, multipliers (base rows, normal, tangential) and forces."""
+    P = model.points
+    n = model.system.n
+    cols = {"t": [], "q": [], "v": [], "a": [], "constraint_force": [], "position_residual": [],
+            "velocity_residual": [], "acceleration_residual": [], "energy": [], "rank": [],
+            "sigma_min": []}
+    lam, forces, frictions = [], [], []
+    rank_events, stats = [], {}
+    for tr, closed, n_rows, t_rows, sdir in pieces:
+        N = len(tr)
+        for key in cols:
+            val = getattr(tr, key)
+            cols[key].append(val if val is not None else np.full(N, np.nan))
+        cols["constraint_force"][-1] = np.array(cols["constraint_force"][-1])   # own copy
+        L = np.zeros((N, m + 2 * k))
+        L[:, :m] = tr.multipliers[:, :m]
+        f, fr = np.zeros((N, k)), np.zeros((N, k))
+        for j, i in enumerate(np.flatnonzero(closed)):
+            L[:, m + i] = tr.multipliers[:, n_rows[j]]
+            f[:, i] = tr.multipliers[:, n_rows[j]]
+            if t_rows[j] >= 0:
+                L[:, m + k + i] = fr[:, i] = tr.multipliers[:, t_rows[j]]
+            elif sdir[i]:
+                # sliding: the Coulomb force -mu s N along the slip gradient, applied as a
+                # force in the phase (so M a - F of the phase lacks it): added back here
+                L[:, m + k + i] = fr[:, i] = -P.mu[i] * sdir[i] * f[:, i]
+                for r in range(N):
+                    Tr, _, _ = P.tangent_rows(float(tr.t[r]), tr.q[r], tr.v[r])
+                    cols["constraint_force"][-1][r] += fr[r, i] * Tr[i]
+        lam.append(L)
+        forces.append(f)
+        frictions.append(fr)
+        rank_events += tr.rank_events
+        for key, val in tr.stats.items():
+            if isinstance(val, (int, float)) and not isinstance(val, bool):
+                stats[key] = stats.get(key, 0) + val
+    if not pieces:
+        raise ModelError("internal: a contact run without phases")
+    joined = {key: np.concatenate(val) for key, val in cols.items()}
+    last = pieces[-1][0]
+    energy = joined["energy"] if model.system.has_energy else None
+    traj = Trajectory(t=joined["t"], q=joined["q"].reshape(-1, n), v=joined["v"].reshape(-1, n),
+                      a=joined["a"].reshape(-1, n),
+                      constraint_force=joined["constraint_force"].reshape(-1, n),
+                      multipliers=np.concatenate(lam), position_residual=joined["position_residual"],
+                      velocity_residual=joined["velocity_residual"],
+                      acceleration_residual=joined["acceleration_residual"], energy=energy,
+                      rank=joined["rank"].astype(int), sigma_min=joined["sigma_min"],
+                      coordinates=model.system.coordinates, rank_events=rank_events, stats=stats,
+                      meta=dict(last.meta))
+    traj.contact_forces = np.concatenate(forces)
+    traj.friction_forces = np.concatenate(frictions)
+    if t_eval is not None:                 # drop the placeholders at t1 not asked for
+        keep = np.isin(traj.t, t_eval)
+        for key in (*cols, "multipliers", "contact_forces", "friction_forces"):
+            val = getattr(traj, key)
+            if val is not None:
+                setattr(traj, key, val[keep])
+    return traj

@@ -1,0 +1,370 @@
+"""Dense output and events of :func:`gaussopt.simulate`, with solve_ivp's conventions.
+
+:class:`DenseSolution` is ``Trajectory.sol``: the integrator's interpolant of
+each accepted step, projected onto the constraints the way the run projects
+its states, and equal to the stored state at every step. :class:`EventTracker`
+locates the zeros of the user's event functions ``f(t, q, v)`` on that
+projected solution, step by step, as :func:`scipy.integrate.solve_ivp` does on
+its own (unconstrained) solution: a sign change between the ends of a step
+(filtered by the event's ``direction``), refined by Brent's method.
+
+Both are independent of how a step is taken: a step is handed over as its
+interval, its projected end state and an interpolant ``y(t)`` (the compiled
+engine's Runge--Kutta or Hermite interpolant, or a scipy ``DenseOutput``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from gaussopt.core.exceptions import ModelError
+
+__all__ = ["DenseSolution", "EventTracker", "HermiteStep", "RungeKuttaStep", "Dop853Step",
+           "ScipyStep"]
+
+_EPS = float(np.finfo(float).eps)
+
+
+# --------------------------------------------------------------------------- step interpolants
+# The engine's interpolants (:func:`gaussopt.integrate.engine.dense_eval`), evaluated on arrays of
+# times: each maps ``t``, shape (k,), to the states, shape (k, 2n).
+
+def evaluation_times(t) -> tuple[np.ndarray, bool]:
+    """The times a dense solution is asked for: ``(ts, scalar)``, ``ts`` a 1-D float array
+    (``t`` a float: one entry, ``scalar`` True); a ModelError naming ``t`` otherwise."""
+    scalar = np.ndim(t) == 0
+    try:
+        ts = np.atleast_1d(np.asarray(t, dtype=float))
+    except (TypeError, ValueError) as e:
+        raise ModelError(f"`t` must be a float or an array of floats, found {t!r}.") from e
+    if ts.ndim != 1:
+        raise ModelError(f"`t` must be a float or a 1-D array, found shape {ts.shape}.")
+    return ts, scalar
+
+class HermiteStep:
+    """Cubic Hermite interpolant from ``(y, y')`` at both ends (``rk4``, ``euler``)."""
+
+    __slots__ = ("t_old", "h", "y_old", "f_old", "y", "f")
+
+    def __init__(self, t_old, h, y_old, f_old, y, f):
+        self.t_old, self.h = t_old, h
+        self.y_old, self.f_old, self.y, self.f = y_old, f_old, y, f
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        x = ((t - self.t_old) / self.h)[:, None]
+        return ((2 * x**3 - 3 * x**2 + 1) * self.y_old + (x**3 - 2 * x**2 + x) * self.h * self.f_old
+                + (-2 * x**3 + 3 * x**2) * self.y + (x**3 - x**2) * self.h * self.f)
+
+
+class RungeKuttaStep:
+    """``y_old + h sum_i Q_i x^(i+1)`` (scipy's RK23/RK45 dense output; ``Q = K^T P``)."""
+
+    __slots__ = ("t_old", "h", "y_old", "Q")
+
+    def __init__(self, t_old, h, y_old, Q):
+        self.t_old, self.h, self.y_old, self.Q = t_old, h, y_old, Q
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        x = (t - self.t_old) / self.h
+        powers = np.cumprod(np.repeat(x[:, None], self.Q.shape[0], axis=1), axis=1)
+        return self.y_old + self.h * powers @ self.Q
+
+
+class Dop853Step:
+    """DOP853's 7th-order dense output in its nested form (coefficients ``F``, shape (7, 2n))."""
+
+    __slots__ = ("t_old", "h", "y_old", "F")
+
+    def __init__(self, t_old, h, y_old, F):
+        self.t_old, self.h, self.y_old, self.F = t_old, h, y_old, F
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        x = ((t - self.t_old) / self.h)[:, None]
+        acc = np.zeros((x.shape[0], self.F.shape[1]))
+        P = self.F.shape[0]
+        for i in range(P - 1, -1, -1):
+            acc += self.F[i]
+            acc *= x if (P - 1 - i) % 2 == 0 else 1.0 - x
+        return self.y_old + acc
+
+
+class ScipyStep:
+    """A :class:`scipy.integrate.DenseOutput` (Radau, BDF, LSODA steps)."""
+
+    __slots__ = ("dense",)
+
+    def __init__(self, dense):
+        self.dense = dense
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        return np.asarray(self.dense(t)).reshape(-1, t.size).T
+
+
+# --------------------------------------------------------------------------- dense solution
+class DenseSolution:
+    """``Trajectory.sol``: the state ``(q, v)`` anywhere in the computed span.
+
+    Within an accepted step the integrator's interpolant of that step is
+    evaluated and the result projected onto the position and velocity
+    constraints with the run's own projection (``Projection`` settings, the
+    rank decisions of the step), so ``sol(t)`` lies on the constraint manifold
+    to the run's projection tolerance; without a projection
+    (``stabilization=Baumgarte(...)`` or ``None``) the interpolant is returned
+    as it is. At the accepted steps it returns the stored (projected) states
+    exactly. Between steps its error is about the local error of a step
+    (the interpolants of ``DOP853``/``RK45``/``RK23`` are of order 7/4/3, the
+    cubic Hermite of ``rk4``/``euler`` of order 3).
+
+    Call as ``q, v = sol(t)``: ``t`` a float gives arrays of shape ``(n,)``,
+    an array of ``N`` times arrays of shape ``(N, n)``. Times outside the
+    computed span raise :class:`~gaussopt.ModelError`.
+
+    ``sol`` holds the model's compiled functions; it is not written by
+    :meth:`Trajectory.save` (a loaded trajectory has ``sol = None``).
+    """
+
+    def __init__(self, n: int, t0: float, y0: np.ndarray,
+                 project: Optional[Callable[[float, np.ndarray, float], np.ndarray]],
+                 keep: bool = True):
+        self.n = n
+        self._project = project
+        self._keep = keep
+        self._t = [float(t0)]
+        self._y = [np.array(y0, dtype=float)]
+        self._steps: list = []          # interpolant of step i: [t[i], t[i+1]]
+        self._floors: list = []         # the projection's "vanished" floor during step i
+        self._arrays: Optional[tuple] = None
+
+    # ---------------------------------------------------------------- building
+    def append(self, t_new: float, y_new: np.ndarray, interpolant, floor: float = 0.0) -> None:
+        """Add an accepted step ending at ``t_new`` with the (projected) state ``y_new``."""
+        if not self._keep:
+            self._t, self._y = self._t[-1:], self._y[-1:]
+            self._steps, self._floors = [], []
+        self._t.append(float(t_new))
+        self._y.append(np.array(y_new, dtype=float))
+        self._steps.append(interpolant)
+        self._floors.append(float(floor))
+        self._arrays = None
+
+    def end_at(self, t_end: float, y_end: np.ndarray) -> None:
+        """Cut the last step at ``t_end`` (a terminal event) with the state there."""
+        self._t[-1] = float(t_end)
+        self._y[-1] = np.array(y_end, dtype=float)
+        self._arrays = None
+
+    @property
+    def t_min(self) -> float:
+        return self._t[0]
+
+    @property
+    def t_max(self) -> float:
+        return self._t[-1]
+
+    def in_last_step(self, t: float) -> np.ndarray:
+        """The state (projected) at ``t`` within the last step, ``t`` a float; shape (2n,)."""
+        if t == self._t[-1]:
+            return self._y[-1].copy()
+        if t == self._t[-2]:
+            return self._y[-2].copy()
+        y = self._steps[-1](np.array([t]))[0]
+        return self._projected(t, y, self._floors[-1])
+
+    def _projected(self, t: float, y: np.ndarray, floor: float) -> np.ndarray:
+        return y if self._project is None else self._project(t, y, floor)
+
+    # ---------------------------------------------------------------- evaluation
+    def __call__(self, t):
+        """``(q, v)`` at ``t`` (float: shapes (n,); array of N: shapes (N, n))."""
+        ts, scalar = evaluation_times(t)
+        if self._arrays is None:
+            self._arrays = (np.asarray(self._t), np.asarray(self._y))
+        tb, yb = self._arrays
+        bad = ~((ts >= tb[0]) & (ts <= tb[-1]))
+        if np.any(bad):
+            raise ModelError(f"`t` must lie within the computed span [{tb[0]}, {tb[-1]}], "
+                             f"found {ts[bad][0]!r}.")
+        out = np.empty((ts.size, yb.shape[1]))
+        i = np.searchsorted(tb, ts, side="left")
+        at_step = tb[np.minimum(i, tb.size - 1)] == ts
+        out[at_step] = yb[i[at_step]]
+        inner = np.flatnonzero(~at_step)
+        seg = i[inner] - 1                      # tb[seg] < t < tb[seg + 1]
+        for s in np.unique(seg):
+            idx = inner[seg == s]
+            ys = self._steps[s](ts[idx])
+            for k, j in enumerate(idx):
+                out[j] = self._projected(float(ts[j]), ys[k], self._floors[s])
+        q, v = out[:, :self.n], out[:, self.n:]
+        if scalar:
+            return q[0].copy(), v[0].copy()
+        return q, v
+
+    def __repr__(self) -> str:
+        return (f"DenseSolution(t=[{self._t[0]}, {self._t[-1]}], steps={len(self._steps)}, "
+                f"projected={self._project is not None})")
+
+
+# --------------------------------------------------------------------------- events
+class EventTracker:
+    """The zeros of event functions ``f(t, q, v)`` along a run (solve_ivp's rules).
+
+    ``events`` is one callable or a sequence of callables, each with optional
+    attributes ``terminal`` (bool, or a positive int: stop at that occurrence),
+    ``direction`` (> 0: only zeros where ``f`` goes from negative to
+    positive; < 0 the reverse; 0 both) and ``interp_points`` (an int, default
+    0: the sign is also checked at that many interior points of each step, so
+    two zeros within one long step are not missed). Each function is called once at the
+    initial state to check that it returns a finite real number.
+    """
+
+    def __init__(self, events, t0: float, q0: np.ndarray, v0: np.ndarray):
+        if callable(events):
+            events = (events,)
+        elif isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+            raise ModelError("`events` must be a callable f(t, q, v) -> float or a sequence of "
+                             f"them, found {type(events).__name__}.")
+        events = tuple(events)
+        if not events:
+            raise ModelError("`events` must hold at least one callable f(t, q, v) -> float, "
+                             "found an empty sequence.")
+        self.functions = events
+        k = len(events)
+        self.n = q0.size
+        self.max_count = np.full(k, np.inf)
+        self.direction = np.zeros(k)
+        self.interp = np.zeros(k, dtype=int)
+        for i, f in enumerate(events):
+            name = f"events[{i}]"
+            if not callable(f):
+                raise ModelError(f"`{name}` must be a callable f(t, q, v) -> float, found "
+                                 f"{type(f).__name__}.")
+            terminal = getattr(f, "terminal", None)
+            if terminal is None or terminal is False or (isinstance(terminal, numbers.Integral)
+                                                         and terminal == 0):
+                pass
+            elif terminal is True:
+                self.max_count[i] = 1
+            elif isinstance(terminal, numbers.Integral) and not isinstance(terminal, bool) \
+                    and terminal > 0:
+                self.max_count[i] = int(terminal)
+            else:
+                raise ModelError(f"`{name}.terminal` must be a bool or a positive int, found "
+                                 f"{terminal!r}.")
+            d = getattr(f, "direction", 0)
+            if isinstance(d, bool) or not isinstance(d, numbers.Real) or not np.isfinite(d):
+                raise ModelError(f"`{name}.direction` must be a finite real number (> 0, < 0 or "
+                                 f"0), found {d!r}.")
+            self.direction[i] = float(d)
+            ip = getattr(f, "interp_points", 0)
+            if isinstance(ip, bool) or not isinstance(ip, numbers.Integral) or ip < 0:
+                raise ModelError(f"`{name}.interp_points` must be an int >= 0, found {ip!r}.")
+            self.interp[i] = int(ip)
+        self.count = np.zeros(k)
+        self.t_events: list[list[float]] = [[] for _ in events]
+        self.y_events: list[list[np.ndarray]] = [[] for _ in events]
+        self.terminated_by: Optional[int] = None
+        self.failed: Optional[int] = None          # the event whose function raised
+        self.t_terminal: Optional[float] = None
+        self.y_terminal: Optional[np.ndarray] = None
+        y0 = np.concatenate([q0, v0])
+        self.g = self.values(t0, y0, initial=True)
+
+    def label(self, i: int) -> str:
+        """``events[i] (name)`` for messages."""
+        name = getattr(self.functions[i], "__name__", None)
+        return f"events[{i}]" + (f" ({name})" if name and name != "<lambda>" else "")
+
+    def value(self, i: int, t: float, y: np.ndarray, initial: bool = False) -> float:
+        """``f_i(t, q, v)`` as a float; ModelError unless it is a finite real number."""
+        n = self.n
+        try:
+            r = self.functions[i](t, y[:n].copy(), y[n:].copy())
+        except Exception as e:
+            if initial:
+                raise ModelError(f"`events[{i}]` raised {type(e).__name__} at the initial state "
+                                 f"(t={t}): {e}") from e
+            self.failed = i
+            raise
+        x = np.asarray(r)
+        if x.size != 1 or x.dtype.kind not in "biuf" or not np.isfinite(x.reshape(-1)[0]):
+            self.failed = i
+            raise ModelError(f"`events[{i}]` must return a finite float, found {r!r} at t={t}.")
+        return float(x.reshape(-1)[0])
+
+    def _crosses(self, i: int, g0: float, g1: float) -> bool:
+        up, down = g0 <= 0 <= g1, g0 >= 0 >= g1
+        d = self.direction[i]
+        return bool(up and d > 0 or down and d < 0 or (up or down) and d == 0)
+
+    def values(self, t: float, y: np.ndarray, initial: bool = False) -> np.ndarray:
+        return np.array([self.value(i, t, y, initial) for i in range(len(self.functions))])
+
+    def after_step(self, t_old: float, t_new: float, y_new: np.ndarray,
+                   state: Callable[[float], np.ndarray]) -> bool:
+        """Record the events of the accepted step ``[t_old, t_new]``; True if one terminates.
+
+        ``state(t)`` is the projected solution within the step (the stored states
+        at its ends). An event is active when its function changes sign between
+        the step's ends (zeros included, as solve_ivp), in its ``direction``; its
+        time is the root of ``f(t, state(t))`` by Brent's method to ``4 eps``.
+        """
+        g_new = self.values(t_new, y_new)
+        g = self.g
+        lo = np.full(g.size, t_old)
+        hi = np.full(g.size, t_new)
+        # events with ``interp_points``: the sign is also checked at that many interior
+        # points of the step (a zero pair inside one long step is then found, as the
+        # continuous callbacks of DifferentialEquations.jl do); the first bracket counts
+        for i in np.flatnonzero(self.interp > 0):
+            k = int(self.interp[i])
+            ts = t_old + (t_new - t_old) * np.arange(1, k + 1) / (k + 1)
+            prev_t, prev_g = t_old, g[i]
+            for tj in ts:
+                gj = self.value(i, float(tj), state(float(tj)))
+                if self._crosses(i, prev_g, gj):
+                    lo[i], hi[i], g_new = prev_t, float(tj), g_new.copy()
+                    g_new[i] = gj
+                    break
+                prev_t, prev_g = float(tj), gj
+            else:
+                lo[i] = prev_t
+                g = g.copy()
+                g[i] = prev_g
+        up = (g <= 0) & (g_new >= 0)
+        down = (g >= 0) & (g_new <= 0)
+        active = np.flatnonzero(up & (self.direction > 0) | down & (self.direction < 0)
+                                | (up | down) & (self.direction == 0))
+        self.g = self.values(t_new, y_new) if np.any(self.interp > 0) else g_new
+        if active.size == 0:
+            return False
+        self.count[active] += 1
+        from scipy.optimize import brentq
+
+        roots = np.array([brentq(lambda t, i=i: self.value(i, t, state(t)), lo[i], hi[i],
+                                 xtol=4 * _EPS, rtol=4 * _EPS) for i in active])
+        order = np.argsort(roots, kind="stable")
+        active, roots = active[order], roots[order]
+        hit = np.flatnonzero(self.count[active] >= self.max_count[active])
+        if hit.size:
+            active, roots = active[:hit[0] + 1], roots[:hit[0] + 1]
+        for i, te in zip(active, roots):
+            ye = state(float(te))
+            self.t_events[i].append(float(te))
+            self.y_events[i].append(ye)
+        if hit.size:
+            self.terminated_by = int(active[-1])
+            self.t_terminal = float(roots[-1])
+            self.y_terminal = self.y_events[self.terminated_by][-1]
+            return True
+        return False
+
+    def arrays(self) -> tuple[list, list, list]:
+        """``t_events``, ``q_events``, ``v_events``: per event arrays of shapes (k,), (k, n)."""
+        n = self.n
+        ts = [np.asarray(t, dtype=float) for t in self.t_events]
+        ys = [np.asarray(y, dtype=float).reshape(len(y), 2 * n) for y in self.y_events]
+        return ts, [y[:, :n].copy() for y in ys], [y[:, n:].copy() for y in ys]

@@ -1,0 +1,107 @@
+"""The output samples: accelerations, constraint forces, multipliers and residuals
+recomputed from the model at every output time."""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.band_step as SP
+from gaussopt.core.compiled import jit, unit
+from gaussopt.core.model_interface import functions
+from gaussopt.gauss.model_step import (_put, band_force, call_energy, call_pos, call_vel,
+                                       evaluate_step, uses_sparse)
+from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
+
+
+#: the large functions are units (:mod:`gaussopt.core.compiled`: compiled once, called
+#: through a pointer), the small ones ordinary compiled functions (``_nrt=True``
+#: explicitly: a function without the option inherits its caller's)
+_jit = jit(cache=True, _nrt=True)
+
+
+def _unit(signature: str, lazy: bool = False):
+    return unit(signature, lazy=lazy, _nrt=True)
+
+
+_EPS = float(np.finfo(float).eps)
+
+
+
+# --------------------------------------------------------------------------- output samples
+@_unit("i8(fns, fn, md, buf, opt, f8v, f8v, f8, f8v, f8v, f8v, f8v, f8v, f8v, w)")
+def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam, out_f, w):
+    """Diagnostics of one output sample: accelerations, constraint force, multipliers;
+    ``out_f`` = (position residual, velocity residual, acceleration residual, energy,
+    rank, sigma_min). Returns the kernel status (0 ok)."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    mh = md.dims[D_MH]
+    mv = md.dims[D_MV]
+    for i in range(6):
+        out_f[i] = np.nan
+    if mh > 0:
+        if call_pos(fns, md, buf, t, q) == 0:
+            out_f[0] = K._norm2(buf.phi)
+    else:
+        out_f[0] = 0.0
+    if mv > 0:
+        if call_vel(fns, md, buf, t, q, v) == 0:
+            out_f[1] = K._norm2(buf.r)
+    else:
+        out_f[1] = 0.0
+    if md.dims[D_ENERGY] != 0:
+        if call_energy(fns, md, buf, t, q, v) == 0:
+            out_f[3] = buf.e[0]
+    a = np.empty(n)
+    status, r, mL, k, rho, allow, be, flags = evaluate_step(
+        fns, accel, md, buf, opt, ref, sref, t, q, v, a, True, w)
+    if status != 0:
+        return status
+    lam = K._vec(w, K.F_lam, m)
+    _put(out_a, a)
+    _put(out_lam, lam)
+    out_f[4] = r
+    if uses_sparse(flags):
+        out_f[2] = band_force(md, a, out_qc, np.empty(m))
+        out_f[5] = SP.sigma_estimate(md.band.sp, md.band.w)
+        return 0
+    s = K._vec(w, K.F_s, k)
+    M = buf.M.reshape(n, n)
+    for i in range(n):
+        acc = -buf.F[i]
+        for j in range(n):
+            acc += M[i, j] * a[j]
+        out_qc[i] = acc
+    if m > 0:
+        A = buf.A.reshape(m, n)
+        res = np.empty(m)
+        for i in range(m):
+            acc = -buf.b[i]
+            for j in range(n):
+                acc += A[i, j] * a[j]
+            res[i] = acc
+        out_f[2] = K._norm2(res)
+        out_f[5] = s[r - 1] if r > 0 else 1.0
+    else:
+        out_f[2] = 0.0
+        out_f[5] = 1.0
+    return 0
+
+
+
+
+
+@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v)")
+def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
+               status_out):
+    """:func:`sample` at every output; a failing sample keeps NaN (its status is kept)."""
+    fns, accel = functions(addrs)
+    n = md.dims[D_N]
+    w = K._make_work(n, md.dims[D_M])
+    for i in range(ts.shape[0]):
+        status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], ys[i, :n].copy(),
+                               ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i], w)

@@ -1,0 +1,258 @@
+"""What becomes the :class:`~gaussopt.core.result.Trajectory` of a run of
+:func:`gaussopt.simulate`: the samples recomputed at the output times (accelerations,
+constraint forces, multipliers, residuals, energy), the rank events and least-squares
+steps read from the engine's records, and the message of a run that failed.
+
+None of these raises: a failure while assembling is recorded in the result, and what was
+computed is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import numpy as np
+
+import gaussopt.integrate.engine as E
+import gaussopt.gauss.dense_step as K
+from gaussopt.core.exceptions import GaussoptError, ModelError, SolverError
+from gaussopt.core.status import message as status_message
+from gaussopt.core.result import RankEvent, Trajectory
+from gaussopt.gauss.solvers import StepSolver
+from gaussopt.model.system import System
+from gaussopt.model.system import _check_mass as check_mass
+
+__all__ = ["failure", "rank_events", "least_squares_records", "origin", "postprocess"]
+
+
+def failure(run: "Run", code: int, method: str) -> tuple[str, Optional[BaseException]]:
+    """The message and exception of a run that stopped with engine status ``code``."""
+    st, mf, n = run.st, run.mf, run.n
+    t = float(st.sc[E.S_T])
+    if code == E.MAX_STEPS:
+        return f"Stopped after max_steps={int(run.opt.i[E.I_MAXSTEPS])} steps.", None
+    if code == E.STEP_TOO_SMALL:
+        return getattr(run, "fail_message", f"{method} failed at t={t}: Required step size is "
+                       "less than spacing between numbers."), None
+    tf = float(st.sc[E.S_FAIL_T])
+    if code == E.MODEL_FAILED and mf.error is not None:
+        e = mf.error
+        if isinstance(e, KeyboardInterrupt):
+            return f"Interrupted (KeyboardInterrupt) at t={t}.", e
+        if isinstance(e, GaussoptError):
+            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
+        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{origin(e)}", e
+    # a kernel status (or a projection that met an undefined constraint): reproduce the
+    # exception at the failing state with the Python step solver
+    qf, vf = st.fail_y[:n].copy(), st.fail_y[n:].copy()
+    try:
+        # the mass matrix first: one that turned indefinite (or non-finite) mid-run gets
+        # the message it gets at the initial state, not the kernel's status
+        M = run.system.mass(tf, qf) if code != K.NONSYMMETRIC else None   # (solve says it)
+        if isinstance(M, np.ndarray) and M.shape == (n, n) and M.dtype.kind == "f":
+            check_mass(M, f"mass(t, q) at t≈{tf:.9g} (q = {qf})")
+        if code == K.NONFINITE:
+            for c in run.system.holonomic:
+                phi = c.residual(tf, qf)
+                if not np.all(np.isfinite(phi)):
+                    raise ModelError(f"the position constraint {c.name!r} returned NaN or inf at "
+                                     f"t={tf} (q = {qf}): the constraint is undefined there.")
+        run.solver.solve(tf, qf, vf)
+    except Exception as e:  # noqa: BLE001 - this is the failure being reported
+        if isinstance(e, GaussoptError):
+            return f"The step solver failed at t≈{tf}: {type(e).__name__}: {e}", e
+        return f"The model's code raised {type(e).__name__} at t≈{tf}: {e}{origin(e)}", e
+    e = SolverError(f"the step failed at t≈{tf} with status {status_message(code)!r}.")
+    return f"The step solver failed at t≈{tf}: SolverError: {e}", e
+
+
+def rank_events(run: "Run") -> list[RankEvent]:
+    """The engine's records of singular positions as :class:`RankEvent` objects."""
+    st = run.st
+    labels = run.system.row_labels() if run.m else []
+    kinds = {E.EV_PASSAGE: "passage", E.EV_DROP: "drop", E.EV_RISE: "rise"}
+    nev = int(st.ic[E.C_NEV])
+    out: list[RankEvent] = []
+    # through Python lists (a run through a crank's revolutions has hundreds), a block at a
+    # time (a run with millions holds one block of temporaries, not millions)
+    for a in range(0, nev, 65536):
+        b = min(nev, a + 65536)
+        ev_f, ev_i, ev_rows = st.ev_f[a:b].tolist(), st.ev_i[a:b].tolist(), st.ev_rows[a:b].tolist()
+        out += [RankEvent(t=f[0], kind=kinds[i[0]], rank_before=i[1], rank_min=i[2],
+                          rank_after=i[3], rows=[labels[j] for j, on in enumerate(r) if on],
+                          sigma_min=f[1])
+                for f, i, r in zip(ev_f, ev_i, ev_rows)]
+    return out
+
+
+def least_squares_records(run: "Run") -> list[dict]:
+    """Least-squares steps: the engine's (one per accepted step: its largest
+    inconsistency) and those of a step solver that runs in Python."""
+    st, solver, system = run.st, run.solver, run.system
+    labels = system.row_labels() if system.m else []
+    recs = []
+    for i in range(min(int(st.ic[E.C_NLSQ]), st.lsq_f.shape[0])):
+        t, size = float(st.lsq_f[i, 0]), float(st.lsq_f[i, 1])
+        y = st.lsq_y[i]
+        rows = solver.inconsistent_rows(t, y[:run.n], y[run.n:])
+        recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
+    seen = {r["t"] for r in recs}
+    for t, size, rows in solver.least_squares_steps:
+        if t not in seen:
+            recs.append({"t": t, "size": size, "rows": [labels[j] for j in rows]})
+            seen.add(t)
+    solver.least_squares_steps.clear()
+    return sorted(recs, key=lambda r: r["t"])
+
+
+#: the directory of the package gaussopt (a traceback that ends there is gaussopt's own)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def origin(e: BaseException) -> str:
+    """`` (raised in file:line, function)`` for an exception from outside gaussopt."""
+    if isinstance(e, GaussoptError):
+        return ""
+    tb = e.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    code = last.tb_frame.f_code
+    if os.path.abspath(code.co_filename).startswith(_PACKAGE_DIR):
+        return ""
+    return f" (raised in {code.co_filename}:{last.tb_lineno}, in {code.co_name})"
+
+
+def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
+                   y: np.ndarray) -> tuple:
+    """The engine's samples (:func:`gaussopt.integrate.engine.sample_all`) at every output time:
+    ``(a, Qc, lam, Fo, rank, err, exc)`` (``Fo`` the columns position, velocity and
+    acceleration residual, energy, rank, sigma_min; ``err`` the first failure's message,
+    ``exc`` its exception). Never raises: a failing sample stays NaN."""
+    n = system.n
+    N = t.size
+    m = system.m or 0
+    a = np.full((N, n), np.nan)
+    Qc = np.full((N, n), np.nan)
+    lam = np.full((N, m), np.nan)
+    Fo = np.full((N, 6), np.nan)
+    err, exc = None, None
+    mf = run.mf
+    status = np.zeros(N, dtype=np.int64)
+    mf.error = None
+    try:
+        addrs, md, buf, opt, _, _ = run.args()      # (packed)
+        E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
+                     t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
+    except KeyboardInterrupt as e:
+        err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
+    if mf.error is not None and err is None:
+        e = mf.error
+        i = int(np.flatnonzero(np.isnan(Fo[:, 3]) | (status != 0))[0]) \
+            if np.any(np.isnan(Fo[:, 3]) | (status != 0)) else 0
+        what = "Evaluating the energy" if isinstance(e, Exception) and \
+            system.has_energy and np.isnan(Fo[i, 3]) and status[i] == 0 else "Recomputing the step"
+        if isinstance(e, KeyboardInterrupt):
+            err = "Interrupted (KeyboardInterrupt) while recomputing the output samples."
+        else:
+            err = f"{what} at output t={t[i]} failed: {type(e).__name__}: {e}"
+        exc = e
+    bad = np.flatnonzero(status != 0)
+    if bad.size and err is None:
+        i = int(bad[0])
+        try:
+            solver.solve(float(t[i]), y[i, :n].copy(), y[i, n:].copy())
+            raise SolverError(f"status {status_message(status[i])!r}")
+        except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
+            err = f"Recomputing the step at output t={t[i]} failed: {type(e).__name__}: {e}"
+            exc = e
+    rank = np.where(status == 0, np.nan_to_num(Fo[:, 4], nan=-1.0), -1).astype(int)
+    return a, Qc, lam, Fo, rank, err, exc
+
+
+def postprocess(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
+                y: np.ndarray, guard: Optional[Any] = None) -> Trajectory:
+    """Accelerations, constraint forces, multipliers and residuals at the output times.
+
+    The compiled step solvers are evaluated by the engine at every sample; a step solver
+    that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
+    of the model's code or of a step at a sample is recorded (the first in
+    ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
+    is still computed; a KeyboardInterrupt (or one deferred by ``guard``, an
+    :class:`~gaussopt.integrate.guards.InterruptGuard`) stops the recomputation and keeps what was
+    done.
+    """
+    n = system.n
+    N = t.size
+    m = system.m or 0
+    q, v = y[:, :n].copy(), y[:, n:].copy()
+    stats: dict[str, Any] = {}
+    err, exc = None, None
+    mf = run.mf
+    a = np.full((N, n), np.nan)
+    Qc = np.full((N, n), np.nan)
+    lam = np.full((N, m), np.nan)
+    Fo = np.full((N, 6), np.nan)
+    rank = np.full(N, -1, dtype=int)
+    if int(run.opt.i[E.I_SOLVER]) != 2:
+        a, Qc, lam, Fo, rank, err, exc = _sample_engine(system, solver, run, t, y)
+    else:
+        keys = ("gap", "error_bound", "error", "generations", "status")
+        sample_info: dict[str, list] = {}
+
+        def failed(what, ti, e):
+            nonlocal err, exc
+            if err is None:
+                err = f"{what} at output t={ti} failed: {type(e).__name__}: {e}"
+                exc = e
+
+        try:
+            for i in range(N):
+                if guard is not None and guard.stop_requested:     # a second Ctrl-C
+                    raise KeyboardInterrupt
+                ti, qi, vi = float(t[i]), q[i], v[i]
+                try:
+                    Fo[i, 0] = float(np.linalg.norm(system.position_residual(ti, qi)))
+                    Fo[i, 1] = float(np.linalg.norm(system.velocity_residual(ti, qi, vi)))
+                except Exception as e:  # noqa: BLE001
+                    failed("Evaluating the constraint residuals", ti, e)
+                if system.has_energy:
+                    try:
+                        Fo[i, 3] = system.energy(ti, qi, vi)
+                    except Exception as e:  # noqa: BLE001
+                        failed("Evaluating the energy", ti, e)
+                try:
+                    r = solver.solve(ti, qi, vi)
+                    A, b = system.rows(ti, qi, vi)
+                except Exception as e:  # noqa: BLE001
+                    failed("Recomputing the step", ti, e)
+                    continue
+                a[i], Qc[i] = r.a, r.constraint_force
+                if r.multipliers.size == m:
+                    lam[i] = r.multipliers
+                Fo[i, 2] = float(np.linalg.norm(A @ r.a - b)) if m else 0.0
+                rank[i] = int(r.info.get("rank", -1))
+                Fo[i, 5] = float(r.info.get("sigma_min", np.nan))
+                for k in keys:
+                    if k in r.info:
+                        sample_info.setdefault(k, []).append(r.info[k])
+        except KeyboardInterrupt as e:
+            err = err or "Interrupted (KeyboardInterrupt) while recomputing the output samples."
+            exc = exc or e
+        for k, vals in sample_info.items():
+            if k == "status":
+                stats["sample_status"] = {s_: vals.count(s_) for s_ in set(vals)}
+            else:
+                stats[f"sample_{k}_max"] = float(np.max(np.asarray(vals, dtype=float)))
+    energy = Fo[:, 3].copy() if system.has_energy else None
+    meta = {"postprocess_error": err, "postprocess_exception": exc} if err else {}
+    return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,
+                      position_residual=Fo[:, 0].copy(), velocity_residual=Fo[:, 1].copy(),
+                      acceleration_residual=Fo[:, 2].copy(), energy=energy, rank=rank,
+                      sigma_min=Fo[:, 5].copy(), coordinates=system.coordinates, stats=stats,
+                      meta=meta)
+

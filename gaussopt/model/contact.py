@@ -1,0 +1,235 @@
+"""The contact constraint and the evaluation of every contact point of a system at one state."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from gaussopt.model.constraints import Constraint, Holonomic
+from gaussopt.core.exceptions import ModelError
+
+__all__ = ["Contact", "ContactPoints"]
+
+
+class Contact(Constraint):
+    """A unilateral contact: ``gap(t, q) >= 0``, the body may only be pushed apart.
+
+    While the gap is open the contact exerts no force; while it is closed its
+    normal force ``N >= 0`` is the multiplier of the gap's acceleration row, and
+    the contact opens (lifts off) when ``N`` falls to zero; an arrival at
+    ``gap = 0`` with a closing velocity is an impact, resolved by Gauss's
+    principle at the velocity level with Newton's restitution law (see
+    :mod:`gaussopt.integrate.contact_run`). Each row of ``gap`` is one contact point.
+
+    Parameters
+    ----------
+    gap : callable
+        ``gap(t, q) -> ndarray, shape (k,)``: the signed distances of ``k``
+        contact points (positive: open). Written with numpy functions when
+        ``jacobian`` or ``gamma`` is left to the automatic derivatives (complex
+        step), as for :class:`~gaussopt.Holonomic`.
+    jacobian : callable, optional
+        ``jacobian(t, q) -> ndarray, shape (k, n)``, ``gap_q``.
+    gamma : callable, optional
+        ``gamma(t, q, v) -> ndarray, shape (k,)`` with ``gap_q a = gamma`` when
+        ``gap'' = 0`` (``gap'' = gap_q a - gamma``), as for
+        :class:`~gaussopt.Holonomic`.
+    slip : callable, optional
+        ``slip(t, q) -> ndarray, shape (k,)``: a function whose rate is the
+        tangential (slip) velocity of each contact point, e.g. the contact
+        point's coordinate along a flat surface. Needed for friction.
+    restitution : float, default 0
+        Newton's coefficient ``e`` in ``[0, 1]``: after an impact the gap rate is
+        ``-e`` times the rate before (``0``: plastic, the contact closes).
+    slip_jacobian, slip_gamma : callable, optional
+        The derivatives of ``slip``, as ``jacobian`` and ``gamma`` are of ``gap``
+        (default: automatic, which needs a complex-safe ``slip``).
+    friction : float or None, default None
+        ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
+        (planar point contacts): a closed point sticks while its tangential
+        force ``|T| <= mu N`` and slides with ``T = -mu N sign(slip rate)``
+        otherwise. ``float("inf")``: no slip while the contact is closed or
+        impacting (rolling without slip, a sticking corner). Friction needs
+        ``slip``.
+    rheonomic : bool, default True
+        ``False`` declares that ``gap`` and ``slip`` do not depend on ``t``.
+    name : str, optional
+
+    Examples
+    --------
+    A ball of radius 0.1 above the floor ``y = 0``, bouncing with ``e = 0.8``:
+
+    >>> import numpy as np, gaussopt as go
+    >>> floor = go.Contact(lambda t, q: np.array([q[1] - 0.1]), restitution=0.8, name="floor")
+    >>> floor.restitution, floor.friction
+    (0.8, 0.0)
+    """
+
+    kind = "contact"
+    level = "position"
+
+    def __init__(self, gap: Callable, jacobian: Optional[Callable] = None,
+                 gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
+                 slip_jacobian: Optional[Callable] = None, slip_gamma: Optional[Callable] = None,
+                 restitution: float = 0.0, friction: Optional[float] = None,
+                 rheonomic: bool = True, name: Optional[str] = None) -> None:
+        super().__init__(name)
+        if not callable(gap):
+            raise ModelError(f"`gap` must be a callable gap(t, q), found {type(gap).__name__}.")
+        if slip is not None and not callable(slip):
+            raise ModelError(f"`slip` must be a callable slip(t, q) or None, found "
+                             f"{type(slip).__name__}.")
+        try:
+            e = float(restitution)
+        except (TypeError, ValueError):
+            raise ModelError(f"`restitution` must be a number in [0, 1], found "
+                             f"{restitution!r}.") from None
+        if not 0.0 <= e <= 1.0:
+            raise ModelError(f"`restitution` must lie in [0, 1] (0: plastic, 1: elastic), found {e}.")
+        if friction is None:
+            mu = 0.0
+        else:
+            try:
+                mu = float(friction)
+            except (TypeError, ValueError):
+                raise ModelError(f"`friction` must be None, a number >= 0 or float('inf'), found "
+                                 f"{friction!r}.") from None
+            if math.isnan(mu) or mu < 0:
+                raise ModelError(f"`friction` must be None, a number >= 0 or float('inf'), found "
+                                 f"{friction!r}.")
+        if mu > 0 and slip is None:
+            raise ModelError(f"contact {self.name!r}: `friction={friction}` needs `slip`, a function "
+                             "slip(t, q) whose rate is the tangential velocity of each contact point "
+                             "(e.g. the contact point's coordinate along a flat floor).")
+        self.restitution = e
+        self.friction = mu
+        self.normal = Holonomic(gap, jacobian, gamma, rheonomic=rheonomic, name=f"{self.name}.gap")
+        if slip is None and (slip_jacobian is not None or slip_gamma is not None):
+            raise ModelError(f"contact {self.name!r}: `slip_jacobian`/`slip_gamma` were given "
+                             "without `slip`.")
+        self.tangent = (Holonomic(slip, slip_jacobian, slip_gamma, rheonomic=rheonomic,
+                                  name=f"{self.name}.slip") if slip is not None else None)
+
+    @property
+    def sticks(self) -> bool:
+        """True for ``friction = inf``: no slip while closed or impacting."""
+        return self.friction == math.inf
+
+    @property
+    def frictional(self) -> bool:
+        """True for ``friction > 0`` (Coulomb, or no slip for ``inf``)."""
+        return self.friction > 0
+
+    def residual(self, t, q, v=None):
+        return self.normal.residual(t, q)
+
+    def check_derivatives(self, t, q, v, strict=True) -> list[str]:
+        problems = self.normal.check_derivatives(t, q, v, strict)
+        if self.tangent is not None:
+            problems += self.tangent.check_derivatives(t, q, v, strict)
+        return problems
+
+    def __repr__(self) -> str:
+        return (f"Contact(name={self.name!r}, restitution={self.restitution}, "
+                f"friction={self.friction})")
+
+
+class ContactPoints:
+    """Every contact point (a row of a :class:`Contact`) of a system, evaluated together.
+
+    Point ``i`` is row ``row[i]`` of ``contacts[owner[i]]``; ``k`` points in all.
+    """
+
+    def __init__(self, contacts: Sequence[Contact], t: float, q: np.ndarray):
+        self.contacts = tuple(contacts)
+        owner, row = [], []
+        for j, c in enumerate(self.contacts):
+            g = c.normal.residual(t, q)
+            if c.tangent is not None:
+                s = c.tangent.residual(t, q)
+                if s.shape != g.shape:
+                    raise ModelError(f"contact {c.name!r}: `slip` returned shape {s.shape}, "
+                                     f"expected {g.shape} (one slip per gap row).")
+            owner += [j] * g.size
+            row += list(range(g.size))
+        self.owner = np.array(owner, dtype=int)
+        self.row = np.array(row, dtype=int)
+        self.k = len(owner)
+        self.e = np.array([self.contacts[j].restitution for j in owner])
+        self.mu = np.array([self.contacts[j].friction for j in owner])
+        self.sticks = np.array([self.contacts[j].sticks for j in owner], dtype=bool)
+        self.frictional = self.mu > 0
+        self.labels = [f"{self.contacts[j].name}[{r}]" for j, r in zip(owner, row)]
+        #: the slip of each sticking point where it closed: its no-slip constraint while
+        #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
+        self.anchor = np.zeros(self.k)
+        #: the last state's normal rows (a contact run asks for them several times at
+        #: an impact): ``(t, q, v, (G, c, gam))``
+        self._normal_memo: Optional[tuple] = None
+
+    def anchor_slip(self, t: float, q: np.ndarray, points) -> None:
+        """Anchor the no-slip constraints of ``points`` (indices) at their slip now."""
+        for i in points:
+            c = self.contacts[self.owner[i]]
+            if c.tangent is not None:
+                self.anchor[i] = c.tangent.residual(t, q)[self.row[i]]
+
+    def _stack(self, f) -> np.ndarray:
+        parts = [f(c) for c in self.contacts]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def gaps(self, t: float, q: np.ndarray) -> np.ndarray:
+        """``gap(t, q)`` of every point, shape (k,)."""
+        return self._stack(lambda c: c.normal.residual(t, q))
+
+    def normal_rows(self, t: float, q: np.ndarray, v: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(G, c, gam)``: ``gap' = G v + c`` and ``gap'' = G a - gam``; shapes (k, n), (k,), (k,)."""
+        memo = self._normal_memo
+        if memo is not None and memo[0] == t and np.array_equal(memo[1], q) \
+                and np.array_equal(memo[2], v):
+            return memo[3]
+        G = np.concatenate([c.normal.jacobian(t, q) for c in self.contacts])
+        c_ = self._stack(lambda c: c.normal.phi_t(t, q))
+        gam = self._stack(lambda c: c.normal.gamma(t, q, v))
+        out = (G, c_, gam)
+        for x in out:
+            x.setflags(write=False)        # (shared by the calls at the same state)
+        self._normal_memo = (t, np.array(q, dtype=float), np.array(v, dtype=float), out)
+        return out
+
+    def tangent_rows(self, t: float, q: np.ndarray, v: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same for the slip of the frictional points (rows of the others are zero)."""
+        n = q.size
+        T, c_, gam = np.zeros((self.k, n)), np.zeros(self.k), np.zeros(self.k)
+        i = 0
+        for c in self.contacts:
+            kc = c.normal.residual(t, q).size
+            if c.frictional:
+                T[i:i + kc] = c.tangent.jacobian(t, q)
+                c_[i:i + kc] = c.tangent.phi_t(t, q)
+                gam[i:i + kc] = c.tangent.gamma(t, q, v)
+            i += kc
+        return T, c_, gam
+
+    def holonomic(self, i: int, tangent: bool = False) -> Holonomic:
+        """Point ``i``'s gap (or slip) as a one-row :class:`~gaussopt.Holonomic`: the
+        bilateral constraint of a closed contact."""
+        c = self.contacts[self.owner[i]]
+        src = c.tangent if tangent else c.normal
+        r = int(self.row[i])
+        jac = (lambda t, q: src.jacobian(t, q)[r:r + 1]) if not src.automatic["jacobian"] else None
+        gam = (lambda t, q, v: src.gamma(t, q, v)[r:r + 1]) if not src.automatic["gamma"] else None
+        if tangent:
+            anchor = self.anchor
+
+            def phi(t, q):
+                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1] - anchor[i]
+        else:
+            def phi(t, q):
+                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1]
+        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
+                         name=f"{self.labels[i]}.{'slip' if tangent else 'gap'}")

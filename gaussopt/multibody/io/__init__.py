@@ -1,0 +1,1 @@
+"""Models from files: MJCF and URDF (through MuJoCo's parser), :func:`~gaussopt.multibody.load`."""

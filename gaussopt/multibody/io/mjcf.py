@@ -1,0 +1,811 @@
+"""Spatial models from MJCF and URDF files, read by MuJoCo's own parser.
+
+:func:`load` compiles the file (or XML string) with ``mujoco.MjModel`` (``pip
+install "gaussopt[mjcf]"``; MuJoCo reads URDF too) and maps the compiled model
+onto :mod:`gaussopt.multibody.spatial` elements. :func:`state_from_mujoco` maps a
+MuJoCo state ``(qpos, qvel)`` to the model's ``(q, v)``, and
+:func:`joint_accelerations` maps the model's accelerations back to MuJoCo's
+``qacc`` (its joint coordinates).
+
+What maps, and how
+------------------
+======================  ====================================================================
+MuJoCo                  gaussopt
+======================  ====================================================================
+body                    :class:`~.Body`: ``body_mass``, the principal moments
+                        ``body_inertia``; its frame is MuJoCo's inertial frame (centroid
+                        ``xipos``, principal axes ``ximat``); the reference pose is the pose
+                        at ``qpos0`` (``mj_kinematics``).
+hinge                   :class:`~.Revolute` at ``xanchor`` about ``xaxis`` (at ``qpos0``).
+slide                   :class:`~.Prismatic` along ``xaxis``.
+ball                    :class:`~.Spherical` at ``xanchor``.
+free                    no joint: the body's 6 degrees of freedom.
+no joint                :class:`~.Fixed` to the parent when the parent moves; a body
+                        welded (through any chain of joint-less bodies) to the world is
+                        part of the ground.
+multi-joint body        MuJoCo composes the joints in order; the loader inserts a massless
+                        body after each joint but the last (named ``<body>_<joint>``), so
+                        joint ``k`` joins the frames before and after it. MuJoCo's joint
+                        space mass matrix is regular exactly when the joints' motions are
+                        independent, and exactly then the massless bodies are fixed by
+                        their joints (``rank [M; Phi_q] = n``): the two models agree.
+massless body           MuJoCo rejects moving bodies with mass or inertia below mjMINVAL,
+                        so a massless body in a compiled model is welded to its parent:
+                        it is merged into the parent (it is a frame of it), and joints of
+                        its children attach to the parent.
+gravity                 ``opt.gravity`` (zero when the gravity flag is disabled);
+                        ``body_gravcomp`` as a constant :class:`~.Force`
+                        ``-gravcomp m g`` at the centroid.
+joint damping           hinge: :class:`~.RotationalDamper` (compiled); ball: three of them
+                        about orthonormal axes (their sum is ``-c w_rel``); free: three about
+                        the world axes and a callable :class:`~.Force` ``-c v`` at the
+                        body origin; slide: callable forces ``-/+ c s' u`` on the two bodies.
+                        Exactly MuJoCo's ``qfrc_damper = -damping qvel``.
+joint armature          MuJoCo adds it to the joint-space mass matrix, the kinetic energy
+                        ``a (u . (w_j - w_i))^2 / 2``. A hinge or ball joint whose parent
+                        is the ground adds a disk ``a (I + u u^T) / 2`` (hinge, ``u`` in
+                        the body frame: the child turns about ``u`` only, so its energy is
+                        ``a (u . w)^2 / 2``) or ``a I`` (ball) to the child's inertia
+                        tensor; a hinge between moving bodies becomes an
+                        :class:`~.Armature` (that energy exactly; it couples the two
+                        bodies' blocks of ``M``, so the model takes the dense step).
+                        Armature of a ball joint between moving bodies (its axes are not
+                        fixed in the parent) or of a slide joint is listed unmapped.
+equality ``connect``    :class:`~.Spherical` at the anchor (bodies or sites; the two anchor
+                        points must coincide at ``qpos0``, as the compiler makes them).
+equality ``weld``       :class:`~.Fixed` in the ``qpos0`` relative pose (a ``relpose`` that
+                        differs from it cannot be expressed and is listed unmapped).
+======================  ====================================================================
+
+URDF goes through MuJoCo's importer: links attached by ``fixed`` joints are fused into
+their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the world
+becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
+slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
+
+Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning`:
+tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
+joint stiffness (springs about ``springref``), friction loss, armature of ball joints
+between moving bodies and of slide joints, equality constraints of type ``joint``, ``tendon``, ``distance`` and
+``flex``, inactive equalities, welds with a foreign ``relpose``, the soft-constraint
+parameters (``solref``/``solimp``) of the mapped equalities, fluid forces, flexes,
+plugins, mocap bodies (kept fixed at their reference pose), sensors, keyframes.
+The integrator, time step and solver options are run settings, not model
+features: pass gaussopt's own to :func:`gaussopt.simulate`.
+
+Closed loops: MuJoCo's soft answer against gaussopt's exact one
+----------------------------------------------------------------
+MuJoCo closes an equality constraint softly: its constraint solver finds the
+acceleration minimizing ``(a - a0)^T M (a - a0) + (J a - a_ref)^T R^-1 (J a - a_ref)``,
+with the reference acceleration ``a_ref = -b (J v) - k r`` of a spring-damper on
+the violation ``r`` (``solref``: time constant 0.02 s, damping ratio 1 by default)
+and the regularizer ``R = (1 - d)/d diag(J M^-1 J^T)`` set by the impedance ``d``
+(``solimp``: 0.9 at zero violation, up to 0.95). For one row at a consistent state
+(``r = 0``, ``J v = 0``) this gives ``J a = (1 - d) J a0``: the constraint keeps only
+90 % of the acceleration it should remove, the loop opens until the spring force
+``k r`` balances the rest, and the violation settles at about ``(1 - d) |J a0| tc^2``
+(``tc`` the time constant; with ``|J a0| ~ g`` that is ~ 4e-4 m), oscillating with
+the motion. gaussopt solves Gauss's principle with the loop's equations as exact
+rows: ``J a = gamma`` at every step, redundant rows included (the planar four-bar
+closed by a ``connect`` has rank 2 of its 3 rows): MuJoCo's answer is the regularized
+minimizer and gaussopt's is its limit ``R -> 0``. Measured on
+tests/data/four_bar_connect.xml (tests/test_mjcf.py): at rest in the ``qpos0`` pose the
+accelerations differ by 4.7 % (2-norm) with the default ``solimp`` (``d = 0.9``), 0.44 %
+at ``d = 0.99``, 0.044 % at 0.999 (linear in ``1 - d``); over 2 s from rest MuJoCo's
+loop opens by 6.3e-4 m (RK4 at dt 1e-4, so that only the softness counts; 1.6e-3 m
+with its default Euler at dt 2e-3), gaussopt's stays closed to 2.5e-16 m (default
+settings: the projection holds ``Phi = 0`` to rounding), and after 2 s the crank
+angles differ by 0.22 rad (MuJoCo 1.876, gaussopt 1.6575265). Stiffened to its limit
+(``solimp`` 0.9999, ``solref`` 1 ms, dt 20 us) MuJoCo reaches 1.6575265 rad, 4e-8 from
+gaussopt's: the difference is the softness, not the model.
+
+References
+----------
+E. Todorov, T. Erez, Y. Tassa, "MuJoCo: A physics engine for model-based control",
+IROS 2012; the MuJoCo documentation, "Computation" (soft constraints, ``solref``,
+``solimp``) and "XML Reference" (MJCF, URDF).
+
+Examples
+--------
+>>> from gaussopt.multibody.io.mjcf import load        # doctest: +SKIP
+>>> model = load("robot.xml")                               # doctest: +SKIP
+>>> q0, v0 = model.initial_state()                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from gaussopt.core.exceptions import ModelError
+from gaussopt.multibody.spatial.elements import (GROUND, Armature, Body, Fixed, Force, Prismatic,
+                                                 Revolute, RotationalDamper, Spherical)
+from gaussopt.multibody.spatial.mechanism import Model
+
+__all__ = ["load", "state_from_mujoco", "joint_accelerations", "UnmappedFeatureWarning"]
+
+_INSTALL = 'pip install "gaussopt[mjcf]"'
+
+
+class UnmappedFeatureWarning(UserWarning):
+    """Features of a MuJoCo model that :func:`load` cannot map onto a gaussopt model
+    and leaves out.
+
+    Attributes
+    ----------
+    features : dict
+        ``{feature: count}``, one entry per feature left out.
+    """
+
+    def __init__(self, message: str, features: Optional[dict] = None):
+        super().__init__(message)
+        self.features = dict(features or {})
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError as e:                                     # pragma: no cover
+        raise ImportError("gaussopt.multibody.load reads MJCF and URDF through MuJoCo's parser, "
+                          f"which is not installed; install the extra: {_INSTALL}") from e
+    return mujoco
+
+
+# ----------------------------------------------------------------------------- quaternions
+def _qmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a0, a1, a2, a3 = a
+    b0, b1, b2, b3 = b
+    return np.array([a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3,
+                     a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2,
+                     a0 * b2 - a1 * b3 + a2 * b0 + a3 * b1,
+                     a0 * b3 + a1 * b2 - a2 * b1 + a3 * b0])
+
+
+def _qrot(e: np.ndarray) -> np.ndarray:
+    """Rotation matrix of a unit quaternion ``(w, x, y, z)``."""
+    e0, e1, e2, e3 = e
+    return np.array([
+        [e0 * e0 + e1 * e1 - e2 * e2 - e3 * e3, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)],
+        [2 * (e1 * e2 + e0 * e3), e0 * e0 - e1 * e1 + e2 * e2 - e3 * e3, 2 * (e2 * e3 - e0 * e1)],
+        [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0 * e0 - e1 * e1 - e2 * e2 + e3 * e3]])
+
+
+def _axis_quat(u: np.ndarray, angle: float) -> np.ndarray:
+    u = np.asarray(u, dtype=float) / np.linalg.norm(u)
+    return np.concatenate([[np.cos(angle / 2)], np.sin(angle / 2) * u])
+
+
+def _Emat(e: np.ndarray) -> np.ndarray:
+    """``E(p)`` (3x4): world angular velocity ``w = 2 E(p) p'``."""
+    e0, e1, e2, e3 = e
+    return np.array([[-e1, e0, -e3, e2], [-e2, e3, e0, -e1], [-e3, -e2, e1, e0]])
+
+
+# ----------------------------------------------------------------------------- the mapping
+@dataclass
+class _Frame:
+    """A gaussopt body made from MuJoCo body ``mj``: its ``stage``-th joint frame (a
+    massless body inserted after joint ``stage`` of a multi-joint body), or the body
+    itself (``stage = -1``, frame at the centroid, principal axes)."""
+
+    name: str
+    mj: int
+    stage: int
+    mass: float
+    inertia: np.ndarray
+    position: np.ndarray
+    quat: np.ndarray
+
+
+@dataclass
+class _Jnt:
+    """A MuJoCo joint between gaussopt bodies ``i`` (parent side; None: ground) and ``j``."""
+
+    jid: int
+    kind: int
+    i: Optional[str]
+    j: Optional[str]
+    anchor: np.ndarray        # world, qpos0
+    axis: np.ndarray          # world, qpos0
+    dof: int
+    mj: int                   # its MuJoCo body
+
+
+@dataclass
+class _Mapping:
+    frames: list = field(default_factory=list)
+    joints: list = field(default_factory=list)          # sp joints
+    forces: list = field(default_factory=list)
+    mjoints: list = field(default_factory=list)         # _Jnt, one per MuJoCo joint
+    gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    unmapped: dict = field(default_factory=dict)
+    owner: list = field(default_factory=list)           # gaussopt body (name/None) per MuJoCo body
+    name: str = "mjcf"
+
+
+def _flag(mj, m, name: str) -> bool:
+    """True when the disable flag ``name`` is set."""
+    return bool(m.opt.disableflags & int(getattr(mj.mjtDisableBit, name)))
+
+
+def _names(mj, m, objtype, count: int, prefix: str) -> list[str]:
+    out = []
+    for k in range(count):
+        nm = mj.mj_id2name(m, objtype, k)
+        out.append(nm if nm else f"{prefix}{k}")
+    return out
+
+
+def _clean(name: str, taken: set) -> str:
+    """A valid, unique gaussopt body name."""
+    base = name.replace(".", "_") or "body"
+    if base == GROUND:
+        base = "ground_"
+    out, k = base, 1
+    while out in taken:
+        k += 1
+        out = f"{base}_{k}"
+    taken.add(out)
+    return out
+
+
+def _count(d: dict, key: str, n: int = 1) -> None:
+    if n:
+        d[key] = d.get(key, 0) + n
+
+
+def _map(mj, m, name: Optional[str] = None) -> _Mapping:
+    """Map the compiled MuJoCo model ``m`` (see the module docstring)."""
+    out = _Mapping()
+    un = out.unmapped
+    d = mj.MjData(m)
+    d.qpos[:] = m.qpos0
+    mj.mj_kinematics(m, d)
+    JF, JB, JH, JS = (int(mj.mjtJoint.mjJNT_FREE), int(mj.mjtJoint.mjJNT_BALL),
+                      int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    bnames = _names(mj, m, mj.mjtObj.mjOBJ_BODY, m.nbody, "body")
+    jnames = _names(mj, m, mj.mjtObj.mjOBJ_JOINT, m.njnt, "joint")
+    taken: set = set()
+    owner: list = [None] * m.nbody        # the gaussopt body carrying MuJoCo body b (None: ground)
+    moving = [False] * m.nbody
+    g = np.zeros(3) if _flag(mj, m, "mjDSBL_GRAVITY") else np.array(m.opt.gravity, dtype=float)
+    out.gravity = g
+    damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
+    inertia_add: dict = {}            # gaussopt body -> armature inertia (its frame)
+    frame_of: dict = {}
+    index: dict = {}
+
+    for b in range(1, m.nbody):
+        par = int(m.body_parentid[b])
+        nj, ja = int(m.body_jntnum[b]), int(m.body_jntadr[b])
+        mass = float(m.body_mass[b])
+        if m.body_mocapid[b] >= 0:
+            _count(un, "mocap bodies (held fixed at their reference pose)")
+            owner[b] = None
+            continue
+        if nj == 0:
+            if not moving[par]:
+                owner[b] = None                        # welded to the world: ground
+                continue
+            if mass == 0.0 and not np.any(m.body_inertia[b]):
+                owner[b] = owner[par]                  # a massless frame of its parent
+                moving[b] = True
+                continue
+        moving[b] = True
+        R = _qrot(np.array(d.xquat[b]))
+        xiq = _qmul(np.array(d.xquat[b]), np.array(m.body_iquat[b]))
+        real = _Frame(_clean(bnames[b], taken), b, -1, mass, np.diag(np.array(m.body_inertia[b])),
+                      np.array(d.xipos[b]), xiq / np.linalg.norm(xiq))
+        if nj == 0:
+            out.frames.append(real)
+            frame_of[real.name] = real
+            index[real.name] = len(out.frames) - 1
+            owner[b] = real.name
+            out.joints.append(Fixed(owner[par], real.name, point=np.array(d.xpos[b])))
+            continue
+        if int(m.jnt_type[ja]) == JF:
+            out.frames.append(real)
+            frame_of[real.name] = real
+            owner[b] = real.name
+            out.mjoints.append(_Jnt(ja, JF, None, real.name, np.array(d.xpos[b]), np.zeros(3),
+                                    int(m.jnt_dofadr[ja]), b))
+            index[real.name] = len(out.frames) - 1
+            dof = int(m.jnt_dofadr[ja])
+            dmp = np.array(m.dof_damping[dof:dof + 6]) if damp_on else np.zeros(6)
+            if np.any(dmp[:3]):
+                out.forces.append(Force(real.name, _FreeDamper(index[real.name], dmp[:3], real,
+                                                               np.array(d.xpos[b])),
+                                        point=np.array(d.xpos[b])))
+            for k in range(3):
+                # -c_k (w . x_k) x_k about the body axes x_k (from the body to the ground)
+                if dmp[3 + k]:
+                    out.forces.append(RotationalDamper(real.name, None, R[:, k], float(dmp[3 + k])))
+            if np.any(m.dof_armature[dof:dof + 6]):
+                _count(un, "joint armature on free joints")
+            continue
+        prev = owner[par]
+        for t in range(nj):
+            jid = ja + t
+            kind = int(m.jnt_type[jid])
+            if t < nj - 1:
+                fr = _Frame(_clean(f"{bnames[b]}_{jnames[jid]}", taken), b, t, 0.0,
+                            np.zeros((3, 3)), np.array(d.xpos[b]), np.array(d.xquat[b]))
+            else:
+                fr = real
+            out.frames.append(fr)
+            frame_of[fr.name] = fr
+            index[fr.name] = len(out.frames) - 1
+            anchor, axis = np.array(d.xanchor[jid]), np.array(d.xaxis[jid])
+            if kind == JH:
+                out.joints.append(Revolute(prev, fr.name, point=anchor, axis=axis))
+            elif kind == JS:
+                out.joints.append(Prismatic(prev, fr.name, point=anchor, axis=axis))
+            elif kind == JB:
+                out.joints.append(Spherical(prev, fr.name, point=anchor))
+            else:
+                raise ModelError(f"MuJoCo joint {jnames[jid]!r} of body {bnames[b]!r}: a free "
+                                 "joint must be the body's only joint (MuJoCo's rule too).")
+            dof = int(m.jnt_dofadr[jid])
+            out.mjoints.append(_Jnt(jid, kind, prev, fr.name, anchor, axis, dof, b))
+            ndof = 3 if kind == JB else 1
+            c = np.array(m.dof_damping[dof:dof + ndof]) if damp_on else np.zeros(ndof)
+            if kind == JH and c[0]:
+                out.forces.append(RotationalDamper(prev, fr.name, axis, float(c[0])))
+            elif kind == JB and np.any(c):
+                # -c_k (w_rel . x_k) x_k about the axes x_k of the body frame (MuJoCo's ball
+                # velocities are in it): dampers carried by the child, reaction on the parent
+                for k in range(3):
+                    if c[k]:
+                        out.forces.append(RotationalDamper(fr.name, prev, R[:, k], float(c[k])))
+            elif kind == JS and c[0]:
+                dm = _SlideDamper(float(c[0]), axis, anchor, index[fr.name], fr,
+                                  None if prev is None else (index[prev], frame_of[prev]))
+                out.forces.append(Force(fr.name, dm, point=anchor))
+                if prev is not None:
+                    out.forces.append(Force(prev, _Negated(dm), point=anchor))
+            ground_parent = prev is None
+            arm = np.array(m.dof_armature[dof:dof + ndof])
+            if np.any(arm):
+                if ground_parent and kind in (JH, JB):
+                    Rf = _qrot(fr.quat)
+                    if kind == JH:
+                        # a disk about u, a (u u^T + (I - u u^T) / 2): its energy is
+                        # a (u . w)^2 / 2 because the child turns about u only, and it is a
+                        # physical inertia (a u u^T alone breaks the triangle inequality)
+                        u = Rf.T @ axis
+                        add = 0.5 * arm[0] * (np.eye(3) + np.outer(u, u))
+                    else:
+                        # a_k (w . x_k)^2 / 2 about the axes x_k of MuJoCo's body frame R
+                        C = R.T @ Rf
+                        add = C.T @ np.diag(arm) @ C
+                    inertia_add[fr.name] = inertia_add.get(fr.name, 0.0) + add
+                elif kind == JH:
+                    # between moving bodies: a (u . (w_j - w_i))^2 / 2, exactly
+                    out.forces.append(Armature(prev, fr.name, axis, float(arm[0])))
+                else:
+                    _count(un, "joint armature (on a ball joint between moving bodies, or on a "
+                               "slide joint)")
+            prev = fr.name
+        owner[b] = real.name
+
+    for fr in out.frames:
+        if fr.name in inertia_add:
+            fr.inertia = fr.inertia + inertia_add[fr.name]
+
+    # gravity compensation: a constant force at the centroid
+    for b in range(1, m.nbody):
+        gc = float(m.body_gravcomp[b])
+        fr = next((f for f in out.frames if f.mj == b and f.stage == -1), None)
+        if gc and fr is not None and fr.mass > 0 and np.any(g):
+            out.forces.append(Force(fr.name, -gc * fr.mass * g, point=fr.position))
+    if np.any(m.jnt_actgravcomp):
+        _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
+               int(np.count_nonzero(m.jnt_actgravcomp)))
+
+    _equalities(mj, m, d, out, owner)
+    _unmapped(mj, m, un)
+    out.owner = owner
+    out.name = name if name is not None else _model_name(m)
+    return out
+
+
+def _model_name(m) -> str:
+    raw = bytes(m.names)
+    nm = raw[:raw.index(b"\0")].decode() if b"\0" in raw else ""
+    return nm or "mjcf"
+
+
+def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
+    un = out.unmapped
+    if m.neq == 0:
+        return
+    if _flag(mj, m, "mjDSBL_EQUALITY") or _flag(mj, m, "mjDSBL_CONSTRAINT"):
+        return                                  # MuJoCo ignores them too
+    EC, EW = int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)
+    site = int(mj.mjtObj.mjOBJ_SITE)
+    other = {int(getattr(mj.mjtEq, k)): k[5:].lower() for k in dir(mj.mjtEq)
+             if k.startswith("mjEQ_")}
+    mapped = 0
+    for e in range(m.neq):
+        typ = int(m.eq_type[e])
+        if not m.eq_active0[e]:
+            _count(un, "inactive equality constraints (active=false at start)")
+            continue
+        if typ not in (EC, EW):
+            _count(un, f"equality constraints of type {other.get(typ, typ)!r}")
+            continue
+        o1, o2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        if int(m.eq_objtype[e]) == site:
+            b1, b2 = int(m.site_bodyid[o1]), int(m.site_bodyid[o2])
+            p1, p2 = np.array(d.site_xpos[o1]), np.array(d.site_xpos[o2])
+            R1, R2 = (np.array(d.site_xmat[o]).reshape(3, 3) for o in (o1, o2))
+        else:
+            b1, b2 = o1, o2
+            dat = np.array(m.eq_data[e])
+            R1, R2 = (np.array(d.xmat[b]).reshape(3, 3) for b in (b1, b2))
+            if typ == EC:
+                p1 = d.xpos[b1] + R1 @ dat[0:3]
+                p2 = d.xpos[b2] + R2 @ dat[3:6]
+            else:
+                # relpose: body2's pose in body1's frame; compare with the qpos0 one
+                rp = R1.T @ (d.xpos[b2] - d.xpos[b1])
+                rq = _qmul(np.array(d.xquat[b1]) * [1, -1, -1, -1], np.array(d.xquat[b2]))
+                q_dat = dat[6:10]
+                scale = 1.0 + float(np.linalg.norm(rp))
+                if np.any(q_dat) and (np.linalg.norm(rp - dat[3:6]) > 1e-9 * scale or
+                                      1.0 - abs(float(rq @ q_dat)) / np.linalg.norm(q_dat) > 1e-12):
+                    _count(un, "weld constraints whose relpose differs from the qpos0 pose")
+                    continue
+                p1 = p2 = np.array(d.xpos[b2])
+        bi, bj = owner[b1] if b1 else None, owner[b2] if b2 else None
+        scale = 1.0 + float(np.linalg.norm(p1))
+        if np.linalg.norm(p1 - p2) > 1e-9 * scale or (typ == EW and int(m.eq_objtype[e]) == site
+                                                      and np.abs(R1 - R2).max() > 1e-9):
+            _count(un, f"{other[typ]} constraints not satisfied at qpos0")
+            continue
+        if bi == bj:
+            continue                             # both sides on one rigid body (or the ground)
+        if typ == EC:
+            out.joints.append(Spherical(bj, bi, point=np.array(p1)))
+        else:
+            out.joints.append(Fixed(bj, bi, point=np.array(p1)))
+        mapped += 1
+    if mapped:
+        _count(un, "soft-constraint parameters (solref/solimp) of the mapped equality "
+                   "constraints: gaussopt holds them exactly", mapped)
+
+
+def _unmapped(mj, m, un: dict) -> None:
+    """Count the features the mapping leaves out."""
+    _count(un, "tendons", int(m.ntendon))
+    if not _flag(mj, m, "mjDSBL_ACTUATION"):
+        _count(un, "actuators", int(m.nu))
+    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    if constraint and not _flag(mj, m, "mjDSBL_CONTACT"):
+        coll = int(np.count_nonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0)))
+        _count(un, "contacts: geoms that can collide", coll)
+        _count(un, "contacts: explicit contact pairs", int(m.npair))
+    if constraint and not _flag(mj, m, "mjDSBL_LIMIT"):
+        _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
+    if not _flag(mj, m, "mjDSBL_SPRING"):
+        _count(un, "joint stiffness (springs about springref)",
+               int(np.count_nonzero(m.jnt_stiffness)))
+        if hasattr(m, "jnt_stiffnesspoly"):
+            _count(un, "nonlinear joint stiffness (stiffnesspoly)",
+                   int(np.count_nonzero(np.any(np.asarray(m.jnt_stiffnesspoly) != 0, axis=-1))))
+    if not _flag(mj, m, "mjDSBL_DAMPER") and hasattr(m, "dof_dampingpoly"):
+        _count(un, "nonlinear joint damping (dampingpoly)",
+               int(np.count_nonzero(np.any(np.asarray(m.dof_dampingpoly) != 0, axis=-1))))
+    if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS"):
+        _count(un, "joint friction loss", int(np.count_nonzero(m.dof_frictionloss)))
+    if m.opt.density or m.opt.viscosity:
+        _count(un, "fluid forces (density/viscosity)")
+    _count(un, "flexes (deformable bodies)", int(m.nflex))
+    _count(un, "plugins", int(m.nplugin))
+    _count(un, "sensors", int(m.nsensor))
+    _count(un, "keyframes", int(m.nkey))
+
+
+# ----------------------------------------------------------------------------- dampers
+class _SlideDamper:
+    """MuJoCo's slide damping ``-c s' u`` on the child, ``s' = u . (v_j(P) - v_i(P))``
+    at the child's anchor ``P`` (``u`` carried by both bodies); bodies by index, set
+    when the model is built (picklable: no closures)."""
+
+    def __init__(self, c: float, axis: np.ndarray, anchor: np.ndarray, kj: int, fj: _Frame,
+                 parent: Optional[tuple]) -> None:
+        self.c = float(c)
+        Rj = _qrot(fj.quat)
+        self.j = (slice(7 * kj, 7 * kj + 7), Rj.T @ (np.asarray(anchor, float) - fj.position),
+                  Rj.T @ np.asarray(axis, float))
+        self.i = None if parent is None else (slice(7 * parent[0], 7 * parent[0] + 7),)
+
+    def __call__(self, t, q, v) -> np.ndarray:
+        slj, sj, uj = self.j
+        Rj = _qrot(q[slj][3:])
+        u = Rj @ uj
+        P = q[slj][:3] + Rj @ sj
+        wj = 2.0 * _Emat(q[slj][3:]) @ v[slj][3:]
+        vel = v[slj][:3] + np.cross(wj, P - q[slj][:3])
+        if self.i is not None:
+            sli = self.i[0]
+            wi = 2.0 * _Emat(q[sli][3:]) @ v[sli][3:]
+            vel = vel - v[sli][:3] - np.cross(wi, P - q[sli][:3])
+        return -self.c * float(u @ vel) * u
+
+
+class _Negated:
+    def __init__(self, f) -> None:
+        self.f = f
+
+    def __call__(self, t, q, v) -> np.ndarray:
+        return -self.f(t, q, v)
+
+
+class _FreeDamper:
+    """MuJoCo's damping of a free joint's translation: ``-c v_o`` (world components,
+    ``c`` per axis) at the body origin ``o``."""
+
+    def __init__(self, k: int, c: np.ndarray, frame: _Frame, origin: np.ndarray) -> None:
+        self.sl = slice(7 * k, 7 * k + 7)
+        self.c = np.asarray(c, float)
+        self.s = _qrot(frame.quat).T @ (np.asarray(origin, float) - frame.position)
+
+    def __call__(self, t, q, v) -> np.ndarray:
+        qb, vb = q[self.sl], v[self.sl]
+        w = 2.0 * _Emat(qb[3:]) @ vb[3:]
+        return -self.c * (vb[:3] + np.cross(w, _qrot(qb[3:]) @ self.s))
+
+
+# ----------------------------------------------------------------------------- public
+def _compile(mj, source):
+    if isinstance(source, mj.MjModel):
+        return source
+    if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                           and not source.lstrip().startswith("<")):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ModelError(f"`source` must be an MJCF/URDF file, an XML string or a "
+                             f"mujoco.MjModel; no file {path!r} exists.")
+        try:
+            return mj.MjModel.from_xml_path(path)
+        except ValueError as e:
+            raise ModelError(f"MuJoCo could not compile {path!r}: {e}") from e
+    if isinstance(source, str):
+        try:
+            return mj.MjModel.from_xml_string(source)
+        except ValueError as e:
+            raise ModelError("MuJoCo could not compile the XML string given as `source`: "
+                             f"{e}") from e
+    raise ModelError(f"`source` must be a path, an XML string or a mujoco.MjModel, found "
+                     f"{type(source).__name__}.")
+
+
+def _mapping(source, name=None):
+    mj = _mujoco()
+    m = _compile(mj, source)
+    return mj, m, _map(mj, m, name)
+
+
+def _build(mp: _Mapping) -> Model:
+    bodies = [Body(f.name, f.mass, 0.5 * (f.inertia + f.inertia.T), position=f.position,
+                   orientation=f.quat) for f in mp.frames]
+    return Model(bodies, mp.joints, mp.forces, gravity=mp.gravity, name=mp.name)
+
+
+def load(source, *, name: Optional[str] = None) -> Model:
+    """A spatial :class:`~gaussopt.multibody.spatial.Model` from an MJCF or URDF model.
+
+    Parameters
+    ----------
+    source : str, path-like or mujoco.MjModel
+        A file (MJCF ``.xml`` or URDF), an XML string (starting with ``<``), or a
+        compiled ``mujoco.MjModel``.
+    name : str, optional
+        The model's name (default: the MuJoCo model's name).
+
+    Returns
+    -------
+    Model
+        Bodies in MuJoCo's body order (massless bodies inserted for multi-joint
+        bodies, see the module docstring), reference pose = MuJoCo's ``qpos0`` pose.
+
+    Warns
+    -----
+    UnmappedFeatureWarning
+        One warning listing every feature left out, with counts.
+
+    Raises
+    ------
+    ImportError
+        MuJoCo is not installed (``pip install "gaussopt[mjcf]"``).
+    ModelError
+        No such file, or MuJoCo cannot compile it.
+    """
+    _, m, mp = _mapping(source, name)
+    model = _build(mp)
+    if mp.unmapped:
+        what = "\n".join(f"  - {k}: {v}" for k, v in mp.unmapped.items())
+        if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                               and not source.lstrip().startswith("<")):
+            src = repr(os.fspath(source))
+        else:
+            src = "<xml string>" if isinstance(source, str) else "<mujoco.MjModel>"
+        warnings.warn(UnmappedFeatureWarning(
+            f"gaussopt.multibody.load({src}): {len(mp.unmapped)} MuJoCo feature(s) are not "
+            f"mapped and are left out of the gaussopt model:\n{what}", mp.unmapped), stacklevel=2)
+    return model
+
+
+def _check(model: Model, mp: _Mapping) -> None:
+    names = [f.name for f in mp.frames]
+    if list(model.body_names) != names:
+        raise ModelError(f"`model` must be the model loaded from `mjmodel` (bodies {names}); "
+                         f"found bodies {list(model.body_names)}.")
+
+
+def _chain(m, d, b: int, njoint: int):
+    """Pose (position, quaternion) of MuJoCo body ``b``'s frame after its first ``njoint``
+    joints, as mj_kinematics composes them."""
+    par = int(m.body_parentid[b])
+    Rp = np.array(d.xmat[par]).reshape(3, 3)
+    pos = d.xpos[par] + Rp @ m.body_pos[b]
+    quat = _qmul(np.array(d.xquat[par]), np.array(m.body_quat[b]))
+    ja = int(m.body_jntadr[b])
+    for t in range(njoint):
+        jid = ja + t
+        R = _qrot(quat)
+        axis = R @ m.jnt_axis[jid]
+        anchor = R @ m.jnt_pos[jid] + pos
+        qa = int(m.jnt_qposadr[jid])
+        kind = int(m.jnt_type[jid])
+        if kind == 2:                                            # slide
+            pos = pos + axis * (d.qpos[qa] - m.qpos0[qa])
+        elif kind in (1, 3):                                     # ball, hinge
+            if kind == 1:
+                ql = np.array(d.qpos[qa:qa + 4])
+                ql = ql / np.linalg.norm(ql)
+            else:
+                ql = _axis_quat(m.jnt_axis[jid], d.qpos[qa] - m.qpos0[qa])
+            quat = _qmul(quat, ql)
+            pos = anchor - _qrot(quat) @ m.jnt_pos[jid]
+    return pos, quat / np.linalg.norm(quat)
+
+
+def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np.ndarray]:
+    """The model's state ``(q, v)`` of a MuJoCo state ``(qpos, qvel)``.
+
+    Runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
+    body's centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
+    massless bodies of multi-joint bodies from the partial joint chains. Euler
+    parameters take the sign nearer the reference pose's; ``p' = E(p)^T w / 2``.
+
+    Parameters
+    ----------
+    model : Model
+        Loaded by :func:`load` from ``mjmodel`` (or the same file).
+    mjmodel : mujoco.MjModel, str or path-like
+    qpos : array_like, shape (nq,)
+    qvel : array_like, shape (nv,)
+
+    Returns
+    -------
+    q, v : ndarray, shape (model.n,)
+    """
+    mj, m, mp = _mapping(mjmodel)
+    _check(model, mp)
+    qpos = np.asarray(qpos, dtype=float)
+    qvel = np.asarray(qvel, dtype=float)
+    if qpos.shape != (m.nq,) or qvel.shape != (m.nv,):
+        raise ModelError(f"`qpos` and `qvel` must have shapes ({m.nq},) and ({m.nv},), found "
+                         f"{qpos.shape} and {qvel.shape}.")
+    d = mj.MjData(m)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mj.mj_kinematics(m, d)
+    mj.mj_comPos(m, d)
+    mj.mj_comVel(m, d)
+    qref = model.q_reference
+    q, v = np.empty(model.n), np.empty(model.n)
+    for k, fr in enumerate(mp.frames):
+        b = fr.mj
+        c = d.subtree_com[m.body_rootid[b]]
+        if fr.stage < 0:
+            pos = np.array(d.xipos[b])
+            quat = _qmul(np.array(d.xquat[b]), np.array(m.body_iquat[b]))
+            twist = np.array(d.cvel[b])
+        else:
+            pos, quat = _chain(m, d, b, fr.stage + 1)
+            twist = np.array(d.cvel[m.body_parentid[b]])
+            ja = int(m.body_jntadr[b])
+            last = ja + fr.stage
+            lo = int(m.jnt_dofadr[ja])
+            hi = int(m.jnt_dofadr[last]) + (3 if int(m.jnt_type[last]) == 1 else 1)
+            twist = twist + np.array(d.cdof[lo:hi]).T @ qvel[lo:hi]
+        quat = quat / np.linalg.norm(quat)
+        if quat @ qref[7 * k + 3:7 * k + 7] < 0:
+            quat = -quat
+        w = twist[:3]
+        q[7 * k:7 * k + 3], q[7 * k + 3:7 * k + 7] = pos, quat
+        v[7 * k:7 * k + 3] = twist[3:] + np.cross(w, pos - c)
+        v[7 * k + 3:7 * k + 7] = 0.5 * _Emat(quat).T @ w
+    return q, v
+
+
+def joint_accelerations(model: Model, mjmodel, q, v, a) -> np.ndarray:
+    """MuJoCo's joint accelerations ``qacc`` from the model's ``(q, v, a)``.
+
+    With ``w``, ``alpha = 2 E(p) p''`` the world angular velocities and
+    accelerations of the bodies ``i`` (parent side; zero for the ground) and ``j``
+    of each joint: hinge ``u . (alpha_j - alpha_i)``; slide ``u . (a_j(P) - a_i(P)
+    - 2 w_i x (v_j(P) - v_i(P)))`` at the anchor ``P`` (the acceleration of the
+    coordinate measured in body ``i``); ball ``R^T (alpha_j - alpha_i - w_b x (w_j -
+    w_i))`` with ``R``, ``w_b`` the MuJoCo body's frame and angular velocity (MuJoCo's
+    ball velocities are in the body frame); free ``(a_o, R^T alpha)`` with ``a_o``
+    the acceleration of the body origin.
+
+    Parameters
+    ----------
+    model : Model
+    mjmodel : mujoco.MjModel, str or path-like
+    q, v, a : array_like, shape (model.n,)
+
+    Returns
+    -------
+    ndarray, shape (nv,)
+    """
+    mj, m, mp = _mapping(mjmodel)
+    _check(model, mp)
+    q, v, a = (np.asarray(x, dtype=float) for x in (q, v, a))
+    qref = model.q_reference
+    real = {f.mj: f for f in mp.frames if f.stage < 0}
+
+    def kin(name):
+        if name is None:
+            z = np.zeros(3)
+            return z, np.eye(3), z, z, z, z, np.eye(3)
+        sl = model.body_slice(name)
+        e, ed, edd = q[sl][3:], v[sl][3:], a[sl][3:]
+        E = _Emat(e)
+        return (q[sl][:3], _qrot(e), v[sl][:3], 2 * E @ ed, a[sl][:3], 2 * E @ edd,
+                _qrot(qref[sl][3:]))
+
+    def point(kn, s):
+        r, R, rd, w, rdd, al, _ = kn
+        x = R @ s
+        return r + x, rd + np.cross(w, x), rdd + np.cross(al, x) + np.cross(w, np.cross(w, x))
+
+    def local(name, P):
+        if name is None:
+            return np.asarray(P, float)
+        return model.world_point(name, P)
+
+    out = np.zeros(m.nv)
+    for jn in mp.mjoints:
+        Ki, Kj = kin(jn.i), kin(jn.j)
+        dof = jn.dof
+        if jn.kind == 3:                                              # hinge
+            u = Kj[1] @ (Kj[6].T @ jn.axis)
+            out[dof] = u @ (Kj[5] - Ki[5])
+        elif jn.kind == 2:                                            # slide
+            u = Ki[1] @ (Ki[6].T @ jn.axis)
+            P, vj, aj = point(Kj, local(jn.j, jn.anchor))
+            if jn.i is None:
+                vi = ai = np.zeros(3)
+            else:
+                s_i = Ki[1].T @ (P - Ki[0])
+                _, vi, ai = point(Ki, s_i)
+            out[dof] = u @ (aj - ai - 2 * np.cross(Ki[3], vj - vi))
+        else:
+            fr = real[jn.mj]
+            Kb = kin(fr.name)
+            Rb = Kb[1] @ _qrot(np.array(m.body_iquat[jn.mj])).T      # MuJoCo body frame
+            if jn.kind == 1:                                          # ball
+                out[dof:dof + 3] = Rb.T @ (Kj[5] - Ki[5] - np.cross(Kb[3], Kj[3] - Ki[3]))
+            else:                                                     # free
+                _, _, ao = point(Kj, local(jn.j, jn.anchor))
+                out[dof:dof + 3] = ao
+                out[dof + 3:dof + 6] = Rb.T @ Kj[5]
+    return out
