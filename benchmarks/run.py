@@ -149,6 +149,8 @@ def verification_us(sysm, q, v, repeat):
     import numba as nb
 
     import gaussopt.gauss.dense_step as K
+    import gaussopt.gauss.workspace as WS
+    from gaussopt.core.views import wfull
 
     M, F, A, b = (np.array(x, dtype=float) for x in sysm.evaluate(0.0, q, v))   # (writable)
     n, m = M.shape[0], A.shape[0]
@@ -158,19 +160,19 @@ def verification_us(sysm, q, v, repeat):
 
     @nb.njit(cache=True)
     def loop_step(M, F, A, b, ref, tol, wf, wi, count):
-        w = K.Work(wf, wi)
+        w = WS.Work(wf, wi)
         acc = 0.0
         for _ in range(count):
             out = K.gauss_step(M, F, A, b, ref, 0.0, tol, K.CLOSED_FORM, False, False, w)
-            acc += K._full(w, out[1])[0]
+            acc += wfull(w, out[1])[0]
         return acc
 
     @nb.njit(cache=True)
     def loop_check(M, F, A, b, ref, tol, wf, wi, count):
-        w = K.Work(wf, wi)
+        w = WS.Work(wf, wi)
         status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, 0.0, tol, w)
         K.closed_form(M, F, wgt, mL, r, w)
-        a = K._full(w, K.F_a).copy()
+        a = wfull(w, WS.F_a).copy()
         acc = 0.0
         for _ in range(count):
             acc += K.check(M, F, A, b, ref, tol, mL, r, k, c_norm, a, w)[3]

@@ -72,9 +72,10 @@ def test_first_compilation_says_so_once(tmp_path):
     """A process that compiles prints the notice once on stderr; a warm one prints
     nothing; ``GAUSSOPT_QUIET=1`` silences it."""
     code = """
-        import numpy as np, gaussopt.gauss.dense_step as K
+        import numpy as np, gaussopt.gauss.dense_step as K, gaussopt.gauss.dense_algebra as LA
+        import gaussopt.gauss.workspace as WS
         w = K.make_work(3, 2)
-        K.svd_into(np.arange(6.0).reshape(2, 3), w, K.F_U, K.F_s, K.F_V)
+        LA.svd_into(np.arange(6.0).reshape(2, 3), w, WS.F_U, WS.F_s, WS.F_V)
         K.reduce_rows(np.arange(6.0).reshape(2, 3), np.ones(2), np.zeros(2), 0.0, 1e-8, True, w)
     """
     cache = tmp_path / "cache"
@@ -106,6 +107,7 @@ def test_units_are_compiled_for_their_declared_signature_only():
 
 def test_a_read_only_or_strided_input_from_python_runs_the_declared_signature():
     import gaussopt.gauss.dense_step as K
+    import gaussopt.gauss.workspace as WS
 
     M = np.diag([1.0, 2.0, 3.0])
     A = np.asfortranarray(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))   # not C-contiguous
@@ -114,7 +116,7 @@ def test_a_read_only_or_strided_input_from_python_runs_the_declared_signature():
     out = K.gauss_step(M, np.ones(3), A, np.zeros(2), np.zeros(2), 0.0, 1e-8, K.CLOSED_FORM,
                        True, True, w)
     assert out[0] == K.OK
-    a = K.field(w, out[1])
+    a = WS.field(w, out[1])
     # the minimum of 1/2 a^T M a - a^T F on a1 + a2 = 0, a2 + a3 = 0: a = (s, -s, s),
     # (1 + 2 + 3) s = 1 - 1 + 1
     assert np.allclose(a, [1 / 6, -1 / 6, 1 / 6], rtol=0, atol=1e-15)
@@ -126,12 +128,13 @@ def test_a_compiled_caller_loads_a_unit_nobody_loaded(tmp_path):
     ``LAPACK_MIN`` singular values): a fresh process reaching it from compiled code, with
     nothing loaded ahead, compiles it on the spot and returns the right answer."""
     code = """
-        import numpy as np, gaussopt.gauss.dense_step as K
+        import numpy as np, gaussopt.gauss.dense_step as K, gaussopt.gauss.dense_algebra as LA
+        import gaussopt.gauss.workspace as WS
         from gaussopt.core import compiled as C
         X = np.random.default_rng(1).standard_normal((60, 61))
-        assert not K._svd_lapack.unit.loaded
-        U, s, V = K.svd_econ(X)
-        print(K._svd_lapack.unit.loaded, np.abs(s - np.linalg.svd(X)[1]).max() / s[0])
+        assert not LA._svd_lapack.unit.loaded
+        U, s, V = LA.svd_econ(X)
+        print(LA._svd_lapack.unit.loaded, np.abs(s - np.linalg.svd(X)[1]).max() / s[0])
     """
     res = _run(code, _env(tmp_path / "cache", ROOT), tmp_path)
     assert res.returncode == 0, res.stderr

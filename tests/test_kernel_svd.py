@@ -15,20 +15,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 
 EPS = np.finfo(float).eps
 
 
-@pytest.mark.parametrize("m,n", [(5, 7), (7, 5), (K.LAPACK_MIN - 1, K.LAPACK_MIN + 3),
-                                 (K.LAPACK_MIN + 12, K.LAPACK_MIN + 13),
-                                 (K.LAPACK_MIN + 13, K.LAPACK_MIN + 12)])
+@pytest.mark.parametrize("m,n", [(5, 7), (7, 5), (LA.LAPACK_MIN - 1, LA.LAPACK_MIN + 3),
+                                 (LA.LAPACK_MIN + 12, LA.LAPACK_MIN + 13),
+                                 (LA.LAPACK_MIN + 13, LA.LAPACK_MIN + 12)])
 def test_svd_reproduces_the_matrix_on_both_paths(m, n):
     rng = np.random.default_rng(m * 100 + n)
     X = rng.standard_normal((m, n))
     X[1] = X[0] * 3.0                                   # a dependent row and a dependent
     X[:, 1] = X[:, 0] * 2.0                             # column: rank < min(m, n)
-    U, s, V = K.svd_econ(X)
+    U, s, V = LA.svd_econ(X)
     k = min(m, n)
     assert U.shape == (m, k) and s.shape == (k,) and V.shape == (n, n)
     assert np.all(np.diff(s) <= 0.0)
@@ -71,17 +71,17 @@ def test_norms_on_both_paths_over_the_exponent_range(e):
         return math.sqrt(float(ss * Fraction(2) ** (-2 * k))) * 2.0 ** k
 
     out = np.zeros(2)
-    K.row_norms(X, out)
+    LA.row_norms(X, out)
     for i in range(2):
         assert out[i] == pytest.approx(exact(X[i]), rel=6 * EPS, abs=0)
-    assert K._frobenius(X) == pytest.approx(exact(X.ravel()), rel=6 * EPS, abs=0)
+    assert LA.frobenius(X) == pytest.approx(exact(X.ravel()), rel=6 * EPS, abs=0)
     # the SVD (scaled by a power of two outside [2^-200, 2^200], where Jacobi's sums of
     # squares would overflow or underflow): singular values of the scaled-up copy times
     # the scale, and the product U s V^T reproduces X to the bound of
     # test_svd_reproduces_the_matrix_on_both_paths (10 (m + n) eps |X|), plus, for
     # subnormal X, the rounding of the product's 2 terms onto the subnormal grid
     # (2^-1074 each, 2 roundings per term: 4 grid steps)
-    U, s, V = K.svd_econ(X)
+    U, s, V = LA.svd_econ(X)
     s_ref = np.ldexp(np.linalg.svd(np.ldexp(X, -k), compute_uv=False), k)
     # (a subnormal singular value is rounded onto the grid of 2^-1074)
     np.testing.assert_allclose(s, s_ref, rtol=10.0 * 6 * EPS, atol=2.0 ** -1074)

@@ -11,7 +11,6 @@ and the conservation of energy along a run.
 import pickle
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 import gaussopt as go

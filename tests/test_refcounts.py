@@ -24,7 +24,9 @@ import numpy as np
 import gaussopt.gauss.solution as solution
 import gaussopt.integrate.engine as E
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
+import gaussopt.gauss.workspace as WS
 
 
 def _holds_array(ty) -> bool:
@@ -36,11 +38,14 @@ def _holds_array(ty) -> bool:
 
 
 def _leaves():
-    for mod in (K, E, SP):
+    seen = set()
+    for mod in (K, LA, WS, E, SP):
         for name in dir(mod):
             d = getattr(mod, name)
             d = getattr(d, "dispatcher", d)       # (a unit of gaussopt.core.compiled: its dispatcher)
-            if isinstance(d, nb.core.registry.CPUDispatcher) and d.targetoptions.get("_nrt") is False:
+            if (isinstance(d, nb.core.registry.CPUDispatcher) and d.targetoptions.get("_nrt") is False
+                    and id(d) not in seen):
+                seen.add(id(d))
                 yield f"{mod.__name__}.{name}", d
 
 
@@ -95,7 +100,7 @@ _CHILD = textwrap.dedent("""
     import numpy as np
     from numba.core.runtime import rtsys
     import gaussopt as go
-    import gaussopt.gauss.dense_step as K
+    import gaussopt.gauss.dense_algebra as LA
     import gaussopt.gauss.solution as solution
     from gaussopt_problems import four_bar, n_four_bar
 
@@ -111,7 +116,7 @@ _CHILD = textwrap.dedent("""
         A[2] = A[0] + A[1]                               # redundant: the multipliers' SVD
         solution.solve_gauss(np.eye(5), np.ones(5), A, A @ np.ones(5), want_multipliers=True)
         solution.decide(np.eye(5), A, np.zeros(3))
-        K.svd_econ(rng.standard_normal((60, 50)))        # the LAPACK branch
+        LA.svd_econ(rng.standard_normal((60, 50)))        # the LAPACK branch
 
     def stats():
         gc.collect()

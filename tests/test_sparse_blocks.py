@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import gaussopt as go
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.status import BAND_STATUS
 from gaussopt.core.model_interface import quiet_compile
@@ -128,7 +129,7 @@ def _dense(system, t, q, v):
     w = K.make_work(n, m)
     status, fa, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
         M, F, A, b, np.zeros(m), 0.0, RANK_TOL, K.CLOSED_FORM, True, False, w)
-    return status, K.field(w, fa)[:n].copy(), K.view(w, "lam", m).copy(), r
+    return status, WS.field(w, fa)[:n].copy(), WS.view(w, "lam", m).copy(), r
 
 
 def test_delta_robot_on_the_band_equals_the_dense_kernel():

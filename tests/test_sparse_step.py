@@ -10,6 +10,7 @@ import pytest
 
 import gaussopt as go
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 import gaussopt.multibody as mb
 import gaussopt.integrate.engine as E
 import gaussopt.gauss.band_step as SP
@@ -29,7 +30,7 @@ def _dense(system, t, q, v, sig_ref=0.0):
     w = K.make_work(n, m)
     status, fa, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
         M, F, A, b, np.zeros(m), sig_ref, RANK_TOL, K.CLOSED_FORM, True, False, w)
-    return status, K.field(w, fa)[:n].copy(), K.view(w, "lam", m).copy(), r, K.view(w, "s", k).copy()
+    return status, WS.field(w, fa)[:n].copy(), WS.view(w, "lam", m).copy(), r, WS.view(w, "s", k).copy()
 
 
 def _sparse_alone(system, q, v):

@@ -17,6 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 import gaussopt as go
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 from gaussopt_problems import double_parallelogram, four_bar, n_four_bar, slider_crank
 
 EPS = np.finfo(float).eps
@@ -271,7 +272,7 @@ def test_verification_rejects_a_wrong_result_and_falls_back():
     status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, z, 0.0, 1e-8, w)
     assert status == K.OK
     K.closed_form(M, F, wgt, mL, r, w)
-    a = K.view(w, "a", M.shape[0]).copy()
+    a = WS.view(w, "a", M.shape[0]).copy()
     tol = K.direct_tolerance(3, 1)
     assert max(K.verify(M, F, a, mL, r, k, w)) <= tol
     assert max(K.verify(M, F, a * (1 + 1e-6), mL, r, k, w)) > tol

@@ -18,7 +18,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Optional

@@ -144,6 +144,7 @@ from numba.experimental import structref
 
 import gaussopt.gauss.banded as banded
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 from gaussopt.core.compiled import declare_types, jit, unit
 from gaussopt.core.status import (BAND_MODEL_FAILED, OK, REFUSED_DATA, REFUSED_MASS,  # noqa: F401
                                   REFUSED_MULTIPLIERS, REFUSED_SHAPE, REFUSED_UNCERTIFIED,
@@ -310,11 +311,6 @@ def make_work(st: Structure) -> SparseWork:
     return SparseWork(z(nd), z(n), z(nnz), z(m), z(nd), z(n), z(m), z(nnz), z(nnz), z(m),
                       z((m, kb + 1)), z((m, kb + 1)), z(n), z(n), z(m), z(m), z(m), z(m),
                       z(nd), z(n), z(2 * mb * mb), np.zeros(m, dtype=np.int64))
-
-
-@_jit
-def _norm2(x):
-    return K._norm2(x)
 
 
 @_jit
@@ -496,7 +492,7 @@ def _set_aside_error(st, w, m, nbn):
                 acc -= w.data[k] * w.a[st.indices[k]]
             rr += (acc / w.nu[i]) ** 2
             bb += (w.b[i] / w.nu[i]) ** 2
-    den = _norm2(w.a) + math.sqrt(bb)
+    den = LA.norm2(w.a) + math.sqrt(bb)
     rn = math.sqrt(rr)
     return rn / den if den > 0.0 else (0.0 if rn == 0.0 else np.inf)
 
@@ -539,7 +535,7 @@ def distances(st, vals, res):
     projection's ``_distances`` on the rows ``R`` in the pattern."""
     dmax = 0.0
     for i in range(st.dims[1]):
-        nr = _norm2(vals[st.indptr[i]:st.indptr[i + 1]])
+        nr = LA.norm2(vals[st.indptr[i]:st.indptr[i + 1]])
         d = abs(res[i]) / (nr if nr > 0.0 else 1.0)
         if not np.isfinite(d):
             return np.inf
@@ -556,7 +552,7 @@ def _feasibility(st, w, m):
         for k in range(st.indptr[i], st.indptr[i + 1]):
             acc -= w.dn[k] * w.a[st.indices[k]]
         w.r[i] = acc
-    return _norm2(w.r)
+    return LA.norm2(w.r)
 
 
 @_jit
@@ -634,7 +630,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     # rows: norms, no row near vanishing, normalized
     for i in range(m):
         k0, k1 = st.indptr[i], st.indptr[i + 1]
-        nu = _norm2(data[k0:k1])
+        nu = LA.norm2(data[k0:k1])
         rf = ref[i] if ref[i] > 0.0 else nu
         if not (nu > 0.0 and nu > MARGIN * rank_tol * rf):
             return REFUSED_VANISHED, np.inf, 0
@@ -663,14 +659,14 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     # refinement of S mu = bn - An H^-1 g, preconditioned by the factor of S
     for i in range(m):
         w.mu[i] = 0.0
-    nbn = _norm2(w.bn)
+    nbn = LA.norm2(w.bn)
     tol = K.direct_tolerance(n, m)
     be_f = np.inf
     iters = 0
     while True:
         _at_mu(st, w, n, m)
         prev = be_f
-        den = _norm2(w.a) + nbn
+        den = LA.norm2(w.a) + nbn
         rn = _feasibility(st, w, m)
         be_f = rn / den if den > 0.0 else (0.0 if rn == 0.0 else np.inf)
         if be_f <= 4.0 * _EPS or iters >= MAX_REFINE or not be_f < 0.5 * prev:
@@ -700,7 +696,7 @@ def sparse_step(st, w, ref, sig_ref, rank_tol, want_lam):
     mf = 0.0
     for k in range(nd):
         mf += d[k] * d[k]
-    den = math.sqrt(mf) * _norm2(w.a) + _norm2(F)
+    den = math.sqrt(mf) * LA.norm2(w.a) + LA.norm2(F)
     be_s = st_res / den if den > 0.0 else (0.0 if st_res == 0.0 else np.inf)
     be = max(be_f, be_s)
     if ndrop > 0:
@@ -750,7 +746,7 @@ def _minimum_norm(st, w, m, n, kb):
     rr = 0.0
     for c in range(n):
         rr += (res[c] + t[c]) ** 2
-    if not math.sqrt(rr) <= 1e3 * _EPS * math.sqrt(m) * _norm2(u):
+    if not math.sqrt(rr) <= 1e3 * _EPS * math.sqrt(m) * LA.norm2(u):
         return False
     zl = 0.0
     zz = 0.0
@@ -781,11 +777,11 @@ def sigma_estimate(st, w):
         y[i] = 1.0 + 0.5 * math.sin(1.0 + i)          # a fixed, generic start
     for _ in range(SIGMA_ITERS):
         _band_solve(st, w, kb, y, m)
-        s = 1.0 / _norm2(y)
+        s = 1.0 / LA.norm2(y)
         for i in range(m):
             y[i] *= s
     _rows_t(st, w.dn, y, w.t)
-    return _norm2(w.t)
+    return LA.norm2(w.t)
 
 
 
@@ -824,7 +820,7 @@ def smallest_pair(st, w, scale, u, wv):
     if banded.cholesky(w.Sb, kb, -64.0 * _EPS * gmax, w.Lb) < 0.0:
         return -1.0
     x = w.r
-    nu0 = _norm2(u)
+    nu0 = LA.norm2(u)
     if nu0 > 0.0 and np.isfinite(nu0):
         for i in range(m):
             x[i] = u[i] / nu0
@@ -835,14 +831,14 @@ def smallest_pair(st, w, scale, u, wv):
     sig = np.inf
     for _ in range(PAIR_ITERS):
         _band_solve(st, w, kb, x, m)
-        nx = _norm2(x)
+        nx = LA.norm2(x)
         if not (nx > 0.0 and np.isfinite(nx)):
             return -1.0
         for i in range(m):
             x[i] /= nx
         _rows_t(st, w.dn, x, t)
         prev = sig
-        sig = _norm2(t)
+        sig = LA.norm2(t)
         if abs(prev - sig) <= 1e-14 * sig:
             break
     if not (sig > 0.0 and np.isfinite(sig)):
@@ -886,7 +882,7 @@ def correction(st, w, res, dx):
     n, m, kb = st.dims[0], st.dims[1], st.dims[3]
     for i in range(m):
         k0, k1 = st.indptr[i], st.indptr[i + 1]
-        nu = _norm2(w.data[k0:k1])
+        nu = LA.norm2(w.data[k0:k1])
         if not (nu > 0.0 and np.isfinite(nu)):
             return False
         w.nu[i] = nu

@@ -25,6 +25,8 @@ from numba.experimental import structref
 
 import gaussopt.gauss.model_step as MS
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+from gaussopt.core.views import wivec, wvec
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import PREFETCH, declare_types, jit, unit
 from gaussopt.core.model_interface import functions
@@ -145,14 +147,14 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     s0 = lam0 + m
     kmax = min(m, n)
     sc = s0 + kmax
-    lam = K._vec(w, K.F_lam, m)
-    live = K._ivec(w, K.I_live, m)
+    lam = wvec(w, WS.F_lam, m)
+    live = wivec(w, WS.I_live, m)
     dropped = 0
     for i in range(m):
         out[lam0 + i] = lam[i] if want_lam else 0.0
         if not live[i]:
             dropped += 1
-    s = K._vec(w, K.F_s, k)
+    s = wvec(w, WS.F_s, k)
     for i in range(kmax):
         out[s0 + i] = s[i] if i < k else 0.0
     resid = 0.0
@@ -193,7 +195,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     for i in range(n):
         gauss += a[i] * (0.5 * (out[n + i] + F[i]) - F[i])
     lam0 = 2 * n
-    lam = K._vec(ctx.w, K.F_lam, m)
+    lam = wvec(ctx.w, WS.F_lam, m)
     for i in range(m):
         out[lam0 + i] = lam[i] if want_lam else 0.0
     s0 = lam0 + m
@@ -260,7 +262,7 @@ def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
             s = -1
         status_out[i] = s
         if s == 0 and want_lam:
-            lam = K._vec(w, K.F_lam, m)
+            lam = wvec(w, WS.F_lam, m)
             for j in range(m):
                 L_out[i, j] = lam[j]
 

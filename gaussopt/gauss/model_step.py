@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+from gaussopt.core.views import as_matrix, wfull, wivec, wmat, wvec
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import _function_at, data_ptr
@@ -55,7 +57,7 @@ def _put(dst, src):
 def _matrix(x, r, c):
     """The flat buffer ``x`` as an ``(r, c)`` matrix (a view: :func:`gaussopt.gauss.dense_step.as_matrix`;
     C-contiguous like the arrays Python passes, so the kernel is compiled once for both)."""
-    return K.as_matrix(x[:r * c], r, c)
+    return as_matrix(x[:r * c], r, c)
 
 
 @_jit
@@ -208,7 +210,7 @@ def _fold_values(fns, md, buf, t, q, v, x, U, h):
                     acc += u * r_
             val[j] += sg * acc / (2.0 * h)
     for j in range(nd):
-        scl[j] = K._norm2(dA[j]) / (2.0 * h)
+        scl[j] = LA.norm2(dA[j]) / (2.0 * h)
         usum = 0.0
         for i in range(m):
             usum += abs(U[i, j])
@@ -307,12 +309,12 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     d = n - r
     if d <= 0 or r >= k:
         return 0
-    s = K._full(w, K.F_s)
-    Uw = K._mat(w, K.F_U, mL, k)
-    V = K._mat(w, K.F_V, n, n)
-    bn = K._vec(w, K.F_bn, mL)
-    live = K._ivec(w, K.I_live, m)
-    nu = K._full(w, K.F_nu)
+    s = wfull(w, WS.F_s)
+    Uw = wmat(w, WS.F_U, mL, k)
+    V = wmat(w, WS.F_V, n, n)
+    bn = wvec(w, WS.F_bn, mL)
+    live = wivec(w, WS.I_live, m)
+    nu = wfull(w, WS.F_nu)
     rest = True
     qs = 1.0
     an = 0.0
@@ -352,8 +354,8 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     # the left singular vectors of the dropped directions, accurate also at the rounding
     # floor (where the columns of U are rounding noise): the orthogonal right factor of
     # An^T; with mL > n its extra columns, the rows' exact dependencies, belong to them
-    An = K._mat(w, K.F_An, mL, n)
-    _u2, _s2, Vl = K.svd_econ(np.ascontiguousarray(An.T))
+    An = wmat(w, WS.F_An, mL, n)
+    _u2, _s2, Vl = LA.svd_econ(np.ascontiguousarray(An.T))
     sl = np.zeros(mL)
     for j in range(k):
         sl[j] = s[j]
@@ -428,7 +430,7 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
             for c in range(d):
                 if sl[jl[j]] <= floor or c == jl[j] - r:
                     Gs[j, c] = Gl[j, c] / sj
-        Ug, sg, Vg = K.svd_econ(Gs)
+        Ug, sg, Vg = LA.svd_econ(Gs)
         for c in range(sg.shape[0]):
             if sg[c] > _FOLD_SIG:
                 acc = 0.0
@@ -513,12 +515,12 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
         return 0
     # min z^T H z subject to the rows: with H / wgt = LH LH^T, X = LH^-1 G^T,
     # z = LH^-T X (X^T X)^-1 g
-    LH = K._mat(w, K.F_LH, d, d)
+    LH = wmat(w, WS.F_LH, d, d)
     X = np.zeros((d, nrow))
     for c in range(nrow):
         for i in range(d):
             X[i, c] = G[c, i]
-    K._forward(LH, X)
+    LA.forward_solve(LH, X)
     S = np.zeros((nrow, nrow))
     for c1 in range(nrow):
         for c2 in range(nrow):
@@ -527,18 +529,18 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
                 acc += X[i, c1] * X[i, c2]
             S[c1, c2] = acc
     LS = np.zeros((nrow, nrow))
-    if not K.cholesky(S, LS) > 0.0:
+    if not LA.cholesky(S, LS) > 0.0:
         return K.INDETERMINATE
     y = g[:nrow].copy()
-    K._forward1(LS, y)
-    K._backward_t(LS, y)
+    LA.forward_solve1(LS, y)
+    LA.backward_solve_t(LS, y)
     z = np.zeros(d)
     for i in range(d):
         acc = 0.0
         for c in range(nrow):
             acc += X[i, c] * y[c]
         z[i] = acc
-    K._backward_t(LH, z)
+    LA.backward_solve_t(LH, z)
     for i in range(n):
         acc = 0.0
         for c in range(d):
@@ -581,7 +583,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         if status == SP.OK:
             _put(a, md.band.w.a)
             if want_lam:
-                _put(K._vec(w, K.F_lam, m), md.band.w.lam)
+                _put(wvec(w, WS.F_lam, m), md.band.w.lam)
             r_ = m
             for i in range(m):
                 r_ -= md.band.w.drop[i]
@@ -593,7 +595,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
     b = buf.b
     if opt.i[I_STAB] == STAB_BAUMGARTE and m > 0:
-        b = K._vec(w, K.F_bb, m)       # (buf.b stays the constraints' own: see sample)
+        b = wvec(w, WS.F_bb, m)       # (buf.b stays the constraints' own: see sample)
         _put(b, buf.b)
         st = baumgarte(fns, md, buf, opt, t, q, v, b)
         if st != 0:
@@ -601,10 +603,10 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     (status, fa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
                            opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
-    _put(a, K._full(w, fa))
+    _put(a, wfull(w, fa))
     if md.band.mode != SP.MODE_NONE and status == 0:
         # a single exact redundancy: set its row aside for the O(n) path's next steps
-        SP.set_aside(md.band.w, K._mat(w, K.F_U, mL, k), r, mL, k, m)
+        SP.set_aside(md.band.w, wmat(w, WS.F_U, mL, k), r, mL, k, m)
     if status == 0 and r < k and solver != 2:
         # a dropped direction that vanishes (a folded configuration): restrained by its
         # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
@@ -645,7 +647,7 @@ def band_force(md, a, out_qc, res):
         for k in range(sp.indptr[i], sp.indptr[i + 1]):
             acc += w.data[k] * a[sp.indices[k]]
         res[i] = acc
-    return K._norm2(res)
+    return LA.norm2(res)
 
 
 def model_data(mf, system, sparse: bool = True) -> ModelData:

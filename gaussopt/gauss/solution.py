@@ -62,6 +62,8 @@ from typing import Optional
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+import gaussopt.gauss.dense_algebra as LA
 from gaussopt.core.checks import diagonal_of
 from gaussopt.core.exceptions import (InconsistentConstraintsError, IndeterminateMotionError,
                                       ModelError, SolverError)
@@ -196,7 +198,7 @@ def inconsistency_residual(A: np.ndarray, b: np.ndarray) -> float:
     """``min_a ||An a - bn||`` with rows normalized: how contradictory ``A a = b`` is."""
     nr = np.zeros(A.shape[0])
     if A.shape[0]:
-        K.row_norms(_arrays(A)[0], nr)
+        LA.row_norms(_arrays(A)[0], nr)
     keep = nr > 0
     An = A[keep] / nr[keep, None]
     bn = b[keep] / nr[keep]
@@ -304,13 +306,13 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     (status, fa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(M, F, A, b, _ref(ref, m), sig_ref, rank_tol, method,
                            want_multipliers, check_symmetry, w)
-    live = K.view(w, "live", m).astype(bool)
+    live = WS.view(w, "live", m).astype(bool)
     if status != K.OK:
         raise_for_status(status, M=M, F=F, A=A, b=b, live=live, rank=r, rho=rho, allow=allow,
                          be=be, tol=K.direct_tolerance(n, int(live.sum())),
                          coords=coords)
-    sol = GaussSolution(a=K.field(w, fa)[:n].copy(), lam=K.view(w, "lam", m).copy() if want_multipliers else np.zeros(m),
-                        rank=int(r), sigma=K.view(w, "s", k).copy(), dropped=np.flatnonzero(~live),
+    sol = GaussSolution(a=WS.field(w, fa)[:n].copy(), lam=WS.view(w, "lam", m).copy() if want_multipliers else np.zeros(m),
+                        rank=int(r), sigma=WS.view(w, "s", k).copy(), dropped=np.flatnonzero(~live),
                         inconsistency=float(rho), allowance=float(allow),
                         backward_error=float(be), fallback=bool(flags & 1),
                         kept_vanished=bool(flags & 2))
@@ -321,7 +323,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
 _LOCAL = threading.local()
 
 
-def workspace(n: int, m: int) -> "K.Work":
+def workspace(n: int, m: int) -> "WS.Work":
     """This thread's kernel workspace for ``n`` coordinates and ``m`` rows (reused)."""
     cache = getattr(_LOCAL, "work", None)
     if cache is None:
@@ -366,13 +368,13 @@ class Decision:
     dmin: float
     kept_vanished: bool
     determinate: bool
-    work: "K.Work"
+    work: "WS.Work"
 
     def closed_form(self, M: np.ndarray, F: np.ndarray) -> np.ndarray:
         """The closed-form solution with this decision (the robust path)."""
         M, F = _arrays(M, F)
         K.closed_form(M, F, self.w, self.mL, self.r, self.work)
-        return K.view(self.work, "a", M.shape[0]).copy()
+        return WS.view(self.work, "a", M.shape[0]).copy()
 
     def verify(self, M, F, a) -> float:
         """The backward error of ``a`` (:func:`gaussopt.gauss.dense_step.verify`)."""
@@ -389,7 +391,7 @@ class Decision:
         """Minimum-norm multipliers (:func:`gaussopt.gauss.dense_step.multipliers`)."""
         M, F, a, A = _arrays(M, F, a, A)
         K.multipliers(M, F, a, A, self.mL, self.r, self.k, self.work)
-        return K.view(self.work, "lam", A.shape[0]).copy()
+        return WS.view(self.work, "lam", A.shape[0]).copy()
 
     def null_space(self) -> tuple[np.ndarray, np.ndarray]:
         """``a_p = V_r beta`` (minimum norm particular solution) and an orthonormal
@@ -405,13 +407,13 @@ def decide(M: np.ndarray, A: np.ndarray, b: np.ndarray, *, rank_tol: float = DEF
     M, A, b = _arrays(M, A, b)
     status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, _ref(ref, m), sig_ref,
                                                           rank_tol, w)
-    V = K.view(w, "V", n, n)
-    U = K.view(w, "U", mL, k)
-    return Decision(w=wgt, nu=K.view(w, "nu", m).copy(), live=K.view(w, "live", m).astype(bool),
-                    An=K.view(w, "An", mL, n).copy(), bn=K.view(w, "bn", mL).copy(),
-                    s=K.view(w, "s", k).copy(), r=int(r), mL=int(mL), k=int(k),
+    V = WS.view(w, "V", n, n)
+    U = WS.view(w, "U", mL, k)
+    return Decision(w=wgt, nu=WS.view(w, "nu", m).copy(), live=WS.view(w, "live", m).astype(bool),
+                    An=WS.view(w, "An", mL, n).copy(), bn=WS.view(w, "bn", mL).copy(),
+                    s=WS.view(w, "s", k).copy(), r=int(r), mL=int(mL), k=int(k),
                     Ur=U[:, :r].copy(), Vr=V[:, :r].copy(), N=V[:, r:].copy(),
-                    beta=K.view(w, "beta", r).copy(),
+                    beta=WS.view(w, "beta", r).copy(),
                     c_norm=float(c_norm), dmin=float(dmin), kept_vanished=bool(flags & 2),
                     determinate=status == K.OK, work=w)
 
@@ -427,7 +429,7 @@ def min_norm_multipliers(A: np.ndarray, Qc: np.ndarray,
     w = K.make_work(n, m)
     mL, r, k, c_norm = K.reduce_rows(A, np.zeros(m), _ref(None, m), 0.0, rank_tol, True, w)
     K.multipliers(np.zeros((n, n)), -Qc, np.zeros(n), A, mL, r, k, w)
-    return K.view(w, "lam", m).copy()
+    return WS.view(w, "lam", m).copy()
 
 
 def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RANK_TOL
@@ -451,5 +453,5 @@ def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RAN
     A, b = _arrays(A, b)
     w = K.make_work(n, m)
     mL, r, k, c_norm = K.reduce_rows(A, b, _ref(None, m), 0.0, rank_tol, True, w)
-    V = K.view(w, "V", n, n)
-    return V[:, :r] @ K.view(w, "beta", r), V[:, r:].copy(), int(r)
+    V = WS.view(w, "V", n, n)
+    return V[:, :r] @ WS.view(w, "beta", r), V[:, r:].copy(), int(r)

@@ -20,6 +20,7 @@ import gaussopt.core.records as R
 import gaussopt.integrate.engine as E
 import gaussopt.integrate.engine.rank_monitor as RM
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as SP
 from gaussopt.integrate.dense_output import (DenseSolution, Dop853Step, EventTracker, HermiteStep,
                                              RungeKuttaStep, ScipyStep)
@@ -330,7 +331,7 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
     # (and what builds the run's records from Python, and the model's compiled functions)
     units = [E.start, R._pack_model_data, R._pack_buffers,
              R._pack_options, R._pack_tableau, R._pack_state,
-             SP._band, SP._band_mode, K._make_work, K.smallest_live_sigma, NOOP,
+             SP._band, SP._band_mode, WS.make_work_compiled, K.smallest_live_sigma, NOOP,
              *getattr(solver.system.compiled, "functions", ())]
     if dense or samples:
         units.append(E.prepare_dense)

@@ -22,10 +22,11 @@ from numba import config as nb_config
 
 import gaussopt.gauss.model_step as MS
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
-from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, S_BE, S_DROPPED, S_FLAGS,
-                                          S_GAUSS, S_K, S_NULLF, S_R, S_RESID, S_RHO, entry_point,
+from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, entry_point,
                                           layout, make_context, solve_at, solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
@@ -204,7 +205,7 @@ class StepSolver:
         if self._fixed_ref is not None:
             return
         nu = np.empty(A.shape[0])
-        K.row_norms(A, nu)
+        LA.row_norms(A, nu)
         if self.row_ref is None or self.row_ref.shape != nu.shape:
             self.row_ref = nu
         else:
@@ -430,7 +431,7 @@ class StepSolver:
             o = out.copy()
             r, k, rho, _, be, flags, gauss, resid, nullf, dropped = scalars.tolist()
             if full and dropped:
-                dropped = np.flatnonzero(K.view(work, "live", m) == 0).tolist()
+                dropped = np.flatnonzero(WS.view(work, "live", m) == 0).tolist()
         if nullf > NULL_FORCE_RTOL:
             return None                       # the objective-mismatch check runs in Python
         lsq = rho > self._root

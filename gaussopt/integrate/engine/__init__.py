@@ -66,6 +66,7 @@ __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evalu
 
 import gaussopt.core.compiled as _compiled
 import gaussopt.gauss.dense_step as _kernel
+import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as _sparse
 import gaussopt.integrate.engine.rank_monitor as _monitor
 import gaussopt.core.records as _records
@@ -75,4 +76,4 @@ import gaussopt.core.records as _records
 _compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense, _monitor._passage,
                        _records._pack_model_data, _records._pack_buffers, _records._pack_options,
                        _records._pack_tableau, _records._pack_state, _sparse._band,
-                       _sparse._band_mode, _kernel._make_work, _kernel.smallest_live_sigma]
+                       _sparse._band_mode, WS.make_work_compiled, _kernel.smallest_live_sigma]

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
-import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import functions
 from gaussopt.integrate.engine.interpolation import dense_eval

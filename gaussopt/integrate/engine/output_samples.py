@@ -3,12 +3,12 @@ recomputed from the model at every output time."""
 
 from __future__ import annotations
 
-import math
 
-import numba as nb
 import numpy as np
 
-import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+from gaussopt.core.views import wvec
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import functions
@@ -45,12 +45,12 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
         out_f[i] = np.nan
     if mh > 0:
         if call_pos(fns, md, buf, t, q) == 0:
-            out_f[0] = K._norm2(buf.phi)
+            out_f[0] = LA.norm2(buf.phi)
     else:
         out_f[0] = 0.0
     if mv > 0:
         if call_vel(fns, md, buf, t, q, v) == 0:
-            out_f[1] = K._norm2(buf.r)
+            out_f[1] = LA.norm2(buf.r)
     else:
         out_f[1] = 0.0
     if md.dims[D_ENERGY] != 0:
@@ -61,7 +61,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
         fns, accel, md, buf, opt, ref, sref, t, q, v, a, True, w)
     if status != 0:
         return status
-    lam = K._vec(w, K.F_lam, m)
+    lam = wvec(w, WS.F_lam, m)
     _put(out_a, a)
     _put(out_lam, lam)
     out_f[4] = r
@@ -69,7 +69,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
         out_f[2] = band_force(md, a, out_qc, np.empty(m))
         out_f[5] = SP.sigma_estimate(md.band.sp, md.band.w)
         return 0
-    s = K._vec(w, K.F_s, k)
+    s = wvec(w, WS.F_s, k)
     M = buf.M.reshape(n, n)
     for i in range(n):
         acc = -buf.F[i]
@@ -84,7 +84,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
             for j in range(n):
                 acc += A[i, j] * a[j]
             res[i] = acc
-        out_f[2] = K._norm2(res)
+        out_f[2] = LA.norm2(res)
         out_f[5] = s[r - 1] if r > 0 else 1.0
     else:
         out_f[2] = 0.0
@@ -101,7 +101,7 @@ def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F
     """:func:`sample` at every output; a failing sample keeps NaN (its status is kept)."""
     fns, accel = functions(addrs)
     n = md.dims[D_N]
-    w = K._make_work(n, md.dims[D_M])
+    w = WS.make_work_compiled(n, md.dims[D_M])
     for i in range(ts.shape[0]):
         status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], ys[i, :n].copy(),
                                ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i], w)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
-from gaussopt.gauss.model_step import (_put, call_dyn, call_pos, call_sp_dyn, call_sp_pos,
+from gaussopt.gauss.model_step import (call_dyn, call_pos, call_sp_dyn, call_sp_pos,
                                        call_sp_rows, call_vel)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 
@@ -39,7 +39,7 @@ def _metric(M, Jm):
     n = M.shape[0]
     k = Jm.shape[0]
     nr = np.empty(k)
-    K.row_norms(Jm, nr)
+    LA.row_norms(Jm, nr)
     tr = 0.0
     for i in range(n):
         tr += M[i, i]
@@ -61,7 +61,7 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
     :func:`_metric` (Cholesky); the correction of :class:`gaussopt.Projection`."""
     k, n = J.shape
     nr = np.empty(k)
-    K.row_norms(J, nr)
+    LA.row_norms(J, nr)
     Jn = np.empty((k, n))
     rn = np.empty(k)
     for i in range(k):
@@ -77,12 +77,12 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
             for i in range(k):
                 X[j, i] = Jn[i, j] * sj
     else:
-        if not K.cholesky(W, L) > 0.0:
+        if not LA.cholesky(W, L) > 0.0:
             return np.zeros(n), False
         for j in range(n):
             for i in range(k):
                 X[j, i] = Jn[i, j]
-        K._forward(L, X)
+        LA.forward_solve(L, X)
     KK = np.empty((k, k))
     kmax = 0.0
     for p in range(k):
@@ -96,14 +96,14 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
             kmax = KK[p, p]
     LK = np.zeros((k, k))
     z = np.zeros(n)
-    dmin = K.cholesky(KK, LK) if k > 0 else np.inf
+    dmin = LA.cholesky(KK, LK) if k > 0 else np.inf
     if k > 0 and dmin > 1e-8 * kmax:
         y = np.empty((k, 1))
         for i in range(k):
             y[i, 0] = rn[i]
-        K._forward(LK, y)
+        LA.forward_solve(LK, y)
         yy = y[:, 0].copy()
-        K._backward_t(LK, yy)
+        LA.backward_solve_t(LK, yy)
         for j in range(n):
             acc = 0.0
             for i in range(k):
@@ -111,7 +111,7 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
             z[j] = acc
     elif k > 0:
         # near-singular or redundant rows: truncated SVD of X^T
-        U, s, V = K.svd_econ(np.ascontiguousarray(X.T))
+        U, s, V = LA.svd_econ(np.ascontiguousarray(X.T))
         thr = max(rank_tol, floor)
         kk = 0
         if s.shape[0] > 0 and s[0] > 0.0:
@@ -129,7 +129,7 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
         for j in range(n):
             z[j] /= math.sqrt(W[j, j])
         return z, True
-    K._backward_t(L, z)
+    LA.backward_solve_t(L, z)
     return z, True
 
 
@@ -137,7 +137,7 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
 def _distances(res, J):
     k = res.shape[0]
     nr = np.empty(k)
-    K.row_norms(J, nr)
+    LA.row_norms(J, nr)
     dmax = 0.0
     for i in range(k):
         s = nr[i] if nr[i] > 0.0 else 1.0
@@ -147,15 +147,6 @@ def _distances(res, J):
         if d > dmax:
             dmax = d
     return dmax
-
-
-@_jit
-def _absmax(x):
-    m = 0.0
-    for i in range(x.shape[0]):
-        if abs(x[i]) > m:
-            m = abs(x[i])
-    return m
 
 
 @_jit
@@ -229,9 +220,9 @@ def project(fns, md, buf, opt, t, q, v, vanished):
             if not np.isfinite(dist):
                 return -1, its
             have_J = True
-            if dist <= tol * (1.0 + _absmax(q)):
+            if dist <= tol * (1.0 + LA.absmax_vec(q)):
                 break
-            floor = max(vanished, 100.0 * dist / (1.0 + _absmax(q)))
+            floor = max(vanished, 100.0 * dist / (1.0 + LA.absmax_vec(q)))
             done = False
             if on_band:
                 if not have_band_M:
@@ -270,7 +261,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 q[i] += dq[i]
             have_J = False
             its += 1
-            if _absmax(dq) <= 4 * _EPS * (1.0 + _absmax(q)):
+            if LA.absmax_vec(dq) <= 4 * _EPS * (1.0 + LA.absmax_vec(q)):
                 break
     if opt.i[I_PVEL] == 0 or mv == 0:
         return 0, its
@@ -285,7 +276,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         if sp_pos:
             SP.rows_times(band_st, band_w.data, v, Jv_)
         else:
-            K.matvec(buf.J.reshape(mh, n), v, Jv_)
+            LA.matvec(buf.J.reshape(mh, n), v, Jv_)
         for k in range(mh):
             r[k] += Jv_[k]
         dense_J = not sp_pos
@@ -295,7 +286,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                  else _distances(r, buf.J.reshape(mh, n)))
             if not np.isfinite(d):
                 return -1, its
-            if d <= tol * (1.0 + _absmax(v)):
+            if d <= tol * (1.0 + LA.absmax_vec(v)):
                 break
             done = False
             if on_band:
@@ -314,7 +305,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 if not dense_J:
                     SP.rows_times(band_st, band_w.data, dv, Jv_)
                 else:
-                    K.matvec(buf.J.reshape(mh, n), dv, Jv_)
+                    LA.matvec(buf.J.reshape(mh, n), dv, Jv_)
             else:
                 if not dense_J:             # the dense J from here on
                     st = call_pos(fns, md, buf, t, q)
@@ -331,13 +322,13 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                                      rank_tol, vanished)
                 if not ok:
                     return -1, its
-                K.matvec(J, dv, Jv_)
+                LA.matvec(J, dv, Jv_)
             for i in range(n):
                 v[i] += dv[i]
             for k in range(mh):
                 r[k] += Jv_[k]
             its += 1
-            if _absmax(dv) <= 4 * _EPS * (1.0 + _absmax(v)):
+            if LA.absmax_vec(dv) <= 4 * _EPS * (1.0 + LA.absmax_vec(v)):
                 break
         return 0, its
     for _ in range(max_iter):
@@ -349,7 +340,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         d = _distances(r, Jv)
         if not np.isfinite(d):
             return -1, its
-        if d <= tol * (1.0 + _absmax(v)):
+        if d <= tol * (1.0 + LA.absmax_vec(v)):
             break
         if not have_M:
             st, M, diag_only = _mass(fns, md, buf, t, q, v)
@@ -363,7 +354,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         for i in range(n):
             v[i] += dv[i]
         its += 1
-        if _absmax(dv) <= 4 * _EPS * (1.0 + _absmax(v)):
+        if LA.absmax_vec(dv) <= 4 * _EPS * (1.0 + LA.absmax_vec(v)):
             break
     return 0, its
 

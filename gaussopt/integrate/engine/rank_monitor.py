@@ -4,12 +4,11 @@ above :func:`_scaled_rows` explains the method)."""
 
 from __future__ import annotations
 
-import math
 
-import numba as nb
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.integrate.engine.interpolation import dense_eval
@@ -38,7 +37,7 @@ def _row_norms_band(md, nu):
     st = md.band.sp
     w = md.band.w
     for i in range(st.dims[1]):
-        x = SP._norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
+        x = LA.norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
         if not (x > 0.0 and np.isfinite(x)):
             return False
         nu[i] = x
@@ -79,7 +78,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         if s_ != 0:
             return MODEL_FAILED
         A = buf.A.reshape(m, n).copy()
-        K.row_norms(A, nu)
+        LA.row_norms(A, nu)
         for i in range(m):
             if nu[i] > st.ref[i]:
                 st.ref[i] = nu[i]
@@ -124,7 +123,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         r = st.ref[i] if st.ref[i] > 0.0 else 1.0
         for j in range(n):
             A[i, j] /= r
-    U, s, V = K.svd(A, st.wm)
+    U, s, V = LA.svd(A, st.wm)
     k = _count(s, rank_tol) - 1
     sk = s[k] if k >= 0 else 0.0
     st.sc[S_NEAR] = sk
@@ -233,7 +232,7 @@ def monitor_start(fns, md, buf, opt, st, t, q, v):
     s_, A = _scaled_rows(fns, md, buf, st, t, q, v)
     if s_ != 0:
         return MODEL_FAILED
-    U, s, V = K.svd(A, st.wm)
+    U, s, V = LA.svd(A, st.wm)
     r0 = _count(s, opt.f[F_RANKTOL])
     st.ic[C_R0] = r0
     st.ic[C_RANK] = r0
@@ -324,7 +323,7 @@ def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, s_b
     for it in range(12):
         y = _state_at(fns, accel, md, buf, opt, tab, st, method, ts, t_hi, y_end)
         s_, A = _scaled_rows(fns, md, buf, st, ts, y[:n], y[n:])
-        U, sv, V = K.svd(A, st.wm)
+        U, sv, V = LA.svd(A, st.wm)
         u = U[:, k].copy()
         w = V[:, k].copy()
         s = sv.copy()
@@ -412,7 +411,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
             s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
             if s_ != 0:
                 return MODEL_FAILED
-            U, s, V = K.svd(A, st.wm)
+            U, s, V = LA.svd(A, st.wm)
             u1 = U[:, k].copy()
             w1 = V[:, k].copy()
             s_k = s[k]
@@ -444,7 +443,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
         s_, A = _scaled_rows(fns, md, buf, st, t, y_end[:n], y_end[n:])
         if s_ != 0:
             return MODEL_FAILED
-        U, s, V = K.svd(A, st.wm)
+        U, s, V = LA.svd(A, st.wm)
         Uend = U.copy()
         r = _count(s, rank_tol)
     pend = st.ic[C_PENDING]

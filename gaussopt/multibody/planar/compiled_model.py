@@ -56,7 +56,7 @@ import numba as nb
 import numpy as np
 
 from gaussopt.core.compiled import cfunc, jit, unit
-from gaussopt.gauss.dense_step import matvec as _matvec
+from gaussopt.gauss.dense_algebra import matvec as _matvec
 from gaussopt.core.model_interface import SIGNATURE, SparseModel
 from gaussopt.model.model_functions import kernel_factory
 

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 from numba.core import types
 from numba.experimental import structref
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+from gaussopt.core.views import wfull, wivec, wmat, wvec
+import gaussopt.gauss.dense_algebra as LA
 from gaussopt.core.compiled import declare_types, jit, unit
 from gaussopt.gauss.compiled_step import NULL_FORCE_RTOL, entry_point, null_force
 from gaussopt.core.model_interface import data_ptr, functions
@@ -129,8 +131,8 @@ def layout(n: int, m: int, p: int) -> tuple:
 
 @_jit
 def _finite(M, F, A, b, G, h):
-    return (K._finite2(M) and K._finite1(F) and K._finite2(A) and K._finite1(b)
-            and K._finite2(G) and K._finite1(h))
+    return (LA.all_finite2(M) and LA.all_finite1(F) and LA.all_finite2(A) and LA.all_finite1(b)
+            and LA.all_finite2(G) and LA.all_finite1(h))
 
 
 @_unit("UniTuple(i8, 2)(f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, f8v, i8v, f8v, i8v, f8m)")
@@ -170,7 +172,7 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
         return DEFER, 0
     if null_force(Pn, F, n) > NULL_FORCE_RTOL:     # the force has a part in null(M)
         return DEFER, 0
-    w = K.Work(wf, wi)
+    w = WS.Work(wf, wi)
     status, wgt, mL, r, k, c_norm, dmin, flags = K.decide(M, A, b, ref, sref[0], opt[O_RANKTOL], w)
     if status != K.OK and p == 0:
         return DEFER, r
@@ -187,7 +189,7 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
     nF = 0.0
     for i in range(n):
         nF += F[i] * F[i]
-    beta = K._vec(w, K.F_beta, r)
+    beta = wvec(w, WS.F_beta, r)
     nb2 = 0.0
     for i in range(r):
         nb2 += beta[i] * beta[i]
@@ -211,7 +213,7 @@ def prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn):
     ws = wgt * sa
     for j in range(n):
         qv[j] = -(F[j] / ws)
-    V = K._mat(w, K.F_V, n, n)
+    V = wmat(w, WS.F_V, n, n)
     Av = fb[oAv:oAv + rr * n]
     Arow = ib[oAr:oAr + rr * n]
     Acol = ib[oAc:oAc + rr * n]
@@ -348,14 +350,14 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
         for i in range(p):
             acc += G[i, j] * mu[i]
         Fe[j] = F[j] + acc
-    w = K.Work(wf, wi)
+    w = WS.Work(wf, wi)
     if int(fb[H_STATUS]) == K.OK:
         # polish: with the inequality forces G^T mu fixed, the equality part is the
         # closed form of the rank decision made in prepare (exact to rounding; an
         # interior-point answer is accurate only to its stopping tolerances, which an
         # integrator at rtol 1e-12 sees as noise). The checks below verify the result.
         K.closed_form(M, Fe, wgt, mL, r, w)
-        ac = K._full(w, K.F_a)
+        ac = wfull(w, WS.F_a)
         for i in range(n):
             a[i] = ac[i]
     status, rho, allow, be = K.check(M, Fe, A, b, ref, opt[O_RANKTOL], mL, r, k, c_norm, a, w)
@@ -391,10 +393,10 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
         return DEFER
     if want_lam:
         K.multipliers(M, Fe, a, A, mL, r, k, w)
-        lam = K._vec(w, K.F_lam, m)
+        lam = wvec(w, WS.F_lam, m)
         for i in range(m):
             fb[olam + i] = lam[i]
-    sig = K._vec(w, K.F_s, k)
+    sig = wvec(w, WS.F_s, k)
     for i in range(k):
         fb[osig + i] = sig[i]
     resid = 0.0
@@ -403,7 +405,7 @@ def finish(M, F, A, b, G, h, ref, xs, zs, opt, wf, wi, fb, want_lam):
         for j in range(n):
             acc += A[i, j] * a[j]
         resid = max(resid, abs(acc))
-    live = K._ivec(w, K.I_live, m)
+    live = wivec(w, WS.I_live, m)
     dropped = 0
     for i in range(m):
         if not live[i]:

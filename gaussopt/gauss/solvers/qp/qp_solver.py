@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 from gaussopt.core.exceptions import InconsistentConstraintsError, ModelError, SolverError
 from gaussopt.gauss.solution import decide, inconsistency_residual, raise_for_status, solve_gauss
 from gaussopt.core.model_interface import quiet_compile
@@ -320,7 +321,7 @@ class QP(StepSolver):
             w = K.make_work(n, m)
             bufs = self._bufs[(m, p)] = _Buffers(
                 w, np.zeros(lay[15]), np.zeros(lay[20], dtype=np.int64), opt,
-                np.zeros(m), P, lay, K.view(w, "live", m), np.zeros(n),
+                np.zeros(m), P, lay, WS.view(w, "live", m), np.zeros(n),
                 np.zeros(min(m, n) + p), n, m, p)
         return bufs
 
