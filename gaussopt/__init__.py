@@ -50,9 +50,16 @@ from gaussopt.study.problem import Problem, ga_settings
 from gaussopt.study.sweep import SweepResult, sweep
 from gaussopt.core.version import __version__
 
-#: ``gaussopt.plotting`` is a public namespace (``go.plotting.plot_coordinates``); its
-#: module lives in :mod:`gaussopt.study`, so ``import gaussopt.plotting`` is served from here
-_sys.modules[__name__ + ".plotting"] = plotting
+#: public module paths of gaussopt 0.1 whose modules now live in a package by role: the
+#: same module objects answer there (``import gaussopt.plotting``,
+#: ``from gaussopt.exceptions import ModelError``, ``from gaussopt.solvers import QP``)
+_PUBLIC_PATHS = {"plotting": "gaussopt.study.plotting", "exceptions": "gaussopt.core.exceptions",
+                 "solvers": "gaussopt.gauss.solvers"}
+for _name, _path in _PUBLIC_PATHS.items():
+    _sys.modules[f"{__name__}.{_name}"] = _sys.modules[_path]
+exceptions = _sys.modules["gaussopt.core.exceptions"]
+solvers = _sys.modules["gaussopt.gauss.solvers"]
+del _name, _path
 
 #: imported on first use: sympy (the symbolic front end) costs about a second, the
 #: multibody package its compiled kernels' set-up

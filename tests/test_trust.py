@@ -150,7 +150,7 @@ def test_stage_gap_of_the_engine_methods():
     tableaux: DOP853 between c = 1/3 and 0.6, RK45 between 0.3 and 0.8, RK23 between
     0 and 1/2."""
     import gaussopt.integrate.engine as E
-    from gaussopt.integrate.ivp import _tableau
+    from gaussopt.integrate.scipy_methods import tableau as _tableau
     for method, (a, b) in {"DOP853": (1 / 3, 0.6), "RK45": (0.3, 0.8),
                            "RK23": (0.0, 0.5)}.items():
         centre, half = E._stage_gap(_tableau(method).C)
@@ -166,7 +166,7 @@ def test_place_step_never_puts_a_passage_near_a_stage(h, ratio):
     half-width of the centre); a step that stops short leaves at least ``lo h`` to it,
     so that the next step of the proposed size can straddle it."""
     import gaussopt.integrate.engine as E
-    from gaussopt.integrate.ivp import _tableau
+    from gaussopt.integrate.scipy_methods import tableau as _tableau
     centre, half = E._stage_gap(_tableau("DOP853").C)
     d = ratio * h
     hp = E.place_step(h, d, centre, half)

@@ -44,12 +44,6 @@ from numba.extending import intrinsic
 
 from gaussopt.core.compiled import cfunc, jit
 
-#: the step solvers take the O(n) path of :mod:`gaussopt.gauss.band_step` from this many
-#: coordinates on (``gaussopt.gauss.band_step.MIN_N``). It is faster than the dense kernel at every
-#: size measured (the N-four-bar from 9 coordinates on, where both take microseconds);
-#: below about 30 coordinates the dense step costs well under a millisecond and reports
-#: every singular value, so small models keep it
-MIN_N = 30
 
 __all__ = ["SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions", "address", "ModelFunctions",
            "SparseModel", "NOOP", "quiet_compile", "NotCompiled", "make_buffers"]

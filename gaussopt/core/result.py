@@ -307,6 +307,96 @@ class Trajectory:
                 f"{self.t[-1] if len(self) else 'nan'}], success={self.success}, "
                 f"message={self.message!r})")
 
+    # ------------------------------------------------------------------ tables
+    def columns(self) -> dict:
+        """Every sampled quantity as one named column of length ``N`` (a dict, in order).
+
+        Names: ``t``; ``q.<c>``, ``v.<c>``, ``a.<c>``, ``Qc.<c>`` (the constraint force
+        ``M a - F``) for each coordinate ``c``; ``lam.<i>`` for each multiplier;
+        ``position_residual``, ``velocity_residual``, ``acceleration_residual``,
+        ``energy`` (when the system has one), ``rank``, ``sigma_min``; for a run with
+        contacts ``N.<point>`` and ``T.<point>``, the normal and the friction force of
+        each contact point (see :attr:`friction_forces` for its sign).
+        """
+        cols = {"t": self.t}
+        for key, arr in (("q", self.q), ("v", self.v), ("a", self.a),
+                         ("Qc", self.constraint_force)):
+            for j, c in enumerate(self.coordinates):
+                cols[f"{key}.{c}"] = arr[:, j]
+        lam = self.multipliers
+        for i in range(lam.shape[1] if lam.ndim == 2 else 0):
+            cols[f"lam.{i}"] = lam[:, i]
+        cols["position_residual"] = self.position_residual
+        cols["velocity_residual"] = self.velocity_residual
+        cols["acceleration_residual"] = self.acceleration_residual
+        if self.energy is not None and self.energy.size:
+            cols["energy"] = self.energy
+        cols["rank"] = self.rank
+        cols["sigma_min"] = self.sigma_min
+        points = list(self.meta.get("contact_points", []))
+        for key, arr in (("N", self.contact_forces), ("T", self.friction_forces)):
+            if arr is not None:
+                for i in range(arr.shape[1]):
+                    cols[f"{key}.{points[i] if i < len(points) else i}"] = arr[:, i]
+        return cols
+
+    def to_dataframe(self):
+        """The samples as a :class:`pandas.DataFrame`, one row per output time, the
+        columns of :meth:`columns` (``t`` among them, and the index).
+
+        pandas is optional: without it this raises ``ImportError`` saying so
+        (:meth:`to_csv` and :meth:`save` need no pandas).
+
+        Examples
+        --------
+        >>> import numpy as np, gaussopt as go
+        >>> pend = go.System(("x", "y"), mass=np.eye(2), force=[0.0, -9.81],
+        ...     constraints=[go.Holonomic(lambda t, q: np.array([q @ q - 1.0]))])
+        >>> tr = go.simulate(pend, (0.0, 0.5), [1.0, 0.0], [0.0, 0.0],
+        ...                  t_eval=np.linspace(0.0, 0.5, 6))
+        >>> df = tr.to_dataframe()                    # doctest: +SKIP
+        >>> list(df.columns[:4])                      # doctest: +SKIP
+        ['t', 'q.x', 'q.y', 'v.x']
+        """
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError("Trajectory.to_dataframe needs pandas (python3 -m pip install "
+                              "pandas); Trajectory.to_csv and Trajectory.save do not.") from e
+        df = pd.DataFrame(self.columns())
+        df.index = pd.Index(self.t, name="t")
+        return df
+
+    def to_csv(self, path) -> Path:
+        """Write the columns of :meth:`columns` to a CSV file (a header row, then one row
+        per sample, full precision: ``repr`` of each float); pandas is not needed.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        Path
+            The file written (atomically, as :meth:`save`).
+        """
+        import csv
+        import io
+
+        cols = self.columns()
+        names = list(cols)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(names)
+        data = np.column_stack([np.asarray(cols[k], dtype=float) for k in names]) \
+            if len(self) else np.zeros((0, len(names)))
+        for row in data:
+            w.writerow([repr(float(x)) for x in row])
+        path = Path(path)
+        text = buf.getvalue().encode()
+        _write_atomic(path, lambda fh: fh.write(text))
+        return path
+
     # ------------------------------------------------------------------ I/O
     def save(self, path) -> Path:
         """Write every array, the coordinates, events, stats and metadata to ``.npz``.

@@ -149,7 +149,8 @@ from gaussopt.core.compiled import declare_types, jit, unit
 from gaussopt.core.status import (BAND_MODEL_FAILED, OK, REFUSED_DATA, REFUSED_MASS,  # noqa: F401
                                   REFUSED_MULTIPLIERS, REFUSED_SHAPE, REFUSED_UNCERTIFIED,
                                   REFUSED_VANISHED, UNVERIFIED)
-from gaussopt.core.model_interface import MIN_N, SparseModel  # noqa: F401 - MIN_N: gaussopt.gauss.band_step.MIN_N
+from gaussopt.core.model_interface import SparseModel
+from gaussopt.core.settings import MIN_N  # noqa: F401 - (gaussopt.gauss.band_step.MIN_N)
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
            "smallest_pair", "correction", "Band", "make_band", "MIN_N", "MARGIN", "SPARSE_FLAG"]

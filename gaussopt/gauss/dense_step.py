@@ -65,6 +65,7 @@ import math
 import numpy as np
 
 from gaussopt.core.compiled import ensure, jit, unit
+from gaussopt.core.settings import FOLD_TOL, SYMMETRY_RTOL
 from gaussopt.core.status import (CLOSED_FORM, INCONSISTENT, INCONSISTENT_VANISHED,  # noqa: F401
                                   INDETERMINATE, LAGRANGE, NONFINITE, NONSYMMETRIC, OK,
                                   UNVERIFIED)
@@ -87,21 +88,7 @@ _TINY = float(np.finfo(float).tiny)
 # (the solve methods of :func:`gauss_step`, CLOSED_FORM and LAGRANGE, and its status codes
 # are in the one table of codes, :mod:`gaussopt.core.status`)
 
-#: A direction of the normalized rows whose singular value falls below ``FOLD_TOL``
-#: times its reference (the largest smallest-singular-value seen at accepted states
-#: of the run) is dropped as vanished. At a folded configuration of a redundant
-#: linkage the acceleration-level equations amplify an error of the state along
-#: the "shaky" mode roughly like ``(sigma_far / sigma_near)`` between the regular
-#: and the nearest sampled configuration: with ``1e-5`` the amplification stays
-#: below ``1e5`` (rounding grows to ~1e-11), where keeping every direction above
-#: ``rank_tol = 1e-8`` lets it reach ``1e8`` and an integrator at ``rtol = 1e-12``
-#: collapses its step there. Rows that are nearly dependent from the start of a
-#: run (a small reference) are decided by ``rank_tol`` as before.
-FOLD_TOL = 1e-5
-
-
-#: relative asymmetry of ``M`` above which it is rejected (``max |M - M^T| / max |M|``)
-SYMMETRY_RTOL = 1e-12
+# (FOLD_TOL and SYMMETRY_RTOL: the one table of solver settings, gaussopt.core.settings)
 
 
 #: The kernel's functions compile without numba's reference counting (``_nrt=False``):

@@ -65,6 +65,7 @@ import gaussopt.gauss.dense_step as K
 import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.dense_algebra as LA
 from gaussopt.core.checks import diagonal_of
+from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.core.exceptions import (InconsistentConstraintsError, IndeterminateMotionError,
                                       ModelError, SolverError)
 
@@ -72,7 +73,6 @@ __all__ = ["GaussSolution", "Decision", "solve_gauss", "decide", "null_space_spl
            "min_norm_multipliers", "inconsistency_residual", "mass_scale", "range_projector",
            "raise_for_status", "workspace", "DEFAULT_RANK_TOL"]
 
-DEFAULT_RANK_TOL = 1e-8
 _NO_REF = {}
 
 

@@ -102,10 +102,7 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         system.check(t, q, v)
     s = _cached_solver(system, solver, options)
     if checked:
-        if s._method is not None and type(s).solve is StepSolver.solve:
-            res = s._solve_compiled(t, q, v, True, True)
-        else:
-            res = s._solve_checked(t, q, v)
+        res = s.solve_checked(t, q, v)
         if res is not None:
             return res
     return s.solve(t, q, v)

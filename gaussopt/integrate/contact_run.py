@@ -90,10 +90,9 @@ from gaussopt.integrate.dense_output import evaluation_times
 from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
 from gaussopt.gauss.solution import solve_gauss
 from gaussopt.core.result import Impact, Trajectory
-from gaussopt.core.checks import as_state
 from gaussopt.gauss.solve_step import solve_step
 from gaussopt.model.system import System
-from gaussopt.integrate.validation import validate_t_span
+from gaussopt.integrate.options import RunOptions
 from gaussopt.gauss.contact_problem import ContactSolveError, solve_contact
 from gaussopt.model.contact import ContactPoints
 
@@ -123,12 +122,8 @@ class _Model:
     def _system(self, extra: Sequence[Holonomic], name: str = "",
                 force: Optional[Callable] = None) -> System:
         s = self.system
-        mass = s.constant_mass if s.constant_mass is not None else s._mass
-        if force is None:
-            force = s.constant_force if s.constant_force is not None else s._force
         cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
-        return System(s.coordinates, mass, force, cons, energy=s._energy,
-                      name=s.name + (f" [{name}]" if name else ""))
+        return s.with_constraints(cons, force=force, name=name)
 
     def phase(self, closed: np.ndarray, sdir: np.ndarray) -> tuple[System, list[int], list[int]]:
         """The system of a phase: the closed points as bilateral normal rows, the sticking
@@ -440,42 +435,33 @@ def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: I
     return low
 
 
-def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase: Callable,
-                      t_eval: Optional[Sequence[float]] = None, max_impacts: int = 100_000,
-                      zeno_height: Optional[float] = None,
-                      progress: Optional[Callable[[float], Any]] = None,
-                      **options) -> Trajectory:
-    """Simulate a system with :class:`~gaussopt.Contact` constraints (see :mod:`gaussopt.integrate.contact_run`).
+def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: np.ndarray,
+                      opts: RunOptions, phase: Callable) -> Trajectory:
+    """Simulate a system with :class:`~gaussopt.Contact` constraints (see the module's
+    documentation): :func:`gaussopt.simulate` calls it for such systems.
 
     Parameters
     ----------
     system : System
         With one or more contacts among its constraints.
-    t_span, q0, v0 :
-        As :func:`gaussopt.simulate`; ``q0`` must not penetrate (``gap >= 0``
-        within the gap tolerance).
-    phase : callable
-        ``phase(system, t_span, q0, v0, **options) -> Trajectory``, the smooth
-        integrator of each phase (:func:`gaussopt.simulate`, which calls this
-        function for systems with contacts and passes itself).
-    t_eval : array_like, optional
-        Output times; default every accepted step, with two samples at every
-        impact (before and after, at the same time).
-    max_impacts : int, default 100000
-        Stop (``success=False``) after this many impacts.
-    zeno_height : float, optional
-        A rebound whose apex ``gap'^2 / (2 |gap''|)`` is below this height closes
-        the contact (the end of an accumulation of impacts). Default
-        ``100 (atol + rtol max|q0|)``: flights lower than a hundred times the
-        integrator's position tolerance are below what the run resolves.
-    progress : callable, optional
-        ``progress(t)`` after every accepted step.
-    **options
-        Passed to :func:`gaussopt.simulate` for every phase (``solver``,
-        ``method``, ``rtol``, ``atol``, ``stabilization``, ``dense_output``,
-        ...); ``dense_output=True`` gives ``traj.sol``, a
+    t0, t1 : float
+        The span (``t1 >= t0``).
+    q0, v0 : ndarray, shape (n,)
+        The initial state, checked; ``q0`` must not penetrate (``gap >= 0`` within the
+        gap tolerance).
+    opts : RunOptions
+        The run's checked options (:func:`gaussopt.integrate.options.run_options`), its
+        ``contact`` among them (:class:`~gaussopt.integrate.options.ContactOptions`:
+        ``max_impacts``; ``zeno_height``, a rebound whose apex ``gap'^2 / (2 |gap''|)``
+        is below it closes the contact, default ``100 (atol + rtol max|q0|)``). Every
+        phase runs with them, its own events and output times changed
+        (:meth:`~gaussopt.integrate.options.RunOptions.but`); ``t_eval`` defaults to
+        every accepted step, with two samples at every impact (before and after, at the
+        same time); ``dense_output=True`` gives ``traj.sol``, a
         :class:`ContactDenseSolution` (``max_memory`` applies to each phase).
-        User ``events`` are not supported with contacts yet (ModelError).
+    phase : callable
+        ``phase(system, t0, t1, q, v, opts) -> Trajectory``, the smooth run of each phase
+        (:func:`gaussopt.integrate.smooth_run.phases`).
 
     Returns
     -------
@@ -486,25 +472,13 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
         ``meta["contact_transitions"]`` the closings and openings as
         ``(t, point, "close"|"open")``.
     """
-    user_events = options.pop("events", None)
-    if user_events is not None:
-        raise ModelError(f"`events` is not supported with contacts yet, found {user_events!r}: run "
-                         "without it (with dense_output=True, traj.sol(t) gives the state "
-                         "anywhere along the run, to locate the zeros afterwards).")
-    dense_output = options.pop("dense_output", False)
     if not system.contacts:
         raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
-    if not isinstance(options.get("solver", "closed_form"), (str, type)):
-        raise ModelError("`solver` must be a solver name or class for a system with contacts (each "
-                         "phase makes its own), found an instance of "
-                         f"{type(options['solver']).__name__}.")
-    if not (isinstance(max_impacts, (int, np.integer)) and max_impacts >= 0):
-        raise ModelError(f"`max_impacts` must be an integer >= 0, found {max_impacts!r}.")
-    t0, t1 = validate_t_span(t_span)
-    n = system.n
-    q = as_state(q0, n, "q0").copy()
-    v = as_state(v0, n, "v0").copy()
-    rtol, atol = float(options.get("rtol", 1e-9)), float(options.get("atol", 1e-9))
+    dense_output, t_eval = opts.dense_output, opts.t_eval
+    max_impacts = opts.contact.max_impacts
+    zeno_height = opts.contact.zeno_height
+    q, v = np.array(q0, dtype=float), np.array(v0, dtype=float)
+    rtol, atol = opts.rtol, opts.atol
     model = _Model(system, t0, q)
     P, k = model.points, model.points.k
     model.base.check(t0, q, v)
@@ -615,8 +589,7 @@ def simulate_contacts(system: System, t_span: Sequence[float], q0, v0, *, phase:
                 te_phase = t_eval[(t_eval >= t) & (t_eval > done) & (t_eval <= t1)]
                 if te_phase.size == 0:
                     te_phase = np.array([t1])
-            tr = phase(sysp, (t, t1), q, v, events=events, t_eval=te_phase, progress=progress,
-                       dense_output=dense_output, **options)
+            tr = phase(sysp, t, t1, q, v, opts.but(events=tuple(events), t_eval=te_phase))
             pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
             if not tr.success:
                 status, message = tr.status, tr.message

@@ -9,9 +9,7 @@ buffers (:class:`~gaussopt.integrate.guards.MemoryBudget`).
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
 from typing import Any, Optional
 
 import numpy as np
@@ -26,73 +24,14 @@ from gaussopt.integrate.dense_output import (DenseSolution, Dop853Step, EventTra
                                              RungeKuttaStep, ScipyStep)
 from gaussopt.core.exceptions import SolverError
 from gaussopt.core.status import CALLBACK, HOOK_FAILED, OUT_OF_MEMORY, TERMINATED  # noqa: F401
-from gaussopt.integrate.guards import DEFAULT_MAX_MEMORY, MemoryBudget
+from gaussopt.integrate.guards import MemoryBudget
 from gaussopt.core.model_interface import quiet_compile
 from gaussopt.gauss.solvers import StepSolver
+from gaussopt.integrate.options import ENGINE_METHODS, RunOptions, engine_options
+from gaussopt.integrate.scipy_methods import IVP_METHODS, tableau
 from gaussopt.integrate.stabilization import Baumgarte, Projection
 
-__all__ = ["IVP_METHODS", "FIXED_STEP_METHODS", "ENGINE_METHODS", "ALL_METHODS", "RK_METHODS",
-           "Run", "StepHook", "tableau", "packed_tableau", "run_units", "advance", "advance_scipy",
-           "TERMINATED", "HOOK_FAILED", "OUT_OF_MEMORY"]
-
-
-class ScipyMethods(Mapping):
-    """solve_ivp's method classes by name; :mod:`scipy.integrate` (a third of a second)
-    is imported when a class is first asked for, not when gaussopt is."""
-
-    NAMES = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
-
-    def __getitem__(self, name):
-        if name not in self.NAMES:
-            raise KeyError(name)
-        from scipy import integrate
-
-        return getattr(integrate, name)
-
-    def __iter__(self):
-        return iter(self.NAMES)
-
-    def __len__(self):
-        return len(self.NAMES)
-
-
-IVP_METHODS = ScipyMethods()
-RK_METHODS = ("RK23", "RK45", "DOP853", "rk4", "euler")
-
-FIXED_STEP_METHODS = ("rk4", "euler")
-#: methods integrated inside the compiled engine (:mod:`gaussopt.integrate.engine`)
-ENGINE_METHODS = ("euler", "rk4", "RK23", "RK45", "DOP853")
-ALL_METHODS = (*FIXED_STEP_METHODS, *ScipyMethods.NAMES)
-
-
-_TABLEAUS: dict = {}
-
-
-def tableau(method: str) -> "E.Tableau":
-    """The Butcher tableau of an explicit method, from scipy's own coefficients: read
-    once per scipy version from :mod:`scipy.integrate` and kept in gaussopt's cache
-    (importing scipy.integrate costs a third of a second per process)."""
-    tab = _TABLEAUS.get(method)
-    if tab is not None:
-        return tab
-    import scipy
-
-    from gaussopt.core.compiled import cache_dir
-
-    path = cache_dir() / f"tableau-{method}-scipy{scipy.__version__}.npz"
-    try:
-        with np.load(path) as z:
-            tab = E.Tableau(*(np.ascontiguousarray(z[k]) for k in E.Tableau._fields))
-    except (OSError, KeyError, ValueError):
-        tab = _scipy_tableau(method)
-        try:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-            np.savez(tmp, **tab._asdict())
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    _TABLEAUS[method] = tab
-    return tab
+__all__ = ["Run", "StepHook", "packed_tableau", "run_units", "advance", "advance_scipy"]
 
 
 _PACKED_TABLEAUS: dict = {}
@@ -107,31 +46,15 @@ def packed_tableau(method: str):
     return got
 
 
-def _scipy_tableau(method: str) -> "E.Tableau":
-    """:func:`tableau` from scipy's coefficients."""
-    z1, z2 = np.zeros(1), np.zeros((1, 1))
-    if method in ("RK23", "RK45"):
-        c = IVP_METHODS[method]
-        A = np.zeros((c.n_stages, c.n_stages))
-        A[:, :c.A.shape[1]] = c.A
-        return E.Tableau(A, c.B.astype(float), c.C.astype(float), c.E.astype(float), z1, z1,
-                         c.P.astype(float), z2, z1, z2)
-    if method == "DOP853":
-        from scipy.integrate._ivp import dop853_coefficients as d
-
-        ns = d.N_STAGES
-        return E.Tableau(d.A[:ns, :ns].copy(), d.B.copy(), d.C[:ns].copy(), z1, d.E3.copy(),
-                         d.E5.copy(), z2, d.A[ns + 1:].copy(), d.C[ns + 1:].copy(), d.D.copy())
-    return E.Tableau(z2, z1, z1, z1, z1, z1, z2, z2, z1, z2)
 
 
 class Run:
     """One run of the compiled engine: its data, its state, and what becomes the Trajectory."""
 
-    def __init__(self, system, step_solver, mf, method, stabilization, opts, t0, t1, y0,
-                 t_eval, monitor_rank, dense=False, max_memory=DEFAULT_MAX_MEMORY,
-                 model_records=None):
+    def __init__(self, system, step_solver, mf, opts: RunOptions, t0: float, t1: float,
+                 y0: np.ndarray, model_records=None):
         n, m = system.n, mf.m
+        method = opts.method
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
         self.n, self.m = n, m
@@ -142,40 +65,19 @@ class Run:
             self.buf = E.buffers(mf)
             self.md = E.model_data(mf, system)
             self._packed_model = None
-        oi = np.zeros(10, dtype=np.int64)
-        of = np.zeros(11)
         engine_method = method if method in ENGINE_METHODS else "rk4"   # Hermite output
         self.engine_method = engine_method
-        # every step's interpolant, from the step as integrated (before its end is projected)
-        oi[E.I_DENSE] = int(bool(dense))
-        oi[E.I_METHOD] = E.METHOD_CODES[engine_method]
-        python_solver = step_solver._method is None or step_solver.objective == "paper"
-        oi[E.I_SOLVER] = CALLBACK if python_solver else step_solver._method
-        if isinstance(stabilization, Projection):
-            oi[E.I_STAB] = E.STAB_PROJECTION
-            oi[E.I_PVEL] = int(stabilization.velocity)
-            oi[E.I_PRHS] = int(stabilization.rhs)
-            oi[E.I_PITER] = int(stabilization.max_iter)
-            of[E.F_PTOL] = stabilization.tol
-        elif isinstance(stabilization, Baumgarte):
-            oi[E.I_STAB] = E.STAB_BAUMGARTE
-            of[E.F_ALPHA], of[E.F_BETA] = stabilization.alpha, stabilization.beta
-            of[E.F_GAMMA] = stabilization.alpha if stabilization.gamma is None else stabilization.gamma
-        oi[E.I_MONITOR] = int(bool(monitor_rank) and m > 0)
-        oi[E.I_MAXSTEPS] = opts["max_steps"]
-        oi[E.I_CHECKSYM] = int(system.constant_mass is None)
-        of[E.F_RANKTOL] = step_solver.rank_tol
-        of[E.F_RTOL], of[E.F_ATOL] = opts["rtol"], opts["atol"]
-        of[E.F_DT] = opts["dt"] or 0.0
-        of[E.F_FIRST] = opts["dt"] or 0.0
-        of[E.F_T1] = t1
-        of[E.F_MAXSTEP] = np.inf
-        self.opt = E.Options(oi, of)
+        dense = opts.records
+        # (with ``dense``, every step's interpolant is kept, from the step as integrated,
+        # before its end is projected)
+        self.opt = engine_options(opts, step_solver.compiled_method, step_solver.rank_tol, m,
+                                  system.constant_mass is None, t1, engine_method)
+        t_eval = None if opts.t_eval is None else np.array(opts.t_eval)   # (writable: packed)
         self.tab = tableau(engine_method)
         N = 2 * n
         stages = {"RK23": 4, "RK45": 7, "DOP853": 16}.get(engine_method, 1)
         dense_rows = {"RK23": 3, "RK45": 4, "DOP853": 7}.get(engine_method, 1)
-        self.budget = MemoryBudget(max_memory, n, m, dense_rows if dense else 3)
+        self.budget = MemoryBudget(opts.max_memory, n, m, dense_rows if dense else 3)
         self.out_of_memory = False
         self.guard = None           # the run's InterruptGuard (gaussopt.integrate.guards), if any
         cap_out = t_eval.size if t_eval is not None else 1024
@@ -185,10 +87,10 @@ class Run:
         sc[E.S_NEAR_T] = np.nan     # no accepted state yet (see E.passage_ahead)
         sc[E.S_NEAR_TPREV] = np.nan
         ic = np.zeros(E.N_IC, dtype=np.int64)
-        ref = step_solver.row_ref if step_solver.row_ref is not None else np.zeros(m)
+        ref, sref = step_solver.engine_references()
         self.st = E.State(
             sc, ic, y0.copy(), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros((stages, N)),
-            ref, step_solver._sref, np.zeros(m), np.zeros(n), np.zeros((64, 2)),
+            ref, sref, np.zeros(m), np.zeros(n), np.zeros((64, 2)),
             np.zeros((64, 4), dtype=np.int64), np.zeros((64, m), dtype=np.bool_),
             np.zeros((256, 2)), np.zeros((256, N)),
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
@@ -340,7 +242,7 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
     units += [E.advance] if method in ENGINE_METHODS else [E.rhs_at, E.after_step]
     if auto_dt:
         units.append(E.initial_step_at)
-    if solver._method is not None and solver.objective != "paper":
+    if not solver.runs_in_python:
         units.append(E.sample_all)            # (a solver in Python samples in Python)
     if isinstance(stabilization, Projection) and dense:
         units.append(E.project_at)            # (the dense solution's projection)
@@ -430,7 +332,7 @@ def advance(run: Run, on_step, chunk: int) -> int:
             return code
 
 
-def advance_scipy(run: Run, method, rtol, atol, dt, t1, on_step) -> int:
+def advance_scipy(run: Run, opts: RunOptions, t1: float, on_step) -> int:
     """An implicit :func:`scipy.integrate.solve_ivp` method: scipy takes the steps, the
     engine evaluates the right-hand side and does everything after each step (cubic
     Hermite interpolation of the step's outputs); ``on_step`` gets scipy's interpolant."""
@@ -447,9 +349,10 @@ def advance_scipy(run: Run, method, rtol, atol, dt, t1, on_step) -> int:
             raise _EngineStop(code)
         return out
 
-    kw: dict[str, Any] = {"rtol": rtol, "atol": atol}
-    if dt:
-        kw["first_step"] = dt
+    method = opts.method
+    kw: dict[str, Any] = {"rtol": opts.rtol, "atol": opts.atol, "max_step": opts.max_step}
+    if opts.first_step:
+        kw["first_step"] = opts.first_step
     cls = IVP_METHODS[method]
     ode = cls(fun, float(st.sc[E.S_T]), st.y.copy(), t1, **kw)
     try:

@@ -1,4 +1,4 @@
-"""Time integration: :func:`simulate`.
+"""Time integration: :func:`simulate`, the front door of every run.
 
 The state ``y = (q, v)`` obeys ``q' = v``, ``v' = a(t, q, v)`` where ``a`` is
 the solution of one Gauss step. The run is done by the compiled engine
@@ -8,52 +8,36 @@ the solution of one Gauss step. The run is done by the compiled engine
 ``"LSODA"``) take their steps in scipy and hand every accepted step to the
 engine. Either way the stabilizing projection, the rank monitor, the outputs
 and the bookkeeping exist once, and a run that fails or is interrupted
-returns what it computed. :func:`drive_ivp` steps a scipy solver for the
-quasi-velocity equations (:mod:`gaussopt.quasi`).
+returns what it computed.
 
-One module per role, as scipy's ``_ivp``: :mod:`gaussopt.integrate.validation` checks the
-arguments, :mod:`gaussopt.integrate.engine_run` holds a run's records and advances the engine,
-:mod:`gaussopt.integrate.guards` bounds a run's memory and defers a second Ctrl-C,
-:mod:`gaussopt.integrate.output_assembly` turns the engine's records into the Trajectory; this module
-composes them (:func:`simulate`) and steps scipy's solvers for :mod:`gaussopt.quasi`
-(:func:`drive_ivp`).
+One module per role, as scipy's ``_ivp``: :mod:`gaussopt.integrate.options` checks the
+arguments once into a frozen :class:`~gaussopt.integrate.options.RunOptions` (with the
+checks of :mod:`gaussopt.integrate.validation`), :mod:`gaussopt.integrate.smooth_run`
+runs a system without contacts (and each phase of a contact run) through
+:mod:`gaussopt.integrate.engine_run`, which drives the compiled engine;
+:mod:`gaussopt.integrate.contact_run` joins smooth phases by impacts, closings and
+lift-offs; :mod:`gaussopt.integrate.guards` bounds a run's memory and defers a second
+Ctrl-C; :mod:`gaussopt.integrate.output_assembly` turns the engine's records into the
+Trajectory. This module composes them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
-import inspect
-import time
-import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-import gaussopt.core.compiled as C
-import gaussopt.integrate.engine as E
-from gaussopt.integrate.output_assembly import (failure, least_squares_records, origin, postprocess,
-                                                rank_events)
-from gaussopt.integrate.contact_run import simulate_contacts
-from gaussopt.integrate.dense_output import DenseSolution, EventTracker
-from gaussopt.core.exceptions import ModelError, RankChangeWarning
-from gaussopt.integrate.guards import DEFAULT_MAX_MEMORY, InterruptGuard, MemoryBudget
-from gaussopt.core.model_interface import quiet_compile
-from gaussopt.model.model_functions import model_functions
 from gaussopt.core.result import Trajectory
-from gaussopt.integrate.engine_run import (ALL_METHODS, ENGINE_METHODS, FIXED_STEP_METHODS,
-                                           HOOK_FAILED, IVP_METHODS, OUT_OF_MEMORY, RK_METHODS,
-                                           TERMINATED, Run, StepHook, advance, advance_scipy,
-                                           run_units)
-from gaussopt.integrate.engine_run import tableau as _tableau  # noqa: F401 - (the tests read the tableaus here)
 from gaussopt.gauss.solvers import StepSolver
+from gaussopt.integrate.contact_run import simulate_contacts
+from gaussopt.integrate.guards import DEFAULT_MAX_MEMORY, InterruptGuard
+from gaussopt.integrate.options import run_options
+from gaussopt.integrate.smooth_run import phases, smooth_run
 from gaussopt.integrate.stabilization import Baumgarte, Projection
-from gaussopt.gauss.solve_step import make_solver
 from gaussopt.model.system import System
-from gaussopt.integrate.validation import check_consistent, validate_simulate
 
-__all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_METHODS",
-           "drive_ivp", "DEFAULT_STABILIZATION"]
+__all__ = ["simulate", "DEFAULT_STABILIZATION"]
 
 #: the stabilization :func:`simulate` uses unless told otherwise: projecting the
 #: state onto the constraints keeps singular positions on the physical branch
@@ -61,57 +45,10 @@ __all__ = ["simulate", "Baumgarte", "Projection", "FIXED_STEP_METHODS", "IVP_MET
 DEFAULT_STABILIZATION = Projection()
 
 
-def drive_ivp(method: str, rhs: Callable, t0: float, y0: np.ndarray, t1: float, options: dict,
-              max_steps: int, after_step: Callable, counter: dict) -> tuple[int, str]:
-    """Step an :class:`~scipy.integrate.OdeSolver` one accepted step at a time.
-
-    ``method`` is a key of :data:`IVP_METHODS` or of :data:`FIXED_STEP_METHODS`
-    (these need ``options["dt"]``). ``after_step(ode, t_prev, dense) -> (y_new,
-    changed)`` is called after every accepted step (``dense`` the step's
-    interpolant): the caller records its outputs and may replace the state (a
-    projection, a change of chart). A changed state restarts the method: in
-    place for the explicit Runge--Kutta methods (their first-same-as-last
-    derivative re-evaluated), with a new solver object started at the last step
-    size for the others. ``counter["steps"]`` counts accepted steps (kept if an
-    exception escapes).
-
-    Returns
-    -------
-    status : int
-        0 at the end of the span, -1 on ``max_steps`` or a failed step (solve_ivp's codes).
-    message : str
-    """
-    cls = IVP_METHODS[method] if method in IVP_METHODS else None
-
-    def start(tt, yy, h=None):
-        kw = dict(options)
-        if h:
-            kw["first_step"] = min(h, t1 - tt) if t1 > tt else h
-        return cls(rhs, tt, yy, t1, **kw)
-
-    ode = start(t0, y0)
-    while ode.status == "running":
-        if counter["steps"] >= max_steps:
-            return -1, f"Stopped after max_steps={max_steps} steps."
-        t_prev = ode.t
-        msg = ode.step()
-        if ode.status == "failed":
-            return -1, f"{method} failed at t={ode.t}: {msg}"
-        counter["steps"] += 1
-        y_new, changed = after_step(ode, t_prev, ode.dense_output())
-        if changed and ode.status == "running":
-            if method in RK_METHODS:
-                ode.y = y_new.copy()
-                ode.f = ode.fun(ode.t, ode.y)
-            else:
-                ode = start(ode.t, y_new, ode.step_size)
-    return 0, "The integration reached the end of t_span."
-
-
-# --------------------------------------------------------------------------- simulate
 def simulate(system: System, t_span: Sequence[float], q0, v0, *,
              solver: Union[str, StepSolver] = "closed_form", method: Optional[str] = None,
-             dt: Optional[float] = None, rtol: float = 1e-9, atol: float = 1e-9,
+             dt: Optional[float] = None, first_step: Optional[float] = None,
+             max_step: float = np.inf, rtol: float = 1e-9, atol: float = 1e-9,
              t_eval: Optional[Sequence[float]] = None,
              stabilization: Union[None, Baumgarte, Projection] = DEFAULT_STABILIZATION,
              solver_options: Optional[dict] = None, project_initial: bool = False,
@@ -130,7 +67,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     ----------
     system : System
     t_span : (float, float)
-        Start and end time, ``t_end > t0``.
+        Start and end time, ``t_end >= t0`` (``t_end == t0``: the initial state alone, as
+        solve_ivp). gaussopt integrates forward in time only; a decreasing span raises a
+        ModelError that says why and what to do instead.
     q0, v0 : array_like, shape (n,)
         Initial state; must satisfy the position and velocity constraints to
         ``consistency_tol`` (a row-normalized distance) unless
@@ -144,7 +83,8 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         GA's accelerations carry its tolerance as noise, which an error-controlled
         method would take for truncation error).
     dt : float, optional
-        Step of the fixed-step methods (required for them); first step of the others.
+        Step of the fixed-step methods (required for them); for the others, the first
+        step (as ``first_step``).
         With ``solver="ga"`` and no ``method``, ``dt`` defaults to the step that
         scipy's adaptive methods start an order-4 method with (Hairer, Norsett &
         Wanner, *Solving ODEs I*, II.4: from the initial state's derivative and its
@@ -152,6 +92,13 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         it follows the system's time scale at ``t0``; it is kept in
         ``traj.meta["dt"]``. It is an estimate at ``t0`` only: pass ``dt`` for a run
         whose time scale changes (a mechanism that speeds up).
+    first_step : float, optional
+        First step of an adaptive method (solve_ivp's ``first_step``); default: chosen
+        from the initial state (Hairer, Norsett & Wanner's estimate, as scipy). Not with
+        the fixed-step methods (ModelError).
+    max_step : float, default inf
+        Largest step of an adaptive method (solve_ivp's ``max_step``). Not with the
+        fixed-step methods.
     rtol, atol : float
         Tolerances of the adaptive methods (and of the automatic ``dt`` of the GA). An
         ``rtol`` below ``100 eps`` (2.2e-14) is raised to it with a
@@ -209,8 +156,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     contact_options : dict, optional
         For a system with :class:`~gaussopt.Contact` constraints (an event-driven
         run of smooth phases joined by impacts, closings and lift-offs; see
-        :mod:`gaussopt.integrate.contact_run`): ``max_impacts`` and ``zeno_height`` of
-        :func:`gaussopt.integrate.contact_run.simulate_contacts`.
+        :mod:`gaussopt.integrate.contact_run`): ``max_impacts`` and ``zeno_height``
+        (:class:`gaussopt.integrate.options.ContactOptions`); an unknown key, or a value
+        out of range, is a ModelError.
 
     Returns
     -------
@@ -251,7 +199,7 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     * ``sol`` is ``None`` unless ``dense_output=True`` and is not saved by
       :meth:`Trajectory.save`; on a run stopped by a terminal event, ``t`` and
       ``sol`` end at the event (with ``t_eval``: the requested times up to it);
-    * ``t_span`` must be increasing (no backward integration), and an event
+    * ``t_span`` must not decrease (no backward integration), and an event
       function takes ``(t, q, v)``, not ``(t, y)``.
 
     Examples
@@ -263,57 +211,20 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     >>> bool(tr.success), float(tr.position_residual.max()) < 1e-12
     (True, True)
     """
-    kwargs = dict(locals())
-    kwargs.pop("contact_options")
-    if isinstance(system, System) and system.contacts:
-        # the event-driven run: smooth phases (this function, on systems without contacts)
-        # joined by impacts, closings and lift-offs
-        for key in ("system", "t_span", "q0", "v0", "t_eval", "progress"):
-            kwargs.pop(key)
+    t0, t1, q, v, opts = run_options(
+        system, t_span, q0, v0, solver=solver, method=method, dt=dt, first_step=first_step,
+        max_step=max_step, rtol=rtol, atol=atol, t_eval=t_eval, stabilization=stabilization,
+        solver_options=solver_options, project_initial=project_initial,
+        consistency_tol=consistency_tol, monitor_rank=monitor_rank, max_steps=max_steps,
+        progress=progress, events=events, dense_output=dense_output, max_memory=max_memory,
+        contact_options=contact_options)
+    if system.contacts:
+        # the event-driven run: smooth phases joined by impacts, closings and lift-offs
         with _single_thread_blas(system.n):
-            return simulate_contacts(system, t_span, q0, v0, phase=_phases(), t_eval=t_eval,
-                                     progress=progress, **(contact_options or {}), **kwargs)
-    if contact_options is not None:
-        raise ModelError("`contact_options` applies to systems with Contact constraints; "
-                         f"{system.name!r} has none.")
-    n = system.n if isinstance(system, System) else 0
+            return simulate_contacts(system, t0, t1, q, v, opts, phase=phases())
     # (the guard outside the BLAS limit: a Ctrl-C while the limit is lifted is deferred too)
-    with InterruptGuard() as guard, _single_thread_blas(n):
-        return _simulate(**kwargs, guard=guard)
-
-
-def _phases() -> Callable[..., Trajectory]:
-    """The smooth phases of one contact run: ``phase(system, t_span, q0, v0, **options)``,
-    :func:`simulate`'s run of a system without contacts (options as there, defaults for
-    those left out), with what does not change from one phase of a system to the next
-    built at its first phase and kept for the others (:class:`_Shared`): the system's
-    check, the step solver, the model's functions and their packed records. A contact
-    run restarts the integration at every impact, closing and lift-off; building these
-    again each time cost as much as the phase itself. (The caller limits BLAS to one
-    thread for the whole contact run.)"""
-    shared: dict = {}
-
-    def phase(system, t_span, q0, v0, **options) -> Trajectory:
-        kwargs = {**_PHASE_DEFAULTS, **options}
-        with InterruptGuard() as guard:
-            return _simulate(system, t_span, q0, v0, **kwargs, guard=guard, shared=shared)
-
-    return phase
-
-
-class _Shared:
-    """What the phases of one system in a contact run share (:func:`_phases`): the
-    system (kept alive: the key is its id), its step solver and model functions (None
-    for a solver that runs in Python, made afresh each phase as in separate runs: the
-    GA's generator is seeded per run), the model's records
-    (:meth:`gaussopt.integrate.engine_run.Run.model_records`) and the options of the run whose compiled
-    units (:func:`gaussopt.integrate.engine_run.run_units`) are loaded."""
-
-    __slots__ = ("system", "solver", "mf", "records", "units")
-
-    def __init__(self, system, solver, mf):
-        self.system, self.solver, self.mf, self.records = system, solver, mf, None
-        self.units = None           # the options whose compiled units are loaded
+    with InterruptGuard() as guard, _single_thread_blas(system.n):
+        return smooth_run(system, t0, t1, q, v, opts, guard=guard)
 
 
 def _single_thread_blas(n: int):
@@ -339,235 +250,3 @@ def _single_thread_blas(n: int):
 
 #: the BLAS libraries of this process (threadpoolctl), found at the first run
 _BLAS_CONTROLLER = None
-
-#: :func:`simulate`'s defaults of the options a contact run's phase may leave out
-_PHASE_DEFAULTS = {k: p.default for k, p in inspect.signature(simulate).parameters.items()
-                   if p.default is not inspect.Parameter.empty and k != "contact_options"}
-
-
-
-
-def _simulate(system, t_span, q0, v0, *, solver, method, dt, rtol, atol, t_eval, stabilization,
-              solver_options, project_initial, consistency_tol, monitor_rank, max_steps,
-              progress, events, dense_output, max_memory, guard=None,
-              shared: Optional[dict] = None) -> Trajectory:
-    """:func:`simulate` without the BLAS thread limit and the interrupt guard (arguments
-    as documented there; ``guard`` the :class:`~gaussopt.integrate.guards.InterruptGuard`;
-    ``shared`` what the phases of a contact run share, :func:`_phases`)."""
-    a = validate_simulate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval,
-                          stabilization, dense_output, consistency_tol, max_steps, max_memory,
-                          progress, ALL_METHODS, FIXED_STEP_METHODS)
-    t0, t1, q, v, method, t_eval, auto_dt = (a[k] for k in ("t0", "t1", "q", "v", "method",
-                                                            "t_eval", "auto_dt"))
-    dt, rtol, atol, max_steps = a["dt"], a["rtol"], a["atol"], a["max_steps"]
-    consistency_tol, max_memory = a["consistency_tol"], a["max_memory"]
-    n = system.n
-    if t_eval is not None:
-        need = MemoryBudget(max_memory, n, system.m or 0).bytes(t_eval.size, 0)
-        if need > max_memory:
-            raise ModelError(f"`t_eval` has {t_eval.size} times: their samples would take about "
-                             f"{need / 1e6:.0f} MB, more than max_memory={max_memory:.4g} bytes. "
-                             "Pass fewer output times or a larger `max_memory`.")
-    reuse = shared.get(id(system)) if shared is not None else None
-    if reuse is None:
-        system.check(t0, q, v)
-    if reuse is not None and reuse.solver is not None:
-        step_solver = reuse.solver
-    else:
-        step_solver = make_solver(system, solver, **(solver_options or {}))
-    # what the run calls is compiled (or loaded from the cache) first, in one batch (two
-    # processes share the compilation: gaussopt.core.compiled.ensure), before the clock starts:
-    # the run's wall time never includes compilation or cache loading
-    spent0 = C.spent()
-    record = bool(dense_output) or events is not None
-    monitor = monitor_rank and bool(system.m)
-    units = (method, type(stabilization), auto_dt, record, t_eval is not None, monitor)
-    if reuse is None or reuse.units != units:         # (a later phase: loaded already)
-        C.ensure(*run_units(step_solver, method, stabilization, auto_dt, record,
-                             t_eval is not None, monitor))
-    rank_tol = step_solver.rank_tol
-    step_solver.b_correction = (stabilization.correction(system)
-                                if isinstance(stabilization, Baumgarte) else None)
-    projector = stabilization if isinstance(stabilization, Projection) else None
-    if not (system.holonomic or system.nonholonomic):
-        projector = None                          # nothing to project onto
-        if isinstance(stabilization, Projection):
-            stabilization = None
-
-    problems = check_consistent(system, t0, q, v, consistency_tol)
-    if problems:
-        if not project_initial:
-            raise ModelError("The initial state is inconsistent with the constraints: "
-                             + "; ".join(problems) + ". Pass project_initial=True to project it "
-                             "onto the constraints, or correct q0/v0.")
-        q, v, _ = (projector or Projection()).project(system, t0, q, v, rank_tol)
-        left = check_consistent(system, t0, q, v, consistency_tol)
-        if left:
-            raise ModelError("Projecting the initial state failed: " + "; ".join(left))
-    tracker = EventTracker(events, t0, q, v) if events is not None else None
-
-    m = system.m or 0
-    step_solver.reset_reference()
-    if m:
-        step_solver.accept(system.rows(t0, q, v)[0])
-    if step_solver.row_ref is None:
-        step_solver.row_ref = np.zeros(m)
-    step_solver.least_squares_steps.clear()
-    # the QP and the GA (and the paper objective) run in Python: the engine calls them back
-    python_solver = step_solver._method is None or step_solver.objective == "paper"
-    if reuse is not None and reuse.mf is not None:
-        mf = reuse.mf
-        mf.error = None
-    else:
-        mf = model_functions(system, step_solver.acceleration if python_solver else None)
-    if shared is not None and reuse is None:
-        keep = not python_solver
-        reuse = shared[id(system)] = _Shared(system, step_solver if keep else None,
-                                             mf if keep else None)
-        reuse.units = units if keep else None
-    record = bool(dense_output) or tracker is not None
-    run = Run(system, step_solver, mf, method, stabilization,
-               {"max_steps": max_steps, "rtol": rtol, "atol": atol, "dt": dt}, t0, t1,
-               np.concatenate([q, v]), t_eval, monitor_rank, dense=record,
-               max_memory=max_memory,
-               model_records=reuse.records if reuse is not None and reuse.mf is mf else None)
-    if reuse is not None and reuse.mf is mf and reuse.records is None:
-        reuse.records = run.model_records()
-    sol = (DenseSolution(n, t0, np.concatenate([q, v]), run.projector(), keep=bool(dense_output))
-           if record else None)
-    on_step = (StepHook(run, sol, tracker, progress, keep=bool(dense_output))
-               if (record or progress is not None) else None)
-    status, message, exception = 0, "The integration reached the end of t_span.", None
-    C.ensure(*run.band_units())
-    run.args()
-    compiling0 = C.spent()
-    compile_time = compiling0 - spent0
-    # the cyclic garbage collector waits for the end of the engine's run: a collection of
-    # the (import-heavy) heap takes milliseconds and would land in whichever run it fell
-    # into (the engine's own loop allocates nothing; the model's callbacks free their
-    # objects by reference counting)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    wall0 = time.perf_counter()
-    code = E.FINISHED
-    chunk = 16
-    run.guard = guard
-    try:
-        if guard is not None:
-            guard.running()
-        with quiet_compile():
-            code = E.start(*run.args())
-            if code == 0 and auto_dt:
-                args = run.args()
-                code, h = E.initial_step_at(*args[:4], args[5], 4)
-                run.opt.f[E.F_DT] = dt = float(h)
-            if code == 0:
-                if method in ENGINE_METHODS:
-                    code = advance(run, on_step, chunk)
-                else:
-                    code = advance_scipy(run, method, rtol, atol, dt, t1, on_step)
-    except KeyboardInterrupt as e:
-        status, message, exception = -1, f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}.", e
-        code = None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    if guard is not None:
-        guard.finishing()            # from here on a Ctrl-C is deferred: the result is kept
-        if guard.requested and code is not None and code not in (E.FINISHED, TERMINATED):
-            # (recorded during the last chunk, which ended the run on its own)
-            status, code = -1, None
-            message = f"Interrupted (KeyboardInterrupt) at t={run.st.sc[E.S_T]}."
-            exception = KeyboardInterrupt()
-    if code == HOOK_FAILED:
-        status, exception = -1, on_step.error
-        if on_step.event is not None:
-            message = (f"The event function {tracker.label(on_step.event)} raised "
-                       f"{type(exception).__name__} at t≈{on_step.t}: {exception}"
-                       f"{origin(exception)}")
-        elif on_step.in_progress:
-            message = (f"The `progress` callback raised {type(exception).__name__} at "
-                       f"t={on_step.t}: {exception}{origin(exception)}; the run stopped there "
-                       "(what was computed is kept).")
-        else:
-            message = (f"Following the step to t={on_step.t} failed: {type(exception).__name__}: "
-                       f"{exception}{origin(exception)}")
-    elif code == OUT_OF_MEMORY:
-        status = -1
-        message = run.memory_message(on_step.dense_steps if on_step is not None else 0)
-    elif code == TERMINATED:
-        i = tracker.terminated_by
-        status = 1
-        message = (f"A termination event occurred: {tracker.label(i)} at t={tracker.t_terminal} "
-                   f"(occurrence {len(tracker.t_events[i])}).")
-    elif code is not None and code != E.FINISHED:
-        status = -1
-        message, exception = failure(run, code, method)
-    # (compilation inside the run -- a lazy path taken, a step solver in Python compiling
-    # its calls -- is not the run's time)
-    integration = time.perf_counter() - wall0 - (C.spent() - compiling0)
-    st = run.st
-    nout = int(st.ic[E.C_NOUT])
-    ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
-    if status == 1:                               # end the outputs at the terminal event
-        te = tracker.t_terminal
-        keep = ts <= te if t_eval is not None else ts < te
-        ts, ys = ts[keep], ys[keep]
-        if t_eval is None:
-            ts, ys = np.append(ts, te), np.vstack([ys, tracker.y_terminal])
-        if sol is not None:
-            sol.end_at(te, tracker.y_terminal)
-    with quiet_compile():
-        traj = postprocess(system, step_solver, run, ts, ys, guard)
-    traj.rank_events = rank_events(run)
-    traj.least_squares_steps = least_squares_records(run)
-    if status == 1:
-        traj.rank_events = [e for e in traj.rank_events if e.t <= tracker.t_terminal]
-        traj.least_squares_steps = [r for r in traj.least_squares_steps
-                                    if r["t"] <= tracker.t_terminal]
-    if tracker is not None:
-        traj.t_events, traj.q_events, traj.v_events = tracker.arrays()
-    passages = [e.t for e in traj.rank_events if e.kind == "passage"]
-    if passages and isinstance(stabilization, Projection) and not stabilization.rhs:
-        warnings.warn(
-            f"The run crossed {len(passages)} singular position(s) (the first at t = "
-            f"{passages[0]:.9g}) without projecting the integrator's stages "
-            "(Projection(rhs=False)): near them the acceleration off the constraints grows "
-            "like 1/sigma_min of the rows, so the stages may have jumped to another branch "
-            "or lost accuracy (and a passage may be reported more than once or missed). "
-            "Check the result against a run with Projection() (rhs=True, the default).",
-            RankChangeWarning, stacklevel=3)
-    traj.sol = sol if dense_output else None
-    traj.status = status
-    if status >= 0 and traj.meta.get("postprocess_error"):
-        traj.status, message = -1, traj.meta["postprocess_error"]
-        exception = traj.meta.get("postprocess_exception")
-    traj.meta.pop("postprocess_exception", None)
-    if status < 0 and traj.meta.get("postprocess_error") and \
-            traj.meta["postprocess_error"] not in message:
-        message += f" Then: {traj.meta['postprocess_error']}"
-    if guard is not None and guard.deferred:
-        traj.meta["deferred_interrupts"] = guard.deferred
-    traj.message = message
-    traj.exception = exception
-    steps = int(st.ic[E.C_STEPS])
-    compiling = C.spent() - compiling0
-    wall = time.perf_counter() - wall0 - compiling
-    traj.stats.update({"steps": steps, "rhs_evaluations": int(st.ic[E.C_NFEV]),
-                       "wall_time": wall, "integration_time": integration,
-                       "time_per_step": integration / steps if steps else float("nan"),
-                       "compile_time": compile_time + compiling,
-                       "projections": int(st.ic[E.C_NPROJ]),
-                       "monitor_evaluations": int(st.ic[E.C_NMON]),
-                       "passage_searches": int(st.ic[E.C_NSEARCH]),
-                       "sparse_steps": int(st.ic[E.C_NBAND]),
-                       "rejected_steps": int(st.ic[E.C_NREJ]),
-                       "model": "compiled" if mf.compiled else "python",
-                       **step_solver.run_stats()})
-    traj.meta.update({"solver": step_solver.name, "method": method, "dt": dt, "rtol": rtol,
-                      "atol": atol, "stabilization": repr(stabilization),
-                      "objective": step_solver.objective, "system": system.name,
-                      "t_span": [t0, t1]})
-    if auto_dt:
-        traj.meta["dt_source"] = "automatic (initial-step estimate at t0, order 4)"
-    return traj

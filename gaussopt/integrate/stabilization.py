@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 import numpy as np
 from gaussopt.core.exceptions import ModelError
-from gaussopt.gauss.solution import DEFAULT_RANK_TOL
+from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.model.system import System
 
 __all__ = ["Baumgarte", "Projection"]

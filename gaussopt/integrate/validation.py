@@ -1,24 +1,21 @@
-"""Validation of the arguments of :func:`gaussopt.simulate` (the role of scipy's
-``_ivp/common.py``): each check raises a :class:`~gaussopt.core.exceptions.ModelError` that
-names the argument, what was expected, what was found and the fix, before anything runs.
+"""The checks of a run's arguments and initial state (the role of scipy's
+``_ivp/common.py``): each raises a :class:`~gaussopt.ModelError` that names the argument,
+what was expected, what was found and the fix, before anything runs. The options object
+they feed is :mod:`gaussopt.integrate.options`.
 """
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
 
+from gaussopt.core.checks import check_real, found
 from gaussopt.core.exceptions import ModelError, ToleranceWarning
-from gaussopt.integrate.stabilization import Baumgarte, Projection
-from gaussopt.core.checks import as_state, check_count, check_real
-from gaussopt.core.checks import found as _found
 from gaussopt.model.system import System
 
-__all__ = ["EPS", "MIN_RTOL", "check_real", "check_count", "validate_tol", "validate_simulate",
-           "check_consistent"]
+__all__ = ["EPS", "MIN_RTOL", "validate_t_span", "validate_tol", "check_consistent"]
 
 EPS = float(np.finfo(float).eps)
 #: smallest relative tolerance a run uses: scipy's ``solve_ivp`` raises smaller ones to
@@ -28,36 +25,32 @@ EPS = float(np.finfo(float).eps)
 MIN_RTOL = 100 * EPS
 
 
-
-
-
-
-
-
-
-def _step(dt: Any, what: str) -> float:
-    """``dt`` as a positive finite float, else ModelError ``what, found ...``."""
-    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, numbers.Real):
-        raise ModelError(f"{what}, found {_found(dt)}.")
-    if not (np.isfinite(float(dt)) and float(dt) > 0):
-        raise ModelError(f"{what}, found {float(dt)!r}.")
-    return float(dt)
-
-
 def validate_t_span(t_span: Any) -> tuple[float, float]:
-    """``(t0, t_end)`` as floats: a finite pair with ``t_end > t0`` (no backward runs)."""
+    """``(t0, t_end)`` as floats: a finite pair with ``t_end >= t0``.
+
+    gaussopt integrates forward in time only: the compiled engine's step-size control,
+    the rank monitor's passage search, the events' directions and the contact run's
+    impacts all assume that time increases. ``t_end == t0`` is allowed (as in
+    :func:`scipy.integrate.solve_ivp`): the run returns the initial state.
+    """
     try:
         t0, t1 = (float(x) for x in t_span)
     except (TypeError, ValueError) as e:
-        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {t_span!r}.") from e
-    if not (np.isfinite(t0) and np.isfinite(t1) and t1 > t0):
-        raise ModelError(f"`t_span` must be finite with t_end > t0, found ({t0}, {t1}).")
+        raise ModelError(f"`t_span` must be a pair (t0, t_end), found {found(t_span)}.") from e
+    if not (np.isfinite(t0) and np.isfinite(t1)):
+        raise ModelError(f"`t_span` must be finite, found ({t0}, {t1}).")
+    if t1 < t0:
+        raise ModelError(
+            f"`t_span` must have t_end >= t0, found ({t0}, {t1}): gaussopt integrates forward "
+            "in time only (its step control, rank monitor, events and impacts assume that t "
+            "increases). For a system whose forces do not depend on v and whose constraints "
+            "do not depend on t, the motion backward from (q0, v0) is the motion forward from "
+            "(q0, -v0) with the velocities negated.")
     return t0, t1
-
 
 def validate_tol(rtol: Any, atol: Any, stacklevel: int = 2) -> tuple[float, float]:
     """The tolerances of a run, as scipy's ``validate_tol``: real and positive, and
-    ``rtol`` below ``100 eps`` raised to it with a :class:`ToleranceWarning`.
+    ``rtol`` below ``100 eps`` raised to it with a :class:`~gaussopt.ToleranceWarning`.
 
     ``atol`` is absolute (it carries the units of the state), so it is not raised; but
     with ``rtol`` at ``100 eps`` an ``atol`` far below the rounding of the state only
@@ -82,58 +75,6 @@ def validate_tol(rtol: Any, atol: Any, stacklevel: int = 2) -> tuple[float, floa
                       ToleranceWarning, stacklevel=stacklevel + 1)
         r = MIN_RTOL
     return r, a
-
-
-def validate_simulate(system, t_span, q0, v0, method, solver, dt, rtol, atol, t_eval,
-                      stabilization, dense_output, consistency_tol, max_steps, max_memory,
-                      progress, methods: tuple, fixed_step: tuple) -> dict:
-    """Check the arguments of :func:`gaussopt.simulate`; return the normalized ones as
-    a dict (``t0``, ``t1``, ``q``, ``v``, ``method``, ``t_eval``, ``auto_dt``, ``dt``,
-    ``rtol``, ``atol``, ``consistency_tol``, ``max_steps``, ``max_memory``)."""
-    if not isinstance(system, System):
-        raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
-    n = system.n
-    t0, t1 = validate_t_span(t_span)
-    q = as_state(q0, n, "q0")
-    v = as_state(v0, n, "v0")
-    auto_dt = False
-    if method is None:
-        ga = (isinstance(solver, str) and solver == "ga") or getattr(solver, "name", None) == "ga"
-        method = "rk4" if ga else "DOP853"
-        auto_dt = ga and dt is None                 # the step is chosen at t0 (see simulate)
-    if not isinstance(method, str) or method not in methods:
-        raise ModelError(f"`method` must be one of {list(methods)}, found {method!r}.")
-    if method in fixed_step and not auto_dt:
-        dt = _step(dt, f"`dt` must be a positive step for method={method!r}")
-    elif dt is not None:
-        dt = _step(dt, "`dt` must be positive (used as first step)")
-    rtol, atol = validate_tol(rtol, atol, stacklevel=4)   # (the caller of simulate)
-    if stabilization is not None and not isinstance(stabilization, (Baumgarte, Projection)):
-        raise ModelError("`stabilization` must be None, gaussopt.Baumgarte(...) or "
-                         f"gaussopt.Projection(...), found {stabilization!r}.")
-    if t_eval is not None:
-        try:
-            t_eval = np.asarray(t_eval, dtype=float).ravel()
-        except (TypeError, ValueError) as e:
-            raise ModelError(f"`t_eval` must be an array of increasing times within t_span "
-                             f"[{t0}, {t1}], found {_found(t_eval)}.") from e
-        if t_eval.size == 0 or np.any(np.diff(t_eval) <= 0) or t_eval[0] < t0 or t_eval[-1] > t1 \
-                or not np.all(np.isfinite(t_eval)):
-            raise ModelError(f"`t_eval` must be increasing and within t_span [{t0}, {t1}].")
-    if not isinstance(dense_output, (bool, np.bool_)):
-        raise ModelError(f"`dense_output` must be True or False, found {dense_output!r}.")
-    consistency_tol = check_real(consistency_tol, "consistency_tol",
-                                 hint="a distance the initial state may be off the constraints, "
-                                      "e.g. 1e-8")
-    max_steps = check_count(max_steps, "max_steps")
-    max_memory = check_real(max_memory, "max_memory", allow_inf=True,
-                            hint="a number of bytes, e.g. 2e9 (inf: no limit)")
-    if progress is not None and not callable(progress):
-        raise ModelError(f"`progress` must be None or a callable progress(t), found "
-                         f"{_found(progress)}.")
-    return {"t0": t0, "t1": t1, "q": q, "v": v, "method": method, "t_eval": t_eval,
-            "auto_dt": auto_dt, "dt": dt, "rtol": rtol, "atol": atol,
-            "consistency_tol": consistency_tol, "max_steps": max_steps, "max_memory": max_memory}
 
 
 def check_consistent(system: System, t: float, q: np.ndarray, v: np.ndarray,

@@ -19,7 +19,8 @@ from typing import Optional
 import numpy as np
 
 from gaussopt.core.exceptions import ModelError
-from gaussopt.core.model_interface import (MIN_N, FUNCTION_FAILED, NOOP, ModelFunctions, NotCompiled,
+from gaussopt.core.settings import MIN_N
+from gaussopt.core.model_interface import (FUNCTION_FAILED, NOOP, ModelFunctions, NotCompiled,
                                            SparseModel, _Callback, _doubles, make_buffers)
 from gaussopt.model.constraints import Holonomic, Nonholonomic, _is_sparse
 

@@ -368,6 +368,18 @@ class System:
         """Number of equality rows (known after :meth:`check`)."""
         return None if self._row_counts is None else int(sum(self._row_counts))
 
+    def with_constraints(self, constraints: Sequence[Constraint], *,
+                         force: Optional[ArrayOrCallable] = None, name: str = "") -> "System":
+        """A new system with this one's coordinates, mass and energy, and the given
+        ``constraints`` (and ``force``, when given; else this one's). ``name`` is added to
+        this one's name in brackets. (A contact run builds each phase's system this way:
+        the closed points as bilateral rows, a sliding point's Coulomb force.)"""
+        mass = self.constant_mass if self.constant_mass is not None else self._mass
+        if force is None:
+            force = self.constant_force if self.constant_force is not None else self._force
+        return System(self.coordinates, mass, force, list(constraints), energy=self._energy,
+                      name=self.name + (f" [{name}]" if name else ""))
+
     # ------------------------------------------------------------------ pickling
     def rebuilt_by(self, builder: Callable, *args: Any, **kwargs: Any) -> "System":
         """Record that ``builder(*args, **kwargs)`` builds this system; return ``self``.

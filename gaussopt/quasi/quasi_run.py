@@ -19,7 +19,8 @@ import numpy as np
 
 from gaussopt.integrate.dense_output import DenseSolution, EventTracker
 from gaussopt.core.exceptions import GaussoptError, ModelError
-from gaussopt.integrate.ivp import IVP_METHODS, Projection, drive_ivp
+from gaussopt.integrate.scipy_methods import IVP_METHODS, drive_ivp
+from gaussopt.integrate.stabilization import Projection
 from gaussopt.gauss.solution import min_norm_multipliers
 from gaussopt.core.result import Trajectory
 from gaussopt.core.checks import as_state

@@ -9,7 +9,7 @@ import numpy as np
 from gaussopt.model.constraints import Holonomic, Nonholonomic
 from gaussopt.core.exceptions import (IndeterminateMotionError, ModelError,
                                       UnsupportedConstraintError)
-from gaussopt.gauss.solution import DEFAULT_RANK_TOL
+from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.core.result import Trajectory
 from gaussopt.core.checks import as_state
 from gaussopt.model.system import System

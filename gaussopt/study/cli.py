@@ -426,7 +426,8 @@ def _param_argument(p: argparse.ArgumentParser) -> None:
 
 
 def _simulation_arguments(p: argparse.ArgumentParser) -> None:
-    from gaussopt.integrate.ivp import FIXED_STEP_METHODS, IVP_METHODS
+    from gaussopt.integrate.options import FIXED_STEP_METHODS
+    from gaussopt.integrate.scipy_methods import IVP_METHODS
 
     p.add_argument("problem", help="problem name (see `gaussopt list`) or path to a module "
                                    "with build()")

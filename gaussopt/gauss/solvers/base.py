@@ -33,6 +33,7 @@ from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismat
 from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss,
                                      workspace)
 from gaussopt.core.result import LazyStepResult, StepResult
+from gaussopt.core.status import CALLBACK
 from gaussopt.model.system import System
 
 __all__ = ["StepSolver", "OBJECTIVES"]
@@ -375,11 +376,57 @@ class StepSolver:
         lay = layout(n, m)
         return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:])
 
+    def solve_checked(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[StepResult]:
+        """:meth:`solve` for arguments that :func:`~gaussopt.solve_step` has checked (``t`` a
+        float, ``q`` and ``v`` C-contiguous float64 arrays of shape (n,), the system
+        compiled): the StepResult through the compiled step, or None when :meth:`solve`
+        must take it (then it raises the specific error, or takes the Python path)."""
+        if self._method is not None and type(self).solve is StepSolver.solve:
+            return self._solve_compiled(t, q, v, True, True)
+        return self._solve_checked(t, q, v)
+
+    # ------------------------------------------------------------- what a run asks
+    @property
+    def runs_in_python(self) -> bool:
+        """The solver's steps run in Python (the QP, the GA, the paper objective): the
+        compiled engine calls :meth:`acceleration` back."""
+        return self._method is None or self.objective == "paper"
+
+    @property
+    def compiled_method(self) -> int:
+        """How the compiled engine solves this solver's steps: its own
+        (:data:`gaussopt.core.status.CLOSED_FORM`, :data:`~gaussopt.core.status.LAGRANGE`),
+        or :data:`~gaussopt.core.status.CALLBACK` for a solver that runs in Python."""
+        return CALLBACK if self.runs_in_python else int(self._method)
+
+    def begin_run(self, t: float, q: np.ndarray, v: np.ndarray,
+                  b_correction: Optional[Callable] = None) -> None:
+        """Start a run at ``(t, q, v)``: the references of earlier runs are forgotten (back
+        to ``row_scale``), the rows at the initial state are the first accepted ones
+        (:meth:`accept`), :attr:`least_squares_steps` is emptied, and ``b_correction``
+        (Baumgarte's ``(t, q, v, A) -> db``, or None) is added to every step's ``b``."""
+        self.reset_reference()
+        m = self.system.m or 0
+        if m:
+            self.accept(self.system.rows(t, q, v)[0])
+        if self.row_ref is None:
+            self.row_ref = np.zeros(m)
+        self.least_squares_steps.clear()
+        self.b_correction = b_correction
+
+    def engine_references(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(row_ref, sigma_ref)``: the arrays of the running references (one entry per
+        row; one entry) that the compiled engine shares with this solver and updates at
+        accepted states (after :meth:`begin_run`)."""
+        m = self.system.m or 0
+        ref = self.row_ref if self.row_ref is not None else np.zeros(m)
+        return ref, self._sref
+
     def _solve_checked(self, t, q, v):
         """:meth:`solve` through a solver's own compiled path, for arguments that
-        :func:`~gaussopt.solve_step` has checked (``t`` a float, ``q`` and ``v``
-        C-contiguous float arrays of shape (n,)): the StepResult, or None (then
-        :meth:`solve` takes it). None here; :class:`~gaussopt.gauss.solvers.QP` has one."""
+        :meth:`solve_checked` has made sure of (a solver with its own compiled path
+        overrides it): the StepResult, or None (then :meth:`solve` takes it). None here;
+        :class:`~gaussopt.gauss.solvers.QP` has one."""
         return None
 
     def _solve_compiled(self, t, q, v, full: bool, checked: bool = False):

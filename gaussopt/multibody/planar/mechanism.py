@@ -13,7 +13,7 @@ import numpy as np
 
 from gaussopt.model.constraints import Holonomic
 from gaussopt.core.exceptions import ModelError
-from gaussopt.integrate.ivp import Projection
+from gaussopt.integrate.stabilization import Projection
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.result import StepResult
 from gaussopt.model.system import System

@@ -148,6 +148,7 @@ import scipy.sparse as sp
 import clarabel
 
 from gaussopt.core.compiled import jit
+from gaussopt.core.settings import CLARABEL
 
 __all__ = ["ClarabelQP", "QPSolution", "DEFAULT_SETTINGS", "STATUS_NAMES"]
 
@@ -161,37 +162,9 @@ _ZERO_DIAG_RTOL = 1e-12
 #: Bounds of the cost scaling factor (Clarabel's equilibrate_min/max_scaling).
 _COST_SCALE_MIN, _COST_SCALE_MAX = 1e-4, 1e4
 
-#: Clarabel settings used unless overridden (see the notes of ClarabelQP).
-DEFAULT_SETTINGS: dict = {
-    "verbose": False,
-    # required for in-place updates (forced, see _FORCED_SETTINGS)
-    "presolve_enable": False,
-    "chordal_decomposition_enable": False,
-    "input_sparse_dropzeros": False,
-    # data are scaled per solve by ClarabelQP (history-independent)
-    "equilibrate_enable": False,
-    # termination: residuals / gap to ~450 eps (relative to O(1) scaled data)
-    "tol_gap_abs": 1e-13,
-    "tol_gap_rel": 1e-13,
-    "tol_feas": 1e-13,
-    "tol_ktratio": 1e-11,
-    "tol_infeas_abs": 1e-12,
-    "tol_infeas_rel": 1e-12,
-    "reduced_tol_gap_abs": 1e-9,
-    "reduced_tol_gap_rel": 1e-9,
-    "reduced_tol_feas": 1e-9,
-    "reduced_tol_ktratio": 1e-7,
-    # KKT: static regularization (Clarabel's default 1e-8; safe on the scaled
-    # data, see the notes), undone by iterative refinement run to machine
-    # precision (until it stops improving by 2x per step)
-    "static_regularization_constant": 1e-8,
-    "iterative_refinement_reltol": 1e-16,
-    "iterative_refinement_abstol": 1e-16,
-    "iterative_refinement_max_iter": 20,
-    "iterative_refinement_stop_ratio": 2.0,
-    "max_iter": 100,
-    "max_threads": 1,
-}
+#: Clarabel settings used unless overridden (see the notes of ClarabelQP): the one table of
+#: solver settings' (:data:`gaussopt.core.settings.CLARABEL`)
+DEFAULT_SETTINGS = CLARABEL
 
 #: Settings ClarabelQP always imposes (in-place updates need them).
 _FORCED_SETTINGS = {

@@ -47,8 +47,9 @@ and are 0 for dropped rows.
 Backends
 --------
 ``CLARABEL`` (default)
-    Interior-point, run with tolerances of ``1e-12``; on well-conditioned
-    problems ``a`` agrees with the exact KKT solution to ~1e-12 relative.
+    Interior-point, run with the tolerances of :data:`gaussopt.core.settings.CLARABEL_TOLERANCES`
+    (``1e-13``, as when gaussopt calls Clarabel directly); on well-conditioned problems
+    ``a`` agrees with the exact KKT solution to ~1e-12 relative.
 ``OSQP``
     ADMM with ``eps_abs = eps_rel = 1e-7`` followed by solution polishing
     (a direct solve of the KKT system of the identified active set), which
@@ -79,6 +80,7 @@ import cvxpy as cp
 import numpy as np
 
 from gaussopt.core.exceptions import SolverError
+from gaussopt.core.settings import CVXPY_BACKENDS
 
 __all__ = ["QPKernel", "QPOutcome", "available_solvers", "DEFAULT_SOLVER"]
 
@@ -94,39 +96,10 @@ _ZERO_ROW_RTOL = 64.0 * _EPS
 #: Relative threshold below which an eigenvalue of ``M`` is clipped to 0.
 _EIG_RTOL = 16.0 * _EPS
 
-#: Default options per backend (user options are merged on top of them).
-_DEFAULT_OPTIONS: dict[str, dict] = {
-    "CLARABEL": {
-        "tol_gap_abs": 1e-12,
-        "tol_gap_rel": 1e-12,
-        "tol_feas": 1e-12,
-        "tol_ktratio": 1e-10,
-        "tol_infeas_abs": 1e-12,
-        "tol_infeas_rel": 1e-12,
-        # Levels accepted as "AlmostSolved" (-> optimal_inaccurate).
-        "reduced_tol_gap_abs": 1e-9,
-        "reduced_tol_gap_rel": 1e-9,
-        "reduced_tol_feas": 1e-9,
-        "reduced_tol_ktratio": 1e-7,
-        "max_iter": 200,
-    },
-    "OSQP": {
-        # ADMM only has to locate the active set; polishing then solves the
-        # reduced KKT system exactly.  Tighter eps (<= 1e-8) makes OSQP hit
-        # max_iter on medium problems (n ~ 30..60) without gaining accuracy.
-        "eps_abs": 1e-7,
-        "eps_rel": 1e-7,
-        "polishing": True,
-        "polish_refine_iter": 10,
-        "max_iter": 20000,
-    },
-    "SCS": {
-        "eps_abs": 1e-9,
-        "eps_rel": 1e-9,
-        "max_iters": 100000,
-    },
-    "HIGHS": {},
-}
+#: Default options per backend (user options are merged on top of them): the one table of
+#: solver settings' (:data:`gaussopt.core.settings.CVXPY_BACKENDS`; Clarabel's tolerances are
+#: the same as when gaussopt calls it directly)
+_DEFAULT_OPTIONS = CVXPY_BACKENDS
 
 _ACCEPTED_STATUSES = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
 

@@ -9,6 +9,7 @@ import gaussopt.gauss.workspace as WS
 from gaussopt.core.exceptions import InconsistentConstraintsError, ModelError, SolverError
 from gaussopt.gauss.solution import decide, inconsistency_residual, raise_for_status, solve_gauss
 from gaussopt.core.model_interface import quiet_compile
+from gaussopt.core.settings import QP_DENSE_MAX
 from gaussopt.model.model_functions import model_functions
 from gaussopt.core.result import LazyStepResult, StepResult
 import gaussopt.gauss.solvers.qp.compiled_qp as QS
@@ -20,9 +21,9 @@ __all__ = ["QP", "BACKENDS"]
 #: backends of the QP solver besides the names of installed cvxpy solvers
 BACKENDS = ("clarabel", "cvxpy")
 
-#: systems up to this many coordinates pass Clarabel dense data (the reduced rows
-#: ``V_r^T`` are dense anyway) and take the compiled path (:mod:`.qp_step`)
-DENSE_MAX = 64
+#: systems up to this many coordinates pass Clarabel dense data and take the compiled
+#: path (:data:`gaussopt.core.settings.QP_DENSE_MAX`)
+DENSE_MAX = QP_DENSE_MAX
 
 #: Clarabel statuses that mean "no acceleration satisfies the rows"
 _INFEASIBLE = ("primal_infeasible", "infeasible")
