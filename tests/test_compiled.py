@@ -36,8 +36,8 @@ def _env(cache, path) -> dict:
 
 def test_an_edit_in_one_module_reaches_compiled_callers_in_another(tmp_path):
     """``engine.projection._distances`` (compiled, engine/projection.py) calls
-    ``kernel.row_norms`` (kernel.py). numba alone keys each function's cache on its own
-    file: after an edit of kernel.py only, the cached ``_distances`` kept running the
+    ``row_norms`` (gauss/dense_algebra.py). numba alone keys each function's cache on its own
+    file: after an edit of dense_algebra.py only, the cached ``_distances`` kept running the
     old ``row_norms`` linked into it. Here the edited copy must give the new result."""
     pkg = tmp_path / "site"
     shutil.copytree(ROOT / "gaussopt", pkg / "gaussopt",
@@ -56,11 +56,11 @@ def test_an_edit_in_one_module_reaches_compiled_callers_in_another(tmp_path):
     again = _run(code, _env(cache, pkg), tmp_path)
     assert again.stdout.split() == [d1, dir1]
     assert "compiling" not in again.stderr                    # (warm: loaded, said nothing)
-    kernel = pkg / "gaussopt" / "gauss" / "dense_step.py"
+    kernel = pkg / "gaussopt" / "gauss" / "dense_algebra.py"
     src = kernel.read_text()
-    old = "        out[i] = _norm2(A[i])"
+    old = "        out[i] = norm2(A[i])"
     assert src.count(old) == 1
-    kernel.write_text(src.replace(old, "        out[i] = 2.0 * _norm2(A[i])"))
+    kernel.write_text(src.replace(old, "        out[i] = 2.0 * norm2(A[i])"))
     edited = _run(code, _env(cache, pkg), tmp_path)
     assert edited.returncode == 0, edited.stderr
     d2, dir2 = edited.stdout.split()

@@ -164,3 +164,16 @@ def test_the_house_rules_hold_in_the_library():
     assert [p for p, s in src.items() if re.search(r"signature\(simulate\)", s)] == []
     assert [p for p, s in src.items() if "_PHASE_DEFAULTS" in s] == []
     assert [p for p, s in src.items() if re.search(r"I_SOLVER\] = 2\b", s)] == []
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(friction="0.3"), "`friction` must be None, a number >= 0"),
+    (dict(friction=True), "`friction` must be None, a number >= 0"),
+    (dict(friction=-0.1), "`friction` must be None, a number >= 0"),
+    (dict(restitution="0.5"), "`restitution` must be a number in [0, 1]"),
+    (dict(restitution=True), "`restitution` must be a number in [0, 1]"),
+    (dict(restitution=1.5), "`restitution` must lie in [0, 1]"),
+])
+def test_contact_arguments_are_checked_by_type(kw, words):
+    with pytest.raises(go.ModelError, match=re.escape(words)):
+        go.Contact(lambda t, q: np.array([q[1]]), slip=lambda t, q: np.array([q[0]]), **kw)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -195,7 +195,7 @@ def run_options(system: System, t_span, q0, v0, *, solver, method, dt, first_ste
                                  f"steps by `dt`, found {label}={found(value)}.")
     else:
         if dt is not None:
-            dt = _step(dt, "dt", "a positive first step (or None)")
+            dt = _step(dt, "dt", "positive (used as first step)")
         if first_step is not None:
             first_step = _step(first_step, "first_step", "a positive first step (or None)")
             if dt is not None and dt != first_step:
@@ -228,11 +228,17 @@ def run_options(system: System, t_span, q0, v0, *, solver, method, dt, first_ste
         raise ModelError(f"`solver_options` must be a dict of the step solver's options, found "
                          f"{found(solver_options)}.")
     if events is not None:
-        events = tuple(events) if isinstance(events, (list, tuple)) else (events,)
+        # (the same checks as the events' tracker, which calls each at the initial state)
+        if callable(events):
+            events = (events,)
+        elif isinstance(events, (str, bytes)) or not isinstance(events, Sequence):
+            raise ModelError("`events` must be a callable f(t, q, v) -> float or a sequence of "
+                             f"them, found {type(events).__name__}.")
+        events = tuple(events)
         for i, f in enumerate(events):
             if not callable(f):
                 raise ModelError(f"`events[{i}]` must be a callable f(t, q, v) -> float, found "
-                                 f"{found(f)}.")
+                                 f"{type(f).__name__}.")
     contact = None
     if system.contacts:
         contact = ContactOptions.from_mapping(contact_options)

@@ -81,6 +81,9 @@ class Contact(Constraint):
         if slip is not None and not callable(slip):
             raise ModelError(f"`slip` must be a callable slip(t, q) or None, found "
                              f"{type(slip).__name__}.")
+        if isinstance(restitution, (bool, np.bool_, str, bytes)):
+            raise ModelError(f"`restitution` must be a number in [0, 1], found {restitution!r} "
+                             f"({type(restitution).__name__}).")
         try:
             e = float(restitution)
         except (TypeError, ValueError):
@@ -90,6 +93,9 @@ class Contact(Constraint):
             raise ModelError(f"`restitution` must lie in [0, 1] (0: plastic, 1: elastic), found {e}.")
         if friction is None:
             mu = 0.0
+        elif isinstance(friction, (bool, np.bool_, str, bytes)):
+            raise ModelError(f"`friction` must be None, a number >= 0 or float('inf'), found "
+                             f"{friction!r} ({type(friction).__name__}).")
         else:
             try:
                 mu = float(friction)
