@@ -1095,7 +1095,10 @@ def draw_model(model, q, ax=None, *, title: Optional[str] = None, limits=None,
         line([g["centroids"][b], P], **BODY_STYLE, zorder=2)
     for Pi, Pj in g["pairs"]:
         line([Pi, Pj], color="0.35", lw=1.2, ls="--", zorder=2)
-    arm = 0.12 * size
+    # the frames' arms: a third of a typical body (centroid to joint), at most 12 % of the view
+    reach = [float(np.linalg.norm(P - g["centroids"][b])) for b, P in g["links"]]
+    reach = [x for x in reach if x > 0]
+    arm = min(0.35 * float(np.median(reach)), 0.12 * size) if reach else 0.12 * size
     for b, c in g["centroids"].items():
         R = g["frames"][b]
         for k in range(R.shape[1]):
@@ -1206,7 +1209,7 @@ def animate(subject, traj=None, path=None, frames: int = 120, fps: int = 24, *,
 
     Examples
     --------
-    A planar pendulum (a rod pinned at its end), 0.3 s, in 4 frames:
+    A planar pendulum (a rod pinned at its end), 0.3 s, in 3 frames:
 
     >>> import tempfile, pathlib, numpy as np, gaussopt as go
     >>> from gaussopt import multibody as mb
@@ -1216,9 +1219,9 @@ def animate(subject, traj=None, path=None, frames: int = 120, fps: int = 24, *,
     >>> q0, v0 = model.initial_state({"rod.phi": 0.0}, {"rod.phi": 0.0})
     >>> traj = go.simulate(model.system, (0.0, 0.3), q0, v0)
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "pendulum.gif"
-    >>> animate(model, traj, out, frames=4).name
+    >>> animate(model, traj, out, frames=3).name
     'pendulum.gif'
-    >>> animate(traj, out, model=model, frames=4).stat().st_size > 0
+    >>> animate(traj, out, model=model, frames=3).stat().st_size > 0
     True
     """
     import matplotlib.pyplot as plt
@@ -1267,7 +1270,8 @@ def animate(subject, traj=None, path=None, frames: int = 120, fps: int = 24, *,
     want = np.linspace(t[0], t[-1], max(1, min(int(frames), len(traj))))
     idx = np.unique(np.clip(np.searchsorted(t, want), 0, len(traj) - 1))
     qs = np.asarray(traj.q, dtype=float)[idx]
-    fig = plt.figure(figsize=(5, 5), layout="constrained")
+    fig = plt.figure(figsize=(5, 5))       # fixed margins: a layout engine per frame is slow
+    fig.subplots_adjust(left=0.16, right=0.96, bottom=0.11, top=0.92)
     ax = fig.add_subplot(projection="3d" if kind == "3d" else None)
     # the model draw_model draws (None: the problem's own draw function)
     multibody = (subject if _model_kind(subject) is not None else subject.model
