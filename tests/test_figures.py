@@ -97,7 +97,8 @@ CONTACT = ("ball.png", "bb/bouncing_ball_compare.png", "bb/bouncing_ball_multipl
 # runs without singular positions
 NO_EVENTS = ("rail", "ball", "bb", "ht")
 
-# the eight commands take ~25 s of CPU together (most of it loading the compiled models
+# the eight commands take ~35 s of CPU together (measured warm: 37 s user for every slow
+# test of this file; most of it loading the compiled models
 # and the GA's 200 steps), once for every test that inspects their figures
 slow = pytest.mark.slow
 
