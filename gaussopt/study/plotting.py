@@ -58,6 +58,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from gaussopt.core.exceptions import ModelError
 from gaussopt.core.result import Trajectory
 from gaussopt.study.energy_balance import energy_balance
 from gaussopt.study.units import (Unknown, constraint_levels, derived_unit, energy_per,
@@ -1061,14 +1062,10 @@ def draw_model(model, q, ax=None, *, title: Optional[str] = None, limits=None,
     """
     kind = _model_kind(model)
     if kind is None:
-        from gaussopt.core.exceptions import ModelError
-
         raise ModelError(f"`model` must be a gaussopt.multibody Model (planar) or a "
                          f"gaussopt.multibody.spatial Model, found {type(model).__name__}.")
     q = np.asarray(q, dtype=float)
     if q.shape != (len(model.coordinates),):
-        from gaussopt.core.exceptions import ModelError
-
         raise ModelError(f"`q` must have shape ({len(model.coordinates)},) (the model's "
                          f"coordinates), found {q.shape}.")
     if ax is None:
@@ -1078,8 +1075,6 @@ def draw_model(model, q, ax=None, *, title: Optional[str] = None, limits=None,
         ax = fig.add_subplot(projection="3d" if kind == "3d" else None)
     three = kind == "3d"
     if three and getattr(ax, "name", "") != "3d":
-        from gaussopt.core.exceptions import ModelError
-
         raise ModelError("`ax` must be a 3-D Axes (projection='3d') to draw a spatial model, "
                          f"found a {getattr(ax, 'name', type(ax).__name__)!r} Axes.")
     g = _model_geometry(model, q)
@@ -1128,8 +1123,8 @@ def draw_configuration(problem, q, ax=None, *, title: Optional[str] = None, limi
     model = getattr(problem, "model", None)
     kind = _drawing(problem)
     if kind is None:
-        raise ValueError(f"problem {problem.name!r} has no `draw` function and no multibody "
-                         "model to draw.")
+        raise ModelError(f"`problem` must have a `draw` function or a multibody `model` to be "
+                         f"drawn, found neither in {problem.name!r}.")
     if kind == "3d" or getattr(problem, "draw", None) is None:
         return draw_model(model, q, ax=ax, title=title, limits=limits, length_unit=lu)
     ax = draw_frame(problem, q, ax=ax, title=title)
@@ -1147,8 +1142,6 @@ def _writer(path: Path, fps: int):
     """Pillow's GIF writer for ``.gif`` (no ffmpeg needed); ffmpeg's for a movie format
     when it is installed."""
     from matplotlib.animation import FFMpegWriter, PillowWriter
-
-    from gaussopt.core.exceptions import ModelError
 
     suffix = path.suffix.lower()
     if suffix in ("", ".gif"):
@@ -1226,8 +1219,6 @@ def animate(subject, traj=None, path=None, frames: int = 120, fps: int = 24, *,
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
-
-    from gaussopt.core.exceptions import ModelError
 
     if isinstance(subject, Trajectory):            # animate(traj, path, model=...)
         if path is not None:
