@@ -921,10 +921,24 @@ def build(case: str = "circle", baumgarte: Union[None, str, tuple, go.Baumgarte]
     solver_settings = {"ga": {**ga_settings(t_end), "stabilization": stab}}
     if dt is not None:
         solver_settings["ga"]["t_eval"] = None
+    # SI units (paper 002's g = 9.8, t in s). Every multiplier is a force [N]: the contact's
+    # (a gap in m), the rolling row's (f = xc' + rho th' in m/s: lam f_v is a force; its
+    # integrated form in m). The velocity form mixes a holonomic row (m) and a
+    # nonholonomic one (m/s): the residuals' units are stated
+    units = {"xc": "m", "yc": "m", "theta": "rad", "omega": "rad/s", "normal_force": "N",
+             "energy": "J", "length": "m", "multipliers": "N"}
+    if contact:
+        units.update(constraints=("m",), contact_slip="m")
+    elif unilateral:
+        units.update(constraints=("m/s",))
+    elif rolling == "holonomic":
+        units.update(constraints=("m", "m"))
+    else:
+        units.update(constraints=("m", "m/s"), position_residual="m", velocity_residual="m/s")
     return go.Problem(name=f"ellipse_rolling_{case}", system=sysm, q0=q0, v0=v0,
                       t_span=(0.0, t_end), description=desc, settings=settings,
                       outputs=outputs, reference=ref, params=params,
-                      solver_settings=solver_settings,
+                      solver_settings=solver_settings, units=units,
                       draw=lambda ax, q: draw(ax, q, params["a"], params["b"]))
 
 

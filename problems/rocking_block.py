@@ -99,7 +99,8 @@ def build(m: float = 2.0, b: float = 0.2, h: float = 0.6, g: float = 9.81, tilt:
     -------
     Problem
         ``outputs(q, v)``: ``th`` [rad] and ``w`` [rad/s]; ``reference(t)`` the same from
-        the half-cycle pendulums and Housner's map.
+        the half-cycle pendulums and Housner's map, and at rest (0) after the impacts
+        accumulate.
     """
     Ic = m * (b * b + h * h) / 3
     alpha = float(np.arctan2(b, h))
@@ -153,7 +154,12 @@ def build(m: float = 2.0, b: float = 0.2, h: float = 0.6, g: float = 9.81, tilt:
             sel = (t >= ts) & (t <= te)
             if sel.any():
                 th[sel], w[sel] = sol.sol(t[sel])
-            if te - ts < 1e-9:           # the accumulation: the half-cycles shrink to nothing
+            if te - ts < 1e-9:
+                # the accumulation: the half-cycles shrink geometrically (by Housner's
+                # ratio r, their durations being proportional to the launch rate w), so the
+                # rest add up to less than 1e-9 / (1 - r) s with |th| < |w| 1e-9; then the
+                # block rests on both corners
+                th[t > te], w[t > te] = 0.0, 0.0
                 break
         return {"th": th, "w": w}
 
@@ -176,4 +182,4 @@ def build(m: float = 2.0, b: float = 0.2, h: float = 0.6, g: float = 9.81, tilt:
         outputs=outputs, reference=reference, draw=draw,
         params={"m": m, "b": b, "h": h, "g": g, "tilt": tilt},
         units={"x": "m", "y": "m", "th": "rad", "w": "rad/s", "energy": "J", "length": "m",
-               "constraints": ("m", "m")})
+               "constraints": ("m", "m"), "contact_slip": "m"})

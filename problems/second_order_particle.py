@@ -327,4 +327,8 @@ def build(m: float = 1.0, g: float = G, t_end: float = 5.0,
         reference=lambda t: reference(t, q0a, v0a, g, form, m, lam_dot0),
         params={"m": m, "g": g, "t_end": t_end, "q0": q0a.tolist(), "v0": v0a.tolist(),
                 "form": form, "lam_dot0": lam_dot0},
-        solvers=("closed_form", "lagrange", "qp"))
+        solvers=("closed_form", "lagrange", "qp"),
+        # SI units; the row v . a = 0 has A = v [m/s], so lam v is a force: lam in kg/s
+        units={"x": "m", "y": "m", "z": "m", "lam_dot": "kg", "vx": "m/s", "vy": "m/s",
+               "vz": "m/s", "speed": "m/s", "energy": "J", "length": "m",
+               "multipliers": "kg/s"})

@@ -153,4 +153,5 @@ def build(m: float = 1.5, beta: float = 0.3, mu: float = 0.4, P1: float = 9.0, w
         settings={"method": "DOP853", "rtol": 1e-12, "atol": 1e-12},
         solvers=("closed_form", "lagrange", "qp"),
         outputs=outputs, reference=lambda t: reference(t, **params), params=params,
-        units={"x": "m", "y": "m", "s": "m", "u": "m/s", "length": "m", "constraints": ("m",)})
+        units={"x": "m", "y": "m", "s": "m", "u": "m/s", "length": "m", "constraints": ("m",),
+               "contact_slip": "m"})

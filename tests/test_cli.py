@@ -392,7 +392,9 @@ def test_show_describes_parameters_outputs_and_settings(capsys):
                      r"case4, case5\)", out, re.M)
     assert re.search(r"^  unilateral  \(bool, default False\)", out, re.M)
     assert re.search(r"^  a  \(float, default the case's\)\n +Semi-axes .*\[m\]", out, re.M)
-    assert re.search(r"^outputs.*\n  xc\*, yc\*, theta\*, omega\*, normal_force\*", out, re.M)
+    # the outputs with their units (SI, stated by the problem) and a * for a reference
+    assert re.search(r"^outputs.*\n  xc \[m\]\*, yc \[m\]\*, theta \[rad\]\*, "
+                     r"omega \[rad/s\]\*, normal_force \[N\]\*", out, re.M)
     assert re.search(r"^  rtol: 1e-11$", out, re.M) and "solvers (the rows of compare)" in out
     # --param applies to show as to run: the settings of the problem so built
     assert main(["show", "ellipse_rolling", "--param", "t_end=3.5"]) == 0

@@ -15,6 +15,7 @@ import numpy as np
 from gaussopt.core.exceptions import ModelError
 from gaussopt.study.problem import Problem, ga_settings
 from gaussopt.core.result import Trajectory
+from gaussopt.study.energy_balance import energy_balance
 from gaussopt.model.system import System
 
 __all__ = ["compare", "Comparison"]
@@ -96,7 +97,16 @@ def summarize(problem: Problem, name: str, tr: Trajectory, wall: float) -> dict:
     row["max_pos_residual"] = float(np.max(tr.position_residual)) if len(tr) else float("nan")
     row["max_vel_residual"] = float(np.max(tr.velocity_residual)) if len(tr) else float("nan")
     if tr.energy is not None and len(tr):
-        row["max_energy_drift"] = float(np.max(np.abs(tr.energy - tr.energy[0])))
+        # a contact run's impacts and friction take energy: not drift (energy_balance)
+        bal = energy_balance(tr, getattr(problem, "system", None))
+        if bal is not None and bal.has_losses:
+            row["max_energy_drift"] = float(np.max(np.abs(bal.drift)))
+            if tr.impacts:
+                row["energy_lost_impacts"] = float(bal.impact_loss[-1])
+            if bal.friction_source != "none":
+                row["energy_lost_friction"] = float(bal.friction_loss[-1])
+        else:
+            row["max_energy_drift"] = float(np.max(np.abs(tr.energy - tr.energy[0])))
     row["rank_events"] = len(tr.rank_events)
     if tr.multipliers.size:
         row["max_abs_multiplier"] = float(np.nanmax(np.abs(tr.multipliers)))

@@ -16,12 +16,13 @@ Conventions shared by every figure:
   drawn thick to thin (:data:`SOLVER_WIDTHS`) so that all three stay visible.
 - **Line style is the kind of quantity**: position-level solid, velocity-level
   dashed (:data:`KIND_STYLES`).
-- **Units** on every axis, from ``problem.units`` (see
-  :class:`gaussopt.Problem`): names of coordinates and outputs, ``"energy"``,
-  ``"length"`` (drawings) and ``"constraints"`` (the units of the rows of
-  ``Phi``), from which the units of the residuals (``Phi``, ``dPhi/dt``), of the
-  multipliers (energy / row unit) and of ``M a - F`` (energy / coordinate unit)
-  follow. A unit the problem does not state is shown as ``[?]``.
+- **Units** on every axis (:mod:`gaussopt.study.units`): those ``problem.units``
+  states (see :class:`gaussopt.Problem`: coordinates, outputs, ``"energy"``,
+  ``"length"``, ``"constraints"``), else those a multibody model knows (its
+  coordinates and the rows of its joints), and those that follow: the residuals
+  (``Phi``, ``dPhi/dt``), the multipliers (energy / row unit) and ``M a - F``
+  (energy / coordinate unit). A unit nobody can know is said in words
+  (``[units of the constraint]``), never ``[?]``.
 - Exact zeros on log axes are left out (NaN), not clipped to a floor; so are
   multipliers and ``M a - F`` where the constraints carry no load (rounding zeros,
   :func:`rounding_zeros`), with a note saying how many samples.
@@ -29,6 +30,19 @@ Conventions shared by every figure:
   time axis, diamonds on an output, and drawn among the frames.
 - The **energy drift** of the summary is relative to an energy scale ``E_s``
   (:func:`energy_scale`: ``max T + range V``) whose value its axis label states.
+  A run that loses energy for physical reasons (impacts with restitution < 1,
+  sliding friction) shows the **energy balance**
+  (:func:`~gaussopt.study.energy_balance.energy_balance`): the drift
+  ``|E - E(0) + losses|`` in the solver's colour and the losses themselves as
+  their own black lines, never the losses as drift.
+- **Contact runs**: the output plotted is the one that moves (:func:`moving_output`,
+  by the range of the motion), and every **impact** is a red dashed vertical line on
+  every time axis and a triangle on the output.
+- **Multipliers** and ``M a - F`` are on a log axis where the values drawn span more
+  than a decade, else on a linear one.
+- **Drawings**: the problem's ``draw``, else its multibody model's bodies, joints
+  and frames (:func:`draw_model`), a spatial model in 3-D with equal axes;
+  :func:`animate` writes a GIF of any multibody run.
 - Sweep figures (:func:`plot_sweep`) label their axes with the units of the
   parameters and outputs that ``gaussopt show`` prints (:func:`sweep_units`).
 - One legend per figure, outside the data; the time label only on the bottom
@@ -44,7 +58,11 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from gaussopt.core.exceptions import ModelError
 from gaussopt.core.result import Trajectory
+from gaussopt.study.energy_balance import energy_balance
+from gaussopt.study.units import (Unknown, constraint_levels, derived_unit, energy_per,
+                                  join_units, per_second, problem_units, times_second, unit_of)
 
 __all__ = ["SOLVER_COLORS", "SOLVER_WIDTHS", "KIND_STYLES", "solver_color", "problem_units",
            "problem_title", "agreement", "plot_coordinates", "plot_outputs",
@@ -78,9 +96,12 @@ REFERENCE_STYLE = {"color": "k", "ls": ":", "lw": 1.3}
 #: time axis and, on an output, a diamond at the event.
 EVENT_STYLE = {"color": "0.62", "lw": 1.1, "ls": "-"}
 EVENT_MARKER = {"marker": "D", "ms": 5.5, "mfc": "white", "mec": "k", "mew": 1.1}
+#: Impacts of a contact run: a red dashed vertical line on every time axis and, on an
+#: output, a triangle at the state before the impact.
+IMPACT_STYLE = {"color": "#c0392b", "lw": 0.9, "ls": (0, (4, 2)), "alpha": 0.75}
+IMPACT_MARKER = {"marker": "v", "ms": 5.0, "mfc": "#c0392b", "mec": "#7b241c", "mew": 0.6}
 #: Solvers whose curves coincide to rounding (annotated with their mutual difference).
 EXACT_SOLVERS = ("closed_form", "lagrange", "qp")
-_UNKNOWN = "?"
 
 
 def _key(name: str) -> str:
@@ -118,104 +139,27 @@ def _tag(lines, name: str):
 
 # --------------------------------------------------------------------------- units, titles
 
-def problem_units(problem) -> dict:
-    """The problem's ``units`` dict (empty when it states none)."""
-    return dict(getattr(problem, "units", None) or {})
-
-
 def _unit(units: Mapping, name: str) -> str:
-    u = units.get(name)
-    return str(u) if u not in (None, "") else _UNKNOWN
+    return unit_of(units, name)
 
 
-def _join(us) -> str:
-    out = []
-    for u in us:
-        if u not in out:
-            out.append(u)
-    return ", ".join(out) if out else _UNKNOWN
-
-
-def _per_second(u: str) -> str:
-    if u == _UNKNOWN:
-        return u
-    if u.endswith("/s"):
-        return u[:-2] + "/s^2"
-    return f"({u})/s" if "/" in u else f"{u}/s"
-
-
-_ENERGY_PER = {"m": "N", "rad": "N m", "1": "J", "-": "J", "m/s": "N s", "rad/s": "N m s"}
-
-
-def _energy_per(e: str, u: str) -> str:
-    """The unit of ``e / u`` (a generalized force, a multiplier)."""
-    if _UNKNOWN in (e, u):
-        return _UNKNOWN
-    if e == "J" and u in _ENERGY_PER:
-        return _ENERGY_PER[u]
-    return f"{e}/({u})" if ("/" in u or " " in u) else f"{e}/{u}"
-
-
-def _rows_units(units: Mapping) -> list:
-    c = units.get("constraints")
-    if c is None:
-        return []
-    return [c] if isinstance(c, str) else [str(x) for x in c]
-
-
-def _levels(problem) -> str:
-    """``"holonomic"``, ``"nonholonomic"``, ``"mixed"`` or ``""`` (no equality rows): the
-    level at which the problem's equality constraints are written."""
-    sysm = getattr(problem, "system", None)
-    eqs = getattr(sysm, "equalities", ())
-    if not eqs:
-        return ""
-    nh, nn = len(getattr(sysm, "holonomic", ())), len(getattr(sysm, "nonholonomic", ()))
-    if nh == len(eqs):
-        return "holonomic"
-    if nn == len(eqs):
-        return "nonholonomic"
-    return "mixed"
-
-
-def _times_second(u: str) -> str:
-    if u == _UNKNOWN:
-        return u
-    return u[:-2] if u.endswith("/s") else f"{u} s"
-
-
-def _derived_unit(units: Mapping, quantity: str, coordinates: Sequence[str] = (),
-                  level: str = "holonomic") -> str:
-    """Units of ``position_residual``, ``velocity_residual``, ``multipliers``,
-    ``constraint_force`` (an explicit entry of ``units`` wins).
-
-    ``units["constraints"]`` are the units of the rows as written: ``Phi`` for
-    holonomic rows (the residuals are ``Phi`` and ``Phi/s``, a multiplier
-    ``energy/Phi``), ``f(t, q, v)`` for nonholonomic ones (the velocity residual is
-    ``f``, a multiplier ``energy/(f s)``); other rows (mixed levels,
-    acceleration-level constraints) need the explicit entries."""
-    if units.get(quantity):
-        return str(units[quantity])
-    e = _unit(units, "energy")
-    if quantity == "constraint_force":
-        return _join(_energy_per(e, _unit(units, c)) for c in coordinates)
-    rows = _rows_units(units)
-    if level == "holonomic":
-        per = {"position_residual": rows, "velocity_residual": [_per_second(u) for u in rows],
-               "multipliers": [_energy_per(e, u) for u in rows]}
-    elif level == "nonholonomic":
-        per = {"velocity_residual": rows,
-               "multipliers": [_energy_per(e, _times_second(u)) for u in rows]}
-    else:
-        per = {}
-    return _join(per.get(quantity, []))
+#: The unit algebra of :mod:`gaussopt.study.units`, under the names figures use.
+_join = join_units
+_per_second = per_second
+_energy_per = energy_per
+_times_second = times_second
+_derived_unit = derived_unit
+_levels = constraint_levels
 
 
 _SUPERSCRIPTS = str.maketrans({"2": "\u00b2", "3": "\u00b3", "-": "\u207b", "1": "\u00b9"})
 
 
 def _label(text: str, unit: str) -> str:
-    """``text [unit]``, with ``^2``-style exponents as superscripts (m/s^2 -> m/s\u00b2)."""
+    """``text [unit]``, with ``^2``-style exponents as superscripts (m/s^2 -> m/s\u00b2);
+    a unit that cannot be known (:class:`~gaussopt.study.units.Unknown`) in words."""
+    if isinstance(unit, Unknown):
+        return f"{text} [{unit}]"
     unit = re.sub(r"\^(-?[123])", lambda m: m.group(1).translate(_SUPERSCRIPTS), unit)
     return f"{text} [{unit}]"
 
@@ -362,6 +306,86 @@ def _event_label(tr: Trajectory, name: str) -> str:
     return f"singular position ({what}{run})"
 
 
+def _impact_run(trajs: Mapping[str, Trajectory]) -> Optional[str]:
+    """The run whose impacts a figure marks: the one with the most (the first listed on
+    ties); None when no run has any."""
+    names = [n for n, tr in trajs.items() if len(tr) and tr.impacts]
+    if not names:
+        return None
+    return max(names, key=lambda n: len(trajs[n].impacts))
+
+
+def _impact_times(tr: Trajectory) -> np.ndarray:
+    return np.array(sorted({float(im.t) for im in tr.impacts}), dtype=float)
+
+
+def _impacts(ax, tr: Trajectory):
+    """Vertical lines at the run's impacts, ``gid="impact"`` (behind the data)."""
+    for t in _impact_times(tr):
+        ax.axvline(t, **IMPACT_STYLE, zorder=0.35, gid="impact")
+
+
+def _impact_label(tr: Trajectory, name: str) -> str:
+    """Legend text of the impact marks: how many, the accumulation, the run."""
+    n = len(tr.impacts)
+    acc = [im for im in tr.impacts if im.accumulation]
+    what = f"impact ({n} in all"
+    if acc:
+        ta = acc[0].t_accumulation
+        what += (f"; impacts accumulate, at rest from t = {acc[0].t:.3g} s" if not np.isfinite(ta)
+                 else f"; impacts accumulate at t = {ta:.4g} s")
+    return what + (f", {name} run" if name else "") + ")"
+
+
+def _mark_impacts_on(ax, problem, tr: Trajectory, key: str):
+    """Triangles on the output ``key`` of run ``tr`` at its impacts: the sample that holds
+    the state before each impact (the first at its time), else the state interpolated
+    there."""
+    te = _impact_times(tr)
+    if not te.size:
+        return
+    t = np.asarray(tr.t, dtype=float)
+    y = np.asarray(problem.outputs(tr.q, tr.v)[key], dtype=float)
+    ys = []
+    for ti in te:
+        at = np.flatnonzero(t == ti)
+        ys.append(y[at[0]] if at.size else float(np.interp(ti, t, y)))
+    ax.plot(te, ys, ls="none", **IMPACT_MARKER, zorder=4, gid="impact")
+
+
+def moving_output(problem, trajs: Trajs) -> str:
+    """The output a summary figure plots: the one that moves most among the outputs in
+    the unit of the first (``problem.outputs``' order says which quantity matters, the
+    range of the motion which of its kind to show: a ball's height, not its horizontal
+    position moving at constant speed, nor a coordinate that does not move at all).
+
+    Outputs in the same unit as the first (all when units are not stated) compete by
+    the range (max - min) of their values over the runs; when none of them moves
+    (range at most ``1e-9 (1 + max |y|)``), the first unit group that has a moving
+    output is taken instead."""
+    runs = {n: tr for n, tr in _as_dict(trajs).items() if len(tr)}
+    first = next(iter(runs.values()))
+    keys = list(problem.outputs(first.q[:1], first.v[:1]))
+    units = problem_units(problem)
+    ranges, moving = {}, {}
+    for k in keys:
+        vals = np.concatenate([np.ravel(np.asarray(problem.outputs(tr.q, tr.v)[k], dtype=float))
+                               for tr in runs.values()])
+        vals = vals[np.isfinite(vals)]
+        r = float(np.ptp(vals)) if vals.size else 0.0
+        ranges[k] = r
+        moving[k] = r > 1e-9 * (1.0 + (float(np.max(np.abs(vals))) if vals.size else 0.0))
+    groups: dict = {}
+    for k in keys:
+        groups.setdefault(str(_unit(units, k)), []).append(k)
+    order = [groups[str(_unit(units, keys[0]))]] + [g for u, g in groups.items()
+                                                   if u != str(_unit(units, keys[0]))]
+    for g in order:
+        if any(moving[k] for k in g):
+            return max(g, key=lambda k: (ranges[k], -g.index(k)))
+    return keys[0]
+
+
 def _states_at(tr: Trajectory, times) -> tuple:
     """``(q, v)`` of run ``tr`` at ``times`` between its samples: ``q`` by cubic Hermite
     interpolation of the samples of ``q`` and ``v = dq/dt`` (error O(h^4)), ``v``
@@ -465,7 +489,10 @@ def _time_label(ax, show: bool = True):
 
 def _handles(names: Sequence[str], labels: Optional[Mapping] = None, reference: bool = False,
              kinds: Sequence[str] = (), events: Optional[str] = None,
-             event_marker: bool = False) -> list:
+             event_marker: bool = False, impacts: Optional[str] = None,
+             losses: Sequence[str] = ()) -> list:
+    """Legend entries: one per run (its solver's style), the reference, the kinds of
+    quantity, the rank events, the impacts and the energy losses drawn."""
     from matplotlib.lines import Line2D
 
     hs = [Line2D([], [], **{k: v for k, v in _style(n, names).items() if k != "zorder"},
@@ -477,6 +504,10 @@ def _handles(names: Sequence[str], labels: Optional[Mapping] = None, reference: 
     if events:
         hs.append(Line2D([], [], **EVENT_STYLE, **(EVENT_MARKER if event_marker else {}),
                          label=events))
+    if impacts:
+        hs.append(Line2D([], [], **IMPACT_STYLE, **IMPACT_MARKER, label=impacts))
+    for k in losses:
+        hs.append(Line2D([], [], **LOSS_STYLES[k], label=LOSS_LABELS[k] + " (L)"))
     return hs
 
 
@@ -498,7 +529,10 @@ def agreement(problem, trajs: Mapping[str, Trajectory], key: str,
               names: Sequence[str] = EXACT_SOLVERS) -> tuple:
     """``(names, d)``: the runs among ``names`` and the largest difference of output
     ``key`` between any two of them on their common time range (the later runs
-    interpolated on the first one's samples); ``d`` is None for fewer than two."""
+    interpolated on the first one's samples: their ``q`` by cubic Hermite
+    interpolation, :func:`_states_at`, so that the interpolation's error, O(h^4), does
+    not pass for a disagreement; a contact run's outputs linearly); ``d`` is None for
+    fewer than two."""
     present = [n for n in trajs if _key(n) in {_key(x) for x in names} and len(trajs[n])]
     if len(present) < 2:
         return present, None
@@ -509,8 +543,13 @@ def agreement(problem, trajs: Mapping[str, Trajectory], key: str,
     for n in present:
         tr = trajs[n]
         y = np.asarray(problem.outputs(tr.q, tr.v)[key], dtype=float)
-        ys.append(y[sel] if tr.t.shape == base.t.shape and np.array_equal(tr.t, base.t)
-                  else np.interp(base.t[sel], tr.t, y))
+        if tr.t.shape == base.t.shape and np.array_equal(tr.t, base.t):
+            ys.append(y[sel])
+        elif tr.impacts:                   # velocities jump: linear between the samples
+            ys.append(np.interp(base.t[sel], tr.t, y))
+        else:                              # q by cubic Hermite (error O(h^4), _states_at)
+            q, v = _states_at(tr, base.t[sel])
+            ys.append(np.asarray(problem.outputs(q, v)[key], dtype=float))
     ys = np.array(ys)
     return present, float(np.nanmax(ys.max(axis=0) - ys.min(axis=0)))
 
@@ -589,13 +628,22 @@ def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "v
     ax, own = _axes(ax)
     units = problem_units(problem)
     runs = _as_dict(trajs)
+    drawn = False
     for name, tr in runs.items():
         for k in kinds:
             r = tr.residuals[k]
             if r.size and np.any(r > 0):
+                drawn = True
                 _tag(ax.semilogy(tr.t, _positive(r), ls=KIND_STYLES[k], marker=".", ms=2.5,
                                  label=f"{name} {k}".strip(), **_style(name, runs)), name or k)
     ax.set_yscale("log")
+    if not drawn and any(len(tr) for tr in runs.values()):   # say so, not an empty frame
+        span = [float(x) for tr in runs.values() if len(tr) for x in (tr.t[0], tr.t[-1])]
+        ax.set_xlim(min(span), max(span) if max(span) > min(span) else min(span) + 1.0)
+        ax.text(0.5, 0.5, "0 at every sample (exact zeros: nothing to draw on a log axis)",
+                transform=ax.transAxes, ha="center", va="center", fontsize="small",
+                color="0.25", gid="zero_note")
+        ax.tick_params(axis="y", which="both", left=False, labelleft=False)
     ax.set_xlabel("t [s]")
     level = _levels(problem) if problem is not None else "holonomic"
     vsym = {"nonholonomic": r"$\|f\|$", "mixed": r"$\|(\dot\Phi, f)\|$"}.get(
@@ -616,43 +664,89 @@ def plot_residuals(trajs: Trajs, ax=None, kinds: Sequence[str] = ("position", "v
 
 
 _SCALE_TEXT = {"max T + range V": r"max $T$ + range $V$", "max |E|": r"max $|E|$"}
+#: The losses of an energy balance: black, impacts dashed, friction dotted.
+LOSS_STYLES = {"impact_loss": {"color": "k", "ls": "--", "lw": 1.2},
+               "friction_loss": {"color": "k", "ls": ":", "lw": 1.5}}
+LOSS_LABELS = {"impact_loss": "energy lost at impacts",
+               "friction_loss": "energy dissipated by friction"}
+
+
+def _balances(problem, runs: Mapping[str, Trajectory]) -> dict:
+    """The energy balance of every run with an energy that lost some at impacts or by
+    friction (:func:`~gaussopt.study.energy_balance.energy_balance`), by run name."""
+    sysm = _system_of(problem) if problem is not None else None
+    out = {}
+    for name, tr in runs.items():
+        if tr.energy is None or not len(tr) or not (
+                tr.impacts or (tr.friction_forces is not None
+                               and np.any(np.asarray(tr.friction_forces) != 0))):
+            continue
+        bal = energy_balance(tr, sysm)
+        if bal is not None and bal.has_losses:
+            out[name] = bal
+    return out
 
 
 def plot_energy(trajs: Trajs, ax=None, relative: bool = False, unit: Optional[str] = None,
                 legend: Optional[bool] = None, problem=None, scale: Optional[float] = None):
     """Energy drift ``|E(t) - E(0)|`` on a log scale (exact zeros left out).
 
-    ``relative``: the drift divided by an energy scale ``E_s``, stated on the axis
+    A run that lost energy at impacts or by sliding friction (a contact run) shows its
+    energy balance (:func:`~gaussopt.study.energy_balance.energy_balance`): the drift
+    ``|E(t) - E(0) + L(t)|`` (``L`` the energy lost at the impacts and dissipated by
+    friction up to ``t``: zero for the exact motion) in the solver's colour, and the
+    losses themselves as black lines (:data:`LOSS_STYLES`, ``gid`` ``"impact_loss"``,
+    ``"friction_loss"``) of the first such run, on the same axis.
+
+    ``relative``: everything divided by an energy scale ``E_s``, stated on the axis
     label: ``scale`` when given, else :func:`energy_scale` of ``problem`` and the
     first run with an energy (``max T + range V``: the energy the motion exchanges
     between its kinetic and potential parts). ``unit`` of the energy: default
-    ``"J"`` (gaussopt's problems are in SI units)."""
+    the problem's ``units["energy"]``, else ``"J"`` (gaussopt's problems are in SI
+    units)."""
     ax, own = _axes(ax)
     runs = _as_dict(trajs)
-    unit = unit or "J"
+    stated = problem_units(problem).get("energy")
+    unit = unit or (stated if isinstance(stated, str) else None) or "J"
     how = "given"
     if relative and scale is None:
         first = next((tr for tr in runs.values() if tr.energy is not None and len(tr)), None)
         scale, how = energy_scale(problem, first) if first is not None else (None, "")
     relative = relative and scale is not None
+    div = scale if relative else 1.0
+    balances = _balances(problem, runs)
     for name, tr in runs.items():
         if tr.energy is None or not len(tr):
             continue
-        d = np.abs(tr.energy - tr.energy[0])
-        if relative:
-            d = d / scale
+        bal = balances.get(name)
+        d = np.abs(bal.drift if bal is not None else tr.energy - tr.energy[0]) / div
         _tag(ax.semilogy(tr.t, _positive(d), label=name or "energy", **_style(name, runs)),
              name or "energy")
+    if balances:                        # the losses of the first run that had them
+        name, bal = next(iter(balances.items()))
+        for key in ("impact_loss", "friction_loss"):
+            y = getattr(bal, key)
+            if np.any(y != 0):
+                ln, = ax.semilogy(bal.t, _positive(y / div), **LOSS_STYLES[key], zorder=2.0,
+                                  label=LOSS_LABELS[key])
+                ln.set_gid(key)
     ax.set_yscale("log")
     ax.set_xlabel("t [s]")
     if relative:
         how = f"{_SCALE_TEXT.get(how, how)} = " if how != "given" else ""
-        ax.set_ylabel(r"$|E - E(0)|\,/\,E_s$ [1]" + f"\n$E_s$ = {how}{scale:.3g} {unit}")
+        text = (r"$|E - E(0) + L|\,/\,E_s$, $L\,/\,E_s$ [1]" if balances
+                else r"$|E - E(0)|\,/\,E_s$ [1]")
+        ax.set_ylabel(text + f"\n$E_s$ = {how}{scale:.3g} {unit}")
     else:
-        ax.set_ylabel(_label(r"$|E - E(0)|$", unit))
+        ax.set_ylabel(_label(r"$|E - E(0) + L|$, $L$" if balances else r"$|E - E(0)|$", unit))
     if legend or (legend is None and own):
         ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def _loss_kinds(ax) -> list:
+    """The loss lines drawn on ``ax`` (:func:`plot_energy`), as legend entries."""
+    return [ln.get_gid() for ln in ax.lines if ln.get_gid() in LOSS_STYLES]
 
 
 def _row_max(x) -> np.ndarray:
@@ -679,11 +773,30 @@ def rounding_zeros(problem, traj: Trajectory, force_max: Optional[np.ndarray] = 
         return np.asarray(f <= level)
 
 
+def _value_scale(ax, decades: float = 1.0) -> str:
+    """Put ``ax`` on a log y axis when the finite values of its solver lines are all
+    positive and span more than ``decades`` decades, else on a linear one; on the log
+    axis the lines' nonpositive values are NaN (left out). Returns the scale."""
+    lines = [ln for ln in ax.lines if (ln.get_gid() or "").startswith("solver:")]
+    ys = np.concatenate([np.asarray(ln.get_ydata(), dtype=float) for ln in lines]) \
+        if lines else np.array([])
+    ys = ys[np.isfinite(ys)]
+    log = bool(ys.size and ys.min() > 0 and ys.max() > 10.0 ** decades * ys.min())
+    if log:
+        for ln in lines:
+            ln.set_ydata(_positive(ln.get_ydata()))
+    ax.set_yscale("log" if log else "linear")
+    return "log" if log else "linear"
+
+
 def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool] = None):
-    """``max_k |lam_k|`` and ``max_i |(M a - F)_i|`` per sample, on two log axes:
+    """``max_k |lam_k|`` and ``max_i |(M a - F)_i|`` per sample, on two axes:
     multipliers blow up at singular positions, forces do not. Samples where the
     constraint force is a rounding zero (:func:`rounding_zeros`) are left out of both
-    panels, and a note on the upper panel says how many.
+    panels, and a note on the upper panel says how many. Each axis is logarithmic
+    where the values it draws span more than a decade (:func:`_value_scale`), else
+    linear (a contact's normal force of a body at rest, nearly constant, is then
+    not drawn as a flat line on a log axis of one decade).
 
     ``ax``: a pair of Axes (multipliers, forces); a single Axes (the forces go on
     its twin y axis, dashed); or None (a new figure with two panels). Returns the
@@ -719,10 +832,10 @@ def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool]
             masked.append(f"{name or 'the run'} {int(zero.sum())} of {len(tr)}")
             lam, f = np.where(zero, np.nan, lam), np.where(zero, np.nan, f)
         drawn += int((~zero).sum())
-        _tag(a_lam.semilogy(tr.t, _positive(lam), label=name or "max|lam|",
-                            **_style(name, runs)), name or "lam")
-        _tag(a_f.semilogy(tr.t, _positive(f), ls=force_style, label=name or "max|M a - F|",
-                          **_style(name, runs)), name or "lam")
+        _tag(a_lam.plot(tr.t, lam, label=name or "max|lam|", **_style(name, runs)),
+             name or "lam")
+        _tag(a_f.plot(tr.t, f, ls=force_style, label=name or "max|M a - F|",
+                      **_style(name, runs)), name or "lam")
     rule = r"$|Ma-F| \leq 100\,\varepsilon\,(|M||a|+|F|)$"
     note = {"transform": a_lam.transAxes, "fontsize": "small", "color": "0.25",
             "gid": "rounding_note"}
@@ -745,7 +858,7 @@ def plot_multipliers(trajs: Trajs, ax=None, problem=None, legend: Optional[bool]
     a_f.set_ylabel(_label(r"$\max_i |(M a - F)_i|$" + (" (dashed)" if force_style == "--" else ""),
                           _derived_unit(units, "constraint_force", coords)))
     for a in (a_lam, a_f):
-        a.set_yscale("log")
+        _value_scale(a)
     if force_style == "-":                     # two panels, the forces below
         a_f.set_xlabel("t [s]")
         _time_label(a_lam, not a_lam.get_shared_x_axes().joined(a_lam, a_f))
@@ -768,23 +881,415 @@ def draw_frame(problem, q: np.ndarray, ax=None, title: Optional[str] = None):
     return ax
 
 
-def animate(problem, traj: Trajectory, path, frames: int = 120, fps: int = 24):
-    """Write an animation (GIF via Pillow) of the mechanism along ``traj``."""
-    import matplotlib.pyplot as plt
-    from matplotlib.animation import FuncAnimation, PillowWriter
+# --------------------------------------------------------------------------- drawings
 
-    idx = np.linspace(0, len(traj) - 1, min(frames, len(traj))).astype(int)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    qs = traj.q[idx]
+#: Colours of a body frame's axes (x, y, z) in :func:`draw_model`.
+FRAME_COLORS = ("#d62728", "#2ca02c", "#1f77b4")
+BODY_STYLE = {"color": "#4d4d4d", "lw": 2.4, "solid_capstyle": "round"}
+JOINT_MARKER = {"marker": "o", "ms": 5.0, "mfc": "white", "mec": "k", "mew": 1.0}
+GROUND_MARKER = {"marker": "s", "ms": 6.0, "mfc": "k", "mec": "k"}
+
+
+def _model_kind(model) -> Optional[str]:
+    """``"2d"`` for a planar multibody Model, ``"3d"`` for a spatial one, else None."""
+    from gaussopt.multibody.planar.mechanism import Model as Planar
+    from gaussopt.multibody.spatial.mechanism import Model as Spatial
+
+    return "2d" if isinstance(model, Planar) else "3d" if isinstance(model, Spatial) else None
+
+
+def _drawing(problem) -> Optional[str]:
+    """How ``problem``'s configurations are drawn: ``"3d"`` (a spatial multibody model,
+    :func:`draw_model`), ``"2d"`` (its ``draw``, else a planar model), or None."""
+    kind = _model_kind(getattr(problem, "model", None))
+    if kind == "3d":
+        return "3d"
+    if getattr(problem, "draw", None) is not None or kind == "2d":
+        return "2d"
+    return None
+
+
+def _body_name(ref) -> Optional[str]:
+    """A joint's body reference as a body name; None for the ground."""
+    if ref is None:
+        return None
+    name = ref if isinstance(ref, str) else getattr(ref, "name", None)
+    return None if name in (None, "ground") else name
+
+
+def _joint_points(model) -> list:
+    """Every joint of ``model`` as ``((body_i, s_i), (body_j, s_j))``: the joint's point on
+    each body in that body's frame (a ground end: the world point, body None); joints
+    without a point (a driven angle) are left out."""
+    kind = _model_kind(model)
+    out = []
+    for jt in model.joints:
+        if kind == "2d":
+            if hasattr(jt, "point_i") and hasattr(jt, "point_j"):
+                ends = ((jt.body_i, jt.point_i), (jt.body_j, jt.point_j))
+            elif hasattr(jt, "line_point"):            # a body point on a ground line
+                ends = ((None, None), (jt.body, jt.point))
+            else:
+                continue
+            pair = []
+            for ref, s in ends:
+                b = _body_name(ref)
+                pair.append((b, None if s is None else np.asarray(s, dtype=float)))
+            if pair[0][1] is None:                   # the ground line: where the point is
+                pair[0] = (None, None)
+            out.append(tuple(pair))
+        else:
+            Pi = getattr(jt, "point_i", None)
+            Pj = getattr(jt, "point_j", None)
+            P = getattr(jt, "point", None)
+            Pi, Pj = (P if Pi is None else Pi), (P if Pj is None else Pj)
+            if Pi is None or Pj is None:              # a driven angle, a weld at a centroid
+                continue
+            pair = []
+            for ref, Pw in ((jt.body_i, Pi), (jt.body_j, Pj)):
+                b = _body_name(ref)
+                Pw = np.asarray(Pw, dtype=float)
+                pair.append((b, Pw if b is None else model.world_point(b, Pw)))
+            out.append(tuple(pair))
+    return out
+
+
+def _model_geometry(model, q: np.ndarray) -> dict:
+    """World geometry of ``model`` at ``q``: ``centroids`` {body: point}, ``frames``
+    {body: rotation (columns the body axes)}, ``links`` [(body, point)] (a body's
+    joint points), ``ground`` [points], ``pairs`` [(P_i, P_j)] (joint ends that do not
+    coincide: a distance joint, a point on a line)."""
+    q = np.asarray(q, dtype=float)
+    kind = _model_kind(model)
+    cents, frames = {}, {}
+    for b in model.body_names:
+        sl = model.body_slice(b)
+        if kind == "2d":
+            x, y, phi = q[sl]
+            cents[b] = np.array([x, y])
+            frames[b] = np.array([[np.cos(phi), -np.sin(phi)], [np.sin(phi), np.cos(phi)]])
+        else:
+            cents[b] = q[sl][:3].copy()
+            frames[b] = model.rotation(b, q)
+    links, ground, pairs = [], [], []
+    for (bi, si), (bj, sj) in _joint_points(model):
+        ends = []
+        for b, s in ((bi, si), (bj, sj)):
+            if s is None:
+                ends.append(None)
+                continue
+            P = s if b is None else (np.asarray(model.point(b, s, q), dtype=float))
+            ends.append(P)
+            if b is None:
+                ground.append(P)
+            else:
+                links.append((b, P))
+        if ends[0] is not None and ends[1] is not None and \
+                np.linalg.norm(ends[0] - ends[1]) > 1e-9 * (1 + np.linalg.norm(ends[0])):
+            pairs.append((ends[0], ends[1]))
+    return {"centroids": cents, "frames": frames, "links": links, "ground": ground,
+            "pairs": pairs}
+
+
+def _model_extent(model, qs) -> tuple:
+    """``(lo, hi)``: the box around every centroid and joint point of ``model`` at the
+    configurations ``qs``, shape (2,) or (3,) each."""
+    pts = []
+    for q in np.atleast_2d(np.asarray(qs, dtype=float)):
+        g = _model_geometry(model, q)
+        pts += list(g["centroids"].values()) + [P for _, P in g["links"]] + g["ground"]
+    pts = np.array(pts, dtype=float)
+    return pts.min(axis=0), pts.max(axis=0)
+
+
+def _equal_limits(ax, lo, hi, margin: float = 0.08):
+    """Equal scales on every axis of ``ax`` around the box ``[lo, hi]``: a cube in 3-D
+    (limits of one length and ``set_box_aspect((1, 1, 1))``), ``aspect = "equal"`` in 2-D."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    half = 0.5 * float(np.max(hi - lo)) * (1 + 2 * margin)
+    half = half if half > 0 else 1.0
+    mid = 0.5 * (lo + hi)
+    setters = (ax.set_xlim, ax.set_ylim, getattr(ax, "set_zlim", None))
+    for k in range(lo.size):
+        setters[k](mid[k] - half, mid[k] + half)
+    if lo.size == 3:
+        ax.set_box_aspect((1, 1, 1), zoom=0.82)      # (room for the z label)
+    else:
+        ax.set_aspect("equal", adjustable="box")
+
+
+def draw_model(model, q, ax=None, *, title: Optional[str] = None, limits=None,
+               length_unit: str = "m"):
+    """Draw a multibody model's bodies, joints and body frames at the configuration ``q``.
+
+    Each body is a grey line from its centroid to each of its joint points, with its
+    body frame at the centroid (x red, y green, z blue); joint points are white
+    circles, joints to the ground black squares, and joints whose two points do not
+    coincide (a :class:`~gaussopt.multibody.spatial.Distance`) a dashed line. A
+    planar model is drawn in 2-D, a spatial one in 3-D (mplot3d), both with equal
+    scales on every axis.
+
+    Parameters
+    ----------
+    model : gaussopt.multibody.Model or gaussopt.multibody.spatial.Model
+    q : array_like, shape (n,)
+        The configuration (``model.coordinates``).
+    ax : matplotlib Axes, optional
+        Where to draw (a 3-D Axes for a spatial model); default a new figure.
+    title : str, optional
+    limits : (array_like, array_like), optional
+        ``(lo, hi)`` of the box to show (default: the drawing's own), e.g. the
+        extent of a whole run so that frames share one scale.
+    length_unit : str
+        The unit of the axis labels.
+
+    Returns
+    -------
+    Axes
+
+    Examples
+    --------
+    A spatial pendulum (a rod hanging from a ball joint):
+
+    >>> import numpy as np
+    >>> from gaussopt.multibody import spatial as sp
+    >>> rod = sp.Body.uniform_rod("rod", 1.0, (0, 0, 0), (0, 0, -1))
+    >>> model = sp.Model([rod], [sp.Spherical(None, rod, point=(0, 0, 0))],
+    ...                  gravity=(0, 0, -9.81))
+    >>> ax = draw_model(model, model.q_reference)
+    >>> ax.name, ax.get_zlabel()
+    ('3d', 'z [m]')
+    """
+    kind = _model_kind(model)
+    if kind is None:
+        raise ModelError(f"`model` must be a gaussopt.multibody Model (planar) or a "
+                         f"gaussopt.multibody.spatial Model, found {type(model).__name__}.")
+    q = np.asarray(q, dtype=float)
+    if q.shape != (len(model.coordinates),):
+        raise ModelError(f"`q` must have shape ({len(model.coordinates)},) (the model's "
+                         f"coordinates), found {q.shape}.")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig = plt.figure(figsize=(5.5, 5.5), layout="constrained")
+        ax = fig.add_subplot(projection="3d" if kind == "3d" else None)
+    three = kind == "3d"
+    if three and getattr(ax, "name", "") != "3d":
+        raise ModelError("`ax` must be a 3-D Axes (projection='3d') to draw a spatial model, "
+                         f"found a {getattr(ax, 'name', type(ax).__name__)!r} Axes.")
+    g = _model_geometry(model, q)
+    lo, hi = (_model_extent(model, q) if limits is None else
+              (np.asarray(limits[0], dtype=float), np.asarray(limits[1], dtype=float)))
+    size = float(np.max(hi - lo)) or 1.0
+
+    def line(P, **kw):
+        P = np.asarray(P, dtype=float)
+        return ax.plot(*[P[:, k] for k in range(P.shape[1])], **kw)
+
+    for b, P in g["links"]:
+        line([g["centroids"][b], P], **BODY_STYLE, zorder=2)
+    for Pi, Pj in g["pairs"]:
+        line([Pi, Pj], color="0.35", lw=1.2, ls="--", zorder=2)
+    # the frames' arms: a third of a typical body (centroid to joint), at most 12 % of the view
+    reach = [float(np.linalg.norm(P - g["centroids"][b])) for b, P in g["links"]]
+    reach = [x for x in reach if x > 0]
+    arm = min(0.35 * float(np.median(reach)), 0.12 * size) if reach else 0.12 * size
+    for b, c in g["centroids"].items():
+        R = g["frames"][b]
+        for k in range(R.shape[1]):
+            line([c, c + arm * R[:, k]], color=FRAME_COLORS[k], lw=1.3, zorder=3)
+        line([c], marker="o", ms=3.5, color="k", ls="none", zorder=4)
+    if g["links"]:
+        line([P for _, P in g["links"]], ls="none", **JOINT_MARKER, zorder=5)
+    if g["ground"]:
+        line(g["ground"], ls="none", **GROUND_MARKER, zorder=5)
+    _equal_limits(ax, lo, hi)
+    ax.set_xlabel(_label("x", length_unit))
+    ax.set_ylabel(_label("y", length_unit))
+    if three:
+        ax.set_zlabel(_label("z", length_unit))
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def draw_configuration(problem, q, ax=None, *, title: Optional[str] = None, limits=None):
+    """Draw ``problem`` at the configuration ``q``: a spatial multibody model
+    (``problem.model``) in 3-D by :func:`draw_model`, else the problem's own ``draw``,
+    else a planar model by :func:`draw_model`; the axes labelled in the problem's
+    length unit."""
+    units = problem_units(problem)
+    lu = units.get("length") if isinstance(units.get("length"), str) else "m"
+    model = getattr(problem, "model", None)
+    kind = _drawing(problem)
+    if kind is None:
+        raise ModelError(f"`problem` must have a `draw` function or a multibody `model` to be "
+                         f"drawn, found neither in {problem.name!r}.")
+    if kind == "3d" or getattr(problem, "draw", None) is None:
+        return draw_model(model, q, ax=ax, title=title, limits=limits, length_unit=lu)
+    ax = draw_frame(problem, q, ax=ax, title=title)
+    ax.set_xlabel(_label("x", lu))
+    ax.set_ylabel(_label("y", lu))
+    return ax
+
+
+# --------------------------------------------------------------------------- animation
+
+_MOVIE_SUFFIXES = (".mp4", ".m4v", ".mov", ".avi", ".mkv", ".webm")
+
+
+def _writer(path: Path, fps: int):
+    """Pillow's GIF writer for ``.gif`` (no ffmpeg needed); ffmpeg's for a movie format
+    when it is installed."""
+    from matplotlib.animation import FFMpegWriter, PillowWriter
+
+    suffix = path.suffix.lower()
+    if suffix in ("", ".gif"):
+        return PillowWriter(fps=fps)
+    if suffix in _MOVIE_SUFFIXES:
+        if not FFMpegWriter.isAvailable():
+            raise ModelError(f"`path` {str(path)!r}: writing a {suffix} movie needs ffmpeg, which "
+                             "is not installed; give a .gif path (written by Pillow).")
+        return FFMpegWriter(fps=fps)
+    raise ModelError(f"`path` must end in .gif (or a movie format with ffmpeg: "
+                     f"{', '.join(_MOVIE_SUFFIXES)}), found {str(path)!r}.")
+
+
+def animate(subject, traj=None, path=None, frames: int = 120, fps: int = 24, *,
+            model=None, dpi: int = 100):
+    """Write an animation of a mechanism along a run: a GIF by Pillow (no ffmpeg needed).
+
+    Three ways to call it:
+
+    - ``animate(problem, traj, path)``: a :class:`~gaussopt.Problem`, drawn as
+      :func:`draw_configuration` draws it (its spatial multibody model in 3-D, else
+      its ``draw``, else its planar model);
+    - ``animate(model, traj, path)``: a multibody model, planar
+      (:class:`gaussopt.multibody.Model`, 2-D) or spatial
+      (:class:`gaussopt.multibody.spatial.Model`, 3-D), drawn by :func:`draw_model`;
+    - ``animate(traj, path, model=model)``: the same, the trajectory first
+      (``frames`` and ``fps`` then by keyword).
+
+    Parameters
+    ----------
+    subject : Problem, Model or Trajectory
+        What draws the mechanism, or the run (then ``model=`` draws it).
+    traj : Trajectory
+        The run (a run of ``model.system``: the same coordinates), any solver,
+        smooth or with contacts; or, in the trajectory-first call, the path.
+    path : str or path-like
+        ``.gif`` (Pillow; no suffix: ``.gif`` is appended), or ``.mp4``, ``.mov``,
+        ... when ffmpeg is installed.
+    frames : int, default 120
+        At most this many frames: the samples nearest to evenly spaced times (the
+        run's own states, never interpolated: a contact run's velocities jump).
+    fps : int, default 24
+        Frames per second.
+    model : Model or Problem, optional
+        What draws the mechanism in the trajectory-first call.
+    dpi : int, default 100
+
+    Returns
+    -------
+    Path
+        The file written.
+
+    Raises
+    ------
+    ModelError
+        Nothing to draw with, a trajectory whose coordinates are not the model's, a
+        movie format without ffmpeg, an unknown suffix.
+
+    Examples
+    --------
+    A planar pendulum (a rod pinned at its end), 0.3 s, in 3 frames:
+
+    >>> import tempfile, pathlib, numpy as np, gaussopt as go
+    >>> from gaussopt import multibody as mb
+    >>> rod = mb.Body.uniform_rod("rod", mass=1.0, length=1.0)
+    >>> model = mb.Model([rod], [mb.Revolute(None, (0.0, 0.0), rod, (-0.5, 0.0))],
+    ...                  gravity=(0.0, -9.81))
+    >>> q0, v0 = model.initial_state({"rod.phi": 0.0}, {"rod.phi": 0.0})
+    >>> traj = go.simulate(model.system, (0.0, 0.3), q0, v0)
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "pendulum.gif"
+    >>> animate(model, traj, out, frames=3).name
+    'pendulum.gif'
+    >>> animate(traj, out, model=model, frames=3).stat().st_size > 0
+    True
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    if isinstance(subject, Trajectory):            # animate(traj, path, model=...)
+        if path is not None:
+            raise ModelError("`path`: in animate(traj, path, model=...) give frames and fps by "
+                             f"keyword, found a third positional argument {path!r}.")
+        subject, traj, path = model, subject, traj
+        if subject is None:
+            raise ModelError("`model` is needed to draw a trajectory: pass the multibody model "
+                             "(or the Problem) whose system ran it, animate(traj, path, "
+                             "model=model).")
+    if not isinstance(traj, Trajectory):
+        raise ModelError(f"`traj` must be a gaussopt Trajectory, found {type(traj).__name__}.")
+    if path is None:
+        raise ModelError("`path` is required: the .gif file to write.")
+    if not len(traj):
+        raise ModelError("`traj` has no samples to animate.")
+    path = Path(path)
+    if path.suffix == "":
+        path = path.with_suffix(".gif")
+    writer = _writer(path, fps)
+    kind = _model_kind(subject)
+    if kind is not None:
+        coords = tuple(subject.coordinates)
+        draw_q = (lambda q, ax, title, lim: draw_model(subject, q, ax=ax, title=title,
+                                                       limits=lim))
+    elif _drawing(subject) is not None:
+        kind = _drawing(subject)
+        coords = tuple(subject.system.coordinates)
+        draw_q = (lambda q, ax, title, lim: draw_configuration(subject, q, ax=ax, title=title,
+                                                               limits=lim))
+    else:
+        raise ModelError(f"`{'model' if model is not None else 'subject'}` must be a "
+                         "gaussopt.multibody Model (planar or spatial) or a Problem with a "
+                         f"`draw` function or a multibody model, found {type(subject).__name__}.")
+    if tuple(traj.coordinates) != coords:
+        raise ModelError(f"`traj` must be a run of the model's system (coordinates "
+                         f"{coords[:4]}{' ...' if len(coords) > 4 else ''}), found coordinates "
+                         f"{tuple(traj.coordinates)[:4]}{' ...' if len(traj.coordinates) > 4 else ''}.")
+    t = np.asarray(traj.t, dtype=float)
+    want = np.linspace(t[0], t[-1], max(1, min(int(frames), len(traj))))
+    idx = np.unique(np.clip(np.searchsorted(t, want), 0, len(traj) - 1))
+    qs = np.asarray(traj.q, dtype=float)[idx]
+    fig = plt.figure(figsize=(5, 5))       # fixed margins: a layout engine per frame is slow
+    fig.subplots_adjust(left=0.16, right=0.96, bottom=0.11, top=0.92)
+    ax = fig.add_subplot(projection="3d" if kind == "3d" else None)
+    # the model draw_model draws (None: the problem's own draw function)
+    multibody = (subject if _model_kind(subject) is not None else subject.model
+                 if kind == "3d" or getattr(subject, "draw", None) is None else None)
+    if multibody is not None:
+        lim = _model_extent(multibody, qs)
+    else:                                           # the problem's own drawing: its extent
+        boxes = []
+        for q in qs:
+            ax.clear()
+            draw_q(q, ax, None, None)
+            boxes.append(ax.dataLim.frozen())
+        lim = (np.array([min(b.x0 for b in boxes), min(b.y0 for b in boxes)]),
+               np.array([max(b.x1 for b in boxes), max(b.y1 for b in boxes)]))
 
     def frame(i):
         ax.clear()
-        draw_frame(problem, qs[i], ax=ax, title=f"t = {traj.t[idx[i]]:.2f} s")
+        draw_q(qs[i], ax, f"t = {t[idx[i]]:.3f} s", lim)
+        if multibody is None:                       # one scale for every frame
+            _equal_limits(ax, *lim)
         return ()
 
     anim = FuncAnimation(fig, frame, frames=len(idx), blit=False)
-    anim.save(str(path), writer=PillowWriter(fps=fps))
-    plt.close(fig)
+    try:
+        anim.save(str(path), writer=writer, dpi=dpi)
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -812,13 +1317,23 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
     The rank events (singular positions) of the run with the most of them are
     grey vertical lines on every time axis and diamonds on the output.
 
+    ``key``: the output to plot, by default :func:`moving_output` (the one that
+    moves most among those in the unit of the problem's first output). A contact
+    run's impacts (of the run with the most) are red dashed vertical lines on every
+    time axis and triangles on the output; its errors against the reference leave
+    out the instants of the impacts (the run holds the state before and after at
+    the same time, the reference one of them), and its energy panel shows the
+    energy balance (:func:`plot_energy`). Without a reference, the configuration
+    at the end is drawn (:func:`draw_configuration`; a spatial multibody model in
+    3-D).
+
     Returns the Figure (closed after saving when ``path`` is given)."""
     plt = _pyplot(path is not None)
     trajs = {n: tr for n, tr in _as_dict(trajs).items()}
     nonempty = {n: tr for n, tr in trajs.items() if len(tr)} or trajs
     first = next(iter(nonempty.values()))
     units = problem_units(problem)
-    key = key or next(iter(problem.outputs(first.q[:1], first.v[:1])))
+    key = key or moving_output(problem, nonempty)
     kunit = _unit(units, key)
     refs = {}
     if problem.reference is not None:
@@ -829,19 +1344,24 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
     panels = ["output"]
     if refs:
         panels.append("error")
-    elif problem.draw is not None:
+    elif _drawing(problem) is not None:
         panels.append("frame")
-    if _levels(problem) in ("holonomic", "mixed") or any(
+    level = _levels(problem)
+    if level in ("holonomic", "mixed") or any(
             np.any(tr.position_residual > 0) for tr in nonempty.values()):
         panels.append("position")
-    panels.append("velocity")
+    if level != "acceleration" or any(
+            np.any(tr.velocity_residual > 0) for tr in nonempty.values()):
+        panels.append("velocity")
     if any(tr.energy is not None for tr in nonempty.values()):
         panels.append("energy")
     # the legend in the free cell of an odd number of panels, else below the panels
     cells = panels + ["legend"] * (len(panels) % 2)
     mosaic = [cells[i:i + 2] for i in range(0, len(cells), 2)]
+    three_d = "frame" in panels and _drawing(problem) == "3d"
     fig, axd = plt.subplot_mosaic(mosaic, figsize=(11, 2.6 * len(mosaic) + 1.0 + 0.8 * (
-        "legend" not in cells)), layout="constrained")
+        "legend" not in cells)), layout="constrained",
+        per_subplot_kw={"frame": {"projection": "3d"}} if three_d else None)
     timed = [p for p in panels if p != "frame"]
     for p in timed[1:]:
         axd[p].sharex(axd[timed[0]])
@@ -853,20 +1373,20 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
         for n, r in refs.items():
             tr = nonempty[n]
             err = np.abs(problem.outputs(tr.q, tr.v)[key] - r)
+            if tr.impacts:                 # the instants of the impacts: before or after?
+                err = np.where(np.isin(tr.t, _impact_times(tr)), np.nan, err)
             _tag(ax.semilogy(tr.t, _positive(err), label=n, **_style(n, nonempty)), n)
         ax.set_yscale("log")
         ax.set_ylabel(_label(f"|{key} - {key} reference|", kunit))
     if "frame" in axd:
-        draw_frame(problem, first.q[-1], ax=axd["frame"],
-                   title=f"final configuration (t = {first.t[-1]:.3g} s)")
-        lu = _unit(units, "length")
-        axd["frame"].set_xlabel(_label("x", lu))
-        axd["frame"].set_ylabel(_label("y", lu))
+        draw_configuration(problem, first.q[-1], ax=axd["frame"],
+                           title=f"final configuration (t = {first.t[-1]:.3g} s)")
     if "position" in axd:
         plot_residuals(nonempty, ax=axd["position"], kinds=("position",), problem=problem,
                        legend=False)
-    plot_residuals(nonempty, ax=axd["velocity"], kinds=("velocity",), problem=problem,
-                   legend=False)
+    if "velocity" in axd:
+        plot_residuals(nonempty, ax=axd["velocity"], kinds=("velocity",), problem=problem,
+                       legend=False)
     if "energy" in axd:
         plot_energy(nonempty, ax=axd["energy"], relative=True, unit=_unit(units, "energy"),
                     legend=False, problem=problem)
@@ -875,6 +1395,11 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
         for p in timed:
             _events(axd[p], nonempty[ev])
         _mark_events_on(axd["output"], problem, nonempty[ev], key)
+    im = _impact_run(nonempty)
+    if im is not None:                     # impacts on every time axis
+        for p in timed:
+            _impacts(axd[p], nonempty[im])
+        _mark_impacts_on(axd["output"], problem, nonempty[im], key)
     # time label only on the lowest time axis of each column
     cols = {}
     for r, row in enumerate(mosaic):
@@ -887,16 +1412,19 @@ def summary_figure(problem, trajs: Trajs, key: Optional[str] = None, path=None, 
             _time_label(axd[p], p == bottom)
 
     has_ref = any(ln.get_label() == "reference" for ln in axd["output"].lines)
-    kinds = ("position", "velocity") if "position" in axd else ("velocity",)
+    kinds = tuple(k for k in ("position", "velocity") if k in axd)
     handles = _handles(list(nonempty), labels, reference=has_ref, kinds=kinds,
                        events=None if ev is None else _event_label(
                            nonempty[ev], ev if len(nonempty) > 1 else ""),
-                       event_marker=True)
+                       event_marker=True,
+                       impacts=None if im is None else _impact_label(
+                           nonempty[im], im if len(nonempty) > 1 else ""),
+                       losses=_loss_kinds(axd["energy"]) if "energy" in axd else ())
     present, d = agreement(problem, nonempty, key, agree)
     title = None
     if d is not None:
         amount = "0 (identical)" if d == 0 else f"{d:.1e}" + (
-            f" {kunit}" if kunit != _UNKNOWN else "")
+            f" {kunit}" if not isinstance(kunit, Unknown) else "")
         title = f"{', '.join(present)} coincide: max mutual difference of {key} {amount}"
     if "legend" in axd:
         lax = axd["legend"]
@@ -936,9 +1464,10 @@ def _frame_states(tr: Trajectory, count: int) -> list:
 def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
     """The problem-specific comparison figures as ``{file stem: Figure}``: the
     paper-001 set (y1 by the GA and by Lagrange-I and their difference), the
-    multipliers vs the constraint forces (rank events as grey vertical lines), and
-    drawings of the mechanism (at the start, at the first singular positions, at
-    the end)."""
+    multipliers vs the constraint forces (rank events as grey vertical lines, impacts
+    as red dashed ones), and drawings of the mechanism (at the start, at the first
+    singular positions, at the end): :func:`draw_configuration`, a spatial multibody
+    model in 3-D with one cube of equal axes for the four drawings."""
     import matplotlib.pyplot as plt
 
     figs = {}
@@ -974,26 +1503,41 @@ def make_comparison_figures(pb, trajs: Mapping[str, Trajectory]) -> dict:
             for a in (a1, a2):
                 _events(a, trajs[ev])
             events = _event_label(trajs[ev], ev)
-        fig.legend(handles=_handles(list(trajs), labels, events=events),
+        im = _impact_run(trajs)
+        impacts = None
+        if im is not None:
+            for a in (a1, a2):
+                _impacts(a, trajs[im])
+            impacts = _impact_label(trajs[im], im)
+        fig.legend(handles=_handles(list(trajs), labels, events=events, impacts=impacts),
                    loc="outside lower center", ncol=3, fontsize="small")
         figs[f"{pb.name}_multipliers"] = fig
-    if pb.draw is not None:
+    kind = _drawing(pb)
+    if kind is not None:
         name = max(trajs, key=lambda n: (trajs[n].success, trajs[n].t[-1]))
         tr = trajs[name]
-        fig, axs = plt.subplots(1, 4, figsize=(13, 3.8), sharex=True, sharey=True,
-                                layout="constrained")
-        for ax, (t, q, singular) in zip(axs, _frame_states(tr, 4)):
-            draw_frame(pb, q, ax=ax, title=f"t = {t:.3g} s" + (
+        states = _frame_states(tr, 4)
+        if kind == "3d":
+            fig, axs = plt.subplots(1, 4, figsize=(14, 4.6), layout="constrained",
+                                    subplot_kw={"projection": "3d"})
+            lim = _model_extent(pb.model, [q for _, q, _ in states])
+        else:
+            fig, axs = plt.subplots(1, 4, figsize=(13, 3.8), sharex=True, sharey=True,
+                                    layout="constrained")
+            lim = None
+        for ax, (t, q, singular) in zip(axs, states):
+            draw_configuration(pb, q, ax=ax, limits=lim, title=f"t = {t:.3g} s" + (
                 "\nsingular position (rank event)" if singular else ""))
-            if singular:
+            if singular and kind == "2d":
                 for sp in ax.spines.values():
                     sp.set(ls=(0, (5, 3)), color="0.3", lw=1.2)
-        _common_limits(axs)
-        lu = _unit(units, "length")
-        for ax in axs:
-            ax.set_xlabel(_label("x", lu))
-        axs[0].set_ylabel(_label("y", lu))
-        _suptitle(fig, pb, {name: tr}, "configurations")
+        if kind == "2d":
+            _common_limits(axs)
+            for ax in axs[1:]:
+                ax.set_ylabel("")
+        _suptitle(fig, pb, {name: tr}, "configurations" + (
+            " (body frames: x red, y green" + (", z blue)" if kind == "3d" else ")")
+            if kind == "3d" or pb.draw is None else ""))
         figs[f"{pb.name}_frames"] = fig
     return figs
 
@@ -1017,6 +1561,7 @@ def comparison_figures(pb, trajs: Mapping[str, Trajectory], out, dpi: int = 150)
 _SWEEP_COLUMN_UNITS = {"t_final": "s", "wall_time_s": "s", "compile_time_s": "s",
                        "time_per_step_ms": "ms", "steps": "1", "rhs_evals": "1",
                        "rank_events": "1", "max_energy_drift": None,
+                       "energy_lost_impacts": None, "energy_lost_friction": None,
                        "max_pos_residual": None, "max_vel_residual": None,
                        "max_abs_multiplier": None}
 
@@ -1067,13 +1612,13 @@ def sweep_units(problem, params: Optional[Mapping] = None) -> dict:
 def sweep_column_unit(units: Mapping, column: str) -> str:
     """The unit of a sweep column (a parameter, ``final_<output>``,
     ``max_err_<output>``, a residual, the energy drift, a cost) from ``units``
-    (:func:`sweep_units`); ``"?"`` when unknown."""
+    (:func:`sweep_units`); when unknown, words (:class:`~gaussopt.study.units.Unknown`)."""
     if column in _SWEEP_COLUMN_UNITS and _SWEEP_COLUMN_UNITS[column] is not None:
         return _SWEEP_COLUMN_UNITS[column]
     for prefix in ("final_", "max_err_"):
         if column.startswith(prefix) and column[len(prefix):] in units:
             return _unit(units, column[len(prefix):])
-    if column == "max_energy_drift":
+    if column in ("max_energy_drift", "energy_lost_impacts", "energy_lost_friction"):
         return _unit(units, "energy")
     derived = {"max_pos_residual": "position_residual", "max_vel_residual": "velocity_residual",
                "max_abs_multiplier": "multipliers"}
@@ -1091,7 +1636,7 @@ def plot_sweep(rows: Sequence[Mapping], x: str, y: str, *, params: Sequence[str]
     """Column ``y`` of a sweep's rows against the parameter ``x``: one line per value of
     the other parameters that vary (and per solver); failed runs are left out (the
     title says how many). Axis labels carry the units of :func:`sweep_column_unit`
-    (``units``: :func:`sweep_units`; ``[?]`` where unknown). A column ``max_*`` whose
+    (``units``: :func:`sweep_units`; in words where unknown). A column ``max_*`` whose
     values are all positive and span more than two decades is drawn on a log axis.
 
     ``params``: the parameter columns of the rows. Returns the Axes (the figure

@@ -341,10 +341,15 @@ class Problem:
     units : dict
         Units by name, for figures and tables: of the coordinates, the outputs and
         the parameters (e.g. ``{"th1": "rad", "y1": "m", "psi": "N m"}``), and
-        ``"energy"`` (of ``system.energy``), ``"length"`` (of the drawings) and
-        ``"constraints"`` (the units of the rows of ``Phi``, e.g. ``("m", "rad")``),
-        from which the units of residuals, multipliers and ``M a - F`` follow
-        (see :mod:`gaussopt.study.plotting`). Empty: units not stated.
+        ``"energy"`` (of ``system.energy``), ``"length"`` (of the drawings),
+        ``"constraints"`` (the units of the rows of ``Phi``, e.g. ``("m", "rad")``;
+        a contact's gap rows among them) and ``"contact_slip"`` (of the ``slip`` of
+        frictional contacts), from which the units of residuals, multipliers and
+        ``M a - F`` follow; rows of mixed levels state ``"position_residual"``,
+        ``"velocity_residual"``, ``"multipliers"`` themselves. A multibody ``model``
+        supplies the units of its coordinates and joint rows (see
+        :mod:`gaussopt.study.units`). Empty: units not stated (figures say so in
+        words).
     """
 
     name: str

@@ -1,0 +1,207 @@
+"""The energy balance of a run: what impacts and friction took, and the numerical drift.
+
+A run of a system with contacts (:mod:`gaussopt.integrate.contact_run`) loses
+energy for physical reasons: at an impact with restitution ``e < 1`` (the
+kinetic energy ``1/2 v^T M v`` drops while ``q`` stays), and while a point slides
+against Coulomb friction (the friction force does the negative work
+``int T . slip rate dt``). The change ``E(t) - E(0)`` of such a run is not drift;
+what the integration got wrong is
+
+    drift(t) = E(t) - E(0) + (energy lost at impacts up to t) + (energy dissipated
+               by friction up to t),
+
+zero for the exact motion. :func:`energy_balance` computes the three terms at the
+run's samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from gaussopt.core.result import Trajectory
+
+__all__ = ["EnergyBalance", "energy_balance", "impact_losses"]
+
+
+@dataclass
+class EnergyBalance:
+    """The terms of the energy balance at a run's samples.
+
+    Attributes
+    ----------
+    t : ndarray, shape (N,)
+    change : ndarray, shape (N,)
+        ``E(t) - E(0)``.
+    impact_loss : ndarray, shape (N,)
+        The kinetic energy lost at the impacts up to each sample (>= 0): at a
+        sample at the time of an impact, the state after it counts it, the state
+        before it does not.
+    friction_loss : ndarray, shape (N,)
+        The energy dissipated by sliding friction up to each sample (>= 0 for
+        Coulomb friction): ``-int sum_i T_i s_i' dt`` by the trapezoidal rule on the
+        samples (``T_i`` the friction force of point ``i`` along its slip
+        gradient, ``s_i'`` its slip rate); zeros without frictional contacts.
+    friction_error : float
+        An estimate of the quadrature error of ``friction_loss[-1]``: the
+        trapezoidal rule on every sample against the same on every other sample,
+        ``|W_h - W_2h| / 3`` (Richardson; exact for a power linear between
+        samples). 0 without friction work; NaN when it could not be computed.
+    drift : ndarray, shape (N,)
+        ``change + impact_loss + friction_loss``: what the integration got wrong.
+    impact_source : str
+        ``"recorded"`` (the kinetic energies the run recorded at each impact),
+        ``"samples"`` (the energies of the samples before and after), or ``""``
+        (no impacts).
+    friction_source : str
+        ``"model"`` (slip rates from the system's contacts), ``"none"`` (no
+        friction force in the run), or ``"unknown"`` (friction forces but no
+        system to evaluate the slip rates: ``friction_loss`` is NaN).
+    """
+
+    t: np.ndarray
+    change: np.ndarray
+    impact_loss: np.ndarray
+    friction_loss: np.ndarray
+    friction_error: float
+    drift: np.ndarray
+    impact_source: str
+    friction_source: str
+
+    @property
+    def has_losses(self) -> bool:
+        """True when the run lost energy at impacts or by friction (or may have)."""
+        return bool(np.any(self.impact_loss != 0) or np.any(self.friction_loss != 0)
+                    or self.friction_source == "unknown")
+
+
+def impact_losses(traj: Trajectory) -> tuple[np.ndarray, str]:
+    """``(losses, source)``: the kinetic energy lost at each of ``traj.impacts``, shape
+    (len(impacts),), from the kinetic energies the run recorded (``source =
+    "recorded"``) or, where those are not finite, from the energies of the samples
+    before and after the impact at its time (``"samples"``; NaN where the run has no
+    such pair)."""
+    losses, sources = [], set()
+    t = np.asarray(traj.t, dtype=float)
+    E = None if traj.energy is None else np.asarray(traj.energy, dtype=float)
+    for im in traj.impacts:
+        d = float(im.kinetic_before) - float(im.kinetic_after)
+        if np.isfinite(d):
+            losses.append(d)
+            sources.add("recorded")
+            continue
+        at = np.flatnonzero(t == im.t)
+        if E is not None and at.size >= 2:
+            losses.append(float(E[at[0]] - E[at[-1]]))
+            sources.add("samples")
+        else:
+            losses.append(np.nan)
+    source = ("recorded" if sources == {"recorded"} else "samples" if sources == {"samples"}
+              else "recorded and samples" if sources else "")
+    return np.array(losses, dtype=float), source
+
+
+def _after(t: np.ndarray, t_impact: float) -> np.ndarray:
+    """Samples that hold the state after an impact at ``t_impact``: those later, and at
+    its time all but the first (the run stores the state before the impact and then
+    the state after, at the same time), or the only one when the run starts there."""
+    after = t > t_impact
+    at = np.flatnonzero(t == t_impact)
+    if at.size >= 2:
+        after[at[1:]] = True
+    elif at.size == 1 and at[0] == 0:
+        after[0] = False              # the run's initial state: E(0) already after it
+    return after
+
+
+def _friction_power(traj: Trajectory, system) -> Optional[np.ndarray]:
+    """``sum_i T_i s_i'`` at each sample (the power of the friction forces), zeros when no
+    contact can slide (``friction = inf`` sticks: its force does no work), None
+    without a system whose contacts give the slip rates."""
+    contacts = getattr(system, "contacts", None)
+    if contacts is None:
+        return None
+    contacts = tuple(contacts)
+    if not any(c.frictional and not c.sticks for c in contacts):
+        return np.zeros(len(traj))
+    from gaussopt.model.contact import ContactPoints
+
+    P = ContactPoints(contacts, float(traj.t[0]), np.asarray(traj.q[0], dtype=float))
+    fr = np.asarray(traj.friction_forces, dtype=float)
+    power = np.zeros(len(traj))
+    for k in np.flatnonzero(np.any(fr != 0, axis=1)):
+        q, v = np.asarray(traj.q[k], dtype=float), np.asarray(traj.v[k], dtype=float)
+        T, ct, _ = P.tangent_rows(float(traj.t[k]), q, v)
+        power[k] = float(fr[k] @ (T @ v + ct))
+    return power
+
+
+def _cumulative_trapezoid(t: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(y)
+    out[1:] = np.cumsum(0.5 * np.diff(t) * (y[1:] + y[:-1]))
+    return out
+
+
+def energy_balance(traj: Trajectory, system=None) -> Optional[EnergyBalance]:
+    """The energy balance of ``traj`` (see the module docstring), or None when the run
+    has no energy.
+
+    Parameters
+    ----------
+    traj : Trajectory
+        A run; with contacts, its ``impacts`` and ``friction_forces`` are used.
+    system : System, optional
+        The run's system: needed for the work of sliding friction (its contacts
+        give the slip rates). Without it a run with friction forces gets
+        ``friction_loss`` NaN and ``friction_source = "unknown"``.
+
+    Returns
+    -------
+    EnergyBalance or None
+
+    Examples
+    --------
+    A ball dropped from 1 m onto the floor with restitution 0.5 (0.5 kg: the impact
+    takes 3/4 of the 4.9 J it falls with):
+
+    >>> import numpy as np, gaussopt as go
+    >>> floor = go.Contact(lambda t, q: np.array([q[0]]), restitution=0.5, rheonomic=False)
+    >>> ball = go.System(("y",), mass=[[0.5]], force=[-0.5 * 9.81], constraints=[floor],
+    ...                  energy=lambda t, q, v: 0.25 * v @ v + 0.5 * 9.81 * q[0])
+    >>> tr = go.simulate(ball, (0.0, 0.6), [1.0], [0.0], rtol=1e-10, atol=1e-10)
+    >>> bal = energy_balance(tr, ball)
+    >>> round(float(bal.impact_loss[-1]), 6), round(float(bal.change[-1]), 6)
+    (3.67875, -3.67875)
+    >>> bool(np.max(np.abs(bal.drift)) < 1e-8)
+    True
+    """
+    if traj.energy is None or not len(traj):
+        return None
+    t = np.asarray(traj.t, dtype=float)
+    E = np.asarray(traj.energy, dtype=float)
+    change = E - E[0]
+    impact = np.zeros(len(t))
+    losses, source = impact_losses(traj)
+    for im, loss in zip(traj.impacts, losses):
+        impact[_after(t, float(im.t))] += loss
+    friction = np.zeros(len(t))
+    f_err, f_source = 0.0, "none"
+    fr = traj.friction_forces
+    if fr is not None and np.any(np.asarray(fr) != 0):
+        power = _friction_power(traj, system) if system is not None else None
+        if power is None:
+            friction[:] = np.nan
+            f_err, f_source = np.nan, "unknown"
+        elif not np.any(power != 0):        # sticking points only: no work
+            pass
+        else:
+            friction = -_cumulative_trapezoid(t, power)
+            coarse = -_cumulative_trapezoid(t[::2], power[::2])[-1] if len(t) > 2 else np.nan
+            if len(t) % 2 == 0 and len(t) > 2:     # the coarse rule ends one sample short
+                coarse += -0.5 * (t[-1] - t[-2]) * (power[-1] + power[-2])
+            f_err, f_source = float(abs(friction[-1] - coarse) / 3), "model"
+    return EnergyBalance(t=t, change=change, impact_loss=impact, friction_loss=friction,
+                         friction_error=f_err, drift=change + impact + friction,
+                         impact_source=source, friction_source=f_source)
