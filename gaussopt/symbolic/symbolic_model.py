@@ -518,9 +518,9 @@ class SymbolicModel:
             what = "input" if len(missing_in) == 1 else "inputs"
             problems.append(
                 f"{'U' if problems else 'u'}nspecified {what} of model {self.name!r}: {shown} "
-                f"(functions of {self._c.t} that are not coordinates); pass specified={{{code}}}, each a "
-                "callable f(t, q, v) -> float or a number (if one is meant as a coordinate, "
-                "add it to the coordinates).")
+                f"(functions of {self._c.t} that are not coordinates); pass "
+                f"specified={{{code}}}, each a callable f(t, q, v) -> float or a number (if "
+                "one is meant as a coordinate, add it to the coordinates).")
         if problems:
             raise ModelError(" ".join(problems))
         # what only the energy uses and is missing: 0 where that shifts the energy by a
@@ -608,7 +608,7 @@ class SymbolicModel:
     # --------------------------------------------------------------- System
     def system(self, params: Optional[Mapping] = None, *, name: Optional[str] = None,
                specified: Optional[Mapping] = None) -> System:
-        """Bind a parameter set (and the specified inputs) and build the :class:`~gaussopt.System`.
+        """Bind a parameter set and the specified inputs; build the :class:`~gaussopt.System`.
 
         Parameters
         ----------
@@ -622,21 +622,20 @@ class SymbolicModel:
         name : str, optional
             Name of the System (default the model's).
         specified : dict, optional
-            ``{input: f}`` for the specified inputs (:attr:`inputs`): functions of
-            ``t`` that are not coordinates, such as a force ``F(t)`` given as a
-            dynamicsymbol (PyDy's ``specifieds``). A key is the input (``F``, a
-            dynamicsymbol or ``sympy.Function('F')(t)``), its function (``sympy.Function('F')``)
-            or name (``"F"``), or one of its time derivatives (``F.diff(t)``) where the
-            derivation needs it (an input in a position, the Lagrangian or a constraint
-            is differentiated in time). A value is a number, or a callable
-            ``f(t, q, v) -> float`` evaluated at each call of the pieces that use it
-            (with ``v=None`` in the pieces of ``(t, q)``: the mass matrix, holonomic
-            constraints). An input is a value, never differentiated: its dependence on
-            ``q`` and ``v`` is right where it enters as a value (a load, a generalized
-            force); in a position, the Lagrangian or a constraint it must be a function
-            of ``t`` alone, with its derivatives given as inputs of their own. Inputs that
-            only the energy uses may be left out (as parameters). Keys of inputs the
-            model does not use are ignored.
+            ``{input: f}`` for the specified inputs (:attr:`inputs`): functions of ``t``
+            that are not coordinates, such as a force ``F(t)`` given as a dynamicsymbol
+            (PyDy's ``specifieds``). A key is the input (``F``, a dynamicsymbol or
+            ``sympy.Function('F')(t)``), its function (``sympy.Function('F')``) or name
+            (``"F"``), or one of its time derivatives (``F.diff(t)``) where the derivation
+            needs it (an input in a position, the Lagrangian or a constraint is
+            differentiated in time). A value is a number, or a callable ``f(t, q, v)``
+            returning a float, evaluated at each call of the pieces that use it (with
+            ``v=None`` in the pieces of ``(t, q)``: the mass matrix, holonomic constraints).
+            An input is a value, never differentiated: its dependence on ``q`` and ``v`` is
+            right where it enters as a value (a load, a generalized force); in a position,
+            the Lagrangian or a constraint it must be a function of ``t`` alone, with its
+            derivatives given as inputs of their own. Inputs that only the energy uses may
+            be left out (as parameters). Keys of inputs the model does not use are ignored.
 
         Returns
         -------
@@ -649,7 +648,7 @@ class SymbolicModel:
             compiled model (no cost per call; the engine runs the model's numba
             functions); a callable input makes the System run through its Python
             functions (the engine's numba functions cannot call Python), each
-            evaluation calling the input once (see the Notes of
+            call of a piece that uses the input calling it once (see the Notes of
             :func:`~gaussopt.symbolic.from_mechanics` for the cost).
 
         Raises
