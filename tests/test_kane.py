@@ -355,12 +355,18 @@ def test_errors():
     pa = me.Particle("pa", Pt, sp.Symbol("m"))
     km = me.KanesMethod(N, q_ind=[q1, q2], u_ind=[u1, u2], kd_eqs=[D(q1) - u1, D(q2) - u2],
                         bodies=[pa], forcelist=[(Pt, T * N.x)])
-    with pytest.raises(ModelError, match=r"depend on \['T\(t\)'\], which are neither coordinates"):
-        from_mechanics(km)
+    # T(t) in the loads is a specified input (tests/test_sympy_models.py): named when missing
+    with pytest.raises(ModelError, match=r"unspecified input of model .*: T\(t\) .*"
+                                         r"pass specified=\{T: \.\.\.\}"):
+        from_mechanics(km, {"m": 1.5})
+    forced = from_mechanics(km, {"m": 1.5}, specified={T: lambda t, q, v: 3.0 * t})
+    assert np.array_equal(forced.force(2.0, np.zeros(2), np.zeros(2)), [6.0, 0.0])
     km = me.KanesMethod(N, q_ind=[q1, q2], u_ind=[u1, u2], kd_eqs=[D(q1) - u1, D(q2) - u2],
                         bodies=[pa], forcelist=[(Pt, N.x)])
-    with pytest.raises(ModelError, match=r"`nonholonomic\[0\]` depends on \['T\(t\)'\]"):
-        from_mechanics(km, nonholonomic=[u1 - T])
+    # an input in a constraint given in the speeds: the constraint u1 = T(t) in q'
+    mdl = from_mechanics(km, nonholonomic=[u1 - T], model=True)
+    f = mdl.function("f", {"m": 1.5}, specified={T: 0.25})
+    assert np.array_equal(f(0.0, np.zeros(2), np.array([1.0, 7.0])), [0.75])
     # a dependent speed (the old rejection): accepted, its constraint u2 = 2 u1 in q'
     km = me.KanesMethod(N, q_ind=[q1, q2], u_ind=[u1], u_dependent=[u2],
                         kd_eqs=[D(q1) - u1, D(q2) - u2], velocity_constraints=[u2 - 2 * u1],

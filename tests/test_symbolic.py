@@ -822,8 +822,13 @@ def test_errors():
         SymbolicModel([x], D(x)**4).derive()
     with pytest.raises(ModelError, match=r"holonomic\[0\]` must depend on \(q, t\) only"):
         SymbolicModel([x, y], D(x)**2, holonomic=[D(x) - y])
-    with pytest.raises(ModelError, match=r"depends on \['z\(t\)'\], which is not among the coordinates"):
-        SymbolicModel([x, y], D(x)**2, V=dynamicsymbols("z") * x)
+    # a function of t that is not a coordinate is a specified input: named when missing
+    with pytest.raises(ModelError, match=r"unspecified input of model .*: z\(t\) .*"
+                                         r"specified=\{z: \.\.\.\}.*add it to the coordinates"):
+        SymbolicModel([x, y], D(x)**2, V=dynamicsymbols("z") * x).system()
+    with pytest.raises(ModelError, match=r"depends on \['f\(x\(t\)\)'\], which is neither among "
+                                         r"the coordinates"):
+        SymbolicModel([x, y], D(x)**2, V=sp.Function("f")(x))
     with pytest.raises(ModelError, match=r"one generalized force per coordinate \(2\), found 3"):
         SymbolicModel([x, y], D(x)**2, forces=[1, 2, 3])
     with pytest.raises(ModelError, match=r"only the coordinates and their first and second"):

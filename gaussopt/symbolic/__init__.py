@@ -38,7 +38,20 @@ Every other free symbol is a parameter. One :class:`SymbolicModel` is derived
 (:meth:`SymbolicModel.derive`) and compiled once; :meth:`SymbolicModel.system`
 binds a parameter set ``{Symbol or name: value}`` at no compile cost, so one
 derivation serves many parameter sets. Unbound symbols raise a
-:class:`~gaussopt.core.exceptions.ModelError` that lists them.
+:class:`~gaussopt.core.exceptions.ModelError` that lists them; only the symbols
+that ``M``, ``F`` and the constraints use need values (a constant that only
+shifts the potential does not: :attr:`SymbolicModel.energy_only_parameters`).
+
+Specified inputs
+----------------
+Any other function of ``t`` alone (``F = dynamicsymbols('F')``,
+``sympy.Function('F')(t)``) is a specified input, PyDy's ``specifieds``: given at
+binding as ``specified={F: f}`` with ``f`` a number (a parameter of the compiled
+model) or a callable ``f(t, q, v)`` evaluated at each call of the pieces that use
+it (the System then runs through its Python functions). Where the derivation
+differentiates an input in time (an input in a position, the Lagrangian or a
+constraint), its derivatives are inputs of their own (``F.diff(t)``). A missing
+input is reported with how to pass it.
 
 Compilation
 -----------
@@ -63,16 +76,18 @@ which the ``math`` printer cannot print.
 sympy.physics.mechanics
 -----------------------
 :func:`from_mechanics` takes a ``LagrangesMethod`` (its ``mass_matrix`` and
-``forcing``, with its holonomic and nonholonomic constraints) or any
-``KanesMethod``: its generalized speeds are eliminated through its kinematic
-differential equations solved for them, ``u = W(q, t) q' + w0(q, t)``, and
-Kane's equations are formed with ``q'`` as the speeds (``M = W^T M_u W``), so
-the System's state is ``(q, q')``; velocity constraints (``u_dependent``) and
-constraints given in the speeds ``u`` or in ``q'`` are kept as nonholonomic
-constraints, auxiliary speeds are set to zero; a speed without a coordinate (an
-ignorable angle: the wheel spins of sympy's bicycle) gets one, ``int_<speed>``,
-added after the method's coordinates. :func:`kane_velocities` turns
-initial speeds into ``q'`` (the symbolic work cached on the method). Where ``W`` is singular (a singular chart of the
+``forcing``, with its holonomic and nonholonomic constraints), any
+``KanesMethod``, or a ``JointsMethod`` or ``System`` as they are (the method
+they form their equations with). For a ``KanesMethod`` its generalized speeds
+are eliminated through its kinematic differential equations solved for them,
+``u = W(q, t) q' + w0(q, t)``, and Kane's equations are formed with ``q'`` as
+the speeds (``M = W^T M_u W``), so the System's state is ``(q, q')``; velocity
+constraints (``u_dependent``) and constraints given in the speeds ``u`` or in
+``q'`` are kept as nonholonomic constraints, auxiliary speeds are set to zero;
+a speed without a coordinate (an ignorable angle: the wheel spins of sympy's
+bicycle) gets one, ``int_<speed>``, added after the method's coordinates.
+:func:`kane_velocities` turns initial speeds into ``q'`` (the symbolic work
+cached on the method). Where ``W`` is singular (a singular chart of the
 coordinates: Euler angles at gimbal lock, sympy's rolling disc lying flat at
 the lean ``q2 = +-pi/2``) ``M`` is singular and ``q'`` grows like ``1/cos q2``
 near it; the step there is not determined by the model.

@@ -9,7 +9,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from gaussopt.core.exceptions import ModelError
-from gaussopt.symbolic._compile import _AN, _QN, _TN, _VN
+from gaussopt.symbolic._compile import _AN, _QN, _SN, _TN, _VN, RESERVED
 
 Exprs = Union[sp.Expr, Sequence, sp.MatrixBase, None]
 
@@ -44,7 +44,12 @@ def _sympify(e: Any, label: str) -> sp.Expr:
 
 
 class _Coordinates:
-    """Maps the user's coordinates (functions of t or symbols) to internal symbols."""
+    """Maps the user's coordinates (functions of t or symbols) to internal symbols.
+
+    Any other function of the time symbol alone (``F(t)``, a dynamicsymbol) is a
+    *specified input*: it becomes the function ``_gs<k>(_gt)`` of the internal time, so
+    that derivations differentiate it as a function of time (its derivatives are
+    inputs too); :attr:`inputs` lists them in the order met."""
 
     def __init__(self, q: Any, t: Optional[sp.Symbol], velocities: Optional[Sequence],
                  accelerations: Optional[Sequence], names: Optional[Sequence[str]]) -> None:
@@ -124,29 +129,53 @@ class _Coordinates:
         self._fwd[self.t] = self.ts
         self._back = {v: k for k, v in self._fwd.items()}
         self.state = set(self.q) | set(self.v) | set(self.a) | {self.ts}
+        self.inputs: list = []       # the user's input functions, s(t)
+        self.internal_inputs: list = []  # their internal functions _gs<k>(_gt)
+
+    def _input(self, f: Any) -> bool:
+        """Register ``f``, a function of the time symbol alone that is not a coordinate,
+        as a specified input; False if ``f`` is not of that kind."""
+        if not (isinstance(f, AppliedUndef) and f.args == (self.t,)) or f in self.user_q:
+            return False
+        if f not in self.inputs:
+            g = sp.Function(f"{_SN}{len(self.inputs)}")(self.ts)
+            self.inputs.append(f)
+            self.internal_inputs.append(g)
+            self._fwd[f] = g
+            self._back[g] = f
+        return True
 
     def internal(self, e: Any, label: str) -> sp.Expr:
         """User expression -> internal symbols; rejects unknown functions of t."""
         e = _sympify(e, label)
-        if self.kind == "function":
-            allowed = set(self.user_v) | set(self.user_a)
-            for d in e.atoms(sp.Derivative):
-                if d not in allowed:
-                    raise ModelError(
-                        f"`{label}` contains {d}: only the coordinates and their first and "
-                        "second time derivatives (q, q.diff(t), q.diff(t, 2)) may appear.")
         for s in e.free_symbols:
-            if s.name.startswith(("_gt", "_gq", "_gv", "_ga", "_gp", "_gc")):
+            if s.name.startswith(RESERVED):
                 raise ModelError(f"`{label}` uses the symbol {s}, a name reserved by "
                                  "gaussopt.symbolic; rename it.")
-        bad = {f for f in e.atoms(AppliedUndef) if f not in self.user_q}
+        for f in e.atoms(AppliedUndef):
+            if f.func.__name__.startswith(RESERVED):
+                raise ModelError(f"`{label}` uses the function {f}, a name reserved by "
+                                 "gaussopt.symbolic; rename it.")
+        # (inputs registered in the order of their names: reproducible internal names)
+        bad = {f for f in sorted(e.atoms(AppliedUndef), key=str)
+               if f not in self.user_q and not self._input(f)}
         if bad:
             raise ModelError(
                 f"`{label}` depends on {sorted(map(str, bad))}, which "
-                f"{'is' if len(bad) == 1 else 'are'} not among the coordinates `q` "
-                f"{list(self.user_q)}; add it to `q` or replace it by a known expression.")
+                f"{'is' if len(bad) == 1 else 'are'} neither among the coordinates `q` "
+                f"{list(self.user_q)} nor functions of {self.t} alone (specified inputs); "
+                "replace it by a known expression.")
+        if self.kind == "function":
+            allowed = set(self.user_v) | set(self.user_a)
+            for d in e.atoms(sp.Derivative):
+                if d not in allowed and not (d.expr in self.inputs
+                                             and set(d.variables) == {self.t}):
+                    raise ModelError(
+                        f"`{label}` contains {d}: only the coordinates and their first and "
+                        "second time derivatives (q, q.diff(t), q.diff(t, 2)) and time "
+                        "derivatives of specified inputs may appear.")
         out = e.xreplace(self._fwd)
-        if out.atoms(sp.Derivative):
+        if any(d.expr not in self.internal_inputs for d in out.atoms(sp.Derivative)):
             raise ModelError(f"`{label}` contains unevaluated derivatives "
                              f"{sorted(map(str, out.atoms(sp.Derivative)))}.")
         return out

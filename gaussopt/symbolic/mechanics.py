@@ -16,11 +16,47 @@ from gaussopt.symbolic._parse import Exprs, _as_list, _sympify
 from gaussopt.symbolic.symbolic_model import SymbolicModel
 
 
+def _equations_method(method: Any) -> Any:
+    """The KanesMethod or LagrangesMethod behind ``method``: itself, or the one a
+    ``JointsMethod`` (``.method``) or a ``sympy.physics.mechanics.System``
+    (``.eom_method``) forms its equations with; their ``form_eoms()`` is called if it
+    was not (a LagrangesMethod when the speeds are the coordinates' derivatives, else
+    sympy's default, a KanesMethod)."""
+    from sympy.physics import mechanics as me
+    if isinstance(method, (me.KanesMethod, me.LagrangesMethod)):
+        return method
+    wrappers = tuple(c for c in (getattr(me, "JointsMethod", None), getattr(me, "System", None))
+                     if isinstance(c, type))
+    if wrappers and isinstance(method, wrappers):
+        inner = (getattr(method, "_method", None) if isinstance(method, me.JointsMethod)
+                 else getattr(method, "_eom_method", None))
+        if inner is None:
+            # speeds that are the coordinates' derivatives (joints made for Lagrange's
+            # equations) have no kinematic differential equations: LagrangesMethod
+            speeds = list(method.u)
+            lagrange = all(isinstance(x, sp.Derivative) for x in speeds)
+            try:
+                method.form_eoms(me.LagrangesMethod) if lagrange else method.form_eoms()
+            except (ValueError, TypeError, AttributeError) as exc:  # sympy's validation
+                raise ModelError(
+                    f"`method`: sympy cannot form the equations of this "
+                    f"{type(method).__name__} ({exc}); call its form_eoms(KanesMethod or "
+                    "LagrangesMethod) first.") from exc
+            inner = (method.method if isinstance(method, me.JointsMethod)
+                     else method.eom_method)
+        if isinstance(inner, (me.KanesMethod, me.LagrangesMethod)):
+            return inner
+        method = inner
+    raise ModelError("`method` must be a sympy.physics.mechanics KanesMethod, LagrangesMethod, "
+                     f"JointsMethod or System, found {type(method).__name__}.")
+
+
 def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration: Exprs,
                      coordinates, name, modules, energy: Any = None) -> SymbolicModel:
     from sympy.physics import mechanics as me
 
     t = me.dynamicsymbols._t
+    method = _equations_method(method)
     if isinstance(method, me.LagrangesMethod):
         if method.eom is None:
             method.form_lagranges_equations()
@@ -33,10 +69,8 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
         L = getattr(method, "_L", None)
         if energy is not None:
             energy = _sympify(energy, "energy")
-            bad = _unknown_functions(energy, q)
-            if bad:
-                raise ModelError(f"`energy` depends on {bad}, which are not coordinates "
-                                 f"{[str(x) for x in q]} of the LagrangesMethod.")
+            _check_energy(energy, q, [M, F] + hol + nh, f"not coordinates {[str(x) for x in q]} "
+                          "of the LagrangesMethod")
         elif L is not None:
             L = sp.Matrix(L)[0]
             qd = [x.diff(t) for x in q]
@@ -45,19 +79,24 @@ def _mechanics_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceler
             q, M, F, hol + _as_list(holonomic, "holonomic"),
             nh + _as_list(nonholonomic, "nonholonomic"), acceleration, energy=energy,
             coordinates=coordinates, name=name, modules=modules)
-    if isinstance(method, me.KanesMethod):
-        return _kane_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
-                           modules, energy)
-    raise ModelError(f"`method` must be a sympy.physics.mechanics LagrangesMethod or KanesMethod, "
-                     f"found {type(method).__name__}.")
+    return _kane_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
+                       modules, energy)
 
 
 def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: Exprs = (),
                    nonholonomic: Exprs = (), acceleration: Exprs = (),
                    coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
                    modules: str = "math", model: bool = False,
-                   energy: Any = None) -> Union[System, SymbolicModel]:
-    """Build a System from a ``sympy.physics.mechanics`` LagrangesMethod or KanesMethod.
+                   energy: Any = None,
+                   specified: Optional[Mapping] = None) -> Union[System, SymbolicModel]:
+    """Build a System from a ``sympy.physics.mechanics`` KanesMethod, LagrangesMethod,
+    JointsMethod or System.
+
+    A ``JointsMethod`` or a ``sympy.physics.mechanics.System`` is taken as it is: the
+    KanesMethod or LagrangesMethod it forms its equations with (``.method``,
+    ``.eom_method``; if they were not formed, ``form_eoms()`` is called: with
+    ``LagrangesMethod`` when its speeds are the coordinates' derivatives, else
+    with sympy's default, ``KanesMethod``).
 
     A ``LagrangesMethod`` gives the unconstrained part through its
     ``mass_matrix`` and ``forcing`` (``M q'' = forcing``); its holonomic and
@@ -82,8 +121,7 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     ``velocity_constraints``) and the constraints passed here, in the speeds
     ``u`` (e.g. from ``ang_vel_in``) or in ``q'``, become nonholonomic
     constraints, its configuration constraints holonomic ones; auxiliary speeds
-    are set to zero; specified inputs (dynamicsymbols other than ``q``, ``u``)
-    are refused. The equations are not simplified (common subexpressions and
+    are set to zero. The equations are not simplified (common subexpressions and
     the generated code handle them as they are: sympy's bicycle derives and
     compiles in seconds); only quotients that sympy's solution of the kinematic
     equations leaves, and that can vanish (``1/sin(q3)`` in the rolling disc),
@@ -97,15 +135,24 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     the step at it is not determined; :func:`kane_velocities` raises a ``ModelError`` there. Use
     coordinates that stay regular along the motion, or stop the run before it.
 
+    Specified inputs (dynamicsymbols other than ``q`` and ``u``: a force ``F(t)``
+    in the loads, the way sympy's models and PyDy's ``specifieds`` give external
+    forces and torques) are given with ``specified``; a missing one is reported
+    with how to pass it. Only the symbols the equations use need values: a
+    constant that only shifts the potential (in the energy alone) may be left out.
+
     Parameters
     ----------
-    method : LagrangesMethod or KanesMethod
+    method : KanesMethod, LagrangesMethod, JointsMethod or System
         A ``LagrangesMethod`` with its equations formed
         (``form_lagranges_equations()`` is called if needed); a ``KanesMethod``
         with its bodies and loads (given to it, or through
-        ``kanes_equations(bodies, loads)``).
+        ``kanes_equations(bodies, loads)``); a ``JointsMethod`` or a
+        ``sympy.physics.mechanics.System`` (its ``form_eoms()`` is called if
+        needed).
     params : dict, optional
-        ``{Symbol or name: value}``.
+        ``{Symbol or name: value}`` for the symbols that the mass matrix, the
+        forces and the constraints use (:meth:`SymbolicModel.system`).
     holonomic, nonholonomic, acceleration : expressions, optional
         Further constraints in the method's dynamicsymbols: ``q``, ``q'``, and
         for a ``KanesMethod`` also its speeds ``u`` (and ``u'`` in
@@ -122,10 +169,36 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
         typically ``sum(b.kinetic_energy(N) for b in bodies) + V`` with ``V`` the
         potential of its conservative loads (the example below); for a
         ``LagrangesMethod`` it replaces the Jacobi integral.
+    specified : dict, optional
+        ``{input: f}``, PyDy's ``specifieds``: for each specified input (a
+        dynamicsymbol such as ``F = dynamicsymbols('F')``, or
+        ``sympy.Function('F')(t)``; also its function or name) a number or a
+        callable ``f(t, q, v) -> float`` of the System's state (``q``, ``v = q'``),
+        evaluated at each call of the pieces that use it. Where the equations
+        contain time derivatives of an input (an input in a position: a prescribed
+        motion), the derivatives are inputs of their own (key ``F.diff(t)``).
+        Details in :meth:`SymbolicModel.system`.
 
     Returns
     -------
     System or SymbolicModel
+
+    Notes
+    -----
+    Cost of specified inputs. Numbers are parameters of the compiled model: no
+    cost per evaluation, and the run uses the model's numba functions. A
+    callable input cannot be called from the engine's compiled code, so the
+    System then runs through its Python functions (the choice made here), each
+    of which calls the input where it uses it. Measured on sympy's
+    ``n_link_pendulum_on_cart(1, cart_force=True)`` (2 coordinates, a 10 s run
+    at rtol = atol = 1e-10, 3446 right-hand sides; shared 2-core machine,
+    medians of 5): ``F`` a number, 12 ms (3.4 us per right-hand side, numba);
+    ``F`` a callable, 114 ms (33 us, Python), whatever the callable: the
+    Python path, not the input, is the cost (the generated force function
+    alone: 5.0 us with a number, 6.0 us with a callable returning one, 7.8 us
+    with ``3 sin t``). Passing callables' values to the numba functions through
+    the parameter array instead would still need a Python call from the engine
+    per evaluation; it is not done.
 
     Examples
     --------
@@ -151,10 +224,21 @@ def from_mechanics(method: Any, params: Optional[Mapping] = None, *, holonomic: 
     >>> osc = from_mechanics(lm, {m: 2.0, k: 8.0})
     >>> osc.force(0.0, np.array([0.5]), np.array([0.0])), osc.constant_mass
     (array([-4.]), array([[2.]]))
+
+    A specified force: sympy's mass-spring-damper driven by ``f0(t)``, given as a
+    callable of ``(t, q, v)`` (or a number: ``specified={"f0": 2.0}``):
+
+    >>> from sympy.physics.mechanics.models import multi_mass_spring_damper
+    >>> kane = multi_mass_spring_damper(1, apply_external_forces=True)
+    >>> f0 = dynamicsymbols("f0")
+    >>> msd = from_mechanics(kane, {"m0": 2.0, "k0": 8.0, "c0": 0.5},
+    ...                      specified={f0: lambda t, q, v: np.sin(t)})
+    >>> msd.force(np.pi / 2, np.array([0.5]), np.array([0.0]))   # f0 - k0 x0 - c0 v0
+    array([-3.])
     """
     mdl = _mechanics_model(method, holonomic, nonholonomic, acceleration, coordinates, name,
                            modules, energy)
-    return mdl if model else mdl.system(params)
+    return mdl if model else mdl.system(params, specified=specified)
 
 
 # =========================================================================== KanesMethod
@@ -341,6 +425,19 @@ def _solve_kane_kinematics(method: Any) -> _KaneKinematics:
     return _KaneKinematics(q, qd, u, W, w0, sub, cons, added)
 
 
+def _check_energy(energy: Any, q: list, equations: list, what: str) -> None:
+    """An ``energy`` given by the user may use the coordinates and the specified inputs
+    of the equations, nothing else (a stray function would make it an input that only
+    the energy uses)."""
+    inputs = set()
+    for e in equations:
+        inputs |= set(_unknown_functions(e, q))
+    bad = sorted(set(_unknown_functions(energy, q)) - inputs)
+    if bad:
+        raise ModelError(f"`energy` depends on {bad}, which are {what}, nor specified inputs of "
+                         "its equations.")
+
+
 def _unknown_functions(e: Any, known: Iterable) -> list:
     e = sp.sympify(e)
     return sorted({str(f) for f in e.atoms(AppliedUndef)} - {str(k) for k in known})
@@ -429,37 +526,27 @@ def _kane_model(method: Any, holonomic: Exprs, nonholonomic: Exprs, acceleration
     for i in range(n):
         for j in range(i):
             M[i, j] = M[j, i]
-    known = kin.q
-    bad = _unknown_functions(M, known) + _unknown_functions(F, known)
-    if bad:
-        raise ModelError(
-            f"`method`: the bodies or loads depend on {sorted(set(bad))}, which are neither "
-            "coordinates nor generalized speeds of the KanesMethod; give specified inputs as "
-            "expressions in q, q', t and parameter symbols.")
+    # functions of t other than the coordinates are specified inputs (sympy's
+    # dynamicsymbols in loads, PyDy's specifieds): they stay as they are and are given
+    # values by from_mechanics(..., specified=); the speeds were all substituted
+    speeds = set(kin.u) | set(getattr(method, "_uaux", []))
+    left = sorted(set(_unknown_functions(M, kin.q) + _unknown_functions(F, kin.q))
+                  & {str(x) for x in speeds})
+    if left:  # (not expected: every speed is replaced by W q' + w0)
+        raise ModelError(f"`method`: the generalized speeds {left} could not be written in the "
+                         "coordinate derivatives.")
     cons = {}
     for label, given in (("holonomic", holonomic), ("nonholonomic", nonholonomic),
                          ("acceleration", acceleration)):
-        out = []
-        for i, e in enumerate(_as_list(given, label)):
-            e = me.msubs(_sympify(e, f"{label}[{i}]"), sub)
-            bad = _unknown_functions(e, known)
-            if bad:
-                raise ModelError(
-                    f"`{label}[{i}]` depends on {bad}, which are neither coordinates "
-                    f"{[str(x) for x in kin.q]} nor generalized speeds {[str(x) for x in kin.u]} "
-                    "of the KanesMethod.")
-            out.append(e)
-        cons[label] = out
-    if energy is not None:
-        energy = me.msubs(_sympify(energy, "energy"), sub)
-        bad = _unknown_functions(energy, known)
-        if bad:
-            raise ModelError(
-                f"`energy` depends on {bad}, which are neither coordinates "
-                f"{[str(x) for x in kin.q]} nor generalized speeds {[str(x) for x in kin.u]} of "
-                "the KanesMethod.")
+        cons[label] = [me.msubs(_sympify(e, f"{label}[{i}]"), sub)
+                       for i, e in enumerate(_as_list(given, label))]
     hol = list(getattr(method, "_f_h", sp.Matrix()))
     nh = _kane_velocity_constraints(method, kin)
+    if energy is not None:
+        energy = me.msubs(_sympify(energy, "energy"), sub)
+        _check_energy(energy, kin.q, [M, F] + hol + nh + sum(cons.values(), []),
+                      f"neither coordinates {[str(x) for x in kin.q]} nor generalized speeds "
+                      f"{[str(x) for x in kin.u]} of the KanesMethod")
     # not simplified: cse and the generated code take the expressions as they are
     return SymbolicModel.from_equations(
         kin.q, M, F, hol + cons["holonomic"], nh + cons["nonholonomic"], cons["acceleration"],
@@ -477,7 +564,7 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
 
     Parameters
     ----------
-    method : KanesMethod
+    method : KanesMethod, or a JointsMethod or System that forms its equations with one
     q : array_like, shape (n,) or (n + k,)
         The coordinates, in the order of ``method.q``, optionally followed by the
         ``k`` angles added for speeds without coordinates (the System's
@@ -511,6 +598,11 @@ def kane_velocities(method: Any, q: Any, u: Any, params: Optional[Mapping] = Non
         Euler angles at gimbal lock, e.g. the rolling disc lying flat,
         ``q2 = +-pi/2``).
     """
+    from sympy.physics.mechanics import KanesMethod
+    method = _equations_method(method)
+    if not isinstance(method, KanesMethod):
+        raise ModelError(f"`method` must be a KanesMethod (or a JointsMethod or System that "
+                         f"forms its equations with one), found {type(method).__name__}.")
     kin = _kane_kinematics(method)
     ev = _kane_cached(method, "velocities", lambda: _KaneVelocities(method, kin))
     n, o, m = len(kin.q), len(kin.u), ev.m

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
@@ -13,7 +14,10 @@ import sympy as sp
 from gaussopt.model.constraints import AccelerationConstraint, Holonomic, Nonholonomic
 from gaussopt.core.exceptions import ModelError
 from gaussopt.model.system import System
-from gaussopt.symbolic._compile import _CN, _PN, _TN, MODULES, _Compiled, _compile, _printer
+from sympy.core.function import AppliedUndef, UndefinedFunction
+
+from gaussopt.symbolic._compile import (_CN, _PN, _SN, _TN, MODULES, _Compiled, _compile,
+                                        _printer)
 from gaussopt.symbolic._parse import (Exprs, _as_list, _Coordinates, _group, _group_if_smaller,
                                       _quadratic_parts, _simp, _uses)
 
@@ -73,8 +77,14 @@ class SymbolicModel:
     ----------
     parameters : tuple of Symbol
         Free symbols other than ``t``, coordinates and their derivatives,
-        sorted by name: :meth:`system` needs a value for each (after
-        :meth:`derive`).
+        sorted by name: :meth:`system` needs a value for each that ``M``,
+        ``F`` or the constraints use (after :meth:`derive`).
+    energy_only_parameters : tuple of Symbol
+        The parameters only the energy uses (no value needed).
+    inputs : tuple
+        The specified inputs (functions of ``t`` that are not coordinates, and
+        the time derivatives of them the derivation needs): the keys of
+        ``specified`` in :meth:`system`.
     expressions : dict of sympy objects
         The derived pieces (after :meth:`derive`), see :meth:`derive`.
     timings : dict
@@ -329,15 +339,38 @@ class SymbolicModel:
                 raise ModelError(f"`acceleration[{bad[0]}]` must be linear in the accelerations "
                                  f"q'', found {c.external(h[bad[0]])}.")
             ex.update(acc_A=A, acc_b=-h.xreplace({a: 0 for a in c.a}))
-        syms: set = set()
-        for val in ex.values():
-            if val is not None:
-                syms |= sp.sympify(val).free_symbols
-        self._parameters = tuple(sorted(syms - c.state, key=lambda s: s.name))
-        self._pmap = {s: sp.Symbol(f"{_PN}{i}") for i, s in enumerate(self._parameters)}
+        self._find_symbols()
         self.timings["derive"] = time.perf_counter() - t0
         self._derived = True
         return self
+
+    def _find_symbols(self) -> None:
+        """The parameters, the slots of specified inputs (an input function or one of its
+        time derivatives, as the symbol ``_gs<k>_<d>`` of the generated code), and which
+        of them each derived piece uses."""
+        c, ex = self._c, self.expressions
+        slots: dict = {}   # internal expression -> (k, d)
+        uses: dict = {}    # key -> (parameters, slot expressions)
+        state = set(c.state)
+        for key, val in ex.items():
+            if val is None:
+                continue
+            e = sp.sympify(val)
+            ds = {d for d in e.atoms(sp.Derivative) if d.expr in c.internal_inputs}
+            found = {d: (c.internal_inputs.index(d.expr), d.derivative_count) for d in ds}
+            rest = e.xreplace(dict.fromkeys(ds, sp.Integer(0)))
+            found.update({f: (c.internal_inputs.index(f), 0) for f in rest.atoms(AppliedUndef)
+                          if f in c.internal_inputs})
+            slots.update(found)
+            uses[key] = (e.free_symbols - state, set(found))
+        syms = set().union(*(u[0] for u in uses.values())) if uses else set()
+        self._parameters = tuple(sorted(syms, key=lambda s: s.name))
+        self._pmap = {s: sp.Symbol(f"{_PN}{i}") for i, s in enumerate(self._parameters)}
+        order = sorted(slots, key=lambda x: (str(c.inputs[slots[x][0]]), slots[x][1]))
+        self._slots = [(slots[x][0], slots[x][1], x, sp.Symbol(f"{_SN}{slots[x][0]}_{slots[x][1]}"))
+                       for x in order]
+        self._smap = {x: sym for _, _, x, sym in self._slots}
+        self._uses = uses
 
     @property
     def parameters(self) -> tuple:
@@ -345,6 +378,28 @@ class SymbolicModel:
         derivatives, sorted by name (derives the model if needed)."""
         self.derive()
         return self._parameters
+
+    @property
+    def energy_only_parameters(self) -> tuple:
+        """The :attr:`parameters` that only the energy uses (not ``M``, ``F`` nor the
+        constraints: a constant that only shifts the potential): :meth:`system` needs
+        no value for them (see there)."""
+        self.derive()
+        used = set().union(*(p for k, (p, _) in self._uses.items() if k != "energy"))
+        return tuple(s for s in self._parameters if s not in used)
+
+    @property
+    def inputs(self) -> tuple:
+        """The specified inputs the derived pieces use: functions of ``t`` that are not
+        coordinates (``F(t)``, dynamicsymbols) and the time derivatives of them that the
+        derivation needs, in the user's symbols; each is a key of ``specified`` in
+        :meth:`system`."""
+        self.derive()
+        return tuple(self._user_input(k, d) for k, d, _, _ in self._slots)
+
+    def _user_input(self, k: int, d: int):
+        f = self._c.inputs[k]
+        return f.diff(self._c.t, d) if d else f
 
     # --------------------------------------------------------------- compilation
     _PIECES = {
@@ -387,9 +442,10 @@ class SymbolicModel:
         outputs = []
         for kind, key in outs:
             e = self.expressions[key]
-            e = e.xreplace(self._pmap) if kind == "scalar" else sp.Matrix(e).xreplace(self._pmap)
-            outputs.append((kind, e))
-        comp = _compile(piece, outputs, self.n, args, self.modules, self.name)
+            e = sp.sympify(e) if kind == "scalar" else sp.Matrix(e)
+            outputs.append((kind, e.xreplace(self._smap).xreplace(self._pmap)))
+        comp = _compile(piece, outputs, self.n, args, self.modules, self.name,
+                        inputs=[sym.name for *_, sym in self._slots])
         self.timings["compile"] += time.perf_counter() - t0
         self._compiled[piece] = comp
         return comp
@@ -405,7 +461,15 @@ class SymbolicModel:
         return self._compiled_piece(piece).source
 
     def _values(self, params: Optional[Mapping]) -> dict[str, float]:
-        """Validate a parameter set; return {internal name: float}."""
+        """Validate a parameter set for every piece; return {internal name: float}."""
+        return self._bind(params, None, None).values
+
+    def _bind(self, params: Optional[Mapping], specified: Optional[Mapping],
+              keys: Optional[set]) -> "_Binding":
+        """Validate a parameter set and the specified inputs for the pieces ``keys`` (of
+        :attr:`expressions`; None: all). Symbols and inputs that only the energy uses
+        may be missing when the energy is not among ``keys``. Every problem is listed in
+        one ModelError."""
         self.derive()
         params = {} if params is None else params
         if not isinstance(params, Mapping):
@@ -415,14 +479,17 @@ class SymbolicModel:
             if not isinstance(k, (sp.Symbol, str)):
                 raise ModelError(f"`params` keys must be sympy Symbols or their names, found "
                                  f"{k!r} ({type(k).__name__}).")
+        keys = set(self._uses) if keys is None else set(keys) & set(self._uses)
+        need_p = set().union(*(self._uses[k][0] for k in keys)) if keys else set()
+        need_s = set().union(*(self._uses[k][1] for k in keys)) if keys else set()
         by_name = {(k if isinstance(k, str) else k.name): k for k in params}
-        out, missing = {}, []
+        out, missing, optional = {}, [], []
         for s in self.parameters:
             # the symbol itself, else its name (a str key, or a Symbol of that name with
             # other assumptions)
             key = s if s in params else by_name.get(s.name)
             if key is None:
-                missing.append(s.name)
+                (missing if s in need_p else optional).append(s)
                 continue
             val = params[key]
             try:
@@ -432,17 +499,85 @@ class SymbolicModel:
             if not math.isfinite(x):
                 raise ModelError(f"`params[{s.name}]` must be finite, found {x}.")
             out[self._pmap[s].name] = x
+        calls, given = self._specified(specified, out)
+        unspecified = [(k, d, x, sym) for k, d, x, sym in self._slots if sym.name not in given]
+        missing_in = [u for u in unspecified if u[2] in need_s]
+        problems = []
         if missing:
             hint = ""
             if self._c.kind == "symbol":
                 hint = (" (velocities and accelerations of plain-symbol coordinates are the "
                         f"symbols {[str(v) for v in self._c.user_v]} and "
                         f"{[str(a) for a in self._c.user_a]})")
-            raise ModelError(f"unbound symbols in model {self.name!r}: {', '.join(missing)}; "
-                             f"give their values in `params`{hint}.")
-        return out
+            problems.append(f"unbound symbols in model {self.name!r}: "
+                            f"{', '.join(s.name for s in missing)}; give their values in "
+                            f"`params`{hint}.")
+        if missing_in:
+            shown = ", ".join(str(self._user_input(k, d)) for k, d, _, _ in missing_in)
+            code = ", ".join(f"{self._input_key_code(k, d)}: ..." for k, d, _, _ in missing_in)
+            what = "input" if len(missing_in) == 1 else "inputs"
+            problems.append(
+                f"{'U' if problems else 'u'}nspecified {what} of model {self.name!r}: {shown} "
+                f"(functions of {self._c.t} that are not coordinates); pass "
+                f"specified={{{code}}}, each a callable f(t, q, v) -> float or a number (if "
+                "one is meant as a coordinate, add it to the coordinates).")
+        if problems:
+            raise ModelError(" ".join(problems))
+        # what only the energy uses and is missing: 0 where that shifts the energy by a
+        # constant, else the energy is left out
+        energy = True
+        gone = [s for s in optional] + [sym for _, _, x, sym in unspecified]
+        if gone and "energy" in self._uses:
+            E = sp.sympify(self.expressions["energy"]).xreplace(self._smap)
+            varying = set(self._c.state) | {sp.Symbol(k) for k in calls} | set(gone)
+            energy = all(not (E.diff(s).free_symbols & varying) for s in gone)
+        for s in optional:
+            out[self._pmap[s].name] = 0.0
+        for *_, sym in unspecified:
+            out[sym.name] = 0.0
+        return _Binding(out, calls, energy,
+                        {s: out[self._pmap[s].name] for s in self.parameters if s not in optional})
 
-    def function(self, piece: str, params: Optional[Mapping] = None) -> Callable:
+    def _input_key_code(self, k: int, d: int) -> str:
+        f = str(self._c.inputs[k].func)
+        return f if d == 0 else f"{f}.diff({self._c.t})" if d == 1 else \
+            f"{f}.diff({self._c.t}, {d})"
+
+    def _specified(self, specified: Optional[Mapping], out: dict) -> tuple[dict, set]:
+        """Read ``specified``: numbers go into ``out`` (they are parameters of the
+        generated code), callables are returned ``{slot name: f}``; also the names of the
+        slots given."""
+        if specified is None:
+            return {}, set()
+        if not isinstance(specified, Mapping):
+            raise ModelError("`specified` must be a dict {input: callable f(t, q, v) or "
+                             f"number}}, found {type(specified).__name__}.")
+        c = self._c
+        names = [str(f.func) for f in c.inputs]
+        coords = {str(x.func) if c.kind == "function" else str(x) for x in c.user_q}
+        slot = {(k, d): sym.name for k, d, _, sym in self._slots}
+        calls, given = {}, set()
+        for key, val in specified.items():
+            k_d = _input_key(key, c.t, coords, names)
+            if k_d is None or k_d not in slot:
+                continue  # an input this model does not use
+            sname = slot[k_d]
+            if callable(val):
+                calls[sname] = val
+            else:
+                try:
+                    x = float(val)
+                except (TypeError, ValueError):
+                    raise ModelError(f"`specified[{key}]` must be a callable f(t, q, v) or a "
+                                     f"real number, found {val!r}.") from None
+                if not math.isfinite(x):
+                    raise ModelError(f"`specified[{key}]` must be finite, found {x}.")
+                out[sname] = x
+            given.add(sname)
+        return calls, given
+
+    def function(self, piece: str, params: Optional[Mapping] = None, *,
+                 specified: Optional[Mapping] = None) -> Callable:
         """One compiled piece with a parameter set bound.
 
         Parameters
@@ -458,24 +593,49 @@ class SymbolicModel:
             ``"f_rows"``; ``"acc_A"``, ``"acc_b"``, ``"acc_rows"`` likewise.
             See :attr:`pieces`.
         params : dict, optional
-            ``{Symbol or name: value}`` for every symbol in :attr:`parameters`.
+            ``{Symbol or name: value}`` for every symbol the piece uses.
+        specified : dict, optional
+            Values of the specified inputs the piece uses, as in :meth:`system`.
 
         Returns
         -------
         callable
         """
-        return self._compiled_piece(piece).bind(self._values(params))
+        comp = self._compiled_piece(piece)
+        b = self._bind(params, specified, {key for _, key in self._PIECES[piece][1]})
+        return comp.bind(b.values, b.calls)
 
     # --------------------------------------------------------------- System
-    def system(self, params: Optional[Mapping] = None, *, name: Optional[str] = None) -> System:
-        """Bind a parameter set and build the :class:`~gaussopt.System`.
+    def system(self, params: Optional[Mapping] = None, *, name: Optional[str] = None,
+               specified: Optional[Mapping] = None) -> System:
+        """Bind a parameter set and the specified inputs; build the :class:`~gaussopt.System`.
 
         Parameters
         ----------
         params : dict, optional
-            ``{Symbol or name: value}`` for every symbol in :attr:`parameters`.
+            ``{Symbol or name: value}`` for every symbol of :attr:`parameters` that
+            ``M``, ``F`` or the constraints use. The others
+            (:attr:`energy_only_parameters`: a constant that only shifts the potential)
+            may be left out: where the energy depends on them by an additive constant
+            they are taken as 0 (the energy is then known up to that constant, which
+            its drift does not see); otherwise the System has no energy.
         name : str, optional
             Name of the System (default the model's).
+        specified : dict, optional
+            ``{input: f}`` for the specified inputs (:attr:`inputs`): functions of ``t``
+            that are not coordinates, such as a force ``F(t)`` given as a dynamicsymbol
+            (PyDy's ``specifieds``). A key is the input (``F``, a dynamicsymbol or
+            ``sympy.Function('F')(t)``), its function (``sympy.Function('F')``) or name
+            (``"F"``), or one of its time derivatives (``F.diff(t)``) where the derivation
+            needs it (an input in a position, the Lagrangian or a constraint is
+            differentiated in time). A value is a number, or a callable ``f(t, q, v)``
+            returning a float, evaluated at each call of the pieces that use it (with
+            ``v=None`` in the pieces of ``(t, q)``: the mass matrix, holonomic constraints).
+            An input is a value, never differentiated: its dependence on ``q`` and ``v`` is
+            right where it enters as a value (a load, a generalized force); in a position,
+            the Lagrangian or a constraint it must be a function of ``t`` alone, with its
+            derivatives given as inputs of their own. Inputs that only the energy uses may
+            be left out (as parameters). Keys of inputs the model does not use are ignored.
 
         Returns
         -------
@@ -484,22 +644,32 @@ class SymbolicModel:
             holonomic, nonholonomic and acceleration constraints become one
             constraint object each (``"holonomic"``, ``"nonholonomic"``,
             ``"acceleration"``) with exact Jacobians and convective terms.
+            With numbers for all specified inputs, they are parameters of the
+            compiled model (no cost per call; the engine runs the model's numba
+            functions); a callable input makes the System run through its Python
+            functions (the engine's numba functions cannot call Python), each
+            call of a piece that uses the input calling it once (see the Notes of
+            :func:`~gaussopt.symbolic.from_mechanics` for the cost).
 
         Raises
         ------
         ModelError
-            Unbound parameters (all listed), non-numeric values.
+            Unbound parameters and unspecified inputs (all listed, with how to give
+            them), non-numeric values, keys that are coordinates or not functions of
+            ``t``.
         """
-        vals = self._values(params)
+        self.derive()
+        b = self._bind(params, specified, set(self._uses) - {"energy", "g", "Q"})
+        vals, calls = b.values, b.calls
         has = self.pieces
 
         def bound(piece):
-            return self._compiled_piece(piece).bind(vals)
+            return self._compiled_piece(piece).bind(vals, calls)
 
         def const_or_fn(piece):
             comp = self._compiled_piece(piece)
-            fn = comp.bind(vals)
-            return _constant_value(comp, fn, self.n) if not comp.depends else fn
+            fn = comp.bind(vals, calls)
+            return fn if comp.varies(calls) else _constant_value(comp, fn, self.n)
 
         mass = const_or_fn("mass")
         force = const_or_fn("force")
@@ -507,29 +677,32 @@ class SymbolicModel:
         if "phi" in has:
             rheo = _uses(self.expressions["phi"], [self.t])
             cons.append(_SymbolicHolonomic(
-                bound("phi"), _constant_tq(self, "phi_q", vals), bound("phi_gamma"),
-                _constant_tqv(self, "phi_rows", vals), phi_t=bound("phi_t") if rheo else None,
-                rheonomic=rheo, name="holonomic"))
+                bound("phi"), _constant_tq(self, "phi_q", vals, calls), bound("phi_gamma"),
+                _constant_tqv(self, "phi_rows", vals, calls),
+                phi_t=bound("phi_t") if rheo else None, rheonomic=rheo, name="holonomic"))
         if "f" in has:
-            cons.append(_SymbolicNonholonomic(bound("f"), _constant_tqv(self, "f_v", vals),
-                                              bound("f_gamma"), _constant_tqv(self, "f_rows", vals),
+            cons.append(_SymbolicNonholonomic(bound("f"), _constant_tqv(self, "f_v", vals, calls),
+                                              bound("f_gamma"),
+                                              _constant_tqv(self, "f_rows", vals, calls),
                                               name="nonholonomic"))
         if "acc_A" in has:
-            cons.append(_SymbolicAcceleration(_constant_tqv(self, "acc_A", vals),
-                                              _constant_tqv(self, "acc_b", vals),
-                                              _constant_tqv(self, "acc_rows", vals),
+            cons.append(_SymbolicAcceleration(_constant_tqv(self, "acc_A", vals, calls),
+                                              _constant_tqv(self, "acc_b", vals, calls),
+                                              _constant_tqv(self, "acc_rows", vals, calls),
                                               name="acceleration"))
-        energy = bound("energy") if "energy" in has else None
+        energy = bound("energy") if "energy" in has and b.energy else None
         system = System(self.coordinates, mass=mass, force=force, constraints=cons, energy=energy,
                         name=name or self.name)
-        module = self._numba_module()
+        module = None if calls else self._numba_module()
         if module is not None:
-            p = np.array([vals[self._pmap[sym].name] for sym in self.parameters], dtype=float)
+            p = np.array([vals[self._pmap[sym].name] for sym in self.parameters]
+                         + [vals[sym.name] for *_, sym in self._slots], dtype=float)
             system.compiled = _compiled_factory(module, p, self, system)
         # a pickle of the system stores this model (its derived expressions; the
-        # generated code is not pickled but generated again) and the parameter values
-        system.rebuilt_by(self.system, {sym: vals[self._pmap[sym].name] for sym in self.parameters},
-                          name=name)
+        # generated code is not pickled but generated again), the parameter values and
+        # the specified inputs (callables pickle if they are module-level functions)
+        extra = {} if specified is None else {"specified": dict(specified)}
+        system.rebuilt_by(self.system, b.given, name=name, **extra)
         return system
 
     # --------------------------------------------------------------- compiled engine
@@ -571,12 +744,18 @@ class SymbolicModel:
         }
         sizes = {"n": n, "m": A.rows, "mh": Jh.rows, "mv": Jh.rows + Jn.rows,
                  "np": len(self.parameters)}
+        # the specified inputs given as numbers follow the parameters in p
+        npar = len(self.parameters)
+        sizes["np"] = npar + len(self._slots)
+        pmap = dict(self._pmap)
+        pmap.update({sym: sp.Symbol(f"{_PN}{npar + j}") for j, (*_, sym) in enumerate(self._slots)})
         printer = _printer("math")
         state = {sp.Symbol(_TN)} | set(self.q) | set(self.v)
         bodies = {}
         try:
             for name, outs in pieces.items():
-                flat = [sp.sympify(e).xreplace(self._pmap) for _, es in outs for e in es]
+                flat = [sp.sympify(e).xreplace(self._smap).xreplace(pmap)
+                        for _, es in outs for e in es]
                 reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols(_CN))
                 used = set()
                 for e in [e for _, e in reps] + list(reduced):
@@ -588,7 +767,7 @@ class SymbolicModel:
                 for i, sym in enumerate(self.v):
                     if sym in used:
                         lines.append(f"    {sym} = v[{i}]")
-                for i in range(len(self.parameters)):
+                for i in range(sizes["np"]):
                     if sp.Symbol(f"{_PN}{i}") in used:
                         lines.append(f"    {_PN}{i} = p[{i}]")
                 for sym, e in reps:
@@ -620,6 +799,43 @@ class SymbolicModel:
         return (f"SymbolicModel({self.name!r}, coordinates={self.coordinates}, "
                 f"holonomic={len(self._hol)}, nonholonomic={len(self._nh)}, "
                 f"acceleration={len(self._acc)})")
+
+
+@dataclass
+class _Binding:
+    """A validated parameter set and specified inputs."""
+    values: dict   # {internal name: float}: parameters, inputs given as numbers (0 if unused)
+    calls: dict    # {slot name: callable f(t, q, v)}: inputs given as callables
+    energy: bool   # the energy is defined by the values given
+    given: dict    # {Symbol: value} of the parameters given
+
+
+def _input_key(key: Any, t: sp.Symbol, coords: set, names: list):
+    """``(k, d)`` of a key of ``specified`` (input ``names[k]``, its ``d``-th time
+    derivative); None for an input the model does not have; ModelError for a key that is
+    not a function of ``t`` alone or is a coordinate."""
+    d = 0
+    what = key
+    if isinstance(key, sp.Derivative):
+        if set(key.variables) != {t}:
+            raise ModelError(f"`specified` key {key} must be a time derivative (with respect "
+                             f"to {t}) of a function of {t}.")
+        d, key = key.derivative_count, key.expr
+    if isinstance(key, str):
+        name = key
+    elif isinstance(key, UndefinedFunction):
+        name = key.__name__
+    elif isinstance(key, AppliedUndef) and key.args == (t,):
+        name = str(key.func)
+    else:
+        raise ModelError(f"`specified` keys must be functions of {t} (a dynamicsymbol, "
+                         f"sympy.Function('F')({t}), its function or name, or a time "
+                         f"derivative of one), found {what!r} ({type(what).__name__}); "
+                         "constant symbols go in `params`.")
+    if name in coords:
+        raise ModelError(f"`specified` key {what} is a coordinate of the model; a specified "
+                         "input is a function of time that is not a coordinate.")
+    return (names.index(name), d) if name in names else None
 
 
 def _compiled_factory(module, p: np.ndarray, model: "SymbolicModel", system: System):
@@ -671,20 +887,20 @@ def _constant_value(comp: _Compiled, fn: Callable, n: int):
     return _readonly(val)
 
 
-def _constant_tq(model: SymbolicModel, piece: str, vals: dict) -> Callable:
+def _constant_tq(model: SymbolicModel, piece: str, vals: dict, calls: dict) -> Callable:
     """The bound piece, or a function returning its constant (read-only) value."""
     comp = model._compiled_piece(piece)
-    fn = comp.bind(vals)
-    if comp.depends:
+    fn = comp.bind(vals, calls)
+    if comp.varies(calls):
         return fn
     val = _constant_value(comp, fn, model.n)
     return lambda t, q: val
 
 
-def _constant_tqv(model: SymbolicModel, piece: str, vals: dict) -> Callable:
+def _constant_tqv(model: SymbolicModel, piece: str, vals: dict, calls: dict) -> Callable:
     comp = model._compiled_piece(piece)
-    fn = comp.bind(vals)
-    if comp.depends:
+    fn = comp.bind(vals, calls)
+    if comp.varies(calls):
         return fn
     val = _constant_value(comp, fn, model.n)
     return lambda t, q, v: val
@@ -732,11 +948,11 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
                     coordinates: Optional[Sequence[str]] = None, name: Optional[str] = None,
                     *, velocities: Optional[Sequence] = None,
                     accelerations: Optional[Sequence] = None, modules: str = "math",
-                    simplify: bool = True) -> System:
+                    simplify: bool = True, specified: Optional[Mapping] = None) -> System:
     """Build a :class:`~gaussopt.System` from a Lagrangian and constraints.
 
-    A thin wrapper: ``SymbolicModel(q, T, V, ...).system(params)``. To build
-    many parameter sets from one derivation use :class:`SymbolicModel`.
+    A thin wrapper: ``SymbolicModel(q, T, V, ...).system(params, specified=...)``.
+    To build many parameter sets from one derivation use :class:`SymbolicModel`.
 
     Parameters
     ----------
@@ -759,6 +975,11 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
     modules : {"math", "numpy", "scipy"}, default "math"
     simplify : bool, default True
         See :class:`SymbolicModel`.
+    specified : dict, optional
+        ``{input: number or callable f(t, q, v)}`` for the specified inputs:
+        functions of ``t`` in the expressions that are not coordinates (a
+        driving force ``F(t)``, PyDy's ``specifieds``); see
+        :meth:`SymbolicModel.system`.
 
     Returns
     -------
@@ -767,9 +988,10 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
     Raises
     ------
     ModelError
-        A coordinate that is neither a function of t nor a Symbol; unknown
-        functions of t; unbound parameters; ``T`` not quadratic in ``q'``;
-        an acceleration constraint not linear in ``q''``.
+        A coordinate that is neither a function of t nor a Symbol; functions
+        of anything but t alone; unbound parameters and unspecified inputs;
+        ``T`` not quadratic in ``q'``; an acceleration constraint not linear
+        in ``q''``.
 
     Examples
     --------
@@ -790,8 +1012,19 @@ def from_lagrangian(q: Any, T: Any, V: Any = 0, forces: Any = None, holonomic: E
     array([[64.,  0.,  0.],
            [ 0., 16.,  0.],
            [ 0.,  0.,  0.]])
+
+    A driving torque ``tau(t)`` given as a function of time instead
+    (a specified input; a number would do too):
+
+    >>> tau = dynamicsymbols("tau")
+    >>> fb2 = from_lagrangian(q, T, V, forces=[tau, 0, 0],
+    ...                       holonomic=[l * sp.sin(th1) - l * sp.sin(th2), th1 + th3 - sp.pi],
+    ...                       params={m: 12, l: 2, g: 9.8},
+    ...                       specified={tau: lambda t, q, v: 450.0 * np.exp(-t)})
+    >>> fb2.force(0.0, np.zeros(3), np.zeros(3))   # tau - 3/2 m g l cos th1, ...
+    array([  97.2, -117.6,    0. ])
     """
     model = SymbolicModel(q, T, V, forces, holonomic, nonholonomic, acceleration, t=t,
                           coordinates=coordinates, name=name, velocities=velocities,
                           accelerations=accelerations, modules=modules, simplify=simplify)
-    return model.system(params)
+    return model.system(params, specified=specified)
