@@ -95,8 +95,11 @@ NAMESPACES = ["gaussopt", "gaussopt.multibody", "gaussopt.multibody.spatial",
 
 
 def _groups(fullname: str) -> list:
-    """``[(title, objects, submodules, notes), ...]`` of a namespace's ``__all__``; the
-    flat API's groups are the comment lines of its ``__all__`` (``# one step``)."""
+    """``[(title, objects, submodules, aliases, notes), ...]`` of a namespace's ``__all__``
+    (rendered by ``_templates/autosummary/namespace.rst``): the flat API's groups are the
+    comment lines of its ``__all__`` (``# one step``); ``aliases`` are the names whose
+    object the flat API documents already (one page per object); ``notes`` the dunder
+    names (``__version__``), shown with their value."""
     import importlib
     import inspect
 
