@@ -10,7 +10,6 @@ out, ``pytest -m slow`` runs the page with it.
 
 import math
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -71,8 +70,21 @@ def check_quickstart(ns, out):
     h = tr.t[i + 1] - tr.t[i]
     root = (10 * integration_bound(tr, dense=True) + h**2 / 8 * 25.0) / ax
     assert abs(T - T_exact) <= 5e-9 + 2 * root, (T, T_exact, root)
-    # one step, four ways: the same accelerations (the GA to its tolerance, 1e-8 relative)
-    assert out.count("rod force") == 4
+    # one step, four ways, against the step by hand: horizontal (q = (l, 0)) and moving up
+    # at 2 m/s, the rod takes the centripetal a_x = -v^2 / l and leaves a_y = -g; its
+    # force m a - F = (-m v^2 / l, 0) = Phi_q^T lam with Phi_q = 2 q^T. The GA is within
+    # its tolerance 1e-8 (relative), the others within rounding; numpy prints 8 decimals.
+    rows = re.findall(r"^(\w+) +a = \[([^\]]+)\], rod force = \[([^\]]+)\], lam = \[([^\]]+)\]",
+                      out, re.M)
+    assert [r[0] for r in rows] == ["closed_form", "lagrange", "qp", "ga"]
+    m, v = 2.0, 2.0
+    want_a, want_f = np.array([-v**2 / l, -g]), np.array([-m * v**2 / l, 0.0])
+    for name, a, f, lam in rows:
+        a, f, lam = (np.array(x.split(), dtype=float) for x in (a, f, lam))
+        tol = 1e-8 * np.abs(want_a).max() + 5e-9       # GA tolerance + printed rounding
+        assert np.abs(a - want_a).max() <= tol, (name, a)
+        assert np.abs(f - want_f).max() <= m * tol, (name, f)
+        assert abs(lam[0] - want_f[0] / (2 * l)) <= m * tol / (2 * l), (name, lam)
 
 
 def check_concepts(ns, out):
@@ -273,7 +285,6 @@ WITH_SLOW = [p for p in PAGES if any(mark == "slow" for mark, _ in blocks(p))]
 @pytest.mark.parametrize("page", WITH_CODE, ids=[p.stem for p in WITH_CODE])
 def test_page_code_runs_and_prints_the_stated_numbers(page, monkeypatch, capsys):
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.setattr(sys, "argv", ["docs"])
     ns, out = run_page(page, capsys, slow=False)
     check = CHECKS.get(page.stem)
     if check is not None and not any(mark == "slow" for mark, _ in blocks(page)):
