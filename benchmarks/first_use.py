@@ -22,7 +22,7 @@ Items
 * ``solve_steps``: its first ``go.solve_steps`` on 100 states;
 * ``multibody``: the double parallelogram (``gaussopt_problems.double_parallelogram``) built from
   bodies and joints and run for 1 s;
-* ``lagrangian``: the README's sympy pendulum, ``go.from_lagrangian`` and a 2 s run;
+* ``lagrangian``: the sympy pendulum of docs/symbolic.md, ``go.from_lagrangian`` and a 2 s run;
 * ``pendulum``: the README's 18-line pendulum example as pasted (30,001 output samples);
 * ``cli_list``, ``cli_help``, ``cli_show``: ``gaussopt list``, ``--help``, ``show four_bar``;
 * ``main_job``: the README's main job, ``gaussopt compare four_bar --out DIR``.

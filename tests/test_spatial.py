@@ -244,32 +244,5 @@ def test_bad_input_is_named():
         sp.Model([a], gravity=(0, -9.81))
 
 
-def test_readme_spatial_example_runs_and_conserves_energy(capsys):
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    code = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "sp.Revolute(" in b]
-    assert len(code) == 1
-    ns: dict = {}
-    exec(compile(code[0], "README.md", "exec"), ns)
-    out = capsys.readouterr().out
-    assert "Gruebler count -4); rank 6" in out and "1 DOF" in out
-    model, traj, axis = ns["model"], ns["traj"], np.asarray(ns["axis"])
-    assert traj.success
-    # independent: the energy integral of the swing about the fixed axis. The door's
-    # centroid c moves on a circle about the axis; at rest at the start, its swing rate
-    # w at any sample obeys J_axis w^2 / 2 = m g (z0 - z) with J_axis = u^T J u + m d^2.
-    door = model.bodies[0]
-    u = axis / np.linalg.norm(axis)
-    c0 = door.reference_position
-    low = np.array([0.0, 0.0, 0.2])
-    d = c0 - low - ((c0 - low) @ u) * u
-    J_axis = u @ door.inertia_tensor @ u + door.mass * (d @ d)
-    z = traj.q[:, 2]
-    w = model.angular_velocity(door, traj.q, traj.v) @ u
-    # the run's defaults (rtol 1e-9) give errors ~1e-8 relative in the state; the
-    # energy integral in w^2 is then met to ~1e-7 of m g |dz| + J w^2
-    scale = door.mass * 9.81 * np.ptp(z) + J_axis * np.max(w * w)
-    assert np.max(np.abs(0.5 * J_axis * w * w - door.mass * 9.81 * (z[0] - z))) < 1e-6 * scale
-    assert np.ptp(z) > 0.01           # it does swing
+# (the door example of docs/spatial.md, formerly the README's, and its energy integral are
+# checked by tests/test_docs.py::check_spatial)

@@ -10,7 +10,7 @@ its Python face: it turns the kernel's status codes into specific exceptions
 and its outputs into :class:`GaussSolution`.
 
 Rank decisions (documented tolerance ``rank_tol``, default ``1e-8``)
--------------------------------------------------------------------
+--------------------------------------------------------------------
 Made once per step and shared by every solver (:func:`gaussopt.gauss.dense_step.decide`):
 
 1. Every row of ``A`` has the norm ``nu_i`` (computed without underflow). A

@@ -4,18 +4,18 @@ Users write the kinetic energy ``T``, the potential ``V``, generalized forces
 and constraints as sympy expressions; everything the Gauss step needs is
 derived exactly and compiled once into fast numeric callables:
 
-==========================  ===================================================
-piece                       derivation (``L = T - V``, ``D`` = total d/dt)
-==========================  ===================================================
-mass matrix ``M(t, q)``     ``d^2 L / dq' dq'`` (the Hessian of ``T`` for ``V(q, t)``)
-inertia term ``g``          ``D(dT/dq')|_{q''=0} - dT/dq`` (Christoffel terms, and
-                            the rheonomic ones when ``T`` depends on ``t``)
-force ``F(t, q, v)``        ``Q - D(dL/dq')|_{q''=0} + dL/dq`` (``= Q - dV/dq - g``)
-holonomic ``Phi(t, q)``     ``Phi_q a = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``
-nonholonomic ``f(t, q, v)`` ``f_v a = -(f_q v + f_t)`` (linear or nonlinear in ``v``)
-acceleration ``h(t,q,v,a)`` ``(dh/da) a = -h|_{a=0}`` (must be linear in ``a``)
-energy                      ``T + V``
-==========================  ===================================================
+============================  ===================================================
+piece                         derivation (``L = T - V``, ``D`` = total d/dt)
+============================  ===================================================
+mass matrix ``M(t, q)``       ``d^2 L / dq' dq'`` (the Hessian of ``T`` for ``V(q, t)``)
+inertia term ``g``            ``D(dT/dq')|_{q''=0} - dT/dq`` (Christoffel terms, and
+                              the rheonomic ones when ``T`` depends on ``t``)
+force ``F(t, q, v)``          ``Q - D(dL/dq')|_{q''=0} + dL/dq`` (``= Q - dV/dq - g``)
+holonomic ``Phi(t, q)``       ``Phi_q a = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``
+nonholonomic ``f(t, q, v)``   ``f_v a = -(f_q v + f_t)`` (linear or nonlinear in ``v``)
+acceleration ``h(t,q,v,a)``   ``(dh/da) a = -h|_{a=0}`` (must be linear in ``a``)
+energy                        ``T + V``
+============================  ===================================================
 
 so that ``M q'' + g = Q - dV/dq`` are Lagrange's equations of the second kind
 of the unconstrained system. The energy ``T + V`` is a diagnostic, conserved
@@ -94,8 +94,8 @@ near it; the step there is not determined by the model.
 
 References
 ----------
-.. [1] F. E. Udwadia, R. E. Kalaba, "A new perspective on constrained motion",
-   Proc. R. Soc. Lond. A 439 (1992) 407-410.
+- F. E. Udwadia, R. E. Kalaba, "A new perspective on constrained motion",
+  Proc. R. Soc. Lond. A 439 (1992) 407-410.
 
 Examples
 --------

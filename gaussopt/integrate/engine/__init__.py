@@ -13,16 +13,18 @@ in Python (QP, GA) is called back. A run advances in chunks of bounded wall
 time, so that a ``KeyboardInterrupt`` is seen between chunks and the part
 computed so far is returned.
 
-One module per role:
+One module per role (the first two live in the packages below, which the engine uses):
 
 =======================  ==========================================================
-:mod:`.records`          the records Python builds, their indices and codes, :func:`pack`
-:mod:`.step`             the model's calls, Baumgarte's correction, :func:`evaluate_step`
+:mod:`.records`          (in ``gaussopt.core``) the records Python builds, their indices
+                         and codes, :func:`pack`
+:mod:`.model_step`       (in ``gaussopt.gauss``) the model's calls, Baumgarte's
+                         correction, :func:`evaluate_step`
 :mod:`.projection`       the projection onto the constraints (:func:`project`)
 :mod:`.interpolation`    the dense output of the last step
-:mod:`.monitor`          the rank monitor (references, nearness, passages)
+:mod:`.rank_monitor`     the rank monitor (references, nearness, passages)
 :mod:`.integrator`       the right-hand side, the steps, and the entry points
-:mod:`.output`           the output samples (:func:`sample_all`)
+:mod:`.output_samples`   the output samples (:func:`sample_all`)
 =======================  ==========================================================
 
 The data passed around:

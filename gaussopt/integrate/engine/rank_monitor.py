@@ -272,8 +272,9 @@ def _record_event(st, kind, t, sigma, rb, rmin, ra, u):
 def _passage(fns, accel, md, buf, opt, tab, st, method, ta, tb, u0, w0, s_a, s_b, t_lo,
              t_hi, y_end):
     """Locate the zero of the smallest live singular value in or near ``[ta, tb]``
-    (:mod:`gaussopt.monitor`): the root of ``g`` with the pair at ``ta``, then Newton
-    iterations re-centred on the pair at the iterate, kept inside the step."""
+    (:mod:`gaussopt.integrate.engine.rank_monitor`): the root of ``g`` with the pair at
+    ``ta``, then Newton iterations re-centred on the pair at the iterate, kept inside the
+    step."""
     n = md.dims[D_N]
     m = md.dims[D_M]
     st.ic[C_NSEARCH] += 1

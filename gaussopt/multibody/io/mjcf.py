@@ -12,15 +12,15 @@ What maps, and how
 ======================  ====================================================================
 MuJoCo                  gaussopt
 ======================  ====================================================================
-body                    :class:`~.Body`: ``body_mass``, the principal moments
+body                    :class:`~.spatial.Body`: ``body_mass``, the principal moments
                         ``body_inertia``; its frame is MuJoCo's inertial frame (centroid
                         ``xipos``, principal axes ``ximat``); the reference pose is the pose
                         at ``qpos0`` (``mj_kinematics``).
-hinge                   :class:`~.Revolute` at ``xanchor`` about ``xaxis`` (at ``qpos0``).
-slide                   :class:`~.Prismatic` along ``xaxis``.
-ball                    :class:`~.Spherical` at ``xanchor``.
+hinge                   :class:`~.spatial.Revolute` at ``xanchor`` about ``xaxis`` (at ``qpos0``).
+slide                   :class:`~.spatial.Prismatic` along ``xaxis``.
+ball                    :class:`~.spatial.Spherical` at ``xanchor``.
 free                    no joint: the body's 6 degrees of freedom.
-no joint                :class:`~.Fixed` to the parent when the parent moves; a body
+no joint                :class:`~.spatial.Fixed` to the parent when the parent moves; a body
                         welded (through any chain of joint-less bodies) to the world is
                         part of the ground.
 multi-joint body        MuJoCo composes the joints in order; the loader inserts a massless
@@ -34,11 +34,11 @@ massless body           MuJoCo rejects moving bodies with mass or inertia below 
                         it is merged into the parent (it is a frame of it), and joints of
                         its children attach to the parent.
 gravity                 ``opt.gravity`` (zero when the gravity flag is disabled);
-                        ``body_gravcomp`` as a constant :class:`~.Force`
+                        ``body_gravcomp`` as a constant :class:`~.spatial.Force`
                         ``-gravcomp m g`` at the centroid.
-joint damping           hinge: :class:`~.RotationalDamper` (compiled); ball: three of them
+joint damping           hinge: :class:`~.spatial.RotationalDamper` (compiled); ball: three of them
                         about orthonormal axes (their sum is ``-c w_rel``); free: three about
-                        the world axes and a callable :class:`~.Force` ``-c v`` at the
+                        the world axes and a callable :class:`~.spatial.Force` ``-c v`` at the
                         body origin; slide: callable forces ``-/+ c s' u`` on the two bodies.
                         Exactly MuJoCo's ``qfrc_damper = -damping qvel``.
 joint armature          MuJoCo adds it to the joint-space mass matrix, the kinetic energy
@@ -47,13 +47,13 @@ joint armature          MuJoCo adds it to the joint-space mass matrix, the kinet
                         the body frame: the child turns about ``u`` only, so its energy is
                         ``a (u . w)^2 / 2``) or ``a I`` (ball) to the child's inertia
                         tensor; a hinge between moving bodies becomes an
-                        :class:`~.Armature` (that energy exactly; it couples the two
+                        :class:`~.spatial.Armature` (that energy exactly; it couples the two
                         bodies' blocks of ``M``, so the model takes the dense step).
                         Armature of a ball joint between moving bodies (its axes are not
                         fixed in the parent) or of a slide joint is listed unmapped.
-equality ``connect``    :class:`~.Spherical` at the anchor (bodies or sites; the two anchor
+equality ``connect``    :class:`~.spatial.Spherical` at the anchor (bodies or sites; the two anchor
                         points must coincide at ``qpos0``, as the compiler makes them).
-equality ``weld``       :class:`~.Fixed` in the ``qpos0`` relative pose (a ``relpose`` that
+equality ``weld``       :class:`~.spatial.Fixed` in the ``qpos0`` relative pose (a ``relpose`` that
                         differs from it cannot be expressed and is listed unmapped).
 ======================  ====================================================================
 
@@ -597,7 +597,7 @@ def _build(mp: _Mapping) -> Model:
 
 
 def load(source, *, name: Optional[str] = None) -> Model:
-    """A spatial :class:`~gaussopt.multibody.spatial.Model` from an MJCF or URDF model.
+    """A spatial :class:`~.spatial.Model` from an MJCF or URDF model.
 
     Parameters
     ----------

@@ -10,7 +10,8 @@ them and hands their values to the kernel.
 
 The :class:`Assembly` is the model's data in one place, with the evaluation of
 the joints (``Phi``, ``Phi_t``, ``Phi_q``, the acceleration rows) and the lookup
-of coordinates: :mod:`.analysis` and :mod:`.states` take an ``Assembly`` (not
+of coordinates: :mod:`~gaussopt.multibody.common.analysis` and
+:mod:`~gaussopt.multibody.common.states` take an ``Assembly`` (not
 the :class:`~gaussopt.multibody.Model`, which composes them), so the package has
 no import cycle.
 """

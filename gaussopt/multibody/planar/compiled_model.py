@@ -103,7 +103,7 @@ def pack(nb_: int, m: int, points, angles, lines, driven_rows, mass, F0, arms, s
         Records, shapes (k, width) with the widths of the module docstring.
     driven_rows : array_like of int
         Rows of the driven angles, in the order of the caller's ``drv`` values.
-    mass, F0 : array_like, shape (3 nb_,)
+    mass, F0 : array_like, shape ``(3 nb_,)``
     """
     blocks = [(_block(points, W_P), H_KP, H_OP), (_block(angles, W_A), H_KA, H_OA),
               (_block(lines, W_L), H_KL, H_OL), (_block(driven_rows, W_D), H_KD, H_OD),

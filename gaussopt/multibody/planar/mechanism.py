@@ -1,7 +1,9 @@
 """The :class:`Model`: bodies, joints and forces as a :class:`~gaussopt.System`.
 
-It composes the assembly (:mod:`.assembly`), the kernel (:mod:`.kernel`), the
-analysis (:mod:`.analysis`) and the consistent states (:mod:`.states`).
+It composes the assembly (:mod:`~gaussopt.multibody.planar.assembly`), the kernel
+(:mod:`~gaussopt.multibody.planar.compiled_model`), the analysis
+(:mod:`~gaussopt.multibody.common.analysis`) and the consistent states
+(:mod:`~gaussopt.multibody.common.states`).
 """
 
 from __future__ import annotations

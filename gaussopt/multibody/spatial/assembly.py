@@ -33,7 +33,8 @@ _RATES = {"wx": 0, "wy": 1, "wz": 2}
 
 @dataclass
 class SpatialAssembly:
-    """What :func:`assemble_model` builds (the :class:`~.model.Model` exposes most of it).
+    """What :func:`assemble_model` builds (the :class:`~gaussopt.multibody.spatial.Model`
+    exposes most of it).
 
     Attributes
     ----------

@@ -21,7 +21,8 @@ dot1       ``(A_i a) . (A_j b) - c``                             1 (axes perpend
 dot2       ``(A_i a) . d - c``                                   1 (point on a plane of i)
 dist       ``(d . d - L^2) / 2``                                  1 (distance)
 norm       ``(p . p - 1) / 2``                                    1 per body
-driven     ``D1 cos c(t) - D2 sin c(t)``, ``D1 = (A_i g).(A_j f')``,  1 (driven angle)
+driven     ``D1 cos c(t) - D2 sin c(t)``,                          1 (driven angle)
+           ``D1 = (A_i g).(A_j f')``,
            ``D2 = (A_i f).(A_j f')``: ``sin(theta - c)``
 =========  ==================================================  ==========================
 

@@ -430,8 +430,8 @@ class Distance(Joint):
 class DrivenAngle(Joint):
     """Rheonomic drive: the rotation of body j relative to body i about ``axis``,
     measured from the reference pose, equals ``angle(t)``: 1 equation,
-    ``sin(theta - angle(t)) = 0`` with ``cos theta = f_i . f_j``, ``sin theta =
-    g_i . f_j`` (``f, g`` normal to the axis). Use it together with a
+    ``sin(theta - angle(t)) = 0`` with ``cos theta = f_i^T f_j``, ``sin theta =
+    g_i^T f_j`` (``f, g`` normal to the axis). Use it together with a
     :class:`Revolute` (or :class:`Cylindrical`) of the same axis.
 
     Parameters
@@ -507,7 +507,7 @@ class Spring:
 
 @dataclass(frozen=True, eq=False)
 class RotationalDamper:
-    """Viscous damper of a hinge: torque ``-damping * w_rel . u`` about ``u`` on j
+    """Viscous damper of a hinge: torque ``-damping * u^T w_rel`` about ``u`` on j
     (and minus it on i), ``u`` the ``axis`` fixed in body i (world, reference pose),
     ``w_rel = w_j - w_i``."""
 
@@ -520,7 +520,7 @@ class RotationalDamper:
 @dataclass(frozen=True, eq=False)
 class Armature:
     """A rotor's inertia about a hinge's axis (a gear motor's reflected inertia;
-    MuJoCo's joint ``armature``): the kinetic energy ``inertia (u . (w_j - w_i))^2 / 2``,
+    MuJoCo's joint ``armature``): the kinetic energy ``inertia (u^T (w_j - w_i))^2 / 2``,
     ``u`` the ``axis`` (world, reference pose), fixed in body i and in body j -- the
     axis of a :class:`Revolute` (or :class:`Cylindrical`) between them. It couples the
     two bodies' rotational blocks of ``M``; a model with one takes the dense step."""

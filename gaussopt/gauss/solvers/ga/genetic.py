@@ -107,7 +107,7 @@ class Genetic(StepSolver):
         :class:`~gaussopt.core.exceptions.ConvergenceWarning` is issued (once per solver
         and run) when the accuracy achieved, ``info["tolerance"]``, is worse than
         ``tol (1 + |a|)`` (``info["requested"]``). A search that compares values only
-        resolves ``a`` to about ``sqrt(eps)`` relative (:mod:`.ga_kernel`), so a ``tol``
+        resolves ``a`` to about ``sqrt(eps)`` relative (:mod:`.pygad_ga`), so a ``tol``
         much below ``1e-8`` is usually not reached (1e-10 was reached at only ~10 % of
         random four-bar and pendulum states); in ``"penalty"`` mode the penalty's bias
         (``info["penalty_bias"]``, ~ ``|lam| / penalty``) is a floor too.

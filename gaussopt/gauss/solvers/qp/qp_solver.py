@@ -34,18 +34,18 @@ _SCALING_CODE = {"jacobi": 0, "rows": 1, "none": 2}[_SCALING]
 _F64 = np.dtype(np.float64)
 _H_S = QS.H_S
 _R_GAUSS, _R_DROPPED = QS.R_GAUSS, QS.R_DROPPED
-#: non-empty once :func:`.qp_step.prepare_model` has been compiled or loaded in this process
+#: non-empty once :func:`.compiled_qp.prepare_model` has been compiled or loaded in this process
 _LOADED: list = []
 
 class _Buffers:
     """What the compiled calls of one problem size use (:meth:`QP._buffers`, built once):
-    the kernel workspace, the float and integer buffers (:func:`.qp_step.layout`), the
+    the kernel workspace, the float and integer buffers (:func:`.compiled_qp.layout`), the
     options, Clarabel's solution ``xs``, ``zs`` (``zs`` for the largest rank; Clarabel
     fills its first ``r + p`` entries), per rank ``r`` the views of the buffers
     (:func:`_views`), and with a compiled model the context of the compiled calls
-    (:class:`.qp_step.QPContext`, on the model's arrays) and their entry points.
+    (:class:`.compiled_qp.QPContext`, on the model's arrays) and their entry points.
 
-    ``res`` is the results block of :func:`.qp_step.finish` (copied once per step),
+    ``res`` is the results block of :func:`.compiled_qp.finish` (copied once per step),
     ``slices`` the places of ``a``, ``mu``, ``M a - F``, the multipliers and the
     singular values in it, ``a`` its acceleration and ``i_rho`` the index of the
     inconsistency in ``fb`` (the hot path's two results)."""
@@ -74,8 +74,8 @@ class _Buffers:
         self.prepare_at = self.finish_at = None
 
     def call_args(self, sref, M, F, A, b, G, h, ref) -> tuple:
-        """The arguments of :func:`.qp_step.prepare` (with ``Pn`` for a full result and
-        without) and of :func:`.qp_step.finish` (less ``want_lam``) on the arrays
+        """The arguments of :func:`.compiled_qp.prepare` (with ``Pn`` for a full result and
+        without) and of :func:`.compiled_qp.finish` (less ``want_lam``) on the arrays
         ``M, F, A, b, G, h, ref``: ``(prep_full, prep_hot, fin)``."""
         w = self.work
         head = (M, F, A, b, G, h, ref)
@@ -84,7 +84,7 @@ class _Buffers:
                 head + (self.xs, self.zs, self.opt, w.f, w.i, self.fb))
 
     def context(self, mc, sref):
-        """The :class:`.qp_step.QPContext` on the compiled model's arrays (``mc``:
+        """The :class:`.compiled_qp.QPContext` on the compiled model's arrays (``mc``:
         :meth:`QP._model`), built once."""
         ctx = self.ctx
         if ctx is None:
@@ -97,7 +97,7 @@ class _Buffers:
 
 
 def _views(fb: np.ndarray, lay: tuple, n: int, r: int, p: int) -> tuple:
-    """Views of the float buffer for rank ``r`` (:func:`.qp_step.layout`): Clarabel's
+    """Views of the float buffer for rank ``r`` (:func:`.compiled_qp.layout`): Clarabel's
     values unscaled and scaled, the scaling."""
     (oPv, oqv, oAv, obv, oPo, oqo, oAo, obo, od, orinv, *_) = lay
     nP = n * (n + 1) // 2
@@ -153,7 +153,7 @@ class _CvxpyBackend:
 def _qp_info(solver, o, slices, status, backend, iters, solve_time, r, dropped_rows) -> dict:
     """``StepResult.info`` of the compiled qp step (built on first access:
     :class:`gaussopt.core.result.LazyStepResult`), from ``o``, the step's copy of the results
-    block of :func:`.qp_step.finish` (``slices``: :attr:`_Buffers.slices`)."""
+    block of :func:`.compiled_qp.finish` (``slices``: :attr:`_Buffers.slices`)."""
     rho = float(o[QS.R_RHO])
     sigma = o[slices[4]][:int(o[QS.R_K])]
     return {"status": status, "backend": backend, "iterations": iters,
@@ -269,7 +269,7 @@ class QP(StepSolver):
     # ------------------------------------------------------------- interface
     def solve(self, t: float, q: np.ndarray, v: np.ndarray) -> StepResult:
         """Solve one step at ``(t, q, v)`` (:meth:`StepSolver.solve`); through the
-        compiled path (:mod:`.qp_step`) where it applies."""
+        compiled path (:mod:`.compiled_qp`) where it applies."""
         if not self._compiled:
             return super().solve(t, q, v)
         out = self._fast_model(t, q, v, True)
@@ -411,7 +411,7 @@ class QP(StepSolver):
         return self._fast_model(t, q, v, True, True) if self._compiled else None
 
     def _fast(self, t, M, F, A, b, G, h, full):
-        """The step in two compiled calls around Clarabel (:mod:`.qp_step`): a StepResult
+        """The step in two compiled calls around Clarabel (:mod:`.compiled_qp`): a StepResult
         (``full``), or ``(a, inconsistency)``; None when the Python path must take it
         (errors, a force in ``null(M)``)."""
         bufs = self._buffers(A.shape[0], G.shape[0])
@@ -431,7 +431,7 @@ class QP(StepSolver):
         """What one solve at rank ``r`` uses: the views of the buffers (:func:`_views`),
         the scaled data as :meth:`ClarabelQP.solve_values` takes them (less ``s``), the
         arrays Clarabel's solution is written to (without inequality rows, no ``zs``:
-        :func:`.qp_step.finish` reads only its inequality part), the backend."""
+        :func:`.compiled_qp.finish` reads only its inequality part), the backend."""
         p = bufs.p
         Pv, qv, Av, bv, Po, qo, Ao, bo, d, rinv = _views(bufs.fb, bufs.lay, self._n, r, p)
         backend = self._get_backend(r, p)
@@ -439,8 +439,8 @@ class QP(StepSolver):
                 (bufs.xs, bufs.zs[:r + p] if p else None), backend)
 
     def _solve_prepared(self, t, bufs, r, full, finish, fin, data, shared):
-        """Clarabel and ``finish(*fin, full)`` (:func:`.qp_step.finish` or
-        :func:`.qp_step.finish_at`) after :func:`.qp_step.prepare` (inside the lock,
+        """Clarabel and ``finish(*fin, full)`` (:func:`.compiled_qp.finish` or
+        :func:`.compiled_qp.finish_at`) after :func:`.compiled_qp.prepare` (inside the lock,
         which also serializes every use of the backends: they are called without their
         own lock); ``data``: the step's ``M, F, A, b, G, h``; ``shared``: ``M, F, A,
         b`` are the compiled model's buffers."""
@@ -557,7 +557,7 @@ class QP(StepSolver):
             a = sa * np.asarray(x, dtype=float)
             mu = (w * sa * np.maximum(np.asarray(z, dtype=float), 0.0) / gn) if p else np.zeros(0)
             if dec.determinate:
-                # polish (as :func:`.qp_step.finish`): the closed form with the inequality
+                # polish (as :func:`.compiled_qp.finish`): the closed form with the inequality
                 # forces fixed, exact to rounding; verified below like the raw answer
                 a = dec.closed_form(M, F + G.T @ mu if p else F)
             be = self._verify(M, F, A, b, G, h, ref, dec, a, mu)
