@@ -16,11 +16,14 @@ What a kind module defines
 name                                               what
 =================================================  ===========================================
 ``LAYOUT``                                         its tag in ``p[H_TAG]`` (a float)
-``COORDINATES``                                    coordinates per body (3 planar, 7 spatial)
-``MASS_VALUES``                                    values per body that ``mass_blocks`` writes
 ``H_TAG, H_LEN, H_NB, H_M, H_PYTHON``              the first five header slots, as here: the
                                                    tag, ``len(p)``, bodies, equations, whether
                                                    the model has Python callables
+``sizes(p) -> (n, m, nd)``                         coordinates, equations and the values
+                                                   ``mass_blocks`` writes (``3 nb, m, 3 nb``
+                                                   planar, ``7 nb, m, 19 nb`` spatial; a
+                                                   ``jit`` function that Python calls too,
+                                                   as its ``py_func``)
 ``mass(p, q, M)``                                  ``M(q)``, (n, n)
 ``force(p, q, v, ext, F)``                         ``F(q, v)``, (n,)
 ``phi(p, q, drv, out)``                            ``Phi(q)``, (m,)
@@ -35,7 +38,10 @@ name                                               what
 =================================================  ===========================================
 
 (compiled functions: units or ``jit``; the compiled model functions pass empty ``drv`` and
-``ext``, since a model with Python callables has none).
+``ext``, since a model with Python callables has none). ``mass_blocks`` and
+``sparse_values`` go together and are optional: a kind without them has no sparse
+evaluation. Nothing here counts coordinates per body: a kind whose bodies differ in
+their coordinates (joint coordinates of a tree) says how many a model has in ``sizes``.
 
 How the templates become a kind's functions, and stay cached
 ------------------------------------------------------------
@@ -46,7 +52,7 @@ processes), so a closure over a kind's functions would be compiled again by ever
 Instead each template's code object is bound to a namespace of its own per kind
 (:class:`types.FunctionType`): this module's names plus ``kind``, the kind's module, and
 ``__name__``, the kind's module name. numba resolves ``kind.mass`` and
-``kind.COORDINATES`` when it compiles (a constant, a call through the unit's pointer); the
+``kind.LAYOUT`` when it compiles (a call through the unit's pointer, a constant); the
 cache key is the template's bytecode, the cache file is named after the function's module
 (the kind's: :class:`gaussopt.core.compiled._Locator`), so each kind's functions are
 compiled once per machine and loaded from :func:`gaussopt.core.compiled.code_cache_dir`
@@ -97,14 +103,9 @@ def _param(pp):
 
 
 @_jit
-def _open(pp, layout, coordinates):
-    """The parameter array behind ``pp`` and the model's numbers of coordinates and
-    equations; ``n = -1`` for a model the compiled functions do not run (another kind's,
-    or one with Python callables)."""
-    p = _param(pp)
-    if p[H_TAG] != layout or p[H_PYTHON] != 0.0:
-        return p, -1, 0
-    return p, coordinates * int(p[H_NB]), int(p[H_M])
+def _usable(p, layout):
+    """The compiled functions run only models of their kind without Python callables."""
+    return p[H_TAG] == layout and p[H_PYTHON] == 0.0
 
 
 # =========================================================================== templates
@@ -114,9 +115,10 @@ kind: Optional[types.ModuleType] = None
 
 
 def _dyn(t, qp, vp, pp, Mp, Fp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     q, v = vec(qp, n), vec(vp, n)
     kind.mass(p, q, mat(Mp, n, n))
     kind.force(p, q, v, np.zeros(0), vec(Fp, n))
@@ -124,17 +126,19 @@ def _dyn(t, qp, vp, pp, Mp, Fp):
 
 
 def _rows(t, qp, vp, pp, Ap, bp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     kind.rows(p, vec(qp, n), vec(vp, n), np.zeros(0), mat(Ap, m, n), vec(bp, m), True)
     return 0
 
 
 def _pos(t, qp, pp, phip, Jp, phitp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     q = vec(qp, n)
     kind.phi(p, q, np.zeros(0), vec(phip, m))
     kind.rows(p, q, q, np.zeros(0), mat(Jp, m, n), np.zeros(0), False)
@@ -143,9 +147,10 @@ def _pos(t, qp, pp, phip, Jp, phitp):
 
 
 def _vel(t, qp, vp, pp, rp, Jvp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     v = vec(vp, n)
     J = mat(Jvp, m, n)
     kind.rows(p, vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
@@ -154,36 +159,40 @@ def _vel(t, qp, vp, pp, rp, Jvp):
 
 
 def _energy(t, qp, vp, pp, ep, unused):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     vec(ep, 1)[0] = kind.energy(p, vec(qp, n), vec(vp, n))
     return 0
 
 
 def _sparse_dyn(t, qp, vp, pp, dp, Fp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     q = vec(qp, n)
-    kind.mass_blocks(p, q, vec(dp, kind.MASS_VALUES * int(p[H_NB])))
+    kind.mass_blocks(p, q, vec(dp, nd))
     kind.force(p, q, vec(vp, n), np.zeros(0), vec(Fp, n))
     return 0
 
 
 def _sparse_rows(t, qp, vp, pp, datap, bp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     b = vec(bp, m)
     kind.sparse_values(p, vec(qp, n), vec(vp, n), datap, b, b, False, True)
     return 0
 
 
 def _sparse_pos(t, qp, pp, phip, datap, phitp):
-    p, n, m = _open(pp, kind.LAYOUT, kind.COORDINATES)
-    if n < 0:
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
         return 1
+    n, m, nd = kind.sizes(p)
     q = vec(qp, n)
     ph = vec(phip, m)
     kind.sparse_values(p, q, q, datap, ph, ph, True, False)     # Phi and Phi_q in one pass
@@ -193,9 +202,9 @@ def _sparse_pos(t, qp, pp, phip, datap, phitp):
 
 _DENSE = (_dyn, _rows, _pos, _vel, _energy)
 _SPARSE = (_sparse_dyn, _sparse_rows, _sparse_pos)
-#: what a kind module must define (the table of the module docstring)
-_INTERFACE = ("LAYOUT", "COORDINATES", "MASS_VALUES", "mass", "force", "phi", "rows", "phi_t",
-              "energy", "mass_blocks", "sparse_values")
+#: what a kind module must define (the table of the module docstring), and what it may
+_INTERFACE = ("LAYOUT", "sizes", "mass", "force", "phi", "rows", "phi_t", "energy")
+_SPARSE_INTERFACE = ("mass_blocks", "sparse_values")
 #: the kinds made so far, by module name (each is made once: its functions' cache files
 #: are named after it)
 _KINDS: dict = {}
@@ -216,14 +225,16 @@ class KindFunctions:
     functions : tuple
         The cfuncs ``(dyn, rows, pos, vel, energy)`` of every model of the kind.
     sparse_functions : tuple
-        The cfuncs ``(dyn, rows, pos)`` of the kind's sparse evaluation.
-    coordinates : int
-        Coordinates per body.
+        The cfuncs ``(dyn, rows, pos)`` of the kind's sparse evaluation (empty for a kind
+        without one).
     """
 
     def __init__(self, kind: types.ModuleType) -> None:
         name = kind.__name__
         missing = [x for x in _INTERFACE if not hasattr(kind, x)]
+        sparse = [hasattr(kind, x) for x in _SPARSE_INTERFACE]
+        if any(sparse) and not all(sparse):
+            missing += [x for x, has in zip(_SPARSE_INTERFACE, sparse) if not has]
         header = [x for x, k in zip(("H_TAG", "H_LEN", "H_NB", "H_M", "H_PYTHON"), range(5))
                   if getattr(kind, x, None) != k]
         if missing or header:
@@ -235,9 +246,9 @@ class KindFunctions:
         _KINDS[name] = self
         ns = dict(globals())
         ns.update(__name__=name, kind=kind)
-        self.coordinates = int(kind.COORDINATES)
+        self._sizes = kind.sizes.py_func
         self.functions = tuple(self._make(f, ns) for f in _DENSE)
-        self.sparse_functions = tuple(self._make(f, ns) for f in _SPARSE)
+        self.sparse_functions = tuple(self._make(f, ns) for f in _SPARSE) if all(sparse) else ()
 
     @staticmethod
     def _make(template, ns: dict) -> cfunc:
@@ -250,8 +261,8 @@ class KindFunctions:
         for ``system`` (the assembled system of the model packed in ``p``; fresh buffers per
         run)."""
         _check_compiled(p)
-        return kernel_factory(self.functions, p, self.coordinates * int(p[H_NB]), int(p[H_M]),
-                              system, system.constant_mass is not None)
+        n, m, _ = self._sizes(p)
+        return kernel_factory(self.functions, p, n, m, system, system.constant_mass is not None)
 
     def sparse_model(self, p: np.ndarray, indptr: np.ndarray, indices: np.ndarray,
                      block_ptr: Optional[np.ndarray] = None) -> SparseModel:
@@ -261,8 +272,11 @@ class KindFunctions:
         ``block_ptr`` the first coordinate of every diagonal block of ``M`` (None: ``M``
         diagonal)."""
         _check_compiled(p)
-        return SparseModel(fns=self.sparse_functions, p=p, n=self.coordinates * int(p[H_NB]),
-                           m=int(p[H_M]), indptr=indptr, indices=indices, block_ptr=block_ptr)
+        if not self.sparse_functions:
+            raise ValueError("this kind of multibody model has no sparse evaluation.")
+        n, m, _ = self._sizes(p)
+        return SparseModel(fns=self.sparse_functions, p=p, n=n, m=m, indptr=indptr,
+                           indices=indices, block_ptr=block_ptr)
 
 
 def _check_compiled(p: np.ndarray) -> None:

@@ -63,8 +63,8 @@ from gaussopt.core.model_interface import SparseModel
 from gaussopt.multibody.common.cfuncs import KindFunctions, vec
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
-           "phi_t", "mass", "force", "energy", "mass_blocks", "sparse_values", "FUNCTIONS",
-           "compiled_factory", "sparse_model"]
+           "phi_t", "mass", "force", "energy", "mass_blocks", "sparse_values", "sizes",
+           "FUNCTIONS", "compiled_factory", "sparse_model"]
 
 #: compiled inside the model's functions (:mod:`gaussopt.core.compiled`), or alone when Python
 #: calls them
@@ -500,6 +500,13 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
+@_jit
+def sizes(p):
+    """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
+    nb_ = int(p[H_NB])
+    return COORDINATES * nb_, int(p[H_M]), MASS_VALUES * nb_
+
+
 @_jit
 def mass_blocks(p, q, d):
     """The diagonal of ``M`` into ``d`` (n,): the mass blocks of the O(n) step

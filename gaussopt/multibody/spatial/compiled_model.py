@@ -58,7 +58,7 @@ from gaussopt.multibody.common.cfuncs import KindFunctions, vec
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "FUNCTIONS",
            "compiled_factory", "sparse_model", "sparse_pattern", "row_bodies", "mass_blocks",
-           "sparse_values"]
+           "sparse_values", "sizes"]
 
 _jit = jit(cache=True, error_model="numpy")
 
@@ -808,6 +808,13 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
+@_jit
+def sizes(p):
+    """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
+    nb_ = int(p[H_NB])
+    return COORDINATES * nb_, int(p[H_M]), MASS_VALUES * nb_
+
+
 #: the compiled model functions of every spatial model (:mod:`gaussopt.multibody.common.cfuncs`)
 _KIND = KindFunctions(sys.modules[__name__])
 #: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every spatial model
