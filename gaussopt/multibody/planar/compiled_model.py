@@ -69,6 +69,9 @@ __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", 
 #: compiled inside the model's functions (:mod:`gaussopt.core.compiled`), or alone when Python
 #: calls them
 _jit = jit(cache=True, error_model="numpy")
+#: small pieces of the compiled model functions inlined into them (each compiled alone
+#: cost more: numba's fixed cost per function)
+_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 def _unit(signature: str, lazy: bool = False):
@@ -500,14 +503,14 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
-@_jit
+@_inline
 def sizes(p):
     """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
     nb_ = int(p[H_NB])
     return COORDINATES * nb_, int(p[H_M]), MASS_VALUES * nb_
 
 
-@_jit
+@_inline
 def mass_blocks(p, q, d):
     """The diagonal of ``M`` into ``d`` (n,): the mass blocks of the O(n) step
     (:mod:`gaussopt.gauss.band_step`), one value per coordinate."""
@@ -529,7 +532,7 @@ def _nnz(p):
     return count
 
 
-@_jit
+@_inline
 def sparse_values(p, q, v, datap, ph, b, want_phi, with_gamma):
     """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
     ``datap``: :func:`sparse_rows`), ``Phi`` into ``ph`` when ``want_phi`` and ``gamma``

@@ -61,6 +61,9 @@ __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "FUNCTIONS
            "sparse_values", "sizes"]
 
 _jit = jit(cache=True, error_model="numpy")
+#: small pieces of the compiled model functions inlined into them (each compiled alone
+#: cost more: numba's fixed cost per function)
+_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 def _unit(signature: str):
@@ -808,7 +811,7 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
-@_jit
+@_inline
 def sizes(p):
     """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
     nb_ = int(p[H_NB])
