@@ -53,10 +53,12 @@ without a single Python call. The package is split by role:
 data and of its kinematics, ``Phi``, ``Phi_q``, ``gamma``, which the model,
 the analysis and the states read: none of them imports another's module but
 the model),
-:mod:`~gaussopt.multibody.planar.compiled_model` (the numba functions and compiled model
-functions), :mod:`~gaussopt.multibody.common.analysis` (rank report, reactions),
-:mod:`~gaussopt.multibody.common.states` (consistent initial states) and
-:mod:`~gaussopt.multibody.planar.mechanism` (the :class:`Model`).
+:mod:`~gaussopt.multibody.planar.compiled_model` (the numba functions; the compiled model
+functions made from them by :mod:`~gaussopt.multibody.common.cfuncs`, one set of
+templates for the planar and the spatial kind), :mod:`~gaussopt.multibody.common.analysis`
+(rank report, reactions), :mod:`~gaussopt.multibody.common.states` (consistent initial
+states) and :mod:`~gaussopt.multibody.planar.mechanism` (the :class:`Model`, on
+:class:`~gaussopt.multibody.common.base_model.BaseModel`, which the spatial model shares).
 
 References
 ----------

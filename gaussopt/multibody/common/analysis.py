@@ -12,7 +12,7 @@ from gaussopt.core.exceptions import ModelError
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL, min_norm_multipliers, null_space_split
 from gaussopt.core.result import StepResult
 from gaussopt.core.checks import as_state as _as_state
-from gaussopt.multibody.planar.assembly import Assembly
+from gaussopt.multibody.common.base_assembly import BaseAssembly
 from gaussopt.multibody.planar.elements import GROUND
 
 __all__ = ["RankReport", "JointReaction", "rank_report", "reactions"]
@@ -113,7 +113,7 @@ class JointReaction:
                 f"M = {self.moment_j:.6g} N m about ({self.point[0]:.4g}, {self.point[1]:.4g}){tag}")
 
 
-def rank_report(asm: Assembly, q, t: float = 0.0,
+def rank_report(asm: BaseAssembly, q, t: float = 0.0,
                 rank_tol: float = DEFAULT_RANK_TOL) -> RankReport:
     """:meth:`Model.rank_report <gaussopt.multibody.Model.rank_report>` (``asm``: its
     :class:`~gaussopt.multibody.planar.assembly.Assembly`)."""
@@ -149,7 +149,7 @@ def rank_report(asm: Assembly, q, t: float = 0.0,
                       involved_rows=np.asarray(involved, dtype=int))
 
 
-def _multipliers(asm: Assembly, A: np.ndarray, step: Union[StepResult, np.ndarray],
+def _multipliers(asm: BaseAssembly, A: np.ndarray, step: Union[StepResult, np.ndarray],
                  rank_tol: float) -> np.ndarray:
     """The multipliers of ``step``: minimum-norm ones of its constraint force, or as given."""
     if isinstance(step, StepResult):
@@ -174,7 +174,7 @@ def _multipliers(asm: Assembly, A: np.ndarray, step: Union[StepResult, np.ndarra
     return lam
 
 
-def reactions(asm: Assembly, t: float, q, step: Union[StepResult, np.ndarray],
+def reactions(asm: BaseAssembly, t: float, q, step: Union[StepResult, np.ndarray],
               rank_tol: float = DEFAULT_RANK_TOL) -> list[JointReaction]:
     """:meth:`Model.reactions <gaussopt.multibody.Model.reactions>` (``asm``: its
     :class:`~gaussopt.multibody.planar.assembly.Assembly`)."""

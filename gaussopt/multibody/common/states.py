@@ -10,7 +10,7 @@ import numpy as np
 from gaussopt.core.exceptions import ModelError
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL, null_space_split
 from gaussopt.core.checks import as_state as _as_state
-from gaussopt.multibody.planar.assembly import Assembly
+from gaussopt.multibody.common.base_assembly import BaseAssembly
 
 __all__ = ["as_state", "assemble", "velocities", "initial_state"]
 
@@ -21,7 +21,7 @@ def as_state(n: int, x, label: str) -> np.ndarray:
     return _as_state(x, n, label)
 
 
-def _prescribed(asm: Assembly, values: Optional[Mapping[str, float]], label: str):
+def _prescribed(asm: BaseAssembly, values: Optional[Mapping[str, float]], label: str):
     values = dict(values or {})
     idx = np.array([asm.index_of(k) for k in values], dtype=np.intp)
     val = np.array([float(x) for x in values.values()])
@@ -36,7 +36,7 @@ def _selector(idx: np.ndarray, n: int) -> np.ndarray:
     return E
 
 
-def assemble(asm: Assembly, fixed: Optional[Mapping[str, float]] = None, q_guess=None,
+def assemble(asm: BaseAssembly, fixed: Optional[Mapping[str, float]] = None, q_guess=None,
              t: float = 0.0, tol: float = 1e-13, max_iter: int = 50) -> np.ndarray:
     """:meth:`Model.assemble <gaussopt.multibody.Model.assemble>`."""
     idx, val = _prescribed(asm, fixed, "fixed")
@@ -57,7 +57,7 @@ def assemble(asm: Assembly, fixed: Optional[Mapping[str, float]] = None, q_guess
                      "incompatible with the joints, or `q_guess` is too far away.")
 
 
-def velocities(asm: Assembly, q, prescribed: Optional[Mapping[str, float]] = None,
+def velocities(asm: BaseAssembly, q, prescribed: Optional[Mapping[str, float]] = None,
                t: float = 0.0, rank_tol: float = DEFAULT_RANK_TOL) -> np.ndarray:
     """:meth:`Model.velocities <gaussopt.multibody.Model.velocities>`."""
     n = asm.n
@@ -92,7 +92,7 @@ def _left_null(J: np.ndarray, rank_tol: float) -> np.ndarray:
     return U[:, rank:] / nr[:, None]
 
 
-def _second_order(asm: Assembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.ndarray,
+def _second_order(asm: BaseAssembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.ndarray,
                   N: np.ndarray, rank_tol: float, prescribed, r: int) -> np.ndarray:
     """The velocity at a singular (folded) configuration, where the joint rows and the
     prescribed components leave directions ``N`` free to first order: ``v = vp + N b``
@@ -157,7 +157,7 @@ def _second_order(asm: Assembly, t: float, q: np.ndarray, J: np.ndarray, vp: np.
                      f"it need other values.")
 
 
-def initial_state(asm: Assembly, fixed: Optional[Mapping[str, float]] = None,
+def initial_state(asm: BaseAssembly, fixed: Optional[Mapping[str, float]] = None,
                   prescribed_velocities: Optional[Mapping[str, float]] = None,
                   q_guess=None, t: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`Model.initial_state <gaussopt.multibody.Model.initial_state>`."""

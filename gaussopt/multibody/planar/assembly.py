@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from gaussopt.core.exceptions import ModelError
+from gaussopt.multibody.common.base_assembly import BaseAssembly, body_resolver
 import gaussopt.multibody.planar.compiled_model as kernel
 from gaussopt.multibody.planar.elements import (GROUND, Body, Damper, Joint, PointForce, Spring,
                                                 Torque, Vector2, _ref_name)
@@ -34,81 +35,35 @@ _NONE = np.zeros(0)
 
 
 @dataclass
-class Assembly:
-    """What :func:`assemble_model` builds (the :class:`Model` exposes most of it).
+class Assembly(BaseAssembly):
+    """What :func:`assemble_model` builds (the :class:`Model` exposes most of it): the
+    attributes of :class:`~gaussopt.multibody.common.base_assembly.BaseAssembly` (``n = 3 *
+    len(bodies)``, ``gravity`` of shape (2,), ``joint_ends`` the ``(i, j, s_j)`` of every
+    joint: its two bodies (the last primitive's) and the body-``j`` point its reaction
+    moments are taken about (``None``: the centroid), ``drivers`` the ``(row, angle, rate,
+    acceleration)`` of every driven angle with a callable angle) and these.
 
     Attributes
     ----------
-    name : str
-    bodies : tuple of Body
-    body_names : tuple of str
-    index : dict
-        Body name -> body index.
-    n, m : int
-        Coordinates (``3 * len(bodies)``), joint equations.
-    coordinates : tuple of str
-    gravity : ndarray, shape (2,)
-    joints : tuple
-    labels, joint_labels : list of str
-        One label per joint equation / per joint.
-    joint_rows : list of ndarray of int
-        The rows of every joint.
-    joint_ends : list of tuple
-        ``(i, j, s_j)`` of every joint: its two bodies (the last primitive's) and the
-        body-``j`` point its reaction moments are taken about (``None``: the centroid).
-    drivers : list of tuple
-        ``(row, angle, rate, acceleration)`` of every driven angle with a callable angle.
     point_forces, torques : list of callable
         The callable point forces ``f(t, q, v) -> (2,)`` and torques ``f(t, q, v) -> float``,
         in the order of the kernel's records.
     mass_diagonal : ndarray, shape (n,)
     F0 : ndarray, shape (n,)
         The constant part of the applied force.
-    p : ndarray
-        The kernel's parameter array.
-    conservative : bool
-        No callable forces, dampers or drives: the energy is conserved.
     state_dependent_force : bool
     """
 
-    name: str
-    bodies: tuple
-    body_names: tuple
-    index: dict
-    n: int
-    m: int
-    coordinates: tuple
-    gravity: np.ndarray
-    joints: tuple
-    labels: list
-    joint_labels: list
-    joint_rows: list
-    joint_ends: list
-    drivers: list
+    kernel = kernel
+    axes = ("x", "y", "phi")
+
     point_forces: list
     torques: list
     mass_diagonal: np.ndarray
     F0: np.ndarray
-    p: np.ndarray
-    conservative: bool
     state_dependent_force: bool
 
-    @property
-    def ground(self) -> int:
-        """Index of the ground (the padding body)."""
-        return len(self.bodies)
-
     # ------------------------------------------------------------------ the joints' kinematics
-    # (the model's data and their evaluation live here, one home: the Model, the analysis
-    # and the consistent states read them)
-    def index_of(self, coordinate: str) -> int:
-        """Index of a coordinate ``"<body>.x|y|phi"`` in ``q``."""
-        try:
-            return self.coordinates.index(coordinate)
-        except ValueError:
-            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
-                             f"'<body>.y', '<body>.phi' for bodies {list(self.body_names)}.") from None
-
     def velocity_rows(self, q: np.ndarray, names) -> np.ndarray:
         """Rows ``S`` with ``S v`` the named velocity components (coordinate rates)."""
         S = np.zeros((len(names), self.n))
@@ -131,12 +86,6 @@ class Assembly:
         kernel.phi(self.p, np.ascontiguousarray(q, dtype=dt), self.driver_values(t, 0, dt), out)
         return out
 
-    def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
-        """Explicit time derivative ``Phi_t``, shape (m,): ``-c'(t)`` on driven rows."""
-        out = np.empty(self.m)
-        kernel.phi_t(self.p, self.driver_values(t, 1), out)
-        return out
-
     def jacobian(self, t: float, q: np.ndarray, padded: bool = False) -> np.ndarray:
         """Exact ``Phi_q``, shape (m, n); ``padded``: with the ground's three columns,
         shape (m, n + 3) (the reactions)."""
@@ -144,15 +93,6 @@ class Assembly:
         A = np.empty((self.m, self.n + (3 if padded else 0)))
         kernel.rows(self.p, q, q, _NONE, A, _NONE, False)
         return A
-
-    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Acceleration rows ``(Phi_q, gamma)``, shapes (m, n) and (m,), in one pass
-        (``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``)."""
-        A = np.empty((self.m, self.n))
-        b = np.empty(self.m)
-        kernel.rows(self.p, np.ascontiguousarray(q, dtype=float),
-                    np.ascontiguousarray(v, dtype=float), self.driver_values(t, 2), A, b, True)
-        return A, b
 
 
 def _vec2(x, label: str, problems: list) -> np.ndarray:
@@ -297,20 +237,7 @@ def assemble_model(bodies: Sequence[Body], joints: Sequence[Joint] = (), forces:
     ground = nb_
     g = _vec2(gravity, "`gravity`", problems)
 
-    def idx(ref, label):
-        try:
-            nm = _ref_name(ref)
-        except ModelError as e:
-            problems.append(f"{label}: {e}")
-            return ground
-        if nm is None:
-            return ground
-        if nm not in index:
-            problems.append(f"{label}: unknown body {nm!r} (bodies: {list(names)})")
-            return ground
-        if isinstance(ref, Body) and ref is not bodies[index[nm]] and ref != bodies[index[nm]]:
-            problems.append(f"{label}: Body {nm!r} differs from the model's body of that name")
-        return index[nm]
+    idx = body_resolver(bodies, index, _ref_name, Body, problems)
 
     joints = tuple(joints)
     tab = _Tables()

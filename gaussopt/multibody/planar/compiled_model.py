@@ -45,27 +45,33 @@ torques -- is passed in as arrays (``drv``, ``ext``), evaluated by the Python
 methods; a model with any of them has ``p[H_PYTHON] = 1`` and no compiled
 functions (the engine then calls its Python methods). :func:`phi` is generic in
 the dtype of ``q`` and ``drv`` (``float64`` or ``complex128``): the complex step of
-:class:`~gaussopt.Holonomic` differentiates it. The five ``cfunc`` objects
-(:data:`FUNCTIONS`), and the two of :func:`sparse_model`, are compiled once for
-all multibody models, since ``p`` carries the model.
+:class:`~gaussopt.Holonomic` differentiates it. The functions here are the
+interface of a kind of multibody model (:mod:`gaussopt.multibody.common.cfuncs`,
+which makes from them the five compiled model functions, :data:`FUNCTIONS`, and the
+three of :func:`sparse_model`); they are compiled once for all planar models, since
+``p`` carries the model.
 """
 
 from __future__ import annotations
 
-import numba as nb
+import sys
+
 import numpy as np
 
-from gaussopt.core.compiled import cfunc, jit, unit
-from gaussopt.gauss.dense_algebra import matvec as _matvec
-from gaussopt.core.model_interface import SIGNATURE, SparseModel
-from gaussopt.model.model_functions import kernel_factory
+from gaussopt.core.compiled import jit, unit
+from gaussopt.core.model_interface import SparseModel
+from gaussopt.multibody.common.cfuncs import KindFunctions, vec
 
 __all__ = ["pack", "phi", "rows", "local_rows", "row_bodies", "sparse_pattern", "sparse_rows",
-           "phi_t", "force", "energy", "FUNCTIONS", "compiled_factory", "sparse_model"]
+           "phi_t", "mass", "force", "energy", "mass_blocks", "sparse_values", "sizes",
+           "FUNCTIONS", "compiled_factory", "sparse_model"]
 
 #: compiled inside the model's functions (:mod:`gaussopt.core.compiled`), or alone when Python
 #: calls them
 _jit = jit(cache=True, error_model="numpy")
+#: small pieces of the compiled model functions inlined into them (each compiled alone
+#: cost more: numba's fixed cost per function)
+_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 def _unit(signature: str, lazy: bool = False):
@@ -76,6 +82,8 @@ def _unit(signature: str, lazy: bool = False):
 
 #: the layout tag in ``p[0]`` (checked by the compiled functions)
 LAYOUT = 20250601.0
+#: coordinates per body ``(x, y, phi)``; values per body of :func:`mass_blocks`
+COORDINATES = MASS_VALUES = 3
 # header slots
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON,
  H_KP, H_KA, H_KL, H_KD, H_KF, H_KS, H_KFC, H_KTC,
@@ -348,9 +356,10 @@ def sparse_rows(p, q, v, ddrv, data, b, with_gamma):
                 off += 3
 
 
-@_unit("none(f8v, f8v, f8v)")
-def phi_t(p, drate, out):
-    """``Phi_t`` into ``out`` (m,): ``-c'(t)`` on the driven rows (``drate``), else 0."""
+@_unit("none(f8v, f8v, f8v, f8v)")
+def phi_t(p, q, drate, out):
+    """``Phi_t`` into ``out`` (m,): ``-c'(t)`` on the driven rows (``drate``), else 0
+    (``q`` is not read: the interface of :mod:`gaussopt.multibody.common.cfuncs`)."""
     for i in range(out.shape[0]):
         out[i] = 0.0
     o = int(p[H_OD])
@@ -359,9 +368,9 @@ def phi_t(p, drate, out):
 
 
 # =========================================================================== forces
-@_unit("none(f8v, f8m)")
-def mass(p, M):
-    """The constant diagonal mass matrix into ``M`` (n, n)."""
+@_unit("none(f8v, f8v, f8m)")
+def mass(p, q, M):
+    """The constant diagonal mass matrix into ``M`` (n, n) (``q`` is not read)."""
     n = 3 * int(p[H_NB])
     o = int(p[H_OMASS])
     for i in range(M.shape[0]):
@@ -494,90 +503,20 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
-@_jit
-def _vec(ptr, k):
-    return nb.carray(ptr, (k,), np.float64)
+@_inline
+def sizes(p):
+    """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
+    nb_ = int(p[H_NB])
+    return COORDINATES * nb_, int(p[H_M]), MASS_VALUES * nb_
 
 
-@_jit
-def _mat(ptr, k, n):
-    return nb.carray(ptr, (k, n), np.float64)
-
-
-@_jit
-def _param(pp):
-    """The parameter array behind the pointer ``pp`` (its length in slot ``H_LEN``, the
-    same slot in the spatial kernel's layout)."""
-    return _vec(pp, int(_vec(pp, H_LEN + 1)[H_LEN]))
-
-
-@_jit
-def _usable(p):
-    """The compiled functions run only models without Python callables."""
-    return p[H_TAG] == LAYOUT and p[H_PYTHON] == 0.0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _dyn(t, qp, vp, pp, Mp, Fp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n = 3 * int(p[H_NB])
-    q, v = _vec(qp, n), _vec(vp, n)
-    mass(p, _mat(Mp, n, n))
-    force(p, q, v, np.zeros(0), _vec(Fp, n))
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _rows(t, qp, vp, pp, Ap, bp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-    rows(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _mat(Ap, m, n),
-         _vec(bp, m), True)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _pos(t, qp, pp, phip, Jp, phitp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-    q = _vec(qp, n)
-    phi(p, q, np.zeros(0), _vec(phip, m))
-    rows(p, q, q, np.zeros(0), _mat(Jp, m, n), np.zeros(0), False)
-    phi_t(p, np.zeros(0), _vec(phitp, m))
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _vel(t, qp, vp, pp, rp, Jvp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-    v = _vec(vp, n)
-    J = _mat(Jvp, m, n)
-    rows(p, _vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
-    _matvec(J, v, _vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _energy(t, qp, vp, pp, ep, unused):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n = 3 * int(p[H_NB])
-    _vec(ep, 1)[0] = energy(p, _vec(qp, n), _vec(vp, n))
-    return 0
-
-
-#: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every multibody model
-FUNCTIONS = (_dyn, _rows, _pos, _vel, _energy)
+@_inline
+def mass_blocks(p, q, d):
+    """The diagonal of ``M`` into ``d`` (n,): the mass blocks of the O(n) step
+    (:mod:`gaussopt.gauss.band_step`), one value per coordinate."""
+    o = int(p[H_OMASS])
+    for k in range(COORDINATES * int(p[H_NB])):
+        d[k] = p[o + k]
 
 
 @_jit
@@ -593,59 +532,31 @@ def _nnz(p):
     return count
 
 
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_dyn(t, qp, vp, pp, dp, Fp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n = 3 * int(p[H_NB])
-    d = _vec(dp, n)
-    o = int(p[H_OMASS])
-    for k in range(n):
-        d[k] = p[o + k]
-    force(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _vec(Fp, n))
-    return 0
+@_inline
+def sparse_values(p, q, v, datap, ph, b, want_phi, with_gamma):
+    """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
+    ``datap``: :func:`sparse_rows`), ``Phi`` into ``ph`` when ``want_phi`` and ``gamma``
+    into ``b`` when ``with_gamma`` (the sparse model functions,
+    :mod:`gaussopt.multibody.common.cfuncs`)."""
+    if want_phi:
+        phi(p, q, np.zeros(0), ph)
+    sparse_rows(p, q, v, np.zeros(0), vec(datap, _nnz(p)), b, with_gamma)
 
 
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_rows(t, qp, vp, pp, datap, bp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-    sparse_rows(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _vec(datap, _nnz(p)),
-                _vec(bp, m), True)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_pos(t, qp, pp, phip, datap, phitp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 3 * int(p[H_NB]), int(p[H_M])
-    q = _vec(qp, n)
-    phi(p, q, np.zeros(0), _vec(phip, m))
-    sparse_rows(p, q, q, np.zeros(0), _vec(datap, _nnz(p)), np.zeros(0), False)
-    phi_t(p, np.zeros(0), _vec(phitp, m))
-    return 0
+#: the compiled model functions of every planar model (:mod:`gaussopt.multibody.common.cfuncs`)
+_KIND = KindFunctions(sys.modules[__name__])
+#: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every multibody model
+FUNCTIONS = _KIND.functions
 
 
 def sparse_model(p: np.ndarray) -> SparseModel:
     """The sparse evaluation of the model packed in ``p`` (:class:`gaussopt.core.model_interface.SparseModel`:
     the diagonal of ``M``, ``F``, ``Phi_q`` in its fixed pattern and ``gamma``), for the
     O(n) step of :mod:`gaussopt.gauss.band_step`."""
-    if p[H_PYTHON] != 0.0:
-        raise ValueError("a model with Python callables has no compiled functions.")
-    indptr, indices = sparse_pattern(p)
-    return SparseModel(fns=(_sparse_dyn, _sparse_rows, _sparse_pos), p=p, n=3 * int(p[H_NB]),
-                       m=int(p[H_M]), indptr=indptr, indices=indices)
+    return _KIND.sparse_model(p, *sparse_pattern(p))
 
 
 def compiled_factory(p: np.ndarray, system):
     """A factory of the engine's :class:`~gaussopt.core.model_interface.ModelFunctions` for ``system``
     (the assembled system of the model packed in ``p``; fresh buffers per run)."""
-    if p[H_PYTHON] != 0.0:
-        raise ValueError("a model with Python callables has no compiled functions.")
-    return kernel_factory(FUNCTIONS, p, 3 * int(p[H_NB]), int(p[H_M]), system,
-                          system.constant_mass is not None)
+    return _KIND.compiled_factory(p, system)

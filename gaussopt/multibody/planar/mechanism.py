@@ -8,18 +8,16 @@ It composes the assembly (:mod:`~gaussopt.multibody.planar.assembly`), the kerne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gaussopt.model.constraints import Holonomic
 from gaussopt.core.exceptions import ModelError
 from gaussopt.integrate.stabilization import Projection
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.result import StepResult
-from gaussopt.model.system import System
 import gaussopt.multibody.common.analysis as analysis
+from gaussopt.multibody.common.base_model import BaseModel
 import gaussopt.multibody.planar.compiled_model as kernel
 import gaussopt.multibody.common.states as states
 from gaussopt.multibody.common.analysis import JointReaction, RankReport
@@ -31,32 +29,7 @@ __all__ = ["Model", "Mechanism", "LeastSquaresProjection"]
 _NONE = np.zeros(0)
 
 
-class _JointConstraint(Holonomic):
-    """All joint equations of a :class:`Model` as one :class:`~gaussopt.Holonomic`
-    block, with the model's exact Jacobian and ``gamma`` evaluated in one pass."""
-
-    def __init__(self, model: "Model") -> None:
-        super().__init__(model.phi, jacobian=model.jacobian, gamma=model.gamma,
-                         phi_t=model.phi_t if model.rheonomic else None,
-                         rheonomic=model.rheonomic, name="joints")
-        self._model = model
-
-    def rows(self, t, q, v):
-        return self._model.rows(t, q, v)
-
-
-class _MultibodySystem(System):
-    """A :class:`~gaussopt.System` whose row labels are the joints' row labels."""
-
-    def __init__(self, *args, labels: Sequence[str], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._labels = list(labels)
-
-    def row_labels(self, t: float = 0.0, q=None, v=None) -> list[str]:
-        return list(self._labels)
-
-
-class Model:
+class Model(BaseModel):
     """Planar bodies, joints and forces, assembled into a :class:`~gaussopt.System`.
 
     Parameters
@@ -104,45 +77,15 @@ class Model:
     to the ground need no special case.
     """
 
+    kernel = kernel
+    assemble_model = staticmethod(assemble_model)
+    ref_name = staticmethod(_ref_name)
+
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint] = (),
                  forces: Sequence = (), gravity: Vector2 = (0.0, 0.0),
                  name: str = "multibody") -> None:
-        bodies, joints, forces = (list(x) if isinstance(x, Iterator) else x
-                                  for x in (bodies, joints, forces))
-        # a Model pickles as the call that built it (its tables are rebuilt on unpickling)
-        self._args = (bodies, joints, forces, gravity, name)
-        asm = assemble_model(bodies, joints, forces, gravity, name)
-        self._asm = asm
-        self._p = asm.p
-        self.name = name
-        self.bodies = asm.bodies
-        self.body_names = asm.body_names
-        self.nb = len(asm.bodies)
-        self.n = asm.n
-        self.m = asm.m
-        self.ground = asm.ground
-        self.coordinates = asm.coordinates
-        self.gravity = asm.gravity
-        self.joints = asm.joints
-        self.labels = asm.labels
-        self.joint_labels = asm.joint_labels
-        self.rheonomic = bool(asm.drivers)
-        self.conservative = asm.conservative
-        self.mass_matrix = np.diag(asm.mass_diagonal)
-        self._system: Optional[System] = None
-
-    # ------------------------------------------------------------------ lookups
-    def index(self, coordinate: str) -> int:
-        """Index of a coordinate ``"<body>.x|y|phi"`` in ``q``."""
-        return self._asm.index_of(coordinate)
-
-    def body_slice(self, body: BodyRef) -> slice:
-        """Slice of ``q`` holding ``(x, y, phi)`` of ``body``."""
-        nm = _ref_name(body)
-        if nm not in self._asm.index:
-            raise ModelError(f"`body` must be one of {list(self.body_names)}, found {body!r}.")
-        k = self._asm.index[nm]
-        return slice(3 * k, 3 * k + 3)
+        super().__init__(bodies, joints, forces, gravity, name)
+        self.mass_matrix = np.diag(self._asm.mass_diagonal)
 
     def point(self, body: BodyRef, point: Vector2, q: np.ndarray) -> np.ndarray:
         """World position of a body point, shape (2,) for ``q`` of shape (n,), (N, 2) for (N, n)."""
@@ -173,27 +116,6 @@ class Model:
         out += [float(f(t, q, v)) for f in self._asm.torques]
         return np.array(out, dtype=float) if out else _NONE
 
-    def phi(self, t: float, q: np.ndarray) -> np.ndarray:
-        """Joint equations ``Phi(t, q)``, shape (m,). Complex-safe in ``t`` and ``q``
-        (the kernel is compiled for ``complex128`` too)."""
-        return self._asm.phi(t, q)
-
-    def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
-        """Explicit time derivative ``Phi_t``, shape (m,): ``-c'(t)`` on driven rows."""
-        return self._asm.phi_t(t, q)
-
-    def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
-        """Exact ``Phi_q``, shape (m, n)."""
-        return self._asm.jacobian(t, q)
-
-    def gamma(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Exact ``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``, shape (m,)."""
-        return self._asm.rows(t, q, v)[1]
-
-    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Acceleration rows ``(Phi_q, gamma)``, shapes (m, n) and (m,), in one pass."""
-        return self._asm.rows(t, q, v)
-
     # ------------------------------------------------------------------ forces, energy
     def force(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Generalized applied force ``F = Q``, shape (n,) (no inertia terms in body coordinates)."""
@@ -202,40 +124,13 @@ class Model:
                      np.ascontiguousarray(v, dtype=float), self._external_forces(t, q, v), F)
         return F
 
-    def energy(self, t: float, q: np.ndarray, v: np.ndarray) -> float:
-        """Kinetic energy plus the potentials of gravity, springs and the constant
-        point forces and torques [J]; conserved when :attr:`conservative`."""
-        return float(kernel.energy(self._p, np.ascontiguousarray(q, dtype=float),
-                                   np.ascontiguousarray(v, dtype=float)))
-
-    # ------------------------------------------------------------------ system
-    @property
-    def system(self) -> System:
-        """The assembled :class:`~gaussopt.System` (built once, then cached)."""
-        if self._system is None:
-            asm = self._asm
-            force = self.force if asm.state_dependent_force else asm.F0.copy()
-            cons = [_JointConstraint(self)] if self.m else []
-            sysm = _MultibodySystem(self.coordinates, mass=self.mass_matrix, force=force,
-                                    constraints=cons, energy=self.energy, name=self.name,
-                                    labels=self.labels)
-            if self._p[kernel.H_PYTHON] == 0.0:
-                sysm.compiled = kernel.compiled_factory(self._p, sysm)
-                sysm.sparse = kernel.sparse_model(self._p)
-            self._system = sysm.rebuilt_by(_system_of_model, self)   # pickles as the model
-        return self._system
-
-    def __reduce__(self):
-        """Pickle as the call that built the model (its elements; the kernel's tables
-        and the compiled functions are rebuilt on unpickling)."""
-        return (type(self), self._args)
+    def _mass_and_force(self) -> tuple:
+        """The constant ``M``, and ``F`` (a constant array when no force depends on the
+        state)."""
+        asm = self._asm
+        return self.mass_matrix, (self.force if asm.state_dependent_force else asm.F0.copy())
 
     # ------------------------------------------------------------------ analysis
-    @property
-    def gruebler(self) -> int:
-        """Gruebler's count ``3 * bodies - joint equations``."""
-        return self.n - self.m
-
     def rank_report(self, q: np.ndarray, t: float = 0.0,
                     rank_tol: float = DEFAULT_RANK_TOL) -> RankReport:
         """Gruebler's count, numerical rank of ``Phi_q`` and the redundant rows at ``q``.
@@ -353,11 +248,6 @@ class Model:
     def __repr__(self) -> str:
         return (f"Model({self.name!r}, bodies={list(self.body_names)}, joints={len(self.joints)}, "
                 f"n={self.n}, m={self.m})")
-
-
-def _system_of_model(model: Model) -> System:
-    """``model.system`` (how a multibody System pickles)."""
-    return model.system
 
 
 #: alias

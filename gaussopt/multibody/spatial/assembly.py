@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from gaussopt.core.exceptions import ModelError
+from gaussopt.multibody.common.base_assembly import BaseAssembly, body_resolver
 import gaussopt.multibody.spatial.compiled_model as kernel
 from gaussopt.multibody.spatial.elements import (GROUND, Armature, Body, Force, Joint,
                                                  RotationalDamper, Spring, Torque, _ref_name, _vec3,
@@ -32,68 +33,30 @@ _RATES = {"wx": 0, "wy": 1, "wz": 2}
 
 
 @dataclass
-class SpatialAssembly:
-    """What :func:`assemble_model` builds (the :class:`~gaussopt.multibody.spatial.Model`
-    exposes most of it).
+class SpatialAssembly(BaseAssembly):
+    """What :func:`assemble_model` builds (the :class:`~gaussopt.multibody.spatial.Model` exposes most of it):
+    the attributes of :class:`~gaussopt.multibody.common.base_assembly.BaseAssembly` (``n =
+    7 * len(bodies)``, ``m`` with the normalizations first, ``gravity`` of shape (3,),
+    ``joint_ends`` the ``(i, j, s_i, s_j, frame_i)`` of every joint: its bodies (``ground``
+    index for the ground), its anchor in the frames of ``i`` and ``j`` (``None``: the
+    centroid of ``j``) and its frame's axes (rows) in the frame of ``i``; ``drivers`` the
+    ``(angle, rate, acceleration)`` of the driven angles with callables) and these.
 
     Attributes
     ----------
-    name : str
-    bodies, body_names : tuple
-    index : dict
-        Body name -> body index.
-    n, m : int
-        ``7 * len(bodies)`` coordinates; equations (normalizations first).
-    coordinates : tuple of str
-    gravity : ndarray, shape (3,)
-    joints : tuple
-    labels, joint_labels : list of str
-    joint_rows : list of ndarray of int
-    joint_ends : list of tuple
-        ``(i, j, s_i, s_j, frame_i)``: the joint's bodies (``ground`` index for the
-        ground), its anchor in the frames of ``i`` and ``j`` (``None``: the centroid of
-        ``j``) and its frame's axes (rows) in the frame of ``i``.
-    drivers : list of tuple
-        ``(angle, rate, acceleration)`` of the driven angles with callables.
     py_forces : list of tuple
         ``("force" | "torque", callable)`` in the order of the kernel's ``ext`` values.
-    p : ndarray
-    conservative : bool
     q_reference : ndarray, shape (n,)
+    nnorm : int
+        The normalization rows (one per body, first).
     """
 
-    name: str
-    bodies: tuple
-    body_names: tuple
-    index: dict
-    n: int
-    m: int
-    coordinates: tuple
-    gravity: np.ndarray
-    joints: tuple
-    labels: list
-    joint_labels: list
-    joint_rows: list
-    joint_ends: list
-    drivers: list
+    kernel = kernel
+    axes = _AXES
+
     py_forces: list
-    p: np.ndarray
-    conservative: bool
     q_reference: np.ndarray
     nnorm: int
-
-    @property
-    def ground(self) -> int:
-        return len(self.bodies)
-
-    def index_of(self, coordinate: str) -> int:
-        """Index of a coordinate ``"<body>.x|y|z|e0|e1|e2|e3"`` in ``q``."""
-        try:
-            return self.coordinates.index(coordinate)
-        except ValueError:
-            raise ModelError(f"unknown coordinate {coordinate!r}; coordinates are '<body>.x', "
-                             "'.y', '.z', '.e0', '.e1', '.e2', '.e3' for bodies "
-                             f"{list(self.body_names)}.") from None
 
     def velocity_rows(self, q: np.ndarray, names) -> np.ndarray:
         """Rows ``S`` with ``S v`` the named velocity components: coordinate rates
@@ -142,23 +105,11 @@ class SpatialAssembly:
         kernel.phi(self.p, np.ascontiguousarray(q, dtype=float), self.driver_values(t, 0), out)
         return out
 
-    def phi_t(self, t: float, q: np.ndarray) -> np.ndarray:
-        out = np.empty(self.m)
-        kernel.phi_t(self.p, np.ascontiguousarray(q, dtype=float), self.driver_values(t, 1), out)
-        return out
-
     def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
         q = np.ascontiguousarray(q, dtype=float)
         A = np.empty((self.m, self.n))
         kernel.rows(self.p, q, q, self.driver_values(t, 0), A, _NONE, False)
         return A
-
-    def rows(self, t: float, q: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        A = np.empty((self.m, self.n))
-        b = np.empty(self.m)
-        kernel.rows(self.p, np.ascontiguousarray(q, dtype=float),
-                    np.ascontiguousarray(v, dtype=float), self.driver_values(t, 0), A, b, True)
-        return A, b
 
 
 def _local(R: np.ndarray, r: np.ndarray, P: np.ndarray) -> np.ndarray:
@@ -195,20 +146,10 @@ def assemble_model(bodies: Sequence[Body], joints: Sequence[Joint] = (), forces:
     Rs = [rotation_matrix(b._p) for b in bodies] + [np.eye(3)]
     rs = [b._r for b in bodies] + [np.zeros(3)]
 
-    def idx(ref, label):
-        try:
-            nm = _ref_name(ref)
-        except ModelError as e:
-            problems.append(f"{label}: {e}")
-            return ground
-        if nm is None:
-            return ground
-        if nm not in index:
-            problems.append(f"{label} names body {nm!r}, which is not in `bodies` {names}")
-            return ground
-        if isinstance(ref, Body) and bodies[index[nm]] is not ref:
-            problems.append(f"{label} refers to a Body named {nm!r} that is not the one in `bodies`")
-        return index[nm]
+    idx = body_resolver(bodies, index, _ref_name, Body, problems,
+                        unknown="{label} names body {name!r}, which is not in `bodies` {bodies}",
+                        other="{label} refers to a Body named {name!r} that is not the one in "
+                              "`bodies`")
 
     masses = [[b.mass] + list(b._J.reshape(-1)) for b in bodies]
     norms = [[k, k] for k in range(nb_)]

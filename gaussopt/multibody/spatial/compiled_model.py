@@ -42,22 +42,29 @@ fixed-width records (widths ``W_*``). The ground is the padding body ``nb``
 evaluates -- driven angles ``c(t)`` with callables, callable forces and torques --
 is passed in as arrays (``drv``: ``c, c', c''`` per driver; ``ext``: three values per
 callable force or torque); a model with any of them has ``p[H_PYTHON] = 1`` and no
-compiled functions.
+compiled functions. The functions here are the interface of a kind of multibody model:
+:mod:`gaussopt.multibody.common.cfuncs` makes from them the compiled model functions
+(:data:`FUNCTIONS`, and the three of :func:`sparse_model`).
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from gaussopt.core.compiled import cfunc, jit, unit
-from gaussopt.core.model_interface import SIGNATURE, SparseModel
-from gaussopt.model.model_functions import kernel_factory
-from gaussopt.multibody.planar.compiled_model import _mat, _matvec, _param, _vec
+from gaussopt.core.compiled import jit, unit
+from gaussopt.core.model_interface import SparseModel
+from gaussopt.multibody.common.cfuncs import KindFunctions, vec
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "FUNCTIONS",
-           "compiled_factory", "sparse_model", "sparse_pattern", "row_bodies"]
+           "compiled_factory", "sparse_model", "sparse_pattern", "row_bodies", "mass_blocks",
+           "sparse_values", "sizes"]
 
 _jit = jit(cache=True, error_model="numpy")
+#: small pieces of the compiled model functions inlined into them (each compiled alone
+#: cost more: numba's fixed cost per function)
+_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 def _unit(signature: str):
@@ -68,6 +75,10 @@ def _unit(signature: str):
 
 #: the layout tag in ``p[0]``
 LAYOUT = 20261128.0
+#: coordinates per body ``(x, y, z, e0, e1, e2, e3)``
+COORDINATES = 7
+#: values per body of :func:`mass_blocks`: ``m, m, m`` and the 4 x 4 block
+MASS_VALUES = 19
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ,
  H_KPT, H_KD1, H_KD2, H_KDS, H_KNR, H_KDR, H_KF, H_KT, H_KS, H_KRD,
  H_OMASS, H_OPT, H_OD1, H_OD2, H_ODS, H_ONR, H_ODR, H_OF, H_OT, H_OS, H_ORD,
@@ -226,7 +237,7 @@ def _evaluate(p, q, v, drv, ph, L, ij, g, pt, want_phi, want_A, want_g, want_t):
     ``ij[k, 0]`` plus ``L[k, 7:]`` in those of ``ij[k, 1]``, the ground ``nb`` a body
     without columns), ``gamma`` into ``g`` and ``Phi_t`` into ``pt``, each when asked.
     The one implementation of the joint Jacobians: the dense :func:`rows` scatters
-    ``L``, the sparse :func:`sparse_rows` gathers it."""
+    ``L``, the sparse :func:`sparse_values` gathers it."""
     nb_ = int(p[H_NB])
     m = int(p[H_M])
     qe, ve = _padded(p, q, v)
@@ -453,7 +464,7 @@ def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The fixed sparsity pattern of ``Phi_q`` as CSR ``(indptr, indices)``: row ``k``
     holds the seven columns of each moving body of its equation (the four of ``p`` where
     the row has no ``r`` columns: a normalization, two axes), the smaller body first
-    (the order :func:`sparse_rows` fills; whole mass blocks, as :mod:`gaussopt.gauss.band_step`
+    (the order :func:`sparse_values` fills; whole mass blocks, as :mod:`gaussopt.gauss.band_step`
     needs)."""
     nb_ = int(p[H_NB])
     indptr = [0]
@@ -466,7 +477,7 @@ def sparse_pattern(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @_jit
-def sparse_rows(p, q, v, datap, ph, b, want_phi, with_gamma):
+def sparse_values(p, q, v, datap, ph, b, want_phi, with_gamma):
     """``Phi_q`` in the pattern of :func:`sparse_pattern` (its CSR values at the address
     ``datap``) and, in the same pass, ``Phi`` into ``ph`` when ``want_phi`` and ``gamma``
     into ``b`` when ``with_gamma``: :func:`_evaluate`'s rows by body gathered, O(m)."""
@@ -478,7 +489,7 @@ def sparse_rows(p, q, v, datap, ph, b, want_phi, with_gamma):
     nnz = 0
     for k in range(m):
         nnz += (7 if ij[k, 2] else 4) * ((ij[k, 0] < nb_) + (ij[k, 1] < nb_))
-    data = _vec(datap, nnz)
+    data = vec(datap, nnz)
     off = 0
     for k in range(m):
         c0 = 0 if ij[k, 2] else 3
@@ -801,108 +812,17 @@ def energy(p, q, v):
 
 
 # =========================================================================== compiled functions
-@_jit
-def _usable(p):
-    """The compiled functions run only models without Python callables."""
-    return p[H_TAG] == LAYOUT and p[H_PYTHON] == 0.0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _dyn(t, qp, vp, pp, Mp, Fp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n = 7 * int(p[H_NB])
-    q, v = _vec(qp, n), _vec(vp, n)
-    mass(p, q, _mat(Mp, n, n))
-    force(p, q, v, np.zeros(0), _vec(Fp, n))
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _rows(t, qp, vp, pp, Ap, bp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-    rows(p, _vec(qp, n), _vec(vp, n), np.zeros(0), _mat(Ap, m, n), _vec(bp, m), True)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _pos(t, qp, pp, phip, Jp, phitp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-    q = _vec(qp, n)
-    phi(p, q, np.zeros(0), _vec(phip, m))
-    rows(p, q, q, np.zeros(0), _mat(Jp, m, n), np.zeros(0), False)
-    phi_t(p, q, np.zeros(0), _vec(phitp, m))
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _vel(t, qp, vp, pp, rp, Jvp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-    v = _vec(vp, n)
-    J = _mat(Jvp, m, n)
-    rows(p, _vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
-    _matvec(J, v, _vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _energy(t, qp, vp, pp, ep, unused):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n = 7 * int(p[H_NB])
-    _vec(ep, 1)[0] = energy(p, _vec(qp, n), _vec(vp, n))
-    return 0
-
-
-#: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every spatial model
-FUNCTIONS = (_dyn, _rows, _pos, _vel, _energy)
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_dyn(t, qp, vp, pp, dp, Fp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
+@_inline
+def sizes(p):
+    """Coordinates, equations and values of :func:`mass_blocks` of the model packed in ``p``."""
     nb_ = int(p[H_NB])
-    q = _vec(qp, 7 * nb_)
-    mass_blocks(p, q, _vec(dp, 19 * nb_))
-    force(p, q, _vec(vp, 7 * nb_), np.zeros(0), _vec(Fp, 7 * nb_))
-    return 0
+    return COORDINATES * nb_, int(p[H_M]), MASS_VALUES * nb_
 
 
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_rows(t, qp, vp, pp, datap, bp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-    b = _vec(bp, m)
-    sparse_rows(p, _vec(qp, n), _vec(vp, n), datap, b, b, False, True)
-    return 0
-
-
-@cfunc(SIGNATURE, error_model="numpy")
-def _sparse_pos(t, qp, pp, phip, datap, phitp):
-    p = _param(pp)
-    if not _usable(p):
-        return 1
-    n, m = 7 * int(p[H_NB]), int(p[H_M])
-    q = _vec(qp, n)
-    ph = _vec(phip, m)
-    sparse_rows(p, q, q, datap, ph, ph, True, False)        # Phi and Phi_q in one pass
-    phi_t(p, q, np.zeros(0), _vec(phitp, m))
-    return 0
+#: the compiled model functions of every spatial model (:mod:`gaussopt.multibody.common.cfuncs`)
+_KIND = KindFunctions(sys.modules[__name__])
+#: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every spatial model
+FUNCTIONS = _KIND.functions
 
 
 def sparse_model(p: np.ndarray) -> "SparseModel | None":
@@ -916,16 +836,12 @@ def sparse_model(p: np.ndarray) -> "SparseModel | None":
     if p[H_KAR] > 0:
         return None                     # armatures couple two bodies' blocks of M
     nb_ = int(p[H_NB])
-    indptr, indices = sparse_pattern(p)
     starts = (7 * np.arange(nb_)[:, None] + np.arange(4)[None, :]).ravel()
-    return SparseModel(fns=(_sparse_dyn, _sparse_rows, _sparse_pos), p=p, n=7 * nb_, m=int(p[H_M]),
-                       indptr=indptr, indices=indices,
-                       block_ptr=np.append(starts, 7 * nb_).astype(np.int64))
+    return _KIND.sparse_model(p, *sparse_pattern(p),
+                              block_ptr=np.append(starts, 7 * nb_).astype(np.int64))
 
 
 def compiled_factory(p: np.ndarray, system):
     """A factory of the engine's :class:`~gaussopt.core.model_interface.ModelFunctions` for ``system``
     (the assembled system of the model packed in ``p``; fresh buffers per run)."""
-    if p[H_PYTHON] != 0.0:
-        raise ValueError("a model with Python callables has no compiled functions.")
-    return kernel_factory(FUNCTIONS, p, 7 * int(p[H_NB]), int(p[H_M]), system, False)
+    return _KIND.compiled_factory(p, system)

@@ -3,23 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from gaussopt.core.exceptions import ModelError
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.result import StepResult
 from gaussopt.core.checks import as_state
-from gaussopt.model.system import System
 import gaussopt.multibody.common.analysis as analysis
 import gaussopt.multibody.common.states as states
-from gaussopt.multibody.planar.mechanism import _JointConstraint, _MultibodySystem, _system_of_model
 from gaussopt.multibody.common.analysis import RankReport
+from gaussopt.multibody.common.base_model import BaseModel
 import gaussopt.multibody.spatial.compiled_model as kernel
-from gaussopt.multibody.spatial.assembly import SpatialAssembly, assemble_model
+from gaussopt.multibody.spatial.assembly import assemble_model
 from gaussopt.multibody.spatial.elements import (GROUND, Body, BodyRef, Joint, _ref_name,
                                                  rotation_matrix)
 
@@ -74,7 +71,7 @@ class JointReaction:
                 f"{f[2]:.6g}) N, T = ({n[0]:.6g}, {n[1]:.6g}, {n[2]:.6g}) N m{tag}")
 
 
-class Model:
+class Model(BaseModel):
     """Spatial rigid bodies, joints and forces, assembled into a :class:`~gaussopt.System`.
 
     Parameters
@@ -109,44 +106,17 @@ class Model:
     conservative : bool
     """
 
+    kernel = kernel
+    assemble_model = staticmethod(assemble_model)
+    ref_name = staticmethod(_ref_name)
+
     def __init__(self, bodies: Sequence[Body], joints: Sequence[Joint] = (), forces: Sequence = (),
                  gravity=(0.0, 0.0, 0.0), name: str = "spatial") -> None:
-        bodies, joints, forces = (list(x) if isinstance(x, Iterator) else x
-                                  for x in (bodies, joints, forces))
-        self._args = (bodies, joints, forces, gravity, name)
-        asm: SpatialAssembly = assemble_model(bodies, joints, forces, gravity, name)
-        self._asm = asm
-        self._p = asm.p
-        self.name = name
-        self.bodies = asm.bodies
-        self.body_names = asm.body_names
-        self.nb = len(asm.bodies)
-        self.n, self.m = asm.n, asm.m
-        self.coordinates = asm.coordinates
-        self.labels = asm.labels
-        self.joint_labels = asm.joint_labels
-        self.joints = asm.joints
-        self.gravity = asm.gravity
-        self.conservative = asm.conservative
-        self.rheonomic = bool(asm.drivers)
-        self._system: Optional[System] = None
+        super().__init__(bodies, joints, forces, gravity, name)
 
     @property
     def q_reference(self) -> np.ndarray:
         return self._asm.q_reference.copy()
-
-    # ------------------------------------------------------------------ lookups
-    def index(self, coordinate: str) -> int:
-        """Index of ``"<body>.x|y|z|e0|e1|e2|e3"`` in ``q``."""
-        return self._asm.index_of(coordinate)
-
-    def body_slice(self, body: BodyRef) -> slice:
-        """Slice of ``q`` holding ``(x, y, z, e0, e1, e2, e3)`` of ``body``."""
-        nm = _ref_name(body)
-        if nm not in self._asm.index:
-            raise ModelError(f"`body` must be one of {list(self.body_names)}, found {body!r}.")
-        k = self._asm.index[nm]
-        return slice(7 * k, 7 * k + 7)
 
     def world_point(self, body: BodyRef, point) -> np.ndarray:
         """Body-frame coordinates of a world point given at the reference pose."""
@@ -181,26 +151,6 @@ class Model:
         return V[..., :3] + np.cross(w, rotation_matrix(Q[..., 3:]) @ np.asarray(s, dtype=float))
 
     # ------------------------------------------------------------------ kernel
-    def phi(self, t: float, q) -> np.ndarray:
-        """The equations ``Phi(t, q)`` (normalizations, then joints), shape (m,)."""
-        return self._asm.phi(t, q)
-
-    def jacobian(self, t: float, q) -> np.ndarray:
-        """Exact ``Phi_q``, shape (m, n)."""
-        return self._asm.jacobian(t, q)
-
-    def rows(self, t: float, q, v) -> tuple[np.ndarray, np.ndarray]:
-        """Acceleration rows ``(Phi_q, gamma)``."""
-        return self._asm.rows(t, q, v)
-
-    def gamma(self, t: float, q, v) -> np.ndarray:
-        """Exact ``gamma = -(Phi_q v)_q v - 2 Phi_qt v - Phi_tt``, shape (m,)."""
-        return self._asm.rows(t, q, v)[1]
-
-    def phi_t(self, t: float, q) -> np.ndarray:
-        """Explicit time derivative ``Phi_t`` (nonzero on driven rows only), shape (m,)."""
-        return self._asm.phi_t(t, q)
-
     def mass(self, t: float, q) -> np.ndarray:
         """``M(q) = blockdiag(m I3, 4 G^T J G)``, shape (n, n), singular."""
         M = np.empty((self.n, self.n))
@@ -215,33 +165,11 @@ class Model:
         kernel.force(self._p, q, v, self._asm.external(t, q, v), F)
         return F
 
-    def energy(self, t: float, q, v) -> float:
-        """Kinetic energy plus the potentials of gravity, springs and constant forces [J]."""
-        return float(kernel.energy(self._p, np.ascontiguousarray(q, dtype=float),
-                                   np.ascontiguousarray(v, dtype=float)))
-
-    @property
-    def system(self) -> System:
-        """The assembled :class:`~gaussopt.System` (built once)."""
-        if self._system is None:
-            sysm = _MultibodySystem(self.coordinates, mass=self.mass, force=self.force,
-                                  constraints=[_JointConstraint(self)], energy=self.energy,
-                                  name=self.name, labels=self.labels)
-            if self._p[kernel.H_PYTHON] == 0.0:
-                sysm.compiled = kernel.compiled_factory(self._p, sysm)
-                sysm.sparse = kernel.sparse_model(self._p)
-            self._system = sysm.rebuilt_by(_system_of_model, self)
-        return self._system
-
-    def __reduce__(self):
-        return (type(self), self._args)
+    def _mass_and_force(self) -> tuple:
+        """``M(q)`` and ``F(t, q, v)``, callables."""
+        return self.mass, self.force
 
     # ------------------------------------------------------------------ analysis
-    @property
-    def gruebler(self) -> int:
-        """Gruebler-Kutzbach count ``6 * bodies - joint equations`` (= ``n - m``)."""
-        return self.n - self.m
-
     def rank_report(self, q=None, t: float = 0.0, rank_tol: float = DEFAULT_RANK_TOL) -> RankReport:
         """Gruebler-Kutzbach's mobility, the rank of ``Phi_q`` at ``q`` (default the
         reference pose), the true mobility ``n - rank`` and the redundant rows.
