@@ -386,27 +386,27 @@ class StepSolver:
         :meth:`_solve_compiled` found out once (the context, the compiled function for
         the arguments' types, the layout of its output): a call costs the compiled step
         plus copying its output (``benchmarks/stepper.py`` measures both)."""
-        fast = self._fast
+        fast = self._direct
         if fast is None:
             if self._method is not None and type(self).solve is StepSolver.solve:
                 res = self._solve_compiled(t, q, v, True, True)
                 if res is not None and self._entry is not None and self._ctx:
                     handle, _, out, lay, zero_ref, _, m, _, _ = self._ctx
-                    self._fast = (self._entry, handle, out, lay[0], lay[1], lay[2], lay[3],
-                                  lay[4], zero_ref, m)
+                    self._direct = (self._entry, handle, out, lay[0], lay[1], lay[2],
+                                    lay[3], lay[4], zero_ref, m)
                 return res
             return self._solve_checked(t, q, v)
         call, handle, out, sa, sq, sl, ss, sc, zero_ref, m = fast
         ref = self.row_ref
         if ref is None:
             ref = zero_ref
-        elif ref is not self._fast_ref:
+        elif ref is not self._direct_ref:
             # (a new array: the compiled function is called without numba's checks of
             # the types, so it must be a C-contiguous float64 array of shape (m,))
             if not (type(ref) is np.ndarray and ref.dtype is _F64 and ref.shape == (m,)
                     and ref.flags.c_contiguous):
                 return self._solve_compiled(t, q, v, True, True)
-            self._fast_ref = ref
+            self._direct_ref = ref
         if self.b_correction is not None:
             return self._solve_compiled(t, q, v, True, True)
         with self._lock:
@@ -426,8 +426,8 @@ class StepSolver:
         return res
 
     #: what :meth:`solve_checked` calls after its first clean step (None: not yet)
-    _fast = None
-    _fast_ref = None
+    _direct = None
+    _direct_ref = None
 
     # ------------------------------------------------------------- what a run asks
     @property
