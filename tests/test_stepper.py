@@ -232,3 +232,20 @@ def test_unverified_start_raises():
     with pytest.raises(go.StepFailedError) as info:
         go.Stepper(sysm, [0.0, 0.0], [0.0, 0.0], dt=1e-3)
     assert isinstance(info.value.__cause__, go.IndeterminateMotionError)
+
+
+def test_many_rank_events_grow_the_buffer(bar):
+    """A crank driven hard crosses its singular positions over and over: the rank events'
+    buffer (64 rows) grows inside one call of step(nstep=...), no step is lost or taken
+    twice, and the events and the state are simulate's with the same torque."""
+    dt, N = 1e-3, 4000
+    st = go.Stepper(bar, Q0, V0, dt=dt, inputs=("psi",))
+    st.step(4000.0, nstep=N)
+    tr = go.simulate(four_bar.system(psi=4000.0), (0.0, N * dt), Q0, V0, method="rk4", dt=dt)
+    assert tr.success and st.steps == N and st.t == tr.t[-1]
+    ev = [e.t for e in st.rank_events if e.kind == "passage"]
+    ref = [e.t for e in tr.rank_events if e.kind == "passage"]
+    assert len(ev) == len(ref) > 64
+    assert np.allclose(ev, ref, rtol=0, atol=1e-12)
+    scale = 1.0 + np.abs(tr.q[-1]).max() + np.abs(tr.v[-1]).max()
+    assert np.abs(st.q - tr.q[-1]).max() <= 8 * EPS * scale
