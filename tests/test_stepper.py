@@ -34,16 +34,22 @@ def pendulum(force=None):
                      constraints=[go.Holonomic(lambda t, q: np.array([q @ q - 1.0]))])
 
 
-@pytest.mark.parametrize("method", ["rk4", "euler"])
-def test_steps_equal_simulate(bar, method):
-    """N steps of the stepper end where simulate's run with the same method and dt ends:
-    the same compiled steps in the same order (the tolerance allows rounding only: a few
-    eps of the state's size, should a loop's summation order ever differ)."""
-    dt, N = 1e-3, 300
-    st = go.Stepper(bar, Q0, V0, dt=dt, method=method)
+@pytest.mark.parametrize("method, options", [
+    ("rk4", {}), ("euler", {}), ("rk4", {"solver": "lagrange"}),
+    ("rk4", {"stabilization": go.Baumgarte(10.0, 10.0)}),
+    ("rk4", {"stabilization": None, "monitor_rank": False}),
+    ("rk4", {"solver": "qp"})],
+    ids=["rk4", "euler", "lagrange", "baumgarte", "bare", "qp"])
+def test_steps_equal_simulate(bar, method, options):
+    """N steps of the stepper end where simulate's run with the same method, dt, solver
+    and stabilization ends: the same compiled steps in the same order (the tolerance
+    allows rounding only: a few eps of the state's size, should a loop's summation order
+    ever differ)."""
+    dt, N = 1e-3, 300 if options.get("solver") != "qp" else 60
+    st = go.Stepper(bar, Q0, V0, dt=dt, method=method, **options)
     for _ in range(N):
         st.step()
-    tr = go.simulate(bar, (0.0, N * dt), Q0, V0, method=method, dt=dt)
+    tr = go.simulate(bar, (0.0, N * dt), Q0, V0, method=method, dt=dt, **options)
     assert tr.success
     assert st.steps == N and st.t == tr.t[-1]
     scale = 1.0 + np.abs(tr.q[-1]).max() + np.abs(tr.v[-1]).max()
