@@ -136,8 +136,8 @@ def stepper_rows(go, four_bar, peers, repeat: int) -> None:
     ref = four_bar.reference(np.arange(1, N + 1) * dt)[0]
     th = np.empty(N)
 
-    def ours(method):
-        s = go.Stepper(sysm, q0, v0, dt=dt, method=method, inputs=("psi",))
+    def ours(method, **options):
+        s = go.Stepper(sysm, q0, v0, dt=dt, method=method, inputs=("psi",), **options)
 
         def run():
             s.reset(q0, v0)
@@ -181,6 +181,12 @@ def stepper_rows(go, four_bar, peers, repeat: int) -> None:
             acc, macc, note="target ratio <= 2")
         row(f"  the same, wall time (Stepper {method})", wall * 1e3,
             f"MuJoCo mj_step {integrator}", None if mwall is None else mwall * 1e3, "ms")
+        if (method, integrator) == ("euler", "Euler"):
+            # the rank monitor's share (it samples the rows four times per step)
+            cpu, _, acc = ours(method, monitor_rank=False)
+            row("1000 steps of 1 ms, control loop: Stepper euler, monitor_rank=False (CPU)",
+                cpu * 1e3, f"MuJoCo mj_step {integrator}",
+                None if mcpu is None else mcpu * 1e3, "ms", acc, macc)
 
     # the loop it replaces: simulate over one step per call
     def sim_loop(k, **kw):
