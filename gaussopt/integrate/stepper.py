@@ -147,11 +147,14 @@ class Stepper:
     hold): when a value changes, the accelerations at the current state are computed
     again with it (one more evaluation of the step) before the step is taken.
 
-    **Cost.** A step costs the compiled step (about four evaluations of the Gauss step
-    plus a projection for ``"rk4"``, one for ``"euler"``) plus about a microsecond of
-    Python (measured in ``benchmarks/stepper.py``; the four-bar's ``rk4`` step is about
-    10 us in all). The first stepper of a process loads the engine's compiled code
-    from the cache (or compiles it once per machine).
+    **Cost.** A step costs the compiled step (four evaluations of the Gauss step for
+    ``"rk4"``, one for ``"euler"``, the projection and the rank monitor: about 11 us for
+    the four-bar's ``rk4`` step) plus one to three microseconds of Python
+    (``benchmarks/stepper.py`` measures both). The first stepper of a process loads the
+    engine's compiled code from the cache (or compiles it once per machine).
+
+    **Threads.** A stepper is one state: step it from one thread at a time (a stepper
+    per thread for parallel rollouts).
 
     Examples
     --------
@@ -232,12 +235,15 @@ class Stepper:
             raise ModelError(f"`inputs` has duplicate names: {names}.")
         slots = getattr(self.system, "parameter_slots", None)
         if slots is None or self.system.compiled is None:
+            what = ("its compiled functions do not name their parameters (only "
+                    "gaussopt.symbolic's do)" if self.system.compiled is not None else
+                    "a System of Python functions has no parameter array: its force reads "
+                    "whatever it closes over")
             raise ModelError(
                 f"`inputs` names parameters of a compiled model, and System "
-                f"{self.system.name!r} has none (a System of Python functions: its force reads "
-                "whatever it closes over). Build the model with gaussopt.symbolic, with the "
-                "input as a parameter or a specified input given as a number, e.g. "
-                "SymbolicModel(...).system({'tau': 0.0, ...}).")
+                f"{self.system.name!r} has none: {what}. Build the model with "
+                "gaussopt.symbolic, with the input as a parameter or a specified input given "
+                "as a number, e.g. SymbolicModel(...).system({'tau': 0.0, ...}).")
         unknown = [x for x in names if x not in slots.index]
         if unknown:
             raise ModelError(f"`inputs` {unknown} are not parameters of the compiled model "
