@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import timeit
 import warnings
 from pathlib import Path
 
@@ -51,10 +50,18 @@ HERE = Path(__file__).resolve().parent
 ROWS: list = []
 
 
-def _cpu_us(fn, number: int, repeat: int) -> float:
-    """Minimum CPU microseconds per call of ``fn`` over ``repeat`` batches of ``number``."""
-    t = timeit.Timer(fn, timer=time.process_time)
-    return min(t.timeit(number=number) for _ in range(repeat)) / number * 1e6
+def _interleaved(fns: dict, repeat: int, timer=time.process_time) -> dict:
+    """``{name: minimum seconds per call}`` of ``fns = {name: (fn, number)}``, the batches
+    of the functions interleaved (each repeat times every function once), so that all of
+    them meet the same minutes of a shared machine."""
+    best = {k: np.inf for k in fns}
+    for _ in range(repeat):
+        for k, (fn, number) in fns.items():
+            t0 = timer()
+            for _ in range(number):
+                fn()
+            best[k] = min(best[k], (timer() - t0) / number)
+    return best
 
 
 def _min_of(fn, repeat: int, timer=time.process_time) -> float:
@@ -146,9 +153,7 @@ def stepper_rows(go, four_bar, peers, repeat: int) -> None:
                 step(450.0)
                 th[k] = q[0]
         run()
-        cpu = _min_of(run, repeat)
-        wall = _min_of(run, repeat, time.perf_counter)
-        return cpu, wall, float(np.max(np.abs(th - ref)))
+        return run, float(np.max(np.abs(th - ref)))
 
     def theirs(integrator):
         import mujoco
@@ -166,27 +171,26 @@ def stepper_rows(go, four_bar, peers, repeat: int) -> None:
                 step(model, data)
                 th[k] = qpos[0]
         run()
-        cpu = _min_of(run, repeat)
-        wall = _min_of(run, repeat, time.perf_counter)
-        return cpu, wall, float(np.max(np.abs(th - ref)))
+        return run, float(np.max(np.abs(th - ref)))
 
-    for method, integrator in (("rk4", "RK4"), ("rk4", "Euler"), ("euler", "Euler")):
-        cpu, wall, acc = ours(method)
+    runs, accs = {}, {}
+    for key, make, args, kw in (("rk4", ours, ("rk4",), {}), ("euler", ours, ("euler",), {}),
+                                ("euler, monitor_rank=False", ours, ("euler",),
+                                 {"monitor_rank": False}),
+                                ("RK4", theirs, ("RK4",), {}), ("Euler", theirs, ("Euler",), {})):
         try:
-            mcpu, mwall, macc = theirs(integrator)
-        except ImportError:
-            mcpu = mwall = macc = None
-        row(f"1000 steps of 1 ms, control loop: Stepper {method} (CPU)", cpu * 1e3,
-            f"MuJoCo mj_step {integrator}", None if mcpu is None else mcpu * 1e3, "ms",
-            acc, macc, note="target ratio <= 2")
-        row(f"  the same, wall time (Stepper {method})", wall * 1e3,
-            f"MuJoCo mj_step {integrator}", None if mwall is None else mwall * 1e3, "ms")
-        if (method, integrator) == ("euler", "Euler"):
-            # the rank monitor's share (it samples the rows four times per step)
-            cpu, _, acc = ours(method, monitor_rank=False)
-            row("1000 steps of 1 ms, control loop: Stepper euler, monitor_rank=False (CPU)",
-                cpu * 1e3, f"MuJoCo mj_step {integrator}",
-                None if mcpu is None else mcpu * 1e3, "ms", acc, macc)
+            runs[key], accs[key] = make(*args, **kw)
+        except ImportError:                       # (MuJoCo missing)
+            pass
+    cpu = _interleaved({k: (f, 1) for k, f in runs.items()}, repeat)
+    wall = _interleaved({k: (f, 1) for k, f in runs.items()}, repeat, time.perf_counter)
+    for method, integrator in (("rk4", "RK4"), ("rk4", "Euler"), ("euler", "Euler"),
+                               ("euler, monitor_rank=False", "Euler")):
+        row(f"1000 steps of 1 ms, control loop: Stepper {method} (CPU)", cpu[method] * 1e3,
+            f"MuJoCo mj_step {integrator}", cpu.get(integrator, np.nan) * 1e3, "ms",
+            accs[method], accs.get(integrator), note="target ratio <= 2")
+        row(f"  the same, wall time (Stepper {method})", wall[method] * 1e3,
+            f"MuJoCo mj_step {integrator}", wall.get(integrator, np.nan) * 1e3, "ms")
 
     # the loop it replaces: simulate over one step per call
     def sim_loop(k, **kw):
@@ -270,9 +274,11 @@ def solve_step_rows(go, four_bar, repeat: int) -> None:
         handle, zero_ref = ctx[0], ctx[4]
         ref = solver.row_ref if solver.row_ref is not None else zero_ref
         call = solver._entry
-        number = 20000 if sysm.n < 10 else 2000
-        full = _cpu_us(lambda: go.solve_step(sysm, 0.0, q, v), number, repeat)
-        comp = _cpu_us(lambda: call(handle, ref, 0.0, q, v, True), number, repeat)
+        number = 5000 if sysm.n < 10 else 500
+        best = _interleaved({"full": (lambda: go.solve_step(sysm, 0.0, q, v), number),
+                             "comp": (lambda: call(handle, ref, 0.0, q, v, True), number)},
+                            3 * repeat)
+        full, comp = best["full"] * 1e6, best["comp"] * 1e6
         engine = _in_engine_us(go, solver, q, v, repeat)
         row(f"{label}: go.solve_step (full StepResult)", full,
             "the compiled step called from Python (solve_at)", comp,
