@@ -122,7 +122,9 @@ def stepper_rows(go, four_bar, peers, repeat: int) -> None:
     for f in (loop, chunk, loop_held, loop_changing):
         f()
     best = {f.__name__: np.inf for f in (loop, chunk, loop_held, loop_changing, reset_only)}
-    for _ in range(repeat):                       # interleaved: the same minutes for each
+    # (the overhead is the difference of two minima of ~12 ms batches: many batches, for
+    # minima that other processes did not disturb)
+    for _ in range(4 * repeat):                   # interleaved: the same minutes for each
         for f in (loop, chunk, loop_held, loop_changing, reset_only):
             t0 = time.process_time()
             f()
