@@ -26,8 +26,9 @@ import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
-from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, entry_point,
-                                          layout, make_context, solve_at, solve_batch)
+from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, S_DROPPED, S_GAUSS,
+                                          S_NULLF, entry_point, layout, make_context, solve_at,
+                                          solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
 from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss,
@@ -56,6 +57,14 @@ def _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped, lsq) -> 
             "inconsistency": rho, "least_squares": lsq, "backward_error": be,
             "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
             "solver": solver.name, "rank_tol": solver.rank_tol, "residual": resid}
+
+
+def _direct_info(solver, o, ss, sc, dropped) -> dict:
+    """:func:`_compiled_info` from the output ``o`` of the compiled step (its scalars from
+    index ``sc``): ``info`` of :meth:`StepSolver.solve_checked`'s results."""
+    r, k, rho, _, be, flags, _, resid, _, _ = o[sc:sc + N_SCALARS].tolist()
+    return _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped,
+                          rho > solver._root)
 
 
 class StepSolver:
@@ -414,14 +423,14 @@ class StepSolver:
             if status != 0:
                 return self._solve_compiled(t, q, v, True, True)   # (it says why)
             o = out.copy()
-            r, k, rho, _, be, flags, gauss, resid, nullf, dropped = o[sc:].tolist()
-            if dropped:
-                dropped = np.flatnonzero(WS.view(self._ctx[7], "live", m) == 0).tolist()
-        if nullf > NULL_FORCE_RTOL:
+            # (the rows dropped are read now: the workspace is the next call's; the other
+            # scalars when ``info`` is first read, :func:`_direct_info`)
+            dropped = (np.flatnonzero(WS.view(self._ctx[7], "live", m) == 0).tolist()
+                       if o[sc + S_DROPPED] else 0)
+        if o[sc + S_NULLF] > NULL_FORCE_RTOL:
             return None                       # the objective-mismatch check runs in Python
-        res = LazyStepResult(o[sa], o[sq], o[sl], gauss, _compiled_info,
-                             (self, o, ss, r, k, rho, be, flags, resid, dropped,
-                              rho > self._root))
+        res = LazyStepResult(o[sa], o[sq], o[sl], float(o[sc + S_GAUSS]), _direct_info,
+                             (self, o, ss, sc, dropped))
         self._last_info = res
         return res
 
