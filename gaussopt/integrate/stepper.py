@@ -213,7 +213,6 @@ class Stepper:
         self._mf = None                   # built at the first reset (needs the row counts)
         self._records = None
         self._run: Optional[Run] = None
-        self._drained: list = []
         if (q0 is None) != (v0 is None):
             raise ModelError("`q0` and `v0` must be given together (or neither: then call "
                              f"reset(q, v) before the first step), found q0={found(q0)}, "
@@ -332,7 +331,6 @@ class Stepper:
             self._records = run.model_records()
         C.ensure(*run.band_units())
         self._run = run
-        self._drained = []
         self._bind()
         with quiet_compile():
             code = E.start(*run.args())
