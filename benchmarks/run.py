@@ -52,6 +52,12 @@ Rows
   default settings against MuJoCo on ``tests/data/bricard.xml`` (max error of P2
   against the joint-angle reference, wall time), and one step against
   ``pinocchio.constraintDynamics`` (``--only spatial`` runs the spatial rows alone);
+* ``go.Stepper`` (``benchmarks/stepper.py``, ``--only stepper`` runs these rows alone):
+  its per-call overhead over the compiled step, 1000 fixed steps of the four-bar in a
+  control loop against MuJoCo's ``mj_step`` (RK4 and its default Euler; both accuracies
+  against the reduced equation), the one-step ``go.simulate`` loop it replaces, and
+  ``go.solve_step``'s cost over the compiled step on the four-bar and the spatial arm
+  (CPU time, minima of the batches);
 * the first-call compile time of the kernels in a fresh cache, and the load
   time from the cache.
 """
@@ -490,6 +496,20 @@ def run_rows(repeat, t_end):
         p_wall = p_err = None
     add(f"four-bar {t_end:g} s, rk4 dt 1e-3", wall4, err4, "Pinocchio + RK4 (Python loop)",
         p_wall, p_err, "", "s")
+
+
+# ----------------------------------------------------------------------------- stepper
+def stepper_rows(repeat):
+    """``go.Stepper`` against MuJoCo's ``mj_step`` and ``go.solve_step`` over the compiled
+    step: the rows of ``benchmarks/stepper.py`` (see there), into this table."""
+    print("Stepper and solve_step's overhead", flush=True)
+    import stepper
+
+    stepper.ROWS.clear()
+    stepper.stepper_rows(go, four_bar, peers, repeat)
+    stepper.solve_step_rows(go, four_bar, repeat)
+    for measure, ours, oacc, peer, pval, pacc, _, unit, note in stepper.ROWS:
+        add(measure, ours, oacc, peer, pval, pacc, note, unit)
 
 
 # ----------------------------------------------------------------------------- large
@@ -981,12 +1001,17 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller N, shorter runs")
     ap.add_argument("--skip-compile", action="store_true")
     ap.add_argument("--t-end", type=float, default=20.0)
-    ap.add_argument("--only", choices=("large", "contact", "spatial"),
+    ap.add_argument("--only", choices=("large", "contact", "spatial", "stepper"),
                     help="only these rows: 'large' the N-four-bar steps against splu, "
-                         "'contact' the contact rows, 'spatial' the spatial rows")
+                         "'contact' the contact rows, 'spatial' the spatial rows, "
+                         "'stepper' the Stepper and solve_step overhead rows")
     args = ap.parse_args()
     if args.only == "contact":
         contact_rows(args.repeat)
+        table()
+        return
+    if args.only == "stepper":
+        stepper_rows(args.repeat)
         table()
         return
     if args.only == "spatial":
@@ -1001,6 +1026,7 @@ def main():
         contact_rows(args.repeat)
         batch_rows(args.repeat, t_full)
         run_rows(args.repeat, args.t_end)
+        stepper_rows(args.repeat)
         ga_row(args.repeat)
         spatial_arm_rows(args.repeat)
         spatial_chain_rows(args.repeat)

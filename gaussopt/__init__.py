@@ -29,8 +29,8 @@ import sys as _sys
 from gaussopt.core.exceptions import (ConvergenceWarning, GaussoptError,
                                       InconsistentConstraintsError, IndeterminateMotionError,
                                       ModelError, ObjectiveMismatchWarning, RankChangeWarning,
-                                      SolverError, ToleranceWarning, TrajectoryFileError,
-                                      UnsupportedConstraintError)
+                                      SolverError, StepFailedError, ToleranceWarning,
+                                      TrajectoryFileError, UnsupportedConstraintError)
 from gaussopt.core.result import Impact, RankEvent, StepResult, Trajectory, load
 from gaussopt.model.constraints import (AccelerationConstraint, Constraint, Holonomic, Inequality,
                                         Nonholonomic)
@@ -43,6 +43,7 @@ from gaussopt.integrate.contact_run import ContactDenseSolution
 from gaussopt.integrate.dense_output import DenseSolution
 from gaussopt.integrate.ivp import simulate
 from gaussopt.integrate.stabilization import Baumgarte, Projection
+from gaussopt.integrate.stepper import Stepper
 from gaussopt.quasi import QuasiVelocities
 from gaussopt.study import plotting
 from gaussopt.study.compare import Comparison, compare
@@ -90,7 +91,7 @@ __all__ = [
     "solve_contact", "ContactSolution",
     # a run
     "simulate", "Baumgarte", "Projection", "Trajectory", "RankEvent", "Impact", "load",
-    "DenseSolution", "ContactDenseSolution", "QuasiVelocities",
+    "DenseSolution", "ContactDenseSolution", "QuasiVelocities", "Stepper",
     # problems and studies
     "Problem", "ga_settings", "compare", "Comparison", "sweep", "SweepResult", "plotting",
     # front ends (imported on first use)
@@ -98,7 +99,8 @@ __all__ = [
     "multibody",
     # exceptions and warnings
     "GaussoptError", "ModelError", "IndeterminateMotionError", "InconsistentConstraintsError",
-    "UnsupportedConstraintError", "SolverError", "ContactSolveError", "TrajectoryFileError",
+    "UnsupportedConstraintError", "SolverError", "StepFailedError", "ContactSolveError",
+    "TrajectoryFileError",
     "ObjectiveMismatchWarning", "ConvergenceWarning", "RankChangeWarning", "ToleranceWarning",
     "__version__",
 ]

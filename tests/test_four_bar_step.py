@@ -196,3 +196,32 @@ def test_compiled_fast_path_takes_any_array_kind():
     np.testing.assert_array_equal(
         s.solve(0.0, q, v).a,
         go.make_solver(system, "closed_form", row_scale=scale.astype(float)).solve(0.0, q, v).a)
+
+
+def test_repeated_solve_step_is_the_first_and_checks_its_arguments():
+    """The repeated call (solve_step's fast path: the cached solver's compiled step called
+    directly) returns what the first call returned, for every kind of argument, and bad
+    arguments still get their specific errors after the solver is cached."""
+    sysm = four_bar.system()
+    q = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
+    v = np.array([1.3, 1.3, -1.3])
+    first = go.solve_step(sysm, 0.0, q, v)
+    again = go.solve_step(sysm, 0.0, q, v)
+    as_list = go.solve_step(sysm, 0, list(q), list(v))
+    strided = go.solve_step(sysm, 0.0, np.repeat(q, 2)[::2], np.repeat(v, 2)[::2])
+    for r in (again, as_list, strided):
+        assert np.array_equal(r.a, first.a)
+        assert np.array_equal(r.multipliers, first.multipliers)
+        assert np.array_equal(r.constraint_force, first.constraint_force)
+        assert r.info["rank"] == first.info["rank"] and r.gauss == first.gauss
+    assert again.a is not first.a                 # (a result of its own, not a view reused)
+    with pytest.raises(go.ModelError, match="NaN"):
+        go.solve_step(sysm, 0.0, np.array([np.nan, 0.0, 0.0]), v)
+    with pytest.raises(go.ModelError, match="`t`"):
+        go.solve_step(sysm, float("nan"), q, v)
+    with pytest.raises(go.ModelError, match="shape"):
+        go.solve_step(sysm, 0.0, q[:2], v[:2])
+    with pytest.raises(go.ModelError, match="`system`"):
+        go.solve_step("four_bar", 0.0, q, v)
+    # an earlier result is not overwritten by later calls
+    assert np.array_equal(first.a, again.a)

@@ -83,3 +83,14 @@ def test_dir_lists_the_lazily_imported_names():
         assert lazy in names
     assert set(go.__all__) <= set(names)
     assert all(hasattr(go, n) for n in go.__all__)
+
+
+#: names added to the flat API since the move
+ADDED = ["Stepper", "StepFailedError"]
+
+
+def test_added_names_are_in_the_flat_api():
+    assert set(ADDED) <= set(go.__all__)
+    for name in ADDED:
+        exec(f"from gaussopt import {name}", {})
+    assert issubclass(go.StepFailedError, go.SolverError)

@@ -109,6 +109,9 @@ _CHILD = textwrap.dedent("""
         tr = go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)
         assert tr.t[-1] == 0.5
         go.solve_step(pb.system, 0.0, pb.q0, pb.v0, solver="closed_form")
+        st = go.Stepper(pb.system, pb.q0, pb.v0, dt=1e-3, inputs=("psi",))
+        for k in range(200):                             # (a new input every step)
+            st.step(450.0 + k)
         nb_ = n_four_bar.build(N=4, t_end=0.05)
         go.simulate(nb_.system, nb_.t_span, nb_.q0, nb_.v0, **nb_.settings)
         rng = np.random.default_rng(1)

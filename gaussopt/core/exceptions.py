@@ -80,6 +80,36 @@ class SolverError(GaussoptError, RuntimeError):
     unusable status; the original exception is chained."""
 
 
+class StepFailedError(SolverError):
+    """A step of a :class:`~gaussopt.Stepper` could not be taken or did not pass its
+    verification (the step solver's decision on the rows, the optimality check, a model
+    function that failed or returned NaN). The stepper's state is left at the last good
+    step (``stepper.t``, ``q``, ``v``, ``a`` as before the call), so a control loop may
+    catch it, change ``dt``/the input, or :meth:`~gaussopt.Stepper.reset`.
+
+    Attributes
+    ----------
+    t : float
+        Time of the last good step (the stepper's time).
+    status : int
+        The engine's status code (:mod:`gaussopt.core.status`).
+    t_failed : float
+        Time of the evaluation that failed (a stage of the step, ``t <= t_failed <= t + dt``).
+
+    The specific error found at the failing state (an
+    :class:`~gaussopt.IndeterminateMotionError`, an
+    :class:`~gaussopt.InconsistentConstraintsError`, the model's own exception, ...) is
+    chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, t: float = float("nan"), status: int = 0,
+                 t_failed: float = float("nan")):
+        super().__init__(message)
+        self.t = t
+        self.status = status
+        self.t_failed = t_failed
+
+
 class ObjectiveMismatchWarning(UserWarning):
     """The paper objective (``M^+``-weighted Gauss function) and the exact
     objective give different accelerations: the applied force has a component

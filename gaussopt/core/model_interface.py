@@ -46,7 +46,8 @@ from gaussopt.core.compiled import cfunc, jit
 
 
 __all__ = ["SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions", "address", "ModelFunctions",
-           "SparseModel", "NOOP", "quiet_compile", "NotCompiled", "make_buffers"]
+           "SparseModel", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
+           "make_buffers"]
 
 #: the one signature of every model function
 SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidptr,
@@ -254,6 +255,28 @@ class SparseModel:
         of them: ``0`` for a missing ``pos``."""
         a = [address(f) for f in self.fns]
         return np.array(a + [0] * (3 - len(a)), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class ParameterSlots:
+    """The named entries of a compiled model's parameter array ``p`` (the array every
+    model function reads): what a front end that generates the functions knows about
+    them, so that a caller can change one between steps without rebuilding the model
+    (:class:`gaussopt.integrate.stepper.Stepper`'s inputs).
+
+    Attributes
+    ----------
+    index : Mapping[str, int]
+        Name of a parameter or of a specified input given as a number -> its index in
+        ``p``.
+    force_only : frozenset of str
+        The names that enter only the applied force ``F`` (and the energy): neither the
+        mass matrix nor a constraint. Only these may change along a run: a new value of
+        a length in a constraint would move the constraint manifold under the state.
+    """
+
+    index: Any
+    force_only: frozenset
 
 
 def _doubles(addr: int, size: int) -> np.ndarray:

@@ -20,7 +20,8 @@ from numba.experimental import structref
 
 from gaussopt.core.compiled import declare_types, unit
 from gaussopt.core.model_interface import FUNCTION
-from gaussopt.core.status import (BUFFER_FULL, CHUNK_DONE, FINISHED, MAX_STEPS,  # noqa: F401
+from gaussopt.core.status import (BAD_INPUT, BUFFER_FULL, CHUNK_DONE, FINISHED,  # noqa: F401
+                                  MAX_STEPS,
                                   METHOD_CODES, MODEL_FAILED, SOLVER_CODES, STAB_BAUMGARTE,
                                   STAB_NONE, STAB_PROJECTION, STEP_TOO_SMALL)
 

@@ -150,6 +150,11 @@ class System:
         #: (:mod:`gaussopt.multibody`); large systems then take the O(n) step of
         #: :mod:`gaussopt.gauss.band_step`
         self.sparse = None
+        #: ``None``, or the named entries of the compiled model's parameter array
+        #: (:class:`gaussopt.core.model_interface.ParameterSlots`) set by a front end that
+        #: generated the functions (:mod:`gaussopt.symbolic`): the inputs a
+        #: :class:`~gaussopt.Stepper` may change between steps (``ctrl``)
+        self.parameter_slots = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
         #: ``None``, or ``(builder, args, kwargs)``: ``builder(*args, **kwargs)`` builds this
@@ -415,6 +420,7 @@ class System:
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_recipe", None)
+        state.setdefault("parameter_slots", None)
         state.setdefault("sparse", None)
         self.__dict__.update(state)
 

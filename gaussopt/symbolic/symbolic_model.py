@@ -698,12 +698,38 @@ class SymbolicModel:
             p = np.array([vals[self._pmap[sym].name] for sym in self.parameters]
                          + [vals[sym.name] for *_, sym in self._slots], dtype=float)
             system.compiled = _compiled_factory(module, p, self, system)
+            system.parameter_slots = self._parameter_slots()
         # a pickle of the system stores this model (its derived expressions; the
         # generated code is not pickled but generated again), the parameter values and
         # the specified inputs (callables pickle if they are module-level functions)
         extra = {} if specified is None else {"specified": dict(specified)}
         system.rebuilt_by(self.system, b.given, name=name, **extra)
         return system
+
+    def _parameter_slots(self):
+        """The named entries of the compiled model's parameter array (the order of
+        :meth:`system`'s ``p``: the parameters, then the specified inputs given as
+        numbers; an input is named by its function, a time derivative of it is not
+        named) and those that enter only the force (not ``M``, not a constraint)."""
+        from gaussopt.core.model_interface import ParameterSlots
+
+        npar = len(self._parameters)
+        index = {s.name: i for i, s in enumerate(self._parameters)}
+        slot_of = {}
+        for j, (k, d, _, sym) in enumerate(self._slots):
+            if d == 0:
+                name = str(self._c.inputs[k].func)
+                index.setdefault(name, npar + j)
+                slot_of[sym.name] = name
+        fixed = {"M", "phi", "phi_q", "phi_t", "phi_gamma", "f", "f_v", "f_gamma", "acc_A",
+                 "acc_b"}
+        held = set()
+        for key, (params, slots) in self._uses.items():
+            if key in fixed:
+                held |= {s.name for s in params}
+                held |= {slot_of.get(self._smap[x].name, "") for x in slots}
+        return ParameterSlots(index=dict(index),
+                              force_only=frozenset(k for k in index if k not in held))
 
     # --------------------------------------------------------------- compiled engine
     def _numba_module(self):

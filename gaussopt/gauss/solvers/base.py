@@ -26,8 +26,9 @@ import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
-from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, entry_point,
-                                          layout, make_context, solve_at, solve_batch)
+from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, S_DROPPED, S_GAUSS,
+                                          S_NULLF, entry_point, layout, make_context, solve_at,
+                                          solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
 from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss,
@@ -56,6 +57,14 @@ def _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped, lsq) -> 
             "inconsistency": rho, "least_squares": lsq, "backward_error": be,
             "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
             "solver": solver.name, "rank_tol": solver.rank_tol, "residual": resid}
+
+
+def _direct_info(solver, o, ss, sc, dropped) -> dict:
+    """:func:`_compiled_info` from the output ``o`` of the compiled step (its scalars from
+    index ``sc``): ``info`` of :meth:`StepSolver.solve_checked`'s results."""
+    r, k, rho, _, be, flags, _, resid, _, _ = o[sc:sc + N_SCALARS].tolist()
+    return _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped,
+                          rho > solver._root)
 
 
 class StepSolver:
@@ -378,12 +387,56 @@ class StepSolver:
 
     def solve_checked(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[StepResult]:
         """:meth:`solve` for arguments that :func:`~gaussopt.solve_step` has checked (``t`` a
-        float, ``q`` and ``v`` C-contiguous float64 arrays of shape (n,), the system
+        finite float, ``q`` and ``v`` C-contiguous float64 arrays of shape (n,), the system
         compiled): the StepResult through the compiled step, or None when :meth:`solve`
-        must take it (then it raises the specific error, or takes the Python path)."""
-        if self._method is not None and type(self).solve is StepSolver.solve:
+        must take it (then it raises the specific error, or takes the Python path).
+
+        After its first clean step, the compiled step is called with what
+        :meth:`_solve_compiled` found out once (the context, the compiled function for
+        the arguments' types, the layout of its output): a call costs the compiled step
+        plus copying its output (``benchmarks/stepper.py`` measures both)."""
+        fast = self._direct
+        if fast is None:
+            if self._method is not None and type(self).solve is StepSolver.solve:
+                res = self._solve_compiled(t, q, v, True, True)
+                if res is not None and self._entry is not None and self._ctx:
+                    handle, _, out, lay, zero_ref, _, m, _, _ = self._ctx
+                    self._direct = (self._entry, handle, out, lay[0], lay[1], lay[2],
+                                    lay[3], lay[4], zero_ref, m)
+                return res
+            return self._solve_checked(t, q, v)
+        call, handle, out, sa, sq, sl, ss, sc, zero_ref, m = fast
+        ref = self.row_ref
+        if ref is None:
+            ref = zero_ref
+        elif ref is not self._direct_ref:
+            # (a new array: the compiled function is called without numba's checks of
+            # the types, so it must be a C-contiguous float64 array of shape (m,))
+            if not (type(ref) is np.ndarray and ref.dtype is _F64 and ref.shape == (m,)
+                    and ref.flags.c_contiguous):
+                return self._solve_compiled(t, q, v, True, True)
+            self._direct_ref = ref
+        if self.b_correction is not None:
             return self._solve_compiled(t, q, v, True, True)
-        return self._solve_checked(t, q, v)
+        with self._lock:
+            status = call(handle, ref, t, q, v, True)
+            if status != 0:
+                return self._solve_compiled(t, q, v, True, True)   # (it says why)
+            o = out.copy()
+            # (the rows dropped are read now: the workspace is the next call's; the other
+            # scalars when ``info`` is first read, :func:`_direct_info`)
+            dropped = (np.flatnonzero(WS.view(self._ctx[7], "live", m) == 0).tolist()
+                       if o[sc + S_DROPPED] else 0)
+        if o[sc + S_NULLF] > NULL_FORCE_RTOL:
+            return None                       # the objective-mismatch check runs in Python
+        res = LazyStepResult(o[sa], o[sq], o[sl], float(o[sc + S_GAUSS]), _direct_info,
+                             (self, o, ss, sc, dropped))
+        self._last_info = res
+        return res
+
+    #: what :meth:`solve_checked` calls after its first clean step (None: not yet)
+    _direct = None
+    _direct_ref = None
 
     # ------------------------------------------------------------- what a run asks
     @property

@@ -60,7 +60,7 @@ from gaussopt.integrate.engine.rank_monitor import accept_rows, monitor_start, m
 from gaussopt.integrate.engine.integrator import (advance, after_step, initial_step,
                                                   initial_step_at, passage_ahead, place_step,
                                                   prepare_dense, project_at, rhs, rhs_at, start,
-                                                  step, _stage_gap)
+                                                  step, step_inputs, _stage_gap)
 from gaussopt.integrate.engine.output_samples import sample, sample_all
 
 __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evaluate_step", "project",

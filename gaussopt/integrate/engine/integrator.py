@@ -603,6 +603,59 @@ def advance(addrs, md, buf, opt, tab, st, chunk):
     return _advance(fns, accel, md, buf, opt, tab, st, chunk)
 
 
+@_unit("i8(i8v, md, buf, opt, tab, st, i8, i8v, f8v)")
+def step_inputs(addrs, md, buf, opt, tab, st, nstep, slots, u):
+    """Set the model's inputs, then take ``nstep`` steps: the entry point of
+    :class:`gaussopt.integrate.stepper.Stepper` (a run without an end or outputs).
+
+    ``u[i]`` goes to the model's parameter ``md.p[slots[i]]``; when one of them changes,
+    the derivative at the current state (``st.f``, the first stage of the next step)
+    is computed again with the new values, so that the step integrates the inputs held
+    over it (a zero-order hold). Each step is :func:`step` and :func:`_after_step`, as
+    :func:`_advance` takes them; a step that fails leaves the state at the last good
+    step: :func:`step` changes it only when it succeeds, and a failure in what follows
+    (the projection of the new state, the monitor) restores the state before it.
+    Returns :data:`BAD_INPUT` (nothing done) when an input is not finite,
+    :data:`BUFFER_FULL` before a step when the rank events' buffer must grow, the status
+    of a failure, else :data:`CHUNK_DONE`.
+    """
+    fns, accel = functions(addrs)
+    k = u.shape[0]
+    for i in range(k):
+        if not np.isfinite(u[i]):
+            return BAD_INPUT
+    changed = False
+    for i in range(k):
+        if md.p[slots[i]] != u[i]:
+            changed = True
+    if changed:
+        old = np.empty(k)
+        for i in range(k):
+            old[i] = md.p[slots[i]]
+            md.p[slots[i]] = u[i]
+        s_ = rhs(fns, accel, md, buf, opt, st, st.sc[S_T], st.y, st.f)
+        if s_ != 0:
+            for i in range(k):
+                md.p[slots[i]] = old[i]        # (st.f is the old inputs' still)
+            return s_
+    for _ in range(nstep):
+        if st.ic[C_NEV] + 4 >= st.ev_f.shape[0]:
+            return BUFFER_FULL
+        s_ = step(fns, accel, md, buf, opt, tab, st)
+        if s_ != 0:
+            return s_
+        st.ic[C_STEPS] += 1
+        s_ = _after_step(fns, accel, md, buf, opt, tab, st)
+        if s_ != 0:
+            _put(st.y, st.y_old)
+            _put(st.f, st.f_old)
+            st.sc[S_T] = st.sc[S_TOLD]
+            st.ic[C_KSTEP] -= 1
+            st.ic[C_STEPS] -= 1
+            return s_
+    return CHUNK_DONE
+
+
 @_unit("i8(i8v, md, buf, opt, tab, st)")
 def after_step(addrs, md, buf, opt, tab, st):
     """What follows an accepted step that another integrator took (status code)."""
