@@ -77,6 +77,9 @@ class Model(BaseModel):
     to the ground need no special case.
     """
 
+    # (the assembled system, documented with this class: its Attributes link here)
+    system = BaseModel.system
+
     kernel = kernel
     assemble_model = staticmethod(assemble_model)
     ref_name = staticmethod(_ref_name)

@@ -106,6 +106,9 @@ class Model(BaseModel):
     conservative : bool
     """
 
+    # (the assembled system, documented with this class: its Attributes link here)
+    system = BaseModel.system
+
     kernel = kernel
     assemble_model = staticmethod(assemble_model)
     ref_name = staticmethod(_ref_name)
