@@ -133,23 +133,23 @@ def _cross(a, b, out):
 
 
 @_jit
-def _crm_add(V, s, scale, out):
-    """``out += scale * (V x s)`` (motion cross product, angular part first)."""
+def _crm_add(V, s, out, k):
+    """``out[k] += V x s`` (motion cross product, angular part first)."""
     w0, w1, w2, o0, o1, o2 = V[0], V[1], V[2], V[3], V[4], V[5]
     s0, s1, s2, t0, t1, t2 = s[0], s[1], s[2], s[3], s[4], s[5]
-    out[0] += scale * (w1 * s2 - w2 * s1)
-    out[1] += scale * (w2 * s0 - w0 * s2)
-    out[2] += scale * (w0 * s1 - w1 * s0)
-    out[3] += scale * (w1 * t2 - w2 * t1 + o1 * s2 - o2 * s1)
-    out[4] += scale * (w2 * t0 - w0 * t2 + o2 * s0 - o0 * s2)
-    out[5] += scale * (w0 * t1 - w1 * t0 + o0 * s1 - o1 * s0)
+    out[k, 0] += w1 * s2 - w2 * s1
+    out[k, 1] += w2 * s0 - w0 * s2
+    out[k, 2] += w0 * s1 - w1 * s0
+    out[k, 3] += w1 * t2 - w2 * t1 + o1 * s2 - o2 * s1
+    out[k, 4] += w2 * t0 - w0 * t2 + o2 * s0 - o0 * s2
+    out[k, 5] += w0 * t1 - w1 * t0 + o0 * s1 - o1 * s0
 
 
 @_jit
-def _inertia_apply(C, k, s, out):
-    """``out = I s`` of the spatial inertia ``C[k] = (m, h, Ibar)`` at the origin:
+def _inertia_apply(C, k, s, js, out):
+    """``out = I s[js]`` of the spatial inertia ``C[k] = (m, h, Ibar)`` at the origin:
     ``n = Ibar w + h x vo``, ``f = m vo - h x w``."""
-    w0, w1, w2, o0, o1, o2 = s[0], s[1], s[2], s[3], s[4], s[5]
+    w0, w1, w2, o0, o1, o2 = s[js, 0], s[js, 1], s[js, 2], s[js, 3], s[js, 4], s[js, 5]
     m, h0, h1, h2 = C[k, 0], C[k, 1], C[k, 2], C[k, 3]
     out[0] = C[k, 4] * w0 + C[k, 5] * w1 + C[k, 6] * w2 + h1 * o2 - h2 * o1
     out[1] = C[k, 7] * w0 + C[k, 8] * w1 + C[k, 9] * w2 + h2 * o0 - h0 * o2
@@ -160,35 +160,28 @@ def _inertia_apply(C, k, s, out):
 
 
 @_jit
-def _body_inertia(p, b, R, X, m_h_I, k):
-    """Body ``b``'s spatial inertia at the origin into ``m_h_I[k]`` (13 values: ``m``,
-    ``h = m c`` (3), ``Ibar`` (9)); returns the centroid's world position through
-    ``m_h_I[k, 1:4] / m``."""
+def _body_inertia(p, b, R, X, C, k, c):
+    """Body ``b``'s spatial inertia at the origin into ``C[k]`` (13 values: ``m``, ``h = m
+    c`` (3), ``Ibar = Ic - m [c]x [c]x`` (9), ``Ic = R J R^T``) and its centroid into ``c``."""
     rec = int(p[H_OB]) + W_B * b
     m = p[rec + B_MASS]
-    c = np.empty(3)
     for i in range(3):
         c[i] = X[b, i] + R[b, i, 0] * p[rec + B_COM] + R[b, i, 1] * p[rec + B_COM + 1] \
             + R[b, i, 2] * p[rec + B_COM + 2]
-    # Ic = R J R^T
-    RJ = np.empty((3, 3))
-    for i in range(3):
-        for j in range(3):
-            acc = 0.0
-            for l in range(3):
-                acc += R[b, i, l] * p[rec + B_INER + 3 * l + j]
-            RJ[i, j] = acc
     cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2]
-    m_h_I[k, 0] = m
+    C[k, 0] = m
     for i in range(3):
-        m_h_I[k, 1 + i] = m * c[i]
+        C[k, 1 + i] = m * c[i]
+        # row i of R J
+        r0 = R[b, i, 0] * p[rec + B_INER] + R[b, i, 1] * p[rec + B_INER + 3] \
+            + R[b, i, 2] * p[rec + B_INER + 6]
+        r1 = R[b, i, 0] * p[rec + B_INER + 1] + R[b, i, 1] * p[rec + B_INER + 4] \
+            + R[b, i, 2] * p[rec + B_INER + 7]
+        r2 = R[b, i, 0] * p[rec + B_INER + 2] + R[b, i, 1] * p[rec + B_INER + 5] \
+            + R[b, i, 2] * p[rec + B_INER + 8]
         for j in range(3):
-            acc = 0.0
-            for l in range(3):
-                acc += RJ[i, l] * R[b, j, l]
-            # Ibar = Ic - m [c]x [c]x = Ic + m (|c|^2 I - c c^T)
-            m_h_I[k, 4 + 3 * i + j] = acc + m * ((cc if i == j else 0.0) - c[i] * c[j])
-    return c
+            C[k, 4 + 3 * i + j] = (r0 * R[b, j, 0] + r1 * R[b, j, 1] + r2 * R[b, j, 2]
+                                   + m * ((cc if i == j else 0.0) - c[i] * c[j]))
 
 
 # =========================================================================== kinematics
@@ -339,7 +332,7 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                         for i in range(6):
                             Ab[b, i] -= 2.0 * pd[jj] * vj[i]
             if want_v:
-                _crm_add(Vc, vj, 1.0, Ab[b])
+                _crm_add(Vc, vj, Ab, b)
                 for i in range(6):
                     Vc[i] += vj[i]
         for i in range(3):
@@ -381,8 +374,9 @@ def mass(p, q, M):
         for c in range(n):
             M[r, c] = 0.0
     C = np.empty((nb_, 13))
+    cb = np.empty(3)
     for b in range(nb_):
-        _body_inertia(p, b, R, X, C, b)
+        _body_inertia(p, b, R, X, C, b, cb)
     for b in range(nb_ - 1, -1, -1):
         par = int(p[ob + W_B * b + B_PAR])
         if par >= 0:
@@ -393,7 +387,7 @@ def mass(p, q, M):
         rec = ob + W_B * b
         q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
         for c in range(q0, q0 + nq):
-            _inertia_apply(C, b, S[c], f)
+            _inertia_apply(C, b, S, c, f)
             for c2 in range(q0, c + 1):
                 acc = 0.0
                 for i in range(6):
@@ -439,10 +433,11 @@ def force(p, q, v, ext, F):
     f = np.empty((nb_, 6))
     t1 = np.empty(6)
     t2 = np.empty(6)
+    c = np.empty(3)
     for b in range(nb_):
-        c = _body_inertia(p, b, R, X, C, 0)
-        _inertia_apply(C, 0, Ab[b], t1)
-        _inertia_apply(C, 0, V[b], t2)
+        _body_inertia(p, b, R, X, C, 0, c)
+        _inertia_apply(C, 0, Ab, b, t1)
+        _inertia_apply(C, 0, V, b, t2)
         w0, w1, w2, o0, o1, o2 = V[b, 0], V[b, 1], V[b, 2], V[b, 3], V[b, 4], V[b, 5]
         n0, n1, n2, f0, f1, f2 = t2[0], t2[1], t2[2], t2[3], t2[4], t2[5]
         # V x* (I V) = [w x n + vo x f; w x f]
@@ -502,9 +497,10 @@ def energy(p, q, v):
     t = np.empty(6)
     T = 0.0
     Vp = 0.0
+    c = np.empty(3)
     for b in range(nb_):
-        c = _body_inertia(p, b, R, X, C, 0)
-        _inertia_apply(C, 0, V[b], t)
+        _body_inertia(p, b, R, X, C, 0, c)
+        _inertia_apply(C, 0, V, b, t)
         for i in range(6):
             T += 0.5 * V[b, i] * t[i]
         mg = p[ob + W_B * b + B_MG]
