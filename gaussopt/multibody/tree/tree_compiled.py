@@ -539,14 +539,20 @@ def _frame_of(p, b, R, X, V, Ab, Rb, xb, Vb, Ab_):
 
 
 @_jit
-def _point_rows(p, b, P, S, A, r0, sign):
+def _point_rows(p, b, P, S, A, r0, sign, sc):
     """``A[r0:r0+3] += sign * d P / d q`` for the point ``P`` carried by body ``b``: the
-    columns ``S_c.lin + S_c.ang x P`` of the coordinates of ``b`` and of its ancestors."""
+    columns ``S_c.lin + S_c.ang x P`` of the coordinates of ``b`` and of its ancestors;
+    ``sc[0]`` the largest size of their terms so far (:func:`_snap`)."""
     ob = int(p[H_OB])
+    pn = abs(P[0]) + abs(P[1]) + abs(P[2])
     while b >= 0:
         rec = ob + W_B * b
         q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
         for c in range(q0, q0 + nq):
+            t = (abs(S[c, 3]) + abs(S[c, 4]) + abs(S[c, 5])
+                 + (abs(S[c, 0]) + abs(S[c, 1]) + abs(S[c, 2])) * pn)
+            if t > sc[0]:
+                sc[0] = t
             A[r0, c] += sign * (S[c, 3] + S[c, 1] * P[2] - S[c, 2] * P[1])
             A[r0 + 1, c] += sign * (S[c, 4] + S[c, 2] * P[0] - S[c, 0] * P[2])
             A[r0 + 2, c] += sign * (S[c, 5] + S[c, 0] * P[1] - S[c, 1] * P[0])
@@ -554,15 +560,41 @@ def _point_rows(p, b, P, S, A, r0, sign):
 
 
 @_jit
-def _axis_row(p, b, y, S, A, r, sign):
-    """``A[r] += sign * y . dw_b/dq'`` (the angular columns of body ``b``'s chain)."""
+def _axis_row(p, b, y, S, A, r, sign, sc):
+    """``A[r] += sign * y . dw_b/dq'`` (the angular columns of body ``b``'s chain);
+    ``sc[0]`` the largest size of its terms so far (:func:`_snap`)."""
     ob = int(p[H_OB])
+    yn = abs(y[0]) + abs(y[1]) + abs(y[2])
     while b >= 0:
         rec = ob + W_B * b
         q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
         for c in range(q0, q0 + nq):
+            t = (abs(S[c, 0]) + abs(S[c, 1]) + abs(S[c, 2])) * yn
+            if t > sc[0]:
+                sc[0] = t
             A[r, c] += sign * (y[0] * S[c, 0] + y[1] * S[c, 1] + y[2] * S[c, 2])
         b = int(p[rec + B_PAR])
+
+
+@_jit
+def _snap(A, g, r, n, scale, want_g):
+    """A closure row whose every entry is at the rounding level of its terms (``64 (n + 1)
+    eps`` times ``scale``, the largest term) vanishes identically: the tree's joints
+    make it hold for every motion (the planar loop's out-of-plane row, a weld's rotations
+    about the axis the joints already share). Rounding would leave it ``~eps`` in every
+    entry, and the engine, which normalizes the rows before its rank decision, would take
+    that noise for a constraint; it is returned as exactly zero, with ``gamma = 0`` (its
+    value: the row holds for every motion, so does its derivative)."""
+    big = 0.0
+    for c in range(n):
+        x = abs(A[r, c])
+        if x > big:
+            big = x
+    if big <= 64.0 * (n + 1) * 2.220446049250313e-16 * scale:
+        for c in range(n):
+            A[r, c] = 0.0
+        if want_g:
+            g[r] = 0.0
 
 
 @_jit
@@ -630,6 +662,7 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
     z = np.empty(3)
     t = np.empty(3)
     u = np.empty(3)
+    sc = np.zeros(1)
     for e in range(ne):
         er = oe + W_E * e
         typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
@@ -650,8 +683,11 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
             if want_g:
                 g[r0 + i] = -(a2[i] - a1[i])
         if want_A:
-            _point_rows(p, b2, P2, S, A, r0, 1.0)
-            _point_rows(p, b1, P1, S, A, r0, -1.0)
+            sc[0] = 0.0
+            _point_rows(p, b2, P2, S, A, r0, 1.0, sc)
+            _point_rows(p, b1, P1, S, A, r0, -1.0, sc)
+            for i in range(3):
+                _snap(A, g, r0 + i, n, sc[0], want_g)
         if typ == WELD:
             for k in range(3):
                 o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
@@ -664,8 +700,9 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
                 if want_phi:
                     ph[r] = y[0] * z[0] + y[1] * z[1] + y[2] * z[2]
                 if want_A:
-                    _axis_row(p, b2, t, S, A, r, 1.0)
-                    _axis_row(p, b1, t, S, A, r, -1.0)
+                    sc[0] = 0.0
+                    _axis_row(p, b2, t, S, A, r, 1.0, sc)
+                    _axis_row(p, b1, t, S, A, r, -1.0, sc)
                 if want_g:
                     # gamma = -[(al2 - al1) . (z x y) + (w2 - w1) . ((w2 x z) x y + z x (w1 x y))]
                     acc = 0.0
@@ -678,6 +715,8 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
                     for i in range(3):
                         acc += (V2[i] - V1[i]) * (u[i] + a2[i])
                     g[r] = -acc
+                if want_A:
+                    _snap(A, g, r, n, sc[0], want_g)
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")
