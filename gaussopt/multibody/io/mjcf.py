@@ -1,11 +1,31 @@
-"""Spatial models from MJCF and URDF files, read by MuJoCo's own parser.
+"""Multibody models from MJCF and URDF files, read by MuJoCo's own parser.
 
 :func:`load` compiles the file (or XML string) with ``mujoco.MjModel`` (``pip
-install "gaussopt[mjcf]"``; MuJoCo reads URDF too) and maps the compiled model
-onto :mod:`gaussopt.multibody.spatial` elements. :func:`state_from_mujoco` maps a
-MuJoCo state ``(qpos, qvel)`` to the model's ``(q, v)``, and
-:func:`joint_accelerations` maps the model's accelerations back to MuJoCo's
-``qacc`` (its joint coordinates).
+install "gaussopt[mjcf]"``; MuJoCo reads URDF too) and maps the compiled model onto
+one of two kinds of model:
+
+* ``coordinates="joint"`` (the default): a :class:`gaussopt.multibody.tree.Model` in joint
+  coordinates, ``q`` = MuJoCo's ``qpos``. Every MuJoCo body with joints is a link placed by
+  ``body_pos``/``body_quat`` in its parent link, moved by its joints in order (``jnt_pos``,
+  ``jnt_axis``, ``qpos0``); a joint-less body is merged into the link that carries it
+  (mass, centroid and inertia combined; into the world when nothing moves it); every
+  joint keeps ``dof_damping``, ``dof_armature`` and (hinges, slides) ``jnt_stiffness`` about
+  ``qpos_spring``; ``body_gravcomp`` scales the link's weight; ``connect`` and ``weld``
+  equalities close loops as 3 and 6 constraint rows. The tree itself needs no equations:
+  a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
+  must belong to a body that only the world carries (MuJoCo's usual case).
+* ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
+  each) and the joints as equations, mapped as the table below says.
+
+:func:`state_from_mujoco` maps a MuJoCo state ``(qpos, qvel)`` to the model's ``(q, v)``
+(for the joint kind: ``q = qpos`` with unit quaternions, ``v = qvel`` but for Euler
+parameters, whose rates carry MuJoCo's body-frame angular velocity, ``p' = W(p)^T w / 4``),
+and :func:`joint_accelerations` maps the model's accelerations back to MuJoCo's ``qacc``
+(its joint coordinates; for the joint kind the identity but for ``w' = W(p) (p'' -
+2 (p . p') p' / |p|^2)``).
+
+The rest of this docstring describes the maximal mapping (the joint kind's differs only
+in how joints, damping, armature and stiffness are kept: as they are).
 
 What maps, and how
 ------------------
@@ -938,14 +958,17 @@ def _tree_accelerations(model, mjmodel, q, v, a):
 def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np.ndarray]:
     """The model's state ``(q, v)`` of a MuJoCo state ``(qpos, qvel)``.
 
-    Runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
+    Joint kind (:mod:`gaussopt.multibody.tree`): ``q = qpos`` with every quaternion
+    normalized, ``v = qvel`` but for the Euler parameters of ball and free joints, whose
+    rates ``p' = W(p)^T w / 4`` (``W = 2 G(p)``) carry MuJoCo's body-frame angular velocity
+    ``w`` with ``p . p' = 0``. Maximal kind: runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
     body's centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
     massless bodies of multi-joint bodies from the partial joint chains. Euler
     parameters take the sign nearer the reference pose's; ``p' = E(p)^T w / 2``.
 
     Parameters
     ----------
-    model : Model
+    model : gaussopt.multibody.tree.Model or spatial.Model
         Loaded by :func:`load` from ``mjmodel`` (or the same file).
     mjmodel : mujoco.MjModel, str or path-like
     qpos : array_like, shape (nq,)
@@ -999,7 +1022,9 @@ def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np
 def joint_accelerations(model: Model, mjmodel, q, v, a) -> np.ndarray:
     """MuJoCo's joint accelerations ``qacc`` from the model's ``(q, v, a)``.
 
-    With ``w``, ``alpha = 2 E(p) p''`` the world angular velocities and
+    Joint kind: ``a`` itself but for the Euler parameters, whose body-frame angular
+    acceleration is ``W(p) (p'' - 2 (p . p') p' / |p|^2)`` (``W = 2 G(p) / |p|^2``).
+    Maximal kind: with ``w``, ``alpha = 2 E(p) p''`` the world angular velocities and
     accelerations of the bodies ``i`` (parent side; zero for the ground) and ``j``
     of each joint: hinge ``u . (alpha_j - alpha_i)``; slide ``u . (a_j(P) - a_i(P)
     - 2 w_i x (v_j(P) - v_i(P)))`` at the anchor ``P`` (the acceleration of the

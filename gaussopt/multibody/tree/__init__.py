@@ -21,9 +21,9 @@ R. Featherstone, *Rigid Body Dynamics Algorithms*, Springer (2008), ch. 5-6.
 
 Examples
 --------
-A double pendulum of two hinges about y (rods of 1 kg, 1 m along -z), released from
-horizontal: the first link's angular acceleration is ``-(3/2) g / l`` times 6/7... as any
-two-link arm's, here checked against its energy instead:
+A double pendulum of two hinges about y (uniform rods of 1 kg and 1 m hanging along -z),
+released at rest with the first rod horizontal: ``M = [[8/3, 5/6], [5/6, 1/3]]`` and the
+gravity torques ``F = -g (2, 1/2)`` give ``a = M^-1 F``:
 
 >>> import numpy as np, gaussopt as go
 >>> from gaussopt.multibody import tree
@@ -36,8 +36,8 @@ two-link arm's, here checked against its energy instead:
 (2, 0)
 >>> q0, v0 = np.array([np.pi / 2, 0.0]), np.zeros(2)
 >>> step = go.solve_step(model.system, 0.0, q0, v0)
->>> step.a.round(6)                    # horizontal, at rest: the two-link arm's values
-array([-6.306429, 9.460714])
+>>> step.a.round(6)
+array([-12.612857,  16.817143])
 """
 
 from __future__ import annotations
