@@ -161,6 +161,11 @@ def step_rows(label, path, urdf, repeat, mj, pin):
         t_mj, 0.0)
     add(f"{label} solve_step, maximal kind (n {maximal.n}, m {maximal.m})", t_max, acc_max,
         "joint kind", t_tree, acc_tree)
+    t_eval, t_step = split_us(tree, q, v, repeat)
+    add(f"{label} joint kind: model evaluation (M, F, rows) alone", t_eval, None, "mj_forward",
+        t_mj, None)
+    add(f"{label} joint kind: dense Gauss step (gauss_step) alone", t_step, None, "mj_forward",
+        t_mj, None)
     if urdf and pin is not None:
         pm = pin.buildModelFromUrdf(path)
         pd = pm.createData()
@@ -174,6 +179,45 @@ def step_rows(label, path, urdf, repeat, mj, pin):
         add(f"{label} step inside simulate (compiled), joint kind", t_in, acc_tree,
             "pinocchio.aba", t_aba, p_acc)
     return tree, m, qpos, qvel
+
+
+def split_us(model, q, v, repeat):
+    """The compiled step's two parts, each in a compiled loop: the model's evaluation (the
+    tree kernel's ``mass``, ``force`` and ``rows``) and the dense Gauss step on its output
+    (:func:`gaussopt.gauss.dense_step.gauss_step`: rank decision, null-space solve,
+    verification)."""
+    import numba as nb
+
+    import gaussopt.gauss.dense_step as ds
+    from gaussopt.core.status import CLOSED_FORM
+    from gaussopt.multibody.tree import tree_compiled as k
+
+    n, m = model.n, model.m
+
+    @nb.njit(cache=True)
+    def evaluate(p, q, v, M, F, A, b, count):
+        z = np.zeros(0)
+        for _ in range(count):
+            k.mass(p, q, M)
+            k.force(p, q, v, z, F)
+            k.rows(p, q, v, z, A, b, True)
+
+    @nb.njit(cache=True)
+    def step(M, F, A, b, ref, w, count):
+        acc = 0.0
+        for _ in range(count):
+            acc += ds.gauss_step(M, F, A, b, ref, 0.0, 1e-8, CLOSED_FORM, False, False, w)[6]
+        return acc
+
+    M, F, A, b = np.empty((n, n)), np.empty(n), np.empty((m, n)), np.empty(m)
+    w = ds.make_work(n, m)
+    ref = np.zeros(m)
+    evaluate(model._p, q, v, M, F, A, b, 1)
+    step(M, F, A, b, ref, w, 1)
+    count = 2000
+    t_eval = median_us(lambda: evaluate(model._p, q, v, M, F, A, b, count), repeat, 1) / count
+    t_step = median_us(lambda: step(M, F, A, b, ref, w, count), repeat, 1) / count
+    return t_eval, t_step
 
 
 def _mujoco_run(mj, m, qpos, qvel, dt, t_end=1.0):
