@@ -67,7 +67,7 @@ import numpy as np
 from gaussopt.core.compiled import jit, unit
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
-__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "energy", "sizes", "FUNCTIONS",
+__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes", "FUNCTIONS",
            "compiled_factory", "sparse_model", "kinematics"]
 
 _jit = jit(cache=True, error_model="numpy")
@@ -160,18 +160,19 @@ def _inertia_apply(C, k, s, js, out):
 
 
 @_jit
-def _body_inertia(p, b, R, X, C, k, c):
+def _body_inertia(p, b, R, X, C, k, Cc):
     """Body ``b``'s spatial inertia at the origin into ``C[k]`` (13 values: ``m``, ``h = m
-    c`` (3), ``Ibar = Ic - m [c]x [c]x`` (9), ``Ic = R J R^T``) and its centroid into ``c``."""
+    c`` (3), ``Ibar = Ic - m [c]x [c]x`` (9), ``Ic = R J R^T``) and its centroid ``c`` into
+    ``Cc[k]``."""
     rec = int(p[H_OB]) + W_B * b
     m = p[rec + B_MASS]
     for i in range(3):
-        c[i] = X[b, i] + R[b, i, 0] * p[rec + B_COM] + R[b, i, 1] * p[rec + B_COM + 1] \
+        Cc[k, i] = X[b, i] + R[b, i, 0] * p[rec + B_COM] + R[b, i, 1] * p[rec + B_COM + 1] \
             + R[b, i, 2] * p[rec + B_COM + 2]
-    cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2]
+    cc = Cc[k, 0] * Cc[k, 0] + Cc[k, 1] * Cc[k, 1] + Cc[k, 2] * Cc[k, 2]
     C[k, 0] = m
     for i in range(3):
-        C[k, 1 + i] = m * c[i]
+        C[k, 1 + i] = m * Cc[k, i]
         # row i of R J
         r0 = R[b, i, 0] * p[rec + B_INER] + R[b, i, 1] * p[rec + B_INER + 3] \
             + R[b, i, 2] * p[rec + B_INER + 6]
@@ -181,7 +182,7 @@ def _body_inertia(p, b, R, X, C, k, c):
             + R[b, i, 2] * p[rec + B_INER + 8]
         for j in range(3):
             C[k, 4 + 3 * i + j] = (r0 * R[b, j, 0] + r1 * R[b, j, 1] + r2 * R[b, j, 2]
-                                   + m * ((cc if i == j else 0.0) - c[i] * c[j]))
+                                   + m * ((cc if i == j else 0.0) - Cc[k, i] * Cc[k, j]))
 
 
 # =========================================================================== kinematics
@@ -362,21 +363,23 @@ def kinematics(p, q, v, R, X, S, V):
 
 
 # =========================================================================== dynamics
-@_unit("none(f8v, f8v, f8m)")
-def mass(p, q, M):
-    """``M(q) = S^T H S`` (composite-rigid-body algorithm in the coordinates ``q``, with the
-    armatures) into ``M`` (n, n)."""
+@_jit
+def _inertias(p, R, X, C, Cc):
+    """Every body's spatial inertia at the origin into ``C`` (nb, 13) and its centroid
+    into ``Cc`` (nb, 3) (:func:`_body_inertia`)."""
+    for b in range(int(p[H_NB])):
+        _body_inertia(p, b, R, X, C, b, Cc)
+
+
+@_jit
+def _mass_into(p, S, Wb, C, M):
+    """``M = S^T H S`` from the twists ``S`` and the body inertias ``C`` (overwritten by
+    the composite inertias): the composite-rigid-body algorithm, then the armatures."""
     nb_, n = int(p[H_NB]), int(p[H_N])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, False)
     for r in range(n):
         for c in range(n):
             M[r, c] = 0.0
-    C = np.empty((nb_, 13))
-    cb = np.empty(3)
-    for b in range(nb_):
-        _body_inertia(p, b, R, X, C, b, cb)
     for b in range(nb_ - 1, -1, -1):
         par = int(p[ob + W_B * b + B_PAR])
         if par >= 0:
@@ -420,24 +423,20 @@ def mass(p, q, M):
             M[a, a] += p[jr + J_ARM]
 
 
-@_unit("none(f8v, f8v, f8v, f8v, f8v)")
-def force(p, q, v, ext, F):
-    """``F(q, v) = -S^T (f_inertial - f_gravity)`` (recursive Newton--Euler at ``q'' = 0``)
-    plus the joints' damping, stiffness and the armatures' velocity term, into ``F`` (n,)."""
-    nb_, n = int(p[H_NB]), int(p[H_N])
+@_jit
+def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
+    """``F`` from the kinematics at ``(q, v)`` and the body inertias ``C`` (kept) with their
+    centroids ``Cc``: recursive Newton--Euler at ``q'' = 0``, then the joints' passive
+    forces and the armatures' velocity term."""
+    nb_ = int(p[H_NB])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     gx, gy, gz = p[H_GX], p[H_GY], p[H_GZ]
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
-    C = np.empty((1, 13))
     f = np.empty((nb_, 6))
     t1 = np.empty(6)
     t2 = np.empty(6)
-    c = np.empty(3)
     for b in range(nb_):
-        _body_inertia(p, b, R, X, C, 0, c)
-        _inertia_apply(C, 0, Ab, b, t1)
-        _inertia_apply(C, 0, V, b, t2)
+        _inertia_apply(C, b, Ab, b, t1)
+        _inertia_apply(C, b, V, b, t2)
         w0, w1, w2, o0, o1, o2 = V[b, 0], V[b, 1], V[b, 2], V[b, 3], V[b, 4], V[b, 5]
         n0, n1, n2, f0, f1, f2 = t2[0], t2[1], t2[2], t2[3], t2[4], t2[5]
         # V x* (I V) = [w x n + vo x f; w x f]
@@ -449,10 +448,11 @@ def force(p, q, v, ext, F):
         t1[5] += w0 * f1 - w1 * f0
         mg = p[ob + W_B * b + B_MG]
         g0, g1, g2 = mg * gx, mg * gy, mg * gz
+        c0, c1, c2 = Cc[b, 0], Cc[b, 1], Cc[b, 2]
         # minus the gravity force [c x f_g; f_g]
-        t1[0] -= c[1] * g2 - c[2] * g1
-        t1[1] -= c[2] * g0 - c[0] * g2
-        t1[2] -= c[0] * g1 - c[1] * g0
+        t1[0] -= c1 * g2 - c2 * g1
+        t1[1] -= c2 * g0 - c0 * g2
+        t1[2] -= c0 * g1 - c1 * g0
         t1[3] -= g0
         t1[4] -= g1
         t1[5] -= g2
@@ -485,6 +485,43 @@ def force(p, q, v, ext, F):
             F[a] -= p[jr + J_DAMP] * v[a] + p[jr + J_K] * (q[a] - p[jr + J_SREF])
 
 
+@_unit("none(f8v, f8v, f8m)")
+def mass(p, q, M):
+    """``M(q) = S^T H S`` (composite-rigid-body algorithm in the coordinates ``q``, with the
+    armatures) into ``M`` (n, n)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, False)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _mass_into(p, S, Wb, C, M)
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8v)")
+def force(p, q, v, ext, F):
+    """``F(q, v) = -S^T (f_inertial - f_gravity)`` (recursive Newton--Euler at ``q'' = 0``)
+    plus the joints' damping, stiffness and the armatures' velocity term, into ``F`` (n,)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8m, f8v)")
+def mass_force(p, q, v, ext, M, F):
+    """:func:`mass` and :func:`force` in one pass: one kinematics, one set of body
+    inertias (what the compiled model functions call: :mod:`gaussopt.multibody.common.cfuncs`)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+    _mass_into(p, S, Wb, C, M)
+
+
 @_unit("f8(f8v, f8v, f8v)")
 def energy(p, q, v):
     """Kinetic energy ``V^T I V / 2`` of the bodies and ``a u^2 / 2`` of the armatures, plus
@@ -493,18 +530,17 @@ def energy(p, q, v):
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
-    C = np.empty((1, 13))
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
     t = np.empty(6)
     T = 0.0
     Vp = 0.0
-    c = np.empty(3)
     for b in range(nb_):
-        _body_inertia(p, b, R, X, C, 0, c)
-        _inertia_apply(C, 0, V, b, t)
+        _inertia_apply(C, b, V, b, t)
         for i in range(6):
             T += 0.5 * V[b, i] * t[i]
         mg = p[ob + W_B * b + B_MG]
-        Vp -= mg * (p[H_GX] * c[0] + p[H_GY] * c[1] + p[H_GZ] * c[2])
+        Vp -= mg * (p[H_GX] * Cc[b, 0] + p[H_GY] * Cc[b, 1] + p[H_GZ] * Cc[b, 2])
     for jj in range(int(p[H_NJ])):
         jr = oj + W_J * jj
         nd = 3 if int(p[jr + J_TYPE]) == BALL else 1
