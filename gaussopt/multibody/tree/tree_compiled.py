@@ -187,13 +187,15 @@ def _body_inertia(p, b, R, X, C, k, Cc):
 
 # =========================================================================== kinematics
 @_jit
-def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
+def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd):
     """Forward kinematics of the tree at ``(q, v)`` (MuJoCo's ``mj_kinematics``, one body
     after the other, joints in order): body rotations ``R`` (nb, 3, 3) and origins ``X``
     (nb, 3), the world twist ``S`` (n, 6) of every coordinate, the ball joints' ``W``
-    (nj, 3, 4); with ``want_v`` the body velocities ``V`` and bias accelerations ``Ab``
-    (nb, 6), every joint's degree-of-freedom velocities ``U`` (nj, 3) and the balls'
-    ``(p . p') / |p|^2`` in ``pd`` (nj,)."""
+    (nj, 3, 4), the body velocities ``V`` and bias accelerations ``Ab`` (nb, 6), every
+    joint's degree-of-freedom velocities ``U`` (nj, 3) and the balls' ``(p . p') / |p|^2``
+    in ``pd`` (nj,). (The velocity terms are computed always, also where only the positions
+    are used: one compiled version of the function, whose compilation is the kind's
+    largest.)"""
     nb_ = int(p[H_NB])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     Rc = np.empty((3, 3))
@@ -213,10 +215,9 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                 xc[i] = p[rec + B_POS + i]
                 for j in range(3):
                     Rc[i, j] = p[rec + B_ROT + 3 * i + j]
-            if want_v:
-                for i in range(6):
-                    Vc[i] = 0.0
-                    Ab[b, i] = 0.0
+            for i in range(6):
+                Vc[i] = 0.0
+                Ab[b, i] = 0.0
         else:
             for i in range(3):
                 acc = X[par, i]
@@ -227,10 +228,9 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                         s += R[par, i, l] * p[rec + B_ROT + 3 * l + j]
                     Rc[i, j] = s
                 xc[i] = acc
-            if want_v:
-                for i in range(6):
-                    Vc[i] = V[par, i]
-                    Ab[b, i] = Ab[par, i]
+            for i in range(6):
+                Vc[i] = V[par, i]
+                Ab[b, i] = Ab[par, i]
         j0, nj = int(p[rec + B_J0]), int(p[rec + B_NJ])
         for jj in range(j0, j0 + nj):
             jr = oj + W_J * jj
@@ -246,10 +246,9 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                     xc[i] += aw[i] * d
                     S[a, i] = 0.0
                     S[a, 3 + i] = aw[i]
-                if want_v:
-                    for i in range(6):
-                        vj[i] = S[a, i] * v[a]
-                    U[jj, 0] = v[a]
+                for i in range(6):
+                    vj[i] = S[a, i] * v[a]
+                U[jj, 0] = v[a]
             else:
                 if typ == HINGE:
                     th = q[a] - p[jr + J_REF]
@@ -301,10 +300,9 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                     for i in range(3):
                         S[a, i] = aw[i]
                         S[a, 3 + i] = t3[i]
-                    if want_v:
-                        for i in range(6):
-                            vj[i] = S[a, i] * v[a]
-                        U[jj, 0] = v[a]
+                    for i in range(6):
+                        vj[i] = S[a, i] * v[a]
+                    U[jj, 0] = v[a]
                 else:
                     for c4 in range(4):
                         for i in range(6):
@@ -318,31 +316,28 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_v):
                             for i in range(3):
                                 S[a + c4, i] += aw[i] * wk
                                 S[a + c4, 3 + i] += t3[i] * wk
-                    if want_v:
-                        pp = 0.0
-                        for c4 in range(4):
-                            pp += q[a + c4] * v[a + c4]
-                        pd[jj] = pp * r2
-                        for k in range(3):
-                            U[jj, k] = (Wb[jj, k, 0] * v[a] + Wb[jj, k, 1] * v[a + 1]
-                                        + Wb[jj, k, 2] * v[a + 2] + Wb[jj, k, 3] * v[a + 3])
-                        for i in range(6):
-                            vj[i] = (S[a, i] * v[a] + S[a + 1, i] * v[a + 1]
-                                     + S[a + 2, i] * v[a + 2] + S[a + 3, i] * v[a + 3])
-                        # S W' p' = -2 (p . p') / |p|^2 S u
-                        for i in range(6):
-                            Ab[b, i] -= 2.0 * pd[jj] * vj[i]
-            if want_v:
-                _crm_add(Vc, vj, Ab, b)
-                for i in range(6):
-                    Vc[i] += vj[i]
+                    pp = 0.0
+                    for c4 in range(4):
+                        pp += q[a + c4] * v[a + c4]
+                    pd[jj] = pp * r2
+                    for k in range(3):
+                        U[jj, k] = (Wb[jj, k, 0] * v[a] + Wb[jj, k, 1] * v[a + 1]
+                                    + Wb[jj, k, 2] * v[a + 2] + Wb[jj, k, 3] * v[a + 3])
+                    for i in range(6):
+                        vj[i] = (S[a, i] * v[a] + S[a + 1, i] * v[a + 1]
+                                 + S[a + 2, i] * v[a + 2] + S[a + 3, i] * v[a + 3])
+                    # S W' p' = -2 (p . p') / |p|^2 S u
+                    for i in range(6):
+                        Ab[b, i] -= 2.0 * pd[jj] * vj[i]
+            _crm_add(Vc, vj, Ab, b)
+            for i in range(6):
+                Vc[i] += vj[i]
         for i in range(3):
             X[b, i] = xc[i]
             for j in range(3):
                 R[b, i, j] = Rc[i, j]
-        if want_v:
-            for i in range(6):
-                V[b, i] = Vc[i]
+        for i in range(6):
+            V[b, i] = Vc[i]
 
 
 @_jit
@@ -359,7 +354,7 @@ def kinematics(p, q, v, R, X, S, V):
     (n, 6, world, at the origin, angular first) and body velocities ``V`` (nb, 6) at
     ``(q, v)`` (for Python: the tests, the model's point functions)."""
     _, _, _, _, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
 
 
 # =========================================================================== dynamics
@@ -491,7 +486,7 @@ def mass(p, q, M):
     armatures) into ``M`` (n, n)."""
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, False)
+    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _mass_into(p, S, Wb, C, M)
@@ -503,7 +498,7 @@ def force(p, q, v, ext, F):
     plus the joints' damping, stiffness and the armatures' velocity term, into ``F`` (n,)."""
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
@@ -515,7 +510,7 @@ def mass_force(p, q, v, ext, M, F):
     inertias (what the compiled model functions call: :mod:`gaussopt.multibody.common.cfuncs`)."""
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
@@ -529,7 +524,7 @@ def energy(p, q, v):
     nb_ = int(p[H_NB])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, True)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     t = np.empty(6)
@@ -679,7 +674,7 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
     if ne == 0:
         return
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, want_g)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
     R1 = np.empty((3, 3))
     R2 = np.empty((3, 3))
     x1 = np.empty(3)
