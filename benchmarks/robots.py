@@ -8,8 +8,9 @@ Models: the 6-link arm ``tests/data/arm6.urdf`` (6 hinges, the URDF read by MuJo
 for gaussopt and by ``pinocchio.buildModelFromUrdf`` for ``aba``), the humanoid-like tree
 ``tests/data/humanoid_tree.xml`` (free root, ball hips and shoulders, multi-hinge bodies,
 damping and armature: nq 34, nv 31) and the ant-like tree ``tests/data/ant_tree.xml`` (free
-root, 8 hinges, merged joint-less bodies: nq 15, nv 14); and, when installed, dm_control's
-acrobot and humanoid, gymnasium's ant (contacts disabled, as the tests do).
+root, 8 hinges, merged joint-less bodies: nq 15, nv 14); and, when installed,
+example-robot-data's UR5 and Panda URDFs (with ``pinocchio.aba``), dm_control's acrobot and
+humanoid, gymnasium's ant (contacts and joint limits disabled, as the tests do).
 
 Rows, per model, all measured in this run at one random state (seeded; angles in (-pi,
 pi), unit quaternions, rates in (-2, 2)):
@@ -97,6 +98,16 @@ def models() -> list[tuple[str, str, bool]]:
            ("humanoid-like tree", str(DATA / "humanoid_tree.xml"), False),
            ("ant-like tree", str(DATA / "ant_tree.xml"), False)]
     try:
+        import importlib.metadata as md
+        erd = Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+        for label, rel in (("UR5 (example-robot-data)", "ur_description/urdf/ur5_robot.urdf"),
+                           ("Panda (example-robot-data)", "panda_description/urdf/panda.urdf")):
+            if (erd / rel).is_file():
+                out.append((label, str(erd / rel), True))
+    except Exception:                       # not installed
+        pass
+    try:
         import dm_control
         suite = Path(dm_control.__file__).parent / "suite"
         out += [("dm_control acrobot", str(suite / "acrobot.xml"), False),
@@ -113,10 +124,22 @@ def models() -> list[tuple[str, str, bool]]:
 
 
 def _mujoco_model(mj, path):
-    """MuJoCo's model of ``path`` with contacts and joint limits disabled (gaussopt maps
-    neither; a URDF's limits would stop MuJoCo's arm and not gaussopt's)."""
-    m = mj.MjModel.from_xml_path(path)
+    """MuJoCo's model of ``path`` with contacts, joint limits and the equalities other than
+    ``connect``/``weld`` disabled (gaussopt maps none of them; a URDF's limits would stop
+    MuJoCo's arm and not gaussopt's, the Panda's finger ``<mimic>`` couple MuJoCo's
+    fingers)."""
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    # the loader's own compilation (a URDF's meshes, which MuJoCo cannot open from
+    # package:// paths, are not read: the same model gaussopt loads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = mjcf._compile(mj, path)
     m.opt.disableflags |= int(mj.mjtDisableBit.mjDSBL_CONTACT) | int(mj.mjtDisableBit.mjDSBL_LIMIT)
+    # equalities gaussopt does not map (a URDF's <mimic> becomes a joint equality) are off
+    for e in range(m.neq):
+        if int(m.eq_type[e]) not in (int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)):
+            m.eq_active0[e] = 0
     return m
 
 
