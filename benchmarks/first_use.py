@@ -23,6 +23,9 @@ Items
 * ``multibody``: the double parallelogram (``gaussopt_problems.double_parallelogram``) built from
   bodies and joints and run for 1 s;
 * ``lagrangian``: the sympy pendulum of docs/symbolic.md, ``go.from_lagrangian`` and a 2 s run;
+* ``tree``: the humanoid-like tree of ``tests/data/humanoid_tree.xml`` loaded in joint
+  coordinates (:mod:`gaussopt.multibody.tree`, MuJoCo needed), one ``solve_step`` and a
+  0.1 s run (the tree kind's kernel, its compiled model functions and the engine);
 * ``pendulum``: the README's 18-line pendulum example as pasted (30,001 output samples);
 * ``cli_list``, ``cli_help``, ``cli_show``: ``gaussopt list``, ``--help``, ``show four_bar``;
 * ``main_job``: the README's main job, ``gaussopt compare four_bar --out DIR``.
@@ -103,6 +106,11 @@ ITEMS = {
                  "pb = double_parallelogram.build(t_end=1.0)\n"
                  "go.simulate(pb.system, pb.t_span, pb.q0, pb.v0, **pb.settings)\n",
     "lagrangian": LAGRANGIAN,
+    "tree": "import numpy as np, gaussopt as go\nimport gaussopt.multibody.io.mjcf as mjcf\n"
+            f"model = mjcf.load({str(ROOT / 'tests' / 'data' / 'humanoid_tree.xml')!r})\n"
+            "q, v = model.q_reference, np.zeros(model.n)\n"
+            "go.solve_step(model.system, 0.0, q, v)\n"
+            "go.simulate(model.system, (0.0, 0.1), q, v)\n",
     "pendulum": PENDULUM,
     "cli_list": "from gaussopt.study.cli import main\nmain(['list'])\n",
     "cli_help": "from gaussopt.study.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n",

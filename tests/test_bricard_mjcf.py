@@ -34,7 +34,7 @@ REL_INERTIA = AXIAL / (1.0 / 12.0)      # its share of a rod's inertia: 1.2e-11
 def loaded():
     # the equalities' solref/solimp are listed unmapped (gaussopt holds them exactly)
     with pytest.warns(mjcf.UnmappedFeatureWarning, match="solref"):
-        return go.multibody.load(PATH)
+        return go.multibody.load(PATH, coordinates="maximal")
 
 
 def test_bricard_mjcf_rank_report(loaded):

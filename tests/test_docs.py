@@ -149,6 +149,14 @@ def check_contacts(ns, out):
 
 def check_multibody(ns, out):
     assert "9 coordinates, 8 joint equations" in out and "1 DOF" in out
+    # the tied arm (joint coordinates): 5 coordinates, 4 independent rows; its elbow angle is
+    # fixed by the law of cosines (shoulder-to-tie distance sqrt(0.58), links 0.5 m), and
+    # the projection keeps the loop and the angle at rounding of |q| ~ 1 (1e-12: margin 1e3)
+    assert "5 coordinates, 4 joint equations" in out and "rank 4" in out
+    arm, run = ns["arm"], ns["arm_run"]
+    assert run.success
+    assert np.abs(np.abs(run["elbow"]) - np.arccos((0.58 - 0.5) / 0.5)).max() < 1e-12
+    assert max(np.abs(arm.phi(0.0, x)).max() for x in run.q) < 1e-12
     # the slider-crank's crank angle at 2 s against gaussopt_problems.slider_crank's reduced
     # one-DOF ODE (DOP853 at 1e-13): the bound of the run's global error with the growth
     # of the reduced flow (flow_growth), plus the reference's own error; the page prints

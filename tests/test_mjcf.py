@@ -45,6 +45,12 @@ mj = pytest.importorskip("mujoco")
 import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
+
+
+def load_maximal(source, **kwargs):
+    """The spatial (maximal-coordinate) model of ``source``: this file tests that kind
+    (tests/test_tree.py the joint-coordinate kind, :func:`load`'s default)."""
+    return mjcf.load(source, coordinates="maximal", **kwargs)
 OPEN_CHAINS = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml",
                "mixed_joints.xml", "double_pendulum_armature.xml"]
 
@@ -102,7 +108,7 @@ def test_open_chain_matches_mujoco_qacc(fname):
     path = DATA / fname
     with warnings.catch_warnings():
         warnings.simplefilter("error")               # these models map completely
-        model = mjcf.load(path)
+        model = load_maximal(path)
     m = mj.MjModel.from_xml_path(str(path))
     d = mj.MjData(m)
     rng = np.random.default_rng(20261128)
@@ -136,7 +142,7 @@ def test_free_joint_quaternion_and_velocities():
     MuJoCo's (body-frame qvel rotated to the world) and the base's q does not depend on
     the sign of MuJoCo's quaternion."""
     path = DATA / "double_pendulum_free.xml"
-    model = mjcf.load(path)
+    model = load_maximal(path)
     m = mj.MjModel.from_xml_path(str(path))
     d = mj.MjData(m)
     rng = np.random.default_rng(5)
@@ -160,7 +166,7 @@ def test_multi_joint_body_inserts_massless_frames():
     """mixed_joints.xml: the body 'two' with a hinge then a slide gets a massless body
     after the hinge; the massless welded 'frame' is merged into its parent; the welded
     massive 'weight' is Fixed to 'arm'; the grounded hinge's armature is in 'arm's inertia."""
-    model = mjcf.load(DATA / "mixed_joints.xml")
+    model = load_maximal(DATA / "mixed_joints.xml")
     names = list(model.body_names)
     assert "two_hA" in names and "frame" not in names and "weight" in names
     k = names.index("two_hA")
@@ -181,7 +187,7 @@ def test_disabled_gravity_and_damping_follow_mujoco():
     gravity, gravity compensation and the dampers as MuJoCo does (qacc agrees as above)."""
     text = (DATA / "mixed_joints.xml").read_text().replace(
         '<flag contact="disable"/>', '<flag contact="disable" gravity="disable" damper="disable"/>')
-    model = mjcf.load(text)
+    model = load_maximal(text)
     m = mj.MjModel.from_xml_string(text)
     assert np.array_equal(model.gravity, np.zeros(3))
     d = mj.MjData(m)
@@ -204,7 +210,7 @@ def test_loaded_model_pickles_with_its_dampers():
     import pickle
 
     path = DATA / "mixed_joints.xml"
-    model = mjcf.load(path)
+    model = load_maximal(path)
     copy = pickle.loads(pickle.dumps(model))
     m = mj.MjModel.from_xml_path(str(path))
     qpos, qvel = random_state(m, np.random.default_rng(9))
@@ -221,7 +227,7 @@ def test_loop_mujoco_soft_against_exact():
     over 2 s MuJoCo's loop opens by ~(1 - d) |J a0| tc^2, gaussopt's stays closed."""
     path = DATA / "four_bar_connect.xml"
     with pytest.warns(mjcf.UnmappedFeatureWarning, match="solref/solimp"):
-        model = mjcf.load(path)
+        model = load_maximal(path)
     rep = model.rank_report()
     assert rep.dof == 1 and model.gruebler == 0           # redundant: the connect's y row
     m = mj.MjModel.from_xml_path(str(path))
@@ -320,7 +326,7 @@ def test_loop_mujoco_soft_against_exact():
 def test_unmapped_features_named_in_one_warning():
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        model = mjcf.load(DATA / "unmapped.xml")
+        model = load_maximal(DATA / "unmapped.xml")
     ws = [w for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
     assert len(ws) == 1
     msg = str(ws[0].message)
@@ -342,12 +348,12 @@ def test_unmapped_features_named_in_one_warning():
 
 def test_errors():
     with pytest.raises(ModelError, match="no file"):
-        mjcf.load(DATA / "missing.xml")
+        load_maximal(DATA / "missing.xml")
     with pytest.raises(ModelError, match="could not compile"):
-        mjcf.load("<mujoco><worldbody><body><joint type='nonsense'/></body></worldbody></mujoco>")
+        load_maximal("<mujoco><worldbody><body><joint type='nonsense'/></body></worldbody></mujoco>")
     with pytest.raises(ModelError, match="`source` must be"):
-        mjcf.load(3.5)
-    model = mjcf.load(DATA / "double_pendulum.xml")
+        load_maximal(3.5)
+    model = load_maximal(DATA / "double_pendulum.xml")
     with pytest.raises(ModelError, match="`model` must be the model loaded"):
         mjcf.state_from_mujoco(model, str(DATA / "arm6.xml"), np.zeros(6), np.zeros(6))
     with pytest.raises(ModelError, match="`qpos` and `qvel` must have shapes"):
@@ -356,8 +362,8 @@ def test_errors():
 
 def test_xml_string_and_mjmodel_sources():
     text = (DATA / "double_pendulum.xml").read_text()
-    a = mjcf.load(text, name="dp")
-    b = mjcf.load(mj.MjModel.from_xml_string(text))
+    a = load_maximal(text, name="dp")
+    b = load_maximal(mj.MjModel.from_xml_string(text))
     assert a.name == "dp" and b.name == "double_pendulum"
     import gaussopt.multibody as multibody
     assert multibody.load is mjcf.load                   # gaussopt.multibody.load
@@ -372,7 +378,7 @@ def test_urdf_arm_matches_pinocchio_aba():
     pin = pytest.importorskip("pinocchio")
     path = DATA / "arm6.urdf"
     with pytest.warns(mjcf.UnmappedFeatureWarning, match="joint limits: 6"):
-        model = mjcf.load(path)
+        model = load_maximal(path)
     m = mj.MjModel.from_xml_path(str(path))
     pm = pin.buildModelFromUrdf(str(path))
     pd = pm.createData()
@@ -407,9 +413,9 @@ def test_urdf_arm_matches_pinocchio_aba():
 
 def test_urdf_and_mjcf_arm_are_one_model():
     """arm6.xml and arm6.urdf load to the same bodies (masses, inertias, reference poses)."""
-    a = mjcf.load(DATA / "arm6.xml")
+    a = load_maximal(DATA / "arm6.xml")
     with pytest.warns(mjcf.UnmappedFeatureWarning):
-        b = mjcf.load(DATA / "arm6.urdf")
+        b = load_maximal(DATA / "arm6.urdf")
     assert list(a.body_names) == list(b.body_names)
     assert np.allclose(a.q_reference, b.q_reference, atol=1e-14)
     for x, y in zip(a.bodies, b.bodies):

@@ -1,7 +1,11 @@
 """Planar multibody systems in body (Cartesian) coordinates -> :class:`~gaussopt.System`.
 
-(Spatial bodies in Euler parameters, spatial joints and models loaded from MJCF and
-URDF files are in :mod:`gaussopt.multibody.spatial` and :func:`load`.)
+(Spatial bodies in Euler parameters and spatial joints are in
+:mod:`gaussopt.multibody.spatial`; rigid-body trees in joint coordinates, their loops closed
+by constraint rows, in :mod:`gaussopt.multibody.tree`; :func:`load` reads MJCF and URDF
+files into a tree in joint coordinates -- ``q`` is MuJoCo's ``qpos``, the tree needs no
+equations, only its ball/free joints' normalizations and the loop closures are rows --
+or, with ``coordinates="maximal"``, into spatial bodies.)
 
 Every rigid body ``k`` has the coordinates ``q_k = (x_k, y_k, phi_k)``: the
 world position of its centroid and the angle of its body frame (origin at
@@ -94,14 +98,15 @@ from gaussopt.multibody.planar.mechanism import LeastSquaresProjection, Mechanis
 
 __all__ = ["Body", "Revolute", "Prismatic", "Fixed", "DrivenAngle", "PointOnLine",
            "PointForce", "Torque", "Spring", "Damper", "Model", "Mechanism",
-           "RankReport", "JointReaction", "LeastSquaresProjection", "GROUND", "spatial", "load"]
+           "RankReport", "JointReaction", "LeastSquaresProjection", "GROUND", "spatial", "tree",
+           "load"]
 
 
 def __getattr__(name):
     # the spatial package (and its file loader) are imported on first use
-    if name == "spatial":
+    if name in ("spatial", "tree"):
         import importlib
-        return importlib.import_module(".spatial", __name__)
+        return importlib.import_module(f".{name}", __name__)
     if name == "load":
         from gaussopt.multibody.io.mjcf import load
         return load

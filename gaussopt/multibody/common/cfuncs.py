@@ -30,6 +30,9 @@ name                                               what
 ``rows(p, q, v, drv, A, b, with_gamma)``           ``Phi_q`` (m, n), ``gamma`` (m,)
 ``phi_t(p, q, drv, out)``                          ``Phi_t``, (m,)
 ``energy(p, q, v) -> float``                       the mechanical energy
+``mass_force(p, q, v, ext, M, F)``                ``M`` and ``F`` in one pass (optional: a kind
+                                                   whose two share their kinematics; the
+                                                   compiled ``dyn`` then calls it alone)
 ``mass_blocks(p, q, d)``                           the diagonal blocks of ``M`` packed for
                                                    :mod:`gaussopt.gauss.band_step`
 ``sparse_values(p, q, v, datap, ph, b,``           ``Phi_q`` in the kind's CSR pattern at the
@@ -122,6 +125,15 @@ def _dyn(t, qp, vp, pp, Mp, Fp):
     q, v = vec(qp, n), vec(vp, n)
     kind.mass(p, q, mat(Mp, n, n))
     kind.force(p, q, v, np.zeros(0), vec(Fp, n))
+    return 0
+
+
+def _dyn_one_pass(t, qp, vp, pp, Mp, Fp):
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
+        return 1
+    n, m, nd = kind.sizes(p)
+    kind.mass_force(p, vec(qp, n), vec(vp, n), np.zeros(0), mat(Mp, n, n), vec(Fp, n))
     return 0
 
 
@@ -247,7 +259,8 @@ class KindFunctions:
         ns = dict(globals())
         ns.update(__name__=name, kind=kind)
         self._sizes = kind.sizes.py_func
-        self.functions = tuple(self._make(f, ns) for f in _DENSE)
+        dense = ((_dyn_one_pass,) + _DENSE[1:]) if hasattr(kind, "mass_force") else _DENSE
+        self.functions = tuple(self._make(f, ns) for f in dense)
         self.sparse_functions = tuple(self._make(f, ns) for f in _SPARSE) if all(sparse) else ()
 
     @staticmethod

@@ -1,11 +1,31 @@
-"""Spatial models from MJCF and URDF files, read by MuJoCo's own parser.
+"""Multibody models from MJCF and URDF files, read by MuJoCo's own parser.
 
 :func:`load` compiles the file (or XML string) with ``mujoco.MjModel`` (``pip
-install "gaussopt[mjcf]"``; MuJoCo reads URDF too) and maps the compiled model
-onto :mod:`gaussopt.multibody.spatial` elements. :func:`state_from_mujoco` maps a
-MuJoCo state ``(qpos, qvel)`` to the model's ``(q, v)``, and
-:func:`joint_accelerations` maps the model's accelerations back to MuJoCo's
-``qacc`` (its joint coordinates).
+install "gaussopt[mjcf]"``; MuJoCo reads URDF too) and maps the compiled model onto
+one of two kinds of model:
+
+* ``coordinates="joint"`` (the default): a :class:`gaussopt.multibody.tree.Model` in joint
+  coordinates, ``q`` = MuJoCo's ``qpos``. Every MuJoCo body with joints is a link placed by
+  ``body_pos``/``body_quat`` in its parent link, moved by its joints in order (``jnt_pos``,
+  ``jnt_axis``, ``qpos0``); a joint-less body is merged into the link that carries it
+  (mass, centroid and inertia combined; into the world when nothing moves it); every
+  joint keeps ``dof_damping``, ``dof_armature`` and (hinges, slides) ``jnt_stiffness`` about
+  ``qpos_spring``; ``body_gravcomp`` scales the link's weight; ``connect`` and ``weld``
+  equalities close loops as 3 and 6 constraint rows. The tree itself needs no equations:
+  a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
+  must belong to a body that only the world carries (MuJoCo's usual case).
+* ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
+  each) and the joints as equations, mapped as the table below says.
+
+:func:`state_from_mujoco` maps a MuJoCo state ``(qpos, qvel)`` to the model's ``(q, v)``
+(for the joint kind: ``q = qpos`` with unit quaternions, ``v = qvel`` but for Euler
+parameters, whose rates carry MuJoCo's body-frame angular velocity, ``p' = W(p)^T w / 4``),
+and :func:`joint_accelerations` maps the model's accelerations back to MuJoCo's ``qacc``
+(its joint coordinates; for the joint kind the identity but for ``w' = W(p) (p'' -
+2 (p . p') p' / |p|^2)``).
+
+The rest of this docstring describes the maximal mapping (the joint kind's differs only
+in how joints, damping, armature and stiffness are kept: as they are).
 
 What maps, and how
 ------------------
@@ -419,17 +439,20 @@ def _model_name(m) -> str:
     return nm or "mjcf"
 
 
-def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
-    un = out.unmapped
+def _equality_specs(mj, m, d, owner: list, un: dict):
+    """The mapped equality constraints of ``m``: ``(connect, b1, b2, p1, p2)`` per active
+    ``connect`` or ``weld`` that holds at ``qpos0`` (``p1``, ``p2`` its anchors, world, at
+    ``qpos0``; a weld's anchor is body 2's origin), between different gaussopt bodies
+    (``owner``); everything else is counted into ``un``. Used by both kinds."""
     if m.neq == 0:
-        return
+        return []
     if _flag(mj, m, "mjDSBL_EQUALITY") or _flag(mj, m, "mjDSBL_CONSTRAINT"):
-        return                                  # MuJoCo ignores them too
+        return []                               # MuJoCo ignores them too
     EC, EW = int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)
     site = int(mj.mjtObj.mjOBJ_SITE)
     other = {int(getattr(mj.mjtEq, k)): k[5:].lower() for k in dir(mj.mjtEq)
              if k.startswith("mjEQ_")}
-    mapped = 0
+    out = []
     for e in range(m.neq):
         typ = int(m.eq_type[e])
         if not m.eq_active0[e]:
@@ -469,18 +492,25 @@ def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
             continue
         if bi == bj:
             continue                             # both sides on one rigid body (or the ground)
-        if typ == EC:
-            out.joints.append(Spherical(bj, bi, point=np.array(p1)))
-        else:
-            out.joints.append(Fixed(bj, bi, point=np.array(p1)))
-        mapped += 1
-    if mapped:
+        out.append((typ == EC, b1, b2, np.array(p1), np.array(p2)))
+    if out:
         _count(un, "soft-constraint parameters (solref/solimp) of the mapped equality "
-                   "constraints: gaussopt holds them exactly", mapped)
+                   "constraints: gaussopt holds them exactly", len(out))
+    return out
 
 
-def _unmapped(mj, m, un: dict) -> None:
-    """Count the features the mapping leaves out."""
+def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
+    for connect, b1, b2, p1, p2 in _equality_specs(mj, m, d, owner, out.unmapped):
+        bi, bj = owner[b1] if b1 else None, owner[b2] if b2 else None
+        if connect:
+            out.joints.append(Spherical(bj, bi, point=p1))
+        else:
+            out.joints.append(Fixed(bj, bi, point=p1))
+
+
+def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
+    """Count the features the mapping leaves out (``tree``: of the joint-coordinate kind,
+    which maps the stiffness of hinges and slides)."""
     _count(un, "tendons", int(m.ntendon))
     if not _flag(mj, m, "mjDSBL_ACTUATION"):
         _count(un, "actuators", int(m.nu))
@@ -492,8 +522,14 @@ def _unmapped(mj, m, un: dict) -> None:
     if constraint and not _flag(mj, m, "mjDSBL_LIMIT"):
         _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
     if not _flag(mj, m, "mjDSBL_SPRING"):
-        _count(un, "joint stiffness (springs about springref)",
-               int(np.count_nonzero(m.jnt_stiffness)))
+        if tree:
+            free_ball = np.isin(np.asarray(m.jnt_type), (int(mj.mjtJoint.mjJNT_FREE),
+                                                         int(mj.mjtJoint.mjJNT_BALL)))
+            _count(un, "joint stiffness of ball and free joints",
+                   int(np.count_nonzero(np.asarray(m.jnt_stiffness)[free_ball])))
+        else:
+            _count(un, "joint stiffness (springs about springref)",
+                   int(np.count_nonzero(m.jnt_stiffness)))
         if hasattr(m, "jnt_stiffnesspoly"):
             _count(un, "nonlinear joint stiffness (stiffnesspoly)",
                    int(np.count_nonzero(np.any(np.asarray(m.jnt_stiffnesspoly) != 0, axis=-1))))
@@ -508,6 +544,158 @@ def _unmapped(mj, m, un: dict) -> None:
     _count(un, "plugins", int(m.nplugin))
     _count(un, "sensors", int(m.nsensor))
     _count(un, "keyframes", int(m.nkey))
+
+
+# ----------------------------------------------------------------------------- joint coordinates
+@dataclass
+class _TreeMapping:
+    """What the joint-coordinate kind is built from: links, joints, closures."""
+
+    links: list = field(default_factory=list)
+    joints: list = field(default_factory=list)
+    gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    unmapped: dict = field(default_factory=dict)
+    name: str = "mjcf"
+    merged: int = 0
+
+
+def _compose(pa, Ra, pb, Rb):
+    """The pose ``b`` given in the frame of pose ``a``, in the frame ``a`` is given in."""
+    return pa + Ra @ pb, Ra @ Rb
+
+
+def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
+    """Map the compiled MuJoCo model ``m`` onto :mod:`gaussopt.multibody.tree` elements: a
+    link per body with joints (its offset the pose of the body in its parent link's frame),
+    joint-less bodies merged into the link that carries them (mass, centroid and inertia
+    combined) or into the world, every joint with MuJoCo's ``qpos0``, damping, armature and
+    (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
+    closures."""
+    from gaussopt.multibody.tree import Connect, Link, TreeJoint, Weld
+
+    out = _TreeMapping()
+    un = out.unmapped
+    d = mj.MjData(m)
+    d.qpos[:] = m.qpos0
+    mj.mj_kinematics(m, d)
+    JF, JB = int(mj.mjtJoint.mjJNT_FREE), int(mj.mjtJoint.mjJNT_BALL)
+    kinds = {int(mj.mjtJoint.mjJNT_FREE): "free", int(mj.mjtJoint.mjJNT_BALL): "ball",
+             int(mj.mjtJoint.mjJNT_SLIDE): "slide", int(mj.mjtJoint.mjJNT_HINGE): "hinge"}
+    bnames = _names(mj, m, mj.mjtObj.mjOBJ_BODY, m.nbody, "body")
+    jnames = _names(mj, m, mj.mjtObj.mjOBJ_JOINT, m.njnt, "joint")
+    jtaken: set = set()
+    out.gravity = np.zeros(3) if _flag(mj, m, "mjDSBL_GRAVITY") else np.array(m.opt.gravity, float)
+    damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
+    spring_on = not _flag(mj, m, "mjDSBL_SPRING")
+    taken: set = {"world", GROUND}
+    owner: list = [None] * m.nbody          # the link carrying MuJoCo body b (None: the world)
+    rel: list = [(np.zeros(3), np.eye(3))] * m.nbody     # body b's frame in its owner's
+    mass: dict = {}                          # link -> [m, m c, sum of (I + m c c^T-ish)]
+    gc: dict = {}
+    link_body: dict = {}
+    for b in range(1, m.nbody):
+        par = int(m.body_parentid[b])
+        nj, ja = int(m.body_jntnum[b]), int(m.body_jntadr[b])
+        off = _compose(*rel[par], np.array(m.body_pos[b], float), _qrot(np.array(m.body_quat[b])))
+        if m.body_mocapid[b] >= 0:
+            _count(un, "mocap bodies (held fixed at their reference pose)")
+            nj = 0
+            off = (np.array(d.xpos[b]), np.array(d.xmat[b]).reshape(3, 3))
+            owner[b], rel[b] = None, off
+            continue
+        Rc = _qrot(np.array(m.body_iquat[b]))
+        body_m = float(m.body_mass[b])
+        body_c = np.array(m.body_ipos[b], float)
+        body_I = Rc @ np.diag(np.array(m.body_inertia[b], float)) @ Rc.T
+        if nj == 0:
+            owner[b], rel[b] = owner[par], off
+            if owner[par] is None:
+                continue                           # welded to the world
+            out.merged += 1
+            pb, Rb = off                           # merge the body into its owner
+            key = owner[par]
+            c = pb + Rb @ body_c
+            acc = mass[key]
+            acc[0] += body_m
+            acc[1] = acc[1] + body_m * c
+            acc[2] = acc[2] + Rb @ body_I @ Rb.T + body_m * (c @ c * np.eye(3) - np.outer(c, c))
+            if float(m.body_gravcomp[b]) != gc[key]:
+                _count(un, "gravity compensation of bodies merged into a link with another "
+                           "gravcomp")
+            continue
+        nm = _clean(bnames[b], taken)
+        owner[b], rel[b] = nm, (np.zeros(3), np.eye(3))
+        link_body[nm] = b
+        mass[nm] = [body_m, body_m * body_c,
+                    body_I + body_m * (body_c @ body_c * np.eye(3) - np.outer(body_c, body_c))]
+        gc[nm] = float(m.body_gravcomp[b])
+        parent = owner[par]
+        pos, R = off
+        for t in range(nj):
+            jid = ja + t
+            kind = kinds[int(m.jnt_type[jid])]
+            if kind == "free" and (parent is not None or nj != 1):
+                raise ModelError(f"MuJoCo joint {jnames[jid]!r} of body {bnames[b]!r}: a free "
+                                 "joint of a body that moves with another one has no joint "
+                                 "coordinates here; load the model with coordinates='maximal'.")
+            dof, qa = int(m.jnt_dofadr[jid]), int(m.jnt_qposadr[jid])
+            nd = {"free": 6, "ball": 3}.get(kind, 1)
+            damp = np.array(m.dof_damping[dof:dof + nd]) if damp_on else np.zeros(nd)
+            stiff = float(m.jnt_stiffness[jid]) if spring_on and kind in ("hinge", "slide") else 0.0
+            out.joints.append(TreeJoint(
+                _clean(jnames[jid], jtaken), kind, nm, position=tuple(np.array(m.jnt_pos[jid])),
+                axis=tuple(np.array(m.jnt_axis[jid])), reference=float(m.qpos0[qa]),
+                damping=tuple(damp), armature=tuple(np.array(m.dof_armature[dof:dof + nd])),
+                stiffness=stiff, spring_reference=float(m.qpos_spring[qa])))
+        out.links.append([nm, parent, pos, R])
+    # the links with their merged masses (centroid and inertia about it, in the link frame)
+    links = []
+    for nm, parent, pos, R in out.links:
+        mt, h, J = mass[nm]
+        c = h / mt if mt > 0 else np.zeros(3)
+        Jc = J - mt * (c @ c * np.eye(3) - np.outer(c, c))
+        from gaussopt.multibody.tree.tree_assembly import quat_matrix_to_quat
+        links.append(Link(nm, parent, position=tuple(pos), orientation=tuple(quat_matrix_to_quat(R)),
+                          mass=mt, com=tuple(c), inertia=tuple(map(tuple, 0.5 * (Jc + Jc.T))),
+                          gravity_scale=1.0 - gc[nm]))
+    out.links = links
+    if np.any(m.jnt_actgravcomp):
+        _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
+               int(np.count_nonzero(m.jnt_actgravcomp)))
+    # closures: the anchors in the frames of the links that carry them (world: world)
+    for connect, b1, b2, p1, p2 in _equality_specs(mj, m, d, owner, un):
+        ends = []
+        for b, P in ((b1, p1), (b2, p2)):
+            o = owner[b] if b else None
+            if o is None:
+                ends.append((None, P, np.eye(3)))
+            else:
+                lb = link_body[o]
+                Ro = np.array(d.xmat[lb]).reshape(3, 3)
+                ends.append((o, Ro.T @ (P - d.xpos[lb]), Ro))
+        (l1, s1, R1), (l2, s2, R2) = ends
+        if connect:
+            out.joints.append(Connect(l1, tuple(s1), l2, tuple(s2)))
+        else:
+            out.joints.append(Weld(l1, tuple(s1), l2, tuple(s2),
+                                   rotation=tuple(map(tuple, R1.T @ R2))))
+    _unmapped(mj, m, un, tree=True)
+    out.name = name if name is not None else _model_name(m)
+    return out
+
+
+def _build_tree(mp: _TreeMapping, m, src: str):
+    from gaussopt.multibody.tree import Model as TreeModel
+
+    model = TreeModel(mp.links, mp.joints, gravity=mp.gravity, name=mp.name)
+    if model.n != m.nq:
+        raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
+                         f"qpos {m.nq}.")                          # pragma: no cover
+    model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
+                    f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "
+                    f"-> {model.nb} links ({mp.merged} joint-less bodies merged into their "
+                    f"links); coordinates='maximal' gives the spatial kind")
+    return model
 
 
 # ----------------------------------------------------------------------------- dampers
@@ -724,8 +912,14 @@ def _build(mp: _Mapping) -> Model:
     return Model(bodies, mp.joints, mp.forces, gravity=mp.gravity, name=mp.name)
 
 
-def load(source, *, name: Optional[str] = None) -> Model:
-    """A spatial :class:`~.spatial.Model` from an MJCF or URDF model.
+#: the kinds :func:`load` builds
+COORDINATES = ("joint", "maximal")
+
+
+def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
+    """A multibody model from an MJCF or URDF model: in joint coordinates (a
+    :class:`gaussopt.multibody.tree.Model`, the default) or in maximal coordinates (a spatial
+    :class:`~.spatial.Model`).
 
     Parameters
     ----------
@@ -734,12 +928,21 @@ def load(source, *, name: Optional[str] = None) -> Model:
         compiled ``mujoco.MjModel``.
     name : str, optional
         The model's name (default: the MuJoCo model's name).
+    coordinates : {"joint", "maximal"}
+        ``"joint"``: ``q`` is MuJoCo's ``qpos`` (:mod:`gaussopt.multibody.tree`: no equations
+        for the tree, one normalization row per ball or free joint, the rows of the closing
+        ``connect``/``weld`` equalities); ``"maximal"``: seven coordinates per body and the
+        joints as equations (:mod:`gaussopt.multibody.spatial`, the mapping of the module
+        docstring).
 
     Returns
     -------
-    Model
-        Bodies in MuJoCo's body order (massless bodies inserted for multi-joint
-        bodies, see the module docstring), reference pose = MuJoCo's ``qpos0`` pose.
+    gaussopt.multibody.tree.Model or spatial.Model
+        ``"joint"``: links in MuJoCo's body order (joint-less bodies merged into the link
+        that carries them), reference = ``qpos0``; its :attr:`description` says how it was
+        loaded. ``"maximal"``: bodies in MuJoCo's body order (massless bodies inserted for
+        multi-joint bodies, see the module docstring), reference pose = MuJoCo's ``qpos0``
+        pose.
 
     Warns
     -----
@@ -751,19 +954,34 @@ def load(source, *, name: Optional[str] = None) -> Model:
     ImportError
         MuJoCo is not installed (``pip install "gaussopt[mjcf]"``).
     ModelError
-        No such file, or MuJoCo cannot compile it.
+        No such file, MuJoCo cannot compile it, or ``coordinates`` is not one of
+        :data:`COORDINATES`.
     """
-    _, m, mp = _mapping(source, name)
+    if coordinates not in COORDINATES:
+        raise ModelError(f"`coordinates` must be one of {list(COORDINATES)}, found "
+                         f"{coordinates!r}.")
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("<")):
         src = repr(os.fspath(source))
     else:
         src = "<xml string>" if isinstance(source, str) else "<mujoco.MjModel>"
-    if not mp.frames:
-        raise ModelError(f"gaussopt.multibody.load({src}): no body of this model moves (it has "
-                         f"no joint, or every body is fixed to the world, which MuJoCo fuses "
-                         f"into it): there is nothing to simulate.")
-    model = _build(mp)
+    nothing = (f"gaussopt.multibody.load({src}): no body of this model moves (it has no "
+               f"joint, or every body is fixed to the world, which MuJoCo fuses into it): "
+               f"there is nothing to simulate.")
+    if coordinates == "joint":
+        mj = _mujoco()
+        notes: dict = {}
+        m = _compile(mj, source, notes)
+        mp = _tree_map(mj, m, name)
+        mp.unmapped.update(notes)
+        if not mp.links:
+            raise ModelError(nothing)
+        model = _build_tree(mp, m, src)
+    else:
+        _, m, mp = _mapping(source, name)
+        if not mp.frames:
+            raise ModelError(nothing)
+        model = _build(mp)
     if mp.unmapped:
         what = "\n".join(f"  - {k}: {v}" for k, v in mp.unmapped.items())
         warnings.warn(UnmappedFeatureWarning(
@@ -807,17 +1025,87 @@ def _chain(m, d, b: int, njoint: int):
     return pos, quat / np.linalg.norm(quat)
 
 
+def _is_tree(model) -> bool:
+    from gaussopt.multibody.tree import Model as TreeModel
+    return isinstance(model, TreeModel)
+
+
+def _tree_joints(model, mjmodel):
+    """The compiled MuJoCo model and ``(type, qposadr, dofadr)`` of its joints, checked
+    against the tree ``model`` (its coordinates are ``qpos``)."""
+    mj = _mujoco()
+    m = _compile(mj, mjmodel)
+    names = _names(mj, m, mj.mjtObj.mjOBJ_JOINT, m.njnt, "joint")
+    taken: set = set()
+    names = [_clean(x, taken) for x in names]
+    if model.n != m.nq or list(model.joint_names) != names:
+        raise ModelError(f"`model` must be the model loaded from `mjmodel` (joints {names}, nq "
+                         f"{m.nq}); found joints {list(model.joint_names)}, n {model.n}.")
+    return mj, m, [(int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]))
+                   for j in range(m.njnt)]
+
+
+def _wmat(e: np.ndarray) -> np.ndarray:
+    """``W(p) = 2 G(p) / |p|^2``: the body-frame angular velocity ``W p'`` of the rotation of
+    ``p / |p|`` (the tree kernel's)."""
+    e0, e1, e2, e3 = e
+    G = np.array([[-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]])
+    return 2.0 * G / (e @ e)
+
+
+def _tree_state(model, mjmodel, qpos, qvel):
+    mj, m, jts = _tree_joints(model, mjmodel)
+    qpos = np.asarray(qpos, dtype=float)
+    qvel = np.asarray(qvel, dtype=float)
+    if qpos.shape != (m.nq,) or qvel.shape != (m.nv,):
+        raise ModelError(f"`qpos` and `qvel` must have shapes ({m.nq},) and ({m.nv},), found "
+                         f"{qpos.shape} and {qvel.shape}.")
+    q, v = qpos.copy(), np.empty(m.nq)
+    for typ, qa, da in jts:
+        if typ in (0, 1):                                  # free, ball
+            o = 3 if typ == 0 else 0
+            if typ == 0:
+                v[qa:qa + 3] = qvel[da:da + 3]
+            e = q[qa + o:qa + o + 4] / np.linalg.norm(q[qa + o:qa + o + 4])
+            q[qa + o:qa + o + 4] = e
+            # u = W p' with p' orthogonal to p: p' = W^T u / 4 (W W^T = 4 I for a unit p)
+            v[qa + o:qa + o + 4] = _wmat(e).T @ qvel[da + o:da + o + 3] / 4.0
+        else:
+            v[qa] = qvel[da]
+    return q, v
+
+
+def _tree_accelerations(model, mjmodel, q, v, a):
+    mj, m, jts = _tree_joints(model, mjmodel)
+    q, v, a = (np.asarray(x, dtype=float) for x in (q, v, a))
+    out = np.empty(m.nv)
+    for typ, qa, da in jts:
+        if typ in (0, 1):
+            o = 3 if typ == 0 else 0
+            if typ == 0:
+                out[da:da + 3] = a[qa:qa + 3]
+            e, ed, edd = (x[qa + o:qa + o + 4] for x in (q, v, a))
+            # u' = W p'' + W' p' = W (p'' - 2 (p . p') / |p|^2 p')
+            out[da + o:da + o + 3] = _wmat(e) @ (edd - 2.0 * (e @ ed) / (e @ e) * ed)
+        else:
+            out[da] = a[qa]
+    return out
+
+
 def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np.ndarray]:
     """The model's state ``(q, v)`` of a MuJoCo state ``(qpos, qvel)``.
 
-    Runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
+    Joint kind (:mod:`gaussopt.multibody.tree`): ``q = qpos`` with every quaternion
+    normalized, ``v = qvel`` but for the Euler parameters of ball and free joints, whose
+    rates ``p' = W(p)^T w / 4`` (``W = 2 G(p)``) carry MuJoCo's body-frame angular velocity
+    ``w`` with ``p . p' = 0``. Maximal kind: runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
     body's centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
     massless bodies of multi-joint bodies from the partial joint chains. Euler
     parameters take the sign nearer the reference pose's; ``p' = E(p)^T w / 2``.
 
     Parameters
     ----------
-    model : Model
+    model : gaussopt.multibody.tree.Model or spatial.Model
         Loaded by :func:`load` from ``mjmodel`` (or the same file).
     mjmodel : mujoco.MjModel, str or path-like
     qpos : array_like, shape (nq,)
@@ -827,6 +1115,8 @@ def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np
     -------
     q, v : ndarray, shape (model.n,)
     """
+    if _is_tree(model):
+        return _tree_state(model, mjmodel, qpos, qvel)
     mj, m, mp = _mapping(mjmodel)
     _check(model, mp)
     qpos = np.asarray(qpos, dtype=float)
@@ -869,7 +1159,9 @@ def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np
 def joint_accelerations(model: Model, mjmodel, q, v, a) -> np.ndarray:
     """MuJoCo's joint accelerations ``qacc`` from the model's ``(q, v, a)``.
 
-    With ``w``, ``alpha = 2 E(p) p''`` the world angular velocities and
+    Joint kind: ``a`` itself but for the Euler parameters, whose body-frame angular
+    acceleration is ``W(p) (p'' - 2 (p . p') p' / |p|^2)`` (``W = 2 G(p) / |p|^2``).
+    Maximal kind: with ``w``, ``alpha = 2 E(p) p''`` the world angular velocities and
     accelerations of the bodies ``i`` (parent side; zero for the ground) and ``j``
     of each joint: hinge ``u . (alpha_j - alpha_i)``; slide ``u . (a_j(P) - a_i(P)
     - 2 w_i x (v_j(P) - v_i(P)))`` at the anchor ``P`` (the acceleration of the
@@ -888,6 +1180,8 @@ def joint_accelerations(model: Model, mjmodel, q, v, a) -> np.ndarray:
     -------
     ndarray, shape (nv,)
     """
+    if _is_tree(model):
+        return _tree_accelerations(model, mjmodel, q, v, a)
     mj, m, mp = _mapping(mjmodel)
     _check(model, mp)
     q, v, a = (np.asarray(x, dtype=float) for x in (q, v, a))

@@ -1,0 +1,332 @@
+"""Robot models in joint coordinates (:mod:`gaussopt.multibody.tree`) against MuJoCo and
+Pinocchio, with the maximal-coordinate kind beside them: one table, one run.
+
+Run: ``python3 benchmarks/robots.py [--repeat N] [--skip-run] [--only NAME,NAME]``
+(MuJoCo and Pinocchio: ``pip install ".[bench]"``; a missing peer prints ``n/a``).
+
+Models: the 6-link arm ``tests/data/arm6.urdf`` (6 hinges, the URDF read by MuJoCo's parser
+for gaussopt and by ``pinocchio.buildModelFromUrdf`` for ``aba``), the humanoid-like tree
+``tests/data/humanoid_tree.xml`` (free root, ball hips and shoulders, multi-hinge bodies,
+damping and armature: nq 34, nv 31) and the ant-like tree ``tests/data/ant_tree.xml`` (free
+root, 8 hinges, merged joint-less bodies: nq 15, nv 14); and, when installed,
+example-robot-data's UR5 and Panda URDFs (with ``pinocchio.aba``), dm_control's acrobot and
+humanoid, gymnasium's ant (contacts and joint limits disabled, as the tests do).
+
+Rows, per model, all measured in this run at one random state (seeded; angles in (-pi,
+pi), unit quaternions, rates in (-2, 2)):
+
+* ``solve_step`` (closed form, the full ``StepResult``) of the joint kind, its hot path
+  (``solver.acceleration``) and its step inside ``simulate`` (the compiled ``evaluate_step``
+  in a compiled loop: what one right-hand side costs the engine), against ``mj_forward``
+  (and ``pinocchio.aba`` on URDFs); ``solve_step`` of the maximal kind (``load(...,
+  coordinates="maximal")``) against the joint kind's. Accuracy: max |qacc - qacc_MuJoCo| /
+  max |qacc_MuJoCo| (gaussopt's accelerations mapped by :func:`joint_accelerations`;
+  ``aba``'s against MuJoCo's too);
+* a 1 s run from that state: ``go.simulate`` at its default settings (DOP853, rtol = atol
+  = 1e-9, projection) against MuJoCo's RK4 at ``dt = 1e-4`` (``mj_step`` in a Python
+  loop: 10,000 calls), wall time (median of 3 runs); accuracy of each: max |qpos(1 s) -
+  reference| with the reference MuJoCo's RK4 at ``dt = 2.5e-5`` (its error 256 times
+  smaller than at 1e-4).
+
+Times are medians of repeated batches (``timeit``), one BLAS thread; wall time is
+``time.perf_counter``. On a shared machine the ratios (same run) mean more than the
+absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import timeit
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gaussopt as go  # noqa: E402
+import peers  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+ROWS: list[dict] = []
+
+
+def add(measure, ours, ours_acc, peer, peer_val, peer_acc, target="", unit="us"):
+    ratio = ours / peer_val if (ours is not None and peer_val) else None
+    ROWS.append(dict(measure=measure, ours=ours, ours_acc=ours_acc, peer=peer,
+                     peer_val=peer_val, peer_acc=peer_acc, ratio=ratio, target=target,
+                     unit=unit))
+    print(f"  {measure}: gaussopt {_f(ours)} {unit} (acc {_f(ours_acc, '.1e')}) | {peer} "
+          f"{_f(peer_val)} {unit} (acc {_f(peer_acc, '.1e')}) | ratio {_f(ratio, '.2f')}",
+          flush=True)
+
+
+def _f(x, spec=".3g"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def median_us(fn, repeat, number):
+    return float(np.median(timeit.repeat(fn, number=number, repeat=repeat))) / number * 1e6
+
+
+def random_state(mj, m, rng):
+    """A random MuJoCo state (the tests' ``random_state``)."""
+    qpos = np.array(m.qpos0)
+    for j in range(m.njnt):
+        a, t = int(m.jnt_qposadr[j]), int(m.jnt_type[j])
+        if t == mj.mjtJoint.mjJNT_HINGE:
+            qpos[a] = rng.uniform(-np.pi, np.pi)
+        elif t == mj.mjtJoint.mjJNT_SLIDE:
+            qpos[a] = rng.uniform(-0.3, 0.3)
+        elif t == mj.mjtJoint.mjJNT_BALL:
+            x = rng.normal(size=4)
+            qpos[a:a + 4] = x / np.linalg.norm(x)
+        else:
+            x = rng.normal(size=4)
+            qpos[a:a + 3] += rng.normal(size=3) * 0.1
+            qpos[a + 3:a + 7] = x / np.linalg.norm(x)
+    return qpos, rng.uniform(-2.0, 2.0, m.nv)
+
+
+def models() -> list[tuple[str, str, bool]]:
+    """``(label, path, is_urdf)``: the repository's models and the installed ones."""
+    out = [("6-link arm (URDF)", str(DATA / "arm6.urdf"), True),
+           ("humanoid-like tree", str(DATA / "humanoid_tree.xml"), False),
+           ("ant-like tree", str(DATA / "ant_tree.xml"), False)]
+    try:
+        import importlib.metadata as md
+        erd = Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+        for label, rel in (("UR5 (example-robot-data)", "ur_description/urdf/ur5_robot.urdf"),
+                           ("Panda (example-robot-data)", "panda_description/urdf/panda.urdf")):
+            if (erd / rel).is_file():
+                out.append((label, str(erd / rel), True))
+    except Exception:                       # not installed
+        pass
+    try:
+        import dm_control
+        suite = Path(dm_control.__file__).parent / "suite"
+        out += [("dm_control acrobot", str(suite / "acrobot.xml"), False),
+                ("dm_control humanoid", str(suite / "humanoid.xml"), False)]
+    except ImportError:
+        pass
+    try:
+        import gymnasium
+        out.append(("gymnasium ant", str(Path(gymnasium.__file__).parent / "envs" / "mujoco"
+                                         / "assets" / "ant.xml"), False))
+    except ImportError:
+        pass
+    return out
+
+
+def _mujoco_model(mj, path):
+    """MuJoCo's model of ``path`` with contacts, joint limits and the equalities other than
+    ``connect``/``weld`` disabled (gaussopt maps none of them; a URDF's limits would stop
+    MuJoCo's arm and not gaussopt's, the Panda's finger ``<mimic>`` couple MuJoCo's
+    fingers)."""
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    # the loader's own compilation (a URDF's meshes, which MuJoCo cannot open from
+    # package:// paths, are not read: the same model gaussopt loads)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = mjcf._compile(mj, path)
+    m.opt.disableflags |= int(mj.mjtDisableBit.mjDSBL_CONTACT) | int(mj.mjtDisableBit.mjDSBL_LIMIT)
+    # equalities gaussopt does not map (a URDF's <mimic> becomes a joint equality) are off
+    for e in range(m.neq):
+        if int(m.eq_type[e]) not in (int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)):
+            m.eq_active0[e] = 0
+    return m
+
+
+def step_rows(label, path, urdf, repeat, mj, pin):
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        tree = mjcf.load(path)
+        maximal = mjcf.load(path, coordinates="maximal")
+    m = _mujoco_model(mj, path)
+    d = mj.MjData(m)
+    rng = np.random.default_rng(11)
+    qpos, qvel = random_state(mj, m, rng)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mj.mj_forward(m, d)
+    ref = np.array(d.qacc)
+    scale = np.abs(ref).max()
+    print(f"{label}: MuJoCo nq {m.nq}, nv {m.nv}; joint kind n {tree.n}, m {tree.m}; maximal "
+          f"kind n {maximal.n}, m {maximal.m}", flush=True)
+    t_mj = median_us(lambda: mj.mj_forward(m, d), repeat, 20000)
+
+    out = {}
+    for kind, model in (("joint", tree), ("maximal", maximal)):
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        sysm = model.system
+        r = go.solve_step(sysm, 0.0, q, v)
+        acc = float(np.abs(mjcf.joint_accelerations(model, m, q, v, r.a) - ref).max() / scale)
+        number = 2000 if kind == "joint" else max(20, int(2000 / (1 + model.n / 20) ** 2))
+        out[kind] = (median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, number), acc,
+                     sysm, q, v)
+    t_tree, acc_tree, sysm, q, v = out["joint"]
+    t_max, acc_max = out["maximal"][:2]
+    solver = sysm._solver_cache["closed_form"]
+    t_hot = median_us(lambda: solver.acceleration(0.0, q, v), repeat, 2000)
+    from run import in_simulate_step_us
+    t_in = in_simulate_step_us(solver, q, v, repeat)
+    add(f"{label} solve_step, joint kind (n {tree.n}, m {tree.m})", t_tree, acc_tree,
+        "mj_forward", t_mj, 0.0, "<= 3" if not urdf else "")
+    add(f"{label} hot path (solver.acceleration), joint kind", t_hot, acc_tree, "mj_forward",
+        t_mj, 0.0)
+    add(f"{label} step inside simulate (compiled), joint kind", t_in, acc_tree, "mj_forward",
+        t_mj, 0.0)
+    add(f"{label} solve_step, maximal kind (n {maximal.n}, m {maximal.m})", t_max, acc_max,
+        "joint kind", t_tree, acc_tree)
+    t_eval, t_step = split_us(tree, q, v, repeat)
+    add(f"{label} joint kind: model evaluation (M, F, rows) alone", t_eval, None, "mj_forward",
+        t_mj, None)
+    add(f"{label} joint kind: dense Gauss step (gauss_step) alone", t_step, None, "mj_forward",
+        t_mj, None)
+    if urdf and pin is not None:
+        pm = pin.buildModelFromUrdf(path)
+        pd = pm.createData()
+        jn = [mj.mj_id2name(m, mj.mjtObj.mjOBJ_JOINT, k) for k in range(m.njnt)]
+        order = [jn.index(pm.names[k]) for k in range(1, pm.njoints)]
+        qp, vp, tau = qpos[order], qvel[order], np.zeros(pm.nv)
+        p_acc = float(np.abs(pin.aba(pm, pd, qp, vp, tau) - ref[order]).max() / scale)
+        t_aba = median_us(lambda: pin.aba(pm, pd, qp, vp, tau), repeat, 20000)
+        add(f"{label} solve_step, joint kind", t_tree, acc_tree, "pinocchio.aba", t_aba, p_acc,
+            "<= 2")
+        add(f"{label} step inside simulate (compiled), joint kind", t_in, acc_tree,
+            "pinocchio.aba", t_aba, p_acc)
+    return tree, m, qpos, qvel
+
+
+def split_us(model, q, v, repeat):
+    """The compiled step's two parts, each in a compiled loop: the model's evaluation (the
+    tree kernel's ``mass_force`` and ``rows``, as the compiled ``dyn`` and ``rows`` call
+    them) and the dense Gauss step on its output
+    (:func:`gaussopt.gauss.dense_step.gauss_step`: rank decision, null-space solve,
+    verification)."""
+    import numba as nb
+
+    import gaussopt.gauss.dense_step as ds
+    from gaussopt.core.status import CLOSED_FORM
+    from gaussopt.multibody.tree import tree_compiled as k
+
+    n, m = model.n, model.m
+
+    @nb.njit(cache=True)
+    def evaluate(p, q, v, M, F, A, b, count):
+        z = np.zeros(0)
+        for _ in range(count):
+            k.mass_force(p, q, v, z, M, F)
+            k.rows(p, q, v, z, A, b, True)
+
+    @nb.njit(cache=True)
+    def step(M, F, A, b, ref, w, count):
+        acc = 0.0
+        for _ in range(count):
+            acc += ds.gauss_step(M, F, A, b, ref, 0.0, 1e-8, CLOSED_FORM, False, False, w)[6]
+        return acc
+
+    M, F, A, b = np.empty((n, n)), np.empty(n), np.empty((m, n)), np.empty(m)
+    w = ds.make_work(n, m)
+    ref = np.zeros(m)
+    evaluate(model._p, q, v, M, F, A, b, 1)
+    step(M, F, A, b, ref, w, 1)
+    count = 2000
+    t_eval = median_us(lambda: evaluate(model._p, q, v, M, F, A, b, count), repeat, 1) / count
+    t_step = median_us(lambda: step(M, F, A, b, ref, w, count), repeat, 1) / count
+    return t_eval, t_step
+
+
+def _mujoco_run(mj, m, qpos, qvel, dt, t_end=1.0):
+    m.opt.integrator = mj.mjtIntegrator.mjINT_RK4
+    m.opt.timestep = dt
+    d = mj.MjData(m)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    n = int(round(t_end / dt))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mj.mj_step(m, d)
+    return time.perf_counter() - t0, np.array(d.qpos)
+
+
+def _quat_fixed(m, mj, x):
+    """``qpos`` with every quaternion of positive first component (``q`` and ``-q`` are
+    one rotation)."""
+    x = x.copy()
+    for j in range(m.njnt):
+        t, a = int(m.jnt_type[j]), int(m.jnt_qposadr[j])
+        o = {int(mj.mjtJoint.mjJNT_FREE): 3, int(mj.mjtJoint.mjJNT_BALL): 0}.get(t)
+        if o is not None and x[a + o] < 0:
+            x[a + o:a + o + 4] *= -1
+    return x
+
+
+def run_row(label, tree, m, qpos, qvel, mj):
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    q, v = mjcf.state_from_mujoco(tree, m, qpos, qvel)
+    _, ref = _mujoco_run(mj, m, qpos, qvel, 2.5e-5)
+    ref = _quat_fixed(m, mj, ref)
+    walls, trs = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        tr = go.simulate(tree.system, (0.0, 1.0), q, v)
+        walls.append(time.perf_counter() - t0)
+        trs.append(tr)
+    tr = trs[-1]
+    ours = _quat_fixed(m, mj, tr.q[-1]) if tr.success else None
+    acc = float(np.abs(ours - ref).max()) if ours is not None else None
+    mres = [_mujoco_run(mj, m, qpos, qvel, 1e-4) for _ in range(3)]
+    mw = float(np.median([x[0] for x in mres]))
+    macc = float(np.abs(_quat_fixed(m, mj, mres[-1][1]) - ref).max())
+    add(f"{label} 1 s run, joint kind (simulate defaults: {tr.stats.get('steps', '?')} steps, "
+        f"{tr.stats.get('rhs_evaluations', '?')} evaluations)", float(np.median(walls)), acc, "MuJoCo RK4 dt 1e-4", mw, macc, "<= 2",
+        "s")
+
+
+def table():
+    print("\n| measure | gaussopt | accuracy | peer | peer | accuracy | ratio | target |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in ROWS:
+        u = r["unit"]
+        print(f"| {r['measure']} | {_f(r['ours'])} {u} | {_f(r['ours_acc'], '.1e')} | "
+              f"{r['peer']} | {_f(r['peer_val'])} {u} | {_f(r['peer_acc'], '.1e')} | "
+              f"{_f(r['ratio'], '.2f')} | {r['target']} |")
+    print("\naccuracy: steps, max |qacc - qacc_MuJoCo| / max |qacc_MuJoCo|; runs, max |qpos(1 s) "
+          "- reference| (MuJoCo RK4 at dt 2.5e-5).")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--skip-run", action="store_true", help="no 1 s runs")
+    ap.add_argument("--only", help="comma-separated words of the model labels to run")
+    args = ap.parse_args()
+    try:
+        import mujoco as mj
+    except ImportError:
+        print("MuJoCo is not installed: pip install \".[bench]\"")
+        return
+    try:
+        import pinocchio as pin
+    except ImportError:
+        pin = None
+    for label, path, urdf in models():
+        if args.only and not any(w in label for w in args.only.split(",")):
+            continue
+        tree, m, qpos, qvel = step_rows(label, path, urdf, args.repeat, mj, pin)
+        if not args.skip_run:
+            run_row(label, tree, _mujoco_model(mj, path), qpos, qvel, mj)
+    table()
+
+
+if __name__ == "__main__":
+    with peers._blas1():
+        main()

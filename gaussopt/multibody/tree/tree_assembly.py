@@ -1,0 +1,381 @@
+"""Assembly of a tree model: links, joints and closures -> the kernel's tables.
+
+:func:`assemble_model` checks the elements (collecting every problem into one
+:class:`~gaussopt.ModelError`), numbers the links (parents first), the coordinates (link by
+link, each link's joints in order: MuJoCo's ``qpos`` order) and the rows (one normalization
+per ball or free joint, then the closures in the order given), and packs everything into
+the kernel's parameter array (:func:`gaussopt.multibody.tree.tree_compiled.pack`). The
+:class:`TreeAssembly` is the model's data in one place, with the evaluation of the rows;
+:mod:`gaussopt.multibody.common.states` and :mod:`gaussopt.multibody.common.analysis` read it
+as they read the other kinds'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from gaussopt.core.exceptions import ModelError
+from gaussopt.multibody.common.base_assembly import BaseAssembly
+import gaussopt.multibody.tree.tree_compiled as kernel
+from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Connect, Link, TreeJoint,
+                                                   Weld)
+
+__all__ = ["TreeAssembly", "assemble_model", "quat_matrix"]
+
+_NONE = np.zeros(0)
+
+
+def quat_matrix(e) -> np.ndarray:
+    """Rotation matrix of the quaternion ``e = (w, x, y, z)`` (normalized)."""
+    e0, e1, e2, e3 = np.asarray(e, dtype=float) / np.linalg.norm(e)
+    return np.array([
+        [e0 * e0 + e1 * e1 - e2 * e2 - e3 * e3, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)],
+        [2 * (e1 * e2 + e0 * e3), e0 * e0 - e1 * e1 + e2 * e2 - e3 * e3, 2 * (e2 * e3 - e0 * e1)],
+        [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0 * e0 - e1 * e1 - e2 * e2 + e3 * e3]])
+
+
+@dataclass
+class TreeAssembly(BaseAssembly):
+    """What :func:`assemble_model` builds: the attributes of
+    :class:`~gaussopt.multibody.common.base_assembly.BaseAssembly` (``bodies`` the links,
+    ``joints`` the tree joints and the closures, ``joint_labels``/``joint_rows`` those of
+    the closures, ``joint_ends`` their links) and these.
+
+    Attributes
+    ----------
+    q_reference : ndarray, shape (n,)
+        Every joint at its reference (hinges and slides at ``reference``, balls and free
+        joints at the identity rotation, free joints at their link's offset position).
+    joint_names : tuple of str
+    joint_slices : dict
+        Joint name -> slice of ``q``.
+    parents : tuple of int
+        Each link's parent (-1: the world).
+    """
+
+    kernel = kernel
+    axes = ()
+
+    q_reference: np.ndarray
+    joint_names: tuple
+    joint_slices: dict
+    parents: tuple
+
+    def index_of(self, coordinate: str) -> int:
+        try:
+            return self.coordinates.index(coordinate)
+        except ValueError:
+            raise ModelError(f"unknown coordinate {coordinate!r}; the coordinates are "
+                             f"{list(self.coordinates)}.") from None
+
+    def velocity_rows(self, q: np.ndarray, names) -> np.ndarray:
+        """Rows ``S`` with ``S v`` the named coordinates' rates."""
+        S = np.zeros((len(names), self.n))
+        for k, nm in enumerate(names):
+            S[k, self.index_of(nm)] = 1.0
+        return S
+
+    def driver_values(self, t, order: int) -> np.ndarray:
+        return _NONE
+
+    def phi(self, t: float, q: np.ndarray) -> np.ndarray:
+        out = np.empty(self.m)
+        kernel.phi(self.p, np.ascontiguousarray(q, dtype=float), _NONE, out)
+        return out
+
+    def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
+        q = np.ascontiguousarray(q, dtype=float)
+        A = np.empty((self.m, self.n))
+        kernel.rows(self.p, q, q, _NONE, A, _NONE, False)
+        return A
+
+
+def _vec(x, k: int, label: str, problems: list) -> np.ndarray:
+    a = np.asarray(x, dtype=float).reshape(-1) if np.size(x) else np.zeros(0)
+    if a.shape != (k,) or not np.all(np.isfinite(a)):
+        problems.append(f"{label} must be {k} finite numbers, found {x!r}")
+        return np.zeros(k)
+    return a
+
+
+def _per_dof(x, k: int, label: str, problems: list) -> np.ndarray:
+    """A value per degree of freedom: a scalar (the same for all) or ``k`` values, >= 0."""
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.size == 1:
+        a = np.full(k, float(a[0]))
+    if a.shape != (k,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+        problems.append(f"{label} must be a number or {k} numbers, finite and >= 0, found {x!r}")
+        return np.zeros(k)
+    return a
+
+
+def _link_name(ref):
+    if ref is None or ref == WORLD:
+        return None
+    if isinstance(ref, Link):
+        return ref.name
+    if isinstance(ref, str):
+        return ref
+    raise ModelError(f"a link must be given by its name, a Link, or None / {WORLD!r} for the "
+                     f"world, found {type(ref).__name__}")
+
+
+def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequence = (),
+                   gravity=(0.0, 0.0, 0.0), name: str = "tree") -> TreeAssembly:
+    """Check the elements and build the :class:`TreeAssembly` (see the module docstring)."""
+    links, joints, forces = tuple(links), tuple(joints), tuple(forces)
+    problems: list[str] = []
+    if forces:
+        problems.append(f"`forces` must be empty for a tree model (its passive forces are the "
+                        f"joints' damping and stiffness), found {len(forces)} element(s)")
+    if not links:
+        raise ModelError(f"model {name!r}: `links` is empty.")
+    for k, ln in enumerate(links):
+        if not isinstance(ln, Link):
+            problems.append(f"links[{k}] must be a tree Link, found {type(ln).__name__}")
+    if problems:
+        raise ModelError(f"model {name!r}: " + "; ".join(problems) + ".")
+    names = [ln.name for ln in links]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:
+        raise ModelError(f"model {name!r}: link names must be unique, found {dup} more than once.")
+    if WORLD in names:
+        raise ModelError(f"model {name!r}: {WORLD!r} is the name of the world; rename that link.")
+    index = {nm: k for k, nm in enumerate(names)}
+    g = _vec(gravity, 3, "`gravity`", problems)
+
+    # ---- links
+    parents = []
+    brec = np.zeros((len(links), kernel.W_B))
+    for k, ln in enumerate(links):
+        label = f"links[{k}] ({ln.name!r})"
+        try:
+            par = _link_name(ln.parent)
+        except ModelError as e:
+            problems.append(f"{label}.parent: {e}")
+            par = None
+        if par is not None and (par not in index or index[par] >= k):
+            problems.append(f"{label}.parent must be the world or a link listed before it, "
+                            f"found {par!r}")
+            par = None
+        parents.append(-1 if par is None else index[par])
+        quat = _vec(ln.orientation, 4, f"{label}.orientation", problems)
+        if np.linalg.norm(quat) == 0:
+            problems.append(f"{label}.orientation must be a nonzero quaternion")
+            quat = np.array([1.0, 0.0, 0.0, 0.0])
+        J = np.asarray(ln.inertia, dtype=float)
+        if J.shape == (3,):
+            J = np.diag(J)
+        mass = float(ln.mass)
+        if J.shape != (3, 3) or not np.all(np.isfinite(J)) or not np.isfinite(mass) or mass < 0:
+            problems.append(f"{label}: `mass` must be finite and >= 0 and `inertia` a finite "
+                            f"3 x 3 tensor (or its 3 principal moments), found {ln.mass!r}, "
+                            f"{ln.inertia!r}")
+            J = np.zeros((3, 3))
+        elif np.linalg.eigvalsh(0.5 * (J + J.T)).min() < -1e-12 * max(1.0, np.abs(J).max()):
+            problems.append(f"{label}.inertia must be positive semidefinite, found eigenvalues "
+                            f"{np.linalg.eigvalsh(0.5 * (J + J.T)).round(12).tolist()}")
+        brec[k, kernel.B_PAR] = parents[-1]
+        brec[k, kernel.B_POS:kernel.B_POS + 3] = _vec(ln.position, 3, f"{label}.position",
+                                                      problems)
+        brec[k, kernel.B_ROT:kernel.B_ROT + 9] = quat_matrix(quat).reshape(-1)
+        brec[k, kernel.B_MASS] = mass
+        brec[k, kernel.B_MG] = mass * float(ln.gravity_scale)
+        brec[k, kernel.B_COM:kernel.B_COM + 3] = _vec(ln.com, 3, f"{label}.com", problems)
+        brec[k, kernel.B_INER:kernel.B_INER + 9] = (0.5 * (J + J.T)).reshape(-1)
+
+    # ---- joints (tree joints grouped by link, in link order), closures
+    tree_joints = [j for j in joints if isinstance(j, TreeJoint)]
+    closures = [j for j in joints if isinstance(j, (Connect, Weld))]
+    for k, j in enumerate(joints):
+        if not isinstance(j, (TreeJoint, Connect, Weld)):
+            problems.append(f"joints[{k}] must be a TreeJoint, Connect or Weld, found "
+                            f"{type(j).__name__}")
+    jnames = [j.name for j in tree_joints]
+    dupj = sorted({x for x in jnames if jnames.count(x) > 1})
+    if dupj:
+        problems.append(f"joint names must be unique, found {dupj} more than once")
+    by_link: dict = {}
+    for k, j in enumerate(tree_joints):
+        if j.link not in index:
+            problems.append(f"joint {j.name!r}: unknown link {j.link!r} (links: {names})")
+            continue
+        if j.kind not in JOINT_KINDS:
+            problems.append(f"joint {j.name!r}: `kind` must be one of {list(JOINT_KINDS)}, "
+                            f"found {j.kind!r}")
+            continue
+        by_link.setdefault(index[j.link], []).append(j)
+    order = [j for b in range(len(links)) for j in by_link.get(b, [])]
+    jrec = []
+    coords: list[str] = []
+    qref: list[float] = []
+    slices: dict = {}
+    labels: list[str] = []
+    nball = 0
+    conservative = True
+    for b in range(len(links)):
+        js = by_link.get(b, [])
+        brec[b, kernel.B_J0] = len(jrec)
+        brec[b, kernel.B_Q0] = len(coords)
+        for t, j in enumerate(js):
+            label = f"joint {j.name!r}"
+            pos = _vec(j.position, 3, f"{label}.position", problems)
+            axis = _vec(j.axis, 3, f"{label}.axis", problems)
+            start = len(coords)
+            if j.kind == "free":
+                if len(js) != 1 or parents[b] != -1:
+                    problems.append(f"{label}: a free joint must be the only joint of a link "
+                                    f"whose parent is the world")
+                    continue
+                damp = _per_dof(j.damping, 6, f"{label}.damping", problems)
+                arm = _per_dof(j.armature, 6, f"{label}.armature", problems)
+                # the world position of the link's origin: its offset is the reference pose
+                x0 = brec[b, kernel.B_POS:kernel.B_POS + 3].copy()
+                q0 = quat_matrix_to_quat(brec[b, kernel.B_ROT:kernel.B_ROT + 9].reshape(3, 3))
+                brec[b, kernel.B_POS:kernel.B_POS + 3] = 0.0
+                brec[b, kernel.B_ROT:kernel.B_ROT + 9] = np.eye(3).reshape(-1)
+                for k in range(3):
+                    e = np.zeros(3)
+                    e[k] = 1.0
+                    jrec.append(_jrec(kernel.SLIDE, len(coords), np.zeros(3), e, 0.0,
+                                      [damp[k]], [arm[k]], 0.0, 0.0))
+                    coords.append(f"{j.name}.{'xyz'[k]}")
+                    qref.append(x0[k])
+                jrec.append(_jrec(kernel.BALL, len(coords), np.zeros(3), np.zeros(3), 0.0,
+                                  damp[3:], arm[3:], 0.0, 0.0))
+                coords += [f"{j.name}.e{k}" for k in range(4)]
+                qref += list(q0)
+                labels.append(f"{j.name}.norm")
+                nball += 1
+                conservative = conservative and not np.any(damp)
+            elif j.kind == "ball":
+                damp = _per_dof(j.damping, 3, f"{label}.damping", problems)
+                arm = _per_dof(j.armature, 3, f"{label}.armature", problems)
+                if float(j.stiffness):
+                    problems.append(f"{label}: `stiffness` of a ball joint is not supported")
+                jrec.append(_jrec(kernel.BALL, len(coords), pos, np.zeros(3), 0.0, damp, arm,
+                                  0.0, 0.0))
+                coords += [f"{j.name}.e{k}" for k in range(4)]
+                qref += [1.0, 0.0, 0.0, 0.0]
+                labels.append(f"{j.name}.norm")
+                nball += 1
+                conservative = conservative and not np.any(damp)
+            else:
+                nrm = np.linalg.norm(axis)
+                if nrm == 0:
+                    problems.append(f"{label}.axis must be nonzero")
+                    nrm = 1.0
+                damp = _per_dof(j.damping, 1, f"{label}.damping", problems)
+                arm = _per_dof(j.armature, 1, f"{label}.armature", problems)
+                k_, sref, ref = float(j.stiffness), float(j.spring_reference), float(j.reference)
+                if not (np.isfinite(k_) and k_ >= 0 and np.isfinite(sref) and np.isfinite(ref)):
+                    problems.append(f"{label}: `stiffness` must be finite and >= 0, "
+                                    f"`spring_reference` and `reference` finite, found {k_!r}, "
+                                    f"{sref!r}, {ref!r}")
+                typ = kernel.HINGE if j.kind == "hinge" else kernel.SLIDE
+                jrec.append(_jrec(typ, len(coords), pos, axis / nrm, ref, damp, arm, k_, sref))
+                coords.append(j.name)
+                qref.append(ref)
+                conservative = conservative and not np.any(damp)
+            slices[j.name] = slice(start, len(coords))
+        brec[b, kernel.B_NJ] = len(jrec) - brec[b, kernel.B_J0]
+        brec[b, kernel.B_NQ] = len(coords) - brec[b, kernel.B_Q0]
+
+    # ---- closures
+    erec = []
+    row = nball
+    joint_labels, joint_rows, joint_ends = [], [], []
+    seen: dict = {}
+    for k, c in enumerate(closures):
+        label = f"closure {c.name or k!r}"
+        ends = []
+        for ref in (c.link_1, c.link_2):
+            try:
+                nm = _link_name(ref)
+            except ModelError as e:
+                problems.append(f"{label}: {e}")
+                nm = None
+            if nm is not None and nm not in index:
+                problems.append(f"{label}: unknown link {nm!r} (links: {names})")
+                nm = None
+            ends.append(-1 if nm is None else index[nm])
+        if ends[0] == ends[1]:
+            problems.append(f"{label} joins {'the world' if ends[0] < 0 else names[ends[0]]!r} "
+                            f"to itself")
+            continue
+        rec = np.zeros(kernel.W_E)
+        rec[kernel.E_B1], rec[kernel.E_B2], rec[kernel.E_ROW] = ends[0], ends[1], row
+        rec[kernel.E_S1:kernel.E_S1 + 3] = _vec(c.point_1, 3, f"{label}.point_1", problems)
+        rec[kernel.E_S2:kernel.E_S2 + 3] = _vec(c.point_2, 3, f"{label}.point_2", problems)
+        kind = type(c).__name__
+        suff = ["x", "y", "z"]
+        if isinstance(c, Weld):
+            Rr = np.asarray(c.rotation, dtype=float)
+            if Rr.shape != (3, 3) or not np.allclose(Rr @ Rr.T, np.eye(3), atol=1e-9):
+                problems.append(f"{label}.rotation must be a 3 x 3 rotation matrix, found {Rr!r}")
+                Rr = np.eye(3)
+            rec[kernel.E_TYPE] = kernel.WELD
+            I3 = np.eye(3)
+            for q_ in range(3):
+                rec[kernel.E_A + 3 * q_:kernel.E_A + 3 * q_ + 3] = Rr @ I3[q_]
+                rec[kernel.E_B + 3 * q_:kernel.E_B + 3 * q_ + 3] = I3[(q_ + 1) % 3]
+            suff += ["xy", "yz", "zx"]
+        else:
+            rec[kernel.E_TYPE] = kernel.CONNECT
+        n1 = WORLD if ends[0] < 0 else names[ends[0]]
+        n2 = WORLD if ends[1] < 0 else names[ends[1]]
+        base = c.name or f"{kind}({n1},{n2})"
+        seen[base] = seen.get(base, 0) + 1
+        jlabel = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        labels += [f"{jlabel}[{s}]" for s in suff]
+        joint_labels.append(jlabel)
+        joint_rows.append(np.arange(row, row + len(suff)))
+        joint_ends.append((ends[0], ends[1]))
+        erec.append(rec)
+        row += len(suff)
+    if problems:
+        raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems)
+                         + ".")
+    n, m = len(coords), row
+    p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec))
+    return TreeAssembly(name=name, bodies=links, body_names=tuple(names), index=index, n=n, m=m,
+                        coordinates=tuple(coords), gravity=g, joints=tuple(order) + tuple(closures),
+                        labels=labels, joint_labels=joint_labels, joint_rows=joint_rows,
+                        joint_ends=joint_ends, drivers=[], p=p, conservative=conservative,
+                        q_reference=np.array(qref, dtype=float), joint_names=tuple(jnames),
+                        joint_slices=slices, parents=tuple(parents))
+
+
+def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref) -> np.ndarray:
+    r = np.zeros(kernel.W_J)
+    r[kernel.J_TYPE], r[kernel.J_Q] = typ, qadr
+    r[kernel.J_POS:kernel.J_POS + 3] = pos
+    r[kernel.J_AXIS:kernel.J_AXIS + 3] = axis
+    r[kernel.J_REF] = ref
+    r[kernel.J_DAMP:kernel.J_DAMP + len(damp)] = damp
+    r[kernel.J_ARM:kernel.J_ARM + len(arm)] = arm
+    r[kernel.J_K], r[kernel.J_SREF] = k, sref
+    return r
+
+
+def quat_matrix_to_quat(R: np.ndarray) -> np.ndarray:
+    """The unit quaternion ``(w, x, y, z)``, ``w >= 0``, of the rotation matrix ``R``."""
+    tr = np.trace(R)
+    if tr > 0:
+        s = 2.0 * np.sqrt(1.0 + tr)
+        e = np.array([0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s,
+                      (R[1, 0] - R[0, 1]) / s])
+    else:
+        i = int(np.argmax(np.diag(R)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+        e = np.empty(4)
+        e[0] = (R[k, j] - R[j, k]) / s
+        e[1 + i] = 0.25 * s
+        e[1 + j] = (R[j, i] + R[i, j]) / s
+        e[1 + k] = (R[k, i] + R[i, k]) / s
+    e /= np.linalg.norm(e)
+    return e if e[0] >= 0 else -e

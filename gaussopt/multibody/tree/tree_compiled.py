@@ -1,0 +1,793 @@
+"""The numeric kernel of :mod:`gaussopt.multibody.tree` (numba): rigid-body trees in joint
+coordinates, their loops closed by constraint rows.
+
+Why a third kind
+----------------
+The spatial kind (:mod:`gaussopt.multibody.spatial`) gives every body seven coordinates
+and writes every joint as equations, so a humanoid of 27 degrees of freedom becomes 175
+coordinates and 148 rows, and the dense Gauss step works on all of them at every
+right-hand side. Gauss's principle does not care which coordinates it is written in: in
+the joints' own coordinates a tree needs no equation at all -- its mass matrix ``M(q)``
+comes from the composite-rigid-body algorithm, its bias force from the recursive
+Newton--Euler algorithm -- and closing loops adds only the closure rows, over which the
+engine's rank decision then runs (a redundant closure keeps its exactness).
+
+Coordinates
+-----------
+``q`` is MuJoCo's ``qpos``: one coordinate per hinge (angle, measured from the joint's
+reference ``qpos0``) and per slide (displacement, from ``qpos0``); four per ball joint (its
+Euler parameters ``p = (e0, e1, e2, e3)``, MuJoCo's ``(w, x, y, z)``); a free joint is three
+slides along the world axes followed by a ball at the body's origin (seven coordinates, as
+MuJoCo's). ``v = q'``: for a ball the Euler parameters' rates, whose body-frame angular
+velocity is ``u = W(p) p'`` with ``W = 2 G(p) / |p|^2`` (``G`` as in the spatial kind;
+exact for the rotation of ``p / |p|``, so trial states off ``|p| = 1`` stay consistent).
+``M = S^T H S`` is singular along ``p`` -- the 4 x 4 block of a ball has rank 3 -- and one
+normalization row ``(p . p - 1) / 2`` per ball, first among the rows, makes the stacked
+``[M; Phi_q]`` regular (exactly as the spatial bodies do).
+
+Algorithms (world frame, spatial vectors at the world origin, angular part first)
+------------------------------------------------------------------------------
+Every coordinate ``c`` has a world twist ``S_c`` (6,) with ``v_body = sum S_c q'_c`` over the
+coordinates of the body and of its ancestors: a hinge ``[a; P x a]`` (axis ``a``, anchor
+``P``), a slide ``[0; a]``, a ball ``sum_k [R e_k; P x R e_k] W[k, c]`` (``R`` the frame after
+the ball). The bias acceleration of a body (its acceleration at ``q'' = 0``) adds, joint by
+joint, ``V_before x (S u)`` (each twist is fixed in the frame that moves with the velocity
+before its joint) and, for a ball, ``S W' p' = -2 (p . p') / |p|^2 S u``. Then
+
+* ``M``: composite inertias ``Ic_b`` (mass, first moment ``h = m c``, and ``Ibar = Ic - m [c]x
+  [c]x`` about the origin) summed leaves to root; ``M[c, c'] = S_c'^T Ic_b S_c`` for ``c`` of
+  body ``b`` and ``c'`` of ``b`` or an ancestor (Featherstone 2008, sec. 6.2);
+* ``F = -S^T f``, ``f_b = I_b A_b + V_b x* I_b V_b - f_gravity`` summed leaves to root
+  (recursive Newton--Euler, sec. 5.3), plus MuJoCo's passive forces ``-damping u`` (every
+  degree of freedom), ``-stiffness (q - springref)`` (hinges and slides) and the armature
+  ``a u'`` (on the diagonal of ``H``);
+* a closure ``connect`` (3 rows, ``P_2 - P_1``) or ``weld`` (3 rows at the anchor and 3
+  perpendicularities ``(R_1 a_k) . (R_2 b_k)``) from the same twists: ``Phi_q`` columns
+  ``S_c.lin + S_c.ang x P`` (points) and ``S_c.ang`` (axes), ``gamma`` from the bias
+  accelerations (``a_P = A.lin + A.ang x P + w x v_P``).
+
+The model is packed into one ``float64`` array ``p`` (:func:`pack`): a header of
+:data:`HEADER` slots, then per body a record of :data:`W_B` values, per joint :data:`W_J`,
+per closure :data:`W_E`. The functions are the interface of a kind of multibody model;
+:mod:`gaussopt.multibody.common.cfuncs` makes from them the compiled model functions.
+
+References
+----------
+R. Featherstone, *Rigid Body Dynamics Algorithms*, Springer (2008), ch. 2, 5-6.
+E. Todorov, T. Erez, Y. Tassa, "MuJoCo: A physics engine for model-based control",
+IROS 2012 (``mj_kinematics``, ``mj_crb``, ``mj_rne``: the conventions followed here).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from gaussopt.core.compiled import jit, unit
+from gaussopt.multibody.common.cfuncs import KindFunctions
+
+__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes", "FUNCTIONS",
+           "compiled_factory", "sparse_model", "kinematics"]
+
+_jit = jit(cache=True, error_model="numpy")
+_inline = jit(cache=True, error_model="numpy", inline="always")
+
+
+def _unit(signature: str):
+    """Kernel entry points called from Python and from the compiled model functions:
+    compiled once, when a tree model is first used."""
+    return unit(signature, lazy=True, error_model="numpy")
+
+
+#: the layout tag in ``p[0]``
+LAYOUT = 20261202.0
+(H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
+ H_OB, H_OJ, H_OE) = range(15)
+HEADER = 16
+#: body record: parent (-1: the ground), first joint, joints, first coordinate, coordinates,
+#: offset position (3) and rotation (9, row-major) in the parent's frame, mass, mass under
+#: gravity (``(1 - gravcomp) m``), centroid (3) and inertia about it (9) in the body frame
+W_B = 31
+B_PAR, B_J0, B_NJ, B_Q0, B_NQ, B_POS, B_ROT, B_MASS, B_MG, B_COM, B_INER = (
+    0, 1, 2, 3, 4, 5, 8, 17, 18, 19, 22)
+#: joint record: type, first coordinate, anchor (3) and axis (3) in the body frame, qpos0,
+#: damping (3), armature (3), stiffness, spring reference, first degree of freedom
+W_J = 18
+J_TYPE, J_Q, J_POS, J_AXIS, J_REF, J_DAMP, J_ARM, J_K, J_SREF, J_DOF = (
+    0, 1, 2, 5, 8, 9, 12, 15, 16, 17)
+#: closure record: type, body 1, body 2 (-1: the ground), first row, anchor in 1 (3) and in
+#: 2 (3), weld axes a_k in 1 (9) and b_k in 2 (9)
+W_E = 28
+E_TYPE, E_B1, E_B2, E_ROW, E_S1, E_S2, E_A, E_B = 0, 1, 2, 3, 4, 7, 10, 19
+#: joint types (MuJoCo's numbers; a free joint is packed as three slides and a ball)
+BALL, SLIDE, HINGE = 1, 2, 3
+CONNECT, WELD = 0, 1
+
+
+def pack(n: int, m: int, gravity, bodies, joints, closures) -> np.ndarray:
+    """The parameter array of a model (layout in the module docstring); ``bodies``,
+    ``joints`` and ``closures`` arrays of shape (k, W_B), (k, W_J), (k, W_E)."""
+    blocks = [np.asarray(x, dtype=float).reshape(-1, w) if np.size(x) else np.zeros((0, w))
+              for x, w in ((bodies, W_B), (joints, W_J), (closures, W_E))]
+    head = np.zeros(HEADER)
+    head[H_OB] = HEADER
+    head[H_OJ] = head[H_OB] + blocks[0].size
+    head[H_OE] = head[H_OJ] + blocks[1].size
+    head[H_TAG], head[H_NB], head[H_M], head[H_N] = LAYOUT, blocks[0].shape[0], m, n
+    head[H_NJ], head[H_NE] = blocks[1].shape[0], blocks[2].shape[0]
+    head[H_NBALL] = int(np.count_nonzero(blocks[1][:, J_TYPE] == BALL))
+    head[H_GX:H_GZ + 1] = np.asarray(gravity, dtype=float)
+    p = np.concatenate([head] + [b.reshape(-1) for b in blocks])
+    p[H_LEN] = p.size
+    return p
+
+
+# =========================================================================== small algebra
+@_jit
+def _cross(a, b, out):
+    x = a[1] * b[2] - a[2] * b[1]
+    y = a[2] * b[0] - a[0] * b[2]
+    z = a[0] * b[1] - a[1] * b[0]
+    out[0], out[1], out[2] = x, y, z
+
+
+@_jit
+def _crm_add(V, s, out, k):
+    """``out[k] += V x s`` (motion cross product, angular part first)."""
+    w0, w1, w2, o0, o1, o2 = V[0], V[1], V[2], V[3], V[4], V[5]
+    s0, s1, s2, t0, t1, t2 = s[0], s[1], s[2], s[3], s[4], s[5]
+    out[k, 0] += w1 * s2 - w2 * s1
+    out[k, 1] += w2 * s0 - w0 * s2
+    out[k, 2] += w0 * s1 - w1 * s0
+    out[k, 3] += w1 * t2 - w2 * t1 + o1 * s2 - o2 * s1
+    out[k, 4] += w2 * t0 - w0 * t2 + o2 * s0 - o0 * s2
+    out[k, 5] += w0 * t1 - w1 * t0 + o0 * s1 - o1 * s0
+
+
+@_jit
+def _inertia_apply(C, k, s, js, out):
+    """``out = I s[js]`` of the spatial inertia ``C[k] = (m, h, Ibar)`` at the origin:
+    ``n = Ibar w + h x vo``, ``f = m vo - h x w``."""
+    w0, w1, w2, o0, o1, o2 = s[js, 0], s[js, 1], s[js, 2], s[js, 3], s[js, 4], s[js, 5]
+    m, h0, h1, h2 = C[k, 0], C[k, 1], C[k, 2], C[k, 3]
+    out[0] = C[k, 4] * w0 + C[k, 5] * w1 + C[k, 6] * w2 + h1 * o2 - h2 * o1
+    out[1] = C[k, 7] * w0 + C[k, 8] * w1 + C[k, 9] * w2 + h2 * o0 - h0 * o2
+    out[2] = C[k, 10] * w0 + C[k, 11] * w1 + C[k, 12] * w2 + h0 * o1 - h1 * o0
+    out[3] = m * o0 - (h1 * w2 - h2 * w1)
+    out[4] = m * o1 - (h2 * w0 - h0 * w2)
+    out[5] = m * o2 - (h0 * w1 - h1 * w0)
+
+
+@_jit
+def _body_inertia(p, b, R, X, C, k, Cc):
+    """Body ``b``'s spatial inertia at the origin into ``C[k]`` (13 values: ``m``, ``h = m
+    c`` (3), ``Ibar = Ic - m [c]x [c]x`` (9), ``Ic = R J R^T``) and its centroid ``c`` into
+    ``Cc[k]``."""
+    rec = int(p[H_OB]) + W_B * b
+    m = p[rec + B_MASS]
+    for i in range(3):
+        Cc[k, i] = X[b, i] + R[b, i, 0] * p[rec + B_COM] + R[b, i, 1] * p[rec + B_COM + 1] \
+            + R[b, i, 2] * p[rec + B_COM + 2]
+    cc = Cc[k, 0] * Cc[k, 0] + Cc[k, 1] * Cc[k, 1] + Cc[k, 2] * Cc[k, 2]
+    C[k, 0] = m
+    for i in range(3):
+        C[k, 1 + i] = m * Cc[k, i]
+        # row i of R J
+        r0 = R[b, i, 0] * p[rec + B_INER] + R[b, i, 1] * p[rec + B_INER + 3] \
+            + R[b, i, 2] * p[rec + B_INER + 6]
+        r1 = R[b, i, 0] * p[rec + B_INER + 1] + R[b, i, 1] * p[rec + B_INER + 4] \
+            + R[b, i, 2] * p[rec + B_INER + 7]
+        r2 = R[b, i, 0] * p[rec + B_INER + 2] + R[b, i, 1] * p[rec + B_INER + 5] \
+            + R[b, i, 2] * p[rec + B_INER + 8]
+        for j in range(3):
+            C[k, 4 + 3 * i + j] = (r0 * R[b, j, 0] + r1 * R[b, j, 1] + r2 * R[b, j, 2]
+                                   + m * ((cc if i == j else 0.0) - Cc[k, i] * Cc[k, j]))
+
+
+# =========================================================================== kinematics
+@_jit
+def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd):
+    """Forward kinematics of the tree at ``(q, v)`` (MuJoCo's ``mj_kinematics``, one body
+    after the other, joints in order): body rotations ``R`` (nb, 3, 3) and origins ``X``
+    (nb, 3), the world twist ``S`` (n, 6) of every coordinate, the ball joints' ``W``
+    (nj, 3, 4), the body velocities ``V`` and bias accelerations ``Ab`` (nb, 6), every
+    joint's degree-of-freedom velocities ``U`` (nj, 3) and the balls' ``(p . p') / |p|^2``
+    in ``pd`` (nj,). (The velocity terms are computed always, also where only the positions
+    are used: one compiled version of the function, whose compilation is the kind's
+    largest.)"""
+    nb_ = int(p[H_NB])
+    ob, oj = int(p[H_OB]), int(p[H_OJ])
+    Rc = np.empty((3, 3))
+    Rn = np.empty((3, 3))
+    Rq = np.empty((3, 3))
+    xc = np.empty(3)
+    P = np.empty(3)
+    aw = np.empty(3)
+    t3 = np.empty(3)
+    Vc = np.zeros(6)
+    vj = np.empty(6)
+    for b in range(nb_):
+        rec = ob + W_B * b
+        par = int(p[rec + B_PAR])
+        if par < 0:
+            for i in range(3):
+                xc[i] = p[rec + B_POS + i]
+                for j in range(3):
+                    Rc[i, j] = p[rec + B_ROT + 3 * i + j]
+            for i in range(6):
+                Vc[i] = 0.0
+                Ab[b, i] = 0.0
+        else:
+            for i in range(3):
+                acc = X[par, i]
+                for j in range(3):
+                    acc += R[par, i, j] * p[rec + B_POS + j]
+                    s = 0.0
+                    for l in range(3):
+                        s += R[par, i, l] * p[rec + B_ROT + 3 * l + j]
+                    Rc[i, j] = s
+                xc[i] = acc
+            for i in range(6):
+                Vc[i] = V[par, i]
+                Ab[b, i] = Ab[par, i]
+        j0, nj = int(p[rec + B_J0]), int(p[rec + B_NJ])
+        for jj in range(j0, j0 + nj):
+            jr = oj + W_J * jj
+            typ, a = int(p[jr + J_TYPE]), int(p[jr + J_Q])
+            for i in range(3):
+                P[i] = xc[i] + Rc[i, 0] * p[jr + J_POS] + Rc[i, 1] * p[jr + J_POS + 1] \
+                    + Rc[i, 2] * p[jr + J_POS + 2]
+                aw[i] = Rc[i, 0] * p[jr + J_AXIS] + Rc[i, 1] * p[jr + J_AXIS + 1] \
+                    + Rc[i, 2] * p[jr + J_AXIS + 2]
+            if typ == SLIDE:
+                d = q[a] - p[jr + J_REF]
+                for i in range(3):
+                    xc[i] += aw[i] * d
+                    S[a, i] = 0.0
+                    S[a, 3 + i] = aw[i]
+                for i in range(6):
+                    vj[i] = S[a, i] * v[a]
+                U[jj, 0] = v[a]
+            else:
+                if typ == HINGE:
+                    th = q[a] - p[jr + J_REF]
+                    c, s = np.cos(th), np.sin(th)
+                    k0, k1, k2 = p[jr + J_AXIS], p[jr + J_AXIS + 1], p[jr + J_AXIS + 2]
+                    # Rodrigues: I + s [k]x + (1 - c) [k]x^2
+                    oc = 1.0 - c
+                    Rq[0, 0] = c + oc * k0 * k0
+                    Rq[0, 1] = oc * k0 * k1 - s * k2
+                    Rq[0, 2] = oc * k0 * k2 + s * k1
+                    Rq[1, 0] = oc * k1 * k0 + s * k2
+                    Rq[1, 1] = c + oc * k1 * k1
+                    Rq[1, 2] = oc * k1 * k2 - s * k0
+                    Rq[2, 0] = oc * k2 * k0 - s * k1
+                    Rq[2, 1] = oc * k2 * k1 + s * k0
+                    Rq[2, 2] = c + oc * k2 * k2
+                else:
+                    e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
+                    s2 = e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3
+                    r2 = 1.0 / s2
+                    Rq[0, 0] = (e0 * e0 + e1 * e1 - e2 * e2 - e3 * e3) * r2
+                    Rq[0, 1] = 2.0 * (e1 * e2 - e0 * e3) * r2
+                    Rq[0, 2] = 2.0 * (e1 * e3 + e0 * e2) * r2
+                    Rq[1, 0] = 2.0 * (e1 * e2 + e0 * e3) * r2
+                    Rq[1, 1] = (e0 * e0 - e1 * e1 + e2 * e2 - e3 * e3) * r2
+                    Rq[1, 2] = 2.0 * (e2 * e3 - e0 * e1) * r2
+                    Rq[2, 0] = 2.0 * (e1 * e3 - e0 * e2) * r2
+                    Rq[2, 1] = 2.0 * (e2 * e3 + e0 * e1) * r2
+                    Rq[2, 2] = (e0 * e0 - e1 * e1 - e2 * e2 + e3 * e3) * r2
+                    # W = 2 G(p) / |p|^2, body-frame angular velocity u = W p'
+                    tw = 2.0 * r2
+                    Wb[jj, 0, 0], Wb[jj, 0, 1], Wb[jj, 0, 2], Wb[jj, 0, 3] = (
+                        -e1 * tw, e0 * tw, e3 * tw, -e2 * tw)
+                    Wb[jj, 1, 0], Wb[jj, 1, 1], Wb[jj, 1, 2], Wb[jj, 1, 3] = (
+                        -e2 * tw, -e3 * tw, e0 * tw, e1 * tw)
+                    Wb[jj, 2, 0], Wb[jj, 2, 1], Wb[jj, 2, 2], Wb[jj, 2, 3] = (
+                        -e3 * tw, e2 * tw, -e1 * tw, e0 * tw)
+                for i in range(3):
+                    for j in range(3):
+                        Rn[i, j] = Rc[i, 0] * Rq[0, j] + Rc[i, 1] * Rq[1, j] + Rc[i, 2] * Rq[2, j]
+                for i in range(3):
+                    for j in range(3):
+                        Rc[i, j] = Rn[i, j]
+                for i in range(3):
+                    xc[i] = P[i] - (Rc[i, 0] * p[jr + J_POS] + Rc[i, 1] * p[jr + J_POS + 1]
+                                    + Rc[i, 2] * p[jr + J_POS + 2])
+                if typ == HINGE:
+                    _cross(P, aw, t3)
+                    for i in range(3):
+                        S[a, i] = aw[i]
+                        S[a, 3 + i] = t3[i]
+                    for i in range(6):
+                        vj[i] = S[a, i] * v[a]
+                    U[jj, 0] = v[a]
+                else:
+                    for c4 in range(4):
+                        for i in range(6):
+                            S[a + c4, i] = 0.0
+                    for k in range(3):
+                        for i in range(3):
+                            aw[i] = Rc[i, k]
+                        _cross(P, aw, t3)
+                        for c4 in range(4):
+                            wk = Wb[jj, k, c4]
+                            for i in range(3):
+                                S[a + c4, i] += aw[i] * wk
+                                S[a + c4, 3 + i] += t3[i] * wk
+                    pp = 0.0
+                    for c4 in range(4):
+                        pp += q[a + c4] * v[a + c4]
+                    pd[jj] = pp * r2
+                    for k in range(3):
+                        U[jj, k] = (Wb[jj, k, 0] * v[a] + Wb[jj, k, 1] * v[a + 1]
+                                    + Wb[jj, k, 2] * v[a + 2] + Wb[jj, k, 3] * v[a + 3])
+                    for i in range(6):
+                        vj[i] = (S[a, i] * v[a] + S[a + 1, i] * v[a + 1]
+                                 + S[a + 2, i] * v[a + 2] + S[a + 3, i] * v[a + 3])
+                    # S W' p' = -2 (p . p') / |p|^2 S u
+                    for i in range(6):
+                        Ab[b, i] -= 2.0 * pd[jj] * vj[i]
+            _crm_add(Vc, vj, Ab, b)
+            for i in range(6):
+                Vc[i] += vj[i]
+        for i in range(3):
+            X[b, i] = xc[i]
+            for j in range(3):
+                R[b, i, j] = Rc[i, j]
+        for i in range(6):
+            V[b, i] = Vc[i]
+
+
+@_jit
+def _work(p):
+    """Work arrays of :func:`_kin`."""
+    nb_, n, nj = int(p[H_NB]), int(p[H_N]), int(p[H_NJ])
+    return (np.empty((nb_, 3, 3)), np.empty((nb_, 3)), np.empty((n, 6)), np.empty((nb_, 6)),
+            np.empty((nb_, 6)), np.zeros((nj, 3, 4)), np.zeros((nj, 3)), np.zeros(nj))
+
+
+@_unit("none(f8v, f8v, f8v, f8[:, :, ::1], f8m, f8m, f8m)")
+def kinematics(p, q, v, R, X, S, V):
+    """Body rotations ``R`` (nb, 3, 3), origins ``X`` (nb, 3), coordinate twists ``S``
+    (n, 6, world, at the origin, angular first) and body velocities ``V`` (nb, 6) at
+    ``(q, v)`` (for Python: the tests, the model's point functions)."""
+    _, _, _, _, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+
+
+# =========================================================================== dynamics
+@_jit
+def _inertias(p, R, X, C, Cc):
+    """Every body's spatial inertia at the origin into ``C`` (nb, 13) and its centroid
+    into ``Cc`` (nb, 3) (:func:`_body_inertia`)."""
+    for b in range(int(p[H_NB])):
+        _body_inertia(p, b, R, X, C, b, Cc)
+
+
+@_jit
+def _mass_into(p, S, Wb, C, M):
+    """``M = S^T H S`` from the twists ``S`` and the body inertias ``C`` (overwritten by
+    the composite inertias): the composite-rigid-body algorithm, then the armatures."""
+    nb_, n = int(p[H_NB]), int(p[H_N])
+    ob, oj = int(p[H_OB]), int(p[H_OJ])
+    for r in range(n):
+        for c in range(n):
+            M[r, c] = 0.0
+    for b in range(nb_ - 1, -1, -1):
+        par = int(p[ob + W_B * b + B_PAR])
+        if par >= 0:
+            for i in range(13):
+                C[par, i] += C[b, i]
+    f = np.empty(6)
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            _inertia_apply(C, b, S, c, f)
+            for c2 in range(q0, c + 1):
+                acc = 0.0
+                for i in range(6):
+                    acc += S[c2, i] * f[i]
+                M[c, c2] = acc
+                M[c2, c] = acc
+            anc = int(p[rec + B_PAR])
+            while anc >= 0:
+                ra = ob + W_B * anc
+                a0, na = int(p[ra + B_Q0]), int(p[ra + B_NQ])
+                for c2 in range(a0, a0 + na):
+                    acc = 0.0
+                    for i in range(6):
+                        acc += S[c2, i] * f[i]
+                    M[c, c2] = acc
+                    M[c2, c] = acc
+                anc = int(p[ra + B_PAR])
+    # armatures: a u'^2 / 2 per degree of freedom, u = q' (hinge, slide), W p' (ball)
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        a = int(p[jr + J_Q])
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                ak = p[jr + J_ARM + k]
+                if ak != 0.0:
+                    for r in range(4):
+                        for c in range(4):
+                            M[a + r, a + c] += ak * Wb[jj, k, r] * Wb[jj, k, c]
+        else:
+            M[a, a] += p[jr + J_ARM]
+
+
+@_jit
+def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
+    """``F`` from the kinematics at ``(q, v)`` and the body inertias ``C`` (kept) with their
+    centroids ``Cc``: recursive Newton--Euler at ``q'' = 0``, then the joints' passive
+    forces and the armatures' velocity term."""
+    nb_ = int(p[H_NB])
+    ob, oj = int(p[H_OB]), int(p[H_OJ])
+    gx, gy, gz = p[H_GX], p[H_GY], p[H_GZ]
+    f = np.empty((nb_, 6))
+    t1 = np.empty(6)
+    t2 = np.empty(6)
+    for b in range(nb_):
+        _inertia_apply(C, b, Ab, b, t1)
+        _inertia_apply(C, b, V, b, t2)
+        w0, w1, w2, o0, o1, o2 = V[b, 0], V[b, 1], V[b, 2], V[b, 3], V[b, 4], V[b, 5]
+        n0, n1, n2, f0, f1, f2 = t2[0], t2[1], t2[2], t2[3], t2[4], t2[5]
+        # V x* (I V) = [w x n + vo x f; w x f]
+        t1[0] += w1 * n2 - w2 * n1 + o1 * f2 - o2 * f1
+        t1[1] += w2 * n0 - w0 * n2 + o2 * f0 - o0 * f2
+        t1[2] += w0 * n1 - w1 * n0 + o0 * f1 - o1 * f0
+        t1[3] += w1 * f2 - w2 * f1
+        t1[4] += w2 * f0 - w0 * f2
+        t1[5] += w0 * f1 - w1 * f0
+        mg = p[ob + W_B * b + B_MG]
+        g0, g1, g2 = mg * gx, mg * gy, mg * gz
+        c0, c1, c2 = Cc[b, 0], Cc[b, 1], Cc[b, 2]
+        # minus the gravity force [c x f_g; f_g]
+        t1[0] -= c1 * g2 - c2 * g1
+        t1[1] -= c2 * g0 - c0 * g2
+        t1[2] -= c0 * g1 - c1 * g0
+        t1[3] -= g0
+        t1[4] -= g1
+        t1[5] -= g2
+        for i in range(6):
+            f[b, i] = t1[i]
+    for b in range(nb_ - 1, -1, -1):
+        par = int(p[ob + W_B * b + B_PAR])
+        if par >= 0:
+            for i in range(6):
+                f[par, i] += f[b, i]
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            acc = 0.0
+            for i in range(6):
+                acc += S[c, i] * f[b, i]
+            F[c] = -acc
+    # passive forces of the joints (MuJoCo's qfrc_passive) and the armatures' term
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        a = int(p[jr + J_Q])
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                # -damping u_k, and -a (W' p')_k = +2 a pd u_k (the armature's bias)
+                tk = (-p[jr + J_DAMP + k] + 2.0 * p[jr + J_ARM + k] * pd[jj]) * U[jj, k]
+                for c in range(4):
+                    F[a + c] += Wb[jj, k, c] * tk
+        else:
+            F[a] -= p[jr + J_DAMP] * v[a] + p[jr + J_K] * (q[a] - p[jr + J_SREF])
+
+
+@_unit("none(f8v, f8v, f8m)")
+def mass(p, q, M):
+    """``M(q) = S^T H S`` (composite-rigid-body algorithm in the coordinates ``q``, with the
+    armatures) into ``M`` (n, n)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _mass_into(p, S, Wb, C, M)
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8v)")
+def force(p, q, v, ext, F):
+    """``F(q, v) = -S^T (f_inertial - f_gravity)`` (recursive Newton--Euler at ``q'' = 0``)
+    plus the joints' damping, stiffness and the armatures' velocity term, into ``F`` (n,)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8m, f8v)")
+def mass_force(p, q, v, ext, M, F):
+    """:func:`mass` and :func:`force` in one pass: one kinematics, one set of body
+    inertias (what the compiled model functions call: :mod:`gaussopt.multibody.common.cfuncs`)."""
+    nb_ = int(p[H_NB])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+    _mass_into(p, S, Wb, C, M)
+
+
+@_unit("f8(f8v, f8v, f8v)")
+def energy(p, q, v):
+    """Kinetic energy ``V^T I V / 2`` of the bodies and ``a u^2 / 2`` of the armatures, plus
+    the potentials of gravity and of the joints' stiffness."""
+    nb_ = int(p[H_NB])
+    ob, oj = int(p[H_OB]), int(p[H_OJ])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    t = np.empty(6)
+    T = 0.0
+    Vp = 0.0
+    for b in range(nb_):
+        _inertia_apply(C, b, V, b, t)
+        for i in range(6):
+            T += 0.5 * V[b, i] * t[i]
+        mg = p[ob + W_B * b + B_MG]
+        Vp -= mg * (p[H_GX] * Cc[b, 0] + p[H_GY] * Cc[b, 1] + p[H_GZ] * Cc[b, 2])
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        nd = 3 if int(p[jr + J_TYPE]) == BALL else 1
+        for k in range(nd):
+            T += 0.5 * p[jr + J_ARM + k] * U[jj, k] * U[jj, k]
+        if nd == 1:
+            a = int(p[jr + J_Q])
+            Vp += 0.5 * p[jr + J_K] * (q[a] - p[jr + J_SREF]) ** 2
+    return T + Vp
+
+
+# =========================================================================== closures
+@_jit
+def _frame_of(p, b, R, X, V, Ab, Rb, xb, Vb, Ab_):
+    """Pose, velocity and bias acceleration of body ``b`` (the ground: ``b < 0``)."""
+    if b < 0:
+        for i in range(3):
+            xb[i] = 0.0
+            for j in range(3):
+                Rb[i, j] = 1.0 if i == j else 0.0
+        for i in range(6):
+            Vb[i] = 0.0
+            Ab_[i] = 0.0
+    else:
+        for i in range(3):
+            xb[i] = X[b, i]
+            for j in range(3):
+                Rb[i, j] = R[b, i, j]
+        for i in range(6):
+            Vb[i] = V[b, i]
+            Ab_[i] = Ab[b, i]
+
+
+@_jit
+def _point_rows(p, b, P, S, A, r0, sign, sc):
+    """``A[r0:r0+3] += sign * d P / d q`` for the point ``P`` carried by body ``b``: the
+    columns ``S_c.lin + S_c.ang x P`` of the coordinates of ``b`` and of its ancestors;
+    ``sc[0]`` the largest size of their terms so far (:func:`_snap`)."""
+    ob = int(p[H_OB])
+    pn = abs(P[0]) + abs(P[1]) + abs(P[2])
+    while b >= 0:
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            t = (abs(S[c, 3]) + abs(S[c, 4]) + abs(S[c, 5])
+                 + (abs(S[c, 0]) + abs(S[c, 1]) + abs(S[c, 2])) * pn)
+            if t > sc[0]:
+                sc[0] = t
+            A[r0, c] += sign * (S[c, 3] + S[c, 1] * P[2] - S[c, 2] * P[1])
+            A[r0 + 1, c] += sign * (S[c, 4] + S[c, 2] * P[0] - S[c, 0] * P[2])
+            A[r0 + 2, c] += sign * (S[c, 5] + S[c, 0] * P[1] - S[c, 1] * P[0])
+        b = int(p[rec + B_PAR])
+
+
+@_jit
+def _axis_row(p, b, y, S, A, r, sign, sc):
+    """``A[r] += sign * y . dw_b/dq'`` (the angular columns of body ``b``'s chain);
+    ``sc[0]`` the largest size of its terms so far (:func:`_snap`)."""
+    ob = int(p[H_OB])
+    yn = abs(y[0]) + abs(y[1]) + abs(y[2])
+    while b >= 0:
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            t = (abs(S[c, 0]) + abs(S[c, 1]) + abs(S[c, 2])) * yn
+            if t > sc[0]:
+                sc[0] = t
+            A[r, c] += sign * (y[0] * S[c, 0] + y[1] * S[c, 1] + y[2] * S[c, 2])
+        b = int(p[rec + B_PAR])
+
+
+@_jit
+def _snap(A, g, r, n, scale, want_g):
+    """A closure row whose every entry is at the rounding level of its terms (``64 (n + 1)
+    eps`` times ``scale``, the largest term) vanishes identically: the tree's joints
+    make it hold for every motion (the planar loop's out-of-plane row, a weld's rotations
+    about the axis the joints already share). Rounding would leave it ``~eps`` in every
+    entry, and the engine, which normalizes the rows before its rank decision, would take
+    that noise for a constraint; it is returned as exactly zero, with ``gamma = 0`` (its
+    value: the row holds for every motion, so does its derivative)."""
+    big = 0.0
+    for c in range(n):
+        x = abs(A[r, c])
+        if x > big:
+            big = x
+    if big <= 64.0 * (n + 1) * 2.220446049250313e-16 * scale:
+        for c in range(n):
+            A[r, c] = 0.0
+        if want_g:
+            g[r] = 0.0
+
+
+@_jit
+def _point_motion(Rb, xb, Vb, Ab_, s, P, vP, aP):
+    """A body point ``s``: world position ``P``, velocity ``vP`` and bias acceleration
+    ``aP = A.lin + A.ang x P + w x vP``."""
+    for i in range(3):
+        P[i] = xb[i] + Rb[i, 0] * s[0] + Rb[i, 1] * s[1] + Rb[i, 2] * s[2]
+    vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
+    vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
+    vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
+    aP[0] = Ab_[3] + Ab_[1] * P[2] - Ab_[2] * P[1] + Vb[1] * vP[2] - Vb[2] * vP[1]
+    aP[1] = Ab_[4] + Ab_[2] * P[0] - Ab_[0] * P[2] + Vb[2] * vP[0] - Vb[0] * vP[2]
+    aP[2] = Ab_[5] + Ab_[0] * P[1] - Ab_[1] * P[0] + Vb[0] * vP[1] - Vb[1] * vP[0]
+
+
+@_jit
+def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
+    """One pass over the rows: the balls' normalizations first, then the closures;
+    ``Phi`` into ``ph``, ``Phi_q`` into ``A`` (zeroed here) and ``gamma`` into ``g``, each
+    when asked."""
+    m, n = int(p[H_M]), int(p[H_N])
+    oj, oe = int(p[H_OJ]), int(p[H_OE])
+    if want_A:
+        for r in range(m):
+            for c in range(n):
+                A[r, c] = 0.0
+    row = 0
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        if int(p[jr + J_TYPE]) == BALL:
+            a = int(p[jr + J_Q])
+            s = 0.0
+            sv = 0.0
+            for c in range(4):
+                s += q[a + c] * q[a + c]
+                sv += v[a + c] * v[a + c]
+                if want_A:
+                    A[row, a + c] = q[a + c]
+            if want_phi:
+                ph[row] = 0.5 * (s - 1.0)
+            if want_g:
+                g[row] = -sv
+            row += 1
+    ne = int(p[H_NE])
+    if ne == 0:
+        return
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    R1 = np.empty((3, 3))
+    R2 = np.empty((3, 3))
+    x1 = np.empty(3)
+    x2 = np.empty(3)
+    V1 = np.zeros(6)
+    V2 = np.zeros(6)
+    A1 = np.zeros(6)
+    A2 = np.zeros(6)
+    P1 = np.empty(3)
+    P2 = np.empty(3)
+    v1 = np.empty(3)
+    v2 = np.empty(3)
+    a1 = np.empty(3)
+    a2 = np.empty(3)
+    y = np.empty(3)
+    z = np.empty(3)
+    t = np.empty(3)
+    u = np.empty(3)
+    sc = np.zeros(1)
+    for e in range(ne):
+        er = oe + W_E * e
+        typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
+            int(p[er + E_ROW])
+        _frame_of(p, b1, R, X, V, Ab, R1, x1, V1, A1)
+        _frame_of(p, b2, R, X, V, Ab, R2, x2, V2, A2)
+        if not want_g:
+            for i in range(6):
+                V1[i] = 0.0
+                V2[i] = 0.0
+                A1[i] = 0.0
+                A2[i] = 0.0
+        _point_motion(R1, x1, V1, A1, p[er + E_S1:er + E_S1 + 3], P1, v1, a1)
+        _point_motion(R2, x2, V2, A2, p[er + E_S2:er + E_S2 + 3], P2, v2, a2)
+        for i in range(3):
+            if want_phi:
+                ph[r0 + i] = P2[i] - P1[i]
+            if want_g:
+                g[r0 + i] = -(a2[i] - a1[i])
+        if want_A:
+            sc[0] = 0.0
+            _point_rows(p, b2, P2, S, A, r0, 1.0, sc)
+            _point_rows(p, b1, P1, S, A, r0, -1.0, sc)
+            for i in range(3):
+                _snap(A, g, r0 + i, n, sc[0], want_g)
+        if typ == WELD:
+            for k in range(3):
+                o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
+                for i in range(3):
+                    y[i] = R1[i, 0] * p[o1] + R1[i, 1] * p[o1 + 1] + R1[i, 2] * p[o1 + 2]
+                    z[i] = R2[i, 0] * p[o2] + R2[i, 1] * p[o2 + 1] + R2[i, 2] * p[o2 + 2]
+                r = r0 + 3 + k
+                # d/dt (y . z) = (w2 - w1) . (z x y)
+                _cross(z, y, t)
+                if want_phi:
+                    ph[r] = y[0] * z[0] + y[1] * z[1] + y[2] * z[2]
+                if want_A:
+                    sc[0] = 0.0
+                    _axis_row(p, b2, t, S, A, r, 1.0, sc)
+                    _axis_row(p, b1, t, S, A, r, -1.0, sc)
+                if want_g:
+                    # gamma = -[(al2 - al1) . (z x y) + (w2 - w1) . ((w2 x z) x y + z x (w1 x y))]
+                    acc = 0.0
+                    for i in range(3):
+                        acc += (A2[i] - A1[i]) * t[i]
+                    _cross(V2[0:3], z, u)
+                    _cross(u, y, u)
+                    _cross(V1[0:3], y, a1)
+                    _cross(z, a1, a2)
+                    for i in range(3):
+                        acc += (V2[i] - V1[i]) * (u[i] + a2[i])
+                    g[r] = -acc
+                if want_A:
+                    _snap(A, g, r, n, sc[0], want_g)
+
+
+@_unit("none(f8v, f8v, f8v, f8v)")
+def phi(p, q, drv, out):
+    """``Phi(q)`` into ``out``, shape (m,) (``drv`` unused: no driven rows)."""
+    _evaluate(p, q, q, out, np.zeros((0, 0)), out, True, False, False)
+
+
+@_unit("none(f8v, f8v, f8v, f8v, f8m, f8v, b1)")
+def rows(p, q, v, drv, A, b, with_gamma):
+    """``Phi_q`` into ``A`` (m, n) and, when ``with_gamma``, ``gamma`` into ``b``."""
+    _evaluate(p, q, v, b, A, b, False, True, with_gamma)
+
+
+@_unit("none(f8v, f8v, f8v, f8v)")
+def phi_t(p, q, drv, out):
+    """``Phi_t = 0`` (scleronomic rows) into ``out``."""
+    for r in range(out.shape[0]):
+        out[r] = 0.0
+
+
+# =========================================================================== compiled functions
+@_inline
+def sizes(p):
+    """Coordinates, equations and (no sparse evaluation) 0 of the model packed in ``p``."""
+    return int(p[H_N]), int(p[H_M]), 0
+
+
+#: the compiled model functions of every tree model (:mod:`gaussopt.multibody.common.cfuncs`)
+_KIND = KindFunctions(sys.modules[__name__])
+#: the compiled model functions ``(dyn, rows, pos, vel, energy)`` of every tree model
+FUNCTIONS = _KIND.functions
+
+
+def sparse_model(p: np.ndarray) -> None:
+    """None: a tree's ``M`` is dense (the O(n) step would be the articulated-body recursion)."""
+    return None
+
+
+def compiled_factory(p: np.ndarray, system):
+    """A factory of the engine's :class:`~gaussopt.core.model_interface.ModelFunctions` for
+    ``system`` (the assembled system of the model packed in ``p``; fresh buffers per run)."""
+    return _KIND.compiled_factory(p, system)

@@ -1,0 +1,203 @@
+"""The tree :class:`Model`: links, joints and loop closures in joint coordinates as a
+:class:`~gaussopt.System`, with its rank report, consistent states and the links' poses."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from gaussopt.core.exceptions import ModelError
+from gaussopt.gauss.solution import DEFAULT_RANK_TOL
+from gaussopt.core.checks import as_state
+import gaussopt.multibody.common.analysis as analysis
+import gaussopt.multibody.common.states as states
+from gaussopt.multibody.common.analysis import RankReport
+from gaussopt.multibody.common.base_model import BaseModel
+import gaussopt.multibody.tree.tree_compiled as kernel
+from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model
+from gaussopt.multibody.tree.tree_elements import Link
+
+__all__ = ["Model"]
+
+_NONE = np.zeros(0)
+
+
+class Model(BaseModel):
+    """A tree of rigid links in joint coordinates, its loops closed by constraint rows,
+    assembled into a :class:`~gaussopt.System`.
+
+    Parameters
+    ----------
+    links : sequence of Link
+        Parents before their children.
+    joints : sequence
+        :class:`TreeJoint` (hinge, slide, ball, free; the coordinates ``q`` are theirs, link
+        by link, each link's joints in order) and the closures :class:`Connect`,
+        :class:`Weld`.
+    forces : sequence
+        Must be empty (the passive forces are the joints' damping and stiffness).
+    gravity : array_like, shape (3,)
+    name : str
+
+    Attributes
+    ----------
+    system : System
+        The assembled system (built once): ``M(q)`` from the composite-rigid-body algorithm
+        (singular along the Euler parameters of every ball and free joint), ``F(q, v)`` from
+        the recursive Newton--Euler algorithm, one :class:`~gaussopt.Holonomic` block
+        ``"joints"`` (a normalization row per ball or free joint, then the closures' rows),
+        the mechanical energy; always compiled.
+    n, m : int
+    coordinates : tuple of str
+        ``"<joint>"`` (hinge, slide), ``"<joint>.e0"``... (ball), ``"<joint>.x"``... (free).
+    q_reference : ndarray
+        Every joint at its reference.
+    description : str
+        What the model is, in a few lines.
+    """
+
+    # (the assembled system, documented with this class: its Attributes link here)
+    system = BaseModel.system
+
+    kernel = kernel
+    assemble_model = staticmethod(assemble_model)
+    ref_name = staticmethod(_link_name)
+
+    def __init__(self, links: Sequence[Link], joints: Sequence = (), forces: Sequence = (),
+                 gravity=(0.0, 0.0, 0.0), name: str = "tree") -> None:
+        super().__init__(links, joints, forces, gravity, name)
+        #: a line of the model's description added by the loader (its origin)
+        self.origin = ""
+
+    @property
+    def q_reference(self) -> np.ndarray:
+        return self._asm.q_reference.copy()
+
+    @property
+    def joint_names(self) -> tuple:
+        return self._asm.joint_names
+
+    def joint_slice(self, joint: str) -> slice:
+        """Slice of ``q`` holding the coordinates of ``joint``."""
+        if joint not in self._asm.joint_slices:
+            raise ModelError(f"`joint` must be one of {list(self._asm.joint_slices)}, found "
+                             f"{joint!r}.")
+        return self._asm.joint_slices[joint]
+
+    def body_slice(self, body) -> slice:
+        raise ModelError("a link of a tree model has no coordinates of its own; use "
+                         "`joint_slice(joint)` for a joint's coordinates.")
+
+    @property
+    def description(self) -> str:
+        nball = sum(1 for lb in self.labels if lb.endswith(".norm"))
+        lines = [f"{self.name}: {self.nb} links in joint coordinates (gaussopt.multibody.tree): "
+                 f"n = {self.n} coordinates, m = {self.m} rows ({nball} normalizations, "
+                 f"{self.m - nball} loop-closure rows)"]
+        if self.origin:
+            lines.append(self.origin)
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ kinematics
+    def _link(self, link) -> int:
+        nm = _link_name(link)
+        if nm is None:
+            return -1
+        if nm not in self._asm.index:
+            raise ModelError(f"`link` must be one of {list(self.body_names)}, found {link!r}.")
+        return self._asm.index[nm]
+
+    def kinematics(self, q, v=None):
+        """``(R, X, S, V)``: the links' rotations (nb, 3, 3) and origins (nb, 3), the world
+        twist of every coordinate (n, 6: angular, then the linear velocity at the world
+        origin) and the links' twists (nb, 6) at ``(q, v)``."""
+        q = np.ascontiguousarray(as_state(q, self.n, "q"))
+        v = np.zeros(self.n) if v is None else np.ascontiguousarray(as_state(v, self.n, "v"))
+        R, X = np.empty((self.nb, 3, 3)), np.empty((self.nb, 3))
+        S, V = np.empty((self.n, 6)), np.empty((self.nb, 6))
+        kernel.kinematics(self._p, q, v, R, X, S, V)
+        return R, X, S, V
+
+    def pose(self, link, q) -> tuple[np.ndarray, np.ndarray]:
+        """Rotation (3, 3) and origin (3,) of ``link``'s frame at ``q``."""
+        k = self._link(link)
+        if k < 0:
+            return np.eye(3), np.zeros(3)
+        R, X, _, _ = self.kinematics(q)
+        return R[k], X[k]
+
+    def point(self, link, s, q) -> np.ndarray:
+        """World position of the point ``s`` of ``link``'s frame at ``q``; (3,) or (N, 3)
+        for states ``q`` of shape (N, n)."""
+        q = np.asarray(q, dtype=float)
+        s = np.asarray(s, dtype=float)
+        if q.ndim == 2:
+            return np.array([self.point(link, s, x) for x in q])
+        R, x = self.pose(link, q)
+        return x + R @ s
+
+    def point_velocity(self, link, s, q, v) -> np.ndarray:
+        """World velocity of the point ``s`` of ``link``'s frame."""
+        k = self._link(link)
+        if k < 0:
+            return np.zeros(3)
+        R, X, _, V = self.kinematics(q, v)
+        P = X[k] + R[k] @ np.asarray(s, dtype=float)
+        return V[k, 3:] + np.cross(V[k, :3], P)
+
+    def angular_velocity(self, link, q, v) -> np.ndarray:
+        """World angular velocity of ``link``."""
+        k = self._link(link)
+        return np.zeros(3) if k < 0 else self.kinematics(q, v)[3][k, :3]
+
+    # ------------------------------------------------------------------ kernel
+    def mass(self, t: float, q) -> np.ndarray:
+        """``M(q)``, shape (n, n) (composite-rigid-body algorithm)."""
+        M = np.empty((self.n, self.n))
+        kernel.mass(self._p, np.ascontiguousarray(q, dtype=float), M)
+        return M
+
+    def force(self, t: float, q, v) -> np.ndarray:
+        """``F(q, v)``, shape (n,) (recursive Newton--Euler at zero acceleration)."""
+        F = np.empty(self.n)
+        kernel.force(self._p, np.ascontiguousarray(q, dtype=float),
+                     np.ascontiguousarray(v, dtype=float), _NONE, F)
+        return F
+
+    def _mass_and_force(self) -> tuple:
+        return self.mass, self.force
+
+    # ------------------------------------------------------------------ analysis, states
+    def rank_report(self, q=None, t: float = 0.0, rank_tol: float = DEFAULT_RANK_TOL) -> RankReport:
+        """The rank of the rows (normalizations and closures) at ``q`` (default the
+        reference), the true mobility ``n - rank`` and the redundant rows."""
+        q = self._asm.q_reference if q is None else q
+        return analysis.rank_report(self._asm, q, t, rank_tol)
+
+    def assemble(self, q_guess=None, fixed: Optional[Mapping[str, float]] = None, t: float = 0.0,
+                 tol: float = 1e-13, max_iter: int = 50) -> np.ndarray:
+        """Positions with ``Phi(q) = 0`` (loops closed, Euler parameters unit) near
+        ``q_guess`` (default the reference), some coordinates prescribed (``fixed``)."""
+        q0 = self._asm.q_reference if q_guess is None else q_guess
+        return states.assemble(self._asm, fixed, q0, t, tol, max_iter)
+
+    def velocities(self, q, prescribed: Optional[Mapping[str, float]] = None, t: float = 0.0,
+                   rank_tol: float = DEFAULT_RANK_TOL) -> np.ndarray:
+        """Velocities with ``Phi_q v = 0`` and the ``prescribed`` coordinate rates
+        (``None``: at rest)."""
+        if prescribed is None:
+            as_state(q, self.n, "q")
+            return np.zeros(self.n)
+        return states.velocities(self._asm, q, prescribed, t, rank_tol)
+
+    def initial_state(self, fixed: Optional[Mapping[str, float]] = None,
+                      prescribed_velocities: Optional[Mapping[str, float]] = None,
+                      q_guess=None, t: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """``(q0, v0)``: :meth:`assemble`, then :meth:`velocities`."""
+        q0 = self.assemble(q_guess, fixed, t)
+        return q0, self.velocities(q0, prescribed_velocities, t)
+
+    def __repr__(self) -> str:
+        return (f"tree.Model({self.name!r}, links={len(self.body_names)}, "
+                f"joints={len(self.joint_names)}, n={self.n}, m={self.m})")
