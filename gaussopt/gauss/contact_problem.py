@@ -148,7 +148,11 @@ def _scales(M, F, G, h, x):
     gn = np.sqrt((G * G).sum(axis=1))
     force = float(np.abs(M @ x).max(initial=0.0) + np.abs(F).max(initial=0.0))
     nu_tol = 1e4 * _EPS * force / np.maximum(gn, 1e-300) * max(1, M.shape[0])
-    slack_tol = 1e4 * _EPS * (gn * float(np.abs(x).max(initial=0.0)) + np.abs(h))
+    # x errs by rounding of its own size and of the forces' over the mass (x may vanish
+    # where the forces balance: a cone's edge, a point at rest)
+    xs = float(np.abs(x).max(initial=0.0)) + force / max(float(np.abs(M).max(initial=0.0)),
+                                                         1e-300)
+    slack_tol = 1e4 * _EPS * (gn * xs + np.abs(h))
     return nu_tol, slack_tol
 
 
@@ -288,8 +292,8 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
     closed = [i for i in range(k) if mode[i] != OPEN]
     trows = [i for i in range(k) if trow[i]]
     J = np.concatenate([A, G[closed], T[trows]])
-    W = np.concatenate([A, G[closed] - (mu[closed] * d[closed])[:, None] * T[closed]
-                        if closed else G[closed], T[trows]])
+    fr = np.where(d != 0, mu * d, 0.0)                     # (mu = inf never slides)
+    W = np.concatenate([A, G[closed] - fr[closed][:, None] * T[closed], T[trows]])
     rhs = np.concatenate([b, h[closed], s[trows]])
     p = J.shape[0]
     rn = np.sqrt((J * J).sum(axis=1))
@@ -462,8 +466,7 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
         nu_tol, slack_tol = _scales(M, F, G, h, x)
         slack = G @ x - h
         slip = T @ x - s
-        tn = np.sqrt((T * T).sum(axis=1))
-        slip_tol = 1e4 * _EPS * (tn * float(np.abs(x).max(initial=0.0)) + np.abs(s))
+        _, slip_tol = _scales(M, F, T, s, x)
         # kinematic conditions: open points do not penetrate, starting slides slip their way
         if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
             continue
@@ -494,7 +497,9 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
             f"motions satisfy the contact conditions ({_describe(a, labels)} and "
             f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
             f"paradox. Points: {', '.join(which)}.", which)
-    best = min(found, key=lambda f: _score(f[0], prefer, release, options))
+    # ties (the same motion, the same changes): the least-norm forces
+    best = min(found, key=lambda f: (*_score(f[0], prefer, release, options),
+                                     float(np.linalg.norm(f[2]))))
     mode, comb, z, indet, slack, slip, nu_tol, slack_tol = best
     return _solution(M, F, A, b, G, h, T, s, mu, slide, mode, comb, z, indet, slack, slip,
                      nu_tol, slack_tol)

@@ -275,10 +275,10 @@ def _decide(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, cand: np.nd
     for i in np.flatnonzero(closed):
         if not (P.frictional[i] and not P.sticks[i]):
             prefer[i] = CLOSED
-        elif sdir[i] == 0:
-            prefer[i] = STICK
         else:
-            prefer[i] = SLIDE_POS if sdir[i] > 0 else SLIDE_NEG
+            # sticking, or sliding (its slip rate decides: still moving, it slides on;
+            # at rest, it sticks unless an event announced a slide)
+            prefer[i] = STICK
     for i, mode in hints.items():
         prefer[i] = mode
     new_closed = np.zeros(k, dtype=bool)
@@ -748,15 +748,15 @@ class _PhaseForces:
                     c = np.zeros(A.shape[0])
                     c[n_rows[j]], c[t_rows[j]] = P.mu[i], -sgn
                     rows.append(c)
-        self.C = np.array(rows).reshape(-1, A.shape[0])
+        self.C = np.array(rows) if rows else np.zeros((0, A.shape[0]))
         self._lam0 = lam
 
     @staticmethod
     def _null(A: np.ndarray) -> np.ndarray:
         """An orthonormal basis of the null space of ``A^T`` (the multiplier combinations
         that exert no force), by the rank decision of the row-normalized rows."""
-        if A.shape[0] == 0:
-            return np.zeros((0, 0))
+        if A.shape[0] == 0 or A.shape[1] == 0:
+            return np.zeros((A.shape[0], 0))
         rn = np.sqrt((A * A).sum(axis=1))
         rs = 1.0 / np.where(rn > 0, rn, 1.0)
         U, sig, _ = np.linalg.svd(A * rs[:, None])
