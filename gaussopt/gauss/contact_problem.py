@@ -292,7 +292,8 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
     closed = [i for i in range(k) if mode[i] != OPEN]
     trows = [i for i in range(k) if trow[i]]
     J = np.concatenate([A, G[closed], T[trows]])
-    fr = np.where(d != 0, mu * d, 0.0)                     # (mu = inf never slides)
+    fr = np.zeros(k)                                       # (mu = inf never slides)
+    fr[d != 0] = mu[d != 0] * d[d != 0]
     W = np.concatenate([A, G[closed] - fr[closed][:, None] * T[closed], T[trows]])
     rhs = np.concatenate([b, h[closed], s[trows]])
     p = J.shape[0]
@@ -328,18 +329,21 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
 
 
 def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarray,
-                      nu_tol: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      nu_tol: np.ndarray, weld: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The admissibility of the forces as ``c_j . z >= 0`` (rows ``c_j``) with their
-    tolerances: every closed point's ``N >= 0``; a sticking point's ``mu N -+ tau >= 0``."""
+    tolerances: every closed point's ``N >= 0`` (not for a welded one); a sticking
+    point's ``mu N -+ tau >= 0``."""
     L = comb.z.size
     rows, tols = [], []
     pos = {i: m + j for j, i in enumerate(comb.closed)}
     tpos = {i: m + len(comb.closed) + j for j, i in enumerate(comb.trows)}
     for i in comb.closed:
-        c = np.zeros(L)
-        c[pos[i]] = 1.0
-        rows.append(c)
-        tols.append(nu_tol[i])
+        if not weld[i]:
+            c = np.zeros(L)
+            c[pos[i]] = 1.0
+            rows.append(c)
+            tols.append(nu_tol[i])
         if mode[i] == STICK:
             for sgn in (1.0, -1.0):
                 c = np.zeros(L)
@@ -348,14 +352,15 @@ def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarr
                 rows.append(c)
                 tols.append(nu_tol[i] * (1.0 + mu[i]) + 1e4 * _EPS * (
                     mu[i] * abs(comb.z[pos[i]]) + abs(comb.z[tpos[i]])))
-    Cz = np.array(rows).reshape(-1, L)
-    return Cz, np.array(tols), np.array([0.0] * len(rows))
+    Cz = np.array(rows) if rows else np.zeros((0, L))
+    return Cz, np.array(tols), np.zeros(len(rows))
 
 
-def _forces(comb: _Combination, m: int, mu, mode, nu_tol) -> tuple[Optional[np.ndarray], bool]:
+def _forces(comb: _Combination, m: int, mu, mode, nu_tol, weld) -> tuple[Optional[np.ndarray],
+                                                                          bool]:
     """The force vector ``z`` of the combination inside every cone (the unique one, or the
     least-norm admissible one when the forces are indeterminate), or None."""
-    Cz, tols, _ = _force_conditions(comb, m, mu, mode, nu_tol)
+    Cz, tols, _ = _force_conditions(comb, m, mu, mode, nu_tol, weld)
     z0, Z = comb.z, comb.Z
     if Z.shape[1] == 0:
         ok = np.all(Cz @ z0 >= -tols) if Cz.size else True
@@ -374,6 +379,7 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
                   stick: Optional[np.ndarray] = None, *, mu: Optional[np.ndarray] = None,
                   slide: Optional[np.ndarray] = None, start: Sequence[int] = (),
                   prefer: Optional[np.ndarray] = None, release: Sequence[Sequence[int]] = (),
+                  weld: Optional[np.ndarray] = None,
                   labels: Optional[Sequence[str]] = None) -> ContactSolution:
     """Solve the contact problem of the module docstring, certified.
 
@@ -407,6 +413,10 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
         Groups of points whose indeterminate forces just left their cones (an event):
         a combination that keeps every member sticking loses, and the fewest members
         still sticking (then open before sliding) win.
+    weld : ndarray of bool, shape (k,), optional
+        Points held closed (``G_i x = h_i`` whatever the sign of their normal force: the
+        end of an accumulation of impacts brings them to rest); their friction obeys the
+        cone as the others'.
     labels : sequence of str, optional
         Names of the points, for messages.
 
@@ -435,12 +445,14 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
         raise ModelError(f"`mu` and `slide` must have shape ({k},), found {mu.shape}, "
                          f"{slide.shape}.")
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
+    weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
     options = []
     for i in range(k):
         if 0 < mu[i] < math.inf and slide[i] == 0:
-            options.append((OPEN, STICK, SLIDE_POS, SLIDE_NEG))
+            opts = (OPEN, STICK, SLIDE_POS, SLIDE_NEG)
         else:
-            options.append((OPEN, CLOSED))
+            opts = (OPEN, CLOSED)
+        options.append(opts[1:] if weld[i] else opts)
     total = math.prod(len(o) for o in options)
     if total > MAX_COMBINATIONS:
         raise ContactSolveError(
@@ -473,7 +485,7 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
         if any(slip[i] < -slip_tol[i] for i in range(k) if mode[i] == SLIDE_POS) or \
                 any(slip[i] > slip_tol[i] for i in range(k) if mode[i] == SLIDE_NEG):
             continue
-        z, indet = _forces(comb, m, mu, mode, nu_tol)
+        z, indet = _forces(comb, m, mu, mode, nu_tol, weld)
         if z is None:
             continue
         found.append((mode, comb, z, indet, slack, slip, nu_tol, slack_tol))
@@ -511,7 +523,9 @@ def _describe(mode, labels) -> str:
 
 def _score(mode, prefer, release, options) -> tuple:
     """Smaller is preferred: released groups changed, fewest members still sticking, open
-    before sliding, then the fewest points away from ``prefer``."""
+    before sliding, then the fewest points away from ``prefer``, then the fewest points
+    starting to slide that were not asked to (a slide whose slip acceleration is zero is
+    a stick on its cone's edge)."""
     kept, sticking, sliding = 0, 0, 0
     for grp in release:
         grp = list(grp)
@@ -519,8 +533,9 @@ def _score(mode, prefer, release, options) -> tuple:
             kept += 1
         sticking += sum(mode[i] in (STICK, CLOSED) for i in grp)
         sliding += sum(mode[i] in (SLIDE_POS, SLIDE_NEG) for i in grp)
-    away = 0
+    away, slides = 0, 0
     for i, c in enumerate(mode):
+        slides += int(c in (SLIDE_POS, SLIDE_NEG) and c != prefer[i])
         p = int(prefer[i])
         if p < 0:
             p = OPEN
@@ -529,7 +544,7 @@ def _score(mode, prefer, release, options) -> tuple:
         if p in (SLIDE_POS, SLIDE_NEG) and len(options[i]) == 2:
             p = CLOSED
         away += int(c != p)
-    return (kept, sticking, sliding, away)
+    return (kept, sticking, sliding, away, slides)
 
 
 def _solution(M, F, A, b, G, h, T, s, mu, slide, mode, comb, z, indet, slack, slip, nu_tol,

@@ -365,8 +365,8 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     Coulomb's law on the tangential ones (a point with finite friction sticks after the
     impact with ``|P_t| <= mu P_n``, or slides with ``P_t = -mu P_n`` times the sign of
     its slip velocity after it; ``friction=inf``: it does not slip), for every touching
-    point at once. ``rest``: points brought to rest (a plastic impact, ``e = 0``, at
-    these points): the end of an accumulation of impacts, with the same Coulomb law.
+    point at once. ``rest``: points brought to rest (``gap'+ = 0`` whatever the sign of
+    their impulse: the end of an accumulation of impacts), with the same Coulomb law.
     """
     P = model.points
     M = model.base.mass(t, q)
@@ -378,11 +378,13 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
         rest = np.zeros(P.k, dtype=bool)
     idx = np.flatnonzero(candidates | rest)
     e = np.where(closing & ~rest, P.e, 0.0)
-    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
+    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
+    # for the points brought to rest
     h = -cg - e * np.minimum(gdot, 0.0)
+    h[rest] = -cg[rest]
     prefer = np.where(closing | rest, STICK, OPEN)
     sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
-                        prefer=prefer[idx], labels=[P.labels[i] for i in idx])
+                        prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
     vp = sol.x
     imp, timp = np.zeros(P.k), np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
