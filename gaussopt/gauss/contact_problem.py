@@ -73,7 +73,7 @@ from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.gauss.solution import solve_gauss
 
 __all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "admissible",
-           "max_margin", "MAX_COMBINATIONS", "MAX_ENUMERATION", "OPEN", "CLOSED", "STICK",
+           "max_margin", "MAX_COMBINATIONS", "OPEN", "CLOSED", "STICK",
            "SLIDE_POS", "SLIDE_NEG", "MODE_NAMES"]
 
 _EPS = float(np.finfo(float).eps)
@@ -84,8 +84,6 @@ MODE_NAMES = {OPEN: "open", CLOSED: "closed", STICK: "stick", SLIDE_POS: "slide 
               SLIDE_NEG: "slide -"}
 #: the largest number of combinations of modes tried (each one small SVD)
 MAX_COMBINATIONS = 4096
-#: the largest number of frictionless candidate points (2^12 combinations)
-MAX_ENUMERATION = 12
 #: relative agreement of the accelerations of two certified combinations: beyond it the
 #: motion is indeterminate (rounding of a KKT solve is ~1e-13; distinct motions differ at
 #: order one)

@@ -21,10 +21,11 @@ never by penalties or softened constraints:
   level: ``v+`` minimizes ``1/2 (v+ - v-)^T M (v+ - v-)`` subject to the
   bilateral velocity constraints and Newton's law ``g'+ >= -e g'-`` with
   complementarity on the impulses, for every point that touches at once;
-* after every impact and lift-off, which touching points close is decided by
-  the acceleration-level problem (:func:`gaussopt.gauss.contact_problem.solve_contact`:
-  an active-set solution with the verified Gauss step, redundant rows and
-  singular ``M`` included).
+* after every event (an impact, a closing, a lift-off, a stick-slip transition) the
+  state of every touching point -- open or closed, sticking or sliding -- is decided
+  by one contact problem for all points at once
+  (:func:`gaussopt.gauss.contact_problem.solve_contact`: the planar LCP of Pfeiffer
+  and Glocker with Coulomb friction, every combination of point states certified).
 
 Accumulation of impacts (Zeno)
 ------------------------------
@@ -40,22 +41,37 @@ and ``Impact.t_accumulation`` gives the extrapolated accumulation time.
 
 Friction
 --------
-A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``.
-``friction=float("inf")``: the contact point does not slip while the contact
-is closed or impacting (a sticking corner, rolling without slip); the
-tangential force is the multiplier of the slip row. A finite ``mu`` (planar
-point contacts): a closed point at rest tangentially sticks while the sticking
-force lies in the cone ``|T| <= mu N`` (two events watch the cone's edges) and
-otherwise slides against it; a sliding point carries ``T = -mu N s`` (``s``
-the sign of its slip rate), a force that depends on the normal force, so each
-right-hand side solves the accelerations and ``N`` together (a non-symmetric
-KKT system; the Gauss step of the phase then reproduces the same ``N``); the
-slip rate's return to zero is an event. A sliding point whose normal
-acceleration does not grow with its normal force (Painleve's paradox) has no
-determined motion: :class:`~gaussopt.ContactSolveError`. At an impact
-the sticking impulse is taken if it lies in the cone, else the sliding one.
-The stick/slip decision is made point by point on the normal active set of
-the sticking problem, which is exact for one frictional point in contact.
+A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``; a friction
+force is its component along ``T`` (along the increasing slip coordinate: a point
+slipping towards ``+`` feels ``-mu N``). ``friction=float("inf")``: the point does not
+slip while closed or impacting (a sticking corner, rolling without slip); the
+tangential force is the multiplier of the slip row. A finite ``mu`` (planar point
+contacts): a closed point at rest tangentially sticks while its force lies in the cone
+``|T| <= mu N`` (two events watch the cone's edges) and otherwise slides against it; a
+sliding point carries ``T = -mu N s`` (``s`` the sign of its slip rate), a force that
+depends on the normal force, so each right-hand side solves the accelerations and ``N``
+together (a non-symmetric KKT system; the Gauss step of the phase then reproduces the
+same ``N``); the slip rate's return to zero is an event. At every event the stick/slip
+and open/closed states of *all* touching points are decided together by the contact
+problem (exact for any number of planar points), and an impact's impulses obey
+Newton's and Coulomb's laws together (the final impact of an accumulation included).
+A sliding point whose normal acceleration does not grow with its normal force
+(Painleve's paradox) has no determined motion: :class:`~gaussopt.ContactSolveError`.
+
+Indeterminate forces: where the rows of the closed points are dependent (two sticking
+corners of a box on a plane: only the sum of their friction forces is determined; a
+ladder sticking at a rough wall and floor) the phase runs while *some* distribution of
+those points' forces lies in every cone -- one event watches the largest margin of such
+a distribution (:func:`~gaussopt.gauss.contact_problem.max_margin`), never each point's
+share alone -- and the forces reported are the least-norm distribution inside every
+cone; ``meta["contact_indeterminate"]`` lists those phases.
+
+Degenerate states: where several states give the same motion at an event (a point
+touching with zero force and zero gap acceleration, a force on its cone's edge) the
+change the event announced is taken, else the previous state; a force or cone margin
+that starts at zero within rounding is watched with an offset of its rounding scale,
+and an open point resting on its surface at ``gap + 1e-3 gap_tol``, so that rounding
+noise is no event. An event at the end of the span ends the run.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
@@ -65,9 +81,10 @@ and the integrator's steps then grow long.
 ``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
 phases' dense solutions in turn, continuous from the right at an impact.
 
-Not supported yet: spatial friction cones, user ``events`` together with
-contacts, nonlinear nonholonomic constraints together with contacts (an impact
-needs velocity constraints affine in ``v``).
+Not supported yet: spatial friction cones, contact problems with more than
+:data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
+user ``events`` together with contacts, nonlinear nonholonomic constraints together
+with contacts (an impact needs velocity constraints affine in ``v``).
 
 References
 ----------
@@ -469,8 +486,12 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
         The phases joined; ``contact_forces`` (N, k) holds the normal force of
         every contact point (0 while open), ``impacts`` every :class:`Impact`,
         ``meta["contact_points"]`` the points' labels and
-        ``meta["contact_transitions"]`` the closings and openings as
-        ``(t, point, "close"|"open")``.
+        ``meta["contact_transitions"]`` every change of a point's state as
+        ``(t, point, label)`` with the labels ``"close"``, ``"close stick"``,
+        ``"close slide +"``, ``"close slide -"``, ``"open"``, ``"stick"``, ``"slide +"``,
+        ``"slide -"``; ``meta["contact_indeterminate"]`` the phases whose contact
+        forces were indeterminate, as ``(t_start, t_end, points)`` (their forces: the
+        least-norm distribution inside every cone).
     """
     if not system.contacts:
         raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
