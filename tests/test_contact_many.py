@@ -359,3 +359,76 @@ def test_an_impact_at_t_end_ends_the_run():
         tr = go.simulate(s, (0.0, t_end), [0.0, hgt], [0.0, 0.0], **TOL)
         assert tr.success, tr.message
         assert tr.t[-1] == t_end
+    # a wall that reaches the point exactly at t_end (gap = x + 0.05 - t, exact in floating
+    # point): the impact there is resolved and recorded, the run ends with its state after
+    wall = go.Contact(lambda t, q: np.array([q[0] + 0.05 - t]), restitution=0.5, name="wall")
+    s = go.System(("x",), mass=np.eye(1), constraints=[wall])
+    tr = go.simulate(s, (0.0, 0.05), [0.0], [0.0], **TOL)
+    assert tr.success, tr.message
+    assert [im.t for im in tr.impacts] == [0.05] and tr.t[-1] == 0.05
+    # Newton: the gap rate -1 becomes +0.5, so the point leaves at 1.5
+    assert tr.v[-1, 0] == pytest.approx(1.5, rel=1e-14)
+
+
+# --------------------------------------------------------------------------- the problem itself
+@pytest.mark.parametrize("seed", range(8))
+def test_frictional_contact_problem_satisfies_its_conditions(seed):
+    """Random planar problems with friction: the answer's own optimality conditions
+    (Newton-Euler balance, normal complementarity, Coulomb's law per mode), checked
+    from the returned x and forces, not from the code's internal checks."""
+    from gaussopt.gauss.contact_problem import OPEN, SLIDE_NEG, SLIDE_POS, STICK
+    rng = np.random.default_rng(seed)
+    n, k = 4, 3
+    L = rng.standard_normal((n, n))
+    M = L @ L.T + np.eye(n)
+    F = rng.standard_normal(n)
+    A, b = np.zeros((0, n)), np.zeros(0)
+    G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
+    T, s = rng.standard_normal((k, n)), rng.standard_normal(k)
+    mu = np.array([0.3, 0.6, np.inf])
+    try:
+        sol = go.solve_contact(M, F, A, b, G, h, T, s, mu=mu)
+    except go.ContactSolveError as e:
+        # a nonsymmetric LCP may have no solution or several motions: then it says so
+        assert "no set of active" in str(e) or "indeterminate" in str(e)
+        return
+    x, N, tau = sol.x, sol.nu, sol.tau
+    scale = 1.0 + np.abs(M @ x).max() + np.abs(F).max()
+    tol = 1e-10 * scale
+    assert np.abs(M @ x - F - G.T @ N - T.T @ tau).max() < tol
+    g, u = G @ x - h, T @ x - s
+    assert np.all(N >= -tol) and np.all(g >= -tol) and np.abs(N * g).max() < tol * scale
+    for i in range(k):
+        if sol.mode[i] == OPEN:
+            assert N[i] == 0 and tau[i] == 0
+        elif sol.mode[i] == STICK or mu[i] == np.inf:
+            assert abs(u[i]) < tol and abs(tau[i]) <= mu[i] * N[i] + tol
+        elif sol.mode[i] in (SLIDE_POS, SLIDE_NEG):
+            d = 1 if sol.mode[i] == SLIDE_POS else -1
+            assert d * u[i] >= -tol and tau[i] == pytest.approx(-d * mu[i] * N[i], abs=tol)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_max_margin_and_admissible_agree_with_linear_programming(seed):
+    from scipy.optimize import linprog
+    from gaussopt.gauss.contact_problem import admissible, max_margin
+    rng = np.random.default_rng(seed)
+    p, r = 6, 1 + seed % 2
+    a, b = rng.standard_normal((p, r)), rng.standard_normal(p) + 1.0
+    # max s s.t. s <= b_j + a_j y  <=>  min -s s.t. s - a_j y <= b_j (HiGHS: 1e-9 with margin)
+    lp = linprog(np.r_[np.zeros(r), -1.0], A_ub=np.hstack([-a, np.ones((p, 1))]), b_ub=b,
+                 bounds=[(None, None)] * (r + 1), method="highs")
+    got = max_margin(b, a)
+    if lp.status == 3:
+        assert got == math.inf
+    else:
+        assert got == pytest.approx(-lp.fun, abs=1e-7)
+    # the nearest point of {y : C y <= d} to y0, against the QP's optimality by brute force:
+    # feasible, and no feasible random point nearer
+    C, d = rng.standard_normal((p, r)), rng.random(p)
+    y0 = 3 * rng.standard_normal(r)
+    y = admissible(y0, C, d, np.full(p, 1e-12))
+    assert y is not None and np.all(C @ y <= d + 1e-12)      # 0 is feasible: not empty
+    trial = 3 * rng.standard_normal((20000, r))
+    ok = np.all(trial @ C.T <= d, axis=1)
+    assert np.linalg.norm(y - y0) <= np.linalg.norm(trial[ok] - y0, axis=1).min() + 1e-12

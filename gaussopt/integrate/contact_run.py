@@ -71,7 +71,8 @@ touching with zero force and zero gap acceleration, a force on its cone's edge) 
 change the event announced is taken, else the previous state; a force or cone margin
 that starts at zero within rounding is watched with an offset of its rounding scale,
 and an open point resting on its surface at ``gap + 1e-3 gap_tol``, so that rounding
-noise is no event. An event at the end of the span ends the run.
+noise is no event. An event at the end of the span is resolved (an impact there is
+recorded) and the run ends with a zero-length last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
@@ -622,8 +623,6 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 elif kind == "group":
                     release.append(list(forces.members))
             t = te
-            if t >= t1:
-                break                    # an event at the end of the span: the run is done
             _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol)
     except ContactSolveError as e:
         if not pieces:                       # nothing computed: the state cannot start
