@@ -112,6 +112,7 @@ from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.gauss.solve_step import solve_step
 from gaussopt.model.system import System
 from gaussopt.integrate.options import RunOptions
+from gaussopt.integrate.guards import InterruptGuard
 from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, STICK,
                                             ContactSolveError, admissible, max_margin,
                                             solve_contact)
@@ -454,7 +455,8 @@ def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: I
 
 
 def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: np.ndarray,
-                      opts: RunOptions, phase: Callable) -> Trajectory:
+                      opts: RunOptions, phase: Callable,
+                      guard: Optional[InterruptGuard] = None) -> Trajectory:
     """Simulate a system with :class:`~gaussopt.Contact` constraints (see the module's
     documentation): :func:`gaussopt.simulate` calls it for such systems.
 
@@ -480,11 +482,19 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     phase : callable
         ``phase(system, t0, t1, q, v, opts) -> Trajectory``, the smooth run of each phase
         (:func:`gaussopt.integrate.smooth_run.phases`).
+    guard : InterruptGuard, optional
+        The run's :class:`~gaussopt.integrate.guards.InterruptGuard`, shared with every
+        phase: a Ctrl-C during a phase stops it at its next chunk, one between two phases
+        stops the run before the next, and one while the phases are joined is deferred;
+        each ends the run with ``success=False`` and what was computed.
 
     Returns
     -------
     Trajectory
-        The phases joined; ``contact_forces`` (N, k) holds the normal force of
+        The phases joined (on a failure -- a phase that failed, an exception of the
+        model's functions or of the contact problem, ``KeyboardInterrupt`` -- the phases
+        computed so far, ``success=False``, the reason in ``message`` and the exception in
+        ``exception``); ``contact_forces`` (N, k) holds the normal force of
         every contact point (0 while open), ``impacts`` every :class:`Impact`,
         ``meta["contact_points"]`` the points' labels and
         ``meta["contact_transitions"]`` every change of a point's state as
@@ -503,6 +513,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     rtol, atol = opts.rtol, opts.atol
     model = _Model(system, t0, q)
     P, k = model.points, model.points.k
+    P.gaps(t0, q)                  # (a gap that returns no finite numbers: named here)
     model.base.check(t0, q, v)
     for c in system.contacts:
         problems = c.check_derivatives(t0, q, v)
@@ -532,11 +543,14 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     release: list = []                     # groups of points whose forces left their cones
     indeterminate: list = []               # phases with indeterminate contact forces
     status, message = 0, "The integration reached the end of t_span."
+    exception: Optional[BaseException] = None
     t = t0
     zero_phases = 0
     wall0 = time.perf_counter()
     try:
         while True:
+            if guard is not None and guard.interrupted:
+                raise KeyboardInterrupt      # (a Ctrl-C between two phases)
             G, cg, _ = P.normal_rows(t, q, v)
             gdot = G @ v + cg
             gaps = P.gaps(t, q)
@@ -592,8 +606,10 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                                       len(tr) else t, [P.labels[i] for i in forces.members]))
             pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
             if not tr.success:
-                status, message = tr.status, tr.message
+                status, message, exception = tr.status, tr.message, tr.exception
                 break
+            if guard is not None and guard.interrupted:
+                raise KeyboardInterrupt      # (while the phase's result was assembled)
             if tr.status == 0:
                 break
             te = min(float(x[-1]) for x in tr.t_events if x.size)
@@ -627,12 +643,27 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     except ContactSolveError as e:
         if not pieces:                       # nothing computed: the state cannot start
             raise
-        status, message = -1, f"The contact problem failed at t={t}: {e}"
-    except KeyboardInterrupt:
-        status, message = -1, f"Interrupted (KeyboardInterrupt) at t={t}."
+        status, message, exception = -1, f"The contact problem failed at t={t}: {e}", e
+    except KeyboardInterrupt as e:
+        if not pieces:
+            raise
+        t_stop = float(pieces[-1][0].t[-1]) if len(pieces[-1][0]) else t
+        status, message, exception = -1, f"Interrupted (KeyboardInterrupt) at t={t_stop}.", e
+    except Exception as e:
+        # the model's own functions failed between two phases (a gap, its Jacobian or
+        # convective term, a contact force): the phases computed so far are kept
+        if not pieces:
+            raise
+        status, exception = -1, e
+        message = (f"The run stopped at t={t} where the contacts' functions failed: "
+                   f"{type(e).__name__}: {e}")
+    if guard is not None:
+        guard.finishing()                    # a Ctrl-C from here on is deferred
     wall = time.perf_counter() - wall0
     traj = _join(model, pieces, m, k, t_eval)
-    traj.status, traj.message = status, message
+    traj.status, traj.message, traj.exception = status, message, exception
+    if guard is not None and guard.deferred:
+        traj.meta["deferred_interrupts"] = guard.deferred
     if dense_output:
         traj.sol = ContactDenseSolution([p[0].sol for p in pieces])
     traj.impacts = impacts

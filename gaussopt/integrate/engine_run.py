@@ -271,6 +271,7 @@ class StepHook:
         self.out_of_memory = False
         self.dense_steps = 0              # steps the dense solution keeps
         self.t = float(run.st.sc[E.S_T])
+        self.t_checked: Optional[float] = None    # the end of the last step events checked
 
     def __call__(self, dense=None) -> bool:
         st = self.run.st
@@ -293,6 +294,10 @@ class StepHook:
             except Exception as e:  # noqa: BLE001 - the run stops and reports it
                 self.error = e
                 self.event = self.tracker.failed if self.tracker is not None else None
+                if self.event is not None:
+                    # the events could not be checked in this step: the run keeps what
+                    # precedes it (a terminal event may lie inside the step)
+                    self.t_checked = t_old
                 return True
         if self.progress is not None:
             try:

@@ -141,9 +141,18 @@ class InterruptGuard:
         self.deferred += 1
 
     def running(self) -> None:
-        """The engine starts: from here on a Ctrl-C is recorded and the driver stops."""
+        """The engine starts: from here on a Ctrl-C is recorded and the driver stops. (A
+        guard shared by the phases of a contact run is running again at every phase: a
+        Ctrl-C deferred between two phases stops the next one at its first chunk.)"""
         if self._installed:
             self._state = "running"
+            if self.deferred:
+                self.requested = True
+
+    @property
+    def interrupted(self) -> bool:
+        """A Ctrl-C has arrived since the run started (recorded or deferred)."""
+        return self.requested or self.deferred > 0
 
     def check(self) -> None:
         """Raise ``KeyboardInterrupt`` if a Ctrl-C was recorded during the run (the

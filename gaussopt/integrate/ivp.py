@@ -219,9 +219,12 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         progress=progress, events=events, dense_output=dense_output, max_memory=max_memory,
         contact_options=contact_options)
     if system.contacts:
-        # the event-driven run: smooth phases joined by impacts, closings and lift-offs
-        with _single_thread_blas(system.n):
-            return simulate_contacts(system, t0, t1, q, v, opts, phase=phases())
+        # the event-driven run: smooth phases joined by impacts, closings and lift-offs,
+        # under one interrupt guard (a Ctrl-C between two phases, or while the phases are
+        # joined, is kept like one during a phase)
+        with InterruptGuard() as guard, _single_thread_blas(system.n):
+            return simulate_contacts(system, t0, t1, q, v, opts, phase=phases(guard),
+                                     guard=guard)
     # (the guard outside the BLAS limit: a Ctrl-C while the limit is lifted is deferred too)
     with InterruptGuard() as guard, _single_thread_blas(system.n):
         return smooth_run(system, t0, t1, q, v, opts, guard=guard)

@@ -188,6 +188,13 @@ def smooth_run(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarra
     st = run.st
     nout = int(st.ic[E.C_NOUT])
     ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
+    if code == HOOK_FAILED and on_step.t_checked is not None:
+        # an event function failed in the last step: its outputs are dropped (the step may
+        # have crossed a terminal event the run could not see)
+        keep = ts <= on_step.t_checked
+        ts, ys = ts[keep], ys[keep]
+        if sol is not None:
+            sol.end_at(on_step.t_checked, np.concatenate(sol(on_step.t_checked)))
     if status == 1:                               # end the outputs at the terminal event
         te = tracker.t_terminal
         keep = ts <= te if t_eval is not None else ts < te
@@ -254,7 +261,7 @@ def smooth_run(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarra
     return traj
 
 
-def phases() -> Callable[..., Trajectory]:
+def phases(guard: Optional[InterruptGuard] = None) -> Callable[..., Trajectory]:
     """The smooth phases of one contact run: ``phase(system, t_span, q0, v0, **options)``,
     :func:`simulate`'s run of a system without contacts (options as there, defaults for
     those left out), with what does not change from one phase of a system to the next
@@ -262,13 +269,17 @@ def phases() -> Callable[..., Trajectory]:
     check, the step solver, the model's functions and their packed records. A contact
     run restarts the integration at every impact, closing and lift-off; building these
     again each time cost as much as the phase itself. (The caller limits BLAS to one
-    thread for the whole contact run.)"""
+    thread for the whole contact run.) ``guard``: the contact run's
+    :class:`~gaussopt.integrate.guards.InterruptGuard`, shared by all its phases (without
+    one, each phase has its own)."""
     shared: dict = {}
 
     def phase(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarray,
               opts: RunOptions) -> Trajectory:
-        with InterruptGuard() as guard:
+        if guard is not None:
             return smooth_run(system, t0, t1, q, v, opts, guard=guard, shared=shared)
+        with InterruptGuard() as own:
+            return smooth_run(system, t0, t1, q, v, opts, guard=own, shared=shared)
 
     return phase
 

@@ -184,13 +184,33 @@ class ContactPoints:
             if c.tangent is not None:
                 self.anchor[i] = c.tangent.residual(t, q)[self.row[i]]
 
-    def _stack(self, f) -> np.ndarray:
-        parts = [f(c) for c in self.contacts]
+    def _stack(self, f, what: str = "", t: float = float("nan")) -> np.ndarray:
+        """``f(contact)`` of every contact, stacked; a ModelError naming the contact, the
+        function and the time when one returns something else than a finite array of
+        one value per point (the points are counted at the run's start)."""
+        parts = []
+        for j, c in enumerate(self.contacts):
+            size = int(np.count_nonzero(self.owner == j))
+            try:
+                x = np.asarray(f(c), dtype=float).ravel()
+            except ModelError:
+                raise
+            except (TypeError, ValueError) as e:
+                raise ModelError(f"contact {c.name!r}: `{what or 'gap'}` must return {size} "
+                                 f"float(s) at t={t}, found {type(e).__name__}: {e}") from e
+            if x.shape != (size,):
+                raise ModelError(f"contact {c.name!r}: `{what or 'gap'}` returned {x.size} "
+                                 f"value(s) at t={t}, expected {size} (one per contact point, "
+                                 "as at the start of the run).")
+            if not np.all(np.isfinite(x)):
+                raise ModelError(f"contact {c.name!r}: `{what or 'gap'}` is not finite at "
+                                 f"t={t}: {x}.")
+            parts.append(x)
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def gaps(self, t: float, q: np.ndarray) -> np.ndarray:
         """``gap(t, q)`` of every point, shape (k,)."""
-        return self._stack(lambda c: c.normal.residual(t, q))
+        return self._stack(lambda c: c.normal.residual(t, q), "gap", t)
 
     def normal_rows(self, t: float, q: np.ndarray, v: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,8 +220,15 @@ class ContactPoints:
                 and np.array_equal(memo[2], v):
             return memo[3]
         G = np.concatenate([c.normal.jacobian(t, q) for c in self.contacts])
-        c_ = self._stack(lambda c: c.normal.phi_t(t, q))
-        gam = self._stack(lambda c: c.normal.gamma(t, q, v))
+        if G.shape != (self.k, q.shape[0]) or not np.all(np.isfinite(G)):
+            bad = [c.name for c in self.contacts
+                   if not np.all(np.isfinite(c.normal.jacobian(t, q)))] or \
+                [c.name for c in self.contacts]
+            raise ModelError(f"contact(s) {bad}: the gap's Jacobian at t={t} must be a finite "
+                             f"({self.k}, {q.shape[0]}) array, found shape {G.shape}"
+                             f"{'' if np.all(np.isfinite(G)) else ' with NaN or inf'}.")
+        c_ = self._stack(lambda c: c.normal.phi_t(t, q), "gap's time derivative", t)
+        gam = self._stack(lambda c: c.normal.gamma(t, q, v), "gap's convective term", t)
         out = (G, c_, gam)
         for x in out:
             x.setflags(write=False)        # (shared by the calls at the same state)

@@ -125,7 +125,8 @@ from gaussopt.multibody.spatial.elements import (GROUND, Armature, Body, Fixed, 
                                                  Revolute, RotationalDamper, Spherical)
 from gaussopt.multibody.spatial.mechanism import Model
 
-__all__ = ["load", "state_from_mujoco", "joint_accelerations", "UnmappedFeatureWarning"]
+__all__ = ["load", "state_from_mujoco", "joint_accelerations", "UnmappedFeatureWarning",
+           "InertiaRepairWarning"]
 
 _INSTALL = 'pip install "gaussopt[mjcf]"'
 
@@ -561,33 +562,160 @@ class _FreeDamper:
 
 
 # ----------------------------------------------------------------------------- public
-def _compile(mj, source):
+class InertiaRepairWarning(UserWarning):
+    """A body's inertia violated the triangle inequality (or had a non-positive principal
+    moment) and was repaired by MuJoCo's ``balanceinertia`` (the warning names the body and
+    quotes MuJoCo's message)."""
+
+
+#: what MuJoCo's URDF reader opens that the dynamics never use: the visual geometry and
+#: collision meshes (``package://...`` paths MuJoCo cannot resolve, ``.dae`` it cannot read)
+_URDF_DROPPED = ("visual", "collision")
+
+
+def _is_urdf(text: str) -> bool:
+    import xml.etree.ElementTree as ET
+
+    try:
+        return ET.fromstring(text).tag == "robot"
+    except ET.ParseError:
+        return False
+
+
+def _strip_urdf(text: str, notes: dict) -> str:
+    """The URDF without the geometry the dynamics do not use: every ``<visual>``, and every
+    ``<collision>`` given by a ``<mesh>`` (their files are often ``package://`` paths that
+    MuJoCo's reader cannot open). Collision primitives (box, cylinder, sphere) stay: they
+    need no file. A link's mass and inertia come from its ``<inertial>``, which is kept; a
+    link without one is massless in MuJoCo and Pinocchio alike."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    dropped = {"visual": 0, "collision": 0}
+    for link in root.iter("link"):
+        for el in list(link):
+            if el.tag == "visual" or (el.tag == "collision" and el.find("./geometry/mesh")
+                                      is not None):
+                link.remove(el)
+                dropped[el.tag] += 1
+    if dropped["visual"] or dropped["collision"]:
+        notes["URDF geometry not read"] = (
+            f"{dropped['visual']} <visual> and {dropped['collision']} mesh <collision> "
+            "element(s) (the dynamics do not use them; their meshes are not opened)")
+    return ET.tostring(root, encoding="unicode")
+
+
+def _balance_inertia(text: str, urdf: bool) -> str:
+    """The XML with MuJoCo's compiler option ``balanceinertia="true"`` (URDF: in its
+    ``<mujoco><compiler/></mujoco>`` extension)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    holder = root
+    if urdf:
+        holder = root.find("mujoco")
+        if holder is None:
+            holder = ET.SubElement(root, "mujoco")
+    comp = holder.find("compiler")
+    if comp is None:
+        comp = ET.SubElement(holder, "compiler")
+    comp.set("balanceinertia", "true")
+    return ET.tostring(root, encoding="unicode")
+
+
+def _inertia_refusal(label: str, said: str, text: str, urdf: bool) -> str:
+    """The message of an inertia MuJoCo rejects even after its balanceinertia repair:
+    the body, MuJoCo's words and, for a URDF link, its tensor's eigenvalues."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    named = re.search(r"Element name '([^']+)'", said)
+    body = named.group(1) if named else None
+    detail = ""
+    if urdf and body is not None:
+        link = ET.fromstring(text).find(f"./link[@name='{body}']")
+        el = link.find("./inertial/inertia") if link is not None else None
+        if el is not None:
+            try:
+                c = {k: float(el.get(k, "0")) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+                J = np.array([[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]],
+                              [c["ixz"], c["iyz"], c["izz"]]])
+                detail = (f"; the <inertia> of link {body!r} has the eigenvalues "
+                          f"{np.array2string(np.linalg.eigvalsh(J), precision=4)}")
+            except ValueError:
+                pass
+    where = f"the inertia of {body!r}" if body else "an inertia"
+    return (f"MuJoCo could not compile {label}: it rejects {where} ({said}){detail}. Its "
+            "balanceinertia repair (which raises principal moments to satisfy the triangle "
+            "inequality) does not make it acceptable: correct the body's inertial data in "
+            "the file.")
+
+
+def _compile(mj, source, notes: Optional[dict] = None):
+    """``source`` compiled by MuJoCo: a file (MJCF or URDF), an XML string or an MjModel.
+
+    A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`);
+    a model whose inertia MuJoCo rejects ("inertia must satisfy A + B >= C", non-positive
+    moments) is compiled again with MuJoCo's own ``balanceinertia`` repair and an
+    :class:`InertiaRepairWarning` naming the body. ``notes`` (a dict) receives a line
+    for each of these, for the loader's report."""
+    notes = {} if notes is None else notes
     if isinstance(source, mj.MjModel):
         return source
+    path = None
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("<")):
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise ModelError(f"`source` must be an MJCF/URDF file, an XML string or a "
                              f"mujoco.MjModel; no file {path!r} exists.")
-        try:
-            return mj.MjModel.from_xml_path(path)
-        except ValueError as e:
-            raise ModelError(f"MuJoCo could not compile {path!r}: {e}") from e
-    if isinstance(source, str):
-        try:
-            return mj.MjModel.from_xml_string(source)
-        except ValueError as e:
-            raise ModelError("MuJoCo could not compile the XML string given as `source`: "
-                             f"{e}") from e
-    raise ModelError(f"`source` must be a path, an XML string or a mujoco.MjModel, found "
-                     f"{type(source).__name__}.")
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
+        label = repr(path)
+    elif isinstance(source, str):
+        text, label = source, "the XML string given as `source`"
+    else:
+        raise ModelError(f"`source` must be a path, an XML string or a mujoco.MjModel, found "
+                         f"{type(source).__name__}.")
+    urdf = _is_urdf(text)
+    if urdf:
+        text = _strip_urdf(text, notes)
+
+    def compile_(xml: Optional[str]):
+        if xml is None:                 # an MJCF file as it is: its includes and assets
+            return mj.MjModel.from_xml_path(path)        # are relative to it
+        return mj.MjModel.from_xml_string(xml)
+
+    xml = text if (urdf or path is None) else None
+    try:
+        return compile_(xml)
+    except ValueError as e:
+        first = str(e)
+    if "inertia" not in first.lower():
+        raise ModelError(f"MuJoCo could not compile {label}: {first}")
+    # (an MJCF file is re-read as a string only for this repair; relative includes and
+    # assets of such a file then fail with MuJoCo's own message)
+    try:
+        m = compile_(_balance_inertia(xml if xml is not None else text, urdf))
+    except ValueError as e:
+        raise ModelError(_inertia_refusal(label, " ".join(first.split()), text, urdf)) from e
+    what = " ".join(first.split())
+    notes["inertia repaired"] = f"MuJoCo's balanceinertia ({what})"
+    warnings.warn(InertiaRepairWarning(
+        f"gaussopt.multibody.load({label}): MuJoCo rejects an inertia of this model: {what}. "
+        "It was repaired with MuJoCo's balanceinertia (the principal moments raised to "
+        "satisfy the triangle inequality); the loaded model's dynamics differ from the "
+        "file's there."), stacklevel=4)
+    return m
 
 
 def _mapping(source, name=None):
     mj = _mujoco()
-    m = _compile(mj, source)
-    return mj, m, _map(mj, m, name)
+    notes: dict = {}
+    m = _compile(mj, source, notes)
+    mp = _map(mj, m, name)
+    mp.unmapped.update(notes)
+    return mj, m, mp
 
 
 def _build(mp: _Mapping) -> Model:
@@ -626,14 +754,18 @@ def load(source, *, name: Optional[str] = None) -> Model:
         No such file, or MuJoCo cannot compile it.
     """
     _, m, mp = _mapping(source, name)
+    if isinstance(source, os.PathLike) or (isinstance(source, str)
+                                           and not source.lstrip().startswith("<")):
+        src = repr(os.fspath(source))
+    else:
+        src = "<xml string>" if isinstance(source, str) else "<mujoco.MjModel>"
+    if not mp.frames:
+        raise ModelError(f"gaussopt.multibody.load({src}): no body of this model moves (it has "
+                         f"no joint, or every body is fixed to the world, which MuJoCo fuses "
+                         f"into it): there is nothing to simulate.")
     model = _build(mp)
     if mp.unmapped:
         what = "\n".join(f"  - {k}: {v}" for k, v in mp.unmapped.items())
-        if isinstance(source, os.PathLike) or (isinstance(source, str)
-                                               and not source.lstrip().startswith("<")):
-            src = repr(os.fspath(source))
-        else:
-            src = "<xml string>" if isinstance(source, str) else "<mujoco.MjModel>"
         warnings.warn(UnmappedFeatureWarning(
             f"gaussopt.multibody.load({src}): {len(mp.unmapped)} MuJoCo feature(s) are not "
             f"mapped and are left out of the gaussopt model:\n{what}", mp.unmapped), stacklevel=2)

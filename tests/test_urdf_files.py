@@ -1,0 +1,127 @@
+"""URDF files load as robot packages ship them: meshes are no reason to fail.
+
+Robot URDFs reference their visual and collision meshes as ``package://`` paths (and
+``.dae`` files) that MuJoCo's reader cannot open, although the dynamics never use them.
+The loader reads a URDF without its visual geometry and its mesh collision geometry,
+says so in its report of unmapped features, repairs an inertia MuJoCo rejects with
+MuJoCo's own ``balanceinertia`` (with a warning naming the body) where that repair
+applies, and names the link otherwise. The reference for the dynamics is Pinocchio's
+``aba`` on the same file (its own URDF parser, meshes never opened).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+mujoco = pytest.importorskip("mujoco")
+
+import gaussopt as go                                                      # noqa: E402
+from gaussopt.core.exceptions import ModelError                           # noqa: E402
+from gaussopt.multibody.io.mjcf import (InertiaRepairWarning, UnmappedFeatureWarning,  # noqa: E402
+                                        joint_accelerations, state_from_mujoco)
+
+
+def link(name: str, mass: float, inertia=(0.02, 0.02, 0.01), com=(0.0, 0.0, 0.15),
+         mesh: bool = True) -> str:
+    ixx, iyy, izz = inertia
+    geometry = ("""<geometry><mesh filename="package://no_such_package/meshes/{0}.dae"/></geometry>"""
+                if mesh else """<geometry><box size="0.05 0.05 0.3"/></geometry>""").format(name)
+    return f"""
+  <link name="{name}">
+    <inertial><origin xyz="{com[0]} {com[1]} {com[2]}"/><mass value="{mass}"/>
+      <inertia ixx="{ixx}" ixy="0.001" ixz="0" iyy="{iyy}" iyz="0" izz="{izz}"/></inertial>
+    <visual>{geometry}</visual>
+    <collision>{geometry}</collision>
+  </link>"""
+
+
+def joint(name: str, parent: str, child: str, axis: str, z: float = 0.3) -> str:
+    return f"""
+  <joint name="{name}" type="revolute">
+    <parent link="{parent}"/><child link="{child}"/>
+    <origin xyz="0 0.02 {z}" rpy="0.1 0 0.2"/><axis xyz="{axis}"/>
+    <limit lower="-3" upper="3" effort="10" velocity="5"/>
+  </joint>"""
+
+
+def arm(links=None) -> str:
+    """A 4-link arm on a fixed base, every link with mesh visual and collision geometry
+    in a package that does not exist."""
+    links = links or [link(f"l{i}", 1.0 + 0.3 * i) for i in range(1, 5)]
+    axes = ["0 0 1", "0 1 0", "1 0 0", "0 1 0"]
+    parents = ["base"] + [f"l{i}" for i in range(1, 4)]
+    joints = [joint(f"j{i}", parents[i - 1], f"l{i}", axes[i - 1]) for i in range(1, 5)]
+    return ('<robot name="arm">' + link("base", 5.0) + "".join(links)
+            + """<link name="world"/><joint name="fix" type="fixed"><parent link="world"/>
+            <child link="base"/></joint>""" + "".join(joints) + "</robot>")
+
+
+def test_a_urdf_with_unreadable_meshes_loads_and_says_what_it_left_out(tmp_path):
+    path = tmp_path / "arm.urdf"
+    path.write_text(arm())
+    with pytest.raises(ValueError, match="no_such_package|Error opening file"):
+        mujoco.MjModel.from_xml_path(str(path))          # (what MuJoCo alone does)
+    with pytest.warns(UnmappedFeatureWarning) as rec:
+        model = go.multibody.load(path)
+    said = str(rec[0].message)
+    assert "URDF geometry not read" in said and "5 <visual> and 5 mesh <collision>" in said
+    assert len(model.body_names) == 4
+
+
+def test_the_loaded_urdf_gives_pinocchios_accelerations(tmp_path):
+    pin = pytest.importorskip("pinocchio")
+    path = tmp_path / "arm.urdf"
+    path.write_text(arm())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    mj = mujoco.MjModel.from_xml_string(arm().replace("<visual>", "<!--").replace(
+        "</visual>", "-->").replace("<collision>", "<!--").replace("</collision>", "-->"))
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    sysm = model.system
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        qpos, qvel = rng.uniform(-1.5, 1.5, 4), rng.uniform(-2, 2, 4)
+        q, v = state_from_mujoco(model, mj, qpos, qvel)
+        a = go.solve_step(sysm, 0.0, q, v).a
+        got = joint_accelerations(model, mj, q, v, a)
+        ref = pin.aba(pm, pd, qpos, qvel, np.zeros(4))
+        # both are backward stable: rounding of M's entries (condition number ~1e3 here)
+        assert np.linalg.norm(got - ref) <= 1e-10 * np.linalg.norm(ref)
+
+
+def test_an_inertia_outside_the_triangle_inequality_is_repaired_with_a_warning(tmp_path):
+    bad = link("l2", 1.3, inertia=(0.01, 0.01, 0.05))      # izz > ixx + iyy
+    links = [link("l1", 1.0), bad, link("l3", 1.6), link("l4", 1.9)]
+    path = tmp_path / "arm.urdf"
+    path.write_text(arm(links))
+    with pytest.warns(InertiaRepairWarning, match="'l2'"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    assert len(model.body_names) == 4
+
+
+def test_an_inertia_no_repair_accepts_names_the_link_and_its_eigenvalues(tmp_path):
+    text = arm().replace('<inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.02" iyz="0" izz="0.01"/>'
+                         '</inertial>\n    <visual><geometry><mesh filename="package://no_such_'
+                         'package/meshes/l3.dae"/>',
+                         '<inertia ixx="0.02" ixy="0.05" ixz="0" iyy="0.02" iyz="0" izz="0.01"/>'
+                         '</inertial>\n    <visual><geometry><mesh filename="package://no_such_'
+                         'package/meshes/l3.dae"/>')
+    assert text != arm()
+    path = tmp_path / "arm.urdf"
+    path.write_text(text)
+    with pytest.raises(ModelError, match=r"'l3'.*eigenvalues \[-0\.03"):
+        go.multibody.load(path)
+
+
+def test_a_urdf_where_nothing_moves_is_refused_by_name(tmp_path):
+    path = tmp_path / "statue.urdf"
+    path.write_text('<robot name="statue">' + link("base", 1.0) + "</robot>")
+    with pytest.raises(ModelError, match="no body of this model moves"):
+        go.multibody.load(path)
