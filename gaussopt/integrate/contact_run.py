@@ -777,8 +777,8 @@ class _PhaseForces:
         self._memo: dict = {}
         P = model.points
         M, F, A, _ = sysp.evaluate(t, q, v)
-        lam = self(t, q, v)
-        a = solve_step(sysp, t, q, v).a
+        step = solve_step(sysp, t, q, v)
+        a = step.a
         #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n
         self.tol = 1e4 * _EPS * M.shape[0] * (float(np.abs(M @ a).max(initial=0.0))
                                               + float(np.abs(F).max(initial=0.0)))
@@ -802,7 +802,6 @@ class _PhaseForces:
                     c[n_rows[j]], c[t_rows[j]] = P.mu[i], -sgn
                     rows.append(c)
         self.C = np.array(rows) if rows else np.zeros((0, A.shape[0]))
-        self._lam0 = lam
 
     @staticmethod
     def _null(A: np.ndarray) -> np.ndarray:
