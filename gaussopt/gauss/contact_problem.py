@@ -29,9 +29,10 @@ How it is solved, exactly: every point takes one of its modes (``open``,
 each combination of modes is a linear (KKT) system, solved by a singular value
 decomposition of the scaled KKT matrix, and its answer is *certified* against
 every condition above to the rounding of its terms. All combinations are tried
-(at most :data:`MAX_COMBINATIONS`; measured: the 16 of a box on two frictional corners
-take 7.6 ms, the 4 of two frictionless points 1.0 ms, once per event). The accelerations of every certified
-combination must agree: if two differ, the contact problem is indeterminate
+(at most :data:`MAX_COMBINATIONS`; measured: the 16 of a box on two frictional
+corners take 7.6 ms, the 4 of two frictionless points 1.0 ms, once per event). The
+accelerations of every certified combination must agree: if two differ, the contact
+problem is indeterminate
 (e.g. Painleve's paradox) and :class:`ContactSolveError` names the points; if
 none is certified it has no solution. Where several combinations give the same
 accelerations (a point touching with zero force and zero gap acceleration, a
