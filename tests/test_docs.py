@@ -145,6 +145,11 @@ def check_contacts(ns, out):
     assert len(pairs) == 3
     for got, want in pairs:
         assert abs(float(got) - float(want)) <= 2e-9, (got, want)
+    # the box on the incline (tests/test_contact_many.py): at rest, the friction forces'
+    # sum is m g sin(beta) to rounding (printed to 6 decimals), inside both cones
+    got, want = re.findall(r"friction ([-+0-9.eE]+) N = m g sin\(beta\) ([-+0-9.eE]+) N", out)[0]
+    assert abs(float(got) - float(want)) <= 1e-6 and "inside both cones: True" in out
+    assert "'close stick'), (0.0, 'corners[1]', 'close stick')" in out
 
 
 def check_multibody(ns, out):

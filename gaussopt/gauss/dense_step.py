@@ -544,7 +544,9 @@ def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     """Everything a result ``a`` must satisfy, after any solver.
 
     Returns ``(status, rho, allow, be)``: :data:`OK`, :data:`INCONSISTENT`
-    (the relative inconsistency ``rho = |bn - U_r U_r^T bn| / (|bn| + |a|)``
+    (the relative inconsistency ``rho = |bn - U_r U_r^T bn| / (|bn| + |a| + f)``, with
+    ``f = 1e4 eps |F| / max|M|`` the rounding floor of the accelerations the forces
+    produce)
     exceeds what rounding explains, ``allow``) or
     :data:`INCONSISTENT_VANISHED` (a vanished row has a right-hand side that
     does not vanish); ``be`` the backward error of ``a`` (:func:`verify`).
@@ -555,7 +557,18 @@ def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     be = max(be_f, be_s)
     na = norm2(a)
     nbn = norm2(wvec(w, F_bn, mL))
-    rho = c_norm / (nbn + na) if nbn + na > 0.0 else 0.0
+    # the accelerations the forces produce (|F| over the largest mass) set the rounding
+    # floor of a contradiction: rows that hold a body at rest have a ~ 0 and right-hand
+    # sides of pure rounding noise (two identical rows of sticking contacts), whose
+    # difference is no inconsistency
+    mmax = 0.0
+    for i in range(n):
+        for j in range(n):
+            if abs(M[i, j]) > mmax:
+                mmax = abs(M[i, j])
+    floor = 1e4 * _EPS * norm2(F) / mmax if mmax > 0.0 else 0.0
+    den = nbn + na + floor
+    rho = c_norm / den if den > 0.0 else 0.0
     allow = inconsistency_allowance(wvec(w, F_s, k), rank_tol, n, mL)
     if rho > allow:
         return INCONSISTENT, rho, allow, be

@@ -30,7 +30,8 @@ Made once per step and shared by every solver (:func:`gaussopt.gauss.dense_step.
    The numerical rank ``r`` is the number of the others, and every solver
    works with the kept orthonormal rows ``V_r^T a = S_r^-1 U_r^T bn``.
 3. ``A a = b`` is consistent when the part of ``bn`` outside ``span(U_r)``,
-   relative to ``|bn| + |a|``, is below ``sqrt(rank_tol)`` -- or below what
+   relative to ``|bn| + |a|`` (plus the rounding floor ``1e4 eps |F| / max|M|`` of the
+   accelerations the forces produce), is below ``sqrt(rank_tol)`` -- or below what
    rounding explains near a singular configuration
    (:func:`gaussopt.gauss.dense_step.inconsistency_allowance`), in which case the
    least-squares step is taken and reported (``info["least_squares"]``);
@@ -101,7 +102,7 @@ class GaussSolution:
     dropped : ndarray of int
         Rows that vanished (singular position).
     inconsistency : float
-        Relative size of the inconsistent part of ``b`` (``|bn - U_r U_r^T bn| / (|bn| + |a|)``).
+        Relative size of the inconsistent part of ``b`` (``|bn - U_r U_r^T bn| / (|bn| + |a| + 1e4 eps |F| / max|M|)``).
     allowance : float
         Largest inconsistency rounding explains here.
     backward_error : float

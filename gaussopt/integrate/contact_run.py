@@ -21,10 +21,11 @@ never by penalties or softened constraints:
   level: ``v+`` minimizes ``1/2 (v+ - v-)^T M (v+ - v-)`` subject to the
   bilateral velocity constraints and Newton's law ``g'+ >= -e g'-`` with
   complementarity on the impulses, for every point that touches at once;
-* after every impact and lift-off, which touching points close is decided by
-  the acceleration-level problem (:func:`gaussopt.gauss.contact_problem.solve_contact`:
-  an active-set solution with the verified Gauss step, redundant rows and
-  singular ``M`` included).
+* after every event (an impact, a closing, a lift-off, a stick-slip transition) the
+  state of every touching point -- open or closed, sticking or sliding -- is decided
+  by one contact problem for all points at once
+  (:func:`gaussopt.gauss.contact_problem.solve_contact`: the planar LCP of Pfeiffer
+  and Glocker with Coulomb friction, every combination of point states certified).
 
 Accumulation of impacts (Zeno)
 ------------------------------
@@ -40,22 +41,38 @@ and ``Impact.t_accumulation`` gives the extrapolated accumulation time.
 
 Friction
 --------
-A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``.
-``friction=float("inf")``: the contact point does not slip while the contact
-is closed or impacting (a sticking corner, rolling without slip); the
-tangential force is the multiplier of the slip row. A finite ``mu`` (planar
-point contacts): a closed point at rest tangentially sticks while the sticking
-force lies in the cone ``|T| <= mu N`` (two events watch the cone's edges) and
-otherwise slides against it; a sliding point carries ``T = -mu N s`` (``s``
-the sign of its slip rate), a force that depends on the normal force, so each
-right-hand side solves the accelerations and ``N`` together (a non-symmetric
-KKT system; the Gauss step of the phase then reproduces the same ``N``); the
-slip rate's return to zero is an event. A sliding point whose normal
-acceleration does not grow with its normal force (Painleve's paradox) has no
-determined motion: :class:`~gaussopt.ContactSolveError`. At an impact
-the sticking impulse is taken if it lies in the cone, else the sliding one.
-The stick/slip decision is made point by point on the normal active set of
-the sticking problem, which is exact for one frictional point in contact.
+A ``slip(t, q)`` function per point gives the slip rate ``T v + slip_t``; a friction
+force is its component along ``T`` (along the increasing slip coordinate: a point
+slipping towards ``+`` feels ``-mu N``). ``friction=float("inf")``: the point does not
+slip while closed or impacting (a sticking corner, rolling without slip); the
+tangential force is the multiplier of the slip row. A finite ``mu`` (planar point
+contacts): a closed point at rest tangentially sticks while its force lies in the cone
+``|T| <= mu N`` (two events watch the cone's edges) and otherwise slides against it; a
+sliding point carries ``T = -mu N s`` (``s`` the sign of its slip rate), a force that
+depends on the normal force, so each right-hand side solves the accelerations and ``N``
+together (a non-symmetric KKT system; the Gauss step of the phase then reproduces the
+same ``N``); the slip rate's return to zero is an event. At every event the stick/slip
+and open/closed states of *all* touching points are decided together by the contact
+problem (exact for any number of planar points), and an impact's impulses obey
+Newton's and Coulomb's laws together (the final impact of an accumulation included).
+A sliding point whose normal acceleration does not grow with its normal force
+(Painleve's paradox) has no determined motion: :class:`~gaussopt.ContactSolveError`.
+
+Indeterminate forces: where the rows of the closed points are dependent (two sticking
+corners of a box on a plane: only the sum of their friction forces is determined; a
+ladder sticking at a rough wall and floor) the phase runs while *some* distribution of
+those points' forces lies in every cone -- one event watches the largest margin of such
+a distribution (:func:`~gaussopt.gauss.contact_problem.max_margin`), never each point's
+share alone -- and the forces reported are the least-norm distribution inside every
+cone; ``meta["contact_indeterminate"]`` lists those phases.
+
+Degenerate states: where several states give the same motion at an event (a point
+touching with zero force and zero gap acceleration, a force on its cone's edge) the
+change the event announced is taken, else the previous state; a force or cone margin
+that starts at zero within rounding is watched with an offset of its rounding scale,
+and an open point resting on its surface at ``gap + 1e-3 gap_tol``, so that rounding
+noise is no event. An event at the end of the span is resolved (an impact there is
+recorded) and the run ends with a zero-length last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
@@ -65,9 +82,10 @@ and the integrator's steps then grow long.
 ``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
 phases' dense solutions in turn, continuous from the right at an impact.
 
-Not supported yet: spatial friction cones, user ``events`` together with
-contacts, nonlinear nonholonomic constraints together with contacts (an impact
-needs velocity constraints affine in ``v``).
+Not supported yet: spatial friction cones, contact problems with more than
+:data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
+user ``events`` together with contacts, nonlinear nonholonomic constraints together
+with contacts (an impact needs velocity constraints affine in ``v``).
 
 References
 ----------
@@ -87,14 +105,17 @@ import numpy as np
 
 from gaussopt.model.constraints import Holonomic
 from gaussopt.integrate.dense_output import evaluation_times
-from gaussopt.core.exceptions import ModelError, UnsupportedConstraintError
+from gaussopt.core.exceptions import GaussoptError, ModelError, UnsupportedConstraintError
 from gaussopt.gauss.solution import solve_gauss
 from gaussopt.core.result import Impact, Trajectory
+from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.gauss.solve_step import solve_step
 from gaussopt.model.system import System
 from gaussopt.integrate.options import RunOptions
 from gaussopt.integrate.guards import InterruptGuard
-from gaussopt.gauss.contact_problem import ContactSolveError, solve_contact
+from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, STICK,
+                                            ContactSolveError, admissible, max_margin,
+                                            solve_contact)
 from gaussopt.model.contact import ContactPoints
 
 __all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
@@ -218,59 +239,116 @@ def _check_affine(model: _Model, t, q, v) -> None:
 
 
 def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
-                 candidates: np.ndarray, start: Sequence[int] = ()):
-    """The acceleration with the candidate points unilateral (gap'' >= 0): which close."""
+                 candidates: np.ndarray, start: Sequence[int] = (),
+                 prefer: Optional[np.ndarray] = None, release: Sequence[Sequence[int]] = (),
+                 vel_tol: Optional[np.ndarray] = None):
+    """The contact problem of the candidate points at the acceleration level, all together
+    (:func:`gaussopt.gauss.contact_problem.solve_contact`): which close, which stick, which
+    slide. A frictional point whose slip rate exceeds ``vel_tol`` slides with its sign;
+    the others may stick or start to slide. ``prefer`` (a mode per point, all points) and
+    ``release`` (groups of point indices) as there. Returns ``(idx, sol)``: the candidates'
+    indices and the solution over them."""
+    P = model.points
+    M, F, A, b = model.base.evaluate(t, q, v)
+    G, _, gam = P.normal_rows(t, q, v)
+    T, ct, gamt = P.tangent_rows(t, q, v)
+    idx = np.flatnonzero(candidates)
+    slide = _slide_signs(P, T @ v + ct, vel_tol)
+    pos = {int(i): j for j, i in enumerate(idx)}
+    if prefer is None:
+        prefer = np.full(P.k, -1)
+        prefer[[i for i in start if i in pos]] = CLOSED
+    rel = [[pos[i] for i in grp if i in pos] for grp in release]
+    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], mu=P.mu[idx],
+                        slide=slide[idx], prefer=np.asarray(prefer)[idx], release=rel,
+                        labels=[P.labels[i] for i in idx])
+    return idx, sol
+
+
+def _slide_signs(P: ContactPoints, u: np.ndarray, vel_tol: Optional[np.ndarray]) -> np.ndarray:
+    """+-1 for the points with finite friction that slip faster than ``vel_tol``, else 0."""
+    slide = np.zeros(P.k, dtype=int)
+    if vel_tol is None:
+        return slide
+    moving = P.frictional & ~P.sticks & (np.abs(u) > vel_tol)
+    slide[moving] = np.where(u[moving] > 0, 1, -1)
+    return slide
+
+
+def _decide(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, cand: np.ndarray,
+            closed: np.ndarray, sdir: np.ndarray, hints: dict, release: list,
+            vel_tol: np.ndarray):
+    """The contact state after an event: ``(closed, sdir, idx, sol)``.
+
+    One contact problem decides every candidate point's normal and tangential state
+    together (:func:`contact_step`). Where several states give the same motion (a point
+    touching with zero force and zero gap acceleration, a force just on its cone's edge)
+    the change the event announced (``hints``: point -> mode) wins, else the previous
+    state. A sliding point's normal force must be determined (no Painleve paradox): when
+    no state is consistent, a sliding candidate whose normal acceleration does not grow
+    with its normal force is named.
+    """
+    P = model.points
+    k = P.k
+    prefer = np.full(k, OPEN)
+    for i in np.flatnonzero(closed):
+        if not (P.frictional[i] and not P.sticks[i]):
+            prefer[i] = CLOSED
+        else:
+            # sticking, or sliding (its slip rate decides: still moving, it slides on;
+            # at rest, it sticks unless an event announced a slide)
+            prefer[i] = STICK
+    for i, mode in hints.items():
+        prefer[i] = mode
+    new_closed = np.zeros(k, dtype=bool)
+    new_sdir = np.zeros(k, dtype=int)
+    if not cand.any():
+        return new_closed, new_sdir, None, None
+    T, ct, _ = P.tangent_rows(t, q, v)
+    slide = _slide_signs(P, T @ v + ct, vel_tol)
+    try:
+        idx, sol = contact_step(model, t, q, v, cand, prefer=prefer, release=release,
+                                vel_tol=vel_tol)
+    except ContactSolveError:
+        for i in np.flatnonzero(cand & (slide != 0)):
+            _check_painleve(model, t, q, v, cand, i, int(slide[i]))
+        raise
+    new_closed[idx[sol.active]] = True
+    for j, i in enumerate(idx):
+        mode = int(sol.mode[j])
+        if mode == SLIDE_POS:
+            new_sdir[i] = 1
+        elif mode == SLIDE_NEG:
+            new_sdir[i] = -1
+        elif mode == CLOSED and slide[i] != 0:
+            new_sdir[i] = slide[i]
+    for i in np.flatnonzero(new_sdir):
+        _check_painleve(model, t, q, v, new_closed, i, int(new_sdir[i]))
+    return new_closed, new_sdir, idx, sol
+
+
+def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
+    """A point ``i`` sliding ``d``: its normal force is determined only if the normal
+    acceleration grows with it (with its sliding friction ``-mu d N`` along the slip)."""
     P = model.points
     M, F, A, b = model.base.evaluate(t, q, v)
     G, _, gam = P.normal_rows(t, q, v)
     T, _, gamt = P.tangent_rows(t, q, v)
-    idx = np.flatnonzero(candidates)
-    start_local = [j for j, i in enumerate(idx) if i in set(start)]
-    sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], P.frictional[idx],
-                        start=start_local, labels=[P.labels[i] for i in idx])
-    return idx, sol
-
-
-def _slip_directions(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
-                     closed: np.ndarray, old: np.ndarray, forced: np.ndarray,
-                     idx: Optional[np.ndarray], sol, vel_tol: np.ndarray) -> np.ndarray:
-    """Stick (0) or slide (+-1) for every closed point with finite friction.
-
-    A point that moves tangentially slides with the sign of its slip rate. One at rest
-    sticks if the sticking solution's tangential force lies in the cone ``|T| <= mu N``,
-    else it starts to slide against that force (or in the direction a stick-slip event
-    gave); a start of sliding is checked: the sliding acceleration must keep its direction,
-    and the normal force must be determined (else Painleve's paradox: ContactSolveError).
-    The decision is made point by point on the normal active set of the sticking problem
-    (exact for one frictional point in contact).
-    """
-    P = model.points
-    sdir = np.zeros(P.k, dtype=int)
-    finite = closed & P.frictional & ~P.sticks
-    if not finite.any():
-        return sdir
-    T, ct, gamt = P.tangent_rows(t, q, v)
-    u = T @ v + ct
-    onset = []
-    for i in np.flatnonzero(finite):
-        if abs(u[i]) > vel_tol[i]:
-            sdir[i] = 1 if u[i] > 0 else -1
-            continue
-        if forced[i]:
-            sdir[i] = forced[i]
-            onset.append(i)
-            continue
-        j = int(np.flatnonzero(idx == i)[0])
-        N, tau = sol.nu[j], sol.tau[j]
-        slack = 1e4 * _EPS * (abs(N) * P.mu[i] + abs(tau))
-        if abs(tau) <= P.mu[i] * N + slack:
-            sdir[i] = 0
-        else:
-            sdir[i] = -1 if tau > 0 else 1
-            onset.append(i)
-    for i in np.flatnonzero(sdir):
-        _check_sliding(model, t, q, v, closed, sdir, i, onset=i in onset)
-    return sdir
+    others = [j for j in np.flatnonzero(closed) if j != i]
+    Ao = np.concatenate([A, G[others]])
+    W = G[i] - P.mu[i] * d * T[i]
+    try:
+        resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a
+    except GaussoptError:
+        return                          # (the others' rows alone are degenerate: not this test)
+    c = float(G[i] @ resp)
+    scale = float(np.abs(G[i]).max()) * float(np.abs(resp).max(initial=0.0)) + 1e-300
+    if c <= 1e4 * _EPS * scale:
+        raise ContactSolveError(
+            f"Painleve's paradox at {P.labels[i]} (t={t}): sliding with friction "
+            f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
+            f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
+            "or no force satisfies the contact conditions.", [P.labels[i]])
 
 
 def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> None:
@@ -296,51 +374,18 @@ def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> 
                 "lifts off).", [P.labels[i]])
 
 
-def _check_sliding(model: "_Model", t, q, v, closed, sdir, i, onset: bool) -> None:
-    """A sliding point ``i``: its normal force is determined (the normal acceleration grows
-    with N: no Painleve paradox) and, when it starts to slide (``onset``), it slides the way
-    it is pushed."""
-    P = model.points
-    d = int(sdir[i])
-    M, F, A, b = model.base.evaluate(t, q, v)
-    G, _, gam = P.normal_rows(t, q, v)
-    T, _, gamt = P.tangent_rows(t, q, v)
-    others = [j for j in np.flatnonzero(closed) if j != i]
-    stick = [j for j in others if P.frictional[j] and sdir[j] == 0]
-    Ao = np.concatenate([A, G[others], T[stick]])
-    # the normal acceleration's response to a unit normal force with its sliding friction
-    W = G[i] - P.mu[i] * d * T[i]
-    resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a
-    c = float(G[i] @ resp)
-    scale = float(np.abs(G[i]).max()) * float(np.abs(resp).max(initial=0.0)) + 1e-300
-    sysp, n_rows, _ = model.phase(closed, sdir)
-    step = solve_step(sysp, t, q, v)
-    N = float(step.multipliers[n_rows[list(np.flatnonzero(closed)).index(i)]])
-    if c <= 1e4 * _EPS * scale:
-        raise ContactSolveError(
-            f"Painleve's paradox at {P.labels[i]} (t={t}): sliding with friction "
-            f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
-            f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
-            "or no force satisfies the contact conditions.", [P.labels[i]])
-    slip_acc = float(T[i] @ step.a - gamt[i])
-    # rounding of the slip acceleration: the terms of M a = F + ..., over the mass scale
-    acc = (float(np.abs(F).max(initial=0.0)) + float(np.abs(M @ step.a).max(initial=0.0))) / \
-        max(float(np.abs(M).max()), 1e-300) + float(np.abs(step.a).max(initial=0.0))
-    tol = 1e4 * _EPS * (float(np.abs(T[i]).max()) * acc + abs(gamt[i]))
-    if onset and (d * slip_acc < -tol or N < -1e4 * _EPS * (1 + abs(N))):
-        raise ContactSolveError(
-            f"no consistent frictional state at {P.labels[i]} (t={t}): sticking needs a "
-            f"tangential force beyond mu N, but sliding {'+' if d > 0 else '-'} with friction "
-            f"{P.mu[i]:g} accelerates the other way (slip acceleration {slip_acc:.3g}, normal "
-            f"force {N:.3g}).", [P.labels[i]])
-
-
 def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: np.ndarray,
             closing: np.ndarray, rest: Optional[np.ndarray] = None) -> tuple[np.ndarray, Impact]:
     """``v+`` of an impact of the ``closing`` points among the touching ``candidates``.
 
-    ``rest``: points brought to rest (``gap'+ = 0`` and, sticking, no slip) as bilateral
-    velocity rows: the end of an accumulation of impacts.
+    The impact problem is the contact problem at the velocity level
+    (:func:`~gaussopt.gauss.contact_problem.solve_contact` with ``x = v+``, ``F = M v-``):
+    Newton's law ``gap'+ >= -e gap'-`` with complementarity on the normal impulses, and
+    Coulomb's law on the tangential ones (a point with finite friction sticks after the
+    impact with ``|P_t| <= mu P_n``, or slides with ``P_t = -mu P_n`` times the sign of
+    its slip velocity after it; ``friction=inf``: it does not slip), for every touching
+    point at once. ``rest``: points brought to rest (``gap'+ = 0`` whatever the sign of
+    their impulse: the end of an accumulation of impacts), with the same Coulomb law.
     """
     P = model.points
     M = model.base.mass(t, q)
@@ -350,47 +395,20 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     gdot = G @ v + cg
     if rest is None:
         rest = np.zeros(P.k, dtype=bool)
-    welded = np.flatnonzero(rest)
-    stuck = welded[P.sticks[welded]]
-    B = np.concatenate([B, G[welded], T[stuck]])
-    c = np.concatenate([c, cg[welded], ct[stuck]])
-    idx = np.flatnonzero(candidates & ~rest)
-    e = np.where(closing, P.e, 0.0)
-    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones
+    idx = np.flatnonzero(candidates | rest)
+    e = np.where(closing & ~rest, P.e, 0.0)
+    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
+    # for the points brought to rest
     h = -cg - e * np.minimum(gdot, 0.0)
-    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], P.frictional[idx],
-                        start=[j for j, i in enumerate(idx) if closing[i]],
-                        labels=[P.labels[i] for i in idx])
+    h[rest] = -cg[rest]
+    prefer = np.where(closing | rest, STICK, OPEN)
+    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
+                        prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
     vp = sol.x
     imp, timp = np.zeros(P.k), np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
-    # finite friction: a sticking impulse outside the cone |P_t| <= mu P_n slides instead,
-    # P_t = -mu s P_n against the direction s it would have taken (Coulomb at the impulse level)
-    act = idx[sol.active]
-    slide = [i for i in act if P.frictional[i] and not P.sticks[i]
-             and abs(timp[i]) > P.mu[i] * imp[i] * (1 + 1e4 * _EPS)]
-    if slide:
-        stick_act = [i for i in act if P.frictional[i] and i not in slide]
-        A_all = np.concatenate([B, G[act], T[stick_act]])
-        b_all = np.concatenate([-c, h[act], -ct[stick_act]])
-        W_all = A_all.copy()
-        m0 = B.shape[0]
-        sgn = {i: float(np.sign(timp[i])) for i in slide}   # the sticking impulse's sign
-        for i in slide:
-            # slides against it: tangential impulse +mu P_n sgn (-mu s P_n with s = -sgn)
-            W_all[m0 + list(act).index(i)] = G[i] + P.mu[i] * sgn[i] * T[i]
-        vp, lam = _kkt_nonsymmetric(M, M @ v, A_all, b_all, W_all)
-        imp[:], timp[:] = 0.0, 0.0
-        imp[act] = lam[m0:m0 + act.size]
-        timp[stick_act] = lam[m0 + act.size:]
-        for i in slide:
-            timp[i] = P.mu[i] * sgn[i] * imp[i]
-    m = B.shape[0] - welded.size - stuck.size
-    imp[welded] = sol.lam[m:m + welded.size]
-    timp[stuck] = sol.lam[m + welded.size:]
     active = np.zeros(P.k, dtype=bool)
     active[idx[sol.active]] = True
-    active |= rest
     rec = Impact(t=float(t), points=[P.labels[i] for i in np.flatnonzero(active)], impulses=imp,
                  tangential_impulses=timp, gap_rate_before=gdot, gap_rate_after=G @ vp + cg,
                  kinetic_before=_kinetic(M, v), kinetic_after=_kinetic(M, vp))
@@ -410,7 +428,7 @@ def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: I
         return None
     resting = touching & (np.abs(gd) <= vel_tol)
     if resting.any():
-        idx, sol = contact_step(model, t, q, vp, resting)
+        idx, sol = contact_step(model, t, q, vp, resting, vel_tol=vel_tol)
         acc = sol.x
     else:
         acc = solve_step(model.base, t, q, vp).a
@@ -479,8 +497,12 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
         ``exception``); ``contact_forces`` (N, k) holds the normal force of
         every contact point (0 while open), ``impacts`` every :class:`Impact`,
         ``meta["contact_points"]`` the points' labels and
-        ``meta["contact_transitions"]`` the closings and openings as
-        ``(t, point, "close"|"open")``.
+        ``meta["contact_transitions"]`` every change of a point's state as
+        ``(t, point, label)`` with the labels ``"close"``, ``"close stick"``,
+        ``"close slide +"``, ``"close slide -"``, ``"open"``, ``"stick"``, ``"slide +"``,
+        ``"slide -"``; ``meta["contact_indeterminate"]`` the phases whose contact
+        forces were indeterminate, as ``(t_start, t_end, points)`` (their forces: the
+        least-norm distribution inside every cone).
     """
     if not system.contacts:
         raise ModelError("`system` has no Contact constraints; use gaussopt.simulate.")
@@ -517,7 +539,9 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     lifted = np.zeros(k, dtype=bool)
     closed = np.zeros(k, dtype=bool)
     sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
-    forced = np.zeros(k, dtype=int)        # a stick-slip event's direction of sliding
+    hints: dict = {}                       # the change each event announced: point -> mode
+    release: list = []                     # groups of points whose forces left their cones
+    indeterminate: list = []               # phases with indeterminate contact forces
     status, message = 0, "The integration reached the end of t_span."
     exception: Optional[BaseException] = None
     t = t0
@@ -550,14 +574,9 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 v = vp
                 impacts.append(rec)
                 gdot = G @ v + cg
-            cand = touching & (np.abs(gdot) <= vel_tol) & ~lifted
-            new_closed = np.zeros(k, dtype=bool)
-            sol = None
-            if cand.any():
-                idx, sol = contact_step(model, t, q, v, cand, start=np.flatnonzero(closed))
-                new_closed[idx[sol.active]] = True
-            new_sdir = _slip_directions(model, t, q, v, new_closed, sdir, forced, idx if sol
-                                        is not None else None, sol, vel_tol)
+            cand = touching & (np.abs(gdot) <= vel_tol)
+            new_closed, new_sdir, idx, sol = _decide(model, t, q, v, cand, closed, sdir, hints,
+                                                     release, vel_tol)
             for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
                 what = ("open" if not new_closed[i] else "close" if not closed[i] else "") + (
                     "" if not new_closed[i] else " stick" if P.frictional[i] and new_sdir[i] == 0
@@ -566,36 +585,12 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             sticking = new_closed & P.frictional & (new_sdir == 0)
             P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
             closed, sdir = new_closed, new_sdir
-            forced[:] = 0
+            hints, release = {}, []
             sysp, n_rows, t_rows = model.phase(closed, sdir)
-            events, kinds = [], []
-            forces = _Multipliers(sysp)
-            closed_idx = list(np.flatnonzero(closed))
-            for i in range(k):
-                if closed[i]:
-                    j = closed_idx.index(i)
-                    f = _force_event(forces, n_rows[j])
-                    f.terminal, f.direction = True, -1
-                    events.append(f)
-                    kinds.append(("open", i, 0))
-                    if P.frictional[i] and not P.sticks[i]:
-                        if sdir[i] == 0:
-                            for d in (-1, 1):       # mu N - T (T reaches +mu N: slides -)
-                                f = _cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d)
-                                f.terminal, f.direction = True, -1
-                                events.append(f)
-                                kinds.append(("slide", i, d))
-                        else:
-                            f = _slip_rate_event(P, i, int(sdir[i]))
-                            f.terminal, f.direction = True, -1
-                            events.append(f)
-                            kinds.append(("slip0", i, 0))
-                else:
-                    f = _gap_event(P, i, t, float(gdot[i]) if touching[i] and not lifted[i]
-                                   else None, 1e-3 * gap_tol if lifted[i] else 0.0)
-                    f.terminal, f.direction = True, -1
-                    events.append(f)
-                    kinds.append(("touch", i, 0))
+            forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
+            events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
+                                          touching & ~closed & (np.abs(gdot) <= vel_tol),
+                                          gdot, 1e-3 * gap_tol)
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -604,6 +599,11 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 if te_phase.size == 0:
                     te_phase = np.array([t1])
             tr = phase(sysp, t, t1, q, v, opts.but(events=tuple(events), t_eval=te_phase))
+            if forces.members:
+                # indeterminate forces: report the least-norm distribution inside every cone
+                forces.adjust(tr)
+                indeterminate.append((float(tr.t[0]) if len(tr) else t, float(tr.t[-1]) if
+                                      len(tr) else t, [P.labels[i] for i in forces.members]))
             pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
             if not tr.success:
                 status, message, exception = tr.status, tr.message, tr.exception
@@ -629,8 +629,15 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 kind, i, d = kinds[j]
                 if kind == "open":
                     lifted[i] = True
+                    hints[i] = OPEN
                 elif kind == "slide":
-                    forced[i] = d
+                    hints[i] = SLIDE_POS if d > 0 else SLIDE_NEG
+                elif kind == "slip0":
+                    hints[i] = STICK
+                elif kind == "touch":
+                    hints[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
+                elif kind == "group":
+                    release.append(list(forces.members))
             t = te
             _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol)
     except ContactSolveError as e:
@@ -669,7 +676,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     traj.stats["impacts"] = len(impacts)
     traj.stats["phases"] = len(pieces)
     traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
-                      "zeno_height": zeno_height})
+                      "zeno_height": zeno_height, "contact_indeterminate": indeterminate})
     return traj
 
 
@@ -744,19 +751,73 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     return gap
 
 
-class _Multipliers:
-    """``lam(t, q, v)``: the multipliers of the step of one phase's system, shared by the
-    phase's force events (the normal force of every closed point and the cone's edges of
-    every sticking one are evaluated at the same states: the ends of each step and its
-    interior points), each state solved once. Per phase: the phase system's no-slip rows
-    depend on the slip anchors of its start."""
+class _PhaseForces:
+    """The contact forces of one phase: ``forces(t, q, v)`` the multipliers of the phase's
+    Gauss step (minimum norm), shared by the phase's force events (the normal force of
+    every closed point and the cone's edges of every sticking one are evaluated at the
+    same states: the ends of each step and its interior points), each state solved once.
+
+    Where the rows of the closed points are dependent (two sticking corners of a box on a
+    plane; a ladder sticking at a rough wall and floor), the forces of those points
+    (``members``) are not determined: every ``lam + Z y`` (``Z`` spanning the null space of
+    the rows' transpose) balances the motion. Their state is then watched as one: the
+    phase continues while *some* distribution keeps every member's normal force >= 0 and
+    its friction in its cone (:meth:`margin`, the largest margin of such a distribution,
+    :func:`~gaussopt.gauss.contact_problem.max_margin`), and the forces reported are the
+    least-norm distribution inside every cone (:meth:`distribution`, :meth:`adjust`).
+    Per phase: the phase system's no-slip rows depend on the slip anchors of its start.
+    """
 
     #: states kept (a step's ends and interior points, and Brent's iterates); then cleared
     SIZE = 64
 
-    def __init__(self, sysp: System):
+    def __init__(self, model: "_Model", sysp: System, closed: np.ndarray, sdir: np.ndarray,
+                 n_rows: list, t_rows: list, t: float, q: np.ndarray, v: np.ndarray):
         self.sysp = sysp
         self._memo: dict = {}
+        P = model.points
+        M, F, A, _ = sysp.evaluate(t, q, v)
+        step = solve_step(sysp, t, q, v)
+        a = step.a
+        #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n
+        self.tol = 1e4 * _EPS * M.shape[0] * (float(np.abs(M @ a).max(initial=0.0))
+                                              + float(np.abs(F).max(initial=0.0)))
+        # the conditions c_j . lam >= 0 of the points with indeterminate forces
+        Z = self._null(A)
+        closed_idx = list(np.flatnonzero(closed))
+        self.members = []
+        rows = []
+        for j, i in enumerate(closed_idx):
+            hit = np.abs(Z[n_rows[j]]).max(initial=0.0) > 1e-8 or (
+                t_rows[j] >= 0 and np.abs(Z[t_rows[j]]).max(initial=0.0) > 1e-8)
+            if not hit:
+                continue
+            self.members.append(int(i))
+            c = np.zeros(A.shape[0])
+            c[n_rows[j]] = 1.0
+            rows.append(c)
+            if t_rows[j] >= 0 and P.frictional[i] and not P.sticks[i]:
+                for sgn in (1.0, -1.0):
+                    c = np.zeros(A.shape[0])
+                    c[n_rows[j]], c[t_rows[j]] = P.mu[i], -sgn
+                    rows.append(c)
+        self.C = np.array(rows) if rows else np.zeros((0, A.shape[0]))
+
+    @staticmethod
+    def _null(A: np.ndarray) -> np.ndarray:
+        """An orthonormal basis of the null space of ``A^T`` (the multiplier combinations
+        that exert no force), by the rank decision of the row-normalized rows."""
+        if A.shape[0] == 0 or A.shape[1] == 0:
+            return np.zeros((A.shape[0], 0))
+        rn = np.sqrt((A * A).sum(axis=1))
+        rs = 1.0 / np.where(rn > 0, rn, 1.0)
+        U, sig, _ = np.linalg.svd(A * rs[:, None])
+        rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+        Zs = U[:, rank:] * rs[:, None]          # A^T (rs u) = (rs A)^T u = 0
+        if Zs.shape[1] == 0:
+            return Zs
+        Z, _ = np.linalg.qr(Zs)
+        return Z
 
     def __call__(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         key = (float(t), np.asarray(q, dtype=float).tobytes(),
@@ -770,12 +831,99 @@ class _Multipliers:
             self._memo[key] = lam
         return lam
 
+    def _parts(self, t, q, v):
+        lam = self(t, q, v)
+        _, _, A, _ = self.sysp.evaluate(t, q, v)
+        return lam, self._null(A)
 
-def _cone_event(forces: _Multipliers, n_row: int, t_row: int, mu: float, d: int):
+    def margin(self, t: float, q: np.ndarray, v: np.ndarray) -> float:
+        """The largest margin (force units) by which a distribution of the members' forces
+        keeps every normal force >= 0 and every friction force inside its cone."""
+        lam, Z = self._parts(t, q, v)
+        val = max_margin(self.C @ lam, self.C @ Z)
+        return val if math.isfinite(val) else 1e300
+
+    def distribution(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The least-norm multipliers with every member's forces admissible (the minimum-norm
+        ones where no distribution is: the phase then ends at its group event)."""
+        lam, Z = self._parts(t, q, v)
+        if Z.shape[1] == 0 or self.C.shape[0] == 0:
+            return np.array(lam)
+        y = admissible(-Z.T @ lam, -self.C @ Z, self.C @ lam, np.full(self.C.shape[0], self.tol))
+        return np.array(lam) if y is None else lam + Z @ y
+
+    def adjust(self, tr: Trajectory) -> None:
+        """Replace the phase run's multipliers by :meth:`distribution` at every sample."""
+        for r in range(len(tr)):
+            tr.multipliers[r] = self.distribution(float(tr.t[r]), tr.q[r], tr.v[r])
+
+
+def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t_rows,
+                  t, q, v, resting, gdot, offset) -> tuple[list, list]:
+    """The terminal events of a phase and their kinds ``(kind, point, direction)``: a closed
+    point's normal force reaching zero ("open") and, sticking with finite friction, its
+    force reaching either edge of its cone ("slide"), or, sliding, its slip rate reaching
+    zero ("slip0"); the members of an indeterminate group together ("group"); an open
+    point's closing ("touch").
+
+    A force that starts at zero within rounding (a point touching without load) is watched
+    with an offset of its rounding scale, so that rounding noise around zero is no event;
+    an open point resting on its surface (``resting``: touching with a zero gap rate) or
+    just lifted off is watched at ``gap + offset`` for the same reason.
+    """
+    P = model.points
+    events, kinds = [], []
+    lam0 = forces(t, q, v)
+    tol = forces.tol
+
+    def add(f, kind):
+        f.terminal, f.direction = True, -1
+        events.append(f)
+        kinds.append(kind)
+
+    closed_idx = list(np.flatnonzero(closed))
+    for i in range(P.k):
+        if closed[i]:
+            if i in forces.members:
+                continue
+            j = closed_idx.index(i)
+            N0 = float(lam0[n_rows[j]])
+            add(_force_event(forces, n_rows[j], tol if abs(N0) <= tol else 0.0), ("open", i, 0))
+            if P.frictional[i] and not P.sticks[i]:
+                if sdir[i] == 0:
+                    for d in (-1, 1):       # mu N + d T (T reaches -d mu N: slides d)
+                        m0 = P.mu[i] * N0 + d * float(lam0[t_rows[j]])
+                        add(_cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d,
+                                        tol if abs(m0) <= tol else 0.0), ("slide", i, d))
+                else:
+                    add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
+        else:
+            rest = bool(resting[i])
+            add(_gap_event(P, i, t, None if rest else float(gdot[i]), offset if rest else 0.0),
+                ("touch", i, 0))
+    if forces.members:
+        m0 = forces.margin(t, q, v)
+        add(_group_event(forces, tol if abs(m0) <= tol else 0.0),
+            ("group", forces.members[0], 0))
+    return events, kinds
+
+
+def _group_event(forces: _PhaseForces, offset: float):
+    """The members of an indeterminate group can no longer hold: no distribution of their
+    forces keeps every normal force >= 0 and every friction force in its cone."""
+    def group(t, q, v):
+        return forces.margin(t, q, v) + offset
+    group.__name__ = "indeterminate contact forces reach their cones"
+    group.interp_points = _INTERP
+    return group
+
+
+def _cone_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float, d: int,
+                offset: float = 0.0):
     """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
     def cone(t, q, v):
         lam = forces(t, q, v)
-        return float(mu * lam[n_row] + d * lam[t_row])
+        return float(mu * lam[n_row] + d * lam[t_row]) + offset
     cone.__name__ = "friction cone"
     cone.interp_points = _INTERP
     return cone
@@ -790,9 +938,9 @@ def _slip_rate_event(P: ContactPoints, i: int, d: int):
     return slip_rate
 
 
-def _force_event(forces: _Multipliers, row: int):
+def _force_event(forces: _PhaseForces, row: int, offset: float = 0.0):
     def normal_force(t, q, v):
-        return float(forces(t, q, v)[row])
+        return float(forces(t, q, v)[row]) + offset
     normal_force.__name__ = "normal force"
     normal_force.interp_points = _INTERP
     return normal_force

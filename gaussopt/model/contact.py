@@ -50,7 +50,9 @@ class Contact(Constraint):
         ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
         (planar point contacts): a closed point sticks while its tangential
         force ``|T| <= mu N`` and slides with ``T = -mu N sign(slip rate)``
-        otherwise. ``float("inf")``: no slip while the contact is closed or
+        otherwise (``T`` along the increasing slip coordinate; the states of all
+        touching points are decided together, :mod:`gaussopt.gauss.contact_problem`).
+        ``float("inf")``: no slip while the contact is closed or
         impacting (rolling without slip, a sticking corner). Friction needs
         ``slip``.
     rheonomic : bool, default True
