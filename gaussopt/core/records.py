@@ -81,11 +81,12 @@ State = namedtuple("State", [
 N_SCR = 13
 # float scalars
 # (S_LSCALE, S_E0, S_ESCALE: the scales of a fixed-step run's checks, set at its start;
-# S_GUARD_SIZE, S_GUARD_BOUND: the residual or drift that ended it and its bound)
+# S_TMAX the largest kinetic energy at its accepted steps; S_GUARD_SIZE, S_GUARD_BOUND:
+# the residual or drift that ended it and its bound)
 (S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR, S_NEAR_T,
- S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV, S_LSCALE, S_E0, S_ESCALE, S_GUARD_SIZE,
- S_GUARD_BOUND) = range(19)
-N_SC = 19
+ S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV, S_LSCALE, S_E0, S_ESCALE, S_TMAX, S_GUARD_SIZE,
+ S_GUARD_BOUND) = range(20)
+N_SC = 20
 
 #: the right-hand side is evaluated on the projected state (``Projection(rhs=True)``)
 #: while the last accepted state is near a singular configuration: its rows, scaled by

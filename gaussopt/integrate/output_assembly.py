@@ -70,8 +70,9 @@ def _too_large(run: "Run", method: str, kind: int, size: float, bound: float, ro
                 f"{run.opt.f[E.F_GUARD_RES]:g} x (1 + max|q0|)")
     else:
         what = (f"the energy drifted by {size:.3g} from E0 = {st.sc[E.S_E0]:.6g}, beyond the "
-                f"bound {bound:.3g} = {run.opt.f[E.F_GUARD_E]:g} x the energy scale "
-                f"max(|E0|, T0, |F0| (1 + max|q0|)) = {st.sc[E.S_ESCALE]:.3g}")
+                f"bound {bound:.3g} = {run.opt.f[E.F_GUARD_E]:g} x the energy's scale (the "
+                "largest of |E0|, the kinetic energy T0, |F0| (1 + max|q0|) and the kinetic "
+                "energy of the steps before)")
     return (head + what + ". A fixed step has no error control; take a smaller dt or an "
             "adaptive method (method='DOP853'). The trajectory ends at the last state within "
             "the bounds.")
@@ -97,7 +98,7 @@ def _excess(run: "Run", t: float, y: np.ndarray) -> Optional[tuple]:
                     return E.GUARD_RESIDUAL, float(d[k]), bound, int(run.mf.hol_rows[k])
             if checks & E.GUARD_ENERGY and system.has_energy and st.sc[E.S_ESCALE] > 0.0:
                 drift = abs(system.energy(t, q, v) - float(st.sc[E.S_E0]))
-                bound = float(opt.f[E.F_GUARD_E] * st.sc[E.S_ESCALE])
+                bound = float(opt.f[E.F_GUARD_E] * max(st.sc[E.S_ESCALE], st.sc[E.S_TMAX]))
                 if drift > bound:
                     return E.GUARD_ENERGY, drift, bound, -1
         except Exception:  # noqa: BLE001 - the failure itself is reported by the caller

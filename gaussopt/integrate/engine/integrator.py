@@ -219,19 +219,29 @@ def _guard_scales(fns, md, buf, opt, st):
     e0 = buf.e[0]
     if call_dyn(fns, md, buf, t, q, v) != 0:
         return MODEL_FAILED
-    M = buf.M.reshape(n, n)
-    kinetic = 0.0
+    kinetic = _kinetic(md, buf, v)
     force = 0.0
+    for i in range(n):
+        force += buf.F[i] * buf.F[i]
+    st.sc[S_E0] = e0
+    st.sc[S_TMAX] = kinetic
+    scale = max(abs(e0), kinetic, math.sqrt(force) * length)
+    st.sc[S_ESCALE] = scale if np.isfinite(scale) else 0.0
+    return 0
+
+
+@_jit
+def _kinetic(md, buf, v):
+    """``|v^T M v| / 2`` with the ``M`` of the model's last ``dyn``."""
+    n = md.dims[D_N]
+    M = buf.M.reshape(n, n)
+    acc2 = 0.0
     for i in range(n):
         acc = 0.0
         for j in range(n):
             acc += M[i, j] * v[j]
-        kinetic += 0.5 * v[i] * acc
-        force += buf.F[i] * buf.F[i]
-    st.sc[S_E0] = e0
-    scale = max(abs(e0), abs(kinetic), math.sqrt(force) * length)
-    st.sc[S_ESCALE] = scale if np.isfinite(scale) else 0.0
-    return 0
+        acc2 += v[i] * acc
+    return 0.5 * abs(acc2)
 
 
 @_jit
@@ -239,7 +249,8 @@ def _guard(fns, md, buf, opt, st, t, y):
     """The checks of a fixed-step run on the state ``y`` a step produced (before any
     projection): its distance from each position constraint, ``|Phi_k| / ref_k``, within
     ``F_GUARD_RES (1 + max|q0|)``, and its energy drift within ``F_GUARD_E`` times the
-    energy scale (:func:`_guard_scales`; the reasons in :mod:`gaussopt.core.settings`).
+    energy scale (:func:`_guard_scales`), or the largest kinetic energy of the accepted
+    states before it where that is larger (the reasons in :mod:`gaussopt.core.settings`).
     Returns 0, or :data:`STEP_TOO_LARGE` with the check, the size found and its bound
     recorded (``C_GUARD``, ``C_GUARD_ROW``, ``S_GUARD_SIZE``, ``S_GUARD_BOUND``); a value
     that is not a number is left to the step that meets it (the model's own failure)."""
@@ -265,15 +276,21 @@ def _guard(fns, md, buf, opt, st, t, y):
                 st.sc[S_GUARD_BOUND] = bound
                 return STEP_TOO_LARGE
     if (checks & GUARD_ENERGY) != 0 and md.dims[D_ENERGY] != 0 and st.sc[S_ESCALE] > 0.0:
-        if call_energy(fns, md, buf, t, q, y[n:].copy()) != 0:
+        v = y[n:].copy()
+        if call_energy(fns, md, buf, t, q, v) != 0:
             return MODEL_FAILED
         drift = abs(buf.e[0] - st.sc[S_E0])
-        bound = opt.f[F_GUARD_E] * st.sc[S_ESCALE]
+        bound = opt.f[F_GUARD_E] * max(st.sc[S_ESCALE], st.sc[S_TMAX])
         if drift > bound:
             st.ic[C_GUARD] = GUARD_ENERGY
             st.sc[S_GUARD_SIZE] = drift
             st.sc[S_GUARD_BOUND] = bound
             return STEP_TOO_LARGE
+        if call_dyn(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        kinetic = _kinetic(md, buf, v)
+        if kinetic > st.sc[S_TMAX]:
+            st.sc[S_TMAX] = kinetic
     return 0
 
 
