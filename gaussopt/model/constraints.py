@@ -91,6 +91,8 @@ def _sparse_rows(J):
 
 
 def _as_vec(x, name: str) -> np.ndarray:
+    if type(x) is np.ndarray and x.ndim == 1:
+        return x                    # (the common case: what np.asarray would return)
     arr = np.asarray(x)
     if arr.ndim == 0:
         arr = arr.reshape(1)
