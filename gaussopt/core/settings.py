@@ -149,7 +149,7 @@ CVXPY_BACKENDS = MappingProxyType({
 # of the system is that far from its constraints or its energy. A convergent fixed-step
 # run stays well inside them (the unstabilized Euler pendulum of tests/test_trajectory.py,
 # dt = 0.02 s over 4 s, drifts to 0.18 of the residual bound and its Baumgarte-stabilized
-# twin to 0.4 of the energy bound), while a diverging one crosses them within a step or
+# twin to 0.3 of the energy bound), while a diverging one crosses them within a step or
 # two (divergence is geometric: x 400 per step for the pendulum at dt = 1 s), so the
 # moment a run is stopped hardly depends on the exact values. The energy is the model's
 # ``energy(t, q, v)``, the quantity whose drift its diagnostics report: a model whose
