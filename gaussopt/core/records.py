@@ -23,7 +23,7 @@ from gaussopt.core.model_interface import FUNCTION
 from gaussopt.core.status import (BAD_INPUT, BUFFER_FULL, CHUNK_DONE, FINISHED,  # noqa: F401
                                   MAX_STEPS,
                                   METHOD_CODES, MODEL_FAILED, SOLVER_CODES, STAB_BAUMGARTE,
-                                  STAB_NONE, STAB_PROJECTION, STEP_TOO_SMALL)
+                                  STAB_NONE, STAB_PROJECTION, STEP_TOO_LARGE, STEP_TOO_SMALL)
 
 ModelData = namedtuple("ModelData", ["p", "dims", "hol_rows", "vel_rows", "vel_is_hol",
                                      "band"])
@@ -37,11 +37,17 @@ D_N, D_M, D_MH, D_MV, D_ENERGY, D_CONSTM = range(6)
 # integer options
 # (I_DENSE: prepare every accepted step's interpolant before the step's end is projected,
 # for dense output and events)
+# (I_GUARD: the checks of a fixed-step run, GUARD_RESIDUAL | GUARD_ENERGY, 0 for none;
+# F_GUARD_RES, F_GUARD_E their bounds: gaussopt.core.settings.FIXED_STEP_RESIDUAL, ..._ENERGY)
 (I_METHOD, I_SOLVER, I_STAB, I_PVEL, I_PRHS, I_PITER, I_MONITOR, I_MAXSTEPS, I_CHECKSYM,
- I_DENSE) = range(10)
+ I_DENSE, I_GUARD) = range(11)
+N_OI = 11
 # float options
 (F_RANKTOL, F_RTOL, F_ATOL, F_DT, F_PTOL, F_ALPHA, F_BETA, F_GAMMA, F_T1, F_FIRST,
- F_MAXSTEP) = range(11)
+ F_MAXSTEP, F_GUARD_RES, F_GUARD_E) = range(13)
+N_OF = 13
+#: the checks of a fixed-step run (bits of ``I_GUARD``): the position residual, the energy
+GUARD_RESIDUAL, GUARD_ENERGY = 1, 2
 
 # (the engine's statuses and option codes: :mod:`gaussopt.core.status`, re-exported here for
 # the engine's modules, which read every name of this module)
@@ -75,9 +81,13 @@ State = namedtuple("State", [
  R_F) = range(13)
 N_SCR = 13
 # float scalars
+# (S_LSCALE, S_E0, S_ESCALE: the scales of a fixed-step run's checks, set at its start;
+# S_TMAX the largest kinetic energy at its accepted steps; S_GUARD_SIZE, S_GUARD_BOUND:
+# the residual or drift that ended it and its bound)
 (S_T, S_HABS, S_HPREV, S_TOLD, S_MSIG, S_LSQ_T, S_LSQ_SIZE, S_FAIL_T, S_T0, S_NEAR, S_NEAR_T,
- S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV) = range(14)
-N_SC = 14
+ S_NEAR_RATE, S_NEAR_TPREV, S_NEAR_RATE_PREV, S_LSCALE, S_E0, S_ESCALE, S_TMAX, S_GUARD_SIZE,
+ S_GUARD_BOUND) = range(20)
+N_SC = 20
 
 #: the right-hand side is evaluated on the projected state (``Projection(rhs=True)``)
 #: while the last accepted state is near a singular configuration: its rows, scaled by
@@ -90,10 +100,11 @@ N_SC = 14
 NEAR_SINGULAR = 0.1
 # int scalars
 # (C_NBAND: right-hand sides whose step the O(n) path answered; C_NREJ: steps rejected
-# by error control)
+# by error control; C_GUARD, C_GUARD_ROW: the check of a fixed-step run that ended it,
+# GUARD_RESIDUAL or GUARD_ENERGY, and the position row)
 (C_STATUS, C_STEPS, C_NFEV, C_NPROJ, C_NOUT, C_NEV, C_NLSQ, C_RANK, C_R0, C_DENSE, C_IEVAL,
- C_PENDING, C_KSTEP, C_NMON, C_NSEARCH, C_NBAND, C_NREJ) = range(17)
-N_IC = 17
+ C_PENDING, C_KSTEP, C_NMON, C_NSEARCH, C_NBAND, C_NREJ, C_GUARD, C_GUARD_ROW) = range(19)
+N_IC = 19
 EV_PASSAGE, EV_DROP, EV_RISE = 0, 1, 2
 
 

@@ -744,9 +744,49 @@ class _Archive(dict):
         return out
 
 
+def _contact_points(header: dict) -> list:
+    """The contact points a file's meta names (a run with contacts), else ``[]``."""
+    meta = header.get("meta")
+    points = meta.get("contact_points") if isinstance(meta, dict) else None
+    return points if isinstance(points, list) else []
+
+
+def _transition_times(header: dict) -> set:
+    """The times of the contact transitions a file's meta records (closings, openings,
+    stick/slip changes of a run with contacts: ``[t, point, kind]`` each)."""
+    meta = header.get("meta")
+    rows = meta.get("contact_transitions") if isinstance(meta, dict) else None
+    return {float(r[0]) for r in rows} if isinstance(rows, list) else set()
+
+
+def _check_contact_meta(header: dict) -> list[str]:
+    """Problems of the contact meta of a run with contacts (:func:`_contact_points`)."""
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        return []
+    problems = []
+    points = meta.get("contact_points")
+    if points is not None and not (isinstance(points, list) and points
+                                   and all(isinstance(p, str) for p in points)):
+        problems.append(f"header `meta.contact_points` must be a non-empty list of str, found "
+                        f"{_found(points)}")
+    rows = meta.get("contact_transitions")
+    if rows is not None:
+        ok = isinstance(rows, list) and all(
+            isinstance(r, list) and len(r) == 3 and _is_number(r[0])
+            and math.isfinite(float(r[0])) and isinstance(r[1], str) and isinstance(r[2], str)
+            for r in rows)
+        if not ok:
+            problems.append("header `meta.contact_transitions` must be a list of [t, point, "
+                            f"kind] (a finite number, two str), found {_found(rows)}")
+        elif points is None:
+            problems.append("header `meta.contact_transitions` without `meta.contact_points`")
+    return problems
+
+
 def _check_header(header: dict) -> list[str]:
     """Problems of the header fields (format checked before)."""
-    problems = []
+    problems = _check_contact_meta(header)
     coords = header.get("coordinates")
     if not (isinstance(coords, list) and all(isinstance(c, str) for c in coords)):
         problems.append(f"header `coordinates` must be a list of str, found {_found(coords)}")
@@ -813,11 +853,21 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
         elif n is not None and x.shape[1] != n:
             problems.append(f"array `{k}` has shape {x.shape} but there are {n} coordinates "
                             f"{coords}")
+    points = _contact_points(header)
     for k in _CONTACT_ARRAYS:
         x = arrays.get(k)
-        if x is not None and (x.ndim != 2 or x.shape[0] != N):
+        if x is None:
+            if points:
+                # a run with contacts (its meta names the contact points) writes both
+                problems.append(f"missing array `{k}`: the file is a run with contacts (meta "
+                                f"`contact_points` = {points}), which Trajectory.save writes "
+                                "with its per-point forces")
+        elif x.ndim != 2 or x.shape[0] != N:
             problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples, found "
                             f"{x.shape}")
+        elif points and x.shape[1] != len(points):
+            problems.append(f"array `{k}` has shape {x.shape} but there are {len(points)} "
+                            f"contact points {points} (expected ({N}, {len(points)}))")
     lam = arrays.get("multipliers")
     if lam is not None:
         if lam.ndim != 2:
@@ -903,7 +953,8 @@ def load(path, *, max_memory: Optional[float] = None) -> Trajectory:
                                               for x in impacts)):
         _fail(name, "header `impacts` must be a list of impact records with a time `t`.",
               path, "impacts")
-    problems = _check_values(arrays, ev_arrays, frozenset(float(x["t"]) for x in impacts))
+    repeats = frozenset(float(x["t"]) for x in impacts) | frozenset(_transition_times(header))
+    problems = _check_values(arrays, ev_arrays, repeats)
     if problems:
         _fail(name, "; ".join(problems) + ".", path, _first_field(problems))
     ev = _read_events(ev_arrays, header)
@@ -983,7 +1034,8 @@ def _read_events(ev_arrays: dict, header: dict) -> tuple:
 
 def _check_values(arrays: dict, ev_arrays: dict, impact_times=frozenset()) -> list[str]:
     """Problems of the values (read): times finite and increasing (a time repeats only at
-    a recorded impact), states finite."""
+    a recorded impact or contact transition, ``impact_times``), states and the per-point
+    contact forces finite."""
     problems = []
     t = arrays["t"]
     if not np.all(np.isfinite(t)):
@@ -993,17 +1045,27 @@ def _check_values(arrays: dict, ev_arrays: dict, impact_times=frozenset()) -> li
         problems.append(f"array `t` must be increasing, but t[{i + 1}] = {float(t[i + 1])!r} <= "
                         f"t[{i}] = {float(t[i])!r}")
     elif t.size > 1 and np.any(np.diff(t) == 0):
-        # a time repeats only at an impact of a run with contacts: before and after
-        i = int(np.flatnonzero(np.diff(t) == 0)[0])
-        if float(t[i]) not in impact_times:
-            problems.append(f"array `t` must be increasing, but t[{i + 1}] = t[{i}] = "
-                            f"{float(t[i])!r} (a time repeats only at a recorded impact)")
+        # a time repeats only where a run with contacts restarts: at an impact (the state
+        # before and after) or a change of the contact state (the phase that ends and the
+        # one that begins), each recorded in the header; every repeat is checked
+        for i in np.flatnonzero(np.diff(t) == 0).tolist():
+            if float(t[i]) not in impact_times:
+                problems.append(f"array `t` must be increasing, but t[{i + 1}] = t[{i}] = "
+                                f"{float(t[i])!r} (a time repeats only at a recorded impact "
+                                "or contact transition)")
+                break
     for k in ("q", "v") + tuple(x for x in ev_arrays if x.split("_")[0] in ("t", "q", "v")):
         x = arrays.get(k, ev_arrays.get(k))
         if x is not None and x.size and not np.all(np.isfinite(x)):
             row = int(np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))[0])
             problems.append(f"array `{k}` has NaN or inf (row {row}); the states of a run are "
                             "finite")
+    for k in _CONTACT_ARRAYS:
+        x = arrays.get(k)
+        if x is not None and x.size and not np.all(np.isfinite(x)):
+            row = int(np.flatnonzero(~np.all(np.isfinite(x.reshape(x.shape[0], -1)), axis=1))[0])
+            problems.append(f"array `{k}` has NaN or inf (row {row}); a run with contacts "
+                            "writes the force of every point at every sample")
     return problems
 
 

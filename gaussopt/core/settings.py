@@ -6,17 +6,19 @@ under the name their documentation gives it, e.g. ``gaussopt.gauss.dense_step.FO
 A user changes the per-solver ones through the solvers' options (``rank_tol``, the QP's
 ``settings``), never by editing this table.
 
-========================  =============  ==========================================
-setting                   value          used by
-========================  =============  ==========================================
-:data:`DEFAULT_RANK_TOL`  1e-8           every solver's rank decision (``rank_tol``)
-:data:`FOLD_TOL`          1e-5           the rank decision near folded positions
-:data:`SYMMETRY_RTOL`     1e-12          the check of ``M``'s symmetry
-:data:`MIN_N`             30             the O(n) band step's crossover (coordinates)
-:data:`QP_DENSE_MAX`      64             the QP's compiled dense path (coordinates)
-:data:`CLARABEL`          (dict)         the QP through Clarabel, directly or by cvxpy
-:data:`CVXPY_BACKENDS`    (dict)         the QP's other cvxpy backends
-========================  =============  ==========================================
+============================  =============  ==========================================
+setting                       value          used by
+============================  =============  ==========================================
+:data:`DEFAULT_RANK_TOL`      1e-8           every solver's rank decision (``rank_tol``)
+:data:`FOLD_TOL`              1e-5           the rank decision near folded positions
+:data:`SYMMETRY_RTOL`         1e-12          the check of ``M``'s symmetry
+:data:`MIN_N`                 30             the O(n) band step's crossover (coordinates)
+:data:`QP_DENSE_MAX`          64             the QP's compiled dense path (coordinates)
+:data:`CLARABEL`              (dict)         the QP through Clarabel, directly or by cvxpy
+:data:`CVXPY_BACKENDS`        (dict)         the QP's other cvxpy backends
+:data:`FIXED_STEP_RESIDUAL`   1.0            a fixed-step run's bound on the constraints
+:data:`FIXED_STEP_ENERGY`     1.0            a fixed-step run's bound on the energy drift
+============================  =============  ==========================================
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from __future__ import annotations
 from types import MappingProxyType
 
 __all__ = ["DEFAULT_RANK_TOL", "FOLD_TOL", "SYMMETRY_RTOL", "MIN_N", "QP_DENSE_MAX",
-           "CLARABEL_TOLERANCES", "CLARABEL", "CVXPY_BACKENDS"]
+           "CLARABEL_TOLERANCES", "CLARABEL", "CVXPY_BACKENDS", "FIXED_STEP_RESIDUAL",
+           "FIXED_STEP_ENERGY"]
 
 #: A row of the normalized constraint rows, or a direction of their SVD, whose size falls
 #: below ``rank_tol`` (relative) is dropped as vanished or redundant
@@ -117,3 +120,44 @@ CVXPY_BACKENDS = MappingProxyType({
     "SCS": MappingProxyType({"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100000}),
     "HIGHS": MappingProxyType({}),
 })
+
+# A fixed-step run (``rk4``, ``euler``) has no error control: a step too large for the
+# motion is taken as readily as a good one, and the state it produces may be nonsense
+# (the pendulum at dt = 10 s: q of size 1e6, an energy drift of 1e31 J). What the run
+# does know is the size of the problem at its start, and two quantities a motion of
+# the system keeps: its constraints and (where the model defines it) its energy. The
+# engine checks both after every step, on the state as the step produced it (before a
+# projection hides what the step did), and ends the run when one has left its bound
+# (:data:`gaussopt.core.status.STEP_TOO_LARGE`):
+#
+# * the constraints: the distance of q from each position constraint,
+#   ``|Phi_i| / ref_i`` (``ref_i`` the largest norm of the row's gradient at the
+#   accepted states so far, so that the distance is not inflated where a gradient
+#   vanishes at a singular position), against ``FIXED_STEP_RESIDUAL * (1 + max|q0|)``;
+# * the energy: ``|E - E0|`` against ``FIXED_STEP_ENERGY * max(|E0|, T0, |F0| (1 +
+#   max|q0|), T_max)`` -- the larger of the initial energy, the initial kinetic energy,
+#   the work the initial applied forces do over a displacement of the configuration's
+#   size (so that a start at rest with the potential's zero there still has a scale)
+#   and the largest kinetic energy of the accepted steps before (a motion spun up by a
+#   driving torque keeps its energy while its kinetic and potential parts grow far past
+#   their initial sizes, and a fixed step's error grows with them: paper 002's disk
+#   from rest under a torque, rk4 at dt = 0.01 s, drifts by 22 J at t = 18 s against a
+#   kinetic energy of hundreds of J; a diverging step multiplies the kinetic energy
+#   itself, so its drift outruns the largest value before it).
+#
+# Both bounds say "the state is off by as much as the problem's own size": no motion
+# of the system is that far from its constraints or its energy. A convergent fixed-step
+# run stays well inside them (the unstabilized Euler pendulum of tests/test_trajectory.py,
+# dt = 0.02 s over 4 s, drifts to 0.18 of the residual bound and its Baumgarte-stabilized
+# twin to 0.3 of the energy bound), while a diverging one crosses them within a step or
+# two (divergence is geometric: x 400 per step for the pendulum at dt = 1 s), so the
+# moment a run is stopped hardly depends on the exact values. The energy is the model's
+# ``energy(t, q, v)``, the quantity whose drift its diagnostics report: a model whose
+# energy legitimately changes by more than its initial scale (driven from rest, say)
+# should not pass it to a fixed-step run (the constraints are checked all the same).
+
+#: bound of a fixed-step run's position residual, relative to ``1 + max|q0|``
+FIXED_STEP_RESIDUAL = 1.0
+
+#: bound of a fixed-step run's energy drift, relative to the initial energy scale
+FIXED_STEP_ENERGY = 1.0

@@ -12,7 +12,7 @@ anywhere names one thing.
 range             owner     meaning
 ================  ========  =======================================================
 0 -- 6            step      :func:`gaussopt.gauss.dense_step.gauss_step`
-10 -- 16          engine    a run of the compiled engine
+10 -- 17          engine    a run of the compiled engine
 20 -- 26          band      the O(n) step refused or failed (the dense step decides)
 100 -- 102        run       the Python side of a run (events, progress, memory)
 ================  ========  =======================================================
@@ -25,7 +25,8 @@ from __future__ import annotations
 
 __all__ = ["OK", "INDETERMINATE", "INCONSISTENT", "NONFINITE", "UNVERIFIED",
            "INCONSISTENT_VANISHED", "NONSYMMETRIC", "STEP_STATUS", "MODEL_FAILED",
-           "STEP_TOO_SMALL", "MAX_STEPS", "CHUNK_DONE", "FINISHED", "BUFFER_FULL", "BAD_INPUT",
+           "STEP_TOO_SMALL", "STEP_TOO_LARGE", "MAX_STEPS", "CHUNK_DONE", "FINISHED", "BUFFER_FULL",
+           "BAD_INPUT",
            "REFUSED_SHAPE", "REFUSED_DATA", "REFUSED_MASS", "REFUSED_VANISHED",
            "REFUSED_UNCERTIFIED", "BAND_MODEL_FAILED", "REFUSED_MULTIPLIERS", "BAND_STATUS",
            "TERMINATED", "HOOK_FAILED", "OUT_OF_MEMORY", "MESSAGES", "message",
@@ -55,10 +56,12 @@ CHUNK_DONE = 13               # the wall-time budget of a chunk is used up (not 
 FINISHED = 14                 # the end of t_span
 BUFFER_FULL = 15              # a buffer (outputs, events) must grow (not an end)
 BAD_INPUT = 16                # an input of the model (a Stepper's ctrl) is not finite
+STEP_TOO_LARGE = 17           # a fixed step left the constraints or the energy (no error control)
 ENGINE_STATUS = {MODEL_FAILED: "a model function failed", STEP_TOO_SMALL: "step size too small",
                  MAX_STEPS: "max_steps reached", CHUNK_DONE: "chunk done",
                  FINISHED: "finished", BUFFER_FULL: "buffer full",
-                 BAD_INPUT: "an input of the model is not finite"}
+                 BAD_INPUT: "an input of the model is not finite",
+                 STEP_TOO_LARGE: "fixed step too large for the motion"}
 
 # --------------------------------------------------------------------------- the O(n) step
 # (0: answered; UNVERIFIED: its answer failed verification; anything else: refused)

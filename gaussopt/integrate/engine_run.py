@@ -71,7 +71,8 @@ class Run:
         # (with ``dense``, every step's interpolant is kept, from the step as integrated,
         # before its end is projected)
         self.opt = engine_options(opts, step_solver.compiled_method, step_solver.rank_tol, m,
-                                  system.constant_mass is None, t1, engine_method)
+                                  system.constant_mass is None, t1, engine_method,
+                                  energy_check=system.has_energy)
         t_eval = None if opts.t_eval is None else np.array(opts.t_eval)   # (writable: packed)
         self.tab = tableau(engine_method)
         N = 2 * n

@@ -20,6 +20,7 @@ import numpy as np
 import gaussopt.core.records as R
 from gaussopt.core.checks import as_state, check_count, check_real, found
 from gaussopt.core.exceptions import ModelError
+from gaussopt.core.settings import FIXED_STEP_ENERGY, FIXED_STEP_RESIDUAL
 from gaussopt.core.status import METHOD_CODES, STAB_BAUMGARTE, STAB_NONE, STAB_PROJECTION
 from gaussopt.integrate.guards import DEFAULT_MAX_MEMORY
 from gaussopt.integrate.stabilization import Baumgarte, Projection
@@ -272,7 +273,8 @@ def run_options(system: System, t_span, q0, v0, *, solver, method, dt, first_ste
 
 
 def engine_options(opts: RunOptions, solver_code: int, rank_tol: float, m: int,
-                   check_symmetry: bool, t1: float, engine_method: str):
+                   check_symmetry: bool, t1: float, engine_method: str,
+                   energy_check: bool = False):
     """The options as the compiled engine reads them: :class:`gaussopt.core.records.Options`
     (an integer and a float array indexed by the ``I_*`` and ``F_*`` of
     :mod:`gaussopt.core.records`). The one place where a :class:`RunOptions` becomes
@@ -295,9 +297,12 @@ def engine_options(opts: RunOptions, solver_code: int, rank_tol: float, m: int,
     engine_method : str
         The method the engine runs (``"rk4"`` for the Hermite output of scipy's implicit
         methods).
+    energy_check : bool
+        A fixed-step run checks the drift of the model's energy (the model defines one);
+        see :data:`gaussopt.core.settings.FIXED_STEP_ENERGY`.
     """
-    oi = np.zeros(10, dtype=np.int64)
-    of = np.zeros(11)
+    oi = np.zeros(R.N_OI, dtype=np.int64)
+    of = np.zeros(R.N_OF)
     oi[R.I_DENSE] = int(opts.records)
     oi[R.I_METHOD] = METHOD_CODES[engine_method]
     oi[R.I_SOLVER] = solver_code
@@ -323,4 +328,10 @@ def engine_options(opts: RunOptions, solver_code: int, rank_tol: float, m: int,
     of[R.F_FIRST] = opts.first_step or 0.0
     of[R.F_T1] = t1
     of[R.F_MAXSTEP] = opts.max_step
+    if opts.fixed_step:
+        # (no error control: the run checks its constraints and energy against the
+        # problem's scales after every step, gaussopt.core.settings)
+        oi[R.I_GUARD] = R.GUARD_RESIDUAL | (R.GUARD_ENERGY if energy_check else 0)
+        of[R.F_GUARD_RES] = FIXED_STEP_RESIDUAL
+        of[R.F_GUARD_E] = FIXED_STEP_ENERGY
     return R.Options(oi, of)

@@ -36,6 +36,81 @@ def failure(run: "Run", code: int, method: str) -> tuple[str, Optional[BaseExcep
         return getattr(run, "fail_message", f"{method} failed at t={t}: Required step size is "
                        "less than spacing between numbers."), None
     tf = float(st.sc[E.S_FAIL_T])
+    if code == E.STEP_TOO_LARGE:
+        return _too_large(run, method, int(st.ic[E.C_GUARD]), float(st.sc[E.S_GUARD_SIZE]),
+                          float(st.sc[E.S_GUARD_BOUND]), int(st.ic[E.C_GUARD_ROW]),
+                          f"the step from t={float(st.sc[E.S_TOLD]):.9g} to t={tf:.9g}"), None
+    if int(run.opt.i[E.I_GUARD]) != 0:
+        # a fixed step that failed inside a step (a stage the step solver refused, a model
+        # undefined there): when the state there is already off the constraints or the
+        # energy, the step size is the cause and what failed there is its consequence
+        msg, exc = _failure_at(run, code, tf, method)
+        if isinstance(exc, KeyboardInterrupt):
+            return msg, exc
+        excess = _excess(run, tf, st.fail_y.copy())
+        if excess is not None:
+            return (_too_large(run, method, *excess, f"a stage of the step from "
+                               f"t={float(st.sc[E.S_T]):.9g} at t={tf:.9g}")
+                    + f" There: {msg}"), exc
+        return msg, exc
+    return _failure_at(run, code, tf, method)
+
+
+def _too_large(run: "Run", method: str, kind: int, size: float, bound: float, row: int,
+               where: str) -> str:
+    """The message of a fixed-step run stopped by its checks (:data:`E.STEP_TOO_LARGE`)."""
+    st = run.st
+    dt = float(run.opt.f[E.F_DT])
+    head = (f"The step dt={dt:g} of method={method!r} is too large for the motion: {where}, ")
+    if kind == E.GUARD_RESIDUAL:
+        labels = run.system.row_labels()
+        label = labels[row] if 0 <= row < len(labels) else f"row {row}"
+        what = (f"the state left the position constraint {label!r} by {size:.3g} "
+                f"(|Phi| / |grad Phi|, in the units of q), beyond the bound {bound:.3g} = "
+                f"{run.opt.f[E.F_GUARD_RES]:g} x (1 + max|q0|)")
+    else:
+        what = (f"the energy drifted by {size:.3g} from E0 = {st.sc[E.S_E0]:.6g}, beyond the "
+                f"bound {bound:.3g} = {run.opt.f[E.F_GUARD_E]:g} x the energy's scale (the "
+                "largest of |E0|, the kinetic energy T0, |F0| (1 + max|q0|) and the kinetic "
+                "energy of the steps before)")
+    return (head + what + ". A fixed step has no error control; take a smaller dt or an "
+            "adaptive method (method='DOP853'). The trajectory ends at the last state within "
+            "the bounds.")
+
+
+def _excess(run: "Run", t: float, y: np.ndarray) -> Optional[tuple]:
+    """The checks of a fixed-step run (:func:`gaussopt.integrate.engine.integrator._guard`)
+    at ``(t, y)`` in Python: ``(kind, size, bound, row)`` of the first exceeded, or None
+    (also when the model cannot be evaluated there)."""
+    st, opt, n, system = run.st, run.opt, run.n, run.system
+    checks = int(opt.i[E.I_GUARD])
+    q, v = y[:n], y[n:]
+    with np.errstate(all="ignore"):
+        try:
+            if checks & E.GUARD_RESIDUAL and run.mf.mh:
+                phi = np.abs(system.position_residual(t, q))
+                ref = st.ref[run.mf.hol_rows]
+                d = phi / np.where(ref > 0.0, ref, 1.0)
+                bound = float(opt.f[E.F_GUARD_RES] * st.sc[E.S_LSCALE])
+                over = np.flatnonzero(d > bound)
+                if over.size:
+                    k = int(over[0])
+                    return E.GUARD_RESIDUAL, float(d[k]), bound, int(run.mf.hol_rows[k])
+            if checks & E.GUARD_ENERGY and system.has_energy and st.sc[E.S_ESCALE] > 0.0:
+                drift = abs(system.energy(t, q, v) - float(st.sc[E.S_E0]))
+                bound = float(opt.f[E.F_GUARD_E] * max(st.sc[E.S_ESCALE], st.sc[E.S_TMAX]))
+                if drift > bound:
+                    return E.GUARD_ENERGY, drift, bound, -1
+        except Exception:  # noqa: BLE001 - the failure itself is reported by the caller
+            return None
+    return None
+
+
+def _failure_at(run: "Run", code: int, tf: float, method: str
+                ) -> tuple[str, Optional[BaseException]]:
+    """The message and exception of a run whose step or model failed at ``tf``."""
+    st, mf, n = run.st, run.mf, run.n
+    t = float(st.sc[E.S_T])
     if code == E.MODEL_FAILED and mf.error is not None:
         e = mf.error
         if isinstance(e, KeyboardInterrupt):

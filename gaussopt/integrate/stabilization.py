@@ -152,8 +152,8 @@ class Projection:
         if system._row_counts is None:
             system.check(t, q, v)
         mf = model_functions(system)
-        oi = np.zeros(9, dtype=np.int64)
-        of = np.zeros(11)
+        oi = np.zeros(E.N_OI, dtype=np.int64)
+        of = np.zeros(E.N_OF)
         oi[E.I_PVEL] = int(self.velocity)
         oi[E.I_PITER] = int(self.max_iter)
         of[E.F_PTOL] = self.tol

@@ -281,6 +281,9 @@ def python_functions(system, accel=None) -> ModelFunctions:
         return call
 
     def put(dst, val, what, shape):
+        if type(val) is np.ndarray and val.shape == shape and val.dtype == np.float64:
+            dst[...] = val              # (the common case, checked and written at once)
+            return
         if _is_sparse(val):             # (a sparse Jacobian: scattered, never densified)
             if val.shape != shape:
                 raise ModelError(f"{what} returned shape {val.shape}, expected {shape}.")

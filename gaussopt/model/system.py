@@ -36,7 +36,10 @@ class System:
         :class:`~gaussopt.AccelerationConstraint`, :class:`~gaussopt.Inequality`,
         :class:`~gaussopt.Contact`.
     energy : callable, optional
-        ``energy(t, q, v) -> float`` for diagnostics (energy drift).
+        ``energy(t, q, v) -> float`` for diagnostics (energy drift). A run with a
+        fixed step (``rk4``, ``euler``) also stops when its drift reaches the energy's
+        own scale (:data:`gaussopt.core.settings.FIXED_STEP_ENERGY`): give the energy
+        the system keeps.
     name : str, optional
 
     Notes

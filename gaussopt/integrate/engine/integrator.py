@@ -9,12 +9,14 @@ import math
 import numpy as np
 
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import functions
 from gaussopt.integrate.engine.interpolation import dense_eval
 from gaussopt.integrate.engine.rank_monitor import accept_rows, monitor_start, monitor_update
 from gaussopt.integrate.engine.projection import project, vanished_floor
-from gaussopt.gauss.model_step import _put, axpy, evaluate_step, uses_sparse
+from gaussopt.gauss.model_step import (_put, axpy, call_dyn, call_energy, call_pos, call_sp_pos,
+                                       evaluate_step, uses_sparse)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -187,6 +189,108 @@ def _start(fns, accel, md, buf, opt, tab, st):
         s_ = monitor_start(fns, md, buf, opt, st, st.sc[S_T], st.y[:n].copy(), st.y[n:].copy())
         if s_ != 0:
             return s_
+    if opt.i[I_GUARD] != 0:
+        return _guard_scales(fns, md, buf, opt, st)
+    return 0
+
+
+# --------------------------------------------------------------------------- fixed steps
+@_jit
+def _guard_scales(fns, md, buf, opt, st):
+    """The scales of a fixed-step run's checks at its initial state
+    (:data:`gaussopt.core.settings.FIXED_STEP_RESIDUAL`, ``FIXED_STEP_ENERGY``): the
+    configuration's size ``1 + max|q0|`` and, with an energy, ``E0`` and the energy
+    scale ``max(|E0|, T0, |F0| (1 + max|q0|))``."""
+    n = md.dims[D_N]
+    t = st.sc[S_T]
+    q = st.y[:n].copy()
+    v = st.y[n:].copy()
+    size = 0.0
+    for i in range(n):
+        size = max(size, abs(q[i]))
+    length = 1.0 + size
+    st.sc[S_LSCALE] = length
+    st.sc[S_E0] = 0.0
+    st.sc[S_ESCALE] = 0.0
+    if (opt.i[I_GUARD] & GUARD_ENERGY) == 0 or md.dims[D_ENERGY] == 0:
+        return 0
+    if call_energy(fns, md, buf, t, q, v) != 0:
+        return MODEL_FAILED
+    e0 = buf.e[0]
+    if call_dyn(fns, md, buf, t, q, v) != 0:
+        return MODEL_FAILED
+    kinetic = _kinetic(md, buf, v)
+    force = 0.0
+    for i in range(n):
+        force += buf.F[i] * buf.F[i]
+    st.sc[S_E0] = e0
+    st.sc[S_TMAX] = kinetic
+    scale = max(abs(e0), kinetic, math.sqrt(force) * length)
+    st.sc[S_ESCALE] = scale if np.isfinite(scale) else 0.0
+    return 0
+
+
+@_jit
+def _kinetic(md, buf, v):
+    """``|v^T M v| / 2`` with the ``M`` of the model's last ``dyn``."""
+    n = md.dims[D_N]
+    M = buf.M.reshape(n, n)
+    acc2 = 0.0
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i, j] * v[j]
+        acc2 += v[i] * acc
+    return 0.5 * abs(acc2)
+
+
+@_jit
+def _guard(fns, md, buf, opt, st, t, y):
+    """The checks of a fixed-step run on the state ``y`` a step produced (before any
+    projection): its distance from each position constraint, ``|Phi_k| / ref_k``, within
+    ``F_GUARD_RES (1 + max|q0|)``, and its energy drift within ``F_GUARD_E`` times the
+    energy scale (:func:`_guard_scales`), or the largest kinetic energy of the accepted
+    states before it where that is larger (the reasons in :mod:`gaussopt.core.settings`).
+    Returns 0, or :data:`STEP_TOO_LARGE` with the check, the size found and its bound
+    recorded (``C_GUARD``, ``C_GUARD_ROW``, ``S_GUARD_SIZE``, ``S_GUARD_BOUND``); a value
+    that is not a number is left to the step that meets it (the model's own failure)."""
+    n = md.dims[D_N]
+    mh = md.dims[D_MH]
+    checks = opt.i[I_GUARD]
+    q = y[:n].copy()
+    if (checks & GUARD_RESIDUAL) != 0 and mh > 0:
+        if md.band.mode == SP.MODE_PROJECT and md.band.addrs[2] != 0:
+            s_ = call_sp_pos(md, buf, t, q)
+        else:
+            s_ = call_pos(fns, md, buf, t, q)
+        if s_ != 0:
+            return MODEL_FAILED
+        bound = opt.f[F_GUARD_RES] * st.sc[S_LSCALE]
+        for k in range(mh):
+            r = st.ref[md.hol_rows[k]]
+            d = abs(buf.phi[k]) / (r if r > 0.0 else 1.0)
+            if d > bound:
+                st.ic[C_GUARD] = GUARD_RESIDUAL
+                st.ic[C_GUARD_ROW] = md.hol_rows[k]
+                st.sc[S_GUARD_SIZE] = d
+                st.sc[S_GUARD_BOUND] = bound
+                return STEP_TOO_LARGE
+    if (checks & GUARD_ENERGY) != 0 and md.dims[D_ENERGY] != 0 and st.sc[S_ESCALE] > 0.0:
+        v = y[n:].copy()
+        if call_energy(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        drift = abs(buf.e[0] - st.sc[S_E0])
+        bound = opt.f[F_GUARD_E] * max(st.sc[S_ESCALE], st.sc[S_TMAX])
+        if drift > bound:
+            st.ic[C_GUARD] = GUARD_ENERGY
+            st.sc[S_GUARD_SIZE] = drift
+            st.sc[S_GUARD_BOUND] = bound
+            return STEP_TOO_LARGE
+        if call_dyn(fns, md, buf, t, q, v) != 0:
+            return MODEL_FAILED
+        kinetic = _kinetic(md, buf, v)
+        if kinetic > st.sc[S_TMAX]:
+            st.sc[S_TMAX] = kinetic
     return 0
 
 
@@ -488,6 +592,14 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
     method = opt.i[I_METHOD]
     t_prev = st.sc[S_TOLD]
     t = st.sc[S_T]
+    if opt.i[I_GUARD] != 0:
+        # a fixed step, without error control: the state as the step produced it must
+        # still be a state of the system (else the run ends, before it is output)
+        s_ = _guard(fns, md, buf, opt, st, t, st.y)
+        if s_ != 0:
+            st.sc[S_FAIL_T] = t
+            _put(st.fail_y, st.y)
+            return s_
     if opt.i[I_DENSE] != 0:
         s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
         if s_ != 0:
