@@ -322,6 +322,24 @@ def test_sliding_block_switches_at_the_closed_form_times(sliding):
     assert bound < 1e-8
 
 
+def test_each_transition_carries_its_state(sliding):
+    # the state at a stick or a slide onset, from the closed-form phases: the position
+    # along the plane s0 and its rate u0 where the phase starts (the integration bound,
+    # as for the switching times above)
+    p, tr, phases = sliding
+    states = np.asarray(tr.meta["contact_transition_states"])
+    assert states.shape == (len(tr.meta["contact_transitions"]), 4)
+    beta = p.params["beta"]
+    bound = integration_bound(tr)
+    for (t, _, _), y, (ts, _, _, s0, u0) in zip(tr.meta["contact_transitions"][1:], states[1:],
+                                              phases[1:]):
+        s = y[0] * np.cos(beta) + y[1] * np.sin(beta)
+        u = y[2] * np.cos(beta) + y[3] * np.sin(beta)
+        assert abs(s - s0) < bound and abs(u - u0) < bound
+    # and the first: the initial state
+    assert np.array_equal(states[0], np.concatenate([tr.q[0], tr.v[0]]))
+
+
 def test_sliding_block_motion_and_forces(sliding):
     p, tr, _ = sliding
     P = p.params

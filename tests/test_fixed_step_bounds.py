@@ -134,6 +134,21 @@ def test_convergent_fixed_step_runs_are_not_stopped(method, dt, stab):
         assert_same_states(tr, ts, ys, dt, method)
 
 
+def test_a_driven_motion_whose_energy_grows_is_not_stopped():
+    # a bead on a vertical rod (x = 0) lifted by a constant force 2 m g: its energy
+    # E = m v^2 / 2 + m g y grows by the work 2 m g h (not conserved: driven), twice its
+    # kinetic energy m g h. Exact: y = g t^2 / 2, so over 3 s it rises 44 m, 44 times the
+    # configuration's size; rk4 integrates the polynomial motion exactly (to rounding)
+    bead = go.System(("x", "y"), mass=M * np.eye(2), force=[0.0, 2 * M * G - M * G],
+                     constraints=[go.Holonomic(lambda t, q: np.array([q[0]]), name="rod")],
+                     energy=lambda t, q, v: 0.5 * M * (v @ v) + M * G * q[1])
+    t_end = 3.0
+    tr = go.simulate(bead, (0.0, t_end), [0.0, 0.0], [0.0, 0.0], method="rk4", dt=0.01)
+    assert tr.success and tr.t[-1] == t_end, tr.message
+    # (rk4 is exact on a quadratic; the rounding of 300 steps of sums of size 44)
+    assert abs(tr.q[-1, 1] - 0.5 * G * t_end**2) < 300 * 8 * EPS * 0.5 * G * t_end**2
+
+
 def test_without_energy_the_constraints_still_stop_it():
     tr = go.simulate(pendulum(energy=False), (0.0, 10.0), Q0, V0, method="rk4", dt=1.0,
                      stabilization=None)

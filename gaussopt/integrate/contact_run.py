@@ -500,7 +500,9 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
         ``meta["contact_transitions"]`` every change of a point's state as
         ``(t, point, label)`` with the labels ``"close"``, ``"close stick"``,
         ``"close slide +"``, ``"close slide -"``, ``"open"``, ``"stick"``, ``"slide +"``,
-        ``"slide -"``; ``meta["contact_indeterminate"]`` the phases whose contact
+        ``"slide -"``, and ``meta["contact_transition_states"]`` (shape (K, 2 n)) the state
+        ``(q, v)`` at each of them, in the same order (after an impact: the velocities
+        after it); ``meta["contact_indeterminate"]`` the phases whose contact
         forces were indeterminate, as ``(t_start, t_end, points)`` (their forces: the
         least-norm distribution inside every cone).
     """
@@ -536,6 +538,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     pieces: list[tuple[Trajectory, np.ndarray]] = []
     impacts: list[Impact] = []
     transitions: list[tuple] = []
+    transition_states: list[np.ndarray] = []     # (q, v) at each transition
     lifted = np.zeros(k, dtype=bool)
     closed = np.zeros(k, dtype=bool)
     sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
@@ -582,6 +585,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     "" if not new_closed[i] else " stick" if P.frictional[i] and new_sdir[i] == 0
                     else f" slide {'+' if new_sdir[i] > 0 else '-'}" if new_sdir[i] else "")
                 transitions.append((t, P.labels[i], what.strip()))
+                transition_states.append(np.concatenate([q, v]))
             sticking = new_closed & P.frictional & (new_sdir == 0)
             P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
             closed, sdir = new_closed, new_sdir
@@ -675,6 +679,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                                    / steps if steps else float("nan"))
     traj.stats["impacts"] = len(impacts)
     traj.stats["phases"] = len(pieces)
+    traj.meta["contact_transition_states"] = (np.array(transition_states) if transition_states
+                                              else np.zeros((0, 2 * q.shape[0])))
     traj.meta.update({"contact_points": list(P.labels), "contact_transitions": transitions,
                       "zeno_height": zeno_height, "contact_indeterminate": indeterminate})
     return traj
