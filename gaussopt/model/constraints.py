@@ -45,6 +45,7 @@ threshold), with rounding scales that do not vanish where ``phi`` or ``q`` do.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Optional
 
 import numpy as np
@@ -91,9 +92,20 @@ def _sparse_rows(J):
 
 
 def _as_vec(x, name: str) -> np.ndarray:
-    if type(x) is np.ndarray and x.ndim == 1:
+    if type(x) is np.ndarray and x.ndim == 1 and x.dtype.kind in "fc":
         return x                    # (the common case: what np.asarray would return)
     arr = np.asarray(x)
+    if arr.dtype.kind not in "biufc":
+        # (numbers held as objects -- sympy's Floats, say -- are numbers; strings, None,
+        # anything else is not: a TypeError, which the callers name by constraint)
+        ok = arr.dtype.kind == "O" and all(isinstance(e, numbers.Number) or
+                                           hasattr(e, "__complex__") for e in arr.flat)
+        if not ok or x is None:
+            raise TypeError(f"`{name}` must return numbers, found {type(x).__name__} "
+                            f"{str(x)[:60]!r}")
+        arr = arr.astype(complex)
+        if not np.any(arr.imag):
+            arr = arr.real.copy()
     if arr.ndim == 0:
         arr = arr.reshape(1)
     elif arr.ndim == 2 and 1 in arr.shape:
@@ -367,7 +379,10 @@ class Holonomic(Constraint):
 
     # -- values ---------------------------------------------------------
     def residual(self, t, q, v=None):
-        return _as_vec(self.phi(t, q), "phi").astype(float, copy=False)
+        try:
+            return _as_vec(self.phi(t, q), "phi").astype(float, copy=False)
+        except TypeError as e:            # (phi returned no numbers, or failed on them)
+            raise ModelError(f"constraint {self.name!r}: {e}") from e
 
     def jacobian(self, t: float, q: np.ndarray) -> np.ndarray:
         """``Phi_q(t, q)`` as a dense array (a given ``jacobian`` may return a

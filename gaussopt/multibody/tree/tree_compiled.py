@@ -26,7 +26,7 @@ normalization row ``(p . p - 1) / 2`` per ball, first among the rows, makes the 
 ``[M; Phi_q]`` regular (exactly as the spatial bodies do).
 
 Algorithms (world frame, spatial vectors at the world origin, angular part first)
-------------------------------------------------------------------------------
+---------------------------------------------------------------------------------
 Every coordinate ``c`` has a world twist ``S_c`` (6,) with ``v_body = sum S_c q'_c`` over the
 coordinates of the body and of its ancestors: a hinge ``[a; P x a]`` (axis ``a``, anchor
 ``P``), a slide ``[0; a]``, a ball ``sum_k [R e_k; P x R e_k] W[k, c]`` (``R`` the frame after
