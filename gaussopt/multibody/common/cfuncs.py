@@ -30,7 +30,7 @@ name                                               what
 ``rows(p, q, v, drv, A, b, with_gamma)``           ``Phi_q`` (m, n), ``gamma`` (m,)
 ``phi_t(p, q, drv, out)``                          ``Phi_t``, (m,)
 ``energy(p, q, v) -> float``                       the mechanical energy
-``mass_force(p, q, v, ext, M, F)``                ``M`` and ``F`` in one pass (optional: a kind
+``mass_force(p, q, v, ext, M, F)``                 ``M`` and ``F`` in one pass (optional: a kind
                                                    whose two share their kinematics; the
                                                    compiled ``dyn`` then calls it alone)
 ``mass_blocks(p, q, d)``                           the diagonal blocks of ``M`` packed for
