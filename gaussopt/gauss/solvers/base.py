@@ -35,6 +35,7 @@ from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_project
                                      workspace)
 from gaussopt.core.result import LazyStepResult, StepResult
 from gaussopt.core.status import CALLBACK
+import gaussopt.core.records as R
 from gaussopt.model.system import System
 
 __all__ = ["StepSolver", "OBJECTIVES"]
@@ -369,8 +370,8 @@ class StepSolver:
         (:func:`gaussopt.gauss.model_step.model_data`)."""
         mf = model_functions(self.system)
         n, m = self.system.n, mf.m
-        oi = np.zeros(9, dtype=np.int64)
-        of = np.zeros(11)
+        oi = np.zeros(R.N_OI, dtype=np.int64)      # (the engine's option record, whole)
+        of = np.zeros(R.N_OF)
         oi[MS.I_SOLVER] = self._method
         oi[MS.I_CHECKSYM] = int(self._check_symmetry)
         of[MS.F_RANKTOL] = self.rank_tol
