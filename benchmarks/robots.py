@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import timeit
 import warnings
 from pathlib import Path
 
@@ -52,25 +51,7 @@ import gaussopt as go  # noqa: E402
 import peers  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-ROWS: list[dict] = []
-
-
-def add(measure, ours, ours_acc, peer, peer_val, peer_acc, target="", unit="us"):
-    ratio = ours / peer_val if (ours is not None and peer_val) else None
-    ROWS.append(dict(measure=measure, ours=ours, ours_acc=ours_acc, peer=peer,
-                     peer_val=peer_val, peer_acc=peer_acc, ratio=ratio, target=target,
-                     unit=unit))
-    print(f"  {measure}: gaussopt {_f(ours)} {unit} (acc {_f(ours_acc, '.1e')}) | {peer} "
-          f"{_f(peer_val)} {unit} (acc {_f(peer_acc, '.1e')}) | ratio {_f(ratio, '.2f')}",
-          flush=True)
-
-
-def _f(x, spec=".3g"):
-    return "n/a" if x is None else format(x, spec)
-
-
-def median_us(fn, repeat, number):
-    return float(np.median(timeit.repeat(fn, number=number, repeat=repeat))) / number * 1e6
+from table import ROWS, _f, add, median_us  # noqa: E402
 
 
 def random_state(mj, m, rng):

@@ -80,29 +80,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gaussopt as go  # noqa: E402
+import gaussopt.core.records as R  # noqa: E402
 import peers  # noqa: E402
 from gaussopt_problems import four_bar, n_four_bar  # noqa: E402
 
-ROWS: list[dict] = []
-
-
-def add(measure, ours, ours_acc, peer, peer_val, peer_acc, target="", unit="us"):
-    """One row of the table (``None``: not measured / not available)."""
-    ratio = ours / peer_val if (ours is not None and peer_val) else None
-    ROWS.append(dict(measure=measure, ours=ours, ours_acc=ours_acc, peer=peer,
-                     peer_val=peer_val, peer_acc=peer_acc, ratio=ratio, target=target,
-                     unit=unit))
-    print(f"  {measure}: gaussopt {_f(ours)} {unit} (acc {_f(ours_acc, '.1e')}) | {peer} "
-          f"{_f(peer_val)} {unit} (acc {_f(peer_acc, '.1e')}) | ratio {_f(ratio, '.2f')}",
-          flush=True)
-
-
-def _f(x, spec=".3g"):
-    return "n/a" if x is None else format(x, spec)
-
-
-def median_us(fn, repeat, number):
-    return float(np.median(timeit.repeat(fn, number=number, repeat=repeat))) / number * 1e6
+from table import ROWS, _f, add, median_us  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- one step
@@ -220,8 +202,8 @@ def in_simulate_step_us(solver, q, v, repeat):
     mf = ctx[1]
     md = E.model_data(mf, solver.system)
     buf = E.buffers(mf)
-    oi = np.zeros(9, dtype=np.int64)
-    of = np.zeros(11)
+    oi = np.zeros(R.N_OI, dtype=np.int64)
+    of = np.zeros(R.N_OF)
     of[E.F_RANKTOL] = solver.rank_tol
     opt = E.Options(oi, of)
     w = ctx[7]

@@ -218,6 +218,7 @@ def _in_engine_us(go, solver, q, v, repeat) -> float:
     """The step inside a run: ``evaluate_step`` in a compiled loop (as benchmarks/run.py)."""
     import numba as nb
 
+    import gaussopt.core.records as R
     import gaussopt.integrate.engine as E
     from gaussopt.core.model_interface import functions
 
@@ -234,8 +235,8 @@ def _in_engine_us(go, solver, q, v, repeat) -> float:
         return acc
 
     mf = ctx[1]
-    oi = np.zeros(9, dtype=np.int64)
-    of = np.zeros(11)
+    oi = np.zeros(R.N_OI, dtype=np.int64)
+    of = np.zeros(R.N_OF)
     of[E.F_RANKTOL] = solver.rank_tol
     args = (mf.addrs, E.pack(E.model_data(mf, solver.system)), E.pack(E.buffers(mf)),
             E.pack(E.Options(oi, of)), np.zeros(ctx[6]), np.zeros(1), q, v, ctx[7])
