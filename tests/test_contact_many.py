@@ -141,6 +141,38 @@ def test_box_slides_on_two_corners_until_it_stops(tolerances):
     assert_in_cones(tr, mu)
 
 
+def test_sliding_box_problem_matches_its_closed_form_and_shifts_its_load_forward():
+    """The registered problem (problems/sliding_box.py) against its closed form: x and u
+    within the run's global error bound, the stop within that bound over the slip rate's
+    slope mu g (and 1e-9 relative), and the normal forces of the corners: m g (1 -+ mu h / b)
+    / 2 while sliding (the moment of the friction below the centre), m g / 2 at rest. The
+    forces are the multipliers of a direct solve (backward error ~1e-15 of m g): 1e-10 m g."""
+    from gaussopt_problems import sliding_box
+
+    pb = sliding_box.build()
+    P = pb.params
+    tr = pb.simulate()
+    assert tr.success, tr.message
+    ref = sliding_box.reference(tr.t, **P)
+    bound = integration_bound(tr)
+    assert np.abs(tr.q[:, 0] - ref["x"]).max() < bound
+    assert np.abs(tr.v[:, 0] - ref["u"]).max() < bound
+    t_stop = P["v0"] / (P["mu"] * P["g"])
+    stop = [t for t, _, w in tr.meta["contact_transitions"] if w == "stick"][0]
+    assert abs(stop - t_stop) < bound / (P["mu"] * P["g"]) + 4 * np.finfo(float).eps
+    assert abs(stop - t_stop) < 1e-9 * t_stop
+    mg = P["m"] * P["g"]
+    # away from the stop instant (the sample at it holds either side's forces)
+    away = np.abs(tr.t - t_stop) > 1e-6
+    N = tr.contact_forces[away]
+    assert np.abs(N[:, 0] - ref["N_back"][away]).max() < 1e-10 * mg
+    assert np.abs(N[:, 1] - ref["N_front"][away]).max() < 1e-10 * mg
+    assert ref["N_front"][0] > ref["N_back"][0] + 0.1 * mg      # (the shift is not small)
+    assert_in_cones(tr, P["mu"])
+    with pytest.raises(go.ModelError, match="tips over"):
+        sliding_box.build(mu=3.0)
+
+
 # --------------------------------------------------------------------------- the ladder
 def ladder(mu1, mu2, L=2.0, m=10.0):
     """A uniform ladder (centre (x, y), angle th from the floor) against the wall x = 0:
