@@ -9,9 +9,16 @@ one of two kinds of model:
   ``body_pos``/``body_quat`` in its parent link, moved by its joints in order (``jnt_pos``,
   ``jnt_axis``, ``qpos0``); a joint-less body is merged into the link that carries it
   (mass, centroid and inertia combined; into the world when nothing moves it); every
-  joint keeps ``dof_damping``, ``dof_armature`` and (hinges, slides) ``jnt_stiffness`` about
-  ``qpos_spring``; ``body_gravcomp`` scales the link's weight; ``connect`` and ``weld``
-  equalities close loops as 3 and 6 constraint rows. The tree itself needs no equations:
+  joint keeps ``dof_damping``, ``dof_armature``, ``jnt_stiffness`` about ``qpos_spring``
+  (balls and free joints too) and ``actuatorfrcrange``; ``body_gravcomp`` scales the link's
+  weight; ``connect`` and ``weld`` equalities close loops as 3 and 6 constraint rows,
+  ``joint`` and ``tendon`` equalities couple two joints or two fixed tendons in one row;
+  fixed tendons keep their stiffness (dead band ``springlength``), damping, armature and
+  ``actuatorfrcrange``; actuators with a fixed gain, no or an affine bias and no activation
+  dynamics (``motor``, ``position``, ``velocity``, such ``general`` ones) on hinges, slides
+  and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
+  ``Stepper``'s inputs); keyframes become ``model.keyframes``. The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
   must belong to a body that only the world carries (MuJoCo's usual case).
 * ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
@@ -82,7 +89,10 @@ their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the w
 becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
 slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
 
-Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning`:
+Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
+kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
+activation dynamics, other gains and biases or other transmissions, the damping and
+armature of actuators, tendon limits and friction loss). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature of ball joints
 between moving bodies and of slide joints, equality constraints of type ``joint``, ``tendon``, ``distance`` and

@@ -39,16 +39,34 @@ before its joint) and, for a ball, ``S W' p' = -2 (p . p') / |p|^2 S u``. Then
   body ``b`` and ``c'`` of ``b`` or an ancestor (Featherstone 2008, sec. 6.2);
 * ``F = -S^T f``, ``f_b = I_b A_b + V_b x* I_b V_b - f_gravity`` summed leaves to root
   (recursive Newton--Euler, sec. 5.3), plus MuJoCo's passive forces ``-damping u`` (every
-  degree of freedom), ``-stiffness (q - springref)`` (hinges and slides) and the armature
-  ``a u'`` (on the diagonal of ``H``);
+  degree of freedom), ``-stiffness (q - springref)`` (hinges and slides; a ball's ``-k r`` in
+  its frame, ``r`` the rotation vector of ``p_spring^-1 p``, MuJoCo's ``mju_subQuat``) and the
+  armature ``a u'`` (on the diagonal of ``H``), the lines' and the actuators' forces;
 * a closure ``connect`` (3 rows, ``P_2 - P_1``) or ``weld`` (3 rows at the anchor and 3
   perpendicularities ``(R_1 a_k) . (R_2 b_k)``) from the same twists: ``Phi_q`` columns
   ``S_c.lin + S_c.ang x P`` (points) and ``S_c.ang`` (axes), ``gamma`` from the bias
   accelerations (``a_P = A.lin + A.ang x P + w x v_P``).
 
+Lines, actuators, couplings
+---------------------------
+A *line* is a linear length ``L(q) = sum c_k q_k`` over hinge and slide coordinates: a fixed
+tendon (its spring ``-k x`` with ``x`` the stretch outside the dead band ``[lower, upper]``,
+its damper ``-b L'``, its armature ``a L'^2 / 2`` on ``M``), or a joint's own coordinate
+named by an actuator or an equality. A force ``f`` along a line is the generalized force
+``f c``. An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
+dynamics: ``f = gain u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its
+line, with MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its
+range, the forces along a line with an ``actuatorfrcrange`` scaled into it, each force to
+its ``forcerange``, each joint's sum to its ``actuatorfrcrange``. The control ``u`` is a slot
+of ``p`` (:data:`A_CTRL` of the actuator's record): a parameter that enters the force only.
+A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
+lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
+``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
+
 The model is packed into one ``float64`` array ``p`` (:func:`pack`): a header of
 :data:`HEADER` slots, then per body a record of :data:`W_B` values, per joint :data:`W_J`,
-per closure :data:`W_E`. The functions are the interface of a kind of multibody model;
+per closure :data:`W_E`, per line :data:`W_L`, its terms (coordinate, coefficient), per
+actuator :data:`W_A`. The functions are the interface of a kind of multibody model;
 :mod:`gaussopt.multibody.common.cfuncs` makes from them the compiled model functions.
 
 References
