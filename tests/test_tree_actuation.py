@@ -242,6 +242,10 @@ def test_controls_through_stepper_and_simulate():
         model.controlled([1.0, 2.0])
     with pytest.raises(ModelError, match=r"`ctrl` names unknown actuators \['nope'\]"):
         model.controlled({"nope": 1.0})
+    with pytest.raises(ModelError, match=r"`ctrl\(t, q, v\)` \(<lambda>\) must be 7 finite"):
+        model.controlled(lambda t, q, v: np.zeros(2)).force(0.0, key.q, key.v)
+    with pytest.raises(ModelError, match=r"`inputs` \['nope'\] are not parameters"):
+        go.Stepper(model.system, key.q, key.v, dt=1e-3, inputs=("nope",))
     copy = pickle.loads(pickle.dumps(model.controlled(ctrl)))
     assert np.array_equal(go.solve_step(copy, 0.0, key.q, key.v).a, a_const)
     assert pickle.loads(pickle.dumps(model)).keyframes.keys() == {"bent"}

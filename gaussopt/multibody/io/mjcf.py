@@ -595,7 +595,8 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
     closures; fixed tendons, actuators without activation dynamics on hinges, slides and
     fixed tendons, ``joint`` and ``tendon`` equalities."""
-    from gaussopt.multibody.tree import Connect, JointEquality, Link, TendonEquality, TreeJoint, Weld
+    from gaussopt.multibody.tree import (Connect, JointEquality, Link, TendonEquality, TreeJoint,
+                                         Weld)
 
     out = _TreeMapping()
     un = out.unmapped
@@ -807,7 +808,8 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             _count(un, "actuators on ball or free joints, spatial tendons, sites, bodies or "
                        "slider-cranks")
             continue
-        if m.opt.disableactuator & (1 << int(m.actuator_group[i])) and                 0 <= int(m.actuator_group[i]) <= 30:
+        group = int(m.actuator_group[i])
+        if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
             _count(un, "actuators of disabled groups (opt.disableactuator: no force in MuJoCo "
                        "either)")
             continue

@@ -85,8 +85,8 @@ import numpy as np
 from gaussopt.core.compiled import jit, unit
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
-__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes", "FUNCTIONS",
-           "compiled_factory", "sparse_model", "kinematics", "actuation"]
+__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
+           "FUNCTIONS", "compiled_factory", "sparse_model", "kinematics", "actuation"]
 
 _jit = jit(cache=True, error_model="numpy")
 _inline = jit(cache=True, error_model="numpy", inline="always")
