@@ -3,7 +3,8 @@
 
 * Actuators with ``ctrl`` (``ACTUATED``: ``motor``, ``position``, ``velocity`` and ``general``
   actuators on hinges, a slide and fixed tendons; a ``ctrlrange``, a ``forcerange``, a
-  joint's and a tendon's ``actuatorfrcrange``; random controls in twice the control range,
+  joint's and a tendon's ``actuatorfrcrange``, actuators' ``damping`` and ``armature``
+  (MuJoCo adds them, times ``gear^2``, to the joint's or the tendon's); random controls in twice the control range,
   so that the clamps act) and fixed tendons (stiffness with a dead band ``springlength``,
   damping, armature), with ball and free joint stiffness: at 20 random states gaussopt's
   accelerations mapped to MuJoCo's joint accelerations equal ``mj_forward``'s ``qacc`` with
@@ -85,10 +86,11 @@ ACTUATED = """
     <motor name="m1" joint="h1" gear="2" ctrlrange="-1 1"/>
     <position name="p1" joint="s1" kp="30" kv="2"/>
     <velocity name="v1" joint="h2" kv="3" forcerange="-0.5 0.5"/>
-    <general name="g1" joint="h3" gainprm="2.5" biastype="affine" biasprm="0.3 -1.2 -0.4"/>
+    <general name="g1" joint="h3" gainprm="2.5" biastype="affine" biasprm="0.3 -1.2 -0.4"
+             damping="0.2" armature="0.01" gear="1.3"/>
     <motor name="mt" tendon="t1" gear="1.5"/>
     <position name="pt" tendon="t2" kp="10"/>
-    <motor name="mt2" tendon="t2" gear="-0.8"/>
+    <motor name="mt2" tendon="t2" gear="-0.8" damping="0.15" armature="0.03"/>
   </actuator>
   <keyframe>
     <key name="bent" qpos="0.3 0.05 -0.2 0.4 1 0 0 0 1 0 1 1 0 0 0"
@@ -342,10 +344,9 @@ def test_unmapped_lists_only_what_is_left():
 
 
 def test_activation_dynamics_and_other_transmissions_stay_listed():
-    xml = ACTUATED.replace('<motor name="mt2" tendon="t2" gear="-0.8"/>',
-                           '<motor name="mt2" tendon="t2" gear="-0.8"/>'
+    xml = ACTUATED.replace('</actuator>',
                            '<general name="f" joint="h1" dyntype="filter" dynprm="0.1"/>'
-                           '<motor name="b" joint="ball" gear="1 0 0 0 0 0"/>')
+                           '<motor name="b" joint="ball" gear="1 0 0 0 0 0"/></actuator>')
     with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
         model = mjcf.load(xml)
     feats = rec[0].message.features

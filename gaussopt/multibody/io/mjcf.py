@@ -91,8 +91,9 @@ slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unma
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
-activation dynamics, other gains and biases or other transmissions, the damping and
-armature of actuators, tendon limits and friction loss). The maximal kind lists:
+activation dynamics, other gains and biases or other transmissions, tendon limits and
+friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
+their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature of ball joints
 between moving bodies and of slide joints, equality constraints of type ``joint``, ``tendon``, ``distance`` and
@@ -777,7 +778,10 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
     unmapped. Nothing when MuJoCo's actuation is disabled (no actuator acts)."""
     from gaussopt.multibody.tree import Actuator
 
-    if not act_on or m.nu == 0:
+    if m.nu == 0:
+        return
+    _actuator_damping_armature(mj, m, out, jname_of, fixed)
+    if not act_on:
         return
     un = out.unmapped
     anames = _names(mj, m, mj.mjtObj.mjOBJ_ACTUATOR, m.nu, "actuator")
@@ -813,10 +817,6 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             _count(un, "actuators of disabled groups (opt.disableactuator: no force in MuJoCo "
                        "either)")
             continue
-        if float(m.actuator_damping[i]) or float(m.actuator_armature[i]) or np.any(
-                m.actuator_dampingpoly[i]):
-            _count(un, "damping and armature of actuators (MuJoCo adds them to their joint's "
-                       "or tendon's)")
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
             _clean(anames[i], taken), gear=float(m.actuator_gear[i, 0]),
@@ -827,6 +827,50 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             force_range=(tuple(np.array(m.actuator_forcerange[i], dtype=float))
                          if m.actuator_forcelimited[i] else None), **target))
         out.actuators.append(i)
+
+
+def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict) -> None:
+    """MuJoCo adds an actuator's ``damping`` and ``armature`` times ``gear^2`` to those of the
+    joint or tendon it acts on (every actuator, whatever its dynamics: ``mj_actuatorDamping``,
+    ``mj_actuatorArmature``; the damping when the damper is on): added to the mapped hinges,
+    slides and fixed tendons; on other targets, and nonlinear damping, counted unmapped."""
+    import dataclasses
+
+    damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
+    scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    joint_trn = (int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_JOINTINPARENT))
+    extra: dict = {}
+    for i in range(m.nu):
+        dmp = float(m.actuator_damping[i]) if damp_on else 0.0
+        arm = float(m.actuator_armature[i])
+        if damp_on and np.any(m.actuator_dampingpoly[i]):
+            _count(out.unmapped, "nonlinear damping of actuators (dampingpoly)")
+        if not (dmp or arm):
+            continue
+        trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
+        g2 = float(m.actuator_gear[i, 0]) ** 2
+        if trn in joint_trn and int(m.jnt_type[tid]) in scalar:
+            key = ("joint", jname_of[tid])
+        elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in fixed:
+            key = ("tendon", fixed[tid])
+        else:
+            _count(out.unmapped, "damping and armature of actuators on ball or free joints or "
+                                 "spatial tendons")
+            continue
+        d0, a0 = extra.get(key, (0.0, 0.0))
+        extra[key] = (d0 + dmp * g2, a0 + arm * g2)
+    if not extra:
+        return
+    for k, j in enumerate(out.joints):
+        if ("joint", getattr(j, "name", None)) in extra and hasattr(j, "kind"):
+            dd, da = extra[("joint", j.name)]
+            out.joints[k] = dataclasses.replace(j, damping=(j.damping[0] + dd,),
+                                                armature=(j.armature[0] + da,))
+    for k, t in enumerate(out.forces):
+        if ("tendon", t.name) in extra and hasattr(t, "terms"):
+            dd, da = extra[("tendon", t.name)]
+            out.forces[k] = dataclasses.replace(t, damping=t.damping + dd,
+                                                armature=t.armature + da)
 
 
 def _joint_state(m, qpos, qvel):
