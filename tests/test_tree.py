@@ -44,9 +44,9 @@ DATA = Path(__file__).parent / "data"
 TREES = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml", "mixed_joints.xml",
          "double_pendulum_armature.xml", "humanoid_tree.xml", "ant_tree.xml"]
 
-#: a hinge and a slide with stiffness about springref (mapped by the joint kind), and a
-#: ball with stiffness (listed unmapped: the loader leaves it out, so does this test's
-#: MuJoCo model below by setting it to zero after the warning is checked)
+#: a hinge and a slide with stiffness about springref and a ball with stiffness (MuJoCo's
+#: torque ``-k r``, ``r`` the rotation vector of ``q_spring^-1 q``): all mapped by the joint
+#: kind
 STIFF = """
 <mujoco model="stiff">
   <option gravity="0 0 -9.81"><flag contact="disable"/></option>
@@ -118,12 +118,11 @@ def test_tree_matches_mujoco_qacc(fname):
 
 
 def test_stiffness_about_springref_matches_mujoco():
-    """Hinge and slide stiffness about springref are mapped (with damping); a ball's
-    stiffness is listed unmapped and left out (MuJoCo's model set to match)."""
-    with pytest.warns(mjcf.UnmappedFeatureWarning, match="stiffness of ball and free joints: 1"):
+    """Hinge, slide and ball stiffness about springref are mapped (with damping)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # it maps completely
         model = mjcf.load(STIFF)
     m = mj.MjModel.from_xml_string(STIFF)
-    m.jnt_stiffness[2] = 0.0                              # the ball's, which gaussopt leaves out
     assert not model.conservative                         # the hinge's damping
     worst = check_against_mujoco(model, m, 20, np.random.default_rng(3))
     assert worst <= 1e-10
@@ -379,7 +378,7 @@ def test_model_errors_name_the_element():
     with pytest.raises(ModelError, match=r"`kind` must be one of \['hinge', 'slide', 'ball', "
                                          r"'free'\], found 'screw'"):
         tree.Model([a], [tree.TreeJoint("s", "screw", "a")])
-    with pytest.raises(ModelError, match=r"`forces` must be empty"):
+    with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon or an Actuator"):
         tree.Model([a], [], [object()])
     with pytest.raises(ModelError, match=r"joint 'h'\.damping must be a number or 1 numbers, "
                                          r"finite and >= 0"):

@@ -1,13 +1,17 @@
 """The tree :class:`Model`: links, joints and loop closures in joint coordinates as a
-:class:`~gaussopt.System`, with its rank report, consistent states and the links' poses."""
+:class:`~gaussopt.System`, with its rank report, consistent states, the links' poses and
+its actuators' controls."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from gaussopt.core.exceptions import ModelError
+from gaussopt.core.model_interface import ParameterSlots
+from gaussopt.model.system import System
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.checks import as_state
 import gaussopt.multibody.common.analysis as analysis
@@ -18,9 +22,31 @@ import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model
 from gaussopt.multibody.tree.tree_elements import Link
 
-__all__ = ["Model"]
+__all__ = ["Model", "Keyframe"]
 
 _NONE = np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    """A state of a model saved with it (MuJoCo's ``<key>``, read by
+    :func:`gaussopt.multibody.load`): start a run from ``(q, v)`` and hold the actuators at
+    ``ctrl`` (``model.controlled(key.ctrl)``).
+
+    Attributes
+    ----------
+    time : float
+    q, v : ndarray, shape (n,)
+        The model's coordinates and their rates (:func:`~gaussopt.multibody.io.mjcf.
+        state_from_mujoco` of MuJoCo's ``qpos``, ``qvel``).
+    ctrl : ndarray, shape (len(model.actuator_names),)
+        The controls of the model's actuators.
+    """
+
+    time: float
+    q: np.ndarray
+    v: np.ndarray
+    ctrl: np.ndarray
 
 
 class Model(BaseModel):
@@ -34,9 +60,13 @@ class Model(BaseModel):
     joints : sequence
         :class:`TreeJoint` (hinge, slide, ball, free; the coordinates ``q`` are theirs, link
         by link, each link's joints in order) and the closures :class:`Connect`,
-        :class:`Weld`.
+        :class:`Weld` (3 and 6 rows), :class:`JointEquality`, :class:`TendonEquality` (one
+        row each).
     forces : sequence
-        Must be empty (the passive forces are the joints' damping and stiffness).
+        :class:`FixedTendon` (its spring, damper and armature; the line that actuators and
+        :class:`TendonEquality` act along) and :class:`Actuator` (a force set by a control,
+        along a joint or a tendon). The joints' own passive forces are their damping and
+        stiffness.
     gravity : array_like, shape (3,)
     name : str
 
@@ -55,10 +85,25 @@ class Model(BaseModel):
         Every joint at its reference.
     description : str
         What the model is, in a few lines.
-    """
+    actuator_names : tuple of str
+        The actuators, in the order of ``ctrl`` (the names of the controls in
+        ``system.parameter_slots``: ``go.Stepper(model.system, q0, v0, dt=dt,
+        inputs=model.actuator_names)`` sets them per step).
+    tendon_names : tuple of str
+    keyframes : dict
+        Name -> :class:`Keyframe`: states saved with the model (the loader fills it from
+        MuJoCo's keyframes).
 
-    # (the assembled system, documented with this class: its Attributes link here)
-    system = BaseModel.system
+    Notes
+    -----
+    **Controls.** Every actuator's control ``ctrl`` is an entry of the compiled model's
+    parameter array (its value in :attr:`system`: the :class:`Actuator`'s ``ctrl``, 0 by
+    default). Three ways to set it, one mechanism: ``go.Stepper(model.system, ...,
+    inputs=model.actuator_names)`` and ``stepper.step(ctrl)`` in a control loop (held over
+    each step); :meth:`controlled` with a constant ``ctrl`` for ``go.simulate`` (a compiled
+    system on a copy of the parameters); :meth:`controlled` with a feedback law ``ctrl(t, q,
+    v)`` (the system's force then calls it at every evaluation, through Python).
+    """
 
     kernel = kernel
     assemble_model = staticmethod(assemble_model)
@@ -69,6 +114,124 @@ class Model(BaseModel):
         super().__init__(links, joints, forces, gravity, name)
         #: a line of the model's description added by the loader (its origin)
         self.origin = ""
+        #: name -> :class:`Keyframe` (the loader's, from MuJoCo's keyframes)
+        self.keyframes: dict = {}
+        self.actuator_names = self._asm.actuator_names
+        self.tendon_names = self._asm.tendon_names
+
+    def __reduce__(self):
+        """Pickle as the call that built the model, with the loader's additions."""
+        return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes})
+
+    @property
+    def system(self) -> System:
+        """The assembled :class:`~gaussopt.System` (built once), compiled; its
+        ``parameter_slots`` name the actuators' controls (every one enters only the
+        force)."""
+        if self._system is None:
+            sysm = BaseModel.system.fget(self)
+            sysm.parameter_slots = self._parameter_slots()
+        return self._system
+
+    def _parameter_slots(self) -> ParameterSlots:
+        names = self.actuator_names
+        return ParameterSlots(index={nm: int(k) for nm, k in zip(names, self._asm.ctrl_slots)},
+                              force_only=frozenset(names))
+
+    # ------------------------------------------------------------------ controls
+    @property
+    def ctrl(self) -> np.ndarray:
+        """The actuators' controls in the model's parameters (a copy), shape (nu,)."""
+        return self._p[self._asm.ctrl_slots].copy()
+
+    def _ctrl_values(self, ctrl, what: str = "`ctrl`") -> np.ndarray:
+        """``ctrl`` (an array of nu numbers, or a mapping actuator name -> value over the
+        model's controls) as an array."""
+        names = self.actuator_names
+        if isinstance(ctrl, Mapping):
+            unknown = [k for k in ctrl if k not in names]
+            if unknown:
+                raise ModelError(f"{what} names unknown actuators {unknown}; the actuators are "
+                                 f"{list(names)}.")
+            u = self.ctrl
+            for k, x in ctrl.items():
+                u[names.index(k)] = x
+            ctrl = u
+        try:
+            u = np.asarray(ctrl, dtype=float).reshape(-1) if np.ndim(ctrl) <= 1 else None
+        except (TypeError, ValueError):
+            u = None
+        if u is None or u.shape != (len(names),) or not np.all(np.isfinite(u)):
+            raise ModelError(f"{what} must be {len(names)} finite numbers (one per actuator: "
+                             f"{list(names)}) or a mapping name -> value, found {ctrl!r}.")
+        return u
+
+    def controlled(self, ctrl: Union[Sequence[float], Mapping[str, float], Callable]) -> System:
+        """The model's :class:`~gaussopt.System` with its actuators driven by ``ctrl``.
+
+        Parameters
+        ----------
+        ctrl : array_like, shape (nu,), mapping or callable
+            Constant controls (an array in the order of :attr:`actuator_names`, or a mapping
+            name -> value for some of them, the rest at the model's values): a compiled
+            system on a copy of the model's parameters with these controls. Or a feedback
+            law ``ctrl(t, q, v)`` returning the ``nu`` controls: the system's force writes
+            them into its own copy of the parameters at every evaluation and runs the
+            compiled force (the run calls Python once per evaluation).
+
+        Returns
+        -------
+        System
+            For :func:`gaussopt.simulate`, :func:`gaussopt.solve_step`, a
+            :class:`~gaussopt.Stepper` (constant ``ctrl``: its ``parameter_slots`` are
+            :attr:`system`'s).
+
+        Raises
+        ------
+        ModelError
+            ``ctrl`` of the wrong size, not finite, naming unknown actuators; a callable
+            whose value is such (when the force is evaluated).
+        """
+        p = self._p.copy()
+        slots = self._asm.ctrl_slots
+        if callable(ctrl):
+            law = ctrl
+            label = getattr(law, "__name__", type(law).__name__)
+
+            def force(t, q, v):
+                p[slots] = self._ctrl_values(law(t, q, v), f"`ctrl(t, q, v)` ({label})")
+                F = np.empty(self.n)
+                kernel.force(p, np.ascontiguousarray(q, dtype=float),
+                             np.ascontiguousarray(v, dtype=float), _NONE, F)
+                return F
+
+            sysm = self._assemble_system(self.mass, force, None, f"{self.name} (ctrl {label})")
+        else:
+            p[slots] = self._ctrl_values(ctrl)
+
+            def force(t, q, v):
+                F = np.empty(self.n)
+                kernel.force(p, np.ascontiguousarray(q, dtype=float),
+                             np.ascontiguousarray(v, dtype=float), _NONE, F)
+                return F
+
+            sysm = self._assemble_system(self.mass, force, p, f"{self.name} (ctrl held)")
+            sysm.parameter_slots = self._parameter_slots()
+        return sysm.rebuilt_by(_controlled_system, self, ctrl)
+
+    def actuation(self, q, v, ctrl=None) -> np.ndarray:
+        """The actuators' generalized force at ``(q, v)`` (MuJoCo's ``qfrc_actuator``;
+        ``ctrl`` as in :meth:`controlled` but not callable, default the model's), shape
+        (n,)."""
+        q = np.ascontiguousarray(as_state(q, self.n, "q"))
+        v = np.ascontiguousarray(as_state(v, self.n, "v"))
+        p = self._p
+        if ctrl is not None:
+            p = p.copy()
+            p[self._asm.ctrl_slots] = self._ctrl_values(ctrl)
+        out = np.empty(self.n)
+        kernel.actuation(p, q, v, out)
+        return out
 
     @property
     def q_reference(self) -> np.ndarray:
@@ -201,3 +364,8 @@ class Model(BaseModel):
     def __repr__(self) -> str:
         return (f"tree.Model({self.name!r}, links={len(self.body_names)}, "
                 f"joints={len(self.joint_names)}, n={self.n}, m={self.m})")
+
+
+def _controlled_system(model: Model, ctrl) -> System:
+    """``model.controlled(ctrl)`` (how such a System pickles)."""
+    return model.controlled(ctrl)
