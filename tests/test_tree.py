@@ -132,8 +132,10 @@ def test_urdf_arm_matches_pinocchio_aba():
     """arm6.urdf in joint coordinates against pinocchio.aba, 100 random states."""
     pin = pytest.importorskip("pinocchio")
     path = DATA / "arm6.urdf"
-    with pytest.warns(mjcf.UnmappedFeatureWarning, match="joint limits: 6"):
+    with pytest.warns(mjcf.UnmappedFeatureWarning,
+                      match=r"joint limits of hinges and slides \(hard stops.*\): 6"):
         model = mjcf.load(path)
+    assert len(model.joint_ranges) == 6
     m = mj.MjModel.from_xml_path(str(path))
     pm = pin.buildModelFromUrdf(str(path))
     pd = pm.createData()
@@ -459,3 +461,58 @@ def test_a_light_body_beside_heavy_links_keeps_its_accuracy(coordinates):
         # the linear acceleration g: the Euler-parameter block's rounding, of size eps |w|^2,
         # reaches the linear rows through the solve (measured 1.5e-13 = 0.2 eps g |w|^2)
         assert np.abs(qacc[2:5] - [0.0, 0.0, -9.81]).max() <= 64 * EPS * 9.81 * (1 + w @ w)
+
+
+#: a pendulum (1 kg at 0.5 m below a hinge, 0.01 kg m^2 about its centroid) whose hinge
+#: stops at -0.5 and 0.5 rad
+STOPPED = """
+<mujoco model="stopped">
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="h" type="hinge" axis="0 1 0" limited="true" range="-0.5 0.5"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.01 0.01 0.01"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5])
+def test_joint_limits_are_hard_stops(e):
+    """``model.with_limits()``: the pendulum thrown towards its upper stop hits it when
+    the reduced equation ``th'' = -(m g d / I_O) sin th`` (I_O = 0.01 + 1 * 0.5^2), written
+    here and integrated by scipy with an event at th = 0.5, says (rtol 1e-13), and leaves it
+    with ``-e`` times its arrival rate (Newton's law); with e = 0 it stays at the stop
+    until gravity pulls it back (gravity's moment points away from the stop: it leaves at
+    once). Bounds: the run's global error bound over the arrival rate (the event time),
+    1e-9 relative; the state after the impact to 1e-8."""
+    from scipy.integrate import solve_ivp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        model = mjcf.load(STOPPED)
+    assert model.joint_ranges == {"h": (-0.5, 0.5)}
+    system = model.with_limits(restitution=e)
+    tr = go.simulate(system, (0.0, 0.3), [0.3], [3.0], rtol=1e-12, atol=1e-12)
+    assert tr.success, tr.message
+    k = 9.81 * 0.5 / (0.01 + 0.25)
+
+    def hit(t, y):
+        return y[0] - 0.5
+    hit.terminal = True
+    ref = solve_ivp(lambda t, y: [y[1], -k * np.sin(y[0])], (0.0, 1.0), [0.3, 3.0],
+                    method="DOP853", rtol=1e-13, atol=1e-13, events=hit)
+    t_hit, w_hit = float(ref.t_events[0][0]), float(ref.y_events[0][0][1])
+    im = tr.impacts[0]
+    assert abs(im.t - t_hit) < 1e-9 * t_hit
+    assert abs(im.gap_rate_before[1] + w_hit) < 1e-8            # upper row: gap = 0.5 - th
+    assert abs(im.gap_rate_after[1] - e * w_hit) < 1e-8
+    assert np.all(tr.q[:, 0] <= 0.5 + 1e-12) and np.all(tr.q[:, 0] >= -0.5 - 1e-12)
+    # bad ranges are named
+    model.joint_ranges = {"h": (0.5, -0.5)}
+    with pytest.raises(ModelError, match="lower < upper"):
+        model.limits()
+    model.joint_ranges = {"nope": (0.0, 1.0)}
+    with pytest.raises(ModelError, match="`joint` must be one of"):
+        model.limits()

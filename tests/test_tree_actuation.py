@@ -332,7 +332,8 @@ def test_unmapped_lists_only_what_is_left():
     assert ws[0].message.features == {
         "spatial tendons (through sites and geoms)": 1,
         "contacts: geoms that can collide": 5, "contacts: explicit contact pairs": 1,
-        "joint limits": 1, "joint friction loss": 1,
+        "joint limits of hinges and slides (hard stops, not in model.system: "
+        "model.with_limits() adds them)": 1, "joint friction loss": 1,
         "inactive equality constraints (active=false at start)": 1,
         "weld constraints whose relpose differs from the qpos0 pose": 1,
         "soft-constraint parameters (solref/solimp) of the mapped equality constraints: "

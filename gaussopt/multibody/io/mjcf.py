@@ -546,7 +546,15 @@ def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
         _count(un, "contacts: geoms that can collide", coll)
         _count(un, "contacts: explicit contact pairs", int(m.npair))
     if constraint and not _flag(mj, m, "mjDSBL_LIMIT"):
-        _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
+        if tree:
+            scalar = np.isin(np.asarray(m.jnt_type), (int(mj.mjtJoint.mjJNT_HINGE),
+                                                      int(mj.mjtJoint.mjJNT_SLIDE)))
+            lim = np.asarray(m.jnt_limited) != 0
+            _count(un, "joint limits of hinges and slides (hard stops, not in model.system: "
+                       "model.with_limits() adds them)", int(np.count_nonzero(lim & scalar)))
+            _count(un, "joint limits of ball joints", int(np.count_nonzero(lim & ~scalar)))
+        else:
+            _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
     if not _flag(mj, m, "mjDSBL_SPRING"):
         if not tree:
             _count(un, "joint stiffness (springs about springref)",
@@ -581,6 +589,7 @@ class _TreeMapping:
     name: str = "mjcf"
     merged: int = 0
     actuators: list = field(default_factory=list)       # MuJoCo ids of the mapped actuators
+    ranges: dict = field(default_factory=dict)          # joint -> (lower, upper): hard stops
 
 
 def _compose(pa, Ra, pb, Rb):
@@ -613,6 +622,7 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     out.gravity = np.zeros(3) if _flag(mj, m, "mjDSBL_GRAVITY") else np.array(m.opt.gravity, float)
     damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
     spring_on = not _flag(mj, m, "mjDSBL_SPRING")
+    limits_on = not _flag(mj, m, "mjDSBL_CONSTRAINT") and not _flag(mj, m, "mjDSBL_LIMIT")
     act_on = not _flag(mj, m, "mjDSBL_ACTUATION")
     jname_of: dict = {}                      # MuJoCo joint id -> the tree joint's name
     taken: set = {"world", GROUND}
@@ -676,6 +686,8 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
             afr = (tuple(np.array(m.jnt_actfrcrange[jid], dtype=float))
                    if scalar and m.jnt_actfrclimited[jid] and act_on else None)
             jname_of[jid] = _clean(jnames[jid], jtaken)
+            if scalar and m.jnt_limited[jid] and limits_on:
+                out.ranges[jname_of[jid]] = tuple(float(x) for x in m.jnt_range[jid])
             out.joints.append(TreeJoint(
                 jname_of[jid], kind, nm, position=tuple(np.array(m.jnt_pos[jid])),
                 axis=tuple(np.array(m.jnt_axis[jid])), reference=float(m.qpos0[qa]),
@@ -898,6 +910,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
     if model.n != m.nq:
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
                          f"qpos {m.nq}.")                          # pragma: no cover
+    model.joint_ranges = dict(mp.ranges)
     model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
                     f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "
                     f"-> {model.nb} links ({mp.merged} joint-less bodies merged into their "

@@ -11,6 +11,7 @@ import numpy as np
 
 from gaussopt.core.exceptions import ModelError
 from gaussopt.core.model_interface import ParameterSlots
+from gaussopt.model.contact import Contact
 from gaussopt.model.system import System
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.checks import as_state
@@ -116,12 +117,16 @@ class Model(BaseModel):
         self.origin = ""
         #: name -> :class:`Keyframe` (the loader's, from MuJoCo's keyframes)
         self.keyframes: dict = {}
+        #: joint name -> ``(lower, upper)`` of the hinges and slides with hard stops (the
+        #: loader's, from MuJoCo's limited joints): :meth:`limits`, :meth:`with_limits`
+        self.joint_ranges: dict = {}
         self.actuator_names = self._asm.actuator_names
         self.tendon_names = self._asm.tendon_names
 
     def __reduce__(self):
         """Pickle as the call that built the model, with the loader's additions."""
-        return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes})
+        return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes,
+                                         "joint_ranges": self.joint_ranges})
 
     @property
     def system(self) -> System:
@@ -232,6 +237,60 @@ class Model(BaseModel):
         out = np.empty(self.n)
         kernel.actuation(p, q, v, out)
         return out
+
+    def limits(self, restitution: float = 0.0) -> Contact:
+        """The joint ranges (:attr:`joint_ranges`) as hard stops: one unilateral
+        :class:`~gaussopt.Contact` with two rows per joint, ``q - lower >= 0`` and ``upper - q
+        >= 0`` (frictionless; the rows' labels ``"<joint>.lower"``, ``"<joint>.upper"``).
+
+        Why opt-in: MuJoCo's limits are soft (a spring-damper that lets the joint pass its
+        range a little, ``solref``/``solimp``); here a joint stops exactly at its bound, with
+        Newton's ``restitution`` (0: it stays at the stop until its load pulls it away). A
+        system with contacts runs event by event (:func:`gaussopt.simulate`'s contact run,
+        through Python callbacks) and is not a :class:`~gaussopt.Stepper`'s, so
+        :attr:`system` keeps none; :meth:`with_limits` adds them.
+
+        Raises
+        ------
+        ModelError
+            No joint has a range, or a range names an unknown joint, a joint with more than
+            one coordinate, or is not ``lower < upper`` (finite).
+        """
+        if not self.joint_ranges:
+            raise ModelError(f"model {self.name!r} has no joint ranges (`joint_ranges` is "
+                             "empty: the loader fills it from MuJoCo's limited hinges and "
+                             "slides).")
+        idx, lo, hi = [], [], []
+        for name, rng in self.joint_ranges.items():
+            sl = self.joint_slice(name)
+            if sl.stop - sl.start != 1:
+                raise ModelError(f"`joint_ranges[{name!r}]`: joint {name!r} has "
+                                 f"{sl.stop - sl.start} coordinates; ranges are for hinges and "
+                                 "slides (one coordinate).")
+            try:
+                a, b = (float(x) for x in rng)
+            except (TypeError, ValueError):
+                raise ModelError(f"`joint_ranges[{name!r}]` must be a pair (lower, upper), "
+                                 f"found {rng!r}.") from None
+            if not (np.isfinite(a) and np.isfinite(b) and a < b):
+                raise ModelError(f"`joint_ranges[{name!r}]` must be finite with lower < upper, "
+                                 f"found ({a}, {b}).")
+            idx.append(sl.start)
+            lo.append(a)
+            hi.append(b)
+        stops = _Stops(np.array(idx), np.array(lo), np.array(hi), self.n)
+        return Contact(stops.gap, stops.jacobian, stops.gamma, restitution=restitution,
+                       rheonomic=False, name="limits")
+
+    def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
+        """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the hard stops
+        of :meth:`limits` added."""
+        base = self.system if system is None else system
+        if not isinstance(base, System) or base.n != self.n:
+            raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
+                             f"found {base!r}.")
+        return base.with_constraints(list(base.constraints) + [self.limits(restitution)],
+                                     name="limits")
 
     @property
     def q_reference(self) -> np.ndarray:
@@ -369,3 +428,25 @@ class Model(BaseModel):
 def _controlled_system(model: Model, ctrl) -> System:
     """``model.controlled(ctrl)`` (how such a System pickles)."""
     return model.controlled(ctrl)
+
+
+class _Stops:
+    """The gap functions of :meth:`Model.limits` (picklable: no closures): rows ``q[i] -
+    lower`` then ``upper - q[i]``."""
+
+    def __init__(self, idx: np.ndarray, lower: np.ndarray, upper: np.ndarray, n: int) -> None:
+        self.idx, self.lower, self.upper = idx, lower, upper
+        k = len(idx)
+        self.J = np.zeros((2 * k, n))
+        self.J[np.arange(k), idx] = 1.0
+        self.J[k + np.arange(k), idx] = -1.0
+
+    def gap(self, t, q):
+        x = q[self.idx]
+        return np.concatenate([x - self.lower, self.upper - x])
+
+    def jacobian(self, t, q):
+        return self.J
+
+    def gamma(self, t, q, v):
+        return np.zeros(self.J.shape[0])
