@@ -19,12 +19,15 @@ run, per quantity, absolute and relative to the quantity's largest size.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import gaussopt as go
-import gaussopt.integrate.sample_interpolation as SI
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # (this checkout's gaussopt)
+import gaussopt as go  # noqa: E402
+import gaussopt.integrate.sample_interpolation as SI  # noqa: E402
 
 M, L, G = 2.0, 1.5, 9.81
 TH0 = np.radians(60)
