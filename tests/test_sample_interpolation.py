@@ -226,3 +226,20 @@ def test_compiled_model_outputs_interpolated_against_closed_forms():
     pos, vel = rod_bounds(tr)
     assert np.all(np.abs((q * q).sum(1) - L_P**2)
                   <= pos + 2 * np.sqrt(qq) * SI.STATE_TOL * (1 + np.abs(q).max(axis=1)))
+
+
+def test_a_step_solver_in_python_projects_and_recomputes_every_output():
+    """The QP (a step solver in Python) recomputes every output in Python: those the
+    engine left unprojected (3 steps, 121 outputs: about 40 inside each) are projected
+    first, onto the rod within the projection's target (rod_bounds), none interpolated."""
+    t_eval = np.linspace(0.0, 0.3, 121)
+    tr = go.simulate(pendulum(), (0.0, 0.3), Q0, V0, solver="qp", rtol=1e-8, atol=1e-8,
+                     t_eval=t_eval)
+    assert tr.success, tr.message
+    assert tr.stats["steps"] * OUT_MANY_SAMPLES <= t_eval.size
+    assert tr.stats["samples_interpolated"] == 0
+    q, v = tr.q, tr.v
+    pos, vel = rod_bounds(tr)
+    assert np.all(np.abs((q * q).sum(1) - L_P**2) <= pos)
+    assert np.all(np.abs(2 * (q * v).sum(1)) <= vel)
+    assert np.all(tr.position_residual <= pos)
