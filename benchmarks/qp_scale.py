@@ -1,6 +1,6 @@
 """The QP step at scale against the closed form: the issue's 2000-coordinate chain.
 
-Run: ``python3 benchmarks/qp_scale.py [--N 1000 250] [--later 5]``.
+Run: ``python3 benchmarks/qp_scale.py [--N 1000 250] [--later 5] [--four-bar]``.
 
 The model (as ``tests/test_large_sparse.py``): a planar chain of N point masses hanging
 from the origin, n = 2N coordinates, N distance constraints with an explicit
@@ -14,6 +14,14 @@ process's peak resident set during the first call over its resident set just bef
 which ``tracemalloc`` would not see). The last column is the QP's relative difference
 from the closed form, ``max |a_qp - a_cf| / max |a_cf|`` (an independent reference
 for the QP: the closed form solves the KKT equations by other linear algebra).
+
+``--four-bar`` adds the QP's step inside a run on paper 001's four-bar (the problem's
+own settings, 5 s, as ``gaussopt compare four_bar``): the run's time per step with
+``"closed_form"`` and ``"qp"``, the right-hand sides per step, and where the QP run's
+time goes (``cProfile`` of a second run: Clarabel's ``solve``, its ``update``, the
+compiled calls around it, the rest of the Python callback; the profiler's own overhead
+inflates the Python parts, so the shares are indicative, the run times are measured
+without it).
 
 BLAS is limited to one thread, as ``go.simulate`` does.
 """
@@ -103,12 +111,57 @@ def run_child(N: int, solver: str, later: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def four_bar_rows() -> None:
+    """The four-bar in a run: closed form against the QP (module docstring)."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "problems"))
+    import gaussopt as go
+    import four_bar
+
+    prob = four_bar.build(t_end=5.0)
+    kw = dict(prob.settings) if getattr(prob, "settings", None) else {}
+    runs = {}
+    for solver in ("closed_form", "qp"):
+        go.simulate(prob.system, (0.0, 0.05), prob.q0, prob.v0, solver=solver, **kw)  # (loads)
+        best = None
+        for _ in range(3):
+            tr = go.simulate(prob.system, prob.t_span, prob.q0, prob.v0, solver=solver, **kw)
+            st = tr.stats
+            if best is None or st["time_per_step"] < best["time_per_step"]:
+                best = st
+        runs[solver] = best
+    cf, qp = runs["closed_form"], runs["qp"]
+    print(f"\nfour-bar, 5 s, {kw}")
+    print(f"{'solver':>12} {'steps':>7} {'rhs/step':>9} {'ms/step':>9} {'us/rhs':>8}")
+    for name, st in runs.items():
+        rps = st["rhs_evaluations"] / st["steps"]
+        print(f"{name:>12} {st['steps']:>7} {rps:>9.2f} {1e3 * st['time_per_step']:>9.4f} "
+              f"{1e6 * st['time_per_step'] / rps:>8.2f}")
+    print(f"in-run ratio qp / closed_form: {qp['time_per_step'] / cf['time_per_step']:.2f}")
+    prof = cProfile.Profile()
+    prof.enable()
+    tr = go.simulate(prob.system, prob.t_span, prob.q0, prob.v0, solver="qp", **kw)
+    prof.disable()
+    st = pstats.Stats(prof)
+    total = sum(v[3] for k, v in st.stats.items() if k[2] == "simulate")
+    calls = tr.stats["rhs_evaluations"]
+    print(f"profiled qp run: {total:.3f} s ({calls} right-hand sides); tottime by function:")
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:8]
+    for (fn, line, name), (cc, nc, tt, ct, _) in rows:
+        print(f"  {tt:8.3f} s {100 * tt / total:5.1f} %  {nc:>8} calls  "
+              f"{1e6 * tt / max(nc, 1):7.2f} us/call  {Path(fn).name}:{line} {name}")
+
+
 def main() -> None:
     import numpy as np
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--N", type=int, nargs="+", default=[1000], help="chain lengths")
     ap.add_argument("--later", type=int, default=5, help="later calls timed (median)")
+    ap.add_argument("--four-bar", action="store_true", help="the four-bar in a run too")
     args = ap.parse_args()
     head = (f"{'n':>6} {'cf first s':>10} {'cf later s':>10} {'qp first s':>10} "
             f"{'qp later s':>10} {'first x':>8} {'later x':>8} {'cf MB':>8} {'qp MB':>8} "
@@ -126,6 +179,8 @@ def main() -> None:
               f"{qp['later']:>10.4f} {qp['first'] / cf['first']:>8.2f} "
               f"{qp['later'] / cf['later']:>8.2f} {cf['mem'] / 2**20:>8.1f} "
               f"{qp['mem'] / 2**20:>8.1f} {path:>10} {dev:>25.2e}", flush=True)
+    if args.four_bar:
+        four_bar_rows()
 
 
 if __name__ == "__main__":

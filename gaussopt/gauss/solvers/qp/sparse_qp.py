@@ -42,7 +42,6 @@ path, and ``info["sparse_qp_reason"]`` says why.
 from __future__ import annotations
 
 import ctypes
-from time import perf_counter
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,15 +49,14 @@ import scipy.sparse as sp
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.model_interface import CTYPES_SIGNATURE
 from gaussopt.core.result import StepResult
+from gaussopt.gauss.compiled_step import S_BE, S_FLAGS
 from gaussopt.gauss.solvers.closed_form import ClosedForm
+from gaussopt.gauss.solvers.qp.clarabel_qp import STATUS_NAMES
 
 __all__ = ["SparseQP", "refusal"]
 
 #: Clarabel statuses whose answer is accepted as the backend's (the polish then applies)
 _ACCEPTED = ("optimal", "almost_optimal")
-#: index of the flags among the compiled step's output scalars
-#: (:data:`gaussopt.gauss.compiled_step.S_FLAGS`)
-_I_FLAGS = 5
 
 
 def refusal(qp) -> str | None:
@@ -83,7 +81,8 @@ class SparseQP:
     """The sparse QP step of one :class:`~gaussopt.gauss.solvers.QP` on one band model
     (module docstring), built once: the closed-form solver that makes the rank
     decision, the model's two sparse functions, the buffers they write, the CSC ``P``
-    and CSR ``A`` on the model's pattern and the Clarabel solver.
+    and CSR ``A`` on the model's pattern, where their values go in Clarabel's order,
+    and the Clarabel solver.
 
     Parameters
     ----------
@@ -137,8 +136,17 @@ class SparseQP:
         self._rowof = np.repeat(np.arange(m), np.diff(indptr))
         self.A = sp.csr_matrix((np.zeros(indices.size), indices.copy(), indptr.copy()),
                                shape=(m, n))
-        self.clarabel = ClarabelQP(n, m, 0, P_pattern=self.P, A_pattern=self.A,
-                                   settings=qp.backend_options, scaling="jacobi")
+        cq = self.clarabel = ClarabelQP(n, m, 0, P_pattern=self.P, A_pattern=self.A,
+                                        settings=qp.backend_options, scaling="jacobi")
+        # where the values go in the CSC order of the patterns Clarabel was built on (its
+        # value entry, ClarabelQP.solve_values: no pattern matching per step)
+        P = self.P
+        pcols = np.repeat(np.arange(n, dtype=np.int64), np.diff(P.indptr))
+        order = np.argsort(cq._Ppat.locate(pcols * n + P.indices.astype(np.int64)))
+        self._Psrc = self._src[order]
+        order = np.argsort(cq._Apat.locate(indices * m + self._rowof))
+        self._Asrc = order
+        self._Arow = self._rowof[order]
         self.steps = 0
 
     def _evaluate(self, t: float, q: np.ndarray, v: np.ndarray) -> bool:
@@ -163,7 +171,7 @@ class SparseQP:
         with cf._lock:
             res = cf._solve_compiled(t, q, v, full)
             ctx = cf._ctx
-            flags = int(ctx[8][_I_FLAGS]) if ctx else 0
+            flags = int(ctx[8][S_FLAGS]) if ctx else 0
         if res is None or not flags & SP.SPARSE_FLAG:
             return ("the band step did not certify the rows' rank here (redundant or nearly "
                     "dependent rows, a vanishing row, ...): the dense rank decision takes it")
@@ -177,20 +185,22 @@ class SparseQP:
         bn = self._b / nu
         sa = max(float(np.linalg.norm(F)) / w, float(np.linalg.norm(bn)))
         sa = sa if sa > 0 and np.isfinite(sa) else 1.0
-        self.P.data[:] = d[self._src] * (1.0 / w)
-        self.A.data[:] = self._data / nu[self._rowof]
-        t0 = perf_counter()
-        sol = self.clarabel.solve(self.P, F * (-1.0 / (w * sa)), self.A, bn * (1.0 / sa))
-        solve_time = perf_counter() - t0
-        status = sol.status
+        Pv = d[self._Psrc] * (1.0 / w)
+        Av = self._data[self._Asrc] / nu[self._Arow]
+        qv = F * (-1.0 / (w * sa))
+        bv = bn * (1.0 / sa)
+        cq = self.clarabel
+        first = cq._scale(Pv, qv, Av, bv, cq.scaling)
+        xs, _, dd, _, _, raw, iters, _, solve_time = cq.solve_values(Pv, qv, Av, bv, first)
+        status = STATUS_NAMES.get(raw) or raw.lower()
         qp.statuses[status] = qp.statuses.get(status, 0) + 1
         self.steps += 1
-        x = sa * sol.x
+        x = sa * (xs if dd is None else xs * dd)
         ok = status in _ACCEPTED and bool(np.all(np.isfinite(x)))
         amax = float(np.abs(a).max(initial=0.0))
         dev = float(np.abs(x - a).max(initial=0.0)) / amax if amax > 0 else float(
             np.abs(x).max(initial=0.0))
-        be = float(ctx[8][4])                      # the band step's backward error
+        be = float(ctx[8][S_BE])                    # the band step's backward error
         fallback = not ok or be > qp.verify_tol
         if fallback:
             qp.fallbacks += 1
@@ -198,7 +208,7 @@ class SparseQP:
             return a
         info = dict(res.info)
         info.update({"solver": qp.name, "status": status, "backend": "clarabel",
-                     "iterations": int(sol.iterations), "solve_time": solve_time,
+                     "iterations": int(iters), "solve_time": solve_time,
                      "fallback": fallback, "backward_error": be,
                      "inequality_multipliers": np.zeros(0), "sparse_qp": True,
                      "sparse_qp_reason": None, "backend_a": x, "backend_deviation": dev})
