@@ -45,8 +45,7 @@ from numba.extending import intrinsic
 from gaussopt.core.compiled import cfunc, jit
 
 
-__all__ = ["SIGNATURE", "CTYPES_SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions",
-           "address", "ModelFunctions",
+__all__ = ["SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions", "address", "ModelFunctions",
            "SparseModel", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
            "make_buffers"]
 
@@ -56,10 +55,6 @@ SIGNATURE = types.int64(types.float64, types.voidptr, types.voidptr, types.voidp
 _CTYPES_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_double, ctypes.c_void_p,
                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_void_p)
-#: :data:`SIGNATURE` as a ctypes prototype: ``CTYPES_SIGNATURE(address)`` calls a model
-#: function from Python (:mod:`gaussopt.gauss.solvers.qp.sparse_qp` evaluates a
-#: :class:`SparseModel` so)
-CTYPES_SIGNATURE = _CTYPES_SIG
 
 #: the numba type of a model function (a first-class function of :data:`SIGNATURE`)
 FUNCTION = types.FunctionType(SIGNATURE)

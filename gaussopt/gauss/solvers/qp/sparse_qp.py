@@ -19,7 +19,9 @@ the band path takes the same structure:
 * **Clarabel** gets the problem in sparse form: ``P = M / w`` (its diagonal, or the
   upper triangles of its diagonal blocks; ``w = trace(M)/n``), ``q = -F / (w s_a)``, the
   equality rows normalized, ``An = A / nu``, ``beq = bn / s_a``, as a ``ZeroConeT(m)``
-  (``s_a = max(|F|/w, |bn|)``, the dense path's acceleration scale). The CSC/CSR
+  (``s_a = max(|F|/w, |bn|)``, the dense path's acceleration scale), on the values the
+  band step evaluated (:meth:`~gaussopt.gauss.solvers.base.StepSolver.band_work`: the
+  model is evaluated once per step). The CSC/CSR
   matrices are built once on the model's fixed pattern
   (:class:`~gaussopt.core.model_interface.SparseModel`) and only their values change;
   :class:`~gaussopt.gauss.solvers.qp.clarabel_qp.ClarabelQP` updates Clarabel in place.
@@ -41,13 +43,10 @@ path, and ``info["sparse_qp_reason"]`` says why.
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import scipy.sparse as sp
 
 import gaussopt.gauss.band_step as SP
-from gaussopt.core.model_interface import CTYPES_SIGNATURE
 from gaussopt.core.result import StepResult
 from gaussopt.gauss.compiled_step import S_BE, S_FLAGS
 from gaussopt.gauss.solvers.closed_form import ClosedForm
@@ -80,9 +79,8 @@ def refusal(qp) -> str | None:
 class SparseQP:
     """The sparse QP step of one :class:`~gaussopt.gauss.solvers.QP` on one band model
     (module docstring), built once: the closed-form solver that makes the rank
-    decision, the model's two sparse functions, the buffers they write, the CSC ``P``
-    and CSR ``A`` on the model's pattern, where their values go in Clarabel's order,
-    and the Clarabel solver.
+    decision, the CSC ``P`` and CSR ``A`` on the model's pattern, where their values go
+    in Clarabel's order, and the Clarabel solver.
 
     Parameters
     ----------
@@ -103,10 +101,6 @@ class SparseQP:
         # reference of sigma_min is the same array, shared with the compiled engine)
         cf = self.closed_form = ClosedForm(qp.system, rank_tol=qp.rank_tol)
         cf._sref = qp._sref
-        addrs = model.addrs
-        self._dyn = CTYPES_SIGNATURE(int(addrs[0]))
-        self._rows = CTYPES_SIGNATURE(int(addrs[1]))
-        self._p = np.ascontiguousarray(model.p, dtype=float)
         # the mass: diagonal, or dense blocks on consecutive coordinates packed row-major
         bptr = (np.arange(n + 1, dtype=np.int64) if model.block_ptr is None
                 else np.asarray(model.block_ptr, dtype=np.int64))
@@ -121,18 +115,14 @@ class SparseQP:
                     src.append(off + i * s + j)
             diag.extend(off + r * s + r for r in range(s))
             off += s * s
-        self._d = np.zeros(off)
         self._diag = np.array(diag, dtype=np.int64)
         order = np.lexsort((rows, cols))
         self._src = np.array(src, dtype=np.int64)[order]
         self.P = sp.csc_matrix((np.zeros(len(src)), (np.array(rows)[order],
                                                        np.array(cols)[order])), shape=(n, n))
         self.P.sort_indices()
-        self._F = np.zeros(n)
-        self._b = np.zeros(m)
         indptr = np.asarray(model.indptr, dtype=np.int64)
         indices = np.asarray(model.indices, dtype=np.int64)
-        self._data = np.zeros(indices.size)
         self._rowof = np.repeat(np.arange(m), np.diff(indptr))
         self.A = sp.csr_matrix((np.zeros(indices.size), indices.copy(), indptr.copy()),
                                shape=(m, n))
@@ -149,18 +139,10 @@ class SparseQP:
         self._Arow = self._rowof[order]
         self.steps = 0
 
-    def _evaluate(self, t: float, q: np.ndarray, v: np.ndarray) -> bool:
-        """The model's sparse data at ``(t, q, v)`` into the buffers: False if a model
-        function failed (the dense path then evaluates it again and raises)."""
-        tq = (ctypes.c_double(t), q.ctypes.data, v.ctypes.data, self._p.ctypes.data)
-        if self._dyn(*tq, self._d.ctypes.data, self._F.ctypes.data):
-            return False
-        return not self._rows(*tq, self._data.ctypes.data, self._b.ctypes.data)
-
     def step(self, t: float, q: np.ndarray, v: np.ndarray, full: bool):
         """One QP step on the sparse path: a StepResult (``full``) or the accelerations,
         or a string saying why the dense path must take it (the band step refused, a
-        model function failed, a ``b`` hook)."""
+        ``b`` hook)."""
         qp = self.qp
         cf = self.closed_form
         if qp.b_correction is not None:
@@ -176,17 +158,17 @@ class SparseQP:
             return ("the band step did not certify the rows' rank here (redundant or nearly "
                     "dependent rows, a vanishing row, ...): the dense rank decision takes it")
         a = res.a if full else res
-        if not self._evaluate(t, q, v):
-            return "a model function failed: the dense path evaluates it again"
-        d, F = self._d, self._F
+        # the model's sparse data at this state, as the band step evaluated them
+        bw = cf.band_work()
+        d, F, data, b = bw.d, bw.F, bw.data, bw.b
         n = self.n
         w = float(d[self._diag].sum()) / n
-        nu = np.sqrt(np.bincount(self._rowof, weights=self._data * self._data, minlength=self.m))
-        bn = self._b / nu
+        nu = np.sqrt(np.bincount(self._rowof, weights=data * data, minlength=self.m))
+        bn = b / nu
         sa = max(float(np.linalg.norm(F)) / w, float(np.linalg.norm(bn)))
         sa = sa if sa > 0 and np.isfinite(sa) else 1.0
         Pv = d[self._Psrc] * (1.0 / w)
-        Av = self._data[self._Asrc] / nu[self._Arow]
+        Av = data[self._Asrc] / nu[self._Arow]
         qv = F * (-1.0 / (w * sa))
         bv = bn * (1.0 / sa)
         cq = self.clarabel
