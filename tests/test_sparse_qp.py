@@ -157,3 +157,21 @@ def _pos(x):
     D = P.copy()
     D[1:] -= P[:-1]
     return (D * D).sum(1) - L * L
+
+
+def test_a_run_with_the_qp_takes_the_sparse_path_and_matches_the_closed_form_run():
+    """Inside ``simulate`` the QP's hot path (``acceleration``, called back by the engine)
+    takes the sparse path too; every step's answer is verified against its own tolerance
+    and polished by the same closed form, so the run follows the closed form's run to
+    rounding (the two differ by the rounding of the steps, amplified by the chain's
+    dynamics over ~20 steps: bound 1e-6 N L of the chain's length, as test_large_sparse's
+    sparse-against-dense runs)."""
+    q, v = state()
+    kw = dict(rtol=1e-10, atol=1e-10)
+    tq = go.simulate(chain(jac_sparse), (0.0, 0.01), q, v, solver="qp", **kw)
+    tc = go.simulate(chain(jac_sparse), (0.0, 0.01), q, v, solver="closed_form", **kw)
+    assert tq.success and tc.success
+    assert tq.stats["qp_sparse_steps"] >= tq.stats["steps"] > 0
+    assert tq.stats["qp_fallbacks"] == 0 and set(tq.stats["qp_statuses"]) == {"optimal"}
+    assert np.abs(tq.q[-1] - tc.q[-1]).max() <= 1e-6 * N * L
+    assert np.abs(tq.position_residual).max() <= 1e-12
