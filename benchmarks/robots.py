@@ -131,6 +131,25 @@ def _mujoco_model(mj, path):
     return m
 
 
+def _on_joint_equalities(mj, m, qpos, qvel):
+    """``(qpos, qvel)`` with the first joint of every active ``joint`` equality set on it
+    (``x1 = P(x2)``, ``x1' = P'(x2) x2'``): a state both models can start a run from."""
+    qpos, qvel = qpos.copy(), qvel.copy()
+    for e in range(m.neq):
+        if int(m.eq_type[e]) != int(mj.mjtEq.mjEQ_JOINT) or not m.eq_active0[e]:
+            continue
+        j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        c = np.array(m.eq_data[e, :5])
+        a1, d1 = int(m.jnt_qposadr[j1]), int(m.jnt_dofadr[j1])
+        x, w = 0.0, 0.0
+        if j2 >= 0:
+            a2, d2 = int(m.jnt_qposadr[j2]), int(m.jnt_dofadr[j2])
+            x, w = qpos[a2] - m.qpos0[a2], qvel[d2]
+        qpos[a1] = m.qpos0[a1] + c[0] + c[1] * x + c[2] * x * x + c[3] * x ** 3 + c[4] * x ** 4
+        qvel[d1] = (c[1] + 2 * c[2] * x + 3 * c[3] * x * x + 4 * c[4] * x ** 3) * w
+    return qpos, qvel
+
+
 def _rigid_qacc(mj, m, d):
     """MuJoCo's accelerations with its active ``joint`` equalities (between two hinges or
     slides) held exactly, as gaussopt holds them: the KKT system of MuJoCo's own ``M``,
@@ -173,7 +192,7 @@ def step_rows(label, path, urdf, repeat, mj, pin):
     m = _mujoco_model(mj, path)
     d = mj.MjData(m)
     rng = np.random.default_rng(11)
-    qpos, qvel = random_state(mj, m, rng)
+    qpos, qvel = _on_joint_equalities(mj, m, *random_state(mj, m, rng))
     d.qpos[:], d.qvel[:] = qpos, qvel
     mj.mj_forward(m, d)
     ref = _rigid_qacc(mj, m, d)
