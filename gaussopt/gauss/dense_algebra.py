@@ -21,7 +21,6 @@ import numpy as np
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.views import wivec, wmat, wvec
 from gaussopt.gauss.workspace import (F_Q, F_R, F_U, F_V, F_W, F_X, F_Y, F_Vk, F_hv, F_norms, F_s,
-                                      F_piv,
                                       F_tau, I_order, make_work_compiled, svd_views)
 
 __all__ = ["norm2", "row_norms", "absmax", "frobenius", "cholesky", "forward_solve",
@@ -192,41 +191,14 @@ def backward_solve_t(L, x):
 
 
 @_leaf
-def householder_qr(X, full, Q, R, V, tau, piv):
+def householder_qr(X, full, Q, R, V, tau):
     """QR of a tall ``X`` (p, k), p >= k, destroyed: ``Q`` (p, p if ``full`` else k)
-    and ``R`` (k, k) are written; ``V`` (p, k), ``tau`` (k) and ``piv`` (k, the pivot
-    rows, held as floats) are scratch.
-
-    With row interchanges (Powell and Reid): step ``j`` first swaps the row of the largest
-    entry of column ``j`` (among rows ``j..p-1``) into row ``j``, so each reflector maps its
-    column onto a coordinate of the column's own support. For ``X = A^T`` this keeps the
-    null-space basis (the rest of ``Q``) local: a coordinate that no row touches keeps
-    its unit column, and a row that touches only one body's coordinates (an Euler-parameter
-    normalization) mixes only those. Without the interchanges the first reflector maps
-    that row onto the *first* coordinate, mixing a 10 kg link's coordinate with a 0.2 g
-    body's Euler parameters in the basis, and the reduced mass matrix's rounding (of the
-    heavy link's size) swamps the light body's accelerations (measured on the maximal
-    kind: 3.7e-7 relative error in the light body's angular accelerations; 8.6e-13 with
-    the interchanges; tests/test_tree.py).
-    ``X = Q R`` holds with ``Q = P_0 H_0 P_1 H_1 ... P_{k-1} H_{k-1}`` (``P_j`` the swap,
-    ``H_j`` the reflector of step ``j``)."""
+    and ``R`` (k, k) are written; ``V`` (p, k) and ``tau`` (k) are scratch."""
     p, k = X.shape
     for i in range(p):
         for j in range(k):
             V[i, j] = 0.0
     for j in range(k):
-        pj = j
-        big = abs(X[j, j])
-        for i in range(j + 1, p):
-            if abs(X[i, j]) > big:
-                big = abs(X[i, j])
-                pj = i
-        piv[j] = pj
-        if pj != j:
-            for c in range(k):
-                x = X[j, c]
-                X[j, c] = X[pj, c]
-                X[pj, c] = x
         nrm = 0.0
         for i in range(j, p):
             nrm += X[i, j] * X[i, j]
@@ -272,20 +244,15 @@ def householder_qr(X, full, Q, R, V, tau, piv):
         for c in range(kq):
             Q[i, c] = 1.0 if i == c else 0.0
     for j in range(k - 1, -1, -1):
-        if tau[j] != 0.0:
-            for c in range(kq):
-                s = 0.0
-                for i in range(j, p):
-                    s += V[i, j] * Q[i, c]
-                s *= tau[j]
-                for i in range(j, p):
-                    Q[i, c] -= s * V[i, j]
-        pj = int(piv[j])
-        if pj != j:
-            for c in range(kq):
-                x = Q[j, c]
-                Q[j, c] = Q[pj, c]
-                Q[pj, c] = x
+        if tau[j] == 0.0:
+            continue
+        for c in range(kq):
+            s = 0.0
+            for i in range(j, p):
+                s += V[i, j] * Q[i, c]
+            s *= tau[j]
+            for i in range(j, p):
+                Q[i, c] -= s * V[i, j]
 
 
 @_leaf
@@ -437,7 +404,7 @@ def svd_into(X, w, fU, fs, fV):
             x = X[j, i] if tall else X[i, j]
             Z[i, j] = x if e == 0 else math.ldexp(x, -e)
     Q = wmat(w, F_Q, p, k)                  # (the rest of a wide X's Q: svd_complete)
-    householder_qr(Z, False, Q, R, wmat(w, F_hv, p, k), tau, wvec(w, F_piv, k))
+    householder_qr(Z, False, Q, R, wmat(w, F_hv, p, k), tau)
     for i in range(k):
         for j in range(k):
             Y[i, j] = R[j, i] if tall else R[i, j]                  # R^T W = Y, or R W = Y
@@ -499,23 +466,18 @@ def svd_complete(w, fV, m, n):
     V = wmat(w, fV, n, n)
     hv = wmat(w, F_hv, n, k)
     tau = wvec(w, F_tau, k)
-    piv = wvec(w, F_piv, k)
     for c in range(k, n):
         for i in range(n):
             V[i, c] = 1.0 if i == c else 0.0
-        for j in range(k - 1, -1, -1):          # Q = P_0 H_0 ... P_{k-1} H_{k-1}
-            if tau[j] != 0.0:
-                s = 0.0
-                for i in range(j, n):
-                    s += hv[i, j] * V[i, c]
-                s *= tau[j]
-                for i in range(j, n):
-                    V[i, c] -= s * hv[i, j]
-            pj = int(piv[j])
-            if pj != j:
-                x = V[j, c]
-                V[j, c] = V[pj, c]
-                V[pj, c] = x
+        for j in range(k - 1, -1, -1):
+            if tau[j] == 0.0:
+                continue
+            s = 0.0
+            for i in range(j, n):
+                s += hv[i, j] * V[i, c]
+            s *= tau[j]
+            for i in range(j, n):
+                V[i, c] -= s * hv[i, j]
 
 
 @_jit

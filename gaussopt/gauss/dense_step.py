@@ -831,20 +831,33 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     if status != OK:
         return status, F_a, r, mL, k, 0.0, 0.0, np.inf, dmin, flags
     tol = direct_tolerance(n, mL)
-    if not ranged:
-        closed_form(M, F, wgt, mL, r, w)
     fa = F_a
-    if method == LAGRANGE:
-        ok = kkt_lu(M, F, wgt, r, w)
-        bf, bs = verify(M, F, wfull(w, F_a2), mL, r, k, w)
-        if ok and max(bf, bs) <= tol:
-            fa = F_a2
-        else:
-            flags |= 1
-    a = wfull(w, fa)
-    status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
-    if status == OK and not be <= tol:
-        status = UNVERIFIED
+    rho, allow, be = 0.0, 0.0, np.inf
+    for attempt in range(2):
+        if not ranged:
+            closed_form(M, F, wgt, mL, r, w)
+        fa = F_a
+        if method == LAGRANGE:
+            ok = kkt_lu(M, F, wgt, r, w)
+            bf, bs = verify(M, F, wfull(w, F_a2), mL, r, k, w)
+            if ok and max(bf, bs) <= tol:
+                fa = F_a2
+            else:
+                flags |= 1
+        a = wfull(w, fa)
+        status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
+        if status == OK and not be <= tol:
+            status = UNVERIFIED
+        if not (ranged and status == UNVERIFIED):
+            break
+        # a range-space answer that fails its verification (the augmented matrix's
+        # conditioning): the null-space path decides and solves, as without the range path
+        ranged = False
+        status, mL, r, k, c_norm, dmin, flags = determinacy(M, A, b, ref, sig_ref, rank_tol,
+                                                            wgt, mL, r, k, c_norm, w)
+        if status != OK:
+            return status, F_a, r, mL, k, 0.0, 0.0, np.inf, dmin, flags
+        tol = direct_tolerance(n, mL)
     if status == OK and want_lam:
         multipliers(M, F, a, A, mL, r, k, w)
     return status, fa, r, mL, k, rho, allow, be, dmin, flags
