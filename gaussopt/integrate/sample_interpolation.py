@@ -48,7 +48,7 @@ __all__ = ["NODES", "STATE_TOL", "VALUE_TOL", "groups", "plan", "barycentric"]
 #: outputs of a step recomputed exactly, the nodes of the interpolation
 NODES = 10
 #: the interpolated state at the check output: within this of the exact projection,
-#: relative to 1 + the step's largest |q| (|v| for the velocities): 16 times the
+#: relative to 1 + the step's largest ``|q|`` (``|v|`` for the velocities): 16 times the
 #: projection's default tolerance (1e-15, the rounding of a projected state)
 STATE_TOL = 16e-15
 #: each diagnostic at the check output: within this of the exact recomputation,
