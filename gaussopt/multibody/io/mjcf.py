@@ -88,6 +88,14 @@ URDF goes through MuJoCo's importer: links attached by ``fixed`` joints are fuse
 their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the world
 becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
 slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
+A URDF has no way to say that its root link moves freely (a legged robot, a humanoid, a
+quadrotor): MuJoCo then welds the root to the world, and a file of a single link has
+nothing left that moves. ``load(..., floating=True)`` gives every body that the world
+carries without a joint a free joint before MuJoCo compiles the file (through
+``mujoco.MjSpec``): the floating base of Pinocchio's ``JointModelFreeFlyer``, with MuJoCo's
+free-joint coordinates (``qpos`` = position and unit quaternion ``w, x, y, z`` of the
+link frame, ``qvel`` = its origin's velocity in the world frame and its angular velocity
+in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
@@ -1065,8 +1073,22 @@ def _inertia_refusal(label: str, said: str, text: str, urdf: bool) -> str:
             "the file.")
 
 
-def _compile(mj, source, notes: Optional[dict] = None):
+def _add_free_joints(spec) -> list[str]:
+    """A free joint on every body of ``spec`` (a ``mujoco.MjSpec``) that the world carries
+    without a joint: the names of those bodies."""
+    floated = []
+    for body in spec.worldbody.bodies:
+        if len(body.joints) == 0:
+            body.add_freejoint()
+            floated.append(body.name)
+    return floated
+
+
+def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
+             floated: Optional[list] = None):
     """``source`` compiled by MuJoCo: a file (MJCF or URDF), an XML string or an MjModel.
+    ``floating``: free joints added to the bodies the world carries without one
+    (:func:`_add_free_joints`; their names appended to ``floated``).
 
     A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`);
     a model whose inertia MuJoCo rejects ("inertia must satisfy A + B >= C", non-positive
@@ -1075,6 +1097,10 @@ def _compile(mj, source, notes: Optional[dict] = None):
     for each of these, for the loader's report."""
     notes = {} if notes is None else notes
     if isinstance(source, mj.MjModel):
+        if floating:
+            raise ModelError("`floating=True` needs the model's file or XML (a compiled "
+                             "mujoco.MjModel cannot be given new joints); found a "
+                             "mujoco.MjModel as `source`.")
         return source
     path = None
     if isinstance(source, os.PathLike) or (isinstance(source, str)
@@ -1096,9 +1122,18 @@ def _compile(mj, source, notes: Optional[dict] = None):
         text = _strip_urdf(text, notes)
 
     def compile_(xml: Optional[str]):
-        if xml is None:                 # an MJCF file as it is: its includes and assets
-            return mj.MjModel.from_xml_path(path)        # are relative to it
-        return mj.MjModel.from_xml_string(xml)
+        if not floating:
+            if xml is None:             # an MJCF file as it is: its includes and assets
+                return mj.MjModel.from_xml_path(path)    # are relative to it
+            return mj.MjModel.from_xml_string(xml)
+        spec = mj.MjSpec.from_file(path) if xml is None else mj.MjSpec.from_string(xml)
+        names = _add_free_joints(spec)
+        if not names:
+            raise ModelError(f"`floating=True`: every body that the world carries in {label} "
+                             "already has a joint; there is no base to set free.")
+        if floated is not None:
+            floated[:] = names
+        return spec.compile()
 
     xml = text if (urdf or path is None) else None
     try:
@@ -1123,10 +1158,10 @@ def _compile(mj, source, notes: Optional[dict] = None):
     return m
 
 
-def _mapping(source, name=None):
+def _mapping(source, name=None, floating: bool = False, floated: Optional[list] = None):
     mj = _mujoco()
     notes: dict = {}
-    m = _compile(mj, source, notes)
+    m = _compile(mj, source, notes, floating, floated)
     mp = _map(mj, m, name)
     mp.unmapped.update(notes)
     return mj, m, mp
@@ -1142,7 +1177,8 @@ def _build(mp: _Mapping) -> Model:
 COORDINATES = ("joint", "maximal")
 
 
-def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
+def load(source, *, name: Optional[str] = None, coordinates: str = "joint",
+         floating: bool = False):
     """A multibody model from an MJCF or URDF model: in joint coordinates (a
     :class:`gaussopt.multibody.tree.Model`, the default) or in maximal coordinates (a spatial
     :class:`~.spatial.Model`).
@@ -1160,6 +1196,12 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
         ``connect``/``weld`` equalities); ``"maximal"``: seven coordinates per body and the
         joints as equations (:mod:`gaussopt.multibody.spatial`, the mapping of the module
         docstring).
+    floating : bool
+        Give every body that the world carries without a joint a free joint (six degrees
+        of freedom, MuJoCo's ``freejoint``) before compiling: the floating base of a URDF
+        robot (a legged robot, a humanoid, a quadrotor), which a URDF cannot express and
+        MuJoCo otherwise welds to the world. As Pinocchio's ``JointModelFreeFlyer``, in
+        MuJoCo's free-joint coordinates (module docstring). Needs a file or an XML string.
 
     Returns
     -------
@@ -1180,12 +1222,15 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
     ImportError
         MuJoCo is not installed (``pip install "gaussopt[mjcf]"``).
     ModelError
-        No such file, MuJoCo cannot compile it, or ``coordinates`` is not one of
-        :data:`COORDINATES`.
+        No such file, MuJoCo cannot compile it, ``coordinates`` is not one of
+        :data:`COORDINATES`, or ``floating=True`` with a ``mujoco.MjModel`` or with no
+        joint-less body on the world.
     """
     if coordinates not in COORDINATES:
         raise ModelError(f"`coordinates` must be one of {list(COORDINATES)}, found "
                          f"{coordinates!r}.")
+    if not isinstance(floating, (bool, np.bool_)):
+        raise ModelError(f"`floating` must be True or False, found {floating!r}.")
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("<")):
         src = repr(os.fspath(source))
@@ -1197,17 +1242,22 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
     if coordinates == "joint":
         mj = _mujoco()
         notes: dict = {}
-        m = _compile(mj, source, notes)
+        floated: list = []
+        m = _compile(mj, source, notes, bool(floating), floated)
         mp = _tree_map(mj, m, name)
         mp.unmapped.update(notes)
         if not mp.links:
             raise ModelError(nothing)
         model = _build_tree(mp, m, src)
     else:
-        _, m, mp = _mapping(source, name)
+        floated = []
+        _, m, mp = _mapping(source, name, bool(floating), floated)
         if not mp.frames:
             raise ModelError(nothing)
         model = _build(mp)
+    if floated and coordinates == "joint":          # (model.description says so)
+        model.origin += (f"; floating=True: a free joint added to "
+                         f"{', '.join(repr(b) for b in floated)}")
     if mp.unmapped:
         what = "\n".join(f"  - {k}: {v}" for k, v in mp.unmapped.items())
         warnings.warn(UnmappedFeatureWarning(
