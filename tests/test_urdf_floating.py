@@ -4,16 +4,18 @@ free flyer, MuJoCo, and the laws of a free rigid body.
 A URDF cannot say that its root link moves freely, so MuJoCo welds it to the world; a
 legged robot or a quadrotor needs ``floating=True``, which gives the root a free joint.
 
-* tests/data/floating_legs.urdf (a base with a fused IMU link, two two-joint legs and a
-  skew rotor) at 50 random states against ``pinocchio.aba`` on
+* tests/data/floating_legs.urdf (a dummy root with a placeholder inertia welded to the
+  trunk, an IMU whose tensor breaks the triangle inequality on a massless frame welded to
+  the trunk: both rejected by MuJoCo alone, merged into the trunk by the loader; two
+  two-joint legs and a skew rotor) at 50 random states against ``pinocchio.aba`` on
   ``buildModelFromUrdf(path, JointModelFreeFlyer())``. Pinocchio's free flyer has
   ``q = (p, x, y, z, w)`` and ``v = (R^T p', w_body)``, whose time derivative is its
   ``a``: ``d/dt (R^T p') = R^T p'' - w x R^T p'``, so MuJoCo's ``qacc`` of the free joint is
   ``(R (a_lin + w x v_lin), a_ang)``. Bound per state: gaussopt's verified step error
   through the map to ``qacc`` plus ``10 nv cond(M) eps |a|`` for Pinocchio (as
   tests/test_tree.py); the target 1e-12 relative beside it.
-* The same file against ``mj_forward`` of a MuJoCo model given the free joint here, with
-  ``mujoco.MjSpec`` (tests/test_tree.py's bound).
+* tests/data/arm6.urdf given a floating base against ``mj_forward`` of a MuJoCo model given
+  the free joint here, with ``mujoco.MjSpec`` (tests/test_tree.py's bound).
 * tests/data/rigid_body.urdf (one link, no joint: an asymmetric top whose centroid is off
   the link origin), thrown spinning for 2 s: its centroid follows the parabola
   ``c0 + c0' t + g t^2 / 2`` exactly, its angular momentum about the centroid (world
@@ -53,9 +55,16 @@ def load(path, **kw):
         return mjcf.load(path, **kw)
 
 
-def mujoco_floating(path) -> "mj.MjModel":
-    """MuJoCo's model of the URDF with a free joint on the root, built here."""
-    spec = mj.MjSpec.from_string(path.read_text())
+def mujoco_floating(path, drop=()) -> "mj.MjModel":
+    """MuJoCo's model of the URDF with a free joint on the root, built here; the links
+    ``drop`` lose their ``<inertial>`` (a model for the state's layout only)."""
+    import xml.etree.ElementTree as ET
+
+    root_el = ET.fromstring(path.read_text())
+    for link in root_el.iter("link"):
+        if link.get("name") in drop:
+            link.remove(link.find("inertial"))
+    spec = mj.MjSpec.from_string(ET.tostring(root_el, encoding="unicode"))
     root = spec.worldbody.first_body()
     root.add_freejoint()
     return spec.compile()
@@ -69,8 +78,12 @@ def quat_matrix(w, x, y, z):
 
 def test_floating_legs_match_pinocchio_free_flyer():
     pin = pytest.importorskip("pinocchio")
-    model = load(LEGS, floating=True)
-    m = mujoco_floating(LEGS)
+    with pytest.warns(mjcf.UnmappedFeatureWarning,
+                      match=r"'base' into 'trunk'; 'imu' into 'trunk'"):
+        model = mjcf.load(LEGS, floating=True)
+    with pytest.raises(ValueError, match="inertia"):     # MuJoCo alone rejects the file
+        mj.MjModel.from_xml_string(LEGS.read_text())
+    m = mujoco_floating(LEGS, drop=("base", "imu"))     # (the layout of qpos and qvel)
     assert (model.n, model.m) == (m.nq, 1) == (12, 1)   # 7 + 5 hinges; the quaternion's row
     assert "free joint added to 'base'" in model.description
     pm = pin.buildModelFromUrdf(str(LEGS), pin.JointModelFreeFlyer())
@@ -108,9 +121,9 @@ def test_floating_legs_match_pinocchio_free_flyer():
     assert worst <= 1e-12
 
 
-def test_floating_legs_match_mujoco():
-    model = load(LEGS, floating=True)
-    m = mujoco_floating(LEGS)
+def test_floating_arm_matches_mujoco():
+    model = load(DATA / "arm6.urdf", floating=True)
+    m = mujoco_floating(DATA / "arm6.urdf")
     m.opt.disableflags |= mj.mjtDisableBit.mjDSBL_CONTACT
     worst = check_against_mujoco(model, m, 20, np.random.default_rng(5))
     assert worst <= 1e-10

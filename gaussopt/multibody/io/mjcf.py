@@ -88,6 +88,13 @@ URDF goes through MuJoCo's importer: links attached by ``fixed`` joints are fuse
 their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the world
 becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
 slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
+MuJoCo checks each link's inertia before it fuses welded links, and rejects tensors with
+a zero, negative or rounding-level principal moment or that break the triangle
+inequality; robot files use such tensors on dummy roots and sensor frames welded to the
+real body. The loader adds each such inertia to the heaviest acceptable link welded to it
+(through any chain of ``fixed`` joints), as MuJoCo's fusion and Pinocchio would: the same
+rigid body, the file's dynamics (:func:`_merge_welded_inertias`; the loader's warning
+names the links). A link that moves on its own joint with such a tensor stays refused.
 A URDF has no way to say that its root link moves freely (a legged robot, a humanoid, a
 quadrotor): MuJoCo then welds the root to the world, and a file of a single link has
 nothing left that moves. ``load(..., floating=True)`` gives every body that the world
@@ -1027,6 +1034,131 @@ def _strip_urdf(text: str, notes: dict) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+#: MuJoCo's smallest accepted mass and principal moment (``mjMINVAL``)
+_MJ_MINVAL = 1e-15
+
+
+def _rpy_matrix(rpy) -> np.ndarray:
+    """URDF's fixed-axis roll, pitch, yaw: ``Rz(yaw) Ry(pitch) Rx(roll)``."""
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
+
+
+def _urdf_origin(el) -> tuple[np.ndarray, np.ndarray]:
+    """``(xyz, R)`` of an element's ``<origin>`` (identity when it has none)."""
+    o = el.find("origin") if el is not None else None
+    if o is None:
+        return np.zeros(3), np.eye(3)
+    xyz = np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
+    return xyz, _rpy_matrix([float(x) for x in o.get("rpy", "0 0 0").split()])
+
+
+def _urdf_inertial(link) -> Optional[tuple[float, np.ndarray, np.ndarray]]:
+    """``(mass, centroid, inertia tensor about it)`` of a link in its own frame, or None."""
+    el = link.find("inertial")
+    if el is None:
+        return None
+    mass_el, ten = el.find("mass"), el.find("inertia")
+    mass = float(mass_el.get("value", "0")) if mass_el is not None else 0.0
+    c = {k: float(ten.get(k, "0")) if ten is not None else 0.0
+         for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+    J = np.array([[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]],
+                  [c["ixz"], c["iyz"], c["izz"]]])
+    xyz, R = _urdf_origin(el)
+    return mass, xyz, R @ J @ R.T
+
+
+def _rejected_inertia(J: np.ndarray) -> bool:
+    """Whether MuJoCo rejects the tensor: a principal moment below ``mjMINVAL``, or
+    moments that break the triangle inequality ``A + B >= C`` (no rigid body has them)."""
+    lam = np.linalg.eigvalsh(0.5 * (J + J.T))
+    return bool(lam[0] < _MJ_MINVAL or lam[0] + lam[1] < lam[2])
+
+
+def _merge_welded_inertias(text: str, notes: dict) -> str:
+    """The URDF with the inertia of each link that MuJoCo would reject (a principal moment
+    that is zero, negative or at rounding level) added to the link a ``fixed`` joint welds
+    it to, when that makes the sum acceptable.
+
+    Welded links are one rigid body: MuJoCo's reader fuses them anyway (and Pinocchio
+    adds their inertias), but it checks each link's own tensor first. Robot files use a
+    joint-less dummy root with a placeholder tensor (``base`` of the ANYmal, Go1, B1 and
+    HyQ files: every entry ``1e-6``, rank 1) welded to the real trunk, or sensor links with
+    rounding-level tensors; their sum with the trunk is the body MuJoCo would build, so the
+    dynamics are the file's (where MuJoCo's ``balanceinertia`` would raise the moments of a
+    link that breaks the triangle inequality, this keeps them). The combined mass, centroid and tensor (parallel-axis
+    theorem) go to the receiving link, in its frame; the other link becomes massless."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    links = {lk.get("name"): lk for lk in root.iter("link")}
+    welds: dict = {}                 # link -> [(other, xyz, R)]: the other's frame in its own
+    for j in root.iter("joint"):
+        if j.get("type") == "fixed" and j.find("parent") is not None \
+                and j.find("child") is not None:
+            xyz, R = _urdf_origin(j)
+            par, ch = j.find("parent").get("link"), j.find("child").get("link")
+            welds.setdefault(par, []).append((ch, xyz, R))
+            welds.setdefault(ch, []).append((par, -R.T @ xyz, R.T))
+    merged = []
+    for name, link in links.items():
+        own = _urdf_inertial(link)
+        if own is None or not _rejected_inertia(own[2]):
+            continue
+        m1, c1, J1 = own
+        # every link welded to this one (through chains of fixed joints, massless frames
+        # included), with its frame in this link's frame
+        pose = {name: (np.zeros(3), np.eye(3))}
+        todo = [name]
+        while todo:
+            a = todo.pop()
+            pa, Ra = pose[a]
+            for b_, xyz, R in welds.get(a, []):
+                if b_ not in pose:
+                    pose[b_] = (pa + Ra @ xyz, Ra @ R)
+                    todo.append(b_)
+        best = None
+        for other, (p_, R_) in pose.items():
+            got = _urdf_inertial(links[other]) if other != name and other in links else None
+            if got is None or _rejected_inertia(got[2]):
+                continue
+            m2, c2, J2 = got
+            # this link's inertia in the other link's frame
+            c, J = R_.T @ (c1 - p_), R_.T @ J1 @ R_
+            mass = m1 + m2
+            cc = (m1 * c + m2 * c2) / mass
+            Jc = np.zeros((3, 3))
+            for mk, ck, Jk in ((m1, c, J), (m2, c2, J2)):
+                d = ck - cc
+                Jc += Jk + mk * ((d @ d) * np.eye(3) - np.outer(d, d))
+            if best is None or m2 > best[1]:
+                best = (other, m2, mass, cc, Jc)
+        if best is None or _rejected_inertia(best[4]):
+            continue
+        other, _, mass, cc, Jc = best
+        link.remove(link.find("inertial"))
+        target = links[other]
+        old = target.find("inertial")
+        if old is not None:
+            target.remove(old)
+        el = ET.SubElement(target, "inertial")
+        ET.SubElement(el, "origin", xyz=" ".join(repr(float(x)) for x in cc), rpy="0 0 0")
+        ET.SubElement(el, "mass", value=repr(float(mass)))
+        ET.SubElement(el, "inertia", **{k: repr(float(Jc[i, j])) for k, (i, j) in (
+            ("ixx", (0, 0)), ("ixy", (0, 1)), ("ixz", (0, 2)), ("iyy", (1, 1)),
+            ("iyz", (1, 2)), ("izz", (2, 2)))})
+        merged.append(f"{name!r} into {other!r}")
+    if not merged:
+        return text
+    notes["URDF inertias merged across fixed joints"] = (
+        f"{'; '.join(merged)} (MuJoCo rejects the first link's own tensor; welded, the two "
+        "are one body, as MuJoCo fuses them: the same dynamics)")
+    return ET.tostring(root, encoding="unicode")
+
+
 def _balance_inertia(text: str, urdf: bool) -> str:
     """The XML with MuJoCo's compiler option ``balanceinertia="true"`` (URDF: in its
     ``<mujoco><compiler/></mujoco>`` extension)."""
@@ -1090,7 +1222,8 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
     ``floating``: free joints added to the bodies the world carries without one
     (:func:`_add_free_joints`; their names appended to ``floated``).
 
-    A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`);
+    A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`),
+    with the inertias MuJoCo would reject on welded links merged (:func:`_merge_welded_inertias`);
     a model whose inertia MuJoCo rejects ("inertia must satisfy A + B >= C", non-positive
     moments) is compiled again with MuJoCo's own ``balanceinertia`` repair and an
     :class:`InertiaRepairWarning` naming the body. ``notes`` (a dict) receives a line
@@ -1119,7 +1252,7 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
                          f"{type(source).__name__}.")
     urdf = _is_urdf(text)
     if urdf:
-        text = _strip_urdf(text, notes)
+        text = _merge_welded_inertias(_strip_urdf(text, notes), notes)
 
     def compile_(xml: Optional[str]):
         if not floating:
@@ -1127,6 +1260,8 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
                 return mj.MjModel.from_xml_path(path)    # are relative to it
             return mj.MjModel.from_xml_string(xml)
         spec = mj.MjSpec.from_file(path) if xml is None else mj.MjSpec.from_string(xml)
+        if len(spec.worldbody.bodies) == 0:
+            raise ModelError(f"`floating=True`: {label} has no body (nothing to set free).")
         names = _add_free_joints(spec)
         if not names:
             raise ModelError(f"`floating=True`: every body that the world carries in {label} "
@@ -1138,6 +1273,8 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
     xml = text if (urdf or path is None) else None
     try:
         return compile_(xml)
+    except ModelError:
+        raise
     except ValueError as e:
         first = str(e)
     if "inertia" not in first.lower():
