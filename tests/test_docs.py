@@ -150,6 +150,14 @@ def check_contacts(ns, out):
     got, want = re.findall(r"friction ([-+0-9.eE]+) N = m g sin\(beta\) ([-+0-9.eE]+) N", out)[0]
     assert abs(float(got) - float(want)) <= 1e-6 and "inside both cones: True" in out
     assert "'close stick'), (0.0, 'corners[1]', 'close stick')" in out
+    # Newton's cradle (tests/test_impact_laws.py): the velocities after the impact are
+    # the impact laws' closed forms to rounding (no force acts before it), printed to
+    # 12 decimals
+    rows = dict(re.findall(r"(newton|sequential)\s+velocities after the impact: ([-0-9. ]+)",
+                           out))
+    for law, want in (("newton", [-1 / 3, 2 / 3, 2 / 3]), ("sequential", [0.0, 0.0, 1.0])):
+        got = [float(x) for x in rows[law].split()]
+        assert np.allclose(got, want, rtol=0, atol=1e-12), (law, got)
 
 
 def check_multibody(ns, out):
