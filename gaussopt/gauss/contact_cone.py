@@ -79,7 +79,7 @@ SLIDE = SLIDE_POS
 #: force scale): the certified margin of a distribution errs by about this much
 _SOCP_TOL = 1e-11
 #: Newton iterations on the slide directions, per starting direction
-_NEWTON_ITER = 40
+_NEWTON_ITER = 30
 
 
 # --------------------------------------------------------------------------- SOC programs
@@ -258,10 +258,12 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld):
             c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs)
             if c.got is None:
                 break
-            R = _cross(c.got[0], T, s, dirs, sliders)
-            done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
-            if done is not None:
-                return (c, *done, dirs.copy())
+            x = c.got[0]
+            R = _cross(x, T, s, dirs, sliders)
+            if all(abs(R[j]) <= _slip_tol(M, F, T[i], s[i], x) for j, i in enumerate(sliders)):
+                # converged: this combination's answer (its other conditions decide it)
+                done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
+                return None if done is None else (c, *done, dirs.copy())
             Jac = np.zeros((len(sliders), len(sliders)))
             dt = 1e-7
             ok = True

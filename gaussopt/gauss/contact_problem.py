@@ -50,9 +50,11 @@ It is never an equal split judged point by point.
 
 Exact for planar point contacts (one tangent per point) with any number of
 points, bilateral rows, redundant rows and singular ``M`` (as long as the
-accelerations are determined). Not solved: spatial friction cones (a circular
-cone is not a linear complementarity problem), and problems with more than
-:data:`MAX_COMBINATIONS` combinations of modes.
+accelerations are determined). Spatial point contacts (two tangents, the circular
+cone ``|t| <= mu N``: not a linear complementarity problem) are solved by
+:mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide directions
+solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
+solved: problems with more than :data:`MAX_COMBINATIONS` combinations of modes.
 
 References
 ----------

@@ -82,7 +82,21 @@ and the integrator's steps then grow long.
 ``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
 phases' dense solutions in turn, continuous from the right at an impact.
 
-Not supported yet: spatial friction cones, contact problems with more than
+Spatial point contacts (``Contact(slip_velocity=...)``, two tangents per point, the
+circular cone ``|t| <= mu N``): a sticking point has two no-slip rows (velocity
+level); a sliding one carries ``-mu N u/|u|`` along its slip velocity ``u``, a force of
+the phase's smooth run (continued by the direction the contact problem gave where
+``u`` starts from zero, :func:`_slip_direction`); the watches are ``mu N - |t|`` (slip
+onset) and ``u . d0`` with ``d0`` the slip direction at the phase's start (``|u|`` never
+changes sign: where the direction stays, this is the return of ``|u|`` to zero; where
+it turns by a right angle first, the contact problem continues the slide with the new
+direction); events and impacts are decided by
+:func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
+shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangents of
+``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
+not supported.
+
+Not supported yet: contact problems with more than
 :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
 user ``events`` together with contacts, nonlinear nonholonomic constraints together
 with contacts (an impact needs velocity constraints affine in ``v``).
