@@ -150,6 +150,13 @@ def check_contacts(ns, out):
     got, want = re.findall(r"friction ([-+0-9.eE]+) N = m g sin\(beta\) ([-+0-9.eE]+) N", out)[0]
     assert abs(float(got) - float(want)) <= 1e-6 and "inside both cones: True" in out
     assert "'close stick'), (0.0, 'corners[1]', 'close stick')" in out
+    # the sliding sphere (tests/test_contact_cone.py): its roll time and speed to the
+    # 12 decimals printed (the run's errors are ~1e-12 there)
+    got, want = re.findall(r"rolls at t = ([-+0-9.eE]+) s; 2 v0/\(7 mu g\) = ([-+0-9.eE]+) s",
+                           out)[0]
+    assert abs(float(got) - float(want)) <= 2e-11
+    got, want = re.findall(r"speed then ([-+0-9.eE]+) m/s; 5/7 v0 = ([-+0-9.eE]+) m/s", out)[0]
+    assert abs(float(got) - float(want)) <= 2e-11
 
 
 def check_multibody(ns, out):

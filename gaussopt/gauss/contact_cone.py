@@ -126,13 +126,13 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
     else:
         P = sparse.csc_matrix(sparse.triu(Z.T @ Z))
         q = Z.T @ z0s
+    A = sparse.csc_matrix(np.array(rows)) if rows else sparse.csc_matrix((0, nv))
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.presolve_enable = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = _SOCP_TOL
     settings.tol_ktratio = 1e-8
-    solver = clarabel.DefaultSolver(P, q, sparse.csc_matrix(np.array(rows)), np.array(rhs),
-                                    cones, settings)
+    solver = clarabel.DefaultSolver(P, q, A, np.array(rhs, dtype=float), cones, settings)
     out = solver.solve()
     solved = str(out.status) in ("Solved", "AlmostSolved")
     x = np.array(out.x)
@@ -324,6 +324,16 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders):
 
 
 # --------------------------------------------------------------------------- the problem
+def _score_cone(mode, prefer, release, options) -> tuple:
+    """The planar preferences (:func:`~gaussopt.gauss.contact_problem._score`) without its
+    "open before sliding" and with the fewest open points after the fewest changes: in
+    space three corners of four carry a body as well as four, so a released group's
+    member left open with zero force would be a tie decided against the forces of all
+    (a box starting to slide on four corners slides on four)."""
+    kept, sticking, _, away, slides = _score(mode, prefer, release, options)
+    return (kept, sticking, away, int(np.count_nonzero(np.asarray(mode) == OPEN)), slides)
+
+
 def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray,
                        G: np.ndarray, h: np.ndarray, T: np.ndarray, s: np.ndarray, *,
                        mu: np.ndarray, slide: Optional[np.ndarray] = None,
@@ -420,7 +430,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
             f"motions satisfy the contact conditions ({_describe(a, labels)} and "
             f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
             f"paradox. Points: {', '.join(which)}.", which)
-    best = min(found, key=lambda f: (*_score(f[0], prefer, release, score_opts),
+    best = min(found, key=lambda f: (*_score_cone(f[0], prefer, release, score_opts),
                                      float(np.linalg.norm(f[2]))))
     mode, combo, z, Z, points, indet, dirs = best
     x = combo.got[0]

@@ -378,7 +378,13 @@ def _decide(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, cand: np.nd
         return new_closed, new_sdir, None, None
     if P.spatial:
         # circular cones: a point sliding on (its slip velocity above vel_tol) or starting
-        # to slide has sdir = 1, its direction in sol.direction
+        # to slide has sdir = 1, its direction in sol.direction. A touching point at rest
+        # prefers to close (unless an event said otherwise): on four corners, three carry
+        # a body as well as four, and the one left open would be a tie decided against
+        # the least-norm forces of all four
+        for i in np.flatnonzero(cand & ~closed):
+            if i not in hints:
+                prefer[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
         idx, sol = contact_step(model, t, q, v, cand, prefer=prefer, release=release,
                                 vel_tol=vel_tol)
         new_closed[idx[sol.active]] = True
@@ -1019,7 +1025,8 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                     add(_circle_event(forces, n_rows[j], t_r, P.mu[i],
                                       tol if abs(m0) <= tol else 0.0), ("slide", i, 1))
                 else:
-                    add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i]), ("slip0", i, 0))
+                    add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
+                        ("slip0", i, 0))
             elif P.frictional[i] and not P.sticks[i]:
                 if sdir[i] == 0:
                     for d in (-1, 1):       # mu N + d T (T reaches -d mu N: slides d)
@@ -1063,27 +1070,23 @@ def _circle_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float,
 
 
 def _slip_dir_event(P: ContactPoints, i: int, d0: np.ndarray, t_start: float, q0, v0,
-                    vel_tol: float):
+                    vel_tol: float, offset: float):
     """A sliding spatial point's slip velocity ``u`` stops pointing along ``d0`` (its
     direction at the phase's start): ``u . d0`` reaches zero. ``|u|`` itself never changes
     sign, so its return to zero is watched through ``u . d0``: where the direction stays
     (a homogeneous sphere on a plane) this is ``|u| = 0``; where it turns by a right
     angle first, the event ends the phase and the contact problem continues the slide
     with the new direction. A slide that starts from rest (``|u| <= vel_tol``) is
-    watched as ``u . d0 / (t - t_start)`` (its slip acceleration along ``d0`` at the
-    start), so that its zero at the start is no event."""
+    watched as ``u . d0 + offset`` (``offset`` far below ``vel_tol``, far above
+    rounding): its slip acceleration may start at zero (a push growing through the
+    cone's edge) and, the onset being located to rounding, dip by rounding first."""
     T2, c2, gam2 = P.cone_rows(t_start, q0, v0)
     u0 = T2[i] @ v0 + c2[i]
-    from_rest = float(np.hypot(u0[0], u0[1])) <= vel_tol
+    off = offset if float(np.hypot(u0[0], u0[1])) <= vel_tol else 0.0
 
     def slip_dir(t, q, v):
         T, c, gam = P.cone_rows(t, q, v)
-        u = float(d0 @ (T[i] @ v + c[i]))
-        if not from_rest:
-            return u
-        if t == t_start:
-            return 1.0          # (the slide starts along d0: its rate along d0 is positive)
-        return u / (t - t_start)
+        return float(d0 @ (T[i] @ v + c[i])) + off
     slip_dir.__name__ = f"slip velocity of {P.labels[i]} along its direction"
     return slip_dir
 
