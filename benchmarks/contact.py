@@ -18,6 +18,19 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
   plane with friction 2 (no sliding), ``timestep = 1e-4``, default and stiff
   (``solref = 0.002 1``) contacts; the ratio is read 20 ms after the crossing of
   ``th = 0`` (the soft impact's duration).
+* **Sliding box** (``problems/sliding_box.py``, two frictional corners, mu = 0.3):
+  launched at 1.5 m/s on a flat floor, 1 s: the stop time and the sliding distance
+  against the closed form, the share of the normal load on the front corner(s) at
+  mid-slide against ``(1 + mu h / b) / 2`` (friction below the centre of mass shifts
+  the load forward), the penetration at rest. MuJoCo: a box of depth 0.1 m (four
+  corners touch; the front pair's forces summed), ``timestep = 1e-4``, pyramidal and
+  elliptic cones (default ``solref``) and an elliptic cone with ``solref = 0.002 1``;
+  the stop is where ``x'`` first falls below 1e-3 m/s; MuJoCo's share is averaged over
+  the steps of the middle half of the slide (the soft box chatters: its corners touch in
+  some steps and not in others).
+* **Box holding on a slope** (the same problem, ``beta = 0.25``: ``tan(beta) = 0.255 <
+  mu``, released at rest, 2 s): it must not move. The creep ``|x(2 s) - x(0)|`` and the
+  lower corner's share of the load against ``(1 + h tan(beta) / b) / 2``.
 
 Every time is the median of three runs after a warm-up (compilation excluded).
 """
@@ -33,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gaussopt_problems import bouncing_ball, rocking_block  # noqa: E402
+from gaussopt_problems import bouncing_ball, rocking_block, sliding_box  # noqa: E402
 
 
 def _median_time(fun, repeat: int = 3):
@@ -139,6 +152,98 @@ def mujoco_block(solref: str, t_end: float = 4.0) -> dict:
             "t_error": abs(t_cross - ref_t[0]) if t_cross else math.nan, "run": "to 20 ms after impact 1"}
 
 
+def gaussopt_box(**params) -> dict:
+    """The sliding box (or the box on a slope): its errors against the closed form."""
+    p = sliding_box.build(**params)
+    wall, tr = _median_time(p.simulate)
+    P = p.params
+    ref = sliding_box.reference(tr.t, **P)
+    out = {"time": wall, "x_error": float(np.abs(tr.q[:, 0] - ref["x"]).max()),
+           "penetration": float(max(0.0, -np.min(np.c_[
+               tr.q[:, 1] - P["b"] * np.sin(tr.q[:, 2]) - P["h"] * np.cos(tr.q[:, 2]),
+               tr.q[:, 1] + P["b"] * np.sin(tr.q[:, 2]) - P["h"] * np.cos(tr.q[:, 2])])))}
+    stops = [t for t, _, w in tr.meta["contact_transitions"] if "slide +" not in w]
+    if P["v0"] > 0:
+        t_stop = P["v0"] / (P["g"] * (math.sin(P["beta"]) + P["mu"] * math.cos(P["beta"])))
+        out["t_error"] = abs(stops[0] - t_stop)
+        i = int(np.argmin(np.abs(tr.t - 0.5 * t_stop)))
+        share = tr.contact_forces[i, 1] / tr.contact_forces[i].sum()
+        out["share_error"] = abs(share - 0.5 * (1 + P["mu"] * P["h"] / P["b"]))
+    else:
+        share = tr.contact_forces[-1, 0] / tr.contact_forces[-1].sum()
+        out["share_error"] = abs(share - 0.5 * (1 + P["h"] * math.tan(P["beta"]) / P["b"]))
+        out["creep"] = float(np.abs(tr.q[:, 0]).max())
+    return out
+
+
+def mujoco_box(cone: str, solref: str, beta: float = 0.0, v0: float = 1.5,
+               t_end: float = 1.0) -> dict:
+    """The box of ``problems/sliding_box.py`` in MuJoCo (depth 0.1 m, four bottom corners),
+    on a plane with gravity tilted by ``beta`` (down the slope: -x)."""
+    import mujoco
+
+    P = sliding_box.build(beta=beta, v0=v0).params
+    b, h, m, g, mu = P["b"], P["h"], P["m"], P["g"], P["mu"]
+    gx, gz = -g * math.sin(beta), -g * math.cos(beta)
+    fr = f"{mu} 0.005 0.0001"
+    xml = f"""<mujoco><option timestep="1e-4" gravity="{gx} 0 {gz}" cone="{cone}"/>
+    <worldbody><geom type="plane" size="5 5 0.1" friction="{fr}" solref="{solref}"/>
+    <body pos="0 0 {h}"><freejoint/>
+    <geom type="box" size="{b} 0.05 {h}" mass="{m}" friction="{fr}" solref="{solref}"/>
+    </body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    t_stop = v0 / (g * (math.sin(beta) + mu * math.cos(beta))) if v0 > 0 else 0.0
+
+    def normal_load(d, front: bool) -> tuple[float, float]:
+        """The normal load on the corners at x > x_centre (front) or below, and the total."""
+        f6 = np.zeros(6)
+        tot = part = 0.0
+        for k in range(d.ncon):
+            mujoco.mj_contactForce(model, d, k, f6)
+            tot += f6[0]
+            if (d.contact[k].pos[0] > d.qpos[0]) == front:
+                part += f6[0]
+        return part, tot
+
+    def run():
+        # the load share averaged over steps (the soft box chatters: contacts come and go
+        # from step to step, so one step's share means little): over the middle of the
+        # slide (0.25 to 0.75 of the stop time), or the last 0.5 s at rest
+        d = mujoco.MjData(model)
+        d.qvel[0] = v0
+        stop = None
+        part = tot = 0.0
+        lo, hi = (0.25 * t_stop, 0.75 * t_stop) if v0 > 0 else (t_end - 0.5, t_end)
+        while d.time < t_end:
+            mujoco.mj_step(model, d)
+            if lo <= d.time <= hi:
+                p_, t_ = normal_load(d, v0 > 0)
+                part, tot = part + p_, tot + t_
+            if v0 > 0 and stop is None and d.time > 0.01 and d.qvel[0] < 1e-3:
+                stop = d.time
+        pen = max([0.0] + [-d.contact[k].dist for k in range(d.ncon)])
+        return stop, part / tot if tot > 0 else math.nan, float(d.qpos[0]), pen
+
+    wall, (stop, share, x_end, pen) = _median_time(run)
+    ref = sliding_box.reference([t_end], **P)
+    out = {"time": wall, "x_error": abs(x_end - float(ref["x"][0])), "penetration": pen}
+    if v0 > 0:
+        out["t_error"] = abs(stop - t_stop) if stop is not None else math.nan
+        out["share_error"] = abs(share - 0.5 * (1 + mu * h / b))
+    else:
+        out["creep"] = abs(x_end)
+        out["share_error"] = abs(share - 0.5 * (1 + h * math.tan(beta) / b))
+    return out
+
+
+def _box_row(r: dict) -> str:
+    if "creep" in r:
+        return (f"creep {r['creep']:.1e} m, lower corner's load share err "
+                f"{r['share_error']:.1e}, penetration {r['penetration']:.1e} m")
+    return (f"stop time err {r['t_error']:.1e} s, distance err {r['x_error']:.1e} m, front "
+            f"load share err {r['share_error']:.1e}, penetration {r['penetration']:.1e} m")
+
+
 def main() -> int:
     rows = []
     gb = gaussopt_ball()
@@ -147,6 +252,12 @@ def main() -> int:
     gk = gaussopt_block()
     rows.append(("rocking block, 4 s", "gaussopt (hard, friction inf)", gk["time"],
                  f"ratio err {gk['ratio_error']:.1e}, impact time err {gk['t_error']:.1e} s"))
+    slope = {"beta": 0.25, "v0": 0.0, "t_end": 2.0}
+    gf = gaussopt_box()
+    rows.append(("sliding box, 1 s", "gaussopt (hard, two corners)", gf["time"], _box_row(gf)))
+    gs = gaussopt_box(**slope)
+    rows.append(("box holding on a slope, 2 s", "gaussopt (hard, two corners)", gs["time"],
+                 _box_row(gs)))
     try:
         import mujoco  # noqa: F401
     except ImportError:
@@ -163,6 +274,14 @@ def main() -> int:
             r = mujoco_block(solref)
             rows.append(("rocking block, first impact", f"MuJoCo dt 1e-4, {label}", r["time"],
                          f"ratio err {r['ratio_error']:.1e}, impact time err {r['t_error']:.1e} s"))
+        for label, cone, solref in (("pyramidal cone", "pyramidal", "0.02 1"),
+                                    ("elliptic cone", "elliptic", "0.02 1"),
+                                    ("elliptic, solref 0.002 1", "elliptic", "0.002 1")):
+            r = mujoco_box(cone, solref)
+            rows.append(("sliding box, 1 s", f"MuJoCo dt 1e-4, {label}", r["time"], _box_row(r)))
+            r = mujoco_box(cone, solref, beta=slope["beta"], v0=0.0, t_end=slope["t_end"])
+            rows.append(("box holding on a slope, 2 s", f"MuJoCo dt 1e-4, {label}", r["time"],
+                         _box_row(r)))
     print("| problem | simulator | wall time | accuracy |")
     print("|---|---|---|---|")
     for prob, sim, wall, acc in rows:

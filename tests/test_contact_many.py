@@ -141,6 +141,56 @@ def test_box_slides_on_two_corners_until_it_stops(tolerances):
     assert_in_cones(tr, mu)
 
 
+@pytest.mark.parametrize("params", [{}, {"beta": 0.25}, {"beta": 0.35},
+                                    {"beta": 0.35, "v0": 0.0}, {"beta": 0.25, "v0": 0.0}],
+                         ids=["flat", "incline-holds", "incline-slides-back",
+                              "incline-from-rest-slides", "incline-from-rest-holds"])
+def test_sliding_box_problem_matches_its_closed_form_and_shifts_its_load(params):
+    """The registered problem (problems/sliding_box.py, mu = 0.3) against its closed form,
+    on a flat floor and on slopes with tan(beta) = 0.255 (holds after the stop) and 0.365
+    (slides back down): x and u within the run's global error bound; the stop within that
+    bound over the slip rate's slope (and 1e-9 relative); the corners' normal forces
+    (N -+ h T / b) / 2 from the moment balance, T the friction's sum (-mu N up, +mu N down,
+    m g sin(beta) at rest). The forces are the multipliers of a direct solve (backward
+    error ~1e-15 of m g): 1e-10 m g. Friction in the cones throughout."""
+    from gaussopt_problems import sliding_box
+
+    pb = sliding_box.build(**params)
+    P = pb.params
+    tr = pb.simulate()
+    assert tr.success, tr.message
+    ref = sliding_box.reference(tr.t, **P)
+    bound = integration_bound(tr)
+    assert np.abs(tr.q[:, 0] - ref["x"]).max() < bound
+    assert np.abs(tr.v[:, 0] - ref["u"]).max() < bound
+    sb, cb = math.sin(P["beta"]), math.cos(P["beta"])
+    rate = P["g"] * (sb + P["mu"] * cb)                   # the slip rate's slope up the slope
+    t_stop = P["v0"] / rate
+    if P["v0"] > 0:
+        stop = [t for t, _, w in tr.meta["contact_transitions"] if "slide +" not in w][0]
+        assert abs(stop - t_stop) < bound / rate + 4 * np.finfo(float).eps
+        assert abs(stop - t_stop) < 1e-9 * t_stop
+    mg = P["m"] * P["g"]
+    away = np.abs(tr.t - t_stop) > 1e-6          # (the sample at the stop holds either side's)
+    N = tr.contact_forces[away]
+    assert np.abs(N[:, 0] - ref["N_left"][away]).max() < 1e-10 * mg
+    assert np.abs(N[:, 1] - ref["N_right"][away]).max() < 1e-10 * mg
+    shift = np.abs(ref["N_right"] - ref["N_left"]).max()
+    assert shift > 0.05 * mg                                     # (the shift is not small)
+    assert_in_cones(tr, P["mu"])
+
+
+def test_sliding_box_problem_refuses_a_box_that_tips():
+    from gaussopt_problems import sliding_box
+
+    with pytest.raises(go.ModelError, match="tips over"):
+        sliding_box.build(mu=3.0)
+    with pytest.raises(go.ModelError, match="tips over"):
+        sliding_box.build(beta=1.2)
+    with pytest.raises(go.ModelError, match="`v0`"):
+        sliding_box.build(v0=-1.0)
+
+
 # --------------------------------------------------------------------------- the ladder
 def ladder(mu1, mu2, L=2.0, m=10.0):
     """A uniform ladder (centre (x, y), angle th from the floor) against the wall x = 0:

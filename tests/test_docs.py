@@ -161,6 +161,19 @@ def check_contacts(ns, out):
 
 def check_multibody(ns, out):
     assert "9 coordinates, 8 joint equations" in out and "1 DOF" in out
+    # the gripper: the coupled fingers (r = l) reduce the servo's law to l'' = 100 u - 200 l
+    # - 20 l', solved exactly (expm); RK4 at dt 1e-3 (omega dt = 0.014) leaves a global
+    # error ~ (omega dt)^4 times the offset 0.03 m ~ 1e-9 m, below the printed 6 decimals
+    # (rounding 5e-7); DOP853 at the default rtol 1e-9 the same
+    from scipy.linalg import expm
+    assert "[['soft-constraint parameters (solref/solimp) of the mapped equality" in out
+    x = expm(np.array([[0.0, 1.0], [-200.0, -20.0]])) @ np.array([0.04 - 0.01, 0.0])
+    opening = 2 * (0.01 + x[0])
+    assert abs(_number(out, "opening after 1 s:") - opening) <= 1e-6
+    assert abs(_number(out, "simulate (DOP853): opening") - opening) <= 1e-6
+    qg = ns["gripper_stepper"].q
+    assert abs(qg[1] - qg[0]) < 1e-14
+    assert max(abs(r - l) for l, r in ns["gripper_run"].q) < 1e-14
     # the tied arm (joint coordinates): 5 coordinates, 4 independent rows; its elbow angle is
     # fixed by the law of cosines (shoulder-to-tie distance sqrt(0.58), links 0.5 m), and
     # the projection keeps the loop and the angle at rounding of |q| ~ 1 (1e-12: margin 1e3)

@@ -46,7 +46,7 @@ def test_first_run_in_a_fresh_cache_reports_the_run_not_the_compilation(tmp_path
     assert w1 <= 3 * w2 and w2 <= 3 * w1, (w1, w2)
 
 
-def test_loading_compiled_code_is_never_a_runs_time(tmp_path):
+def test_loading_compiled_code_is_never_a_runs_time():
     """A comparison in a new process (the compiled code in the cache): the solver that runs
     first used to pay for loading the compiled code (~0.5 s, 10-40 times its run). Here
     loading is made slow on purpose -- 0.2 s of sleep in every unit that loads -- and
@@ -54,8 +54,12 @@ def test_loading_compiled_code_is_never_a_runs_time(tmp_path):
     call took (disjoint parts of one interval: no threshold on the machine's speed, so a
     busy machine cannot fail it). Had the sleeps been counted as the run's, the sum would
     exceed the call by their total. Both orders of the solvers, and the first run of each
-    order did load units (else the check proves nothing)."""
-    cache = tmp_path / "cache"
+    order did load units (else the check proves nothing). The processes share the test
+    session's compile cache: a new process loads every unit it uses whatever the cache
+    holds, so a fresh cache (which would compile the engine again, ~2 min of a 2-core
+    machine) adds nothing to the check."""
+    from gaussopt.core.compiled import cache_dir
+    cache = cache_dir()
     code = """
         import time
         import gaussopt as go

@@ -104,21 +104,25 @@ def test_sparse_run_conserves_energy_and_matches_the_dense_run():
     """A 0.1 s run at rtol = atol = 1e-10: energy is conserved (the chain is conservative)
     to the integrator's tolerance times the energy scale (local error <= 1e-10 relative per
     step, some hundred steps, plus the projection's rounding: <= ~1e-8 of the scale; the
-    bound 1e-7 leaves a factor 10), and the run agrees with the
+    bound 1e-7 leaves a factor 10). And its first 0.01 s (about 20 steps) agree with the
     dense-kernel run of the same system (same integrator, same equations: the two differ
-    by the rounding of the steps, amplified by the chain's dynamics over 0.1 s; both
-    runs are far inside 1e-6 of each other, measured 1e-10)."""
+    by the rounding of the steps, amplified by the chain's dynamics; measured 8e-15 of
+    each other in the coordinates, the bound 1e-6 N L of the chain's length). The dense run is kept short because it is the expensive reference: a
+    dense step of these 240 coordinates costs about 100 times the O(n) step (the full 0.1 s
+    dense run took 100-230 s of the test suite on a 2-core machine)."""
     q, v = state()
     kw = dict(rtol=1e-10, atol=1e-10)
     ts = chain(jac_sparse)
     tr = go.simulate(ts, (0.0, 0.1), q, v, **kw)
-    td = go.simulate(chain(jac_dense), (0.0, 0.1), q, v, **kw)
-    assert tr.success and td.success
-    assert tr.stats["sparse_steps"] > 0 and td.stats["sparse_steps"] == 0
+    assert tr.success and tr.stats["sparse_steps"] > 0
     scale = MASS * G * N * N * L + energy(0.0, q, v)       # |potential| + kinetic
     assert np.abs(tr.energy_drift).max() <= 1e-7 * scale
     assert np.abs(tr.position_residual).max() <= 1e-12
-    assert np.abs(tr.q[-1] - td.q[-1]).max() <= 1e-6 * N * L
+    short = go.simulate(ts, (0.0, 0.01), q, v, **kw)
+    td = go.simulate(chain(jac_dense), (0.0, 0.01), q, v, **kw)
+    assert short.success and td.success and td.stats["sparse_steps"] == 0
+    assert short.stats["steps"] >= 10                      # (a comparison over many steps)
+    assert np.abs(short.q[-1] - td.q[-1]).max() <= 1e-6 * N * L
 
 
 def test_an_entry_outside_the_initial_pattern_is_a_clear_error():

@@ -44,9 +44,9 @@ DATA = Path(__file__).parent / "data"
 TREES = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml", "mixed_joints.xml",
          "double_pendulum_armature.xml", "humanoid_tree.xml", "ant_tree.xml"]
 
-#: a hinge and a slide with stiffness about springref (mapped by the joint kind), and a
-#: ball with stiffness (listed unmapped: the loader leaves it out, so does this test's
-#: MuJoCo model below by setting it to zero after the warning is checked)
+#: a hinge and a slide with stiffness about springref and a ball with stiffness (MuJoCo's
+#: torque ``-k r``, ``r`` the rotation vector of ``q_spring^-1 q``): all mapped by the joint
+#: kind
 STIFF = """
 <mujoco model="stiff">
   <option gravity="0 0 -9.81"><flag contact="disable"/></option>
@@ -118,12 +118,11 @@ def test_tree_matches_mujoco_qacc(fname):
 
 
 def test_stiffness_about_springref_matches_mujoco():
-    """Hinge and slide stiffness about springref are mapped (with damping); a ball's
-    stiffness is listed unmapped and left out (MuJoCo's model set to match)."""
-    with pytest.warns(mjcf.UnmappedFeatureWarning, match="stiffness of ball and free joints: 1"):
+    """Hinge, slide and ball stiffness about springref are mapped (with damping)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                   # it maps completely
         model = mjcf.load(STIFF)
     m = mj.MjModel.from_xml_string(STIFF)
-    m.jnt_stiffness[2] = 0.0                              # the ball's, which gaussopt leaves out
     assert not model.conservative                         # the hinge's damping
     worst = check_against_mujoco(model, m, 20, np.random.default_rng(3))
     assert worst <= 1e-10
@@ -133,8 +132,10 @@ def test_urdf_arm_matches_pinocchio_aba():
     """arm6.urdf in joint coordinates against pinocchio.aba, 100 random states."""
     pin = pytest.importorskip("pinocchio")
     path = DATA / "arm6.urdf"
-    with pytest.warns(mjcf.UnmappedFeatureWarning, match="joint limits: 6"):
+    with pytest.warns(mjcf.UnmappedFeatureWarning,
+                      match=r"joint limits of hinges and slides \(hard stops.*\): 6"):
         model = mjcf.load(path)
+    assert len(model.joint_ranges) == 6
     m = mj.MjModel.from_xml_path(str(path))
     pm = pin.buildModelFromUrdf(str(path))
     pd = pm.createData()
@@ -379,7 +380,7 @@ def test_model_errors_name_the_element():
     with pytest.raises(ModelError, match=r"`kind` must be one of \['hinge', 'slide', 'ball', "
                                          r"'free'\], found 'screw'"):
         tree.Model([a], [tree.TreeJoint("s", "screw", "a")])
-    with pytest.raises(ModelError, match=r"`forces` must be empty"):
+    with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon or an Actuator"):
         tree.Model([a], [], [object()])
     with pytest.raises(ModelError, match=r"joint 'h'\.damping must be a number or 1 numbers, "
                                          r"finite and >= 0"):
@@ -405,3 +406,120 @@ def test_hand_built_double_pendulum_is_analytic():
     assert np.allclose(model.force(0.0, q, np.zeros(2)), F, rtol=0, atol=1e-14)
     a = go.solve_step(model.system, 0.0, q, np.zeros(2)).a
     assert np.allclose(a, np.linalg.solve(M, F), rtol=1e-13)
+
+
+#: a 0.2 g free body (principal inertias 1e-7, 1e-7, 7e-9 kg m^2) beside two 10 kg links
+LIGHT = """
+<mujoco model="light_beside_heavy">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="l1" pos="0 0 1"><joint name="h1" type="hinge" axis="0 1 0"/>
+      <inertial pos="0.25 0 0" mass="10" diaginertia="0.05 0.3 0.3"/>
+      <body name="l2" pos="0.5 0 0"><joint name="h2" type="hinge" axis="0 0 1"/>
+        <inertial pos="0.25 0 0" mass="10" diaginertia="0.05 0.3 0.3"/></body></body>
+    <body name="light" pos="0.3 0.2 0.5"><freejoint name="f"/>
+      <inertial pos="0 0 0" mass="2e-4" diaginertia="1e-7 1e-7 7e-9"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("coordinates", [
+    "joint",
+    pytest.param("maximal", marks=pytest.mark.xfail(strict=True, reason=(
+        "the maximal kind takes the null-space path, whose basis (the Householder QR of A^T, "
+        "each row reflected onto the first coordinates) mixes a heavy link's coordinate into "
+        "a light body's Euler-parameter directions: 3.7e-7 relative. Row interchanges fix it "
+        "(8.6e-13) but moved the four-bar's rank-event times by 2e-5 s "
+        "(test_problems_core), not yet understood")))])
+def test_a_light_body_beside_heavy_links_keeps_its_accuracy(coordinates):
+    """Accuracy independent of scale: the light free body's angular accelerations (body
+    frame) equal Euler's equations ``I w' = -w x I w`` (torque-free: gravity acts at its
+    centroid), its linear ones ``g``, at 20 random states with spins up to 30 rad/s.
+
+    Bound: the gyroscopic terms are of size ``|I| |w|^2`` and the light body's
+    accelerations are computed from them with rounding ``~eps`` relative, divided by the
+    smallest inertia: ``|w' - w'_Euler| <= C eps (I_max / I_min) |w|^2``; measured C = 17.5
+    (joint kind: Euler-parameter rates, whose ``p''`` carries the centripetal ``|w|^2/4``);
+    C = 64. Before the tree kind's dynamics moved to each tree's root
+    (tree_compiled._at_tree_roots) and the range-space step weighted each kept direction by
+    its own mass scale, the 10 kg links' rounding reached the light body: C ~ 3e3 (2e-7
+    relative errors), where MuJoCo is at 3e-13."""
+    m = mj.MjModel.from_xml_string(LIGHT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        model = go.multibody.load(LIGHT, coordinates=coordinates)
+    inertia = np.array([1e-7, 1e-7, 7e-9])
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        qpos = m.qpos0.copy()
+        qpos[:2] = rng.uniform(-np.pi, np.pi, 2)
+        qpos[2:5] = rng.uniform(-1.0, 1.0, 3)
+        e = rng.normal(size=4)
+        qpos[5:9] = e / np.linalg.norm(e)
+        qvel = rng.uniform(-2.0, 2.0, m.nv)
+        qvel[5:8] = rng.uniform(-30.0, 30.0, 3)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        step = go.solve_step(model.system, 0.0, q, v)
+        qacc = mjcf.joint_accelerations(model, m, q, v, step.a)
+        w = qvel[5:8]
+        euler = -np.cross(w, inertia * w) / inertia
+        bound = 64 * EPS * (inertia.max() / inertia.min()) * (w @ w)
+        assert np.abs(qacc[5:8] - euler).max() <= bound
+        # the linear acceleration g: the Euler-parameter block's rounding, of size eps |w|^2,
+        # reaches the linear rows through the solve (measured 1.5e-13 = 0.2 eps g |w|^2)
+        assert np.abs(qacc[2:5] - [0.0, 0.0, -9.81]).max() <= 64 * EPS * 9.81 * (1 + w @ w)
+
+
+#: a pendulum (1 kg at 0.5 m below a hinge, 0.01 kg m^2 about its centroid) whose hinge
+#: stops at -0.5 and 0.5 rad
+STOPPED = """
+<mujoco model="stopped">
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="h" type="hinge" axis="0 1 0" limited="true" range="-0.5 0.5"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.01 0.01 0.01"/>
+    </body>
+  </worldbody>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5])
+def test_joint_limits_are_hard_stops(e):
+    """``model.with_limits()``: the pendulum thrown towards its upper stop hits it when
+    the reduced equation ``th'' = -(m g d / I_O) sin th`` (I_O = 0.01 + 1 * 0.5^2), written
+    here and integrated by scipy with an event at th = 0.5, says (rtol 1e-13), and leaves it
+    with ``-e`` times its arrival rate (Newton's law); with e = 0 it stays at the stop
+    until gravity pulls it back (gravity's moment points away from the stop: it leaves at
+    once). Bounds: the run's global error bound over the arrival rate (the event time),
+    1e-9 relative; the state after the impact to 1e-8."""
+    from scipy.integrate import solve_ivp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        model = mjcf.load(STOPPED)
+    assert model.joint_ranges == {"h": (-0.5, 0.5)}
+    system = model.with_limits(restitution=e)
+    tr = go.simulate(system, (0.0, 0.3), [0.3], [3.0], rtol=1e-12, atol=1e-12)
+    assert tr.success, tr.message
+    k = 9.81 * 0.5 / (0.01 + 0.25)
+
+    def hit(t, y):
+        return y[0] - 0.5
+    hit.terminal = True
+    ref = solve_ivp(lambda t, y: [y[1], -k * np.sin(y[0])], (0.0, 1.0), [0.3, 3.0],
+                    method="DOP853", rtol=1e-13, atol=1e-13, events=hit)
+    t_hit, w_hit = float(ref.t_events[0][0]), float(ref.y_events[0][0][1])
+    im = tr.impacts[0]
+    assert abs(im.t - t_hit) < 1e-9 * t_hit
+    assert abs(im.gap_rate_before[1] + w_hit) < 1e-8            # upper row: gap = 0.5 - th
+    assert abs(im.gap_rate_after[1] - e * w_hit) < 1e-8
+    assert np.all(tr.q[:, 0] <= 0.5 + 1e-12) and np.all(tr.q[:, 0] >= -0.5 - 1e-12)
+    # bad ranges are named
+    model.joint_ranges = {"h": (0.5, -0.5)}
+    with pytest.raises(ModelError, match="lower < upper"):
+        model.limits()
+    model.joint_ranges = {"nope": (0.0, 1.0)}
+    with pytest.raises(ModelError, match="`joint` must be one of"):
+        model.limits()

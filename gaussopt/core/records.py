@@ -69,7 +69,7 @@ State = namedtuple("State", [
     "mu", "mv",                           # the monitor's singular pair (u, v); S_MSIG its value
     "ev_f", "ev_i", "ev_rows",            # events: (t, sigma), (kind, before, min, after), rows
     "lsq_f", "lsq_y",                     # least-squares steps: (t, size), state there
-    "t_eval", "out_t", "out_y",           # outputs
+    "t_eval", "out_t", "out_y", "out_k",  # outputs; out_k: see OUT_MANY_SAMPLES
     "dense", "fail_y",                    # dense-output coefficients; state of a failure
     "wk", "wm",                           # kernel workspaces: the step's, the monitor's
     "scr",                                # scratch (N_SCR, 2n): rows R_*
@@ -80,6 +80,13 @@ State = namedtuple("State", [
 (R_QV, R_A, R_STAGE, R_YNEW, R_FNEW, R_SCALE, R_K2, R_K3, R_K4, R_ACC, R_PROJ, R_OUT,
  R_F) = range(13)
 N_SCR = 13
+#: A step of the run with at least this many output times (``t_eval``) strictly inside it
+#: emits them as its interpolant gives them, unprojected, each marked in ``out_k`` with
+#: the step's number (every other output: -1, the state as stated in ``out_y``): the
+#: run's output assembly projects and samples a few of them and interpolates the rest
+#: (:mod:`gaussopt.integrate.sample_interpolation`), instead of a projection and a step
+#: per output time.
+OUT_MANY_SAMPLES = 24
 # float scalars
 # (S_LSCALE, S_E0, S_ESCALE: the scales of a fixed-step run's checks, set at its start;
 # S_TMAX the largest kinetic energy at its accepted steps; S_GUARD_SIZE, S_GUARD_BOUND:
@@ -187,11 +194,11 @@ def _pack_tableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D):
 
 
 @unit("st(f8v, i8v, f8v, f8v, f8v, f8v, f8m, f8v, f8v, f8v, f8v, f8m, i8m, b1m, f8m, f8m, "
-      "f8v, f8v, f8m, f8m, f8v, w, w, f8m)")
+      "f8v, f8v, f8m, i8v, f8m, f8v, w, w, f8m)")
 def _pack_state(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows, lsq_f,
-                lsq_y, t_eval, out_t, out_y, dense, fail_y, wk, wm, scr):
+                lsq_y, t_eval, out_t, out_y, out_k, dense, fail_y, wk, wm, scr):
     return PackedState(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows,
-                       lsq_f, lsq_y, t_eval, out_t, out_y, dense, fail_y, wk, wm, scr)
+                       lsq_f, lsq_y, t_eval, out_t, out_y, out_k, dense, fail_y, wk, wm, scr)
 
 
 _PACKERS = {ModelData: _pack_model_data, Buffers: _pack_buffers, Options: _pack_options,
@@ -209,7 +216,7 @@ def _field_types(ns: dict) -> dict:
         Options: (i8v, f8v),
         Tableau: (f8m, f8v, f8v, f8v, f8v, f8v, f8m, f8m, f8v, f8m),
         State: (f8v, i8v, f8v, f8v, f8v, f8v, f8m, f8v, f8v, f8v, f8v, f8m, i8m, b1m, f8m, f8m,
-                f8v, f8v, f8m, f8m, f8v, ns["w"], ns["w"], f8m),
+                f8v, f8v, f8m, i8v, f8m, f8v, ns["w"], ns["w"], f8m),
     }
 
 

@@ -153,7 +153,8 @@ from gaussopt.core.model_interface import SparseModel
 from gaussopt.core.settings import MIN_N  # noqa: F401 - (gaussopt.gauss.band_step.MIN_N)
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
-           "smallest_pair", "correction", "Band", "make_band", "MIN_N", "MARGIN", "SPARSE_FLAG"]
+           "smallest_pair", "correction", "Band", "make_band", "band_work", "MIN_N", "MARGIN",
+           "SPARSE_FLAG"]
 
 _EPS = float(np.finfo(float).eps)
 
@@ -959,6 +960,14 @@ class Band(structref.StructRefProxy):
 @unit("i8(band)")
 def _band_mode(b):
     return b.mode
+
+
+@_unit("spw(band)")
+def band_work(b):
+    """The :class:`SparseWork` of the Band ``b`` as Python sees it (the arrays themselves,
+    not copies): after a step the band answered, the model's sparse data at its state
+    (:meth:`gaussopt.gauss.solvers.base.StepSolver.band_work`)."""
+    return b.w
 
 
 structref.define_proxy(Band, _BandType, ["mode", "sp", "w", "addrs", "p"])

@@ -25,7 +25,7 @@ from gaussopt.gauss.workspace import (F_Q, F_R, F_U, F_V, F_W, F_X, F_Y, F_Vk, F
 
 __all__ = ["norm2", "row_norms", "absmax", "frobenius", "cholesky", "forward_solve",
            "forward_solve1", "backward_solve_t", "householder_qr", "jacobi_sweeps", "matvec",
-           "svd", "svd_into", "svd_econ", "all_finite1", "all_finite2", "absmax_vec", "LAPACK_MIN"]
+           "svd", "svd_into", "svd_complete", "svd_econ", "all_finite1", "all_finite2", "absmax_vec", "LAPACK_MIN"]
 
 _EPS = float(np.finfo(float).eps)
 
@@ -309,9 +309,10 @@ def matvec(J, x, out):
 
 @_jit
 def svd(X, w):
-    """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w``; returns views ``U`` (m, k),
-    ``s`` (k,), ``V`` (n, n) of them."""
+    """:func:`svd_into` the fields ``U``, ``s``, ``V`` of ``w`` (with the whole ``V``:
+    :func:`svd_complete`); returns views ``U`` (m, k), ``s`` (k,), ``V`` (n, n) of them."""
     svd_into(X, w, F_U, F_s, F_V)
+    svd_complete(w, F_V, X.shape[0], X.shape[1])
     return svd_views(w, F_U, F_s, F_V, X.shape[0], X.shape[1])
 
 
@@ -356,13 +357,19 @@ def _svd_lapack(X, U, s, V):
 def svd_into(X, w, fU, fs, fV):
     """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
     ``w`` (sized for at least ``(n, m)``): writes ``U`` (m, k), ``s`` (k,)
-    descending and the *full* orthogonal ``V`` (n, n) (its first ``k`` columns the
-    right singular vectors, the others an orthonormal basis of the rest of
-    ``R^n``) into the fields ``fU``, ``fs``, ``fV`` (views: :func:`svd_views`;
+    descending and the right singular vectors ``V[:, :k]`` of the orthogonal ``V`` (n, n)
+    (its other columns an orthonormal basis of the rest of ``R^n``, see below) into the fields ``fU``, ``fs``, ``fV`` (views: :func:`svd_views`;
     :func:`svd` returns them). Householder QR of ``X`` or ``X^T`` (whichever is tall), then
     one-sided Jacobi on the ``k x k`` triangular factor, ``k = min(m, n)``
     (LAPACK's ``gesdd`` from :data:`LAPACK_MIN` singular values on).
-    Columns of ``U`` for exactly zero singular values are zero."""
+    Columns of ``U`` for exactly zero singular values are zero.
+
+    The columns ``V[:, k:]`` (the null space of ``X``) of a wide ``X`` (``m < n``) factored
+    by the Jacobi path are left to :func:`svd_complete`, which writes them from the
+    Householder reflectors this call leaves in the workspace: few rows (``k`` of them)
+    then cost ``~k^2 n`` for their singular vectors, and a caller that needs no null-space
+    basis (the range-space step, :func:`gaussopt.gauss.dense_step.range_space`) does not
+    pay ``~4 k n^2`` for one. :func:`svd` returns the whole ``V``."""
     m, n = X.shape
     k = min(m, n)
     U = wmat(w, fU, m, k)
@@ -396,8 +403,8 @@ def svd_into(X, w, fU, fs, fV):
         for j in range(k):
             x = X[j, i] if tall else X[i, j]
             Z[i, j] = x if e == 0 else math.ldexp(x, -e)
-    Q = wmat(w, F_Q, p, p if tall else k)
-    householder_qr(Z, tall, Q, R, wmat(w, F_hv, p, k), tau)
+    Q = wmat(w, F_Q, p, k)                  # (the rest of a wide X's Q: svd_complete)
+    householder_qr(Z, False, Q, R, wmat(w, F_hv, p, k), tau)
     for i in range(k):
         for j in range(k):
             Y[i, j] = R[j, i] if tall else R[i, j]                  # R^T W = Y, or R W = Y
@@ -410,8 +417,6 @@ def svd_into(X, w, fU, fs, fV):
                 for l in range(k):
                     acc += Q[i, l] * W[l, j]
                 Vk[i, j] = acc
-            for j in range(k, n):
-                V[i, j] = Q[i, j]                                  # the rest of Q
     else:
         for i in range(n):
             for j in range(k):
@@ -444,6 +449,35 @@ def svd_into(X, w, fU, fs, fV):
                 for l in range(k):
                     acc += Q[i, l] * Y[l, j]
                 U[i, jj] = acc / sj if sj > 0.0 else 0.0
+
+
+@_unit("none(w, i8, i8, i8)")
+def svd_complete(w, fV, m, n):
+    """The columns ``V[:, k:]`` that :func:`svd_into` of an (m, n) matrix left unwritten
+    (a wide matrix, ``m < n``, on the Jacobi path: the Householder QR of its transpose):
+    the Householder reflectors of that call, still in the workspace, applied to the
+    identity's columns ``k .. n - 1``. ``Q``'s columns are independent of each other, so
+    these are the bits a full ``Q`` would have had. Call it before anything else uses the
+    workspace's QR scratch (the next :func:`svd_into`); nothing to do for the other shapes
+    (their ``V`` is always whole)."""
+    k = min(m, n)
+    if k == 0 or k >= LAPACK_MIN or m > n:
+        return
+    V = wmat(w, fV, n, n)
+    hv = wmat(w, F_hv, n, k)
+    tau = wvec(w, F_tau, k)
+    for c in range(k, n):
+        for i in range(n):
+            V[i, c] = 1.0 if i == c else 0.0
+        for j in range(k - 1, -1, -1):
+            if tau[j] == 0.0:
+                continue
+            s = 0.0
+            for i in range(j, n):
+                s += hv[i, j] * V[i, c]
+            s *= tau[j]
+            for i in range(j, n):
+                V[i, c] -= s * hv[i, j]
 
 
 @_jit

@@ -34,6 +34,27 @@ one implementation of the step's mathematics:
    kept rows by construction) and the KKT system of Lagrange's equations of
    the first kind (:func:`kkt_lu`, LU with partial pivoting).
 
+   For few rows (``3 m <= n``, :func:`range_space_pays`: a tree in joint coordinates,
+   whose only rows are one normalization row per quaternion and its loop closures) the
+   closed form is computed in **range-space form** instead (:func:`range_space`): the
+   augmented mass matrix ``Mt = M / w + V_r V_r^T`` (positive definite exactly when the
+   reduced Hessian is: the same determinacy, without a basis ``N``) by Cholesky, then
+   the ``r x r`` Delassus matrix ``V_r^T Mt^-1 V_r`` (eigenvalues in ``[1/(n+1), 1]``) for
+   the multipliers of the kept rows. Its cost is ``~n^3/6 + n^2 r`` against
+   ``~n^2 d + n d^2 / 2 + d^3 / 6 + 4 r n d`` (``d = n - r``) for ``N``, ``N^T M N`` and
+   its factor. The rank decision is the
+   same (the SVD's ``V_r``; the null-space columns of ``V`` are then not even formed),
+   and it answers only when it can decide as the null-space path would: every live row
+   kept (``r = mL``: a redundant or folded direction goes to the null-space path, which
+   also restrains folds) and ``Mt``'s smallest Cholesky pivot at least ``rank_tol``. A
+   pivot is an upper bound of the smallest eigenvalue, and ``lambda_min(N^T M N / w) >=
+   lambda_min(Mt)``; the null-space test asks ``rank_tol**2`` of the reduced Hessian's
+   pivots, so the margin ``1 / rank_tol`` (``1e8``) between the two thresholds covers
+   the factor by which a pivot of ``Mt`` can exceed its smallest eigenvalue (the squared
+   condition number of the unit triangular factor; a mass matrix is far from that).
+   Anything else falls back to the null-space path, which decides as before (an
+   indeterminate motion, a vanished row kept, a rank drop of loop closures).
+
 3. **Verification** (:func:`verify`, :func:`check`): the result must satisfy
    the optimality conditions of the Gauss problem to the accuracy of its
    data. The backward errors of feasibility,
@@ -41,7 +62,15 @@ one implementation of the step's mathematics:
    ``|(I - V_r V_r^T)(M a - F)| / (|M|_F |a| + |F|)`` (``M a - F`` in the
    span of the kept rows, i.e. ``N^T (M a - F) = 0`` for a basis ``N`` of
    the null space of the live rows), must not exceed ``c eps`` with
-   ``c = 16 (n + m + 1)`` for the direct solves (:func:`direct_tolerance`):
+   ``c = 16 (n + m + 1)`` for the direct solves (:func:`direct_tolerance`), whichever
+   path solved (the projector ``I - V_r V_r^T`` needs only the kept directions ``V_r``,
+   which both paths have: it is the KKT condition ``M a - F = A^T lam`` for some
+   ``lam``, with the multipliers eliminated, ``min_lam |M a - F - A_r^T lam| =
+   |(I - V_r V_r^T)(M a - F)|``; the range-space path's own residual
+   ``|M a - F - w V_r mu|`` with its multipliers ``mu`` is at least as large, and would
+   test ``mu`` as well as ``a``: the projected form tests ``a`` alone, as for every
+   solver, and the multipliers are computed afterwards from ``a``, :func:`multipliers`).
+   The bounds:
    evaluating the residuals themselves errs by at most ``(n + 1) eps`` times
    the same sums, and a backward-stable solve adds a modest multiple of it.
    A result that passes is the exact solution of data perturbed at the level
@@ -73,11 +102,12 @@ from gaussopt.core.status import (CLOSED_FORM, INCONSISTENT, INCONSISTENT_VANISH
 from gaussopt.core.views import wfull, wivec, wmat, wvec
 from gaussopt.gauss.dense_algebra import (LAPACK_MIN, _svd_lapack, all_finite1, all_finite2,
                                           backward_solve_t, cholesky, forward_solve1, frobenius,
-                                          norm2, row_norms, svd_into)
+                                          norm2, row_norms, svd_complete, svd_into)
 from gaussopt.gauss.workspace import *  # noqa: F401,F403 - the fields F_*, I_* and Work
 from gaussopt.gauss.workspace import Work, make_work_compiled, svd_views
 
-__all__ = ["make_work", "reduce_rows", "decide", "closed_form", "kkt_lu", "verify", "check",
+__all__ = ["make_work", "reduce_rows", "decide", "determinacy", "closed_form", "range_space",
+           "range_space_pays", "RANGE_FLAG", "kkt_lu", "verify", "check",
            "multipliers", "gauss_step", "direct_tolerance", "inconsistency_allowance", "asymmetric",
            "smallest_live_sigma", "FOLD_TOL", "SYMMETRY_RTOL"]
 
@@ -89,6 +119,11 @@ _TINY = float(np.finfo(float).tiny)
 # are in the one table of codes, :mod:`gaussopt.core.status`)
 
 # (FOLD_TOL and SYMMETRY_RTOL: the one table of solver settings, gaussopt.core.settings)
+
+#: bit of :func:`gauss_step`'s ``flags``: the step was solved on the range-space path
+#: (:func:`range_space`; the bits 1 and 2 are :func:`gauss_step`'s, 4 the O(n) path's,
+#: :data:`gaussopt.gauss.band_step.SPARSE_FLAG`)
+RANGE_FLAG = 8
 
 
 #: The kernel's functions compile without numba's reference counting (``_nrt=False``):
@@ -157,7 +192,9 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
     mL, r, k, c_norm : the number of live rows, the rank, ``min(mL, n)``, and the
     norm of the part of ``bn`` outside ``span(U_r)`` (the inconsistency). In ``w``:
     ``nu`` (m,) row norms, ``live`` (m,), ``An`` (mL, n), ``bn`` (mL,), ``s`` (k,),
-    ``U`` (mL, k), ``V`` (n, n) (``V_r = V[:, :r]``, ``N = V[:, r:]``), ``beta`` (r,).
+    ``U`` (mL, k), ``V`` (n, n) (``V_r = V[:, :r]``, ``N = V[:, r:]``; the columns from ``k``
+    on only after :func:`gaussopt.gauss.dense_algebra.svd_complete`, which the null-space
+    path calls: the range-space path needs none of them), ``beta`` (r,).
     """
     m, n = A.shape
     nu = wvec(w, F_nu, m)
@@ -250,6 +287,122 @@ def closed_form(M, F, wgt, mL, r, w):
         for kk in range(d):
             acc += V[i, r + kk] * z[kk]
         a[i] = acc
+
+
+@_leaf
+def range_space_pays(n, m):
+    """Whether :func:`gauss_step` tries the range-space path (:func:`range_space`) first for
+    ``n`` coordinates and ``m`` rows: ``3 m <= n`` (a rule of the problem's size, the same
+    at every step).
+
+    The null-space path costs ``~n^2 d + n d^2 / 2 + d^3 / 6`` for ``N^T M N`` and its
+    factor (``d = n - r``), plus ``~4 r n d`` for the basis ``N`` itself; the range-space
+    path ``~n^3 / 6 + n^2 r`` (the factor of ``M / w + V_r V_r^T``, its solves with the
+    ``r`` kept rows), whatever ``r``. Measured (compiled loops, the solves alone, random
+    dense problems): the range space is ahead up to ``r ~ n / 3`` (``n`` 8 to 48; at
+    ``n = 4``, ``r = 1`` they cost the same), 4x ahead for the humanoid-like tree
+    (``n`` 34, ``r`` 5) and the ant-like tree (``n`` 15, ``r`` 1), and behind from
+    ``r ~ n / 2`` on (2-30x at ``r >= 3 n / 4``, the maximal coordinates of linkages)."""
+    return 3 * m <= n
+
+
+@_unit("f8(f8m, f8v, f8, i8, f8, w)")
+def range_space(M, F, wgt, r, thr, w):
+    """The Gauss step in range-space form on the ``r`` kept rows, into ``w``'s ``a``: the
+    augmented mass matrix ``Mt = M / wgt + V_r V_r^T`` by Cholesky, then the Delassus
+    matrix of the kept rows (module docstring, item 2).
+
+    Each kept direction ``v_k`` is added with its own mass scale, ``Mt = M / wgt + V_r
+    diag(d) V_r^T`` with ``d_k = sum_i v_ik^2 M_ii / wgt`` (1 where that is zero: a direction
+    of massless coordinates), and the right-hand side with ``V_r diag(d) beta``: the
+    argument below holds for any ``d > 0``. Adding the directions with weight 1 instead
+    mixes a scale of ``wgt`` (the mean of ``M``'s diagonal) into the block of a light body:
+    a 0.2 g body's normalization row beside 10 kg links made its block's Cholesky err
+    by ``eps`` of 1 against entries of 1e-8, its angular accelerations by 2.6e-7 relative
+    (tests/test_tree.py); with its own scale the block keeps its relative accuracy.
+
+    On the feasible set ``V_r^T a = beta`` the added term ``1/2 |V_r^T a - beta|^2``
+    is zero, so the Gauss function ``1/2 a^T M a - a^T F`` and
+    ``1/2 a^T (M + wgt V_r V_r^T) a - a^T (F + wgt V_r beta)`` differ by a constant there
+    and have the same minimizer (the augmented-Lagrangian / Udwadia--Phohomsiri
+    treatment of a singular ``M``). ``Mt`` is positive definite exactly when ``M`` is on
+    ``null(V_r^T)`` (for ``x = N y + V_r c``: ``x^T Mt x = y^T N^T M N y / wgt + |c|^2``
+    when ``M`` is positive semidefinite), so it needs no basis ``N``: ``Mt = L L^T``
+    (``n^3 / 6``), ``X = L^-1 V_r``, the Delassus matrix ``D = X^T X = V_r^T Mt^-1 V_r``
+    (``r x r``; for ``d = 1`` its eigenvalues lie in ``[1 / (1 + |M / wgt|), 1]``: ``D = G (I + G)^-1``
+    with ``G = V_r^T (M / wgt)^-1 V_r`` for a regular ``M``, well conditioned whatever
+    ``M``), then ``z = L^-1 (F / wgt + V_r beta)``, ``D mu = beta - X^T z`` and
+    ``a = L^-T (z + X mu)``: ``V_r^T a = X^T z + D mu = beta`` and
+    ``M a - F = wgt V_r mu`` (``wgt mu`` the multipliers of the kept rows, in ``w``'s
+    ``mu``).
+
+    Returns the smallest Cholesky pivot of ``Mt`` (``-1`` when one is not positive); the
+    solve is done only when it is at least ``thr``. ``Mt`` has its eigenvalues in
+    ``[0, n + 1]``; its factor is in ``w``'s ``LH`` (``Mt`` itself in ``H``, ``X^T`` in
+    ``MN``, ``D`` and its factor in ``D`` and ``LD``).
+    """
+    n = M.shape[0]
+    V = wmat(w, F_V, n, n)
+    Mt = wmat(w, F_H, n, n)
+    L = wmat(w, F_LH, n, n)
+    dk = wvec(w, F_lam, r)                           # the kept directions' own mass scales
+    for kk in range(r):
+        acc = 0.0
+        for i in range(n):
+            acc += V[i, kk] * V[i, kk] * M[i, i]
+        acc /= wgt
+        dk[kk] = acc if acc > 0.0 and acc < 1.0e300 else 1.0
+    for i in range(n):                               # (the lower triangle: all cholesky reads)
+        for j in range(i + 1):
+            acc = M[i, j] / wgt
+            for kk in range(r):
+                acc += V[i, kk] * dk[kk] * V[j, kk]
+            Mt[i, j] = acc
+    dmin = cholesky(Mt, L)
+    if not dmin >= thr:
+        return dmin
+    X = wmat(w, F_MN, r, n)                          # row kk: L^-1 V[:, kk]
+    for kk in range(r):
+        for i in range(n):
+            acc = V[i, kk]
+            for j in range(i):
+                acc -= L[i, j] * X[kk, j]
+            X[kk, i] = acc / L[i, i]
+    D = wmat(w, F_D, r, r)
+    for p in range(r):
+        for q in range(p + 1):
+            acc = 0.0
+            for i in range(n):
+                acc += X[p, i] * X[q, i]
+            D[p, q] = acc
+            D[q, p] = acc
+    LD = wmat(w, F_LD, r, r)
+    if r > 0 and not cholesky(D, LD) > 0.0:
+        return -1.0                                  # (D >= 1 / (n + 1) whenever Mt is definite)
+    beta = wfull(w, F_beta)
+    z = wfull(w, F_g)
+    for i in range(n):
+        acc = F[i] / wgt
+        for kk in range(r):
+            acc += V[i, kk] * dk[kk] * beta[kk]
+        z[i] = acc
+    forward_solve1(L, z)
+    mu = wvec(w, F_mu, r)
+    for kk in range(r):
+        acc = beta[kk]
+        for i in range(n):
+            acc -= X[kk, i] * z[i]
+        mu[kk] = acc
+    forward_solve1(LD, mu)
+    backward_solve_t(LD, mu)
+    a = wfull(w, F_a)
+    for i in range(n):
+        acc = z[i]
+        for kk in range(r):
+            acc += X[kk, i] * mu[kk]
+        a[i] = acc
+    backward_solve_t(L, a)
+    return dmin
 
 
 @unit("b1(f8m, f8v, f8, i8, w)", lazy=True, nogil=True, _nrt=False)
@@ -412,7 +565,7 @@ def multipliers(M, F, a, A, mL, r, k, w):
             for c in range(n):
                 Al[j, c] = A[i, c]
             j += 1
-    svd_into(Al, w, F_U2, F_s2, F_V2)
+    svd_into(Al, w, F_U2, F_s2, F_V2)               # (V2's first rr columns only)
     U2, s2, V2 = svd_views(w, F_U2, F_s2, F_V2, mL, n)
     rr = min(r, s2.shape[0])
     for kk in range(rr):
@@ -486,6 +639,17 @@ def inconsistency_allowance(s, rank_tol, n, m):
     return max(base, 1e3 * (n + m) * _EPS / (smin * smin))
 
 
+@_leaf
+def mass_weight(M):
+    """``trace(M) / n`` (1 for a zero trace): the scale of the reduced Hessian and of the
+    range-space path's augmented mass matrix."""
+    n = M.shape[0]
+    tr = 0.0
+    for i in range(n):
+        tr += M[i, i]
+    return tr / n if tr > 0.0 else 1.0
+
+
 @_unit("Tuple((i8, f8, i8, i8, i8, f8, f8, i8))(f8m, f8m, f8v, f8v, f8, f8, w)")
 def decide(M, A, b, ref, sig_ref, rank_tol, w):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
@@ -498,16 +662,26 @@ def decide(M, A, b, ref, sig_ref, rank_tol, w):
     ``flags`` bit 2: rows that vanished relative to their reference were kept
     because without them the motion was indeterminate (a fresh solve keeps them).
     """
+    wgt = mass_weight(M)
+    mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, False, w)
+    status, mL, r, k, c_norm, dmin, flags = determinacy(M, A, b, ref, sig_ref, rank_tol, wgt,
+                                                        mL, r, k, c_norm, w)
+    return status, wgt, mL, r, k, c_norm, dmin, flags
+
+
+@_unit("Tuple((i8, i8, i8, i8, f8, f8, i8))(f8m, f8m, f8v, f8v, f8, f8, f8, i8, i8, i8, f8, w)")
+def determinacy(M, A, b, ref, sig_ref, rank_tol, wgt, mL, r, k, c_norm, w):
+    """:func:`decide` after its first :func:`reduce_rows` (whose outputs ``mL, r, k,
+    c_norm`` it takes): the null-space basis (:func:`gaussopt.gauss.dense_algebra.svd_complete`),
+    the reduced Hessian and its Cholesky test, and the retry with the vanished rows kept.
+    Returns ``(status, mL, r, k, c_norm, dmin, flags)`` (:func:`decide`'s, without
+    ``wgt``). :func:`gauss_step` calls it when the range-space path does not answer."""
     n = M.shape[0]
     m = A.shape[0]
-    tr = 0.0
-    for i in range(n):
-        tr += M[i, i]
-    wgt = tr / n if tr > 0.0 else 1.0
     flags = 0
     keep = False
     while True:
-        mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, keep, w)
+        svd_complete(w, F_V, mL, n)
         d = n - r
         V = wmat(w, F_V, n, n)
         MN = wmat(w, F_MN, n, d)
@@ -528,15 +702,16 @@ def decide(M, A, b, ref, sig_ref, rank_tol, w):
         LH = wmat(w, F_LH, d, d)
         dmin = cholesky(H, LH) if d > 0 else np.inf
         if dmin >= rank_tol * rank_tol:
-            return OK, wgt, mL, r, k, c_norm, dmin, flags
+            return OK, mL, r, k, c_norm, dmin, flags
         vanished_nonzero = False
         for i in range(m):
             if not wivec(w, I_live, m)[i] and wfull(w, F_nu)[i] > 0.0:
                 vanished_nonzero = True
         if keep or not vanished_nonzero:
-            return INDETERMINATE, wgt, mL, r, k, c_norm, dmin, flags
+            return INDETERMINATE, mL, r, k, c_norm, dmin, flags
         keep = True
         flags |= 2
+        mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, keep, w)
 
 
 @_unit("Tuple((i8, f8, f8, f8))(f8m, f8v, f8m, f8v, f8v, f8, i8, i8, i8, f8, f8v, w)")
@@ -618,32 +793,71 @@ def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symme
     ``live``, ``nu``: :func:`view`)
     rho, allow : relative inconsistency and its allowance (:func:`check`)
     be : backward error of ``a`` (:func:`verify`)
-    dmin : smallest Cholesky pivot of the reduced Hessian
+    dmin : smallest Cholesky pivot of the reduced Hessian (null-space path), or of the
+    augmented mass matrix (range-space path, :func:`range_space`)
     flags : bit 1 the KKT result failed its verification and the closed form
-    was used; bit 2 vanished rows kept (:func:`decide`).
+    was used; bit 2 vanished rows kept (:func:`decide`); :data:`RANGE_FLAG` the
+    range-space path answered.
+
+    The path (module docstring, item 2): for few rows (:func:`range_space_pays`, a rule
+    of the sizes) the range-space form, when every live row is kept (no redundant or
+    folded direction: those need the null space, :func:`gaussopt.gauss.model_step.fold_rows`)
+    and the augmented mass matrix is safely definite (a smallest pivot of at least
+    ``rank_tol``); anything else goes on to the null-space path, which decides as
+    :func:`decide` (same rank decision: the first :func:`reduce_rows` is shared).
     """
     n = M.shape[0]
+    m = A.shape[0]
     if not (all_finite2(M) and all_finite1(F) and all_finite2(A) and all_finite1(b)):
         return NONFINITE, F_a, 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
     if check_symmetry and asymmetric(M):
         return NONSYMMETRIC, F_a, 0, 0, 0, 0.0, 0.0, np.inf, 0.0, 0
-    status, wgt, mL, r, k, c_norm, dmin, flags = decide(M, A, b, ref, sig_ref, rank_tol, w)
+    ranged = False
+    if range_space_pays(n, m):
+        wgt = mass_weight(M)
+        mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, False, w)
+        dmin = -1.0
+        if r == mL:
+            dmin = range_space(M, F, wgt, r, rank_tol, w)
+        if dmin >= rank_tol:
+            ranged = True
+            status = OK
+            flags = RANGE_FLAG
+        else:
+            status, mL, r, k, c_norm, dmin, flags = determinacy(M, A, b, ref, sig_ref, rank_tol,
+                                                                wgt, mL, r, k, c_norm, w)
+    else:
+        status, wgt, mL, r, k, c_norm, dmin, flags = decide(M, A, b, ref, sig_ref, rank_tol, w)
     if status != OK:
         return status, F_a, r, mL, k, 0.0, 0.0, np.inf, dmin, flags
     tol = direct_tolerance(n, mL)
-    closed_form(M, F, wgt, mL, r, w)
     fa = F_a
-    if method == LAGRANGE:
-        ok = kkt_lu(M, F, wgt, r, w)
-        bf, bs = verify(M, F, wfull(w, F_a2), mL, r, k, w)
-        if ok and max(bf, bs) <= tol:
-            fa = F_a2
-        else:
-            flags |= 1
-    a = wfull(w, fa)
-    status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
-    if status == OK and not be <= tol:
-        status = UNVERIFIED
+    rho, allow, be = 0.0, 0.0, np.inf
+    for attempt in range(2):
+        if not ranged:
+            closed_form(M, F, wgt, mL, r, w)
+        fa = F_a
+        if method == LAGRANGE:
+            ok = kkt_lu(M, F, wgt, r, w)
+            bf, bs = verify(M, F, wfull(w, F_a2), mL, r, k, w)
+            if ok and max(bf, bs) <= tol:
+                fa = F_a2
+            else:
+                flags |= 1
+        a = wfull(w, fa)
+        status, rho, allow, be = check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w)
+        if status == OK and not be <= tol:
+            status = UNVERIFIED
+        if not (ranged and status == UNVERIFIED):
+            break
+        # a range-space answer that fails its verification (the augmented matrix's
+        # conditioning): the null-space path decides and solves, as without the range path
+        ranged = False
+        status, mL, r, k, c_norm, dmin, flags = determinacy(M, A, b, ref, sig_ref, rank_tol,
+                                                            wgt, mL, r, k, c_norm, w)
+        if status != OK:
+            return status, F_a, r, mL, k, 0.0, 0.0, np.inf, dmin, flags
+        tol = direct_tolerance(n, mL)
     if status == OK and want_lam:
         multipliers(M, F, a, A, mL, r, k, w)
     return status, fa, r, mL, k, rho, allow, be, dmin, flags

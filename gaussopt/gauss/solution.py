@@ -454,5 +454,6 @@ def null_space_split(A: np.ndarray, b: np.ndarray, rank_tol: float = DEFAULT_RAN
     A, b = _arrays(A, b)
     w = K.make_work(n, m)
     mL, r, k, c_norm = K.reduce_rows(A, b, _ref(None, m), 0.0, rank_tol, True, w)
+    LA.svd_complete(w, WS.F_V, mL, n)       # (the null-space columns of V)
     V = WS.view(w, "V", n, n)
     return V[:, :r] @ WS.view(w, "beta", r), V[:, r:].copy(), int(r)

@@ -23,7 +23,7 @@ __all__ = ["Work", "make_work_compiled", "view", "field", "svd_views",
            "F_Y", "F_W", "F_Vk", "F_norms", "F_U", "F_s", "F_V", "F_beta",
            "F_proj", "F_MN", "F_H", "F_LH", "F_a", "F_a2", "F_g", "F_z",
            "F_pp", "F_e", "F_fk", "F_Kk", "F_xk", "F_lam", "F_coef", "F_U2",
-           "F_s2", "F_V2", "F_Al", "F_bb", "I_live", "I_order"]
+           "F_s2", "F_V2", "F_Al", "F_bb", "F_D", "F_LD", "F_mu", "I_live", "I_order"]
 
 _inline = jit(cache=True, nogil=True, _nrt=False, inline="always")
 
@@ -152,14 +152,25 @@ F_Al = 34
 F_bb = 35            # (m) the rows' right-hand side with Baumgarte's terms (engine)
 
 
-_NF = 36
+# the range-space solve (:func:`gaussopt.gauss.dense_step.range_space`; its augmented mass
+# matrix, factor and ``L^-1 V_r`` use the fields ``H``, ``LH`` and ``MN``)
+F_D = 36             # (k, k) the Delassus matrix of the kept rows
+
+
+F_LD = 37            # (k, k) its Cholesky factor
+
+
+F_mu = 38            # (k) its right-hand side, then the multipliers of the kept rows
+
+
+_NF = 39
 
 
 # integer fields
-I_live = 37
+I_live = 40
 
 
-I_order = 38
+I_order = 41
 
 
 _NI = 2
@@ -172,7 +183,7 @@ def make_work_compiled(n, m):
     p = max(m, n, 1)
     m1 = max(m, 1)
     k1 = max(k, 1)
-    sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n, m1)
+    sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n, m1, k1 * k1, k1 * k1, k1)
     head = _NF + 1 + _NI + 1
     iw = np.zeros(head + m1 + k1, dtype=np.int64)
     off = 0
@@ -213,7 +224,7 @@ def field(w, fld):
     return w.f[int(w.i[fld]):int(w.i[fld + 1])]
 
 
-_FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al, "bb": F_bb}
+_FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al, "bb": F_bb, "D": F_D, "LD": F_LD, "mu": F_mu}
 
 
 _INT_FIELDS = {"live": I_live, "order": I_order}

@@ -95,7 +95,8 @@ class Run:
             np.zeros((64, 4), dtype=np.int64), np.zeros((64, m), dtype=np.bool_),
             np.zeros((256, 2)), np.zeros((256, N)),
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
-            np.zeros((cap_out, N)), np.zeros((dense_rows, N)), np.zeros(N),
+            np.zeros((cap_out, N)), np.full(cap_out, -1, dtype=np.int64),
+            np.zeros((dense_rows, N)), np.zeros(N),
             K.make_work(n, m), K.make_work(n, m), np.zeros((E.N_SCR, N)))
         if t_eval is not None and t_eval[0] == t0:
             self.st.out_t[0] = t0
@@ -197,6 +198,7 @@ class Run:
                 return False
             fields["out_t"] = np.concatenate([st.out_t, np.zeros(k - n_out)])
             fields["out_y"] = np.concatenate([st.out_y, np.zeros((k - n_out, st.out_y.shape[1]))])
+            fields["out_k"] = np.concatenate([st.out_k, np.full(k - n_out, -1, dtype=np.int64)])
             n_out, grew = k, True
         if st.ic[E.C_NEV] + 4 >= n_ev:
             k = budget.grown(n_ev, 2 * n_ev, budget.event, budget.bytes(n_out, 0) + dense_bytes)
@@ -245,8 +247,8 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
         units.append(E.initial_step_at)
     if not solver.runs_in_python:
         units.append(E.sample_all)            # (a solver in Python samples in Python)
-    if isinstance(stabilization, Projection) and dense:
-        units.append(E.project_at)            # (the dense solution's projection)
+    if isinstance(stabilization, Projection) and (dense or samples):
+        units.append(E.project_at)            # (the dense solution's and the samples')
     if isinstance(stabilization, Baumgarte):
         units.append(E.baumgarte)
     return units + list(solver.compiled_units())

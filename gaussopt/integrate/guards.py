@@ -43,7 +43,7 @@ class MemoryBudget:
 
     Notes
     -----
-    Per output sample: the engine's time and state (``1 + 2 n`` floats), their copy
+    Per output sample: the engine's time, state and step mark (``2 + 2 n`` numbers), their copy
     and the Trajectory's arrays (``q``, ``v``, ``a``, ``constraint_force``,
     ``multipliers``, five diagnostics, ``rank``, ``energy``). Per rank event: the
     engine's record (``6`` numbers and ``m`` flags) and the Python
@@ -54,8 +54,8 @@ class MemoryBudget:
 
     def __init__(self, limit: float, n: int, m: int, dense_rows: int = 1):
         self.limit = float(limit)
-        self.sample = _F * (1 + 2 * n) * 2 + _F * (4 * n + m + 12)
-        self.engine_sample = _F * (1 + 2 * n)
+        self.sample = _F * (2 + 2 * n) * 2 + _F * (4 * n + m + 12)
+        self.engine_sample = _F * (2 + 2 * n)
         self.event = 6 * _F + m + _RANK_EVENT_PY + _F * m
         self.dense_step = _F * 2 * n * (dense_rows + 3) + _DENSE_STEP_PY
 

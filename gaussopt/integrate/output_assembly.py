@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 import gaussopt.integrate.engine as E
+import gaussopt.integrate.sample_interpolation as SI
 import gaussopt.gauss.dense_step as K
 from gaussopt.core.exceptions import GaussoptError, ModelError, SolverError
 from gaussopt.core.status import message as status_message
@@ -203,11 +204,12 @@ def origin(e: BaseException) -> str:
 
 
 def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
-                   y: np.ndarray) -> tuple:
+                   y: np.ndarray, proj: Optional[np.ndarray] = None) -> tuple:
     """The engine's samples (:func:`gaussopt.integrate.engine.sample_all`) at every output time:
     ``(a, Qc, lam, Fo, rank, err, exc)`` (``Fo`` the columns position, velocity and
     acceleration residual, energy, rank, sigma_min; ``err`` the first failure's message,
-    ``exc`` its exception). Never raises: a failing sample stays NaN."""
+    ``exc`` its exception). The outputs with ``proj`` are projected onto the constraints
+    first, in place in ``y``. Never raises: a failing sample stays NaN."""
     n = system.n
     N = t.size
     m = system.m or 0
@@ -218,11 +220,13 @@ def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray
     err, exc = None, None
     mf = run.mf
     status = np.zeros(N, dtype=np.int64)
+    if proj is None or run.projector() is None:
+        proj = np.zeros(N, dtype=np.bool_)
     mf.error = None
     try:
         addrs, md, buf, opt, _, _ = run.args()      # (packed)
-        E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref,
-                     t, np.ascontiguousarray(y), a, Qc, lam, Fo, status)
+        E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref, t, y, a, Qc, lam, Fo,
+                     status, np.ascontiguousarray(proj, dtype=np.bool_), run.vanished())
     except KeyboardInterrupt as e:
         err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
     if mf.error is not None and err is None:
@@ -240,6 +244,10 @@ def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray
     if bad.size and err is None:
         i = int(bad[0])
         try:
+            if proj[i]:
+                raise SolverError("projecting the interpolated state onto the constraints "
+                                  "failed: a constraint is not finite there "
+                                  f"(q = {y[i, :n]}).")
             solver.solve(float(t[i]), y[i, :n].copy(), y[i, n:].copy())
             raise SolverError(f"status {status_message(status[i])!r}")
         except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
@@ -249,22 +257,129 @@ def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray
     return a, Qc, lam, Fo, rank, err, exc
 
 
+def _project_outputs(run: "Run", t: np.ndarray, y: np.ndarray, idx: np.ndarray,
+                     guard: Optional[Any] = None) -> tuple[Optional[str], Any]:
+    """Project the outputs ``y[idx]`` onto the constraints in place, as the run projects
+    (for a step solver in Python, which recomputes its outputs in Python). Returns the
+    first failure's message and exception (that output stays as interpolated)."""
+    project = run.projector()
+    if project is None:
+        return None, None
+    floor = run.vanished()
+    for i in idx:
+        if guard is not None and guard.stop_requested:      # a second Ctrl-C
+            raise KeyboardInterrupt
+        try:
+            y[i] = project(float(t[i]), y[i], floor)
+        except Exception as e:  # noqa: BLE001 - recorded, the run's data are kept
+            return (f"Projecting the output sample at t={t[i]} failed: "
+                    f"{type(e).__name__}: {e}"), e
+    return None, None
+
+
+def _samples_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
+                    y: np.ndarray, marks: np.ndarray) -> tuple:
+    """:func:`_sample_engine` at every output, the outputs the engine left unprojected
+    (``marks >= 0``) projected first; those of a step with enough of them only at the
+    step's nodes and check, the others interpolated
+    (:mod:`gaussopt.integrate.sample_interpolation`): the projection's correction of the
+    state and every diagnostic, checked at the check output (a step whose check fails is
+    recomputed at every output). Returns :func:`_sample_engine`'s tuple and the number of
+    interpolated outputs; ``y`` is updated in place."""
+    n = system.n
+    m = system.m or 0
+    N = t.size
+    raw = y.copy()
+    proj = marks >= 0
+    exact = np.ones(N, dtype=bool)
+    steps = []
+    for g in SI.groups(marks):
+        p = SI.plan(t, g)
+        if p is not None:
+            nodes, check = p
+            rest = g[~np.isin(g, nodes) & (g != check)]
+            exact[rest] = False
+            steps.append((g, nodes, check, rest))
+    a = np.full((N, n), np.nan)
+    Qc = np.full((N, n), np.nan)
+    lam = np.full((N, m), np.nan)
+    Fo = np.full((N, 6), np.nan)
+    rank = np.full(N, -1, dtype=int)
+
+    def recompute(idx):
+        ys = y[idx]
+        out = _sample_engine(system, solver, run, t[idx], ys, proj[idx])
+        y[idx] = ys
+        a[idx], Qc[idx], lam[idx], Fo[idx], rank[idx] = out[:5]
+        return out[5], out[6]
+
+    err, exc = recompute(np.flatnonzero(exact))
+    # the diagnostics as one array: a | Qc | lam | Fo without its rank column, and the
+    # column ranges checked, each against its largest size at the nodes (a, Qc, lam, the
+    # energy, sigma_min; the residuals are not: rounding at projected states)
+    cols = np.hstack([a, Qc, lam, Fo[:, [0, 1, 2, 3, 5]]])
+    e = 2 * n + m
+    families = [(lo, hi) for lo, hi in ((0, n), (n, 2 * n), (2 * n, e), (e + 3, e + 4),
+                                        (e + 4, e + 5)) if hi > lo]
+    redo, count = [], 0
+    for g, nodes, check, rest in steps:
+        if np.any(rank[nodes] < 0) or np.any(rank[nodes] != rank[check]):
+            redo.append(rest)
+            continue
+        at = np.concatenate([[check], rest])
+        state = raw[at] + SI.barycentric(t[nodes], y[nodes] - raw[nodes], t[at])
+        scale = np.repeat([1.0 + np.abs(y[nodes, :n]).max(), 1.0 + np.abs(y[nodes, n:]).max()], n)
+        ok = bool(np.all(np.abs(state[0] - y[check]) <= SI.STATE_TOL * scale))
+        est = SI.barycentric(t[nodes], cols[nodes], t[at]) if ok else None
+        with np.errstate(invalid="ignore"):
+            for lo, hi in families if ok else ():
+                size = np.max(np.abs(cols[nodes, lo:hi]))
+                d = np.abs(est[0, lo:hi] - cols[check, lo:hi])
+                same_nan = np.isnan(est[0, lo:hi]) & np.isnan(cols[check, lo:hi])
+                if not np.all((d <= SI.VALUE_TOL * size) | same_nan):
+                    ok = False
+                    break
+        if not ok:
+            redo.append(rest)
+            continue
+        y[rest] = state[1:]
+        cols[rest] = est[1:]
+        # (the residuals are norms: an interpolated rounding-level value below 0 is 0)
+        cols[rest, e:e + 3] = np.maximum(cols[rest, e:e + 3], 0.0)
+        rank[rest] = rank[check]
+        count += rest.size
+    a[...], Qc[...], lam[...] = cols[:, :n], cols[:, n:2 * n], cols[:, 2 * n:e]
+    Fo[:, [0, 1, 2, 3, 5]] = cols[:, e:]
+    if redo:
+        e2, x2 = recompute(np.concatenate(redo))
+        if err is None:
+            err, exc = e2, x2
+    return a, Qc, lam, Fo, rank, err, exc, count
+
+
 def postprocess(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
-                y: np.ndarray, guard: Optional[Any] = None) -> Trajectory:
+                y: np.ndarray, guard: Optional[Any] = None,
+                marks: Optional[np.ndarray] = None) -> Trajectory:
     """Accelerations, constraint forces, multipliers and residuals at the output times.
 
     The compiled step solvers are evaluated by the engine at every sample; a step solver
-    that runs in Python (QP, GA) by its ``solve``. Never raises: a failure
+    that runs in Python (QP, GA) by its ``solve``. Outputs the engine left unprojected
+    (``marks >= 0``: a step with many output times inside it,
+    :data:`gaussopt.core.records.OUT_MANY_SAMPLES`) are projected and recomputed at a few
+    nodes of their step and interpolated between them, checked
+    (:mod:`gaussopt.integrate.sample_interpolation`; a step solver in Python recomputes
+    every one). Never raises: a failure
     of the model's code or of a step at a sample is recorded (the first in
     ``meta["postprocess_error"]``), that quantity stays NaN there and everything else
     is still computed; a KeyboardInterrupt (or one deferred by ``guard``, an
     :class:`~gaussopt.integrate.guards.InterruptGuard`) stops the recomputation and keeps what was
     done.
     """
+    y = np.array(y, dtype=float)
+    marks = np.full(t.size, -1, dtype=np.int64) if marks is None else np.asarray(marks)
     n = system.n
     N = t.size
     m = system.m or 0
-    q, v = y[:, :n].copy(), y[:, n:].copy()
     stats: dict[str, Any] = {}
     err, exc = None, None
     mf = run.mf
@@ -273,9 +388,18 @@ def postprocess(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
     lam = np.full((N, m), np.nan)
     Fo = np.full((N, 6), np.nan)
     rank = np.full(N, -1, dtype=int)
+    interpolated = 0
     if int(run.opt.i[E.I_SOLVER]) != 2:
-        a, Qc, lam, Fo, rank, err, exc = _sample_engine(system, solver, run, t, y)
+        a, Qc, lam, Fo, rank, err, exc, interpolated = _samples_engine(system, solver, run, t,
+                                                                       y, marks)
+        q, v = y[:, :n].copy(), y[:, n:].copy()
     else:
+        try:
+            err, exc = _project_outputs(run, t, y, np.flatnonzero(marks >= 0), guard)
+        except KeyboardInterrupt as e:
+            err = "Interrupted (KeyboardInterrupt) while projecting the output samples."
+            exc = e
+        q, v = y[:, :n].copy(), y[:, n:].copy()
         keys = ("gap", "error_bound", "error", "generations", "status")
         sample_info: dict[str, list] = {}
 
@@ -323,6 +447,7 @@ def postprocess(system: System, solver: StepSolver, run: "Run", t: np.ndarray,
                 stats["sample_status"] = {s_: vals.count(s_) for s_ in set(vals)}
             else:
                 stats[f"sample_{k}_max"] = float(np.max(np.asarray(vals, dtype=float)))
+    stats["samples_interpolated"] = interpolated
     energy = Fo[:, 3].copy() if system.has_energy else None
     meta = {"postprocess_error": err, "postprocess_exception": exc} if err else {}
     return Trajectory(t=t, q=q, v=v, a=a, constraint_force=Qc, multipliers=lam,

@@ -187,24 +187,25 @@ def smooth_run(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarra
     integration = time.perf_counter() - wall0 - (C.spent() - compiling0)
     st = run.st
     nout = int(st.ic[E.C_NOUT])
-    ts, ys = st.out_t[:nout].copy(), st.out_y[:nout].copy()
+    ts, ys, ks = st.out_t[:nout].copy(), st.out_y[:nout].copy(), st.out_k[:nout].copy()
     if code == HOOK_FAILED and on_step.t_checked is not None:
         # an event function failed in the last step: its outputs are dropped (the step may
         # have crossed a terminal event the run could not see)
         keep = ts <= on_step.t_checked
-        ts, ys = ts[keep], ys[keep]
+        ts, ys, ks = ts[keep], ys[keep], ks[keep]
         if sol is not None:
             sol.end_at(on_step.t_checked, np.concatenate(sol(on_step.t_checked)))
     if status == 1:                               # end the outputs at the terminal event
         te = tracker.t_terminal
         keep = ts <= te if t_eval is not None else ts < te
-        ts, ys = ts[keep], ys[keep]
+        ts, ys, ks = ts[keep], ys[keep], ks[keep]
         if t_eval is None:
             ts, ys = np.append(ts, te), np.vstack([ys, tracker.y_terminal])
+            ks = np.append(ks, -1)
         if sol is not None:
             sol.end_at(te, tracker.y_terminal)
     with quiet_compile():
-        traj = postprocess(system, step_solver, run, ts, ys, guard)
+        traj = postprocess(system, step_solver, run, ts, ys, guard, marks=ks)
     traj.rank_events = rank_events(run)
     traj.least_squares_steps = least_squares_records(run)
     if status == 1:

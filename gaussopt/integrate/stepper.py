@@ -93,8 +93,9 @@ class Stepper:
         Names of the model's parameters that :meth:`step` sets from ``ctrl`` (in this
         order): entries of the compiled model's parameter array that enter only the
         force (``system.parameter_slots``, given by :mod:`gaussopt.symbolic`: its
-        parameters and its specified inputs given as numbers). The stepper keeps its own
-        copy of the parameters: the system itself is not changed.
+        parameters and its specified inputs given as numbers; by a
+        :class:`gaussopt.multibody.tree.Model`: its actuators' controls). The stepper
+        keeps its own copy of the parameters: the system itself is not changed.
     project_initial : bool, default False
         Project an inconsistent initial state (of the constructor or :meth:`reset`)
         onto the constraints instead of raising.
@@ -234,15 +235,17 @@ class Stepper:
             raise ModelError(f"`inputs` has duplicate names: {names}.")
         slots = getattr(self.system, "parameter_slots", None)
         if slots is None or self.system.compiled is None:
-            what = ("its compiled functions do not name their parameters (only "
-                    "gaussopt.symbolic's do)" if self.system.compiled is not None else
+            what = ("its compiled functions do not name their parameters (gaussopt.symbolic's "
+                    "and the actuators' controls of a gaussopt.multibody.tree model do)"
+                    if self.system.compiled is not None else
                     "a System of Python functions has no parameter array: its force reads "
                     "whatever it closes over")
             raise ModelError(
                 f"`inputs` names parameters of a compiled model, and System "
                 f"{self.system.name!r} has none: {what}. Build the model with "
                 "gaussopt.symbolic, with the input as a parameter or a specified input given "
-                "as a number, e.g. SymbolicModel(...).system({'tau': 0.0, ...}).")
+                "as a number, e.g. SymbolicModel(...).system({'tau': 0.0, ...}), or as a "
+                "tree model with actuators (inputs=model.actuator_names).")
         unknown = [x for x in names if x not in slots.index]
         if unknown:
             raise ModelError(f"`inputs` {unknown} are not parameters of the compiled model "

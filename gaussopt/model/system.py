@@ -155,7 +155,8 @@ class System:
         self.sparse = None
         #: ``None``, or the named entries of the compiled model's parameter array
         #: (:class:`gaussopt.core.model_interface.ParameterSlots`) set by a front end that
-        #: generated the functions (:mod:`gaussopt.symbolic`): the inputs a
+        #: generated the functions (:mod:`gaussopt.symbolic`; the tree kind of
+        #: :mod:`gaussopt.multibody`: its actuators' controls): the inputs a
         #: :class:`~gaussopt.Stepper` may change between steps (``ctrl``)
         self.parameter_slots = None
         self._ineq_counts: Optional[tuple[int, ...]] = None

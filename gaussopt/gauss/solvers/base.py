@@ -367,7 +367,8 @@ class StepSolver:
     def _new_context(self):
         """A compiled step context with buffers and workspace of its own (one per thread),
         with the O(n) path of :mod:`gaussopt.gauss.band_step` if the system has one
-        (:func:`gaussopt.gauss.model_step.model_data`)."""
+        (:func:`gaussopt.gauss.model_step.model_data`; its :class:`~gaussopt.gauss.band_step.Band`
+        is the tuple's last entry, :meth:`band_work`)."""
         mf = model_functions(self.system)
         n, m = self.system.n, mf.m
         oi = np.zeros(R.N_OI, dtype=np.int64)      # (the engine's option record, whole)
@@ -378,13 +379,26 @@ class StepSolver:
         P = self._P_const if self._P_const is not None else np.zeros((0, 0))
         out = np.zeros(layout(n, m)[4] + N_SCALARS)
         work = K.make_work(n, m)
+        data = MS.model_data(mf, self.system)
         handle = make_context(
-            mf.addrs, MS.pack(MS.model_data(mf, self.system)),
+            mf.addrs, MS.pack(data),
             MS.pack(MS.buffers(mf)), MS.pack(MS.Options(oi, of)),
             self._sref,
             work, np.ascontiguousarray(P, dtype=float), out)
         lay = layout(n, m)
-        return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:])
+        return (handle, mf, out, lay, np.zeros(m), n, m, work, out[lay[4]:], data.band)
+
+    def band_work(self):
+        """The work arrays of the O(n) band step inside this solver's compiled step
+        (:class:`gaussopt.gauss.band_step.SparseWork`; after a step the band answered they
+        hold the model's sparse data at its state: the mass blocks ``d``, ``F``, the rows'
+        values ``data`` in the model's pattern, ``b``), or None (no band path, or no
+        compiled step yet). The QP's sparse path (:mod:`.qp.sparse_qp`) reads them
+        instead of evaluating the model a second time."""
+        ctx = self._ctx
+        if not ctx or ctx[9].mode == SP.MODE_NONE:
+            return None
+        return SP.band_work(ctx[9])
 
     def solve_checked(self, t: float, q: np.ndarray, v: np.ndarray) -> Optional[StepResult]:
         """:meth:`solve` for arguments that :func:`~gaussopt.solve_step` has checked (``t`` a
@@ -401,7 +415,7 @@ class StepSolver:
             if self._method is not None and type(self).solve is StepSolver.solve:
                 res = self._solve_compiled(t, q, v, True, True)
                 if res is not None and self._entry is not None and self._ctx:
-                    handle, _, out, lay, zero_ref, _, m, _, _ = self._ctx
+                    handle, _, out, lay, zero_ref, _, m, *_ = self._ctx
                     self._direct = (self._entry, handle, out, lay[0], lay[1], lay[2],
                                     lay[3], lay[4], zero_ref, m)
                 return res
@@ -494,7 +508,7 @@ class StepSolver:
             ctx = self._context()
             if ctx is None:
                 return None
-        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, scalars = ctx
+        handle, mf, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, scalars, _ = ctx
         if not checked and not (
                 type(q) is np.ndarray and type(v) is np.ndarray and q.dtype == np.float64
                 and v.dtype == np.float64 and q.shape == (n,) and v.shape == (n,)

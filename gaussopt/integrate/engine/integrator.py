@@ -577,10 +577,13 @@ def step(fns, accel, md, buf, opt, tab, st):
 
 
 @_jit
-def _emit(st, t, y):
+def _emit(st, t, y, k):
+    """Output ``y`` at ``t``; ``k`` the step of an output left unprojected (else -1:
+    :data:`gaussopt.core.records.OUT_MANY_SAMPLES`)."""
     i = st.ic[C_NOUT]
     st.out_t[i] = t
     _put(st.out_y[i], y)
+    st.out_k[i] = k
     st.ic[C_NOUT] = i + 1
 
 
@@ -621,19 +624,28 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
             st.ic[C_NPROJ] += 1
     # outputs
     if st.t_eval.shape[0] == 0:
-        _emit(st, t, y_new)
+        _emit(st, t, y_new, -1)
     else:
+        # a step with many output times inside it leaves them unprojected, marked with
+        # the step (its outputs are projected and sampled at a few of them, the rest
+        # interpolated: gaussopt.integrate.sample_interpolation)
+        inside = 0
+        j = st.ic[C_IEVAL]
+        while j < st.t_eval.shape[0] and st.t_eval[j] < t:
+            inside += 1
+            j += 1
+        mark = st.ic[C_STEPS] if inside >= OUT_MANY_SAMPLES else -1
         while st.ic[C_IEVAL] < st.t_eval.shape[0] and st.t_eval[st.ic[C_IEVAL]] <= t:
             te = st.t_eval[st.ic[C_IEVAL]]
             if te == t:
-                _emit(st, te, y_new)
+                _emit(st, te, y_new, -1)
             else:
                 s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
                 if s_ != 0:
                     return s_
                 ye = st.scr[R_OUT]
                 dense_eval(method, st, tab, te, ye)
-                if opt.i[I_STAB] == STAB_PROJECTION:
+                if opt.i[I_STAB] == STAB_PROJECTION and mark < 0:
                     _put(qv, ye)
                     ps, its = project(fns, md, buf, opt, te, qv[:n], qv[n:],
                                       vanished_floor(st))
@@ -642,7 +654,7 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
                         _put(st.fail_y, ye)
                         return MODEL_FAILED if ps == MODEL_FAILED else K.NONFINITE
                     _put(ye, qv)
-                _emit(st, te, ye)
+                _emit(st, te, ye, mark)
             st.ic[C_IEVAL] += 1
     s_ = accept_rows(fns, md, buf, opt, st, t, y_new[:n], y_new[n:])     # (reads them)
     if s_ != 0:

@@ -1,5 +1,6 @@
 """The output samples: accelerations, constraint forces, multipliers and residuals
-recomputed from the model at every output time."""
+recomputed from the model at output times (projected there first when the engine left
+them unprojected)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import functions
+from gaussopt.integrate.engine.projection import project
 from gaussopt.gauss.model_step import (_put, band_force, call_energy, call_pos, call_vel,
                                        evaluate_step, uses_sparse)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
@@ -95,13 +97,30 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
 
 
 
-@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v)")
+@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v, b1v, f8)")
 def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
-               status_out):
-    """:func:`sample` at every output; a failing sample keeps NaN (its status is kept)."""
+               status_out, proj, vanished):
+    """:func:`sample` at every output; a failing sample keeps NaN (its status is kept).
+
+    An output with ``proj[i]`` is first projected onto the constraints in place in ``ys``
+    (:func:`gaussopt.integrate.engine.projection.project`, ``vanished`` its floor): an
+    output the engine left unprojected (:data:`gaussopt.core.records.OUT_MANY_SAMPLES`).
+    Right after its projection, the model's functions of a Python model answer the
+    sample's position constraints from the projection's last evaluation at the same
+    state. A failed projection leaves the output as it was, with the status
+    :data:`MODEL_FAILED` (or ``-1``, a constraint not finite there)."""
     fns, accel = functions(addrs)
     n = md.dims[D_N]
     w = WS.make_work_compiled(n, md.dims[D_M])
     for i in range(ts.shape[0]):
-        status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], ys[i, :n].copy(),
-                               ys[i, n:].copy(), A_out[i], Qc_out[i], lam_out[i], F_out[i], w)
+        q = ys[i, :n].copy()
+        v = ys[i, n:].copy()
+        if proj[i]:
+            ps, its = project(fns, md, buf, opt, ts[i], q, v, vanished)
+            if ps != 0:
+                status_out[i] = ps
+                continue
+            _put(ys[i, :n], q)
+            _put(ys[i, n:], v)
+        status_out[i] = sample(fns, accel, md, buf, opt, ref, sref, ts[i], q, v, A_out[i],
+                               Qc_out[i], lam_out[i], F_out[i], w)

@@ -170,14 +170,21 @@ class BaseModel:
         model has Python callables."""
         if self._system is None:
             mass, force = self._mass_and_force()
-            cons = [_JointConstraint(self)] if self.m else []
-            sysm = _MultibodySystem(self.coordinates, mass=mass, force=force, constraints=cons,
-                                    energy=self.energy, name=self.name, labels=self.labels)
-            if self._p[H_PYTHON] == 0.0:
-                sysm.compiled = self.kernel.compiled_factory(self._p, sysm)
-                sysm.sparse = self.kernel.sparse_model(self._p)
+            sysm = self._assemble_system(mass, force, self._p, self.name)
             self._system = sysm.rebuilt_by(_system_of_model, self)   # pickles as the model
         return self._system
+
+    def _assemble_system(self, mass, force, p: Optional[np.ndarray], name: str) -> System:
+        """A :class:`~gaussopt.System` of the model with these ``mass`` and ``force`` (the
+        joints' block, the energy, the row labels as :attr:`system`'s) and, when ``p`` is a
+        parameter array without Python callables, the kind's compiled functions on ``p``."""
+        cons = [_JointConstraint(self)] if self.m else []
+        sysm = _MultibodySystem(self.coordinates, mass=mass, force=force, constraints=cons,
+                                energy=self.energy, name=name, labels=self.labels)
+        if p is not None and p[H_PYTHON] == 0.0:
+            sysm.compiled = self.kernel.compiled_factory(p, sysm)
+            sysm.sparse = self.kernel.sparse_model(p)
+        return sysm
 
     def _mass_and_force(self) -> tuple:
         raise NotImplementedError

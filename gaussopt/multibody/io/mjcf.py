@@ -9,9 +9,16 @@ one of two kinds of model:
   ``body_pos``/``body_quat`` in its parent link, moved by its joints in order (``jnt_pos``,
   ``jnt_axis``, ``qpos0``); a joint-less body is merged into the link that carries it
   (mass, centroid and inertia combined; into the world when nothing moves it); every
-  joint keeps ``dof_damping``, ``dof_armature`` and (hinges, slides) ``jnt_stiffness`` about
-  ``qpos_spring``; ``body_gravcomp`` scales the link's weight; ``connect`` and ``weld``
-  equalities close loops as 3 and 6 constraint rows. The tree itself needs no equations:
+  joint keeps ``dof_damping``, ``dof_armature``, ``jnt_stiffness`` about ``qpos_spring``
+  (balls and free joints too) and ``actuatorfrcrange``; ``body_gravcomp`` scales the link's
+  weight; ``connect`` and ``weld`` equalities close loops as 3 and 6 constraint rows,
+  ``joint`` and ``tendon`` equalities couple two joints or two fixed tendons in one row;
+  fixed tendons keep their stiffness (dead band ``springlength``), damping, armature and
+  ``actuatorfrcrange``; actuators with a fixed gain, no or an affine bias and no activation
+  dynamics (``motor``, ``position``, ``velocity``, such ``general`` ones) on hinges, slides
+  and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
+  ``Stepper``'s inputs); keyframes become ``model.keyframes``. The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
   must belong to a body that only the world carries (MuJoCo's usual case).
 * ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
@@ -82,7 +89,11 @@ their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the w
 becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
 slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
 
-Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning`:
+Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
+kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
+activation dynamics, other gains and biases or other transmissions, tendon limits and
+friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
+their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature of ball joints
 between moving bodies and of slide joints, equality constraints of type ``joint``, ``tendon``, ``distance`` and
@@ -439,16 +450,22 @@ def _model_name(m) -> str:
     return nm or "mjcf"
 
 
-def _equality_specs(mj, m, d, owner: list, un: dict):
+def _equality_specs(mj, m, d, owner: list, un: dict, couplings: Optional[list] = None,
+                    fixed_tendons: frozenset = frozenset()):
     """The mapped equality constraints of ``m``: ``(connect, b1, b2, p1, p2)`` per active
     ``connect`` or ``weld`` that holds at ``qpos0`` (``p1``, ``p2`` its anchors, world, at
     ``qpos0``; a weld's anchor is body 2's origin), between different gaussopt bodies
-    (``owner``); everything else is counted into ``un``. Used by both kinds."""
+    (``owner``); with a list ``couplings`` (the joint kind), ``(joint, id1, id2, polycoef,
+    e)`` of every active ``joint`` equality and of every ``tendon`` equality of the
+    ``fixed_tendons`` (``id2 = -1``: none) is appended to it; everything else is counted
+    into ``un``. Used by both kinds."""
     if m.neq == 0:
         return []
     if _flag(mj, m, "mjDSBL_EQUALITY") or _flag(mj, m, "mjDSBL_CONSTRAINT"):
         return []                               # MuJoCo ignores them too
     EC, EW = int(mj.mjtEq.mjEQ_CONNECT), int(mj.mjtEq.mjEQ_WELD)
+    EJ, ET = int(mj.mjtEq.mjEQ_JOINT), int(mj.mjtEq.mjEQ_TENDON)
+    ncoupled = 0
     site = int(mj.mjtObj.mjOBJ_SITE)
     other = {int(getattr(mj.mjtEq, k)): k[5:].lower() for k in dir(mj.mjtEq)
              if k.startswith("mjEQ_")}
@@ -457,6 +474,14 @@ def _equality_specs(mj, m, d, owner: list, un: dict):
         typ = int(m.eq_type[e])
         if not m.eq_active0[e]:
             _count(un, "inactive equality constraints (active=false at start)")
+            continue
+        if couplings is not None and typ in (EJ, ET):
+            ids = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e]))
+            if typ == ET and not all(i < 0 or i in fixed_tendons for i in ids):
+                _count(un, "tendon equality constraints of spatial tendons")
+                continue
+            couplings.append((typ == EJ, ids[0], ids[1], np.array(m.eq_data[e, :5]), e))
+            ncoupled += 1
             continue
         if typ not in (EC, EW):
             _count(un, f"equality constraints of type {other.get(typ, typ)!r}")
@@ -493,9 +518,9 @@ def _equality_specs(mj, m, d, owner: list, un: dict):
         if bi == bj:
             continue                             # both sides on one rigid body (or the ground)
         out.append((typ == EC, b1, b2, np.array(p1), np.array(p2)))
-    if out:
+    if out or ncoupled:
         _count(un, "soft-constraint parameters (solref/solimp) of the mapped equality "
-                   "constraints: gaussopt holds them exactly", len(out))
+                   "constraints: gaussopt holds them exactly", len(out) + ncoupled)
     return out
 
 
@@ -511,23 +536,27 @@ def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
 def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
     """Count the features the mapping leaves out (``tree``: of the joint-coordinate kind,
     which maps the stiffness of hinges and slides)."""
-    _count(un, "tendons", int(m.ntendon))
-    if not _flag(mj, m, "mjDSBL_ACTUATION"):
-        _count(un, "actuators", int(m.nu))
+    if not tree:                                 # (the joint kind counts its own)
+        _count(un, "tendons", int(m.ntendon))
+        if not _flag(mj, m, "mjDSBL_ACTUATION"):
+            _count(un, "actuators", int(m.nu))
     constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
     if constraint and not _flag(mj, m, "mjDSBL_CONTACT"):
         coll = int(np.count_nonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0)))
         _count(un, "contacts: geoms that can collide", coll)
         _count(un, "contacts: explicit contact pairs", int(m.npair))
     if constraint and not _flag(mj, m, "mjDSBL_LIMIT"):
-        _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
-    if not _flag(mj, m, "mjDSBL_SPRING"):
         if tree:
-            free_ball = np.isin(np.asarray(m.jnt_type), (int(mj.mjtJoint.mjJNT_FREE),
-                                                         int(mj.mjtJoint.mjJNT_BALL)))
-            _count(un, "joint stiffness of ball and free joints",
-                   int(np.count_nonzero(np.asarray(m.jnt_stiffness)[free_ball])))
+            scalar = np.isin(np.asarray(m.jnt_type), (int(mj.mjtJoint.mjJNT_HINGE),
+                                                      int(mj.mjtJoint.mjJNT_SLIDE)))
+            lim = np.asarray(m.jnt_limited) != 0
+            _count(un, "joint limits of hinges and slides (hard stops, not in model.system: "
+                       "model.with_limits() adds them)", int(np.count_nonzero(lim & scalar)))
+            _count(un, "joint limits of ball joints", int(np.count_nonzero(lim & ~scalar)))
         else:
+            _count(un, "joint limits", int(np.count_nonzero(m.jnt_limited)))
+    if not _flag(mj, m, "mjDSBL_SPRING"):
+        if not tree:
             _count(un, "joint stiffness (springs about springref)",
                    int(np.count_nonzero(m.jnt_stiffness)))
         if hasattr(m, "jnt_stiffnesspoly"):
@@ -543,7 +572,8 @@ def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
     _count(un, "flexes (deformable bodies)", int(m.nflex))
     _count(un, "plugins", int(m.nplugin))
     _count(un, "sensors", int(m.nsensor))
-    _count(un, "keyframes", int(m.nkey))
+    if not tree:
+        _count(un, "keyframes", int(m.nkey))
 
 
 # ----------------------------------------------------------------------------- joint coordinates
@@ -553,10 +583,13 @@ class _TreeMapping:
 
     links: list = field(default_factory=list)
     joints: list = field(default_factory=list)
+    forces: list = field(default_factory=list)          # fixed tendons, actuators
     gravity: np.ndarray = field(default_factory=lambda: np.zeros(3))
     unmapped: dict = field(default_factory=dict)
     name: str = "mjcf"
     merged: int = 0
+    actuators: list = field(default_factory=list)       # MuJoCo ids of the mapped actuators
+    ranges: dict = field(default_factory=dict)          # joint -> (lower, upper): hard stops
 
 
 def _compose(pa, Ra, pb, Rb):
@@ -570,8 +603,10 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     joint-less bodies merged into the link that carries them (mass, centroid and inertia
     combined) or into the world, every joint with MuJoCo's ``qpos0``, damping, armature and
     (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
-    closures."""
-    from gaussopt.multibody.tree import Connect, Link, TreeJoint, Weld
+    closures; fixed tendons, actuators without activation dynamics on hinges, slides and
+    fixed tendons, ``joint`` and ``tendon`` equalities."""
+    from gaussopt.multibody.tree import (Connect, JointEquality, Link, TendonEquality, TreeJoint,
+                                         Weld)
 
     out = _TreeMapping()
     un = out.unmapped
@@ -587,6 +622,9 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     out.gravity = np.zeros(3) if _flag(mj, m, "mjDSBL_GRAVITY") else np.array(m.opt.gravity, float)
     damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
     spring_on = not _flag(mj, m, "mjDSBL_SPRING")
+    limits_on = not _flag(mj, m, "mjDSBL_CONSTRAINT") and not _flag(mj, m, "mjDSBL_LIMIT")
+    act_on = not _flag(mj, m, "mjDSBL_ACTUATION")
+    jname_of: dict = {}                      # MuJoCo joint id -> the tree joint's name
     taken: set = {"world", GROUND}
     owner: list = [None] * m.nbody          # the link carrying MuJoCo body b (None: the world)
     rel: list = [(np.zeros(3), np.eye(3))] * m.nbody     # body b's frame in its owner's
@@ -640,13 +678,22 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
                                  "coordinates here; load the model with coordinates='maximal'.")
             dof, qa = int(m.jnt_dofadr[jid]), int(m.jnt_qposadr[jid])
             nd = {"free": 6, "ball": 3}.get(kind, 1)
+            nq = {"free": 7, "ball": 4}.get(kind, 1)
             damp = np.array(m.dof_damping[dof:dof + nd]) if damp_on else np.zeros(nd)
-            stiff = float(m.jnt_stiffness[jid]) if spring_on and kind in ("hinge", "slide") else 0.0
+            stiff = float(m.jnt_stiffness[jid]) if spring_on else 0.0
+            sref = np.array(m.qpos_spring[qa:qa + nq], dtype=float)
+            scalar = kind in ("hinge", "slide")
+            afr = (tuple(np.array(m.jnt_actfrcrange[jid], dtype=float))
+                   if scalar and m.jnt_actfrclimited[jid] and act_on else None)
+            jname_of[jid] = _clean(jnames[jid], jtaken)
+            if scalar and m.jnt_limited[jid] and limits_on:
+                out.ranges[jname_of[jid]] = tuple(float(x) for x in m.jnt_range[jid])
             out.joints.append(TreeJoint(
-                _clean(jnames[jid], jtaken), kind, nm, position=tuple(np.array(m.jnt_pos[jid])),
+                jname_of[jid], kind, nm, position=tuple(np.array(m.jnt_pos[jid])),
                 axis=tuple(np.array(m.jnt_axis[jid])), reference=float(m.qpos0[qa]),
                 damping=tuple(damp), armature=tuple(np.array(m.dof_armature[dof:dof + nd])),
-                stiffness=stiff, spring_reference=float(m.qpos_spring[qa])))
+                stiffness=stiff, spring_reference=float(sref[0]) if scalar else tuple(sref),
+                actuator_force_range=afr))
         out.links.append([nm, parent, pos, R])
     # the links with their merged masses (centroid and inertia about it, in the link frame)
     links = []
@@ -662,8 +709,20 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     if np.any(m.jnt_actgravcomp):
         _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
                int(np.count_nonzero(m.jnt_actgravcomp)))
+    fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
+    _tree_actuators(mj, m, out, jname_of, fixed, act_on)
     # closures: the anchors in the frames of the links that carry them (world: world)
-    for connect, b1, b2, p1, p2 in _equality_specs(mj, m, d, owner, un):
+    couplings: list = []
+    specs = _equality_specs(mj, m, d, owner, un, couplings, frozenset(fixed))
+    for joint, i1, i2, poly, e in couplings:
+        label = mj.mj_id2name(m, mj.mjtObj.mjOBJ_EQUALITY, e) or None
+        if joint:
+            out.joints.append(JointEquality(jname_of[i1], jname_of[i2] if i2 >= 0 else None,
+                                            tuple(poly), name=label))
+        else:
+            out.joints.append(TendonEquality(fixed[i1], fixed[i2] if i2 >= 0 else None,
+                                             tuple(poly), name=label))
+    for connect, b1, b2, p1, p2 in specs:
         ends = []
         for b, P in ((b1, p1), (b2, p2)):
             o = owner[b] if b else None
@@ -684,17 +743,184 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
     return out
 
 
-def _build_tree(mp: _TreeMapping, m, src: str):
-    from gaussopt.multibody.tree import Model as TreeModel
+def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, damp_on: bool,
+                  act_on: bool) -> dict:
+    """The fixed tendons of ``m`` as :class:`~gaussopt.multibody.tree.FixedTendon` into
+    ``out.forces`` (stiffness about ``tendon_lengthspring``, damping, armature, the actuator
+    force range); returns MuJoCo tendon id -> name of the mapped ones. Spatial tendons,
+    tendon limits, friction loss and nonlinear springs and dampers are counted unmapped."""
+    from gaussopt.multibody.tree import FixedTendon
 
-    model = TreeModel(mp.links, mp.joints, gravity=mp.gravity, name=mp.name)
+    un = out.unmapped
+    JOINT = int(mj.mjtWrap.mjWRAP_JOINT)
+    tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
+    taken: set = set()
+    fixed: dict = {}
+    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    for i in range(m.ntendon):
+        adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
+        if not all(int(m.wrap_type[w]) == JOINT for w in range(adr, adr + num)):
+            _count(un, "spatial tendons (through sites and geoms)")
+            continue
+        terms = tuple((jname_of[int(m.wrap_objid[w])], float(m.wrap_prm[w]))
+                      for w in range(adr, adr + num))
+        if constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]:
+            _count(un, "tendon limits")
+        if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
+            _count(un, "tendon friction loss")
+        if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
+                damp_on and np.any(m.tendon_dampingpoly[i])):
+            _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+        fixed[i] = _clean(tnames[i], taken)
+        afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
+               if m.tendon_actfrclimited[i] and act_on else None)
+        out.forces.append(FixedTendon(
+            fixed[i], terms, stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
+            damping=float(m.tendon_damping[i]) if damp_on else 0.0,
+            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
+            armature=float(m.tendon_armature[i]), actuator_force_range=afr))
+    return fixed
+
+
+def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool) -> None:
+    """The actuators of ``m`` with a fixed gain, no or an affine bias and no activation
+    dynamics, on a hinge, a slide or a fixed tendon (MuJoCo's ``motor``, ``position``,
+    ``velocity`` and such ``general`` ones) as :class:`~gaussopt.multibody.tree.Actuator`
+    into ``out.forces`` (their MuJoCo ids into ``out.actuators``); the others are counted
+    unmapped. Nothing when MuJoCo's actuation is disabled (no actuator acts)."""
+    from gaussopt.multibody.tree import Actuator
+
+    if m.nu == 0:
+        return
+    _actuator_damping_armature(mj, m, out, jname_of, fixed)
+    if not act_on:
+        return
+    un = out.unmapped
+    anames = _names(mj, m, mj.mjtObj.mjOBJ_ACTUATOR, m.nu, "actuator")
+    taken: set = set()
+    TJ, TT = int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_TENDON)
+    scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    clamp = not _flag(mj, m, "mjDSBL_CLAMPCTRL")
+    for i in range(m.nu):
+        trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
+        if int(m.actuator_dyntype[i]) != int(mj.mjtDyn.mjDYN_NONE):
+            _count(un, "actuators with activation dynamics (dyntype filter, integrator, muscle, "
+                       "...)")
+            continue
+        if int(m.actuator_gaintype[i]) != int(mj.mjtGain.mjGAIN_FIXED) or int(
+                m.actuator_biastype[i]) not in (int(mj.mjtBias.mjBIAS_NONE),
+                                                int(mj.mjtBias.mjBIAS_AFFINE)):
+            _count(un, "actuators with a gain other than fixed or a bias other than affine")
+            continue
+        if int(m.actuator_plugin[i]) >= 0 or int(m.actuator_ctrlnum[i]) != 1 or int(
+                m.actuator_outnum[i]) != 1 or float(m.actuator_delay[i]) != 0.0:
+            _count(un, "actuators with a plugin, several inputs or outputs, or a delay")
+            continue
+        if trn == TJ and int(m.jnt_type[tid]) in scalar:
+            target = dict(joint=jname_of[tid])
+        elif trn == TT and tid in fixed:
+            target = dict(tendon=fixed[tid])
+        else:
+            _count(un, "actuators on ball or free joints, spatial tendons, sites, bodies or "
+                       "slider-cranks")
+            continue
+        group = int(m.actuator_group[i])
+        if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
+            _count(un, "actuators of disabled groups (opt.disableactuator: no force in MuJoCo "
+                       "either)")
+            continue
+        affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
+        out.forces.append(Actuator(
+            _clean(anames[i], taken), gear=float(m.actuator_gear[i, 0]),
+            gain=float(m.actuator_gainprm[i, 0]),
+            bias=tuple(np.array(m.actuator_biasprm[i, :3], dtype=float)) if affine else (0.0,) * 3,
+            ctrl_range=(tuple(np.array(m.actuator_ctrlrange[i], dtype=float))
+                        if m.actuator_ctrllimited[i] and clamp else None),
+            force_range=(tuple(np.array(m.actuator_forcerange[i], dtype=float))
+                         if m.actuator_forcelimited[i] else None), **target))
+        out.actuators.append(i)
+
+
+def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict) -> None:
+    """MuJoCo adds an actuator's ``damping`` and ``armature`` times ``gear^2`` to those of the
+    joint or tendon it acts on (every actuator, whatever its dynamics: ``mj_actuatorDamping``,
+    ``mj_actuatorArmature``; the damping when the damper is on): added to the mapped hinges,
+    slides and fixed tendons; on other targets, and nonlinear damping, counted unmapped."""
+    import dataclasses
+
+    damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
+    scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    joint_trn = (int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_JOINTINPARENT))
+    extra: dict = {}
+    for i in range(m.nu):
+        dmp = float(m.actuator_damping[i]) if damp_on else 0.0
+        arm = float(m.actuator_armature[i])
+        if damp_on and np.any(m.actuator_dampingpoly[i]):
+            _count(out.unmapped, "nonlinear damping of actuators (dampingpoly)")
+        if not (dmp or arm):
+            continue
+        trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
+        g2 = float(m.actuator_gear[i, 0]) ** 2
+        if trn in joint_trn and int(m.jnt_type[tid]) in scalar:
+            key = ("joint", jname_of[tid])
+        elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in fixed:
+            key = ("tendon", fixed[tid])
+        else:
+            _count(out.unmapped, "damping and armature of actuators on ball or free joints or "
+                                 "spatial tendons")
+            continue
+        d0, a0 = extra.get(key, (0.0, 0.0))
+        extra[key] = (d0 + dmp * g2, a0 + arm * g2)
+    if not extra:
+        return
+    for k, j in enumerate(out.joints):
+        if ("joint", getattr(j, "name", None)) in extra and hasattr(j, "kind"):
+            dd, da = extra[("joint", j.name)]
+            out.joints[k] = dataclasses.replace(j, damping=(j.damping[0] + dd,),
+                                                armature=(j.armature[0] + da,))
+    for k, t in enumerate(out.forces):
+        if ("tendon", t.name) in extra and hasattr(t, "terms"):
+            dd, da = extra[("tendon", t.name)]
+            out.forces[k] = dataclasses.replace(t, damping=t.damping + dd,
+                                                armature=t.armature + da)
+
+
+def _joint_state(m, qpos, qvel):
+    """``(q, v)`` of the joint kind from MuJoCo's ``(qpos, qvel)`` (:func:`state_from_mujoco`)."""
+    q, v = np.array(qpos, dtype=float), np.empty(m.nq)
+    for j in range(m.njnt):
+        typ, qa, da = int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
+        if typ in (0, 1):                                  # free, ball
+            o = 3 if typ == 0 else 0
+            if typ == 0:
+                v[qa:qa + 3] = qvel[da:da + 3]
+            e = q[qa + o:qa + o + 4] / np.linalg.norm(q[qa + o:qa + o + 4])
+            q[qa + o:qa + o + 4] = e
+            # u = W p' with p' orthogonal to p: p' = W^T u / 4 (W W^T = 4 I for a unit p)
+            v[qa + o:qa + o + 4] = _wmat(e).T @ qvel[da + o:da + o + 3] / 4.0
+        else:
+            v[qa] = qvel[da]
+    return q, v
+
+
+def _build_tree(mp: _TreeMapping, m, src: str):
+    from gaussopt.multibody.tree import Keyframe, Model as TreeModel
+
+    model = TreeModel(mp.links, mp.joints, mp.forces, gravity=mp.gravity, name=mp.name)
     if model.n != m.nq:
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
                          f"qpos {m.nq}.")                          # pragma: no cover
+    model.joint_ranges = dict(mp.ranges)
     model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
                     f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "
                     f"-> {model.nb} links ({mp.merged} joint-less bodies merged into their "
                     f"links); coordinates='maximal' gives the spatial kind")
+    mj = _mujoco()
+    knames = _names(mj, m, mj.mjtObj.mjOBJ_KEY, m.nkey, "key")
+    for k in range(m.nkey):
+        q, v = _joint_state(m, m.key_qpos[k], m.key_qvel[k])
+        model.keyframes[knames[k]] = Keyframe(float(m.key_time[k]), q, v,
+                                              np.array(m.key_ctrl[k][mp.actuators], dtype=float))
     return model
 
 
@@ -1054,25 +1280,13 @@ def _wmat(e: np.ndarray) -> np.ndarray:
 
 
 def _tree_state(model, mjmodel, qpos, qvel):
-    mj, m, jts = _tree_joints(model, mjmodel)
+    _, m, _ = _tree_joints(model, mjmodel)
     qpos = np.asarray(qpos, dtype=float)
     qvel = np.asarray(qvel, dtype=float)
     if qpos.shape != (m.nq,) or qvel.shape != (m.nv,):
         raise ModelError(f"`qpos` and `qvel` must have shapes ({m.nq},) and ({m.nv},), found "
                          f"{qpos.shape} and {qvel.shape}.")
-    q, v = qpos.copy(), np.empty(m.nq)
-    for typ, qa, da in jts:
-        if typ in (0, 1):                                  # free, ball
-            o = 3 if typ == 0 else 0
-            if typ == 0:
-                v[qa:qa + 3] = qvel[da:da + 3]
-            e = q[qa + o:qa + o + 4] / np.linalg.norm(q[qa + o:qa + o + 4])
-            q[qa + o:qa + o + 4] = e
-            # u = W p' with p' orthogonal to p: p' = W^T u / 4 (W W^T = 4 I for a unit p)
-            v[qa + o:qa + o + 4] = _wmat(e).T @ qvel[da + o:da + o + 3] / 4.0
-        else:
-            v[qa] = qvel[da]
-    return q, v
+    return _joint_state(m, qpos, qvel)
 
 
 def _tree_accelerations(model, mjmodel, q, v, a):

@@ -3,7 +3,9 @@
 :func:`assemble_model` checks the elements (collecting every problem into one
 :class:`~gaussopt.ModelError`), numbers the links (parents first), the coordinates (link by
 link, each link's joints in order: MuJoCo's ``qpos`` order) and the rows (one normalization
-per ball or free joint, then the closures in the order given), and packs everything into
+per ball or free joint, then the closures in the order given), numbers the lines that
+tendons, actuators and equalities act along (the fixed tendons in the order given, then a
+line per joint an actuator or a joint equality names), and packs everything into
 the kernel's parameter array (:func:`gaussopt.multibody.tree.tree_compiled.pack`). The
 :class:`TreeAssembly` is the model's data in one place, with the evaluation of the rows;
 :mod:`gaussopt.multibody.common.states` and :mod:`gaussopt.multibody.common.analysis` read it
@@ -20,8 +22,9 @@ import numpy as np
 from gaussopt.core.exceptions import ModelError
 from gaussopt.multibody.common.base_assembly import BaseAssembly
 import gaussopt.multibody.tree.tree_compiled as kernel
-from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Connect, Link, TreeJoint,
-                                                   Weld)
+from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
+                                                   FixedTendon, JointEquality, Link,
+                                                   TendonEquality, TreeJoint, Weld)
 
 __all__ = ["TreeAssembly", "assemble_model", "quat_matrix"]
 
@@ -54,6 +57,9 @@ class TreeAssembly(BaseAssembly):
         Joint name -> slice of ``q``.
     parents : tuple of int
         Each link's parent (-1: the world).
+    actuator_names, tendon_names : tuple of str
+    ctrl_slots : ndarray of int
+        Index in ``p`` of every actuator's control.
     """
 
     kernel = kernel
@@ -63,6 +69,9 @@ class TreeAssembly(BaseAssembly):
     joint_names: tuple
     joint_slices: dict
     parents: tuple
+    actuator_names: tuple = ()
+    tendon_names: tuple = ()
+    ctrl_slots: np.ndarray = None
 
     def index_of(self, coordinate: str) -> int:
         try:
@@ -128,9 +137,11 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     """Check the elements and build the :class:`TreeAssembly` (see the module docstring)."""
     links, joints, forces = tuple(links), tuple(joints), tuple(forces)
     problems: list[str] = []
-    if forces:
-        problems.append(f"`forces` must be empty for a tree model (its passive forces are the "
-                        f"joints' damping and stiffness), found {len(forces)} element(s)")
+    for k, fo in enumerate(forces):
+        if not isinstance(fo, (FixedTendon, Actuator)):
+            problems.append(f"forces[{k}] must be a FixedTendon or an Actuator (a tree model's "
+                            f"other passive forces are the joints' damping and stiffness), "
+                            f"found {type(fo).__name__}")
     if not links:
         raise ModelError(f"model {name!r}: `links` is empty.")
     for k, ln in enumerate(links):
@@ -189,11 +200,12 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
 
     # ---- joints (tree joints grouped by link, in link order), closures
     tree_joints = [j for j in joints if isinstance(j, TreeJoint)]
-    closures = [j for j in joints if isinstance(j, (Connect, Weld))]
+    closures = [j for j in joints if isinstance(j, (Connect, Weld, JointEquality,
+                                                    TendonEquality))]
     for k, j in enumerate(joints):
-        if not isinstance(j, (TreeJoint, Connect, Weld)):
-            problems.append(f"joints[{k}] must be a TreeJoint, Connect or Weld, found "
-                            f"{type(j).__name__}")
+        if not isinstance(j, (TreeJoint, Connect, Weld, JointEquality, TendonEquality)):
+            problems.append(f"joints[{k}] must be a TreeJoint, Connect, Weld, JointEquality "
+                            f"or TendonEquality, found {type(j).__name__}")
     jnames = [j.name for j in tree_joints]
     dupj = sorted({x for x in jnames if jnames.count(x) > 1})
     if dupj:
@@ -237,15 +249,17 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                 q0 = quat_matrix_to_quat(brec[b, kernel.B_ROT:kernel.B_ROT + 9].reshape(3, 3))
                 brec[b, kernel.B_POS:kernel.B_POS + 3] = 0.0
                 brec[b, kernel.B_ROT:kernel.B_ROT + 9] = np.eye(3).reshape(-1)
+                k_ = _stiffness(j, label, problems)
+                sref = _spring_ref(j, 7, np.concatenate([x0, q0]), label, problems)
                 for k in range(3):
                     e = np.zeros(3)
                     e[k] = 1.0
                     jrec.append(_jrec(kernel.SLIDE, len(coords), np.zeros(3), e, 0.0,
-                                      [damp[k]], [arm[k]], 0.0, 0.0))
+                                      [damp[k]], [arm[k]], k_, sref[k]))
                     coords.append(f"{j.name}.{'xyz'[k]}")
                     qref.append(x0[k])
                 jrec.append(_jrec(kernel.BALL, len(coords), np.zeros(3), np.zeros(3), 0.0,
-                                  damp[3:], arm[3:], 0.0, 0.0))
+                                  damp[3:], arm[3:], k_, 0.0, sq=sref[3:]))
                 coords += [f"{j.name}.e{k}" for k in range(4)]
                 qref += list(q0)
                 labels.append(f"{j.name}.norm")
@@ -254,10 +268,10 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             elif j.kind == "ball":
                 damp = _per_dof(j.damping, 3, f"{label}.damping", problems)
                 arm = _per_dof(j.armature, 3, f"{label}.armature", problems)
-                if float(j.stiffness):
-                    problems.append(f"{label}: `stiffness` of a ball joint is not supported")
+                k_ = _stiffness(j, label, problems)
+                sq = _spring_ref(j, 4, np.array([1.0, 0.0, 0.0, 0.0]), label, problems)
                 jrec.append(_jrec(kernel.BALL, len(coords), pos, np.zeros(3), 0.0, damp, arm,
-                                  0.0, 0.0))
+                                  k_, 0.0, sq=sq))
                 coords += [f"{j.name}.e{k}" for k in range(4)]
                 qref += [1.0, 0.0, 0.0, 0.0]
                 labels.append(f"{j.name}.norm")
@@ -270,17 +284,21 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                     nrm = 1.0
                 damp = _per_dof(j.damping, 1, f"{label}.damping", problems)
                 arm = _per_dof(j.armature, 1, f"{label}.armature", problems)
-                k_, sref, ref = float(j.stiffness), float(j.spring_reference), float(j.reference)
-                if not (np.isfinite(k_) and k_ >= 0 and np.isfinite(sref) and np.isfinite(ref)):
-                    problems.append(f"{label}: `stiffness` must be finite and >= 0, "
-                                    f"`spring_reference` and `reference` finite, found {k_!r}, "
-                                    f"{sref!r}, {ref!r}")
+                k_ = _stiffness(j, label, problems)
+                sref = float(_spring_ref(j, 1, np.zeros(1), label, problems)[0])
+                ref = float(j.reference)
+                if not np.isfinite(ref):
+                    problems.append(f"{label}.reference must be finite, found {ref!r}")
+                afr = _range(j.actuator_force_range, f"{label}.actuator_force_range", problems)
                 typ = kernel.HINGE if j.kind == "hinge" else kernel.SLIDE
-                jrec.append(_jrec(typ, len(coords), pos, axis / nrm, ref, damp, arm, k_, sref))
+                jrec.append(_jrec(typ, len(coords), pos, axis / nrm, ref, damp, arm, k_, sref,
+                                  afr=afr))
                 coords.append(j.name)
                 qref.append(ref)
                 conservative = conservative and not np.any(damp)
             slices[j.name] = slice(start, len(coords))
+            if j.kind in ("ball", "free") and j.actuator_force_range is not None:
+                problems.append(f"{label}.actuator_force_range applies to hinges and slides")
         brec[b, kernel.B_NJ] = len(jrec) - brec[b, kernel.B_J0]
         brec[b, kernel.B_NQ] = len(coords) - brec[b, kernel.B_Q0]
 
@@ -289,8 +307,39 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     row = nball
     joint_labels, joint_rows, joint_ends = [], [], []
     seen: dict = {}
+    lines = _Lines(tree_joints, slices, [c for c in forces if isinstance(c, FixedTendon)],
+                   problems)
+    qref_arr = np.array(qref, dtype=float)
     for k, c in enumerate(closures):
         label = f"closure {c.name or k!r}"
+        if isinstance(c, (JointEquality, TendonEquality)):
+            joint = isinstance(c, JointEquality)
+            kind = "JointEquality" if joint else "TendonEquality"
+            refs = (c.joint_1, c.joint_2) if joint else (c.tendon_1, c.tendon_2)
+            ls = [lines.joint(r, f"{label}", problems) if joint else
+                  lines.tendon(r, f"{label}", problems) for r in refs if r is not None]
+            poly = _vec(c.polycoef, 5, f"{label}.polycoef", problems)
+            if refs[0] is None:
+                problems.append(f"{label}: the first {'joint' if joint else 'tendon'} is "
+                                f"missing")
+                continue
+            rec = np.zeros(kernel.W_E)
+            rec[kernel.E_TYPE], rec[kernel.E_ROW] = kernel.COUPLE, row
+            rec[kernel.E_B1] = ls[0]
+            rec[kernel.E_B2] = ls[1] if len(ls) > 1 else -1
+            rec[kernel.E_POLY:kernel.E_POLY + 5] = poly
+            rec[kernel.E_REF1] = lines.length(ls[0], qref_arr)
+            rec[kernel.E_REF2] = lines.length(ls[1], qref_arr) if len(ls) > 1 else 0.0
+            base = c.name or f"{kind}({','.join(r for r in refs if r is not None)})"
+            seen[base] = seen.get(base, 0) + 1
+            jlabel = base if seen[base] == 1 else f"{base}#{seen[base]}"
+            labels.append(jlabel)
+            joint_labels.append(jlabel)
+            joint_rows.append(np.arange(row, row + 1))
+            joint_ends.append((-1, -1))
+            erec.append(rec)
+            row += 1
+            continue
         ends = []
         for ref in (c.link_1, c.link_2):
             try:
@@ -336,21 +385,193 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
         joint_ends.append((ends[0], ends[1]))
         erec.append(rec)
         row += len(suff)
+    # ---- actuators (their lines after the tendons' and the equalities')
+    arec = []
+    anames = []
+    for k, a in enumerate(c for c in forces if isinstance(c, Actuator)):
+        label = f"actuator {a.name!r}"
+        anames.append(a.name)
+        if (a.joint is None) == (a.tendon is None):
+            problems.append(f"{label}: give exactly one of `joint` and `tendon`, found "
+                            f"joint={a.joint!r}, tendon={a.tendon!r}")
+            continue
+        line = (lines.joint(a.joint, label, problems) if a.joint is not None
+                else lines.tendon(a.tendon, label, problems))
+        rec = np.zeros(kernel.W_A)
+        rec[kernel.A_LINE] = line
+        vals = _vec([a.gear, a.gain, a.ctrl], 3, f"{label}: gear, gain and ctrl", problems)
+        rec[kernel.A_GEAR], rec[kernel.A_GAIN], rec[kernel.A_CTRL] = vals
+        rec[kernel.A_B0:kernel.A_B0 + 3] = _vec(a.bias, 3, f"{label}.bias", problems)
+        rec[kernel.A_CL:kernel.A_CL + 3] = _range(a.ctrl_range, f"{label}.ctrl_range",
+                                                  problems)
+        rec[kernel.A_FL:kernel.A_FL + 3] = _range(a.force_range, f"{label}.force_range",
+                                                  problems)
+        arec.append(rec)
+    dupa = sorted({x for x in anames if anames.count(x) > 1})
+    if dupa:
+        problems.append(f"actuator names must be unique, found {dupa} more than once")
+    if arec or lines.damped:
+        conservative = False
     if problems:
         raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems)
                          + ".")
     n, m = len(coords), row
-    p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec))
+    p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec), np.array(lines.records),
+                    np.array(lines.terms), np.array(arec))
+    ctrl_slots = (int(p[kernel.H_OA]) + kernel.W_A * np.arange(len(arec), dtype=np.int64)
+                  + kernel.A_CTRL)
     return TreeAssembly(name=name, bodies=links, body_names=tuple(names), index=index, n=n, m=m,
                         coordinates=tuple(coords), gravity=g, joints=tuple(order) + tuple(closures),
                         labels=labels, joint_labels=joint_labels, joint_rows=joint_rows,
                         joint_ends=joint_ends, drivers=[], p=p, conservative=conservative,
                         q_reference=np.array(qref, dtype=float), joint_names=tuple(jnames),
-                        joint_slices=slices, parents=tuple(parents))
+                        joint_slices=slices, parents=tuple(parents),
+                        actuator_names=tuple(anames), tendon_names=tuple(lines.tendon_names),
+                        ctrl_slots=ctrl_slots)
 
 
-def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref) -> np.ndarray:
+def _stiffness(j, label: str, problems: list) -> float:
+    k = float(j.stiffness)
+    if not (np.isfinite(k) and k >= 0):
+        problems.append(f"{label}.stiffness must be finite and >= 0, found {j.stiffness!r}")
+        return 0.0
+    return k
+
+
+def _spring_ref(j, k: int, default: np.ndarray, label: str, problems: list) -> np.ndarray:
+    """The spring's reference of a joint: ``k`` numbers (the Euler parameters among them
+    normalized), ``default`` when None."""
+    if j.spring_reference is None:
+        return np.array(default, dtype=float)
+    a = _vec(j.spring_reference, k, f"{label}.spring_reference", problems)
+    if k >= 4:
+        e = a[k - 4:]
+        nrm = np.linalg.norm(e)
+        if nrm == 0:
+            problems.append(f"{label}.spring_reference: its Euler parameters must be nonzero")
+            return np.array(default, dtype=float)
+        a[k - 4:] = e / nrm
+    return a
+
+
+def _range(x, label: str, problems: list) -> np.ndarray:
+    """``(limited, lower, upper)`` of an optional range ``(lower, upper)``."""
+    if x is None:
+        return np.zeros(3)
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.shape != (2,) or not np.all(np.isfinite(a)) or a[0] > a[1]:
+        problems.append(f"{label} must be None or (lower, upper) with lower <= upper, found "
+                        f"{x!r}")
+        return np.zeros(3)
+    return np.array([1.0, a[0], a[1]])
+
+
+class _Lines:
+    """The lines of a model: its fixed tendons, in the order given, then a line per joint
+    that an actuator or a joint equality names (its coordinate), each once; their records
+    and terms for :func:`~gaussopt.multibody.tree.tree_compiled.pack`."""
+
+    def __init__(self, tree_joints, slices: dict, tendons, problems: list) -> None:
+        self.kinds = {j.name: j.kind for j in tree_joints}
+        self.slices = slices
+        self.records: list = []
+        self.terms: list = []
+        self.index: dict = {}
+        self.tendon_names: list = []
+        self.damped = False
+        for t in tendons:
+            label = f"tendon {t.name!r}"
+            if t.name in self.index:
+                problems.append(f"tendon names must be unique, found {t.name!r} more than once")
+                continue
+            pairs = []
+            try:
+                items = list(t.terms)
+            except TypeError:
+                items = None
+            if not items:
+                problems.append(f"{label}.terms must be a nonempty sequence of (joint, coef), "
+                                f"found {t.terms!r}")
+                items = []
+            for it in items:
+                try:
+                    jn, coef = it
+                    coef = float(coef)
+                except (TypeError, ValueError):
+                    problems.append(f"{label}.terms: each term must be (joint name, coef), "
+                                    f"found {it!r}")
+                    continue
+                c = self._coordinate(jn, label, problems)
+                if c is not None and np.isfinite(coef):
+                    pairs.append((c, coef))
+            vals = _vec([t.stiffness, t.damping, t.armature], 3,
+                        f"{label}: stiffness, damping and armature", problems)
+            if np.any(vals < 0):
+                problems.append(f"{label}: stiffness, damping and armature must be >= 0, "
+                                f"found {vals.tolist()}")
+            sl = np.asarray(t.spring_length, dtype=float).reshape(-1)
+            if sl.size == 1:
+                sl = np.array([sl[0], sl[0]])
+            if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
+                problems.append(f"{label}.spring_length must be a length or (lower, upper) "
+                                f"with lower <= upper, found {t.spring_length!r}")
+                sl = np.zeros(2)
+            rec = self._add(pairs)
+            rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
+            rec[kernel.L_LO], rec[kernel.L_HI] = sl
+            rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(
+                t.actuator_force_range, f"{label}.actuator_force_range", problems)
+            self.damped = self.damped or bool(vals[1])
+            self.index[t.name] = len(self.records) - 1
+            self.tendon_names.append(t.name)
+        self.joints: dict = {}
+
+    def _coordinate(self, joint, label: str, problems: list):
+        if joint not in self.kinds:
+            problems.append(f"{label}: unknown joint {joint!r} (joints: {list(self.kinds)})")
+            return None
+        if self.kinds[joint] not in ("hinge", "slide"):
+            problems.append(f"{label}: joint {joint!r} is a {self.kinds[joint]}; only hinges "
+                            f"and slides have a scalar coordinate")
+            return None
+        return self.slices[joint].start if joint in self.slices else None
+
+    def _add(self, pairs) -> np.ndarray:
+        rec = np.zeros(kernel.W_L)
+        rec[kernel.L_NT], rec[kernel.L_T0] = len(pairs), len(self.terms)
+        self.terms += [[c, coef] for c, coef in pairs]
+        self.records.append(rec)
+        return rec
+
+    def joint(self, joint, label: str, problems: list) -> int:
+        """The line of a joint's coordinate (made at the first call)."""
+        if joint in self.joints:
+            return self.joints[joint]
+        c = self._coordinate(joint, label, problems)
+        if c is None:
+            return 0
+        self._add([(c, 1.0)])
+        self.joints[joint] = len(self.records) - 1
+        return self.joints[joint]
+
+    def tendon(self, tendon, label: str, problems: list) -> int:
+        if tendon not in self.index:
+            problems.append(f"{label}: unknown tendon {tendon!r} (tendons: "
+                            f"{self.tendon_names})")
+            return 0
+        return self.index[tendon]
+
+    def length(self, line: int, q: np.ndarray) -> float:
+        rec = self.records[line]
+        t0, nt = int(rec[kernel.L_T0]), int(rec[kernel.L_NT])
+        return float(sum(coef * q[int(c)] for c, coef in self.terms[t0:t0 + nt]))
+
+
+def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref, sq=(1.0, 0.0, 0.0, 0.0),
+          afr=(0.0, 0.0, 0.0)) -> np.ndarray:
     r = np.zeros(kernel.W_J)
+    r[kernel.J_SQ:kernel.J_SQ + 4] = sq
+    r[kernel.J_AFL:kernel.J_AFL + 3] = afr
     r[kernel.J_TYPE], r[kernel.J_Q] = typ, qadr
     r[kernel.J_POS:kernel.J_POS + 3] = pos
     r[kernel.J_AXIS:kernel.J_AXIS + 3] = axis

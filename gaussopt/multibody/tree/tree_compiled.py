@@ -27,6 +27,9 @@ normalization row ``(p . p - 1) / 2`` per ball, first among the rows, makes the 
 
 Algorithms (world frame, spatial vectors at the world origin, angular part first)
 ---------------------------------------------------------------------------------
+(``M`` and ``F`` are computed with every body's spatial quantities moved to the origin of
+its tree's root body, :func:`_at_tree_roots`: the same sums, without the rounding of
+inertias taken about a distant point.)
 Every coordinate ``c`` has a world twist ``S_c`` (6,) with ``v_body = sum S_c q'_c`` over the
 coordinates of the body and of its ancestors: a hinge ``[a; P x a]`` (axis ``a``, anchor
 ``P``), a slide ``[0; a]``, a ball ``sum_k [R e_k; P x R e_k] W[k, c]`` (``R`` the frame after
@@ -39,16 +42,34 @@ before its joint) and, for a ball, ``S W' p' = -2 (p . p') / |p|^2 S u``. Then
   body ``b`` and ``c'`` of ``b`` or an ancestor (Featherstone 2008, sec. 6.2);
 * ``F = -S^T f``, ``f_b = I_b A_b + V_b x* I_b V_b - f_gravity`` summed leaves to root
   (recursive Newton--Euler, sec. 5.3), plus MuJoCo's passive forces ``-damping u`` (every
-  degree of freedom), ``-stiffness (q - springref)`` (hinges and slides) and the armature
-  ``a u'`` (on the diagonal of ``H``);
+  degree of freedom), ``-stiffness (q - springref)`` (hinges and slides; a ball's ``-k r`` in
+  its frame, ``r`` the rotation vector of ``p_spring^-1 p``, MuJoCo's ``mju_subQuat``) and the
+  armature ``a u'`` (on the diagonal of ``H``), the lines' and the actuators' forces;
 * a closure ``connect`` (3 rows, ``P_2 - P_1``) or ``weld`` (3 rows at the anchor and 3
   perpendicularities ``(R_1 a_k) . (R_2 b_k)``) from the same twists: ``Phi_q`` columns
   ``S_c.lin + S_c.ang x P`` (points) and ``S_c.ang`` (axes), ``gamma`` from the bias
   accelerations (``a_P = A.lin + A.ang x P + w x v_P``).
 
+Lines, actuators, couplings
+---------------------------
+A *line* is a linear length ``L(q) = sum c_k q_k`` over hinge and slide coordinates: a fixed
+tendon (its spring ``-k x`` with ``x`` the stretch outside the dead band ``[lower, upper]``,
+its damper ``-b L'``, its armature ``a L'^2 / 2`` on ``M``), or a joint's own coordinate
+named by an actuator or an equality. A force ``f`` along a line is the generalized force
+``f c``. An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
+dynamics: ``f = gain u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its
+line, with MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its
+range, the forces along a line with an ``actuatorfrcrange`` scaled into it, each force to
+its ``forcerange``, each joint's sum to its ``actuatorfrcrange``. The control ``u`` is a slot
+of ``p`` (:data:`A_CTRL` of the actuator's record): a parameter that enters the force only.
+A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
+lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
+``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
+
 The model is packed into one ``float64`` array ``p`` (:func:`pack`): a header of
 :data:`HEADER` slots, then per body a record of :data:`W_B` values, per joint :data:`W_J`,
-per closure :data:`W_E`. The functions are the interface of a kind of multibody model;
+per closure :data:`W_E`, per line :data:`W_L`, its terms (coordinate, coefficient), per
+actuator :data:`W_A`. The functions are the interface of a kind of multibody model;
 :mod:`gaussopt.multibody.common.cfuncs` makes from them the compiled model functions.
 
 References
@@ -67,8 +88,8 @@ import numpy as np
 from gaussopt.core.compiled import jit, unit
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
-__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes", "FUNCTIONS",
-           "compiled_factory", "sparse_model", "kinematics"]
+__all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
+           "FUNCTIONS", "compiled_factory", "sparse_model", "kinematics", "actuation"]
 
 _jit = jit(cache=True, error_model="numpy")
 _inline = jit(cache=True, error_model="numpy", inline="always")
@@ -81,10 +102,10 @@ def _unit(signature: str):
 
 
 #: the layout tag in ``p[0]``
-LAYOUT = 20261202.0
+LAYOUT = 20261128.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
- H_OB, H_OJ, H_OE) = range(15)
-HEADER = 16
+ H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP) = range(21)
+HEADER = 24
 #: body record: parent (-1: the ground), first joint, joints, first coordinate, coordinates,
 #: offset position (3) and rotation (9, row-major) in the parent's frame, mass, mass under
 #: gravity (``(1 - gravcomp) m``), centroid (3) and inertia about it (9) in the body frame
@@ -92,31 +113,49 @@ W_B = 31
 B_PAR, B_J0, B_NJ, B_Q0, B_NQ, B_POS, B_ROT, B_MASS, B_MG, B_COM, B_INER = (
     0, 1, 2, 3, 4, 5, 8, 17, 18, 19, 22)
 #: joint record: type, first coordinate, anchor (3) and axis (3) in the body frame, qpos0,
-#: damping (3), armature (3), stiffness, spring reference, first degree of freedom
-W_J = 18
-J_TYPE, J_Q, J_POS, J_AXIS, J_REF, J_DAMP, J_ARM, J_K, J_SREF, J_DOF = (
-    0, 1, 2, 5, 8, 9, 12, 15, 16, 17)
+#: damping (3), armature (3), stiffness, spring reference (hinge, slide), first degree of
+#: freedom, the spring's reference Euler parameters (ball, 4), whether the actuator forces
+#: on the joint are limited and their range (MuJoCo's ``actuatorfrcrange``; hinge, slide)
+W_J = 25
+J_TYPE, J_Q, J_POS, J_AXIS, J_REF, J_DAMP, J_ARM, J_K, J_SREF, J_DOF, J_SQ, J_AFL, J_AFLO, \
+    J_AFHI = (0, 1, 2, 5, 8, 9, 12, 15, 16, 17, 18, 22, 23, 24)
 #: closure record: type, body 1, body 2 (-1: the ground), first row, anchor in 1 (3) and in
-#: 2 (3), weld axes a_k in 1 (9) and b_k in 2 (9)
+#: 2 (3), weld axes a_k in 1 (9) and b_k in 2 (9); a coupling (``COUPLE``) has lines 1 and 2
+#: (-1: none) in the body slots, its polynomial's coefficients (5) and the lines' references
 W_E = 28
 E_TYPE, E_B1, E_B2, E_ROW, E_S1, E_S2, E_A, E_B = 0, 1, 2, 3, 4, 7, 10, 19
+E_POLY, E_REF1, E_REF2 = 4, 9, 10
+#: line record (a fixed tendon ``L(q) = sum c_k q_k``, or a joint's coordinate): terms, first
+#: term, stiffness, damping, spring length (lower, upper: a dead band), armature, whether the
+#: actuator forces along it are limited and their range; a term is (coordinate, coefficient)
+W_L = 10
+L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI = range(10)
+#: actuator record: line, gear, gain, bias (3: constant, length, velocity), whether the
+#: control is clamped and its range, whether the force is clamped and its range, the control
+W_A = 13
+A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL = \
+    range(13)
 #: joint types (MuJoCo's numbers; a free joint is packed as three slides and a ball)
 BALL, SLIDE, HINGE = 1, 2, 3
-CONNECT, WELD = 0, 1
+CONNECT, WELD, COUPLE = 0, 1, 2
 
 
-def pack(n: int, m: int, gravity, bodies, joints, closures) -> np.ndarray:
+def pack(n: int, m: int, gravity, bodies, joints, closures, lines=(), terms=(),
+         actuators=()) -> np.ndarray:
     """The parameter array of a model (layout in the module docstring); ``bodies``,
-    ``joints`` and ``closures`` arrays of shape (k, W_B), (k, W_J), (k, W_E)."""
+    ``joints``, ``closures``, ``lines``, ``terms`` and ``actuators`` arrays of shape (k, W_B),
+    (k, W_J), (k, W_E), (k, W_L), (k, 2), (k, W_A)."""
     blocks = [np.asarray(x, dtype=float).reshape(-1, w) if np.size(x) else np.zeros((0, w))
-              for x, w in ((bodies, W_B), (joints, W_J), (closures, W_E))]
+              for x, w in ((bodies, W_B), (joints, W_J), (closures, W_E), (lines, W_L),
+                           (terms, 2), (actuators, W_A))]
     head = np.zeros(HEADER)
-    head[H_OB] = HEADER
-    head[H_OJ] = head[H_OB] + blocks[0].size
-    head[H_OE] = head[H_OJ] + blocks[1].size
+    offs = np.cumsum([HEADER] + [b.size for b in blocks])
+    head[H_OB], head[H_OJ], head[H_OE], head[H_OL], head[H_OT], head[H_OA] = offs[:6]
     head[H_TAG], head[H_NB], head[H_M], head[H_N] = LAYOUT, blocks[0].shape[0], m, n
     head[H_NJ], head[H_NE] = blocks[1].shape[0], blocks[2].shape[0]
+    head[H_NL], head[H_NA] = blocks[3].shape[0], blocks[5].shape[0]
     head[H_NBALL] = int(np.count_nonzero(blocks[1][:, J_TYPE] == BALL))
+    head[H_NSP] = int(np.count_nonzero(blocks[2][:, E_TYPE] != COUPLE))
     head[H_GX:H_GZ + 1] = np.asarray(gravity, dtype=float)
     p = np.concatenate([head] + [b.reshape(-1) for b in blocks])
     p[H_LEN] = p.size
@@ -357,6 +396,143 @@ def kinematics(p, q, v, R, X, S, V):
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
 
 
+# =========================================================================== lines, actuators
+@_jit
+def _line(p, l, x):
+    """``sum c_k x_k`` over the terms of line ``l``: its length at ``x = q``, its rate at
+    ``x = v``."""
+    lr = int(p[H_OL]) + W_L * l
+    t0 = int(p[H_OT]) + 2 * int(p[lr + L_T0])
+    acc = 0.0
+    for t in range(int(p[lr + L_NT])):
+        acc += p[t0 + 2 * t + 1] * x[int(p[t0 + 2 * t])]
+    return acc
+
+
+@_jit
+def _line_add(p, l, f, out):
+    """``out += f c``: the generalized force of a force ``f`` along line ``l`` (``c`` its
+    coefficients: ``dL/dq``)."""
+    lr = int(p[H_OL]) + W_L * l
+    t0 = int(p[H_OT]) + 2 * int(p[lr + L_T0])
+    for t in range(int(p[lr + L_NT])):
+        out[int(p[t0 + 2 * t])] += f * p[t0 + 2 * t + 1]
+
+
+@_jit
+def _stretch(p, lr, L):
+    """How far the length ``L`` of the line at record ``lr`` is outside its spring's dead
+    band ``[lower, upper]`` (MuJoCo's ``springlength``; zero inside)."""
+    if L > p[lr + L_HI]:
+        return L - p[lr + L_HI]
+    if L < p[lr + L_LO]:
+        return L - p[lr + L_LO]
+    return 0.0
+
+
+@_jit
+def _lines_passive(p, q, v, F):
+    """The tendons' springs (with their dead band) and dampers (MuJoCo's tendon
+    ``stiffness``, ``springlength``, ``damping``): ``F += c f``, ``f = -k x - b L'``."""
+    ol = int(p[H_OL])
+    for l in range(int(p[H_NL])):
+        lr = ol + W_L * l
+        k, b = p[lr + L_K], p[lr + L_DAMP]
+        if k == 0.0 and b == 0.0:
+            continue
+        f = 0.0
+        if k != 0.0:
+            f -= k * _stretch(p, lr, _line(p, l, q))
+        if b != 0.0:
+            f -= b * _line(p, l, v)
+        _line_add(p, l, f, F)
+
+
+@_jit
+def _actuation(p, q, v, out):
+    """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation`` without activation dynamics) into
+    ``out`` (n,): per actuator the control ``u`` (clamped to its range when limited) and the
+    force ``gain u + b0 + b1 l + b2 l'`` (``l = gear L`` the actuator's length along its line
+    ``L``); the forces of the actuators of a line whose actuator force is limited are scaled
+    so that their sum is inside the range; each force is clamped to its own range and
+    applied along its line (``out += gear f c``); last, each joint's total is clamped to its
+    ``actuatorfrcrange``."""
+    n, na = int(p[H_N]), int(p[H_NA])
+    oa, ol, oj = int(p[H_OA]), int(p[H_OL]), int(p[H_OJ])
+    for c in range(n):
+        out[c] = 0.0
+    if na == 0:
+        return
+    frc = np.empty(na)
+    tot = np.zeros(int(p[H_NL]))
+    limited = False
+    for i in range(na):
+        ar = oa + W_A * i
+        l, gear = int(p[ar + A_LINE]), p[ar + A_GEAR]
+        u = p[ar + A_CTRL]
+        if p[ar + A_CL] != 0.0:
+            u = min(max(u, p[ar + A_CLO]), p[ar + A_CHI])
+        f = p[ar + A_GAIN] * u + p[ar + A_B0]
+        if p[ar + A_B1] != 0.0:
+            f += p[ar + A_B1] * gear * _line(p, l, q)
+        if p[ar + A_B2] != 0.0:
+            f += p[ar + A_B2] * gear * _line(p, l, v)
+        frc[i] = f
+        if p[ol + W_L * l + L_AFL] != 0.0:
+            tot[l] += f
+            limited = True
+    for i in range(na):
+        ar = oa + W_A * i
+        l = int(p[ar + A_LINE])
+        f = frc[i]
+        lr = ol + W_L * l
+        if limited and p[lr + L_AFL] != 0.0 and tot[l] != 0.0:
+            if tot[l] < p[lr + L_AFLO]:
+                f *= p[lr + L_AFLO] / tot[l]
+            elif tot[l] > p[lr + L_AFHI]:
+                f *= p[lr + L_AFHI] / tot[l]
+        if p[ar + A_FL] != 0.0:
+            f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
+        _line_add(p, l, p[ar + A_GEAR] * f, out)
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        if p[jr + J_AFL] != 0.0:
+            a = int(p[jr + J_Q])
+            out[a] = min(max(out[a], p[jr + J_AFLO]), p[jr + J_AFHI])
+
+
+@_jit
+def _ball_offset(p, jr, q, a, out):
+    """MuJoCo's ``mju_subQuat(q / |q|, q_spring)`` of the ball at record ``jr`` (coordinates
+    from ``a``): the rotation vector of ``q_spring^-1 q``, in the ball's frame, its angle
+    taken in ``(-pi, pi]``."""
+    e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
+    r = 1.0 / np.sqrt(e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3)
+    e0, e1, e2, e3 = e0 * r, e1 * r, e2 * r, e3 * r
+    s0, s1, s2, s3 = (p[jr + J_SQ], -p[jr + J_SQ + 1], -p[jr + J_SQ + 2],
+                      -p[jr + J_SQ + 3])
+    w = s0 * e0 - s1 * e1 - s2 * e2 - s3 * e3
+    x = s0 * e1 + s1 * e0 + s2 * e3 - s3 * e2
+    y = s0 * e2 - s1 * e3 + s2 * e0 + s3 * e1
+    z = s0 * e3 + s1 * e2 - s2 * e1 + s3 * e0
+    sn = np.sqrt(x * x + y * y + z * z)
+    if sn > 0.0:
+        ang = 2.0 * np.arctan2(sn, w)
+        if ang > np.pi:
+            ang -= 2.0 * np.pi
+        sc = ang / sn
+    else:
+        sc = 2.0 / w
+    out[0], out[1], out[2] = sc * x, sc * y, sc * z
+
+
+@_unit("none(f8v, f8v, f8v, f8v)")
+def actuation(p, q, v, out):
+    """The actuators' generalized force (MuJoCo's ``qfrc_actuator``) at ``(q, v)`` and the
+    controls in ``p`` into ``out`` (n,)."""
+    _actuation(p, q, v, out)
+
+
 # =========================================================================== dynamics
 @_jit
 def _inertias(p, R, X, C, Cc):
@@ -416,6 +592,17 @@ def _mass_into(p, S, Wb, C, M):
                             M[a + r, a + c] += ak * Wb[jj, k, r] * Wb[jj, k, c]
         else:
             M[a, a] += p[jr + J_ARM]
+    # the tendons' armatures: a L'^2 / 2, L' = c . q'
+    ol, ot = int(p[H_OL]), int(p[H_OT])
+    for l in range(int(p[H_NL])):
+        lr = ol + W_L * l
+        arm = p[lr + L_ARM]
+        if arm != 0.0:
+            t0, nt = ot + 2 * int(p[lr + L_T0]), int(p[lr + L_NT])
+            for t1 in range(nt):
+                for t2 in range(nt):
+                    M[int(p[t0 + 2 * t1]), int(p[t0 + 2 * t2])] += (
+                        arm * p[t0 + 2 * t1 + 1] * p[t0 + 2 * t2 + 1])
 
 
 @_jit
@@ -467,17 +654,75 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
                 acc += S[c, i] * f[b, i]
             F[c] = -acc
     # passive forces of the joints (MuJoCo's qfrc_passive) and the armatures' term
+    dif = np.zeros(3)
     for jj in range(int(p[H_NJ])):
         jr = oj + W_J * jj
         a = int(p[jr + J_Q])
         if int(p[jr + J_TYPE]) == BALL:
+            kst = p[jr + J_K]
+            if kst != 0.0:
+                _ball_offset(p, jr, q, a, dif)
             for k in range(3):
                 # -damping u_k, and -a (W' p')_k = +2 a pd u_k (the armature's bias)
                 tk = (-p[jr + J_DAMP + k] + 2.0 * p[jr + J_ARM + k] * pd[jj]) * U[jj, k]
+                if kst != 0.0:
+                    tk -= kst * dif[k]
                 for c in range(4):
                     F[a + c] += Wb[jj, k, c] * tk
         else:
             F[a] -= p[jr + J_DAMP] * v[a] + p[jr + J_K] * (q[a] - p[jr + J_SREF])
+    # the tendons' springs and dampers, the actuators
+    _lines_passive(p, q, v, F)
+    if int(p[H_NA]) > 0:
+        fa = np.empty(F.shape[0])
+        _actuation(p, q, v, fa)
+        for c in range(F.shape[0]):
+            F[c] += fa[c]
+
+
+@_jit
+def _at_tree_roots(p, X, S, V, Ab):
+    """Move the spatial quantities of every body from the world origin to the origin of
+    its tree's root body (in place): twists, velocities and bias accelerations gain
+    ``w x o`` (a motion vector at the point ``o``), origins become ``X - o``.
+
+    Why: a spatial inertia about a point at distance ``d`` from a body's centroid holds
+    ``m d^2`` beside the body's own inertia ``Ic``; the mass matrix then takes ``Ic`` back
+    as a difference of such terms, losing ``m d^2 / |Ic|`` of its accuracy. A 0.2 g body
+    (inertias 1e-8 kg m^2) 1 m from the world origin lost 2000 times eps in ``M`` and
+    3e-9 relative in its angular accelerations; at its own tree's root the lever arms are
+    the tree's own size (MuJoCo works about each tree's centre of mass for the same
+    reason). ``M = S^T H S`` and ``F = -S^T f`` do not depend on the point (the
+    coordinates' twists and the forces move together)."""
+    nb_ = int(p[H_NB])
+    ob = int(p[H_OB])
+    root = np.empty(nb_, dtype=np.int64)
+    o = np.empty((nb_, 3))
+    for b in range(nb_):
+        par = int(p[ob + W_B * b + B_PAR])
+        root[b] = b if par < 0 else root[par]
+    for b in range(nb_):
+        r = root[b]
+        if r == b:
+            for i in range(3):
+                o[b, i] = X[b, i]
+    for b in range(nb_):
+        r = root[b]
+        o0, o1, o2 = o[r, 0], o[r, 1], o[r, 2]
+        for i in range(3):
+            X[b, i] -= o[r, i]
+        for M6 in (V, Ab):
+            w0, w1, w2 = M6[b, 0], M6[b, 1], M6[b, 2]
+            M6[b, 3] += w1 * o2 - w2 * o1
+            M6[b, 4] += w2 * o0 - w0 * o2
+            M6[b, 5] += w0 * o1 - w1 * o0
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            w0, w1, w2 = S[c, 0], S[c, 1], S[c, 2]
+            S[c, 3] += w1 * o2 - w2 * o1
+            S[c, 4] += w2 * o0 - w0 * o2
+            S[c, 5] += w0 * o1 - w1 * o0
 
 
 @_unit("none(f8v, f8v, f8m)")
@@ -487,6 +732,7 @@ def mass(p, q, M):
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
     _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd)
+    _at_tree_roots(p, X, S, V, Ab)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _mass_into(p, S, Wb, C, M)
@@ -499,6 +745,7 @@ def force(p, q, v, ext, F):
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    _at_tree_roots(p, X, S, V, Ab)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
@@ -511,6 +758,7 @@ def mass_force(p, q, v, ext, M, F):
     nb_ = int(p[H_NB])
     R, X, S, V, Ab, Wb, U, pd = _work(p)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    _at_tree_roots(p, X, S, V, Ab)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
@@ -541,9 +789,22 @@ def energy(p, q, v):
         nd = 3 if int(p[jr + J_TYPE]) == BALL else 1
         for k in range(nd):
             T += 0.5 * p[jr + J_ARM + k] * U[jj, k] * U[jj, k]
+        a = int(p[jr + J_Q])
         if nd == 1:
-            a = int(p[jr + J_Q])
             Vp += 0.5 * p[jr + J_K] * (q[a] - p[jr + J_SREF]) ** 2
+        elif p[jr + J_K] != 0.0:
+            # the ball's spring: -k times the rotation vector is the gradient of k |r|^2 / 2
+            _ball_offset(p, jr, q, a, t)
+            Vp += 0.5 * p[jr + J_K] * (t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
+    ol = int(p[H_OL])
+    for l in range(int(p[H_NL])):
+        lr = ol + W_L * l
+        if p[lr + L_K] != 0.0:
+            x = _stretch(p, lr, _line(p, l, q))
+            Vp += 0.5 * p[lr + L_K] * x * x
+            T += 0.5 * p[lr + L_ARM] * _line(p, l, v) ** 2
+        elif p[lr + L_ARM] != 0.0:
+            T += 0.5 * p[lr + L_ARM] * _line(p, l, v) ** 2
     return T + Vp
 
 
@@ -643,6 +904,34 @@ def _point_motion(Rb, xb, Vb, Ab_, s, P, vP, aP):
 
 
 @_jit
+def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g):
+    """The row of a coupling of two lines (MuJoCo's ``joint`` and ``tendon`` equalities):
+    ``x_i = L_i - ref_i``, ``Phi = x_1 - P(x_2)`` with ``P(x) = c0 + c1 x + ... + c4 x^4``
+    (``P = c0`` without a second line); ``Phi_q = c(1) - P'(x_2) c(2)`` and, from ``d/dt
+    (Phi_q v) = Phi_q a - P''(x_2) L_2'^2``, ``gamma = P''(x_2) L_2'^2``."""
+    l1, l2, r = int(p[er + E_B1]), int(p[er + E_B2]), int(p[er + E_ROW])
+    c = er + E_POLY
+    P, dP, ddP = p[c], 0.0, 0.0
+    if l2 >= 0:
+        x = _line(p, l2, q) - p[er + E_REF2]
+        P += x * (p[c + 1] + x * (p[c + 2] + x * (p[c + 3] + x * p[c + 4])))
+        dP = p[c + 1] + x * (2.0 * p[c + 2] + x * (3.0 * p[c + 3] + x * 4.0 * p[c + 4]))
+        ddP = 2.0 * p[c + 2] + x * (6.0 * p[c + 3] + x * 12.0 * p[c + 4])
+    if want_phi:
+        ph[r] = _line(p, l1, q) - p[er + E_REF1] - P
+    if want_A:
+        _line_add(p, l1, 1.0, A[r])
+        if l2 >= 0:
+            _line_add(p, l2, -dP, A[r])
+    if want_g:
+        if l2 >= 0:
+            w = _line(p, l2, v)
+            g[r] = ddP * w * w
+        else:
+            g[r] = 0.0
+
+
+@_jit
 def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
     """One pass over the rows: the balls' normalizations first, then the closures;
     ``Phi`` into ``ph``, ``Phi_q`` into ``A`` (zeroed here) and ``gamma`` into ``g``, each
@@ -674,7 +963,8 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
     if ne == 0:
         return
     R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    if int(p[H_NSP]) > 0:                   # (couplings of lines need no kinematics)
+        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
     R1 = np.empty((3, 3))
     R2 = np.empty((3, 3))
     x1 = np.empty(3)
@@ -698,6 +988,9 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
         er = oe + W_E * e
         typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
             int(p[er + E_ROW])
+        if typ == COUPLE:
+            _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g)
+            continue
         _frame_of(p, b1, R, X, V, Ab, R1, x1, V1, A1)
         _frame_of(p, b2, R, X, V, Ab, R2, x2, V2, A2)
         if not want_g:

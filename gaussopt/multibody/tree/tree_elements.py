@@ -6,6 +6,14 @@ from a compiled MuJoCo model): every :class:`Link` has a frame placed in its par
 by a fixed offset, then moved by its joints, in order (:class:`TreeJoint`: hinge, slide,
 ball, free); a link without joints is welded to its parent. Everything is given in the
 frames of the links, so the elements need no pose of the whole mechanism.
+
+Beside the joints: :class:`FixedTendon` (a length ``L = sum c_k q_k`` over hinges and
+slides, with a spring, a damper and an armature of its own), :class:`Actuator` (a force
+along a joint or a tendon set by a control ``ctrl``, MuJoCo's ``motor``, ``position``,
+``velocity`` and ``general`` actuators without activation dynamics), and the closures
+:class:`JointEquality` and :class:`TendonEquality` (a polynomial coupling of two joints or
+two tendons, one row each). They are passed with the model's ``forces`` (tendons,
+actuators) and ``joints`` (closures).
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["Link", "TreeJoint", "Connect", "Weld", "JOINT_KINDS", "WORLD"]
+__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "Actuator", "JointEquality",
+           "TendonEquality", "JOINT_KINDS", "WORLD"]
 
 #: the joint kinds and their numbers of coordinates
 JOINT_KINDS = {"hinge": 1, "slide": 1, "ball": 4, "free": 7}
@@ -77,8 +86,17 @@ class TreeJoint:
         Per degree of freedom (1 hinge/slide, 3 ball, 6 free: translations then rotations):
         the passive force ``-damping u`` and the rotor inertia ``armature`` on ``u``
         (``u`` the joint rate; for a ball its angular velocity in the link's frame).
-    stiffness, spring_reference : float
-        A spring ``-stiffness (q - spring_reference)`` (hinge and slide).
+    stiffness : float
+        A spring of MuJoCo's (``stiffness``, about ``qpos_spring``): hinge and slide
+        ``-stiffness (q - spring_reference)``; ball a torque ``-stiffness r`` in the link's
+        frame, ``r`` the rotation vector of ``spring_reference^-1 p``; free both (its
+        position and its rotation).
+    spring_reference : float or array_like
+        One number (hinge, slide), Euler parameters (ball, 4), position and Euler
+        parameters (free, 7; default: the link's offset pose).
+    actuator_force_range : (float, float) or None
+        MuJoCo's ``actuatorfrcrange`` (hinge, slide): the sum of the actuator forces on the
+        joint is clamped to it.
     """
 
     name: str
@@ -90,7 +108,8 @@ class TreeJoint:
     damping: object = 0.0
     armature: object = 0.0
     stiffness: float = 0.0
-    spring_reference: float = 0.0
+    spring_reference: object = None
+    actuator_force_range: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
@@ -118,4 +137,101 @@ class Weld:
     link_2: Optional[str]
     point_2: tuple
     rotation: tuple = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    name: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FixedTendon:
+    """A fixed tendon of MuJoCo's: the length ``L(q) = sum coef_k q_k`` over hinges and
+    slides (``terms``: pairs ``(joint name, coef)``), with a spring that pulls it into the
+    dead band ``spring_length`` (``-stiffness (L - upper)`` above it, ``-stiffness (L -
+    lower)`` below), a damper ``-damping L'`` and an armature (kinetic energy ``armature
+    L'^2 / 2``); the generalized force of a tendon force ``f`` is ``f dL/dq = f coef``.
+    Actuators and :class:`TendonEquality` act along it by its name.
+
+    Parameters
+    ----------
+    name : str
+    terms : sequence of (str, float)
+    stiffness, damping, armature : float, >= 0
+    spring_length : float or (float, float)
+        One length, or the dead band ``(lower, upper)``.
+    actuator_force_range : (float, float) or None
+        The sum of the forces of the actuators on this tendon is scaled into it.
+    """
+
+    name: str
+    terms: tuple
+    stiffness: float = 0.0
+    damping: float = 0.0
+    spring_length: object = 0.0
+    armature: float = 0.0
+    actuator_force_range: Optional[tuple] = None
+
+
+@dataclass(frozen=True)
+class Actuator:
+    """A force along a joint (hinge, slide) or a :class:`FixedTendon`, set by a control
+    ``u``: MuJoCo's actuators with a fixed gain, an affine bias and no activation dynamics,
+    ``f = gain u + bias[0] + bias[1] l + bias[2] l'`` with the actuator's length ``l = gear
+    L`` (``L`` the joint's coordinate or the tendon's length), applied as ``gear f`` along
+    ``L``. A ``motor`` is ``gain = 1``, a ``position`` servo ``gain = kp, bias = (0, -kp,
+    -kv)``, a ``velocity`` servo ``gain = kv, bias = (0, 0, -kv)``.
+
+    Parameters
+    ----------
+    name : str
+    joint, tendon : str
+        Exactly one: the joint or the tendon it acts along.
+    gear, gain : float
+    bias : (float, float, float)
+    ctrl_range, force_range : (float, float) or None
+        When given, the control is clamped to ``ctrl_range`` and the force to
+        ``force_range`` (MuJoCo's ``ctrllimited``, ``forcelimited``).
+    ctrl : float
+        The control's value in the model's parameters (the model's :attr:`system`; a
+        :class:`~gaussopt.Stepper` changes it per step, ``model.controlled`` sets it).
+    """
+
+    name: str
+    joint: Optional[str] = None
+    tendon: Optional[str] = None
+    gear: float = 1.0
+    gain: float = 1.0
+    bias: tuple = (0.0, 0.0, 0.0)
+    ctrl_range: Optional[tuple] = None
+    force_range: Optional[tuple] = None
+    ctrl: float = 0.0
+
+
+@dataclass(frozen=True)
+class JointEquality:
+    """MuJoCo's ``joint`` equality, one row: ``x_1 = c0 + c1 x_2 + c2 x_2^2 + c3 x_2^3 + c4
+    x_2^4`` with ``x_i = q_i - reference_i`` the joints' displacements from their references
+    (``qpos0``); without ``joint_2``, ``x_1 = c0``. Hinges and slides.
+
+    Parameters
+    ----------
+    joint_1 : str
+    joint_2 : str or None
+    polycoef : sequence of 5 floats
+        ``(c0, c1, c2, c3, c4)``.
+    name : str, optional
+    """
+
+    joint_1: str
+    joint_2: Optional[str] = None
+    polycoef: tuple = (0.0, 1.0, 0.0, 0.0, 0.0)
+    name: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class TendonEquality:
+    """MuJoCo's ``tendon`` equality, one row: as :class:`JointEquality` with ``x_i = L_i -
+    L_i(q_reference)`` the fixed tendons' lengths from their lengths at the reference
+    (MuJoCo's ``tendon_length0``)."""
+
+    tendon_1: str
+    tendon_2: Optional[str] = None
+    polycoef: tuple = (0.0, 1.0, 0.0, 0.0, 0.0)
     name: Optional[str] = None

@@ -1,13 +1,18 @@
 """The tree :class:`Model`: links, joints and loop closures in joint coordinates as a
-:class:`~gaussopt.System`, with its rank report, consistent states and the links' poses."""
+:class:`~gaussopt.System`, with its rank report, consistent states, the links' poses and
+its actuators' controls."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from gaussopt.core.exceptions import ModelError
+from gaussopt.core.model_interface import ParameterSlots
+from gaussopt.model.contact import Contact
+from gaussopt.model.system import System
 from gaussopt.gauss.solution import DEFAULT_RANK_TOL
 from gaussopt.core.checks import as_state
 import gaussopt.multibody.common.analysis as analysis
@@ -18,9 +23,31 @@ import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model
 from gaussopt.multibody.tree.tree_elements import Link
 
-__all__ = ["Model"]
+__all__ = ["Model", "Keyframe"]
 
 _NONE = np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Keyframe:
+    """A state of a model saved with it (MuJoCo's ``<key>``, read by
+    :func:`gaussopt.multibody.load`): start a run from ``(q, v)`` and hold the actuators at
+    ``ctrl`` (``model.controlled(key.ctrl)``).
+
+    Attributes
+    ----------
+    time : float
+    q, v : ndarray, shape (n,)
+        The model's coordinates and their rates (:func:`~gaussopt.multibody.io.mjcf.
+        state_from_mujoco` of MuJoCo's ``qpos``, ``qvel``).
+    ctrl : ndarray, shape (len(model.actuator_names),)
+        The controls of the model's actuators.
+    """
+
+    time: float
+    q: np.ndarray
+    v: np.ndarray
+    ctrl: np.ndarray
 
 
 class Model(BaseModel):
@@ -34,9 +61,13 @@ class Model(BaseModel):
     joints : sequence
         :class:`TreeJoint` (hinge, slide, ball, free; the coordinates ``q`` are theirs, link
         by link, each link's joints in order) and the closures :class:`Connect`,
-        :class:`Weld`.
+        :class:`Weld` (3 and 6 rows), :class:`JointEquality`, :class:`TendonEquality` (one
+        row each).
     forces : sequence
-        Must be empty (the passive forces are the joints' damping and stiffness).
+        :class:`FixedTendon` (its spring, damper and armature; the line that actuators and
+        :class:`TendonEquality` act along) and :class:`Actuator` (a force set by a control,
+        along a joint or a tendon). The joints' own passive forces are their damping and
+        stiffness.
     gravity : array_like, shape (3,)
     name : str
 
@@ -55,10 +86,25 @@ class Model(BaseModel):
         Every joint at its reference.
     description : str
         What the model is, in a few lines.
-    """
+    actuator_names : tuple of str
+        The actuators, in the order of ``ctrl`` (the names of the controls in
+        ``system.parameter_slots``: ``go.Stepper(model.system, q0, v0, dt=dt,
+        inputs=model.actuator_names)`` sets them per step).
+    tendon_names : tuple of str
+    keyframes : dict
+        Name -> :class:`Keyframe`: states saved with the model (the loader fills it from
+        MuJoCo's keyframes).
 
-    # (the assembled system, documented with this class: its Attributes link here)
-    system = BaseModel.system
+    Notes
+    -----
+    **Controls.** Every actuator's control ``ctrl`` is an entry of the compiled model's
+    parameter array (its value in :attr:`system`: the :class:`Actuator`'s ``ctrl``, 0 by
+    default). Three ways to set it, one mechanism: ``go.Stepper(model.system, ...,
+    inputs=model.actuator_names)`` and ``stepper.step(ctrl)`` in a control loop (held over
+    each step); :meth:`controlled` with a constant ``ctrl`` for ``go.simulate`` (a compiled
+    system on a copy of the parameters); :meth:`controlled` with a feedback law ``ctrl(t, q,
+    v)`` (the system's force then calls it at every evaluation, through Python).
+    """
 
     kernel = kernel
     assemble_model = staticmethod(assemble_model)
@@ -69,6 +115,182 @@ class Model(BaseModel):
         super().__init__(links, joints, forces, gravity, name)
         #: a line of the model's description added by the loader (its origin)
         self.origin = ""
+        #: name -> :class:`Keyframe` (the loader's, from MuJoCo's keyframes)
+        self.keyframes: dict = {}
+        #: joint name -> ``(lower, upper)`` of the hinges and slides with hard stops (the
+        #: loader's, from MuJoCo's limited joints): :meth:`limits`, :meth:`with_limits`
+        self.joint_ranges: dict = {}
+        self.actuator_names = self._asm.actuator_names
+        self.tendon_names = self._asm.tendon_names
+
+    def __reduce__(self):
+        """Pickle as the call that built the model, with the loader's additions."""
+        return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes,
+                                         "joint_ranges": self.joint_ranges})
+
+    @property
+    def system(self) -> System:
+        """The assembled :class:`~gaussopt.System` (built once), compiled; its
+        ``parameter_slots`` name the actuators' controls (every one enters only the
+        force)."""
+        if self._system is None:
+            sysm = BaseModel.system.fget(self)
+            sysm.parameter_slots = self._parameter_slots()
+        return self._system
+
+    def _parameter_slots(self) -> ParameterSlots:
+        names = self.actuator_names
+        return ParameterSlots(index={nm: int(k) for nm, k in zip(names, self._asm.ctrl_slots)},
+                              force_only=frozenset(names))
+
+    # ------------------------------------------------------------------ controls
+    @property
+    def ctrl(self) -> np.ndarray:
+        """The actuators' controls in the model's parameters (a copy), shape (nu,)."""
+        return self._p[self._asm.ctrl_slots].copy()
+
+    def _ctrl_values(self, ctrl, what: str = "`ctrl`") -> np.ndarray:
+        """``ctrl`` (an array of nu numbers, or a mapping actuator name -> value over the
+        model's controls) as an array."""
+        names = self.actuator_names
+        if isinstance(ctrl, Mapping):
+            unknown = [k for k in ctrl if k not in names]
+            if unknown:
+                raise ModelError(f"{what} names unknown actuators {unknown}; the actuators are "
+                                 f"{list(names)}.")
+            u = self.ctrl
+            for k, x in ctrl.items():
+                u[names.index(k)] = x
+            ctrl = u
+        try:
+            u = np.asarray(ctrl, dtype=float).reshape(-1) if np.ndim(ctrl) <= 1 else None
+        except (TypeError, ValueError):
+            u = None
+        if u is None or u.shape != (len(names),) or not np.all(np.isfinite(u)):
+            raise ModelError(f"{what} must be {len(names)} finite numbers (one per actuator: "
+                             f"{list(names)}) or a mapping name -> value, found {ctrl!r}.")
+        return u
+
+    def controlled(self, ctrl: Union[Sequence[float], Mapping[str, float], Callable]) -> System:
+        """The model's :class:`~gaussopt.System` with its actuators driven by ``ctrl``.
+
+        Parameters
+        ----------
+        ctrl : array_like, shape (nu,), mapping or callable
+            Constant controls (an array in the order of :attr:`actuator_names`, or a mapping
+            name -> value for some of them, the rest at the model's values): a compiled
+            system on a copy of the model's parameters with these controls. Or a feedback
+            law ``ctrl(t, q, v)`` returning the ``nu`` controls: the system's force writes
+            them into its own copy of the parameters at every evaluation and runs the
+            compiled force (the run calls Python once per evaluation).
+
+        Returns
+        -------
+        System
+            For :func:`gaussopt.simulate`, :func:`gaussopt.solve_step`, a
+            :class:`~gaussopt.Stepper` (constant ``ctrl``: its ``parameter_slots`` are
+            :attr:`system`'s).
+
+        Raises
+        ------
+        ModelError
+            ``ctrl`` of the wrong size, not finite, naming unknown actuators; a callable
+            whose value is such (when the force is evaluated).
+        """
+        p = self._p.copy()
+        slots = self._asm.ctrl_slots
+        if callable(ctrl):
+            law = ctrl
+            label = getattr(law, "__name__", type(law).__name__)
+
+            def force(t, q, v):
+                p[slots] = self._ctrl_values(law(t, q, v), f"`ctrl(t, q, v)` ({label})")
+                F = np.empty(self.n)
+                kernel.force(p, np.ascontiguousarray(q, dtype=float),
+                             np.ascontiguousarray(v, dtype=float), _NONE, F)
+                return F
+
+            sysm = self._assemble_system(self.mass, force, None, f"{self.name} (ctrl {label})")
+        else:
+            p[slots] = self._ctrl_values(ctrl)
+
+            def force(t, q, v):
+                F = np.empty(self.n)
+                kernel.force(p, np.ascontiguousarray(q, dtype=float),
+                             np.ascontiguousarray(v, dtype=float), _NONE, F)
+                return F
+
+            sysm = self._assemble_system(self.mass, force, p, f"{self.name} (ctrl held)")
+            sysm.parameter_slots = self._parameter_slots()
+        return sysm.rebuilt_by(_controlled_system, self, ctrl)
+
+    def actuation(self, q, v, ctrl=None) -> np.ndarray:
+        """The actuators' generalized force at ``(q, v)`` (MuJoCo's ``qfrc_actuator``;
+        ``ctrl`` as in :meth:`controlled` but not callable, default the model's), shape
+        (n,)."""
+        q = np.ascontiguousarray(as_state(q, self.n, "q"))
+        v = np.ascontiguousarray(as_state(v, self.n, "v"))
+        p = self._p
+        if ctrl is not None:
+            p = p.copy()
+            p[self._asm.ctrl_slots] = self._ctrl_values(ctrl)
+        out = np.empty(self.n)
+        kernel.actuation(p, q, v, out)
+        return out
+
+    def limits(self, restitution: float = 0.0) -> Contact:
+        """The joint ranges (:attr:`joint_ranges`) as hard stops: one unilateral
+        :class:`~gaussopt.Contact` with two rows per joint, ``q - lower >= 0`` and ``upper - q
+        >= 0`` (frictionless; the rows' labels ``"<joint>.lower"``, ``"<joint>.upper"``).
+
+        Why opt-in: MuJoCo's limits are soft (a spring-damper that lets the joint pass its
+        range a little, ``solref``/``solimp``); here a joint stops exactly at its bound, with
+        Newton's ``restitution`` (0: it stays at the stop until its load pulls it away). A
+        system with contacts runs event by event (:func:`gaussopt.simulate`'s contact run,
+        through Python callbacks) and is not a :class:`~gaussopt.Stepper`'s, so
+        :attr:`system` keeps none; :meth:`with_limits` adds them.
+
+        Raises
+        ------
+        ModelError
+            No joint has a range, or a range names an unknown joint, a joint with more than
+            one coordinate, or is not ``lower < upper`` (finite).
+        """
+        if not self.joint_ranges:
+            raise ModelError(f"model {self.name!r} has no joint ranges (`joint_ranges` is "
+                             "empty: the loader fills it from MuJoCo's limited hinges and "
+                             "slides).")
+        idx, lo, hi = [], [], []
+        for name, rng in self.joint_ranges.items():
+            sl = self.joint_slice(name)
+            if sl.stop - sl.start != 1:
+                raise ModelError(f"`joint_ranges[{name!r}]`: joint {name!r} has "
+                                 f"{sl.stop - sl.start} coordinates; ranges are for hinges and "
+                                 "slides (one coordinate).")
+            try:
+                a, b = (float(x) for x in rng)
+            except (TypeError, ValueError):
+                raise ModelError(f"`joint_ranges[{name!r}]` must be a pair (lower, upper), "
+                                 f"found {rng!r}.") from None
+            if not (np.isfinite(a) and np.isfinite(b) and a < b):
+                raise ModelError(f"`joint_ranges[{name!r}]` must be finite with lower < upper, "
+                                 f"found ({a}, {b}).")
+            idx.append(sl.start)
+            lo.append(a)
+            hi.append(b)
+        stops = _Stops(np.array(idx), np.array(lo), np.array(hi), self.n)
+        return Contact(stops.gap, stops.jacobian, stops.gamma, restitution=restitution,
+                       rheonomic=False, name="limits")
+
+    def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
+        """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the hard stops
+        of :meth:`limits` added."""
+        base = self.system if system is None else system
+        if not isinstance(base, System) or base.n != self.n:
+            raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
+                             f"found {base!r}.")
+        return base.with_constraints(list(base.constraints) + [self.limits(restitution)],
+                                     name="limits")
 
     @property
     def q_reference(self) -> np.ndarray:
@@ -201,3 +423,30 @@ class Model(BaseModel):
     def __repr__(self) -> str:
         return (f"tree.Model({self.name!r}, links={len(self.body_names)}, "
                 f"joints={len(self.joint_names)}, n={self.n}, m={self.m})")
+
+
+def _controlled_system(model: Model, ctrl) -> System:
+    """``model.controlled(ctrl)`` (how such a System pickles)."""
+    return model.controlled(ctrl)
+
+
+class _Stops:
+    """The gap functions of :meth:`Model.limits` (picklable: no closures): rows ``q[i] -
+    lower`` then ``upper - q[i]``."""
+
+    def __init__(self, idx: np.ndarray, lower: np.ndarray, upper: np.ndarray, n: int) -> None:
+        self.idx, self.lower, self.upper = idx, lower, upper
+        k = len(idx)
+        self.J = np.zeros((2 * k, n))
+        self.J[np.arange(k), idx] = 1.0
+        self.J[k + np.arange(k), idx] = -1.0
+
+    def gap(self, t, q):
+        x = q[self.idx]
+        return np.concatenate([x - self.lower, self.upper - x])
+
+    def jacobian(self, t, q):
+        return self.J
+
+    def gamma(self, t, q, v):
+        return np.zeros(self.J.shape[0])

@@ -15,6 +15,7 @@ from gaussopt.core.result import LazyStepResult, StepResult
 import gaussopt.gauss.solvers.qp.compiled_qp as QS
 from gaussopt.gauss.solvers.base import StepSolver
 from gaussopt.gauss.solvers.qp.clarabel_qp import STATUS_NAMES
+from gaussopt.gauss.solvers.qp.sparse_qp import SparseQP, refusal
 
 __all__ = ["QP", "BACKENDS"]
 
@@ -163,7 +164,8 @@ def _qp_info(solver, o, slices, status, backend, iters, solve_time, r, dropped_r
             "inconsistency": rho, "least_squares": rho > solver._root,
             "kept_vanished_rows": bool(o[QS.R_KEPT]), "inequality_multipliers": o[slices[1]],
             "solver": solver.name, "rank_tol": solver.rank_tol,
-            "residual": float(o[QS.R_RESID])}
+            "residual": float(o[QS.R_RESID]), "sparse_qp": False,
+            "sparse_qp_reason": solver._sparse_path()[1]}
 
 class QP(StepSolver):
     """The Gauss step as a convex QP, ``min 0.5 a^T M a - F^T a`` s.t. ``A a = b``, ``G a >= h``.
@@ -192,6 +194,15 @@ class QP(StepSolver):
     set, accepted only if its multipliers are ``>= 0`` and the inactive rows
     hold -- and ``info["fallback"]`` says so.
 
+    A large system that takes the closed form's O(n) band step (a diagonal or
+    block-diagonal mass and ``scipy.sparse`` Jacobians, more than
+    :data:`~gaussopt.core.settings.QP_DENSE_MAX` coordinates, no inequality rows)
+    takes the sparse path instead (:mod:`.sparse_qp`): the band step's certified rank
+    decision, Clarabel on the sparse ``M`` and rows (memory proportional to the
+    nonzeros), the band step's closed form as the polish; where the band step refuses
+    (redundant rows, say), the dense path above decides. ``info["sparse_qp"]`` says
+    which path answered and ``info["sparse_qp_reason"]`` why not the sparse one.
+
     Parameters
     ----------
     system : System
@@ -212,7 +223,9 @@ class QP(StepSolver):
     -----
     ``info`` holds the backend's ``status``, ``backend``, ``iterations``,
     ``solve_time``, ``inequality_multipliers`` (``mu >= 0`` with
-    ``M a = F + A^T lam + G^T mu``) and the verification. Safe to call from
+    ``M a = F + A^T lam + G^T mu``) and the verification; on the sparse path also
+    ``backend_a`` (Clarabel's acceleration before the polish) and
+    ``backend_deviation`` (its distance from the result, relative to ``max |a|``). Safe to call from
     several threads on one system (the backend is locked per solve).
     """
 
@@ -254,6 +267,9 @@ class QP(StepSolver):
         self._Mc, self._Fc = system.constant_mass, system.constant_force
         self._Mw = None if self._Mc is None else np.array(self._Mc, dtype=float)
         self._Fw = None if self._Fc is None else np.array(self._Fc, dtype=float)
+        # the sparse path (:meth:`_sparse_path`): (the band model it was built for, the
+        # SparseQP or None, why not)
+        self._sq: tuple | None = None
 
     def _get_backend(self, r: int, p: int):
         # the kept rank can change (singular positions): one backend per shape
@@ -266,12 +282,36 @@ class QP(StepSolver):
             self._backends[(r, p)] = backend
         return backend
 
+    def _sparse_path(self) -> tuple:
+        """``(sparse, why_not)``: the :class:`.sparse_qp.SparseQP` of the system's band
+        model (built once per model) or None, and why there is none (None when there
+        is one). The model appears with the system's check (its first step)."""
+        model = getattr(self.system, "sparse", None)
+        cached = self._sq
+        if cached is not None and cached[0] is model:
+            return cached[1], cached[2]
+        why = refusal(self)
+        sq = SparseQP(self, model) if why is None else None
+        self._sq = (model, sq, why)
+        return sq, why
+
     # ------------------------------------------------------------- interface
     def solve(self, t: float, q: np.ndarray, v: np.ndarray) -> StepResult:
         """Solve one step at ``(t, q, v)`` (:meth:`StepSolver.solve`); through the
-        compiled path (:mod:`.compiled_qp`) where it applies."""
+        compiled path (:mod:`.compiled_qp`) or the sparse path (:mod:`.sparse_qp`) where
+        one applies."""
         if not self._compiled:
-            return super().solve(t, q, v)
+            sq, why = self._sparse_path()
+            if sq is not None:
+                with self._lock:
+                    out = sq.step(t, q, v, True)
+                if type(out) is not str:
+                    return out
+                why = out
+            res = super().solve(t, q, v)
+            res.info["sparse_qp"] = False
+            res.info["sparse_qp_reason"] = why
+            return res
         out = self._fast_model(t, q, v, True)
         if out is not None:
             return out
@@ -286,6 +326,12 @@ class QP(StepSolver):
         """Hot path (:meth:`StepSolver.acceleration`); through the compiled path where
         it applies."""
         if not self._compiled:
+            sq = self._sparse_path()[0]
+            if sq is not None:
+                with self._lock:
+                    out = sq.step(t, q, v, False)
+                if type(out) is not str:
+                    return out
             return super().acceleration(t, q, v)
         out = self._fast_model(t, q, v, False)
         if out is None:
@@ -640,7 +686,9 @@ class QP(StepSolver):
                           "active-set re-solve did not converge.")
 
     def run_stats(self) -> dict:
-        out = {"qp_statuses": dict(self.statuses), "qp_fallbacks": self.fallbacks}
+        sq = self._sq[1] if self._sq is not None else None
+        out = {"qp_statuses": dict(self.statuses), "qp_fallbacks": self.fallbacks,
+               "qp_sparse_steps": sq.steps if sq is not None else 0}
         return out
 
     def compiled_units(self) -> list:

@@ -1,0 +1,269 @@
+"""The range-space path of the dense step (:func:`gaussopt.gauss.dense_step.range_space`)
+against the null-space path on the same data.
+
+Both paths share the rank decision and the verification; they differ in the solve (the
+augmented mass matrix ``M / w + V_r V_r^T`` by Cholesky and the ``r x r`` Delassus matrix,
+against ``N^T M N``). The reference here is the null-space path as :func:`decide` and
+:func:`closed_form` compute it (the path of every step before the range space, and of the
+QP and GA solvers still), checked by the kernel's own verification: two results verified to
+backward errors ``be_1`` and ``be_2`` differ by at most the sum of their forward-error
+bounds (:func:`test_step_properties.step_error_bound`, from the conditioning of the rows and
+of ``N^T M N``). Where the range space must not answer (redundant or folded rows, an
+indeterminate motion) the step falls back to the null-space path, whose result is then the
+reference's bit for bit.
+
+* Trees in joint coordinates (tests/data/*.xml, loaded as trees) at random MuJoCo states:
+  every one whose sizes select the range space (``3 m <= n``: the humanoid- and ant-like
+  trees, the free double pendulum, the chains without rows) is answered by it, within the
+  bound of the null-space result.
+* A parallelogram linkage closed by a ``connect`` (tests' own MJCF, two free bodies beside it
+  so that ``3 m <= n``) at its flat configuration, where the closure rows drop to rank 1:
+  the step falls back; away from it the range space answers.
+* Kernel problems with a singular ``M`` (quaternion-like null directions): fixed by the
+  rows (range space), not fixed (indeterminate, as before), redundant rows, zero rows with
+  a nonzero right-hand side (inconsistent, as before).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
+from gaussopt.gauss import solution
+from test_step_properties import step_error_bound
+
+EPS = float(np.finfo(float).eps)
+DATA = Path(__file__).parent / "data"
+
+
+def kernel_step(M, F, A, b):
+    """:func:`gauss_step` (closed form, multipliers) on fresh data: ``(status, a, r, mL, be,
+    flags)``."""
+    n, m = M.shape[0], A.shape[0]
+    w = K.make_work(n, m)
+    status, fa, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
+        M, F, A, b, np.zeros(m), 0.0, 1e-8, K.CLOSED_FORM, True, True, w)
+    return status, WS.field(w, fa)[:n].copy(), r, mL, be, flags
+
+
+def null_space_step(M, F, A, b):
+    """The null-space path alone (:func:`decide`, :func:`closed_form`, :func:`check`):
+    ``(status, a, be)``; status INDETERMINATE without ``a``."""
+    dec = solution.decide(M, A, b)
+    if not dec.determinate:
+        return K.INDETERMINATE, None, np.inf
+    a = dec.closed_form(M, F)
+    status, rho, allow, be = dec.check(M, F, A, b, None, 1e-8, a)
+    return status, a, be
+
+
+def bound(M, F, A, b, a, be):
+    """Forward-error bound of a result verified to the backward error ``be``: the computed
+    ``be`` errs by the rounding of the residuals it is made of, at most ``(n + 1) eps``
+    times the same sums (dense_step's module docstring, item 3); twice that is added."""
+    n, m = M.shape[0], A.shape[0]
+    return step_error_bound(M, F, A, b, a, be + 2 * (n + m + 1) * EPS)
+
+
+def compare(M, F, A, b):
+    """The kernel's step and the null-space path agree within their bounds; returns the
+    kernel's flags and the relative difference."""
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b)
+    st2, a2, be2 = null_space_step(M, F, A, b)
+    assert st1 == st2 == K.OK
+    tol = bound(M, F, A, b, a1, be1) + bound(M, F, A, b, a2, be2)
+    err = float(np.linalg.norm(a1 - a2))
+    assert err <= tol, (err, tol)
+    return flags, err / np.linalg.norm(a2)
+
+
+# ----------------------------------------------------------------------------- trees
+mj = pytest.importorskip("mujoco")
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
+from test_mjcf import random_state  # noqa: E402
+
+TREES = ["double_pendulum.xml", "double_pendulum_free.xml", "arm6.xml", "mixed_joints.xml",
+         "double_pendulum_armature.xml", "humanoid_tree.xml", "ant_tree.xml"]
+
+
+def _load(source):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        return mjcf.load(source)
+
+
+@pytest.mark.parametrize("fname", TREES)
+def test_trees_range_space_equals_null_space(fname):
+    """At 10 random states of each tree: the range space answers (``3 m <= n`` for all of
+    them) and agrees with the null-space path within the bound (measured: <= 1e-14
+    relative)."""
+    jt = _load(str(DATA / fname))
+    m = mj.MjModel.from_xml_path(str(DATA / fname))
+    assert K.range_space_pays(jt.n, jt.m)
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for _ in range(10):
+        qpos, qvel = random_state(m, rng)
+        q, v = mjcf.state_from_mujoco(jt, m, qpos, qvel)
+        M, F, A, b = jt.system.evaluate(0.0, q, v)
+        flags, rel = compare(*(np.array(x, dtype=float) for x in (M, F, A, b)))
+        assert flags & K.RANGE_FLAG
+        worst = max(worst, rel)
+    print(f"{fname}: n {jt.n}, m {jt.m}, worst relative difference {worst:.1e}")
+
+
+#: a parallelogram A-B-C-D (crank AB 0.2, coupler BC 0.5, rocker DC 0.2, ground AD 0.5)
+#: drawn at its flat configuration, along u = (cos 0.6, 0, sin 0.6) in the xz plane (hinges
+#: along y), closed by a connect at C; two free bodies beside it (n 17, m 5: 3 m <= n).
+#: At qpos0 the connect's rows x and z are proportional (all of A, B, C, D on one line: the
+#: columns of the Jacobian are all along y x u): rank 1 of 2 live rows (row y is zero).
+_U = np.array([np.cos(0.6), 0.0, np.sin(0.6)])
+
+
+def _p(s):
+    return " ".join(f"{x:.17g}" for x in s * _U)
+
+
+FLAT = f"""
+<mujoco model="flat_parallelogram">
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="crank">
+      <joint name="hA" type="hinge" axis="0 1 0"/>
+      <inertial pos="{_p(0.1)}" mass="0.4" diaginertia="0.001 0.0013 0.0004"/>
+      <body name="coupler" pos="{_p(0.2)}">
+        <joint name="hB" type="hinge" axis="0 1 0"/>
+        <inertial pos="{_p(0.25)}" mass="0.9" diaginertia="0.004 0.02 0.018"/>
+      </body>
+    </body>
+    <body name="rocker" pos="{_p(0.5)}">
+      <joint name="hD" type="hinge" axis="0 1 0"/>
+      <inertial pos="{_p(0.1)}" mass="0.6" diaginertia="0.007 0.0072 0.0005"/>
+    </body>
+    <body name="f1" pos="2 0 1">
+      <freejoint/>
+      <inertial pos="0 0 0" mass="1.3" diaginertia="0.02 0.03 0.04"/>
+    </body>
+    <body name="f2" pos="-2 0 1">
+      <freejoint/>
+      <inertial pos="0 0 0" mass="0.7" diaginertia="0.01 0.012 0.02"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect name="C" body1="coupler" body2="rocker" anchor="{_p(0.5)}"/>
+  </equality>
+</mujoco>
+"""
+
+
+def test_closure_rank_drop_falls_back_to_the_null_space():
+    """The parallelogram at its flat configuration (rank drop of the closure rows: 2 live
+    rows, rank 1): the step falls back to the null-space path (no range-space flag) and
+    its result is the null-space path's bit for bit; turned away from it (crank 0.3 rad,
+    the parallelogram's coupler parallel to the ground) the range space answers, within
+    the bound of the null-space result."""
+    jt = _load(FLAT)
+    assert (jt.n, jt.m) == (17, 5) and K.range_space_pays(jt.n, jt.m)
+    q = jt.q_reference
+    i = {c: k for k, c in enumerate(jt.coordinates)}
+    v = np.zeros(jt.n)
+    v[i["hA"]], v[i["hB"]], v[i["hD"]] = 1.0, -1.0, 1.0     # the parallelogram's motion
+    M, F, A, b = (np.array(x, dtype=float) for x in jt.system.evaluate(0.0, q, v))
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b)
+    assert r < mL                                         # the rank drop
+    assert not flags & K.RANGE_FLAG
+    st2, a2, be2 = null_space_step(M, F, A, b)
+    assert st1 == st2
+    if st1 == K.OK:
+        assert np.array_equal(a1, a2)
+    # a regular configuration: crank and rocker turned by 0.3, coupler kept parallel
+    q2 = q.copy()
+    q2[i["hA"]], q2[i["hB"]], q2[i["hD"]] = 0.3, -0.3, 0.3
+    M, F, A, b = (np.array(x, dtype=float) for x in jt.system.evaluate(0.0, q2, v))
+    flags, rel = compare(M, F, A, b)
+    assert flags & K.RANGE_FLAG
+
+
+# ----------------------------------------------------------------------------- kernel problems
+def _tree_like(rng, nq, nfree):
+    """A positive semidefinite ``M`` (n = nfree + 4 nq) singular along ``nq`` unit
+    quaternion-like directions ``e_j`` (4 coordinates each, ``M e_j = 0``), with the rows
+    ``e_j^T a = b_j`` that fix them, and a force."""
+    n = nfree + 4 * nq
+    E = np.zeros((nq, n))
+    for j in range(nq):
+        x = rng.normal(size=4)
+        E[j, nfree + 4 * j:nfree + 4 * j + 4] = x / np.linalg.norm(x)
+    P = np.eye(n) - E.T @ E                          # (the e_j are orthonormal)
+    B = rng.normal(size=(n, n))
+    M = P @ (B @ B.T + n * np.eye(n)) @ P
+    M = 0.5 * (M + M.T)
+    return M, rng.normal(size=n), E, rng.normal(size=nq)
+
+
+def test_singular_mass_fixed_by_the_rows_takes_the_range_space():
+    """``M`` singular along three quaternion directions, fixed by their rows (and one more
+    generic row): the range space answers, within the bound of the null-space result."""
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        M, F, E, b = _tree_like(rng, 3, 6)
+        A = np.vstack([E, rng.normal(size=(1, M.shape[0]))])
+        b = np.append(b, rng.normal())
+        flags, rel = compare(M, F, A, b)
+        assert flags & K.RANGE_FLAG
+
+
+def test_singular_mass_not_fixed_is_indeterminate_as_before():
+    """A coordinate without mass and without a row (n 6, m 2: the range space's size):
+    ``M / w + V_r V_r^T`` has an exactly zero pivot, the step falls back and the null-space
+    path reports the indeterminate motion; with a row on that coordinate both answer, the
+    range space within the bound. (The data are exact: an ``M`` singular only to
+    rounding, ``lambda ~ 1e-16`` relative, is at the null-space test's own threshold
+    ``rank_tol**2`` and decided either way by rounding.)"""
+    M = np.diag([1.0, 2.0, 3.0, 4.0, 5.0, 0.0])
+    F = np.array([1.0, -2.0, 0.5, 3.0, -1.0, 0.0])
+    A = np.zeros((2, 6))
+    A[0, 0] = A[1, 1] = 1.0
+    b = np.array([0.3, -0.7])
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b)
+    assert not flags & K.RANGE_FLAG
+    assert st1 == K.INDETERMINATE == null_space_step(M, F, A, b)[0]
+    A[1] = [0.0, 1.0, 0.0, 0.0, 0.5, 1.0]           # the massless coordinate held by a row
+    flags, rel = compare(M, F, A, b)
+    assert flags & K.RANGE_FLAG
+
+
+def test_redundant_rows_fall_back_bit_for_bit():
+    """A row repeated (scaled): 4 live rows of rank 3, consistent; the step falls back and
+    gives the null-space path's accelerations bit for bit."""
+    rng = np.random.default_rng(5)
+    M, F, E, b = _tree_like(rng, 3, 6)
+    A = np.vstack([E, 2.0 * E[1]])
+    b = np.append(b, 2.0 * b[1])
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b)
+    st2, a2, be2 = null_space_step(M, F, A, b)
+    assert (st1, st2, r, mL) == (K.OK, K.OK, 3, 4)
+    assert not flags & K.RANGE_FLAG
+    assert np.array_equal(a1, a2)
+
+
+def test_inconsistent_rows_are_reported_as_before():
+    """A repeated row with another right-hand side (falls back; inconsistent) and a zero
+    row with a nonzero right-hand side (the range space solves the live rows; the check
+    after it finds the vanished row's contradiction): the statuses of the null-space path."""
+    rng = np.random.default_rng(6)
+    M, F, E, b = _tree_like(rng, 3, 6)
+    A = np.vstack([E, E[1]])
+    bb = np.append(b, b[1] + 1.0)
+    assert kernel_step(M, F, A, bb)[0] == K.INCONSISTENT == null_space_step(M, F, A, bb)[0]
+    A = np.vstack([E, np.zeros(M.shape[0])])
+    bb = np.append(b, 1.0)
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, bb)
+    assert flags & K.RANGE_FLAG
+    assert st1 == K.INCONSISTENT_VANISHED == null_space_step(M, F, A, bb)[0]

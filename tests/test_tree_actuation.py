@@ -1,0 +1,379 @@
+"""The MuJoCo features of issue 31 on the joint-coordinate kind (gaussopt.multibody.tree,
+:func:`load`'s default), each against MuJoCo on the same model with the feature on.
+
+* Actuators with ``ctrl`` (``ACTUATED``: ``motor``, ``position``, ``velocity`` and ``general``
+  actuators on hinges, a slide and fixed tendons; a ``ctrlrange``, a ``forcerange``, a
+  joint's and a tendon's ``actuatorfrcrange``, actuators' ``damping`` and ``armature``
+  (MuJoCo adds them, times ``gear^2``, to the joint's or the tendon's); random controls in twice the control range,
+  so that the clamps act) and fixed tendons (stiffness with a dead band ``springlength``,
+  damping, armature), with ball and free joint stiffness: at 20 random states gaussopt's
+  accelerations mapped to MuJoCo's joint accelerations equal ``mj_forward``'s ``qacc`` with
+  ``d.ctrl`` set (the bound of tests/test_tree.py: gaussopt's verified step error through
+  the map plus MuJoCo's ``nv cond(M) eps |qacc|``); measured worst relative error 8.3e-14.
+  ``model.actuation`` equals MuJoCo's ``qfrc_actuator`` (sums of a few products: 1e-13
+  relative).
+* The controls reach the compiled step as parameters: a :class:`~gaussopt.Stepper` with
+  ``inputs=model.actuator_names`` computes MuJoCo's ``qacc`` at its state with the control
+  it was given, and ends where ``go.simulate`` of ``model.controlled(ctrl)`` ends (same
+  fixed-step method: to rounding); a feedback law ``ctrl(t, q, v)`` gives the same step as
+  the constant it returns.
+* ``joint`` and ``tendon`` equalities (``COUPLED``: a quartic coupling of two joints, a
+  constant one on one joint, a quadratic one of two fixed tendons): the rows equal MuJoCo's
+  ``efc_J`` and ``efc_pos``; MuJoCo's equality is soft, so the accelerations are compared
+  with the exact constrained ones from MuJoCo's own ``M`` (``mj_fullM``), ``qfrc_smooth``
+  and ``efc_J`` by a KKT solve, the convective term written out from MuJoCo's definition
+  (``gamma = P''(x2) x2'^2``); measured worst relative difference 6.6e-14. A 1 s run from an
+  assembled state keeps the three rows at rounding.
+* Keyframes (``model.keyframes``) and what the loader still lists unmapped.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from gaussopt.core.exceptions import ModelError
+from test_step_properties import solver_tolerance, step_error_bound
+from test_trajectory import EPS
+
+mj = pytest.importorskip("mujoco")
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
+from gaussopt.multibody import tree  # noqa: E402
+from test_mjcf import DATA, acceleration_map, joint_mass, random_state  # noqa: E402
+
+ACTUATED = """
+<mujoco model="actuated">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="h1" type="hinge" axis="0 1 0" damping="0.1"/>
+      <inertial pos="0.2 0 -0.3" mass="1.2" diaginertia="0.02 0.03 0.01"/>
+      <body name="b" pos="0.3 0 -0.5">
+        <joint name="s1" type="slide" axis="1 0 0.3" actuatorfrcrange="-3 2.5"/>
+        <inertial pos="0 0.1 0" mass="0.7" diaginertia="0.01 0.01 0.01"/>
+        <body name="c" pos="0 0 -0.3">
+          <joint name="h2" type="hinge" axis="1 0 0"/>
+          <joint name="h3" type="hinge" axis="0 0 1" pos="0.1 0 0"/>
+          <inertial pos="0.1 0 -0.1" mass="0.3" diaginertia="0.003 0.002 0.004"/>
+          <body name="d" pos="0 0 -0.2">
+            <joint name="ball" type="ball" stiffness="0.7" damping="0.05"/>
+            <inertial pos="0.1 0.05 -0.1" mass="0.4" diaginertia="0.004 0.003 0.005"/>
+          </body>
+        </body>
+      </body>
+    </body>
+    <body name="f" pos="1 0 1" quat="0.9 0.1 0.3 0.2">
+      <joint name="free" type="free" stiffness="2.5"/>
+      <inertial pos="0 0 0" mass="0.9" diaginertia="0.01 0.02 0.015"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t1" stiffness="4" damping="0.3" springlength="-0.1 0.2" armature="0.02">
+      <joint joint="h1" coef="1"/>
+      <joint joint="h2" coef="-0.5"/>
+      <joint joint="s1" coef="2"/>
+    </fixed>
+    <fixed name="t2" actuatorfrcrange="-1.5 1">
+      <joint joint="h3" coef="0.7"/>
+      <joint joint="h2" coef="0.4"/>
+    </fixed>
+  </tendon>
+  <actuator>
+    <motor name="m1" joint="h1" gear="2" ctrlrange="-1 1"/>
+    <position name="p1" joint="s1" kp="30" kv="2"/>
+    <velocity name="v1" joint="h2" kv="3" forcerange="-0.5 0.5"/>
+    <general name="g1" joint="h3" gainprm="2.5" biastype="affine" biasprm="0.3 -1.2 -0.4"
+             damping="0.2" armature="0.01" gear="1.3"/>
+    <motor name="mt" tendon="t1" gear="1.5"/>
+    <position name="pt" tendon="t2" kp="10"/>
+    <motor name="mt2" tendon="t2" gear="-0.8" damping="0.15" armature="0.03"/>
+  </actuator>
+  <keyframe>
+    <key name="bent" qpos="0.3 0.05 -0.2 0.4 1 0 0 0 1 0 1 1 0 0 0"
+         qvel="0.1 0 0.2 0 0 0 0.5 0 0 0 0 0 -1" ctrl="0.5 0.1 0 0 0 0 -0.3"/>
+  </keyframe>
+</mujoco>
+"""
+
+COUPLED = """
+<mujoco model="coupled">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="h1" type="hinge" axis="0 1 0" damping="0.1" ref="0.2"/>
+      <inertial pos="0.2 0 -0.3" mass="1.2" diaginertia="0.02 0.03 0.01"/>
+      <body name="b" pos="0.3 0 -0.5">
+        <joint name="s1" type="slide" axis="1 0 0.3"/>
+        <inertial pos="0 0.1 0" mass="0.7" diaginertia="0.01 0.01 0.01"/>
+        <body name="c" pos="0 0 -0.3">
+          <joint name="h2" type="hinge" axis="1 0 0"/>
+          <joint name="h3" type="hinge" axis="0 0 1" pos="0.1 0 0"/>
+          <inertial pos="0.1 0 -0.1" mass="0.3" diaginertia="0.003 0.002 0.004"/>
+        </body>
+      </body>
+    </body>
+    <body name="e" pos="1 0 1">
+      <joint name="h4" type="hinge" axis="0 1 0"/>
+      <joint name="h5" type="hinge" axis="1 0 0"/>
+      <inertial pos="0.1 0 -0.2" mass="0.9" diaginertia="0.01 0.02 0.015"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t1"><joint joint="h1" coef="1"/><joint joint="s1" coef="-0.5"/></fixed>
+    <fixed name="t2"><joint joint="h4" coef="0.7"/><joint joint="h5" coef="0.4"/></fixed>
+  </tendon>
+  <equality>
+    <joint name="j12" joint1="h2" joint2="h1" polycoef="0.05 0.8 0.3 -0.2 0.1"/>
+    <joint joint1="h3" polycoef="0.1 0 0 0 0"/>
+    <tendon name="tt" tendon1="t2" tendon2="t1" polycoef="0 -1.1 0.4 0 0"/>
+  </equality>
+  <actuator><motor name="m" joint="h4"/></actuator>
+</mujoco>
+"""
+
+
+def load(text):
+    """The joint-kind model of ``text``, asserting that it maps completely but for the
+    equalities' soft-constraint parameters (gaussopt holds them exactly)."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        model = mjcf.load(text)
+    left = {k for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)
+            for k in w.message.features}
+    assert all("solref" in k for k in left), left
+    return model
+
+
+def bound(sysm, q, v, step, L, m, d) -> float:
+    """gaussopt's verified step error through the map to joint accelerations plus
+    MuJoCo's LDL solve (backward stable: ``nv cond(M) eps |qacc|``, the factor 10 for the
+    rounding of the forces), as tests/test_tree.py's."""
+    M, F = sysm.mass(0.0, q), sysm.force(0.0, q, v)
+    A, b = sysm.rows(0.0, q, v)
+    gb = step_error_bound(M, F, A, b, step.a, solver_tolerance("closed_form", *A.shape[::-1]))
+    return (np.linalg.norm(L, 2) * gb
+            + 10 * m.nv * np.linalg.cond(joint_mass(m, d)) * EPS * np.linalg.norm(d.qacc))
+
+
+# ----------------------------------------------------------------------------- actuators, tendons
+def test_actuators_and_fixed_tendons_match_mujoco():
+    """Every actuator kind, the clamps, fixed tendons and ball/free stiffness: gaussopt's
+    accelerations with ``model.controlled(ctrl)`` equal MuJoCo's ``qacc`` with ``d.ctrl =
+    ctrl`` at 20 random states and controls."""
+    model = load(ACTUATED)
+    m = mj.MjModel.from_xml_string(ACTUATED)
+    assert model.actuator_names == ("m1", "p1", "v1", "g1", "mt", "pt", "mt2")
+    assert model.tendon_names == ("t1", "t2")
+    assert not model.conservative
+    d = mj.MjData(m)
+    rng = np.random.default_rng(31)
+    worst, clamped = 0.0, set()
+    scalar = [int(m.jnt_dofadr[j]) for j in range(m.njnt) if m.jnt_type[j] in (2, 3)]
+    for _ in range(20):
+        qpos, qvel = random_state(m, rng)
+        ctrl = rng.uniform(-2.0, 2.0, m.nu)           # twice m1's ctrlrange: its clamp acts
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
+        mj.mj_forward(m, d)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        sysm = model.controlled(ctrl)
+        step = go.solve_step(sysm, 0.0, q, v)
+        qacc, L = acceleration_map(model, m, q, v, step.a)
+        err = np.linalg.norm(qacc - d.qacc)
+        assert err <= bound(sysm, q, v, step, L, m, d)
+        worst = max(worst, err / np.linalg.norm(d.qacc))
+        # the generalized actuator force: hinges and slides are q = qpos coordinates (a sum
+        # of a few products of size |qfrc|: 1e-13 relative is ~500 eps)
+        fa = model.actuation(q, v, ctrl)
+        scale = np.abs(d.qfrc_actuator).max()
+        assert np.abs(fa[scalar] - d.qfrc_actuator[scalar]).max() <= 1e-13 * scale
+        clamped |= {i for i in range(m.nu) if m.actuator_forcelimited[i]
+                    and abs(abs(d.actuator_force[i]) - 0.5) < 1e-15}
+        if abs(ctrl[0]) > 1:
+            clamped.add("ctrl")
+        if abs(d.qfrc_actuator[1]) in (3.0, 2.5):
+            clamped.add("joint")
+    print(f"actuators, tendons: worst relative error {worst:.2e}; clamps seen {clamped}")
+    assert worst <= 1e-10                                # the issue's target
+    assert {2, "ctrl", "joint"} <= clamped               # the clamps were exercised
+
+
+def test_controls_through_stepper_and_simulate():
+    """``inputs=model.actuator_names`` sets the controls of the compiled step: the
+    stepper's accelerations are MuJoCo's ``qacc`` with that ``ctrl``, and its state after
+    ``N`` steps is what ``go.simulate`` of ``model.controlled(ctrl)`` ends with; a
+    feedback law returning the constant gives the constant's step; bad controls are
+    named."""
+    model = load(ACTUATED)
+    m = mj.MjModel.from_xml_string(ACTUATED)
+    d = mj.MjData(m)
+    key = model.keyframes["bent"]
+    ctrl = np.array([0.3, 0.05, -0.2, 0.4, 0.1, -0.3, 0.2])
+    stepper = go.Stepper(model.system, key.q, key.v, dt=1e-3, inputs=model.actuator_names)
+    stepper.step(ctrl, nstep=20)
+    d.ctrl[:] = ctrl
+    tr = go.simulate(model.controlled(ctrl), (0.0, 0.02), key.q, key.v, method="rk4", dt=1e-3)
+    assert tr.success
+    # the same steps (same method, same dt, same projection) up to rounding of |q| ~ 1
+    assert np.abs(stepper.q - tr.q[-1]).max() < 1e-13
+    assert np.abs(stepper.v - tr.v[-1]).max() < 1e-12
+    # the stepper's accelerations at its state are MuJoCo's with that ctrl: map the state
+    qpos = stepper.q.copy()
+    qvel = mjcf.joint_accelerations(model, m, stepper.q, stepper.v, stepper.v)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mj.mj_forward(m, d)
+    qacc = mjcf.joint_accelerations(model, m, stepper.q, stepper.v, stepper.a)
+    # the step's verified error (~1e-14 relative here) and the state's mapping (rounding)
+    assert np.linalg.norm(qacc - d.qacc) <= 1e-11 * np.linalg.norm(d.qacc)
+    # a feedback law is called with (t, q, v) and gives the constant's answer exactly
+    seen = []
+
+    def law(t, q, v):
+        seen.append(t)
+        return ctrl
+
+    a_law = go.solve_step(model.controlled(law), 0.0, key.q, key.v).a
+    a_const = go.solve_step(model.controlled(dict(zip(model.actuator_names, ctrl))), 0.0,
+                            key.q, key.v).a
+    assert seen and np.array_equal(a_law, a_const)
+    assert np.array_equal(model.ctrl, np.zeros(7))      # the model's own are untouched
+    with pytest.raises(ModelError, match=r"`ctrl` must be 7 finite numbers"):
+        model.controlled([1.0, 2.0])
+    with pytest.raises(ModelError, match=r"`ctrl` names unknown actuators \['nope'\]"):
+        model.controlled({"nope": 1.0})
+    with pytest.raises(ModelError, match=r"`ctrl\(t, q, v\)` \(<lambda>\) must be 7 finite"):
+        model.controlled(lambda t, q, v: np.zeros(2)).force(0.0, key.q, key.v)
+    with pytest.raises(ModelError, match=r"`inputs` \['nope'\] are not parameters"):
+        go.Stepper(model.system, key.q, key.v, dt=1e-3, inputs=("nope",))
+    copy = pickle.loads(pickle.dumps(model.controlled(ctrl)))
+    assert np.array_equal(go.solve_step(copy, 0.0, key.q, key.v).a, a_const)
+    assert pickle.loads(pickle.dumps(model)).keyframes.keys() == {"bent"}
+
+
+# ----------------------------------------------------------------------------- equalities
+def test_joint_and_tendon_equalities_match_the_exact_kkt():
+    """The rows equal MuJoCo's ``efc_J`` and ``efc_pos``; the accelerations equal the
+    exact constrained ones from MuJoCo's ``M``, ``qfrc_smooth`` and ``efc_J``."""
+    model = load(COUPLED)
+    m = mj.MjModel.from_xml_string(COUPLED)
+    assert model.labels == ["j12", "JointEquality(h3)", "tt"]
+    d = mj.MjData(m)
+    rng = np.random.default_rng(7)
+    c12 = m.eq_data[0, :5]
+    ctt = m.eq_data[2, :5]
+    worst = 0.0
+    for _ in range(20):
+        qpos, qvel = random_state(m, rng)          # hinges and slides: q = qpos, v = qvel
+        ctrl = rng.uniform(-1, 1, m.nu)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
+        mj.mj_forward(m, d)
+        J = d.efc_J.reshape(d.nefc, m.nv)
+        A, gam = model.rows(0.0, qpos, qvel)
+        # the same sums of 2-4 products of order 1: a few eps
+        assert np.abs(A - J).max() <= 16 * EPS
+        assert np.abs(model.phi(0.0, qpos) - d.efc_pos).max() <= 16 * EPS * (1 + np.abs(qpos).max())
+        # the convective terms from MuJoCo's definition: Phi = x1 - P(x2), so J a = P''(x2) x2'^2
+        x = qpos[0] - m.qpos0[0]
+        g0 = (2 * c12[2] + 6 * c12[3] * x + 12 * c12[4] * x * x) * qvel[0] ** 2
+        g2 = 2 * ctt[2] * (qvel[0] - 0.5 * qvel[1]) ** 2      # t1' = h1' - s1' / 2
+        gref = np.array([g0, 0.0, g2])
+        Mj = joint_mass(m, d)
+        K = np.block([[Mj, J.T], [J, np.zeros((3, 3))]])
+        ref = np.linalg.solve(K, np.concatenate([d.qfrc_smooth, gref]))[:m.nv]
+        sysm = model.controlled(ctrl)
+        a = go.solve_step(sysm, 0.0, qpos, qvel).a
+        # gaussopt's verified step bound, the KKT solve's backward error through cond(K)
+        err = np.linalg.norm(a - ref)
+        kkt = 10 * (m.nv + 3) * np.linalg.cond(K) * EPS * np.linalg.norm(ref)
+        Mg, Fg = sysm.mass(0.0, qpos), sysm.force(0.0, qpos, qvel)
+        gb = step_error_bound(Mg, Fg, A, gam, a, solver_tolerance("closed_form", m.nv, 3))
+        assert err <= gb + kkt
+        worst = max(worst, err / np.linalg.norm(ref))
+    print(f"joint/tendon equalities: worst relative difference to the KKT {worst:.2e}")
+    assert worst <= 1e-10
+
+
+def test_equality_run_keeps_the_rows():
+    """1 s from an assembled state (the rows hold at q0): the default projection keeps
+    the three coupling rows at rounding of |q| ~ 1 (1e-12 leaves three decades)."""
+    model = load(COUPLED)
+    q0 = model.assemble()
+    assert np.abs(model.phi(0.0, q0)).max() < 1e-13
+    v0 = model.velocities(q0, {"h1": 0.8, "s1": 0.1, "h4": -0.5})
+    tr = go.simulate(model.controlled([0.4]), (0.0, 1.0), q0, v0)
+    assert tr.success
+    worst = max(np.abs(model.phi(0.0, q)).max() for q in tr.q)
+    print(f"coupling rows over 1 s: {worst:.1e}")
+    assert worst < 1e-12
+    assert np.ptp(tr.q[:, 0]) > 0.1                      # it moved
+
+
+# ----------------------------------------------------------------------------- keyframes, the rest
+def test_keyframes():
+    model = load(ACTUATED)
+    m = mj.MjModel.from_xml_string(ACTUATED)
+    key = model.keyframes["bent"]
+    q, v = mjcf.state_from_mujoco(model, m, m.key_qpos[0], m.key_qvel[0])
+    assert np.array_equal(key.q, q) and np.array_equal(key.v, v)
+    assert np.array_equal(key.ctrl, m.key_ctrl[0]) and key.time == 0.0
+
+
+def test_unmapped_lists_only_what_is_left():
+    """tests/data/unmapped.xml in joint coordinates: the actuator, the joint equality, the
+    keyframe and the joint stiffness map; the spatial tendon and the rest stay listed."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        model = mjcf.load(DATA / "unmapped.xml")
+    ws = [w for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
+    assert len(ws) == 1
+    assert ws[0].message.features == {
+        "spatial tendons (through sites and geoms)": 1,
+        "contacts: geoms that can collide": 5, "contacts: explicit contact pairs": 1,
+        "joint limits of hinges and slides (hard stops, not in model.system: "
+        "model.with_limits() adds them)": 1, "joint friction loss": 1,
+        "inactive equality constraints (active=false at start)": 1,
+        "weld constraints whose relpose differs from the qpos0 pose": 1,
+        "soft-constraint parameters (solref/solimp) of the mapped equality constraints: "
+        "gaussopt holds them exactly": 1,
+        "fluid forces (density/viscosity)": 1, "sensors": 1,
+        "mocap bodies (held fixed at their reference pose)": 1}
+    assert model.actuator_names == ("m1",) and list(model.keyframes) == ["key0"]
+    assert model.labels == ["JointEquality(je,ja)"]
+
+
+def test_activation_dynamics_and_other_transmissions_stay_listed():
+    xml = ACTUATED.replace('</actuator>',
+                           '<general name="f" joint="h1" dyntype="filter" dynprm="0.1"/>'
+                           '<motor name="b" joint="ball" gear="1 0 0 0 0 0"/></actuator>')
+    with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
+        model = mjcf.load(xml)
+    feats = rec[0].message.features
+    assert feats["actuators with activation dynamics (dyntype filter, integrator, muscle, "
+                 "...)"] == 1
+    assert feats["actuators on ball or free joints, spatial tendons, sites, bodies or "
+                 "slider-cranks"] == 1
+    assert len(model.actuator_names) == 7
+    assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
+
+
+def test_element_errors_are_named():
+    rod = dict(mass=1.0, com=(0, 0, -0.5), inertia=np.diag([0.1, 0.1, 0.01]))
+    links = [tree.Link("a", None, **rod), tree.Link("b", "a", position=(0, 0, -1), **rod)]
+    joints = [tree.TreeJoint("h", "hinge", "a"), tree.TreeJoint("k", "ball", "b")]
+    with pytest.raises(ModelError, match=r"actuator 'u': give exactly one of `joint` and "
+                                         r"`tendon`"):
+        tree.Model(links, joints, [tree.Actuator("u")])
+    with pytest.raises(ModelError, match=r"actuator 'u': unknown tendon 'x'"):
+        tree.Model(links, joints, [tree.Actuator("u", tendon="x")])
+    with pytest.raises(ModelError, match=r"joint 'k' is a ball; only hinges and slides"):
+        tree.Model(links, joints, [tree.FixedTendon("t", (("h", 1.0), ("k", 2.0)))])
+    with pytest.raises(ModelError, match=r"actuator 'u'.ctrl_range must be None or \(lower, "
+                                         r"upper\) with lower <= upper, found \(1, -1\)"):
+        tree.Model(links, joints, [tree.Actuator("u", joint="h", ctrl_range=(1, -1))])
+    with pytest.raises(ModelError, match=r"closure 0.polycoef must be 5 finite numbers"):
+        tree.Model(links, joints + [tree.JointEquality("h", polycoef=(1, 2))])
+    with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon or an Actuator"):
+        tree.Model(links, joints, [object()])
