@@ -281,3 +281,32 @@ def test_contact_arguments_checked():
     with pytest.raises(go.ModelError, match="expected shape"):
         go.simulate(rigid(M_S, I_S, bad, [0, 0, -M_S * G0, 0, 0, 0, 0]), (0, 0.1),
                     *launch(R_S, [1.0, 0.0, 0.0], [0, 0, 0]), **TOL)
+
+
+def test_spatial_run_saves_loads_and_balances_its_energy(tmp_path):
+    """A sliding sphere's run (friction forces of shape (N, 1, 2)) is saved and loaded
+    with its forces, and its energy balance charges the lost kinetic energy to friction:
+    sliding to rolling loses ``m v0^2 / 2 - 7/10 m (5/7 v0)^2 = m v0^2 / 7`` (closed form).
+    Bound: the friction work is a trapezoid rule on the samples (its own error estimate,
+    ``friction_error``) plus the run's errors (~1e-10 of the energy): the drift within
+    10 friction_error + 1e-8 m v0^2."""
+    from gaussopt.study.energy_balance import energy_balance
+
+    v0 = 2.0
+    q0, u0 = launch(R_S, v0 * np.array([math.cos(0.6), math.sin(0.6), 0.0]), [0.0, 0.0, 0.0])
+    base = sphere()
+    # the same system with its energy (on the unit quaternion the rotational energy of an
+    # isotropic body is 2 I |e'|^2)
+    sysm = go.System(base.coordinates, mass=base.mass(0.0, q0), force=base.force(0.0, q0, u0),
+                     constraints=list(base.constraints),
+                     energy=lambda t, q, v: (0.5 * M_S * v[:3] @ v[:3] + 2 * I_S * v[3:] @ v[3:]
+                                             + M_S * G0 * q[2]))
+    tr = go.simulate(sysm, (0.0, 0.5), q0, u0, t_eval=np.linspace(0.0, 0.5, 401), **TOL)
+    assert tr.success and tr.friction_forces.shape == (len(tr.t), 1, 2)
+    back = go.load(tr.save(tmp_path / "sphere"))
+    np.testing.assert_array_equal(back.friction_forces, tr.friction_forces)
+    bal = energy_balance(tr, sysm)
+    loss = M_S * v0 ** 2 / 7
+    assert bal.friction_source == "model"
+    assert abs(bal.friction_loss[-1] - loss) <= 10 * bal.friction_error + 1e-8 * M_S * v0 ** 2
+    assert np.abs(bal.drift).max() <= 10 * bal.friction_error + 1e-8 * M_S * v0 ** 2

@@ -870,9 +870,10 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
                 problems.append(f"missing array `{k}`: the file is a run with contacts (meta "
                                 f"`contact_points` = {points}), which Trajectory.save writes "
                                 "with its per-point forces")
-        elif x.ndim != 2 or x.shape[0] != N:
-            problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples, found "
-                            f"{x.shape}")
+        elif (x.ndim != 2 and not (k == "friction_forces" and x.ndim == 3 and x.shape[2] == 2)
+              or x.shape[0] != N):
+            problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples (friction "
+                            f"forces of points in space: (N, k, 2)), found {x.shape}")
         elif points and x.shape[1] != len(points):
             problems.append(f"array `{k}` has shape {x.shape} but there are {len(points)} "
                             f"contact points {points} (expected ({N}, {len(points)}))")
