@@ -202,18 +202,30 @@ class _Combo:
 
 def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders):
     """The conditions of one solved combination: None if violated, else ``(z, Z, points,
-    indeterminate)`` with the forces inside every cone."""
+    indeterminate)`` with the forces inside every cone.
+
+    A point starting to slide may slip *against* its direction by the rounding of its
+    slip acceleration plus what a force of the cone margins' accuracy (``10 _SOCP_TOL``
+    of the force scale, as the cones' own check below) moves it (:func:`_onset_slack`):
+    a slip onset is an event on such a margin (a box on four corners: the largest margin
+    of its indeterminate forces, Clarabel's), located where the margin is zero to that
+    accuracy, so the excess force there is zero only to it. Without this slack a box
+    pushed through its cones' edge could not start to slide on four corners along the
+    push (its slip acceleration at the located onset was -2.2e-11 m/s^2, ten times the
+    rounding scale), and a degenerate mode with slide directions tilted by 2e-5 was
+    taken instead."""
     x, z, Z = combo.got
     k, m = G.shape[0], A.shape[0]
     nu_tol, slack_tol = _scales(M, F, G, h, x)
     slack = G @ x - h
     if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
         return None
+    fscale = max(1.0, float(np.abs(z).max(initial=0.0)))
     for i in sliders:
         u = T[i] @ x - s[i]
         tol = _slip_tol(M, F, T[i], s[i], x)
         cross = dirs[i][0] * u[1] - dirs[i][1] * u[0]
-        if abs(cross) > tol or float(dirs[i] @ u) < -tol:
+        if abs(cross) > tol or float(dirs[i] @ u) < -(tol + _onset_slack(M, T[i], fscale)):
             return None
     nc = len(combo.closed)
     points, tols = [], []
@@ -231,6 +243,14 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
     if cone_margin(z, Z, points) < -(tol + 10 * _SOCP_TOL * scale):
         return None
     return least_norm_in_cones(z, Z, points), Z, points, True
+
+
+def _onset_slack(M: np.ndarray, Ti: np.ndarray, fscale: float) -> float:
+    """The slip acceleration that a force of ``10 _SOCP_TOL fscale`` on the point's
+    tangents gives it at most: that force times the point's tangential mobility, the
+    largest singular value of ``T_i M^+ T_i^T`` (``M^+`` the pseudo-inverse: a scale)."""
+    mob = float(np.linalg.norm(Ti @ np.linalg.pinv(M) @ Ti.T, 2))
+    return 10 * _SOCP_TOL * fscale * mob
 
 
 def _slip_tol(M, F, Ti, si, x) -> float:

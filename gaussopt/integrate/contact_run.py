@@ -90,7 +90,14 @@ the phase's smooth run (continued by the direction the contact problem gave wher
 onset) and ``u . d0`` with ``d0`` the slip direction at the phase's start (``|u|`` never
 changes sign: where the direction stays, this is the return of ``|u|`` to zero; where
 it turns by a right angle first, the contact problem continues the slide with the new
-direction); events and impacts are decided by
+direction). A slide that starts from rest (``|u| <= vel_tol``, the run's own "at rest")
+carries ``-mu N d0`` along the direction the contact problem gave, *locked*, while its
+slip stays along it: ``u/|u|`` there would make the run stiff (the sideways slip is
+damped at the rate ``mu N / (m |u|)``, unbounded while ``u`` grows from zero, and an
+explicit integrator's steps shrink with ``|u|``: a cube pushed through its cone's edge
+took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip across ``d0``
+reaches ``2 vel_tol``; the slide then continues with ``u/|u|``
+(:func:`_slip_turn_event`). Events and impacts are decided by
 :func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
 shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangents of
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
@@ -163,8 +170,8 @@ class _Model:
         cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
         return s.with_constraints(cons, force=force, name=name)
 
-    def phase(self, closed: np.ndarray, sdir: np.ndarray, d0: Optional[np.ndarray] = None
-              ) -> tuple[System, list[int], list[int]]:
+    def phase(self, closed: np.ndarray, sdir: np.ndarray, d0: Optional[np.ndarray] = None,
+              locked: Optional[np.ndarray] = None) -> tuple[System, list[int], list[int]]:
         """The system of a phase: the closed points as bilateral normal rows, the sticking
         frictional ones with their no-slip rows, the sliding ones (``sdir`` = sign of the
         slip rate) with the Coulomb force ``-mu N sdir`` along their slip gradient. Returns
@@ -173,13 +180,16 @@ class _Model:
         A spatial point (``slip_velocity``) sticks with two no-slip rows (the first one's
         index is returned) and slides (``sdir = 1``) with ``-mu N u/|u|`` along its slip
         velocity ``u`` (``d0``: its unit slip direction at the phase's start, which
-        decides the direction where ``u`` starts from zero)."""
+        decides the direction where ``u`` starts from zero); ``locked`` (bool per point):
+        the sliding spatial points that carry ``-mu N d0`` along ``d0`` itself (a slide
+        from rest, while its slip stays along ``d0``: :func:`_coulomb_force`)."""
         key = tuple(np.flatnonzero(closed))
         dirs = tuple(int(sdir[i]) for i in key)
         P = self.points
         spatial_slide = tuple(tuple(d0[i]) for i, d in zip(key, dirs)
                               if d != 0 and P.dim[i] == 2) if d0 is not None else ()
-        got = self._phases.get((key, dirs, spatial_slide))
+        lock = tuple(bool(locked[i]) for i in key) if locked is not None else ()
+        got = self._phases.get((key, dirs, spatial_slide, lock))
         if got is not None:
             return got
         extra = [P.holonomic(i) for i in key]
@@ -197,9 +207,9 @@ class _Model:
             if i in sticking:
                 t_rows[j] = m + len(key) + sum(width[:sticking.index(i)])
         sliding = [(i, d, n_rows[j]) for j, (i, d) in enumerate(zip(key, dirs)) if d != 0]
-        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding, d0)
+        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding, d0, locked)
                             if sliding else None)
-        got = self._phases[(key, dirs, spatial_slide)] = (sysp, n_rows, t_rows)
+        got = self._phases[(key, dirs, spatial_slide, lock)] = (sysp, n_rows, t_rows)
         return got
 
     def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
@@ -220,16 +230,22 @@ def _kkt_nonsymmetric(M, F, A, b, W) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
-                   d0: Optional[np.ndarray] = None) -> Callable:
+                   d0: Optional[np.ndarray] = None, locked: Optional[np.ndarray] = None
+                   ) -> Callable:
     """``F - sum_i mu_i s_i N_i T_i^T`` with the normal forces ``N_i`` of the sliding points
     solved together with the accelerations (the friction force depends on ``N``).
 
     A spatial point's ``s_i T_i`` is ``e_i^T T_i`` with ``e_i`` the unit direction of its
-    slip velocity ``u_i`` (:func:`_slip_direction`)."""
+    slip velocity ``u_i`` (:func:`_slip_direction`), or ``d0_i`` itself for a ``locked``
+    point (a slide from rest while its slip stays along ``d0_i``): ``u/|u|`` would make
+    the force's derivative across the slip ``mu N / |u|``, unbounded where ``u`` starts
+    from zero, the run stiff; along ``d0`` the two agree while the slip across it stays
+    below the event's ``2 vel_tol`` (:func:`_slip_turn_event`)."""
     P, base = model.points, model.base
     cons = list(base.equalities) + list(extra)
     spatial = any(P.dim[i] == 2 for i, _, _ in sliding)
     d0 = np.array(d0, dtype=float) if d0 is not None else np.zeros((P.k, 2))
+    locked = np.zeros(P.k, dtype=bool) if locked is None else np.array(locked, dtype=bool)
 
     def force(t, q, v):
         F = base.force(t, q, v)
@@ -242,7 +258,9 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
             T2, c2, _ = P.cone_rows(t, q, v)
             for i, _, _ in sliding:
                 if P.dim[i] == 2:
-                    T[i] = _slip_direction(T2[i] @ v + c2[i], d0[i], v, T2[i]) @ T2[i]
+                    e = d0[i] if locked[i] else _slip_direction(T2[i] @ v + c2[i], d0[i], v,
+                                                                T2[i])
+                    T[i] = e @ T2[i]
         W = A.copy()
         for i, d, row in sliding:
             W[row] -= P.mu[i] * d * T[i]
@@ -439,7 +457,8 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
             "or no force satisfies the contact conditions.", [P.labels[i]])
 
 
-def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None) -> None:
+def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None,
+                    locked=None) -> None:
     """A point with ``friction = inf`` whose normal force reached zero: with it open the
     tangential force vanishes too, and the gap must then open (``gap'' >= 0``). A
     nonzero tangential force at ``N = 0`` (no finite ``mu`` would have held it) can
@@ -448,7 +467,7 @@ def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=
     for i in np.flatnonzero(points):
         rest = closed.copy()
         rest[i] = False
-        sysp, _, _ = model.phase(rest, sdir, d0)
+        sysp, _, _ = model.phase(rest, sdir, d0, locked)
         acc = solve_step(sysp, t, q, v).a
         G, _, gam = P.normal_rows(t, q, v)
         gdd = float(G[i] @ acc - gam[i])
@@ -694,14 +713,19 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
             closed, sdir = new_closed, new_sdir
             d0 = np.zeros((k, 2))          # spatial sliding points: the slip direction now
+            locked = np.zeros(k, dtype=bool)     # ... sliding from rest: along d0 itself
             if P.spatial and sol is not None:
                 d0[idx] = sol.direction
+                T2, c2, _ = P.cone_rows(t, q, v)
+                u = np.einsum("kjn,n->kj", T2, v) + c2
+                locked = closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1])
+                                                                  <= vel_tol)
             hints, release = {}, []
-            sysp, n_rows, t_rows = model.phase(closed, sdir, d0)
+            sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
                                           touching & ~closed & (np.abs(gdot) <= vel_tol),
-                                          gdot, 1e-3 * gap_tol, d0, vel_tol)
+                                          gdot, 1e-3 * gap_tol, d0, vel_tol, locked)
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -715,7 +739,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 forces.adjust(tr)
                 indeterminate.append((float(tr.t[0]) if len(tr) else t, float(tr.t[-1]) if
                                       len(tr) else t, [P.labels[i] for i in forces.members]))
-            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy(), d0))
+            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy(), d0, locked))
             if not tr.success:
                 status, message, exception = tr.status, tr.message, tr.exception
                 break
@@ -750,7 +774,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 elif kind == "group":
                     release.append(list(forces.members))
             t = te
-            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol, d0)
+            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol, d0,
+                            locked)
     except ContactSolveError as e:
         if not pieces:                       # nothing computed: the state cannot start
             raise
@@ -987,12 +1012,14 @@ class _PhaseForces:
 
 
 def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t_rows,
-                  t, q, v, resting, gdot, offset, d0=None, vel_tol=None) -> tuple[list, list]:
+                  t, q, v, resting, gdot, offset, d0=None, vel_tol=None, locked=None
+                  ) -> tuple[list, list]:
     """The terminal events of a phase and their kinds ``(kind, point, direction)``: a closed
     point's normal force reaching zero ("open") and, sticking with finite friction, its
     force reaching either edge of its cone ("slide"), or, sliding, its slip rate reaching
-    zero ("slip0"); the members of an indeterminate group together ("group"); an open
-    point's closing ("touch").
+    zero ("slip0"), a spatial one sliding from rest along its locked ``d0``, its slip
+    across ``d0`` reaching ``2 vel_tol`` ("turn"); the members of an indeterminate group
+    together ("group"); an open point's closing ("touch").
 
     A force that starts at zero within rounding (a point touching without load) is watched
     with an offset of its rounding scale, so that rounding noise around zero is no event;
@@ -1027,6 +1054,8 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                 else:
                     add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
                         ("slip0", i, 0))
+                    if locked is not None and locked[i]:
+                        add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
             elif P.frictional[i] and not P.sticks[i]:
                 if sdir[i] == 0:
                     for d in (-1, 1):       # mu N + d T (T reaches -d mu N: slides d)
@@ -1091,6 +1120,22 @@ def _slip_dir_event(P: ContactPoints, i: int, d0: np.ndarray, t_start: float, q0
     return slip_dir
 
 
+def _slip_turn_event(P: ContactPoints, i: int, d0: np.ndarray, limit: float):
+    """``limit - |u x d0|``: the slip of a point sliding from rest with its friction locked
+    along ``d0`` (:func:`_coulomb_force`) turns away from ``d0``. While the slip across
+    ``d0`` stays below ``limit`` (``2 vel_tol``: above the run's "at rest", so that the
+    contact problem at the event sees a moving point and the next phase follows
+    ``u/|u|``), the locked force's direction differs from ``u/|u|`` by at most ``limit /
+    |u|``; a slide that keeps its direction (a body pushed straight) never ends this
+    way."""
+    def slip_turn(t, q, v):
+        T, c, _ = P.cone_rows(t, q, v)
+        u = T[i] @ v + c[i]
+        return limit - abs(float(d0[0] * u[1] - d0[1] * u[0]))
+    slip_turn.__name__ = f"slip of {P.labels[i]} across its starting direction"
+    return slip_turn
+
+
 def _cone_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float, d: int,
                 offset: float = 0.0):
     """``mu N + d T``: a sticking point reaches the friction cone (``T = -d mu N``)."""
@@ -1119,8 +1164,8 @@ def _force_event(forces: _PhaseForces, row: int, offset: float = 0.0):
     return normal_force
 
 
-def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir, d0, m: int,
-                  cforce: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir, d0, locked,
+                  m: int, cforce: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One phase's multipliers (base rows, normal forces, two tangential components per
     point: ``m + 3 k`` columns), normal forces (N, k) and friction forces (N, k, 2) of a
     system with spatial points; a sliding point's ``-mu N e`` is added to ``cforce``."""
@@ -1136,7 +1181,8 @@ def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir
         elif sdir[i]:
             for r in range(N):
                 T2, c2, _ = P.cone_rows(float(tr.t[r]), tr.q[r], tr.v[r])
-                e = _slip_direction(T2[i] @ tr.v[r] + c2[i], d0[i], tr.v[r], T2[i])
+                e = d0[i] if locked[i] else _slip_direction(T2[i] @ tr.v[r] + c2[i], d0[i],
+                                                            tr.v[r], T2[i])
                 fr[r, i] = -P.mu[i] * f[r, i] * e
                 cforce[r] += fr[r, i] @ T2[i]
         L[:, m + k + 2 * i:m + k + 2 * i + 2] = fr[:, i]
@@ -1152,14 +1198,14 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
             "sigma_min": []}
     lam, forces, frictions = [], [], []
     rank_events, stats = [], {}
-    for tr, closed, n_rows, t_rows, sdir, d0 in pieces:
+    for tr, closed, n_rows, t_rows, sdir, d0, locked in pieces:
         N = len(tr)
         for key in cols:
             val = getattr(tr, key)
             cols[key].append(val if val is not None else np.full(N, np.nan))
         cols["constraint_force"][-1] = np.array(cols["constraint_force"][-1])   # own copy
         if P.spatial:
-            L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, d0, m,
+            L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, d0, locked, m,
                                      cols["constraint_force"][-1])
             lam.append(L)
             forces.append(f)
