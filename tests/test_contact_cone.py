@@ -223,19 +223,33 @@ def test_cube_on_incline_rests_or_slides(above):
     assert labels <= ({"close stick"} if above else {"close slide"})
 
 
-def test_cube_pushed_at_an_angle_slides_along_the_push():
-    mu, k, phi = 0.4, 20.0, 0.7
+@pytest.mark.parametrize("phi", [0.0, 0.7])
+def test_cube_pushed_at_an_angle_slides_along_the_push(phi):
+    """Sticks, then all four corners slide along the push (the friction of each is ``-mu
+    N_i d``: the yaw moment of such forces vanishes for every admissible distribution of
+    the normal forces, so the motion is pure translation). The slide grows from rest
+    (slip ``~ (t - ts)^2``) with each corner's friction along ``d``: the run's steps are
+    those of a cubic (it crawled at 2e-11 s steps while the friction followed ``u/|u|``
+    of a slip at rounding level, and corners slid tilted by 2e-5 from the onset): a few
+    dozen steps bound it. Each corner's friction along ``-d`` within the cones' bound
+    (1e-9 m g: rounding and Clarabel's distribution of the normal forces)."""
+    mu, k = 0.4, 20.0
     q0, u0 = launch(B_C, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
     tr = go.simulate(cube(mu, push=(k, phi)), (0.0, 0.7), q0, u0, **TOL)
     assert tr.success, tr.message
     assert_in_cones(tr, mu)
     ts = mu * M_C * G0 / k
     onset = [x for x in tr.meta["contact_transitions"] if x[2] == "slide"]
-    assert onset and onset[0][0] == pytest.approx(ts, rel=1e-9, abs=0)
+    assert len(onset) == 4 and {x[0] for x in onset} == {onset[0][0]}
+    assert onset[0][0] == pytest.approx(ts, rel=1e-9, abs=0)
+    assert tr.stats["phases"] == 2 and tr.stats["steps"] <= 50
     d = np.array([math.cos(phi), math.sin(phi)])
     s = k * np.clip(tr.t - ts, 0, None) ** 3 / (6 * M_C)
     np.testing.assert_allclose(tr.q[:, :2], s[:, None] * d, atol=1e-8)
     np.testing.assert_allclose(tr.q[:, 2], B_C, atol=1e-8)
+    sliding = tr.t > onset[0][0]
+    want = -mu * tr.contact_forces[sliding][..., None] * d
+    np.testing.assert_allclose(tr.friction_forces[sliding], want, atol=1e-9 * M_C * G0)
 
 
 # --------------------------------------------------------------------------- the problem
