@@ -252,6 +252,42 @@ def test_cube_pushed_at_an_angle_slides_along_the_push(phi):
     np.testing.assert_allclose(tr.friction_forces[sliding], want, atol=1e-9 * M_C * G0)
 
 
+# --------------------------------------------------------------------------- the puck
+def test_puck_pushed_by_a_turning_force_follows_the_sliding_ode():
+    """A point mass on the floor pushed by ``m A (cos wt, sin wt)`` with ``A > mu g``
+    slides from rest along ``x`` (friction locked along it while the slip stays along it)
+    and, its slip turning with the push, continues with ``-mu m g u/|u|`` after the
+    lock's event: two phases. Reference: ``v' = A (cos wt, sin wt) - mu g v/|v|``
+    integrated by scipy at 1e-13 from ``v = 1e-15 x`` (the slip grows like ``t``, so its
+    steps grow geometrically from there). Bound: the locked force leaves the slip across
+    ``x`` uncorrected up to ``2 vel_tol`` (~4e-9 m/s) for ~3e-5 s, damped at the rate
+    ``mu g / |u|`` after it: the positions err by far less than that times the run's
+    0.5 s, the velocities by the damped remainder; 1e-8 covers both and the integrators'
+    own 1e-10."""
+    m, mu, A, w = 1.5, 0.3, 6.0, 2.0
+    puck = go.Contact(lambda t, q: q[2:3], slip_velocity=lambda t, q, v: v[None, :2],
+                      friction=mu, rheonomic=False, name="puck")
+    sysm = go.System(("x", "y", "z"), mass=np.eye(3) * m, constraints=[puck],
+                     force=lambda t, q, v: np.array([m * A * math.cos(w * t),
+                                                     m * A * math.sin(w * t), -m * G0]))
+    tr = go.simulate(sysm, (0.0, 0.5), np.zeros(3), np.zeros(3), **TOL)
+    assert tr.success, tr.message
+    assert tr.stats["phases"] == 2
+    assert_in_cones(tr, mu, rel=1e-9 * M_C / m)
+
+    def rhs(t, y):
+        vx, vy = y[2:]
+        sp = math.hypot(vx, vy)
+        return [vx, vy, A * math.cos(w * t) - mu * G0 * vx / sp,
+                A * math.sin(w * t) - mu * G0 * vy / sp]
+    ref = solve_ivp(rhs, (0.0, 0.5), [0.0, 0.0, 1e-15, 0.0], method="DOP853", rtol=1e-13,
+                    atol=1e-16, dense_output=True)
+    y = ref.sol(tr.t)
+    np.testing.assert_allclose(tr.q[:, :2], y[:2].T, atol=1e-8)
+    np.testing.assert_allclose(tr.v[:, :2], y[2:].T, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
+
+
 # --------------------------------------------------------------------------- the problem
 def particle_problem(f, mu):
     M = np.eye(3)
