@@ -158,6 +158,13 @@ def check_contacts(ns, out):
     for law, want in (("newton", [-1 / 3, 2 / 3, 2 / 3]), ("sequential", [0.0, 0.0, 1.0])):
         got = [float(x) for x in rows[law].split()]
         assert np.allclose(got, want, rtol=0, atol=1e-12), (law, got)
+    # the sliding sphere (tests/test_contact_cone.py): its roll time and speed to the
+    # 12 decimals printed (the run's errors are ~1e-12 there)
+    got, want = re.findall(r"rolls at t = ([-+0-9.eE]+) s; 2 v0/\(7 mu g\) = ([-+0-9.eE]+) s",
+                           out)[0]
+    assert abs(float(got) - float(want)) <= 2e-11
+    got, want = re.findall(r"speed then ([-+0-9.eE]+) m/s; 5/7 v0 = ([-+0-9.eE]+) m/s", out)[0]
+    assert abs(float(got) - float(want)) <= 2e-11
 
 
 def check_multibody(ns, out):

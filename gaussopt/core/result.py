@@ -135,7 +135,8 @@ class Impact:
     impulses : ndarray, shape (k,)
         Normal impulse of every contact point (0 for those not involved).
     tangential_impulses : ndarray, shape (k,)
-        Tangential impulses of sticking points (``friction=inf``).
+        Tangential (friction) impulses along each point's slip gradient; shape (k, 2)
+        with spatial contacts (``Contact(slip_velocity=...)``), along its two tangents.
     gap_rate_before, gap_rate_after : ndarray, shape (k,)
     kinetic_before, kinetic_after : float
         ``1/2 v^T M v`` before and after.
@@ -239,7 +240,9 @@ class Trajectory:
         The normal force of every contact point at each sample (0 while open).
     friction_forces : ndarray, shape (N, k), or None
         The tangential force of every contact point along its slip gradient (sticking:
-        the no-slip row's multiplier; sliding: ``-mu N sign(slip rate)``; else 0).
+        the no-slip row's multiplier; sliding: ``-mu N sign(slip rate)``; else 0). With
+        spatial contacts (``Contact(slip_velocity=...)``) shape (N, k, 2), along the two
+        tangents (sliding: ``-mu N u/|u|``).
 
     All arrays after ``t``, ``q``, ``v`` are recomputed from the model at the
     output times, never collected inside the right-hand side.
@@ -337,7 +340,12 @@ class Trajectory:
         for key, arr in (("N", self.contact_forces), ("T", self.friction_forces)):
             if arr is not None:
                 for i in range(arr.shape[1]):
-                    cols[f"{key}.{points[i] if i < len(points) else i}"] = arr[:, i]
+                    name = f"{key}.{points[i] if i < len(points) else i}"
+                    if arr.ndim == 3:               # spatial friction: two tangents
+                        for j in range(arr.shape[2]):
+                            cols[f"{name}.{j + 1}"] = arr[:, i, j]
+                    else:
+                        cols[name] = arr[:, i]
         return cols
 
     def to_dataframe(self):
@@ -862,9 +870,10 @@ def _check_arrays(arrays: dict, header: dict) -> list[str]:
                 problems.append(f"missing array `{k}`: the file is a run with contacts (meta "
                                 f"`contact_points` = {points}), which Trajectory.save writes "
                                 "with its per-point forces")
-        elif x.ndim != 2 or x.shape[0] != N:
-            problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples, found "
-                            f"{x.shape}")
+        elif (x.ndim != 2 and not (k == "friction_forces" and x.ndim == 3 and x.shape[2] == 2)
+              or x.shape[0] != N):
+            problems.append(f"array `{k}` must have shape (N, k) with N = {N} samples (friction "
+                            f"forces of points in space: (N, k, 2)), found {x.shape}")
         elif points and x.shape[1] != len(points):
             problems.append(f"array `{k}` has shape {x.shape} but there are {len(points)} "
                             f"contact points {points} (expected ({N}, {len(points)}))")

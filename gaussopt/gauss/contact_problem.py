@@ -50,9 +50,11 @@ It is never an equal split judged point by point.
 
 Exact for planar point contacts (one tangent per point) with any number of
 points, bilateral rows, redundant rows and singular ``M`` (as long as the
-accelerations are determined). Not solved: spatial friction cones (a circular
-cone is not a linear complementarity problem), and problems with more than
-:data:`MAX_COMBINATIONS` combinations of modes.
+accelerations are determined). Spatial point contacts (two tangents, the circular
+cone ``|t| <= mu N``: not a linear complementarity problem) are solved by
+:mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide directions
+solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
+solved: problems with more than :data:`MAX_COMBINATIONS` combinations of modes.
 
 References
 ----------
@@ -129,6 +131,10 @@ class ContactSolution:
         distribution inside every cone.
     slip : ndarray, shape (k,)
         ``T x - s``.
+    direction : ndarray, shape (k, 2)
+        Spatial points only (:func:`gaussopt.gauss.contact_cone.solve_contact_cone`, where
+        ``tau`` and ``slip`` have shape (k, 2)): the unit slip direction of every sliding
+        point, 0 elsewhere.
     """
 
     x: np.ndarray
@@ -141,6 +147,9 @@ class ContactSolution:
     mode: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
     indeterminate: bool = False
     slip: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: spatial points (:mod:`gaussopt.gauss.contact_cone`), shape (k, 2): the unit slip
+    #: direction of every sliding point (0 for the others)
+    direction: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
 
 def _scales(M, F, G, h, x):
@@ -296,6 +305,21 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
     fr[d != 0] = mu[d != 0] * d[d != 0]
     W = np.concatenate([A, G[closed] - fr[closed][:, None] * T[closed], T[trows]])
     rhs = np.concatenate([b, h[closed], s[trows]])
+    got = svd_kkt(M, F, J, W, rhs)
+    if got is None:
+        return None
+    x, z, Z = got
+    return _Combination(x=x, z=z, Z=Z, closed=closed, trows=trows, W_rows=W, J_rows=J,
+                        rhs=rhs)
+
+
+def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
+            ) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
+    points' rows), by an SVD of the row-scaled KKT matrix: the minimum-norm ``z`` and an
+    orthonormal basis ``Z`` of the force combinations left free; None when the rows are
+    inconsistent or the accelerations are not determined."""
+    n = M.shape[0]
     p = J.shape[0]
     rn = np.sqrt((J * J).sum(axis=1))
     rs = 1.0 / np.where(rn > 0, rn, 1.0)
@@ -324,8 +348,7 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
         Z, _ = np.linalg.qr(null[n:] * zscale[:, None])
     else:
         Z = np.zeros((p, 0))
-    return _Combination(x=x, z=z, Z=Z, closed=closed, trows=trows, W_rows=W, J_rows=J,
-                        rhs=rhs)
+    return x, z, Z
 
 
 def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarray,

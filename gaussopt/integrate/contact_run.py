@@ -91,7 +91,28 @@ and the integrator's steps then grow long.
 ``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
 phases' dense solutions in turn, continuous from the right at an impact.
 
-Not supported yet: spatial friction cones, contact problems with more than
+Spatial point contacts (``Contact(slip_velocity=...)``, two tangents per point, the
+circular cone ``|t| <= mu N``): a sticking point has two no-slip rows (velocity
+level); a sliding one carries ``-mu N u/|u|`` along its slip velocity ``u``, a force of
+the phase's smooth run (continued by the direction the contact problem gave where
+``u`` starts from zero, :func:`_slip_direction`); the watches are ``mu N - |t|`` (slip
+onset) and ``u . d0`` with ``d0`` the slip direction at the phase's start (``|u|`` never
+changes sign: where the direction stays, this is the return of ``|u|`` to zero; where
+it turns by a right angle first, the contact problem continues the slide with the new
+direction). A slide that starts from rest (``|u| <= vel_tol``, the run's own "at rest")
+carries ``-mu N d0`` along the direction the contact problem gave, *locked*, while its
+slip stays along it: ``u/|u|`` there would make the run stiff (the sideways slip is
+damped at the rate ``mu N / (m |u|)``, unbounded while ``u`` grows from zero, and an
+explicit integrator's steps shrink with ``|u|``: a cube pushed through its cone's edge
+took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip across ``d0``
+reaches ``2 vel_tol``; the slide then continues with ``u/|u|``
+(:func:`_slip_turn_event`). Events and impacts are decided by
+:func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
+shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangents of
+``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
+not supported.
+
+Not supported yet: contact problems with more than
 :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
 user ``events`` together with contacts, nonlinear nonholonomic constraints together
 with contacts (an impact needs velocity constraints affine in ``v``).
@@ -125,6 +146,8 @@ from gaussopt.integrate.guards import InterruptGuard
 from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, STICK,
                                             ContactSolveError, admissible, max_margin,
                                             solve_contact)
+from gaussopt.gauss.contact_cone import (SLIDE, cone_margin, least_norm_in_cones,
+                                         solve_contact_cone)
 from gaussopt.model.contact import ContactPoints
 
 __all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
@@ -156,32 +179,46 @@ class _Model:
         cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
         return s.with_constraints(cons, force=force, name=name)
 
-    def phase(self, closed: np.ndarray, sdir: np.ndarray) -> tuple[System, list[int], list[int]]:
+    def phase(self, closed: np.ndarray, sdir: np.ndarray, d0: Optional[np.ndarray] = None,
+              locked: Optional[np.ndarray] = None) -> tuple[System, list[int], list[int]]:
         """The system of a phase: the closed points as bilateral normal rows, the sticking
         frictional ones with their no-slip rows, the sliding ones (``sdir`` = sign of the
         slip rate) with the Coulomb force ``-mu N sdir`` along their slip gradient. Returns
-        it with the row indices (normal, tangential: -1 if none) of the closed points."""
+        it with the row indices (normal, tangential: -1 if none) of the closed points.
+
+        A spatial point (``slip_velocity``) sticks with two no-slip rows (the first one's
+        index is returned) and slides (``sdir = 1``) with ``-mu N u/|u|`` along its slip
+        velocity ``u`` (``d0``: its unit slip direction at the phase's start, which
+        decides the direction where ``u`` starts from zero); ``locked`` (bool per point):
+        the sliding spatial points that carry ``-mu N d0`` along ``d0`` itself (a slide
+        from rest, while its slip stays along ``d0``: :func:`_coulomb_force`)."""
         key = tuple(np.flatnonzero(closed))
         dirs = tuple(int(sdir[i]) for i in key)
-        got = self._phases.get((key, dirs))
+        P = self.points
+        spatial_slide = tuple(tuple(d0[i]) for i, d in zip(key, dirs)
+                              if d != 0 and P.dim[i] == 2) if d0 is not None else ()
+        lock = tuple(bool(locked[i]) for i in key) if locked is not None else ()
+        got = self._phases.get((key, dirs, spatial_slide, lock))
         if got is not None:
             return got
-        P = self.points
         extra = [P.holonomic(i) for i in key]
         sticking = [i for i, d in zip(key, dirs) if P.frictional[i] and d == 0]
-        extra += [P.holonomic(i, tangent=True) for i in sticking]
+        extra += [P.no_slip(i) if P.dim[i] == 2 else P.holonomic(i, tangent=True)
+                  for i in sticking]
         name = ", ".join(P.labels[i] + ("" if d == 0 else (" sliding +" if d > 0 else " sliding -"))
                          for i, d in zip(key, dirs))
         name = name + " closed" if key else "contacts open"
         m = _row_count(self.base)
         n_rows = list(range(m, m + len(key)))
         t_rows = [-1] * len(key)
+        width = [2 if P.dim[i] == 2 else 1 for i in sticking]
         for j, i in enumerate(key):
             if i in sticking:
-                t_rows[j] = m + len(key) + sticking.index(i)
+                t_rows[j] = m + len(key) + sum(width[:sticking.index(i)])
         sliding = [(i, d, n_rows[j]) for j, (i, d) in enumerate(zip(key, dirs)) if d != 0]
-        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding) if sliding else None)
-        got = self._phases[(key, dirs)] = (sysp, n_rows, t_rows)
+        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding, d0, locked)
+                            if sliding else None)
+        got = self._phases[(key, dirs, spatial_slide, lock)] = (sysp, n_rows, t_rows)
         return got
 
     def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
@@ -201,11 +238,23 @@ def _kkt_nonsymmetric(M, F, A, b, W) -> tuple[np.ndarray, np.ndarray]:
     return z[:n], z[n:]
 
 
-def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list) -> Callable:
+def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
+                   d0: Optional[np.ndarray] = None, locked: Optional[np.ndarray] = None
+                   ) -> Callable:
     """``F - sum_i mu_i s_i N_i T_i^T`` with the normal forces ``N_i`` of the sliding points
-    solved together with the accelerations (the friction force depends on ``N``)."""
+    solved together with the accelerations (the friction force depends on ``N``).
+
+    A spatial point's ``s_i T_i`` is ``e_i^T T_i`` with ``e_i`` the unit direction of its
+    slip velocity ``u_i`` (:func:`_slip_direction`), or ``d0_i`` itself for a ``locked``
+    point (a slide from rest while its slip stays along ``d0_i``): ``u/|u|`` would make
+    the force's derivative across the slip ``mu N / |u|``, unbounded where ``u`` starts
+    from zero, the run stiff; along ``d0`` the two agree while the slip across it stays
+    below the event's ``2 vel_tol`` (:func:`_slip_turn_event`)."""
     P, base = model.points, model.base
     cons = list(base.equalities) + list(extra)
+    spatial = any(P.dim[i] == 2 for i, _, _ in sliding)
+    d0 = np.array(d0, dtype=float) if d0 is not None else np.zeros((P.k, 2))
+    locked = np.zeros(P.k, dtype=bool) if locked is None else np.array(locked, dtype=bool)
 
     def force(t, q, v):
         F = base.force(t, q, v)
@@ -214,6 +263,13 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list) -
         A = np.concatenate([p[0] for p in parts])
         b = np.concatenate([p[1] for p in parts])
         T, _, _ = P.tangent_rows(t, q, v)
+        if spatial:
+            T2, c2, _ = P.cone_rows(t, q, v)
+            for i, _, _ in sliding:
+                if P.dim[i] == 2:
+                    e = d0[i] if locked[i] else _slip_direction(T2[i] @ v + c2[i], d0[i], v,
+                                                                T2[i])
+                    T[i] = e @ T2[i]
         W = A.copy()
         for i, d, row in sliding:
             W[row] -= P.mu[i] * d * T[i]
@@ -224,6 +280,19 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list) -
         return out
 
     return force
+
+
+def _slip_direction(u: np.ndarray, d0: np.ndarray, v: np.ndarray, Ti: np.ndarray) -> np.ndarray:
+    """The unit direction of a spatial point's slip velocity ``u``, continued by ``d0`` (the
+    direction the contact problem gave at the phase's start) where ``u`` vanishes: the
+    direction of ``u + delta d0`` with ``delta`` the rounding scale of ``u`` (``1e2 eps
+    |T| |v|``), so that a slide starting from rest (``u = 0``, growing along ``d0``) has
+    a defined and continuous force. Elsewhere the change is ``delta / |u|``, rounding."""
+    delta = 1e2 * _EPS * (1.0 + float(np.abs(Ti).max(initial=0.0)) * float(
+        np.abs(v).max(initial=0.0)))
+    w = u + delta * d0
+    nw = float(np.hypot(w[0], w[1]))
+    return w / nw if nw > 0 else np.array(d0, dtype=float)
 
 
 def _row_count(system: System) -> int:
@@ -268,10 +337,31 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
         prefer = np.full(P.k, -1)
         prefer[[i for i in start if i in pos]] = CLOSED
     rel = [[pos[i] for i in grp if i in pos] for grp in release]
+    if P.spatial:
+        T2, c2, gam2 = P.cone_rows(t, q, v)
+        sol = solve_contact_cone(M, F, A, b, G[idx], gam[idx], T2[idx], gam2[idx], mu=P.mu[idx],
+                                 slide=_slide_directions(P, T2, c2, v, vel_tol)[idx],
+                                 prefer=np.asarray(prefer)[idx], release=rel,
+                                 labels=[P.labels[i] for i in idx])
+        return idx, sol
     sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], mu=P.mu[idx],
                         slide=slide[idx], prefer=np.asarray(prefer)[idx], release=rel,
                         labels=[P.labels[i] for i in idx])
     return idx, sol
+
+
+def _slide_directions(P: ContactPoints, T2: np.ndarray, c2: np.ndarray, v: np.ndarray,
+                      vel_tol: Optional[np.ndarray]) -> np.ndarray:
+    """The unit slip directions of the spatial points with finite friction that slip faster
+    than ``vel_tol``, zero rows for the others."""
+    out = np.zeros((P.k, 2))
+    if vel_tol is None:
+        return out
+    u = np.einsum("kjn,n->kj", T2, v) + c2
+    speed = np.hypot(u[:, 0], u[:, 1])
+    moving = P.frictional & ~P.sticks & (P.dim == 2) & (speed > vel_tol)
+    out[moving] = u[moving] / speed[moving, None]
+    return out
 
 
 def _slide_signs(P: ContactPoints, u: np.ndarray, vel_tol: Optional[np.ndarray]) -> np.ndarray:
@@ -313,6 +403,22 @@ def _decide(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, cand: np.nd
     new_sdir = np.zeros(k, dtype=int)
     if not cand.any():
         return new_closed, new_sdir, None, None
+    if P.spatial:
+        # circular cones: a point sliding on (its slip velocity above vel_tol) or starting
+        # to slide has sdir = 1, its direction in sol.direction. A touching point at rest
+        # prefers to close (unless an event said otherwise): on four corners, three carry
+        # a body as well as four, and the one left open would be a tie decided against
+        # the least-norm forces of all four
+        for i in np.flatnonzero(cand & ~closed):
+            if i not in hints:
+                prefer[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
+        idx, sol = contact_step(model, t, q, v, cand, prefer=prefer, release=release,
+                                vel_tol=vel_tol)
+        new_closed[idx[sol.active]] = True
+        for j, i in enumerate(idx):
+            if np.any(sol.direction[j]):
+                new_sdir[i] = 1
+        return new_closed, new_sdir, idx, sol
     T, ct, _ = P.tangent_rows(t, q, v)
     slide = _slide_signs(P, T @ v + ct, vel_tol)
     try:
@@ -360,7 +466,8 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
             "or no force satisfies the contact conditions.", [P.labels[i]])
 
 
-def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> None:
+def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None,
+                    locked=None) -> None:
     """A point with ``friction = inf`` whose normal force reached zero: with it open the
     tangential force vanishes too, and the gap must then open (``gap'' >= 0``). A
     nonzero tangential force at ``N = 0`` (no finite ``mu`` would have held it) can
@@ -369,7 +476,7 @@ def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol) -> 
     for i in np.flatnonzero(points):
         rest = closed.copy()
         rest[i] = False
-        sysp, _, _ = model.phase(rest, sdir)
+        sysp, _, _ = model.phase(rest, sdir, d0, locked)
         acc = solve_step(sysp, t, q, v).a
         G, _, gam = P.normal_rows(t, q, v)
         gdd = float(G[i] @ acc - gam[i])
@@ -411,10 +518,20 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     h = -cg - e * np.minimum(gdot, 0.0)
     h[rest] = -cg[rest]
     prefer = np.where(closing | rest, STICK, OPEN)
-    sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
-                        prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
+    if P.spatial:
+        # the circular cones at the velocity level: the slip velocity after the impact
+        # u+ = T2 v+ + c2 (Coulomb's impulse -mu P_n u+/|u+| where it slides)
+        T2, c2, _ = P.cone_rows(t, q, v)
+        sol = solve_contact_cone(M, M @ v, B, -c, G[idx], h[idx], T2[idx], -c2[idx],
+                                 mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
+                                 labels=[P.labels[i] for i in idx])
+        timp = np.zeros((P.k, 2))
+    else:
+        sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
+                            prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
+        timp = np.zeros(P.k)
     vp = sol.x
-    imp, timp = np.zeros(P.k), np.zeros(P.k)
+    imp = np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
     active = np.zeros(P.k, dtype=bool)
     active[idx[sol.active]] = True
@@ -569,6 +686,11 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     rtol, atol = opts.rtol, opts.atol
     model = _Model(system, t0, q)
     P, k = model.points, model.points.k
+    if P.spatial and np.any(P.frictional & (P.dim == 1)):
+        raise UnsupportedConstraintError(
+            "contacts with `slip_velocity` (circular friction cones in space) and frictional "
+            "contacts with `slip` (planar) in one system: give every frictional contact of a "
+            "spatial system a `slip_velocity`.")
     P.gaps(t0, q)                  # (a gap that returns no finite numbers: named here)
     model.base.check(t0, q, v)
     for c in system.contacts:
@@ -640,18 +762,27 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
                 what = ("open" if not new_closed[i] else "close" if not closed[i] else "") + (
                     "" if not new_closed[i] else " stick" if P.frictional[i] and new_sdir[i] == 0
+                    else " slide" if new_sdir[i] and P.dim[i] == 2
                     else f" slide {'+' if new_sdir[i] > 0 else '-'}" if new_sdir[i] else "")
                 transitions.append((t, P.labels[i], what.strip()))
                 transition_states.append(np.concatenate([q, v]))
             sticking = new_closed & P.frictional & (new_sdir == 0)
             P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
             closed, sdir = new_closed, new_sdir
+            d0 = np.zeros((k, 2))          # spatial sliding points: the slip direction now
+            locked = np.zeros(k, dtype=bool)     # ... sliding from rest: along d0 itself
+            if P.spatial and sol is not None:
+                d0[idx] = sol.direction
+                T2, c2, _ = P.cone_rows(t, q, v)
+                u = np.einsum("kjn,n->kj", T2, v) + c2
+                locked = closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1])
+                                                                  <= vel_tol)
             hints, release = {}, []
-            sysp, n_rows, t_rows = model.phase(closed, sdir)
+            sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
                                           touching & ~closed & (np.abs(gdot) <= vel_tol),
-                                          gdot, 1e-3 * gap_tol)
+                                          gdot, 1e-3 * gap_tol, d0, vel_tol, locked)
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -665,7 +796,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 forces.adjust(tr)
                 indeterminate.append((float(tr.t[0]) if len(tr) else t, float(tr.t[-1]) if
                                       len(tr) else t, [P.labels[i] for i in forces.members]))
-            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy()))
+            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy(), d0, locked))
             if not tr.success:
                 status, message, exception = tr.status, tr.message, tr.exception
                 break
@@ -700,7 +831,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 elif kind == "group":
                     release.append(list(forces.members))
             t = te
-            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol)
+            _check_lift_off(model, t, q, v, closed, sdir, lifted & P.sticks, vel_tol, d0,
+                            locked)
     except ContactSolveError as e:
         if not pieces:                       # nothing computed: the state cannot start
             raise
@@ -850,12 +982,22 @@ class _PhaseForces:
         closed_idx = list(np.flatnonzero(closed))
         self.members = []
         rows = []
+        #: spatial points: the members' circular cones as (normal row, tangent rows or None,
+        #: mu, False) for :func:`~gaussopt.gauss.contact_cone.cone_margin`; else None
+        self.cone_points = [] if P.spatial else None
         for j, i in enumerate(closed_idx):
-            hit = np.abs(Z[n_rows[j]]).max(initial=0.0) > 1e-8 or (
-                t_rows[j] >= 0 and np.abs(Z[t_rows[j]]).max(initial=0.0) > 1e-8)
+            t_all = [] if t_rows[j] < 0 else [t_rows[j]] + ([t_rows[j] + 1] if P.dim[i] == 2
+                                                             else [])
+            hit = np.abs(Z[n_rows[j]]).max(initial=0.0) > 1e-8 or any(
+                np.abs(Z[r]).max(initial=0.0) > 1e-8 for r in t_all)
             if not hit:
                 continue
             self.members.append(int(i))
+            if self.cone_points is not None:
+                finite = bool(t_all) and P.frictional[i] and not P.sticks[i]
+                self.cone_points.append((n_rows[j], tuple(t_all) if finite else None,
+                                         float(P.mu[i]), False))
+                continue
             c = np.zeros(A.shape[0])
             c[n_rows[j]] = 1.0
             rows.append(c)
@@ -903,13 +1045,18 @@ class _PhaseForces:
         """The largest margin (force units) by which a distribution of the members' forces
         keeps every normal force >= 0 and every friction force inside its cone."""
         lam, Z = self._parts(t, q, v)
-        val = max_margin(self.C @ lam, self.C @ Z)
-        return val if math.isfinite(val) else 1e300
+        if self.cone_points is not None:
+            val = cone_margin(np.asarray(lam), Z, self.cone_points)
+        else:
+            val = max_margin(self.C @ lam, self.C @ Z)
+        return val if math.isfinite(val) else (1e300 if val > 0 else -1e300)
 
     def distribution(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """The least-norm multipliers with every member's forces admissible (the minimum-norm
         ones where no distribution is: the phase then ends at its group event)."""
         lam, Z = self._parts(t, q, v)
+        if self.cone_points is not None:
+            return least_norm_in_cones(np.asarray(lam), Z, self.cone_points)
         if Z.shape[1] == 0 or self.C.shape[0] == 0:
             return np.array(lam)
         y = admissible(-Z.T @ lam, -self.C @ Z, self.C @ lam, np.full(self.C.shape[0], self.tol))
@@ -922,12 +1069,14 @@ class _PhaseForces:
 
 
 def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t_rows,
-                  t, q, v, resting, gdot, offset) -> tuple[list, list]:
+                  t, q, v, resting, gdot, offset, d0=None, vel_tol=None, locked=None
+                  ) -> tuple[list, list]:
     """The terminal events of a phase and their kinds ``(kind, point, direction)``: a closed
     point's normal force reaching zero ("open") and, sticking with finite friction, its
     force reaching either edge of its cone ("slide"), or, sliding, its slip rate reaching
-    zero ("slip0"); the members of an indeterminate group together ("group"); an open
-    point's closing ("touch").
+    zero ("slip0"), a spatial one sliding from rest along its locked ``d0``, its slip
+    across ``d0`` reaching ``2 vel_tol`` ("turn"); the members of an indeterminate group
+    together ("group"); an open point's closing ("touch").
 
     A force that starts at zero within rounding (a point touching without load) is watched
     with an offset of its rounding scale, so that rounding noise around zero is no event;
@@ -952,7 +1101,19 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
             j = closed_idx.index(i)
             N0 = float(lam0[n_rows[j]])
             add(_force_event(forces, n_rows[j], tol if abs(N0) <= tol else 0.0), ("open", i, 0))
-            if P.frictional[i] and not P.sticks[i]:
+            if P.frictional[i] and not P.sticks[i] and P.dim[i] == 2:
+                if sdir[i] == 0:
+                    # the circular cone: mu N - |t| reaches zero
+                    t_r = t_rows[j]
+                    m0 = P.mu[i] * N0 - float(np.hypot(lam0[t_r], lam0[t_r + 1]))
+                    add(_circle_event(forces, n_rows[j], t_r, P.mu[i],
+                                      tol if abs(m0) <= tol else 0.0), ("slide", i, 1))
+                else:
+                    add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
+                        ("slip0", i, 0))
+                    if locked is not None and locked[i]:
+                        add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
+            elif P.frictional[i] and not P.sticks[i]:
                 if sdir[i] == 0:
                     for d in (-1, 1):       # mu N + d T (T reaches -d mu N: slides d)
                         m0 = P.mu[i] * N0 + d * float(lam0[t_rows[j]])
@@ -979,6 +1140,57 @@ def _group_event(forces: _PhaseForces, offset: float):
     group.__name__ = "indeterminate contact forces reach their cones"
     group.interp_points = _INTERP
     return group
+
+
+def _circle_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float,
+                  offset: float = 0.0):
+    """``mu N - |t|``: a sticking spatial point's friction force reaches its circular cone
+    (it then starts to slide, in the direction the contact problem decides: the excess
+    force's)."""
+    def circle(t, q, v):
+        lam = forces(t, q, v)
+        return float(mu * lam[n_row] - math.hypot(lam[t_row], lam[t_row + 1])) + offset
+    circle.__name__ = "circular friction cone"
+    circle.interp_points = _INTERP
+    return circle
+
+
+def _slip_dir_event(P: ContactPoints, i: int, d0: np.ndarray, t_start: float, q0, v0,
+                    vel_tol: float, offset: float):
+    """A sliding spatial point's slip velocity ``u`` stops pointing along ``d0`` (its
+    direction at the phase's start): ``u . d0`` reaches zero. ``|u|`` itself never changes
+    sign, so its return to zero is watched through ``u . d0``: where the direction stays
+    (a homogeneous sphere on a plane) this is ``|u| = 0``; where it turns by a right
+    angle first, the event ends the phase and the contact problem continues the slide
+    with the new direction. A slide that starts from rest (``|u| <= vel_tol``) is
+    watched as ``u . d0 + offset`` (``offset`` far below ``vel_tol``, far above
+    rounding): its slip acceleration may start at zero (a push growing through the
+    cone's edge) and, the onset being located to rounding, dip by rounding first."""
+    T2, c2, gam2 = P.cone_rows(t_start, q0, v0)
+    u0 = T2[i] @ v0 + c2[i]
+    off = offset if float(np.hypot(u0[0], u0[1])) <= vel_tol else 0.0
+
+    def slip_dir(t, q, v):
+        T, c, gam = P.cone_rows(t, q, v)
+        return float(d0 @ (T[i] @ v + c[i])) + off
+    slip_dir.__name__ = f"slip velocity of {P.labels[i]} along its direction"
+    return slip_dir
+
+
+def _slip_turn_event(P: ContactPoints, i: int, d0: np.ndarray, limit: float):
+    """``limit - |u x d0|``: the slip of a point sliding from rest with its friction locked
+    along ``d0`` (:func:`_coulomb_force`) turns away from ``d0``. While the slip across
+    ``d0`` stays below ``limit`` (``2 vel_tol``: above the run's "at rest", so that the
+    contact problem at the event sees a moving point and the next phase follows
+    ``u/|u|``), the locked force's direction differs from ``u/|u|`` by at most ``limit /
+    |u|``; a slide that keeps its direction (a body pushed straight) never ends this
+    way."""
+    def slip_turn(t, q, v):
+        T, c, _ = P.cone_rows(t, q, v)
+        u = T[i] @ v + c[i]
+        return limit - abs(float(d0[0] * u[1] - d0[1] * u[0]))
+    slip_turn.__name__ = f"slip of {P.labels[i]} across its starting direction"
+    return slip_turn
 
 
 def _cone_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float, d: int,
@@ -1009,6 +1221,31 @@ def _force_event(forces: _PhaseForces, row: int, offset: float = 0.0):
     return normal_force
 
 
+def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir, d0, locked,
+                  m: int, cforce: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One phase's multipliers (base rows, normal forces, two tangential components per
+    point: ``m + 3 k`` columns), normal forces (N, k) and friction forces (N, k, 2) of a
+    system with spatial points; a sliding point's ``-mu N e`` is added to ``cforce``."""
+    N, k = len(tr), P.k
+    L = np.zeros((N, m + 3 * k))
+    L[:, :m] = tr.multipliers[:, :m]
+    f, fr = np.zeros((N, k)), np.zeros((N, k, 2))
+    for j, i in enumerate(np.flatnonzero(closed)):
+        L[:, m + i] = f[:, i] = tr.multipliers[:, n_rows[j]]
+        if t_rows[j] >= 0:
+            width = 2 if P.dim[i] == 2 else 1
+            fr[:, i, :width] = tr.multipliers[:, t_rows[j]:t_rows[j] + width]
+        elif sdir[i]:
+            for r in range(N):
+                T2, c2, _ = P.cone_rows(float(tr.t[r]), tr.q[r], tr.v[r])
+                e = d0[i] if locked[i] else _slip_direction(T2[i] @ tr.v[r] + c2[i], d0[i],
+                                                            tr.v[r], T2[i])
+                fr[r, i] = -P.mu[i] * f[r, i] * e
+                cforce[r] += fr[r, i] @ T2[i]
+        L[:, m + k + 2 * i:m + k + 2 * i + 2] = fr[:, i]
+    return L, f, fr
+
+
 def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
     """The phases as one trajectory, multipliers (base rows, normal, tangential) and forces."""
     P = model.points
@@ -1018,12 +1255,23 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
             "sigma_min": []}
     lam, forces, frictions = [], [], []
     rank_events, stats = [], {}
-    for tr, closed, n_rows, t_rows, sdir in pieces:
+    for tr, closed, n_rows, t_rows, sdir, d0, locked in pieces:
         N = len(tr)
         for key in cols:
             val = getattr(tr, key)
             cols[key].append(val if val is not None else np.full(N, np.nan))
         cols["constraint_force"][-1] = np.array(cols["constraint_force"][-1])   # own copy
+        if P.spatial:
+            L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, d0, locked, m,
+                                     cols["constraint_force"][-1])
+            lam.append(L)
+            forces.append(f)
+            frictions.append(fr)
+            rank_events += tr.rank_events
+            for key, val in tr.stats.items():
+                if isinstance(val, (int, float)) and not isinstance(val, bool):
+                    stats[key] = stats.get(key, 0) + val
+            continue
         L = np.zeros((N, m + 2 * k))
         L[:, :m] = tr.multipliers[:, :m]
         f, fr = np.zeros((N, k)), np.zeros((N, k))

@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from gaussopt.model.constraints import Constraint, Holonomic
+from gaussopt.model.constraints import Constraint, Holonomic, Nonholonomic
 from gaussopt.core.exceptions import ModelError
 
 __all__ = ["Contact", "ContactPoints"]
@@ -46,15 +46,26 @@ class Contact(Constraint):
     slip_jacobian, slip_gamma : callable, optional
         The derivatives of ``slip``, as ``jacobian`` and ``gamma`` are of ``gap``
         (default: automatic, which needs a complex-safe ``slip``).
+    slip_velocity : callable, optional
+        Point contacts in space: ``slip_velocity(t, q, v) -> ndarray, shape (k, 2)``,
+        the two components of each contact point's tangential (slip) velocity along two
+        orthonormal tangent directions of the surface, affine in ``v`` (it need not be
+        the rate of a function of ``q``: a rolling sphere's is not). The friction force
+        of a point is then a vector ``t`` in the tangent plane, in the *circular*
+        Coulomb cone ``|t| <= mu N`` (isotropic friction, not a pyramid): sticking,
+        the slip velocity stays zero; sliding, ``t = -mu N u / |u|``
+        (:mod:`gaussopt.gauss.contact_cone`). Instead of ``slip``; its derivatives are
+        automatic (complex step: write it with numpy functions).
     friction : float or None, default None
         ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
-        (planar point contacts): a closed point sticks while its tangential
+        (with ``slip``, planar point contacts; with ``slip_velocity``, the circular
+        cone above): a closed point sticks while its tangential
         force ``|T| <= mu N`` and slides with ``T = -mu N sign(slip rate)``
         otherwise (``T`` along the increasing slip coordinate; the states of all
         touching points are decided together, :mod:`gaussopt.gauss.contact_problem`).
         ``float("inf")``: no slip while the contact is closed or
         impacting (rolling without slip, a sticking corner). Friction needs
-        ``slip``.
+        ``slip`` or ``slip_velocity``.
     rheonomic : bool, default True
         ``False`` declares that ``gap`` and ``slip`` do not depend on ``t``.
     name : str, optional
@@ -75,6 +86,7 @@ class Contact(Constraint):
     def __init__(self, gap: Callable, jacobian: Optional[Callable] = None,
                  gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
                  slip_jacobian: Optional[Callable] = None, slip_gamma: Optional[Callable] = None,
+                 slip_velocity: Optional[Callable] = None,
                  restitution: float = 0.0, friction: Optional[float] = None,
                  rheonomic: bool = True, name: Optional[str] = None) -> None:
         super().__init__(name)
@@ -83,6 +95,12 @@ class Contact(Constraint):
         if slip is not None and not callable(slip):
             raise ModelError(f"`slip` must be a callable slip(t, q) or None, found "
                              f"{type(slip).__name__}.")
+        if slip_velocity is not None and not callable(slip_velocity):
+            raise ModelError(f"`slip_velocity` must be a callable slip_velocity(t, q, v) or None, "
+                             f"found {type(slip_velocity).__name__}.")
+        if slip is not None and slip_velocity is not None:
+            raise ModelError(f"contact {self.name!r}: give `slip` (planar: one tangent per point) "
+                             "or `slip_velocity` (in space: two tangents per point), not both.")
         if isinstance(restitution, (bool, np.bool_, str, bytes)):
             raise ModelError(f"`restitution` must be a number in [0, 1], found {restitution!r} "
                              f"({type(restitution).__name__}).")
@@ -107,10 +125,11 @@ class Contact(Constraint):
             if math.isnan(mu) or mu < 0:
                 raise ModelError(f"`friction` must be None, a number >= 0 or float('inf'), found "
                                  f"{friction!r}.")
-        if mu > 0 and slip is None:
+        if mu > 0 and slip is None and slip_velocity is None:
             raise ModelError(f"contact {self.name!r}: `friction={friction}` needs `slip`, a function "
                              "slip(t, q) whose rate is the tangential velocity of each contact point "
-                             "(e.g. the contact point's coordinate along a flat floor).")
+                             "(e.g. the contact point's coordinate along a flat floor), or, in "
+                             "space, `slip_velocity(t, q, v)` with its two tangential components.")
         self.restitution = e
         self.friction = mu
         self.normal = Holonomic(gap, jacobian, gamma, rheonomic=rheonomic, name=f"{self.name}.gap")
@@ -119,6 +138,18 @@ class Contact(Constraint):
                              "without `slip`.")
         self.tangent = (Holonomic(slip, slip_jacobian, slip_gamma, rheonomic=rheonomic,
                                   name=f"{self.name}.slip") if slip is not None else None)
+        #: the spatial slip velocity, raveled: rows (2 r, 2 r + 1) are point r's components
+        self.cone = None
+        if slip_velocity is not None:
+            def flat(t, q, v, _f=slip_velocity):
+                return np.reshape(_f(t, q, v), -1)
+            self.cone = Nonholonomic(flat, name=f"{self.name}.slip_velocity")
+
+    @property
+    def tangent_dim(self) -> int:
+        """Tangent directions per point: 0 (no slip function), 1 (``slip``), 2
+        (``slip_velocity``)."""
+        return 2 if self.cone is not None else 1 if self.tangent is not None else 0
 
     @property
     def sticks(self) -> bool:
@@ -137,6 +168,20 @@ class Contact(Constraint):
         problems = self.normal.check_derivatives(t, q, v, strict)
         if self.tangent is not None:
             problems += self.tangent.check_derivatives(t, q, v, strict)
+        if self.cone is not None:
+            k = self.normal.residual(t, q).size
+            try:
+                u = np.asarray(self.cone.velocity_residual(t, q, v))
+            except ModelError as e:
+                return problems + [str(e)]
+            if u.shape != (2 * k,):
+                return problems + [f"{self.name}: `slip_velocity` returned {u.size} value(s), "
+                                   f"expected shape ({k}, 2) (two tangential components per "
+                                   "gap row)"]
+            problems += self.cone.check_derivatives(t, q, v, strict)
+            if not self.cone.is_affine(t, q, v):
+                problems.append(f"{self.name}: `slip_velocity` must be affine in v (a slip "
+                                "velocity T(t, q) v + c(t, q))")
         return problems
 
     def __repr__(self) -> str:
@@ -169,6 +214,10 @@ class ContactPoints:
         self.mu = np.array([self.contacts[j].friction for j in owner])
         self.sticks = np.array([self.contacts[j].sticks for j in owner], dtype=bool)
         self.frictional = self.mu > 0
+        #: tangent directions of each point: 0, 1 (``slip``: planar), 2 (``slip_velocity``)
+        self.dim = np.array([self.contacts[j].tangent_dim for j in owner], dtype=int)
+        #: some point has two tangents: the contact problem is the circular cones'
+        self.spatial = bool(np.any(self.dim == 2))
         self.labels = [f"{self.contacts[j].name}[{r}]" for j, r in zip(owner, row)]
         #: the slip of each sticking point where it closed: its no-slip constraint while
         #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
@@ -243,12 +292,44 @@ class ContactPoints:
         i = 0
         for c in self.contacts:
             kc = c.normal.residual(t, q).size
-            if c.frictional:
+            if c.frictional and c.tangent is not None:
                 T[i:i + kc] = c.tangent.jacobian(t, q)
                 c_[i:i + kc] = c.tangent.phi_t(t, q)
                 gam[i:i + kc] = c.tangent.gamma(t, q, v)
             i += kc
         return T, c_, gam
+
+    def cone_rows(self, t: float, q: np.ndarray, v: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(T, c, gam)`` of the points' spatial slip: the slip velocity ``u_i = T_i v +
+        c_i`` and its rate ``u_i' = T_i a - gam_i``; shapes (k, 2, n), (k, 2), (k, 2) (zero
+        for the points without ``slip_velocity`` and the frictionless ones)."""
+        n = q.size
+        T, c_, gam = np.zeros((self.k, 2, n)), np.zeros((self.k, 2)), np.zeros((self.k, 2))
+        i = 0
+        for c in self.contacts:
+            kc = int(np.count_nonzero(self.owner == self.contacts.index(c)))
+            if c.frictional and c.cone is not None:
+                u = np.asarray(c.cone.velocity_residual(t, q, v), dtype=float)
+                if u.shape != (2 * kc,) or not np.all(np.isfinite(u)):
+                    raise ModelError(f"contact {c.name!r}: `slip_velocity` must return a finite "
+                                     f"({kc}, 2) array at t={t}, found {u.size} value(s)"
+                                     f"{'' if np.all(np.isfinite(u)) else ' with NaN or inf'}.")
+                J = c.cone.jacobian(t, q, v)
+                T[i:i + kc] = J.reshape(kc, 2, n)
+                c_[i:i + kc] = (u - J @ v).reshape(kc, 2)
+                gam[i:i + kc] = c.cone.gamma(t, q, v).reshape(kc, 2)
+            i += kc
+        return T, c_, gam
+
+    def no_slip(self, i: int) -> Nonholonomic:
+        """Point ``i``'s spatial slip velocity as a two-row :class:`~gaussopt.Nonholonomic`
+        constraint ``u_i = 0``: a sticking (or rolling) point."""
+        c = self.contacts[self.owner[i]]
+        r = int(self.row[i])
+        f = c.cone.f
+        return Nonholonomic(lambda t, q, v: f(t, q, v)[2 * r:2 * r + 2],
+                            name=f"{self.labels[i]}.no_slip")
 
     def holonomic(self, i: int, tangent: bool = False) -> Holonomic:
         """Point ``i``'s gap (or slip) as a one-row :class:`~gaussopt.Holonomic`: the

@@ -131,6 +131,17 @@ def _friction_power(traj: Trajectory, system) -> Optional[np.ndarray]:
     P = ContactPoints(contacts, float(traj.t[0]), np.asarray(traj.q[0], dtype=float))
     fr = np.asarray(traj.friction_forces, dtype=float)
     power = np.zeros(len(traj))
+    if fr.ndim == 3:
+        # points in space: friction (k, 2) against each point's slip velocity (k, 2)
+        for k in np.flatnonzero(np.any(fr != 0, axis=(1, 2))):
+            t = float(traj.t[k])
+            q, v = np.asarray(traj.q[k], dtype=float), np.asarray(traj.v[k], dtype=float)
+            U = np.zeros((P.k, 2))
+            for j, c in enumerate(P.contacts):
+                if c.cone is not None:
+                    U[P.owner == j] = np.reshape(c.cone.residual(t, q, v), (-1, 2))
+            power[k] = float(np.sum(fr[k] * U))
+        return power
     for k in np.flatnonzero(np.any(fr != 0, axis=1)):
         q, v = np.asarray(traj.q[k], dtype=float), np.asarray(traj.v[k], dtype=float)
         T, ct, _ = P.tangent_rows(float(traj.t[k]), q, v)

@@ -1,0 +1,478 @@
+"""The contact problem of point contacts in space: Coulomb's circular friction cone.
+
+A contact point in space has two tangent directions: its friction force is a vector
+``t_i`` of the tangent plane, and isotropic Coulomb friction bounds it by the *circular*
+cone ``|t_i| <= mu_i N_i`` (not a pyramid of planar cones, which would make friction
+depend on how the tangents were chosen). The circle is not a polyhedron, so the planar
+linear complementarity problem of :mod:`gaussopt.gauss.contact_problem` does not carry
+over: at an event the accelerations ``x`` (or the velocities after an impact, ``F = M
+v-``) solve the second-order-cone complementarity problem::
+
+    M x - F = A^T lam + sum_i G_i^T N_i + sum_i T_i^T t_i
+    A x = b
+    g_i = G_i x - h_i >= 0,  N_i >= 0,  N_i g_i = 0
+    u_i = T_i x - s_i  (the slip acceleration; T_i: 2 rows)
+    |t_i| <= mu_i N_i;  u_i = 0 (stick)  or  t_i = -mu_i N_i u_i / |u_i| (slide)
+
+and a point that already slips with the unit direction ``d_i`` (its slip velocity's)
+carries ``t_i = -mu_i N_i d_i``; ``mu_i = inf``: ``u_i = 0`` and ``t_i`` free.
+
+How it is solved, exactly: as the planar problem, by enumerating every point's mode
+(``open``; ``closed``; from rest with finite friction ``stick`` or ``slide``). With the
+slide directions ``d_j`` of the points starting to slide fixed, every combination is a
+linear KKT system (:func:`gaussopt.gauss.contact_problem.svd_kkt`, the same SVD solve
+as the planar problem's); the directions solve the nonlinear conditions ``d_j x u_j =
+0`` (``u_j`` parallel to ``d_j``) by Newton's method on their angles, started from the
+direction of the *excess force* (the sticking force ``t_j`` the point would need,
+reversed: the tangential acceleration that sticking would have to suppress), then from
+the frictionless slip and the four axes. Every answer is certified: ``|d_j x u_j|`` and
+``u_j . d_j >= 0``, the gaps and normal forces, and every cone to the rounding of their
+terms (``u_j . d_j`` also to what a force of the cone margins' accuracy moves it: a
+slip onset is located on such a margin, :func:`_certify`). Where the forces of the
+closed points are indeterminate (a box on four sticking corners: 12 force components
+for 6 equations) a distribution inside every circular cone is searched as a
+second-order-cone program, solved by Clarabel through its direct interface
+(:func:`cone_margin`: the largest margin ``min_i (N_i, mu_i N_i - |t_i|)`` of a
+distribution, certified when it is >= 0 within its rounding and Clarabel's gap
+tolerance ``_SOCP_TOL`` of the force scale; :func:`least_norm_in_cones` the reported
+distribution).
+
+Why this and not a Fischer-Burmeister/Alart-Curnier Newton on the whole problem
+(Siconos's 3-D solvers): the enumeration certifies by construction, decides degenerate
+states by the same preferences as the planar problem (the change an event announced),
+and its cost is paid only at events (measured in ``tests/test_contact_cone.py``'s
+docstring: a box on four frictional corners on an incline, 81 combinations).
+
+Not solved: uniqueness is checked among the solutions found (within a combination,
+Newton finds one set of directions); Painleve-type indeterminacy with sliding points
+shows as two certified combinations with different motions
+(:class:`~gaussopt.gauss.contact_problem.ContactSolveError`); points with one tangent
+(``slip``) together with spatial points in one problem.
+
+References
+----------
+F. Pfeiffer, C. Glocker, *Multibody Dynamics with Unilateral Contacts*, Wiley 1996;
+P. Alart, A. Curnier, "A mixed formulation for frictional contact problems prone to
+Newton like solution methods", CMAME 92 (1991) 353-375; V. Acary, B. Brogliato,
+*Numerical Methods for Nonsmooth Dynamical Systems*, Springer 2008 (the SOC
+complementarity form).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from gaussopt.core.exceptions import GaussoptError, ModelError
+from gaussopt.gauss.contact_problem import (CLOSED, MAX_COMBINATIONS, OPEN, SLIDE_POS, STICK,
+                                            ContactSolution, ContactSolveError, _describe,
+                                            _SAME_X, _score, _scales, svd_kkt)
+
+__all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
+
+_EPS = float(np.finfo(float).eps)
+#: the mode of a spatial point starting to slide (its direction solved): the planar
+#: ``SLIDE_POS`` code, so that the planar problem's preferences apply unchanged
+SLIDE = SLIDE_POS
+#: Clarabel's gap and feasibility tolerances for the force distributions (relative to the
+#: force scale): the certified margin of a distribution errs by about this much
+_SOCP_TOL = 1e-11
+#: Newton iterations on the slide directions, per starting direction
+_NEWTON_ITER = 30
+
+
+# --------------------------------------------------------------------------- SOC programs
+def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
+    """Clarabel on ``z = z0 + Z y``: the least-norm ``z`` with every point's forces in its
+    cone, or (``margin``) the largest ``s`` with ``N_i >= s`` and ``mu_i N_i - |t_i| >= s``.
+    ``points``: ``(n_index, t_indices or None, mu, weld)``. Returns ``(y, s, solved)``."""
+    import clarabel
+    from scipy import sparse
+
+    r = Z.shape[1]
+    fs = max(1.0, float(np.abs(z0).max(initial=0.0)))
+    z0s = z0 / fs
+    nv = r + (1 if margin else 0)
+    rows, rhs, cones = [], [], []
+
+    def row(coef, const, sig=0.0):
+        a = np.zeros(nv)
+        a[:r] = -coef
+        if margin:
+            a[r] = sig
+        rows.append(a)
+        rhs.append(const)
+
+    for n_i, t_i, mu, weld in points:
+        if not weld:
+            row(Z[n_i], z0s[n_i], 1.0)
+            cones.append(clarabel.NonnegativeConeT(1))
+        if t_i is not None:
+            row(mu * Z[n_i], mu * z0s[n_i], 1.0)
+            for j in t_i:
+                row(Z[j], z0s[j])
+            cones.append(clarabel.SecondOrderConeT(1 + len(t_i)))
+    if margin:
+        cap = 1e6
+        a = np.zeros(nv)
+        a[r] = 1.0
+        rows.append(a)
+        rhs.append(cap)
+        cones.append(clarabel.NonnegativeConeT(1))
+        P = sparse.csc_matrix((nv, nv))
+        q = np.zeros(nv)
+        q[r] = -1.0
+    else:
+        P = sparse.csc_matrix(sparse.triu(Z.T @ Z))
+        q = Z.T @ z0s
+    A = sparse.csc_matrix(np.array(rows)) if rows else sparse.csc_matrix((0, nv))
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.presolve_enable = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = _SOCP_TOL
+    settings.tol_ktratio = 1e-8
+    solver = clarabel.DefaultSolver(P, q, A, np.array(rhs, dtype=float), cones, settings)
+    out = solver.solve()
+    solved = str(out.status) in ("Solved", "AlmostSolved")
+    x = np.array(out.x)
+    y = x[:r] * fs
+    s = float(x[r]) * fs if margin else math.nan
+    if margin and s >= 0.5 * cap * fs:
+        s = math.inf
+    return y, s, solved
+
+
+def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> float:
+    """The largest margin ``max_y min_i (N_i, mu_i N_i - |t_i|)`` of the forces ``z0 + Z y``
+    (force units), a second-order-cone program solved by Clarabel (to ``_SOCP_TOL`` of the
+    force scale): positive while some distribution of indeterminate forces lies strictly
+    inside every circular cone. ``points``: ``(n_index, t_indices or None, mu, weld)``
+    (``t_indices`` of a sticking point with finite friction; a welded point has no
+    ``N >= 0``). ``inf`` when unbounded."""
+    if Z.shape[1] == 0:
+        vals = []
+        for n_i, t_i, mu, weld in points:
+            if not weld:
+                vals.append(float(z0[n_i]))
+            if t_i is not None:
+                vals.append(float(mu * z0[n_i] - np.linalg.norm(z0[list(t_i)])))
+        return min(vals) if vals else math.inf
+    _, s, solved = _socp(z0, Z, points, margin=True)
+    if not solved:
+        return -math.inf
+    return s
+
+
+def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
+    """The least-norm forces ``z0 + Z y`` inside every cone (Clarabel, to ``_SOCP_TOL``);
+    ``z0`` itself when nothing is free or Clarabel finds no such distribution."""
+    if Z.shape[1] == 0 or not points:
+        return np.array(z0)
+    y, _, solved = _socp(z0, Z, points, margin=False)
+    return z0 + Z @ y if solved else np.array(z0)
+
+
+# --------------------------------------------------------------------------- one combination
+def _unit(theta: float) -> np.ndarray:
+    return np.array([math.cos(theta), math.sin(theta)])
+
+
+class _Combo:
+    """One combination of modes with its slide directions: the linear KKT solve."""
+
+    def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs):
+        k = G.shape[0]
+        self.closed = [i for i in range(k) if mode[i] != OPEN]
+        self.trows = [i for i in self.closed
+                      if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
+        W_n = []
+        for i in self.closed:
+            if np.any(dirs[i]) and 0 < mu[i] < math.inf:
+                W_n.append(G[i] - mu[i] * (dirs[i] @ T[i]))
+            else:
+                W_n.append(G[i])
+        n = M.shape[0]
+        Tt = T[self.trows].reshape(-1, n)
+        J = np.concatenate([A, G[self.closed], Tt])
+        W = np.concatenate([A, np.array(W_n).reshape(-1, n), Tt])
+        rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
+        self.got = svd_kkt(M, F, J, W, rhs)
+
+
+def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders):
+    """The conditions of one solved combination: None if violated, else ``(z, Z, points,
+    indeterminate)`` with the forces inside every cone.
+
+    A point starting to slide may slip *against* its direction by the rounding of its
+    slip acceleration plus what a force of the cone margins' accuracy (``10 _SOCP_TOL``
+    of the force scale, as the cones' own check below) moves it (:func:`_onset_slack`):
+    a slip onset is an event on such a margin (a box on four corners: the largest margin
+    of its indeterminate forces, Clarabel's), located where the margin is zero to that
+    accuracy, so the excess force there is zero only to it. Without this slack a box
+    pushed through its cones' edge could not start to slide on four corners along the
+    push (its slip acceleration at the located onset was -2.2e-11 m/s^2, ten times the
+    rounding scale), and a degenerate mode with slide directions tilted by 2e-5 was
+    taken instead."""
+    x, z, Z = combo.got
+    k, m = G.shape[0], A.shape[0]
+    nu_tol, slack_tol = _scales(M, F, G, h, x)
+    slack = G @ x - h
+    if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
+        return None
+    fscale = max(1.0, float(np.abs(z).max(initial=0.0)))
+    for i in sliders:
+        u = T[i] @ x - s[i]
+        tol = _slip_tol(M, F, T[i], s[i], x)
+        cross = dirs[i][0] * u[1] - dirs[i][1] * u[0]
+        if abs(cross) > tol or float(dirs[i] @ u) < -(tol + _onset_slack(M, T[i], fscale)):
+            return None
+    nc = len(combo.closed)
+    points, tols = [], []
+    for j, i in enumerate(combo.closed):
+        t_i = None
+        if i in combo.trows and mu[i] < math.inf:
+            jj = m + nc + 2 * combo.trows.index(i)
+            t_i = (jj, jj + 1)
+        points.append((m + j, t_i, float(mu[i]), bool(weld[i])))
+        tols.append(nu_tol[i] * (1.0 + (mu[i] if t_i is not None else 0.0)))
+    tol = max(tols, default=0.0) + 1e4 * _EPS * float(np.abs(z).max(initial=0.0))
+    if Z.shape[1] == 0:
+        return (z, Z, points, False) if cone_margin(z, Z, points) >= -tol else None
+    scale = max(1.0, float(np.abs(z).max(initial=0.0)))
+    if cone_margin(z, Z, points) < -(tol + 10 * _SOCP_TOL * scale):
+        return None
+    return least_norm_in_cones(z, Z, points), Z, points, True
+
+
+def _onset_slack(M: np.ndarray, Ti: np.ndarray, fscale: float) -> float:
+    """The slip acceleration that a force of ``10 _SOCP_TOL fscale`` on the point's
+    tangents gives it at most: that force times the point's tangential mobility, the
+    largest singular value of ``T_i M^+ T_i^T`` (``M^+`` the pseudo-inverse: a scale)."""
+    mob = float(np.linalg.norm(Ti @ np.linalg.pinv(M) @ Ti.T, 2))
+    return 10 * _SOCP_TOL * fscale * mob
+
+
+def _slip_tol(M, F, Ti, si, x) -> float:
+    _, tol = _scales(M, F, Ti, si, x)
+    return float(tol.max())
+
+
+def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld):
+    """The combination ``mode`` (the points in :data:`SLIDE` with their directions solved
+    by Newton): ``(combo, z, Z, points, indet, dirs)`` certified, or None."""
+    k = G.shape[0]
+    sliders = [i for i in range(k) if mode[i] == SLIDE]
+    dirs = np.array(known, dtype=float)
+    if not sliders:
+        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs)
+        if c.got is None:
+            return None
+        got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
+        return None if got is None else (c, *got, dirs)
+    for theta0 in _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders):
+        theta = np.array(theta0, dtype=float)
+        for _ in range(_NEWTON_ITER):
+            for j, i in enumerate(sliders):
+                dirs[i] = _unit(theta[j])
+            c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs)
+            if c.got is None:
+                break
+            x = c.got[0]
+            R = _cross(x, T, s, dirs, sliders)
+            if all(abs(R[j]) <= _slip_tol(M, F, T[i], s[i], x) for j, i in enumerate(sliders)):
+                # converged: this combination's answer (its other conditions decide it)
+                done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
+                return None if done is None else (c, *done, dirs.copy())
+            Jac = np.zeros((len(sliders), len(sliders)))
+            dt = 1e-7
+            ok = True
+            for j, i in enumerate(sliders):
+                d2 = dirs.copy()
+                d2[i] = _unit(theta[j] + dt)
+                c2 = _Combo(M, F, A, b, G, h, T, s, mu, mode, d2)
+                if c2.got is None:
+                    ok = False
+                    break
+                Jac[:, j] = (_cross(c2.got[0], T, s, d2, sliders) - R) / dt
+            if not ok:
+                break
+            try:
+                step = np.linalg.lstsq(Jac, -R, rcond=None)[0]
+            except np.linalg.LinAlgError:
+                break
+            if not np.all(np.isfinite(step)) or np.abs(step).max(initial=0.0) < 1e-15:
+                break
+            theta = theta + np.clip(step, -1.0, 1.0)
+    return None
+
+
+def _cross(x, T, s, dirs, sliders) -> np.ndarray:
+    out = np.zeros(len(sliders))
+    for j, i in enumerate(sliders):
+        u = T[i] @ x - s[i]
+        out[j] = dirs[i][0] * u[1] - dirs[i][1] * u[0]
+    return out
+
+
+def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders):
+    """Starting angles of the slide directions: the excess force (the sliders sticking:
+    their sticking forces reversed), the frictionless slip (the sliders without
+    friction), then the four axes."""
+    out = []
+    stick = np.array(mode)
+    stick[sliders] = STICK
+    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs)
+    if c.got is not None:
+        x, z, _ = c.got
+        m, nc = A.shape[0], len(c.closed)
+        th = []
+        for i in sliders:
+            jj = m + nc + 2 * c.trows.index(i)
+            t = z[jj:jj + 2]
+            th.append(math.atan2(-t[1], -t[0]) if np.any(t) else 0.0)
+        out.append(th)
+    free = np.array(mu, dtype=float)
+    free[sliders] = 0.0
+    c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs)
+    if c.got is not None:
+        x = c.got[0]
+        out.append([math.atan2(*(T[i] @ x - s[i])[::-1]) for i in sliders])
+    for a in (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
+        out.append([a] * len(sliders))
+    return out
+
+
+# --------------------------------------------------------------------------- the problem
+def _score_cone(mode, prefer, release, options) -> tuple:
+    """The planar preferences (:func:`~gaussopt.gauss.contact_problem._score`) without its
+    "open before sliding" and with the fewest open points after the fewest changes: in
+    space three corners of four carry a body as well as four, so a released group's
+    member left open with zero force would be a tie decided against the forces of all
+    (a box starting to slide on four corners slides on four)."""
+    kept, sticking, _, away, slides = _score(mode, prefer, release, options)
+    return (kept, sticking, away, int(np.count_nonzero(np.asarray(mode) == OPEN)), slides)
+
+
+def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray,
+                       G: np.ndarray, h: np.ndarray, T: np.ndarray, s: np.ndarray, *,
+                       mu: np.ndarray, slide: Optional[np.ndarray] = None,
+                       prefer: Optional[np.ndarray] = None,
+                       release: Sequence[Sequence[int]] = (),
+                       weld: Optional[np.ndarray] = None,
+                       labels: Optional[Sequence[str]] = None) -> ContactSolution:
+    """Solve the spatial contact problem of the module docstring, certified.
+
+    Parameters
+    ----------
+    M, F, A, b, G, h
+        As :func:`gaussopt.gauss.contact_problem.solve_contact`.
+    T, s : ndarray, shapes (k, 2, n), (k, 2)
+        The slip rows: point ``i``'s slip acceleration (or velocity) ``T_i x - s_i`` along
+        its two orthonormal tangents.
+    mu : ndarray, shape (k,)
+        Friction coefficients (0, finite, or ``inf``: no slip while closed).
+    slide : ndarray, shape (k, 2), optional
+        The unit slip direction of the points that already slip (their friction is
+        ``-mu N`` along it); zero rows: at rest tangentially (stick or start to slide).
+    prefer, release, weld, labels
+        As :func:`~gaussopt.gauss.contact_problem.solve_contact` (:data:`SLIDE` is the
+        mode of a point starting to slide).
+
+    Returns
+    -------
+    ContactSolution
+        With ``tau`` and ``slip`` of shape (k, 2) and ``direction`` the unit slip
+        direction of every sliding point.
+
+    Raises
+    ------
+    ContactSolveError
+        No combination satisfies the conditions, several with different motions do, or
+        there are more than :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS`.
+    """
+    M = np.asarray(M, dtype=float)
+    F, A, b = np.asarray(F, dtype=float), np.asarray(A, dtype=float), np.asarray(b, dtype=float)
+    G, h = np.asarray(G, dtype=float), np.asarray(h, dtype=float)
+    T, s = np.asarray(T, dtype=float), np.asarray(s, dtype=float)
+    k, n = G.shape[0], M.shape[0]
+    mu = np.asarray(mu, dtype=float)
+    if T.shape != (k, 2, n) or s.shape != (k, 2) or mu.shape != (k,):
+        raise ModelError(f"`T`, `s`, `mu` must have shapes ({k}, 2, {n}), ({k}, 2), ({k},), "
+                         f"found {T.shape}, {s.shape}, {mu.shape}.")
+    known = np.zeros((k, 2)) if slide is None else np.asarray(slide, dtype=float)
+    labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
+    weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
+    options = []
+    for i in range(k):
+        if 0 < mu[i] < math.inf and not np.any(known[i]):
+            opts = (OPEN, STICK, SLIDE)
+        else:
+            opts = (OPEN, CLOSED)
+        options.append(opts[1:] if weld[i] else opts)
+    total = math.prod(len(o) for o in options)
+    if total > MAX_COMBINATIONS:
+        raise ContactSolveError(
+            f"the contact problem of {k} points has {total} combinations of modes, more than "
+            f"MAX_COMBINATIONS={MAX_COMBINATIONS}: too many to try.", labels)
+    prefer = np.full(k, -1) if prefer is None else np.asarray(prefer, dtype=int)
+    # the planar preferences: a 3-option point has no SLIDE_NEG, which _score reads from
+    # the option count 4; give it the 4-option form
+    score_opts = [o if len(o) != 3 else (OPEN, STICK, SLIDE, SLIDE + 1) for o in options]
+    found = []
+    last_error: Optional[BaseException] = None
+    for mode in itertools.product(*options):
+        mode = np.array(mode, dtype=int)
+        try:
+            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld)
+        except (GaussoptError, np.linalg.LinAlgError) as e:
+            last_error = e
+            continue
+        if got is not None:
+            found.append((mode, *got))
+    if not found:
+        detail = f" (last failure: {type(last_error).__name__}: {last_error})" if last_error \
+            else ""
+        raise ContactSolveError(
+            "no set of active contact points satisfies the contact conditions (forces >= 0 and "
+            "inside their circular friction cones, gaps not closing, slips against their "
+            "friction, complementarity): the contact problem has no solution here. Points: "
+            f"{', '.join(labels)}{detail}.", labels)
+    xs = np.array([f[1].got[0] for f in found])
+    xscale = 1.0 + float(np.abs(xs).max())
+    spread = float(np.abs(xs - xs[0]).max())
+    if spread > _SAME_X * xscale:
+        j = int(np.argmax(np.abs(xs - xs[0]).max(axis=1)))
+        a, c = found[0][0], found[j][0]
+        which = [labels[i] for i in range(k) if a[i] != c[i]] or labels
+        raise ContactSolveError(
+            "the contact problem is indeterminate: several contact states with different "
+            f"motions satisfy the contact conditions ({_describe(a, labels)} and "
+            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
+            f"paradox. Points: {', '.join(which)}.", which)
+    best = min(found, key=lambda f: (*_score_cone(f[0], prefer, release, score_opts),
+                                     float(np.linalg.norm(f[2]))))
+    mode, combo, z, Z, points, indet, dirs = best
+    x = combo.got[0]
+    m = A.shape[0]
+    nu, tau = np.zeros(k), np.zeros((k, 2))
+    direction = np.zeros((k, 2))
+    nc = len(combo.closed)
+    for j, i in enumerate(combo.closed):
+        nu[i] = z[m + j]
+        if i in combo.trows:
+            jj = m + nc + 2 * combo.trows.index(i)
+            tau[i] = z[jj:jj + 2]
+        elif np.any(dirs[i]) and 0 < mu[i] < math.inf:
+            tau[i] = -mu[i] * nu[i] * dirs[i]
+            direction[i] = dirs[i]
+    slack = G @ x - h
+    slip = np.einsum("kjn,n->kj", T, x) - s
+    nu_tol, slack_tol = _scales(M, F, G, h, x)
+    prod = np.abs(nu * slack) / np.maximum(nu_tol * slack_tol * 1e4, 1e-300)
+    return ContactSolution(x=x, active=np.asarray(mode) != OPEN, nu=nu, tau=tau, lam=z[:m],
+                           slack=slack, defect=float(prod.max(initial=0.0)),
+                           mode=np.asarray(mode).copy(), indeterminate=bool(indet), slip=slip,
+                           direction=direction)

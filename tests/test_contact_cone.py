@@ -1,0 +1,362 @@
+"""Point contacts in space with Coulomb's circular cone, against independent references.
+
+* A homogeneous sphere launched sliding on a horizontal plane (Euler parameters with
+  their normalization, ``M = diag(m, m, m, 4 I, 4 I, 4 I, 4 I)``: for an isotropic body
+  ``2 I |e'|^2`` is its rotational energy on the constraint): without spin it slides
+  with deceleration ``mu g`` and rolls after ``2 v0 / (7 mu g)`` at ``5/7 v0`` (closed
+  form), along any direction of the plane; with spin, the sliding phase is the ODE of
+  the sphere written here (Newton-Euler with ``-mu m g u/|u|`` at the lowest point,
+  integrated by scipy at 1e-13), then it rolls on at constant velocity.
+* A cube (isotropic inertia) on four frictional corners: on an incline it rests when
+  ``mu > tan beta`` (the forces balance gravity, each inside its circular cone) and
+  slides down the fall line with ``a = g (sin beta - mu cos beta)`` otherwise (closed
+  form); on a level floor, pushed at its centre by a force ``k t`` at an angle phi, it
+  sticks until ``k t = mu m g`` and then slides along phi with ``s = k (t - ts)^3 /
+  (6 m)`` (closed form: the friction of the four corners sums to ``-mu m g`` along the
+  slip, and no corner lifts while ``mu < 1``).
+* The event-time contact problem of one particle (stick or slide with the slip along
+  the excess force) and the arguments' checks.
+
+Tolerances: each motion is a polynomial or a smooth flow integrated at rtol = atol =
+1e-12 over a few hundred steps: the state errs by the admitted local errors summed
+(~1e-10 here), an event time by that over its event function's rate (>= ~1), below
+1e-9 (events, relative) and 1e-8 (states). The quaternion's normalization is a
+constraint of every phase (its residual stays at rounding). Forces of a certified
+contact problem err by rounding (1e4 eps of the force scale) except where Clarabel
+decides an indeterminate distribution (its gap tolerance ``_SOCP_TOL = 1e-11`` of the
+force scale): 1e-9 of ``m g`` covers both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import gaussopt as go
+from gaussopt.gauss.contact_cone import SLIDE, solve_contact_cone
+from gaussopt.gauss.contact_problem import STICK
+
+G0 = 9.81
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+def E(e):
+    """``omega = 2 E(e) e'``: the world angular velocity from Euler parameters' rates."""
+    e0, e1, e2, e3 = e
+    return np.array([[-e1, e0, -e3, e2], [-e2, e3, e0, -e1], [-e3, -e2, e1, e0]])
+
+
+def R(e):
+    e0, e1, e2, e3 = e
+    return np.array([[1 - 2 * (e2 * e2 + e3 * e3), 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)],
+                     [2 * (e1 * e2 + e0 * e3), 1 - 2 * (e1 * e1 + e3 * e3), 2 * (e2 * e3 - e0 * e1)],
+                     [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), 1 - 2 * (e1 * e1 + e2 * e2)]])
+
+
+def rigid(m, inertia, contact, force):
+    """A body with isotropic inertia in coordinates (x, y, z, e0..e3)."""
+    unit = go.Holonomic(lambda t, q: np.array([q[3:7] @ q[3:7] - 1.0]), rheonomic=False,
+                        name="unit")
+    return go.System(("x", "y", "z", "e0", "e1", "e2", "e3"),
+                     mass=np.diag([m, m, m] + [4 * inertia] * 4), force=force,
+                     constraints=[unit, contact])
+
+
+def launch(r, v, w):
+    """(q0, v0) of a body at height r, orientation identity, velocity v, spin w."""
+    q0 = np.array([0.0, 0.0, r, 1.0, 0.0, 0.0, 0.0])
+    return q0, np.concatenate([v, 0.5 * E(q0[3:7]).T @ np.asarray(w, dtype=float)])
+
+
+def omega(q, v):
+    return 2 * E(q[3:7]) @ v[3:7]
+
+
+# --------------------------------------------------------------------------- the sphere
+M_S, R_S, MU_S = 2.0, 0.1, 0.3
+I_S = 0.4 * M_S * R_S ** 2
+
+
+def sphere():
+    def slip_velocity(t, q, v):
+        w = 2 * E(q[3:7]) @ v[3:7]
+        return np.array([[v[0] - R_S * w[1], v[1] + R_S * w[0]]])
+
+    floor = go.Contact(lambda t, q: np.array([q[2] - R_S]), slip_velocity=slip_velocity,
+                       friction=MU_S, rheonomic=False, name="floor")
+    return rigid(M_S, I_S, floor, [0.0, 0.0, -M_S * G0, 0.0, 0.0, 0.0, 0.0])
+
+
+def sliding_sphere_ode(v0, w0, t_end):
+    """The sliding phase written independently: r'' = -mu g u/|u|, I w' = rho x f with
+    rho = (0, 0, -r), f = (-mu m g u/|u|, m g); ends where the slip u vanishes."""
+    def rhs(t, y):
+        vx, vy, wx, wy, wz = y[2:]
+        u = np.array([vx - R_S * wy, vy + R_S * wx])
+        f = -MU_S * M_S * G0 * u / np.linalg.norm(u)
+        return [vx, vy, f[0] / M_S, f[1] / M_S, R_S * f[1] / I_S, -R_S * f[0] / I_S, 0.0]
+
+    def stop(t, y):
+        return np.hypot(y[2] - R_S * y[5], y[3] + R_S * y[4]) - 1e-9
+    stop.terminal = True
+    return solve_ivp(rhs, (0, t_end), [0.0, 0.0, *v0, *w0], method="DOP853", rtol=1e-13,
+                     atol=1e-14, events=stop, dense_output=True)
+
+
+@pytest.mark.parametrize("angle", [0.0, 0.6])
+def test_sphere_launched_sliding_rolls_at_five_sevenths(angle):
+    v0 = 2.0
+    d = np.array([math.cos(angle), math.sin(angle), 0.0])
+    q0, u0 = launch(R_S, v0 * d, [0.0, 0.0, 0.0])
+    tr = go.simulate(sphere(), (0.0, 0.5), q0, u0, **TOL)
+    assert tr.success, tr.message
+    labels = [x[2] for x in tr.meta["contact_transitions"]]
+    assert labels == ["close slide", "stick"]
+    t_roll = 2 * v0 / (7 * MU_S * G0)
+    assert tr.meta["contact_transitions"][1][0] == pytest.approx(t_roll, rel=1e-9, abs=0)
+    # after it: rolling at 5/7 v0 along d, spin 5/7 v0 / r about z x d, forever
+    q1, v1 = tr.q[-1], tr.v[-1]
+    np.testing.assert_allclose(v1[:3], 5 / 7 * v0 * d, atol=1e-8)
+    np.testing.assert_allclose(omega(q1, v1), 5 / 7 * v0 / R_S * np.cross([0, 0, 1], d),
+                               atol=1e-8 / R_S)
+    # position: v0 t - mu g t^2 / 2 while sliding, then 5/7 v0 (t - t_roll)
+    s = v0 * t_roll - 0.5 * MU_S * G0 * t_roll ** 2 + 5 / 7 * v0 * (0.5 - t_roll)
+    np.testing.assert_allclose(q1[:3], [s * d[0], s * d[1], R_S], atol=1e-8)
+    assert abs(q1[3:7] @ q1[3:7] - 1) < 1e-12
+    # the friction force while sliding: mu m g against the slip, then 0 while rolling
+    sliding = tr.t < t_roll * (1 - 1e-6)
+    np.testing.assert_allclose(tr.contact_forces[:, 0], M_S * G0, rtol=1e-9)
+    np.testing.assert_allclose(tr.friction_forces[sliding, 0],
+                               np.tile(-MU_S * M_S * G0 * d[:2], (sliding.sum(), 1)),
+                               atol=1e-9 * M_S * G0)
+    # (the sample at the event ends the sliding phase: rolling from just after it)
+    np.testing.assert_allclose(tr.friction_forces[tr.t > t_roll * (1 + 1e-6), 0], 0.0,
+                               atol=1e-9 * M_S * G0)
+
+
+def test_sphere_with_spin_follows_the_sliding_ode():
+    """Sidespin and topspin: the centre's path curves (the slip keeps its direction for
+    a homogeneous sphere, the velocity turns), then the sphere rolls on; the vertical
+    spin is untouched (no drilling friction at a point)."""
+    v0, w0 = np.array([2.0, 0.5]), np.array([15.0, -4.0, 7.0])
+    ref = sliding_sphere_ode(v0, w0, 2.0)
+    assert ref.status == 1
+    t_roll = float(ref.t_events[0][0])
+    q0, u0 = launch(R_S, [*v0, 0.0], w0)
+    tr = go.simulate(sphere(), (0.0, 1.0), q0, u0, **TOL)
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert [x[2] for x in trans] == ["close slide", "stick"]
+    # the reference stops 1e-9 (slip speed) early: over a slip deceleration 7/2 mu g
+    # that is 1e-10 s
+    assert trans[1][0] == pytest.approx(t_roll, rel=1e-9, abs=0)
+    y = ref.y[:, -1]
+    x1, v1 = y[:2] + y[2:4] * (1.0 - t_roll), y[2:4]
+    np.testing.assert_allclose(tr.q[-1][:2], x1, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1][:2], v1, atol=1e-8)
+    np.testing.assert_allclose(omega(tr.q[-1], tr.v[-1]), y[4:], atol=1e-8 / R_S)
+    # mid-slide: the reference's dense output
+    mid = np.flatnonzero(tr.t < 0.5 * t_roll)[-1]
+    np.testing.assert_allclose(tr.q[mid][:2], ref.sol(tr.t[mid])[:2], atol=1e-8)
+
+
+# --------------------------------------------------------------------------- the cube
+M_C, B_C = 3.0, 0.1
+J_C = 2 / 3 * M_C * B_C ** 2
+CORNERS = np.array([[sx * B_C, sy * B_C, -B_C] for sx in (1, -1) for sy in (1, -1)])
+
+
+def cube(mu, beta=0.0, push=None):
+    """A cube on its four bottom corners on the floor z = 0; gravity tilted by beta about y
+    (an incline whose fall line is +x); ``push = (k, phi)``: a horizontal force k t at
+    angle phi through the centre."""
+    def gap(t, q):
+        return q[2] + (R(q[3:7]) @ CORNERS.T)[2]
+
+    def slip_velocity(t, q, v):
+        w = 2 * E(q[3:7]) @ v[3:7]
+        return (v[:3] + np.cross(w, (R(q[3:7]) @ CORNERS.T).T))[:, :2]
+
+    corners = go.Contact(gap, slip_velocity=slip_velocity, friction=mu, rheonomic=False,
+                         name="corners")
+    grav = [M_C * G0 * math.sin(beta), 0.0, -M_C * G0 * math.cos(beta), 0, 0, 0, 0]
+    if push is None:
+        force = grav
+    else:
+        k, phi = push
+
+        def force(t, q, v):
+            return np.array([k * t * math.cos(phi), k * t * math.sin(phi), -M_C * G0,
+                             0.0, 0.0, 0.0, 0.0])
+    return rigid(M_C, J_C, corners, force)
+
+
+def assert_in_cones(tr, mu, rel=1e-9):
+    scale = rel * M_C * G0
+    assert np.all(tr.contact_forces >= -scale)
+    assert np.all(np.hypot(tr.friction_forces[..., 0], tr.friction_forces[..., 1])
+                  <= mu * tr.contact_forces + scale)
+
+
+@pytest.mark.parametrize("above", [True, False])
+def test_cube_on_incline_rests_or_slides(above):
+    beta = 0.3
+    mu = math.tan(beta) + (0.05 if above else -0.05)
+    q0, u0 = launch(B_C, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    tr = go.simulate(cube(mu, beta), (0.0, 0.5), q0, u0, **TOL)
+    assert tr.success, tr.message
+    assert_in_cones(tr, mu)
+    a = 0.0 if above else G0 * (math.sin(beta) - mu * math.cos(beta))
+    np.testing.assert_allclose(tr.q[:, 0], 0.5 * a * tr.t ** 2, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 1:3], np.tile([0.0, B_C], (len(tr), 1)), atol=1e-8)
+    np.testing.assert_allclose(tr.v[:, 0], a * tr.t, atol=1e-8)
+    # the forces balance gravity's normal and (resting) tangential parts
+    np.testing.assert_allclose(tr.contact_forces.sum(axis=1), M_C * G0 * math.cos(beta),
+                               rtol=1e-9)
+    fx = tr.friction_forces[..., 0].sum(axis=1)
+    want = -M_C * G0 * math.sin(beta) if above else -mu * M_C * G0 * math.cos(beta)
+    np.testing.assert_allclose(fx, want, atol=1e-9 * M_C * G0)
+    labels = {x[2] for x in tr.meta["contact_transitions"]}
+    assert labels <= ({"close stick"} if above else {"close slide"})
+
+
+@pytest.mark.parametrize("phi", [0.0, 0.7])
+def test_cube_pushed_at_an_angle_slides_along_the_push(phi):
+    """Sticks, then all four corners slide along the push (the friction of each is ``-mu
+    N_i d``: the yaw moment of such forces vanishes for every admissible distribution of
+    the normal forces, so the motion is pure translation). The slide grows from rest
+    (slip ``~ (t - ts)^2``) with each corner's friction along ``d``: the run's steps are
+    those of a cubic (it crawled at 2e-11 s steps while the friction followed ``u/|u|``
+    of a slip at rounding level, and corners slid tilted by 2e-5 from the onset): a few
+    dozen steps bound it. Each corner's friction along ``-d`` within the cones' bound
+    (1e-9 m g: rounding and Clarabel's distribution of the normal forces)."""
+    mu, k = 0.4, 20.0
+    q0, u0 = launch(B_C, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    tr = go.simulate(cube(mu, push=(k, phi)), (0.0, 0.7), q0, u0, **TOL)
+    assert tr.success, tr.message
+    assert_in_cones(tr, mu)
+    ts = mu * M_C * G0 / k
+    onset = [x for x in tr.meta["contact_transitions"] if x[2] == "slide"]
+    assert len(onset) == 4 and {x[0] for x in onset} == {onset[0][0]}
+    assert onset[0][0] == pytest.approx(ts, rel=1e-9, abs=0)
+    assert tr.stats["phases"] == 2 and tr.stats["steps"] <= 50
+    d = np.array([math.cos(phi), math.sin(phi)])
+    s = k * np.clip(tr.t - ts, 0, None) ** 3 / (6 * M_C)
+    np.testing.assert_allclose(tr.q[:, :2], s[:, None] * d, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 2], B_C, atol=1e-8)
+    sliding = tr.t > onset[0][0]
+    want = -mu * tr.contact_forces[sliding][..., None] * d
+    np.testing.assert_allclose(tr.friction_forces[sliding], want, atol=1e-9 * M_C * G0)
+
+
+# --------------------------------------------------------------------------- the puck
+def test_puck_pushed_by_a_turning_force_follows_the_sliding_ode():
+    """A point mass on the floor pushed by ``m A (cos wt, sin wt)`` with ``A > mu g``
+    slides from rest along ``x`` (friction locked along it while the slip stays along it)
+    and, its slip turning with the push, continues with ``-mu m g u/|u|`` after the
+    lock's event: two phases. Reference: ``v' = A (cos wt, sin wt) - mu g v/|v|``
+    integrated by scipy at 1e-13 from ``v = 1e-15 x`` (the slip grows like ``t``, so its
+    steps grow geometrically from there). Bound: the locked force leaves the slip across
+    ``x`` uncorrected up to ``2 vel_tol`` (~4e-9 m/s) for ~3e-5 s, damped at the rate
+    ``mu g / |u|`` after it: the positions err by far less than that times the run's
+    0.5 s, the velocities by the damped remainder; 1e-8 covers both and the integrators'
+    own 1e-10."""
+    m, mu, A, w = 1.5, 0.3, 6.0, 2.0
+    puck = go.Contact(lambda t, q: q[2:3], slip_velocity=lambda t, q, v: v[None, :2],
+                      friction=mu, rheonomic=False, name="puck")
+    sysm = go.System(("x", "y", "z"), mass=np.eye(3) * m, constraints=[puck],
+                     force=lambda t, q, v: np.array([m * A * math.cos(w * t),
+                                                     m * A * math.sin(w * t), -m * G0]))
+    tr = go.simulate(sysm, (0.0, 0.5), np.zeros(3), np.zeros(3), **TOL)
+    assert tr.success, tr.message
+    assert tr.stats["phases"] == 2
+    assert_in_cones(tr, mu, rel=1e-9 * M_C / m)
+
+    def rhs(t, y):
+        vx, vy = y[2:]
+        sp = math.hypot(vx, vy)
+        return [vx, vy, A * math.cos(w * t) - mu * G0 * vx / sp,
+                A * math.sin(w * t) - mu * G0 * vy / sp]
+    ref = solve_ivp(rhs, (0.0, 0.5), [0.0, 0.0, 1e-15, 0.0], method="DOP853", rtol=1e-13,
+                    atol=1e-16, dense_output=True)
+    y = ref.sol(tr.t)
+    np.testing.assert_allclose(tr.q[:, :2], y[:2].T, atol=1e-8)
+    np.testing.assert_allclose(tr.v[:, :2], y[2:].T, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- the problem
+def particle_problem(f, mu):
+    M = np.eye(3)
+    return dict(M=M, F=np.array(f), A=np.zeros((0, 3)), b=np.zeros(0),
+                G=np.array([[0.0, 0.0, 1.0]]), h=np.zeros(1),
+                T=np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]]), s=np.zeros((1, 2)),
+                mu=np.array([mu]))
+
+
+@pytest.mark.parametrize("f", [(1.0, 2.0), (-5.0, 3.0), (0.3, -4.8)])
+def test_particle_sticks_inside_the_circle_and_slides_along_the_excess_force(f):
+    """A unit mass on z = 0 under (fx, fy, -g): sticks with t = -f while |f| <= mu g,
+    else slides with a = f - mu g f/|f| (closed form; rounding 1e4 eps)."""
+    mu = 0.5
+    sol = solve_contact_cone(**particle_problem([*f, -G0], mu))
+    f = np.array(f)
+    if np.linalg.norm(f) <= mu * G0:
+        assert sol.mode[0] == STICK
+        np.testing.assert_allclose(sol.tau[0], -f, atol=1e-12)
+        np.testing.assert_allclose(sol.x, 0.0, atol=1e-12)
+    else:
+        assert sol.mode[0] == SLIDE
+        e = f / np.linalg.norm(f)
+        np.testing.assert_allclose(sol.direction[0], e, atol=1e-12)
+        np.testing.assert_allclose(sol.x[:2], f - mu * G0 * e, atol=1e-12)
+        np.testing.assert_allclose(sol.tau[0], -mu * G0 * e, atol=1e-12)
+    assert sol.nu[0] == pytest.approx(G0, rel=1e-12)
+
+
+def test_contact_arguments_checked():
+    with pytest.raises(go.ModelError, match="not both"):
+        go.Contact(lambda t, q: q[:1], slip=lambda t, q: q[1:2],
+                   slip_velocity=lambda t, q, v: v[None, :2], friction=0.3)
+    with pytest.raises(go.ModelError, match="slip_velocity"):
+        go.Contact(lambda t, q: q[:1], slip_velocity="v", friction=0.3)
+    with pytest.raises(go.ModelError, match="shapes"):
+        solve_contact_cone(**{**particle_problem([0.0, 0.0, -G0], 0.5),
+                              "s": np.zeros(2)})
+    bad = go.Contact(lambda t, q: np.array([q[2] - R_S]), friction=0.3,
+                     slip_velocity=lambda t, q, v: v[:3][None, :], name="bad")
+    with pytest.raises(go.ModelError, match="expected shape"):
+        go.simulate(rigid(M_S, I_S, bad, [0, 0, -M_S * G0, 0, 0, 0, 0]), (0, 0.1),
+                    *launch(R_S, [1.0, 0.0, 0.0], [0, 0, 0]), **TOL)
+
+
+def test_spatial_run_saves_loads_and_balances_its_energy(tmp_path):
+    """A sliding sphere's run (friction forces of shape (N, 1, 2)) is saved and loaded
+    with its forces, and its energy balance charges the lost kinetic energy to friction:
+    sliding to rolling loses ``m v0^2 / 2 - 7/10 m (5/7 v0)^2 = m v0^2 / 7`` (closed form).
+    Bound: the friction work is a trapezoid rule on the samples (its own error estimate,
+    ``friction_error``) plus the run's errors (~1e-10 of the energy): the drift within
+    10 friction_error + 1e-8 m v0^2."""
+    from gaussopt.study.energy_balance import energy_balance
+
+    v0 = 2.0
+    q0, u0 = launch(R_S, v0 * np.array([math.cos(0.6), math.sin(0.6), 0.0]), [0.0, 0.0, 0.0])
+    base = sphere()
+    # the same system with its energy (on the unit quaternion the rotational energy of an
+    # isotropic body is 2 I |e'|^2)
+    sysm = go.System(base.coordinates, mass=base.mass(0.0, q0), force=base.force(0.0, q0, u0),
+                     constraints=list(base.constraints),
+                     energy=lambda t, q, v: (0.5 * M_S * v[:3] @ v[:3] + 2 * I_S * v[3:] @ v[3:]
+                                             + M_S * G0 * q[2]))
+    tr = go.simulate(sysm, (0.0, 0.5), q0, u0, t_eval=np.linspace(0.0, 0.5, 401), **TOL)
+    assert tr.success and tr.friction_forces.shape == (len(tr.t), 1, 2)
+    back = go.load(tr.save(tmp_path / "sphere"))
+    np.testing.assert_array_equal(back.friction_forces, tr.friction_forces)
+    bal = energy_balance(tr, sysm)
+    loss = M_S * v0 ** 2 / 7
+    assert bal.friction_source == "model"
+    assert abs(bal.friction_loss[-1] - loss) <= 10 * bal.friction_error + 1e-8 * M_S * v0 ** 2
+    assert np.abs(bal.drift).max() <= 10 * bal.friction_error + 1e-8 * M_S * v0 ** 2
