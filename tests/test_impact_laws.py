@@ -104,3 +104,34 @@ def test_impact_law_is_checked():
                                          r"'sequential'\], found 'binary'"):
         go.simulate(cradle(1.0), (0.0, 1.0), [-D - 2 * R, 0.0, 2 * R], [V0, 0.0, 0.0],
                     contact_options={"impact_law": "binary"})
+
+
+def test_sequential_law_with_spatial_friction_cones():
+    """The cradle in space (three balls with x, y, z each; contacts with circular friction
+    cones, slip velocity the relative y, z velocity of the touching balls): the impact is
+    head-on, so the friction impulses vanish and the closed forms above hold."""
+    def gap(t, q):
+        x = q.reshape(3, 3)[:, 0]
+        return np.array([x[1] - x[0] - 2 * R, x[2] - x[1] - 2 * R])
+
+    def slip_velocity(t, q, v):
+        w = v.reshape(3, 3)[:, 1:]
+        return np.array([w[1] - w[0], w[2] - w[1]])
+
+    gaps = go.Contact(gap, slip_velocity=slip_velocity, friction=0.3, restitution=1.0,
+                      rheonomic=False, name="gaps")
+    s = go.System(tuple(f"{c}{i}" for i in (1, 2, 3) for c in "xyz"), mass=np.eye(9),
+                  constraints=[gaps])
+    q0 = np.zeros(9)
+    q0[[0, 3, 6]] = [-D - 2 * R, 0.0, 2 * R]
+    v0 = np.zeros(9)
+    v0[0] = V0
+    for law, want in (("newton", np.array([-1.0, 2.0, 2.0]) * V0 / 3),
+                      ("sequential", np.array([0.0, 0.0, V0]))):
+        tr = go.simulate(s, (0.0, 1.0), q0, v0, **TOL, contact_options={"impact_law": law})
+        assert tr.success, tr.message
+        (im,) = tr.impacts
+        np.testing.assert_allclose(tr.v[-1, [0, 3, 6]], want, rtol=0, atol=1e-12)
+        assert np.abs(tr.v[-1, [1, 2, 4, 5, 7, 8]]).max() <= 1e-12
+        assert im.tangential_impulses.shape == (2, 2)
+        assert np.abs(im.tangential_impulses).max() <= 1e-12

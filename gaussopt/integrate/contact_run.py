@@ -559,7 +559,7 @@ def _sequential_impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray,
     M = model.base.mass(t, q)
     G, cg, _ = P.normal_rows(t, q, v)
     gdot0 = G @ v + cg
-    imp, timp = np.zeros(P.k), np.zeros(P.k)
+    imp, timp = np.zeros(P.k), np.zeros((P.k, 2) if P.spatial else P.k)
     vp = v
     for _ in range(MAX_BINARY_IMPACTS):
         gd = G @ vp + cg
