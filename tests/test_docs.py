@@ -157,6 +157,14 @@ def check_contacts(ns, out):
     assert abs(float(got) - float(want)) <= 2e-11
     got, want = re.findall(r"speed then ([-+0-9.eE]+) m/s; 5/7 v0 = ([-+0-9.eE]+) m/s", out)[0]
     assert abs(float(got) - float(want)) <= 2e-11
+    # Newton's cradle (tests/test_impact_laws.py): the velocities after the impact are
+    # the impact laws' closed forms to rounding (no force acts before it), printed to
+    # 12 decimals
+    rows = dict(re.findall(r"(newton|sequential)\s+velocities after the impact: ([-0-9. ]+)",
+                           out))
+    for law, want in (("newton", [-1 / 3, 2 / 3, 2 / 3]), ("sequential", [0.0, 0.0, 1.0])):
+        got = [float(x) for x in rows[law].split()]
+        assert np.allclose(got, want, rtol=0, atol=1e-12), (law, got)
 
 
 def check_multibody(ns, out):

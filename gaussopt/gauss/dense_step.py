@@ -139,8 +139,8 @@ RANGE_FLAG = 8
 #: others call (:func:`svd_into`, the parts of the step, :func:`gauss_step`; the QP's
 #: compiled step calls the same parts) are *units*, compiled once and called through a
 #: pointer; the small ones are ordinary compiled functions, linked into their callers.
-def _unit(signature: str):
-    return unit(signature, nogil=True, _nrt=False)
+def _unit(signature: str, lazy: bool = False):
+    return unit(signature, lazy=lazy, nogil=True, _nrt=False)
 
 
 _leaf = jit(cache=True, nogil=True, _nrt=False)
@@ -306,7 +306,7 @@ def range_space_pays(n, m):
     return 3 * m <= n
 
 
-@_unit("f8(f8m, f8v, f8, i8, f8, w)")
+@_unit("f8(f8m, f8v, f8, i8, f8, w)", lazy=True)
 def range_space(M, F, wgt, r, thr, w):
     """The Gauss step in range-space form on the ``r`` kept rows, into ``w``'s ``a``: the
     augmented mass matrix ``Mt = M / wgt + V_r V_r^T`` by Cholesky, then the Delassus

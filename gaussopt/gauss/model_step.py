@@ -258,10 +258,11 @@ _FOLD_SIG = 1e-3
 _FOLD_FLOOR = 64.0
 
 
-@_jit
+@_unit("i8(fns, md, buf, f8, f8v, f8v, f8v, f8m, i8, i8, i8, w)", lazy=True)
 def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     """The acceleration near a folded configuration: the Gauss step with the dropped
-    directions restrained (in place in ``a``).
+    directions restrained (in place in ``a``). (A lazy unit: compiled the first time a run
+    meets a dropped direction; most runs never do, and it is the largest part of the step.)
 
     Near a folded configuration of a redundant linkage the rows lose a direction
     (a singular value ``s_j`` of the normalized rows passes through zero); the step

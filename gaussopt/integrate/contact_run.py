@@ -27,6 +27,15 @@ never by penalties or softened constraints:
   (:func:`gaussopt.gauss.contact_problem.solve_contact`: the planar LCP of Pfeiffer
   and Glocker with Coulomb friction, every combination of point states certified).
 
+Impact laws
+-----------
+``contact_options={"impact_law": "newton"}`` (the default) resolves an impact of several
+touching points by the generalized Newton law at all of them at once, as above (a
+Newton's cradle of three touching balls with ``e = 1`` gives ``(-1/3, 2/3, 2/3) v0``);
+``"sequential"`` resolves it as binary impacts, one point at a time, the most negative
+gap rate first (:func:`_sequential_impact`; the cradle gives ``(0, 0, v0)``). The end of
+an accumulation of impacts is resolved at once under either law.
+
 Accumulation of impacts (Zeno)
 ------------------------------
 A bouncing body with ``0 < e < 1`` comes to rest after infinitely many impacts
@@ -532,6 +541,50 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     return vp, rec
 
 
+#: the most binary impacts of one sequential impact (:func:`_sequential_impact`)
+MAX_BINARY_IMPACTS = 100_000
+
+
+def _sequential_impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray,
+                       candidates: np.ndarray, vel_tol: np.ndarray) -> tuple[np.ndarray, Impact]:
+    """``v+`` of an impact resolved as a sequence of binary impacts (``impact_law=
+    "sequential"``): while a touching point approaches (``gap' < -vel_tol``), the one with
+    the most negative gap rate takes its impact alone (:func:`_impact` with that point as
+    the only candidate: Newton's law with its restitution, Coulomb's law on its
+    tangential impulse), the others free. A chain of touching bodies passes the impact on
+    one contact at a time (a Newton's cradle with ``e = 1``: ``(0, 0, v0)``); with ``e < 1``
+    the sequence is a convergent series, ended when no point approaches faster than
+    ``vel_tol``. The record sums the impulses of the sequence."""
+    P = model.points
+    M = model.base.mass(t, q)
+    G, cg, _ = P.normal_rows(t, q, v)
+    gdot0 = G @ v + cg
+    imp, timp = np.zeros(P.k), np.zeros(P.k)
+    vp = v
+    for _ in range(MAX_BINARY_IMPACTS):
+        gd = G @ vp + cg
+        approaching = candidates & (gd < -vel_tol)
+        if not approaching.any():
+            break
+        i = int(np.flatnonzero(approaching)[np.argmin(gd[approaching])])
+        one = np.zeros(P.k, dtype=bool)
+        one[i] = True
+        vp, rec = _impact(model, t, q, vp, one, one)
+        imp += rec.impulses
+        timp += rec.tangential_impulses
+    else:
+        raise ContactSolveError(
+            f"The sequential impact at t={t} did not end after {MAX_BINARY_IMPACTS} binary "
+            "impacts (the touching points still approach one another): use "
+            "contact_options={'impact_law': 'newton'} for this impact.",
+            [P.labels[i] for i in np.flatnonzero(candidates)])
+    rec = Impact(t=float(t), points=[P.labels[i] for i in np.flatnonzero(imp != 0)],
+                 impulses=imp, tangential_impulses=timp, gap_rate_before=gdot0,
+                 gap_rate_after=G @ vp + cg, kinetic_before=_kinetic(M, v),
+                 kinetic_after=_kinetic(M, vp))
+    return vp, rec
+
+
 def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: Impact,
                   touching: np.ndarray, vel_tol: np.ndarray, zeno_height: float,
                   history: Sequence[Impact]) -> Optional[np.ndarray]:
@@ -628,6 +681,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     dense_output, t_eval = opts.dense_output, opts.t_eval
     max_impacts = opts.contact.max_impacts
     zeno_height = opts.contact.zeno_height
+    sequential = opts.contact.impact_law == "sequential"
     q, v = np.array(q0, dtype=float), np.array(v0, dtype=float)
     rtol, atol = opts.rtol, opts.atol
     model = _Model(system, t0, q)
@@ -687,7 +741,10 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 if len(impacts) >= max_impacts:
                     status, message = -1, f"Stopped after max_impacts={max_impacts} impacts at t={t}."
                     break
-                vp, rec = _impact(model, t, q, v, touching, closing)
+                if sequential:
+                    vp, rec = _sequential_impact(model, t, q, v, touching, vel_tol)
+                else:
+                    vp, rec = _impact(model, t, q, v, touching, closing)
                 low = _accumulation(model, t, q, vp, rec, touching, vel_tol, zeno_height, impacts)
                 if low is not None:
                     # the end of an accumulation: the rebounds below zeno_height are not

@@ -51,6 +51,10 @@ def _callable_or_none(value: Any, label: str, what: str):
     return value
 
 
+#: the impact laws of a contact run (:class:`ContactOptions`)
+IMPACT_LAWS = ("newton", "sequential")
+
+
 @dataclasses.dataclass(frozen=True)
 class ContactOptions:
     """Options of the event-driven run of a system with :class:`~gaussopt.Contact`
@@ -65,10 +69,21 @@ class ContactOptions:
         contact (the end of an accumulation of impacts). None: ``100 (atol + rtol
         max|q0|)``, a hundred times the integrator's position tolerance, below what the
         run resolves. Must be positive.
+    impact_law : {"newton", "sequential"}, default "newton"
+        How an impact of several touching points is resolved.
+        ``"newton"``: the generalized Newton law at every point at once (one velocity-level
+        contact problem; a Newton's cradle of three touching balls with ``e = 1`` gives
+        ``(-1/3, 2/3, 2/3) v0``, the answer of rigid bodies without a propagation time).
+        ``"sequential"``: binary impacts one point at a time, the most negative gap rate
+        first, each by Newton's and Coulomb's laws at that point alone, until no touching
+        point approaches (the cradle gives ``(0, 0, v0)``, as real steel balls do: the
+        wave passes through the chain one contact at a time). The end of an accumulation
+        of impacts is resolved at once whatever the law.
     """
 
     max_impacts: int = 100_000
     zeno_height: Optional[float] = None
+    impact_law: str = "newton"
 
     @classmethod
     def from_mapping(cls, options: Optional[Mapping]) -> "ContactOptions":
@@ -96,7 +111,11 @@ class ContactOptions:
             zeno = check_real(zeno, "contact_options['zeno_height']",
                               hint="a height in the units of the gaps, e.g. 1e-6 (None: "
                                    "100 times the position tolerance)")
-        return cls(max_impacts=max_impacts, zeno_height=zeno)
+        law = options.get("impact_law", cls.impact_law)
+        if law not in IMPACT_LAWS:
+            raise ModelError(f"`contact_options['impact_law']` must be one of "
+                             f"{list(IMPACT_LAWS)}, found {found(law)}.")
+        return cls(max_impacts=max_impacts, zeno_height=zeno, impact_law=law)
 
     @classmethod
     def _names(cls) -> set:

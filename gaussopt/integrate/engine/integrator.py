@@ -195,9 +195,10 @@ def _start(fns, accel, md, buf, opt, tab, st):
 
 
 # --------------------------------------------------------------------------- fixed steps
-@_jit
+@_unit("i8(fns, md, buf, opt, st)", lazy=True)
 def _guard_scales(fns, md, buf, opt, st):
-    """The scales of a fixed-step run's checks at its initial state
+    """(A lazy unit, as :func:`_guard`: only fixed-step runs use it.) The scales of a
+    fixed-step run's checks at its initial state
     (:data:`gaussopt.core.settings.FIXED_STEP_RESIDUAL`, ``FIXED_STEP_ENERGY``): the
     configuration's size ``1 + max|q0|`` and, with an energy, ``E0`` and the energy
     scale ``max(|E0|, T0, |F0| (1 + max|q0|))``."""
@@ -244,7 +245,7 @@ def _kinetic(md, buf, v):
     return 0.5 * abs(acc2)
 
 
-@_jit
+@_unit("i8(fns, md, buf, opt, st, f8, f8v)", lazy=True)
 def _guard(fns, md, buf, opt, st, t, y):
     """The checks of a fixed-step run on the state ``y`` a step produced (before any
     projection): its distance from each position constraint, ``|Phi_k| / ref_k``, within

@@ -88,6 +88,21 @@ URDF goes through MuJoCo's importer: links attached by ``fixed`` joints are fuse
 their parents (MuJoCo's URDF default, same dynamics), a root link fixed to the world
 becomes part of the ground, ``revolute``/``continuous`` joints are hinges, ``prismatic``
 slides, ``floating`` free joints; ``<limit>`` becomes a joint range (listed unmapped).
+MuJoCo checks each link's inertia before it fuses welded links, and rejects tensors with
+a zero, negative or rounding-level principal moment or that break the triangle
+inequality; robot files use such tensors on dummy roots and sensor frames welded to the
+real body. The loader adds each such inertia to the heaviest acceptable link welded to it
+(through any chain of ``fixed`` joints), as MuJoCo's fusion and Pinocchio would: the same
+rigid body, the file's dynamics (:func:`_merge_welded_inertias`; the loader's warning
+names the links). A link that moves on its own joint with such a tensor stays refused.
+A URDF has no way to say that its root link moves freely (a legged robot, a humanoid, a
+quadrotor): MuJoCo then welds the root to the world, and a file of a single link has
+nothing left that moves. ``load(..., floating=True)`` gives every body that the world
+carries without a joint a free joint before MuJoCo compiles the file (through
+``mujoco.MjSpec``): the floating base of Pinocchio's ``JointModelFreeFlyer``, with MuJoCo's
+free-joint coordinates (``qpos`` = position and unit quaternion ``w, x, y, z`` of the
+link frame, ``qvel`` = its origin's velocity in the world frame and its angular velocity
+in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
@@ -1019,6 +1034,131 @@ def _strip_urdf(text: str, notes: dict) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+#: MuJoCo's smallest accepted mass and principal moment (``mjMINVAL``)
+_MJ_MINVAL = 1e-15
+
+
+def _rpy_matrix(rpy) -> np.ndarray:
+    """URDF's fixed-axis roll, pitch, yaw: ``Rz(yaw) Ry(pitch) Rx(roll)``."""
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
+
+
+def _urdf_origin(el) -> tuple[np.ndarray, np.ndarray]:
+    """``(xyz, R)`` of an element's ``<origin>`` (identity when it has none)."""
+    o = el.find("origin") if el is not None else None
+    if o is None:
+        return np.zeros(3), np.eye(3)
+    xyz = np.array([float(x) for x in o.get("xyz", "0 0 0").split()])
+    return xyz, _rpy_matrix([float(x) for x in o.get("rpy", "0 0 0").split()])
+
+
+def _urdf_inertial(link) -> Optional[tuple[float, np.ndarray, np.ndarray]]:
+    """``(mass, centroid, inertia tensor about it)`` of a link in its own frame, or None."""
+    el = link.find("inertial")
+    if el is None:
+        return None
+    mass_el, ten = el.find("mass"), el.find("inertia")
+    mass = float(mass_el.get("value", "0")) if mass_el is not None else 0.0
+    c = {k: float(ten.get(k, "0")) if ten is not None else 0.0
+         for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+    J = np.array([[c["ixx"], c["ixy"], c["ixz"]], [c["ixy"], c["iyy"], c["iyz"]],
+                  [c["ixz"], c["iyz"], c["izz"]]])
+    xyz, R = _urdf_origin(el)
+    return mass, xyz, R @ J @ R.T
+
+
+def _rejected_inertia(J: np.ndarray) -> bool:
+    """Whether MuJoCo rejects the tensor: a principal moment below ``mjMINVAL``, or
+    moments that break the triangle inequality ``A + B >= C`` (no rigid body has them)."""
+    lam = np.linalg.eigvalsh(0.5 * (J + J.T))
+    return bool(lam[0] < _MJ_MINVAL or lam[0] + lam[1] < lam[2])
+
+
+def _merge_welded_inertias(text: str, notes: dict) -> str:
+    """The URDF with the inertia of each link that MuJoCo would reject (a principal moment
+    that is zero, negative or at rounding level) added to the link a ``fixed`` joint welds
+    it to, when that makes the sum acceptable.
+
+    Welded links are one rigid body: MuJoCo's reader fuses them anyway (and Pinocchio
+    adds their inertias), but it checks each link's own tensor first. Robot files use a
+    joint-less dummy root with a placeholder tensor (``base`` of the ANYmal, Go1, B1 and
+    HyQ files: every entry ``1e-6``, rank 1) welded to the real trunk, or sensor links with
+    rounding-level tensors; their sum with the trunk is the body MuJoCo would build, so the
+    dynamics are the file's (where MuJoCo's ``balanceinertia`` would raise the moments of a
+    link that breaks the triangle inequality, this keeps them). The combined mass, centroid and tensor (parallel-axis
+    theorem) go to the receiving link, in its frame; the other link becomes massless."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    links = {lk.get("name"): lk for lk in root.iter("link")}
+    welds: dict = {}                 # link -> [(other, xyz, R)]: the other's frame in its own
+    for j in root.iter("joint"):
+        if j.get("type") == "fixed" and j.find("parent") is not None \
+                and j.find("child") is not None:
+            xyz, R = _urdf_origin(j)
+            par, ch = j.find("parent").get("link"), j.find("child").get("link")
+            welds.setdefault(par, []).append((ch, xyz, R))
+            welds.setdefault(ch, []).append((par, -R.T @ xyz, R.T))
+    merged = []
+    for name, link in links.items():
+        own = _urdf_inertial(link)
+        if own is None or not _rejected_inertia(own[2]):
+            continue
+        m1, c1, J1 = own
+        # every link welded to this one (through chains of fixed joints, massless frames
+        # included), with its frame in this link's frame
+        pose = {name: (np.zeros(3), np.eye(3))}
+        todo = [name]
+        while todo:
+            a = todo.pop()
+            pa, Ra = pose[a]
+            for b_, xyz, R in welds.get(a, []):
+                if b_ not in pose:
+                    pose[b_] = (pa + Ra @ xyz, Ra @ R)
+                    todo.append(b_)
+        best = None
+        for other, (p_, R_) in pose.items():
+            got = _urdf_inertial(links[other]) if other != name and other in links else None
+            if got is None or _rejected_inertia(got[2]):
+                continue
+            m2, c2, J2 = got
+            # this link's inertia in the other link's frame
+            c, J = R_.T @ (c1 - p_), R_.T @ J1 @ R_
+            mass = m1 + m2
+            cc = (m1 * c + m2 * c2) / mass
+            Jc = np.zeros((3, 3))
+            for mk, ck, Jk in ((m1, c, J), (m2, c2, J2)):
+                d = ck - cc
+                Jc += Jk + mk * ((d @ d) * np.eye(3) - np.outer(d, d))
+            if best is None or m2 > best[1]:
+                best = (other, m2, mass, cc, Jc)
+        if best is None or _rejected_inertia(best[4]):
+            continue
+        other, _, mass, cc, Jc = best
+        link.remove(link.find("inertial"))
+        target = links[other]
+        old = target.find("inertial")
+        if old is not None:
+            target.remove(old)
+        el = ET.SubElement(target, "inertial")
+        ET.SubElement(el, "origin", xyz=" ".join(repr(float(x)) for x in cc), rpy="0 0 0")
+        ET.SubElement(el, "mass", value=repr(float(mass)))
+        ET.SubElement(el, "inertia", **{k: repr(float(Jc[i, j])) for k, (i, j) in (
+            ("ixx", (0, 0)), ("ixy", (0, 1)), ("ixz", (0, 2)), ("iyy", (1, 1)),
+            ("iyz", (1, 2)), ("izz", (2, 2)))})
+        merged.append(f"{name!r} into {other!r}")
+    if not merged:
+        return text
+    notes["URDF inertias merged across fixed joints"] = (
+        f"{'; '.join(merged)} (MuJoCo rejects the first link's own tensor; welded, the two "
+        "are one body, as MuJoCo fuses them: the same dynamics)")
+    return ET.tostring(root, encoding="unicode")
+
+
 def _balance_inertia(text: str, urdf: bool) -> str:
     """The XML with MuJoCo's compiler option ``balanceinertia="true"`` (URDF: in its
     ``<mujoco><compiler/></mujoco>`` extension)."""
@@ -1065,16 +1205,35 @@ def _inertia_refusal(label: str, said: str, text: str, urdf: bool) -> str:
             "the file.")
 
 
-def _compile(mj, source, notes: Optional[dict] = None):
-    """``source`` compiled by MuJoCo: a file (MJCF or URDF), an XML string or an MjModel.
+def _add_free_joints(spec) -> list[str]:
+    """A free joint on every body of ``spec`` (a ``mujoco.MjSpec``) that the world carries
+    without a joint: the names of those bodies."""
+    floated = []
+    for body in spec.worldbody.bodies:
+        if len(body.joints) == 0:
+            body.add_freejoint()
+            floated.append(body.name)
+    return floated
 
-    A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`);
+
+def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
+             floated: Optional[list] = None):
+    """``source`` compiled by MuJoCo: a file (MJCF or URDF), an XML string or an MjModel.
+    ``floating``: free joints added to the bodies the world carries without one
+    (:func:`_add_free_joints`; their names appended to ``floated``).
+
+    A URDF is read without its visual and mesh collision geometry (:func:`_strip_urdf`),
+    with the inertias MuJoCo would reject on welded links merged (:func:`_merge_welded_inertias`);
     a model whose inertia MuJoCo rejects ("inertia must satisfy A + B >= C", non-positive
     moments) is compiled again with MuJoCo's own ``balanceinertia`` repair and an
     :class:`InertiaRepairWarning` naming the body. ``notes`` (a dict) receives a line
     for each of these, for the loader's report."""
     notes = {} if notes is None else notes
     if isinstance(source, mj.MjModel):
+        if floating:
+            raise ModelError("`floating=True` needs the model's file or XML (a compiled "
+                             "mujoco.MjModel cannot be given new joints); found a "
+                             "mujoco.MjModel as `source`.")
         return source
     path = None
     if isinstance(source, os.PathLike) or (isinstance(source, str)
@@ -1093,16 +1252,29 @@ def _compile(mj, source, notes: Optional[dict] = None):
                          f"{type(source).__name__}.")
     urdf = _is_urdf(text)
     if urdf:
-        text = _strip_urdf(text, notes)
+        text = _merge_welded_inertias(_strip_urdf(text, notes), notes)
 
     def compile_(xml: Optional[str]):
-        if xml is None:                 # an MJCF file as it is: its includes and assets
-            return mj.MjModel.from_xml_path(path)        # are relative to it
-        return mj.MjModel.from_xml_string(xml)
+        if not floating:
+            if xml is None:             # an MJCF file as it is: its includes and assets
+                return mj.MjModel.from_xml_path(path)    # are relative to it
+            return mj.MjModel.from_xml_string(xml)
+        spec = mj.MjSpec.from_file(path) if xml is None else mj.MjSpec.from_string(xml)
+        if len(spec.worldbody.bodies) == 0:
+            raise ModelError(f"`floating=True`: {label} has no body (nothing to set free).")
+        names = _add_free_joints(spec)
+        if not names:
+            raise ModelError(f"`floating=True`: every body that the world carries in {label} "
+                             "already has a joint; there is no base to set free.")
+        if floated is not None:
+            floated[:] = names
+        return spec.compile()
 
     xml = text if (urdf or path is None) else None
     try:
         return compile_(xml)
+    except ModelError:
+        raise
     except ValueError as e:
         first = str(e)
     if "inertia" not in first.lower():
@@ -1123,10 +1295,10 @@ def _compile(mj, source, notes: Optional[dict] = None):
     return m
 
 
-def _mapping(source, name=None):
+def _mapping(source, name=None, floating: bool = False, floated: Optional[list] = None):
     mj = _mujoco()
     notes: dict = {}
-    m = _compile(mj, source, notes)
+    m = _compile(mj, source, notes, floating, floated)
     mp = _map(mj, m, name)
     mp.unmapped.update(notes)
     return mj, m, mp
@@ -1142,7 +1314,8 @@ def _build(mp: _Mapping) -> Model:
 COORDINATES = ("joint", "maximal")
 
 
-def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
+def load(source, *, name: Optional[str] = None, coordinates: str = "joint",
+         floating: bool = False):
     """A multibody model from an MJCF or URDF model: in joint coordinates (a
     :class:`gaussopt.multibody.tree.Model`, the default) or in maximal coordinates (a spatial
     :class:`~.spatial.Model`).
@@ -1160,6 +1333,12 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
         ``connect``/``weld`` equalities); ``"maximal"``: seven coordinates per body and the
         joints as equations (:mod:`gaussopt.multibody.spatial`, the mapping of the module
         docstring).
+    floating : bool
+        Give every body that the world carries without a joint a free joint (six degrees
+        of freedom, MuJoCo's ``freejoint``) before compiling: the floating base of a URDF
+        robot (a legged robot, a humanoid, a quadrotor), which a URDF cannot express and
+        MuJoCo otherwise welds to the world. As Pinocchio's ``JointModelFreeFlyer``, in
+        MuJoCo's free-joint coordinates (module docstring). Needs a file or an XML string.
 
     Returns
     -------
@@ -1180,12 +1359,15 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
     ImportError
         MuJoCo is not installed (``pip install "gaussopt[mjcf]"``).
     ModelError
-        No such file, MuJoCo cannot compile it, or ``coordinates`` is not one of
-        :data:`COORDINATES`.
+        No such file, MuJoCo cannot compile it, ``coordinates`` is not one of
+        :data:`COORDINATES`, or ``floating=True`` with a ``mujoco.MjModel`` or with no
+        joint-less body on the world.
     """
     if coordinates not in COORDINATES:
         raise ModelError(f"`coordinates` must be one of {list(COORDINATES)}, found "
                          f"{coordinates!r}.")
+    if not isinstance(floating, (bool, np.bool_)):
+        raise ModelError(f"`floating` must be True or False, found {floating!r}.")
     if isinstance(source, os.PathLike) or (isinstance(source, str)
                                            and not source.lstrip().startswith("<")):
         src = repr(os.fspath(source))
@@ -1197,17 +1379,22 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint"):
     if coordinates == "joint":
         mj = _mujoco()
         notes: dict = {}
-        m = _compile(mj, source, notes)
+        floated: list = []
+        m = _compile(mj, source, notes, bool(floating), floated)
         mp = _tree_map(mj, m, name)
         mp.unmapped.update(notes)
         if not mp.links:
             raise ModelError(nothing)
         model = _build_tree(mp, m, src)
     else:
-        _, m, mp = _mapping(source, name)
+        floated = []
+        _, m, mp = _mapping(source, name, bool(floating), floated)
         if not mp.frames:
             raise ModelError(nothing)
         model = _build(mp)
+    if floated and coordinates == "joint":          # (model.description says so)
+        model.origin += (f"; floating=True: a free joint added to "
+                         f"{', '.join(repr(b) for b in floated)}")
     if mp.unmapped:
         what = "\n".join(f"  - {k}: {v}" for k, v in mp.unmapped.items())
         warnings.warn(UnmappedFeatureWarning(
