@@ -101,6 +101,35 @@ def test_numpy_kinematics_matches_the_compiled_one_and_differentiates_to_its_vel
                                        atol=1e-13)
 
 
+def test_contact_derivatives_against_the_numpy_kinematics():
+    """The gaps' Jacobian (from the compiled twists) against the complex step of the gap
+    evaluated by the numpy kinematics (rounding, 1e-13); ``gamma`` against a fourth-order
+    central difference of the compiled Jacobian along ``v`` (truncation ``h^4 |J^(5)| / 30
+    ~ 1e-17`` at h = 1e-4, rounding ``eps |J v| / h ~ 1e-12``: 1e-9); the slip velocities of
+    the compiled path (real q) against the numpy path (complex q, zero imaginary part) to
+    rounding. On the filter's model: plane-sphere, plane-box and sphere-sphere pairs on free
+    and hinge joints, at random states."""
+    model, _ = load(FILTER.format(option=""))
+    rng = np.random.default_rng(7)
+    for c in model.contacts():
+        for _ in range(3):
+            q = model.q_reference + 0.3 * rng.normal(size=model.n)
+            v = rng.normal(size=model.n)
+            J = c.normal.jacobian(0.0, q)
+            h = 1e-30
+            Jc = np.array([np.imag(c.normal.phi(0.0, q + 1j * h * e)) / h
+                           for e in np.eye(model.n)]).T
+            np.testing.assert_allclose(J, Jc, rtol=0, atol=1e-13)
+            d = 1e-4
+            Jv = [c.normal.jacobian(0.0, q + s * d * v) @ v for s in (-2, -1, 1, 2)]
+            dJv = (Jv[0] - 8 * Jv[1] + 8 * Jv[2] - Jv[3]) / (12 * d)
+            np.testing.assert_allclose(c.normal.gamma(0.0, q, v), -dJv, rtol=0, atol=1e-9)
+            if c.cone is not None:
+                u = c.cone.f(0.0, q, v)
+                uc = c.cone.f(0.0, q + 0j, v)
+                np.testing.assert_allclose(u, np.real(uc), rtol=0, atol=1e-13)
+
+
 # --------------------------------------------------------------------------- the sphere
 M_S, R_S = 2.0, 0.1
 

@@ -18,7 +18,11 @@ one of two kinds of model:
   dynamics (``motor``, ``position``, ``velocity``, such ``general`` ones) on hinges, slides
   and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
-  ``Stepper``'s inputs); keyframes become ``model.keyframes``. The tree itself needs no equations:
+  ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
+  ``model.joint_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
+  spheres, capsules and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
+  elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
+  ``with_contacts``). The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
   must belong to a body that only the world carries (MuJoCo's usual case).
 * ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates

@@ -349,7 +349,8 @@ class Model(BaseModel):
         for mu, prs in groups.items():
             grp = PairGroup(kin, prs, self._asm.index)
             name = "contacts" if len(groups) == 1 else f"contacts.mu={mu:g}"
-            out.append(Contact(grp.gap, slip_velocity=grp.slip_velocity if mu > 0 else None,
+            out.append(Contact(grp.gap, grp.jacobian, grp.gamma,
+                               slip_velocity=grp.slip_velocity if mu > 0 else None,
                                friction=mu, restitution=restitution, rheonomic=False,
                                name=name))
         return out
