@@ -242,6 +242,7 @@ class PairGroup:
         self.k = sum(pr.rows for pr in self.pairs)
         self._mask = kin.moving().astype(float)
         self._last = None
+        self._T = None
 
     @staticmethod
     def _place(R, X, k, s):
@@ -340,21 +341,31 @@ class PairGroup:
         kinematics)."""
         q = np.asarray(q)
         v = np.asarray(v)
-        real = q.dtype.kind == "f"
-        if real:
-            R, X, S = self._real(q)
-        else:
-            R, X, W, U = self.kin(q, v)
+        if q.dtype.kind == "f":
+            return self._slip_matrix(q) @ v
+        R, X, W, U = self.kin(q, v)
         out = []
         for g in self._geo:
             k1, k2 = g[0], g[1]
             c1, n, tang, c2 = self._normals(R, X, g)
             P = c2 - g[6] * n
-            if real:
-                rel = (self._jac(S, k2, P) - self._jac(S, k1, P)) @ v
-            else:
-                rel = (U[k2] + _cross(W[k2], P)) if k2 >= 0 else np.zeros_like(P)
-                if k1 >= 0:
-                    rel = rel - (U[k1] + _cross(W[k1], P))
+            rel = (U[k2] + _cross(W[k2], P)) if k2 >= 0 else np.zeros_like(P)
+            if k1 >= 0:
+                rel = rel - (U[k1] + _cross(W[k1], P))
             out.append(np.einsum("kij,kj->ki", tang, rel))
         return np.concatenate(out, axis=0)
+
+    def _slip_matrix(self, q):
+        """``T (k, 2, n)`` with the slip velocities ``T v`` at real ``q`` (kept for the last
+        ``q``: the complex-step Jacobian in ``v`` evaluates them n times at one ``q``)."""
+        key = q.tobytes()
+        if self._T is None or self._T[0] != key:
+            R, X, S = self._real(q)
+            out = []
+            for g in self._geo:
+                c1, n, tang, c2 = self._normals(R, X, g)
+                P = c2 - g[6] * n
+                out.append(np.einsum("kij,kjn->kin", tang,
+                                     self._jac(S, g[1], P) - self._jac(S, g[0], P)))
+            self._T = (key, np.concatenate(out, axis=0))
+        return self._T[1]
