@@ -353,6 +353,23 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
     assert rows == 5 + 8 + (0 if filterparent else 1)
 
 
+def test_model_and_system_with_contacts_pickle():
+    """The loader's pairs travel with the model; the system with frictional contacts (its
+    slip velocities) pickles and evaluates the same gaps and slip velocities."""
+    import pickle
+
+    model, _ = load(ball_xml())
+    back = pickle.loads(pickle.dumps(model))
+    assert back.contact_pairs == model.contact_pairs
+    sysm = model.with_contacts()
+    sys2 = pickle.loads(pickle.dumps(sysm))
+    q = model.q_reference + 0.01
+    v = np.arange(1.0, model.n + 1)
+    (c1,), (c2,) = ([c for c in s.constraints if c.kind == "contact"] for s in (sysm, sys2))
+    assert np.array_equal(c1.normal.phi(0.0, q), c2.normal.phi(0.0, q))
+    assert np.array_equal(c1.cone.f(0.0, q, v), c2.cone.f(0.0, q, v))
+
+
 def test_no_pairs_and_bad_system_are_refused():
     model, _ = load(CHAIN.replace("<geom", '<geom contype="0" conaffinity="0"'))
     assert model.contact_pairs == ()

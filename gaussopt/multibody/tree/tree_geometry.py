@@ -242,7 +242,7 @@ class PairGroup:
         self.k = sum(pr.rows for pr in self.pairs)
         self._mask = kin.moving().astype(float)
         self._last = None
-        self._T = None
+        self._T = self._J = self._gam = None          # kept for the last (q, v)
 
     @staticmethod
     def _place(R, X, k, s):
@@ -305,14 +305,19 @@ class PairGroup:
 
     def jacobian(self, t, q):
         """``gap_q``, shape (k, n): ``n . (J2(c2) - J1(c1))`` with the normal ``n`` (the
-        plane's, or the unit vector between the centres), from the compiled twists."""
-        R, X, S = self._real(np.asarray(q, dtype=float))
-        out = []
-        for g in self._geo:
-            c1, n, _, c2 = self._normals(R, X, g)
-            J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
-            out.append(np.einsum("ki,kin->kn", n, J))
-        return np.concatenate(out, axis=0)
+        plane's, or the unit vector between the centres), from the compiled twists (kept
+        for the last ``q``: a closed point's bilateral row asks for its row of it)."""
+        q = np.asarray(q, dtype=float)
+        key = q.tobytes()
+        if self._J is None or self._J[0] != key:
+            R, X, S = self._real(q)
+            out = []
+            for g in self._geo:
+                c1, n, _, c2 = self._normals(R, X, g)
+                J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
+                out.append(np.einsum("ki,kin->kn", n, J))
+            self._J = (key, np.concatenate(out, axis=0))
+        return self._J[1].copy()
 
     def _gap_rate(self, q, v):
         """``gap_q v`` at ``(q, v)`` of any dtype (the numpy kinematics)."""
@@ -331,8 +336,11 @@ class PairGroup:
         along ``v`` (one evaluation, exact to rounding)."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
-        h = 1e-30
-        return -np.imag(self._gap_rate(q + 1j * h * v, v)) / h
+        key = q.tobytes() + v.tobytes()
+        if self._gam is None or self._gam[0] != key:
+            h = 1e-30
+            self._gam = (key, -np.imag(self._gap_rate(q + 1j * h * v, v)) / h)
+        return self._gam[1].copy()
 
     def slip_velocity(self, t, q, v):
         """The tangential velocity of each contact point, shape (k, 2): geom 2's material
