@@ -6,7 +6,9 @@
   ``model.kinematics`` at random states of a chain with free, hinge, ball, slide joints
   (non-unit Euler parameters: both divide by ``|p|^2``): rotations and origins to rounding
   (1e-14 of lengths ~1), and its complex-step derivative along ``v`` against the compiled
-  ``point_velocity`` (a complex step has no truncation error: rounding, 1e-13).
+  ``point_velocity`` (a complex step has no truncation error: rounding, 1e-13). The
+  contacts' Jacobians (compiled twists) against the complex step of their gaps (numpy
+  kinematics), ``gamma`` against a central difference of the Jacobian.
 * A free sphere on a plane (MJCF), launched sliding without spin: slides with deceleration
   ``mu g`` and rolls after ``2 v0 / (7 mu g)`` at ``5/7 v0`` (closed form), ``mu`` the larger
   of the two geoms' (MuJoCo's mix). Dropped from ``h`` with restitution ``e`` (a sphere, and
@@ -29,6 +31,10 @@ over a few hundred steps: states err by the admitted local errors summed (~1e-10
 times by that over the event function's rate (>= ~1): below 1e-9 (events, relative) and
 1e-8 (states), as tests/test_contact_cone.py. The scipy reference of the pendulum runs at
 1e-13 (its event located to 1e-15): its error is below gaussopt's.
+
+Measured (2 shared cores, compiled): the sphere's 1 s run 4.2 s (2 phases, 63 steps, 1466
+evaluations; the same sphere written by hand in tests/test_contact_cone.py 2.9 s), the
+box at rest 1.3 s (1 phase, 7 steps), the box on the incline 0.9 s.
 """
 
 from __future__ import annotations

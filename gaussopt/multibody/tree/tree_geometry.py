@@ -1,10 +1,13 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
 Why a second forward kinematics beside the compiled one
-(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): a :class:`~gaussopt.Contact`
-whose Jacobian and convective term are left to the automatic derivatives evaluates its gap
-at complex ``q`` (complex step) and its slip velocity at complex ``q`` or ``v``; the
-compiled kernel takes real arrays only. :class:`TreeKinematics` walks the links in
+(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): the convective terms of a
+contact (``gamma`` of its gap, the rate of its slip velocity at zero acceleration) are
+exact by one complex step along ``v``, which evaluates the kinematics at complex ``q``;
+the compiled kernel takes real arrays only. (At real ``q`` the contacts use the compiled
+kernel: the gaps, their Jacobians from the coordinates' twists and the slip velocities
+``T(q) v``, each kept for the last state, since the run's complex-step Jacobian in ``v``
+and the closed points' rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
 Python with the kernel's conventions, read from the same parameter array (hinge: Rodrigues
 about the joint axis; slide: along it; ball and free: MuJoCo's quaternion ``(w, x, y, z)``
 divided by ``|p|^2``, so that a non-unit ``p`` still gives a rotation, and ``omega = R W
@@ -216,8 +219,9 @@ class ContactPair:
 
 
 class PairGroup:
-    """The gaps and slip velocities of contact pairs (one :class:`~gaussopt.Contact`):
-    one forward kinematics per evaluation for all of them (picklable: no closures).
+    """The gaps, their Jacobian and ``gamma``, and the slip velocities of contact pairs (one
+    :class:`~gaussopt.Contact`): one forward kinematics per evaluation for all of them
+    (picklable: no closures).
 
     Parameters
     ----------

@@ -317,9 +317,10 @@ class Model(BaseModel):
         floor sinks a fraction of a millimetre) and have no restitution; here a contact
         closes exactly, with Newton's ``restitution`` (default 0, plastic: MuJoCo's
         contacts do not bounce either). A system with contacts runs event by event
-        (through Python callbacks: the gaps and slip velocities are evaluated by a numpy
-        forward kinematics, their derivatives by complex step), so :attr:`system` keeps
-        none; :meth:`with_contacts` adds them.
+        (through Python callbacks: the gaps, their Jacobians and the slip velocities from
+        the compiled kinematics, the convective terms by one complex step of a numpy
+        forward kinematics, :mod:`~gaussopt.multibody.tree.tree_geometry`), so
+        :attr:`system` keeps none; :meth:`with_contacts` adds them.
 
         Returns
         -------
