@@ -202,6 +202,12 @@ def check_multibody(ns, out):
     growth = flow_growth(lambda y, t: sc.reference(t, th0=y[0], w0=y[1]), [np.pi / 6, 0.0], ts)
     bound = integration_bound(tr, growth, ref_tol=1e-13)
     assert abs(th - sc.reference(2.0)[0, 0]) <= 5e-7 + bound, (th, bound)
+    # the ball on a floor from MJCF: rolls at 2 v0 / (7 mu g) (closed form), mu = max(0.3,
+    # 0.1); the run at 1e-12 locates the event to 1e-9 relative (tests/test_contact_cone.py's
+    # bound), printed to 10 decimals (rounding 5e-11); the velocity 5/7 v0 to 1e-8
+    assert "[('floor', 'ball', 'plane-sphere', 0.3)]" in out
+    assert abs(_number(out, "rolls from t =") - 2 * 2.0 / (7 * 0.3 * 9.81)) <= 5e-11 + 2e-10
+    assert abs(ns["ball_run"].v[-1][0] - 5 / 7 * 2.0) <= 1e-8
 
 
 def check_spatial(ns, out):

@@ -323,7 +323,9 @@ def test_keyframes():
 
 def test_unmapped_lists_only_what_is_left():
     """tests/data/unmapped.xml in joint coordinates: the actuator, the joint equality, the
-    keyframe and the joint stiffness map; the spatial tendon and the rest stay listed."""
+    keyframe and the joint stiffness map, the floor's contacts with the four links are
+    mapped (opt-in); the spatial tendon, the other geom pairs (the capsules' and the sphere's
+    with each other and the box, the explicit sphere-box pair) and the rest stay listed."""
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         model = mjcf.load(DATA / "unmapped.xml")
@@ -331,7 +333,11 @@ def test_unmapped_lists_only_what_is_left():
     assert len(ws) == 1
     assert ws[0].message.features == {
         "spatial tendons (through sites and geoms)": 1,
-        "contacts: geoms that can collide": 5, "contacts: explicit contact pairs": 1,
+        "contacts: sphere-capsule pairs (not mapped)": 1,
+        "contacts: capsule-box pairs (not mapped)": 2,
+        "contacts: sphere-box pairs (not mapped)": 1,
+        "contacts: geom pairs mapped, opt-in (not in model.system: model.with_contacts() adds "
+        "them as hard contacts, restitution 0 by default; geoms floor, ga, gb, gc, ge)": 4,
         "joint limits of hinges and slides (hard stops, not in model.system: "
         "model.with_limits() adds them)": 1, "joint friction loss": 1,
         "inactive equality constraints (active=false at start)": 1,

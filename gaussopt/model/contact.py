@@ -141,9 +141,7 @@ class Contact(Constraint):
         #: the spatial slip velocity, raveled: rows (2 r, 2 r + 1) are point r's components
         self.cone = None
         if slip_velocity is not None:
-            def flat(t, q, v, _f=slip_velocity):
-                return np.reshape(_f(t, q, v), -1)
-            self.cone = Nonholonomic(flat, name=f"{self.name}.slip_velocity")
+            self.cone = Nonholonomic(_Raveled(slip_velocity), name=f"{self.name}.slip_velocity")
 
     @property
     def tangent_dim(self) -> int:
@@ -187,6 +185,17 @@ class Contact(Constraint):
     def __repr__(self) -> str:
         return (f"Contact(name={self.name!r}, restitution={self.restitution}, "
                 f"friction={self.friction})")
+
+
+class _Raveled:
+    """``f(t, q, v)`` raveled (a class, not a closure: a system with spatial contacts
+    pickles)."""
+
+    def __init__(self, f: Callable) -> None:
+        self.f = f
+
+    def __call__(self, t, q, v):
+        return np.reshape(self.f(t, q, v), -1)
 
 
 class ContactPoints:

@@ -18,7 +18,11 @@ one of two kinds of model:
   dynamics (``motor``, ``position``, ``velocity``, such ``general`` ones) on hinges, slides
   and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
-  ``Stepper``'s inputs); keyframes become ``model.keyframes``. The tree itself needs no equations:
+  ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
+  ``model.joint_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
+  spheres, capsules and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
+  elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
+  ``with_contacts``). The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
   must belong to a body that only the world carries (MuJoCo's usual case).
 * ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
@@ -556,7 +560,7 @@ def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
         if not _flag(mj, m, "mjDSBL_ACTUATION"):
             _count(un, "actuators", int(m.nu))
     constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
-    if constraint and not _flag(mj, m, "mjDSBL_CONTACT"):
+    if constraint and not _flag(mj, m, "mjDSBL_CONTACT") and not tree:
         coll = int(np.count_nonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0)))
         _count(un, "contacts: geoms that can collide", coll)
         _count(un, "contacts: explicit contact pairs", int(m.npair))
@@ -605,6 +609,7 @@ class _TreeMapping:
     merged: int = 0
     actuators: list = field(default_factory=list)       # MuJoCo ids of the mapped actuators
     ranges: dict = field(default_factory=dict)          # joint -> (lower, upper): hard stops
+    contact_pairs: list = field(default_factory=list)   # ContactPair of the colliding geoms
 
 
 def _compose(pa, Ra, pb, Rb):
@@ -753,9 +758,128 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
         else:
             out.joints.append(Weld(l1, tuple(s1), l2, tuple(s2),
                                    rotation=tuple(map(tuple, R1.T @ R2))))
+    if not _flag(mj, m, "mjDSBL_CONSTRAINT") and not _flag(mj, m, "mjDSBL_CONTACT"):
+        _tree_contacts(mj, m, d, out, owner, link_body)
     _unmapped(mj, m, un, tree=True)
     out.name = name if name is not None else _model_name(m)
     return out
+
+
+#: MuJoCo's geom types (``mjtGeom``) by number
+_GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid",
+               5: "cylinder", 6: "box", 7: "mesh", 8: "sdf"}
+#: the geom types the contacts map
+_MAPPED_GEOMS = ("plane", "sphere", "capsule", "box")
+
+
+def _few(names, k: int = 6) -> str:
+    names = list(names)
+    return ", ".join(names[:k]) + (f", ... ({len(names)} in all)" if len(names) > k else "")
+
+
+def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) -> None:
+    """The colliding geom pairs of the joint kind (:class:`~gaussopt.multibody.tree.
+    tree_geometry.ContactPair`): MuJoCo's filter (``contype``/``conaffinity``: a pair
+    collides if ``(c1 & a2) | (c2 & a1)``; never two geoms of one body or of bodies welded
+    together, nor of a body and its parent unless ``filterparent`` is disabled, nor of
+    bodies named by an ``<exclude>``, nor two geoms of the world) and the explicit
+    ``<pair>`` elements (their friction and ``condim``; a pair found by both is the explicit
+    one, as MuJoCo merges them). Friction is MuJoCo's mix: the higher ``priority`` geom's,
+    else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
+    Mapped: world planes against spheres, capsules (two end spheres) and boxes (8
+    corners); spheres against spheres; ``condim`` 1 (frictionless) and 3 (sliding
+    friction). Everything else is counted in ``out.unmapped``."""
+    from gaussopt.multibody.tree.tree_geometry import ContactPair
+
+    un = out.unmapped
+    gnames = _names(mj, m, mj.mjtObj.mjOBJ_GEOM, m.ngeom, "geom")
+    gtype = [_GEOM_TYPES.get(int(x), str(int(x))) for x in m.geom_type]
+    body = np.asarray(m.geom_bodyid)
+    weld = np.asarray(m.body_weldid)
+    wparent = weld[np.asarray(m.body_parentid)[weld]]
+    filterparent = not _flag(mj, m, "mjDSBL_FILTERPARENT")
+    excluded = set(int(x) for x in np.asarray(m.exclude_signature).reshape(-1))
+    ct, ca = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+
+    def frame(g):
+        """The geom's pose in the frame of the link carrying it (world: world)."""
+        o = owner[int(body[g])]
+        P, Rg = np.array(d.geom_xpos[g], float), np.array(d.geom_xmat[g], float).reshape(3, 3)
+        if o is None:
+            return None, P, Rg
+        lb = link_body[o]
+        Ro = np.array(d.xmat[lb], float).reshape(3, 3)
+        return o, Ro.T @ (P - d.xpos[lb]), Ro.T @ Rg
+
+    candidates: dict = {}                       # (g1, g2) -> (friction, condim, source)
+    for g1 in range(m.ngeom):
+        for g2 in range(g1 + 1, m.ngeom):
+            if not ((ct[g1] & ca[g2]) or (ct[g2] & ca[g1])):
+                continue
+            b1, b2 = int(body[g1]), int(body[g2])
+            w1, w2 = int(weld[b1]), int(weld[b2])
+            if w1 == w2 or (owner[b1] is None and owner[b2] is None):
+                continue
+            if filterparent and w1 != 0 and w2 != 0 and (w1 == wparent[w2] or w2 == wparent[w1]):
+                continue
+            if ((min(b1, b2) << 16) + max(b1, b2)) in excluded:
+                continue
+            p1, p2 = int(m.geom_priority[g1]), int(m.geom_priority[g2])
+            if p1 != p2:
+                g = g1 if p1 > p2 else g2
+                mu, dim = float(m.geom_friction[g][0]), int(m.geom_condim[g])
+            else:
+                mu = max(float(m.geom_friction[g1][0]), float(m.geom_friction[g2][0]))
+                dim = max(int(m.geom_condim[g1]), int(m.geom_condim[g2]))
+            candidates[(g1, g2)] = (mu, dim, "filter")
+    for k in range(m.npair):
+        g1, g2 = sorted((int(m.pair_geom1[k]), int(m.pair_geom2[k])))
+        candidates[(g1, g2)] = (float(m.pair_friction[k][0]), int(m.pair_dim[k]), "pair")
+    bad_types: dict = {}
+    mapped_geoms: set = set()
+    for (g1, g2), (mu, dim, src) in candidates.items():
+        t1, t2 = gtype[g1], gtype[g2]
+        odd = [g for g, t in ((g1, t1), (g2, t2)) if t not in _MAPPED_GEOMS]
+        if odd:
+            for g in odd:
+                bad_types.setdefault(gtype[g], set()).add(gnames[g])
+            continue
+        if _MAPPED_GEOMS.index(t1) > _MAPPED_GEOMS.index(t2):
+            g1, g2, t1, t2 = g2, g1, t2, t1
+        kind = f"{t1}-{t2}"
+        if kind not in ("plane-sphere", "plane-capsule", "plane-box", "sphere-sphere"):
+            _count(un, f"contacts: {kind} pairs (not mapped)")
+            continue
+        if dim not in (1, 3):
+            _count(un, "contacts: pairs with torsional or rolling friction (condim 4, 6; not "
+                       "mapped)")
+            continue
+        (l1, o1, F1), (l2, o2, F2) = frame(g1), frame(g2)
+        if t1 == "plane" and l1 is not None:
+            _count(un, "contacts: planes on moving links (not mapped)")
+            continue
+        if l1 is None and l2 is None:
+            continue                                  # two geoms of the world
+        size = np.array(m.geom_size[g2], float)
+        if t2 == "sphere":
+            pts, r2 = o2[None, :], size[0]
+        elif t2 == "capsule":
+            pts, r2 = np.array([o2 + F2[:, 2] * size[1], o2 - F2[:, 2] * size[1]]), size[0]
+        else:
+            sg = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
+            pts, r2 = o2 + (sg * size) @ F2.T, 0.0
+        r1 = 0.0 if t1 == "plane" else float(m.geom_size[g1][0])
+        out.contact_pairs.append(ContactPair(
+            gnames[g1], gnames[g2], kind, mu if dim == 3 else 0.0, l1, l2,
+            tuple(float(x) for x in o1), tuple(tuple(float(x) for x in r) for r in F1),
+            tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src))
+        mapped_geoms.update((gnames[g1], gnames[g2]))
+    for t, names in bad_types.items():
+        _count(un, f"contacts: {t} geoms (not mapped: {_few(sorted(names))})", len(names))
+    if out.contact_pairs:
+        _count(un, "contacts: geom pairs mapped, opt-in (not in model.system: "
+                   "model.with_contacts() adds them as hard contacts, restitution 0 by default; "
+                   f"geoms {_few(sorted(mapped_geoms))})", len(out.contact_pairs))
 
 
 def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, damp_on: bool,
@@ -926,6 +1050,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
                          f"qpos {m.nq}.")                          # pragma: no cover
     model.joint_ranges = dict(mp.ranges)
+    model.contact_pairs = tuple(mp.contact_pairs)
     model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
                     f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "
                     f"-> {model.nb} links ({mp.merged} joint-less bodies merged into their "

@@ -22,6 +22,7 @@ from gaussopt.multibody.common.base_model import BaseModel
 import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model
 from gaussopt.multibody.tree.tree_elements import Link
+from gaussopt.multibody.tree.tree_geometry import PairGroup, TreeKinematics
 
 __all__ = ["Model", "Keyframe"]
 
@@ -120,13 +121,19 @@ class Model(BaseModel):
         #: joint name -> ``(lower, upper)`` of the hinges and slides with hard stops (the
         #: loader's, from MuJoCo's limited joints): :meth:`limits`, :meth:`with_limits`
         self.joint_ranges: dict = {}
+        #: the pairs of colliding geoms (the loader's, from MuJoCo's geoms and ``<pair>``
+        #: elements): :class:`~gaussopt.multibody.tree.tree_geometry.ContactPair`;
+        #: :meth:`contacts`, :meth:`with_contacts`
+        self.contact_pairs: tuple = ()
+        self._kin_numpy = None
         self.actuator_names = self._asm.actuator_names
         self.tendon_names = self._asm.tendon_names
 
     def __reduce__(self):
         """Pickle as the call that built the model, with the loader's additions."""
         return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes,
-                                         "joint_ranges": self.joint_ranges})
+                                         "joint_ranges": self.joint_ranges,
+                                         "contact_pairs": self.contact_pairs})
 
     @property
     def system(self) -> System:
@@ -291,6 +298,73 @@ class Model(BaseModel):
                              f"found {base!r}.")
         return base.with_constraints(list(base.constraints) + [self.limits(restitution)],
                                      name="limits")
+
+    @property
+    def geometry_kinematics(self) -> TreeKinematics:
+        """The forward kinematics in numpy (:class:`~gaussopt.multibody.tree.tree_geometry.
+        TreeKinematics`, any dtype: what the contacts' complex steps evaluate), built once."""
+        if self._kin_numpy is None:
+            self._kin_numpy = TreeKinematics(self._p)
+        return self._kin_numpy
+
+    def contacts(self, restitution: float = 0.0) -> list:
+        """The colliding geom pairs (:attr:`contact_pairs`) as hard unilateral contacts: one
+        :class:`~gaussopt.Contact` per friction coefficient (a gap row per contact point:
+        a sphere's lowest point, a capsule's two end spheres, a box's 8 corners; the pairs
+        of ``friction > 0`` with the spatial Coulomb cone of their ``slip_velocity``).
+
+        Why opt-in: MuJoCo's contacts are soft (``solref``/``solimp``: a ball resting on the
+        floor sinks a fraction of a millimetre) and have no restitution; here a contact
+        closes exactly, with Newton's ``restitution`` (default 0, plastic: MuJoCo's
+        contacts do not bounce either). A system with contacts runs event by event
+        (through Python callbacks: the gaps, their Jacobians and the slip velocities from
+        the compiled kinematics, the convective terms by one complex step of a numpy
+        forward kinematics, :mod:`~gaussopt.multibody.tree.tree_geometry`), so
+        :attr:`system` keeps none; :meth:`with_contacts` adds them.
+
+        Returns
+        -------
+        list of Contact
+            Named ``"contacts"`` (one friction) or ``"contacts.mu=<friction>"``.
+
+        Raises
+        ------
+        ModelError
+            The model has no contact pairs, or a pair names an unknown link.
+        """
+        if not self.contact_pairs:
+            raise ModelError(f"model {self.name!r} has no contact pairs (`contact_pairs` is "
+                             "empty: the loader fills it from MuJoCo's colliding geoms: world "
+                             "planes against spheres, capsules and boxes, spheres against "
+                             "spheres).")
+        for pr in self.contact_pairs:
+            for ln in (pr.link1, pr.link2):
+                if ln is not None and ln not in self._asm.index:
+                    raise ModelError(f"`contact_pairs`: pair ({pr.geom1!r}, {pr.geom2!r}) names "
+                                     f"link {ln!r}, not one of {list(self.body_names)}.")
+        groups: dict = {}
+        for pr in self.contact_pairs:
+            groups.setdefault(float(pr.friction), []).append(pr)
+        out = []
+        kin = self.geometry_kinematics
+        for mu, prs in groups.items():
+            grp = PairGroup(kin, prs, self._asm.index)
+            name = "contacts" if len(groups) == 1 else f"contacts.mu={mu:g}"
+            out.append(Contact(grp.gap, grp.jacobian, grp.gamma,
+                               slip_velocity=grp.slip_velocity if mu > 0 else None,
+                               friction=mu, restitution=restitution, rheonomic=False,
+                               name=name))
+        return out
+
+    def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
+        """``system`` (default :attr:`system`; e.g. :meth:`with_limits`'s) with the contacts
+        of :meth:`contacts` added."""
+        base = self.system if system is None else system
+        if not isinstance(base, System) or base.n != self.n:
+            raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
+                             f"found {base!r}.")
+        return base.with_constraints(list(base.constraints) + self.contacts(restitution),
+                                     name="contacts")
 
     @property
     def q_reference(self) -> np.ndarray:

@@ -1,0 +1,383 @@
+"""Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
+
+Why a second forward kinematics beside the compiled one
+(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): the convective terms of a
+contact (``gamma`` of its gap, the rate of its slip velocity at zero acceleration) are
+exact by one complex step along ``v``, which evaluates the kinematics at complex ``q``;
+the compiled kernel takes real arrays only. (At real ``q`` the contacts use the compiled
+kernel: the gaps, their Jacobians from the coordinates' twists and the slip velocities
+``T(q) v``, each kept for the last state, since the run's complex-step Jacobian in ``v``
+and the closed points' rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
+Python with the kernel's conventions, read from the same parameter array (hinge: Rodrigues
+about the joint axis; slide: along it; ball and free: MuJoCo's quaternion ``(w, x, y, z)``
+divided by ``|p|^2``, so that a non-unit ``p`` still gives a rotation, and ``omega = R W
+p'`` with ``W = 2 G(p) / |p|^2``). Written once, with numpy operations that carry a
+complex part (no ``abs``, no ``norm``), its derivative along ``v`` is the velocity the
+kernel computes.
+
+:class:`ContactPair` describes one pair of colliding geoms of a loaded MJCF model
+(:func:`gaussopt.multibody.load`), :class:`PairGroup` evaluates the gaps and spatial slip
+velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`):
+
+* a world ``plane`` (point ``p0``, unit normal ``n`` = the plane frame's z axis, tangents
+  its x and y axes) against spheres of moving links: gap ``n . (c - p0) - r``; a capsule
+  is its two end spheres, a box its 8 corners (``r = 0``). The slip velocity is the
+  velocity of the link's material point at the contact point ``c - r n`` projected on the
+  two tangents.
+* ``sphere``-``sphere``: gap ``|c2 - c1| - r1 - r2``; the slip velocity is the relative
+  velocity of the two links' material points at ``c2 - r2 u`` (``u`` the unit vector from
+  ``c1`` to ``c2``) on two tangents orthogonal to ``u``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+import gaussopt.multibody.tree.tree_compiled as kernel
+
+__all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS"]
+
+#: the geom pairs mapped onto contacts (first geom, second geom)
+PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-box", "sphere-sphere")
+
+
+def _cross(a, b):
+    """``a x b`` of (..., 3) arrays of any dtype, broadcast (numpy's ``cross`` costs ~20
+    times more on such small arrays)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
+class TreeKinematics:
+    """The links' poses and twists at ``(q, v)`` of any dtype, from a tree model's packed
+    parameters (the compiled kernel's conventions, module docstring).
+
+    Parameters
+    ----------
+    p : ndarray
+        The model's parameter array (:func:`gaussopt.multibody.tree.tree_compiled.pack`);
+        read once into per-link tables.
+    """
+
+    def __init__(self, p: np.ndarray) -> None:
+        p = np.asarray(p, dtype=float)
+        self.p = p.copy()
+        self.n = int(p[kernel.H_N])
+        nb, ob, oj = int(p[kernel.H_NB]), int(p[kernel.H_OB]), int(p[kernel.H_OJ])
+        self.nb = nb
+        self.links = []
+        for b in range(nb):
+            rec = ob + kernel.W_B * b
+            joints = []
+            j0, nj = int(p[rec + kernel.B_J0]), int(p[rec + kernel.B_NJ])
+            for jj in range(j0, j0 + nj):
+                jr = oj + kernel.W_J * jj
+                joints.append((int(p[jr + kernel.J_TYPE]), int(p[jr + kernel.J_Q]),
+                               p[jr + kernel.J_POS:jr + kernel.J_POS + 3].copy(),
+                               p[jr + kernel.J_AXIS:jr + kernel.J_AXIS + 3].copy(),
+                               float(p[jr + kernel.J_REF])))
+            self.links.append((int(p[rec + kernel.B_PAR]),
+                               p[rec + kernel.B_POS:rec + kernel.B_POS + 3].copy(),
+                               p[rec + kernel.B_ROT:rec + kernel.B_ROT + 9].reshape(3, 3).copy(),
+                               joints))
+
+    def moving(self) -> np.ndarray:
+        """``mask[k, j]``: whether coordinate ``j`` moves link ``k`` (its joints and its
+        ancestors'), shape (nb, n)."""
+        mask = np.zeros((self.nb, self.n), dtype=bool)
+        for b, (par, _, _, joints) in enumerate(self.links):
+            if par >= 0:
+                mask[b] = mask[par]
+            for typ, a, _, _, _ in joints:
+                mask[b, a:a + (1 if typ in (kernel.SLIDE, kernel.HINGE) else 4)] = True
+        return mask
+
+    def compiled(self, q):
+        """``(R, X, S)`` at real ``q`` by the compiled kernel (rotations, origins and the
+        world twist of every coordinate, shape (n, 6): angular, then the velocity of the
+        material point at the world origin)."""
+        nb, n = self.nb, self.n
+        R, X = np.empty((nb, 3, 3)), np.empty((nb, 3))
+        S, V = np.empty((n, 6)), np.empty((nb, 6))
+        kernel.kinematics(self.p, np.ascontiguousarray(q, dtype=float), np.zeros(n), R, X, S, V)
+        return R, X, S
+
+    def __call__(self, q, v=None):
+        """``(R, X, W, U)``: rotations (nb, 3, 3), origins (nb, 3), angular velocities
+        (nb, 3) and the velocities (nb, 3) of the material points at the world origin (the
+        kernel's twist ``V = (W, U)``); ``W``, ``U`` are None when ``v`` is None. The dtype
+        is that of ``q`` and ``v`` together (complex for a complex step)."""
+        q = np.asarray(q)
+        dt = np.result_type(q, float) if v is None else np.result_type(q, v, float)
+        nb = self.nb
+        R = np.empty((nb, 3, 3), dtype=dt)
+        X = np.empty((nb, 3), dtype=dt)
+        W = U = None
+        if v is not None:
+            v = np.asarray(v)
+            W = np.empty((nb, 3), dtype=dt)
+            U = np.empty((nb, 3), dtype=dt)
+        for b, (par, pos, rot, joints) in enumerate(self.links):
+            if par < 0:
+                Rc, xc = rot.astype(dt), pos.astype(dt)
+                w = np.zeros(3, dtype=dt)
+                u = np.zeros(3, dtype=dt)
+            else:
+                Rc, xc = R[par] @ rot, X[par] + R[par] @ pos
+                if v is not None:
+                    w, u = W[par].copy(), U[par].copy()
+            for typ, a, jpos, jaxis, ref in joints:
+                P = xc + Rc @ jpos
+                aw = Rc @ jaxis
+                if typ == kernel.SLIDE:
+                    xc = xc + aw * (q[a] - ref)
+                    if v is not None:
+                        u = u + aw * v[a]
+                    continue
+                if typ == kernel.HINGE:
+                    th = q[a] - ref
+                    c, s = np.cos(th), np.sin(th)
+                    K = np.array([[0.0, -jaxis[2], jaxis[1]], [jaxis[2], 0.0, -jaxis[0]],
+                                  [-jaxis[1], jaxis[0], 0.0]])
+                    Rq = np.eye(3) + s * K + (1.0 - c) * (K @ K)
+                    Rc = Rc @ Rq
+                    if v is not None:
+                        wj = aw * v[a]
+                else:
+                    e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
+                    r2 = 1.0 / (e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3)
+                    Rq = r2 * np.array([
+                        [e0 * e0 + e1 * e1 - e2 * e2 - e3 * e3, 2 * (e1 * e2 - e0 * e3),
+                         2 * (e1 * e3 + e0 * e2)],
+                        [2 * (e1 * e2 + e0 * e3), e0 * e0 - e1 * e1 + e2 * e2 - e3 * e3,
+                         2 * (e2 * e3 - e0 * e1)],
+                        [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1),
+                         e0 * e0 - e1 * e1 - e2 * e2 + e3 * e3]])
+                    Rc = Rc @ Rq
+                    if v is not None:
+                        G = 2.0 * r2 * np.array([[-e1, e0, e3, -e2], [-e2, -e3, e0, e1],
+                                                 [-e3, e2, -e1, e0]])
+                        wj = Rc @ (G @ v[a:a + 4])
+                xc = P - Rc @ jpos
+                if v is not None:
+                    w = w + wj
+                    u = u + _cross(P, wj)
+            R[b], X[b] = Rc, xc
+            if v is not None:
+                W[b], U[b] = w, u
+        return R, X, W, U
+
+
+@dataclass(frozen=True)
+class ContactPair:
+    """One pair of colliding geoms of a loaded model (:attr:`gaussopt.multibody.tree.Model.
+    contact_pairs`).
+
+    Attributes
+    ----------
+    geom1, geom2 : str
+        The geoms' names (MuJoCo's, or ``"geom<id>"``); ``geom1`` the plane of a plane pair.
+    kind : str
+        One of :data:`PAIR_KINDS`.
+    friction : float
+        Coulomb's coefficient (0: frictionless, MuJoCo's ``condim`` 1).
+    link1, link2 : str or None
+        The links carrying the geoms (None: the world).
+    origin1 : tuple
+        The plane's point or the first sphere's centre, in ``link1``'s frame (world: world).
+    frame1 : tuple of tuples
+        The plane's rotation (its z axis the normal) in ``link1``'s frame.
+    points2 : tuple of tuples
+        The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3).
+    radius1, radius2 : float
+        The radii (plane, box corner: 0).
+    source : str
+        ``"filter"`` (``contype``/``conaffinity``) or ``"pair"`` (an explicit ``<pair>``).
+    """
+
+    geom1: str
+    geom2: str
+    kind: str
+    friction: float
+    link1: Optional[str]
+    link2: Optional[str]
+    origin1: tuple
+    frame1: tuple
+    points2: tuple
+    radius1: float
+    radius2: float
+    source: str = "filter"
+
+    @property
+    def rows(self) -> int:
+        """The contact points (gap rows) of the pair."""
+        return len(self.points2)
+
+
+class PairGroup:
+    """The gaps, their Jacobian and ``gamma``, and the slip velocities of contact pairs (one
+    :class:`~gaussopt.Contact`): one forward kinematics per evaluation for all of them
+    (picklable: no closures).
+
+    Parameters
+    ----------
+    kin : TreeKinematics
+    pairs : sequence of ContactPair
+    index : mapping
+        Link name -> the link's index in ``kin``.
+    """
+
+    def __init__(self, kin: TreeKinematics, pairs, index) -> None:
+        self.kin = kin
+        self.pairs = tuple(pairs)
+        self._geo = []
+        for pr in self.pairs:
+            self._geo.append((-1 if pr.link1 is None else int(index[pr.link1]),
+                              -1 if pr.link2 is None else int(index[pr.link2]),
+                              np.array(pr.origin1, dtype=float).reshape(1, 3),
+                              np.array(pr.frame1, dtype=float),
+                              np.array(pr.points2, dtype=float).reshape(-1, 3),
+                              float(pr.radius1), float(pr.radius2),
+                              pr.kind.startswith("plane")))
+        self.k = sum(pr.rows for pr in self.pairs)
+        self._mask = kin.moving().astype(float)
+        self._last = None
+        self._T = self._J = self._gam = None          # kept for the last (q, v)
+
+    @staticmethod
+    def _place(R, X, k, s):
+        """World points ``s`` (..., 3) of link ``k`` (-1: the world)."""
+        return s if k < 0 else X[k] + s @ R[k].T
+
+    def _normals(self, R, X, g):
+        """``(c1, n, t, c2)``: the first geom's centre or plane point, unit normals (k, 3)
+        from geom 1 to geom 2, tangents (k, 2, 3) and the second geom's centres (k, 3)."""
+        k1, k2, o1, F1, s2, r1, r2, plane = g
+        c2 = self._place(R, X, k2, s2)
+        if plane:
+            F = F1 if k1 < 0 else R[k1] @ F1
+            c1 = self._place(R, X, k1, o1)
+            n = np.broadcast_to(F[:, 2], c2.shape)
+            t = np.broadcast_to(F[:, :2].T, (c2.shape[0], 2, 3))
+            return c1, n, t, c2
+        c1 = self._place(R, X, k1, o1)
+        d = c2 - c1
+        n = d / np.sqrt(np.sum(d * d, axis=1))[:, None]
+        # tangents orthogonal to n, built from the world axis least aligned with n (chosen
+        # on the real part: the same basis for a complex step)
+        e = np.zeros((len(n), 3))
+        e[np.arange(len(n)), np.argmin(np.abs(np.real(n)), axis=1)] = 1.0
+        t1 = _cross(n, e)
+        t1 = t1 / np.sqrt(np.sum(t1 * t1, axis=1))[:, None]
+        t2 = _cross(n, t1)
+        return c1, n, np.stack([t1, t2], axis=1), c2
+
+    def _real(self, q):
+        """The compiled ``(R, X, S)`` at real ``q``, kept for the last ``q`` (a complex-step
+        Jacobian in ``v`` evaluates the slip velocity n times at one ``q``)."""
+        key = q.tobytes()
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self.kin.compiled(q))
+        return self._last[1]
+
+    def _jac(self, S, k, P):
+        """``J (m, 3, n)``: the velocity of link ``k``'s material points ``P`` (m, 3) is ``J
+        v`` (the world's: 0)."""
+        if k < 0:
+            return 0.0
+        Jp = S[None, :, 3:] + _cross(S[None, :, :3], P[:, None, :])          # (m, n, 3)
+        return np.transpose(Jp * self._mask[k][None, :, None], (0, 2, 1))
+
+    def gap(self, t, q):
+        """The signed distances, shape (k,) (any dtype of ``q``: complex by the numpy
+        kinematics, real by the compiled one)."""
+        q = np.asarray(q)
+        R, X = self._real(q)[:2] if q.dtype.kind == "f" else self.kin(q)[:2]
+        out = []
+        for g in self._geo:
+            c1, n, _, c2 = self._normals(R, X, g)
+            if g[7]:
+                out.append(np.sum(n * (c2 - c1), axis=1) - g[6])
+            else:
+                d = c2 - c1
+                out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
+        return np.concatenate(out)
+
+    def jacobian(self, t, q):
+        """``gap_q``, shape (k, n): ``n . (J2(c2) - J1(c1))`` with the normal ``n`` (the
+        plane's, or the unit vector between the centres), from the compiled twists (kept
+        for the last ``q``: a closed point's bilateral row asks for its row of it)."""
+        q = np.asarray(q, dtype=float)
+        key = q.tobytes()
+        if self._J is None or self._J[0] != key:
+            R, X, S = self._real(q)
+            out = []
+            for g in self._geo:
+                c1, n, _, c2 = self._normals(R, X, g)
+                J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
+                out.append(np.einsum("ki,kin->kn", n, J))
+            self._J = (key, np.concatenate(out, axis=0))
+        return self._J[1].copy()
+
+    def _gap_rate(self, q, v):
+        """``gap_q v`` at ``(q, v)`` of any dtype (the numpy kinematics)."""
+        R, X, W, U = self.kin(q, v)
+        out = []
+        for g in self._geo:
+            c1, n, _, c2 = self._normals(R, X, g)
+            rel = (U[g[1]] + _cross(W[g[1]], c2)) if g[1] >= 0 else 0.0
+            if g[0] >= 0:
+                rel = rel - (U[g[0]] + _cross(W[g[0]], c1))
+            out.append(np.sum(n * rel, axis=1) * np.ones(len(c2)))
+        return np.concatenate(out)
+
+    def gamma(self, t, q, v):
+        """``gamma = -(gap_q v)_q v``, shape (k,): the complex step of :meth:`_gap_rate`
+        along ``v`` (one evaluation, exact to rounding)."""
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        key = q.tobytes() + v.tobytes()
+        if self._gam is None or self._gam[0] != key:
+            h = 1e-30
+            self._gam = (key, -np.imag(self._gap_rate(q + 1j * h * v, v)) / h)
+        return self._gam[1].copy()
+
+    def slip_velocity(self, t, q, v):
+        """The tangential velocity of each contact point, shape (k, 2): geom 2's material
+        point at the contact point relative to geom 1's, on the pair's two tangents (real
+        ``q``: the compiled twists times ``v`` of any dtype; complex ``q``: the numpy
+        kinematics)."""
+        q = np.asarray(q)
+        v = np.asarray(v)
+        if q.dtype.kind == "f":
+            return self._slip_matrix(q) @ v
+        R, X, W, U = self.kin(q, v)
+        out = []
+        for g in self._geo:
+            k1, k2 = g[0], g[1]
+            c1, n, tang, c2 = self._normals(R, X, g)
+            P = c2 - g[6] * n
+            rel = (U[k2] + _cross(W[k2], P)) if k2 >= 0 else np.zeros_like(P)
+            if k1 >= 0:
+                rel = rel - (U[k1] + _cross(W[k1], P))
+            out.append(np.einsum("kij,kj->ki", tang, rel))
+        return np.concatenate(out, axis=0)
+
+    def _slip_matrix(self, q):
+        """``T (k, 2, n)`` with the slip velocities ``T v`` at real ``q`` (kept for the last
+        ``q``: the complex-step Jacobian in ``v`` evaluates them n times at one ``q``)."""
+        key = q.tobytes()
+        if self._T is None or self._T[0] != key:
+            R, X, S = self._real(q)
+            out = []
+            for g in self._geo:
+                c1, n, tang, c2 = self._normals(R, X, g)
+                P = c2 - g[6] * n
+                out.append(np.einsum("kij,kjn->kin", tang,
+                                     self._jac(S, g[1], P) - self._jac(S, g[0], P)))
+            self._T = (key, np.concatenate(out, axis=0))
+        return self._T[1]

@@ -1,0 +1,386 @@
+"""Contacts from MJCF geometry on the joint-coordinate kind (``model.contact_pairs``,
+``model.contacts()``, ``model.with_contacts()``), against independent references.
+
+* The numpy forward kinematics (:class:`~gaussopt.multibody.tree.tree_geometry.
+  TreeKinematics`, what the contacts' complex steps evaluate) against the compiled
+  ``model.kinematics`` at random states of a chain with free, hinge, ball, slide joints
+  (non-unit Euler parameters: both divide by ``|p|^2``): rotations and origins to rounding
+  (1e-14 of lengths ~1), and its complex-step derivative along ``v`` against the compiled
+  ``point_velocity`` (a complex step has no truncation error: rounding, 1e-13). The
+  contacts' Jacobians (compiled twists) against the complex step of their gaps (numpy
+  kinematics), ``gamma`` against a central difference of the Jacobian.
+* A free sphere on a plane (MJCF), launched sliding without spin: slides with deceleration
+  ``mu g`` and rolls after ``2 v0 / (7 mu g)`` at ``5/7 v0`` (closed form), ``mu`` the larger
+  of the two geoms' (MuJoCo's mix). Dropped from ``h`` with restitution ``e`` (a sphere, and
+  a horizontal capsule whose two end spheres land together): first impact at ``sqrt(2 (h -
+  r) / g)``, rebound ``e sqrt(2 g (h - r))`` (closed form).
+* A free box on a plane: at rest it stays (q constant) and its normal forces sum to ``m g``;
+  on an inclined plane (a plane geom in a rotated frame) it rests for ``mu > tan(beta)``
+  and slides down the fall line with ``a = g (sin beta - mu cos beta)`` otherwise.
+* A hinge pendulum whose bob (a sphere) hits the floor: the impact time against the
+  pendulum's ODE integrated by scipy here, the impact speed against the energy (closed form)
+  and the rebound of an elastic impact.
+* Two free spheres colliding head-on in zero gravity, elastic: they exchange velocities
+  (closed form).
+* MuJoCo's filter (contype/conaffinity, same body, parent-child and ``filterparent``,
+  ``<exclude>``), explicit ``<pair>`` elements, the friction and condim mix, and the
+  unmapped listing, against the rules enumerated by hand.
+
+Tolerances: each motion is a polynomial or a smooth flow integrated at rtol = atol = 1e-12
+over a few hundred steps: states err by the admitted local errors summed (~1e-10), event
+times by that over the event function's rate (>= ~1): below 1e-9 (events, relative) and
+1e-8 (states), as tests/test_contact_cone.py. The scipy reference of the pendulum runs at
+1e-13 (its event located to 1e-15): its error is below gaussopt's.
+
+Measured (2 shared cores, compiled): the sphere's 1 s run 4.2 s (2 phases, 63 steps, 1466
+evaluations; the same sphere written by hand in tests/test_contact_cone.py 2.9 s), the
+box at rest 1.3 s (1 phase, 7 steps), the box on the incline 0.9 s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+import gaussopt as go
+
+mj = pytest.importorskip("mujoco")
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
+from gaussopt.multibody.tree.tree_geometry import TreeKinematics  # noqa: E402
+
+G0 = 9.81
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+def load(xml):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        model = mjcf.load(xml)
+    ws = [w for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
+    return model, (ws[0].message.features if ws else {})
+
+
+# --------------------------------------------------------------------------- kinematics
+CHAIN = """<mujoco><option gravity="0 0 -9.81"/><worldbody>
+<body name="base" pos="0.1 0.2 0.3" quat="0.9 0.1 0.2 0.3"><freejoint name="fr"/>
+  <geom size=".1" mass="1"/>
+  <body name="arm" pos="0.3 0 0.1" euler="10 20 30">
+    <joint name="h" type="hinge" axis="0.3 0.4 1" pos="0.05 0 0"/>
+    <geom type="capsule" size=".05 .2" mass="1"/>
+    <body name="wrist" pos="0 0.2 0.1" quat="0.7 0 0.7 0.1">
+      <joint name="bj" type="ball" pos="0.0 0.02 0.01"/>
+      <geom type="box" size=".05 .06 .07" mass="1"/>
+      <body name="tip" pos="0.1 0 0">
+        <joint name="s" type="slide" axis="1 1 0"/><joint name="h2" type="hinge" axis="0 0 1"/>
+        <geom size=".03" mass="1"/>
+      </body>
+    </body>
+  </body>
+</body></worldbody></mujoco>"""
+
+
+def test_numpy_kinematics_matches_the_compiled_one_and_differentiates_to_its_velocity():
+    model, _ = load(CHAIN)
+    kin = TreeKinematics(model._p)
+    rng = np.random.default_rng(3)
+    s = np.array([0.05, -0.1, 0.2])
+    for _ in range(10):
+        q = rng.normal(size=model.n)
+        q[3:7] *= 1.3 / np.linalg.norm(q[3:7])               # non-unit Euler parameters
+        v = rng.normal(size=model.n)
+        R0, X0, _, V0 = model.kinematics(q, v)
+        R, X, W, U = kin(q, v)
+        np.testing.assert_allclose(R, R0, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(X, X0, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(W, V0[:, :3], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(U, V0[:, 3:], rtol=0, atol=1e-13)
+        h = 1e-30
+        Rc, Xc, _, _ = kin(q + 1j * h * v)
+        for k, link in enumerate(model.body_names):
+            vel = np.imag(Xc[k] + Rc[k] @ s) / h
+            np.testing.assert_allclose(vel, model.point_velocity(link, s, q, v), rtol=0,
+                                       atol=1e-13)
+
+
+def test_contact_derivatives_against_the_numpy_kinematics():
+    """The gaps' Jacobian (from the compiled twists) against the complex step of the gap
+    evaluated by the numpy kinematics (rounding, 1e-13); ``gamma`` against a fourth-order
+    central difference of the compiled Jacobian along ``v`` (truncation ``h^4 |J^(5)| / 30
+    ~ 1e-17`` at h = 1e-4, rounding ``eps |J v| / h ~ 1e-12``: 1e-9); the slip velocities of
+    the compiled path (real q) against the numpy path (complex q, zero imaginary part) to
+    rounding. On the filter's model: plane-sphere, plane-box and sphere-sphere pairs on free
+    and hinge joints, at random states."""
+    model, _ = load(FILTER.format(option=""))
+    rng = np.random.default_rng(7)
+    for c in model.contacts():
+        for _ in range(3):
+            q = model.q_reference + 0.3 * rng.normal(size=model.n)
+            v = rng.normal(size=model.n)
+            J = c.normal.jacobian(0.0, q)
+            h = 1e-30
+            Jc = np.array([np.imag(c.normal.phi(0.0, q + 1j * h * e)) / h
+                           for e in np.eye(model.n)]).T
+            np.testing.assert_allclose(J, Jc, rtol=0, atol=1e-13)
+            d = 1e-4
+            Jv = [c.normal.jacobian(0.0, q + s * d * v) @ v for s in (-2, -1, 1, 2)]
+            dJv = (Jv[0] - 8 * Jv[1] + 8 * Jv[2] - Jv[3]) / (12 * d)
+            np.testing.assert_allclose(c.normal.gamma(0.0, q, v), -dJv, rtol=0, atol=1e-9)
+            if c.cone is not None:
+                u = c.cone.f(0.0, q, v)
+                uc = c.cone.f(0.0, q + 0j, v)
+                np.testing.assert_allclose(u, np.real(uc), rtol=0, atol=1e-13)
+
+
+# --------------------------------------------------------------------------- the sphere
+M_S, R_S = 2.0, 0.1
+
+
+def ball_xml(mu_floor=0.3, mu_ball=0.1, z=R_S, capsule=False):
+    shape = (f'type="capsule" fromto="-0.2 0 0 0.2 0 0" size="{R_S}"' if capsule
+             else f'type="sphere" size="{R_S}"')
+    return f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="{mu_floor} 0.005 0.0001"/>
+<body name="ball" pos="0 0 {z}"><freejoint name="f"/>
+  <geom name="b" {shape} mass="{M_S}" friction="{mu_ball} 0.005 0.0001"/>
+</body></worldbody></mujoco>"""
+
+
+def test_sphere_launched_sliding_rolls_at_five_sevenths():
+    """mu = max(0.3, 0.1) (MuJoCo's default mix): rolls at 2 v0 / (7 mu g)."""
+    model, feats = load(ball_xml())
+    assert [(p.geom1, p.geom2, p.kind, p.friction) for p in model.contact_pairs] == [
+        ("floor", "b", "plane-sphere", 0.3)]
+    assert any("model.with_contacts()" in k for k in feats)
+    mu, v0, T = 0.3, 2.0, 1.0
+    q0, u0 = model.q_reference, np.zeros(model.n)
+    u0[0] = v0
+    t0 = time.perf_counter()
+    tr = go.simulate(model.with_contacts(), (0.0, T), q0, u0, **TOL)
+    print(f"sphere 1 s: {time.perf_counter() - t0:.2f} s, {tr.stats['phases']} phases, "
+          f"{tr.stats['steps']} steps, {tr.stats['rhs_evaluations']} evaluations")
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert [x[2] for x in trans] == ["close slide", "stick"]
+    t_roll = 2 * v0 / (7 * mu * G0)
+    assert trans[1][0] == pytest.approx(t_roll, rel=1e-9, abs=0)
+    s = v0 * t_roll - 0.5 * mu * G0 * t_roll ** 2 + 5 / 7 * v0 * (T - t_roll)
+    np.testing.assert_allclose(tr.q[-1][:3], [s, 0.0, R_S], atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1][:3], [5 / 7 * v0, 0.0, 0.0], atol=1e-8)
+    # spin: omega_y = v / r while rolling (the link's world angular velocity)
+    np.testing.assert_allclose(model.angular_velocity("ball", tr.q[-1], tr.v[-1]),
+                               [0.0, 5 / 7 * v0 / R_S, 0.0], atol=1e-8 / R_S)
+    np.testing.assert_allclose(tr.contact_forces[:, 0], M_S * G0, rtol=1e-9)
+
+
+@pytest.mark.parametrize("capsule", [False, True])
+def test_dropped_body_first_impact(capsule):
+    h, e = 0.6, 0.5
+    model, _ = load(ball_xml(z=h, capsule=capsule))
+    assert model.contact_pairs[0].rows == (2 if capsule else 1)
+    tr = go.simulate(model.with_contacts(restitution=e), (0.0, 0.4), model.q_reference,
+                     np.zeros(model.n), **TOL)
+    assert tr.success, tr.message
+    t1 = math.sqrt(2 * (h - R_S) / G0)
+    im = tr.impacts[0]
+    assert im.t == pytest.approx(t1, rel=1e-9, abs=0)
+    vin = math.sqrt(2 * G0 * (h - R_S))
+    np.testing.assert_allclose(im.gap_rate_before, -vin, rtol=1e-9)
+    np.testing.assert_allclose(im.gap_rate_after, e * vin, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- the box
+M_B, B = 3.0, 0.1
+
+
+def box_xml(beta=0.0, mu=0.5):
+    """A cube of half-side B resting on a plane tilted by beta about y (normal (sin b, 0,
+    cos b)), both in the same rotated frame."""
+    deg = math.degrees(beta)
+    c = [B * math.sin(beta), 0.0, B * math.cos(beta)]
+    return f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" euler="0 {deg!r} 0" friction="{mu} 0 0"/>
+<body name="box" pos="{c[0]!r} 0 {c[2]!r}" euler="0 {deg!r} 0"><freejoint/>
+  <geom name="cube" type="box" size="{B} {B} {B}" mass="{M_B}" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>"""
+
+
+def test_box_at_rest_stays():
+    model, _ = load(box_xml())
+    assert model.contact_pairs[0].kind == "plane-box" and model.contact_pairs[0].rows == 8
+    q0 = model.q_reference
+    t0 = time.perf_counter()
+    tr = go.simulate(model.with_contacts(), (0.0, 1.0), q0, np.zeros(model.n), **TOL)
+    print(f"box at rest 1 s: {time.perf_counter() - t0:.2f} s, {tr.stats['phases']} phases, "
+          f"{tr.stats['steps']} steps, {tr.stats['rhs_evaluations']} evaluations")
+    assert tr.success, tr.message
+    assert np.abs(tr.q - q0).max() < 1e-10
+    np.testing.assert_allclose(tr.contact_forces.sum(axis=1), M_B * G0, rtol=1e-9)
+    assert np.all(tr.contact_forces >= -1e-9 * M_B * G0)
+
+
+@pytest.mark.parametrize("above", [True, False])
+def test_box_on_incline_rests_or_slides(above):
+    beta = 0.3
+    mu = math.tan(beta) + (0.05 if above else -0.05)
+    model, _ = load(box_xml(beta, mu))
+    q0 = model.q_reference
+    tr = go.simulate(model.with_contacts(), (0.0, 0.5), q0, np.zeros(model.n), **TOL)
+    assert tr.success, tr.message
+    a = 0.0 if above else G0 * (math.sin(beta) - mu * math.cos(beta))
+    down = np.array([math.cos(beta), 0.0, -math.sin(beta)])       # the fall line
+    X = tr.q[:, :3] - q0[:3]
+    np.testing.assert_allclose(X, 0.5 * a * tr.t[:, None] ** 2 * down, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 3:7], np.tile(q0[3:7], (len(tr), 1)), atol=1e-8)
+    np.testing.assert_allclose(tr.contact_forces.sum(axis=1), M_B * G0 * math.cos(beta),
+                               rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- the pendulum
+L_P, R_P, M_P, TH_C = 1.0, 0.1, 1.5, 0.6
+H_P = L_P * math.cos(TH_C) + R_P                 # the bob touches the floor at theta = TH_C
+PENDULUM = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" condim="1"/>
+<body name="arm" pos="0 0 {H_P!r}"><joint name="th" type="hinge" axis="0 1 0"/>
+  <geom name="bob" type="sphere" size="{R_P}" pos="0 0 -{L_P}" mass="{M_P}" condim="1"/>
+</body></worldbody></mujoco>"""
+
+
+def test_pendulum_bob_hits_the_floor():
+    """Released horizontal (theta = pi/2), the bob (a solid sphere: I = 2/5 m r^2 + m L^2
+    about the hinge) swings down and hits the floor at theta = TH_C; elastic: the swing
+    reverses."""
+    model, _ = load(PENDULUM)
+    assert [(p.kind, p.friction) for p in model.contact_pairs] == [("plane-sphere", 0.0)]
+    inertia = 0.4 * M_P * R_P ** 2 + M_P * L_P ** 2
+
+    def rhs(t, y):
+        return [y[1], -M_P * G0 * L_P * math.sin(y[0]) / inertia]
+
+    def hit(t, y):
+        return H_P - L_P * math.cos(y[0]) - R_P
+    hit.terminal, hit.direction = True, -1
+    ref = solve_ivp(rhs, (0, 5), [math.pi / 2, 0.0], method="DOP853", rtol=1e-13,
+                    atol=1e-13, events=hit)
+    t_hit = float(ref.t_events[0][0])
+    w_hit = -math.sqrt(2 * M_P * G0 * L_P * math.cos(TH_C) / inertia)     # energy
+    assert ref.y_events[0][0][1] == pytest.approx(w_hit, rel=1e-10)
+    tr = go.simulate(model.with_contacts(restitution=1.0), (0.0, 1.2 * t_hit),
+                     np.array([math.pi / 2]), np.zeros(1), **TOL)
+    assert tr.success, tr.message
+    im = tr.impacts[0]
+    assert im.t == pytest.approx(t_hit, rel=1e-9, abs=0)
+    # the gap rate L sin(theta) theta' before, its opposite after
+    g_rate = L_P * math.sin(TH_C) * w_hit
+    assert im.gap_rate_before[0] == pytest.approx(g_rate, rel=1e-9)
+    assert im.gap_rate_after[0] == pytest.approx(-g_rate, rel=1e-9)
+    after = tr.t > im.t
+    assert np.all(tr.v[after, 0] > 0)
+
+
+# --------------------------------------------------------------------------- two spheres
+def test_two_spheres_collide_head_on_and_exchange_velocities():
+    xml = """<mujoco><option gravity="0 0 0"/><worldbody>
+<body name="p" pos="0 0 0"><freejoint/><geom name="gp" size=".1" mass="1" condim="1"/></body>
+<body name="r" pos="1 0 0"><freejoint/><geom name="gr" size=".1" mass="1" condim="1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [(p.geom1, p.geom2, p.kind) for p in model.contact_pairs] == [
+        ("gp", "gr", "sphere-sphere")]
+    v0 = np.zeros(model.n)
+    v0[0] = 2.0
+    tr = go.simulate(model.with_contacts(restitution=1.0), (0.0, 0.6), model.q_reference,
+                     v0, **TOL)
+    assert tr.success, tr.message
+    assert tr.impacts[0].t == pytest.approx((1.0 - 0.2) / 2.0, rel=1e-9, abs=0)
+    np.testing.assert_allclose(tr.v[-1][[0, 7]], [0.0, 2.0], atol=1e-8)
+    np.testing.assert_allclose(tr.q[-1][[0, 7]], [0.8, 1.0 + 2.0 * 0.2], atol=1e-8)
+
+
+# --------------------------------------------------------------------------- the filter
+FILTER = """<mujoco>{option}<worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="0.5 0 0"/>
+<geom name="wall" type="sphere" size=".1" pos="3 0 1"/>
+<body name="a" pos="0 0 1"><freejoint/>
+  <geom name="a1" size=".1" friction="0.8 0 0"/>
+  <geom name="a2" size=".1" pos="0 0 .3" contype="2" conaffinity="2"/>
+  <body name="b" pos="0 0 -.5"><joint type="hinge"/><geom name="b1" size=".05"/></body>
+</body>
+<body name="c" pos="1 0 1"><freejoint/>
+  <geom name="c1" type="box" size=".1 .1 .1" condim="1"/>
+  <geom name="c2" type="cylinder" size=".1 .1" pos="0 0 .5"/>
+</body>
+<body name="d" pos="2 0 1"><freejoint/>
+  <geom name="d1" size=".1" contype="0" conaffinity="0"/>
+  <geom name="d2" type="capsule" size=".05 .1" pos="0 0 .5" condim="6"/>
+</body></worldbody>
+<contact><pair geom1="d1" geom2="floor" friction="0.25 0.25 .005 .0001 .0001"/>
+<pair geom1="a1" geom2="floor" friction="0.3 0.3 .005 .0001 .0001"/>
+<exclude body1="a" body2="c"/></contact></mujoco>"""
+
+
+@pytest.mark.parametrize("filterparent", [True, False])
+def test_filter_pairs_and_unmapped_listing(filterparent):
+    """The pairs by MuJoCo's rules, enumerated by hand: the world's geoms never with each
+    other; a2 (contype = conaffinity = 2) with nothing of contype/conaffinity 1; d1 (0, 0)
+    only by its explicit pair; a1-floor by its explicit pair (friction 0.3, once); a and c
+    excluded; b1-a1 (child-parent) only with filterparent disabled; c1 (condim 1) with the
+    floor (condim 3): condim 3, friction max(0.5, 1); d2 (condim 6) with the floor: not
+    mapped; the cylinder c2 and the sphere-box, sphere-capsule, capsule-box pairs listed."""
+    option = "" if filterparent else '<option><flag filterparent="disable"/></option>'
+    model, feats = load(FILTER.format(option=option))
+    got = {(p.geom1, p.geom2): (p.kind, p.friction, p.source) for p in model.contact_pairs}
+    want = {("floor", "a1"): ("plane-sphere", 0.3, "pair"),
+            ("floor", "b1"): ("plane-sphere", 1.0, "filter"),
+            ("floor", "c1"): ("plane-box", 1.0, "filter"),
+            ("floor", "d1"): ("plane-sphere", 0.25, "pair"),
+            ("wall", "a1"): ("sphere-sphere", 1.0, "filter"),
+            ("wall", "b1"): ("sphere-sphere", 1.0, "filter")}
+    if not filterparent:
+        want[("a1", "b1")] = ("sphere-sphere", 1.0, "filter")
+    assert got == want
+    listed = {k: v for k, v in feats.items() if k.startswith("contacts")}
+    mapped = [k for k in listed if "model.with_contacts()" in k]
+    assert len(mapped) == 1 and listed.pop(mapped[0]) == len(want)
+    assert listed == {
+        "contacts: cylinder geoms (not mapped: c2)": 1,
+        "contacts: pairs with torsional or rolling friction (condim 4, 6; not mapped)": 1,
+        "contacts: sphere-box pairs (not mapped)": 2,
+        "contacts: sphere-capsule pairs (not mapped)": 3,
+        "contacts: capsule-box pairs (not mapped)": 1}
+    # one Contact per friction coefficient, a gap row per point (box: 8)
+    cs = model.contacts()
+    assert sorted(c.friction for c in cs) == [0.25, 0.3, 1.0]
+    rows = sum(c.normal.residual(0.0, model.q_reference).size for c in cs)
+    assert rows == 5 + 8 + (0 if filterparent else 1)
+
+
+def test_model_and_system_with_contacts_pickle():
+    """The loader's pairs travel with the model; the system with frictional contacts (its
+    slip velocities) pickles and evaluates the same gaps and slip velocities."""
+    import pickle
+
+    model, _ = load(ball_xml())
+    back = pickle.loads(pickle.dumps(model))
+    assert back.contact_pairs == model.contact_pairs
+    sysm = model.with_contacts()
+    sys2 = pickle.loads(pickle.dumps(sysm))
+    q = model.q_reference + 0.01
+    v = np.arange(1.0, model.n + 1)
+    (c1,), (c2,) = ([c for c in s.constraints if c.kind == "contact"] for s in (sysm, sys2))
+    assert np.array_equal(c1.normal.phi(0.0, q), c2.normal.phi(0.0, q))
+    assert np.array_equal(c1.cone.f(0.0, q, v), c2.cone.f(0.0, q, v))
+
+
+def test_no_pairs_and_bad_system_are_refused():
+    model, _ = load(CHAIN.replace("<geom", '<geom contype="0" conaffinity="0"'))
+    assert model.contact_pairs == ()
+    with pytest.raises(go.ModelError, match="no contact pairs"):
+        model.contacts()
+    model, _ = load(ball_xml())
+    with pytest.raises(go.ModelError, match="`system` must be a System"):
+        model.with_contacts(system="x")
