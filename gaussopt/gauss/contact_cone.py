@@ -68,8 +68,8 @@ import numpy as np
 
 from gaussopt.core.exceptions import GaussoptError, ModelError
 from gaussopt.gauss.contact_problem import (CLOSED, MAX_COMBINATIONS, OPEN, SLIDE_POS, STICK,
-                                            ContactSolution, ContactSolveError, _describe,
-                                            _SAME_X, _score, _scales, svd_kkt)
+                                            ContactSolution, ContactSolveError, _score,
+                                            _scales, same_motion, svd_kkt)
 
 __all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
 
@@ -440,18 +440,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
             "inside their circular friction cones, gaps not closing, slips against their "
             "friction, complementarity): the contact problem has no solution here. Points: "
             f"{', '.join(labels)}{detail}.", labels)
-    xs = np.array([f[1].got[0] for f in found])
-    xscale = 1.0 + float(np.abs(xs).max())
-    spread = float(np.abs(xs - xs[0]).max())
-    if spread > _SAME_X * xscale:
-        j = int(np.argmax(np.abs(xs - xs[0]).max(axis=1)))
-        a, c = found[0][0], found[j][0]
-        which = [labels[i] for i in range(k) if a[i] != c[i]] or labels
-        raise ContactSolveError(
-            "the contact problem is indeterminate: several contact states with different "
-            f"motions satisfy the contact conditions ({_describe(a, labels)} and "
-            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
-            f"paradox. Points: {', '.join(which)}.", which)
+    same_motion([f[1].got[0] for f in found], [f[0] for f in found], labels)
     best = min(found, key=lambda f: (*_score_cone(f[0], prefer, release, score_opts),
                                      float(np.linalg.norm(f[2]))))
     mode, combo, z, Z, points, indet, dirs = best

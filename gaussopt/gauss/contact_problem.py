@@ -76,7 +76,8 @@ from gaussopt.core.exceptions import GaussoptError, ModelError, SolverError
 from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.gauss.solution import solve_gauss
 
-__all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "admissible",
+__all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "same_motion",
+           "admissible",
            "max_margin", "MAX_COMBINATIONS", "OPEN", "CLOSED", "STICK",
            "SLIDE_POS", "SLIDE_NEG", "MODE_NAMES"]
 
@@ -520,24 +521,31 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
             "inside their friction cones, gaps not closing, slips against their friction, "
             "complementarity): the contact problem has no solution here, e.g. Painleve's "
             f"paradox or inconsistent constraints. Points: {', '.join(labels)}{detail}.", labels)
-    xs = np.array([f[1].x for f in found])
-    xscale = 1.0 + float(np.abs(xs).max())
-    spread = float(np.abs(xs - xs[0]).max())
-    if spread > _SAME_X * xscale:
-        j = int(np.argmax(np.abs(xs - xs[0]).max(axis=1)))
-        a, c = found[0][0], found[j][0]
-        which = [labels[i] for i in range(k) if a[i] != c[i]] or labels
-        raise ContactSolveError(
-            "the contact problem is indeterminate: several contact states with different "
-            f"motions satisfy the contact conditions ({_describe(a, labels)} and "
-            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
-            f"paradox. Points: {', '.join(which)}.", which)
+    same_motion([f[1].x for f in found], [f[0] for f in found], labels)
     # ties (the same motion, the same changes): the least-norm forces
     best = min(found, key=lambda f: (*_score(f[0], prefer, release, options),
                                      float(np.linalg.norm(f[2]))))
     mode, comb, z, indet, slack, slip, nu_tol, slack_tol = best
     return _solution(M, F, A, b, G, h, T, s, mu, slide, mode, comb, z, indet, slack, slip,
                      nu_tol, slack_tol)
+
+
+def same_motion(xs: Sequence[np.ndarray], modes: Sequence, labels: Sequence[str]) -> None:
+    """Raise :class:`ContactSolveError` unless the accelerations ``xs`` of the admissible
+    contact states ``modes`` agree (to ``_SAME_X`` of their size): several states with
+    different motions (Painleve's paradox) leave the motion undetermined."""
+    xs = np.array(xs)
+    xscale = 1.0 + float(np.abs(xs).max())
+    spread = float(np.abs(xs - xs[0]).max())
+    if spread > _SAME_X * xscale:
+        j = int(np.argmax(np.abs(xs - xs[0]).max(axis=1)))
+        a, c = modes[0], modes[j]
+        which = [labels[i] for i in range(len(labels)) if a[i] != c[i]] or list(labels)
+        raise ContactSolveError(
+            "the contact problem is indeterminate: several contact states with different "
+            f"motions satisfy the contact conditions ({_describe(a, labels)} and "
+            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
+            f"paradox. Points: {', '.join(which)}.", which)
 
 
 def _describe(mode, labels) -> str:

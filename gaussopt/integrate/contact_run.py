@@ -1246,6 +1246,28 @@ def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir
     return L, f, fr
 
 
+def _join_planar(P, tr, closed, n_rows, t_rows, sdir, m, cforce):
+    """A planar phase's multipliers ``(N, m + 2 k)`` (base rows, normal, tangential), its
+    normal and friction forces ``(N, k)``; a sliding point's Coulomb force, applied as a
+    force in the phase, added to ``cforce`` (the phase's ``M a - F`` lacks it)."""
+    N, k = len(tr), P.k
+    L = np.zeros((N, m + 2 * k))
+    L[:, :m] = tr.multipliers[:, :m]
+    f, fr = np.zeros((N, k)), np.zeros((N, k))
+    for j, i in enumerate(np.flatnonzero(closed)):
+        L[:, m + i] = tr.multipliers[:, n_rows[j]]
+        f[:, i] = tr.multipliers[:, n_rows[j]]
+        if t_rows[j] >= 0:
+            L[:, m + k + i] = fr[:, i] = tr.multipliers[:, t_rows[j]]
+        elif sdir[i]:
+            # sliding: the Coulomb force -mu s N along the slip gradient
+            L[:, m + k + i] = fr[:, i] = -P.mu[i] * sdir[i] * f[:, i]
+            for r in range(N):
+                Tr, _, _ = P.tangent_rows(float(tr.t[r]), tr.q[r], tr.v[r])
+                cforce[r] += fr[r, i] * Tr[i]
+    return L, f, fr
+
+
 def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
     """The phases as one trajectory, multipliers (base rows, normal, tangential) and forces."""
     P = model.points
@@ -1264,29 +1286,9 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
         if P.spatial:
             L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, d0, locked, m,
                                      cols["constraint_force"][-1])
-            lam.append(L)
-            forces.append(f)
-            frictions.append(fr)
-            rank_events += tr.rank_events
-            for key, val in tr.stats.items():
-                if isinstance(val, (int, float)) and not isinstance(val, bool):
-                    stats[key] = stats.get(key, 0) + val
-            continue
-        L = np.zeros((N, m + 2 * k))
-        L[:, :m] = tr.multipliers[:, :m]
-        f, fr = np.zeros((N, k)), np.zeros((N, k))
-        for j, i in enumerate(np.flatnonzero(closed)):
-            L[:, m + i] = tr.multipliers[:, n_rows[j]]
-            f[:, i] = tr.multipliers[:, n_rows[j]]
-            if t_rows[j] >= 0:
-                L[:, m + k + i] = fr[:, i] = tr.multipliers[:, t_rows[j]]
-            elif sdir[i]:
-                # sliding: the Coulomb force -mu s N along the slip gradient, applied as a
-                # force in the phase (so M a - F of the phase lacks it): added back here
-                L[:, m + k + i] = fr[:, i] = -P.mu[i] * sdir[i] * f[:, i]
-                for r in range(N):
-                    Tr, _, _ = P.tangent_rows(float(tr.t[r]), tr.q[r], tr.v[r])
-                    cols["constraint_force"][-1][r] += fr[r, i] * Tr[i]
+        else:
+            L, f, fr = _join_planar(P, tr, closed, n_rows, t_rows, sdir, m,
+                                    cols["constraint_force"][-1])
         lam.append(L)
         forces.append(f)
         frictions.append(fr)

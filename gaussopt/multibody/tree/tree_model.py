@@ -292,12 +292,15 @@ class Model(BaseModel):
     def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
         """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the hard stops
         of :meth:`limits` added."""
+        return self._extended(system, [self.limits(restitution)], "limits")
+
+    def _extended(self, system: Optional[System], extra: list, name: str) -> System:
+        """``system`` (default :attr:`system`), checked, with the constraints ``extra``."""
         base = self.system if system is None else system
         if not isinstance(base, System) or base.n != self.n:
             raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
                              f"found {base!r}.")
-        return base.with_constraints(list(base.constraints) + [self.limits(restitution)],
-                                     name="limits")
+        return base.with_constraints(list(base.constraints) + list(extra), name=name)
 
     @property
     def geometry_kinematics(self) -> TreeKinematics:
@@ -359,12 +362,7 @@ class Model(BaseModel):
     def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
         """``system`` (default :attr:`system`; e.g. :meth:`with_limits`'s) with the contacts
         of :meth:`contacts` added."""
-        base = self.system if system is None else system
-        if not isinstance(base, System) or base.n != self.n:
-            raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
-                             f"found {base!r}.")
-        return base.with_constraints(list(base.constraints) + self.contacts(restitution),
-                                     name="contacts")
+        return self._extended(system, self.contacts(restitution), "contacts")
 
     @property
     def q_reference(self) -> np.ndarray:
