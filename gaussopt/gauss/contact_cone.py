@@ -67,9 +67,9 @@ from typing import Optional, Sequence
 import numpy as np
 
 from gaussopt.core.exceptions import GaussoptError, ModelError
-from gaussopt.gauss.contact_problem import (CLOSED, MAX_COMBINATIONS, OPEN, SLIDE_POS, STICK,
+from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_POS, STICK,
                                             ContactSolution, ContactSolveError, _score,
-                                            _scales, same_motion, svd_kkt)
+                                            _scales, mode_options, same_motion, svd_kkt)
 
 __all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
 
@@ -405,18 +405,8 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     known = np.zeros((k, 2)) if slide is None else np.asarray(slide, dtype=float)
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
     weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
-    options = []
-    for i in range(k):
-        if 0 < mu[i] < math.inf and not np.any(known[i]):
-            opts = (OPEN, STICK, SLIDE)
-        else:
-            opts = (OPEN, CLOSED)
-        options.append(opts[1:] if weld[i] else opts)
-    total = math.prod(len(o) for o in options)
-    if total > MAX_COMBINATIONS:
-        raise ContactSolveError(
-            f"the contact problem of {k} points has {total} combinations of modes, more than "
-            f"MAX_COMBINATIONS={MAX_COMBINATIONS}: too many to try.", labels)
+    options = mode_options((0 < mu) & (mu < math.inf) & ~np.any(known != 0, axis=1),
+                           (OPEN, STICK, SLIDE), weld, labels)
     prefer = np.full(k, -1) if prefer is None else np.asarray(prefer, dtype=int)
     # the planar preferences: a 3-option point has no SLIDE_NEG, which _score reads from
     # the option count 4; give it the 4-option form

@@ -470,18 +470,8 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
                          f"{slide.shape}.")
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
     weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
-    options = []
-    for i in range(k):
-        if 0 < mu[i] < math.inf and slide[i] == 0:
-            opts = (OPEN, STICK, SLIDE_POS, SLIDE_NEG)
-        else:
-            opts = (OPEN, CLOSED)
-        options.append(opts[1:] if weld[i] else opts)
-    total = math.prod(len(o) for o in options)
-    if total > MAX_COMBINATIONS:
-        raise ContactSolveError(
-            f"the contact problem of {k} points has {total} combinations of modes, more than "
-            f"MAX_COMBINATIONS={MAX_COMBINATIONS}: too many to try.", labels)
+    options = mode_options((0 < mu) & (mu < math.inf) & (slide == 0),
+                           (OPEN, STICK, SLIDE_POS, SLIDE_NEG), weld, labels)
     if prefer is None:
         prefer = np.full(k, -1)
         for i in start:
@@ -528,6 +518,23 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
     mode, comb, z, indet, slack, slip, nu_tol, slack_tol = best
     return _solution(M, F, A, b, G, h, T, s, mu, slide, mode, comb, z, indet, slack, slip,
                      nu_tol, slack_tol)
+
+
+def mode_options(free: np.ndarray, frictional: tuple, weld: np.ndarray,
+                 labels: Sequence[str]) -> list:
+    """The modes each point may take: ``frictional`` (open first) where ``free`` (finite
+    friction, no slide given), else open or closed; a ``weld`` point never opens. Raises
+    :class:`ContactSolveError` beyond :data:`MAX_COMBINATIONS` combinations."""
+    options = []
+    for i in range(len(free)):
+        opts = frictional if free[i] else (OPEN, CLOSED)
+        options.append(opts[1:] if weld[i] else opts)
+    total = math.prod(len(o) for o in options)
+    if total > MAX_COMBINATIONS:
+        raise ContactSolveError(
+            f"the contact problem of {len(free)} points has {total} combinations of modes, "
+            f"more than MAX_COMBINATIONS={MAX_COMBINATIONS}: too many to try.", labels)
+    return options
 
 
 def same_motion(xs: Sequence[np.ndarray], modes: Sequence, labels: Sequence[str]) -> None:
