@@ -43,6 +43,28 @@ def test_svd_reproduces_the_matrix_on_both_paths(m, n):
     assert np.abs(X @ V[:, k:]).max(initial=0.0) <= tol * scale
 
 
+@pytest.mark.parametrize("m,n", [(1, 4), (3, 13), (5, 34), (LA.LAPACK_MIN + 2, 4 * LA.LAPACK_MIN + 9)])
+def test_svd_of_rows_with_disjoint_supports(m, n):
+    """Rows with disjoint supports (a tree's normalization rows, one per ball joint) take
+    the SVD written down (the row norms, a permutation, the normalized rows), also beyond
+    ``LAPACK_MIN``; it satisfies the same definition as the other paths, and the completed
+    ``V``'s last columns are orthogonal to the rows."""
+    rng = np.random.default_rng(m + n)
+    X = np.zeros((m, n))
+    cols = rng.permutation(n)
+    for i in range(m):
+        X[i, cols[4 * i:4 * i + 4 if m > 1 else n]] = rng.normal(size=4 if m > 1 else n) * 10.0 ** rng.integers(-3, 3)
+    U, s, V = LA.svd_econ(X)
+    assert np.all(np.diff(s) <= 0.0)
+    np.testing.assert_allclose(np.sort(s)[::-1], np.sort(np.linalg.norm(X, axis=1))[::-1],
+                               rtol=4 * n * EPS)
+    tol = 10.0 * (m + n) * EPS
+    np.testing.assert_allclose(U @ (s[:, None] * V[:, :m].T), X, rtol=0, atol=tol * s[0])
+    assert np.abs(V.T @ V - np.eye(n)).max() <= 10.0 * n * EPS
+    assert np.abs(U.T @ U - np.eye(m)).max() == 0.0               # a permutation
+    assert np.abs(X @ V[:, m:]).max(initial=0.0) <= tol * s[0]
+
+
 @pytest.mark.parametrize("e", [-320, -300, -200, -150, -146, -145, -100, 0, 100, 144, 145,
                                146, 200, 300, 307])
 def test_norms_on_both_paths_over_the_exponent_range(e):

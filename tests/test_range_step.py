@@ -41,11 +41,11 @@ EPS = float(np.finfo(float).eps)
 DATA = Path(__file__).parent / "data"
 
 
-def kernel_step(M, F, A, b):
+def kernel_step(M, F, A, b, mass_tree=None):
     """:func:`gauss_step` (closed form, multipliers) on fresh data: ``(status, a, r, mL, be,
-    flags)``."""
+    flags)``; with ``mass_tree``, the range space factors ``M`` along that tree."""
     n, m = M.shape[0], A.shape[0]
-    w = K.make_work(n, m)
+    w = K.make_work(n, m, mass_tree)
     status, fa, r, mL, k, rho, allow, be, dmin, flags = K.gauss_step(
         M, F, A, b, np.zeros(m), 0.0, 1e-8, K.CLOSED_FORM, True, True, w)
     return status, WS.field(w, fa)[:n].copy(), r, mL, be, flags
@@ -70,10 +70,10 @@ def bound(M, F, A, b, a, be):
     return step_error_bound(M, F, A, b, a, be + 2 * (n + m + 1) * EPS)
 
 
-def compare(M, F, A, b):
+def compare(M, F, A, b, mass_tree=None):
     """The kernel's step and the null-space path agree within their bounds; returns the
     kernel's flags and the relative difference."""
-    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b)
+    st1, a1, r, mL, be1, flags = kernel_step(M, F, A, b, mass_tree)
     st2, a2, be2 = null_space_step(M, F, A, b)
     assert st1 == st2 == K.OK
     tol = bound(M, F, A, b, a1, be1) + bound(M, F, A, b, a2, be2)
@@ -98,23 +98,50 @@ def _load(source):
 
 
 @pytest.mark.parametrize("fname", TREES)
-def test_trees_range_space_equals_null_space(fname):
+@pytest.mark.parametrize("factor", ["dense", "tree"])
+def test_trees_range_space_equals_null_space(fname, factor):
     """At 10 random states of each tree: the range space answers (``3 m <= n`` for all of
     them) and agrees with the null-space path within the bound (measured: <= 1e-14
-    relative)."""
+    relative), with a dense Cholesky of the augmented mass matrix and with its factor
+    along the tree (``System.mass_tree``, what the model's own steps use)."""
     jt = _load(str(DATA / fname))
     m = mj.MjModel.from_xml_path(str(DATA / fname))
     assert K.range_space_pays(jt.n, jt.m)
+    tree = jt.system.mass_tree if factor == "tree" else None
+    assert factor == "dense" or tree is not None
     rng = np.random.default_rng(7)
     worst = 0.0
     for _ in range(10):
         qpos, qvel = random_state(m, rng)
         q, v = mjcf.state_from_mujoco(jt, m, qpos, qvel)
         M, F, A, b = jt.system.evaluate(0.0, q, v)
-        flags, rel = compare(*(np.array(x, dtype=float) for x in (M, F, A, b)))
+        flags, rel = compare(*(np.array(x, dtype=float) for x in (M, F, A, b)), tree)
         assert flags & K.RANGE_FLAG
         worst = max(worst, rel)
     print(f"{fname}: n {jt.n}, m {jt.m}, worst relative difference {worst:.1e}")
+
+
+def test_mass_tree_is_the_sparsity_of_the_mass_matrix():
+    """``System.mass_tree`` of every tree model: parents numbered first, and ``M`` at a
+    random state is zero wherever neither coordinate is an ancestor of the other (the
+    property the tree factorization relies on; a violation would make its answer fail
+    the verification, not pass wrongly, but would cost the fallback at every step)."""
+    rng = np.random.default_rng(8)
+    for fname in TREES:
+        jt = _load(str(DATA / fname))
+        par = jt.system.mass_tree
+        n = jt.n
+        assert par.shape == (n,) and np.all(par < np.arange(n))
+        anc = np.eye(n, dtype=bool)
+        for i in range(n):
+            j = par[i]
+            while j != -1:
+                anc[i, j] = anc[j, i] = True
+                j = par[j]
+        m = mj.MjModel.from_xml_path(str(DATA / fname))
+        q, v = mjcf.state_from_mujoco(jt, m, *random_state(m, rng))
+        M = np.array(jt.system.evaluate(0.0, q, v)[0])
+        assert np.all(M[~anc] == 0.0), fname
 
 
 #: a parallelogram A-B-C-D (crank AB 0.2, coupler BC 0.5, rocker DC 0.2, ground AD 0.5)
@@ -267,3 +294,130 @@ def test_inconsistent_rows_are_reported_as_before():
     st1, a1, r, mL, be1, flags = kernel_step(M, F, A, bb)
     assert flags & K.RANGE_FLAG
     assert st1 == K.INCONSISTENT_VANISHED == null_space_step(M, F, A, bb)[0]
+
+
+# ----------------------------------------------------------------------------- tree factor
+def _random_tree(rng, n):
+    """Parents of ``n`` coordinates (parents first): runs of 1-4 coordinates (joints) hung
+    from random earlier ones, some at the root."""
+    par = np.full(n, -1, dtype=np.int64)
+    i = 0
+    while i < n:
+        size = int(rng.integers(1, 5))
+        up = int(rng.integers(-1, i)) if i > 0 else -1
+        for c in range(i, min(i + size, n)):
+            par[c] = up
+            up = c
+        i += size
+    return par
+
+
+def _ancestors(par):
+    n = par.shape[0]
+    anc = np.eye(n, dtype=bool)
+    for i in range(n):
+        j = par[i]
+        while j != -1:
+            anc[i, j] = anc[j, i] = True
+            j = par[j]
+    return anc
+
+
+def _tree_spd(rng, par, singular=()):
+    """``L^T L`` for a random lower ``L`` on the tree's pattern (so ``M`` has the pattern),
+    rank-deficient by the coordinates in ``singular`` (their diagonal of ``L`` zero)."""
+    n = par.shape[0]
+    L = np.zeros((n, n))
+    for i in range(n):
+        L[i, i] = 0.0 if i in singular else 0.5 + rng.random()
+        j = par[i]
+        while j != -1:
+            L[i, j] = 0.4 * rng.normal()
+            j = par[j]
+    return L.T @ L, L
+
+
+def test_tree_factor_reproduces_the_matrix_and_solves():
+    """:func:`tree_ltl` on random trees (n 5..60): ``L^T L`` reproduces ``S`` to ``c n eps
+    |S|`` (Cholesky's backward error, Higham Thm. 10.3, ``c = 4`` for the constant and the
+    norm), ``L`` keeps the pattern, its solves invert ``L`` and ``L^T`` to the forward
+    error ``c n eps cond(L)`` of a triangular solve."""
+    import gaussopt.gauss.dense_algebra as LA
+    import gaussopt.gauss.workspace as W
+    rng = np.random.default_rng(11)
+    for n in (5, 9, 17, 34, 60):
+        par = _random_tree(rng, n)
+        w = K.make_work(n, 1, par)
+        run = W.view(w, "tree")[n + 1:].copy()
+        S, _ = _tree_spd(rng, par)
+        anc = _ancestors(par)
+        L = np.where(np.tril(anc), S, 7.0)              # off the pattern: never read
+        dmin = LA.tree_ltl(L, par, run)
+        L = np.where(np.tril(anc), L, 0.0)
+        assert dmin > 0.0
+        assert np.abs(L.T @ L - S).max() <= 4 * n * EPS * np.abs(S).max()
+        x = rng.normal(size=n)
+        cond = np.linalg.cond(L)
+        y = x.copy()
+        LA.tree_solve_lt(L, par, run, y)
+        ref = np.linalg.solve(L.T, x)
+        assert np.abs(y - ref).max() <= 4 * n * EPS * cond * np.abs(ref).max()
+        y = x.copy()
+        LA.tree_solve_l(L, par, run, y)
+        ref = np.linalg.solve(L, x)
+        assert np.abs(y - ref).max() <= 4 * n * EPS * cond * np.abs(ref).max()
+    # a singular matrix: a pivot of zero is refused
+    par = _random_tree(rng, 12)
+    w = K.make_work(12, 1, par)
+    S, _ = _tree_spd(rng, par, singular=(0,))
+    assert LA.tree_ltl(S.copy(), par, W.view(w, "tree")[13:].copy()) <= 1e-12
+
+
+def test_tree_range_space_on_random_trees():
+    """Random trees in the kernel with the tree's factor: ``M`` singular along quaternion-
+    like directions of 4-coordinate runs, fixed by their rows (on one path each: they
+    augment ``M``), plus a closure row between two branches (through the Delassus matrix
+    only): the range space answers, within the bound of the null-space result. ``M``
+    singular in a coordinate that only the closure row restrains: the tree's pivot fails,
+    the dense range space or the null space answers, still within the bound."""
+    rng = np.random.default_rng(12)
+    answered = 0
+    for trial in range(30):
+        n = int(rng.integers(12, 40))
+        par = _random_tree(rng, n)
+        runs = [i for i in range(3, n) if par[i] == i - 1 and par[i - 1] == i - 2
+                and par[i - 2] == i - 3]
+        M, L = _tree_spd(rng, par)
+        rows = []
+        for i in runs[:max(1, n // 12)]:                # quaternion-like blocks: M e = 0
+            e = np.zeros(n)
+            e[i - 3:i + 1] = rng.normal(size=4)
+            e /= np.linalg.norm(e)
+            P = np.eye(n) - np.outer(e, e)
+            if all(np.dot(e, r) == 0.0 for r in rows):
+                M = P @ M @ P
+                rows.append(e)
+        anc = _ancestors(par)
+        M = np.where(anc, 0.5 * (M + M.T), 0.0)
+        i, j = next(((i, j) for i in range(n) for j in range(i) if not anc[i, j]), (None, None))
+        if i is not None:                                # a closure between two branches
+            c = np.zeros(n)
+            c[i], c[j] = 1.0, -0.7
+            rows.append(c)
+        A = np.array(rows)
+        b = rng.normal(size=A.shape[0])
+        F = rng.normal(size=n)
+        if 3 * A.shape[0] > n:
+            continue
+        flags, rel = compare(M, F, A, b, par)
+        answered += bool(flags & K.RANGE_FLAG)
+        if i is not None:                                # only the closure holds i
+            M2 = M.copy()
+            M2[i, :] = M2[:, i] = 0.0
+            st1, a1, r, mL, be1, fl = kernel_step(M2, F, A, b, par)
+            st2, a2, be2 = null_space_step(M2, F, A, b)
+            assert st1 == st2
+            if st1 == K.OK:
+                tol = bound(M2, F, A, b, a1, be1) + bound(M2, F, A, b, a2, be2)
+                assert np.linalg.norm(a1 - a2) <= tol
+    assert answered >= 20

@@ -102,9 +102,10 @@ from gaussopt.core.status import (CLOSED_FORM, INCONSISTENT, INCONSISTENT_VANISH
 from gaussopt.core.views import wfull, wivec, wmat, wvec
 from gaussopt.gauss.dense_algebra import (LAPACK_MIN, _svd_lapack, all_finite1, all_finite2,
                                           backward_solve_t, cholesky, forward_solve1, frobenius,
-                                          norm2, row_norms, svd_complete, svd_into)
+                                          norm2, row_norms, svd_complete, svd_into, tree_ltl,
+                                          tree_solve_l, tree_solve_lt)
 from gaussopt.gauss.workspace import *  # noqa: F401,F403 - the fields F_*, I_* and Work
-from gaussopt.gauss.workspace import Work, make_work_compiled, svd_views
+from gaussopt.gauss.workspace import Work, make_work_compiled, set_mass_tree, svd_views
 
 __all__ = ["make_work", "reduce_rows", "decide", "determinacy", "closed_form", "range_space",
            "range_space_pays", "RANGE_FLAG", "kkt_lu", "verify", "check",
@@ -156,13 +157,18 @@ _inline = jit(cache=True, nogil=True, _nrt=False, inline="always")
 _jit = jit(cache=True, nogil=True, _nrt=True)
 
 
-def make_work(n: int, m: int) -> Work:
+def make_work(n: int, m: int, mass_tree=None) -> Work:
     """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`); loads the
     LAPACK path of :func:`svd_into` (compiled only for models that reach
-    :data:`LAPACK_MIN`) when the sizes call for it."""
+    :data:`LAPACK_MIN`) when the sizes call for it. ``mass_tree``: the parents of the
+    coordinates when ``M`` has the sparsity of a tree (``System.mass_tree``; the
+    range-space step then works on the tree, :func:`range_space`), else None."""
     if min(n, m) >= LAPACK_MIN:
         ensure(_svd_lapack)
-    return make_work_compiled(n, m)
+    w = make_work_compiled(n, m)
+    if mass_tree is not None:
+        set_mass_tree(w, mass_tree)
+    return w
 
 
 # --------------------------------------------------------------------------- the rank decision
@@ -342,6 +348,10 @@ def range_space(M, F, wgt, r, thr, w):
     ``MN``, ``D`` and its factor in ``D`` and ``LD``).
     """
     n = M.shape[0]
+    if wivec(w, I_tree, 1)[0] != 0:
+        dmin = _range_space_tree(M, F, wgt, r, thr, w)
+        if dmin >= thr:
+            return dmin
     V = wmat(w, F_V, n, n)
     Mt = wmat(w, F_H, n, n)
     L = wmat(w, F_LH, n, n)
@@ -402,6 +412,122 @@ def range_space(M, F, wgt, r, thr, w):
             acc += X[kk, i] * mu[kk]
         a[i] = acc
     backward_solve_t(L, a)
+    return dmin
+
+
+@_leaf
+def _chain_row(a, par):
+    """Whether the nonzero entries of the row ``a`` lie on one path of the tree ``par``
+    towards a root (each nonzero column an ancestor of the next): then ``a a^T`` has the
+    sparsity of a mass matrix of that tree."""
+    prev = -1
+    for c in range(a.shape[0]):
+        if a[c] != 0.0:
+            if prev >= 0:
+                j = par[c]
+                while j > prev:
+                    j = par[j]
+                if j != prev:
+                    return False
+            prev = c
+    return True
+
+
+@_leaf
+def _range_space_tree(M, F, wgt, r, thr, w):
+    """:func:`range_space` for a mass matrix with the sparsity of a tree (the workspace's
+    :data:`I_tree`: a tree in joint coordinates), at the cost of the tree rather than of
+    ``n^3``.
+
+    The same derivation with another augmentation: ``Mt = M / wgt + sum_i d_i an_i an_i^T``
+    over the live normalized rows ``an_i`` whose nonzeros lie on one path of the tree
+    (:func:`_chain_row`: a ball joint's normalization row, a coupling of a joint with its
+    ancestor), ``d_i`` the row's own mass scale; the right-hand side gains ``sum d_i an_i
+    bn_i``. On the feasible set every row is constant (``An a = U_r S_r beta`` there), so
+    the added terms change the Gauss function by a constant, and ``Mt`` keeps the tree's
+    sparsity: Featherstone's ``Mt = L^T L`` (:func:`gaussopt.gauss.dense_algebra.tree_ltl`,
+    no fill-in), then the Delassus matrix of the kept directions ``D = X^T X`` with ``X =
+    L^-T V_r``, ``z = L^-T rhs``, ``D mu = beta - X^T z``, ``a = L^-1 (z + X mu)``. Rows
+    off a path (a loop closure between branches) enter through ``D`` only; if ``Mt`` is
+    then not safely definite (``M`` singular in a direction only such a row restrains),
+    the dense form decides. Returns the smallest pivot of ``Mt`` (-1 when one is not
+    positive); the solve is done only when it is at least ``thr``."""
+    n = M.shape[0]
+    par = wivec(w, I_tree, 2 * n + 1)[1:n + 1]
+    run = wivec(w, I_tree, 2 * n + 1)[n + 1:]
+    An = wmat(w, F_An, r, n)                         # (every live row is kept: mL = r)
+    bn = wvec(w, F_bn, r)
+    L = wmat(w, F_LH, n, n)
+    inv = 1.0 / wgt
+    for i in range(n):                               # M / wgt on the tree's pattern
+        Li = L[i]
+        Mi = M[i]
+        j = i
+        while j >= 0:
+            s = run[j]
+            for c in range(j + 1 - s):
+                Li[np.uint64(s + c)] = Mi[np.uint64(s + c)] * inv
+            j = par[s]
+    z = wfull(w, F_g)
+    for i in range(n):
+        z[i] = F[i] / wgt
+    for kk in range(r):                              # the rows on a path, own mass scales
+        row = An[kk]
+        if not _chain_row(row, par):
+            continue
+        d = 0.0
+        for i in range(n):
+            d += row[i] * row[i] * M[i, i]
+        d /= wgt
+        if not (d > 0.0 and d < 1.0e300):
+            d = 1.0
+        for i in range(n):
+            if row[i] != 0.0:
+                z[i] += d * row[i] * bn[kk]
+                di = d * row[i]
+                j = i
+                while j != -1:
+                    if row[j] != 0.0:
+                        L[i, j] += di * row[j]
+                    j = par[j]
+    dmin = tree_ltl(L, par, run)
+    if not dmin >= thr:
+        return dmin
+    V = wmat(w, F_V, n, n)
+    X = wmat(w, F_MN, r, n)                          # row kk: L^-T V[:, kk]
+    for kk in range(r):
+        x = X[kk]
+        for i in range(n):
+            x[i] = V[i, kk]
+        tree_solve_lt(L, par, run, x)
+    D = wmat(w, F_D, r, r)
+    for p in range(r):
+        for q in range(p + 1):
+            acc = 0.0
+            for i in range(n):
+                acc += X[p, i] * X[q, i]
+            D[p, q] = acc
+            D[q, p] = acc
+    LD = wmat(w, F_LD, r, r)
+    if r > 0 and not cholesky(D, LD) > 0.0:
+        return -1.0
+    tree_solve_lt(L, par, run, z)
+    beta = wfull(w, F_beta)
+    mu = wvec(w, F_mu, r)
+    for kk in range(r):
+        acc = beta[kk]
+        for i in range(n):
+            acc -= X[kk, i] * z[i]
+        mu[kk] = acc
+    forward_solve1(LD, mu)
+    backward_solve_t(LD, mu)
+    a = wfull(w, F_a)
+    for i in range(n):
+        acc = z[i]
+        for kk in range(r):
+            acc += X[kk, i] * mu[kk]
+        a[i] = acc
+    tree_solve_l(L, par, run, a)
     return dmin
 
 

@@ -252,7 +252,8 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
                 rank_tol: float = DEFAULT_RANK_TOL, ref: Optional[np.ndarray] = None,
                 sig_ref: float = 0.0,
                 method: int = K.CLOSED_FORM, want_multipliers: bool = True,
-                check_symmetry: bool = True, coords=None) -> GaussSolution:
+                check_symmetry: bool = True, coords=None,
+                mass_tree: Optional[np.ndarray] = None) -> GaussSolution:
     """One verified Gauss step (rank decision, solve, verification) with the kernel.
 
     Parameters
@@ -277,6 +278,10 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
         Reject an asymmetric ``M`` (skip it for a constant, already checked ``M``).
     coords : sequence of str, optional
         Coordinate names, used in error messages.
+    mass_tree : ndarray of int, shape (n,), optional
+        ``M``'s sparsity is that of this tree (:attr:`gaussopt.System.mass_tree`): the
+        range-space step then factors ``M`` along it, as the compiled step of the same
+        system does (same answer to the last bit).
 
     Returns
     -------
@@ -302,7 +307,7 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
     (array([1.e+00, 1.e+09, 0.e+00]), 1)
     """
     m, n = A.shape
-    w = workspace(n, m)
+    w = workspace(n, m, mass_tree)
     M, F, A, b = _arrays(M, F, A, b)
     (status, fa, r, mL, k, rho, allow, be, dmin,
      flags) = K.gauss_step(M, F, A, b, _ref(ref, m), sig_ref, rank_tol, method,
@@ -324,14 +329,16 @@ def solve_gauss(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, *,
 _LOCAL = threading.local()
 
 
-def workspace(n: int, m: int) -> "WS.Work":
-    """This thread's kernel workspace for ``n`` coordinates and ``m`` rows (reused)."""
+def workspace(n: int, m: int, mass_tree: Optional[np.ndarray] = None) -> "WS.Work":
+    """This thread's kernel workspace for ``n`` coordinates and ``m`` rows (reused), with
+    the sparsity ``mass_tree`` of ``M`` (:func:`gaussopt.gauss.workspace.set_mass_tree`)."""
     cache = getattr(_LOCAL, "work", None)
     if cache is None:
         cache = _LOCAL.work = {}
-    w = cache.get((n, m))
+    key = (n, m) if mass_tree is None else (n, m, np.asarray(mass_tree).tobytes())
+    w = cache.get(key)
     if w is None:
-        w = cache[(n, m)] = K.make_work(n, m)
+        w = cache[key] = K.make_work(n, m, mass_tree)
     return w
 
 

@@ -23,7 +23,8 @@ __all__ = ["Work", "make_work_compiled", "view", "field", "svd_views",
            "F_Y", "F_W", "F_Vk", "F_norms", "F_U", "F_s", "F_V", "F_beta",
            "F_proj", "F_MN", "F_H", "F_LH", "F_a", "F_a2", "F_g", "F_z",
            "F_pp", "F_e", "F_fk", "F_Kk", "F_xk", "F_lam", "F_coef", "F_U2",
-           "F_s2", "F_V2", "F_Al", "F_bb", "F_D", "F_LD", "F_mu", "I_live", "I_order"]
+           "F_s2", "F_V2", "F_Al", "F_bb", "F_D", "F_LD", "F_mu", "I_live", "I_order",
+           "I_tree", "I_flag", "set_mass_tree"]
 
 _inline = jit(cache=True, nogil=True, _nrt=False, inline="always")
 
@@ -173,7 +174,22 @@ I_live = 40
 I_order = 41
 
 
-_NI = 2
+#: (2 n + 1) the structure of the mass matrix, if the model gives it: entry 0 is 1 when
+#: the next n hold each coordinate's parent in a tree whose every entry ``M[i, j] != 0``
+#: has ``j`` an ancestor of ``i`` or ``i`` of ``j`` (parents numbered first; -1 a root),
+#: and the last n the first coordinate of each one's *run* (the longest chain ``s, s + 1,
+#: ..., i`` of coordinates each the parent of the next: a joint's coordinates, a branch
+#: without forks), else 0 (a dense ``M``; :func:`set_mass_tree`,
+#: :func:`gaussopt.gauss.dense_step.range_space`)
+I_tree = 42
+
+
+#: (1) bit 1: the last :func:`gaussopt.gauss.dense_algebra.svd_into` took its shortcut for
+#: rows with disjoint supports and left no Householder reflectors for ``svd_complete``
+I_flag = 43
+
+
+_NI = 4
 
 
 @unit("w(i8, i8)", nogil=True, _nrt=True)
@@ -185,7 +201,7 @@ def make_work_compiled(n, m):
     k1 = max(k, 1)
     sizes = (m1, m1 * n, m1, p * k1, p * p, k1 * k1, p * k1, k1, k1 * k1, k1 * k1, n * k1, k1, m1 * k1, k1, n * n, k1, m1, n * n, n * n, n * n, n, n, n, n, n, m1, k1, (n + k) * (n + k), n + k, m1, k1, m1 * k1, k1, n * n, m1 * n, m1, k1 * k1, k1 * k1, k1)
     head = _NF + 1 + _NI + 1
-    iw = np.zeros(head + m1 + k1, dtype=np.int64)
+    iw = np.zeros(head + m1 + k1 + 2 * n + 1 + 1, dtype=np.int64)
     off = 0
     for j in range(_NF):
         iw[j] = off
@@ -193,8 +209,28 @@ def make_work_compiled(n, m):
     iw[_NF] = off
     iw[I_live] = head
     iw[I_order] = head + m1
-    iw[I_order + 1] = head + m1 + k1
+    iw[I_tree] = head + m1 + k1
+    iw[I_flag] = head + m1 + k1 + 2 * n + 1
+    iw[I_flag + 1] = head + m1 + k1 + 2 * n + 2
     return Work(np.zeros(off), iw)
+
+
+def set_mass_tree(w, parents) -> None:
+    """Record in the workspace ``w`` that the mass matrix has the sparsity of the tree
+    ``parents`` (each coordinate's parent, parents first, -1 a root; :data:`I_tree`), or
+    that it is dense (``None``)."""
+    t = view(w, "tree")
+    t[:] = 0
+    if parents is not None:
+        parents = np.asarray(parents, dtype=np.int64)
+        n = (t.shape[0] - 1) // 2
+        if parents.shape != (n,) or np.any(parents >= np.arange(n)) or np.any(parents < -1):
+            raise ValueError(f"`parents` must give each of the {n} coordinates a parent "
+                             f"numbered before it (or -1), found {parents!r}")
+        t[1:n + 1] = parents
+        for i in range(n):
+            t[n + 1 + i] = t[n + i] if i > 0 and parents[i] == i - 1 else i
+        t[0] = 1
 
 
 @_inline
@@ -227,4 +263,4 @@ def field(w, fld):
 _FLOAT_FIELDS = {"nu": F_nu, "An": F_An, "bn": F_bn, "X": F_X, "Q": F_Q, "R": F_R, "hv": F_hv, "tau": F_tau, "Y": F_Y, "W": F_W, "Vk": F_Vk, "norms": F_norms, "U": F_U, "s": F_s, "V": F_V, "beta": F_beta, "proj": F_proj, "MN": F_MN, "H": F_H, "LH": F_LH, "a": F_a, "a2": F_a2, "g": F_g, "z": F_z, "pp": F_pp, "e": F_e, "fk": F_fk, "Kk": F_Kk, "xk": F_xk, "lam": F_lam, "coef": F_coef, "U2": F_U2, "s2": F_s2, "V2": F_V2, "Al": F_Al, "bb": F_bb, "D": F_D, "LD": F_LD, "mu": F_mu}
 
 
-_INT_FIELDS = {"live": I_live, "order": I_order}
+_INT_FIELDS = {"live": I_live, "order": I_order, "tree": I_tree, "flag": I_flag}

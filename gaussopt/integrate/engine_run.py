@@ -89,6 +89,7 @@ class Run:
         sc[E.S_NEAR_TPREV] = np.nan
         ic = np.zeros(E.N_IC, dtype=np.int64)
         ref, sref = step_solver.engine_references()
+        tree = getattr(system, "mass_tree", None)      # (M's sparsity: K.range_space)
         self.st = E.State(
             sc, ic, y0.copy(), np.zeros(N), np.zeros(N), np.zeros(N), np.zeros((stages, N)),
             ref, sref, np.zeros(m), np.zeros(n), np.zeros((64, 2)),
@@ -97,7 +98,7 @@ class Run:
             t_eval if t_eval is not None else np.zeros(0), np.zeros(cap_out),
             np.zeros((cap_out, N)), np.full(cap_out, -1, dtype=np.int64),
             np.zeros((dense_rows, N)), np.zeros(N),
-            K.make_work(n, m), K.make_work(n, m), np.zeros((E.N_SCR, N)))
+            K.make_work(n, m, tree), K.make_work(n, m, tree), np.zeros((E.N_SCR, N)))
         if t_eval is not None and t_eval[0] == t0:
             self.st.out_t[0] = t0
             self.st.out_y[0] = y0

@@ -159,6 +159,12 @@ class System:
         #: :mod:`gaussopt.multibody`: its actuators' controls): the inputs a
         #: :class:`~gaussopt.Stepper` may change between steps (``ctrl``)
         self.parameter_slots = None
+        #: ``None``, or the parent of every coordinate in a tree (parents numbered first,
+        #: -1 a root) such that ``M[i, j]`` is zero unless one of ``i``, ``j`` is an
+        #: ancestor of the other: the mass matrix of a tree in joint coordinates, set by
+        #: the tree kind of :mod:`gaussopt.multibody`; the compiled step then factors
+        #: ``M`` along the tree (:func:`gaussopt.gauss.dense_step.range_space`)
+        self.mass_tree = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
         #: ``None``, or ``(builder, args, kwargs)``: ``builder(*args, **kwargs)`` builds this

@@ -290,7 +290,8 @@ class StepSolver:
         """Solve one verified step; the direct solvers go through the kernel."""
         sol = solve_gauss(M, F, A, b, rank_tol=self.rank_tol, ref=self._reference(A.shape[0]),
                           sig_ref=self.sigma_ref, method=self._method, want_multipliers=want_lam,
-                          check_symmetry=self._check_symmetry, coords=self.coords)
+                          check_symmetry=self._check_symmetry, coords=self.coords,
+                          mass_tree=getattr(self.system, "mass_tree", None))
         if want_lam:
             return sol.a, sol.lam, sol.info()
         return sol.a, sol.lam, {"least_squares": sol.least_squares,
@@ -378,7 +379,7 @@ class StepSolver:
         of[MS.F_RANKTOL] = self.rank_tol
         P = self._P_const if self._P_const is not None else np.zeros((0, 0))
         out = np.zeros(layout(n, m)[4] + N_SCALARS)
-        work = K.make_work(n, m)
+        work = K.make_work(n, m, getattr(self.system, "mass_tree", None))
         data = MS.model_data(mf, self.system)
         handle = make_context(
             mf.addrs, MS.pack(data),

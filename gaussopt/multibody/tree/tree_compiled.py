@@ -89,7 +89,7 @@ from gaussopt.core.compiled import jit, unit
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
-           "FUNCTIONS", "compiled_factory", "sparse_model", "kinematics", "actuation"]
+           "FUNCTIONS", "compiled_factory", "sparse_model", "mass_tree", "kinematics", "actuation"]
 
 _jit = jit(cache=True, error_model="numpy")
 _inline = jit(cache=True, error_model="numpy", inline="always")
@@ -1078,6 +1078,41 @@ FUNCTIONS = _KIND.functions
 def sparse_model(p: np.ndarray) -> None:
     """None: a tree's ``M`` is dense (the O(n) step would be the articulated-body recursion)."""
     return None
+
+
+def mass_tree(p: np.ndarray):
+    """The parent of every coordinate in the tree that ``M``'s sparsity follows
+    (:attr:`gaussopt.System.mass_tree`): a body's coordinates form a chain, whose first
+    hangs from the last coordinate of the nearest ancestor body that has any (-1: none).
+    ``M[c, c']`` is the composite inertia seen through two twists of the same branch,
+    zero between branches, except the armature of a fixed tendon (``a L'^2 / 2``), which
+    couples its coordinates: None when a tendon with armature spans two branches."""
+    ob, nb_, n = int(p[H_OB]), int(p[H_NB]), int(p[H_N])
+    par = np.full(n, -1, dtype=np.int64)
+    last = np.full(nb_, -1, dtype=np.int64)        # each body's last coordinate, or its
+    for b in range(nb_):                           # nearest ancestor's
+        rec = ob + W_B * b
+        pb = int(p[rec + B_PAR])
+        up = last[pb] if pb >= 0 else -1
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            par[c] = up
+            up = c
+        last[b] = up
+    ol, ot = int(p[H_OL]), int(p[H_OT])
+    for ln in range(int(p[H_NL])):
+        rec = ol + W_L * ln
+        if p[rec + L_ARM] == 0.0:
+            continue
+        t0, nt = int(p[rec + L_T0]), int(p[rec + L_NT])
+        cs = sorted(int(p[ot + 2 * t]) for t in range(t0, t0 + nt))
+        for lo, hi in zip(cs, cs[1:]):
+            j = par[hi]
+            while j > lo:
+                j = par[j]
+            if j != lo and lo != hi:
+                return None
+    return par
 
 
 def compiled_factory(p: np.ndarray, system):
