@@ -248,8 +248,8 @@ def split_us(model, q, v, repeat):
     """The compiled step's two parts, each in a compiled loop: the model's evaluation (the
     tree kernel's ``mass_force`` and ``rows``, as the compiled ``dyn`` and ``rows`` call
     them) and the dense Gauss step on its output
-    (:func:`gaussopt.gauss.dense_step.gauss_step`: rank decision, null-space solve,
-    verification)."""
+    (:func:`gaussopt.gauss.dense_step.gauss_step`: rank decision, range-space solve with
+    ``M`` factored along the tree, verification)."""
     import numba as nb
 
     import gaussopt.gauss.dense_step as ds
@@ -273,7 +273,7 @@ def split_us(model, q, v, repeat):
         return acc
 
     M, F, A, b = np.empty((n, n)), np.empty(n), np.empty((m, n)), np.empty(m)
-    w = ds.make_work(n, m)
+    w = ds.make_work(n, m, model.system.mass_tree)         # (as the model's own steps)
     ref = np.zeros(m)
     evaluate(model._p, q, v, M, F, A, b, 1)
     step(M, F, A, b, ref, w, 1)
@@ -347,7 +347,17 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--skip-run", action="store_true", help="no 1 s runs")
     ap.add_argument("--only", help="comma-separated words of the model labels to run")
+    ap.add_argument("--model", action="append", default=[], metavar="LABEL=PATH",
+                    help="another MJCF or URDF file to measure (repeatable), e.g. "
+                         "'dm_control humanoid=.../suite/humanoid.xml' when dm_control is "
+                         "not installed but its files are at hand")
     args = ap.parse_args()
+    extra = []
+    for item in args.model:
+        label, sep, path = item.partition("=")
+        if not sep or not Path(path).is_file():
+            ap.error(f"--model must be LABEL=PATH of an existing file, found {item!r}")
+        extra.append((label, path, path.lower().endswith(".urdf")))
     try:
         import mujoco as mj
     except ImportError:
@@ -357,7 +367,7 @@ def main():
         import pinocchio as pin
     except ImportError:
         pin = None
-    for label, path, urdf in models():
+    for label, path, urdf in models() + extra:
         if args.only and not any(w in label for w in args.only.split(",")):
             continue
         tree, m, qpos, qvel = step_rows(label, path, urdf, args.repeat, mj, pin)
