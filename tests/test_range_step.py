@@ -421,3 +421,19 @@ def test_tree_range_space_on_random_trees():
                 tol = bound(M2, F, A, b, a1, be1) + bound(M2, F, A, b, a2, be2)
                 assert np.linalg.norm(a1 - a2) <= tol
     assert answered >= 20
+
+
+def test_run_samples_and_solve_step_factor_alike():
+    """A run's output samples of a tree (recomputed by the engine after the run) and
+    ``solve_step`` at the same states both factor ``M`` along the tree: the same
+    accelerations to the last bit."""
+    import gaussopt as go
+    jt = _load(str(DATA / "humanoid_tree.xml"))
+    q, v = jt.initial_state()
+    v = np.random.default_rng(0).normal(size=jt.n) * 0.3
+    tr = go.simulate(jt.system, (0.0, 0.05), q, v, project_initial=True)
+    assert tr.success
+    for i in (0, -1):
+        r = go.solve_step(jt.system, float(tr.t[i]), tr.q[i].copy(), tr.v[i].copy())
+        assert np.array_equal(r.a, tr.a[i])
+        assert r.info["rank"] == jt.m

@@ -17,6 +17,7 @@ import numpy as np
 import gaussopt.integrate.engine as E
 import gaussopt.integrate.sample_interpolation as SI
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.workspace as WS
 from gaussopt.core.exceptions import GaussoptError, ModelError, SolverError
 from gaussopt.core.status import message as status_message
 from gaussopt.core.result import RankEvent, Trajectory
@@ -226,7 +227,8 @@ def _sample_engine(system: System, solver: StepSolver, run: "Run", t: np.ndarray
     try:
         addrs, md, buf, opt, _, _ = run.args()      # (packed)
         E.sample_all(addrs, md, buf, opt, run.st.ref, run.st.sref, t, y, a, Qc, lam, Fo,
-                     status, np.ascontiguousarray(proj, dtype=np.bool_), run.vanished())
+                     status, np.ascontiguousarray(proj, dtype=np.bool_), run.vanished(),
+                     WS.view(run.st.wk, "tree"))
     except KeyboardInterrupt as e:
         err, exc = "Interrupted (KeyboardInterrupt) while recomputing the output samples.", e
     if mf.error is not None and err is None:

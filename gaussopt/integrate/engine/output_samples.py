@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import gaussopt.gauss.workspace as WS
-from gaussopt.core.views import wvec
+from gaussopt.core.views import wivec, wvec
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
@@ -97,9 +97,9 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
 
 
 
-@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v, b1v, f8)")
+@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v, b1v, f8, i8v)")
 def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
-               status_out, proj, vanished):
+               status_out, proj, vanished, tree):
     """:func:`sample` at every output; a failing sample keeps NaN (its status is kept).
 
     An output with ``proj[i]`` is first projected onto the constraints in place in ``ys``
@@ -108,10 +108,15 @@ def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F
     Right after its projection, the model's functions of a Python model answer the
     sample's position constraints from the projection's last evaluation at the same
     state. A failed projection leaves the output as it was, with the status
-    :data:`MODEL_FAILED` (or ``-1``, a constraint not finite there)."""
+    :data:`MODEL_FAILED` (or ``-1``, a constraint not finite there). ``tree``: the step
+    workspace's field ``tree`` (:data:`gaussopt.gauss.workspace.I_tree`): the samples solve
+    as the steps do, ``M`` factored along the tree when the model has one."""
     fns, accel = functions(addrs)
     n = md.dims[D_N]
     w = WS.make_work_compiled(n, md.dims[D_M])
+    wt = wivec(w, WS.I_tree, tree.shape[0])
+    for i in range(tree.shape[0]):
+        wt[i] = tree[i]
     for i in range(ts.shape[0]):
         q = ys[i, :n].copy()
         v = ys[i, n:].copy()
