@@ -32,6 +32,21 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
   mu``, released at rest, 2 s): it must not move. The creep ``|x(2 s) - x(0)|`` and the
   lower corner's share of the load against ``(1 + h tan(beta) / b) / 2``.
 
+* **Spatial contacts from one MJCF file** (both simulators read the same file; gaussopt
+  through ``gaussopt.multibody.load(...).with_contacts()``: the exact circular cone, hard
+  contacts; MuJoCo at ``timestep = 1e-4`` with its pyramidal and elliptic cones):
+
+  - a sphere (r 0.1 m, mu 0.3) launched sliding at 2 m/s without spin, 1 s: it rolls from
+    ``2 v0 / (7 mu g)`` at ``5/7 v0`` (closed form): the roll-onset time (MuJoCo: the
+    first step whose slip ``|v - omega r|`` is below 1e-3 m/s), the speed at 1 s, the
+    penetration;
+  - a cube (half-side 0.1 m) on a plane tilted by 0.3 rad with ``mu = tan 0.3 + 0.05``,
+    released at rest, 2 s: it must not move: the creep and the penetration;
+  - the same cube on a flat floor, 1 s: the normal forces over its four bottom corners
+    (a rigid body on four coplanar points: only their sum ``m g`` and their moment about
+    the centre are determined, gaussopt reports the least-norm distribution in the cone)
+    and their sum's error.
+
 Every time is the median of three runs after a warm-up (compilation excluded).
 """
 
@@ -236,6 +251,153 @@ def mujoco_box(cone: str, solref: str, beta: float = 0.0, v0: float = 1.5,
     return out
 
 
+# --------------------------------------------------------------------------- spatial
+G0, R_S, M_S, B, M_B = 9.81, 0.1, 2.0, 0.1, 3.0
+
+
+def sphere_xml(option: str = "", mu: float = 0.3) -> str:
+    return f"""<mujoco><option gravity="0 0 -{G0}" {option}/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="{mu} 0 0"/>
+<body name="ball" pos="0 0 {R_S}"><freejoint name="f"/>
+  <geom name="b" type="sphere" size="{R_S}" mass="{M_S}" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>"""
+
+
+def cube_xml(option: str = "", beta: float = 0.0, mu: float = 0.5) -> str:
+    """A cube of half-side B resting on a plane tilted by ``beta`` about y, both in the
+    same rotated frame."""
+    deg = math.degrees(beta)
+    c = [B * math.sin(beta), 0.0, B * math.cos(beta)]
+    return f"""<mujoco><option gravity="0 0 -{G0}" {option}/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" euler="0 {deg!r} 0" friction="{mu} 0 0"/>
+<body name="box" pos="{c[0]!r} 0 {c[2]!r}" euler="0 {deg!r} 0"><freejoint/>
+  <geom name="cube" type="box" size="{B} {B} {B}" mass="{M_B}" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>"""
+
+
+def _load_mjcf(xml):
+    import warnings
+
+    import gaussopt.multibody.io.mjcf as mjcf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mjcf.load(xml)
+
+
+def gaussopt_spatial() -> dict:
+    """The three spatial cases in gaussopt (default tolerances)."""
+    import gaussopt as go
+
+    out = {}
+    mu, v0 = 0.3, 2.0
+    model = _load_mjcf(sphere_xml())
+    sysm = model.with_contacts()
+    u0 = np.zeros(model.n)
+    u0[0] = v0
+    wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 1.0), model.q_reference, u0))
+    roll = [t for t, _, w in tr.meta["contact_transitions"] if w == "stick"]
+    out["sphere"] = {"time": wall, "ok": tr.success,
+                     "t_error": abs(roll[0] - 2 * v0 / (7 * mu * G0)) if roll else math.nan,
+                     "v_error": abs(tr.v[-1][0] - 5 / 7 * v0),
+                     "penetration": float(max(0.0, -np.min(tr.q[:, 2] - R_S)))}
+    beta = 0.3
+    model = _load_mjcf(cube_xml(beta=beta, mu=math.tan(beta) + 0.05))
+    sysm = model.with_contacts()
+    q0 = model.q_reference
+    wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 2.0), q0, np.zeros(model.n)))
+    out["slope"] = {"time": wall, "ok": tr.success,
+                    "creep": float(np.abs(tr.q[:, :3] - q0[:3]).max()), "penetration": 0.0}
+    model = _load_mjcf(cube_xml())
+    sysm = model.with_contacts()
+    q0 = model.q_reference
+    wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 1.0), q0, np.zeros(model.n)))
+    f = np.asarray(tr.contact_forces[-1], dtype=float)
+    f = np.sort(f[f > 1e-12 * M_B * G0])
+    out["rest"] = {"time": wall, "ok": tr.success, "corners": f / (M_B * G0),
+                   "sum_error": abs(f.sum() - M_B * G0) / (M_B * G0),
+                   "creep": float(np.abs(tr.q - q0).max()), "penetration": 0.0}
+    return out
+
+
+def mujoco_spatial(cone: str) -> dict:
+    """The three spatial cases in MuJoCo, from the same files (``timestep = 1e-4``)."""
+    import mujoco
+
+    opt = f'timestep="1e-4" cone="{cone}"'
+    out = {}
+    mu, v0 = 0.3, 2.0
+    model = mujoco.MjModel.from_xml_string(sphere_xml(opt))
+
+    def sphere():
+        d = mujoco.MjData(model)
+        d.qvel[0] = v0
+        roll, pen = None, 0.0
+        while d.time < 1.0 - 1e-12:
+            mujoco.mj_step(model, d)
+            if roll is None and abs(d.qvel[0] - R_S * d.qvel[4]) < 1e-3:
+                roll = d.time
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        return roll, float(d.qvel[0]), pen
+
+    wall, (roll, v1, pen) = _median_time(sphere)
+    out["sphere"] = {"time": wall, "ok": True,
+                     "t_error": abs(roll - 2 * v0 / (7 * mu * G0)) if roll else math.nan,
+                     "v_error": abs(v1 - 5 / 7 * v0), "penetration": pen}
+    beta = 0.3
+    model = mujoco.MjModel.from_xml_string(cube_xml(opt, beta, math.tan(beta) + 0.05))
+
+    def slope():
+        d = mujoco.MjData(model)
+        x0 = np.array(d.qpos[:3])
+        creep, pen = 0.0, 0.0
+        while d.time < 2.0 - 1e-12:
+            mujoco.mj_step(model, d)
+            creep = max(creep, float(np.abs(d.qpos[:3] - x0).max()))
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        return creep, pen
+
+    wall, (creep, pen) = _median_time(slope)
+    out["slope"] = {"time": wall, "ok": True, "creep": creep, "penetration": pen}
+    model = mujoco.MjModel.from_xml_string(cube_xml(opt))
+
+    def rest():
+        d = mujoco.MjData(model)
+        q0 = np.array(d.qpos)
+        creep, pen = 0.0, 0.0
+        while d.time < 1.0 - 1e-12:
+            mujoco.mj_step(model, d)
+            creep = max(creep, float(np.abs(d.qpos - q0).max()))
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        f6 = np.zeros(6)
+        f = []
+        for k in range(d.ncon):
+            mujoco.mj_contactForce(model, d, k, f6)
+            f.append(f6[0])
+        return np.sort(np.array(f)), creep, pen
+
+    wall, (f, creep, pen) = _median_time(rest)
+    out["rest"] = {"time": wall, "ok": True, "corners": f / (M_B * G0),
+                   "sum_error": abs(f.sum() - M_B * G0) / (M_B * G0), "creep": creep,
+                   "penetration": pen}
+    return out
+
+
+def _spatial_rows(sim: str, r: dict) -> list:
+    s, sl, rest = r["sphere"], r["slope"], r["rest"]
+    bad = "" if all(x["ok"] for x in (s, sl, rest)) else " (a run failed)"
+    return [
+        ("sphere launched sliding (MJCF), 1 s", sim, s["time"],
+         f"roll onset err {s['t_error']:.1e} s, speed at 1 s err {s['v_error']:.1e} m/s, "
+         f"penetration {s['penetration']:.1e} m{bad}"),
+        ("cube holding on a 0.3 rad slope (MJCF), 2 s", sim, sl["time"],
+         f"creep {sl['creep']:.1e} m, penetration {sl['penetration']:.1e} m"),
+        ("cube at rest on a floor (MJCF), 1 s", sim, rest["time"],
+         f"bottom corners' loads / m g: {', '.join(f'{x:.3f}' for x in rest['corners'])} "
+         f"(sum err {rest['sum_error']:.1e}), creep {rest['creep']:.1e}, penetration "
+         f"{rest['penetration']:.1e} m"),
+    ]
+
+
 def _box_row(r: dict) -> str:
     if "creep" in r:
         return (f"creep {r['creep']:.1e} m, lower corner's load share err "
@@ -263,6 +425,9 @@ def main() -> int:
     except ImportError:
         print("(MuJoCo not installed: pip install '.[bench]')")
     else:
+        rows += _spatial_rows("gaussopt (hard, circular cone)", gaussopt_spatial())
+        for cone in ("pyramidal", "elliptic"):
+            rows += _spatial_rows(f"MuJoCo dt 1e-4, {cone} cone", mujoco_spatial(cone))
         e = bouncing_ball.build().params["e"]
         zeta = -math.log(e) / math.sqrt(math.pi ** 2 + math.log(e) ** 2)
         for label, solref in (("default solref 0.02 1", "0.02 1"),
