@@ -1,7 +1,8 @@
 """Robot models in joint coordinates (:mod:`gaussopt.multibody.tree`) against MuJoCo and
 Pinocchio, with the maximal-coordinate kind beside them: one table, one run.
 
-Run: ``python3 benchmarks/robots.py [--repeat N] [--skip-run] [--only NAME,NAME]``
+Run: ``python3 benchmarks/robots.py [--repeat N] [--skip-run] [--only NAME,NAME]
+[--chain N,N,...] [--model LABEL=PATH ...]``
 (MuJoCo and Pinocchio: ``pip install ".[bench]"``; a missing peer prints ``n/a``).
 
 Models: the 6-link arm ``tests/data/arm6.urdf`` (6 hinges, the URDF read by MuJoCo's parser
@@ -31,6 +32,20 @@ pi), unit quaternions, rates in (-2, 2)):
 Times are medians of repeated batches (``timeit``), one BLAS thread; wall time is
 ``time.perf_counter``. On a shared machine the ratios (same run) mean more than the
 absolute times.
+
+* a generated chain of ``N`` hinges (``N`` = 10, 25, 50, 100, 200; axes alternating y, x;
+  links 0.1 m, 0.1 kg; damping 0.01; ``--chain`` sets the sizes, ``--chain 0`` skips it):
+  ``solve_step`` against ``mj_forward`` at each ``N``, the exponent of its growth from 10
+  to 200 links (a least-squares fit of log time against log ``N``, both simulators), and
+  the 200-link chain's 0.05 s run at the default settings (compilation excluded).
+
+``--model LABEL=PATH`` adds any MJCF or URDF file (dm_control's and gymnasium's files
+without installing them, e.g. dm_control's ``humanoid_CMU.xml``).
+
+The maximal kind maps fewer MuJoCo features than the joint kind (its loader lists what
+it leaves out: joint stiffness, the armature of ball and slide joints, ``joint``
+equalities): its accuracy is against MuJoCo with those switched off too
+(:func:`_without`).
 
 The Panda's finger ``<mimic>`` is a ``joint`` equality: an exact row of the joint kind,
 so its reference is the rigid limit from MuJoCo's own quantities (:func:`_rigid_qacc`);
@@ -362,6 +377,67 @@ def run_row(label, tree, m, qpos, qvel, mj):
         "s")
 
 
+def chain_xml(N: int) -> str:
+    """A chain of ``N`` hinge links hanging from the world (axes alternating y and x)."""
+    body, close = "", ""
+    for i in range(N):
+        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
+        pos = "0 0 0" if i == 0 else "0 0 -0.1"
+        body += (f'<body name="b{i}" pos="{pos}"><joint name="j{i}" type="hinge" axis="{ax}" '
+                 'damping="0.01"/><geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.01" '
+                 'mass="0.1"/>')
+        close += "</body>"
+    return (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
+            f'<worldbody>{body}{close}</worldbody></mujoco>')
+
+
+def chain_rows(sizes, repeat, mj):
+    """``solve_step`` against ``mj_forward`` on chains of ``sizes`` links, the growth
+    exponents, and the longest chain's 0.05 s run."""
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    ours, peer = [], []
+    for N in sizes:
+        xml = chain_xml(N)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+            model = mjcf.load(xml)
+        m = mj.MjModel.from_xml_string(xml)
+        d = mj.MjData(m)
+        rng = np.random.default_rng(0)
+        qpos, qvel = rng.uniform(-0.5, 0.5, N), rng.uniform(-1.0, 1.0, N)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        sysm = model.system
+        r = go.solve_step(sysm, 0.0, q, v)
+        acc = float(np.abs(mjcf.joint_accelerations(model, m, q, v, r.a) - d.qacc).max()
+                    / np.abs(d.qacc).max())
+        number = max(10, int(4000 / N))
+        t_g = median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, number)
+        t_m = median_us(lambda: mj.mj_forward(m, d), repeat, number)
+        ours.append(t_g)
+        peer.append(t_m)
+        add(f"{N}-link chain solve_step, joint kind (n {N}, m 0)", t_g, acc, "mj_forward", t_m,
+            0.0)
+        if N == sizes[-1]:
+            go.simulate(sysm, (0.0, 0.01), q, v)                 # (warm)
+            walls = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                tr = go.simulate(sysm, (0.0, 0.05), q, v)
+                walls.append(time.perf_counter() - t0)
+            add(f"{N}-link chain 0.05 s run (simulate defaults: {tr.stats['steps']} steps, "
+                f"{tr.stats['rhs_evaluations']} evaluations, success {tr.success})",
+                float(np.median(walls)), None, "target", 5.0, None, "<= 5 s", "s")
+    if len(sizes) > 1:
+        x = np.log(np.asarray(sizes, dtype=float))
+        k_g = float(np.polyfit(x, np.log(ours), 1)[0])
+        k_m = float(np.polyfit(x, np.log(peer), 1)[0])
+        add(f"chain solve_step growth exponent, N = {sizes[0]}..{sizes[-1]}", k_g, None,
+            "mj_forward's", k_m, None, "<= 1.1", "")
+
+
 def table():
     print("\n| measure | gaussopt | accuracy | peer | peer | accuracy | ratio | target |")
     print("|---|---|---|---|---|---|---|---|")
@@ -379,6 +455,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--skip-run", action="store_true", help="no 1 s runs")
     ap.add_argument("--only", help="comma-separated words of the model labels to run")
+    ap.add_argument("--chain", default="10,25,50,100,200",
+                    help="link counts of the generated chains ('0': none)")
     ap.add_argument("--model", action="append", default=[], metavar="LABEL=PATH",
                     help="another MJCF or URDF file to measure (repeatable), e.g. "
                          "'dm_control humanoid=.../suite/humanoid.xml' when dm_control is "
@@ -405,6 +483,9 @@ def main():
         tree, m, qpos, qvel = step_rows(label, path, urdf, args.repeat, mj, pin)
         if not args.skip_run:
             run_row(label, tree, _mujoco_model(mj, path), qpos, qvel, mj)
+    sizes = [int(x) for x in args.chain.split(",") if int(x) > 0]
+    if sizes and not args.only:
+        chain_rows(sizes, args.repeat, mj)
     table()
 
 
