@@ -523,3 +523,85 @@ def test_joint_limits_are_hard_stops(e):
     model.joint_ranges = {"nope": (0.0, 1.0)}
     with pytest.raises(ModelError, match="`joint` must be one of"):
         model.limits()
+
+
+#: two pendulums (as STOPPED's, side by side along x) whose hinges h1, h2 are coupled by a
+#: fixed tendon L = 2 h1 + 0.5 h2 limited to [-1, 1] (no joint limits; a second tendon,
+#: unlimited, on h2 alone)
+TENDON_STOPPED = """
+<mujoco model="tendon_stopped">
+  <compiler angle="radian"/>
+  <option gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="h1" type="hinge" axis="0 1 0"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.01 0.01 0.01"/>
+    </body>
+    <body name="b" pos="1 0 1">
+      <joint name="h2" type="hinge" axis="0 1 0"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.01 0.01 0.01"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="L" limited="true" range="-1 1">
+      <joint joint="h1" coef="2"/>
+      <joint joint="h2" coef="0.5"/>
+    </fixed>
+    <fixed name="free"><joint joint="h2" coef="1"/></fixed>
+  </tendon>
+</mujoco>"""
+
+
+def test_tendon_limits_are_hard_stops():
+    """``model.with_limits()`` with a limited fixed tendon ``L = 2 h1 + 0.5 h2``: its length
+    is MuJoCo's ``ten_length`` (at random states, to rounding); the two pendulums, thrown
+    so that ``L`` grows, swing independently (each by the reduced equation ``th'' = -(m g d
+    / I_O) sin th``, written here and integrated by scipy, rtol 1e-13) until ``L`` reaches
+    1, at the time scipy's event on ``2 th1 + 0.5 th2 = 1`` gives, and never exceed it
+    after (plastic stop: the tendon then holds ``L = 1`` while its load presses on it).
+    Bounds: as test_joint_limits_are_hard_stops (the event 1e-9 relative, states 1e-8)."""
+    from scipy.integrate import solve_ivp
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always", mjcf.UnmappedFeatureWarning)
+        model = mjcf.load(TENDON_STOPPED)
+    feats = [w.message.features for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
+    assert any("model.with_limits() adds them" in k and "tendons" in k for f in feats for k in f)
+    assert model.tendon_ranges == {"L": (-1.0, 1.0)} and model.joint_ranges == {}
+    np.testing.assert_array_equal(model.tendon_row("L"), [2.0, 0.5])
+    m = mj.MjModel.from_xml_string(TENDON_STOPPED)
+    d = mj.MjData(m)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        d.qpos[:] = rng.uniform(-1, 1, 2)
+        mj.mj_forward(m, d)
+        q, _ = mjcf.state_from_mujoco(model, m, d.qpos, d.qvel)
+        for k, name in enumerate(("L", "free")):
+            assert abs(model.tendon_length(name, q) - d.ten_length[k]) <= 4 * EPS * 3
+    system = model.with_limits()
+    q0, v0 = np.array([0.1, 0.2]), np.array([2.0, 1.0])
+    tr = go.simulate(system, (0.0, 0.4), q0, v0, rtol=1e-12, atol=1e-12)
+    assert tr.success, tr.message
+    k = 9.81 * 0.5 / (0.01 + 0.25)
+
+    def hit(t, y):
+        return 2 * y[0] + 0.5 * y[1] - 1.0
+    hit.terminal = True
+    ref = solve_ivp(lambda t, y: [y[2], y[3], -k * np.sin(y[0]), -k * np.sin(y[1])],
+                    (0.0, 1.0), [*q0, *v0], method="DOP853", rtol=1e-13, atol=1e-13,
+                    events=hit)
+    t_hit = float(ref.t_events[0][0])
+    y_hit = ref.y_events[0][0]
+    im = tr.impacts[0]
+    assert abs(im.t - t_hit) < 1e-9 * t_hit
+    assert abs(im.gap_rate_before[1] + (2 * y_hit[2] + 0.5 * y_hit[3])) < 1e-8
+    assert abs(im.gap_rate_after[1]) < 1e-8                     # plastic
+    L = tr.q @ model.tendon_row("L")
+    assert np.all(L <= 1.0 + 1e-12) and np.all(L >= -1.0 - 1e-12)
+    # bad ranges are named
+    model.tendon_ranges = {"L": (1.0, -1.0)}
+    with pytest.raises(ModelError, match="tendon_ranges.*lower < upper"):
+        model.limits()
+    model.tendon_ranges = {"nope": (0.0, 1.0)}
+    with pytest.raises(ModelError, match="`tendon` must be one of"):
+        model.limits()

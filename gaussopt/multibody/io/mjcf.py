@@ -19,7 +19,7 @@ one of two kinds of model:
   and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
-  ``model.joint_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
+  ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
   spheres, capsules and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
   ``with_contacts``). The tree itself needs no equations:
@@ -110,8 +110,8 @@ in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
-activation dynamics, other gains and biases or other transmissions, tendon limits and
-friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
+activation dynamics, other gains and biases or other transmissions, limits of spatial
+tendons and friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature of ball joints
@@ -609,6 +609,7 @@ class _TreeMapping:
     merged: int = 0
     actuators: list = field(default_factory=list)       # MuJoCo ids of the mapped actuators
     ranges: dict = field(default_factory=dict)          # joint -> (lower, upper): hard stops
+    tendon_ranges: dict = field(default_factory=dict)   # fixed tendon -> (lower, upper)
     contact_pairs: list = field(default_factory=list)   # ContactPair of the colliding geoms
 
 
@@ -886,8 +887,9 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
                   act_on: bool) -> dict:
     """The fixed tendons of ``m`` as :class:`~gaussopt.multibody.tree.FixedTendon` into
     ``out.forces`` (stiffness about ``tendon_lengthspring``, damping, armature, the actuator
-    force range); returns MuJoCo tendon id -> name of the mapped ones. Spatial tendons,
-    tendon limits, friction loss and nonlinear springs and dampers are counted unmapped."""
+    force range) and their ranges into ``out.tendon_ranges`` (hard stops, opt-in:
+    ``model.with_limits()``); returns MuJoCo tendon id -> name of the mapped ones. Spatial
+    tendons, friction loss and nonlinear springs and dampers are counted unmapped."""
     from gaussopt.multibody.tree import FixedTendon
 
     un = out.unmapped
@@ -903,14 +905,18 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
             continue
         terms = tuple((jname_of[int(m.wrap_objid[w])], float(m.wrap_prm[w]))
                       for w in range(adr, adr + num))
-        if constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]:
-            _count(un, "tendon limits")
+        limited = constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]
+        if limited:
+            _count(un, "limits of fixed tendons (hard stops, not in model.system: "
+                       "model.with_limits() adds them)")
         if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
             _count(un, "tendon friction loss")
         if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
                 damp_on and np.any(m.tendon_dampingpoly[i])):
             _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
         fixed[i] = _clean(tnames[i], taken)
+        if limited:
+            out.tendon_ranges[fixed[i]] = tuple(float(x) for x in m.tendon_range[i])
         afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
                if m.tendon_actfrclimited[i] and act_on else None)
         out.forces.append(FixedTendon(
@@ -1050,6 +1056,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
                          f"qpos {m.nq}.")                          # pragma: no cover
     model.joint_ranges = dict(mp.ranges)
+    model.tendon_ranges = dict(mp.tendon_ranges)
     model.contact_pairs = tuple(mp.contact_pairs)
     model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
                     f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "

@@ -121,6 +121,9 @@ class Model(BaseModel):
         #: joint name -> ``(lower, upper)`` of the hinges and slides with hard stops (the
         #: loader's, from MuJoCo's limited joints): :meth:`limits`, :meth:`with_limits`
         self.joint_ranges: dict = {}
+        #: fixed tendon name -> ``(lower, upper)`` of its length ``L(q) = sum c_k q_k`` (the
+        #: loader's, from MuJoCo's limited fixed tendons): :meth:`limits`, :meth:`with_limits`
+        self.tendon_ranges: dict = {}
         #: the pairs of colliding geoms (the loader's, from MuJoCo's geoms and ``<pair>``
         #: elements): :class:`~gaussopt.multibody.tree.tree_geometry.ContactPair`;
         #: :meth:`contacts`, :meth:`with_contacts`
@@ -133,6 +136,7 @@ class Model(BaseModel):
         """Pickle as the call that built the model, with the loader's additions."""
         return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes,
                                          "joint_ranges": self.joint_ranges,
+                                         "tendon_ranges": self.tendon_ranges,
                                          "contact_pairs": self.contact_pairs})
 
     @property
@@ -246,48 +250,78 @@ class Model(BaseModel):
         return out
 
     def limits(self, restitution: float = 0.0) -> Contact:
-        """The joint ranges (:attr:`joint_ranges`) as hard stops: one unilateral
-        :class:`~gaussopt.Contact` with two rows per joint, ``q - lower >= 0`` and ``upper - q
-        >= 0`` (frictionless; the rows' labels ``"<joint>.lower"``, ``"<joint>.upper"``).
+        """The joint ranges (:attr:`joint_ranges`) and the fixed tendons' ranges
+        (:attr:`tendon_ranges`) as hard stops: one unilateral :class:`~gaussopt.Contact`
+        with two rows per range, ``x - lower >= 0`` and ``upper - x >= 0`` (``x`` the joint's
+        coordinate, or the tendon's length ``L(q) = sum c_k q_k``: :meth:`tendon_length`;
+        frictionless; the joints' rows first, each range's lower row before its upper).
 
-        Why opt-in: MuJoCo's limits are soft (a spring-damper that lets the joint pass its
-        range a little, ``solref``/``solimp``); here a joint stops exactly at its bound, with
-        Newton's ``restitution`` (0: it stays at the stop until its load pulls it away). A
-        system with contacts runs event by event (:func:`gaussopt.simulate`'s contact run,
-        through Python callbacks) and is not a :class:`~gaussopt.Stepper`'s, so
-        :attr:`system` keeps none; :meth:`with_limits` adds them.
+        Why opt-in: MuJoCo's limits are soft (a spring-damper that lets the joint or the
+        tendon pass its range a little, ``solref``/``solimp``); here it stops exactly at its
+        bound, with Newton's ``restitution`` (0: it stays at the stop until its load pulls it
+        away). A system with contacts runs event by event (:func:`gaussopt.simulate`'s
+        contact run, through Python callbacks) and is not a :class:`~gaussopt.Stepper`'s,
+        so :attr:`system` keeps none; :meth:`with_limits` adds them.
 
         Raises
         ------
         ModelError
-            No joint has a range, or a range names an unknown joint, a joint with more than
-            one coordinate, or is not ``lower < upper`` (finite).
+            No joint or tendon has a range, or a range names an unknown joint or tendon, a
+            joint with more than one coordinate, or is not ``lower < upper`` (finite).
         """
-        if not self.joint_ranges:
-            raise ModelError(f"model {self.name!r} has no joint ranges (`joint_ranges` is "
-                             "empty: the loader fills it from MuJoCo's limited hinges and "
-                             "slides).")
-        idx, lo, hi = [], [], []
-        for name, rng in self.joint_ranges.items():
-            sl = self.joint_slice(name)
-            if sl.stop - sl.start != 1:
-                raise ModelError(f"`joint_ranges[{name!r}]`: joint {name!r} has "
-                                 f"{sl.stop - sl.start} coordinates; ranges are for hinges and "
-                                 "slides (one coordinate).")
-            try:
-                a, b = (float(x) for x in rng)
-            except (TypeError, ValueError):
-                raise ModelError(f"`joint_ranges[{name!r}]` must be a pair (lower, upper), "
-                                 f"found {rng!r}.") from None
-            if not (np.isfinite(a) and np.isfinite(b) and a < b):
-                raise ModelError(f"`joint_ranges[{name!r}]` must be finite with lower < upper, "
-                                 f"found ({a}, {b}).")
-            idx.append(sl.start)
-            lo.append(a)
-            hi.append(b)
-        stops = _Stops(np.array(idx), np.array(lo), np.array(hi), self.n)
+        if not self.joint_ranges and not self.tendon_ranges:
+            raise ModelError(f"model {self.name!r} has no joint or tendon ranges "
+                             "(`joint_ranges` and `tendon_ranges` are empty: the loader fills "
+                             "them from MuJoCo's limited hinges, slides and fixed tendons).")
+        rows, lo, hi = [], [], []
+        for what, ranges in (("joint_ranges", self.joint_ranges),
+                             ("tendon_ranges", self.tendon_ranges)):
+            for name, rng in ranges.items():
+                if what == "joint_ranges":
+                    sl = self.joint_slice(name)
+                    if sl.stop - sl.start != 1:
+                        raise ModelError(f"`joint_ranges[{name!r}]`: joint {name!r} has "
+                                         f"{sl.stop - sl.start} coordinates; ranges are for "
+                                         "hinges and slides (one coordinate).")
+                    c = np.zeros(self.n)
+                    c[sl.start] = 1.0
+                else:
+                    c = self.tendon_row(name)
+                try:
+                    a, b = (float(x) for x in rng)
+                except (TypeError, ValueError):
+                    raise ModelError(f"`{what}[{name!r}]` must be a pair (lower, upper), "
+                                     f"found {rng!r}.") from None
+                if not (np.isfinite(a) and np.isfinite(b) and a < b):
+                    raise ModelError(f"`{what}[{name!r}]` must be finite with lower < upper, "
+                                     f"found ({a}, {b}).")
+                rows.append(c)
+                lo.append(a)
+                hi.append(b)
+        stops = _Stops(np.array(rows), np.array(lo), np.array(hi))
         return Contact(stops.gap, stops.jacobian, stops.gamma, restitution=restitution,
                        rheonomic=False, name="limits")
+
+    def tendon_row(self, name: str) -> np.ndarray:
+        """The coefficients ``c`` (n,) of the fixed tendon ``name``: its length is ``L(q) =
+        c . q`` (MuJoCo's ``ten_length``: the sum of its joints' coefficients times their
+        coordinates)."""
+        if name not in self.tendon_names:
+            raise ModelError(f"`tendon` must be one of {list(self.tendon_names)}, found "
+                             f"{name!r}.")
+        p = self._p
+        k = list(self.tendon_names).index(name)       # (the tendons are the first lines)
+        rec = int(p[kernel.H_OL]) + kernel.W_L * k
+        t0, nt = int(p[rec + kernel.L_T0]), int(p[rec + kernel.L_NT])
+        ot = int(p[kernel.H_OT])
+        c = np.zeros(self.n)
+        for t in range(t0, t0 + nt):
+            c[int(p[ot + 2 * t])] += p[ot + 2 * t + 1]
+        return c
+
+    def tendon_length(self, name: str, q) -> float:
+        """The length ``L(q) = c . q`` of the fixed tendon ``name`` (:meth:`tendon_row`)."""
+        return float(self.tendon_row(name) @ np.asarray(q, dtype=float))
 
     def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
         """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the hard stops
@@ -503,19 +537,21 @@ def _controlled_system(model: Model, ctrl) -> System:
 
 
 class _Stops:
-    """The gap functions of :meth:`Model.limits` (picklable: no closures): rows ``q[i] -
-    lower`` then ``upper - q[i]``."""
+    """The gap functions of :meth:`Model.limits` (picklable: no closures): for ranges of
+    ``x = c_i . q`` (the rows ``c_i`` of ``C``: a joint's unit row, a tendon's
+    coefficients), the rows ``c_i . q - lower_i`` then ``upper_i - c_i . q`` of each range."""
 
-    def __init__(self, idx: np.ndarray, lower: np.ndarray, upper: np.ndarray, n: int) -> None:
-        self.idx, self.lower, self.upper = idx, lower, upper
-        k = len(idx)
+    def __init__(self, C: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        k, n = C.shape
         self.J = np.zeros((2 * k, n))
-        self.J[np.arange(k), idx] = 1.0
-        self.J[k + np.arange(k), idx] = -1.0
+        self.J[0::2] = C
+        self.J[1::2] = -C
+        self.g0 = np.zeros(2 * k)
+        self.g0[0::2] = -lower
+        self.g0[1::2] = upper
 
     def gap(self, t, q):
-        x = q[self.idx]
-        return np.concatenate([x - self.lower, self.upper - x])
+        return self.J @ q + self.g0
 
     def jacobian(self, t, q):
         return self.J
