@@ -20,7 +20,7 @@ one of two kinds of model:
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
-  spheres, capsules and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
+  spheres, capsules, cylinders and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
   ``with_contacts``). The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
@@ -770,7 +770,7 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
 _GEOM_TYPES = {0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid",
                5: "cylinder", 6: "box", 7: "mesh", 8: "sdf"}
 #: the geom types the contacts map
-_MAPPED_GEOMS = ("plane", "sphere", "capsule", "box")
+_MAPPED_GEOMS = ("plane", "sphere", "capsule", "cylinder", "box")
 
 
 def _few(names, k: int = 6) -> str:
@@ -787,8 +787,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     ``<pair>`` elements (their friction and ``condim``; a pair found by both is the explicit
     one, as MuJoCo merges them). Friction is MuJoCo's mix: the higher ``priority`` geom's,
     else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
-    Mapped: world planes against spheres, capsules (two end spheres) and boxes (8
-    corners); spheres against spheres; ``condim`` 1 (frictionless) and 3 (sliding
+    Mapped: world planes against spheres, capsules (two end spheres), cylinders (the
+    lowest points of their two rims) and boxes (8 corners); spheres against spheres; ``condim`` 1 (frictionless) and 3 (sliding
     friction). Everything else is counted in ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import ContactPair
 
@@ -848,7 +848,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         if _MAPPED_GEOMS.index(t1) > _MAPPED_GEOMS.index(t2):
             g1, g2, t1, t2 = g2, g1, t2, t1
         kind = f"{t1}-{t2}"
-        if kind not in ("plane-sphere", "plane-capsule", "plane-box", "sphere-sphere"):
+        if kind not in ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box",
+                        "sphere-sphere"):
             _count(un, f"contacts: {kind} pairs (not mapped)")
             continue
         if dim not in (1, 3):
@@ -862,10 +863,13 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         if l1 is None and l2 is None:
             continue                                  # two geoms of the world
         size = np.array(m.geom_size[g2], float)
+        axis = ()
         if t2 == "sphere":
             pts, r2 = o2[None, :], size[0]
-        elif t2 == "capsule":
+        elif t2 in ("capsule", "cylinder"):         # (end spheres; a cylinder's rim centres)
             pts, r2 = np.array([o2 + F2[:, 2] * size[1], o2 - F2[:, 2] * size[1]]), size[0]
+            if t2 == "cylinder":
+                axis = tuple(float(x) for x in F2[:, 2])
         else:
             sg = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
             pts, r2 = o2 + (sg * size) @ F2.T, 0.0
@@ -873,7 +877,7 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         out.contact_pairs.append(ContactPair(
             gnames[g1], gnames[g2], kind, mu if dim == 3 else 0.0, l1, l2,
             tuple(float(x) for x in o1), tuple(tuple(float(x) for x in r) for r in F1),
-            tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src))
+            tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src, axis))
         mapped_geoms.update((gnames[g1], gnames[g2]))
     for t, names in bad_types.items():
         _count(un, f"contacts: {t} geoms (not mapped: {_few(sorted(names))})", len(names))

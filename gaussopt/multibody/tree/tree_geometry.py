@@ -24,6 +24,17 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   is its two end spheres, a box its 8 corners (``r = 0``). The slip velocity is the
   velocity of the link's material point at the contact point ``c - r n`` projected on the
   two tangents.
+* a world ``plane`` against a ``cylinder`` (radius ``r``, axis ``a``): each of its two rim
+  circles (centres ``c``) touches at its lowest point ``P = c - r w``, ``w`` the unit
+  vector along ``n - (n . a) a`` (the rim's direction of steepest descent): gap ``n . (P -
+  p0) = n . (c - p0) - r |n - (n . a) a|``. As ``P`` slides along the rim when the
+  cylinder rolls, the gap's gradient is that of the material point at ``P`` (the rim's
+  lowest point is a minimum over the rim: its motion along the rim changes the gap to
+  second order only, which the convective term, a complex step of the whole expression,
+  carries). A cylinder on its flat face (``a`` within :data:`FACE_TOL` of ``n``) has no
+  lowest rim point: its gap is still exact; touching the plane so, it would touch along a
+  face, which is not mapped: the derivatives then raise :class:`~gaussopt.ModelError`
+  naming it (a run ends there with ``success=False``).
 * ``sphere``-``sphere``: gap ``|c2 - c1| - r1 - r2``; the slip velocity is the relative
   velocity of the two links' material points at ``c2 - r2 u`` (``u`` the unit vector from
   ``c1`` to ``c2``) on two tangents orthogonal to ``u``.
@@ -41,7 +52,11 @@ import gaussopt.multibody.tree.tree_compiled as kernel
 __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS"]
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
-PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-box", "sphere-sphere")
+PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere")
+
+#: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
+#: face: the lowest point of a rim is then not one point (a face contact, not mapped)
+FACE_TOL = 1e-6
 
 
 def _cross(a, b):
@@ -194,9 +209,12 @@ class ContactPair:
     points2 : tuple of tuples
         The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3).
     radius1, radius2 : float
-        The radii (plane, box corner: 0).
+        The radii (plane, box corner: 0; a cylinder's: its rims').
     source : str
         ``"filter"`` (``contype``/``conaffinity``) or ``"pair"`` (an explicit ``<pair>``).
+    axis2 : tuple
+        A cylinder's unit axis in ``link2``'s frame (``points2`` its two rims' centres);
+        empty for the other kinds.
     """
 
     geom1: str
@@ -211,6 +229,7 @@ class ContactPair:
     radius1: float
     radius2: float
     source: str = "filter"
+    axis2: tuple = ()
 
     @property
     def rows(self) -> int:
@@ -242,7 +261,9 @@ class PairGroup:
                               np.array(pr.frame1, dtype=float),
                               np.array(pr.points2, dtype=float).reshape(-1, 3),
                               float(pr.radius1), float(pr.radius2),
-                              pr.kind.startswith("plane")))
+                              pr.kind.startswith("plane"),
+                              np.array(pr.axis2, dtype=float) if pr.kind == "plane-cylinder"
+                              else None, pr.geom2))
         self.k = sum(pr.rows for pr in self.pairs)
         self._mask = kin.moving().astype(float)
         self._last = None
@@ -256,7 +277,7 @@ class PairGroup:
     def _normals(self, R, X, g):
         """``(c1, n, t, c2)``: the first geom's centre or plane point, unit normals (k, 3)
         from geom 1 to geom 2, tangents (k, 2, 3) and the second geom's centres (k, 3)."""
-        k1, k2, o1, F1, s2, r1, r2, plane = g
+        k1, k2, o1, F1, s2, r1, r2, plane = g[:8]
         c2 = self._place(R, X, k2, s2)
         if plane:
             F = F1 if k1 < 0 else R[k1] @ F1
@@ -275,6 +296,41 @@ class PairGroup:
         t1 = t1 / np.sqrt(np.sum(t1 * t1, axis=1))[:, None]
         t2 = _cross(n, t1)
         return c1, n, np.stack([t1, t2], axis=1), c2
+
+    @staticmethod
+    def _rim(R, g, n):
+        """A cylinder's axis in the world ``a`` (k, 3) and ``u = n - (n . a) a`` with its
+        norm ``s`` (any dtype): the rims' lowest points are ``c - r u / s``."""
+        a = np.broadcast_to(R[g[1]] @ g[8], n.shape)
+        u = n - np.sum(n * a, axis=1)[:, None] * a
+        return a, u, np.sqrt(np.sum(u * u, axis=1))
+
+    @classmethod
+    def _points(cls, R, g, n, c2, c1=None):
+        """The contact points (k, 3): a sphere's ``c2 - r n``; a cylinder rim's lowest point
+        ``c2 - r u / |u|`` (module docstring; any dtype). A rim parallel to the plane (the
+        cylinder on its flat face, ``|u| <= FACE_TOL``) has no lowest point: away from the
+        plane (gap above ``r / 100``) any rim point serves (the row is open: its derivatives
+        do not enter a step), touching it is a face contact, refused by name."""
+        if g[8] is None:
+            return c2 - g[6] * n
+        a, u, s = cls._rim(R, g, n)
+        flat = np.real(s) <= FACE_TOL
+        if np.any(flat):
+            near = np.real(np.sum(n * (c2 - c1), axis=1))[flat] <= 1.01 * g[6] if c1 is not None \
+                else np.ones(int(flat.sum()), dtype=bool)
+            if np.any(near):
+                from gaussopt.core.exceptions import ModelError
+                raise ModelError(f"cylinder {g[9]!r} touches the plane with its flat face (its "
+                                 f"axis within {FACE_TOL:g} rad of the plane's normal): a face "
+                                 "contact, which gaussopt does not map (the lowest point of a "
+                                 "rim is not one point there).")
+            e = np.zeros(a.shape)
+            e[np.arange(len(a)), np.argmin(np.abs(np.real(a)), axis=1)] = 1.0
+            w = _cross(a, e)
+            u = np.where(flat[:, None], w, u)
+            s = np.sqrt(np.sum(u * u, axis=1))
+        return c2 - g[6] * u / s[:, None]
 
     def _real(self, q):
         """The compiled ``(R, X, S)`` at real ``q``, kept for the last ``q`` (a complex-step
@@ -300,7 +356,9 @@ class PairGroup:
         out = []
         for g in self._geo:
             c1, n, _, c2 = self._normals(R, X, g)
-            if g[7]:
+            if g[8] is not None:                        # n . (c - p0) - r |u|: exact also flat
+                out.append(np.sum(n * (c2 - c1), axis=1) - g[6] * self._rim(R, g, n)[2])
+            elif g[7]:
                 out.append(np.sum(n * (c2 - c1), axis=1) - g[6])
             else:
                 d = c2 - c1
@@ -318,6 +376,8 @@ class PairGroup:
             out = []
             for g in self._geo:
                 c1, n, _, c2 = self._normals(R, X, g)
+                if g[8] is not None:                     # (the material point at P)
+                    c2 = self._points(R, g, n, c2, c1)
                 J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
                 out.append(np.einsum("ki,kin->kn", n, J))
             self._J = (key, np.concatenate(out, axis=0))
@@ -329,6 +389,8 @@ class PairGroup:
         out = []
         for g in self._geo:
             c1, n, _, c2 = self._normals(R, X, g)
+            if g[8] is not None:
+                c2 = self._points(R, g, n, c2, c1)
             rel = (U[g[1]] + _cross(W[g[1]], c2)) if g[1] >= 0 else 0.0
             if g[0] >= 0:
                 rel = rel - (U[g[0]] + _cross(W[g[0]], c1))
@@ -360,7 +422,7 @@ class PairGroup:
         for g in self._geo:
             k1, k2 = g[0], g[1]
             c1, n, tang, c2 = self._normals(R, X, g)
-            P = c2 - g[6] * n
+            P = self._points(R, g, n, c2, c1)
             rel = (U[k2] + _cross(W[k2], P)) if k2 >= 0 else np.zeros_like(P)
             if k1 >= 0:
                 rel = rel - (U[k1] + _cross(W[k1], P))
@@ -376,7 +438,7 @@ class PairGroup:
             out = []
             for g in self._geo:
                 c1, n, tang, c2 = self._normals(R, X, g)
-                P = c2 - g[6] * n
+                P = self._points(R, g, n, c2, c1)
                 out.append(np.einsum("kij,kjn->kin", tang,
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
             self._T = (key, np.concatenate(out, axis=0))

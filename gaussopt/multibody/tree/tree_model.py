@@ -347,7 +347,8 @@ class Model(BaseModel):
     def contacts(self, restitution: float = 0.0) -> list:
         """The colliding geom pairs (:attr:`contact_pairs`) as hard unilateral contacts: one
         :class:`~gaussopt.Contact` per friction coefficient (a gap row per contact point:
-        a sphere's lowest point, a capsule's two end spheres, a box's 8 corners; the pairs
+        a sphere's lowest point, a capsule's two end spheres, a cylinder's two rims' lowest
+        points, a box's 8 corners; the pairs
         of ``friction > 0`` with the spatial Coulomb cone of their ``slip_velocity``).
 
         Why opt-in: MuJoCo's contacts are soft (``solref``/``solimp``: a ball resting on the
@@ -372,8 +373,8 @@ class Model(BaseModel):
         if not self.contact_pairs:
             raise ModelError(f"model {self.name!r} has no contact pairs (`contact_pairs` is "
                              "empty: the loader fills it from MuJoCo's colliding geoms: world "
-                             "planes against spheres, capsules and boxes, spheres against "
-                             "spheres).")
+                             "planes against spheres, capsules, cylinders and boxes, spheres "
+                             "against spheres).")
         for pr in self.contact_pairs:
             for ln in (pr.link1, pr.link2):
                 if ln is not None and ln not in self._asm.index:
