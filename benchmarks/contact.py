@@ -42,6 +42,10 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
     penetration;
   - a cube (half-side 0.1 m) on a plane tilted by 0.3 rad with ``mu = tan 0.3 + 0.05``,
     released at rest, 2 s: it must not move: the creep and the penetration;
+  - a thick disk (a ``cylinder`` geom: m 0.5 kg, r 0.1 m, half-thickness 5 mm; mu 2)
+    leaning 20 degrees, rolling at spin 40 rad/s and turning at 2 rad/s, 1 s: its centroid
+    at 1 s against the Newton-Euler reference of ``tests/rolling_disk_reference.py``
+    (rolling without slipping, solve_ivp at 1e-13; written independently of both);
   - the same cube on a flat floor, 1 s: the normal forces over its four bottom corners
     (a rigid body on four coplanar points: only their sum ``m g`` and their moment about
     the centre are determined, gaussopt reports the least-norm distribution in the cone)
@@ -275,6 +279,27 @@ def cube_xml(option: str = "", beta: float = 0.0, mu: float = 0.5) -> str:
 </body></worldbody></mujoco>"""
 
 
+def disk_case():
+    """The leaning disk: its MJCF (``option`` attributes inserted), initial state (world
+    frame: centroid, quaternion, velocity, angular velocity) and the reference centroid at
+    1 s."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from rolling_disk_reference import reference, rolling_initial_state
+
+    m, R, H, mu = 0.5, 0.1, 0.005, 2.0
+    c0, e0, vc0, w0 = rolling_initial_state(m, R, H, G0, tilt=math.radians(20.0),
+                                            heading=0.0, spin=40.0, yaw_rate=2.0)
+    ref = reference(np.array([0.0, 1.0]), m, R, H, G0, c0, e0, vc0, w0)["c"][-1]
+
+    def xml(option: str = "") -> str:
+        return f"""<mujoco><option gravity="0 0 -{G0}" {option}/><worldbody>
+<geom name="floor" type="plane" size="50 50 .1" friction="{mu} 0 0"/>
+<body name="disk" pos="0 0 1"><freejoint/>
+  <geom name="d" type="cylinder" size="{R} {H}" mass="{m}" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>"""
+    return xml, (c0, e0, vc0, w0), ref
+
+
 def _load_mjcf(xml):
     import warnings
 
@@ -307,6 +332,16 @@ def gaussopt_spatial() -> dict:
     wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 2.0), q0, np.zeros(model.n)))
     out["slope"] = {"time": wall, "ok": tr.success,
                     "creep": float(np.abs(tr.q[:, :3] - q0[:3]).max()), "penetration": 0.0}
+    xml, (c0, e0, vc0, w0), ref = disk_case()
+    model = _load_mjcf(xml())
+    sysm = model.with_contacts()
+    w = np.r_[0.0, w0]                  # the free joint's v: (velocity, e' = (0, w) e / 2)
+    ed = 0.5 * np.array([-w[1:] @ e0[1:], *(e0[0] * w[1:] + np.cross(w[1:], e0[1:]))])
+    wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 1.0), np.r_[c0, e0],
+                                                np.r_[vc0, ed]))
+    out["disk"] = {"time": wall, "ok": tr.success,
+                   "c_error": float(np.abs(tr.q[-1][:3] - ref).max()),
+                   "steps": tr.stats["steps"]}
     model = _load_mjcf(cube_xml())
     sysm = model.with_contacts()
     q0 = model.q_reference
@@ -358,6 +393,22 @@ def mujoco_spatial(cone: str) -> dict:
 
     wall, (creep, pen) = _median_time(slope)
     out["slope"] = {"time": wall, "ok": True, "creep": creep, "penetration": pen}
+    xml, (c0, e0, vc0, w0), ref = disk_case()
+    model = mujoco.MjModel.from_xml_string(xml(opt))
+
+    def disk():
+        d = mujoco.MjData(model)
+        d.qpos[:3], d.qpos[3:7], d.qvel[:3] = c0, e0, vc0
+        Rm = np.zeros(9)
+        mujoco.mju_quat2Mat(Rm, np.asarray(e0, dtype=float))
+        d.qvel[3:6] = Rm.reshape(3, 3).T @ w0          # (MuJoCo: body-frame angular velocity)
+        while d.time < 1.0 - 1e-12:
+            mujoco.mj_step(model, d)
+        return np.array(d.qpos[:3])
+
+    wall, c1 = _median_time(disk)
+    out["disk"] = {"time": wall, "ok": True, "c_error": float(np.abs(c1 - ref).max()),
+                   "steps": 10000}
     model = mujoco.MjModel.from_xml_string(cube_xml(opt))
 
     def rest():
@@ -391,6 +442,9 @@ def _spatial_rows(sim: str, r: dict) -> list:
          f"penetration {s['penetration']:.1e} m{bad}"),
         ("cube holding on a 0.3 rad slope (MJCF), 2 s", sim, sl["time"],
          f"creep {sl['creep']:.1e} m, penetration {sl['penetration']:.1e} m"),
+        ("leaning disk rolling and turning (MJCF cylinder), 1 s", sim, r["disk"]["time"],
+         f"centroid at 1 s err {r['disk']['c_error']:.1e} m ({r['disk']['steps']} steps)"
+         + ("" if r["disk"]["ok"] else " (the run failed)")),
         ("cube at rest on a floor (MJCF), 1 s", sim, rest["time"],
          f"bottom corners' loads / m g: {', '.join(f'{x:.3f}' for x in rest['corners'])} "
          f"(sum err {rest['sum_error']:.1e}), creep {rest['creep']:.1e}, penetration "

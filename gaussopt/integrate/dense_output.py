@@ -316,6 +316,20 @@ class EventTracker:
         g = self.g
         lo = np.full(g.size, t_old)
         hi = np.full(g.size, t_new)
+        # each state of the step is made (interpolated and projected) once, whichever
+        # events ask for it (the force events of a contact phase sample the same interior
+        # points, and Brent's iterates may meet them)
+        memo: dict = {}
+        base = state
+
+        def state(t: float) -> np.ndarray:
+            y = memo.get(t)
+            if y is None:
+                if len(memo) > 256:
+                    memo.clear()
+                y = memo[t] = base(t)
+            return y.copy()
+
         # events with ``interp_points``: the sign is also checked at that many interior
         # points of the step (a zero pair inside one long step is then found, as the
         # continuous callbacks of DifferentialEquations.jl do); the first bracket counts

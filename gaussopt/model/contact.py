@@ -56,6 +56,13 @@ class Contact(Constraint):
         the slip velocity stays zero; sliding, ``t = -mu N u / |u|``
         (:mod:`gaussopt.gauss.contact_cone`). Instead of ``slip``; its derivatives are
         automatic (complex step: write it with numpy functions).
+    slip_velocity_jacobian : callable, optional
+        ``slip_velocity_jacobian(t, q, v) -> ndarray, shape (k, 2, n)``: the slip
+        velocity's derivative in ``v`` (its matrix ``T(t, q)``: the slip velocity is
+        affine in ``v``). Default: a complex step in ``v``, ``n`` evaluations of
+        ``slip_velocity`` per Jacobian; a model that has ``T`` at hand (the geometry
+        contacts of :mod:`gaussopt.multibody`) saves them. Checked against the complex
+        step when the system is checked.
     friction : float or None, default None
         ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
         (with ``slip``, planar point contacts; with ``slip_velocity``, the circular
@@ -87,6 +94,7 @@ class Contact(Constraint):
                  gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
                  slip_jacobian: Optional[Callable] = None, slip_gamma: Optional[Callable] = None,
                  slip_velocity: Optional[Callable] = None,
+                 slip_velocity_jacobian: Optional[Callable] = None,
                  restitution: float = 0.0, friction: Optional[float] = None,
                  rheonomic: bool = True, name: Optional[str] = None) -> None:
         super().__init__(name)
@@ -98,6 +106,12 @@ class Contact(Constraint):
         if slip_velocity is not None and not callable(slip_velocity):
             raise ModelError(f"`slip_velocity` must be a callable slip_velocity(t, q, v) or None, "
                              f"found {type(slip_velocity).__name__}.")
+        if slip_velocity_jacobian is not None and (slip_velocity is None
+                                                   or not callable(slip_velocity_jacobian)):
+            raise ModelError(f"contact {self.name!r}: `slip_velocity_jacobian` must be a "
+                             "callable slip_velocity_jacobian(t, q, v), given with "
+                             f"`slip_velocity`; found {type(slip_velocity_jacobian).__name__} "
+                             f"(slip_velocity {'given' if slip_velocity is not None else 'None'}).")
         if slip is not None and slip_velocity is not None:
             raise ModelError(f"contact {self.name!r}: give `slip` (planar: one tangent per point) "
                              "or `slip_velocity` (in space: two tangents per point), not both.")
@@ -141,7 +155,10 @@ class Contact(Constraint):
         #: the spatial slip velocity, raveled: rows (2 r, 2 r + 1) are point r's components
         self.cone = None
         if slip_velocity is not None:
-            self.cone = Nonholonomic(_Raveled(slip_velocity), name=f"{self.name}.slip_velocity")
+            self.cone = Nonholonomic(
+                _Raveled(slip_velocity),
+                None if slip_velocity_jacobian is None else _RaveledJacobian(
+                    slip_velocity_jacobian), name=f"{self.name}.slip_velocity")
 
     @property
     def tangent_dim(self) -> int:
@@ -196,6 +213,18 @@ class _Raveled:
 
     def __call__(self, t, q, v):
         return np.reshape(self.f(t, q, v), -1)
+
+
+class _RaveledJacobian:
+    """``J(t, q, v)`` of shape (k, 2, n) as the (2 k, n) Jacobian of the raveled slip
+    velocity (:class:`_Raveled`'s row order)."""
+
+    def __init__(self, f: Callable) -> None:
+        self.f = f
+
+    def __call__(self, t, q, v):
+        J = np.asarray(self.f(t, q, v))
+        return J.reshape(-1, J.shape[-1]) if J.ndim == 3 else J
 
 
 class ContactPoints:
@@ -336,8 +365,13 @@ class ContactPoints:
         constraint ``u_i = 0``: a sticking (or rolling) point."""
         c = self.contacts[self.owner[i]]
         r = int(self.row[i])
-        f = c.cone.f
-        return Nonholonomic(lambda t, q, v: f(t, q, v)[2 * r:2 * r + 2],
+        cone = c.cone
+        f = cone.f
+        # the contact's own Jacobian in v, where it has one (else a complex step in v: n
+        # evaluations of the slip velocity at every evaluation of the phase's rows)
+        jac = (None if cone.automatic["jacobian"]
+               else (lambda t, q, v: cone.jacobian(t, q, v)[2 * r:2 * r + 2]))
+        return Nonholonomic(lambda t, q, v: f(t, q, v)[2 * r:2 * r + 2], jac,
                             name=f"{self.labels[i]}.no_slip")
 
     def holonomic(self, i: int, tangent: bool = False) -> Holonomic:

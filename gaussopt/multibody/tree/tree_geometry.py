@@ -429,6 +429,12 @@ class PairGroup:
             out.append(np.einsum("kij,kj->ki", tang, rel))
         return np.concatenate(out, axis=0)
 
+    def slip_velocity_jacobian(self, t, q, v):
+        """``T (k, 2, n)``: the slip velocities' derivative in ``v`` (they are ``T(q) v``), from
+        the compiled twists (:class:`~gaussopt.Contact`'s ``slip_velocity_jacobian``: no
+        complex step over ``v``)."""
+        return self._slip_matrix(np.asarray(q, dtype=float)).copy()
+
     def _slip_matrix(self, q):
         """``T (k, 2, n)`` with the slip velocities ``T v`` at real ``q`` (kept for the last
         ``q``: the complex-step Jacobian in ``v`` evaluates them n times at one ``q``)."""

@@ -390,6 +390,8 @@ class Model(BaseModel):
             name = "contacts" if len(groups) == 1 else f"contacts.mu={mu:g}"
             out.append(Contact(grp.gap, grp.jacobian, grp.gamma,
                                slip_velocity=grp.slip_velocity if mu > 0 else None,
+                               slip_velocity_jacobian=(grp.slip_velocity_jacobian if mu > 0
+                                                       else None),
                                friction=mu, restitution=restitution, rheonomic=False,
                                name=name))
         return out
