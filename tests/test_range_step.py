@@ -132,12 +132,7 @@ def test_mass_tree_is_the_sparsity_of_the_mass_matrix():
         par = jt.system.mass_tree
         n = jt.n
         assert par.shape == (n,) and np.all(par < np.arange(n))
-        anc = np.eye(n, dtype=bool)
-        for i in range(n):
-            j = par[i]
-            while j != -1:
-                anc[i, j] = anc[j, i] = True
-                j = par[j]
+        anc = _ancestors(par)
         m = mj.MjModel.from_xml_path(str(DATA / fname))
         q, v = mjcf.state_from_mujoco(jt, m, *random_state(m, rng))
         M = np.array(jt.system.evaluate(0.0, q, v)[0])

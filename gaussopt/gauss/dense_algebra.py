@@ -520,15 +520,7 @@ def svd_into(X, w, fU, fs, fV):
     for j in range(k):
         norms[j] = norm2(Y[:, j])
     order = wivec(w, I_order, k)
-    for j in range(k):
-        order[j] = j
-    for j in range(1, k):                       # descending (insertion sort: k is small)
-        x = order[j]
-        i = j - 1
-        while i >= 0 and norms[order[i]] < norms[x]:
-            order[i + 1] = order[i]
-            i -= 1
-        order[i + 1] = x
+    _descending(norms, order)
     for jj in range(k):
         j = order[jj]
         sj = norms[j]
@@ -544,6 +536,22 @@ def svd_into(X, w, fU, fs, fV):
                 for l in range(k):
                     acc += Q[i, l] * Y[l, j]
                 U[i, jj] = acc / sj if sj > 0.0 else 0.0
+
+
+@_leaf
+def _descending(norms, order):
+    """``order`` (k,) the indices of ``norms`` (k,) by descending value (insertion sort,
+    stable: k is small)."""
+    k = order.shape[0]
+    for j in range(k):
+        order[j] = j
+    for j in range(1, k):
+        x = order[j]
+        i = j - 1
+        while i >= 0 and norms[order[i]] < norms[x]:
+            order[i + 1] = order[i]
+            i -= 1
+        order[i + 1] = x
 
 
 @_leaf
@@ -578,15 +586,7 @@ def _svd_disjoint(X, norms, U, s, V, order):
     the norms: the rows are exactly orthogonal). ``V[:, k:]`` is left to
     :func:`svd_complete`, as the Jacobi path leaves it for a wide matrix."""
     m, n = X.shape
-    for j in range(m):
-        order[j] = j
-    for j in range(1, m):                       # descending (insertion sort, stable)
-        x = order[j]
-        i = j - 1
-        while i >= 0 and norms[order[i]] < norms[x]:
-            order[i + 1] = order[i]
-            i -= 1
-        order[i + 1] = x
+    _descending(norms, order)
     for jj in range(m):
         r = order[jj]
         sj = norms[r]

@@ -378,6 +378,30 @@ def range_space(M, F, wgt, r, thr, w):
             for j in range(i):
                 acc -= L[i, j] * X[kk, j]
             X[kk, i] = acc / L[i, i]
+    beta = wfull(w, F_beta)
+    z = wfull(w, F_g)
+    for i in range(n):
+        acc = F[i] / wgt
+        for kk in range(r):
+            acc += V[i, kk] * dk[kk] * beta[kk]
+        z[i] = acc
+    forward_solve1(L, z)
+    if not _kept_rows(X, z, r, w):
+        return -1.0                                  # (D >= 1 / (n + 1) whenever Mt is definite)
+    a = wfull(w, F_a)
+    backward_solve_t(L, a)
+    return dmin
+
+
+@_leaf
+def _kept_rows(X, z, r, w):
+    """The kept rows' part of a range-space solve (:func:`range_space`), shared by its two
+    factorizations: with ``X`` (r, n) the kept directions and ``z`` the right-hand side,
+    each after the first triangular solve with the factor of ``Mt``, the Delassus matrix
+    ``D = X X^T`` (``r x r``, into ``w``'s ``D``, its factor into ``LD``), the multipliers
+    ``mu = D^-1 (beta - X z)`` (``mu``) and ``z + X^T mu`` into ``w``'s ``a`` (the caller
+    applies the second triangular solve). False when ``D`` is not positive definite."""
+    n = z.shape[0]
     D = wmat(w, F_D, r, r)
     for p in range(r):
         for q in range(p + 1):
@@ -388,15 +412,8 @@ def range_space(M, F, wgt, r, thr, w):
             D[q, p] = acc
     LD = wmat(w, F_LD, r, r)
     if r > 0 and not cholesky(D, LD) > 0.0:
-        return -1.0                                  # (D >= 1 / (n + 1) whenever Mt is definite)
+        return False
     beta = wfull(w, F_beta)
-    z = wfull(w, F_g)
-    for i in range(n):
-        acc = F[i] / wgt
-        for kk in range(r):
-            acc += V[i, kk] * dk[kk] * beta[kk]
-        z[i] = acc
-    forward_solve1(L, z)
     mu = wvec(w, F_mu, r)
     for kk in range(r):
         acc = beta[kk]
@@ -411,8 +428,7 @@ def range_space(M, F, wgt, r, thr, w):
         for kk in range(r):
             acc += X[kk, i] * mu[kk]
         a[i] = acc
-    backward_solve_t(L, a)
-    return dmin
+    return True
 
 
 @_leaf
@@ -500,33 +516,10 @@ def _range_space_tree(M, F, wgt, r, thr, w):
         for i in range(n):
             x[i] = V[i, kk]
         tree_solve_lt(L, par, run, x)
-    D = wmat(w, F_D, r, r)
-    for p in range(r):
-        for q in range(p + 1):
-            acc = 0.0
-            for i in range(n):
-                acc += X[p, i] * X[q, i]
-            D[p, q] = acc
-            D[q, p] = acc
-    LD = wmat(w, F_LD, r, r)
-    if r > 0 and not cholesky(D, LD) > 0.0:
-        return -1.0
     tree_solve_lt(L, par, run, z)
-    beta = wfull(w, F_beta)
-    mu = wvec(w, F_mu, r)
-    for kk in range(r):
-        acc = beta[kk]
-        for i in range(n):
-            acc -= X[kk, i] * z[i]
-        mu[kk] = acc
-    forward_solve1(LD, mu)
-    backward_solve_t(LD, mu)
+    if not _kept_rows(X, z, r, w):
+        return -1.0
     a = wfull(w, F_a)
-    for i in range(n):
-        acc = z[i]
-        for kk in range(r):
-            acc += X[kk, i] * mu[kk]
-        a[i] = acc
     tree_solve_l(L, par, run, a)
     return dmin
 
