@@ -312,7 +312,7 @@ class EventTracker:
         the step's ends (zeros included, as solve_ivp), in its ``direction``; its
         time is the root of ``f(t, state(t))`` by Brent's method to ``4 eps``.
         """
-        g_new = self.values(t_new, y_new)
+        g_new = g_end = self.values(t_new, y_new)        # (g_new is replaced, not changed)
         g = self.g
         lo = np.full(g.size, t_old)
         hi = np.full(g.size, t_new)
@@ -352,7 +352,7 @@ class EventTracker:
         down = (g >= 0) & (g_new <= 0)
         active = np.flatnonzero(up & (self.direction > 0) | down & (self.direction < 0)
                                 | (up | down) & (self.direction == 0))
-        self.g = self.values(t_new, y_new) if np.any(self.interp > 0) else g_new
+        self.g = g_end
         if active.size == 0:
             return False
         self.count[active] += 1
