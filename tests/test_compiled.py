@@ -201,3 +201,128 @@ def test_gaussopt_compile_leaves_nothing_to_compile_for_the_main_job(tmp_path):
     assert warm.returncode == 0, warm.stderr
     assert warm.stdout.startswith("0 "), warm.stdout
     assert "gaussopt: compiling" not in warm.stderr, warm.stderr
+
+
+def test_python_gets_its_own_version_of_a_function_compiled_for_compiled_callers(tmp_path):
+    """Wrappers on demand (:class:`gaussopt.core.compiled._Dispatcher`): a helper first
+    compiled while a compiled caller was typed has no version that Python can call (no
+    CPython wrapper: it is kept out of the table Python's calls look up, where its entry
+    would jump to a wrapper that does not exist). Python's first call compiles that
+    version, with the same answers; a new process finds both versions in the cache and
+    compiles nothing."""
+    mod = tmp_path / "wrapmod.py"
+    mod.write_text(textwrap.dedent("""
+        from gaussopt.core.compiled import jit
+
+        @jit(cache=True)
+        def helper(x):
+            return 2.0 * x + 1.0
+
+        @jit(cache=True)
+        def caller(x):
+            return helper(x) + helper(-x)
+    """))
+    code = """
+        import sys
+        from numba.core import event
+        seen = []
+        class L(event.Listener):
+            def on_start(self, e):
+                seen.append(e.data["dispatcher"].py_func.__name__)
+            def on_end(self, e):
+                pass
+        event.register("numba:compile", L())
+        import wrapmod
+        print(wrapmod.caller(1.0))                       # 3 + (-1)
+        print(sorted(wrapmod.helper._gaussopt_py or ()))  # helper: compiled callers only
+        print(wrapmod.helper(3.0), wrapmod.caller(2.0))
+        print(sorted(map(str, wrapmod.helper._gaussopt_py)), sorted(seen))
+    """
+    env = dict(_env(tmp_path / "cache", ROOT), PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    first = _run(code, env, tmp_path)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[:3] == ["2.0", "[]", "7.0 2.0"], lines
+    assert lines[3] == "['(float64,)'] ['caller', 'helper', 'helper']", lines
+    warm = _run(code, env, tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.splitlines()[2:] == ["7.0 2.0", "['(float64,)'] []"], warm.stdout
+
+
+def _script(tmp_path, code: str) -> Path:
+    """``code`` as a script in a directory of its own (its directory, not the working
+    directory, comes first on ``sys.path``)."""
+    d = tmp_path / "script"
+    d.mkdir(exist_ok=True)
+    path = d / "run.py"
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def test_the_compile_helper_imports_this_gaussopt_whatever_the_working_directory(tmp_path):
+    """The helper process that shares a compilation runs ``python -c``, which puts the
+    working directory first on its path: from a directory holding another ``gaussopt``
+    (a checkout, or anything of that name) it imported that one, found another source
+    hash and quit, and every compilation fell back to one process, silently."""
+    bogus = tmp_path / "gaussopt"
+    bogus.mkdir()
+    (bogus / "__init__.py").write_text("raise ImportError('not the gaussopt under test')\n")
+    script = _script(tmp_path, """
+        import time
+        from gaussopt.core import compiled as C
+        import gaussopt.gauss.dense_algebra as LA
+        u = LA._svd_lapack.unit
+        b = C._Batch()
+        b.add([u])
+        t0 = time.time()
+        while not b.done(u.name) and b.alive() and time.time() - t0 < 600:
+            time.sleep(0.05)
+        print(b.done(u.name), u.in_cache(), u.loaded)
+        b.close(kill=True)
+    """)
+    res = subprocess.run([sys.executable, str(script)], env=_env(tmp_path / "cache", ROOT),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "True", "False"], (res.stdout, res.stderr)
+
+
+def test_a_run_that_reaches_a_unit_the_helper_is_compiling_waits_for_its_copy(tmp_path):
+    """A lazy unit handed to the helper (:data:`gaussopt.core.compiled.BACKGROUND`) and
+    reached from compiled code while the helper compiles it: this process waits for the
+    helper's copy and loads it from the cache (it does not compile it a second time), and
+    the answer is right. (The helper's claim is awaited first: no timing involved.)"""
+    script = _script(tmp_path, """
+        import time
+        import numpy as np
+        from numba.core import event
+        from gaussopt.core import compiled as C
+        import gaussopt.gauss.dense_algebra as LA
+        seen = []
+        class L(event.Listener):
+            def on_start(self, e):
+                f = getattr(e.data.get("dispatcher"), "py_func", None)
+                seen.append(getattr(f, "__qualname__", ""))
+            def on_end(self, e):
+                pass
+        event.register("numba:compile", L())
+        X = np.random.default_rng(1).standard_normal((60, 61))
+        C.ensure(LA.svd_into, LA._svd_jacobi, LA.svd_complete)
+        u = LA._svd_lapack.unit
+        b = C._Batch()
+        C._ACTIVE[0] = b
+        b.add([u])
+        t0 = time.time()
+        while not (b.dir / u.name).exists() and time.time() - t0 < 600:
+            time.sleep(0.01)                         # the helper has claimed it
+        U, s, V = LA.svd_econ(X)
+        print(b.done(u.name), "_svd_lapack" in seen,
+              np.abs(s - np.linalg.svd(X)[1]).max() / s[0])
+        b.close(kill=True)
+    """)
+    env = dict(_env(tmp_path / "cache", ROOT), GAUSSOPT_COMPILE_JOBS="1")   # (our batch only)
+    res = subprocess.run([sys.executable, str(script)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr
+    done, compiled_here, err = res.stdout.split()
+    assert (done, compiled_here) == ("True", "False"), (res.stdout, res.stderr)
+    assert float(err) < 1e-13          # LAPACK's gesdd against numpy's: rounding, ~1e-15

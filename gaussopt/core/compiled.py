@@ -29,6 +29,13 @@ compile time at every call site, and so do slice assignments of arrays
 (``x[:n] = y``: numba compiles broadcasting and overlap checks for each), so the
 compiled code uses loops.
 
+**Wrappers on demand.** numba gives every compiled function a wrapper that Python
+calls through and one for first-class function values; most of gaussopt's compiled
+functions are only called by other compiled code, and the wrappers were about a third of
+the machine code of a small helper. A function is compiled without them for its
+compiled callers, and with them the first time Python calls it (:class:`_Dispatcher`;
+:func:`unit` with ``python=True`` for the entry points that Python calls).
+
 **Cache.** Compiled code is cached under :func:`cache_dir` (``$GAUSSOPT_CACHE_DIR``,
 default ``~/.cache/gaussopt``) in a directory named by a hash of the source of
 every module of the package (:func:`source_hash`): numba keys its cache on
@@ -219,33 +226,140 @@ class _Cache(FunctionCache):
     _impl_class = _CacheImpl
 
 
+class _PyLocator(_Locator):
+    """The cache of a function's versions callable from Python (:class:`_Dispatcher`)."""
+
+    def get_disambiguator(self):
+        return self._disambiguator + "-py"
+
+
+class _PyCacheImpl(CompileResultCacheImpl):
+    _locator_classes = [_PyLocator] + list(CompileResultCacheImpl._locator_classes)
+
+
+class _PyCache(FunctionCache):
+    _impl_class = _PyCacheImpl
+
+
+#: numba options of a version of a function that only compiled code calls: no CPython
+#: wrapper (the boxing and unboxing of every argument and result), no C wrapper (for
+#: first-class function values, which gaussopt makes from :class:`cfunc` only)
+_NATIVE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+_PYCALL = threading.local()
+
+
 class _Dispatcher(CPUDispatcher):
     """numba's dispatcher that, before its function is first compiled or loaded for a
     signature (a call from Python with new argument types, or the typing of a
-    compiled caller), loads the units the function may call (:func:`deps_of`)."""
+    compiled caller), loads the units the function may call (:func:`deps_of`).
+
+    **Wrappers on demand.** numba gives every compiled function two wrappers: one that
+    Python calls (converting every argument and the result) and one for first-class
+    function values. Most of gaussopt's compiled functions are only ever called by
+    other compiled code, and the wrappers were about a third of the machine code numba
+    generated for a small helper (0.19 s -> 0.09 s each without them). So a signature
+    compiled for a compiled caller has neither (:data:`_NATIVE_ONLY`), and is not
+    entered in the table that Python calls look up; the first call from Python with
+    those argument types compiles (or loads from its own cache) the version with the
+    wrappers, which then serves both."""
+
+    _gaussopt_deps_loaded = False
+    #: argument types whose version Python can call
+    _gaussopt_py: Optional[set] = None
+
+    def _compile_for_args(self, *args, **kws):
+        # (numba's entry when a call from Python finds no compiled version to call)
+        _PYCALL.want = True
+        try:
+            return super()._compile_for_args(*args, **kws)
+        finally:
+            _PYCALL.want = False
 
     def compile(self, sig):
+        want_py = getattr(_PYCALL, "want", False)
+        _PYCALL.want = False                # (not for the functions it calls)
         if not self._gaussopt_deps_loaded and not _BATCH[0]:
             self._gaussopt_deps_loaded = True
             deps = deps_of(self.py_func)
             if deps:
                 ensure(*deps)
-        return super().compile(sig)
+        if not want_py:
+            return super().compile(sig)
+        return self.compile_for_python(sig)
 
-    _gaussopt_deps_loaded = False
+    def compile_for_python(self, sig):
+        """The version of ``sig`` that Python can call (compiled or loaded from its
+        cache, replacing a version without wrappers)."""
+        args, _ = nb.core.sigutils.normalize_signature(sig)
+        args = tuple(args)
+        with _LOCKS:
+            py = self._gaussopt_py
+            if py is None:
+                py = self._gaussopt_py = set()
+            if args in py:
+                return self.overloads[args].entry_point
+            wrapped = self._gaussopt_wrapped
+            old = self.overloads.pop(args, None) if wrapped is not None else None
+            compiler, cache = self._compiler.targetoptions, self._cache
+            if wrapped is not None:
+                self._compiler.targetoptions = wrapped
+                if self._gaussopt_py_cache is not None:
+                    self._cache = self._gaussopt_py_cache
+            self._gaussopt_python = True
+            try:
+                entry = super().compile(sig)
+            except BaseException:
+                if old is not None:
+                    self.overloads[args] = old
+                raise
+            finally:
+                self._gaussopt_python = False
+                self._compiler.targetoptions, self._cache = compiler, cache
+            py.add(args)
+            if _TRACE:
+                print(f"[python] {os.getpid()} {self.py_func.__module__}."
+                      f"{self.py_func.__qualname__} {args}", file=sys.stderr, flush=True)
+            return entry
+
+    def add_overload(self, cres):
+        if self._gaussopt_python or self._gaussopt_wrapped is None:
+            super().add_overload(cres)
+            if self._gaussopt_py is None:
+                self._gaussopt_py = set()
+            self._gaussopt_py.add(tuple(cres.signature.args))
+        else:
+            # (compiled callers only: kept from the table Python calls look up, whose
+            # entry would call a wrapper that does not exist)
+            self.overloads[tuple(cres.signature.args)] = cres
+
+    _gaussopt_python = False
+    #: the options with the wrappers (None: the function always has them)
+    _gaussopt_wrapped: Optional[dict] = None
+    _gaussopt_py_cache = None
 
 
 def jit(**options):
     """``numba.njit(**options)`` with gaussopt's cache (``cache=True``: in
     :func:`code_cache_dir`), whose dispatcher loads the units its function may call
-    before its first compilation (every compiled function of gaussopt is made by
-    :func:`jit` or :func:`unit`)."""
+    before its first compilation and compiles the wrappers a call from Python needs
+    only when Python calls it (:class:`_Dispatcher`; every compiled function of
+    gaussopt is made by :func:`jit` or :func:`unit`). ``python=True``: a function that
+    Python calls, always compiled with them."""
     cache = options.pop("cache", False)
+    python = options.pop("python", False)
 
     def deco(py_func):
-        disp = _Dispatcher(py_func=py_func, locals={}, targetoptions={"nopython": True, **options})
+        wrapped = {"nopython": True, **options}
+        if python:           # (Python calls it: always with the wrappers, one version)
+            disp = _Dispatcher(py_func=py_func, locals={}, targetoptions=wrapped)
+            if cache:
+                disp._cache = _Cache(py_func)
+            return disp
+        disp = _Dispatcher(py_func=py_func, locals={}, targetoptions={**wrapped, **_NATIVE_ONLY})
+        disp._gaussopt_wrapped = wrapped
         if cache:
             disp._cache = _Cache(py_func)
+            disp._gaussopt_py_cache = _PyCache(py_func)
         return disp
     return deco
 
@@ -467,7 +581,10 @@ def _lookup(key: int) -> int:
             if u is None:
                 return 0
         try:
-            u.load()
+            if _BATCH[0] or _ACTIVE[0] is None:
+                u.load()
+            else:
+                ensure(u)       # (the helper may be compiling it: BACKGROUND)
             return u.address
         except BaseException:  # noqa: BLE001 - reported, then the compiled caller raises
             import traceback
@@ -485,12 +602,15 @@ ll.add_symbol(_LOOKUP_SYMBOL, ctypes.cast(_LOOKUP, ctypes.c_void_p).value)
 
 class Unit:
     """A separately compiled function of one declared signature (see the module
-    docstring); made by :func:`unit`. ``unit.dispatcher`` is its numba dispatcher."""
+    docstring); made by :func:`unit`. ``unit.dispatcher`` is its numba dispatcher;
+    ``python``: an entry that Python calls (compiled with the wrapper Python needs, see
+    :class:`_Dispatcher`; a unit without it that Python calls gets that version then)."""
 
-    def __init__(self, py_func, signature: str, lazy: bool, options: dict):
+    def __init__(self, py_func, signature: str, lazy: bool, options: dict, python: bool = False):
         self.py_func = py_func
         self.name = f"{py_func.__module__}.{py_func.__qualname__}"
         self.lazy = lazy
+        self.python = python
         self._sig_text = signature
         self._sig = None
         self.dispatcher = jit(cache=True, **options)(py_func)
@@ -536,15 +656,20 @@ class Unit:
             if self.loaded or self._loading:
                 return
             self._loading = True
+            t0 = time.perf_counter()
             try:
                 sig = self.signature
                 disp = self.dispatcher
+                _PYCALL.want = self.python        # (the version Python calls)
                 disp.compile(sig)
                 cres = disp.overloads[tuple(sig.args)]
                 self.address = int(cres.library.get_pointer_to_function(
                     cres.fndesc.llvm_func_name))
                 _BY_KEY[self.key] = self
                 self.loaded = True
+                if _TRACE:
+                    print(f"[unit] {os.getpid()} {t0 - _T0:8.3f} {time.perf_counter() - _T0:8.3f} "
+                          f"{self.name}", file=sys.stderr, flush=True)
             finally:
                 self._loading = False
 
@@ -552,8 +677,9 @@ class Unit:
         """Whether numba's cache has this unit for its signature (its index, read without
         loading anything; False when that cannot be told)."""
         try:
-            cache = self.dispatcher._cache
-            key = cache._index_key(self.signature, self.dispatcher.targetctx.codegen())
+            disp = self.dispatcher
+            cache = disp._gaussopt_py_cache if self.python else disp._cache
+            key = cache._index_key(self.signature, disp.targetctx.codegen())
             return key in cache._cache_file._load_index()
         except Exception:  # noqa: BLE001 - another numba: compile as if it were missing
             return False
@@ -563,6 +689,10 @@ class Unit:
 
 
 _DEPS: dict[int, list] = {}
+#: ``$GAUSSOPT_DEBUG_COMPILE``: each unit's load (compiled or from the cache) on stderr,
+#: with the process and its start and end (seconds since gaussopt was imported)
+_TRACE = bool(os.environ.get("GAUSSOPT_DEBUG_COMPILE"))
+_T0 = time.perf_counter()
 
 
 def deps_of(py_func) -> list["Unit"]:
@@ -679,7 +809,10 @@ class _Batch:
         env[_HELPER_ENV] = "1"
         env["PYTHONPATH"] = os.pathsep.join([str(_PKG.parent)] + [
             p for p in (os.environ.get("PYTHONPATH") or "").split(os.pathsep) if p])
-        code = "import sys; from gaussopt.core.compiled import _helper_main; sys.exit(_helper_main())"
+        # (this gaussopt first on the path: ``python -c`` puts the working directory
+        # first, which may hold another checkout of gaussopt, whose source hash differs)
+        code = (f"import sys; sys.path.insert(0, {str(_PKG.parent)!r}); "
+                "from gaussopt.core.compiled import _helper_main; sys.exit(_helper_main())")
         self.log = open(root / "helper.log", "a")
         self.proc = subprocess.Popen([sys.executable, "-c", code], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -713,10 +846,11 @@ class _Batch:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def next_unclaimed(self):
-        """The first item of the batch that neither side has claimed (claimed now)."""
+    def next_unclaimed(self, among):
+        """The first item of the batch in ``among`` (names) that neither side has claimed
+        (claimed now)."""
         for name in self.order:
-            if not (self.dir / name).exists() and self.claim(name):
+            if name in among and not (self.dir / name).exists() and self.claim(name):
                 return self.items[name]
         return None
 
@@ -834,6 +968,11 @@ def prefetch(*targets) -> None:
 #: engine's entry points of a default run, the step of a compiled model); modules add
 #: their units here
 PREFETCH: list = []
+#: lazy units that a run takes only in some cases (a singular position, rows that are
+#: not disjoint): handed to the helper when the first :func:`ensure` that shared work
+#: with it is done, so that it compiles them while this process runs, not before; a run
+#: that takes one before then waits for the helper's copy (:func:`_lookup`)
+BACKGROUND: list = []
 
 
 @atexit.register
@@ -899,9 +1038,10 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
                 if batch is not None and u.name in batch.items:
                     (batch.dir / f"{u.name}.done").touch()
                 loaded(u)
+            names = {u.name for u in todo}
             for u in waiting:
                 while not batch.done(u.name) and batch.alive():
-                    other = batch.next_unclaimed()      # meanwhile, the batch's others
+                    other = batch.next_unclaimed(names)     # meanwhile, the others needed
                     if other is not None:
                         other.load()
                         (batch.dir / f"{other.name}.done").touch()
@@ -916,6 +1056,10 @@ def ensure(*targets, progress: Optional[Callable[["Unit"], None]] = None) -> flo
             _BATCH[0] -= 1
             gc.unfreeze()
             gc.collect()
+        if batch is not None and BACKGROUND and _BATCH[0] == 0:
+            # what a run may need later, for the helper while this process runs
+            prefetch(*BACKGROUND)
+            BACKGROUND.clear()
     return time.perf_counter() - t0
 
 
@@ -1037,16 +1181,16 @@ class UnitFunction(_Intrinsic):
         return f"<gaussopt compiled function {self._name}>"
 
 
-def unit(signature: str, *, lazy: bool = False, **options):
+def unit(signature: str, *, lazy: bool = False, python: bool = False, **options):
     """Decorator: compile the function as a :class:`Unit` of ``signature``, a string
     ``"return_type(arg, ...)"`` of numba types or of the short names of :data:`TYPES`
     (``"i8(f8m, w, i8)"``). Returns a :class:`UnitFunction`: called from Python it runs
     the unit's dispatcher (which loads the units it may call first); called from compiled
-    code it is a call through the unit's pointer. ``options`` go to numba (``cache=True``
-    implied)."""
+    code it is a call through the unit's pointer. ``python=True``: an entry point of
+    Python's (:class:`Unit`). ``options`` go to numba (``cache=True`` implied)."""
 
     def deco(py_func):
-        u = Unit(py_func, signature, lazy, options)
+        u = Unit(py_func, signature, lazy, options, python)
         params = list(inspect.signature(py_func).parameters)
         fn = UnitFunction(u.name, _caller(u, params))
         fn._register()

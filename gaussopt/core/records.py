@@ -173,28 +173,28 @@ structref.define_proxy(PackedTableau, _TableauType, list(Tableau._fields))
 structref.define_proxy(PackedState, _StateType, list(State._fields))
 
 
-@unit("md(f8v, i8v, i8v, i8v, b1v, band)")
+@unit("md(f8v, i8v, i8v, i8v, b1v, band)", python=True)
 def _pack_model_data(p, dims, hol_rows, vel_rows, vel_is_hol, band):
     return PackedModelData(p, dims, hol_rows, vel_rows, vel_is_hol, band)
 
 
-@unit("buf(" + ", ".join(["f8v"] * 13) + ")")
+@unit("buf(" + ", ".join(["f8v"] * 13) + ")", python=True)
 def _pack_buffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a):
     return PackedBuffers(q, v, M, F, A, b, phi, J, phit, r, Jv, e, a)
 
 
-@unit("opt(i8v, f8v)")
+@unit("opt(i8v, f8v)", python=True)
 def _pack_options(i, f):
     return PackedOptions(i, f)
 
 
-@unit("tab(f8m, f8v, f8v, f8v, f8v, f8v, f8m, f8m, f8v, f8m)")
+@unit("tab(f8m, f8v, f8v, f8v, f8v, f8v, f8m, f8m, f8v, f8m)", python=True)
 def _pack_tableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D):
     return PackedTableau(A, B, C, E, E3, E5, P, A_extra, C_extra, D)
 
 
 @unit("st(f8v, i8v, f8v, f8v, f8v, f8v, f8m, f8v, f8v, f8v, f8v, f8m, i8m, b1m, f8m, f8m, "
-      "f8v, f8v, f8m, i8v, f8m, f8v, w, w, f8m)")
+      "f8v, f8v, f8m, i8v, f8m, f8v, w, w, f8m)", python=True)
 def _pack_state(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows, lsq_f,
                 lsq_y, t_eval, out_t, out_y, out_k, dense, fail_y, wk, wm, scr):
     return PackedState(sc, ic, y, f, y_old, f_old, K_, ref, sref, mu, mv, ev_f, ev_i, ev_rows,

@@ -957,7 +957,7 @@ class Band(structref.StructRefProxy):
         return _band_mode(self)
 
 
-@unit("i8(band)")
+@unit("i8(band)", python=True)
 def _band_mode(b):
     return b.mode
 
@@ -973,7 +973,7 @@ def band_work(b):
 structref.define_proxy(Band, _BandType, ["mode", "sp", "w", "addrs", "p"])
 
 
-@unit("band(i8, spst, spw, i8v, f8v)")
+@unit("band(i8, spst, spw, i8v, f8v)", python=True)
 def _band(mode, sp, w, addrs, p):
     return Band(mode, sp, w, addrs, p)
 

@@ -75,7 +75,7 @@ def _types() -> dict:
                                  ("P", f8m), ("out", f8v)])}
 
 
-@unit("ctx(i8v, md, buf, opt, f8v, w, f8m, f8v)")
+@unit("ctx(i8v, md, buf, opt, f8v, w, f8m, f8v)", python=True)
 def make_context(addrs, md, buf, opt, sref, w, P, out):
     """A :class:`StepContext` (compiled: no compilation per process)."""
     return StepContext(addrs, md, buf, opt, sref, w, P, out)
@@ -89,10 +89,15 @@ def entry_point(dispatcher, args: tuple):
     on the four-bar, where typing the :class:`StepContext` is the costly part), but
     checks none of them: only for calls whose every argument has exactly the types
     of ``args`` (the callers guarantee it: :meth:`gaussopt.gauss.solvers.StepSolver.solve`
-    for :func:`solve_at`, :class:`gaussopt.gauss.solvers.QP` for its kernels)."""
+    for :func:`solve_at`, :class:`gaussopt.gauss.solvers.QP` for its kernels). The version
+    Python can call, compiled or loaded if only the one for compiled callers exists (whose
+    entry has no wrapper to call: :class:`gaussopt.core.compiled._Dispatcher`)."""
     dispatcher = getattr(dispatcher, "dispatcher", dispatcher)   # (a unit: its dispatcher)
     try:
-        return dispatcher.overloads[tuple(nb.typeof(a) for a in args)].entry_point
+        key = tuple(nb.typeof(a) for a in args)
+        entry = dispatcher.overloads[key].entry_point
+        for_python = getattr(dispatcher, "compile_for_python", None)
+        return for_python(key) if for_python is not None else entry
     except Exception:  # noqa: BLE001 - another numba: the dispatcher is always right
         return dispatcher
 
@@ -105,7 +110,7 @@ def layout(n: int, m: int) -> tuple[slice, slice, slice, slice, int]:
             slice(2 * n + m, 2 * n + m + k), 2 * n + m + k)
 
 
-@unit("i8(ctx, f8v, f8, f8v, f8v, b1)")
+@unit("i8(ctx, f8v, f8, f8v, f8v, b1)", python=True)
 def solve_at(ctx, ref, t, q, v, want_lam):
     """The step at ``(t, q, v)`` into ``ctx.out`` (see :func:`layout`): accelerations,
     constraint force ``M a - F``, multipliers (if ``want_lam``), singular values,
@@ -239,7 +244,7 @@ def null_force(P, F, n):
     return dn / big if big > 0.0 else 0.0
 
 
-@unit("none(ctx, f8v, f8v, f8m, f8m, b1, f8m, f8m, i8v)", nogil=True)
+@unit("none(ctx, f8v, f8v, f8m, f8m, b1, f8m, f8m, i8v)", nogil=True, python=True)
 def solve_batch(ctx, ref, T, Q, V, want_lam, A_out, L_out, status_out):
     """The step of :func:`solve_at` (:func:`gaussopt.gauss.model_step.evaluate_step`: the same
     rank decision, solve and verification) at every ``(T[i], Q[i], V[i])`` (``Q``, ``V``

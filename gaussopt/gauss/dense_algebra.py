@@ -30,8 +30,8 @@ __all__ = ["norm2", "row_norms", "absmax", "frobenius", "cholesky", "forward_sol
 
 _EPS = float(np.finfo(float).eps)
 
-def _unit(signature: str):
-    return unit(signature, nogil=True, _nrt=False)
+def _unit(signature: str, lazy: bool = False, python: bool = False):
+    return unit(signature, lazy=lazy, python=python, nogil=True, _nrt=False)
 
 
 _leaf = jit(cache=True, nogil=True, _nrt=False)
@@ -79,7 +79,7 @@ def norm2(x):
     return scale * math.sqrt(acc)
 
 
-@_leaf
+@jit(cache=True, nogil=True, _nrt=False, python=True)   # (Python calls it too)
 def row_norms(A, out):
     """Euclidean norm of every row of ``A`` into ``out`` (no underflow: a row
     ``(1e-200, 1e-200)`` has the norm ``1.41e-200``, not 0)."""
@@ -442,7 +442,7 @@ def _svd_lapack(X, U, s, V):
             V[i, j] = Vtl[j, i]
 
 
-@_unit("none(f8m, w, i8, i8, i8)")
+@_unit("none(f8m, w, i8, i8, i8)", python=True)
 def svd_into(X, w, fU, fs, fV):
     """SVD ``X = U diag(s) V[:, :k]^T`` of a small dense ``X`` (m, n) in the workspace
     ``w`` (sized for at least ``(n, m)``): writes ``U`` (m, k), ``s`` (k,)
@@ -475,6 +475,20 @@ def svd_into(X, w, fU, fs, fV):
         _svd_disjoint(X, wvec(w, F_norms, k), U, s, V, wivec(w, I_order, k))
         flag[0] = 1                             # (no reflectors: svd_complete makes them)
         return
+    _svd_jacobi(X, w, fU, fs, fV)
+
+
+@_unit("none(f8m, w, i8, i8, i8)", lazy=True)
+def _svd_jacobi(X, w, fU, fs, fV):
+    """:func:`svd_into` of rows that are not disjoint: Householder QR of the tall one of
+    ``X``, ``X^T``, then one-sided Jacobi on the triangular factor (LAPACK from
+    :data:`LAPACK_MIN` singular values on). A lazy unit: a run whose rows stay disjoint (a
+    single row, a tree's normalization rows) never compiles it."""
+    m, n = X.shape
+    k = min(m, n)
+    U = wmat(w, fU, m, k)
+    s = wvec(w, fs, k)
+    V = wmat(w, fV, n, n)
     if k >= LAPACK_MIN:
         _svd_lapack(X, U, s, V)
         return
@@ -597,7 +611,7 @@ def _svd_disjoint(X, norms, U, s, V, order):
             V[c, jj] = X[r, c] / sj
 
 
-@_unit("none(w, i8, i8, i8)")
+@_unit("none(w, i8, i8, i8)", python=True)
 def svd_complete(w, fV, m, n):
     """The columns ``V[:, k:]`` that :func:`svd_into` of an (m, n) matrix left unwritten
     (a wide matrix, ``m < n``, on the Jacobi path: the Householder QR of its transpose):
@@ -636,7 +650,7 @@ def svd_complete(w, fV, m, n):
                 V[i, c] -= s * hv[i, j]
 
 
-@_jit
+@jit(cache=True, nogil=True, _nrt=True, python=True)     # (Python calls it too)
 def svd_econ(X):
     """:func:`svd` with a workspace of its own: returns copies ``U`` (m, k), ``s``,
     ``V`` (n, n)."""

@@ -140,8 +140,8 @@ RANGE_FLAG = 8
 #: others call (:func:`svd_into`, the parts of the step, :func:`gauss_step`; the QP's
 #: compiled step calls the same parts) are *units*, compiled once and called through a
 #: pointer; the small ones are ordinary compiled functions, linked into their callers.
-def _unit(signature: str, lazy: bool = False):
-    return unit(signature, lazy=lazy, nogil=True, _nrt=False)
+def _unit(signature: str, lazy: bool = False, python: bool = False):
+    return unit(signature, lazy=lazy, python=python, nogil=True, _nrt=False)
 
 
 _leaf = jit(cache=True, nogil=True, _nrt=False)
@@ -172,7 +172,7 @@ def make_work(n: int, m: int, mass_tree=None) -> Work:
 
 
 # --------------------------------------------------------------------------- the rank decision
-@_unit("Tuple((i8, i8, i8, f8))(f8m, f8v, f8v, f8, f8, b1, w)")
+@_unit("Tuple((i8, i8, i8, f8))(f8m, f8v, f8v, f8, f8, b1, w)", python=True)
 def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
     """The shared rank decision of one step (module docstring, item 1).
 
@@ -247,7 +247,7 @@ def reduce_rows(A, b, ref, sig_ref, rank_tol, keep_vanished, w):
 
 
 # --------------------------------------------------------------------------- solves
-@_unit("none(f8m, f8v, f8, i8, i8, w)")
+@_unit("none(f8m, f8v, f8, i8, i8, w)", python=True)
 def closed_form(M, F, wgt, mL, r, w):
     """The closed-form solution in null-space form, on the reduced rows, into ``w``'s ``a``
     (``view(w, "a", n)``).
@@ -581,7 +581,7 @@ def kkt_lu(M, F, wgt, r, w):
 
 
 # --------------------------------------------------------------------------- verification
-@_unit("UniTuple(f8, 2)(f8m, f8v, f8v, i8, i8, i8, w)")
+@_unit("UniTuple(f8, 2)(f8m, f8v, f8v, i8, i8, i8, w)", python=True)
 def verify(M, F, a, mL, r, k, w):
     """Backward errors of ``a`` in the optimality conditions (module docstring, item 3).
 
@@ -634,7 +634,7 @@ def verify(M, F, a, mL, r, k, w):
     return be_f, be_s
 
 
-@_unit("none(f8m, f8v, f8v, f8m, i8, i8, i8, w)")
+@_unit("none(f8m, f8v, f8v, f8m, i8, i8, i8, w)", python=True)
 def multipliers(M, F, a, A, mL, r, k, w):
     """Minimum-norm multipliers ``lam`` with ``A^T lam = M a - F`` (0 on vanished rows),
     into ``w``'s ``lam``.
@@ -702,7 +702,7 @@ def multipliers(M, F, a, A, mL, r, k, w):
             j += 1
 
 
-@_unit("f8(f8m, f8, w)")
+@_unit("f8(f8m, f8, w)", python=True)
 def smallest_live_sigma(A, rank_tol, w):
     """The smallest singular value above ``rank_tol`` of the normalized nonzero rows
     of ``A`` (``inf`` without any): what :func:`reduce_rows`'s ``sig_ref`` follows."""
@@ -769,7 +769,7 @@ def mass_weight(M):
     return tr / n if tr > 0.0 else 1.0
 
 
-@_unit("Tuple((i8, f8, i8, i8, i8, f8, f8, i8))(f8m, f8m, f8v, f8v, f8, f8, w)")
+@_unit("Tuple((i8, f8, i8, i8, i8, f8, f8, i8))(f8m, f8m, f8v, f8v, f8, f8, w)", python=True)
 def decide(M, A, b, ref, sig_ref, rank_tol, w):
     """The rank decision of one step, shared by every solver (module docstring, item 1).
 
@@ -833,7 +833,7 @@ def determinacy(M, A, b, ref, sig_ref, rank_tol, wgt, mL, r, k, c_norm, w):
         mL, r, k, c_norm = reduce_rows(A, b, ref, sig_ref, rank_tol, keep, w)
 
 
-@_unit("Tuple((i8, f8, f8, f8))(f8m, f8v, f8m, f8v, f8v, f8, i8, i8, i8, f8, f8v, w)")
+@_unit("Tuple((i8, f8, f8, f8))(f8m, f8v, f8m, f8v, f8v, f8, i8, i8, i8, f8, f8v, w)", python=True)
 def check(M, F, A, b, ref, rank_tol, mL, r, k, c_norm, a, w):
     """Everything a result ``a`` must satisfy, after any solver.
 
@@ -884,7 +884,7 @@ def direct_tolerance(n, m):
     return 16.0 * (n + m + 1) * _EPS
 
 
-@_unit("Tuple((i8, i8, i8, i8, i8, f8, f8, f8, f8, i8))(f8m, f8v, f8m, f8v, f8v, f8, f8, i8, b1, b1, w)")
+@_unit("Tuple((i8, i8, i8, i8, i8, f8, f8, f8, f8, i8))(f8m, f8v, f8m, f8v, f8v, f8, f8, i8, b1, b1, w)", python=True)
 def gauss_step(M, F, A, b, ref, sig_ref, rank_tol, method, want_lam, check_symmetry, w):
     """One Gauss step: rank decision, solve, verification, fallback.
 

@@ -192,7 +192,7 @@ I_flag = 43
 _NI = 4
 
 
-@unit("w(i8, i8)", nogil=True, _nrt=True)
+@unit("w(i8, i8)", python=True, nogil=True, _nrt=True)
 def make_work_compiled(n, m):
     """A workspace for ``n`` coordinates and ``m`` rows (see :data:`Work`)."""
     k = min(m, n)

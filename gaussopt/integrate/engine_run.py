@@ -18,6 +18,7 @@ import gaussopt.core.records as R
 import gaussopt.integrate.engine as E
 import gaussopt.integrate.engine.rank_monitor as RM
 import gaussopt.gauss.dense_step as K
+import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as SP
 from gaussopt.integrate.dense_output import (DenseSolution, Dop853Step, EventTracker, HermiteStep,
@@ -241,8 +242,11 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
              *getattr(solver.system.compiled, "functions", ())]
     if dense or samples:
         units.append(E.prepare_dense)
-    if monitor:
-        units.append(RM._passage)
+    # (the search of a singular position, RM._passage, and the SVD of rows that are not
+    # disjoint, LA._svd_jacobi, are lazy: compiled in the background while a first run
+    # runs, compiled.BACKGROUND; the latter is needed from the first step on for two rows)
+    if (solver.system.m or 0) >= 2:
+        units.append(LA._svd_jacobi)
     units += [E.advance] if method in ENGINE_METHODS else [E.rhs_at, E.after_step]
     if auto_dt:
         units.append(E.initial_step_at)

@@ -68,6 +68,7 @@ __all__ = ["ModelData", "Buffers", "Options", "State", "Tableau", "pack", "evalu
 
 import gaussopt.core.compiled as _compiled
 import gaussopt.gauss.dense_step as _kernel
+import gaussopt.gauss.dense_algebra as _LA
 import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as _sparse
 import gaussopt.integrate.engine.rank_monitor as _monitor
@@ -75,7 +76,10 @@ import gaussopt.core.records as _records
 
 #: compiled ahead, in a helper process, when gaussopt first compiles in a process: what a
 #: default run calls (:func:`gaussopt.core.compiled.prefetch`)
-_compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense, _monitor._passage,
+_compiled.PREFETCH += [start, advance, sample_all, initial_step_at, prepare_dense,
                        _records._pack_model_data, _records._pack_buffers, _records._pack_options,
                        _records._pack_tableau, _records._pack_state, _sparse._band,
                        _sparse._band_mode, WS.make_work_compiled, _kernel.smallest_live_sigma]
+#: and while the first run runs: the search of a singular position, the SVD of rows that
+#: are not disjoint (:data:`gaussopt.core.compiled.BACKGROUND`)
+_compiled.BACKGROUND += [_monitor._passage, _LA._svd_jacobi]

@@ -26,8 +26,8 @@ from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes o
 _jit = jit(cache=True, _nrt=True)
 
 
-def _unit(signature: str, lazy: bool = False):
-    return unit(signature, lazy=lazy, _nrt=True)
+def _unit(signature: str, lazy: bool = False, python: bool = False):
+    return unit(signature, lazy=lazy, python=python, _nrt=True)
 
 
 _EPS = float(np.finfo(float).eps)
@@ -714,21 +714,21 @@ def _advance(fns, accel, md, buf, opt, tab, st, chunk):
 # --------------------------------------------------------------------------- entry points
 # Python passes the model functions as addresses (``ModelFunctions.addrs``): numba
 # types and unboxes first-class function objects slowly (~80 us per call).
-@_unit("i8(i8v, md, buf, opt, tab, st)")
+@_unit("i8(i8v, md, buf, opt, tab, st)", python=True)
 def start(addrs, md, buf, opt, tab, st):
     """The first RHS and step size of a run (status as :func:`advance`)."""
     fns, accel = functions(addrs)
     return _start(fns, accel, md, buf, opt, tab, st)
 
 
-@_unit("i8(i8v, md, buf, opt, tab, st, i8)")
+@_unit("i8(i8v, md, buf, opt, tab, st, i8)", python=True)
 def advance(addrs, md, buf, opt, tab, st, chunk):
     """Advance the run by at most ``chunk`` accepted steps (status code)."""
     fns, accel = functions(addrs)
     return _advance(fns, accel, md, buf, opt, tab, st, chunk)
 
 
-@_unit("i8(i8v, md, buf, opt, tab, st, i8, i8v, f8v)")
+@_unit("i8(i8v, md, buf, opt, tab, st, i8, i8v, f8v)", python=True)
 def step_inputs(addrs, md, buf, opt, tab, st, nstep, slots, u):
     """Set the model's inputs, then take ``nstep`` steps: the entry point of
     :class:`gaussopt.integrate.stepper.Stepper` (a run without an end or outputs).
@@ -781,28 +781,28 @@ def step_inputs(addrs, md, buf, opt, tab, st, nstep, slots, u):
     return CHUNK_DONE
 
 
-@_unit("i8(i8v, md, buf, opt, tab, st)")
+@_unit("i8(i8v, md, buf, opt, tab, st)", python=True)
 def after_step(addrs, md, buf, opt, tab, st):
     """What follows an accepted step that another integrator took (status code)."""
     fns, accel = functions(addrs)
     return _after_step(fns, accel, md, buf, opt, tab, st)
 
 
-@_unit("i8(i8v, md, buf, opt, st, f8, f8v, f8v)")
+@_unit("i8(i8v, md, buf, opt, st, f8, f8v, f8v)", python=True)
 def rhs_at(addrs, md, buf, opt, st, t, y, out):
     """:func:`rhs` for an integrator outside the engine."""
     fns, accel = functions(addrs)
     return rhs(fns, accel, md, buf, opt, st, t, y, out)
 
 
-@_unit("Tuple((i8, f8))(i8v, md, buf, opt, st, i8)")
+@_unit("Tuple((i8, f8))(i8v, md, buf, opt, st, i8)", python=True)
 def initial_step_at(addrs, md, buf, opt, st, order):
     """:func:`initial_step` from Python: ``(status, h)`` at the run's current state."""
     fns, accel = functions(addrs)
     return initial_step(fns, accel, md, buf, opt, st, order)
 
 
-@_unit("UniTuple(i8, 2)(i8v, md, buf, opt, f8, f8v, f8v, f8)")
+@_unit("UniTuple(i8, 2)(i8v, md, buf, opt, f8, f8v, f8v, f8)", python=True)
 def project_at(addrs, md, buf, opt, t, q, v, vanished):
     """:func:`project` from Python."""
     fns, accel = functions(addrs)

@@ -25,8 +25,8 @@ from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes o
 _jit = jit(cache=True, _nrt=True)
 
 
-def _unit(signature: str, lazy: bool = False):
-    return unit(signature, lazy=lazy, _nrt=True)
+def _unit(signature: str, lazy: bool = False, python: bool = False):
+    return unit(signature, lazy=lazy, python=python, _nrt=True)
 
 
 _EPS = float(np.finfo(float).eps)
@@ -97,7 +97,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
 
 
 
-@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v, b1v, f8, i8v)")
+@_unit("none(i8v, md, buf, opt, f8v, f8v, f8v, f8m, f8m, f8m, f8m, f8m, i8v, b1v, f8, i8v)", python=True)
 def sample_all(addrs, md, buf, opt, ref, sref, ts, ys, A_out, Qc_out, lam_out, F_out,
                status_out, proj, vanished, tree):
     """:func:`sample` at every output; a failing sample keeps NaN (its status is kept).

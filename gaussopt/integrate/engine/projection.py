@@ -133,7 +133,7 @@ def _correction(W, diag_only, J, res, rank_tol, floor):
     return z, True
 
 
-@_jit
+@jit(cache=True, _nrt=True, python=True)     # (Python calls it too)
 def _distances(res, J):
     k = res.shape[0]
     nr = np.empty(k)

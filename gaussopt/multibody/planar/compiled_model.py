@@ -78,7 +78,7 @@ def _unit(signature: str, lazy: bool = False):
     """The model's pieces that both the compiled model functions and Python call:
     units (:mod:`gaussopt.core.compiled`), compiled once for float arguments (``phi`` also for
     complex ones when Python asks: the complex step of a :class:`~gaussopt.Holonomic`)."""
-    return unit(signature, lazy=lazy, error_model="numpy")
+    return unit(signature, lazy=lazy, python=True, error_model="numpy")
 
 #: the layout tag in ``p[0]`` (checked by the compiled functions)
 LAYOUT = 20250601.0
@@ -301,7 +301,7 @@ def rows(p, q, v, ddrv, A, b, with_gamma):
 
 
 # =========================================================================== sparse rows
-@_jit
+@jit(cache=True, error_model="numpy", python=True)     # (Python calls it)
 def row_bodies(p):
     """The bodies ``(i, j)`` of every joint equation, shape (m, 2) (the ground is ``nb``)."""
     m = int(p[H_M])

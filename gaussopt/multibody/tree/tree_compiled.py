@@ -98,7 +98,7 @@ _inline = jit(cache=True, error_model="numpy", inline="always")
 def _unit(signature: str):
     """Kernel entry points called from Python and from the compiled model functions:
     compiled once, when a tree model is first used."""
-    return unit(signature, lazy=True, error_model="numpy")
+    return unit(signature, lazy=True, python=True, error_model="numpy")
 
 
 #: the layout tag in ``p[0]``

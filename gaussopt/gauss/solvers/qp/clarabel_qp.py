@@ -414,7 +414,7 @@ def _pattern_from_spec(spec, shape: tuple[int, int], upper: bool, name: str) -> 
 _SCALING_CODES = {"jacobi": 0, "rows": 1, "none": 2}
 
 
-@jit(cache=True, nogil=True)
+@jit(cache=True, nogil=True, python=True)
 def _scale_kernel(Pv, q, Av, bv, Prow, Pcol, Arow, Acol, mode, cost,
                   Po, qo, Ao, bo, d, rinv):  # pragma: no cover - compiled
     """Scale P (upper CSC values), q, A (CSC values), b; return the cost factor s.

@@ -49,7 +49,7 @@ _jit = jit(cache=True, nogil=True)
 
 
 def _unit(signature: str):
-    return unit(signature, nogil=True)
+    return unit(signature, python=True, nogil=True)
 
 #: a case the compiled calls leave to the Python path (which raises the specific error,
 #: takes the robust path, or runs the objective-mismatch check)
@@ -287,7 +287,7 @@ def prepare_model(addrs, par, t, q, v, M, F, A, b, G, h, ref, sref, opt, wf, wi,
     return prepare(M, F, A, b, G, h, ref, sref, opt, wf, wi, fb, ib, Pn)
 
 
-@_jit
+@jit(cache=True, nogil=True, python=True)     # (Python calls it too)
 def _norm(x):
     acc = 0.0
     for i in range(x.shape[0]):
@@ -452,7 +452,7 @@ def _types() -> dict:
         ("P", f8m), ("noP", f8m), ("xs", f8v), ("zs", f8v)])}
 
 
-@unit("qpctx(i8v, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, i8v, f8v, i8v, f8m, f8m, f8v, f8v)")
+@unit("qpctx(i8v, f8v, f8m, f8v, f8m, f8v, f8v, f8v, f8v, i8v, f8v, i8v, f8m, f8m, f8v, f8v)", python=True)
 def make_context(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs):
     """A :class:`QPContext` (compiled: no compilation per process)."""
     return QPContext(addrs, par, M, F, A, b, sref, opt, wf, wi, fb, ib, P, noP, xs, zs)
