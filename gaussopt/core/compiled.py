@@ -264,8 +264,14 @@ class _Dispatcher(CPUDispatcher):
     wrappers, which then serves both."""
 
     _gaussopt_deps_loaded = False
-    #: argument types whose version Python can call
+    #: argument types whose version Python can call (made on first use: numba also
+    #: builds dispatchers of this class itself, when it unpickles one)
     _gaussopt_py: Optional[set] = None
+
+    def _python_sigs(self) -> set:
+        if self._gaussopt_py is None:
+            self._gaussopt_py = set()
+        return self._gaussopt_py
 
     def _compile_for_args(self, *args, **kws):
         # (numba's entry when a call from Python finds no compiled version to call)
@@ -293,9 +299,7 @@ class _Dispatcher(CPUDispatcher):
         args, _ = nb.core.sigutils.normalize_signature(sig)
         args = tuple(args)
         with _LOCKS:
-            py = self._gaussopt_py
-            if py is None:
-                py = self._gaussopt_py = set()
+            py = self._python_sigs()
             if args in py:
                 return self.overloads[args].entry_point
             wrapped = self._gaussopt_wrapped
@@ -324,9 +328,7 @@ class _Dispatcher(CPUDispatcher):
     def add_overload(self, cres):
         if self._gaussopt_python or self._gaussopt_wrapped is None:
             super().add_overload(cres)
-            if self._gaussopt_py is None:
-                self._gaussopt_py = set()
-            self._gaussopt_py.add(tuple(cres.signature.args))
+            self._python_sigs().add(tuple(cres.signature.args))
         else:
             # (compiled callers only: kept from the table Python calls look up, whose
             # entry would call a wrapper that does not exist)
@@ -350,16 +352,15 @@ def jit(**options):
 
     def deco(py_func):
         wrapped = {"nopython": True, **options}
-        if python:           # (Python calls it: always with the wrappers, one version)
-            disp = _Dispatcher(py_func=py_func, locals={}, targetoptions=wrapped)
-            if cache:
-                disp._cache = _Cache(py_func)
-            return disp
-        disp = _Dispatcher(py_func=py_func, locals={}, targetoptions={**wrapped, **_NATIVE_ONLY})
-        disp._gaussopt_wrapped = wrapped
+        # (python=True: always with the wrappers, one version and one cache)
+        disp = _Dispatcher(py_func=py_func, locals={},
+                           targetoptions=wrapped if python else {**wrapped, **_NATIVE_ONLY})
+        if not python:
+            disp._gaussopt_wrapped = wrapped
         if cache:
             disp._cache = _Cache(py_func)
-            disp._gaussopt_py_cache = _PyCache(py_func)
+            if not python:
+                disp._gaussopt_py_cache = _PyCache(py_func)
         return disp
     return deco
 
