@@ -46,7 +46,7 @@ from gaussopt.core.compiled import cfunc, jit
 
 
 __all__ = ["SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions", "address", "ModelFunctions",
-           "SparseModel", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
+           "SparseModel", "RecursiveModel", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
            "make_buffers"]
 
 #: the one signature of every model function
@@ -255,6 +255,45 @@ class SparseModel:
         of them: ``0`` for a missing ``pos``."""
         a = [address(f) for f in self.fns]
         return np.array(a + [0] * (3 - len(a)), dtype=np.int64)
+
+
+@dataclass
+class RecursiveModel:
+    """The recursive O(n) step of a tree in joint coordinates whose only rows are its
+    balls' normalizations (the articulated-body algorithm:
+    :func:`gaussopt.multibody.tree.tree_compiled.recursive_step`), for the engine's O(n)
+    path (:mod:`gaussopt.gauss.band_step`, ``MODE_TREE``).
+
+    One function of :data:`SIGNATURE`: ``step(t, q, v, p, out, unused)`` writes the
+    accelerations, ``M a - F``, ``F``, the rows' multipliers and residuals and four
+    scalars (backward errors of feasibility and stationarity, the smallest relative
+    pivot, the mass weight) into ``out`` (``3 n + 2 m + 4`` values) and returns 0, or a
+    refusal (the dense kernel then takes the step). A front end sets it on a system as
+    ``system.recursive``; the tree kind of :mod:`gaussopt.multibody` does.
+
+    Attributes
+    ----------
+    fns : tuple
+        ``(step,)``, a numba cfunc.
+    p : ndarray
+        Its parameter array.
+    n, m : int
+    """
+
+    fns: tuple
+    p: np.ndarray
+    n: int
+    m: int
+
+    @property
+    def out_size(self) -> int:
+        """The length of the step's ``out``."""
+        return 3 * self.n + 2 * self.m + 4
+
+    @property
+    def addrs(self) -> np.ndarray:
+        """The step's address, then two zeros (a :class:`SparseModel`'s three slots)."""
+        return np.array([address(self.fns[0]), 0, 0], dtype=np.int64)
 
 
 @dataclass(frozen=True)

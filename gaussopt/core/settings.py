@@ -59,6 +59,10 @@ SYMMETRY_RTOL = 1e-12
 #: coordinates the dense step costs well under a millisecond and reports every singular
 #: value, so small models keep it
 MIN_N = 30
+#: the step solvers take the recursive O(n) step of a tree in joint coordinates
+#: (:class:`gaussopt.core.model_interface.RecursiveModel`) from this many coordinates on
+#: (measured: benchmarks/robots.py, the crossover with the dense step over the tree)
+TREE_MIN_N = 30
 
 #: systems up to this many coordinates pass Clarabel dense data (the reduced rows
 #: ``V_r^T`` are dense anyway) and take the QP's compiled path

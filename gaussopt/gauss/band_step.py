@@ -150,11 +150,11 @@ from gaussopt.core.status import (BAND_MODEL_FAILED, OK, REFUSED_DATA, REFUSED_M
                                   REFUSED_MULTIPLIERS, REFUSED_SHAPE, REFUSED_UNCERTIFIED,
                                   REFUSED_VANISHED, UNVERIFIED)
 from gaussopt.core.model_interface import SparseModel
-from gaussopt.core.settings import MIN_N  # noqa: F401 - (gaussopt.gauss.band_step.MIN_N)
+from gaussopt.core.settings import MIN_N, TREE_MIN_N  # noqa: F401 - (gaussopt.gauss.band_step.MIN_N)
 
 __all__ = ["Structure", "SparseWork", "make_structure", "make_work", "sparse_step", "sigma_estimate",
            "smallest_pair", "correction", "Band", "make_band", "band_work", "MIN_N", "MARGIN",
-           "SPARSE_FLAG"]
+           "SPARSE_FLAG", "TREE_FLAG", "MODE_TREE", "TREE_MIN_N", "on_band"]
 
 _EPS = float(np.finfo(float).eps)
 
@@ -934,8 +934,13 @@ def _empty_structure(n: int) -> Structure:
 
 #: ``mode`` of a :class:`Band`: no sparse path; the step, rank monitor and nearness
 #: on the band; also the projection (every row holonomic, the rows in the order of the
-#: position constraints)
-MODE_NONE, MODE_STEP, MODE_PROJECT = 0, 1, 2
+#: position constraints); the recursive step of a tree
+#: (:class:`~gaussopt.core.model_interface.RecursiveModel`: the step alone, its output in
+#: the work's ``d``, the rank monitor and the projection dense as without the path)
+MODE_NONE, MODE_STEP, MODE_PROJECT, MODE_TREE = 0, 1, 2, 3
+#: bit of the step's ``flags``: answered by the recursive step of a tree (``MODE_TREE``;
+#: the dense kernel's bits are 1, 2 and :data:`gaussopt.gauss.dense_step.RANGE_FLAG`, 8)
+TREE_FLAG = 16
 
 
 @structref.register
@@ -978,7 +983,25 @@ def _band(mode, sp, w, addrs, p):
     return Band(mode, sp, w, addrs, p)
 
 
-def make_band(system, mf, min_n: int = MIN_N) -> Band:
+@jit(cache=True, inline="always")
+def on_band(mode):
+    """The mode is one of the band's own (the step, the rank monitor and maybe the
+    projection on the sparse rows), not none or the recursive step of a tree."""
+    return mode == MODE_STEP or mode == MODE_PROJECT
+
+
+def _tree_band(rec, n: int, m: int) -> Band:
+    """The :class:`Band` of a tree's recursive step ``rec``
+    (:class:`~gaussopt.core.model_interface.RecursiveModel`): an empty structure whose
+    work's ``d`` holds the step's output (``rec.out_size`` values)."""
+    st = _empty_structure(n)
+    st.dims[1] = m
+    st.dims[6] = rec.out_size
+    return _band(MODE_TREE, st, make_work(st), rec.addrs,
+                 np.ascontiguousarray(rec.p, dtype=float))
+
+
+def make_band(system, mf, min_n: int = MIN_N, tree_min_n: int = TREE_MIN_N) -> Band:
     """The :class:`Band` of ``system`` for the engine's
     :class:`~gaussopt.integrate.engine.ModelData` (``mf`` its
     :class:`~gaussopt.core.model_interface.ModelFunctions`): :data:`MODE_NONE` with empty parts
@@ -988,6 +1011,10 @@ def make_band(system, mf, min_n: int = MIN_N) -> Band:
     work arrays are new on every call (one set per run or step context)."""
     sm: Optional[SparseModel] = getattr(system, "sparse", None)
     n = system.n
+    rec = getattr(system, "recursive", None)
+    if (rec is not None and n >= tree_min_n and not system.inequalities and rec.m == mf.m
+            and rec.n == n):
+        return _tree_band(rec, n, mf.m)
     if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
         st = _empty_structure(n)
         return _band(MODE_NONE, st, make_work(st), np.zeros(3, dtype=np.int64), np.zeros(0))

@@ -137,7 +137,7 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     if status != 0:
         return status
     if MS.uses_sparse(flags):
-        _fill_sparse(ctx, a, want_lam, be)
+        _fill_sparse(ctx, a, want_lam, be, flags)
         return 0
     M = buf.M
     F = buf.F
@@ -185,7 +185,7 @@ def solve_at(ctx, ref, t, q, v, want_lam):
 
 
 @_inline
-def _fill_sparse(ctx, a, want_lam, be):
+def _fill_sparse(ctx, a, want_lam, be, flags):
     """The rest of ``out`` after a step on the O(n) path (:mod:`gaussopt.gauss.band_step`): rank
     ``m``, one singular value (the estimate of the smallest, with ``want_lam``, else
     NaN), no inconsistency, the flags with its bit."""
@@ -207,7 +207,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     kmax = min(m, n)
     for i in range(kmax):
         out[s0 + i] = 0.0
-    out[s0] = SP.sigma_estimate(md.band.sp, md.band.w) if want_lam else np.nan
+    out[s0] = MS.path_sigma(md) if want_lam else np.nan
     resid = 0.0
     for i in range(m):
         resid = max(resid, abs(res[i]))
@@ -220,7 +220,7 @@ def _fill_sparse(ctx, a, want_lam, be):
     out[sc + S_RHO] = 0.0
     out[sc + S_ALLOW] = math.sqrt(ctx.opt.f[MS.F_RANKTOL])
     out[sc + S_BE] = be
-    out[sc + S_FLAGS] = SP.SPARSE_FLAG
+    out[sc + S_FLAGS] = flags
     out[sc + S_GAUSS] = gauss
     out[sc + S_RESID] = resid
     out[sc + S_NULLF] = null_force(ctx.P, F, n)

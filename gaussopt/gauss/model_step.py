@@ -138,6 +138,43 @@ def call_sp_rows(md, buf, t, q, v):
 
 
 # --------------------------------------------------------------------------- the step
+@_unit("i8(md, buf, f8, f8v, f8v)", lazy=True)
+def call_tree(md, buf, t, q, v):
+    """The recursive step of a tree (``md.band.mode == MODE_TREE``) at ``(t, q, v)``: its
+    output into ``md.band.w.d`` (:class:`~gaussopt.core.model_interface.RecursiveModel`),
+    its status returned."""
+    _put(buf.q, q)
+    _put(buf.v, v)
+    return _function_at(md.band.addrs[0])(t, data_ptr(buf.q), data_ptr(buf.v),
+                                         data_ptr(md.band.p), data_ptr(md.band.w.d),
+                                         data_ptr(md.band.w.d))
+
+
+@_jit
+def _tree_step(md, buf, opt, t, q, v, a, want_lam, w):
+    """The recursive step of a tree, accepted where the dense kernel's range-space path
+    would accept its answer: every articulated pivot at least ``rank_tol`` (relative, as
+    :func:`gaussopt.gauss.dense_step.range_space`'s ``dmin``) and both backward errors
+    within :func:`gaussopt.gauss.dense_step.direct_tolerance`. Returns its backward error,
+    or -1 where the dense kernel must take the step."""
+    n = md.dims[D_N]
+    m = md.dims[D_M]
+    if call_tree(md, buf, t, q, v) != 0:
+        return -1.0
+    out = md.band.w.d
+    sc = 3 * n + 2 * m
+    be = max(out[sc], out[sc + 1])
+    if not (out[sc + 2] >= opt.f[F_RANKTOL] and be <= K.direct_tolerance(n, m)):
+        return -1.0
+    for i in range(n):
+        a[i] = out[i]
+    if want_lam:
+        lam = wvec(w, WS.F_lam, m)
+        for i in range(m):
+            lam[i] = out[3 * n + i]
+    return be
+
+
 @_unit("i8(fns, md, buf, opt, f8, f8v, f8v, f8v)", lazy=True)
 def baumgarte(fns, md, buf, opt, t, q, v, b):
     """``b -= alpha Phi' + beta Phi`` on holonomic rows, ``gamma f`` on nonholonomic."""
@@ -576,7 +613,11 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
         _put(a, buf.a)
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
-    if md.band.mode != SP.MODE_NONE and opt.i[I_STAB] != STAB_BAUMGARTE:
+    if md.band.mode == SP.MODE_TREE and opt.i[I_STAB] != STAB_BAUMGARTE:
+        be = _tree_step(md, buf, opt, t, q, v, a, want_lam, w)
+        if be >= 0.0:
+            return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.TREE_FLAG
+    if SP.on_band(md.band.mode) and opt.i[I_STAB] != STAB_BAUMGARTE:
         if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
         status, be, iters = SP.sparse_step(md.band.sp, md.band.w, ref, sref[0], opt.f[F_RANKTOL],
@@ -605,7 +646,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
      flags) = K.gauss_step(_matrix(buf.M, n, n), buf.F, _matrix(buf.A, m, n), b, ref, sref[0],
                            opt.f[F_RANKTOL], solver, want_lam, opt.i[I_CHECKSYM] != 0, w)
     _put(a, wfull(w, fa))
-    if md.band.mode != SP.MODE_NONE and status == 0:
+    if SP.on_band(md.band.mode) and status == 0:
         # a single exact redundancy: set its row aside for the O(n) path's next steps
         SP.set_aside(md.band.w, wmat(w, WS.F_U, mL, k), r, mL, k, m)
     if status == 0 and r < k and solver != 2:
@@ -630,16 +671,26 @@ def sparse_step_at(md, buf, ref, sig_ref, rank_tol, t, q, v, want_lam):
 
 @_jit
 def uses_sparse(flags):
-    """The step was answered by the O(n) path (its data in ``md.band.w``, not ``buf``)."""
-    return (flags & SP.SPARSE_FLAG) != 0
+    """The step was answered by the O(n) path, the band's or a tree's recursive step (its
+    data in ``md.band.w``, not ``buf``)."""
+    return (flags & (SP.SPARSE_FLAG | SP.TREE_FLAG)) != 0
 
 
 @_unit("f8(md, f8v, f8v, f8v)", lazy=True)
 def band_force(md, a, out_qc, res):
     """After a step on the O(n) path: the constraint force ``M a - F`` into ``out_qc``
-    and the residual ``A a - b`` into ``res`` from the sparse data; returns ``|res|``."""
+    and the residual ``A a - b`` into ``res`` from the sparse data (a tree's recursive
+    step: from its output); returns ``|res|``."""
     sp = md.band.sp
     w = md.band.w
+    if md.band.mode == SP.MODE_TREE:
+        n = md.dims[D_N]
+        m = md.dims[D_M]
+        for i in range(n):
+            out_qc[i] = w.d[n + i]
+        for i in range(m):
+            res[i] = w.d[3 * n + m + i]
+        return LA.norm2(res)
     SP.mass_times(sp, w.d, a, out_qc)
     for i in range(md.dims[D_N]):
         out_qc[i] -= w.F[i]
@@ -651,9 +702,19 @@ def band_force(md, a, out_qc, res):
     return LA.norm2(res)
 
 
+@_jit
+def path_sigma(md):
+    """The smallest singular value of the normalized rows after a step on the O(n) path:
+    the band's estimate, or 1 for a tree's recursive step (its rows, the balls'
+    normalizations, are disjoint unit rows once normalized)."""
+    if md.band.mode == SP.MODE_TREE:
+        return 1.0
+    return SP.sigma_estimate(md.band.sp, md.band.w)
+
+
 def model_data(mf, system, sparse: bool = True) -> ModelData:
     """The :class:`ModelData` of a system's compiled functions ``mf``
     (:class:`~gaussopt.core.model_interface.ModelFunctions`); with ``sparse``, its O(n) path if it
     has one (:func:`gaussopt.gauss.band_step.make_band`; work arrays of its own)."""
-    band = SP.make_band(system, mf, SP.MIN_N if sparse else 1 << 62)
+    band = (SP.make_band(system, mf) if sparse else SP.make_band(system, mf, 1 << 62, 1 << 62))
     return ModelData(mf.p, mf.dims(), mf.hol_rows, mf.vel_rows, mf.vel_is_hol, band)

@@ -59,6 +59,7 @@ class Run:
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
         self.n, self.m = n, m
+        self._recursive = getattr(system, "recursive", None)
         if model_records is not None:
             # (the records of ``mf`` from an earlier run of it: :meth:`model_records`)
             self.md, self.buf, self._packed_model = model_records
@@ -151,6 +152,8 @@ class Run:
         """The lazy units of the O(n) path, when the model takes it (:func:`run_units`)."""
         if self.md.band.mode == SP.MODE_NONE:
             return []
+        if self.md.band.mode == SP.MODE_TREE:
+            return [E.call_tree, E.band_force, *self._recursive.fns]
         units = [SP.sparse_step, SP.smallest_pair, SP.sigma_estimate, SP.bilinear, E.band_force,
                  E.call_sp_dyn, E.call_sp_rows, RM._row_norms_band]
         return units + ([SP.correction] if self.md.band.mode == SP.MODE_PROJECT else [])

@@ -153,6 +153,11 @@ class System:
         #: (:mod:`gaussopt.multibody`); large systems then take the O(n) step of
         #: :mod:`gaussopt.gauss.band_step`
         self.sparse = None
+        #: ``None``, or the recursive O(n) step of a tree in joint coordinates
+        #: (:class:`gaussopt.core.model_interface.RecursiveModel`: the articulated-body
+        #: algorithm) set by the tree kind of :mod:`gaussopt.multibody`; long trees then
+        #: take it (:mod:`gaussopt.gauss.band_step`, ``MODE_TREE``)
+        self.recursive = None
         #: ``None``, or the named entries of the compiled model's parameter array
         #: (:class:`gaussopt.core.model_interface.ParameterSlots`) set by a front end that
         #: generated the functions (:mod:`gaussopt.symbolic`; the tree kind of

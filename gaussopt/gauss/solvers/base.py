@@ -52,9 +52,10 @@ def _compiled_info(solver, o, ss, r, k, rho, be, flags, resid, dropped, lsq) -> 
     r = int(r)
     flags = int(flags)
     sigma = o[ss][:int(k)]
-    on_sparse = bool(flags & SP.SPARSE_FLAG)     # rank certified, sigma_min estimated
+    on_sparse = bool(flags & (SP.SPARSE_FLAG | SP.TREE_FLAG))   # rank certified, sigma_min estimated
     return {"rank": r, "sigma_min": float(sigma[0] if on_sparse else sigma[r - 1]) if r else 1.0,
             "sigma": sigma, "dropped_rows": dropped or [], "sparse": on_sparse,
+            "recursive": bool(flags & SP.TREE_FLAG),
             "inconsistency": rho, "least_squares": lsq, "backward_error": be,
             "fallback": bool(flags & 1), "kept_vanished_rows": bool(flags & 2),
             "solver": solver.name, "rank_tol": solver.rank_tol, "residual": resid}
@@ -397,7 +398,7 @@ class StepSolver:
         compiled step yet). The QP's sparse path (:mod:`.qp.sparse_qp`) reads them
         instead of evaluating the model a second time."""
         ctx = self._ctx
-        if not ctx or ctx[9].mode == SP.MODE_NONE:
+        if not ctx or ctx[9].mode not in (SP.MODE_STEP, SP.MODE_PROJECT):
             return None
         return SP.band_work(ctx[9])
 

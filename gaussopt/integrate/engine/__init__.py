@@ -52,8 +52,8 @@ called through pointers; everything else is inlined into them.
 from gaussopt.core.records import *  # noqa: F401,F403
 from gaussopt.core.records import Buffers, ModelData, Options, State, Tableau, buffers, pack
 from gaussopt.gauss.model_step import (band_force, baumgarte, call_accel, call_dyn, call_energy,
-                                       call_pos, call_rows, call_sp_dyn, call_sp_rows, call_vel,
-                                       evaluate_step, model_data, sparse_step_at, uses_sparse)
+                                       call_pos, call_rows, call_sp_dyn, call_sp_rows, call_tree,
+                                       call_vel, evaluate_step, model_data, sparse_step_at, uses_sparse)
 from gaussopt.integrate.engine.projection import project, vanished_floor
 from gaussopt.integrate.engine.interpolation import dense_eval
 from gaussopt.integrate.engine.rank_monitor import accept_rows, monitor_start, monitor_update

@@ -15,7 +15,7 @@ from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import functions
 from gaussopt.integrate.engine.projection import project
 from gaussopt.gauss.model_step import (_put, band_force, call_energy, call_pos, call_vel,
-                                       evaluate_step, uses_sparse)
+                                       evaluate_step, path_sigma, uses_sparse)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 
 
@@ -69,7 +69,7 @@ def sample(fns, accel, md, buf, opt, ref, sref, t, q, v, out_a, out_qc, out_lam,
     out_f[4] = r
     if uses_sparse(flags):
         out_f[2] = band_force(md, a, out_qc, np.empty(m))
-        out_f[5] = SP.sigma_estimate(md.band.sp, md.band.w)
+        out_f[5] = path_sigma(md)
         return 0
     s = wvec(w, WS.F_s, k)
     M = buf.M.reshape(n, n)

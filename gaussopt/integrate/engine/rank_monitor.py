@@ -56,7 +56,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
         return 0
     rank_tol = opt.f[F_RANKTOL]
     near = opt.i[I_STAB] == STAB_PROJECTION and opt.i[I_PRHS] != 0
-    band = md.band.mode != SP.MODE_NONE
+    band = SP.on_band(md.band.mode)
     nu = np.empty(m)
     if band:
         if call_sp_rows(md, buf, t, q, v) != 0:
@@ -386,7 +386,7 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
     r_end = 0
     # on the band of the O(n) path while the rows keep full rank (the monitored value
     # is then the smallest one): inverse iteration from the pair of the last sample
-    band = md.band.mode != SP.MODE_NONE and k == m - 1
+    band = SP.on_band(md.band.mode) and k == m - 1
     rank_tol = opt.f[F_RANKTOL]
     method = -1                     # samples from the step's cubic Hermite interpolant
     for j in range(4):

@@ -184,6 +184,9 @@ class BaseModel:
         if p is not None and p[H_PYTHON] == 0.0:
             sysm.compiled = self.kernel.compiled_factory(p, sysm)
             sysm.sparse = self.kernel.sparse_model(p)
+            recursive = getattr(self.kernel, "recursive_model", None)   # (the tree kind's)
+            if recursive is not None:
+                sysm.recursive = recursive(p)
         mass_tree = getattr(self.kernel, "mass_tree", None)       # (the tree kind's)
         if mass_tree is not None:
             sysm.mass_tree = mass_tree(self._p)

@@ -33,6 +33,8 @@ name                                               what
 ``mass_force(p, q, v, ext, M, F)``                 ``M`` and ``F`` in one pass (optional: a kind
                                                    whose two share their kinematics; the
                                                    compiled ``dyn`` then calls it alone)
+``recursive_step(p, q, v, out)``,                   the O(n) step of the model (optional:
+``R_SCALARS``                                      :class:`~gaussopt.core.model_interface.RecursiveModel`)
 ``mass_blocks(p, q, d)``                           the diagonal blocks of ``M`` packed for
                                                    :mod:`gaussopt.gauss.band_step`
 ``sparse_values(p, q, v, datap, ph, b,``           ``Phi_q`` in the kind's CSR pattern at the
@@ -75,7 +77,7 @@ import numba as nb
 import numpy as np
 
 from gaussopt.core.compiled import cfunc, jit
-from gaussopt.core.model_interface import SIGNATURE, SparseModel
+from gaussopt.core.model_interface import SIGNATURE, RecursiveModel, SparseModel
 from gaussopt.gauss.dense_algebra import matvec as _matvec
 from gaussopt.model.model_functions import kernel_factory
 
@@ -212,6 +214,15 @@ def _sparse_pos(t, qp, pp, phip, datap, phitp):
     return 0
 
 
+def _recursive(t, qp, vp, pp, outp, unused):
+    p = _param(pp)
+    if not _usable(p, kind.LAYOUT):
+        return -1
+    n, m, nd = kind.sizes(p)
+    return kind.recursive_step(p, vec(qp, n), vec(vp, n),
+                               vec(outp, 3 * n + 2 * m + kind.R_SCALARS))
+
+
 _DENSE = (_dyn, _rows, _pos, _vel, _energy)
 _SPARSE = (_sparse_dyn, _sparse_rows, _sparse_pos)
 #: what a kind module must define (the table of the module docstring), and what it may
@@ -262,6 +273,8 @@ class KindFunctions:
         dense = ((_dyn_one_pass,) + _DENSE[1:]) if hasattr(kind, "mass_force") else _DENSE
         self.functions = tuple(self._make(f, ns) for f in dense)
         self.sparse_functions = tuple(self._make(f, ns) for f in _SPARSE) if all(sparse) else ()
+        self.recursive_functions = ((self._make(_recursive, ns),)
+                                    if hasattr(kind, "recursive_step") else ())
 
     @staticmethod
     def _make(template, ns: dict) -> cfunc:
@@ -290,6 +303,16 @@ class KindFunctions:
         n, m, _ = self._sizes(p)
         return SparseModel(fns=self.sparse_functions, p=p, n=n, m=m, indptr=indptr,
                            indices=indices, block_ptr=block_ptr)
+
+
+    def recursive_model(self, p: np.ndarray) -> RecursiveModel:
+        """The recursive O(n) step of the model packed in ``p``
+        (:class:`~gaussopt.core.model_interface.RecursiveModel`)."""
+        _check_compiled(p)
+        if not self.recursive_functions:
+            raise ValueError("this kind of multibody model has no recursive step.")
+        n, m, _ = self._sizes(p)
+        return RecursiveModel(fns=self.recursive_functions, p=p, n=n, m=m)
 
 
 def _check_compiled(p: np.ndarray) -> None:

@@ -81,6 +81,7 @@ IROS 2012 (``mj_kinematics``, ``mj_crb``, ``mj_rne``: the conventions followed h
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -89,7 +90,7 @@ from gaussopt.core.compiled import jit, unit
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
-           "FUNCTIONS", "compiled_factory", "sparse_model", "mass_tree", "kinematics", "actuation"]
+           "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation"]
 
 _jit = jit(cache=True, error_model="numpy")
 _inline = jit(cache=True, error_model="numpy", inline="always")
@@ -808,6 +809,362 @@ def energy(p, q, v):
     return T + Vp
 
 
+# =========================================================================== the recursive step
+#: the layout of the recursive step's output (:func:`recursive_step`, ``n`` coordinates, ``m``
+#: rows): ``a`` (n), ``M a - F`` (n), ``F`` (n), the rows' multipliers (m) and residuals
+#: ``A a - b`` (m), then :data:`R_SCALARS` values: the backward errors of feasibility and
+#: stationarity, the smallest pivot of the articulated inertias (relative, as the dense
+#: kernel's), the mass weight ``trace(M) / n``
+R_BEF, R_BES, R_DMIN, R_WGT = range(4)
+R_SCALARS = 4
+#: the statuses of :func:`recursive_step`: answered (the engine then compares its backward
+#: errors and pivot with the dense kernel's thresholds), rows other than the balls'
+#: normalizations, an articulated inertia not positive definite
+REC_OK, REC_ROWS, REC_INDEFINITE = 0, 1, 2
+
+
+def out_size(n: int, m: int) -> int:
+    """The length of :func:`recursive_step`'s ``out``."""
+    return 3 * n + 2 * m + R_SCALARS
+
+
+@_jit
+def _spatial_matrix(C, b, I6):
+    """Body ``b``'s spatial inertia ``C[b] = (m, h, Ibar)`` as the 6 x 6 matrix
+    ``[[Ibar, [h]x], [-[h]x, m 1]]`` (:func:`_inertia_apply` as a matrix)."""
+    m, h0, h1, h2 = C[b, 0], C[b, 1], C[b, 2], C[b, 3]
+    for i in range(3):
+        for j in range(3):
+            I6[i, j] = C[b, 4 + 3 * i + j]
+            I6[3 + i, 3 + j] = m if i == j else 0.0
+    I6[0, 3], I6[0, 4], I6[0, 5] = 0.0, -h2, h1
+    I6[1, 3], I6[1, 4], I6[1, 5] = h2, 0.0, -h0
+    I6[2, 3], I6[2, 4], I6[2, 5] = -h1, h0, 0.0
+    for i in range(3):
+        for j in range(3):
+            I6[3 + j, i] = I6[i, 3 + j]            # (-[h]x = [h]x^T: symmetric)
+
+
+@_jit
+def _local_mass(p, b, q, Wb, D, q0, daug):
+    """Add to the block ``D`` of body ``b`` (rows ``q0..``, lower triangle) what ``M`` holds
+    within one joint only: the armatures (a hinge's or slide's on its diagonal, a ball's
+    ``sum_k a_k W_k^T W_k``), and for each ball ``d p p^T``, ``d`` the mean diagonal of its
+    block (stored in ``daug``; 1 where that is zero). The ball's normalization row ``p . p''
+    = -p' . p'`` then holds at the minimum without a multiplier (module docstring of
+    :func:`recursive_step`)."""
+    oj = int(p[H_OJ])
+    rec = int(p[H_OB]) + W_B * b
+    j0, nj = int(p[rec + B_J0]), int(p[rec + B_NJ])
+    for jj in range(j0, j0 + nj):
+        jr = oj + W_J * jj
+        a = int(p[jr + J_Q])
+        o = a - q0
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                ak = p[jr + J_ARM + k]
+                if ak != 0.0:
+                    for r in range(4):
+                        for c in range(r + 1):
+                            D[q0 + o + r, o + c] += ak * Wb[jj, k, r] * Wb[jj, k, c]
+            d = 0.0
+            for r in range(4):
+                d += D[q0 + o + r, o + r]
+            d *= 0.25
+            if not (d > 0.0 and d < 1.0e300):
+                d = 1.0
+            daug[jj] = d
+            for r in range(4):
+                for c in range(r + 1):
+                    D[q0 + o + r, o + c] += d * q[a + r] * q[a + c]
+        else:
+            D[q0 + o, o] += p[jr + J_ARM]
+
+
+@_jit
+def _block_solve(D, q0, nq, x):
+    """``x[q0:q0 + nq] = D_b^-1 x[q0:q0 + nq]`` with the Cholesky factor of body ``b``'s
+    block in ``D`` (rows ``q0..``)."""
+    for i in range(nq):
+        acc = x[q0 + i]
+        for k in range(i):
+            acc -= D[q0 + i, k] * x[q0 + k]
+        x[q0 + i] = acc / D[q0 + i, i]
+    for i in range(nq - 1, -1, -1):
+        acc = x[q0 + i]
+        for k in range(i + 1, nq):
+            acc -= D[q0 + k, i] * x[q0 + k]
+        x[q0 + i] = acc / D[q0 + i, i]
+
+
+@_unit("i8(f8v, f8v, f8v, f8v)")
+def recursive_step(p, q, v, out):
+    """The Gauss step of a tree whose only rows are its balls' normalizations, in O(n):
+    the articulated-body algorithm (Featherstone 2008, sec. 7.3; Vereshchagin's and
+    Popov's recursion, derived from Gauss's principle), verified by recursive
+    Newton--Euler. Writes ``out`` (layout :data:`R_SCALARS`), returns a status
+    (:data:`REC_OK`, ...).
+
+    Why it is the dense kernel's step: for these rows the Gauss function's minimum on the
+    constraints is the unconstrained minimum of ``1/2 a^T Mt a - a^T (F + sum d_j p_j b_j)``
+    with ``Mt = M + sum d_j p_j p_j^T`` (``p_j`` the Euler parameters of ball ``j`` in its
+    four columns, ``b_j = -p_j' . p_j'`` its row's right-hand side, any ``d_j > 0``):
+    ``p_j`` is in the null space of ``M``'s rows of that ball (``S W p = 0``, ``W p = 0``)
+    and ``p_j . F = 0`` (every force of the kind enters a ball through ``W^T``), so
+    the stationarity ``M a - F + d_j p_j (p_j . a - b_j) = 0`` projected on ``p_j`` gives
+    ``p_j . a = b_j``: the row holds with a zero multiplier. ``Mt`` differs from ``M`` only
+    within single joints (as the armatures), so the articulated-body recursion factors it:
+    leaves to root ``U_b = IA_b S_b``, ``D_b = S_b^T U_b + (joint-local terms)``,
+    ``IA_parent += IA_b - U_b D_b^-1 U_b^T`` (every spatial quantity at the tree root's
+    origin, :func:`_at_tree_roots`: no transforms between bodies), the bias ``pA``, then
+    root to leaves ``a_b = D_b^-1 (u_b - U_b^T alpha_parent)``. The ``D_b`` are the pivot
+    blocks of ``Mt`` eliminated leaves first (the order of
+    :func:`gaussopt.gauss.dense_algebra.tree_ltl`), so their smallest Cholesky pivot over
+    ``sqrt(trace(M) / n)`` is the dense kernel's ``dmin``.
+
+    Verification, in O(n) as well: ``M a`` by recursive Newton--Euler with the accelerations
+    ``a`` (no velocity, no gravity), so ``g = M a - F``; each ball's multiplier is the
+    least-squares one, ``lam_j = p_j . g_j / |p_j|^2``; the stationarity residual ``g - A^T
+    lam`` over ``sqrt(sum M_ii^2) |a| + |F|`` (a lower bound of ``|M|_F``: at least the
+    dense kernel's backward error), the normalized rows' residual over ``|a| + |bn|`` (their
+    singular values are 1: disjoint unit rows)."""
+    nb_, n, m = int(p[H_NB]), int(p[H_N]), int(p[H_M])
+    nball = int(p[H_NBALL])
+    if m != nball or int(p[H_NE]) != 0:
+        return REC_ROWS
+    ob, oj = int(p[H_OB]), int(p[H_OJ])
+    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    _at_tree_roots(p, X, S, V, Ab)
+    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _inertias(p, R, X, C, Cc)
+    a = out[:n]
+    g = out[n:2 * n]
+    F = out[2 * n:3 * n]
+    lam = out[3 * n:3 * n + m]
+    res = out[3 * n + m:3 * n + 2 * m]
+    sc = out[3 * n + 2 * m:]
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+    nq_max = 1
+    for b in range(nb_):
+        nq_max = max(nq_max, int(p[ob + W_B * b + B_NQ]))
+    # the diagonal of M (composite inertias; the armatures come with the blocks below)
+    Cm = C.copy()
+    for b in range(nb_ - 1, -1, -1):
+        par = int(p[ob + W_B * b + B_PAR])
+        if par >= 0:
+            for i in range(13):
+                Cm[par, i] += Cm[b, i]
+    f6 = np.empty(6)
+    diag = np.empty(n)
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            _inertia_apply(Cm, b, S, c, f6)
+            acc = 0.0
+            for i in range(6):
+                acc += S[c, i] * f6[i]
+            diag[c] = acc
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        c0 = int(p[jr + J_Q])
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                for r in range(4):
+                    diag[c0 + r] += p[jr + J_ARM + k] * Wb[jj, k, r] * Wb[jj, k, r]
+        else:
+            diag[c0] += p[jr + J_ARM]
+    tr = 0.0
+    d2 = 0.0
+    for c in range(n):
+        tr += diag[c]
+        d2 += diag[c] * diag[c]
+    wgt = tr / n if tr > 0.0 else 1.0
+    # leaves to root: articulated inertias, the blocks D_b and their factors
+    IA = np.empty((nb_, 6, 6))
+    for b in range(nb_):
+        _spatial_matrix(C, b, IA[b])
+    Ub = np.empty((n, 6))
+    D = np.zeros((n, nq_max))
+    Y = np.empty((nq_max, 6))
+    daug = np.zeros(int(p[H_NJ]))
+    dmin = np.inf
+    for b in range(nb_ - 1, -1, -1):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        par = int(p[rec + B_PAR])
+        I6 = IA[b]
+        for c in range(q0, q0 + nq):
+            for i in range(6):
+                acc = 0.0
+                for k in range(6):
+                    acc += I6[i, k] * S[c, k]
+                Ub[c, i] = acc
+        for i in range(nq):
+            for j in range(i + 1):
+                acc = 0.0
+                for k in range(6):
+                    acc += S[q0 + i, k] * Ub[q0 + j, k]
+                D[q0 + i, j] = acc
+        _local_mass(p, b, q, Wb, D, q0, daug)
+        for i in range(nq):                          # Cholesky of D_b, in place
+            for j in range(i + 1):
+                acc = D[q0 + i, j]
+                for k in range(j):
+                    acc -= D[q0 + i, k] * D[q0 + j, k]
+                if i == j:
+                    if not acc > 0.0:
+                        return REC_INDEFINITE
+                    D[q0 + i, i] = math.sqrt(acc)
+                    dmin = min(dmin, D[q0 + i, i])
+                else:
+                    D[q0 + i, j] = acc / D[q0 + j, j]
+        if par >= 0:
+            Ip = IA[par]
+            for k in range(6):                       # Y = L_b^-1 U_b^T
+                for i in range(nq):
+                    acc = Ub[q0 + i, k]
+                    for l in range(i):
+                        acc -= D[q0 + i, l] * Y[l, k]
+                    Y[i, k] = acc / D[q0 + i, i]
+            for r in range(6):
+                for c in range(6):
+                    acc = I6[r, c]
+                    for i in range(nq):
+                        acc -= Y[i, r] * Y[i, c]
+                    Ip[r, c] += acc
+    # the right-hand side: F and the balls' d p b
+    u = np.empty(n)
+    for c in range(n):
+        u[c] = F[c]
+    row = 0
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        if int(p[jr + J_TYPE]) == BALL:
+            c0 = int(p[jr + J_Q])
+            bj = 0.0
+            for r in range(4):
+                bj -= v[c0 + r] * v[c0 + r]
+            res[row] = bj                           # (b, until the residual is formed)
+            for r in range(4):
+                u[c0 + r] += daug[jj] * q[c0 + r] * bj
+            row += 1
+    # leaves to root: the bias forces; root to leaves: the accelerations
+    pA = np.zeros((nb_, 6))
+    z = np.empty(n)
+    for b in range(nb_ - 1, -1, -1):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        par = int(p[rec + B_PAR])
+        for c in range(q0, q0 + nq):
+            acc = u[c]
+            for i in range(6):
+                acc -= S[c, i] * pA[b, i]
+            u[c] = acc
+            z[c] = acc
+        if par >= 0:
+            _block_solve(D, q0, nq, z)
+            for i in range(6):
+                acc = pA[b, i]
+                for c in range(q0, q0 + nq):
+                    acc += Ub[c, i] * z[c]
+                pA[par, i] += acc
+    al = np.zeros((nb_, 6))
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        par = int(p[rec + B_PAR])
+        for i in range(6):
+            al[b, i] = al[par, i] if par >= 0 else 0.0
+        for c in range(q0, q0 + nq):
+            acc = u[c]
+            for i in range(6):
+                acc -= Ub[c, i] * al[b, i]
+            a[c] = acc
+        _block_solve(D, q0, nq, a)
+        for c in range(q0, q0 + nq):
+            for i in range(6):
+                al[b, i] += S[c, i] * a[c]
+    # verification: M a by Newton--Euler (the accelerations al of the bodies are those of
+    # a: al_b = al_parent + S_b a_b), g = M a - F
+    fh = np.empty((nb_, 6))
+    for b in range(nb_):
+        _inertia_apply(C, b, al, b, f6)
+        for i in range(6):
+            fh[b, i] = f6[i]
+    for b in range(nb_ - 1, -1, -1):
+        par = int(p[ob + W_B * b + B_PAR])
+        if par >= 0:
+            for i in range(6):
+                fh[par, i] += fh[b, i]
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            acc = -F[c]
+            for i in range(6):
+                acc += S[c, i] * fh[b, i]
+            g[c] = acc
+    for jj in range(int(p[H_NJ])):                   # the armatures' part of M a
+        jr = oj + W_J * jj
+        c0 = int(p[jr + J_Q])
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                ak = p[jr + J_ARM + k]
+                if ak != 0.0:
+                    uk = 0.0
+                    for r in range(4):
+                        uk += Wb[jj, k, r] * a[c0 + r]
+                    for r in range(4):
+                        g[c0 + r] += ak * Wb[jj, k, r] * uk
+        else:
+            g[c0] += p[jr + J_ARM] * a[c0]
+    # the balls' multipliers, the stationarity and feasibility residuals
+    st_ = g.copy()                                   # g - A^T lam
+    ef = 0.0
+    bnn = 0.0
+    row = 0
+    for jj in range(int(p[H_NJ])):
+        jr = oj + W_J * jj
+        if int(p[jr + J_TYPE]) == BALL:
+            c0 = int(p[jr + J_Q])
+            pp = 0.0
+            pg = 0.0
+            pa = 0.0
+            for r in range(4):
+                pp += q[c0 + r] * q[c0 + r]
+                pg += q[c0 + r] * g[c0 + r]
+                pa += q[c0 + r] * a[c0 + r]
+            lj = pg / pp
+            lam[row] = lj
+            for r in range(4):
+                st_[c0 + r] -= lj * q[c0 + r]
+            bj = res[row]
+            res[row] = pa - bj
+            nu = math.sqrt(pp)
+            ef += ((pa - bj) / nu) ** 2
+            bnn += (bj / nu) ** 2
+            row += 1
+    na = 0.0
+    nf = 0.0
+    for c in range(n):
+        na += a[c] * a[c]
+        nf += F[c] * F[c]
+    na = math.sqrt(na)
+    den_s = math.sqrt(d2) * na + math.sqrt(nf)
+    ss = 0.0
+    for c in range(n):
+        ss += st_[c] * st_[c]
+    ss = math.sqrt(ss)
+    den_f = na + math.sqrt(bnn)
+    sc[R_BEF] = math.sqrt(ef) / den_f if den_f > 0.0 else (0.0 if ef == 0.0 else np.inf)
+    sc[R_BES] = ss / den_s if den_s > 0.0 else (0.0 if ss == 0.0 else np.inf)
+    sc[R_DMIN] = dmin / math.sqrt(wgt) if nb_ > 0 else np.inf
+    sc[R_WGT] = wgt
+    return REC_OK
+
+
 # =========================================================================== closures
 @_jit
 def _frame_of(p, b, R, X, V, Ab, Rb, xb, Vb, Ab_):
@@ -1076,8 +1433,24 @@ FUNCTIONS = _KIND.functions
 
 
 def sparse_model(p: np.ndarray) -> None:
-    """None: a tree's ``M`` is dense (the O(n) step would be the articulated-body recursion)."""
+    """None: a tree's ``M`` is dense (its O(n) step is the recursive one,
+    :func:`recursive_model`)."""
     return None
+
+
+def recursive_model(p: np.ndarray):
+    """The recursive O(n) step of the model packed in ``p``
+    (:class:`~gaussopt.core.model_interface.RecursiveModel`, :func:`recursive_step`), or None
+    where it does not apply: rows other than the balls' normalizations (closures,
+    couplings), or a fixed tendon with armature (its ``a L'^2 / 2`` couples joints, so ``M``
+    is not ``S^T H S`` plus terms within single joints)."""
+    if int(p[H_M]) != int(p[H_NBALL]) or int(p[H_NE]) != 0 or p[H_PYTHON] != 0.0:
+        return None
+    ol = int(p[H_OL])
+    for ln in range(int(p[H_NL])):
+        if p[ol + W_L * ln + L_ARM] != 0.0:
+            return None
+    return _KIND.recursive_model(p)
 
 
 def mass_tree(p: np.ndarray):

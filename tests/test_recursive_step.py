@@ -1,0 +1,185 @@
+"""The recursive O(n) step of trees in joint coordinates (the articulated-body algorithm,
+gaussopt.multibody.tree.tree_compiled.recursive_step, taken by the engine from
+gaussopt.core.settings.TREE_MIN_N coordinates on) against references that do not share
+its code:
+
+* random trees written as MJCF (random parents; hinges, slides, balls, two joints on one
+  body, a free root; random inertias in rotated frames, armature, damping, stiffness):
+  MuJoCo's ``qacc`` at random states, with the bound of tests/test_tree.py (gaussopt's
+  verified step error through the map to joint accelerations, plus MuJoCo's ``nv cond(M)
+  eps |qacc|``), and a dense solve of Lagrange's equations of the first kind (the
+  joint-space ``M``, ``F`` and rows from the composite-rigid-body algorithm, numpy's LU of
+  the KKT matrix), whose rounding is ``cond(K) eps`` beside the verified bound;
+* the balls' normalization rows hold (their multipliers vanish: the module docstring of
+  ``recursive_step`` says why);
+* a step the recursion must refuse (a singular mass matrix: a point mass on a hinge
+  through itself) is decided by the dense kernel, with its error;
+* a 200-link chain: MuJoCo's ``qacc`` (tests/test_tree.py's bound), and the 0.05 s run
+  takes the recursive step at every right-hand side.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+from gaussopt.core.settings import TREE_MIN_N
+from test_trajectory import EPS
+
+mj = pytest.importorskip("mujoco")
+import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
+from gaussopt.multibody import tree  # noqa: E402
+from test_tree import check_against_mujoco  # noqa: E402
+from test_tree import gauss_bound  # noqa: E402
+
+
+def _vec(x) -> str:
+    return " ".join(f"{float(c):.6g}" for c in x)
+
+
+def random_tree_xml(rng: np.random.Generator, min_n: int) -> str:
+    """A random tree of at least ``min_n`` coordinates (MJCF)."""
+    bodies = []                                  # (parent index or -1, xml of its joints)
+    n = 0
+    kinds = ["hinge", "hinge", "slide", "ball", "hinge+slide", "hinge+hinge"]
+    while n < min_n:
+        k = len(bodies)
+        parent = -1 if k == 0 else int(rng.integers(0, k))
+        if k == 0 and rng.random() < 0.5:
+            kind = "free"
+        else:
+            kind = kinds[int(rng.integers(0, len(kinds)))]
+        joints = []
+        for j, part in enumerate(kind.split("+")):
+            axis = rng.normal(size=3)
+            attrs = f'name="j{k}_{j}" type="{part}"'
+            if part in ("hinge", "slide"):
+                attrs += f' axis="{_vec(axis / np.linalg.norm(axis))}" pos="{_vec(rng.uniform(-0.05, 0.05, 3))}"'
+                attrs += f' stiffness="{rng.uniform(0, 2):.3g}" springref="{rng.uniform(-0.3, 0.3):.3g}"'
+            if part != "free":
+                attrs += f' armature="{rng.uniform(0, 0.02):.3g}" damping="{rng.uniform(0, 0.1):.3g}"'
+            joints.append(f"<joint {attrs}/>")
+            n += {"hinge": 1, "slide": 1, "ball": 4, "free": 7}[part]
+        quat = rng.normal(size=4)
+        mass = rng.uniform(0.2, 2.0)
+        s = rng.uniform(0.01, 0.1, 3)               # a box's squared sides: A + B >= C
+        inertia = mass / 12 * np.array([s[1] + s[2], s[0] + s[2], s[0] + s[1]])
+        inertial = (f'<inertial pos="{_vec(rng.uniform(-0.1, 0.1, 3))}" '
+                    f'quat="{_vec(quat / np.linalg.norm(quat))}" mass="{mass:.6g}" '
+                    f'diaginertia="{_vec(inertia)}"/>')
+        bodies.append((parent, "".join(joints) + inertial))
+    children = {i: [] for i in range(-1, len(bodies))}
+    for i, (par, _) in enumerate(bodies):
+        children[par].append(i)
+
+    def body(i: int) -> str:
+        pos = rng.uniform(-0.3, 0.3, 3)
+        inner = "".join(body(c) for c in children[i])
+        return f'<body name="b{i}" pos="{_vec(pos)}">{bodies[i][1]}{inner}</body>'
+
+    world = "".join(body(c) for c in children[-1])
+    return (f'<mujoco model="random_tree"><option gravity="0 0 -9.81"><flag contact="disable"/>'
+            f'</option><worldbody>{world}</worldbody></mujoco>')
+
+
+def _load(xml: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        return go.multibody.load(xml)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_trees_match_mujoco_and_the_dense_solve(seed):
+    """At 8 random states per tree: MuJoCo's qacc within tests/test_tree.py's bound, the
+    dense KKT solve within the verified bound plus its own rounding, the normalization
+    rows with zero multipliers; the recursive step answered every one."""
+    rng = np.random.default_rng(seed)
+    xml = random_tree_xml(rng, TREE_MIN_N)
+    model = _load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    assert model.system.recursive is not None and model.n >= TREE_MIN_N
+    check_against_mujoco(model, m, 8, rng)
+    d = mj.MjData(m)
+    from test_mjcf import random_state
+    for _ in range(8):
+        qpos, qvel = random_state(m, rng)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        step = go.solve_step(model.system, 0.0, q, v)
+        assert step.info["recursive"], step.info
+        sysm = model.system
+        M, F = sysm.mass(0.0, q), sysm.force(0.0, q, v)
+        A, b = sysm.rows(0.0, q, v)
+        A = A.reshape(-1, q.size)
+        k = A.shape[0]
+        K = np.block([[M, A.T], [A, np.zeros((k, k))]])
+        ref = np.linalg.solve(K, np.concatenate([F, b]))
+        # the LU solve's forward error: cond(K) eps |x| (a generous constant: 10 n)
+        lu = 10 * K.shape[0] * np.linalg.cond(K) * EPS * np.linalg.norm(ref)
+        assert np.linalg.norm(step.a - ref[:q.size]) <= gauss_bound(model, q, v, step) + lu
+        # the rows hold, with multipliers ~0 against the forces' size
+        assert np.abs(A @ step.a - b).max() <= 64 * EPS * (np.abs(step.a).max() + np.abs(b).max())
+        assert np.abs(step.multipliers).max(initial=0.0) <= 64 * EPS * model.n * (
+            np.abs(F).max() + np.abs(M).max() * np.abs(step.a).max())
+    del d
+
+
+def test_a_singular_mass_matrix_is_left_to_the_dense_kernel():
+    """A point mass on a hinge whose axis passes through it (no inertia about that axis):
+    ``M`` is singular; the recursion meets a zero pivot and refuses; the dense kernel then
+    decides -- the same error as without the recursive step."""
+    links, joints = [], []
+    parent = None
+    for i in range(TREE_MIN_N):
+        name = f"l{i}"
+        last = i == TREE_MIN_N - 1
+        links.append(tree.Link(name, parent, position=(0.0, 0.0, -0.1 if i else 0.0),
+                               mass=1.0, com=(0.0, 0.0, 0.0 if last else -0.05),
+                               inertia=np.zeros((3, 3)) if last else 0.01 * np.eye(3)))
+        joints.append(tree.TreeJoint(f"h{i}", "hinge", name, axis=(0.0, 0.0, 1.0) if last
+                                     else ((0.0, 1.0, 0.0) if i % 2 == 0 else (1.0, 0.0, 0.0))))
+        parent = name
+    model = tree.Model(links, joints, gravity=(0.0, 0.0, -9.81))
+    assert model.system.recursive is not None
+    q = np.full(model.n, 0.2)
+    v = np.full(model.n, 0.1)
+    errors = []
+    for recursive in (model.system.recursive, None):
+        sysm = tree.Model(links, joints, gravity=(0.0, 0.0, -9.81)).system
+        sysm.recursive = recursive
+        with pytest.raises(go.GaussoptError) as e:
+            go.solve_step(sysm, 0.0, q, v)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+
+
+def chain_xml(N: int) -> str:
+    """A chain of ``N`` hinge links hanging from the world, axes alternating y and x
+    (benchmarks/robots.py's)."""
+    body, close = "", ""
+    for i in range(N):
+        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
+        pos = "0 0 0" if i == 0 else "0 0 -0.1"
+        body += (f'<body name="b{i}" pos="{pos}"><joint name="j{i}" type="hinge" axis="{ax}" '
+                 'damping="0.01"/><geom type="capsule" fromto="0 0 0 0 0 -0.1" size="0.01" '
+                 'mass="0.1"/>')
+        close += "</body>"
+    return (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
+            f'<worldbody>{body}{close}</worldbody></mujoco>')
+
+
+def test_a_200_link_chain_matches_mujoco_and_runs_on_the_recursion():
+    """The chain of benchmarks/robots.py (hinges, axes alternating): MuJoCo's qacc at 3
+    random states within tests/test_tree.py's bound; its 0.05 s run answers every
+    right-hand side by the recursive step."""
+    xml = chain_xml(200)
+    model = _load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    rng = np.random.default_rng(3)
+    check_against_mujoco(model, m, 3, rng)
+    q, v = model.initial_state()
+    tr = go.simulate(model.system, (0.0, 0.05), q, np.full(model.n, 0.1))
+    assert tr.success, tr.message
+    assert tr.stats["sparse_steps"] == tr.stats["rhs_evaluations"]
