@@ -183,3 +183,30 @@ def test_a_200_link_chain_matches_mujoco_and_runs_on_the_recursion():
     tr = go.simulate(model.system, (0.0, 0.05), q, np.full(model.n, 0.1))
     assert tr.success, tr.message
     assert tr.stats["sparse_steps"] == tr.stats["rhs_evaluations"]
+
+
+def test_controls_reach_the_recursive_step_through_a_stepper():
+    """A 30-link chain with motors: a :class:`~gaussopt.Stepper` with
+    ``inputs=model.actuator_names`` writes the controls into the model functions' own
+    parameters, which the recursive step reads: after 20 steps its accelerations are
+    MuJoCo's ``qacc`` with that ``ctrl`` (the step's verified error, ~1e-14 relative, and
+    the state's mapping), and its state is where ``go.simulate`` of
+    ``model.controlled(ctrl)`` ends (same method and dt: rounding)."""
+    N = TREE_MIN_N
+    acts = "".join(f'<motor joint="j{i}" gear="2"/>' for i in range(0, N, 5))
+    xml = chain_xml(N).replace("</worldbody>", f"</worldbody><actuator>{acts}</actuator>")
+    model = _load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    d = mj.MjData(m)
+    q0, v0 = model.initial_state()
+    ctrl = np.linspace(-0.2, 0.3, m.nu)
+    stepper = go.Stepper(model.system, q0, v0, dt=1e-3, inputs=model.actuator_names)
+    stepper.step(ctrl, nstep=20)
+    tr = go.simulate(model.controlled(ctrl), (0.0, 0.02), q0, v0, method="rk4", dt=1e-3)
+    assert tr.success and tr.stats["sparse_steps"] == tr.stats["rhs_evaluations"]
+    assert np.abs(stepper.q - tr.q[-1]).max() < 1e-13
+    assert np.abs(stepper.v - tr.v[-1]).max() < 1e-12
+    d.qpos[:], d.qvel[:], d.ctrl[:] = stepper.q, stepper.v, ctrl
+    mj.mj_forward(m, d)
+    assert np.abs(d.qpos).max() > 1e-3                       # (the motors moved it)
+    assert np.linalg.norm(stepper.a - d.qacc) <= 1e-11 * np.linalg.norm(d.qacc)

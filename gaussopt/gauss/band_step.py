@@ -990,15 +990,21 @@ def on_band(mode):
     return mode == MODE_STEP or mode == MODE_PROJECT
 
 
-def _tree_band(rec, n: int, m: int) -> Band:
+def _tree_band(rec, mf, n: int, m: int) -> Band:
     """The :class:`Band` of a tree's recursive step ``rec``
     (:class:`~gaussopt.core.model_interface.RecursiveModel`): an empty structure whose
-    work's ``d`` holds the step's output (``rec.out_size`` values)."""
+    work's ``d`` holds the step's output (``rec.out_size`` values). Its parameters are the
+    model functions' own array ``mf.p`` (the same layout), not a copy: a
+    :class:`~gaussopt.Stepper` writes its inputs there."""
     st = _empty_structure(n)
     st.dims[1] = m
     st.dims[6] = rec.out_size
-    return _band(MODE_TREE, st, make_work(st), rec.addrs,
-                 np.ascontiguousarray(rec.p, dtype=float))
+    p = mf.p
+    if not (isinstance(p, np.ndarray) and p.dtype == np.float64 and p.flags.c_contiguous
+            and p.shape == rec.p.shape):
+        raise ValueError("the recursive step needs the model functions' parameter array "
+                         f"(float64, C-contiguous, shape {rec.p.shape}).")
+    return _band(MODE_TREE, st, make_work(st), rec.addrs, p)
 
 
 def make_band(system, mf, min_n: int = MIN_N, tree_min_n: int = TREE_MIN_N) -> Band:
@@ -1014,7 +1020,7 @@ def make_band(system, mf, min_n: int = MIN_N, tree_min_n: int = TREE_MIN_N) -> B
     rec = getattr(system, "recursive", None)
     if (rec is not None and n >= tree_min_n and not system.inequalities and rec.m == mf.m
             and rec.n == n):
-        return _tree_band(rec, n, mf.m)
+        return _tree_band(rec, mf, n, mf.m)
     if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
         st = _empty_structure(n)
         return _band(MODE_NONE, st, make_work(st), np.zeros(3, dtype=np.int64), np.zeros(0))
