@@ -299,6 +299,15 @@ def check_speed(ns, out):
     a = (F + A.T @ lam) / m
     cond = np.linalg.cond(S)
     assert np.abs(step.a - a).max() <= 100 * np.finfo(float).eps * cond * np.abs(a).max()
+    # the chain of hinges on the recursive step, against numpy's solve of M a = F with the
+    # composite-rigid-body M and Newton--Euler F (no recursion): 100 eps cond(M) |a|
+    sysm, tq, tv, tstep = ns["tree_chain"].system, ns["tq"], ns["tv"], ns["tstep"]
+    assert tstep.info["recursive"] is True
+    M, F = sysm.mass(0.0, tq), sysm.force(0.0, tq, tv)
+    a = np.linalg.solve(M, F)
+    assert np.abs(tstep.a - a).max() <= 100 * np.finfo(float).eps * np.linalg.cond(M) * np.abs(a).max()
+    ttr = ns["ttr"]
+    assert ttr.success and ttr.stats["sparse_steps"] == ttr.stats["rhs_evaluations"]
 
 
 def check_problems(ns, out):
