@@ -454,7 +454,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--skip-run", action="store_true", help="no 1 s runs")
-    ap.add_argument("--only", help="comma-separated words of the model labels to run")
+    ap.add_argument("--only", help="comma-separated words of the model labels to run "
+                                   "('chain': the generated chains too)")
     ap.add_argument("--chain", default="10,25,50,100,200",
                     help="link counts of the generated chains ('0': none)")
     ap.add_argument("--model", action="append", default=[], metavar="LABEL=PATH",
@@ -484,7 +485,7 @@ def main():
         if not args.skip_run:
             run_row(label, tree, _mujoco_model(mj, path), qpos, qvel, mj)
     sizes = [int(x) for x in args.chain.split(",") if int(x) > 0]
-    if sizes and not args.only:
+    if sizes and (not args.only or "chain" in args.only.split(",")):
         chain_rows(sizes, args.repeat, mj)
     table()
 
