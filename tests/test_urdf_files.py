@@ -125,3 +125,86 @@ def test_a_urdf_where_nothing_moves_is_refused_by_name(tmp_path):
     path.write_text('<robot name="statue">' + link("base", 1.0) + "</robot>")
     with pytest.raises(ModelError, match="no body of this model moves"):
         go.multibody.load(path)
+
+
+# ----------------------------------------------------------------------------- links MuJoCo rejects
+def _massless(name: str) -> str:
+    return f'<link name="{name}"/>'
+
+
+def _point(name: str, mass: float, com=(0.0, 0.05, 0.2)) -> str:
+    """A point mass: its tensor at rounding level with a negative moment (-5e-20), as
+    iCub's files have them."""
+    return f"""
+  <link name="{name}">
+    <inertial><origin xyz="{com[0]} {com[1]} {com[2]}"/><mass value="{mass}"/>
+      <inertia ixx="-5e-20" ixy="0" ixz="0" iyy="-5e-20" iyz="0" izz="0"/></inertial>
+  </link>"""
+
+
+def _hinge(name, parent, child, axis, xyz="0 0 0", damping=0.0) -> str:
+    dyn = f'<dynamics damping="{damping}"/>' if damping else ""
+    return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/>'
+            f'<child link="{child}"/><origin xyz="{xyz}" rpy="0.1 0 0.2"/><axis xyz="{axis}"/>'
+            f'<limit lower="-3" upper="3" effort="10" velocity="5"/>{dyn}</joint>')
+
+
+def composite_hip() -> str:
+    """A hip of three hinges whose first two links are massless (human.urdf's
+    ``*_virtual`` links), a thigh, a point-mass shank on a damped knee, a foot."""
+    links = (link("base", 5.0, mesh=False) + _massless("hip_z") + _massless("hip_x")
+             + link("thigh", 3.0, mesh=False) + _point("shank", 1.2)
+             + link("foot", 0.6, inertia=(0.01, 0.012, 0.008), mesh=False))
+    joints = (_hinge("jz", "base", "hip_z", "0 0 1", "0 0.1 -0.1")
+              + _hinge("jx", "hip_z", "hip_x", "1 0 0")
+              + _hinge("jy", "hip_x", "thigh", "0 1 0", damping=0.3)
+              + _hinge("knee", "thigh", "shank", "0 1 0", "0 0 -0.4", damping=0.5)
+              + _hinge("ankle", "shank", "foot", "1 0 0", "0 0 -0.4"))
+    return ('<robot name="hip">' + links + '<link name="world"/><joint name="fix" type="fixed">'
+            '<parent link="world"/><child link="base"/></joint>' + joints + "</robot>")
+
+
+def test_massless_and_point_mass_links_load_as_the_file_has_them(tmp_path):
+    """MuJoCo rejects the massless links of a composite hip and the point-mass shank; the
+    joint coordinates need no inertia per link: the loader compiles MuJoCo's kinematics
+    with a placeholder, keeps the file's inertias (as Pinocchio does), says so, and the
+    accelerations equal ``pinocchio.aba`` with the joints' damping as its torque, at 20
+    random states (bound: both backward stable, 10 nv cond(M) eps |a| each)."""
+    pin = pytest.importorskip("pinocchio")
+    path = tmp_path / "hip.urdf"
+    path.write_text(composite_hip())
+    with pytest.raises(ValueError, match="mjMINVAL|positive eigenvalues"):
+        mujoco.MjModel.from_xml_path(str(path))          # (what MuJoCo alone does)
+    with pytest.warns(UnmappedFeatureWarning) as rec:
+        model = go.multibody.load(path)
+    said = " ".join(str(r.message) for r in rec)
+    assert "massless: 'hip_z', 'hip_x'" in said and "point mass" in said and "'shank'" in said
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    order = [pm.joints[pm.getJointId(nm)].idx_v for nm in model.coordinates]
+    damping = np.array([pm.damping[i] for i in order])
+    assert damping.max() == 0.5                          # (the knee's: read by both)
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        q, v = rng.uniform(-1.5, 1.5, model.n), rng.uniform(-2, 2, model.n)
+        a = go.solve_step(model.system, 0.0, q, v).a
+        qp, vp = np.empty(pm.nq), np.empty(pm.nv)
+        qp[order], vp[order] = q, v
+        ref = pin.aba(pm, pd, qp, vp, -pm.damping * vp)[order]
+        M = model.system.mass(0.0, q)
+        bound = 2 * 10 * model.n * np.linalg.cond(M) * np.finfo(float).eps * np.linalg.norm(ref)
+        assert np.linalg.norm(a - ref) <= bound
+
+
+def test_a_massless_leaf_on_a_joint_is_an_indeterminate_motion(tmp_path):
+    """A massless link at the end of a hinge (romeo.urdf's fingers): the model loads, and
+    the step names the joint whose motion moves no inertia."""
+    text = composite_hip().replace(
+        "</robot>", _massless("finger") + _hinge("jf", "foot", "finger", "0 0 1") + "</robot>")
+    path = tmp_path / "finger.urdf"
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    with pytest.raises(go.IndeterminateMotionError, match="jf"):
+        go.solve_step(model.system, 0.0, np.full(model.n, 0.2), np.zeros(model.n))

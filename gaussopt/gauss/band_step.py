@@ -1007,6 +1007,16 @@ def _tree_band(rec, mf, n: int, m: int) -> Band:
     return _band(MODE_TREE, st, make_work(st), rec.addrs, p)
 
 
+def tree_step(system, tree_min_n: int = TREE_MIN_N):
+    """The recursive step (:class:`~gaussopt.core.model_interface.RecursiveModel`) that
+    :func:`make_band` gives ``system``, or None: a tree's, from ``tree_min_n`` coordinates
+    on, without inequality rows."""
+    rec = getattr(system, "recursive", None)
+    if rec is None or system.n < tree_min_n or system.inequalities or rec.n != system.n:
+        return None
+    return rec
+
+
 def make_band(system, mf, min_n: int = MIN_N, tree_min_n: int = TREE_MIN_N) -> Band:
     """The :class:`Band` of ``system`` for the engine's
     :class:`~gaussopt.integrate.engine.ModelData` (``mf`` its
@@ -1017,9 +1027,8 @@ def make_band(system, mf, min_n: int = MIN_N, tree_min_n: int = TREE_MIN_N) -> B
     work arrays are new on every call (one set per run or step context)."""
     sm: Optional[SparseModel] = getattr(system, "sparse", None)
     n = system.n
-    rec = getattr(system, "recursive", None)
-    if (rec is not None and n >= tree_min_n and not system.inequalities and rec.m == mf.m
-            and rec.n == n):
+    rec = tree_step(system, tree_min_n)
+    if rec is not None and rec.m == mf.m:
         return _tree_band(rec, mf, n, mf.m)
     if (sm is None or n < min_n or system.inequalities or sm.m != mf.m or sm.n != n):
         st = _empty_structure(n)

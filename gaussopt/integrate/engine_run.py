@@ -250,6 +250,9 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
     # runs, compiled.BACKGROUND; the latter is needed from the first step on for two rows)
     if (solver.system.m or 0) >= 2:
         units.append(LA._svd_jacobi)
+    rec = SP.tree_step(solver.system)
+    if rec is not None:                       # (a long tree's recursive step, MODE_TREE)
+        units += [E.call_tree, E.band_force, *rec.fns]
     units += [E.advance] if method in ENGINE_METHODS else [E.rhs_at, E.after_step]
     if auto_dt:
         units.append(E.initial_step_at)

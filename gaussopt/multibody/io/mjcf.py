@@ -63,7 +63,11 @@ multi-joint body        MuJoCo composes the joints in order; the loader inserts 
 massless body           MuJoCo rejects moving bodies with mass or inertia below mjMINVAL,
                         so a massless body in a compiled model is welded to its parent:
                         it is merged into the parent (it is a frame of it), and joints of
-                        its children attach to the parent.
+                        its children attach to the parent. A URDF's moving links that
+                        MuJoCo rejects (massless links between the joints of a composite
+                        hip, point masses) load in joint coordinates with the file's
+                        inertias: MuJoCo compiles the kinematics with a placeholder that
+                        the loader takes out again (:func:`_placeholders`).
 gravity                 ``opt.gravity`` (zero when the gravity flag is disabled);
                         ``body_gravcomp`` as a constant :class:`~.spatial.Force`
                         ``-gravcomp m g`` at the centroid.
@@ -618,14 +622,15 @@ def _compose(pa, Ra, pb, Rb):
     return pa + Ra @ pb, Ra @ Rb
 
 
-def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
+def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = None) -> _TreeMapping:
     """Map the compiled MuJoCo model ``m`` onto :mod:`gaussopt.multibody.tree` elements: a
     link per body with joints (its offset the pose of the body in its parent link's frame),
     joint-less bodies merged into the link that carries them (mass, centroid and inertia
     combined) or into the world, every joint with MuJoCo's ``qpos0``, damping, armature and
     (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
     closures; fixed tendons, actuators without activation dynamics on hinges, slides and
-    fixed tendons, ``joint`` and ``tendon`` equalities."""
+    fixed tendons, ``joint`` and ``tendon`` equalities. ``exact_links``: the bodies that
+    carry a placeholder inertia (:func:`_placeholders`) and their file's inertias."""
     from gaussopt.multibody.tree import (Connect, JointEquality, Link, TendonEquality, TreeJoint,
                                          Weld)
 
@@ -687,6 +692,17 @@ def _tree_map(mj, m, name: Optional[str] = None) -> _TreeMapping:
         link_body[nm] = b
         mass[nm] = [body_m, body_m * body_c,
                     body_I + body_m * (body_c @ body_c * np.eye(3) - np.outer(body_c, body_c))]
+        if exact_links and bnames[b] in exact_links:
+            # the placeholder out (at the origin: mass and moments _PLACEHOLDER), the
+            # file's inertia in (MuJoCo's body frame of a URDF link is the link's frame)
+            fm, fc, fJ = exact_links[bnames[b]]
+            acc = mass[nm]
+            acc[0] = acc[0] - _PLACEHOLDER + fm
+            acc[1] = acc[1] + fm * fc
+            acc[2] = (acc[2] - _PLACEHOLDER * np.eye(3) + fJ
+                      + fm * (fc @ fc * np.eye(3) - np.outer(fc, fc)))
+            if abs(acc[0]) <= 16 * np.finfo(float).eps * _PLACEHOLDER:
+                acc[0] = 0.0
         gc[nm] = float(m.body_gravcomp[b])
         parent = owner[par]
         pos, R = off
@@ -1295,6 +1311,68 @@ def _merge_welded_inertias(text: str, notes: dict) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
+#: the placeholder inertia of a moving URDF link that MuJoCo rejects (:func:`_placeholders`):
+#: mass and principal moments (a power of two: its removal is exact), at the link's origin
+_PLACEHOLDER = 2.0 ** -20
+
+
+def _placeholders(text: str, notes: dict) -> tuple[str, dict]:
+    """The URDF with a placeholder ``<inertial>`` (:data:`_PLACEHOLDER` at the link's origin)
+    on every link that a moving joint carries and whose own inertia MuJoCo rejects (zero
+    mass, zero or rounding-level moments: the massless links between the joints of a
+    composite hip, a point mass), and ``{link: (mass, centroid, tensor)}`` of the file's
+    values. MuJoCo needs an inertia only to accept the model; the joint coordinates do not
+    (the joint-space mass matrix is ``S^T H S``: a massless link adds nothing, and its
+    joint's motion is determinate when the links it carries have inertia, as Pinocchio's
+    ``aba`` assumes), so :func:`_tree_map` removes the placeholder and puts the file's
+    inertia back (a rounding-level negative moment, such as ``-5e-20``, as zero). A
+    tensor with a negative moment beyond rounding is left to MuJoCo's refusal."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    moving = {j.find("child").get("link") for j in root.iter("joint")
+              if j.get("type") not in (None, "fixed") and j.find("child") is not None}
+    found: dict = {}
+    for link in root.iter("link"):
+        name = link.get("name")
+        if name not in moving:
+            continue
+        own = _urdf_inertial(link)
+        mass, c, J = own if own is not None else (0.0, np.zeros(3), np.zeros((3, 3)))
+        J = 0.5 * (J + J.T)
+        lam, U = np.linalg.eigh(J)
+        scale = max(float(np.abs(lam).max()), 1.0)
+        if not (mass < _MJ_MINVAL or _rejected_inertia(J)) or lam[0] < -_MJ_MINVAL * scale \
+                or mass < 0.0 or (lam[0] + lam[1] < lam[2] - _MJ_MINVAL * scale):
+            continue
+        J = (U * np.maximum(lam, 0.0)) @ U.T
+        found[name] = (float(mass), np.asarray(c, float), J)
+        old = link.find("inertial")
+        if old is not None:
+            link.remove(old)
+        el = ET.SubElement(link, "inertial")
+        ET.SubElement(el, "origin", xyz="0 0 0", rpy="0 0 0")
+        ET.SubElement(el, "mass", value=repr(_PLACEHOLDER))
+        ET.SubElement(el, "inertia", ixx=repr(_PLACEHOLDER), iyy=repr(_PLACEHOLDER),
+                      izz=repr(_PLACEHOLDER), ixy="0", ixz="0", iyz="0")
+    if not found:
+        return text, found
+    zero = [k for k, (mass, _, J) in found.items() if mass == 0.0 and not J.any()]
+    point = [k for k in found if k not in zero]
+    parts = []
+    if zero:
+        parts.append(f"massless: {', '.join(repr(k) for k in zero)}")
+    if point:
+        parts.append(f"without rotational inertia (a point mass, or rounding-level "
+                     f"moments): {', '.join(repr(k) for k in point)}")
+    notes["URDF links MuJoCo rejects, kept as the file has them"] = (
+        f"{'; '.join(parts)} (MuJoCo compiled the kinematics with a placeholder inertia; "
+        "the joint-coordinate model has the file's, as Pinocchio does; a joint whose motion "
+        "then moves no inertia makes the step's mass matrix singular, which each step "
+        "decides)")
+    return ET.tostring(root, encoding="unicode"), found
+
+
 def _balance_inertia(text: str, urdf: bool) -> str:
     """The XML with MuJoCo's compiler option ``balanceinertia="true"`` (URDF: in its
     ``<mujoco><compiler/></mujoco>`` extension)."""
@@ -1353,7 +1431,7 @@ def _add_free_joints(spec) -> list[str]:
 
 
 def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
-             floated: Optional[list] = None):
+             floated: Optional[list] = None, exact_links: Optional[dict] = None):
     """``source`` compiled by MuJoCo: a file (MJCF or URDF), an XML string or an MjModel.
     ``floating``: free joints added to the bodies the world carries without one
     (:func:`_add_free_joints`; their names appended to ``floated``).
@@ -1363,7 +1441,10 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
     a model whose inertia MuJoCo rejects ("inertia must satisfy A + B >= C", non-positive
     moments) is compiled again with MuJoCo's own ``balanceinertia`` repair and an
     :class:`InertiaRepairWarning` naming the body. ``notes`` (a dict) receives a line
-    for each of these, for the loader's report."""
+    for each of these, for the loader's report. With ``exact_links`` (a dict: the joint
+    coordinates, which need no inertia per link), a URDF's moving links whose inertia
+    MuJoCo rejects get a placeholder (:func:`_placeholders`), their file's values into
+    ``exact_links``."""
     notes = {} if notes is None else notes
     if isinstance(source, mj.MjModel):
         if floating:
@@ -1389,6 +1470,9 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
     urdf = _is_urdf(text)
     if urdf:
         text = _merge_welded_inertias(_strip_urdf(text, notes), notes)
+        if exact_links is not None:
+            text, found = _placeholders(text, notes)
+            exact_links.update(found)
 
     def compile_(xml: Optional[str]):
         if not floating:
@@ -1516,8 +1600,9 @@ def load(source, *, name: Optional[str] = None, coordinates: str = "joint",
         mj = _mujoco()
         notes: dict = {}
         floated: list = []
-        m = _compile(mj, source, notes, bool(floating), floated)
-        mp = _tree_map(mj, m, name)
+        exact: dict = {}
+        m = _compile(mj, source, notes, bool(floating), floated, exact)
+        mp = _tree_map(mj, m, name, exact)
         mp.unmapped.update(notes)
         if not mp.links:
             raise ModelError(nothing)
