@@ -208,3 +208,37 @@ def test_a_massless_leaf_on_a_joint_is_an_indeterminate_motion(tmp_path):
         model = go.multibody.load(path)
     with pytest.raises(go.IndeterminateMotionError, match="jf"):
         go.solve_step(model.system, 0.0, np.full(model.n, 0.2), np.zeros(model.n))
+
+
+@pytest.mark.parametrize("rel", ["human_description/robots/human.urdf",
+                                 "icub_description/robots/icub.urdf"])
+def test_robot_files_with_links_mujoco_rejects_give_pinocchios_accelerations(rel):
+    """example-robot-data's human (19 massless links of composite joints) and iCub (point
+    masses, rounding-level negative moments), where installed: ``pinocchio.aba`` with the
+    joints' damping as its torque at 10 random states, within the bound of
+    :func:`test_massless_and_point_mass_links_load_as_the_file_has_them`."""
+    pin = pytest.importorskip("pinocchio")
+    import importlib.metadata as md
+    from pathlib import Path
+    try:
+        root = Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+    except md.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed")
+    path = root / rel
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    pm = pin.buildModelFromUrdf(str(path))
+    pd = pm.createData()
+    order = [pm.joints[pm.getJointId(nm)].idx_v for nm in model.coordinates]
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        q, v = rng.uniform(-1.0, 1.0, model.n), rng.uniform(-1.0, 1.0, model.n)
+        a = go.solve_step(model.system, 0.0, q, v).a
+        qp, vp = np.empty(pm.nq), np.empty(pm.nv)
+        qp[order], vp[order] = q, v
+        ref = pin.aba(pm, pd, qp, vp, -pm.damping * vp)[order]
+        M = model.system.mass(0.0, q)
+        bound = 2 * 10 * model.n * np.linalg.cond(M) * np.finfo(float).eps * np.linalg.norm(ref)
+        assert np.linalg.norm(a - ref) <= bound
