@@ -641,19 +641,9 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
         t1[5] -= g2
         for i in range(6):
             f[b, i] = t1[i]
-    for b in range(nb_ - 1, -1, -1):
-        par = int(p[ob + W_B * b + B_PAR])
-        if par >= 0:
-            for i in range(6):
-                f[par, i] += f[b, i]
-    for b in range(nb_):
-        rec = ob + W_B * b
-        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-        for c in range(q0, q0 + nq):
-            acc = 0.0
-            for i in range(6):
-                acc += S[c, i] * f[b, i]
-            F[c] = -acc
+    for c in range(F.shape[0]):
+        F[c] = 0.0
+    _to_joints(p, S, f, -1.0, F)
     # passive forces of the joints (MuJoCo's qfrc_passive) and the armatures' term
     dif = np.zeros(3)
     for jj in range(int(p[H_NJ])):
@@ -679,6 +669,27 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
         _actuation(p, q, v, fa)
         for c in range(F.shape[0]):
             F[c] += fa[c]
+
+
+@_jit
+def _to_joints(p, S, f, sign, out):
+    """The second half of recursive Newton--Euler: the bodies' forces ``f`` (nb, 6) summed
+    leaves to root (in place: each becomes its subtree's), then ``out[c] += sign S_c . f_b``
+    for every coordinate ``c`` of body ``b``."""
+    ob = int(p[H_OB])
+    for b in range(int(p[H_NB]) - 1, -1, -1):
+        par = int(p[ob + W_B * b + B_PAR])
+        if par >= 0:
+            for i in range(6):
+                f[par, i] += f[b, i]
+    for b in range(int(p[H_NB])):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            acc = 0.0
+            for i in range(6):
+                acc += S[c, i] * f[b, i]
+            out[c] += sign * acc
 
 
 @_jit
@@ -882,19 +893,19 @@ def _local_mass(p, b, q, Wb, D, q0, daug):
 
 
 @_jit
-def _block_solve(D, q0, nq, x):
+def _block_solve(D, Li, q0, nq, x):
     """``x[q0:q0 + nq] = D_b^-1 x[q0:q0 + nq]`` with the Cholesky factor of body ``b``'s
-    block in ``D`` (rows ``q0..``)."""
+    block in ``D`` (rows ``q0..``) and its pivots' inverses in ``Li``."""
     for i in range(nq):
         acc = x[q0 + i]
         for k in range(i):
             acc -= D[q0 + i, k] * x[q0 + k]
-        x[q0 + i] = acc / D[q0 + i, i]
+        x[q0 + i] = acc * Li[q0 + i]
     for i in range(nq - 1, -1, -1):
         acc = x[q0 + i]
         for k in range(i + 1, nq):
             acc -= D[q0 + k, i] * x[q0 + k]
-        x[q0 + i] = acc / D[q0 + i, i]
+        x[q0 + i] = acc * Li[q0 + i]
 
 
 @_unit("i8(f8v, f8v, f8v, f8v)")
@@ -948,45 +959,17 @@ def recursive_step(p, q, v, out):
     nq_max = 1
     for b in range(nb_):
         nq_max = max(nq_max, int(p[ob + W_B * b + B_NQ]))
-    # the diagonal of M (composite inertias; the armatures come with the blocks below)
-    Cm = C.copy()
-    for b in range(nb_ - 1, -1, -1):
-        par = int(p[ob + W_B * b + B_PAR])
-        if par >= 0:
-            for i in range(13):
-                Cm[par, i] += Cm[b, i]
+    # leaves to root: articulated inertias, the blocks D_b and their factors; beside them
+    # the composite inertias Cm, for the diagonal of M (its armatures added after)
     f6 = np.empty(6)
     diag = np.empty(n)
-    for b in range(nb_):
-        rec = ob + W_B * b
-        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-        for c in range(q0, q0 + nq):
-            _inertia_apply(Cm, b, S, c, f6)
-            acc = 0.0
-            for i in range(6):
-                acc += S[c, i] * f6[i]
-            diag[c] = acc
-    for jj in range(int(p[H_NJ])):
-        jr = oj + W_J * jj
-        c0 = int(p[jr + J_Q])
-        if int(p[jr + J_TYPE]) == BALL:
-            for k in range(3):
-                for r in range(4):
-                    diag[c0 + r] += p[jr + J_ARM + k] * Wb[jj, k, r] * Wb[jj, k, r]
-        else:
-            diag[c0] += p[jr + J_ARM]
-    tr = 0.0
-    d2 = 0.0
-    for c in range(n):
-        tr += diag[c]
-        d2 += diag[c] * diag[c]
-    wgt = tr / n if tr > 0.0 else 1.0
-    # leaves to root: articulated inertias, the blocks D_b and their factors
+    Cm = C.copy()
     IA = np.empty((nb_, 6, 6))
     for b in range(nb_):
         _spatial_matrix(C, b, IA[b])
     Ub = np.empty((n, 6))
     D = np.zeros((n, nq_max))
+    Li = np.empty(n)
     Y = np.empty((nq_max, 6))
     daug = np.zeros(int(p[H_NJ]))
     dmin = np.inf
@@ -994,6 +977,15 @@ def recursive_step(p, q, v, out):
         rec = ob + W_B * b
         q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
         par = int(p[rec + B_PAR])
+        for c in range(q0, q0 + nq):
+            _inertia_apply(Cm, b, S, c, f6)
+            acc = 0.0
+            for i in range(6):
+                acc += S[c, i] * f6[i]
+            diag[c] = acc
+        if par >= 0:
+            for i in range(13):
+                Cm[par, i] += Cm[b, i]
         I6 = IA[b]
         for c in range(q0, q0 + nq):
             for i in range(6):
@@ -1017,9 +1009,10 @@ def recursive_step(p, q, v, out):
                     if not acc > 0.0:
                         return REC_INDEFINITE
                     D[q0 + i, i] = math.sqrt(acc)
+                    Li[q0 + i] = 1.0 / D[q0 + i, i]
                     dmin = min(dmin, D[q0 + i, i])
                 else:
-                    D[q0 + i, j] = acc / D[q0 + j, j]
+                    D[q0 + i, j] = acc * Li[q0 + j]
         if par >= 0:
             Ip = IA[par]
             for k in range(6):                       # Y = L_b^-1 U_b^T
@@ -1027,13 +1020,30 @@ def recursive_step(p, q, v, out):
                     acc = Ub[q0 + i, k]
                     for l in range(i):
                         acc -= D[q0 + i, l] * Y[l, k]
-                    Y[i, k] = acc / D[q0 + i, i]
-            for r in range(6):
-                for c in range(6):
+                    Y[i, k] = acc * Li[q0 + i]
+            for r in range(6):                       # (symmetric: the lower triangle)
+                for c in range(r + 1):
                     acc = I6[r, c]
                     for i in range(nq):
                         acc -= Y[i, r] * Y[i, c]
                     Ip[r, c] += acc
+                    if c != r:
+                        Ip[c, r] += acc
+    for jj in range(int(p[H_NJ])):                   # the armatures on M's diagonal
+        jr = oj + W_J * jj
+        c0 = int(p[jr + J_Q])
+        if int(p[jr + J_TYPE]) == BALL:
+            for k in range(3):
+                for r in range(4):
+                    diag[c0 + r] += p[jr + J_ARM + k] * Wb[jj, k, r] * Wb[jj, k, r]
+        else:
+            diag[c0] += p[jr + J_ARM]
+    tr = 0.0
+    d2 = 0.0
+    for c in range(n):
+        tr += diag[c]
+        d2 += diag[c] * diag[c]
+    wgt = tr / n if tr > 0.0 else 1.0
     # the right-hand side: F and the balls' d p b
     u = np.empty(n)
     for c in range(n):
@@ -1064,7 +1074,7 @@ def recursive_step(p, q, v, out):
             u[c] = acc
             z[c] = acc
         if par >= 0:
-            _block_solve(D, q0, nq, z)
+            _block_solve(D, Li, q0, nq, z)
             for i in range(6):
                 acc = pA[b, i]
                 for c in range(q0, q0 + nq):
@@ -1082,7 +1092,7 @@ def recursive_step(p, q, v, out):
             for i in range(6):
                 acc -= Ub[c, i] * al[b, i]
             a[c] = acc
-        _block_solve(D, q0, nq, a)
+        _block_solve(D, Li, q0, nq, a)
         for c in range(q0, q0 + nq):
             for i in range(6):
                 al[b, i] += S[c, i] * a[c]
@@ -1093,19 +1103,9 @@ def recursive_step(p, q, v, out):
         _inertia_apply(C, b, al, b, f6)
         for i in range(6):
             fh[b, i] = f6[i]
-    for b in range(nb_ - 1, -1, -1):
-        par = int(p[ob + W_B * b + B_PAR])
-        if par >= 0:
-            for i in range(6):
-                fh[par, i] += fh[b, i]
-    for b in range(nb_):
-        rec = ob + W_B * b
-        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-        for c in range(q0, q0 + nq):
-            acc = -F[c]
-            for i in range(6):
-                acc += S[c, i] * fh[b, i]
-            g[c] = acc
+    for c in range(n):
+        g[c] = -F[c]
+    _to_joints(p, S, fh, 1.0, g)
     for jj in range(int(p[H_NJ])):                   # the armatures' part of M a
         jr = oj + W_J * jj
         c0 = int(p[jr + J_Q])
