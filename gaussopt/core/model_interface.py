@@ -46,7 +46,7 @@ from gaussopt.core.compiled import cfunc, jit
 
 
 __all__ = ["SIGNATURE", "FUNCTION", "FUNCTION_FAILED", "functions", "address", "ModelFunctions",
-           "SparseModel", "RecursiveModel", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
+           "SparseModel", "RecursiveModel", "recursive_parts", "R_SCALARS", "ParameterSlots", "NOOP", "quiet_compile", "NotCompiled",
            "make_buffers"]
 
 #: the one signature of every model function
@@ -257,6 +257,28 @@ class SparseModel:
         return np.array(a + [0] * (3 - len(a)), dtype=np.int64)
 
 
+#: the scalars at the end of a :class:`RecursiveModel` step's output: the backward errors of
+#: feasibility and stationarity, the smallest pivot of the articulated inertias (relative,
+#: as the dense kernel's ``dmin``), the mass weight ``trace(M) / n``
+R_BEF, R_BES, R_DMIN, R_WGT = range(4)
+R_SCALARS = 4
+
+
+def recursive_size(n: int, m: int) -> int:
+    """The length of a :class:`RecursiveModel` step's output (:func:`recursive_parts`)."""
+    return 3 * n + 2 * m + R_SCALARS
+
+
+@jit(cache=True, inline="always")
+def recursive_parts(out, n, m):
+    """The parts of a :class:`RecursiveModel` step's output ``out`` (views, in this order):
+    ``a`` (n), ``M a - F`` (n), ``F`` (n), the rows' multipliers (m), their residuals
+    ``A a - b`` (m), the :data:`R_SCALARS` scalars (``R_BEF``, ...). The one statement of
+    the layout: the step writes it, the engine reads it."""
+    return (out[:n], out[n:2 * n], out[2 * n:3 * n], out[3 * n:3 * n + m],
+            out[3 * n + m:3 * n + 2 * m], out[3 * n + 2 * m:3 * n + 2 * m + R_SCALARS])
+
+
 @dataclass
 class RecursiveModel:
     """The recursive O(n) step of a tree in joint coordinates whose only rows are its
@@ -264,11 +286,10 @@ class RecursiveModel:
     :func:`gaussopt.multibody.tree.tree_compiled.recursive_step`), for the engine's O(n)
     path (:mod:`gaussopt.gauss.band_step`, ``MODE_TREE``).
 
-    One function of :data:`SIGNATURE`: ``step(t, q, v, p, out, unused)`` writes the
-    accelerations, ``M a - F``, ``F``, the rows' multipliers and residuals and four
-    scalars (backward errors of feasibility and stationarity, the smallest relative
-    pivot, the mass weight) into ``out`` (``3 n + 2 m + 4`` values) and returns 0, or a
-    refusal (the dense kernel then takes the step). A front end sets it on a system as
+    One function of :data:`SIGNATURE`: ``step(t, q, v, p, out, unused)`` writes its
+    output into ``out`` (:func:`recursive_parts`: the accelerations, ``M a - F``, ``F``,
+    the rows' multipliers and residuals, the scalars) and returns 0, or a refusal (the
+    dense kernel then takes the step). A front end sets it on a system as
     ``system.recursive``; the tree kind of :mod:`gaussopt.multibody` does.
 
     Attributes
@@ -288,7 +309,7 @@ class RecursiveModel:
     @property
     def out_size(self) -> int:
         """The length of the step's ``out``."""
-        return 3 * self.n + 2 * self.m + 4
+        return recursive_size(self.n, self.m)
 
     @property
     def addrs(self) -> np.ndarray:

@@ -14,7 +14,8 @@ from gaussopt.core.views import as_matrix, wfull, wivec, wmat, wvec
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
-from gaussopt.core.model_interface import _function_at, data_ptr
+from gaussopt.core.model_interface import (R_BEF, R_BES, R_DMIN, _function_at, data_ptr,
+                                           recursive_parts)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 from gaussopt.core.records import ModelData
 
@@ -161,17 +162,13 @@ def _tree_step(md, buf, opt, t, q, v, a, want_lam, w):
     m = md.dims[D_M]
     if call_tree(md, buf, t, q, v) != 0:
         return -1.0
-    out = md.band.w.d
-    sc = 3 * n + 2 * m
-    be = max(out[sc], out[sc + 1])
-    if not (out[sc + 2] >= opt.f[F_RANKTOL] and be <= K.direct_tolerance(n, m)):
+    a_, _, _, lam_, _, sc = recursive_parts(md.band.w.d, n, m)
+    be = max(sc[R_BEF], sc[R_BES])
+    if not (sc[R_DMIN] >= opt.f[F_RANKTOL] and be <= K.direct_tolerance(n, m)):
         return -1.0
-    for i in range(n):
-        a[i] = out[i]
+    _put(a, a_)
     if want_lam:
-        lam = wvec(w, WS.F_lam, m)
-        for i in range(m):
-            lam[i] = out[3 * n + i]
+        _put(wvec(w, WS.F_lam, m), lam_)
     return be
 
 
@@ -684,12 +681,9 @@ def band_force(md, a, out_qc, res):
     sp = md.band.sp
     w = md.band.w
     if md.band.mode == SP.MODE_TREE:
-        n = md.dims[D_N]
-        m = md.dims[D_M]
-        for i in range(n):
-            out_qc[i] = w.d[n + i]
-        for i in range(m):
-            res[i] = w.d[3 * n + m + i]
+        _, qc, _, _, res_, _ = recursive_parts(w.d, md.dims[D_N], md.dims[D_M])
+        _put(out_qc, qc)
+        _put(res, res_)
         return LA.norm2(res)
     SP.mass_times(sp, w.d, a, out_qc)
     for i in range(md.dims[D_N]):

@@ -59,7 +59,6 @@ class Run:
         self.system, self.solver, self.mf, self.method = system, step_solver, mf, method
         self._args = None
         self.n, self.m = n, m
-        self._recursive = getattr(system, "recursive", None)
         if model_records is not None:
             # (the records of ``mf`` from an earlier run of it: :meth:`model_records`)
             self.md, self.buf, self._packed_model = model_records
@@ -153,7 +152,7 @@ class Run:
         if self.md.band.mode == SP.MODE_NONE:
             return []
         if self.md.band.mode == SP.MODE_TREE:
-            return [E.call_tree, E.band_force, *self._recursive.fns]
+            return _tree_units(self.system.recursive)
         units = [SP.sparse_step, SP.smallest_pair, SP.sigma_estimate, SP.bilinear, E.band_force,
                  E.call_sp_dyn, E.call_sp_rows, RM._row_norms_band]
         return units + ([SP.correction] if self.md.band.mode == SP.MODE_PROJECT else [])
@@ -228,6 +227,12 @@ class Run:
                                    dense_steps, int(self.opt.i[E.I_MAXSTEPS]))
 
 
+def _tree_units(rec) -> list:
+    """The compiled functions of a tree's recursive step (``MODE_TREE``; ``rec`` its
+    :class:`~gaussopt.core.model_interface.RecursiveModel`)."""
+    return [E.call_tree, E.band_force, *rec.fns]
+
+
 def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
                dense: bool, samples: bool, monitor: bool) -> list:
     """The compiled functions (:mod:`gaussopt.core.compiled`) a run calls: the engine's entry
@@ -252,7 +257,7 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
         units.append(LA._svd_jacobi)
     rec = SP.tree_step(solver.system)
     if rec is not None:                       # (a long tree's recursive step, MODE_TREE)
-        units += [E.call_tree, E.band_force, *rec.fns]
+        units += _tree_units(rec)
     units += [E.advance] if method in ENGINE_METHODS else [E.rhs_at, E.after_step]
     if auto_dt:
         units.append(E.initial_step_at)

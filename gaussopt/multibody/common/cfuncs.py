@@ -33,8 +33,8 @@ name                                               what
 ``mass_force(p, q, v, ext, M, F)``                 ``M`` and ``F`` in one pass (optional: a kind
                                                    whose two share their kinematics; the
                                                    compiled ``dyn`` then calls it alone)
-``recursive_step(p, q, v, out)``,                   the O(n) step of the model (optional:
-``R_SCALARS``                                      :class:`~gaussopt.core.model_interface.RecursiveModel`)
+``recursive_step(p, q, v, out)``                    the O(n) step of the model (optional:
+                                                   :class:`~gaussopt.core.model_interface.RecursiveModel`)
 ``mass_blocks(p, q, d)``                           the diagonal blocks of ``M`` packed for
                                                    :mod:`gaussopt.gauss.band_step`
 ``sparse_values(p, q, v, datap, ph, b,``           ``Phi_q`` in the kind's CSR pattern at the
@@ -77,7 +77,7 @@ import numba as nb
 import numpy as np
 
 from gaussopt.core.compiled import cfunc, jit
-from gaussopt.core.model_interface import SIGNATURE, RecursiveModel, SparseModel
+from gaussopt.core.model_interface import R_SCALARS, SIGNATURE, RecursiveModel, SparseModel
 from gaussopt.gauss.dense_algebra import matvec as _matvec
 from gaussopt.model.model_functions import kernel_factory
 
@@ -220,7 +220,7 @@ def _recursive(t, qp, vp, pp, outp, unused):
         return -1
     n, m, nd = kind.sizes(p)
     return kind.recursive_step(p, vec(qp, n), vec(vp, n),
-                               vec(outp, 3 * n + 2 * m + kind.R_SCALARS))
+                               vec(outp, 3 * n + 2 * m + R_SCALARS))
 
 
 _DENSE = (_dyn, _rows, _pos, _vel, _energy)
@@ -303,7 +303,6 @@ class KindFunctions:
         n, m, _ = self._sizes(p)
         return SparseModel(fns=self.sparse_functions, p=p, n=n, m=m, indptr=indptr,
                            indices=indices, block_ptr=block_ptr)
-
 
     def recursive_model(self, p: np.ndarray) -> RecursiveModel:
         """The recursive O(n) step of the model packed in ``p``

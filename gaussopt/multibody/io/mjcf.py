@@ -1341,9 +1341,12 @@ def _placeholders(text: str, notes: dict) -> tuple[str, dict]:
         mass, c, J = own if own is not None else (0.0, np.zeros(3), np.zeros((3, 3)))
         J = 0.5 * (J + J.T)
         lam, U = np.linalg.eigh(J)
-        scale = max(float(np.abs(lam).max()), 1.0)
-        if not (mass < _MJ_MINVAL or _rejected_inertia(J)) or lam[0] < -_MJ_MINVAL * scale \
-                or mass < 0.0 or (lam[0] + lam[1] < lam[2] - _MJ_MINVAL * scale):
+        rounding = _MJ_MINVAL * max(float(np.abs(lam).max()), 1.0)
+        rejected = mass < _MJ_MINVAL or _rejected_inertia(J)
+        # a rigid body's tensor up to rounding: no moment below zero, the triangle
+        # inequality (anything else is bad data, left to MuJoCo's refusal or its repair)
+        physical = mass >= 0.0 and lam[0] >= -rounding and lam[0] + lam[1] >= lam[2] - rounding
+        if not (rejected and physical):
             continue
         J = (U * np.maximum(lam, 0.0)) @ U.T
         found[name] = (float(mass), np.asarray(c, float), J)

@@ -87,6 +87,8 @@ import sys
 import numpy as np
 
 from gaussopt.core.compiled import jit, unit
+from gaussopt.core.model_interface import (R_BEF, R_BES, R_DMIN, R_SCALARS, R_WGT,  # noqa: F401
+                                           recursive_parts, recursive_size)
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
@@ -821,22 +823,14 @@ def energy(p, q, v):
 
 
 # =========================================================================== the recursive step
-#: the layout of the recursive step's output (:func:`recursive_step`, ``n`` coordinates, ``m``
-#: rows): ``a`` (n), ``M a - F`` (n), ``F`` (n), the rows' multipliers (m) and residuals
-#: ``A a - b`` (m), then :data:`R_SCALARS` values: the backward errors of feasibility and
-#: stationarity, the smallest pivot of the articulated inertias (relative, as the dense
-#: kernel's), the mass weight ``trace(M) / n``
-R_BEF, R_BES, R_DMIN, R_WGT = range(4)
-R_SCALARS = 4
+#: (the layout of its output: gaussopt.core.model_interface.recursive_parts)
 #: the statuses of :func:`recursive_step`: answered (the engine then compares its backward
 #: errors and pivot with the dense kernel's thresholds), rows other than the balls'
 #: normalizations, an articulated inertia not positive definite
 REC_OK, REC_ROWS, REC_INDEFINITE = 0, 1, 2
 
 
-def out_size(n: int, m: int) -> int:
-    """The length of :func:`recursive_step`'s ``out``."""
-    return 3 * n + 2 * m + R_SCALARS
+out_size = recursive_size      # (the length of recursive_step's ``out``)
 
 
 @_jit
@@ -913,7 +907,8 @@ def recursive_step(p, q, v, out):
     """The Gauss step of a tree whose only rows are its balls' normalizations, in O(n):
     the articulated-body algorithm (Featherstone 2008, sec. 7.3; Vereshchagin's and
     Popov's recursion, derived from Gauss's principle), verified by recursive
-    Newton--Euler. Writes ``out`` (layout :data:`R_SCALARS`), returns a status
+    Newton--Euler. Writes ``out`` (its layout:
+    :func:`gaussopt.core.model_interface.recursive_parts`), returns a status
     (:data:`REC_OK`, ...).
 
     Why it is the dense kernel's step: for these rows the Gauss function's minimum on the
@@ -949,12 +944,7 @@ def recursive_step(p, q, v, out):
     _at_tree_roots(p, X, S, V, Ab)
     C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
     _inertias(p, R, X, C, Cc)
-    a = out[:n]
-    g = out[n:2 * n]
-    F = out[2 * n:3 * n]
-    lam = out[3 * n:3 * n + m]
-    res = out[3 * n + m:3 * n + 2 * m]
-    sc = out[3 * n + 2 * m:]
+    a, g, F, lam, res, sc = recursive_parts(out, n, m)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
     nq_max = 1
     for b in range(nb_):
