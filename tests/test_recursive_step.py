@@ -27,11 +27,13 @@ import pytest
 
 import gaussopt as go
 from gaussopt.core.settings import TREE_MIN_N
+from test_step_properties import solver_tolerance, step_error_bound
 from test_trajectory import EPS
 
 mj = pytest.importorskip("mujoco")
 import gaussopt.multibody.io.mjcf as mjcf  # noqa: E402
 from gaussopt.multibody import tree  # noqa: E402
+from test_mjcf import joint_mass  # noqa: E402
 from test_tree import check_against_mujoco  # noqa: E402
 from test_tree import gauss_bound  # noqa: E402
 
@@ -119,8 +121,13 @@ def test_random_trees_match_mujoco_and_the_dense_solve(seed):
         # the LU solve's forward error: cond(K) eps |x| (a generous constant: 10 n)
         lu = 10 * K.shape[0] * np.linalg.cond(K) * EPS * np.linalg.norm(ref)
         assert np.linalg.norm(step.a - ref[:q.size]) <= gauss_bound(model, q, v, step) + lu
-        # the rows hold, with multipliers ~0 against the forces' size
-        assert np.abs(A @ step.a - b).max() <= 64 * EPS * (np.abs(step.a).max() + np.abs(b).max())
+        # the rows hold: the step's verified feasibility (unit rows |p| = 1, backward error
+        # <= gaussopt.gauss.dense_step.direct_tolerance = 16 (n + m + 1) eps of |a| + |b|)
+        tol = 16 * (q.size + k + 1) * EPS
+        assert np.linalg.norm(A @ step.a - b) <= tol * (np.linalg.norm(step.a) + np.linalg.norm(b))
+        # the multipliers are zero exactly (recursive_step's docstring); computed, they are
+        # p . (M a - F) with M a - F formed by Newton-Euler: its rounding, ~n eps of the
+        # terms' size |F| + |M| |a| per entry (64: a generous constant)
         assert np.abs(step.multipliers).max(initial=0.0) <= 64 * EPS * model.n * (
             np.abs(F).max() + np.abs(M).max() * np.abs(step.a).max())
     del d
@@ -204,9 +211,19 @@ def test_controls_reach_the_recursive_step_through_a_stepper():
     stepper.step(ctrl, nstep=20)
     tr = go.simulate(model.controlled(ctrl), (0.0, 0.02), q0, v0, method="rk4", dt=1e-3)
     assert tr.success and tr.stats["sparse_steps"] == tr.stats["rhs_evaluations"]
+    # the same 20 RK4 steps of the same right-hand side: they differ by the rounding of
+    # the two evaluation orders only, ~20 steps x 4 stages x eps x |q|, |v| ~ 1 (as
+    # tests/test_tree_actuation.py's comparison)
     assert np.abs(stepper.q - tr.q[-1]).max() < 1e-13
     assert np.abs(stepper.v - tr.v[-1]).max() < 1e-12
     d.qpos[:], d.qvel[:], d.ctrl[:] = stepper.q, stepper.v, ctrl
     mj.mj_forward(m, d)
     assert np.abs(d.qpos).max() > 1e-3                       # (the motors moved it)
-    assert np.linalg.norm(stepper.a - d.qacc) <= 1e-11 * np.linalg.norm(d.qacc)
+    # tests/test_tree.py's bound: the step's verified error (here with the controls'
+    # force) plus MuJoCo's 10 nv cond(M) eps |qacc| (hinges: qacc is a itself)
+    sysc = model.controlled(ctrl)
+    M, F = sysc.mass(0.0, stepper.q), sysc.force(0.0, stepper.q, stepper.v)
+    bound = (step_error_bound(M, F, np.zeros((0, N)), np.zeros(0), stepper.a,
+                              solver_tolerance("closed_form", N, 0))
+             + 10 * m.nv * np.linalg.cond(joint_mass(m, d)) * EPS * np.linalg.norm(d.qacc))
+    assert np.linalg.norm(stepper.a - d.qacc) <= bound
