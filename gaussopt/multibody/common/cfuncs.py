@@ -33,7 +33,7 @@ name                                               what
 ``mass_force(p, q, v, ext, M, F)``                 ``M`` and ``F`` in one pass (optional: a kind
                                                    whose two share their kinematics; the
                                                    compiled ``dyn`` then calls it alone)
-``recursive_step(p, q, v, out)``                    the O(n) step of the model (optional:
+``recursive_step(p, q, v, out)``                   the O(n) step of the model (optional:
                                                    :class:`~gaussopt.core.model_interface.RecursiveModel`)
 ``mass_blocks(p, q, d)``                           the diagonal blocks of ``M`` packed for
                                                    :mod:`gaussopt.gauss.band_step`
