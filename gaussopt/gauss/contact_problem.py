@@ -87,8 +87,12 @@ _EPS = float(np.finfo(float).eps)
 OPEN, CLOSED, STICK, SLIDE_POS, SLIDE_NEG = 0, 1, 2, 3, 4
 MODE_NAMES = {OPEN: "open", CLOSED: "closed", STICK: "stick", SLIDE_POS: "slide +",
               SLIDE_NEG: "slide -"}
-#: the largest number of combinations of modes tried (each one small SVD)
+#: the largest number of combinations of modes tried one by one (each one small SVD)
 MAX_COMBINATIONS = 4096
+#: beyond this many combinations the states come from Lemke's algorithm on the LCP
+#: (:func:`_by_lcp`), each combination it leaves open certified; up to it every
+#: combination is tried, which also proves the motion unique
+ENUMERATE_MAX = 64
 #: relative agreement of the accelerations of two certified combinations: beyond it the
 #: motion is indeterminate (rounding of a KKT solve is ~1e-13; distinct motions differ at
 #: order one)
@@ -186,36 +190,37 @@ def admissible(y0: np.ndarray, C: np.ndarray, d: np.ndarray, tol: np.ndarray
                ) -> Optional[np.ndarray]:
     """The point of ``{y : C y <= d + tol}`` nearest to ``y0`` (exact), or None if empty.
 
-    The projection of a point onto a polyhedron lies on one face; with ``r = y0.size``
-    (the number of indeterminate force combinations, 1 or 2 in practice) every set of
-    at most ``r`` independent active rows is tried, smallest first, and the first whose
-    projection is feasible with nonnegative multipliers is the answer (unique: the
-    objective is strictly convex). Used for the least-norm admissible distribution of
-    indeterminate contact forces.
+    The projection is a convex QP; its optimality conditions are the linear
+    complementarity problem ``y = y0 - C^T w``, ``w >= 0 _|_ (d + tol) - C y >= 0``, i.e.
+    ``LCP(d + tol - C y0, C C^T)`` with a positive semi-definite matrix, which Lemke's
+    algorithm (:func:`gaussopt.gauss.lcp.lemke`) solves whenever the polyhedron is not
+    empty and refutes (a ray) when it is. The answer is then re-solved on its face (the
+    rows with ``w > 0``, least squares) to the rounding of that face's own system. Used for
+    the least-norm admissible distribution of indeterminate contact forces.
     """
+    from gaussopt.gauss.lcp import lemke
+
+    y0 = np.asarray(y0, dtype=float)
+    C, d, tol = np.asarray(C, dtype=float), np.asarray(d, dtype=float), np.asarray(tol, float)
     r, p = y0.size, C.shape[0]
+    if p == 0:
+        return y0.copy()
     if r == 0:
         return y0 if np.all(C @ y0 <= d + tol) else None
-    if sum(math.comb(p, j) for j in range(min(r, p) + 1)) > 200000:
-        raise ContactSolveError(f"the contact forces are indeterminate in {r} combinations "
-                                f"with {p} cone conditions: too many faces to enumerate.")
-    for size in range(min(r, p) + 1):
-        for S in itertools.combinations(range(p), size):
-            S = list(S)
-            if S:
-                CS = C[S]
-                GS = CS @ CS.T
-                if np.linalg.matrix_rank(GS, tol=1e-10 * max(1.0, np.abs(GS).max())) < size:
-                    continue
-                mult = np.linalg.solve(GS, CS @ y0 - d[S])
-                if np.any(mult < -1e-9 * (1.0 + np.abs(mult).max())):
-                    continue
-                y = y0 - CS.T @ mult
-            else:
-                y = y0
-            if np.all(C @ y <= d + tol):
-                return y
-    return None
+    # (half the allowance inside the LCP: its rounding stays within the other half)
+    w = lemke(C @ C.T, d + 0.5 * tol - C @ y0)
+    if w is None:
+        return None
+    y = y0 - C.T @ w
+    face = np.flatnonzero(w > 0.0)
+    if face.size:
+        CS = C[face]
+        # the projection onto the face {C_S y = d_S + tol_S/2}: y0 - C_S^T mult
+        mult = np.linalg.lstsq(CS @ CS.T, CS @ y0 - d[face] - 0.5 * tol[face], rcond=None)[0]
+        y_face = y0 - CS.T @ mult
+        if np.all(C @ y_face <= d + tol):
+            y = y_face
+    return y if np.all(C @ y <= d + tol) else None
 
 
 def max_margin(b: np.ndarray, a: np.ndarray) -> float:
@@ -223,11 +228,19 @@ def max_margin(b: np.ndarray, a: np.ndarray) -> float:
     indeterminate forces can keep every condition ``b_j + a_j y >= 0`` (a normal force, a
     side of a cone). Positive while the contacts can hold, zero when they just can.
 
-    ``a``: shape (p, r). The maximum of a concave piecewise-linear function lies on a
-    vertex where ``r + 1`` of its pieces meet; every such vertex is tried. Returns
-    ``inf`` when the margin is unbounded (the forces can grow without limit inside all
-    cones, e.g. frictionless-free internal forces of ``friction=inf`` points).
+    ``a``: shape (p, r). The linear program ``max s`` subject to ``b + a y >= s`` (after
+    removing the directions of ``y`` that change no condition) is solved as the linear
+    complementarity problem of its optimality conditions by Lemke's algorithm
+    (:func:`gaussopt.gauss.lcp.lemke`: ``y`` and ``s`` split into nonnegative parts; the
+    program is always feasible, so a ray means it is unbounded), and the optimal vertex is
+    re-solved from the ``r + 1`` conditions its multipliers make active, to the rounding
+    of that square system. Returns ``inf`` when the margin is unbounded (the forces can
+    grow without limit inside all cones, e.g. free internal forces of ``friction=inf``
+    points).
     """
+    from gaussopt.gauss.lcp import lemke
+
+    b, a = np.asarray(b, dtype=float), np.asarray(a, dtype=float)
     p, r = a.shape
     if p == 0:
         return math.inf
@@ -239,26 +252,31 @@ def max_margin(b: np.ndarray, a: np.ndarray) -> float:
         r = a.shape[1]
     if r == 0:
         return float(b.min())
-    # bounded iff 0 lies in the convex hull of the a_j (Gordan): else some direction
-    # raises every piece
-    from scipy.optimize import nnls
-
-    wgt = 1e3 * (1.0 + float(np.abs(a).max()))
-    _, res = nnls(np.vstack([a.T, wgt * np.ones((1, p))]), np.concatenate([np.zeros(r), [wgt]]))
-    if res > 1e-9 * wgt:
+    # min c.x  s.t.  D x >= -b, x >= 0, with x = (y+, y-, s+, s-) and c = (0, 0, -1, 1):
+    # LCP of  (x, u):  w = [c - D^T u; D x + b],  matrix [[0, -D^T], [D, 0]]
+    one = np.ones((p, 1))
+    D = np.hstack([a, -a, -one, one])
+    nx = 2 * r + 2
+    Ml = np.zeros((nx + p, nx + p))
+    Ml[:nx, nx:] = -D.T
+    Ml[nx:, :nx] = D
+    c = np.zeros(nx)
+    c[2 * r], c[2 * r + 1] = -1.0, 1.0
+    zl = lemke(Ml, np.concatenate([c, b]))
+    if zl is None:
         return math.inf
-    best = -math.inf
+    x, u = zl[:nx], zl[nx:]
+    y, s = x[:r] - x[r:2 * r], float(x[2 * r] - x[2 * r + 1])
+    # the vertex from its active conditions (the largest multipliers; they sum to 1)
+    S = np.argsort(-u)[:r + 1]
+    K = np.hstack([a[S], -np.ones((r + 1, 1))])
     scale = 1.0 + float(np.abs(b).max())
-    for S in itertools.combinations(range(p), r + 1):
-        S = list(S)
-        K = np.hstack([a[S], -np.ones((r + 1, 1))])       # b_j + a_j y - s = 0, j in S
-        if np.linalg.matrix_rank(K, tol=1e-12 * max(1.0, float(np.abs(K).max()))) < r + 1:
-            continue
-        z = np.linalg.solve(K, -b[S])
-        y, s = z[:r], z[r]
-        if s > best and np.all(b + a @ y >= s - 1e-12 * scale):
-            best = float(s)
-    return best
+    if np.all(u[S] > 0.0) and np.linalg.matrix_rank(
+            K, tol=1e-12 * max(1.0, float(np.abs(K).max()))) == r + 1:
+        zv = np.linalg.solve(K, -b[S])
+        if np.all(b + a @ zv[:r] >= zv[r] - 1e-12 * scale):
+            return float(zv[r])
+    return s
 
 
 # --------------------------------------------------------------------------- one combination
@@ -359,25 +377,32 @@ def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarr
     tolerances: every closed point's ``N >= 0`` (not for a welded one); a sticking
     point's ``mu N -+ tau >= 0``."""
     L = comb.z.size
-    rows, tols = [], []
-    pos = {i: m + j for j, i in enumerate(comb.closed)}
-    tpos = {i: m + len(comb.closed) + j for j, i in enumerate(comb.trows)}
-    for i in comb.closed:
-        if not weld[i]:
-            c = np.zeros(L)
-            c[pos[i]] = 1.0
-            rows.append(c)
-            tols.append(nu_tol[i])
-        if mode[i] == STICK:
-            for sgn in (1.0, -1.0):
-                c = np.zeros(L)
-                c[pos[i]] = mu[i]
-                c[tpos[i]] = -sgn
-                rows.append(c)
-                tols.append(nu_tol[i] * (1.0 + mu[i]) + 1e4 * _EPS * (
-                    mu[i] * abs(comb.z[pos[i]]) + abs(comb.z[tpos[i]])))
-    Cz = np.array(rows) if rows else np.zeros((0, L))
-    return Cz, np.array(tols), np.zeros(len(rows))
+    closed = np.asarray(comb.closed, dtype=int)
+    pos = m + np.arange(closed.size)
+    tpos = np.full(mode.size, -1)
+    tpos[np.asarray(comb.trows, dtype=int)] = m + closed.size + np.arange(len(comb.trows))
+    # N >= 0 of every closed point not welded
+    nrow = pos[~weld[closed]]
+    Cn = np.zeros((nrow.size, L))
+    Cn[np.arange(nrow.size), nrow] = 1.0
+    tn = nu_tol[closed[~weld[closed]]]
+    # mu N -+ tau >= 0 of every sticking point
+    st = np.flatnonzero(mode[closed] == STICK)
+    i_st, p_st = closed[st], pos[st]
+    t_st = tpos[i_st]
+    Cs = np.zeros((2 * st.size, L))
+    rr = np.arange(st.size)
+    Cs[2 * rr, p_st] = Cs[2 * rr + 1, p_st] = mu[i_st]
+    Cs[2 * rr, t_st], Cs[2 * rr + 1, t_st] = -1.0, 1.0
+    ts = np.repeat(nu_tol[i_st] * (1.0 + mu[i_st]) + 1e4 * _EPS * (
+        mu[i_st] * np.abs(comb.z[p_st]) + np.abs(comb.z[t_st])), 2)
+    # (in the order of the points: each closed point's N row, then its two cone rows)
+    order = np.argsort(np.concatenate([2 * np.flatnonzero(~weld[closed]) * 2,
+                                       4 * np.repeat(st, 2) + 1 + np.tile([0, 1], st.size)]),
+                       kind="stable")
+    Cz = np.vstack([Cn, Cs])[order]
+    tols = np.concatenate([tn, ts])[order]
+    return Cz, tols, np.zeros(Cz.shape[0])
 
 
 def _forces(comb: _Combination, m: int, mu, mode, nu_tol, weld) -> tuple[Optional[np.ndarray],
@@ -471,39 +496,37 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
     weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
     options = mode_options((0 < mu) & (mu < math.inf) & (slide == 0),
-                           (OPEN, STICK, SLIDE_POS, SLIDE_NEG), weld, labels)
+                           (OPEN, STICK, SLIDE_POS, SLIDE_NEG), weld, labels, limit=None)
     if prefer is None:
         prefer = np.full(k, -1)
         for i in start:
             prefer[int(i)] = STICK if len(options[int(i)]) == 4 else CLOSED
     prefer = np.asarray(prefer, dtype=int)
-    found = []
-    last_error: Optional[BaseException] = None
+    total = math.prod(len(o) for o in options)
+    found: list = []
+    errors: list = []
+    certify = _Certifier(M, F, A, b, G, h, T, s, mu, slide, weld, errors)
+    if total > ENUMERATE_MAX:
+        # many points: Lemke's algorithm on the LCP finds the states, the certificate checks
+        # them; the points it leaves on an edge (zero force and zero rate) take each of
+        # their states, best first
+        found = _by_lcp(certify, options, prefer, release)
+        if found:
+            best = found[0]
+            mode, comb, z, indet, slack, slip, nu_tol, slack_tol = best
+            return _solution(M, F, A, b, G, h, T, s, mu, slide, mode, comb, z, indet, slack,
+                             slip, nu_tol, slack_tol)
+        if total > MAX_COMBINATIONS:
+            raise ContactSolveError(
+                f"the contact problem of {k} points has {total} combinations of modes: Lemke's "
+                "algorithm found no certified solution, and they are more than "
+                f"MAX_COMBINATIONS={MAX_COMBINATIONS} to try one by one.", labels)
     for mode in itertools.product(*options):
-        mode = np.array(mode, dtype=int)
-        try:
-            comb = _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode)
-        except (GaussoptError, np.linalg.LinAlgError) as e:
-            last_error = e
-            continue
-        if comb is None:
-            continue
-        x = comb.x
-        nu_tol, slack_tol = _scales(M, F, G, h, x)
-        slack = G @ x - h
-        slip = T @ x - s
-        _, slip_tol = _scales(M, F, T, s, x)
-        # kinematic conditions: open points do not penetrate, starting slides slip their way
-        if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
-            continue
-        if any(slip[i] < -slip_tol[i] for i in range(k) if mode[i] == SLIDE_POS) or \
-                any(slip[i] > slip_tol[i] for i in range(k) if mode[i] == SLIDE_NEG):
-            continue
-        z, indet = _forces(comb, m, mu, mode, nu_tol, weld)
-        if z is None:
-            continue
-        found.append((mode, comb, z, indet, slack, slip, nu_tol, slack_tol))
+        got = certify(np.array(mode, dtype=int))
+        if got is not None:
+            found.append(got)
     if not found:
+        last_error = errors[-1] if errors else None
         detail = f" (last failure: {type(last_error).__name__}: {last_error})" if last_error \
             else ""
         raise ContactSolveError(
@@ -520,20 +543,201 @@ def solve_contact(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarray, G:
                      nu_tol, slack_tol)
 
 
+class _Certifier:
+    """``certify(mode)``: the certified answer of one combination of modes (the tuple the
+    selection takes), or None when it violates a condition; failures of the solve are
+    appended to ``errors``."""
+
+    def __init__(self, M, F, A, b, G, h, T, s, mu, slide, weld, errors):
+        self.args = (M, F, A, b, G, h, T, s, mu, slide)
+        self.weld, self.errors = weld, errors
+
+    def __call__(self, mode: np.ndarray):
+        M, F, A, b, G, h, T, s, mu, slide = self.args
+        k, m = G.shape[0], A.shape[0]
+        try:
+            comb = _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode)
+        except (GaussoptError, np.linalg.LinAlgError) as e:
+            self.errors.append(e)
+            return None
+        if comb is None:
+            return None
+        x = comb.x
+        nu_tol, slack_tol = _scales(M, F, G, h, x)
+        slack = G @ x - h
+        slip = T @ x - s
+        _, slip_tol = _scales(M, F, T, s, x)
+        # kinematic conditions: open points do not penetrate, starting slides slip their way
+        if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
+            return None
+        if any(slip[i] < -slip_tol[i] for i in range(k) if mode[i] == SLIDE_POS) or \
+                any(slip[i] > slip_tol[i] for i in range(k) if mode[i] == SLIDE_NEG):
+            return None
+        z, indet = _forces(comb, m, mu, mode, nu_tol, self.weld)
+        if z is None:
+            return None
+        return (mode, comb, z, indet, slack, slip, nu_tol, slack_tol)
+
+
+#: a friction coefficient standing for ``mu = inf`` in the LCP (a guess only: the modes
+#: it gives are certified with the no-slip row)
+_MU_INF = 1e6
+#: the compliance of the LCP solved for the states (relative to its matrix's largest entry)
+_LCP_COMPLIANCE = 1e-9
+#: relative size below which an LCP force or rate counts as zero when the point states
+#: are read from Lemke's answer: 1e3 times the compliance's effect (it only decides which
+#: states are tried: each is certified)
+_LCP_ZERO = 1e3 * _LCP_COMPLIANCE
+
+
+def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
+            release: Sequence[Sequence[int]]) -> list:
+    """The contact problem by Lemke's algorithm (:func:`gaussopt.gauss.lcp.lemke`) on
+    Pfeiffer and Glocker's LCP: the certified answer (a one-element list), or ``[]``.
+
+    The motion without contacts ``x0`` and its response ``X r`` to the contact forces
+    ``r`` come from the bilateral KKT system (an SVD of the scaled ``[M -A^T; A 0]``: the
+    accelerations must be determined without the contacts, else ``[]``). Per point
+    ``N >= 0 _|_ g >= 0`` and, for a point at rest with finite friction,
+    ``lam+ = mu N + tau >= 0 _|_ u+ >= 0``, ``lam- = mu N - tau >= 0 _|_ u- >= 0`` with
+    ``u = u+ - u-`` (unknowns ``z = (N, lam+, u-)``, ``w = (g, u+, lam-)``). The states
+    read from ``z`` and ``w``; a point with a zero force and a zero rate may take either
+    side, so every such combination is certified in the order of the selection's
+    preferences (:func:`_score`) and the first certified wins (at most
+    :data:`MAX_COMBINATIONS`; beyond, only the answer's own states and the preferred ones).
+    """
+    from gaussopt.gauss.lcp import lemke_pair
+
+    M, F, A, b, G, h, T, s, mu, slide = certify.args
+    n, k = M.shape[0], G.shape[0]
+    rest = np.array([len(o) == 4 or (len(o) == 3 and OPEN not in o) for o in options])
+    infinite = (mu == math.inf)
+    fr = np.flatnonzero(rest | infinite)                     # points with a tangential unknown
+    mu_f = np.where(infinite[fr], _MU_INF, mu[fr])
+    d = np.where(rest | infinite | (mu == 0), 0.0, slide.astype(float))
+    dirs_n = G - (np.where(np.isfinite(mu), mu, 0.0) * d)[:, None] * T
+    # the bilateral KKT system's pseudo-inverse applied to [F, forces; b, 0]
+    rhs = np.column_stack([F, dirs_n.T, T[fr].T])
+    got = _bilateral_response(M, A, b, rhs)
+    if got is None:
+        return []
+    x0, XN, XT = got[:, 0], got[:, 1:1 + k], got[:, 1 + k:]
+    kf = fr.size
+    E = np.zeros((kf, k))
+    E[np.arange(kf), fr] = 1.0
+    Y = XN - XT @ (mu_f[:, None] * E)                          # x = x0 + Y N + XT lam+
+    GY, GX, TY, TX = G @ Y, G @ XT, T[fr] @ Y, T[fr] @ XT
+    L = k + 2 * kf
+    Ml = np.zeros((L, L))
+    Ml[:k, :k], Ml[:k, k:k + kf] = GY, GX
+    Ml[k:k + kf, :k], Ml[k:k + kf, k:k + kf] = TY, TX
+    Ml[k:k + kf, k + kf:] = np.eye(kf)
+    Ml[k + kf:, :k], Ml[k + kf:, k:k + kf] = 2.0 * mu_f[:, None] * E, -np.eye(kf)
+    ql = np.concatenate([G @ x0 - h, T[fr] @ x0 - s[fr], np.zeros(kf)])
+    # Many dependent rows (a body on many points) make the rigid LCP degenerate, where
+    # Lemke's algorithm may end on a ray; the compliant problem (a small diagonal) is not,
+    # and its answer is as good a guess: each state read from it is certified
+    # (the states are read from Lemke's last basis: a nonbasic force or rate is exactly 0)
+    got = lemke_pair(Ml + _LCP_COMPLIANCE * float(np.abs(Ml).max()) * np.eye(L), ql)
+    if got is None:
+        return []
+    zero = _LCP_ZERO
+    zl, wl = got
+    N, lp, um = zl[:k], zl[k:k + kf], zl[k + kf:]
+    g, up, lm = wl[:k], wl[k:k + kf], wl[k + kf:]
+    ftol = zero * (float(np.abs(zl[:k + kf]).max(initial=0.0))
+                        + float(np.abs(F).max(initial=0.0)) + 1e-300)
+    ktol = zero * (float(np.abs(ql).max(initial=0.0)) + float(np.abs(wl[:k + kf]).max(
+        initial=0.0)) + float(np.abs(um).max(initial=0.0)) + 1e-300)
+    where = {int(i): j for j, i in enumerate(fr)}
+    sets, own = [], []
+    for i in range(k):
+        closed_modes: list = []
+        if rest[i]:
+            j = where[i]
+            if up[j] > ktol:
+                closed_modes = [SLIDE_POS]
+            elif um[j] > ktol:
+                closed_modes = [SLIDE_NEG]
+            else:
+                closed_modes = [STICK]
+                if lp[j] <= ftol:
+                    closed_modes.append(SLIDE_POS)        # tau = -mu N: on the + slide's edge
+                if lm[j] <= ftol:
+                    closed_modes.append(SLIDE_NEG)
+        else:
+            closed_modes = [CLOSED]
+        if N[i] > ftol:
+            cand = closed_modes
+        elif g[i] > ktol:
+            cand = [OPEN]
+        else:
+            cand = [OPEN] + closed_modes
+        cand = [c for c in cand if c in options[i]] or [c for c in closed_modes
+                                                         if c in options[i]]
+        sets.append(cand)
+        own.append(int(cand[-1] if cand[0] == OPEN and N[i] > 0.0 else cand[0]))
+    # the preferred side of every point left on an edge, and the answer's own states
+    near = np.array([int(prefer[i]) if int(prefer[i]) in c else
+                     (OPEN if OPEN in c and int(prefer[i]) < 0 else c[0])
+                     for i, c in enumerate(sets)], dtype=int)
+    modes = {tuple(near.tolist()), tuple(own)}
+    if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
+        modes.update(itertools.product(*sets))
+    order = sorted(modes, key=lambda c: _score(c, prefer, release, options)) \
+        if len(modes) > 1 else list(modes)
+    for mode in order:
+        mode = np.array(mode, dtype=int)
+        got = certify(mode)
+        if got is not None:
+            return [got]
+    return []
+
+
+def _bilateral_response(M: np.ndarray, A: np.ndarray, b: np.ndarray, rhs: np.ndarray
+                        ) -> Optional[np.ndarray]:
+    """``x`` (n, c) of ``M x - A^T lam = rhs[:, j]``, ``A x = b`` for the first column and
+    ``= 0`` for the others, by an SVD of the row-scaled KKT matrix (redundant rows and a
+    singular ``M`` allowed); None when the rows leave the accelerations undetermined or
+    are inconsistent."""
+    n, m = M.shape[0], A.shape[0]
+    rn = np.sqrt((A * A).sum(axis=1))
+    rs = 1.0 / np.where(rn > 0, rn, 1.0)
+    ms = max(float(np.abs(M).max(initial=0.0)), float(np.abs(A).max(initial=0.0)), 1e-300)
+    K = np.zeros((n + m, n + m))
+    K[:n, :n] = M / ms
+    K[:n, n:] = -(A * rs[:, None]).T
+    K[n:, :n] = A * rs[:, None]
+    R = np.zeros((n + m, rhs.shape[1]))
+    R[:n] = rhs / ms
+    R[n:, 0] = b * rs
+    U, sig, Vt = np.linalg.svd(K)
+    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+    if rank < n + m and np.abs(Vt[rank:, :n]).max() > 1e-6:
+        return None                                        # accelerations not determined
+    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / sig[:rank, None])
+    res = K @ sol - R
+    if np.abs(res).max(initial=0.0) > 1e4 * _EPS * (n + m) * (
+            float(np.abs(K).max()) * float(np.abs(sol).max(initial=0.0))
+            + float(np.abs(R).max(initial=0.0))):
+        return None                                        # inconsistent rows
+    return sol[:n]
+
+
 def mode_options(free: np.ndarray, frictional: tuple, weld: np.ndarray,
-                 labels: Sequence[str]) -> list:
+                 labels: Sequence[str], limit: Optional[int] = MAX_COMBINATIONS) -> list:
     """The modes each point may take: ``frictional`` (open first) where ``free`` (finite
     friction, no slide given), else open or closed; a ``weld`` point never opens. Raises
-    :class:`ContactSolveError` beyond :data:`MAX_COMBINATIONS` combinations."""
+    :class:`ContactSolveError` beyond ``limit`` combinations (None: no limit)."""
     options = []
     for i in range(len(free)):
         opts = frictional if free[i] else (OPEN, CLOSED)
         options.append(opts[1:] if weld[i] else opts)
     total = math.prod(len(o) for o in options)
-    if total > MAX_COMBINATIONS:
+    if limit is not None and total > limit:
         raise ContactSolveError(
             f"the contact problem of {len(free)} points has {total} combinations of modes, "
-            f"more than MAX_COMBINATIONS={MAX_COMBINATIONS}: too many to try.", labels)
+            f"more than {limit}: too many to try.", labels)
     return options
 
 

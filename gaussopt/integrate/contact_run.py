@@ -451,6 +451,11 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
     T, _, gamt = P.tangent_rows(t, q, v)
     others = [j for j in np.flatnonzero(closed) if j != i]
     Ao = np.concatenate([A, G[others]])
+    if _in_row_space(G[i], Ao):
+        # its row depends on the others' (a body on many points): its normal force is not
+        # determined alone, only with theirs, and the contact problem that chose these
+        # states certified that some distribution of them holds
+        return
     W = G[i] - P.mu[i] * d * T[i]
     try:
         resp = solve_gauss(M, W, Ao, np.zeros(Ao.shape[0]), check_symmetry=False).a
@@ -464,6 +469,20 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
             f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
             f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
             "or no force satisfies the contact conditions.", [P.labels[i]])
+
+
+def _in_row_space(g: np.ndarray, A: np.ndarray) -> bool:
+    """Whether the row ``g`` is a combination of the rows of ``A`` (to the rank decision's
+    tolerance of the row-normalized rows)."""
+    if A.shape[0] == 0:
+        return False
+    rows = np.vstack([A, g[None, :]])
+    rn = np.sqrt((rows * rows).sum(axis=1))
+    rows = rows / np.where(rn > 0, rn, 1.0)[:, None]
+    sa = np.linalg.svd(rows[:-1], compute_uv=False)
+    sg = np.linalg.svd(rows, compute_uv=False)
+    tol = DEFAULT_RANK_TOL * max(float(sg[0]), 1e-300)
+    return int(np.count_nonzero(sg > tol)) == int(np.count_nonzero(sa > tol))
 
 
 def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None,
@@ -1097,6 +1116,13 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     for i in range(P.k):
         if closed[i]:
             if i in forces.members:
+                # its forces are watched with the group's; its slip rate as every point's
+                if P.frictional[i] and not P.sticks[i] and sdir[i] != 0:
+                    if P.dim[i] == 2:
+                        add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i],
+                                            1e-3 * vel_tol[i]), ("slip0", i, 0))
+                    else:
+                        add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
                 continue
             j = closed_idx.index(i)
             N0 = float(lam0[n_rows[j]])

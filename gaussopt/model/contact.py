@@ -12,6 +12,10 @@ from gaussopt.core.exceptions import ModelError
 
 __all__ = ["Contact", "ContactPoints"]
 
+#: inputs remembered per contact function by :meth:`ContactPoints._memo` (the n + 4 points
+#: of a row's complex-step Jacobian and convective term, and a few states)
+_MEMO = 32
+
 
 class Contact(Constraint):
     """A unilateral contact: ``gap(t, q) >= 0``, the body may only be pushed apart.
@@ -374,6 +378,32 @@ class ContactPoints:
         return Nonholonomic(lambda t, q, v: f(t, q, v)[2 * r:2 * r + 2], jac,
                             name=f"{self.labels[i]}.no_slip")
 
+    def _memo(self, src) -> Callable:
+        """``src.phi(t, q)`` as a flat array, remembering its last :data:`_MEMO` inputs:
+        the one-row constraints of a contact's points (:meth:`holonomic`) differentiate
+        the same vector function at the same (complex-step) points, row after row, so
+        each such point is evaluated once instead of once per row (20 points: 20 times
+        fewer calls of the user's function)."""
+        memos = self.__dict__.setdefault("_memos", {})
+        got = memos.get(id(src))
+        if got is not None:
+            return got
+        cache: dict = {}
+
+        def values(t, q):
+            q = np.asarray(q)
+            key = (t, q.dtype.char, q.tobytes())
+            out = cache.get(key)
+            if out is None:
+                if len(cache) >= _MEMO:
+                    cache.clear()
+                out = np.asarray(src.phi(t, q)).reshape(-1)
+                out.setflags(write=False)
+                cache[key] = out
+            return out
+        memos[id(src)] = values
+        return values
+
     def holonomic(self, i: int, tangent: bool = False) -> Holonomic:
         """Point ``i``'s gap (or slip) as a one-row :class:`~gaussopt.Holonomic`: the
         bilateral constraint of a closed contact."""
@@ -382,13 +412,14 @@ class ContactPoints:
         r = int(self.row[i])
         jac = (lambda t, q: src.jacobian(t, q)[r:r + 1]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[r:r + 1]) if not src.automatic["gamma"] else None
+        values = self._memo(src)
         if tangent:
             anchor = self.anchor
 
             def phi(t, q):
-                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1] - anchor[i]
+                return values(t, q)[r:r + 1] - anchor[i]
         else:
             def phi(t, q):
-                return np.asarray(src.phi(t, q)).reshape(-1)[r:r + 1]
+                return values(t, q)[r:r + 1]
         return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
                          name=f"{self.labels[i]}.{'slip' if tangent else 'gap'}")

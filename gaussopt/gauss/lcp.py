@@ -1,0 +1,196 @@
+"""Lemke's complementary pivoting: the linear complementarity problem ``LCP(q, M)``.
+
+Find ``z >= 0`` with ``w = M z + q >= 0`` and ``z . w = 0``. Contact problems with many
+points cannot be solved by trying every combination of point states (there are 2 to 4
+per point: 4^20 for twenty frictional points), but they are LCPs (Pfeiffer and
+Glocker's for planar friction, :mod:`gaussopt.gauss.contact_problem`), and so is the
+projection of a point onto a polyhedron (the least-norm admissible distribution of
+indeterminate contact forces). Lemke's algorithm walks from one basis of the tableau
+``w - M z - d z0 = q`` to the next, keeping one complementary pair out of the basis at
+a time, until the artificial variable ``z0`` leaves: a finite number of pivots, each
+``O(n^2)``. It solves every LCP whose matrix is positive semi-definite (copositive-plus)
+when a solution exists, and ends on a ray when none does (then :func:`lemke` returns
+``None``); on other matrices (friction) it usually solves it and may end on a ray.
+Degenerate pivots are ordered lexicographically (Cottle, Pang and Stone, *The Linear
+Complementarity Problem*, SIAM 2009, sec. 4.4), so it cannot cycle.
+
+The answer is the basic solution of the last basis, accurate to the rounding of the
+pivots; callers that need it exactly certify it (the contact problem re-solves the
+chosen point states by their KKT system and checks every condition).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from gaussopt.core.compiled import jit
+
+__all__ = ["lemke", "lemke_pair"]
+
+_EPS = float(np.finfo(float).eps)
+
+
+def lemke(M: np.ndarray, q: np.ndarray, max_pivots: Optional[int] = None
+          ) -> Optional[np.ndarray]:
+    """``z`` solving ``LCP(q, M)`` by Lemke's algorithm (covering vector of ones,
+    lexicographic pivoting), or ``None`` when it ends on a ray (no solution for a
+    positive semi-definite ``M``) or exceeds ``max_pivots`` (default ``50 n + 50``).
+
+    Parameters
+    ----------
+    M : ndarray, shape (n, n)
+    q : ndarray, shape (n,)
+
+    Returns
+    -------
+    ndarray, shape (n,), or None
+    """
+    got = lemke_pair(M, q, max_pivots)
+    return None if got is None else got[0]
+
+
+def lemke_pair(M: np.ndarray, q: np.ndarray, max_pivots: Optional[int] = None
+               ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """:func:`lemke`'s ``(z, w)`` as its last basis gives them: each pair has at most one
+    basic member, the other is exactly zero (the complementarity is structural, not a
+    rounded product), and the basic values carry the rounding of the pivots. None as
+    :func:`lemke`."""
+    M = np.asarray(M, dtype=float)
+    q = np.asarray(q, dtype=float)
+    n = q.size
+    if M.shape != (n, n):
+        raise ValueError(f"`M` must have shape ({n}, {n}), found {M.shape}")
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(q))):
+        raise ValueError("`M` and `q` must be finite")
+    if n == 0 or q.min() >= 0.0:
+        return np.zeros(n), q.copy()
+    if max_pivots is None:
+        max_pivots = 50 * n + 50
+    scale = max(float(np.abs(M).max(initial=0.0)), float(np.abs(q).max()), 1e-300)
+    z, w = np.zeros(n), np.zeros(n)
+    got = _lemke(np.ascontiguousarray(M / scale), q / scale, int(max_pivots), z, w)
+    if got <= 0:
+        return None
+    return z, w * scale
+
+
+@jit(cache=True, nogil=True, _nrt=True, python=True)
+def _lemke(Ms, q, max_pivots, z, w):
+    """The pivots of :func:`lemke` on the scaled ``Ms``, ``q``: writes ``z`` and ``w``
+    (their basic values; the nonbasic ones stay 0) and returns the number of pivots
+    after which ``z0`` left the basis (> 0), minus the number after which it ended on a
+    ray (< 0), or 0 when ``max_pivots`` were not enough. Variables: ``0..n-1`` the
+    ``w``, ``n..2n-1`` the ``z``, ``2n`` the artificial ``z0``; their columns in
+    ``w - Ms z - d z0 = q``."""
+    n = q.size
+    tie = 1e3 * 2.220446049250313e-16
+    piv_tol = tie * n
+    Binv = np.eye(n)
+    xB = q.copy()
+    basis = np.arange(n)
+    col = np.empty(n)
+    live = np.empty(n, np.int64)
+    # z0 enters (column -1): the most negative q leaves, lexicographically among ties
+    for i in range(n):
+        col[i] = -1.0
+    nl = 0
+    qmin = xB.min()
+    for i in range(n):
+        if xB[i] <= qmin + tie * (1.0 + abs(qmin)):
+            live[nl] = i
+            nl += 1
+    r = _lexmin(live, nl, xB, col, Binv, True)
+    leaving = basis[r]
+    _pivot(Binv, xB, col, r)
+    basis[r] = 2 * n
+    for it in range(max_pivots):
+        entering = leaving + n if leaving < n else leaving - n
+        # col = Binv @ (column of `entering`)
+        if entering < n:
+            for i in range(n):
+                col[i] = Binv[i, entering]
+        else:
+            c = entering - n
+            for i in range(n):
+                s = 0.0
+                for k in range(n):
+                    s -= Binv[i, k] * Ms[k, c]
+                col[i] = s
+        big = 1.0
+        for i in range(n):
+            big = max(big, abs(col[i]))
+        # ratio test over the rows whose basic variable decreases
+        best = np.inf
+        for i in range(n):
+            if col[i] > piv_tol * big:
+                best = min(best, max(xB[i], 0.0) / col[i])
+        if best == np.inf:
+            return -(it + 1)                              # a ray: no solution found
+        nl = 0
+        z0row = -1
+        for i in range(n):
+            if col[i] > piv_tol * big and max(xB[i], 0.0) / col[i] <= best + tie * (
+                    1.0 + abs(best)):
+                live[nl] = i
+                nl += 1
+                if basis[i] == 2 * n:
+                    z0row = i
+        # z0 leaves whenever it may: the solution
+        r = z0row if z0row >= 0 else _lexmin(live, nl, xB, col, Binv, False)
+        leaving = basis[r]
+        _pivot(Binv, xB, col, r)
+        basis[r] = entering
+        if leaving == 2 * n:
+            for i in range(n):
+                if n <= basis[i] < 2 * n:
+                    z[basis[i] - n] = max(xB[i], 0.0)
+                elif basis[i] < n:
+                    w[basis[i]] = max(xB[i], 0.0)
+            return it + 1
+    return 0
+
+
+@jit(cache=True, nogil=True, _nrt=True)
+def _pivot(Binv, xB, col, r):
+    """Pivot the basis inverse and the basic solution on row ``r`` of ``col``."""
+    n = xB.size
+    piv = col[r]
+    for j in range(n):
+        Binv[r, j] /= piv
+    xB[r] /= piv
+    for i in range(n):
+        if i != r and col[i] != 0.0:
+            f = col[i]
+            for j in range(n):
+                Binv[i, j] -= f * Binv[r, j]
+            xB[i] -= f * xB[r]
+
+
+@jit(cache=True, nogil=True, _nrt=True)
+def _lexmin(live, nl, xB, col, Binv, first):
+    """The row of the lexicographically smallest ``(x_i, Binv_i) / col_i`` among the
+    ``nl`` rows of ``live`` (``first``: the entering column is -1, the keys are
+    ``(x_i, Binv_i)``): ties of the ratio broken by the basis inverse's rows, no cycling."""
+    tie = 1e3 * 2.220446049250313e-16
+    n = xB.size
+    cur = live[:nl].copy()
+    m = nl
+    for j in range(-1, n):
+        if m == 1:
+            break
+        vmin = np.inf
+        for a in range(m):
+            i = cur[a]
+            v = (max(xB[i], 0.0) if j < 0 else Binv[i, j]) / (1.0 if first else col[i])
+            vmin = min(vmin, v)
+        k = 0
+        for a in range(m):
+            i = cur[a]
+            v = (max(xB[i], 0.0) if j < 0 else Binv[i, j]) / (1.0 if first else col[i])
+            if v <= vmin + tie * (1.0 + abs(vmin)):
+                cur[k] = i
+                k += 1
+        m = k
+    return cur[0]

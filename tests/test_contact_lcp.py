@@ -1,0 +1,195 @@
+"""Contact problems with many points: Lemke's algorithm and the LCP path of the contact problem.
+
+* ``gaussopt.gauss.lcp.lemke`` on random positive semi-definite LCPs: the returned ``z``
+  meets ``z >= 0``, ``w = M z + q >= 0``, ``z . w = 0`` (checked here from ``z``), and an
+  LCP without a solution is refuted (None);
+* the LCP path of ``solve_contact`` (more than ``ENUMERATE_MAX`` combinations of point
+  states) against the enumeration of every combination on random frictional problems:
+  the same accelerations wherever the enumeration proves them unique;
+* a plank on 20 frictional points (a rigid body on a line, rows of rank 3: the forces
+  are indeterminate): the contact problem at rest, pushed below and above ``mu m g``,
+  and sliding, against Newton-Euler's balance of the plank written here; and a run in
+  which it slides until it stops (closed form ``t = v0 / (mu g)``,
+  ``x = v0^2 / (2 mu g)``), and one on an incline above and below ``tan(beta) = mu``.
+
+Tolerances: the contact problem's answers are rounding-accurate (a KKT solve of a few
+dozen rows: 1e4 eps (n + m) of the forces' scale, 1e-10 m g with margin); the runs'
+motions are polynomials in t integrated at rtol = atol = 1e-12 (states within
+``integration_bound``, events within that over the slip rate's rate ``mu g``), as in
+tests/test_contact_many.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import gaussopt as go
+import gaussopt.gauss.contact_problem as cp
+from gaussopt.gauss.lcp import lemke
+from test_trajectory import integration_bound
+
+G0 = 9.81
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- Lemke
+@pytest.mark.parametrize("seed", range(6))
+def test_lemke_solves_positive_semidefinite_lcps(seed):
+    rng = np.random.default_rng(seed)
+    for n in (1, 3, 10, 40):
+        L = rng.standard_normal((n, max(1, n // 2 if seed % 2 else n)))
+        M = L @ L.T                                  # PSD, singular when seed is odd
+        # a feasible q: q = w0 - M z0 with z0, w0 >= 0 (a solution exists)
+        z0, w0 = rng.random(n) * (rng.random(n) < 0.5), rng.random(n)
+        q = w0 - M @ z0
+        z = lemke(M, q)
+        assert z is not None
+        w = M @ z + q
+        scale = 1.0 + np.abs(M).max() * np.abs(z).max() + np.abs(q).max()
+        # rounding of O(n) pivots of O(n) terms each
+        tol = 1e3 * n * np.finfo(float).eps * scale
+        assert z.min() >= 0.0 and w.min() >= -tol
+        assert np.abs(z * w).max() <= tol * (1.0 + np.abs(z).max())
+
+
+def test_lemke_refutes_an_lcp_without_solution_and_checks_its_input():
+    # w = z1 - z2 - 1 >= 0 and w2 = -z1 + z2 - 1 >= 0 add up to -2 >= 0: no solution
+    M = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    assert lemke(M, np.array([-1.0, -1.0])) is None
+    assert lemke(M, np.array([1.0, 2.0])).tolist() == [0.0, 0.0]       # q >= 0: z = 0
+    with pytest.raises(ValueError, match="shape"):
+        lemke(np.eye(2), np.zeros(3))
+    with pytest.raises(ValueError, match="finite"):
+        lemke(np.eye(2), np.array([-1.0, np.nan]))
+
+
+# --------------------------------------------------------------------------- LCP vs enumeration
+@pytest.mark.parametrize("seed", range(4))
+def test_lcp_path_agrees_with_the_enumeration(seed, monkeypatch):
+    """Random frictional problems (mu 0, finite, inf): wherever the enumeration of every
+    combination certifies a unique motion, the LCP path finds the same accelerations."""
+    rng = np.random.default_rng(100 + seed)
+    compared = 0
+    for _ in range(40):
+        n, k = int(rng.integers(3, 7)), int(rng.integers(3, 6))
+        L = rng.standard_normal((n, n))
+        M = L @ L.T + 0.5 * np.eye(n)
+        F = rng.standard_normal(n)
+        A, b = np.zeros((0, n)), np.zeros(0)
+        G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
+        T, s = rng.standard_normal((k, n)), rng.standard_normal(k)
+        mu = rng.choice([0.0, 0.3, 0.8, np.inf], size=k)
+        monkeypatch.setattr(cp, "ENUMERATE_MAX", 10 ** 9)
+        try:
+            every = cp.solve_contact(M, F, A, b, G, h, T, s, mu=mu)
+        except cp.ContactSolveError:
+            continue                  # no solution, or several motions: nothing to compare
+        monkeypatch.setattr(cp, "ENUMERATE_MAX", 0)
+        lcp = cp.solve_contact(M, F, A, b, G, h, T, s, mu=mu)
+        scale = 1.0 + np.abs(every.x).max()
+        assert np.abs(lcp.x - every.x).max() < 1e-9 * scale
+        compared += 1
+    assert compared >= 20
+
+
+# --------------------------------------------------------------------------- a plank on 20 points
+def plank_rows(k=20, b=0.5, h=0.05):
+    """Rows of a plank (centre (x, y), angle 0) on the line y = 0 at k points of its bottom
+    edge (x_i from -b to b, height h below the centre): gap accelerations ``y'' + x_i th''``,
+    slip accelerations ``x'' + h th''``."""
+    xs = np.linspace(-b, b, k)
+    G = np.column_stack([np.zeros(k), np.ones(k), xs])
+    T = np.column_stack([np.ones(k), np.zeros(k), np.full(k, h)])
+    return xs, G, T
+
+
+@pytest.mark.parametrize("case", ["rest", "pushed-holds", "pushed-slides", "sliding"])
+def test_plank_on_twenty_points_balances_like_newton_euler(case):
+    m, inertia, mu, h, k = 2.0, 0.2, 0.4, 0.05, 20
+    xs, G, T = plank_rows(k, h=h)
+    push = {"rest": 0.0, "pushed-holds": 0.7, "pushed-slides": 1.3, "sliding": 0.0}[case]
+    push *= mu * m * G0
+    slide = np.full(k, 1 if case == "sliding" else 0)
+    M = np.diag([m, m, inertia])
+    F = np.array([push, -m * G0, 0.0])
+    sol = go.solve_contact(M, F, np.zeros((0, 3)), np.zeros(0), G, np.zeros(k), T, np.zeros(k),
+                           mu=np.full(k, mu), slide=slide)
+    N, tau = sol.nu, sol.tau
+    fscale = 1e-10 * m * G0
+    # Newton-Euler of the plank: m x'' = push + sum tau, m y'' = -m g + sum N,
+    # I th'' = sum (x_i N_i + h tau_i) (the points are h below the centre)
+    assert abs(m * sol.x[0] - push - tau.sum()) < fscale
+    assert abs(m * sol.x[1] + m * G0 - N.sum()) < fscale
+    assert abs(inertia * sol.x[2] - (xs @ N + h * tau.sum())) < fscale
+    assert np.all(N >= -fscale) and np.all(np.abs(tau) <= mu * N + fscale)
+    # the plank neither lifts nor tilts; it slides as Coulomb says
+    assert abs(sol.x[1]) < 1e-12 * G0 and abs(sol.x[2]) < 1e-12 * G0
+    expected = {"rest": 0.0, "pushed-holds": 0.0, "pushed-slides": push / m - mu * G0,
+                "sliding": -mu * G0}[case]
+    assert sol.x[0] == pytest.approx(expected, abs=1e-12 * G0)
+    if case in ("rest", "pushed-holds"):
+        assert sol.indeterminate and set(sol.mode.tolist()) <= {cp.OPEN, cp.STICK}
+
+
+def plank(mu, k=20, b=0.5, h=0.05, m=2.0, beta=0.0):
+    """A plank (half length b, half height h, centre (x, y), angle th) lying on the line
+    y = 0 on k points of its bottom edge; gravity tilted by beta (an incline along x)."""
+    xs = np.linspace(-b, b, k)
+
+    def gap(t, q):
+        x, y, th = q
+        return y + xs * np.sin(th) - h * np.cos(th)
+
+    def slip(t, q):
+        x, y, th = q
+        return x + xs * np.cos(th) + h * np.sin(th)
+
+    bottom = go.Contact(gap, slip=slip, friction=mu, restitution=0.0, rheonomic=False,
+                        name="bottom")
+    inertia = m * (b * b + h * h) / 3
+    return go.System(("x", "y", "th"), mass=np.diag([m, m, inertia]),
+                     force=[-m * G0 * math.sin(beta), -m * G0 * math.cos(beta), 0.0],
+                     constraints=[bottom], name="plank")
+
+
+def test_plank_on_twenty_points_slides_until_it_stops():
+    mu, v0, h, m = 0.3, 1.5, 0.05, 2.0
+    tr = go.simulate(plank(mu), (0.0, 1.0), [0.0, h, 0.0], [v0, 0.0, 0.0], **TOL)
+    assert tr.success, tr.message
+    t_stop = v0 / (mu * G0)
+    stops = sorted({t for t, _, w in tr.meta["contact_transitions"] if w == "stick"})
+    assert len(stops) == 1
+    bound = integration_bound(tr)
+    assert abs(stops[0] - t_stop) < bound / (mu * G0) + 4 * np.finfo(float).eps
+    assert abs(stops[0] - t_stop) < 1e-9 * t_stop
+    rest = tr.t > stops[0]
+    slide = ~rest
+    assert np.abs(tr.v[slide, 0] - (v0 - mu * G0 * tr.t[slide])).max() < bound
+    assert np.abs(tr.q[rest, 0] - v0 ** 2 / (2 * mu * G0)).max() < 1e-8
+    assert np.abs(tr.v[rest]).max() < bound
+    # at rest on a flat floor the least-norm admissible friction is zero; the normal
+    # forces carry m g (their distribution over 20 points is indeterminate)
+    assert np.abs(tr.friction_forces[rest]).max() < 1e-10 * m * G0
+    assert np.abs(tr.contact_forces[rest].sum(axis=1) - m * G0).max() < 1e-10 * m * G0
+    scale = 1e-10 * m * G0
+    assert np.all(tr.contact_forces >= -scale)
+    assert np.all(np.abs(tr.friction_forces) <= mu * tr.contact_forces + scale)
+
+
+@pytest.mark.parametrize("above", [True, False], ids=["holds", "slides"])
+def test_plank_on_twenty_points_on_an_incline(above):
+    mu, h, m = 0.4, 0.05, 2.0
+    beta = math.atan(mu) + (-0.05 if above else 0.05)
+    tr = go.simulate(plank(mu, beta=beta), (0.0, 0.5), [0.0, h, 0.0], [0.0, 0.0, 0.0], **TOL)
+    assert tr.success, tr.message
+    a = 0.0 if above else G0 * (math.sin(beta) - mu * math.cos(beta))
+    bound = integration_bound(tr)
+    assert np.abs(tr.q[:, 0] + 0.5 * a * tr.t ** 2).max() < 1e-8
+    assert np.abs(tr.v[:, 0] + a * tr.t).max() < max(bound, 1e-12)
+    assert np.abs(tr.q[:, 1:] - [h, 0.0]).max() < 1e-10
+    # the friction's sum balances the slope (held) or is mu N (sliding)
+    want = m * G0 * math.sin(beta) if above else mu * m * G0 * math.cos(beta)
+    assert np.abs(np.abs(tr.friction_forces.sum(axis=1)) - want).max() < 1e-10 * m * G0
