@@ -51,6 +51,22 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
     the centre are determined, gaussopt reports the least-norm distribution in the cone)
     and their sum's error.
 
+* **Many points** (a plank, half length 0.5 m, half height 0.05 m, 2 kg, lying on N
+  points of its bottom edge on a line, mu 0.3; planar: x, y, th):
+
+  - the contact problem of all N points at once (``gaussopt.solve_contact``), at rest
+    pushed horizontally by 0.7 mu m g (it holds: the forces are indeterminate, the
+    least-norm distribution in every cone is reported) and by 1.3 mu m g (it slides):
+    the time per solve, by trying every combination of point states (up to
+    ``MAX_COMBINATIONS``: the only method before) and by Lemke's algorithm on the LCP
+    (``ENUMERATE_MAX`` combinations on), and the error of ``x''`` against Newton-Euler's
+    ``0`` / ``(P - mu m g) / m``;
+  - the 20-point plank launched at 1.5 m/s, 1 s: the stop time and the distance against
+    ``v0 / (mu g)`` and ``v0^2 / (2 mu g)``. MuJoCo: the plank on slide-x, slide-z and
+    hinge-y joints with 20 spheres of radius 1 mm along its bottom edge (20 contacts),
+    ``timestep = 1e-4``, pyramidal and elliptic cones; its stop as for the box, and its
+    ``mj_step`` time per step with the 20 contacts.
+
 Every time is the median of three runs after a warm-up (compilation excluded).
 """
 
@@ -252,6 +268,131 @@ def mujoco_box(cone: str, solref: str, beta: float = 0.0, v0: float = 1.5,
     else:
         out["creep"] = abs(x_end)
         out["share_error"] = abs(share - 0.5 * (1 + h * math.tan(beta) / b))
+    return out
+
+
+# --------------------------------------------------------------------------- many points
+PLANK = {"b": 0.5, "h": 0.05, "m": 2.0, "mu": 0.3, "g": 9.81, "v0": 1.5}
+
+
+def plank_problem(k: int, push: float):
+    """The plank's contact problem at rest on ``k`` points, pushed by ``push`` along x:
+    ``(M, F, A, b, G, h, T, s, mu)`` (gap accelerations ``y'' + x_i th''``, slip
+    accelerations ``x'' + h th''``)."""
+    P = PLANK
+    xs = np.linspace(-P["b"], P["b"], k)
+    inertia = P["m"] * (P["b"] ** 2 + P["h"] ** 2) / 3
+    G = np.column_stack([np.zeros(k), np.ones(k), xs])
+    T = np.column_stack([np.ones(k), np.zeros(k), np.full(k, P["h"])])
+    return (np.diag([P["m"], P["m"], inertia]), np.array([push, -P["m"] * P["g"], 0.0]),
+            np.zeros((0, 3)), np.zeros(0), G, np.zeros(k), T, np.zeros(k),
+            np.full(k, P["mu"]))
+
+
+def contact_problem_rows() -> list:
+    """The time of one contact problem of N plank points, by enumeration and by Lemke."""
+    import gaussopt.gauss.contact_problem as cp
+
+    P = PLANK
+    rows = []
+    saved = cp.ENUMERATE_MAX
+    try:
+        for k in (4, 6, 20):
+            for frac in (0.7, 1.3):
+                push = frac * P["mu"] * P["m"] * P["g"]
+                args = plank_problem(k, push)
+                want = 0.0 if frac < 1 else push / P["m"] - P["mu"] * P["g"]
+                for method, limit in (("every combination", 10 ** 12), ("Lemke", 0)):
+                    if method == "every combination" and 4 ** k > cp.MAX_COMBINATIONS:
+                        rows.append((f"contact problem, {k} points, push {frac} mu m g",
+                                     f"gaussopt, {method}", math.nan,
+                                     f"{4 ** k} combinations: refused"))
+                        continue
+                    cp.ENUMERATE_MAX = limit
+                    sol = cp.solve_contact(*args[:8], mu=args[8])
+                    reps = 3 if method == "every combination" else 50
+                    wall, _ = _median_time(lambda: [cp.solve_contact(*args[:8], mu=args[8])
+                                                    for _ in range(reps)])
+                    rows.append((f"contact problem, {k} points, push {frac} mu m g",
+                                 f"gaussopt, {method}", wall / reps,
+                                 f"x'' err {abs(sol.x[0] - want):.1e} m/s2"))
+    finally:
+        cp.ENUMERATE_MAX = saved
+    return rows
+
+
+def gaussopt_plank(k: int = 20) -> dict:
+    """The plank on ``k`` points launched at ``v0``, 1 s: stop time and distance errors."""
+    import gaussopt as go
+
+    P = PLANK
+    xs = np.linspace(-P["b"], P["b"], k)
+
+    def gap(t, q):
+        return q[1] + xs * np.sin(q[2]) - P["h"] * np.cos(q[2])
+
+    def slip(t, q):
+        return q[0] + xs * np.cos(q[2]) + P["h"] * np.sin(q[2])
+
+    bottom = go.Contact(gap, slip=slip, friction=P["mu"], restitution=0.0, rheonomic=False,
+                        name="bottom")
+    inertia = P["m"] * (P["b"] ** 2 + P["h"] ** 2) / 3
+    sys_ = go.System(("x", "y", "th"), mass=np.diag([P["m"], P["m"], inertia]),
+                     force=[0.0, -P["m"] * P["g"], 0.0], constraints=[bottom], name="plank")
+    wall, tr = _median_time(lambda: go.simulate(sys_, (0.0, 1.0), [0.0, P["h"], 0.0],
+                                                [P["v0"], 0.0, 0.0]))
+    t_stop = P["v0"] / (P["mu"] * P["g"])
+    stop = min(t for t, _, w in tr.meta["contact_transitions"] if w == "stick")
+    return {"time": wall, "t_error": abs(stop - t_stop),
+            "x_error": abs(tr.q[-1, 0] - P["v0"] ** 2 / (2 * P["mu"] * P["g"])),
+            "penetration": float(max(0.0, -min(gap(0, q).min() for q in tr.q)))}
+
+
+def mujoco_plank(cone: str, k: int = 20) -> dict:
+    """The plank in MuJoCo: planar joints, ``k`` spheres of radius 1 mm on its bottom edge."""
+    import mujoco
+
+    P = PLANK
+    r = 1e-3
+    inertia = P["m"] * (P["b"] ** 2 + P["h"] ** 2) / 3
+    fr = f"{P['mu']} 0.005 0.0001"
+    balls = "".join(f'<geom type="sphere" size="{r}" pos="{x} 0 {-P["h"] + r}" '
+                    f'friction="{fr}" mass="0"/>' for x in np.linspace(-P["b"], P["b"], k))
+    xml = f"""<mujoco><option timestep="1e-4" cone="{cone}"/>
+    <worldbody><geom type="plane" size="5 5 0.1" friction="{fr}"/>
+    <body pos="0 0 {P['h']}">
+    <joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 0 1"/>
+    <joint type="hinge" axis="0 1 0"/>
+    <inertial pos="0 0 0" mass="{P['m']}" diaginertia="{inertia} {inertia} {inertia}"/>
+    {balls}</body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    t_stop = P["v0"] / (P["mu"] * P["g"])
+
+    def run():
+        d = mujoco.MjData(model)
+        d.qvel[0] = P["v0"]
+        stop, ncon, steps = None, 0, 0
+        pen = 0.0
+        while d.time < 1.0:
+            mujoco.mj_step(model, d)
+            steps += 1
+            ncon = max(ncon, d.ncon)
+            pen = max([pen] + [-d.contact[j].dist for j in range(d.ncon)])
+            if stop is None and d.time > 0.01 and d.qvel[0] < 1e-3:
+                stop = d.time
+        return stop, float(d.qpos[0]), pen, ncon, steps
+
+    wall, (stop, x_end, pen, ncon, steps) = _median_time(run)
+    return {"time": wall, "t_error": abs(stop - t_stop) if stop is not None else math.nan,
+            "x_error": abs(x_end - P["v0"] ** 2 / (2 * P["mu"] * P["g"])),
+            "penetration": pen, "contacts": ncon, "per_step": wall / steps}
+
+
+def _plank_row(r: dict) -> str:
+    out = (f"stop time err {r['t_error']:.1e} s, distance err {r['x_error']:.1e} m, "
+           f"penetration {r['penetration']:.1e} m")
+    if "contacts" in r:
+        out += f", {r['contacts']} contacts, {r['per_step'] * 1e6:.3g} us per mj_step"
     return out
 
 
@@ -474,6 +615,10 @@ def main() -> int:
     gs = gaussopt_box(**slope)
     rows.append(("box holding on a slope, 2 s", "gaussopt (hard, two corners)", gs["time"],
                  _box_row(gs)))
+    rows += contact_problem_rows()
+    gp = gaussopt_plank()
+    rows.append(("plank on 20 points, 1 s", "gaussopt (hard, 20 points)", gp["time"],
+                 _plank_row(gp)))
     try:
         import mujoco  # noqa: F401
     except ImportError:
@@ -493,6 +638,10 @@ def main() -> int:
             r = mujoco_block(solref)
             rows.append(("rocking block, first impact", f"MuJoCo dt 1e-4, {label}", r["time"],
                          f"ratio err {r['ratio_error']:.1e}, impact time err {r['t_error']:.1e} s"))
+        for cone in ("pyramidal", "elliptic"):
+            r = mujoco_plank(cone)
+            rows.append(("plank on 20 points, 1 s", f"MuJoCo dt 1e-4, {cone} cone", r["time"],
+                         _plank_row(r)))
         for label, cone, solref in (("pyramidal cone", "pyramidal", "0.02 1"),
                                     ("elliptic cone", "elliptic", "0.02 1"),
                                     ("elliptic, solref 0.002 1", "elliptic", "0.002 1")):
@@ -504,7 +653,9 @@ def main() -> int:
     print("| problem | simulator | wall time | accuracy |")
     print("|---|---|---|---|")
     for prob, sim, wall, acc in rows:
-        print(f"| {prob} | {sim} | {wall:.3g} s | {acc} |")
+        shown = "—" if math.isnan(wall) else (f"{wall * 1e3:.3g} ms" if wall < 0.1
+                                               else f"{wall:.3g} s")
+        print(f"| {prob} | {sim} | {shown} | {acc} |")
     return 0
 
 

@@ -1096,7 +1096,7 @@ def compile_all(*extra, progress: Optional[Callable[[Unit, int, int], None]] = N
 _UNIT_MODULES = ("gaussopt.gauss.dense_step", "gaussopt.gauss.band_step", "gaussopt.integrate.engine", "gaussopt.gauss.compiled_step",
                  "gaussopt.core.model_interface",
                  "gaussopt.gauss.solvers.qp.compiled_qp", "gaussopt.gauss.solvers.ga.pygad_ga",
-                 "gaussopt.multibody.planar.compiled_model")
+                 "gaussopt.multibody.planar.compiled_model", "gaussopt.gauss.lcp")
 
 
 def _caller(u: Unit, params: list[str]):

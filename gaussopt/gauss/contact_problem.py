@@ -28,16 +28,29 @@ How it is solved, exactly: every point takes one of its modes (``open``,
 ``closed``; with finite friction from rest ``stick``, ``slide +``, ``slide -``);
 each combination of modes is a linear (KKT) system, solved by a singular value
 decomposition of the scaled KKT matrix, and its answer is *certified* against
-every condition above to the rounding of its terms. All combinations are tried
-(at most :data:`MAX_COMBINATIONS`; measured: the 16 of a box on two frictional
-corners take 7.6 ms, the 4 of two frictionless points 1.0 ms, once per event). The
-accelerations of every certified combination must agree: if two differ, the contact
-problem is indeterminate
-(e.g. Painleve's paradox) and :class:`ContactSolveError` names the points; if
-none is certified it has no solution. Where several combinations give the same
-accelerations (a point touching with zero force and zero gap acceleration, a
+every condition above to the rounding of its terms. Up to :data:`ENUMERATE_MAX`
+combinations all are tried (measured: the 16 of a box on two frictional corners take
+7.6 ms, the 4 of two frictionless points 1.0 ms, once per event). The accelerations
+of every certified combination must agree: if two differ, the contact problem is
+indeterminate (e.g. Painleve's paradox) and :class:`ContactSolveError` names the
+points; if none is certified it has no solution. Where several combinations give the
+same accelerations (a point touching with zero force and zero gap acceleration, a
 point on the edge of its cone) the caller's preference decides (the change the
 event announced, else the previous state).
+
+Many points (more than :data:`ENUMERATE_MAX` combinations: 4^20 for twenty frictional
+points) are solved by Lemke's algorithm (:mod:`gaussopt.gauss.lcp`) on the LCP written
+in the contact forces: the motion without contacts and its response to every force
+come from the bilateral KKT system, and the unknowns are ``z = (N, lam+, u-)`` with
+``lam+ = mu N + tau`` (:func:`_by_lcp`). A small compliance (:data:`_LCP_COMPLIANCE`)
+keeps the pivots away from the degeneracy of dependent rows (a body on many points),
+where Lemke's algorithm could end on a ray. The modes are read from its last basis;
+a point it leaves on an edge (zero force and zero rate) may take either side, so the
+preferred side and its own are certified, best first, exactly as above. Its answer is
+therefore as certain as the enumeration's, but not proven unique: a second motion is
+found only by the enumeration. Measured on a plank lying on 20 frictional points:
+about 1 ms per solve, where the enumeration would need 4^20 combinations
+(``benchmarks/contact.py``).
 
 Indeterminate forces: where the rows of the closed points are dependent (two
 sticking corners of a box on a plane; a ladder sticking on a rough wall and floor)
@@ -50,11 +63,14 @@ It is never an equal split judged point by point.
 
 Exact for planar point contacts (one tangent per point) with any number of
 points, bilateral rows, redundant rows and singular ``M`` (as long as the
-accelerations are determined). Spatial point contacts (two tangents, the circular
+accelerations are determined; on the LCP path also without the contacts). Spatial point contacts (two tangents, the circular
 cone ``|t| <= mu N``: not a linear complementarity problem) are solved by
 :mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide directions
 solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
-solved: problems with more than :data:`MAX_COMBINATIONS` combinations of modes.
+solved: spatial problems with more than :data:`MAX_COMBINATIONS` combinations of
+modes, and planar ones beyond :data:`ENUMERATE_MAX` whose LCP Lemke's algorithm does
+not solve (it ends on a ray: then :data:`MAX_COMBINATIONS` combinations are still
+tried one by one).
 
 References
 ----------
@@ -77,7 +93,7 @@ from gaussopt.core.settings import DEFAULT_RANK_TOL
 from gaussopt.gauss.solution import solve_gauss
 
 __all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "same_motion",
-           "admissible",
+           "admissible", "ENUMERATE_MAX",
            "max_margin", "MAX_COMBINATIONS", "OPEN", "CLOSED", "STICK",
            "SLIDE_POS", "SLIDE_NEG", "MODE_NAMES"]
 
@@ -649,27 +665,27 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
                         + float(np.abs(F).max(initial=0.0)) + 1e-300)
     ktol = zero * (float(np.abs(ql).max(initial=0.0)) + float(np.abs(wl[:k + kf]).max(
         initial=0.0)) + float(np.abs(um).max(initial=0.0)) + 1e-300)
-    where = {int(i): j for j, i in enumerate(fr)}
+    # each point's states as read (vectorized; the lists only where several are possible)
+    at = np.full(k, -1)
+    at[fr] = np.arange(kf)
+    rest_at = rest & (at >= 0)
+    j = np.where(rest_at, at, kf)                     # (kf: a zero appended to each)
+    up_, um_, lp_, lm_ = (np.append(x, 0.0)[j] for x in (up, um, lp, lm))
+    upk, umk = (up_ > ktol) & rest_at, (um_ > ktol) & rest_at
+    edge_p = rest_at & ~upk & ~umk & (lp_ <= ftol)         # tau = -mu N: the + slide's edge
+    edge_m = rest_at & ~upk & ~umk & (lm_ <= ftol)
+    first = np.where(upk, SLIDE_POS, np.where(umk, SLIDE_NEG, np.where(rest_at, STICK, CLOSED)))
+    loaded, opening = N > ftol, g > ktol
     sets, own = [], []
     for i in range(k):
-        closed_modes: list = []
-        if rest[i]:
-            j = where[i]
-            if up[j] > ktol:
-                closed_modes = [SLIDE_POS]
-            elif um[j] > ktol:
-                closed_modes = [SLIDE_NEG]
-            else:
-                closed_modes = [STICK]
-                if lp[j] <= ftol:
-                    closed_modes.append(SLIDE_POS)        # tau = -mu N: on the + slide's edge
-                if lm[j] <= ftol:
-                    closed_modes.append(SLIDE_NEG)
-        else:
-            closed_modes = [CLOSED]
-        if N[i] > ftol:
+        closed_modes = [int(first[i])]
+        if edge_p[i]:
+            closed_modes.append(SLIDE_POS)
+        if edge_m[i]:
+            closed_modes.append(SLIDE_NEG)
+        if loaded[i]:
             cand = closed_modes
-        elif g[i] > ktol:
+        elif opening[i]:
             cand = [OPEN]
         else:
             cand = [OPEN] + closed_modes

@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from gaussopt.core.compiled import jit
+from gaussopt.core.compiled import jit, unit
 
 __all__ = ["lemke", "lemke_pair"]
 
@@ -70,13 +70,14 @@ def lemke_pair(M: np.ndarray, q: np.ndarray, max_pivots: Optional[int] = None
         max_pivots = 50 * n + 50
     scale = max(float(np.abs(M).max(initial=0.0)), float(np.abs(q).max()), 1e-300)
     z, w = np.zeros(n), np.zeros(n)
-    got = _lemke(np.ascontiguousarray(M / scale), q / scale, int(max_pivots), z, w)
+    got = _lemke(np.ascontiguousarray(M / scale), np.ascontiguousarray(q / scale),
+                 int(max_pivots), z, w)
     if got <= 0:
         return None
     return z, w * scale
 
 
-@jit(cache=True, nogil=True, _nrt=True, python=True)
+@unit("i8(f8m, f8v, i8, f8v, f8v)", python=True, nogil=True, _nrt=True)
 def _lemke(Ms, q, max_pivots, z, w):
     """The pivots of :func:`lemke` on the scaled ``Ms``, ``q``: writes ``z`` and ``w``
     (their basic values; the nonbasic ones stay 0) and returns the number of pivots

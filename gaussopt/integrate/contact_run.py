@@ -25,7 +25,8 @@ never by penalties or softened constraints:
   state of every touching point -- open or closed, sticking or sliding -- is decided
   by one contact problem for all points at once
   (:func:`gaussopt.gauss.contact_problem.solve_contact`: the planar LCP of Pfeiffer
-  and Glocker with Coulomb friction, every combination of point states certified).
+  and Glocker with Coulomb friction: every combination of point states tried and
+  certified, or, for many points, Lemke's algorithm with its answer certified).
 
 Impact laws
 -----------
@@ -112,7 +113,7 @@ shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangent
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
 not supported.
 
-Not supported yet: contact problems with more than
+Not supported yet: spatial contact problems with more than
 :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
 user ``events`` together with contacts, nonlinear nonholonomic constraints together
 with contacts (an impact needs velocity constraints affine in ``v``).
@@ -201,10 +202,11 @@ class _Model:
         got = self._phases.get((key, dirs, spatial_slide, lock))
         if got is not None:
             return got
-        extra = [P.holonomic(i) for i in key]
+        # consecutive points of one contact share one constraint (rows in the same order)
+        extra = [P.holonomic(run) for run in _runs(P, key)]
         sticking = [i for i, d in zip(key, dirs) if P.frictional[i] and d == 0]
-        extra += [P.no_slip(i) if P.dim[i] == 2 else P.holonomic(i, tangent=True)
-                  for i in sticking]
+        extra += [P.no_slip(run[0]) if P.dim[run[0]] == 2 else P.holonomic(run, tangent=True)
+                  for run in _runs(P, sticking, split=P.dim == 2)]
         name = ", ".join(P.labels[i] + ("" if d == 0 else (" sliding +" if d > 0 else " sliding -"))
                          for i, d in zip(key, dirs))
         name = name + " closed" if key else "contacts open"
@@ -227,6 +229,21 @@ class _Model:
         B = base.velocity_rows(t, q, v)
         c = base.velocity_residual(t, q, np.zeros_like(v))
         return B, c
+
+
+def _runs(P: ContactPoints, points: Sequence[int], split: Optional[np.ndarray] = None
+          ) -> list[list[int]]:
+    """``points`` cut into runs of consecutive points of one contact (``split``: points that
+    stay alone)."""
+    out: list[list[int]] = []
+    for i in points:
+        i = int(i)
+        if out and P.owner[out[-1][-1]] == P.owner[i] and not (
+                split is not None and (split[i] or split[out[-1][-1]])):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
 
 
 def _kkt_nonsymmetric(M, F, A, b, W) -> tuple[np.ndarray, np.ndarray]:

@@ -404,22 +404,32 @@ class ContactPoints:
         memos[id(src)] = values
         return values
 
-    def holonomic(self, i: int, tangent: bool = False) -> Holonomic:
+    def holonomic(self, i, tangent: bool = False) -> Holonomic:
         """Point ``i``'s gap (or slip) as a one-row :class:`~gaussopt.Holonomic`: the
-        bilateral constraint of a closed contact."""
-        c = self.contacts[self.owner[i]]
+        bilateral constraint of a closed contact. ``i`` may also be a sequence of points
+        of one contact: one constraint with their rows in that order (its Jacobian and
+        convective term then take one evaluation of the contact's vector function per
+        complex step, not one per point)."""
+        pts = [int(i)] if np.ndim(i) == 0 else [int(j) for j in i]
+        owners = {int(self.owner[j]) for j in pts}
+        if len(owners) != 1:
+            raise ModelError(f"internal: points {pts} of several contacts in one constraint")
+        c = self.contacts[owners.pop()]
         src = c.tangent if tangent else c.normal
-        r = int(self.row[i])
-        jac = (lambda t, q: src.jacobian(t, q)[r:r + 1]) if not src.automatic["jacobian"] else None
-        gam = (lambda t, q, v: src.gamma(t, q, v)[r:r + 1]) if not src.automatic["gamma"] else None
+        rows = np.array([int(self.row[j]) for j in pts])
+        idx = np.array(pts)
+        jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
+        gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
         values = self._memo(src)
         if tangent:
             anchor = self.anchor
 
             def phi(t, q):
-                return values(t, q)[r:r + 1] - anchor[i]
+                return values(t, q)[rows] - anchor[idx]
         else:
             def phi(t, q):
-                return values(t, q)[r:r + 1]
+                return values(t, q)[rows]
+        label = self.labels[pts[0]] if len(pts) == 1 else \
+            f"{c.name}[{', '.join(str(int(self.row[j])) for j in pts)}]"
         return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
-                         name=f"{self.labels[i]}.{'slip' if tangent else 'gap'}")
+                         name=f"{label}.{'slip' if tangent else 'gap'}")
