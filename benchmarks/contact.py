@@ -61,6 +61,11 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
     ``MAX_COMBINATIONS``: the only method before) and by Lemke's algorithm on the LCP
     (``ENUMERATE_MAX`` combinations on), and the error of ``x''`` against Newton-Euler's
     ``0`` / ``(P - mu m g) / m``;
+  - the same in space (circular cones): a body on a slope at rest with ``tan(beta) =
+    0.8 mu`` (holds) and ``1.2 mu`` (slides), on the four bottom corners of a cube
+    (81 combinations of point states) and on a 4 x 5 grid of points under a slab; the
+    Lemke path there solves the LCP of the cones' inscribed octagons and certifies its
+    states with the circles;
   - the 20-point plank launched at 1.5 m/s, 1 s: the stop time and the distance against
     ``v0 / (mu g)`` and ``v0^2 / (2 mu g)``. MuJoCo: the plank on slide-x, slide-z and
     hinge-y joints with 20 spheres of radius 1 mm along its bottom edge (20 contacts),
@@ -318,6 +323,59 @@ def contact_problem_rows() -> list:
                                  f"x'' err {abs(sol.x[0] - want):.1e} m/s2"))
     finally:
         cp.ENUMERATE_MAX = saved
+    return rows + spatial_problem_rows()
+
+
+def spatial_problem(points: np.ndarray, mu: float, beta: float):
+    """The contact problem of a body (3 kg, isotropic inertia 0.1 kg m^2; coordinates: the
+    velocity and the angular velocity) at rest on ``points`` (body frame, below its centre)
+    on a plane tilted by ``beta`` about y: ``(M, F, A, b, G, h, T, s)`` with the gap
+    acceleration ``v_z + (w x p)_z`` and the slip accelerations along x and y."""
+    m, inertia, g = 3.0, 0.1, 9.81
+    k = len(points)
+    G = np.zeros((k, 6))
+    T = np.zeros((k, 2, 6))
+    for i, (px, py, pz) in enumerate(points):
+        G[i] = [0, 0, 1, py, -px, 0]
+        T[i, 0] = [1, 0, 0, 0, pz, -py]
+        T[i, 1] = [0, 1, 0, -pz, 0, px]
+    M = np.diag([m, m, m, inertia, inertia, inertia])
+    F = np.array([m * g * math.sin(beta), 0.0, -m * g * math.cos(beta), 0.0, 0.0, 0.0])
+    return M, F, np.zeros((0, 6)), np.zeros(0), G, np.zeros(k), T, np.zeros((k, 2))
+
+
+def spatial_problem_rows() -> list:
+    """The time of one spatial contact problem (circular cones): a cube on its four bottom
+    corners and a slab on a 4 x 5 grid of points, at rest on a slope with ``tan(beta) = 0.8
+    mu`` (holds) and ``1.2 mu`` (slides)."""
+    import gaussopt.gauss.contact_cone as cc
+
+    mu = 0.4
+    cube = np.array([[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.1, 0.1)])
+    grid = np.array([[x, y, -0.02] for x in np.linspace(-0.3, 0.3, 4)
+                     for y in np.linspace(-0.2, 0.2, 5)])
+    rows = []
+    saved = cc.ENUMERATE_MAX
+    try:
+        for name, pts in (("cube, 4 corners", cube), ("slab, 20 points", grid)):
+            for frac in (0.8, 1.2):
+                beta = math.atan(frac * mu)
+                args = spatial_problem(pts, mu, beta)
+                want = 0.0 if frac < 1 else 9.81 * (math.sin(beta) - mu * math.cos(beta))
+                for method, limit in (("every combination", 10 ** 12), ("Lemke (polygon)", 0)):
+                    label = f"spatial contact problem, {name}, tan(beta) = {frac} mu"
+                    if method == "every combination" and 3 ** len(pts) > cc.MAX_COMBINATIONS:
+                        rows.append((label, f"gaussopt, {method}", math.nan,
+                                     f"{3 ** len(pts)} combinations: refused"))
+                        continue
+                    cc.ENUMERATE_MAX = limit
+                    sol = cc.solve_contact_cone(*args, mu=np.full(len(pts), mu))
+                    wall, _ = _median_time(lambda: cc.solve_contact_cone(
+                        *args, mu=np.full(len(pts), mu)))
+                    rows.append((label, f"gaussopt, {method}", wall,
+                                 f"x'' err {abs(sol.x[0] - want):.1e} m/s2"))
+    finally:
+        cc.ENUMERATE_MAX = saved
     return rows
 
 

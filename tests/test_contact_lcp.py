@@ -27,8 +27,10 @@ import numpy as np
 import pytest
 
 import gaussopt as go
+import gaussopt.gauss.contact_cone as ccone
 import gaussopt.gauss.contact_problem as cp
 from gaussopt.gauss.lcp import lemke
+from test_contact_cone import E, R, launch, rigid
 from test_trajectory import integration_bound
 
 G0 = 9.81
@@ -193,3 +195,117 @@ def test_plank_on_twenty_points_on_an_incline(above):
     # the friction's sum balances the slope (held) or is mu N (sliding)
     want = m * G0 * math.sin(beta) if above else mu * m * G0 * math.cos(beta)
     assert np.abs(np.abs(tr.friction_forces.sum(axis=1)) - want).max() < 1e-10 * m * G0
+
+
+# --------------------------------------------------------------------------- in space
+@pytest.mark.parametrize("seed", range(3))
+def test_spatial_lcp_path_meets_every_condition(seed, monkeypatch):
+    """Random spatial problems: the LCP path's answer meets Newton-Euler's balance, the
+    normal complementarity and Coulomb's law with the circular cone (checked here from
+    ``x`` and the forces), and it is the enumeration's answer in most cases. (Not in all:
+    these nonsymmetric problems may have several solutions, and within one combination
+    of states the enumeration's Newton finds one set of slide directions.)"""
+    rng = np.random.default_rng(200 + seed)
+    checked = agree = 0
+    for _ in range(25):
+        n, k = int(rng.integers(4, 7)), int(rng.integers(3, 5))
+        L = rng.standard_normal((n, n))
+        M = L @ L.T + 0.5 * np.eye(n)
+        F = rng.standard_normal(n)
+        A, b = np.zeros((0, n)), np.zeros(0)
+        G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
+        T, s = rng.standard_normal((k, 2, n)), rng.standard_normal((k, 2))
+        mu = rng.choice([0.0, 0.4, 1.0], size=k)
+        monkeypatch.setattr(ccone, "ENUMERATE_MAX", 0)
+        try:
+            sol = ccone.solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu)
+        except cp.ContactSolveError:
+            continue                       # (Lemke may end on a ray of a nonconvex LCP)
+        x, N, t = sol.x, sol.nu, sol.tau
+        scale = 1.0 + np.abs(M @ x).max() + np.abs(F).max()
+        tol = 1e-9 * scale
+        assert np.abs(M @ x - F - G.T @ N - np.einsum("kjn,kj->n", T, t)).max() < tol
+        g = G @ x - h
+        u = np.einsum("kjn,n->kj", T, x) - s
+        assert N.min() >= -tol and g.min() >= -tol and np.abs(N * g).max() < tol * scale
+        for i in range(k):
+            if sol.mode[i] == cp.OPEN:
+                assert N[i] == 0 and not np.any(t[i])
+            elif sol.mode[i] == cp.STICK:
+                assert np.abs(u[i]).max() < tol and np.hypot(*t[i]) <= mu[i] * N[i] + tol
+            elif sol.mode[i] == ccone.SLIDE:
+                e = u[i] / np.hypot(*u[i])
+                np.testing.assert_allclose(t[i], -mu[i] * N[i] * e, atol=tol)
+        checked += 1
+        monkeypatch.setattr(ccone, "ENUMERATE_MAX", 10 ** 9)
+        try:
+            every = ccone.solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu)
+        except cp.ContactSolveError:
+            continue
+        agree += np.abs(sol.x - every.x).max() < 1e-8 * (1.0 + np.abs(every.x).max())
+    assert checked >= 10 and agree >= 0.7 * checked
+
+
+M_P, HX, HY, HZ = 3.0, 0.3, 0.2, 0.02
+GRID = np.array([[x, y, -HZ] for x in np.linspace(-HX, HX, 4) for y in np.linspace(-HY, HY, 5)])
+
+
+def slab(mu, beta=0.0):
+    """A slab on the 20 points of GRID (its bottom face) on the floor z = 0; gravity tilted
+    by beta about y (an incline whose fall line is +x)."""
+    def gap(t, q):
+        return q[2] + (R(q[3:7]) @ GRID.T)[2]
+
+    def slip_velocity(t, q, v):
+        w = 2 * E(q[3:7]) @ v[3:7]
+        return (v[:3] + np.cross(w, (R(q[3:7]) @ GRID.T).T))[:, :2]
+
+    grid = go.Contact(gap, slip_velocity=slip_velocity, friction=mu, rheonomic=False,
+                      name="grid")
+    force = [M_P * G0 * math.sin(beta), 0.0, -M_P * G0 * math.cos(beta), 0, 0, 0, 0]
+    return rigid(M_P, M_P * (HX * HX + HY * HY) / 3, grid, force)
+
+
+def assert_in_circular_cones(tr, mu, rel=1e-9):
+    scale = rel * M_P * G0
+    assert np.all(tr.contact_forces >= -scale)
+    assert np.all(np.hypot(tr.friction_forces[..., 0], tr.friction_forces[..., 1])
+                  <= mu * tr.contact_forces + scale)
+
+
+@pytest.mark.parametrize("above", [True, False], ids=["holds", "slides"])
+def test_slab_on_twenty_points_on_an_incline(above):
+    beta = 0.3
+    mu = math.tan(beta) + (0.05 if above else -0.05)
+    q0, u0 = launch(HZ, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    tr = go.simulate(slab(mu, beta), (0.0, 0.5), q0, u0, **TOL)
+    assert tr.success, tr.message
+    assert_in_circular_cones(tr, mu)
+    a = 0.0 if above else G0 * (math.sin(beta) - mu * math.cos(beta))
+    np.testing.assert_allclose(tr.q[:, 0], 0.5 * a * tr.t ** 2, atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 1:3], np.tile([0.0, HZ], (len(tr), 1)), atol=1e-8)
+    np.testing.assert_allclose(tr.v[:, 0], a * tr.t, atol=1e-8)
+    np.testing.assert_allclose(tr.contact_forces.sum(axis=1), M_P * G0 * math.cos(beta),
+                               rtol=1e-9)
+    fx = tr.friction_forces[..., 0].sum(axis=1)
+    want = -M_P * G0 * math.sin(beta) if above else -mu * M_P * G0 * math.cos(beta)
+    np.testing.assert_allclose(fx, want, atol=1e-9 * M_P * G0)
+
+
+def test_slab_on_twenty_points_slides_along_its_velocity_until_it_stops():
+    mu, v0, phi = 0.4, 1.2, 0.6
+    d = np.array([math.cos(phi), math.sin(phi)])
+    q0, u0 = launch(HZ, [*(v0 * d), 0.0], [0.0, 0.0, 0.0])
+    tr = go.simulate(slab(mu), (0.0, 0.5), q0, u0, **TOL)
+    assert tr.success, tr.message
+    assert_in_circular_cones(tr, mu)
+    t_stop = v0 / (mu * G0)
+    stops = sorted({t for t, _, w in tr.meta["contact_transitions"] if w == "stick"})
+    assert len(stops) == 1
+    assert abs(stops[0] - t_stop) < 1e-9 * t_stop
+    slide, rest = tr.t <= stops[0], tr.t > stops[0]
+    speed = v0 - mu * G0 * tr.t[slide]
+    np.testing.assert_allclose(tr.v[slide][:, :2], speed[:, None] * d, atol=1e-8)
+    assert rest.any()
+    assert np.abs(tr.q[rest][:, :2] - v0 ** 2 / (2 * mu * G0) * d).max() < 1e-8
+    assert np.abs(tr.v[rest]).max() < 1e-8

@@ -600,10 +600,6 @@ class _Certifier:
 _MU_INF = 1e6
 #: the compliance of the LCP solved for the states (relative to its matrix's largest entry)
 _LCP_COMPLIANCE = 1e-9
-#: relative size below which an LCP force or rate counts as zero when the point states
-#: are read from Lemke's answer: 1e3 times the compliance's effect (it only decides which
-#: states are tried: each is certified)
-_LCP_ZERO = 1e3 * _LCP_COMPLIANCE
 
 
 def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
@@ -622,8 +618,6 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
     preferences (:func:`_score`) and the first certified wins (at most
     :data:`MAX_COMBINATIONS`; beyond, only the answer's own states and the preferred ones).
     """
-    from gaussopt.gauss.lcp import lemke_pair
-
     M, F, A, b, G, h, T, s, mu, slide = certify.args
     n, k = M.shape[0], G.shape[0]
     rest = np.array([len(o) == 4 or (len(o) == 3 and OPEN not in o) for o in options])
@@ -650,15 +644,10 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
     Ml[k:k + kf, k + kf:] = np.eye(kf)
     Ml[k + kf:, :k], Ml[k + kf:, k:k + kf] = 2.0 * mu_f[:, None] * E, -np.eye(kf)
     ql = np.concatenate([G @ x0 - h, T[fr] @ x0 - s[fr], np.zeros(kf)])
-    # Many dependent rows (a body on many points) make the rigid LCP degenerate, where
-    # Lemke's algorithm may end on a ray; the compliant problem (a small diagonal) is not,
-    # and its answer is as good a guess: each state read from it is certified
-    # (the states are read from Lemke's last basis: a nonbasic force or rate is exactly 0)
-    got = lemke_pair(Ml + _LCP_COMPLIANCE * float(np.abs(Ml).max()) * np.eye(L), ql)
+    got = compliant_lemke(Ml, ql)
     if got is None:
         return []
-    zero = _LCP_ZERO
-    zl, wl = got
+    zl, wl, zero = got
     N, lp, um = zl[:k], zl[k:k + kf], zl[k + kf:]
     g, up, lm = wl[:k], wl[k:k + kf], wl[k + kf:]
     ftol = zero * (float(np.abs(zl[:k + kf]).max(initial=0.0))
@@ -708,6 +697,36 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
         if got is not None:
             return [got]
     return []
+
+
+def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
+                    ) -> Optional[tuple[np.ndarray, np.ndarray, float]]:
+    """``(z, w, zero)``: Lemke's answer (:func:`gaussopt.gauss.lcp.lemke_pair`) to the
+    contact LCP made compliant, with the relative size ``zero`` below which its forces
+    and rates count as zero; None if every attempt ends on a ray.
+
+    Many dependent rows (a body on many points) make the rigid LCP degenerate, where
+    Lemke's algorithm may end on a ray; the compliant problem (:data:`_LCP_COMPLIANCE`
+    on the diagonal) is not, and its answer is as good a guess: every state read from it
+    is certified. Its pivots can still meet exact ties (a symmetric grid of points: a
+    slab sliding on 20 points cycled for 10^4 pivots, where a perturbed ``q`` needs 62),
+    so ``q`` is perturbed by a fixed pattern of relative size 1e-10 (far below the
+    1e-6 at which states are read), and if Lemke's algorithm still ends on a ray or
+    exceeds ``10 L`` pivots, the compliance and the perturbation are raised 100-fold.
+    The states are read from the last basis: a nonbasic force or rate is exactly
+    zero."""
+    from gaussopt.gauss.lcp import lemke_pair
+
+    L = ql.size
+    big = float(np.abs(Ml).max(initial=0.0))
+    qs = float(np.abs(ql).max(initial=0.0))
+    pattern = np.sin(1.0 + np.arange(L) * 2.399963)          # (the golden angle: no ties)
+    for comp, pert in ((_LCP_COMPLIANCE, 1e-10), (100 * _LCP_COMPLIANCE, 1e-8)):
+        got = lemke_pair(Ml + comp * big * np.eye(L), ql + pert * qs * pattern,
+                         max_pivots=10 * L + 50)
+        if got is not None:
+            return got[0], got[1], 1e3 * comp
+    return None
 
 
 def _bilateral_response(M: np.ndarray, A: np.ndarray, b: np.ndarray, rhs: np.ndarray

@@ -113,7 +113,7 @@ shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangent
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
 not supported.
 
-Not supported yet: spatial contact problems with more than
+Not supported yet: contact problems that Lemke's algorithm does not solve with more than
 :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
 user ``events`` together with contacts, nonlinear nonholonomic constraints together
 with contacts (an impact needs velocity constraints affine in ``v``).
