@@ -207,12 +207,13 @@ def admissible(y0: np.ndarray, C: np.ndarray, d: np.ndarray, tol: np.ndarray
     """The point of ``{y : C y <= d + tol}`` nearest to ``y0`` (exact), or None if empty.
 
     The projection is a convex QP; its optimality conditions are the linear
-    complementarity problem ``y = y0 - C^T w``, ``w >= 0 _|_ (d + tol) - C y >= 0``, i.e.
-    ``LCP(d + tol - C y0, C C^T)`` with a positive semi-definite matrix, which Lemke's
+    complementarity problem ``y = y0 - C^T w``, ``w >= 0 _|_ d - C y >= 0``, i.e.
+    ``LCP(d - C y0, C C^T)`` with a positive semi-definite matrix, which Lemke's
     algorithm (:func:`gaussopt.gauss.lcp.lemke`) solves whenever the polyhedron is not
-    empty and refutes (a ray) when it is. The answer is then re-solved on its face (the
-    rows with ``w > 0``, least squares) to the rounding of that face's own system. Used for
-    the least-norm admissible distribution of indeterminate contact forces.
+    empty and refutes (a ray) when it is (then the same with ``d + tol``). The answer is
+    re-solved on its face (the rows with ``w > 0``, least squares) to the rounding of
+    that face's own system: a force on a cone's edge is on it to rounding. Used for the
+    least-norm admissible distribution of indeterminate contact forces.
     """
     from gaussopt.gauss.lcp import lemke
 
@@ -223,20 +224,27 @@ def admissible(y0: np.ndarray, C: np.ndarray, d: np.ndarray, tol: np.ndarray
         return y0.copy()
     if r == 0:
         return y0 if np.all(C @ y0 <= d + tol) else None
-    # (half the allowance inside the LCP: its rounding stays within the other half)
-    w = lemke(C @ C.T, d + 0.5 * tol - C @ y0)
-    if w is None:
-        return None
-    y = y0 - C.T @ w
-    face = np.flatnonzero(w > 0.0)
-    if face.size:
-        CS = C[face]
-        # the projection onto the face {C_S y = d_S + tol_S/2}: y0 - C_S^T mult
-        mult = np.linalg.lstsq(CS @ CS.T, CS @ y0 - d[face] - 0.5 * tol[face], rcond=None)[0]
-        y_face = y0 - CS.T @ mult
-        if np.all(C @ y_face <= d + tol):
-            y = y_face
-    return y if np.all(C @ y <= d + tol) else None
+    # the exact polyhedron first (the answer then lies on its faces, as the cones' edges
+    # are), the rounding allowance only if that one is empty
+    G_ = C @ C.T
+    for allowance in (np.zeros(p), tol):
+        w = lemke(G_, d + allowance - C @ y0)
+        if w is None:
+            continue
+        y = y0 - C.T @ w
+        face = np.flatnonzero(w > 0.0)
+        if face.size:
+            CS = C[face]
+            # the projection onto the face {C_S y = d_S}: y0 - C_S^T mult, to the rounding of
+            # the face's own system
+            mult = np.linalg.lstsq(CS @ CS.T, CS @ y0 - d[face] - allowance[face],
+                                   rcond=None)[0]
+            y_face = y0 - CS.T @ mult
+            if np.all(C @ y_face <= d + tol):
+                y = y_face
+        if np.all(C @ y <= d + tol):
+            return y
+    return None
 
 
 def max_margin(b: np.ndarray, a: np.ndarray) -> float:
