@@ -309,3 +309,48 @@ def test_slab_on_twenty_points_slides_along_its_velocity_until_it_stops():
     assert rest.any()
     assert np.abs(tr.q[rest][:, :2] - v0 ** 2 / (2 * mu * G0) * d).max() < 1e-8
     assert np.abs(tr.v[rest]).max() < 1e-8
+
+
+def table_xml(beta: float, mu: float) -> str:
+    """An MJCF table (a top that touches nothing, four box legs 0.2 m high, 2.8 kg) standing
+    on a plane tilted by beta about y: 16 leg corners touch (each plane-box pair has 8)."""
+    deg = math.degrees(beta)
+    legs = "".join(f'<geom type="box" size=".02 .02 .1" pos="{x} {y} -.1" mass=".2" '
+                   f'friction="{mu} 0 0"/>' for x in (-.3, .3) for y in (-.2, .2))
+    c = [0.2 * math.sin(beta), 0.0, 0.2 * math.cos(beta)]
+    return f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" euler="0 {deg!r} 0" friction="{mu} 0 0"/>
+<body name="table" pos="{c[0]!r} 0 {c[2]!r}" euler="0 {deg!r} 0"><freejoint/>
+  <geom name="top" type="box" size=".35 .25 .01" pos="0 0 .01" mass="2" contype="0"
+        conaffinity="0"/>
+  {legs}
+</body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("above", [True, False], ids=["holds", "slides"])
+def test_mjcf_table_on_sixteen_corners_on_an_incline(above):
+    """Contacts from model geometry with many points (3^16 combinations of point states):
+    the table holds, or slides down the fall line with ``g (sin beta - mu cos beta)``."""
+    pytest.importorskip("mujoco")
+    import warnings
+
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    beta = 0.3
+    mu = math.tan(beta) + (0.05 if above else -0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+        model = mjcf.load(table_xml(beta, mu))
+    assert [p.kind for p in model.contact_pairs] == ["plane-box"] * 4
+    q0 = model.q_reference
+    tr = go.simulate(model.with_contacts(), (0.0, 0.3), q0, np.zeros(model.n), **TOL)
+    assert tr.success, tr.message
+    a = 0.0 if above else G0 * (math.sin(beta) - mu * math.cos(beta))
+    down = np.array([math.cos(beta), 0.0, -math.sin(beta)])
+    X = tr.q[:, :3] - q0[:3]
+    assert np.abs(X - 0.5 * a * tr.t[:, None] ** 2 * down).max() < 1e-8
+    assert np.abs(tr.q[:, 3:7] - q0[3:7]).max() < 1e-8
+    mass = 2.8
+    np.testing.assert_allclose(tr.contact_forces.sum(axis=1), mass * G0 * math.cos(beta),
+                               rtol=1e-9)
+    assert np.count_nonzero(tr.contact_forces[-1] > 1e-9 * mass * G0) >= 3

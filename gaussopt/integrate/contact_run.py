@@ -205,8 +205,8 @@ class _Model:
         # consecutive points of one contact share one constraint (rows in the same order)
         extra = [P.holonomic(run) for run in _runs(P, key)]
         sticking = [i for i, d in zip(key, dirs) if P.frictional[i] and d == 0]
-        extra += [P.no_slip(run[0]) if P.dim[run[0]] == 2 else P.holonomic(run, tangent=True)
-                  for run in _runs(P, sticking, split=P.dim == 2)]
+        extra += [P.no_slip(run) if P.dim[run[0]] == 2 else P.holonomic(run, tangent=True)
+                  for run in _runs(P, sticking)]
         name = ", ".join(P.labels[i] + ("" if d == 0 else (" sliding +" if d > 0 else " sliding -"))
                          for i, d in zip(key, dirs))
         name = name + " closed" if key else "contacts open"
@@ -231,15 +231,12 @@ class _Model:
         return B, c
 
 
-def _runs(P: ContactPoints, points: Sequence[int], split: Optional[np.ndarray] = None
-          ) -> list[list[int]]:
-    """``points`` cut into runs of consecutive points of one contact (``split``: points that
-    stay alone)."""
+def _runs(P: ContactPoints, points: Sequence[int]) -> list[list[int]]:
+    """``points`` cut into runs of consecutive points of one contact."""
     out: list[list[int]] = []
     for i in points:
         i = int(i)
-        if out and P.owner[out[-1][-1]] == P.owner[i] and not (
-                split is not None and (split[i] or split[out[-1][-1]])):
+        if out and P.owner[out[-1][-1]] == P.owner[i]:
             out[-1].append(i)
         else:
             out.append([i])

@@ -364,44 +364,54 @@ class ContactPoints:
             i += kc
         return T, c_, gam
 
-    def no_slip(self, i: int) -> Nonholonomic:
+    def no_slip(self, i) -> Nonholonomic:
         """Point ``i``'s spatial slip velocity as a two-row :class:`~gaussopt.Nonholonomic`
-        constraint ``u_i = 0``: a sticking (or rolling) point."""
-        c = self.contacts[self.owner[i]]
-        r = int(self.row[i])
+        constraint ``u_i = 0``: a sticking (or rolling) point. ``i`` may also be a
+        sequence of points of one contact: one constraint with their rows in that order
+        (the contact's slip velocities evaluated once per complex-step point for all)."""
+        pts = [int(i)] if np.ndim(i) == 0 else [int(j) for j in i]
+        c = self._one_contact(pts)
         cone = c.cone
-        f = cone.f
+        rows = np.array([2 * int(self.row[j]) + e for j in pts for e in (0, 1)])
+        values = self._memo(cone, cone.f)
         # the contact's own Jacobian in v, where it has one (else a complex step in v: n
         # evaluations of the slip velocity at every evaluation of the phase's rows)
         jac = (None if cone.automatic["jacobian"]
-               else (lambda t, q, v: cone.jacobian(t, q, v)[2 * r:2 * r + 2]))
-        return Nonholonomic(lambda t, q, v: f(t, q, v)[2 * r:2 * r + 2], jac,
-                            name=f"{self.labels[i]}.no_slip")
+               else (lambda t, q, v: cone.jacobian(t, q, v)[rows]))
+        label = self.labels[pts[0]] if len(pts) == 1 else \
+            f"{c.name}[{', '.join(str(int(self.row[j])) for j in pts)}]"
+        return Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac,
+                            name=f"{label}.no_slip")
 
-    def _memo(self, src) -> Callable:
-        """``src.phi(t, q)`` as a flat array, remembering its last :data:`_MEMO` inputs:
-        the one-row constraints of a contact's points (:meth:`holonomic`) differentiate
-        the same vector function at the same (complex-step) points, row after row, so
-        each such point is evaluated once instead of once per row (20 points: 20 times
-        fewer calls of the user's function)."""
+    def _one_contact(self, pts: Sequence[int]) -> "Contact":
+        owners = {int(self.owner[j]) for j in pts}
+        if len(owners) != 1:
+            raise ModelError(f"internal: points {pts} of several contacts in one constraint")
+        return self.contacts[owners.pop()]
+
+    def _memo(self, src, fn: Callable) -> Callable:
+        """``fn(t, q[, v])`` (``src``'s function) as a flat array, remembering its last
+        :data:`_MEMO` inputs: the constraints of a contact's points (:meth:`holonomic`,
+        :meth:`no_slip`) differentiate the same vector function at the same (complex-step)
+        points, row after row, so each such point is evaluated once instead of once per
+        row (20 points: 20 times fewer calls of the user's function)."""
         memos = self.__dict__.setdefault("_memos", {})
-        got = memos.get(id(src))
+        got = memos.get((id(src), id(fn)))
         if got is not None:
             return got
         cache: dict = {}
 
-        def values(t, q):
-            q = np.asarray(q)
-            key = (t, q.dtype.char, q.tobytes())
+        def values(t, *arrays):
+            key = (t, *((a.dtype.char, a.tobytes()) for a in map(np.asarray, arrays)))
             out = cache.get(key)
             if out is None:
                 if len(cache) >= _MEMO:
                     cache.clear()
-                out = np.asarray(src.phi(t, q)).reshape(-1)
+                out = np.asarray(fn(t, *arrays)).reshape(-1)
                 out.setflags(write=False)
                 cache[key] = out
             return out
-        memos[id(src)] = values
+        memos[(id(src), id(fn))] = values
         return values
 
     def holonomic(self, i, tangent: bool = False) -> Holonomic:
@@ -411,16 +421,13 @@ class ContactPoints:
         convective term then take one evaluation of the contact's vector function per
         complex step, not one per point)."""
         pts = [int(i)] if np.ndim(i) == 0 else [int(j) for j in i]
-        owners = {int(self.owner[j]) for j in pts}
-        if len(owners) != 1:
-            raise ModelError(f"internal: points {pts} of several contacts in one constraint")
-        c = self.contacts[owners.pop()]
+        c = self._one_contact(pts)
         src = c.tangent if tangent else c.normal
         rows = np.array([int(self.row[j]) for j in pts])
         idx = np.array(pts)
         jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
-        values = self._memo(src)
+        values = self._memo(src, src.phi)
         if tangent:
             anchor = self.anchor
 
