@@ -169,6 +169,15 @@ def check_contacts(ns, out):
     assert abs(float(got) - float(want)) <= 2e-10 + 1e-9
     got, want = re.findall(r"speed then ([-+0-9.eE]+) m/s; 5/7 v0 = ([-+0-9.eE]+) m/s", out)[0]
     assert abs(float(got) - float(want)) <= 2e-9 + 1e-9
+    # the plank on 20 points (tests/test_contact_lcp.py): its stop is the zero of the slip
+    # rate v0 - mu g t (a polynomial: a few steps at 1e-12, the stop within ~1e-12 s);
+    # printed to 9 decimals, one unit of rounding. At rest its forces carry m g (rounding:
+    # 1e-10 of m g = 2e-9 N, printed to 9 decimals)
+    got, want = re.findall(r"plank stops at t = ([-+0-9.eE]+) s; v0/\(mu g\) = ([-+0-9.eE]+) s",
+                           out)[0]
+    assert abs(float(got) - float(want)) <= 1e-10 + 1e-9
+    got = float(re.findall(r"normal forces at rest: ([-+0-9.eE]+) N on 20 points", out)[0])
+    assert abs(got - 2.0 * 9.81) <= 2e-9 + 1e-9
 
 
 def check_multibody(ns, out):
