@@ -69,6 +69,17 @@ def test_lemke_refutes_an_lcp_without_solution_and_checks_its_input():
 
 
 # --------------------------------------------------------------------------- LCP vs enumeration
+def random_problem(rng, ns, ks, tangents):
+    """A random contact problem: n in range(*ns) coordinates, a positive definite M, k in
+    range(*ks) points with tangent rows of shape (k, *tangents, n); no bilateral rows."""
+    n, k = int(rng.integers(*ns)), int(rng.integers(*ks))
+    L = rng.standard_normal((n, n))
+    M = L @ L.T + 0.5 * np.eye(n)
+    G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
+    T, s = rng.standard_normal((k, *tangents, n)), rng.standard_normal((k, *tangents))
+    return M, rng.standard_normal(n), np.zeros((0, n)), np.zeros(0), G, h, T, s
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_lcp_path_agrees_with_the_enumeration(seed, monkeypatch):
     """Random frictional problems (mu 0, finite, inf): wherever the enumeration of every
@@ -76,14 +87,8 @@ def test_lcp_path_agrees_with_the_enumeration(seed, monkeypatch):
     rng = np.random.default_rng(100 + seed)
     compared = 0
     for _ in range(40):
-        n, k = int(rng.integers(3, 7)), int(rng.integers(3, 6))
-        L = rng.standard_normal((n, n))
-        M = L @ L.T + 0.5 * np.eye(n)
-        F = rng.standard_normal(n)
-        A, b = np.zeros((0, n)), np.zeros(0)
-        G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
-        T, s = rng.standard_normal((k, n)), rng.standard_normal(k)
-        mu = rng.choice([0.0, 0.3, 0.8, np.inf], size=k)
+        M, F, A, b, G, h, T, s = random_problem(rng, (3, 7), (3, 6), ())
+        mu = rng.choice([0.0, 0.3, 0.8, np.inf], size=G.shape[0])
         monkeypatch.setattr(cp, "ENUMERATE_MAX", 10 ** 9)
         try:
             every = cp.solve_contact(M, F, A, b, G, h, T, s, mu=mu)
@@ -208,13 +213,8 @@ def test_spatial_lcp_path_meets_every_condition(seed, monkeypatch):
     rng = np.random.default_rng(200 + seed)
     checked = agree = 0
     for _ in range(25):
-        n, k = int(rng.integers(4, 7)), int(rng.integers(3, 5))
-        L = rng.standard_normal((n, n))
-        M = L @ L.T + 0.5 * np.eye(n)
-        F = rng.standard_normal(n)
-        A, b = np.zeros((0, n)), np.zeros(0)
-        G, h = rng.standard_normal((k, n)), rng.standard_normal(k)
-        T, s = rng.standard_normal((k, 2, n)), rng.standard_normal((k, 2))
+        M, F, A, b, G, h, T, s = random_problem(rng, (4, 7), (3, 5), (2,))
+        k = G.shape[0]
         mu = rng.choice([0.0, 0.4, 1.0], size=k)
         monkeypatch.setattr(ccone, "ENUMERATE_MAX", 0)
         try:

@@ -82,7 +82,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             SLIDE_POS, STICK, ContactSolution,
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
-                                            same_motion, svd_kkt)
+                                            read_states, same_motion, svd_kkt)
 
 __all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
 
@@ -427,31 +427,20 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     ktol = zero * (float(np.abs(ql).max(initial=0.0)) + float(np.abs(wl).max(initial=0.0))
                         + 1e-300)
     hint = np.zeros((k, 2))
-    own, stuck, sets = [], [], []
+    closed_modes = []
     for i in range(k):
         j = int(np.searchsorted(fr, i)) if i in fr else -1
         if rest[i] and lam[j] > ktol:
             u = T[i] @ x - s[i]
             nu_ = float(np.hypot(u[0], u[1]))
             hint[i] = u / nu_ if nu_ > 0 else 0.0
-            closed_modes = [SLIDE, STICK]
+            closed_modes.append([SLIDE, STICK])
         elif rest[i]:
-            closed_modes = [STICK, SLIDE] if wl[cl + j] <= ftol else [STICK]
+            closed_modes.append([STICK, SLIDE] if wl[cl + j] <= ftol else [STICK])
         else:
-            closed_modes = [CLOSED]
-        if N[i] > ftol:
-            cand = closed_modes
-        elif g[i] > ktol:
-            cand = [OPEN]
-        else:
-            cand = [OPEN] + closed_modes
-        cand = [c for c in cand if c in options[i]] or [c for c in closed_modes
-                                                         if c in options[i]]
-        sets.append(cand)
-        own.append(int(cand[-1] if cand[0] == OPEN and N[i] > 0.0 else cand[0]))
-        stuck.append(STICK if own[-1] == SLIDE else own[-1])
-    near = [int(prefer[i]) if int(prefer[i]) in c else
-            (OPEN if OPEN in c and int(prefer[i]) < 0 else c[0]) for i, c in enumerate(sets)]
+            closed_modes.append([CLOSED])
+    sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
+    stuck = [STICK if c == SLIDE else c for c in own]
     modes = {tuple(own), tuple(stuck), tuple(near)}
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))

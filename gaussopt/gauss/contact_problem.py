@@ -356,6 +356,22 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
                         rhs=rhs)
 
 
+def scaled_kkt(M: np.ndarray, J: np.ndarray, W: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(K, rs, ms)``: the KKT matrix ``[M / ms, -(rs W)^T; rs J, 0]`` of ``M x - W^T z``,
+    ``J x``, its rows scaled by their norms (``rs = 1 / |J_i|``) and ``M`` by its largest
+    entry or ``W``'s (``ms``)."""
+    n, p = M.shape[0], J.shape[0]
+    rn = np.sqrt((J * J).sum(axis=1))
+    rs = 1.0 / np.where(rn > 0, rn, 1.0)
+    ms = max(float(np.abs(M).max(initial=0.0)), float(np.abs(W).max(initial=0.0)), 1e-300)
+    K = np.zeros((n + p, n + p))
+    K[:n, :n] = M / ms
+    K[:n, n:] = -(W * rs[:, None]).T
+    K[n:, :n] = J * rs[:, None]
+    return K, rs, ms
+
+
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
             ) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
@@ -364,13 +380,7 @@ def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.
     inconsistent or the accelerations are not determined."""
     n = M.shape[0]
     p = J.shape[0]
-    rn = np.sqrt((J * J).sum(axis=1))
-    rs = 1.0 / np.where(rn > 0, rn, 1.0)
-    ms = max(float(np.abs(M).max(initial=0.0)), float(np.abs(W).max(initial=0.0)), 1e-300)
-    K = np.zeros((n + p, n + p))
-    K[:n, :n] = M / ms
-    K[:n, n:] = -(W * rs[:, None]).T
-    K[n:, :n] = J * rs[:, None]
+    K, rs, ms = scaled_kkt(M, J, W)
     r_all = np.concatenate([F / ms, rhs * rs])
     U, sig, Vt = np.linalg.svd(K)
     tol = DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)
@@ -672,29 +682,16 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
     edge_p = rest_at & ~upk & ~umk & (lp_ <= ftol)         # tau = -mu N: the + slide's edge
     edge_m = rest_at & ~upk & ~umk & (lm_ <= ftol)
     first = np.where(upk, SLIDE_POS, np.where(umk, SLIDE_NEG, np.where(rest_at, STICK, CLOSED)))
-    loaded, opening = N > ftol, g > ktol
-    sets, own = [], []
+    closed_modes = []
     for i in range(k):
-        closed_modes = [int(first[i])]
+        cm = [int(first[i])]
         if edge_p[i]:
-            closed_modes.append(SLIDE_POS)
+            cm.append(SLIDE_POS)
         if edge_m[i]:
-            closed_modes.append(SLIDE_NEG)
-        if loaded[i]:
-            cand = closed_modes
-        elif opening[i]:
-            cand = [OPEN]
-        else:
-            cand = [OPEN] + closed_modes
-        cand = [c for c in cand if c in options[i]] or [c for c in closed_modes
-                                                         if c in options[i]]
-        sets.append(cand)
-        own.append(int(cand[-1] if cand[0] == OPEN and N[i] > 0.0 else cand[0]))
-    # the preferred side of every point left on an edge, and the answer's own states
-    near = np.array([int(prefer[i]) if int(prefer[i]) in c else
-                     (OPEN if OPEN in c and int(prefer[i]) < 0 else c[0])
-                     for i, c in enumerate(sets)], dtype=int)
-    modes = {tuple(near.tolist()), tuple(own)}
+            cm.append(SLIDE_NEG)
+        closed_modes.append(cm)
+    sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
+    modes = {tuple(near), tuple(own)}
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     order = sorted(modes, key=lambda c: _score(c, prefer, release, options)) \
@@ -705,6 +702,27 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
         if got is not None:
             return [got]
     return []
+
+
+def read_states(closed_modes: list, N: np.ndarray, loaded: np.ndarray, opening: np.ndarray,
+                options: list, prefer: np.ndarray) -> tuple[list, list, list]:
+    """The states of every point as an LCP answer gives them: ``(sets, own, near)``.
+
+    ``closed_modes[i]``: the point's possible states if closed (its friction's reading);
+    a ``loaded`` point is closed, an ``opening`` one open, one with neither (zero force
+    and zero gap rate) may take either side; each set restricted to the point's
+    ``options``. ``own``: the answer's own state of every point; ``near``: the state
+    ``prefer`` asks for where the set holds it (open where it asks none), else the
+    first."""
+    sets, own = [], []
+    for i, cm in enumerate(closed_modes):
+        cand = cm if loaded[i] else ([OPEN] if opening[i] else [OPEN] + cm)
+        cand = [c for c in cand if c in options[i]] or [c for c in cm if c in options[i]]
+        sets.append(cand)
+        own.append(int(cand[-1] if cand[0] == OPEN and N[i] > 0.0 else cand[0]))
+    near = [int(prefer[i]) if int(prefer[i]) in c else
+            (OPEN if OPEN in c and int(prefer[i]) < 0 else c[0]) for i, c in enumerate(sets)]
+    return sets, own, near
 
 
 def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
@@ -744,13 +762,7 @@ def _bilateral_response(M: np.ndarray, A: np.ndarray, b: np.ndarray, rhs: np.nda
     singular ``M`` allowed); None when the rows leave the accelerations undetermined or
     are inconsistent."""
     n, m = M.shape[0], A.shape[0]
-    rn = np.sqrt((A * A).sum(axis=1))
-    rs = 1.0 / np.where(rn > 0, rn, 1.0)
-    ms = max(float(np.abs(M).max(initial=0.0)), float(np.abs(A).max(initial=0.0)), 1e-300)
-    K = np.zeros((n + m, n + m))
-    K[:n, :n] = M / ms
-    K[:n, n:] = -(A * rs[:, None]).T
-    K[n:, :n] = A * rs[:, None]
+    K, rs, ms = scaled_kkt(M, A, A)
     R = np.zeros((n + m, rhs.shape[1]))
     R[:n] = rhs / ms
     R[n:, 0] = b * rs
