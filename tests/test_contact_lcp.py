@@ -141,9 +141,10 @@ def test_plank_on_twenty_points_balances_like_newton_euler(case):
         assert sol.indeterminate and set(sol.mode.tolist()) <= {cp.OPEN, cp.STICK}
 
 
-def plank(mu, k=20, b=0.5, h=0.05, m=2.0, beta=0.0):
+def plank(mu, k=20, b=0.5, h=0.05, m=2.0, beta=0.0, push=0.0):
     """A plank (half length b, half height h, centre (x, y), angle th) lying on the line
-    y = 0 on k points of its bottom edge; gravity tilted by beta (an incline along x)."""
+    y = 0 on k points of its bottom edge; gravity tilted by beta (an incline along x);
+    ``push``: a horizontal force ``push t`` through the centre."""
     xs = np.linspace(-b, b, k)
 
     def gap(t, q):
@@ -157,8 +158,10 @@ def plank(mu, k=20, b=0.5, h=0.05, m=2.0, beta=0.0):
     bottom = go.Contact(gap, slip=slip, friction=mu, restitution=0.0, rheonomic=False,
                         name="bottom")
     inertia = m * (b * b + h * h) / 3
-    return go.System(("x", "y", "th"), mass=np.diag([m, m, inertia]),
-                     force=[-m * G0 * math.sin(beta), -m * G0 * math.cos(beta), 0.0],
+
+    def force(t, q, v):
+        return np.array([push * t - m * G0 * math.sin(beta), -m * G0 * math.cos(beta), 0.0])
+    return go.System(("x", "y", "th"), mass=np.diag([m, m, inertia]), force=force,
                      constraints=[bottom], name="plank")
 
 
@@ -183,6 +186,23 @@ def test_plank_on_twenty_points_slides_until_it_stops():
     assert np.abs(tr.contact_forces[rest].sum(axis=1) - m * G0).max() < 1e-10 * m * G0
     scale = 1e-10 * m * G0
     assert np.all(tr.contact_forces >= -scale)
+    assert np.all(np.abs(tr.friction_forces) <= mu * tr.contact_forces + scale)
+
+
+def test_plank_on_twenty_points_pushed_until_it_slides():
+    """A growing push k t: the 20 sticking points' forces are indeterminate, their group
+    leaves the cones at k t = mu m g (the group event releases all 20 at once), then the
+    plank slides with x'' = (k t - mu m g) / m: x = k (t - ts)^3 / (6 m) (closed form)."""
+    mu, m, k = 0.3, 2.0, 5.0
+    tr = go.simulate(plank(mu, push=k), (0.0, 2.0), [0.0, 0.05, 0.0], [0.0, 0.0, 0.0], **TOL)
+    assert tr.success, tr.message
+    ts = mu * m * G0 / k
+    slides = sorted({t for t, _, w in tr.meta["contact_transitions"] if w == "slide +"})
+    assert len(slides) == 1 and abs(slides[0] - ts) < 1e-9 * ts
+    after = tr.t > slides[0]
+    assert np.abs(tr.q[after, 0] - k * (tr.t[after] - ts) ** 3 / (6 * m)).max() < 1e-8
+    assert np.abs(tr.q[~after, 0]).max() < 1e-12
+    scale = 1e-10 * m * G0
     assert np.all(np.abs(tr.friction_forces) <= mu * tr.contact_forces + scale)
 
 
@@ -250,9 +270,10 @@ M_P, HX, HY, HZ = 3.0, 0.3, 0.2, 0.02
 GRID = np.array([[x, y, -HZ] for x in np.linspace(-HX, HX, 4) for y in np.linspace(-HY, HY, 5)])
 
 
-def slab(mu, beta=0.0):
+def slab(mu, beta=0.0, push=None):
     """A slab on the 20 points of GRID (its bottom face) on the floor z = 0; gravity tilted
-    by beta about y (an incline whose fall line is +x)."""
+    by beta about y (an incline whose fall line is +x); ``push = (k, phi)``: a horizontal
+    force k t at angle phi through the centre."""
     def gap(t, q):
         return q[2] + (R(q[3:7]) @ GRID.T)[2]
 
@@ -263,6 +284,12 @@ def slab(mu, beta=0.0):
     grid = go.Contact(gap, slip_velocity=slip_velocity, friction=mu, rheonomic=False,
                       name="grid")
     force = [M_P * G0 * math.sin(beta), 0.0, -M_P * G0 * math.cos(beta), 0, 0, 0, 0]
+    if push is not None:
+        k, phi = push
+
+        def force(t, q, v):
+            return np.array([k * t * math.cos(phi), k * t * math.sin(phi), -M_P * G0,
+                             0.0, 0.0, 0.0, 0.0])
     return rigid(M_P, M_P * (HX * HX + HY * HY) / 3, grid, force)
 
 
@@ -290,6 +317,23 @@ def test_slab_on_twenty_points_on_an_incline(above):
     fx = tr.friction_forces[..., 0].sum(axis=1)
     want = -M_P * G0 * math.sin(beta) if above else -mu * M_P * G0 * math.cos(beta)
     np.testing.assert_allclose(fx, want, atol=1e-9 * M_P * G0)
+
+
+def test_slab_on_twenty_points_pushed_at_an_angle_slides_along_the_push():
+    """Sticks until k t = mu m g (the group of 20 points released at once), then slides
+    along the push: s = k (t - ts)^3 / (6 m) (closed form, as the cube of
+    tests/test_contact_cone.py)."""
+    mu, k, phi = 0.4, 30.0, 0.7
+    q0, u0 = launch(HZ, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    tr = go.simulate(slab(mu, push=(k, phi)), (0.0, 0.6), q0, u0, **TOL)
+    assert tr.success, tr.message
+    assert_in_circular_cones(tr, mu)
+    ts = mu * M_P * G0 / k
+    onsets = sorted({t for t, _, w in tr.meta["contact_transitions"] if w == "slide"})
+    assert len(onsets) == 1 and abs(onsets[0] - ts) < 1e-9 * ts
+    d = np.array([math.cos(phi), math.sin(phi)])
+    s_ref = np.where(tr.t > ts, k * np.clip(tr.t - ts, 0.0, None) ** 3 / (6 * M_P), 0.0)
+    assert np.abs(tr.q[:, :2] - s_ref[:, None] * d).max() < 1e-8
 
 
 def test_slab_on_twenty_points_slides_along_its_velocity_until_it_stops():

@@ -82,7 +82,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             SLIDE_POS, STICK, ContactSolution,
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
-                                            read_states, same_motion, svd_kkt)
+                                            far_side, read_states, same_motion, svd_kkt)
 
 __all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
 
@@ -378,8 +378,9 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     with the circular cones exactly as every combination of :func:`solve_contact_cone`
     (the slide directions by Newton, started from the polygon's slip). The polygon holds
     less friction than the circle, so a point it lets stick sticks, and one it lets slide
-    may stick: its own states, the same with its sliding points sticking, and the
-    preferred states are certified, best first. Returns the selection's tuple or None."""
+    may stick: its own states, the same with its sliding points sticking, the preferred
+    states and those with every point on an edge sliding (:func:`far_side`) are
+    certified, best first. Returns the selection's tuple or None."""
     n, k = M.shape[0], G.shape[0]
     nd = _POLYGON
     rest = np.array([SLIDE in o for o in options])
@@ -441,7 +442,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
             closed_modes.append([CLOSED])
     sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
     stuck = [STICK if c == SLIDE else c for c in own]
-    modes = {tuple(own), tuple(stuck), tuple(near)}
+    modes = {tuple(own), tuple(stuck), tuple(near), tuple(far_side(sets))}
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):

@@ -633,8 +633,10 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
     ``u = u+ - u-`` (unknowns ``z = (N, lam+, u-)``, ``w = (g, u+, lam-)``). The states
     read from ``z`` and ``w``; a point with a zero force and a zero rate may take either
     side, so every such combination is certified in the order of the selection's
-    preferences (:func:`_score`) and the first certified wins (at most
-    :data:`MAX_COMBINATIONS`; beyond, only the answer's own states and the preferred ones).
+    preferences (:func:`_score`) and the first certified wins (up to
+    :data:`ENUMERATE_MAX` of them; beyond, the answer's own states, the preferred ones and
+    those with every point on an edge sliding, :func:`far_side`: the states a released
+    group of sticking points asks for).
     """
     M, F, A, b, G, h, T, s, mu, slide = certify.args
     n, k = M.shape[0], G.shape[0]
@@ -691,7 +693,7 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
             cm.append(SLIDE_NEG)
         closed_modes.append(cm)
     sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
-    modes = {tuple(near), tuple(own)}
+    modes = {tuple(near), tuple(own), tuple(far_side(sets))}
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     order = sorted(modes, key=lambda c: _score(c, prefer, release, options)) \
@@ -723,6 +725,13 @@ def read_states(closed_modes: list, N: np.ndarray, loaded: np.ndarray, opening: 
     near = [int(prefer[i]) if int(prefer[i]) in c else
             (OPEN if OPEN in c and int(prefer[i]) < 0 else c[0]) for i, c in enumerate(sets)]
     return sets, own, near
+
+
+def far_side(sets: list) -> list:
+    """Every closed point on an edge of its cone (a set of closed states) on its last side
+    (sliding), the others as read: the states an event that released a group of sticking
+    points asks for, when every point of a body is on its edge at once."""
+    return [c[-1] if c[0] != OPEN else c[0] for c in sets]
 
 
 def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
