@@ -482,3 +482,45 @@ def test_max_margin_and_admissible_agree_with_linear_programming(seed):
     trial = 3 * rng.standard_normal((20000, r))
     ok = np.all(trial @ C.T <= d, axis=1)
     assert np.linalg.norm(y - y0) <= np.linalg.norm(trial[ok] - y0, axis=1).min() + 1e-12
+
+
+def test_tilted_rod_lands_on_its_second_end_after_the_first_impact():
+    """A rod (two end points, frictionless, e = 0.5) dropped tilted: it lands on its lower
+    end, and the impulse spins it so that the other end falls. That end's landing must be
+    found (an open point's gap event at a phase start where the point is away from its
+    surface and approaching: its gap, not gap / (t - t_start), which started negative
+    there and hid the crossing: the rod went through the floor with success=True).
+    References written here: the first impact in closed form (free fall, then Newton's law
+    at one point of a rigid body: P = -(1 + e) v_n / (1/m + r_x^2 / I)), the second as the
+    root of the free flight's gap (brentq, to 1e-14)."""
+    from scipy.optimize import brentq
+    m, b, h, e, th0, y0 = 2.0, 0.5, 0.05, 0.5, 0.05, 0.3
+    inertia = m * (b * b + h * h) / 3
+    xs = np.array([-b, b])
+
+    def gaps(q):
+        return q[1] + xs * np.sin(q[2]) - h * np.cos(q[2])
+
+    ends = go.Contact(lambda t, q: gaps(q), restitution=e, rheonomic=False, name="ends")
+    rod = go.System(("x", "y", "th"), mass=np.diag([m, m, inertia]),
+                    force=[0.0, -m * G0, 0.0], constraints=[ends])
+    tr = go.simulate(rod, (0.0, 0.4), [0.0, y0, th0], [0.0, 0.0, 0.0], **TOL)
+    assert tr.success, tr.message
+    g = np.array([gaps(q) for q in tr.q])
+    assert g.min() > -1e-9                          # never through the floor
+    # the first impact: the lower end (x = -b) after a free fall of gaps(q0)[0]
+    t1 = math.sqrt(2 * gaps([0.0, y0, th0])[0] / G0)
+    assert tr.impacts[0].points == ["ends[0]"] and abs(tr.impacts[0].t - t1) < 1e-9 * t1
+    rx = -b * math.cos(th0) + h * math.sin(th0)     # the end's lever arm (x of r)
+    vn = -G0 * t1
+    P = -(1 + e) * vn / (1 / m + rx * rx / inertia)
+    vy, w = vn + P / m, rx * P / inertia
+    y1 = y0 - 0.5 * G0 * t1 ** 2
+
+    def far_gap(t):                                 # the free flight after the impact
+        s = t - t1
+        return gaps([0.0, y1 + vy * s - 0.5 * G0 * s * s, th0 + w * s])[1]
+
+    t2 = brentq(far_gap, t1 + 1e-9, 0.4, xtol=1e-14)
+    assert tr.impacts[1].points == ["ends[1]"]
+    assert abs(tr.impacts[1].t - t2) < 1e-9 * t2

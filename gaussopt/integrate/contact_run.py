@@ -813,9 +813,12 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             hints, release = {}, []
             sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
+            # (an open point away from its surface is watched by its gap alone: its rate is
+            # no value of gap / (t - t_start) there)
             events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
                                           touching & ~closed & (np.abs(gdot) <= vel_tol),
-                                          gdot, 1e-3 * gap_tol, d0, vel_tol, locked)
+                                          np.where(touching, gdot, np.nan), 1e-3 * gap_tol,
+                                          d0, vel_tol, locked)
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -1114,7 +1117,10 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     A force that starts at zero within rounding (a point touching without load) is watched
     with an offset of its rounding scale, so that rounding noise around zero is no event;
     an open point resting on its surface (``resting``: touching with a zero gap rate) or
-    just lifted off is watched at ``gap + offset`` for the same reason.
+    just lifted off is watched at ``gap + offset`` for the same reason. ``gdot``: the gap
+    rates of the touching points (NaN for the others, which are watched by their gap:
+    :func:`_gap_event`'s ``gap / (t - t_start)`` with its rate at ``t_start`` holds only
+    for a gap that is zero there).
     """
     P = model.points
     events, kinds = [], []
@@ -1163,7 +1169,9 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                     add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
         else:
             rest = bool(resting[i])
-            add(_gap_event(P, i, t, None if rest else float(gdot[i]), offset if rest else 0.0),
+            rate = float(gdot[i])
+            away = not math.isfinite(rate)
+            add(_gap_event(P, i, t, None if rest or away else rate, offset if rest else 0.0),
                 ("touch", i, 0))
     if forces.members:
         m0 = forces.margin(t, q, v)
