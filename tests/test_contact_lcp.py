@@ -398,3 +398,28 @@ def test_mjcf_table_on_sixteen_corners_on_an_incline(above):
     np.testing.assert_allclose(tr.contact_forces.sum(axis=1), mass * G0 * math.cos(beta),
                                rtol=1e-9)
     assert np.count_nonzero(tr.contact_forces[-1] > 1e-9 * mass * G0) >= 3
+
+
+def test_lcp_path_holds_welded_points_with_pulling_forces(monkeypatch):
+    """Welded points (the end of an accumulation of impacts: held closed whatever the
+    sign of their force) may pull: a plank on 4 frictionless points, two of them welded,
+    lifted by 1.5 m g. The enumeration of every combination and the LCP path (where a
+    welded point is read in its closed state) give the same motion: the welded end
+    holds, the plank turns about it, the other points open (Newton-Euler: written
+    here)."""
+    m, inertia, mu, h = 2.0, 0.2, 0.0, 0.05
+    xs, G, T = plank_rows(4, h=h)
+    M = np.diag([m, m, inertia])
+    F = np.array([0.0, 0.5 * m * G0, 0.0])          # gravity plus a lift of 1.5 m g
+    weld = np.array([True, True, False, False])
+    args = (M, F, np.zeros((0, 3)), np.zeros(0), G, np.zeros(4), T, np.zeros(4))
+    got = {}
+    for limit in (10 ** 9, 0):
+        monkeypatch.setattr(cp, "ENUMERATE_MAX", limit)
+        got[limit] = cp.solve_contact(*args, mu=np.full(4, mu), weld=weld)
+    every, lcp = got[10 ** 9], got[0]
+    assert np.abs(lcp.x - every.x).max() < 1e-12 * G0
+    assert list(lcp.mode[2:]) == [cp.OPEN, cp.OPEN] and lcp.nu[:2].sum() < 0
+    # the welded points do not move: y'' + x_i th'' = 0 at both, so y'' = th'' = 0
+    assert np.abs(G[:2] @ lcp.x).max() < 1e-12 * G0 and abs(lcp.x[1]) < 1e-12 * G0
+    assert abs(lcp.nu.sum() + 0.5 * m * G0) < 1e-10 * m * G0

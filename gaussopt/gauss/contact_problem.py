@@ -743,7 +743,9 @@ def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
     Many dependent rows (a body on many points) make the rigid LCP degenerate, where
     Lemke's algorithm may end on a ray; the compliant problem (:data:`_LCP_COMPLIANCE`
     on the diagonal) is not, and its answer is as good a guess: every state read from it
-    is certified. Its pivots can still meet exact ties (a symmetric grid of points: a
+    is certified (a welded point, held closed whatever the sign of its force, is a
+    unilateral one here: the states read for it are its closed ones). Its pivots can
+    still meet exact ties (a symmetric grid of points: a
     slab sliding on 20 points cycled for 10^4 pivots, where a perturbed ``q`` needs 62),
     so ``q`` is perturbed by a fixed pattern of relative size 1e-10 (far below the
     1e-6 at which states are read), and if Lemke's algorithm still ends on a ray or
