@@ -1133,16 +1133,24 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
         kinds.append(kind)
 
     closed_idx = list(np.flatnonzero(closed))
+
+    def slip_events(i):
+        """A sliding point's: its slip rate reaching zero; in space, sliding from rest
+        along its locked d0, its slip across d0 reaching 2 vel_tol."""
+        if P.dim[i] == 2:
+            add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
+                ("slip0", i, 0))
+            if locked is not None and locked[i]:
+                add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
+        else:
+            add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
+
     for i in range(P.k):
         if closed[i]:
             if i in forces.members:
-                # its forces are watched with the group's; its slip rate as every point's
+                # its forces are watched with the group's; its slip as every point's
                 if P.frictional[i] and not P.sticks[i] and sdir[i] != 0:
-                    if P.dim[i] == 2:
-                        add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i],
-                                            1e-3 * vel_tol[i]), ("slip0", i, 0))
-                    else:
-                        add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
+                    slip_events(i)
                 continue
             j = closed_idx.index(i)
             N0 = float(lam0[n_rows[j]])
@@ -1155,10 +1163,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                     add(_circle_event(forces, n_rows[j], t_r, P.mu[i],
                                       tol if abs(m0) <= tol else 0.0), ("slide", i, 1))
                 else:
-                    add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
-                        ("slip0", i, 0))
-                    if locked is not None and locked[i]:
-                        add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
+                    slip_events(i)
             elif P.frictional[i] and not P.sticks[i]:
                 if sdir[i] == 0:
                     for d in (-1, 1):       # mu N + d T (T reaches -d mu N: slides d)
@@ -1166,7 +1171,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                         add(_cone_event(forces, n_rows[j], t_rows[j], P.mu[i], d,
                                         tol if abs(m0) <= tol else 0.0), ("slide", i, d))
                 else:
-                    add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
+                    slip_events(i)
         else:
             rest = bool(resting[i])
             rate = float(gdot[i])
