@@ -97,6 +97,9 @@ def test_lcp_path_agrees_with_the_enumeration(seed, monkeypatch):
         monkeypatch.setattr(cp, "ENUMERATE_MAX", 0)
         lcp = cp.solve_contact(M, F, A, b, G, h, T, s, mu=mu)
         scale = 1.0 + np.abs(every.x).max()
+        # both answers come from the same certified KKT solve of one combination, each to
+        # rounding (1e4 eps (n + k) of the scale ~ 2e-11, times the random M's condition,
+        # at most ~1e2 here): 1e-9 of the scale
         assert np.abs(lcp.x - every.x).max() < 1e-9 * scale
         compared += 1
     assert compared >= 20
@@ -132,7 +135,8 @@ def test_plank_on_twenty_points_balances_like_newton_euler(case):
     assert abs(m * sol.x[1] + m * G0 - N.sum()) < fscale
     assert abs(inertia * sol.x[2] - (xs @ N + h * tau.sum())) < fscale
     assert np.all(N >= -fscale) and np.all(np.abs(tau) <= mu * N + fscale)
-    # the plank neither lifts nor tilts; it slides as Coulomb says
+    # the plank neither lifts nor tilts; it slides as Coulomb says (x from a KKT solve of
+    # 3 coordinates and 40 rows of order 1: rounding ~1e2 eps of g = 2e-13 m/s2, < 1e-12 g)
     assert abs(sol.x[1]) < 1e-12 * G0 and abs(sol.x[2]) < 1e-12 * G0
     expected = {"rest": 0.0, "pushed-holds": 0.0, "pushed-slides": push / m - mu * G0,
                 "sliding": -mu * G0}[case]
@@ -201,7 +205,7 @@ def test_plank_on_twenty_points_pushed_until_it_slides():
     assert len(slides) == 1 and abs(slides[0] - ts) < 1e-9 * ts
     after = tr.t > slides[0]
     assert np.abs(tr.q[after, 0] - k * (tr.t[after] - ts) ** 3 / (6 * m)).max() < 1e-8
-    assert np.abs(tr.q[~after, 0]).max() < 1e-12
+    assert np.abs(tr.q[~after, 0]).max() < 1e-12      # at rest: x'' = 0 to rounding
     scale = 1e-10 * m * G0
     assert np.all(np.abs(tr.friction_forces) <= mu * tr.contact_forces + scale)
 
@@ -216,6 +220,8 @@ def test_plank_on_twenty_points_on_an_incline(above):
     bound = integration_bound(tr)
     assert np.abs(tr.q[:, 0] + 0.5 * a * tr.t ** 2).max() < 1e-8
     assert np.abs(tr.v[:, 0] + a * tr.t).max() < max(bound, 1e-12)
+    # y and th are held by the closed rows, projected to rounding; the integrator's error
+    # in them is that of a zero acceleration (none): 1e-10 covers the projection's rounding
     assert np.abs(tr.q[:, 1:] - [h, 0.0]).max() < 1e-10
     # the friction's sum balances the slope (held) or is mu N (sliding)
     want = m * G0 * math.sin(beta) if above else mu * m * G0 * math.cos(beta)
@@ -243,6 +249,9 @@ def test_spatial_lcp_path_meets_every_condition(seed, monkeypatch):
             continue                       # (Lemke may end on a ray of a nonconvex LCP)
         x, N, t = sol.x, sol.nu, sol.tau
         scale = 1.0 + np.abs(M @ x).max() + np.abs(F).max()
+        # rounding of the certified KKT solve (1e4 eps of the scale) plus Newton's tolerance
+        # on the slide directions (_slip_tol, the same order) and Clarabel's 1e-11 gap where
+        # forces are indeterminate, times the random M's condition (~1e2): 1e-9
         tol = 1e-9 * scale
         assert np.abs(M @ x - F - G.T @ N - np.einsum("kjn,kj->n", T, t)).max() < tol
         g = G @ x - h
@@ -262,6 +271,7 @@ def test_spatial_lcp_path_meets_every_condition(seed, monkeypatch):
             every = ccone.solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu)
         except cp.ContactSolveError:
             continue
+        # (the same motion to the tolerances above; distinct solutions differ at order one)
         agree += np.abs(sol.x - every.x).max() < 1e-8 * (1.0 + np.abs(every.x).max())
     assert checked >= 10 and agree >= 0.7 * checked
 
@@ -397,6 +407,7 @@ def test_mjcf_table_on_sixteen_corners_on_an_incline(above):
     mass = 2.8
     np.testing.assert_allclose(tr.contact_forces.sum(axis=1), mass * G0 * math.cos(beta),
                                rtol=1e-9)
+    # (loaded: above the 1e-9 m g of Clarabel's placement of indeterminate forces)
     assert np.count_nonzero(tr.contact_forces[-1] > 1e-9 * mass * G0) >= 3
 
 
@@ -418,6 +429,7 @@ def test_lcp_path_holds_welded_points_with_pulling_forces(monkeypatch):
         monkeypatch.setattr(cp, "ENUMERATE_MAX", limit)
         got[limit] = cp.solve_contact(*args, mu=np.full(4, mu), weld=weld)
     every, lcp = got[10 ** 9], got[0]
+    # the same combination's KKT solve of 3 coordinates: rounding ~1e2 eps of g < 1e-12 g
     assert np.abs(lcp.x - every.x).max() < 1e-12 * G0
     assert list(lcp.mode[2:]) == [cp.OPEN, cp.OPEN] and lcp.nu[:2].sum() < 0
     # the welded points do not move: y'' + x_i th'' = 0 at both, so y'' = th'' = 0

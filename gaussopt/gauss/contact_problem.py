@@ -372,6 +372,28 @@ def scaled_kkt(M: np.ndarray, J: np.ndarray, W: np.ndarray
     return K, rs, ms
 
 
+def svd_solve(K: np.ndarray, R: np.ndarray, n: int
+              ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``(sol, null)``: the minimum-norm solution of the scaled KKT system ``K sol = R``
+    (``R`` one right-hand side or several columns) by an SVD with the library's rank
+    decision, and an orthonormal basis of ``K``'s null space as columns; None when the
+    system is inconsistent (residual above the rounding of its terms) or the null space
+    reaches the first ``n`` unknowns (the accelerations are not determined)."""
+    U, sig, Vt = np.linalg.svd(K)
+    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+    coef = U[:, :rank].T @ R
+    sol = Vt[:rank].T @ (coef / (sig[:rank] if R.ndim == 1 else sig[:rank, None]))
+    res = K @ sol - R
+    if np.abs(res).max(initial=0.0) > 1e4 * _EPS * K.shape[0] * (
+            float(np.abs(K).max()) * float(np.abs(sol).max(initial=0.0))
+            + float(np.abs(R).max(initial=0.0))):
+        return None                                        # inconsistent rows
+    null = Vt[rank:].T
+    if null.size and np.abs(null[:n]).max() > 1e-6:
+        return None                                        # accelerations not determined
+    return sol, null
+
+
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
             ) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
@@ -382,18 +404,10 @@ def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.
     p = J.shape[0]
     K, rs, ms = scaled_kkt(M, J, W)
     r_all = np.concatenate([F / ms, rhs * rs])
-    U, sig, Vt = np.linalg.svd(K)
-    tol = DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)
-    rank = int(np.count_nonzero(sig > tol))
-    sol = Vt[:rank].T @ ((U[:, :rank].T @ r_all) / sig[:rank])
-    res = K @ sol - r_all
-    if np.abs(res).max(initial=0.0) > 1e4 * _EPS * (n + p) * (
-            float(np.abs(K).max()) * float(np.abs(sol).max(initial=0.0))
-            + float(np.abs(r_all).max(initial=0.0))):
-        return None                                        # inconsistent rows
-    null = Vt[rank:].T
-    if null.size and np.abs(null[:n]).max() > 1e-6:
-        return None                                        # accelerations not determined
+    got = svd_solve(K, r_all, n)
+    if got is None:
+        return None
+    sol, null = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
     z = sol[n:] * zscale
@@ -777,17 +791,8 @@ def _bilateral_response(M: np.ndarray, A: np.ndarray, b: np.ndarray, rhs: np.nda
     R = np.zeros((n + m, rhs.shape[1]))
     R[:n] = rhs / ms
     R[n:, 0] = b * rs
-    U, sig, Vt = np.linalg.svd(K)
-    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
-    if rank < n + m and np.abs(Vt[rank:, :n]).max() > 1e-6:
-        return None                                        # accelerations not determined
-    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / sig[:rank, None])
-    res = K @ sol - R
-    if np.abs(res).max(initial=0.0) > 1e4 * _EPS * (n + m) * (
-            float(np.abs(K).max()) * float(np.abs(sol).max(initial=0.0))
-            + float(np.abs(R).max(initial=0.0))):
-        return None                                        # inconsistent rows
-    return sol[:n]
+    got = svd_solve(K, R, n)
+    return None if got is None else got[0][:n]
 
 
 def mode_options(free: np.ndarray, frictional: tuple, weld: np.ndarray,
