@@ -27,7 +27,9 @@ point slipping towards ``+`` feels ``-mu N``.
 How it is solved, exactly: every point takes one of its modes (``open``,
 ``closed``; with finite friction from rest ``stick``, ``slide +``, ``slide -``);
 each combination of modes is a linear (KKT) system, solved by a singular value
-decomposition of the scaled KKT matrix, and its answer is *certified* against
+decomposition of the scaled KKT matrix (:func:`kkt_solve`: through the SVDs of its
+blocks, as many rows as points but at most ``n`` of them independent), and its answer
+is *certified* against
 every condition above to the rounding of its terms. Up to :data:`ENUMERATE_MAX`
 combinations all are tried (measured: the 16 of a box on two frictional corners take
 7.6 ms, the 4 of two frictionless points 1.0 ms, once per event). The accelerations
@@ -49,7 +51,7 @@ a point it leaves on an edge (zero force and zero rate) may take either side, so
 preferred side and its own are certified, best first, exactly as above. Its answer is
 therefore as certain as the enumeration's, but not proven unique: a second motion is
 found only by the enumeration. Measured on a plank lying on 20 frictional points:
-about 1 ms per solve, where the enumeration would need 4^20 combinations
+0.8-1.0 ms per solve, where the enumeration would need 4^20 combinations
 (``benchmarks/contact.py``).
 
 Indeterminate forces: where the rows of the closed points are dependent (two
@@ -356,65 +358,103 @@ def _solve_combination(M, F, A, b, G, h, T, s, mu, slide, mode) -> Optional[_Com
                         rhs=rhs)
 
 
-def scaled_kkt(M: np.ndarray, J: np.ndarray, W: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, float]:
-    """``(K, rs, ms)``: the KKT matrix ``[M / ms, -(rs W)^T; rs J, 0]`` of ``M x - W^T z``,
-    ``J x``, its rows scaled by their norms (``rs = 1 / |J_i|``) and ``M`` by its largest
-    entry or ``W``'s (``ms``)."""
+def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
+              R_bot: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray, float]]:
+    """The KKT system ``M x - W^T z = R_top``, ``J x = R_bot`` (one right-hand side, or
+    several as columns), scaled, by its singular value decomposition:
+    ``(sol, rest, rs, ms)`` with ``sol = (x, z_s)`` the minimum-norm solution of the
+    scaled system and ``rest`` an orthonormal basis (columns) of the scaled forces'
+    directions that the system determines (the complement of the forces' part of its
+    null space, which holds no accelerations), where
+    the rows are scaled by their norms (``rs = 1 / |J_i|``), ``M`` by its largest entry
+    or ``W``'s (``ms``), and the forces are ``z = ms rs z_s``; None when the system is
+    inconsistent (residual above the rounding of its terms) or its null space reaches
+    the accelerations (they are not determined).
+
+    The scaled matrix ``K = [M / ms, B; C, 0]`` (``B = -(rs W)^T``, ``C = rs J``: p rows,
+    n coordinates) has many more rows than coordinates when a body touches at many
+    points (43 x 43 for a plank on 20 frictional points, where ``n = 3``), and an SVD of
+    it cost ~0.3 ms. Its structure gives the same decomposition from small ones: with
+    ``B^T = U_w S_w V_w^T`` and ``C = U_j S_j V_j^T``, the orthogonal change of unknowns
+    ``z_s = U_w y`` and of rows ``U_j^T`` turns ``K`` into ``K_s = [M / ms, V_w S_w; S_j
+    V_j^T, 0]`` (``(n + r_j) x (n + r_w)``, ``r`` the ranks: at most ``n`` each) bordered
+    by zero rows and columns. ``K`` and ``K_s`` have the same nonzero singular values; the
+    minimum-norm least-squares solution sets the unknowns of the zero columns (the
+    forces that do no work, ``U_w``'s last ``p - r_w`` columns) to zero and ignores the
+    zero rows (their right-hand side is the residual the consistency check sees), and
+    the null space is ``K_s``'s mapped back plus those force directions (``rest``: the
+    complement, of at most ``n`` columns, cheaper to factor than the null space). The rank is
+    decided as for ``K`` (``DEFAULT_RANK_TOL`` relative to the largest singular value);
+    the directions of ``B`` and ``C`` dropped before (their singular values below that
+    fraction of their own largest) lie below that threshold too, since ``K_s`` holds
+    ``S_w`` and ``S_j``."""
     n, p = M.shape[0], J.shape[0]
     rn = np.sqrt((J * J).sum(axis=1))
     rs = 1.0 / np.where(rn > 0, rn, 1.0)
     ms = max(float(np.abs(M).max(initial=0.0)), float(np.abs(W).max(initial=0.0)), 1e-300)
-    K = np.zeros((n + p, n + p))
-    K[:n, :n] = M / ms
-    K[:n, n:] = -(W * rs[:, None]).T
-    K[n:, :n] = J * rs[:, None]
-    return K, rs, ms
-
-
-def svd_solve(K: np.ndarray, R: np.ndarray, n: int
-              ) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """``(sol, null)``: the minimum-norm solution of the scaled KKT system ``K sol = R``
-    (``R`` one right-hand side or several columns) by an SVD with the library's rank
-    decision, and an orthonormal basis of ``K``'s null space as columns; None when the
-    system is inconsistent (residual above the rounding of its terms) or the null space
-    reaches the first ``n`` unknowns (the accelerations are not determined)."""
-    U, sig, Vt = np.linalg.svd(K)
+    Ms = M / ms
+    C = J * rs[:, None]
+    Bt = W * rs[:, None]                                   # (-B^T)
+    f = R_top / ms
+    c = R_bot * (rs if R_bot.ndim == 1 else rs[:, None])
+    if p:
+        Uw, sw, Vwt = np.linalg.svd(Bt)
+        Uj, sj, Vjt = np.linalg.svd(C, full_matrices=False)
+        pre = DEFAULT_RANK_TOL * max(float(sw[0]), float(sj[0]))
+        rw, rj = int(np.count_nonzero(sw > pre)), int(np.count_nonzero(sj > pre))
+        Ks = np.zeros((n + rj, n + rw))
+        Ks[:n, :n] = Ms
+        Ks[:n, n:] = -(Vwt[:rw].T * sw[:rw])
+        Ks[n:, :n] = sj[:rj, None] * Vjt[:rj]
+        Rs = np.concatenate([f, Uj[:, :rj].T @ c])
+    else:                                                  # (no rows: K is M / ms)
+        Uw, rw, Ks, Rs = np.zeros((0, 0)), 0, Ms, f
+    U, sig, Vt = np.linalg.svd(Ks)
     rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
-    coef = U[:, :rank].T @ R
-    sol = Vt[:rank].T @ (coef / (sig[:rank] if R.ndim == 1 else sig[:rank, None]))
-    res = K @ sol - R
-    if np.abs(res).max(initial=0.0) > 1e4 * _EPS * K.shape[0] * (
-            float(np.abs(K).max()) * float(np.abs(sol).max(initial=0.0))
-            + float(np.abs(R).max(initial=0.0))):
+    coef = U[:, :rank].T @ Rs
+    sol_s = Vt[:rank].T @ (coef / (sig[:rank] if Rs.ndim == 1 else sig[:rank, None]))
+    x, zs = sol_s[:n], Uw[:, :rw] @ sol_s[n:]
+    res = max(float(np.abs(Ms @ x - Bt.T @ zs - f).max(initial=0.0)),
+              float(np.abs(C @ x - c).max(initial=0.0)))
+    big = max(float(np.abs(Ms).max(initial=0.0)), float(np.abs(Bt).max(initial=0.0)),
+              float(np.abs(C).max(initial=0.0)))
+    size = max(float(np.abs(x).max(initial=0.0)), float(np.abs(zs).max(initial=0.0)))
+    if res > 1e4 * _EPS * (n + p) * (big * size + max(float(np.abs(f).max(initial=0.0)),
+                                                      float(np.abs(c).max(initial=0.0)))):
         return None                                        # inconsistent rows
-    null = Vt[rank:].T
-    if null.size and np.abs(null[:n]).max() > 1e-6:
+    null_s = Vt[rank:].T
+    if null_s.size and np.abs(null_s[:n]).max() > 1e-6:
         return None                                        # accelerations not determined
-    return sol, null
+    # the forces' null space is U_w's last columns and U_w's first ones times the force
+    # part of K_s's: its complement, U_w's first columns times that part's complement
+    if null_s.size:
+        rest = Uw[:, :rw] @ np.linalg.qr(null_s[n:], mode="complete")[0][:, null_s.shape[1]:]
+    else:
+        rest = Uw[:, :rw]
+    return np.concatenate([x, zs]), rest, rs, ms
 
 
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
             ) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
-    points' rows), by an SVD of the row-scaled KKT matrix: the minimum-norm ``z`` and an
-    orthonormal basis ``Z`` of the force combinations left free; None when the rows are
-    inconsistent or the accelerations are not determined."""
+    points' rows), by :func:`kkt_solve`: the minimum-norm ``z`` and an orthonormal basis
+    ``Z`` of the force combinations left free; None when the rows are inconsistent or
+    the accelerations are not determined."""
     n = M.shape[0]
     p = J.shape[0]
-    K, rs, ms = scaled_kkt(M, J, W)
-    r_all = np.concatenate([F / ms, rhs * rs])
-    got = svd_solve(K, r_all, n)
+    got = kkt_solve(M, J, W, F, rhs)
     if got is None:
         return None
-    sol, null = got
+    sol, rest, rs, ms = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
     z = sol[n:] * zscale
-    if null.size:
-        Z, _ = np.linalg.qr(null[n:] * zscale[:, None])
+    # the free forces z = zscale z_s, z_s orthogonal to rest: z orthogonal to rest / zscale
+    if p:
+        Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
+        Z = Q[:, rest.shape[1]:]
     else:
-        Z = np.zeros((p, 0))
+        Z = np.zeros((0, 0))
     return x, z, Z
 
 
@@ -426,30 +466,28 @@ def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarr
     point's ``mu N -+ tau >= 0``."""
     L = comb.z.size
     closed = np.asarray(comb.closed, dtype=int)
-    pos = m + np.arange(closed.size)
+    nc = closed.size
+    pos = m + np.arange(nc)
     tpos = np.full(mode.size, -1)
-    tpos[np.asarray(comb.trows, dtype=int)] = m + closed.size + np.arange(len(comb.trows))
-    # N >= 0 of every closed point not welded
-    nrow = pos[~weld[closed]]
-    Cn = np.zeros((nrow.size, L))
-    Cn[np.arange(nrow.size), nrow] = 1.0
-    tn = nu_tol[closed[~weld[closed]]]
-    # mu N -+ tau >= 0 of every sticking point
-    st = np.flatnonzero(mode[closed] == STICK)
+    tpos[np.asarray(comb.trows, dtype=int)] = m + nc + np.arange(len(comb.trows))
+    # in the order of the points: each closed point's N >= 0 (not for a welded one), then
+    # a sticking one's mu N - tau >= 0 and mu N + tau >= 0
+    has_n = ~weld[closed]
+    st = mode[closed] == STICK
+    count = has_n.astype(int) + 2 * st
+    first = np.cumsum(count) - count
+    Cz = np.zeros((int(count.sum()), L))
+    tols = np.empty(Cz.shape[0])
+    r = first[has_n]
+    Cz[r, pos[has_n]] = 1.0
+    tols[r] = nu_tol[closed[has_n]]
+    r = first[st] + has_n[st]
     i_st, p_st = closed[st], pos[st]
     t_st = tpos[i_st]
-    Cs = np.zeros((2 * st.size, L))
-    rr = np.arange(st.size)
-    Cs[2 * rr, p_st] = Cs[2 * rr + 1, p_st] = mu[i_st]
-    Cs[2 * rr, t_st], Cs[2 * rr + 1, t_st] = -1.0, 1.0
-    ts = np.repeat(nu_tol[i_st] * (1.0 + mu[i_st]) + 1e4 * _EPS * (
-        mu[i_st] * np.abs(comb.z[p_st]) + np.abs(comb.z[t_st])), 2)
-    # (in the order of the points: each closed point's N row, then its two cone rows)
-    order = np.argsort(np.concatenate([2 * np.flatnonzero(~weld[closed]) * 2,
-                                       4 * np.repeat(st, 2) + 1 + np.tile([0, 1], st.size)]),
-                       kind="stable")
-    Cz = np.vstack([Cn, Cs])[order]
-    tols = np.concatenate([tn, ts])[order]
+    Cz[r, p_st] = Cz[r + 1, p_st] = mu[i_st]
+    Cz[r, t_st], Cz[r + 1, t_st] = -1.0, 1.0
+    tols[r] = tols[r + 1] = nu_tol[i_st] * (1.0 + mu[i_st]) + 1e4 * _EPS * (
+        mu[i_st] * np.abs(comb.z[p_st]) + np.abs(comb.z[t_st]))
     return Cz, tols, np.zeros(Cz.shape[0])
 
 
@@ -783,15 +821,13 @@ def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
 def _bilateral_response(M: np.ndarray, A: np.ndarray, b: np.ndarray, rhs: np.ndarray
                         ) -> Optional[np.ndarray]:
     """``x`` (n, c) of ``M x - A^T lam = rhs[:, j]``, ``A x = b`` for the first column and
-    ``= 0`` for the others, by an SVD of the row-scaled KKT matrix (redundant rows and a
-    singular ``M`` allowed); None when the rows leave the accelerations undetermined or
-    are inconsistent."""
+    ``= 0`` for the others, by :func:`kkt_solve` (redundant rows and a singular ``M``
+    allowed); None when the rows leave the accelerations undetermined or are
+    inconsistent."""
     n, m = M.shape[0], A.shape[0]
-    K, rs, ms = scaled_kkt(M, A, A)
-    R = np.zeros((n + m, rhs.shape[1]))
-    R[:n] = rhs / ms
-    R[n:, 0] = b * rs
-    got = svd_solve(K, R, n)
+    R_bot = np.zeros((m, rhs.shape[1]))
+    R_bot[:, 0] = b
+    got = kkt_solve(M, A, A, rhs, R_bot)
     return None if got is None else got[0][:n]
 
 
