@@ -513,3 +513,38 @@ def test_kkt_solve_by_its_blocks_equals_the_whole_matrix_svd(seed):
     free = np.linalg.qr(null_ref[n:])[0] if null_ref.size else np.zeros((p, 0))
     assert rest.shape[1] + free.shape[1] == p
     np.testing.assert_allclose(rest @ rest.T + free @ free.T, np.eye(p), rtol=0, atol=bound)
+
+
+def test_resting_group_margin_is_proven_by_its_last_distribution(monkeypatch):
+    """A slab resting on 20 points of an incline (its forces indeterminate) for 1 s: the
+    group's watch needs the sign of the largest margin of a distribution inside every
+    cone. The distribution found at the phase's start, carried along, proves it positive
+    at every later evaluation, so the cone program runs once per margin that is not
+    proven; the run (states, forces, transitions) is the one that solves the cone
+    program at every evaluation, to rounding (the same steps: the watch's sign is all
+    the integrator sees)."""
+    import gaussopt.integrate.contact_run as cr
+
+    beta = 0.3
+    mu = math.tan(beta) + 0.05
+    q0, u0 = launch(HZ, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    calls = []
+    socp = ccone._socp
+
+    def counted(*args, **kw):
+        calls.append(kw.get("margin", args[3] if len(args) > 3 else None))
+        return socp(*args, **kw)
+
+    monkeypatch.setattr(ccone, "_socp", counted)
+    tr = go.simulate(slab(mu, beta), (0.0, 1.0), q0, u0)
+    margins = sum(1 for m in calls if m)
+    monkeypatch.setattr(cr, "cone_slack", lambda z, points: -math.inf)   # never proven
+    calls.clear()
+    ref = go.simulate(slab(mu, beta), (0.0, 1.0), q0, u0)
+    assert tr.success and ref.success
+    assert margins <= 2 < sum(1 for m in calls if m)
+    assert tr.meta["contact_transitions"] == ref.meta["contact_transitions"]
+    np.testing.assert_array_equal(tr.t, ref.t)
+    np.testing.assert_allclose(tr.q, ref.q, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(tr.contact_forces, ref.contact_forces, rtol=0,
+                               atol=1e-12 * M_P * G0)

@@ -84,7 +84,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, read_states, same_motion, svd_kkt)
 
-__all__ = ["solve_contact_cone", "cone_margin", "least_norm_in_cones", "SLIDE"]
+__all__ = ["solve_contact_cone", "cone_margin", "cone_slack", "least_norm_in_cones", "SLIDE"]
 
 _EPS = float(np.finfo(float).eps)
 #: the mode of a spatial point starting to slide (its direction solved): the planar
@@ -158,25 +158,36 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
     return y, s, solved
 
 
-def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> float:
+def cone_slack(z: np.ndarray, points: Sequence[tuple]) -> float:
+    """The margin of one distribution of forces ``z``: ``min_i (N_i, mu_i N_i - |t_i|)``
+    (force units; ``inf`` without conditions). ``points`` as :func:`cone_margin`'s."""
+    vals = []
+    for n_i, t_i, mu, weld in points:
+        if not weld:
+            vals.append(float(z[n_i]))
+        if t_i is not None:
+            vals.append(float(mu * z[n_i] - np.linalg.norm(z[list(t_i)])))
+    return min(vals) if vals else math.inf
+
+
+def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple],
+                with_forces: bool = False):
     """The largest margin ``max_y min_i (N_i, mu_i N_i - |t_i|)`` of the forces ``z0 + Z y``
     (force units), a second-order-cone program solved by Clarabel (to ``_SOCP_TOL`` of the
     force scale): positive while some distribution of indeterminate forces lies strictly
     inside every circular cone. ``points``: ``(n_index, t_indices or None, mu, weld)``
     (``t_indices`` of a sticking point with finite friction; a welded point has no
-    ``N >= 0``). ``inf`` when unbounded."""
+    ``N >= 0``). ``inf`` when unbounded. ``with_forces``: ``(margin, z)`` with the
+    distribution ``z`` that attains it (``z0`` when nothing is free or Clarabel fails)."""
     if Z.shape[1] == 0:
-        vals = []
-        for n_i, t_i, mu, weld in points:
-            if not weld:
-                vals.append(float(z0[n_i]))
-            if t_i is not None:
-                vals.append(float(mu * z0[n_i] - np.linalg.norm(z0[list(t_i)])))
-        return min(vals) if vals else math.inf
-    _, s, solved = _socp(z0, Z, points, margin=True)
+        val = cone_slack(z0, points)
+        return (val, np.array(z0)) if with_forces else val
+    y, s, solved = _socp(z0, Z, points, margin=True)
     if not solved:
-        return -math.inf
-    return s
+        s = -math.inf
+    if not with_forces:
+        return s
+    return s, (z0 + Z @ y if solved else np.array(z0))
 
 
 def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
