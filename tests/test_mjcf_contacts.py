@@ -577,8 +577,8 @@ def test_spinning_eccentric_sphere_slides_as_the_newton_euler_reference():
     its centre (inertias C = 0.4 m r^2 about the axis, A = C / 0.9 across), tilted 0.5 rad
     and spinning at 200 rad/s about its axis, on a floor with mu = 0.05: it slides (the
     slip at the contact stays above 1.6 m/s), nutates and precesses while its normal force
-    oscillates between 0.96 and 1.04 m g; over 0.2 s its centroid, axis and normal force as the reference
-    integrates them (eccentric_sphere_reference: Newton-Euler with Coulomb's sliding
+    oscillates between 0.96 and 1.04 m g; over 0.2 s its centroid, axis and normal force
+    as the reference integrates them (eccentric_sphere_reference: Newton-Euler with Coulomb's sliding
     friction, the normal force the unknown of the contact's acceleration constraint,
     written independently of gaussopt; its own error ~1e-13). Bounds: the run at rtol =
     atol = 1e-12 over 0.2 s of a motion turning at 200 rad/s (40 rad, 104 steps), the
@@ -602,7 +602,8 @@ def test_spinning_eccentric_sphere_slides_as_the_newton_euler_reference():
 </body></worldbody></mujoco>"""
     model, _ = load(xml)
     T = np.linspace(0.0, 0.2, 6)
-    ref, N_ref = eccentric_sphere_reference(T, m, R, a, A, C, mu, np.r_[c0, e0, np.zeros(3), w0])
+    ref, N_ref = eccentric_sphere_reference(T, m, R, a, A, C, mu,
+                                            np.r_[c0, e0, np.zeros(3), w0])
     # the free joint: q = (centroid, e), v = (centroid velocity, e')
     q0, u0 = np.r_[c0, e0], np.r_[np.zeros(3), 0.5 * _quat_mul(np.r_[0.0, w0], e0)]
     tr = go.simulate(model.with_contacts(), (0.0, 0.2), q0, u0, t_eval=T, **TOL)
