@@ -578,9 +578,9 @@ def test_spinning_eccentric_sphere_slides_as_the_newton_euler_reference():
     and spinning at 200 rad/s about its axis, on a floor with mu = 0.05: it slides (the
     slip at the contact stays above 1.6 m/s), nutates and precesses while its normal force
     oscillates between 0.96 and 1.04 m g; over 0.2 s its centroid, axis and normal force
-    as the reference integrates them (eccentric_sphere_reference: Newton-Euler with Coulomb's sliding
-    friction, the normal force the unknown of the contact's acceleration constraint,
-    written independently of gaussopt; its own error ~1e-13). Bounds: the run at rtol =
+    as the reference integrates them (eccentric_sphere_reference: Newton-Euler with
+    Coulomb's sliding friction, the normal force the unknown of the contact's acceleration
+    constraint, written independently of gaussopt; its own error ~1e-13). Bounds: the run at rtol =
     atol = 1e-12 over 0.2 s of a motion turning at 200 rad/s (40 rad, 104 steps), the
     local errors summed and propagated: 1e-8 on the states (the issue's bound for contact
     problems), 1e-8 m g on the normal force. Measured: centroid 6e-15 m, axis 3e-13,
