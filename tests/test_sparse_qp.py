@@ -45,7 +45,13 @@ def test_the_sparse_path_answers_and_agrees_with_the_dense_closed_form():
     assert not ref.info["sparse"]                     # (the dense kernel: independent)
     assert _rel(r.a, ref.a) <= DIRECT_RTOL
     assert _rel(r.multipliers, ref.multipliers) <= DIRECT_RTOL
-    assert r.info["iterations"] == 0                   # (equality rows only)
+    # equality rows only: Clarabel's initial KKT solve is already the optimum; it stops
+    # there (0 iterations) when that solve's residuals land below its tolerance (1e-13 of
+    # the scaled data, CLARABEL_TOLERANCES), and takes one iteration where the CPU's
+    # rounding leaves them just above (a cond(KKT) eps ~ 3e-12 solve: measured 0 on the
+    # machines before, 1 on this stop's Xeon, the answer within 2.4e-14 of the reference
+    # on both): never more
+    assert r.info["iterations"] <= 1
     assert _rel(r.info["backend_a"], ref.a) <= DIRECT_RTOL
     assert r.info["backend_deviation"] <= DIRECT_RTOL
     # the rows hold to rounding (|A| |a| ~ 4 L |a|; as in test_large_sparse)
