@@ -84,7 +84,8 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, read_states, same_motion, svd_kkt)
 
-__all__ = ["solve_contact_cone", "cone_margin", "cone_slack", "least_norm_in_cones", "SLIDE"]
+__all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
+           "least_norm_in_cones", "SLIDE"]
 
 _EPS = float(np.finfo(float).eps)
 #: the mode of a spatial point starting to slide (its direction solved): the planar
@@ -160,7 +161,7 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
 
 def cone_slack(z: np.ndarray, points: Sequence[tuple]) -> float:
     """The margin of one distribution of forces ``z``: ``min_i (N_i, mu_i N_i - |t_i|)``
-    (force units; ``inf`` without conditions). ``points`` as :func:`cone_margin`'s."""
+    (force units; ``inf`` without conditions). ``points`` as :func:`best_distribution`'s."""
     vals = []
     for n_i, t_i, mu, weld in points:
         if not weld:
@@ -170,24 +171,27 @@ def cone_slack(z: np.ndarray, points: Sequence[tuple]) -> float:
     return min(vals) if vals else math.inf
 
 
-def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple],
-                with_forces: bool = False):
-    """The largest margin ``max_y min_i (N_i, mu_i N_i - |t_i|)`` of the forces ``z0 + Z y``
-    (force units), a second-order-cone program solved by Clarabel (to ``_SOCP_TOL`` of the
-    force scale): positive while some distribution of indeterminate forces lies strictly
-    inside every circular cone. ``points``: ``(n_index, t_indices or None, mu, weld)``
-    (``t_indices`` of a sticking point with finite friction; a welded point has no
-    ``N >= 0``). ``inf`` when unbounded. ``with_forces``: ``(margin, z)`` with the
-    distribution ``z`` that attains it (``z0`` when nothing is free or Clarabel fails)."""
+def best_distribution(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]
+                      ) -> tuple[float, np.ndarray]:
+    """``(margin, z)``: the largest margin ``max_y min_i (N_i, mu_i N_i - |t_i|)`` of the
+    forces ``z0 + Z y`` (force units) and the distribution ``z`` that attains it, a
+    second-order-cone program solved by Clarabel (to ``_SOCP_TOL`` of the force scale):
+    positive while some distribution of indeterminate forces lies strictly inside every
+    circular cone. ``points``: ``(n_index, t_indices or None, mu, weld)`` (``t_indices``
+    of a sticking point with finite friction; a welded point has no ``N >= 0``). The
+    margin is ``inf`` when unbounded, ``-inf`` when Clarabel fails (``z`` is then
+    ``z0``, as when nothing is free)."""
     if Z.shape[1] == 0:
-        val = cone_slack(z0, points)
-        return (val, np.array(z0)) if with_forces else val
+        return cone_slack(z0, points), np.array(z0)
     y, s, solved = _socp(z0, Z, points, margin=True)
     if not solved:
-        s = -math.inf
-    if not with_forces:
-        return s
-    return s, (z0 + Z @ y if solved else np.array(z0))
+        return -math.inf, np.array(z0)
+    return s, z0 + Z @ y
+
+
+def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> float:
+    """The largest margin of :func:`best_distribution`."""
+    return best_distribution(z0, Z, points)[0]
 
 
 def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> np.ndarray:

@@ -148,8 +148,8 @@ from gaussopt.integrate.guards import InterruptGuard
 from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, STICK,
                                             ContactSolveError, admissible, max_margin,
                                             solve_contact)
-from gaussopt.gauss.contact_cone import (SLIDE, cone_margin, cone_slack, least_norm_in_cones,
-                                         solve_contact_cone)
+from gaussopt.gauss.contact_cone import (SLIDE, best_distribution, cone_slack,
+                                         least_norm_in_cones, solve_contact_cone)
 from gaussopt.model.contact import ContactPoints
 
 __all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
@@ -1023,7 +1023,7 @@ class _PhaseForces:
         self.members = []
         rows = []
         #: spatial points: the members' circular cones as (normal row, tangent rows or None,
-        #: mu, False) for :func:`~gaussopt.gauss.contact_cone.cone_margin`; else None
+        #: mu, False) for :func:`~gaussopt.gauss.contact_cone.best_distribution`; else None
         self.cone_points = [] if P.spatial else None
         for j, i in enumerate(closed_idx):
             t_all = [] if t_rows[j] < 0 else [t_rows[j]] + ([t_rows[j] + 1] if P.dim[i] == 2
@@ -1096,11 +1096,11 @@ class _PhaseForces:
             # rounding of the forces it proves the group holds without the cone program
             # (~10 ms: a body resting on 20 points evaluated it at every interior point of
             # every step); at or below it, the exact margin decides.
-            if self._held is not None and Z.shape[1] and self._held.shape == lam.shape:
+            if self._held is not None and Z.shape[1]:
                 low = cone_slack(lam + Z @ (Z.T @ (self._held - lam)), self.cone_points)
                 if low > self.tol:
                     return low
-            val, held = cone_margin(lam, Z, self.cone_points, with_forces=True)
+            val, held = best_distribution(lam, Z, self.cone_points)
             if val > 0:
                 self._held = held
         else:

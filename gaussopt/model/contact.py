@@ -394,9 +394,10 @@ class ContactPoints:
         :data:`_MEMO` inputs: the constraints of a contact's points (:meth:`holonomic`,
         :meth:`no_slip`) differentiate the same vector function at the same (complex-step)
         points, row after row, so each such point is evaluated once instead of once per
-        row (20 points: 20 times fewer calls of the user's function)."""
+        row (20 points: 20 times fewer calls of the user's function). (One function per
+        ``src``: its ``phi`` or its ``f``.)"""
         memos = self.__dict__.setdefault("_memos", {})
-        got = memos.get((id(src), id(fn)))
+        got = memos.get(id(src))
         if got is not None:
             return got
         cache: dict = {}
@@ -411,7 +412,7 @@ class ContactPoints:
                 out.setflags(write=False)
                 cache[key] = out
             return out
-        memos[(id(src), id(fn))] = values
+        memos[id(src)] = values
         return values
 
     def holonomic(self, i, tangent: bool = False) -> Holonomic:
