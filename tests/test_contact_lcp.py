@@ -346,6 +346,44 @@ def test_slab_on_twenty_points_pushed_at_an_angle_slides_along_the_push():
     assert np.abs(tr.q[:, :2] - s_ref[:, None] * d).max() < 1e-8
 
 
+def test_mixed_group_of_sticking_and_sliding_points_cannot_hold_beyond_its_friction():
+    """A phase whose indeterminate group holds sticking and sliding points (sliding at zero
+    slip, as at a degenerate release) is watched over distributions that move each sliding
+    point's friction with its own normal force (the null space of the force columns
+    ``G_i - mu d0 T_i``, not of the rows). Pushed with 15 N against ``mu m g`` = 11.77 N no
+    distribution balances: every margin ``s`` (``N_i >= s``, ``mu N_i - |t_i| >= s``) has
+    ``push <= sum |friction| <= mu m g - 10 s`` (ten sticking points), so the largest
+    margin is at most ``(mu m g - push) / 10`` = -0.32 N; over the rows' null space (the
+    sliding friction frozen at one solve's normal forces) it read +0.3 N, and the run
+    reported the slab at rest."""
+    from gaussopt.integrate import contact_run as cr
+
+    mu, k, phi, t = 0.4, 30.0, 0.7, 0.5
+    q, v = launch(HZ, [0.0, 0.0, 0.0], [0.0, 0.0, 0.0])
+    model = cr._Model(slab(mu, push=(k, phi)), t, q)
+    model.base.check(t, q, v)                    # (as the run does: counts its rows)
+    n = model.k
+    closed = np.ones(n, dtype=bool)
+    sdir = np.zeros(n, dtype=int)
+    sdir[:5] = sdir[15:] = 1                       # ten sliding, ten sticking points
+    d0 = np.zeros((n, 2))
+    d0[sdir != 0] = [math.cos(phi), math.sin(phi)]
+    locked = sdir != 0
+    model.points.anchor_slip(t, q, np.flatnonzero(sdir == 0))
+    sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
+    forces = cr._PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
+    assert len(forces.members) == n
+    bound = (mu * M_P * G0 - k * t) / 10
+    # (Clarabel's margin to 10 _SOCP_TOL of the force scale, ~30 N)
+    assert forces.margin(t, q, v) <= bound + 10 * ccone._SOCP_TOL * 30.0
+    # the watch of such a phase does not start: the run's contact problem chose a state
+    # that cannot hold
+    with pytest.raises(go.ContactSolveError, match="cannot hold"):
+        cr._phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
+                         np.zeros(n, dtype=bool), np.full(n, np.nan), 0.0, d0,
+                         np.full(n, 1e-9), locked)
+
+
 def test_slab_on_twenty_points_slides_along_its_velocity_until_it_stops():
     mu, v0, phi = 0.4, 1.2, 0.6
     d = np.array([math.cos(phi), math.sin(phi)])
@@ -440,8 +478,13 @@ def test_lcp_path_holds_welded_points_with_pulling_forces(monkeypatch):
 def _kkt_by_whole_svd(M, J, W, R_top, R_bot):
     """The reference of :func:`cp.kkt_solve`: one SVD of the whole scaled KKT matrix
     ``[M / ms, -(rs W)^T; rs J, 0]`` (what the contact problem did before it used the
-    matrix's structure), with the same rank rule and checks."""
+    matrix's structure), with the same rank rule and checks, after the same change of
+    coordinates ``x = D x'`` (``D = diag(M)^-1/2``, the heaviest's scale for a coordinate
+    below 1e-12 of it); the solution returned in ``x``."""
     n, p = M.shape[0], J.shape[0]
+    dg = np.diag(M)
+    D = 1.0 / np.sqrt(np.where(dg > 1e-12 * dg.max(), dg, dg.max()))
+    M, J, W, R_top = M * np.outer(D, D), J * D, W * D, R_top * D
     rn = np.sqrt((J * J).sum(axis=1))
     rs = 1.0 / np.where(rn > 0, rn, 1.0)
     ms = max(np.abs(M).max(initial=0.0), np.abs(W).max(initial=0.0), 1e-300)
@@ -461,7 +504,7 @@ def _kkt_by_whole_svd(M, J, W, R_top, R_bot):
     null = Vt[rank:].T
     if null.size and np.abs(null[:n]).max() > 1e-6:
         return None
-    return sol, null, sig[0] / sig[rank - 1]
+    return np.concatenate([D * sol[:n], sol[n:]]), null, sig[0] / sig[rank - 1]
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -458,6 +458,15 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
     stuck = [STICK if c == SLIDE else c for c in own]
     modes = {tuple(own), tuple(stuck), tuple(near), tuple(far_side(sets))}
+    # a released group asks for its members to slide: every closed member that may slide
+    # does (at a degenerate release every force is on its cone's edge and the polygon's
+    # answer may read some of them inside it, by rounding)
+    for group in release:
+        asked = list(own)
+        for i in group:
+            if SLIDE in options[i] and asked[i] != OPEN:
+                asked[i] = SLIDE
+        modes.add(tuple(asked))
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):
