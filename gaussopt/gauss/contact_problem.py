@@ -704,6 +704,8 @@ class _Certifier:
 #: a friction coefficient standing for ``mu = inf`` in the LCP (a guess only: the modes
 #: it gives are certified with the no-slip row)
 _MU_INF = 1e6
+#: the most combinations :func:`_vertex_states` certifies (one at a time, ~50 us each)
+_VERTEX_MAX = 2048
 #: the compliance of the LCP solved for the states (relative to its matrix's largest entry)
 _LCP_COMPLIANCE = 1e-9
 
@@ -789,6 +791,71 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
     for mode in order:
         mode = np.array(mode, dtype=int)
         got = certify(mode)
+        if got is not None:
+            return [got]
+    return _vertex_states(certify, options, prefer, release)
+
+
+def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
+                   release: Sequence[Sequence[int]]) -> list:
+    """The last candidates of :func:`_by_lcp`: the vertices of a degenerate problem.
+
+    A flat face landing on many points at once (a plank slapping the floor nearly flat:
+    its 20 normal rows have rank 2, Newton's bounds are linear along the face like the
+    rates, so every point is on the edge of its condition, zero impulse and zero slack)
+    has answers carried by as many points as the rank ``r`` of the normal rows; Lemke's
+    compliant answer spreads the forces over scattered points, whose states, read one by
+    one, need not fit together (sticking rows that differ by the face's 2e-8 rad tilt
+    forbid its rotation). Nonnegative normal forces on ``r`` points reach every force
+    of the rows' cone only from its extreme rays (Caratheodory: a simplex of them; the
+    interior points' rows need a pull on one side): for ``r = 2`` the two extreme rows,
+    for ``r = 3`` the vertices of the rows' section (their convex hull), ``r`` of them
+    at a time. Those points are closed, in each of their states, and the others open (or
+    closed, where they may not open), best first; the first certified wins. At most
+    :data:`_VERTEX_MAX` combinations."""
+    M, F, A, b, G, h, T, s, mu, slide = certify.args
+    can = [i for i, o in enumerate(options) if any(c != OPEN for c in o)]
+    if not can:
+        return []
+    Gc = G[can] / np.maximum(np.sqrt((G[can] ** 2).sum(axis=1)), 1e-300)[:, None]
+    _, sv, Vt = np.linalg.svd(Gc)
+    r = int(np.count_nonzero(sv > DEFAULT_RANK_TOL * sv[0]))
+    Y = Gc @ Vt[:r].T                          # the rows in their own r-dimensional span
+    if r == 1:
+        ext = [int(np.argmax(np.abs(Y[:, 0])))]
+    else:
+        mean = Y.mean(axis=0)
+        nm = float(np.linalg.norm(mean))
+        if nm == 0.0:
+            return []
+        e = mean / nm
+        along = Y @ e
+        if np.any(along <= 0):                 # not a pointed cone: no section
+            return []
+        # the section of the cone by the plane along . e = 1, in its coordinates
+        B = np.linalg.svd(np.eye(r) - np.outer(e, e))[0][:, :r - 1]
+        X = (Y / along[:, None]) @ B
+        if r == 2:
+            ext = sorted({int(np.argmin(X[:, 0])), int(np.argmax(X[:, 0]))})
+        else:
+            from scipy.spatial import ConvexHull, QhullError
+            try:
+                ext = sorted(int(j) for j in ConvexHull(X).vertices)
+            except (QhullError, ValueError):
+                return []
+    ext = [can[j] for j in ext]
+    modes = []
+    for pts in itertools.combinations(ext, min(r, len(ext))):
+        for states in itertools.product(*[[c for c in options[i] if c != OPEN]
+                                          for i in pts]):
+            mode = [OPEN if OPEN in o else o[0] for o in options]
+            for i, c in zip(pts, states):
+                mode[i] = c
+            modes.append(tuple(mode))
+            if len(modes) > _VERTEX_MAX:
+                return []
+    for mode in sorted(modes, key=lambda c: _score(c, prefer, release, options)):
+        got = certify(np.array(mode, dtype=int))
         if got is not None:
             return [got]
     return []

@@ -515,6 +515,30 @@ def _in_row_space(g: np.ndarray, A: np.ndarray) -> bool:
     return int(np.count_nonzero(sg > tol)) == int(np.count_nonzero(sa > tol))
 
 
+def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray,
+            closed: np.ndarray, n_rows: list, gap_tol: float) -> np.ndarray:
+    """``q`` with the closed points' gaps brought to zero, where they are not already.
+
+    The points of an impact are those within ``gap_tol`` of their surface (a face landing
+    nearly flat: its far end still 1.7e-8 m above the floor when the near end lands); a
+    phase holds them closed as equality rows, which the phase checks against its own
+    consistency tolerance (1e-8). Those gaps, at most ``gap_tol``, are the driver's own
+    decision's tolerance: they are closed by a minimum-norm correction of ``q`` (Newton
+    on the phase's rows, the other rows held), before the phase starts."""
+    idx = np.flatnonzero(closed)
+    if idx.size == 0:
+        return q
+    for _ in range(3):
+        g = P.gaps(t, q)[idx]
+        if np.all(np.abs(g) <= 1e-3 * gap_tol) or np.any(np.abs(g) > gap_tol):
+            return q
+        _, _, A, _ = sysp.evaluate(t, q, v)
+        r = np.zeros(A.shape[0])
+        r[n_rows] = g
+        q = q - np.linalg.lstsq(A, r, rcond=None)[0]
+    return q
+
+
 def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None,
                     locked=None) -> None:
     """A point with ``friction = inf`` whose normal force reached zero: with it open the
@@ -636,10 +660,11 @@ def _sequential_impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray,
 
 def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: Impact,
                   touching: np.ndarray, vel_tol: np.ndarray, zeno_height: float,
-                  history: Sequence[Impact]) -> Optional[np.ndarray]:
+                  history: Sequence[Impact]) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """The touching points whose rebound after this impact stays below ``zeno_height``
     (apex ``gap'^2 / (2 |gap''|)``, ``gap''`` with the points that rest after the impact
-    closed), or None."""
+    closed), with every touching point's flight after it (``2 gap' / |gap''|``, inf where
+    it does not come back or does not leave), or None."""
     P = model.points
     gd = rec.gap_rate_after
     sep = touching & (gd > vel_tol)
@@ -656,6 +681,9 @@ def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: I
     low = sep & (decel > 0) & (gd * gd <= 2 * np.maximum(decel, 0) * zeno_height)
     if not low.any():
         return None
+    flight = np.full(P.k, math.inf)
+    back = sep & (decel > 0)
+    flight[back] = 2 * gd[back] / decel[back]
     # the accumulation time: one bouncing point's geometric series of flights
     # (2 u e^j / d, j >= 0: t_inf - t = 2 u / (d (1 - e))), else the series of the last
     # intervals between impacts
@@ -670,7 +698,7 @@ def _accumulation(model: _Model, t: float, q: np.ndarray, vp: np.ndarray, rec: I
         r = d1 / d0 if d0 > 0 else math.nan
         if 0 < r < 1:
             rec.t_accumulation = float(t + d1 * r / (1 - r))
-    return low
+    return low, flight
 
 
 def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: np.ndarray,
@@ -794,13 +822,46 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     vp, rec = _sequential_impact(model, t, q, v, touching, vel_tol)
                 else:
                     vp, rec = _impact(model, t, q, v, touching, closing)
-                low = _accumulation(model, t, q, vp, rec, touching, vel_tol, zeno_height, impacts)
-                if low is not None:
+                acc = _accumulation(model, t, q, vp, rec, touching, vel_tol, zeno_height,
+                                    impacts)
+                if acc is not None:
+                    low, flight = acc
                     # the end of an accumulation: the rebounds below zeno_height are not
                     # integrated; the points come to rest at this impact
                     t_acc = rec.t_accumulation
-                    vp, rec = _impact(model, t, q, v, touching, closing, rest=low | (
-                        touching & (np.abs(rec.gap_rate_after) <= vel_tol)))
+                    still = touching & (np.abs(rec.gap_rate_after) <= vel_tol)
+                    # The points whose rebound stays below zeno_height come to rest. Those
+                    # may be more than the accumulating point: its neighbours on one rigid
+                    # face rebound less by their distance from it, and held at rest
+                    # together they stop the face's rotation against the other points'
+                    # Newton law (no solution). Then the lowest alone comes to rest.
+                    # Failing that, every touching point, if every one's rebound would be
+                    # over within the accumulation's remaining time (a face settling flat
+                    # about one end: every point's rebound vanishes with the end's); a
+                    # point that would fly longer (a far end landing at speed) is no part
+                    # of the accumulation, and its rebound is not taken from it: the
+                    # contact problem then has no answer, and the run says so.
+                    apex = rec.gap_rate_after ** 2
+                    lowest = np.zeros(k, dtype=bool)
+                    lowest[np.flatnonzero(low)[np.argmin(apex[low])]] = True
+                    tries = [low | still, lowest | still]
+                    left = t_acc - t if math.isfinite(t_acc) else math.nan
+                    if np.all(np.where(touching & (rec.gap_rate_after > vel_tol), flight,
+                                       0.0) <= 10 * left):
+                        tries.append(touching)
+                    for j, rest in enumerate(tries):
+                        try:
+                            vp, rec = _impact(model, t, q, v, touching, closing, rest=rest)
+                            break
+                        except ContactSolveError as e:
+                            if j == len(tries) - 1:
+                                raise ContactSolveError(
+                                    "an accumulation of impacts ends here (the rebounds of "
+                                    + ", ".join(P.labels[i] for i in np.flatnonzero(low))
+                                    + " are below zeno_height) while other touching points "
+                                    "land: no impact brings the first to rest and lets the "
+                                    f"others rebound by Newton's law ({e})",
+                                    [P.labels[i] for i in np.flatnonzero(touching)]) from e
                     rec.accumulation, rec.t_accumulation = True, t_acc
                 v = vp
                 impacts.append(rec)
@@ -828,6 +889,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                                                                   <= vel_tol)
             hints, release = {}, []
             sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
+            q = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
