@@ -810,42 +810,57 @@ def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
     of the rows' cone only from its extreme rays (Caratheodory: a simplex of them; the
     interior points' rows need a pull on one side): for ``r = 2`` the two extreme rows,
     for ``r = 3`` the vertices of the rows' section (their convex hull), ``r`` of them
-    at a time. Those points are closed, in each of their states, and the others open (or
-    closed, where they may not open), best first; the first certified wins. At most
-    :data:`_VERTEX_MAX` combinations."""
+    at a time; points held closed (welded at the end of an accumulation: their impulses
+    take either sign) count as bilateral rows, the others' rows in the complement of
+    theirs. Those points are closed, in each of their states, and the others open (or
+    closed, where they may not open); the first certified wins. At most
+    :data:`_VERTEX_MAX` combinations. (Where Newton's bounds are not linear along the
+    face, the binding points need not be extreme: a point held at rest next to others
+    that rebound. Those problems stay unanswered here.)"""
     M, F, A, b, G, h, T, s, mu, slide = certify.args
-    can = [i for i, o in enumerate(options) if any(c != OPEN for c in o)]
+    # points held closed (welded: they may not open) act as bilateral rows: the others'
+    # rows count in the complement of their span
+    held = [i for i, o in enumerate(options) if OPEN not in o]
+    can = [i for i, o in enumerate(options) if OPEN in o and len(o) > 1]
     if not can:
         return []
-    Gc = G[can] / np.maximum(np.sqrt((G[can] ** 2).sum(axis=1)), 1e-300)[:, None]
+    Gc = G[can]
+    if held:
+        Gh = G[held] / np.maximum(np.sqrt((G[held] ** 2).sum(axis=1)), 1e-300)[:, None]
+        U, sh, Vh = np.linalg.svd(Gh, full_matrices=True)
+        rh = int(np.count_nonzero(sh > DEFAULT_RANK_TOL * sh[0]))
+        Gc = Gc @ Vh[rh:].T                    # (the complement of the held rows' span)
+    norms = np.sqrt((Gc ** 2).sum(axis=1))
+    keep = norms > DEFAULT_RANK_TOL * max(float(norms.max(initial=0.0)), 1e-300)
+    can = [i for i, kp in zip(can, keep) if kp]
+    if not can:
+        return []
+    Gc = Gc[keep] / norms[keep][:, None]
     _, sv, Vt = np.linalg.svd(Gc)
     r = int(np.count_nonzero(sv > DEFAULT_RANK_TOL * sv[0]))
     Y = Gc @ Vt[:r].T                          # the rows in their own r-dimensional span
+    ext: list = []
     if r == 1:
         ext = [int(np.argmax(np.abs(Y[:, 0])))]
     else:
         mean = Y.mean(axis=0)
         nm = float(np.linalg.norm(mean))
-        if nm == 0.0:
-            return []
-        e = mean / nm
-        along = Y @ e
-        if np.any(along <= 0):                 # not a pointed cone: no section
-            return []
-        # the section of the cone by the plane along . e = 1, in its coordinates
-        B = np.linalg.svd(np.eye(r) - np.outer(e, e))[0][:, :r - 1]
-        X = (Y / along[:, None]) @ B
-        if r == 2:
-            ext = sorted({int(np.argmin(X[:, 0])), int(np.argmax(X[:, 0]))})
-        else:
-            from scipy.spatial import ConvexHull, QhullError
-            try:
-                ext = sorted(int(j) for j in ConvexHull(X).vertices)
-            except (QhullError, ValueError):
-                return []
-    ext = [can[j] for j in ext]
+        along = Y @ (mean / nm) if nm > 0 else np.zeros(len(can))
+        if np.all(along > 0):                  # a pointed cone: its section's vertices
+            e = mean / nm
+            B = np.linalg.svd(np.eye(r) - np.outer(e, e))[0][:, :r - 1]
+            X = (Y / along[:, None]) @ B
+            if r == 2:
+                ext = sorted({int(np.argmin(X[:, 0])), int(np.argmax(X[:, 0]))})
+            else:
+                from scipy.spatial import ConvexHull, QhullError
+                try:
+                    ext = sorted(int(j) for j in ConvexHull(X).vertices)
+                except (QhullError, ValueError):
+                    ext = []
+    subsets = list(itertools.combinations([can[j] for j in ext], min(r, len(ext))))
     modes = []
-    for pts in itertools.combinations(ext, min(r, len(ext))):
+    for pts in subsets:
         for states in itertools.product(*[[c for c in options[i] if c != OPEN]
                                           for i in pts]):
             mode = [OPEN if OPEN in o else o[0] for o in options]
@@ -853,8 +868,8 @@ def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
                 mode[i] = c
             modes.append(tuple(mode))
             if len(modes) > _VERTEX_MAX:
-                return []
-    for mode in sorted(modes, key=lambda c: _score(c, prefer, release, options)):
+                break
+    for mode in modes[:_VERTEX_MAX]:
         got = certify(np.array(mode, dtype=int))
         if got is not None:
             return [got]

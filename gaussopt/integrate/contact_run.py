@@ -837,10 +837,11 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     # Newton law (no solution). Then the lowest alone comes to rest.
                     # Failing that, every touching point, if every one's rebound would be
                     # over within the accumulation's remaining time (a face settling flat
-                    # about one end: every point's rebound vanishes with the end's); a
+                    # about one end: every point's rebound vanishes with the end's). A
                     # point that would fly longer (a far end landing at speed) is no part
-                    # of the accumulation, and its rebound is not taken from it: the
-                    # contact problem then has no answer, and the run says so.
+                    # of the accumulation: its landing interrupts it, and the impact is
+                    # the generalized Newton law's of all touching points (computed above;
+                    # the accumulation may end at a later impact).
                     apex = rec.gap_rate_after ** 2
                     lowest = np.zeros(k, dtype=bool)
                     lowest[np.flatnonzero(low)[np.argmin(apex[low])]] = True
@@ -849,20 +850,15 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     if np.all(np.where(touching & (rec.gap_rate_after > vel_tol), flight,
                                        0.0) <= 10 * left):
                         tries.append(touching)
-                    for j, rest in enumerate(tries):
+                    for rest in tries:
                         try:
                             vp, rec = _impact(model, t, q, v, touching, closing, rest=rest)
-                            break
-                        except ContactSolveError as e:
-                            if j == len(tries) - 1:
-                                raise ContactSolveError(
-                                    "an accumulation of impacts ends here (the rebounds of "
-                                    + ", ".join(P.labels[i] for i in np.flatnonzero(low))
-                                    + " are below zeno_height) while other touching points "
-                                    "land: no impact brings the first to rest and lets the "
-                                    f"others rebound by Newton's law ({e})",
-                                    [P.labels[i] for i in np.flatnonzero(touching)]) from e
-                    rec.accumulation, rec.t_accumulation = True, t_acc
+                        except ContactSolveError:
+                            continue
+                        rec.accumulation, rec.t_accumulation = True, t_acc
+                        break
+                    else:
+                        rec.t_accumulation = math.nan     # (the impact computed above)
                 v = vp
                 impacts.append(rec)
                 gdot = G @ v + cg
