@@ -65,7 +65,11 @@ It is never an equal split judged point by point.
 
 Exact for planar point contacts (one tangent per point) with any number of
 points, bilateral rows, redundant rows and singular ``M`` (as long as the
-accelerations are determined; on the LCP path also without the contacts). Spatial point contacts (two tangents, the circular
+accelerations are determined; on the LCP path also without the contacts). A face
+landing flat on many points (dependent rows, every point on the edge of its condition)
+is answered at its extreme rows' points where Lemke's reading certifies nothing
+(:func:`_vertex_states`); a degenerate problem whose answer needs other points (Newton's
+bounds not linear along the face) stays unanswered. Spatial point contacts (two tangents, the circular
 cone ``|t| <= mu N``: not a linear complementarity problem) are solved by
 :mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide directions
 solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
