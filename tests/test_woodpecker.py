@@ -47,10 +47,11 @@ def force(q):
                      -mS * lG * g - c_phi * (q[2] - q[1])])
 
 
-def mode_solve(q, rhs, modes):
+def mode_solve(q, rhs, modes, row_rhs=None):
     """``(x, N, tau)`` of ``M x = rhs + sum (G_i^T N_i + T_i^T tau_i)`` over the closed
-    points of ``modes`` (dict point -> state) with ``G_i x = 0``, ``T_i x = 0`` where it
-    sticks and ``tau_i = -+mu N_i`` where it slides; one direct solve."""
+    points of ``modes`` (dict point -> state) with ``G_i x = row_rhs_i`` (default 0),
+    ``T_i x = 0`` where it sticks and ``tau_i = -+mu N_i`` where it slides; one direct
+    solve."""
     closed = [i for i, s in modes.items() if s != OPEN]
     stick = [i for i in closed if modes[i] == STICK]
     cols = [G[i] - (MU if modes[i] == SLIDE_P else -MU if modes[i] == SLIDE_M else 0.0)
@@ -62,7 +63,10 @@ def mode_solve(q, rhs, modes):
     if k:
         K[:3, 3:] = -np.array(cols).T
         K[3:, :3] = np.array(rows)
-    sol = np.linalg.solve(K, np.concatenate([rhs, np.zeros(k)]))
+    b = np.zeros(k)
+    if row_rhs is not None:
+        b[:len(closed)] = [row_rhs[i] for i in closed]
+    sol = np.linalg.solve(K, np.concatenate([rhs, b]))
     x, lam = sol[:3], sol[3:]
     N, tau = np.zeros(3), np.zeros(3)
     for j, i in enumerate(closed):
@@ -142,28 +146,9 @@ def impact(q, v, touching):
 
 def restitution_solve(q, v, modes):
     """``(v+, P_n, P_t)`` with ``M (v+ - v-) = sum (G_i^T P_n + T_i^T P_t)``,
-    ``G_i v+ = -e_i G_i v-`` at the closed points, ``T_i v+ = 0`` where they stick."""
-    closed = [i for i, s in modes.items() if s != OPEN]
-    stick = [i for i in closed if modes[i] == STICK]
-    cols = [G[i] - (MU if modes[i] == SLIDE_P else -MU if modes[i] == SLIDE_M else 0.0)
-            * T[i] for i in closed] + [T[i] for i in stick]
-    rows = [G[i] for i in closed] + [T[i] for i in stick]
-    rhs_rows = [-E[i] * min(G[i] @ v, 0.0) for i in closed] + [0.0 for _ in stick]
-    k = len(rows)
-    K = np.zeros((3 + k, 3 + k))
-    K[:3, :3] = M
-    if k:
-        K[:3, 3:] = -np.array(cols).T
-        K[3:, :3] = np.array(rows)
-    sol = np.linalg.solve(K, np.concatenate([M @ v, rhs_rows]))
-    vp, lam = sol[:3], sol[3:]
-    P, Pt = np.zeros(3), np.zeros(3)
-    for j, i in enumerate(closed):
-        P[i] = lam[j]
-        Pt[i] = -MU * P[i] if modes[i] == SLIDE_P else MU * P[i] if modes[i] == SLIDE_M else 0.0
-    for j, i in enumerate(stick):
-        Pt[i] = lam[len(closed) + j]
-    return vp, P, Pt
+    ``G_i v+ = -e_i G_i v-`` at the closed points, ``T_i v+ = 0`` where they stick: the
+    mode's system with ``M v-`` as its right-hand side."""
+    return mode_solve(q, M @ v, modes, -E * np.minimum(G @ v, 0.0))
 
 
 def reference(t_end, q0, v0):
