@@ -69,10 +69,10 @@ accelerations are determined; on the LCP path also without the contacts). A face
 landing flat on many points (dependent rows, every point on the edge of its condition)
 is answered at its extreme rows' points where Lemke's reading certifies nothing
 (:func:`_vertex_states`); a degenerate problem whose answer needs other points (Newton's
-bounds not linear along the face) stays unanswered. Spatial point contacts (two tangents, the circular
-cone ``|t| <= mu N``: not a linear complementarity problem) are solved by
-:mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide directions
-solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
+bounds not linear along the face) stays unanswered. Spatial point contacts (two
+tangents, the circular cone ``|t| <= mu N``: not a linear complementarity problem) are
+solved by :mod:`gaussopt.gauss.contact_cone`, the same enumeration with the slide
+directions solved by Newton and indeterminate forces placed in the cones by Clarabel. Not
 solved: spatial problems with more than :data:`MAX_COMBINATIONS` combinations of
 modes, and planar ones beyond :data:`ENUMERATE_MAX` whose LCP Lemke's algorithm does
 not solve (it ends on a ray: then :data:`MAX_COMBINATIONS` combinations are still

@@ -83,8 +83,8 @@ change the event announced is taken, else the previous state; a force or cone ma
 that starts at zero within rounding is watched with an offset of its rounding scale,
 and an open point resting on its surface at ``gap + 1e-3 gap_tol`` until its gap has
 grown past that offset (then at its gap: its next landing is located where the gap is
-zero), so that rounding noise is no event. An event at the end of the span is resolved (an impact there is
-recorded) and the run ends with a zero-length last phase.
+zero), so that rounding noise is no event. An event at the end of the span is resolved
+(an impact there is recorded) and the run ends with a zero-length last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
@@ -1314,9 +1314,10 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                       if forces.cone_points is not None else 0.0)
         if m0 < -band:
             raise ContactSolveError(
-                f"at t={t} the indeterminate forces of {', '.join(P.labels[i] for i in forces.members)} "
-                f"admit no distribution inside their friction cones (largest margin {m0:.3g}): "
-                "the contact state chosen cannot hold.", [P.labels[i] for i in forces.members])
+                f"at t={t} the indeterminate forces of "
+                f"{', '.join(P.labels[i] for i in forces.members)} admit no distribution "
+                f"inside their friction cones (largest margin {m0:.3g}): the contact state "
+                "chosen cannot hold.", [P.labels[i] for i in forces.members])
         add(_group_event(forces, tol if abs(m0) <= tol else tol - m0 if m0 < 0 else 0.0),
             ("group", forces.members[0], 0))
     return events, kinds
