@@ -885,7 +885,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                                                                   <= vel_tol)
             hints, release = {}, []
             sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
-            q = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol)
+            if t > t0:          # (the caller's own state is checked as given, or projected)
+                q = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
