@@ -797,11 +797,10 @@ def _by_lcp(certify: _Certifier, options: list, prefer: np.ndarray,
         got = certify(mode)
         if got is not None:
             return [got]
-    return _vertex_states(certify, options, prefer, release)
+    return _vertex_states(certify, options)
 
 
-def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
-                   release: Sequence[Sequence[int]]) -> list:
+def _vertex_states(certify: "_Certifier", options: list) -> list:
     """The last candidates of :func:`_by_lcp`: the vertices of a degenerate problem.
 
     A flat face landing on many points at once (a plank slapping the floor nearly flat:
@@ -821,7 +820,7 @@ def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
     :data:`_VERTEX_MAX` combinations. (Where Newton's bounds are not linear along the
     face, the binding points need not be extreme: a point held at rest next to others
     that rebound. Those problems stay unanswered here.)"""
-    M, F, A, b, G, h, T, s, mu, slide = certify.args
+    G = certify.args[4]
     # points held closed (welded: they may not open) act as bilateral rows: the others'
     # rows count in the complement of their span
     held = [i for i, o in enumerate(options) if OPEN not in o]
@@ -831,7 +830,7 @@ def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
     Gc = G[can]
     if held:
         Gh = G[held] / np.maximum(np.sqrt((G[held] ** 2).sum(axis=1)), 1e-300)[:, None]
-        U, sh, Vh = np.linalg.svd(Gh, full_matrices=True)
+        _, sh, Vh = np.linalg.svd(Gh, full_matrices=True)
         rh = int(np.count_nonzero(sh > DEFAULT_RANK_TOL * sh[0]))
         Gc = Gc @ Vh[rh:].T                    # (the complement of the held rows' span)
     norms = np.sqrt((Gc ** 2).sum(axis=1))
@@ -862,19 +861,15 @@ def _vertex_states(certify: "_Certifier", options: list, prefer: np.ndarray,
                     ext = sorted(int(j) for j in ConvexHull(X).vertices)
                 except (QhullError, ValueError):
                     ext = []
-    subsets = list(itertools.combinations([can[j] for j in ext], min(r, len(ext))))
-    modes = []
-    for pts in subsets:
-        for states in itertools.product(*[[c for c in options[i] if c != OPEN]
-                                          for i in pts]):
-            mode = [OPEN if OPEN in o else o[0] for o in options]
-            for i, c in zip(pts, states):
-                mode[i] = c
-            modes.append(tuple(mode))
-            if len(modes) > _VERTEX_MAX:
-                break
-    for mode in modes[:_VERTEX_MAX]:
-        got = certify(np.array(mode, dtype=int))
+    base = np.array([OPEN if OPEN in o else o[0] for o in options], dtype=int)
+    modes = ((pts, states)
+             for pts in itertools.combinations([can[j] for j in ext], min(r, len(ext)))
+             for states in itertools.product(*[[c for c in options[i] if c != OPEN]
+                                               for i in pts]))
+    for pts, states in itertools.islice(modes, _VERTEX_MAX):
+        mode = base.copy()
+        mode[list(pts)] = states
+        got = certify(mode)
         if got is not None:
             return [got]
     return []

@@ -842,9 +842,11 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     # of the accumulation: its landing interrupts it, and the impact is
                     # the generalized Newton law's of all touching points (computed above;
                     # the accumulation may end at a later impact).
-                    apex = rec.gap_rate_after ** 2
+                    # (apex gap'^2 / (2 |gap''|) = gap' flight / 4: the lowest's by its
+                    # own deceleration)
+                    apex = rec.gap_rate_after[low] * flight[low]
                     lowest = np.zeros(k, dtype=bool)
-                    lowest[np.flatnonzero(low)[np.argmin(apex[low])]] = True
+                    lowest[np.flatnonzero(low)[np.argmin(apex)]] = True
                     tries = [low | still, lowest | still]
                     left = t_acc - t if math.isfinite(t_acc) else math.nan
                     if np.all(np.where(touching & (rec.gap_rate_after > vel_tol), flight,
