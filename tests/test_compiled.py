@@ -105,6 +105,41 @@ def test_units_are_compiled_for_their_declared_signature_only():
         assert sigs == [tuple(u.signature.args)], (u.name, sigs)
 
 
+def _probe(module: str):
+    """A compiled function of its own (a new one: compiled, never loaded) whose module is
+    ``module``."""
+    ns = {"__name__": module}
+    exec("def probe(x):\n    s = 0.0\n    for i in range(x.shape[0]):\n"
+         "        s += x[i] * x[i]\n    return s\n", ns)
+    return C.jit(python=True)(ns["probe"])
+
+
+def test_the_engine_is_compiled_without_loop_unrolling_and_the_kernels_and_users_code_with_it(
+        monkeypatch):
+    """The pass builder numba uses while it compiles a function of gaussopt turns LLVM's
+    loop unrolling off, except for the multibody kernels; numba's own setting (on at -O3)
+    holds for any other code, and after a compilation (:func:`gaussopt.core.compiled._tuned`)."""
+    from numba.core import codegen as nb_codegen
+
+    seen = []
+    wrapped = nb_codegen.CPUCodegen._pass_builder
+    assert getattr(wrapped, "_gaussopt", False)
+
+    def spy(self, **kwargs):
+        pb = wrapped(self, **kwargs)
+        seen.append(bool(pb._pto.loop_unrolling))
+        return pb
+
+    monkeypatch.setattr(nb_codegen.CPUCodegen, "_pass_builder", spy)
+    x = np.arange(3.0)
+    for module, unrolled in (("gaussopt.gauss.probe", False),
+                             ("gaussopt.multibody.tree.probe", True), ("users_code", True)):
+        seen.clear()
+        assert _probe(module)(x) == 5.0
+        assert seen and set(seen) == {unrolled}, (module, seen)
+    assert C._NO_UNROLL == [False]
+
+
 def test_a_read_only_or_strided_input_from_python_runs_the_declared_signature():
     import gaussopt.gauss.dense_step as K
     import gaussopt.gauss.workspace as WS

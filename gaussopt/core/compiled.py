@@ -44,6 +44,18 @@ running its old body after that file changed. Any edit of gaussopt therefore
 compiles afresh, and an installed copy and a source checkout of the same
 version share one cache.
 
+**No loop unrolling in the engine.** LLVM's loop unrolling (at numba's ``-O3``) copies
+the body of every loop whose trip count it cannot see four or eight times, with a
+remainder loop, and the machine code generated from that is what a first run waits
+for. The engine's loops run over a model's coordinates and rows (a handful to a few
+dozen), so unrolling them bought nothing measurable (the step and run benchmarks:
+within their noise), while it cost about 9 % of a first run's compile CPU (the
+README's pendulum in one process, five interleaved pairs: 35.4 s with it, 32.1 s
+without). gaussopt's own functions are therefore compiled without it (:func:`_tuned`),
+except the multibody kernels (:data:`_UNROLLED`), whose 3- and 6-vector algebra has
+constant trip counts that full unrolling turns into straight-line code (a tree's
+step was about 7 % slower without it). A user's own numba code is untouched.
+
 **Notice and time.** The first compilation in a process prints one line on
 stderr (:func:`notice`); :func:`compile_seconds` counts the time numba spent
 compiling, so that run times reported by gaussopt exclude it. :func:`compile_all`
@@ -245,6 +257,67 @@ class _PyCache(FunctionCache):
 #: wrapper (the boxing and unboxing of every argument and result), no C wrapper (for
 #: first-class function values, which gaussopt makes from :class:`cfunc` only)
 _NATIVE_ONLY = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+
+
+# --------------------------------------------------------------------------- optimization
+#: modules whose compiled loops keep LLVM's unrolling (prefixes): the multibody kernels'
+#: small vector algebra of constant trip counts
+_UNROLLED = ("gaussopt.multibody.",)
+#: whether the function being compiled (the innermost compilation) is one of gaussopt's
+#: that is compiled without loop unrolling (:func:`_tuned`)
+_NO_UNROLL = [False]
+
+
+class _tuned:
+    """While a gaussopt function is compiled: LLVM's loop unrolling off unless its module
+    is one of :data:`_UNROLLED` (see the module docstring). Nested compilations (a
+    helper typed inside its caller's compilation) set their own and restore the
+    caller's. (numba's compiler lock is held meanwhile, so that a compilation in another
+    thread never sees this one's setting.)"""
+
+    def __init__(self, py_func):
+        mod = getattr(py_func, "__module__", "") or ""
+        self.off = mod.startswith("gaussopt.") and not mod.startswith(_UNROLLED)
+
+    def __enter__(self):
+        global_compiler_lock.acquire()
+        self.prev = _NO_UNROLL[0]
+        _NO_UNROLL[0] = self.off
+
+    def __exit__(self, *exc):
+        _NO_UNROLL[0] = self.prev
+        global_compiler_lock.release()
+
+
+def _install_tuning() -> None:
+    """Wrap numba's pass builder so that it turns loop unrolling off while
+    :data:`_NO_UNROLL` says so (numba >= 0.61, LLVM's new pass manager; with another
+    numba, nothing changes)."""
+    from numba.core import codegen as nb_codegen
+
+    base = getattr(nb_codegen, "CPUCodegen", None)
+    orig = getattr(base, "_pass_builder", None)
+    if orig is None or getattr(orig, "_gaussopt", False) \
+            or not hasattr(ll, "create_pipeline_tuning_options"):
+        return
+
+    def _pass_builder(self, **kwargs):
+        if not _NO_UNROLL[0]:
+            return orig(self, **kwargs)
+        from numba.core import config
+
+        pto = ll.create_pipeline_tuning_options()
+        pto.speed_level = kwargs.pop("opt", config.OPT)
+        pto.slp_vectorization = kwargs.pop("slp_vectorize", config.SLP_VECTORIZE)
+        pto.loop_vectorization = kwargs.pop("loop_vectorize", config.LOOP_VECTORIZE)
+        pto.loop_unrolling = False
+        return ll.create_pass_builder(self._tm, pto)
+
+    _pass_builder._gaussopt = True
+    base._pass_builder = _pass_builder
+
+
+_install_tuning()
 _PYCALL = threading.local()
 
 
@@ -289,9 +362,10 @@ class _Dispatcher(CPUDispatcher):
             deps = deps_of(self.py_func)
             if deps:
                 ensure(*deps)
-        if not want_py:
-            return super().compile(sig)
-        return self.compile_for_python(sig)
+        with _tuned(self.py_func):
+            if not want_py:
+                return super().compile(sig)
+            return self.compile_for_python(sig)
 
     def compile_for_python(self, sig):
         """The version of ``sig`` that Python can call (compiled or loaded from its
@@ -424,7 +498,8 @@ class cfunc:
                     if cres is None:
                         data = {"dispatcher": self, "args": fn._sig.args,
                                 "return_type": fn._sig.return_type}
-                        with nb_event.trigger_event("numba:compile", data=data):
+                        with nb_event.trigger_event("numba:compile", data=data), \
+                                _tuned(self._py_func):
                             cres = fn._compile_uncached()
                         fn._cache.save_overload(fn._sig, cres)
                     fn._library = cres.library
