@@ -337,9 +337,9 @@ def test_spatial_run_saves_loads_and_balances_its_energy(tmp_path):
     """A sliding sphere's run (friction forces of shape (N, 1, 2)) is saved and loaded
     with its forces, and its energy balance charges the lost kinetic energy to friction:
     sliding to rolling loses ``m v0^2 / 2 - 7/10 m (5/7 v0)^2 = m v0^2 / 7`` (closed form).
-    Bound: the friction work is a trapezoid rule on the samples (its own error estimate,
-    ``friction_error``) plus the run's errors (~1e-10 of the energy): the drift within
-    10 friction_error + 1e-8 m v0^2."""
+    Bound: the friction work is a quadrature on the samples (Simpson's rule; its error
+    estimate ``friction_error``, the trapezoid's error, is larger) plus the run's errors
+    (~1e-10 of the energy): the drift within 10 friction_error + 1e-8 m v0^2."""
     from gaussopt.study.energy_balance import energy_balance
 
     v0 = 2.0

@@ -770,14 +770,44 @@ def test_energy_balance_of_sliding_friction():
     bal = energy_balance(tr, block)
     assert bal.friction_source == "model" and not tr.impacts
     # the friction power -mu m g v(t) is linear in t but for the kink where the block
-    # stops: the trapezoidal rule is exact but on that step, off by at most
-    # (mu g)(mu m g) h^2 / 8 (3e-5 J); the integration's energy error is 1e-9 J
+    # stops: the quadrature (Simpson's and the trapezoidal rule alike) is exact but on
+    # the samples around it, off by at most (mu g)(mu m g) h^2 / 8 (3e-5 J) unless the
+    # stop is a sample of its own; the integration's energy error is 1e-9 J
     tol = (mu * g) * (mu * m * g) * h**2 / 8 + 1e-9
     assert abs(bal.friction_loss[-1] - 0.5 * m * v0**2) <= tol
     assert np.max(np.abs(bal.drift)) <= tol
     assert bal.friction_error <= tol                       # its own estimate agrees
     # without the system the slip rates are unknown: said, not guessed
     assert energy_balance(tr).friction_source == "unknown"
+
+
+def test_friction_work_of_a_pushed_block_is_integrated_to_the_runs_accuracy():
+    """A block (1 kg, mu = 0.3) launched at 2 m/s and pushed forward by ``c t`` (c = 2 N/s)
+    slides with ``v(t) = v0 - mu g t + c t^2 / (2 m)`` for the 0.5 s of the run: friction
+    dissipates ``mu m g (v0 T - mu g T^2 / 2 + c T^3 / (6 m))`` (closed form). Its power
+    is quadratic in t: Simpson's rule on 26 samples is exact, the trapezoidal rule is off
+    by ``T h^2 |p''| / 12 = 9.8e-5 J`` (``p'' = -mu g c``), which is what
+    ``friction_error`` estimates. Bound on the loss: the run's own error (rtol 1e-10 on
+    velocities of ~2 m/s over 0.5 s: ~1e-9 J) times 100."""
+    from gaussopt.study.energy_balance import energy_balance
+
+    mu, m, g, v0, c, T = 0.3, 1.0, 9.81, 2.0, 2.0, 0.5
+    floor = go.Contact(lambda t, q: np.array([q[1]]), slip=lambda t, q: np.array([q[0]]),
+                       friction=mu, rheonomic=False, name="floor")
+    block = go.System(("x", "y"), mass=m * np.eye(2),
+                      force=lambda t, q, v: np.array([c * t, -m * g]),
+                      constraints=[floor], energy=lambda t, q, v: 0.5 * m * v @ v + m * g * q[1])
+    tr = go.simulate(block, (0.0, T), [0.0, 0.0], [v0, 0.0], rtol=1e-10, atol=1e-10,
+                     t_eval=np.linspace(0.0, T, 26))
+    assert tr.success and not tr.impacts
+    np.testing.assert_allclose(tr.v[:, 0], v0 - mu * g * tr.t + c * tr.t ** 2 / (2 * m),
+                               rtol=0, atol=1e-8)
+    bal = energy_balance(tr, block)
+    exact = mu * m * g * (v0 * T - mu * g * T ** 2 / 2 + c * T ** 3 / (6 * m))
+    assert abs(bal.friction_loss[-1] - exact) <= 1e-7
+    h = T / 25
+    trapezoid_error = T * h ** 2 * (mu * g * c) / 12
+    assert abs(bal.friction_error - trapezoid_error) <= 0.01 * trapezoid_error
 
 
 def _kinematic_run(coordinates, q):

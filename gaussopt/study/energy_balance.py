@@ -41,14 +41,17 @@ class EnergyBalance:
         before it does not.
     friction_loss : ndarray, shape (N,)
         The energy dissipated by sliding friction up to each sample (>= 0 for
-        Coulomb friction): ``-int sum_i T_i s_i' dt`` by the trapezoidal rule on the
-        samples (``T_i`` the friction force of point ``i`` along its slip
-        gradient, ``s_i'`` its slip rate); zeros without frictional contacts.
+        Coulomb friction): ``-int sum_i T_i s_i' dt`` (``T_i`` the friction force of
+        point ``i`` along its slip gradient, ``s_i'`` its slip rate) by Simpson's rule
+        on the samples of each smooth piece of the run (:func:`_pieces`: between its
+        impacts and contact transitions, where the power jumps or kinks; the
+        trapezoidal rule on a piece of two samples); zeros without frictional contacts.
     friction_error : float
-        An estimate of the quadrature error of ``friction_loss[-1]``: the
-        trapezoidal rule on every sample against the same on every other sample,
-        ``|W_h - W_2h| / 3`` (Richardson; exact for a power linear between
-        samples). 0 without friction work; NaN when it could not be computed.
+        An estimate of the quadrature error of ``friction_loss[-1]``: Simpson's rule
+        against the trapezoidal rule on the same pieces, ``|W_S - W_T|`` (the
+        trapezoid's error, larger than Simpson's where the power is smooth; both are
+        exact for a power linear between samples). 0 without friction work; NaN when
+        it could not be computed.
     drift : ndarray, shape (N,)
         ``change + impact_loss + friction_loss``: what the integration got wrong.
     impact_source : str
@@ -155,6 +158,46 @@ def _cumulative_trapezoid(t: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pieces(t: np.ndarray, breaks) -> list:
+    """The smooth pieces of a run's samples ``t``, as ``(start, stop)`` index ranges: a
+    new piece starts where a time repeats (the state before and after an impact or a
+    transition, stored at the same time) and at a sample at one of the times
+    ``breaks`` (a transition stored once: that sample ends one piece and starts the
+    next)."""
+    cuts = set((np.flatnonzero(np.diff(t) == 0) + 1).tolist())
+    shared = set()
+    for tb in breaks:
+        i = int(np.searchsorted(t, tb))
+        if 0 < i < len(t) - 1 and t[i] == tb and i not in cuts and i + 1 not in cuts:
+            shared.add(i)
+    out, start = [], 0
+    for i in sorted(cuts | shared):
+        out.append((start, i + 1 if i in shared else i))
+        start = i
+    out.append((start, len(t)))
+    return out
+
+
+def _cumulative_pieces(t: np.ndarray, y: np.ndarray, pieces: list) -> tuple:
+    """``int_0^t y`` at every sample by Simpson's rule on each piece (scipy's
+    ``cumulative_simpson``, exact for a quadratic on any spacing; the trapezoid on a
+    piece of two samples), and the trapezoidal rule's total on the same pieces."""
+    from scipy.integrate import cumulative_simpson
+
+    out = np.zeros_like(y)
+    acc, trap = 0.0, 0.0
+    for a, b in pieces:
+        ts, ys = t[a:b], y[a:b]
+        if len(ts) >= 3:
+            c = cumulative_simpson(ys, x=ts, initial=0.0)
+        else:
+            c = _cumulative_trapezoid(ts, ys)
+        out[a:b] = acc + c
+        acc = out[b - 1]
+        trap += _cumulative_trapezoid(ts, ys)[-1]
+    return out, trap
+
+
 def energy_balance(traj: Trajectory, system=None) -> Optional[EnergyBalance]:
     """The energy balance of ``traj`` (see the module docstring), or None when the run
     has no energy.
@@ -208,11 +251,10 @@ def energy_balance(traj: Trajectory, system=None) -> Optional[EnergyBalance]:
         elif not np.any(power != 0):        # sticking points only: no work
             pass
         else:
-            friction = -_cumulative_trapezoid(t, power)
-            coarse = -_cumulative_trapezoid(t[::2], power[::2])[-1] if len(t) > 2 else np.nan
-            if len(t) % 2 == 0 and len(t) > 2:     # the coarse rule ends one sample short
-                coarse += -0.5 * (t[-1] - t[-2]) * (power[-1] + power[-2])
-            f_err, f_source = float(abs(friction[-1] - coarse) / 3), "model"
+            breaks = [float(x[0]) for x in (traj.meta.get("contact_transitions") or ())]
+            work, trap = _cumulative_pieces(t, power, _pieces(t, breaks))
+            friction = -work
+            f_err, f_source = float(abs(work[-1] - trap)), "model"
     return EnergyBalance(t=t, change=change, impact_loss=impact, friction_loss=friction,
                          friction_error=f_err, drift=change + impact + friction,
                          impact_source=source, friction_source=f_source)
