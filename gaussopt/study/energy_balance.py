@@ -45,7 +45,9 @@ class EnergyBalance:
         point ``i`` along its slip gradient, ``s_i'`` its slip rate) by Simpson's rule
         on the samples of each smooth piece of the run (:func:`_pieces`: between its
         impacts and contact transitions, where the power jumps or kinks; the
-        trapezoidal rule on a piece of two samples); zeros without frictional contacts.
+        trapezoidal rule on a piece of two samples; a step with a transition inside,
+        as a run sampled at ``t_eval`` has, from each side's samples up to the
+        transition, :func:`_kink_step`); zeros without frictional contacts.
     friction_error : float
         An estimate of the quadrature error of ``friction_loss[-1]``: Simpson's rule
         against the trapezoidal rule on the same pieces, ``|W_S - W_T|`` (the
@@ -159,36 +161,73 @@ def _cumulative_trapezoid(t: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _pieces(t: np.ndarray, breaks) -> list:
-    """The smooth pieces of a run's samples ``t``, as ``(start, stop)`` index ranges: a
-    new piece starts where a time repeats (the state before and after an impact or a
-    transition, stored at the same time) and at a sample at one of the times
-    ``breaks`` (a transition stored once: that sample ends one piece and starts the
-    next)."""
+    """The smooth pieces of a run's samples ``t``, as ``(start, stop, kinks)``: index
+    ranges over which the power is smooth (``kinks`` empty), and single steps
+    ``(i, i + 1)`` with the times ``kinks`` of transitions strictly inside them. A new
+    piece starts where a time repeats (the states before and after an impact or a
+    transition, stored at the same time); a sample at one of the times ``breaks`` (the
+    run's contact transitions, where the power may kink) ends one piece and starts the
+    next; a break between two samples (a run sampled at ``t_eval``) makes the step
+    around it a piece of its own."""
+    n = len(t)
     cuts = set((np.flatnonzero(np.diff(t) == 0) + 1).tolist())
-    shared = set()
+    shared, inside = set(), {}
     for tb in breaks:
         i = int(np.searchsorted(t, tb))
-        if 0 < i < len(t) - 1 and t[i] == tb and i not in cuts and i + 1 not in cuts:
-            shared.add(i)
+        if i >= n or i == 0:
+            continue
+        if t[i] == tb:
+            if i < n - 1 and i not in cuts and i + 1 not in cuts:
+                shared.add(i)
+        elif t[i - 1] < tb < t[i]:
+            inside.setdefault(i - 1, []).append(float(tb))
+    for i in inside:                    # the step around a kink: ends and starts pieces
+        shared.update(j for j in (i, i + 1) if 0 < j < n - 1 and j not in cuts)
     out, start = [], 0
     for i in sorted(cuts | shared):
-        out.append((start, i + 1 if i in shared else i))
+        stop = i + 1 if i in shared else i
+        if stop > start:
+            out.append((start, stop, ()))
         start = i
-    out.append((start, len(t)))
-    return out
+    if n > start:
+        out.append((start, n, ()))
+    return [(a, b, tuple(sorted(inside[a])) if b - a == 2 and a in inside else ())
+            for a, b, _ in out]
+
+
+def _kink_step(t: np.ndarray, y: np.ndarray, i: int, kinks: tuple, lo: int, hi: int) -> float:
+    """``int y`` over the step ``(t[i], t[i + 1])`` with transitions at ``kinks`` inside
+    it: each side's samples extrapolated linearly to its nearest kink (from the step
+    before and the step after, within ``lo .. hi``, the samples of the same smooth
+    stretch), linear between the kinks. Exact for a power linear on each side."""
+    t0, t1, y0, y1 = t[i], t[i + 1], y[i], y[i + 1]
+    k0, k1 = kinks[0], kinks[-1]
+    yl = y0 + (y0 - y[i - 1]) / (t0 - t[i - 1]) * (k0 - t0) \
+        if i - 1 >= lo and t[i - 1] < t0 else y0
+    yr = y1 - (y[i + 2] - y1) / (t[i + 2] - t1) * (t1 - k1) \
+        if i + 2 < hi and t[i + 2] > t1 else y1
+    return float(0.5 * (y0 + yl) * (k0 - t0) + 0.5 * (yl + yr) * (k1 - k0)
+                 + 0.5 * (yr + y1) * (t1 - k1))
 
 
 def _cumulative_pieces(t: np.ndarray, y: np.ndarray, pieces: list) -> tuple:
-    """``int_0^t y`` at every sample by Simpson's rule on each piece (scipy's
+    """``int_0^t y`` at every sample: Simpson's rule on each smooth piece (scipy's
     ``cumulative_simpson``, exact for a quadratic on any spacing; the trapezoid on a
-    piece of two samples), and the trapezoidal rule's total on the same pieces."""
+    piece of two samples) and :func:`_kink_step` on a step with a kink inside; and the
+    trapezoidal rule's total on the same samples."""
     from scipy.integrate import cumulative_simpson
 
     out = np.zeros_like(y)
     acc, trap = 0.0, 0.0
-    for a, b in pieces:
+    for j, (a, b, kinks) in enumerate(pieces):
         ts, ys = t[a:b], y[a:b]
-        if len(ts) >= 3:
+        if kinks:
+            # the samples around it that belong to the same smooth stretch: the pieces
+            # before and after, unless a repeated time (a jump) separates them
+            lo = pieces[j - 1][0] if j > 0 and pieces[j - 1][1] == a + 1 else a
+            hi = pieces[j + 1][1] if j + 1 < len(pieces) and pieces[j + 1][0] == b - 1 else b
+            c = np.array([0.0, _kink_step(t, y, a, kinks, lo, hi)])
+        elif len(ts) >= 3:
             c = cumulative_simpson(ys, x=ts, initial=0.0)
         else:
             c = _cumulative_trapezoid(ts, ys)
