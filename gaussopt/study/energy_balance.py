@@ -184,15 +184,13 @@ def _pieces(t: np.ndarray, breaks) -> list:
     for i in inside:                    # the step around a kink: ends and starts pieces
         shared.update(j for j in (i, i + 1) if 0 < j < n - 1 and j not in cuts)
     out, start = [], 0
-    for i in sorted(cuts | shared):
+    for i in sorted(cuts | shared) + [n]:
         stop = i + 1 if i in shared else i
         if stop > start:
-            out.append((start, stop, ()))
+            kinks = tuple(sorted(inside[start])) if stop - start == 2 and start in inside else ()
+            out.append((start, stop, kinks))
         start = i
-    if n > start:
-        out.append((start, n, ()))
-    return [(a, b, tuple(sorted(inside[a])) if b - a == 2 and a in inside else ())
-            for a, b, _ in out]
+    return out
 
 
 def _kink_step(t: np.ndarray, y: np.ndarray, i: int, kinks: tuple, lo: int, hi: int) -> float:
