@@ -2,7 +2,7 @@
 Pinocchio, with the maximal-coordinate kind beside them: one table, one run.
 
 Run: ``python3 benchmarks/robots.py [--repeat N] [--skip-run] [--only NAME,NAME]
-[--chain N,N,...] [--model LABEL=PATH ...]``
+[--chain N,N,...] [--loop N,N,...] [--model LABEL=PATH ...]``
 (MuJoCo and Pinocchio: ``pip install ".[bench]"``; a missing peer prints ``n/a``).
 
 Models: the 6-link arm ``tests/data/arm6.urdf`` (6 hinges, the URDF read by MuJoCo's parser
@@ -37,7 +37,11 @@ absolute times.
   links 0.1 m, 0.1 kg; damping 0.01; ``--chain`` sets the sizes, ``--chain 0`` skips it):
   ``solve_step`` against ``mj_forward`` at each ``N``, the exponent of its growth from 10
   to 200 links (a least-squares fit of log time against log ``N``, both simulators), and
-  the 200-link chain's 0.05 s run at the default settings (compilation excluded).
+  the 200-link chain's 0.05 s run at the default settings (compilation excluded);
+* a generated loop of ``N`` hinges (``N`` = 30, 60, 100, 200; the chain curled, its tip
+  connected to the world: 3 closure rows; ``--loop``): ``solve_step`` on the recursion
+  against the dense kernel on the same model and against ``mj_forward``, and the
+  recursion's growth exponent (:func:`loop_rows`).
 
 ``--model LABEL=PATH`` adds any MJCF or URDF file (dm_control's and gymnasium's files
 without installing them, e.g. dm_control's ``humanoid_CMU.xml``).
@@ -255,7 +259,7 @@ def step_rows(label, path, urdf, repeat, mj, pin):
         acc = float(np.abs(mjcf.joint_accelerations(model, m, q, v, r.a) - rk).max()
                     / np.abs(rk).max())
         number = 2000 if kind == "joint" else max(20, int(2000 / (1 + model.n / 20) ** 2))
-        out[kind] = (median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, number), acc,
+        out[kind] = (median_us(lambda: go.solve_step(sysm, 0.0, q, v).a, repeat, number), acc,
                      sysm, q, v)
     t_tree, acc_tree, sysm, q, v = out["joint"]
     t_max, acc_max = out["maximal"][:2]
@@ -414,7 +418,7 @@ def chain_rows(sizes, repeat, mj):
         acc = float(np.abs(mjcf.joint_accelerations(model, m, q, v, r.a) - d.qacc).max()
                     / np.abs(d.qacc).max())
         number = max(10, int(4000 / N))
-        t_g = median_us(lambda: go.solve_step(sysm, 0.0, q, v), repeat, number)
+        t_g = median_us(lambda: go.solve_step(sysm, 0.0, q, v).a, repeat, number)
         t_m = median_us(lambda: mj.mj_forward(m, d), repeat, number)
         ours.append(t_g)
         peer.append(t_m)
@@ -438,6 +442,64 @@ def chain_rows(sizes, repeat, mj):
             "mj_forward's", k_m, None, "<= 1.1", "")
 
 
+def loop_xml(N: int, bend: float = 9.0) -> str:
+    """:func:`chain_xml` curled (every link turned ``bend`` degrees about x and y from its
+    parent) with its tip connected to the world where it is as written: a loop of ``N``
+    hinges (tests/test_recursive_step.py's)."""
+    xml = chain_xml(N).replace('pos="0 0 -0.1">', f'pos="0 0 -0.1" euler="{bend} {bend} 0">')
+    return xml.replace("</mujoco>", f'<equality><connect body1="b{N - 1}" '
+                                    'anchor="0 0 -0.1"/></equality></mujoco>')
+
+
+def loop_rows(sizes, repeat, mj):
+    """Closed loops of ``sizes`` hinges (:func:`loop_xml`: 3 closure rows) at the state as
+    written with random velocities along the loop (``A v = 0``): ``solve_step`` on the
+    recursion (the closure rows' Delassus solve through the articulated-body
+    factorization) against the dense kernel on the same model (``system.recursive =
+    None``) and against ``mj_forward`` (MuJoCo holds the loop softly: its accuracy is its
+    distance from the rigid answer), and the recursion's growth exponent."""
+    import gaussopt.multibody.io.mjcf as mjcf
+
+    ours = []
+    for N in sizes:
+        xml = loop_xml(N)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mjcf.UnmappedFeatureWarning)
+            model = mjcf.load(xml)
+            dense = mjcf.load(xml)
+        dense.system.recursive = None
+        m = mj.MjModel.from_xml_string(xml)
+        d = mj.MjData(m)
+        q, _ = model.initial_state()
+        A = model.system.rows(0.0, q, np.zeros(N))[0].reshape(-1, N)
+        rng = np.random.default_rng(0)
+        v = rng.uniform(-1.0, 1.0, N)
+        v -= np.linalg.pinv(A) @ (A @ v)                         # (along the loop)
+        qpos, qvel = q.copy(), v.copy()                          # (hinges: the same numbers)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        r = go.solve_step(model.system, 0.0, q, v)
+        rd = go.solve_step(dense.system, 0.0, q, v)
+        scale = np.abs(rd.a).max()
+        acc = float(np.abs(r.a - rd.a).max() / scale)
+        acc_m = float(np.abs(d.qacc - rd.a).max() / scale)
+        number = max(10, int(4000 / N))
+        t_g = median_us(lambda: go.solve_step(model.system, 0.0, q, v).a, repeat, number)
+        t_d = median_us(lambda: go.solve_step(dense.system, 0.0, q, v).a, repeat,
+                        max(5, number // 4))
+        t_m = median_us(lambda: mj.mj_forward(m, d), repeat, number)
+        ours.append(t_g)
+        label = f"{N}-hinge loop solve_step (n {N}, m 3)"
+        add(f"{label}, recursion ({'taken' if r.info['recursive'] else 'NOT taken'})", t_g,
+            acc, "the dense kernel", t_d, 0.0)
+        add(f"{label}, recursion", t_g, acc, "mj_forward (soft loop)", t_m, acc_m)
+    if len(sizes) > 1:
+        x = np.log(np.asarray(sizes, dtype=float))
+        k_g = float(np.polyfit(x, np.log(ours), 1)[0])
+        add(f"loop solve_step growth exponent, N = {sizes[0]}..{sizes[-1]}", k_g, None,
+            "target", 1.1, None, "<= 1.1", "")
+
+
 def table():
     print("\n| measure | gaussopt | accuracy | peer | peer | accuracy | ratio | target |")
     print("|---|---|---|---|---|---|---|---|")
@@ -455,9 +517,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--skip-run", action="store_true", help="no 1 s runs")
     ap.add_argument("--only", help="comma-separated words of the model labels to run "
-                                   "('chain': the generated chains too)")
+                                   "('chain', 'loop': the generated chains and loops too)")
     ap.add_argument("--chain", default="10,25,50,100,200",
                     help="link counts of the generated chains ('0': none)")
+    ap.add_argument("--loop", default="30,60,100,200",
+                    help="hinge counts of the generated closed loops ('0': none)")
     ap.add_argument("--model", action="append", default=[], metavar="LABEL=PATH",
                     help="another MJCF or URDF file to measure (repeatable), e.g. "
                          "'dm_control humanoid=.../suite/humanoid.xml' when dm_control is "
@@ -487,6 +551,9 @@ def main():
     sizes = [int(x) for x in args.chain.split(",") if int(x) > 0]
     if sizes and (not args.only or "chain" in args.only.split(",")):
         chain_rows(sizes, args.repeat, mj)
+    sizes = [int(x) for x in args.loop.split(",") if int(x) > 0]
+    if sizes and (not args.only or "loop" in args.only.split(",")):
+        loop_rows(sizes, args.repeat, mj)
     table()
 
 

@@ -23,11 +23,12 @@ Rows, all on paper 001's four-bar (``gaussopt_problems.four_bar``: psi = 450 N m
   equation integrated by scipy at 1e-13 (:func:`gaussopt_problems.four_bar.reference`);
 * **the loop it replaces**: ``go.simulate`` of one 1 ms span per call, with the four-bar's
   published settings (DOP853, rtol 1e-11, the projection) and with rk4 at dt = 1 ms;
-* **solve_step over the compiled step**: ``go.solve_step(system, t, q, v)`` (a full
-  StepResult) against the compiled step it calls (``gaussopt.gauss.compiled_step.solve_at``
-  through its compiled function, no Python around it) and against the step inside a run
-  (``evaluate_step`` in a compiled loop: no call from Python at all), on the four-bar
-  and on the 6-link spatial arm of ``tests/data/arm6.urdf`` (n = 42, m = 36).
+* **solve_step over the compiled step**: ``go.solve_step(system, t, q, v).a`` (a
+  StepResult, its accelerations read) against the compiled step it calls
+  (``gaussopt.gauss.compiled_step.solve_at`` through its compiled function, no Python
+  around it) and against the step inside a run (``evaluate_step`` in a compiled loop: no
+  call from Python at all), on the four-bar and on the 6-link arm of
+  ``tests/data/arm6.urdf`` as the loader gives it (joint coordinates: n = 6, m = 0).
 
 Times are the process's CPU time (``time.process_time``), the minimum over ``--repeat``
 batches, one BLAS thread: the machine this is measured on is shared, and CPU time and
@@ -266,7 +267,7 @@ def solve_step_rows(go, four_bar, repeat: int) -> None:
         rng = np.random.default_rng(11)
         q, v = mjcf.state_from_mujoco(model, m, rng.uniform(-np.pi, np.pi, 6),
                                       rng.uniform(-2.0, 2.0, 6))
-        cases.append(("6-link spatial arm (n 42, m 36)", model.system, q, v))
+        cases.append((f"6-link arm (n {model.system.n}, m {model.m})", model.system, q, v))
     except ImportError:
         print("  (MuJoCo missing: the spatial arm's row is skipped)")
     for label, sysm, q, v in cases:
@@ -278,15 +279,15 @@ def solve_step_rows(go, four_bar, repeat: int) -> None:
         ref = solver.row_ref if solver.row_ref is not None else zero_ref
         call = solver._entry
         number = 5000 if sysm.n < 10 else 500
-        best = _interleaved({"full": (lambda: go.solve_step(sysm, 0.0, q, v), number),
+        best = _interleaved({"full": (lambda: go.solve_step(sysm, 0.0, q, v).a, number),
                              "comp": (lambda: call(handle, ref, 0.0, q, v, True), number)},
                             3 * repeat)
         full, comp = best["full"] * 1e6, best["comp"] * 1e6
         engine = _in_engine_us(go, solver, q, v, repeat)
-        row(f"{label}: go.solve_step (full StepResult)", full,
+        row(f"{label}: go.solve_step(...).a", full,
             "the compiled step called from Python (solve_at)", comp,
             note=f"overhead {full - comp:.2f} us")
-        row(f"{label}: go.solve_step", full, "the step inside a run (compiled loop)", engine,
+        row(f"{label}: go.solve_step(...).a", full, "the step inside a run (compiled loop)", engine,
             note=f"overhead {full - engine:.2f} us")
 
 

@@ -225,3 +225,36 @@ def test_repeated_solve_step_is_the_first_and_checks_its_arguments():
         go.solve_step("four_bar", 0.0, q, v)
     # an earlier result is not overwritten by later calls
     assert np.array_equal(first.a, again.a)
+
+
+def test_a_result_of_the_fast_path_is_a_step_result_in_every_respect():
+    """The repeated call's result reads ``constraint_force``, ``multipliers`` and ``gauss``
+    from its own copy of the step's output when first asked
+    (:class:`gaussopt.core.result.DirectStepResult`): read after later calls at other
+    states they are still its own; they can be assigned; it pickles and copies as the
+    plain StepResult it stands for, equal to the Python path's answer (the same kernel:
+    bit for bit)."""
+    import copy
+    import pickle
+
+    sysm = four_bar.system()
+    q = np.array([np.pi / 3, np.pi / 3, 2 * np.pi / 3])
+    v = np.array([1.3, 1.3, -1.3])
+    go.solve_step(sysm, 0.0, q, v)
+    r = go.solve_step(sysm, 0.0, q, v)                   # (the fast path)
+    ref = go.make_solver(sysm, "closed_form").solve(0.0, q, v)    # (the Python path)
+    for k in range(3):                                   # later calls elsewhere
+        go.solve_step(sysm, 0.1 * k, q + 0.01 * k, v)
+    assert np.array_equal(r.multipliers, ref.multipliers)
+    assert np.array_equal(r.constraint_force, ref.constraint_force)
+    assert r.gauss == ref.gauss and isinstance(r.gauss, float)
+    assert r.info["rank"] == ref.info["rank"]
+    for back in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert type(back) is go.StepResult
+        for f in ("a", "constraint_force", "multipliers"):
+            assert np.array_equal(getattr(back, f), getattr(ref, f))
+        assert back.gauss == ref.gauss
+    assert repr(r).startswith("StepResult(a=array(")
+    r.multipliers = np.zeros(2)
+    r.gauss = 1.5
+    assert r.multipliers.tolist() == [0.0, 0.0] and r.gauss == 1.5

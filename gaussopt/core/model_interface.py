@@ -259,9 +259,13 @@ class SparseModel:
 
 #: the scalars at the end of a :class:`RecursiveModel` step's output: the backward errors of
 #: feasibility and stationarity, the smallest pivot of the articulated inertias (relative,
-#: as the dense kernel's ``dmin``), the mass weight ``trace(M) / n``
-R_BEF, R_BES, R_DMIN, R_WGT = range(4)
-R_SCALARS = 4
+#: as the dense kernel's ``dmin``), the mass weight ``trace(M) / n``, the rows other than
+#: the balls' normalizations (closures and couplings, whose rank the engine decides:
+#: :func:`gaussopt.gauss.model_step._tree_step`) and the smallest singular value of the
+#: normalized rows (1 for the balls' alone: disjoint unit rows; set by the engine where
+#: there are others)
+R_BEF, R_BES, R_DMIN, R_WGT, R_CLOSED, R_SIG = range(6)
+R_SCALARS = 6
 
 
 def recursive_size(n: int, m: int) -> int:

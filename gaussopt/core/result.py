@@ -81,12 +81,57 @@ class LazyStepResult(StepResult):
         self._info = value
 
     def __repr__(self) -> str:
-        return "StepResult" + StepResult.__repr__(self)[len("LazyStepResult"):]
+        return "StepResult" + StepResult.__repr__(self)[len(type(self).__qualname__):]
 
     def __reduce__(self):
         # pickles and copies as the plain StepResult it stands for
         return (StepResult, (self.a, self.constraint_force, self.multipliers, self.gauss,
                              self.info))
+
+
+class _FromOutput:
+    """An attribute of :class:`DirectStepResult` read from its output copy on first access
+    and kept in the instance (a non-data descriptor: later reads, and assignments, go to
+    the instance's dict as for a plain attribute)."""
+
+    __slots__ = ("name", "k")
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.name = ""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        where = obj._where[self.k]
+        val = obj._o[where] if type(where) is slice else obj._o.item(where)
+        obj.__dict__[self.name] = val
+        return val
+
+
+class DirectStepResult(LazyStepResult):
+    """The :class:`StepResult` of a step called from Python through the compiled step
+    (:meth:`gaussopt.gauss.solvers.StepSolver.solve_checked`): ``a`` is set, while
+    ``constraint_force``, ``multipliers`` and ``gauss`` are views of (or a value in) the
+    step's output copy ``o``, taken when first read, and ``info`` is built on first
+    access. What a call from Python costs beyond the compiled step is this object: most
+    callers read ``a`` alone (``benchmarks/stepper.py``). In every other respect a
+    ``StepResult``."""
+
+    constraint_force = _FromOutput(0)
+    multipliers = _FromOutput(1)
+    gauss = _FromOutput(2)
+
+    def __init__(self, a, o, where, make_info, args):
+        self.a = a
+        self._o = o
+        self._where = where            # (slice of M a - F, slice of lam, index of gauss)
+        self._make_info = make_info
+        self._info_args = args
+        self._info = None
 
 
 @dataclass(slots=True)     # (slots: a long run holds millions of them)

@@ -4,7 +4,9 @@ A workspace of compiled code is a pair ``(f, i)`` of a float64 buffer and an int
 table of offsets (field ``k`` of ``f`` runs from ``i[k]`` to ``i[k + 1]``; see
 :mod:`gaussopt.gauss.workspace`). :func:`wvec`, :func:`wfull`, :func:`wivec` and
 :func:`wmat` return a field as a C-contiguous vector or matrix that borrows the buffer's
-memory; :func:`as_matrix` reshapes a contiguous vector the same way. They are intrinsics,
+memory; :func:`as_matrix` reshapes a contiguous vector the same way, and :func:`carve`
+takes an array of any shape from a contiguous vector at an offset (a kernel's scratch
+arrays, all from one buffer allocated per call). They are intrinsics,
 not functions: an inlined function costs numba a copy of its code at every call site, and
 a compiled function without reference counting may not return an array from a call.
 """
@@ -16,7 +18,7 @@ from numba.core import cgutils
 from numba.core.imputils import impl_ret_borrowed
 from numba.np.arrayobj import make_array, populate_array
 
-__all__ = ["wvec", "wfull", "wivec", "wmat", "as_matrix"]
+__all__ = ["wvec", "wfull", "wivec", "wmat", "as_matrix", "carve"]
 
 
 # The views of the workspace are intrinsics: a few instructions each where they are used
@@ -139,3 +141,26 @@ def as_matrix(typingctx, x, r, c):
         cc = context.cast(builder, args[2], sig.args[2], nb.types.intp)
         return _make_view(context, builder, ret, src, src.data, [rr, cc])
     return ret(x, r, c), codegen
+
+
+@nb.extending.intrinsic
+def carve(typingctx, x, o, dims):
+    """The ``prod(dims)`` entries of a contiguous vector ``x`` from offset ``o`` as a
+    C-contiguous array of shape ``dims`` (a tuple of integers): a view sharing ``x``'s
+    data and owner, without a bounds check (the caller sizes ``x``). What lets a kernel
+    take all its scratch arrays from one buffer allocated once per call: numba allocates
+    every ``np.empty`` (about 30 ns each), and without reference counting a function may
+    not return the views an ordinary function would carve."""
+    if not (isinstance(x, nb.types.Array) and x.ndim == 1 and x.layout == "C"
+            and isinstance(o, nb.types.Integer) and isinstance(dims, nb.types.BaseTuple)
+            and len(dims) > 0 and all(isinstance(t, nb.types.Integer) for t in dims)):
+        return None
+    ret = x.copy(ndim=len(dims), layout="C")
+
+    def codegen(context, builder, sig, args):
+        src = make_array(sig.args[0])(context, builder, args[0])
+        off = context.cast(builder, args[1], sig.args[1], nb.types.intp)
+        shape = [context.cast(builder, builder.extract_value(args[2], k), t, nb.types.intp)
+                 for k, t in enumerate(sig.args[2].types)]
+        return _make_view(context, builder, ret, src, builder.gep(src.data, [off]), shape)
+    return ret(x, o, dims), codegen

@@ -14,8 +14,8 @@ from gaussopt.core.views import as_matrix, wfull, wivec, wmat, wvec
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
-from gaussopt.core.model_interface import (R_BEF, R_BES, R_DMIN, _function_at, data_ptr,
-                                           recursive_parts)
+from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SIG, _function_at,
+                                           data_ptr, recursive_parts)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 from gaussopt.core.records import ModelData
 
@@ -152,12 +152,20 @@ def call_tree(md, buf, t, q, v):
 
 
 @_jit
-def _tree_step(md, buf, opt, t, q, v, a, want_lam, w):
+def _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     """The recursive step of a tree, accepted where the dense kernel's range-space path
     would accept its answer: every articulated pivot at least ``rank_tol`` (relative, as
     :func:`gaussopt.gauss.dense_step.range_space`'s ``dmin``) and both backward errors
     within :func:`gaussopt.gauss.dense_step.direct_tolerance`. Returns its backward error,
-    or -1 where the dense kernel must take the step."""
+    or -1 where the dense kernel must take the step.
+
+    With rows beside the balls' normalizations (closures, couplings: the step's
+    ``R_CLOSED``), the dense kernel's own rank decision is made on all the rows
+    (:func:`gaussopt.gauss.dense_step.reduce_rows`: the same thresholds, the run's row
+    references ``ref`` and singular value reference ``sref``), and the recursion's answer
+    is taken only where it keeps every row: a redundant, vanished or folded direction is
+    the dense kernel's to decide. The smallest singular value of the normalized rows is
+    then the step's ``R_SIG`` (:func:`path_sigma`)."""
     n = md.dims[D_N]
     m = md.dims[D_M]
     if call_tree(md, buf, t, q, v) != 0:
@@ -166,6 +174,14 @@ def _tree_step(md, buf, opt, t, q, v, a, want_lam, w):
     be = max(sc[R_BEF], sc[R_BES])
     if not (sc[R_DMIN] >= opt.f[F_RANKTOL] and be <= K.direct_tolerance(n, m)):
         return -1.0
+    if sc[R_CLOSED] > 0.0:
+        if call_rows(fns, md, buf, t, q, v) != 0:
+            return -1.0
+        mL, r, k, _ = K.reduce_rows(_matrix(buf.A, m, n), buf.b, ref, sref[0],
+                                    opt.f[F_RANKTOL], False, w)
+        if mL != m or r != m:
+            return -1.0
+        sc[R_SIG] = wvec(w, WS.F_s, k)[k - 1]
     _put(a, a_)
     if want_lam:
         _put(wvec(w, WS.F_lam, m), lam_)
@@ -611,7 +627,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         _put(a, buf.a)
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
     if md.band.mode == SP.MODE_TREE and opt.i[I_STAB] != STAB_BAUMGARTE:
-        be = _tree_step(md, buf, opt, t, q, v, a, want_lam, w)
+        be = _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w)
         if be >= 0.0:
             return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.TREE_FLAG
     if SP.on_band(md.band.mode) and opt.i[I_STAB] != STAB_BAUMGARTE:
@@ -699,10 +715,13 @@ def band_force(md, a, out_qc, res):
 @_jit
 def path_sigma(md):
     """The smallest singular value of the normalized rows after a step on the O(n) path:
-    the band's estimate, or 1 for a tree's recursive step (its rows, the balls'
-    normalizations, are disjoint unit rows once normalized)."""
+    the band's estimate, or a tree's recursive step's ``R_SIG`` (1 for the balls'
+    normalizations alone, disjoint unit rows once normalized; else the dense kernel's
+    own, :func:`_tree_step`)."""
     if md.band.mode == SP.MODE_TREE:
-        return 1.0
+        n = md.dims[D_N]
+        m = md.dims[D_M]
+        return recursive_parts(md.band.w.d, n, m)[5][R_SIG]
     return SP.sigma_estimate(md.band.sp, md.band.w)
 
 

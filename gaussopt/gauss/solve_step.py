@@ -17,6 +17,7 @@ from gaussopt.model.system import System
 __all__ = ["solve_step", "solve_steps", "make_solver"]
 
 _F64 = np.dtype(np.float64)      # native float64 (an ``is`` test: the fast path's check)
+_S8 = (_F64.itemsize,)           # the strides of a contiguous vector of them
 
 
 
@@ -92,13 +93,16 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
         # the repeated call: a solver built and its system checked by an earlier call, the
         # arguments of the types the compiled step takes (checked here in ~0.5 us; the
         # compiled step checks q and v are finite itself)
+        # (strides (8,) with shape (n,): contiguous; a contiguous array of one entry with
+        # other strides takes the checks below)
         s = system._solver_cache.get(solver)
         if (s is not None and type(q) is np.ndarray and type(v) is np.ndarray
-                and q.dtype is _F64 and v.dtype is _F64 and q.shape == (n,) and v.shape == (n,)
-                and system.compiled is not None and math.isfinite(t)
-                and q.flags.c_contiguous and v.flags.c_contiguous):
+                and q.dtype is _F64 and v.dtype is _F64 and q.strides == _S8
+                and v.strides == _S8 and q.shape == v.shape == (n,)
+                and system.compiled is not None and math.isfinite(t)):
             s.reset()      # (no warm start from an earlier call, as below)
-            res = s.solve_checked(t, q, v)
+            direct = s._direct        # (solve_checked's own first test, without the call)
+            res = direct(t, q, v) if direct is not None else s.solve_checked(t, q, v)
             if res is not None:
                 return res
             return s.solve(t, q, v)

@@ -33,7 +33,7 @@ from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismat
                                       SolverError, UnsupportedConstraintError)
 from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss,
                                      workspace)
-from gaussopt.core.result import LazyStepResult, StepResult
+from gaussopt.core.result import DirectStepResult, LazyStepResult, StepResult
 from gaussopt.core.status import CALLBACK
 import gaussopt.core.records as R
 from gaussopt.model.system import System
@@ -413,45 +413,65 @@ class StepSolver:
         the arguments' types, the layout of its output): a call costs the compiled step
         plus copying its output (``benchmarks/stepper.py`` measures both)."""
         fast = self._direct
-        if fast is None:
-            if self._method is not None and type(self).solve is StepSolver.solve:
-                res = self._solve_compiled(t, q, v, True, True)
-                if res is not None and self._entry is not None and self._ctx:
-                    handle, _, out, lay, zero_ref, _, m, *_ = self._ctx
-                    self._direct = (self._entry, handle, out, lay[0], lay[1], lay[2],
-                                    lay[3], lay[4], zero_ref, m)
-                return res
-            return self._solve_checked(t, q, v)
-        call, handle, out, sa, sq, sl, ss, sc, zero_ref, m = fast
-        ref = self.row_ref
-        if ref is None:
-            ref = zero_ref
-        elif ref is not self._direct_ref:
-            # (a new array: the compiled function is called without numba's checks of
-            # the types, so it must be a C-contiguous float64 array of shape (m,))
-            if not (type(ref) is np.ndarray and ref.dtype is _F64 and ref.shape == (m,)
-                    and ref.flags.c_contiguous):
-                return self._solve_compiled(t, q, v, True, True)
-            self._direct_ref = ref
-        if self.b_correction is not None:
-            return self._solve_compiled(t, q, v, True, True)
-        with self._lock:
-            status = call(handle, ref, t, q, v, True)
-            if status != 0:
-                return self._solve_compiled(t, q, v, True, True)   # (it says why)
-            o = out.copy()
-            # (the rows dropped are read now: the workspace is the next call's; the other
-            # scalars when ``info`` is first read, :func:`_direct_info`)
-            dropped = (np.flatnonzero(WS.view(self._ctx[7], "live", m) == 0).tolist()
-                       if o[sc + S_DROPPED] else 0)
-        if o[sc + S_NULLF] > NULL_FORCE_RTOL:
-            return None                       # the objective-mismatch check runs in Python
-        res = LazyStepResult(o[sa], o[sq], o[sl], float(o[sc + S_GAUSS]), _direct_info,
-                             (self, o, ss, sc, dropped))
-        self._last_info = res
-        return res
+        if fast is not None:
+            return fast(t, q, v)
+        if self._method is not None and type(self).solve is StepSolver.solve:
+            res = self._solve_compiled(t, q, v, True, True)
+            if res is not None and self._entry is not None and self._ctx:
+                self._direct = self._make_direct()
+            return res
+        return self._solve_checked(t, q, v)
 
-    #: what :meth:`solve_checked` calls after its first clean step (None: not yet)
+    def _make_direct(self):
+        """What :meth:`solve_checked` calls after its first clean step: a function of ``(t,
+        q, v)`` holding what :meth:`_solve_compiled` found out once (the context, the
+        compiled function for the arguments' types, the layout of its output). A call
+        costs the compiled step, copying its output and making the
+        :class:`~gaussopt.core.result.DirectStepResult`; everything else is bound here
+        (``benchmarks/stepper.py`` measures the difference)."""
+        call = self._entry
+        handle, _, out, (sa, sq, sl, ss, sc), zero_ref, _, m, work, _, _ = self._ctx
+        where = (sq, sl, sc + S_GAUSS)
+        i_dropped, i_nullf = sc + S_DROPPED, sc + S_NULLF
+        acquire, release = self._lock.acquire, self._lock.release
+        compiled = self._solve_compiled
+
+        def direct(t, q, v):
+            ref = self.row_ref
+            if ref is None:
+                ref = zero_ref
+            elif ref is not self._direct_ref:
+                # (a new array: the compiled function is called without numba's checks of
+                # the types, so it must be a C-contiguous float64 array of shape (m,))
+                if not (type(ref) is np.ndarray and ref.dtype is _F64 and ref.shape == (m,)
+                        and ref.flags.c_contiguous):
+                    return compiled(t, q, v, True, True)
+                self._direct_ref = ref
+            if self.b_correction is not None:
+                return compiled(t, q, v, True, True)
+            acquire()
+            try:
+                if call(handle, ref, t, q, v, True) != 0:
+                    o = None
+                else:
+                    o = out.copy()
+                    # (the rows dropped are read now: the workspace is the next call's;
+                    # the other scalars when ``info`` is first read, :func:`_direct_info`)
+                    dropped = (np.flatnonzero(WS.view(work, "live", m) == 0).tolist()
+                               if o.item(i_dropped) else 0)
+            finally:
+                release()
+            if o is None:
+                return compiled(t, q, v, True, True)       # (it says why)
+            if o.item(i_nullf) > NULL_FORCE_RTOL:
+                return None                   # the objective-mismatch check runs in Python
+            res = self._last_info = DirectStepResult(o[sa], o, where, _direct_info,
+                                                     (self, o, ss, sc, dropped))
+            return res
+        return direct
+
+    #: what :meth:`solve_checked` calls after its first clean step (None: not yet;
+    #: :meth:`_make_direct`)
     _direct = None
     _direct_ref = None
 

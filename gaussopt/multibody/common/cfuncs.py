@@ -43,7 +43,8 @@ name                                               what
 =================================================  ===========================================
 
 (compiled functions: units or ``jit``; the compiled model functions pass empty ``drv`` and
-``ext``, since a model with Python callables has none). ``mass_blocks`` and
+``ext``, since a model with Python callables has none: ``p[:0]``, a view, where
+``np.zeros(0)`` would allocate at every call). ``mass_blocks`` and
 ``sparse_values`` go together and are optional: a kind without them has no sparse
 evaluation. Nothing here counts coordinates per body: a kind whose bodies differ in
 their coordinates (joint coordinates of a tree) says how many a model has in ``sizes``.
@@ -126,7 +127,7 @@ def _dyn(t, qp, vp, pp, Mp, Fp):
     n, m, nd = kind.sizes(p)
     q, v = vec(qp, n), vec(vp, n)
     kind.mass(p, q, mat(Mp, n, n))
-    kind.force(p, q, v, np.zeros(0), vec(Fp, n))
+    kind.force(p, q, v, p[:0], vec(Fp, n))
     return 0
 
 
@@ -135,7 +136,7 @@ def _dyn_one_pass(t, qp, vp, pp, Mp, Fp):
     if not _usable(p, kind.LAYOUT):
         return 1
     n, m, nd = kind.sizes(p)
-    kind.mass_force(p, vec(qp, n), vec(vp, n), np.zeros(0), mat(Mp, n, n), vec(Fp, n))
+    kind.mass_force(p, vec(qp, n), vec(vp, n), p[:0], mat(Mp, n, n), vec(Fp, n))
     return 0
 
 
@@ -144,7 +145,7 @@ def _rows(t, qp, vp, pp, Ap, bp):
     if not _usable(p, kind.LAYOUT):
         return 1
     n, m, nd = kind.sizes(p)
-    kind.rows(p, vec(qp, n), vec(vp, n), np.zeros(0), mat(Ap, m, n), vec(bp, m), True)
+    kind.rows(p, vec(qp, n), vec(vp, n), p[:0], mat(Ap, m, n), vec(bp, m), True)
     return 0
 
 
@@ -154,9 +155,9 @@ def _pos(t, qp, pp, phip, Jp, phitp):
         return 1
     n, m, nd = kind.sizes(p)
     q = vec(qp, n)
-    kind.phi(p, q, np.zeros(0), vec(phip, m))
-    kind.rows(p, q, q, np.zeros(0), mat(Jp, m, n), np.zeros(0), False)
-    kind.phi_t(p, q, np.zeros(0), vec(phitp, m))
+    kind.phi(p, q, p[:0], vec(phip, m))
+    kind.rows(p, q, q, p[:0], mat(Jp, m, n), p[:0], False)
+    kind.phi_t(p, q, p[:0], vec(phitp, m))
     return 0
 
 
@@ -167,7 +168,7 @@ def _vel(t, qp, vp, pp, rp, Jvp):
     n, m, nd = kind.sizes(p)
     v = vec(vp, n)
     J = mat(Jvp, m, n)
-    kind.rows(p, vec(qp, n), v, np.zeros(0), J, np.zeros(0), False)
+    kind.rows(p, vec(qp, n), v, p[:0], J, p[:0], False)
     _matvec(J, v, vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
     return 0
 
@@ -188,7 +189,7 @@ def _sparse_dyn(t, qp, vp, pp, dp, Fp):
     n, m, nd = kind.sizes(p)
     q = vec(qp, n)
     kind.mass_blocks(p, q, vec(dp, nd))
-    kind.force(p, q, vec(vp, n), np.zeros(0), vec(Fp, n))
+    kind.force(p, q, vec(vp, n), p[:0], vec(Fp, n))
     return 0
 
 
@@ -210,7 +211,7 @@ def _sparse_pos(t, qp, pp, phip, datap, phitp):
     q = vec(qp, n)
     ph = vec(phip, m)
     kind.sparse_values(p, q, q, datap, ph, ph, True, False)     # Phi and Phi_q in one pass
-    kind.phi_t(p, q, np.zeros(0), vec(phitp, m))
+    kind.phi_t(p, q, p[:0], vec(phitp, m))
     return 0
 
 

@@ -86,22 +86,36 @@ import sys
 
 import numpy as np
 
+import gaussopt.gauss.dense_algebra as LA
 from gaussopt.core.compiled import jit, unit
-from gaussopt.core.model_interface import (R_BEF, R_BES, R_DMIN, R_SCALARS, R_WGT,  # noqa: F401
+from gaussopt.core.views import carve
+from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SCALARS,  # noqa: F401
+                                           R_SIG, R_WGT,
                                            recursive_parts, recursive_size)
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
            "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation"]
 
-_jit = jit(cache=True, error_model="numpy")
-_inline = jit(cache=True, error_model="numpy", inline="always")
+#: The kernel's functions allocate nothing and compile without numba's reference counting
+#: (``_nrt=False``): each entry point (a unit, below) allocates one buffer per call, and
+#: the functions take their arrays from it as views (:func:`_work`,
+#: :func:`gaussopt.core.views.carve`). With an ``np.empty`` per temporary (about 30
+#: allocations per evaluation of ``M`` and ``F``, 30 ns each) and an atomic increment
+#: and decrement for every array passed between functions, a 6-link arm's evaluation
+#: cost 3.0 us (``benchmarks/robots.py``, its split rows).
+_jit = jit(cache=True, error_model="numpy", _nrt=False)
+_inline = jit(cache=True, error_model="numpy", _nrt=False, inline="always")
 
 
 def _unit(signature: str):
     """Kernel entry points called from Python and from the compiled model functions:
     compiled once, when a tree model is first used."""
     return unit(signature, lazy=True, python=True, error_model="numpy")
+
+
+#: (the entry points' helpers that allocate: with reference counting, inlined)
+_unit_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 #: the layout tag in ``p[0]``
@@ -229,7 +243,7 @@ def _body_inertia(p, b, R, X, C, k, Cc):
 
 # =========================================================================== kinematics
 @_jit
-def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd):
+def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T):
     """Forward kinematics of the tree at ``(q, v)`` (MuJoCo's ``mj_kinematics``, one body
     after the other, joints in order): body rotations ``R`` (nb, 3, 3) and origins ``X``
     (nb, 3), the world twist ``S`` (n, 6) of every coordinate, the ball joints' ``W``
@@ -237,18 +251,18 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd):
     joint's degree-of-freedom velocities ``U`` (nj, 3) and the balls' ``(p . p') / |p|^2``
     in ``pd`` (nj,). (The velocity terms are computed always, also where only the positions
     are used: one compiled version of the function, whose compilation is the kind's
-    largest.)"""
+    largest.) ``T``: scratch, :data:`_T_KIN` values."""
     nb_ = int(p[H_NB])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
-    Rc = np.empty((3, 3))
-    Rn = np.empty((3, 3))
-    Rq = np.empty((3, 3))
-    xc = np.empty(3)
-    P = np.empty(3)
-    aw = np.empty(3)
-    t3 = np.empty(3)
-    Vc = np.zeros(6)
-    vj = np.empty(6)
+    Rc = carve(T, 0, (3, 3))
+    Rn = carve(T, 9, (3, 3))
+    Rq = carve(T, 18, (3, 3))
+    xc = carve(T, 27, (3,))
+    P = carve(T, 30, (3,))
+    aw = carve(T, 33, (3,))
+    t3 = carve(T, 36, (3,))
+    Vc = carve(T, 39, (6,))
+    vj = carve(T, 45, (6,))
     for b in range(nb_):
         rec = ob + W_B * b
         par = int(p[rec + B_PAR])
@@ -382,12 +396,53 @@ def _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd):
             V[b, i] = Vc[i]
 
 
+#: scratch values of :func:`_kin`, and where :func:`_evaluate`'s own start after them
+_T_KIN = 51
+_T_EVAL = 64
+
+
 @_jit
-def _work(p):
-    """Work arrays of :func:`_kin`."""
+def _work_size(p):
+    """The length of the buffer :func:`_work` carves: the kinematics (rotations,
+    origins, twists, velocities, bias accelerations, the balls' ``W``, the joints'
+    velocities and ``pd``), the body inertias and their centroids, and the scratch ``T``
+    the functions share one after the other (at most :func:`_force_into`'s, or
+    :func:`_evaluate`'s with :func:`_kin`'s)."""
     nb_, n, nj = int(p[H_NB]), int(p[H_N]), int(p[H_NJ])
-    return (np.empty((nb_, 3, 3)), np.empty((nb_, 3)), np.empty((n, 6)), np.empty((nb_, 6)),
-            np.empty((nb_, 6)), np.zeros((nj, 3, 4)), np.zeros((nj, 3)), np.zeros(nj))
+    return (43 * nb_ + 6 * n + 16 * nj) + (160 + 10 * nb_ + n + int(p[H_NA]) + int(p[H_NL]))
+
+
+@_inline
+def _work(p, w):
+    """The arrays of :func:`_kin` and the body inertias, as views of ``w`` (at least
+    :func:`_work_size` long): ``R, X, S, V, Ab, Wb, U, pd, C, Cc`` and the scratch ``T``
+    (the balls' ``Wb``, ``U``, ``pd`` zeroed: :func:`_kin` writes only the balls')."""
+    nb_, n, nj = int(p[H_NB]), int(p[H_N]), int(p[H_NJ])
+    R = carve(w, 0, (nb_, 3, 3))
+    o = 9 * nb_
+    X = carve(w, o, (nb_, 3))
+    o += 3 * nb_
+    S = carve(w, o, (n, 6))
+    o += 6 * n
+    V = carve(w, o, (nb_, 6))
+    o += 6 * nb_
+    Ab = carve(w, o, (nb_, 6))
+    o += 6 * nb_
+    z = carve(w, o, (16 * nj,))
+    for i in range(16 * nj):
+        z[i] = 0.0
+    Wb = carve(w, o, (nj, 3, 4))
+    o += 12 * nj
+    U = carve(w, o, (nj, 3))
+    o += 3 * nj
+    pd = carve(w, o, (nj,))
+    o += nj
+    C = carve(w, o, (nb_, 13))
+    o += 13 * nb_
+    Cc = carve(w, o, (nb_, 3))
+    o += 3 * nb_
+    T = carve(w, o, (w.shape[0] - o,))
+    return R, X, S, V, Ab, Wb, U, pd, C, Cc, T
 
 
 @_unit("none(f8v, f8v, f8v, f8[:, :, ::1], f8m, f8m, f8m)")
@@ -395,8 +450,14 @@ def kinematics(p, q, v, R, X, S, V):
     """Body rotations ``R`` (nb, 3, 3), origins ``X`` (nb, 3), coordinate twists ``S``
     (n, 6, world, at the origin, angular first) and body velocities ``V`` (nb, 6) at
     ``(q, v)`` (for Python: the tests, the model's point functions)."""
-    _, _, _, _, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
+    _kinematics(p, q, v, R, X, S, V, np.empty(_work_size(p)))
+
+
+@_jit
+def _kinematics(p, q, v, R, X, S, V, w):
+    """:func:`kinematics` with the buffer ``w``."""
+    _, _, _, _, Ab, Wb, U, pd, _, _, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
 
 
 # =========================================================================== lines, actuators
@@ -452,22 +513,24 @@ def _lines_passive(p, q, v, F):
 
 
 @_jit
-def _actuation(p, q, v, out):
+def _actuation(p, q, v, out, T):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation`` without activation dynamics) into
     ``out`` (n,): per actuator the control ``u`` (clamped to its range when limited) and the
     force ``gain u + b0 + b1 l + b2 l'`` (``l = gear L`` the actuator's length along its line
     ``L``); the forces of the actuators of a line whose actuator force is limited are scaled
     so that their sum is inside the range; each force is clamped to its own range and
     applied along its line (``out += gear f c``); last, each joint's total is clamped to its
-    ``actuatorfrcrange``."""
-    n, na = int(p[H_N]), int(p[H_NA])
+    ``actuatorfrcrange``. ``T``: scratch, actuators plus lines long."""
+    n, na, nl = int(p[H_N]), int(p[H_NA]), int(p[H_NL])
     oa, ol, oj = int(p[H_OA]), int(p[H_OL]), int(p[H_OJ])
     for c in range(n):
         out[c] = 0.0
     if na == 0:
         return
-    frc = np.empty(na)
-    tot = np.zeros(int(p[H_NL]))
+    frc = carve(T, 0, (na,))
+    tot = carve(T, na, (nl,))
+    for i in range(nl):
+        tot[i] = 0.0
     limited = False
     for i in range(na):
         ar = oa + W_A * i
@@ -533,7 +596,7 @@ def _ball_offset(p, jr, q, a, out):
 def actuation(p, q, v, out):
     """The actuators' generalized force (MuJoCo's ``qfrc_actuator``) at ``(q, v)`` and the
     controls in ``p`` into ``out`` (n,)."""
-    _actuation(p, q, v, out)
+    _actuation(p, q, v, out, np.empty(int(p[H_NA]) + int(p[H_NL])))
 
 
 # =========================================================================== dynamics
@@ -546,9 +609,10 @@ def _inertias(p, R, X, C, Cc):
 
 
 @_jit
-def _mass_into(p, S, Wb, C, M):
+def _mass_into(p, S, Wb, C, M, T):
     """``M = S^T H S`` from the twists ``S`` and the body inertias ``C`` (overwritten by
-    the composite inertias): the composite-rigid-body algorithm, then the armatures."""
+    the composite inertias): the composite-rigid-body algorithm, then the armatures
+    (``T``: scratch, 6 values)."""
     nb_, n = int(p[H_NB]), int(p[H_N])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     for r in range(n):
@@ -559,7 +623,7 @@ def _mass_into(p, S, Wb, C, M):
         if par >= 0:
             for i in range(13):
                 C[par, i] += C[b, i]
-    f = np.empty(6)
+    f = carve(T, 0, (6,))
     for b in range(nb_):
         rec = ob + W_B * b
         q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
@@ -609,16 +673,17 @@ def _mass_into(p, S, Wb, C, M):
 
 
 @_jit
-def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
+def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
     """``F`` from the kinematics at ``(q, v)`` and the body inertias ``C`` (kept) with their
     centroids ``Cc``: recursive Newton--Euler at ``q'' = 0``, then the joints' passive
-    forces and the armatures' velocity term."""
-    nb_ = int(p[H_NB])
+    forces and the armatures' velocity term (``T``: scratch, ``6 nb + 15 + n`` values and
+    the actuators' and lines' count)."""
+    nb_, n = int(p[H_NB]), int(p[H_N])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     gx, gy, gz = p[H_GX], p[H_GY], p[H_GZ]
-    f = np.empty((nb_, 6))
-    t1 = np.empty(6)
-    t2 = np.empty(6)
+    f = carve(T, 0, (nb_, 6))
+    t1 = carve(T, 6 * nb_, (6,))
+    t2 = carve(T, 6 * nb_ + 6, (6,))
     for b in range(nb_):
         _inertia_apply(C, b, Ab, b, t1)
         _inertia_apply(C, b, V, b, t2)
@@ -647,7 +712,7 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
         F[c] = 0.0
     _to_joints(p, S, f, -1.0, F)
     # passive forces of the joints (MuJoCo's qfrc_passive) and the armatures' term
-    dif = np.zeros(3)
+    dif = carve(T, 6 * nb_ + 12, (3,))           # (written where read: a ball's spring)
     for jj in range(int(p[H_NJ])):
         jr = oj + W_J * jj
         a = int(p[jr + J_Q])
@@ -667,8 +732,8 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F):
     # the tendons' springs and dampers, the actuators
     _lines_passive(p, q, v, F)
     if int(p[H_NA]) > 0:
-        fa = np.empty(F.shape[0])
-        _actuation(p, q, v, fa)
+        fa = carve(T, 6 * nb_ + 15, (n,))
+        _actuation(p, q, v, fa, carve(T, 6 * nb_ + 15 + n, (int(p[H_NA]) + int(p[H_NL]),)))
         for c in range(F.shape[0]):
             F[c] += fa[c]
 
@@ -695,7 +760,7 @@ def _to_joints(p, S, f, sign, out):
 
 
 @_jit
-def _at_tree_roots(p, X, S, V, Ab):
+def _at_tree_roots(p, X, S, V, Ab, T):
     """Move the spatial quantities of every body from the world origin to the origin of
     its tree's root body (in place): twists, velocities and bias accelerations gain
     ``w x o`` (a motion vector at the point ``o``), origins become ``X - o``.
@@ -707,21 +772,21 @@ def _at_tree_roots(p, X, S, V, Ab):
     3e-9 relative in its angular accelerations; at its own tree's root the lever arms are
     the tree's own size (MuJoCo works about each tree's centre of mass for the same
     reason). ``M = S^T H S`` and ``F = -S^T f`` do not depend on the point (the
-    coordinates' twists and the forces move together)."""
+    coordinates' twists and the forces move together). ``T``: scratch, ``4 nb`` values."""
     nb_ = int(p[H_NB])
     ob = int(p[H_OB])
-    root = np.empty(nb_, dtype=np.int64)
-    o = np.empty((nb_, 3))
+    root = carve(T, 0, (nb_,))                   # (body numbers, as floats)
+    o = carve(T, nb_, (nb_, 3))
     for b in range(nb_):
         par = int(p[ob + W_B * b + B_PAR])
         root[b] = b if par < 0 else root[par]
     for b in range(nb_):
-        r = root[b]
+        r = int(root[b])
         if r == b:
             for i in range(3):
                 o[b, i] = X[b, i]
     for b in range(nb_):
-        r = root[b]
+        r = int(root[b])
         o0, o1, o2 = o[r, 0], o[r, 1], o[r, 2]
         for i in range(3):
             X[b, i] -= o[r, i]
@@ -743,53 +808,70 @@ def _at_tree_roots(p, X, S, V, Ab):
 def mass(p, q, M):
     """``M(q) = S^T H S`` (composite-rigid-body algorithm in the coordinates ``q``, with the
     armatures) into ``M`` (n, n)."""
-    nb_ = int(p[H_NB])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd)
-    _at_tree_roots(p, X, S, V, Ab)
-    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _mass(p, q, M, np.empty(_work_size(p)))
+
+
+@_jit
+def _mass(p, q, M, w):
+    """:func:`mass` with the buffer ``w``."""
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, T)
+    _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _mass_into(p, S, Wb, C, M)
+    _mass_into(p, S, Wb, C, M, T)
 
 
 @_unit("none(f8v, f8v, f8v, f8v, f8v)")
 def force(p, q, v, ext, F):
     """``F(q, v) = -S^T (f_inertial - f_gravity)`` (recursive Newton--Euler at ``q'' = 0``)
     plus the joints' damping, stiffness and the armatures' velocity term, into ``F`` (n,)."""
-    nb_ = int(p[H_NB])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
-    _at_tree_roots(p, X, S, V, Ab)
-    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _force(p, q, v, F, np.empty(_work_size(p)))
+
+
+@_jit
+def _force(p, q, v, F, w):
+    """:func:`force` with the buffer ``w``."""
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
 
 
 @_unit("none(f8v, f8v, f8v, f8v, f8m, f8v)")
 def mass_force(p, q, v, ext, M, F):
     """:func:`mass` and :func:`force` in one pass: one kinematics, one set of body
     inertias (what the compiled model functions call: :mod:`gaussopt.multibody.common.cfuncs`)."""
-    nb_ = int(p[H_NB])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
-    _at_tree_roots(p, X, S, V, Ab)
-    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    _mass_force(p, q, v, M, F, np.empty(_work_size(p)))
+
+
+@_jit
+def _mass_force(p, q, v, M, F, w):
+    """:func:`mass_force` with the buffer ``w``."""
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
-    _mass_into(p, S, Wb, C, M)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
+    _mass_into(p, S, Wb, C, M, T)
 
 
 @_unit("f8(f8v, f8v, f8v)")
 def energy(p, q, v):
     """Kinetic energy ``V^T I V / 2`` of the bodies and ``a u^2 / 2`` of the armatures, plus
     the potentials of gravity and of the joints' stiffness."""
+    return _energy(p, q, v, np.empty(_work_size(p)))
+
+
+@_jit
+def _energy(p, q, v, w):
+    """:func:`energy` with the buffer ``w``."""
     nb_ = int(p[H_NB])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
-    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     _inertias(p, R, X, C, Cc)
-    t = np.empty(6)
+    t = carve(T, 0, (6,))
     T = 0.0
     Vp = 0.0
     for b in range(nb_):
@@ -825,8 +907,9 @@ def energy(p, q, v):
 # =========================================================================== the recursive step
 #: (the layout of its output: gaussopt.core.model_interface.recursive_parts)
 #: the statuses of :func:`recursive_step`: answered (the engine then compares its backward
-#: errors and pivot with the dense kernel's thresholds), rows other than the balls'
-#: normalizations, an articulated inertia not positive definite
+#: errors and pivot with the dense kernel's thresholds), a row that vanished identically
+#: (the dense kernel decides it), an articulated inertia or a Delassus matrix not positive
+#: definite
 REC_OK, REC_ROWS, REC_INDEFINITE = 0, 1, 2
 
 
@@ -904,15 +987,15 @@ def _block_solve(D, Li, q0, nq, x):
 
 @_unit("i8(f8v, f8v, f8v, f8v)")
 def recursive_step(p, q, v, out):
-    """The Gauss step of a tree whose only rows are its balls' normalizations, in O(n):
-    the articulated-body algorithm (Featherstone 2008, sec. 7.3; Vereshchagin's and
-    Popov's recursion, derived from Gauss's principle), verified by recursive
-    Newton--Euler. Writes ``out`` (its layout:
+    """The Gauss step of a tree in O(n) (``O(n k^2)`` with ``k`` rows beside the balls'
+    normalizations: closures and couplings): the articulated-body algorithm (Featherstone
+    2008, sec. 7.3; Vereshchagin's and Popov's recursion, derived from Gauss's principle),
+    verified by recursive Newton--Euler. Writes ``out`` (its layout:
     :func:`gaussopt.core.model_interface.recursive_parts`), returns a status
     (:data:`REC_OK`, ...).
 
-    Why it is the dense kernel's step: for these rows the Gauss function's minimum on the
-    constraints is the unconstrained minimum of ``1/2 a^T Mt a - a^T (F + sum d_j p_j b_j)``
+    Why it is the dense kernel's step: for the balls' rows the Gauss function's minimum on
+    them is the unconstrained minimum of ``1/2 a^T Mt a - a^T (F + sum d_j p_j b_j)``
     with ``Mt = M + sum d_j p_j p_j^T`` (``p_j`` the Euler parameters of ball ``j`` in its
     four columns, ``b_j = -p_j' . p_j'`` its row's right-hand side, any ``d_j > 0``):
     ``p_j`` is in the null space of ``M``'s rows of that ball (``S W p = 0``, ``W p = 0``)
@@ -923,45 +1006,166 @@ def recursive_step(p, q, v, out):
     leaves to root ``U_b = IA_b S_b``, ``D_b = S_b^T U_b + (joint-local terms)``,
     ``IA_parent += IA_b - U_b D_b^-1 U_b^T`` (every spatial quantity at the tree root's
     origin, :func:`_at_tree_roots`: no transforms between bodies), the bias ``pA``, then
-    root to leaves ``a_b = D_b^-1 (u_b - U_b^T alpha_parent)``. The ``D_b`` are the pivot
-    blocks of ``Mt`` eliminated leaves first (the order of
+    root to leaves ``a_b = D_b^-1 (u_b - U_b^T alpha_parent)`` (:func:`_ab_solve`). The
+    ``D_b`` are the pivot blocks of ``Mt`` eliminated leaves first (the order of
     :func:`gaussopt.gauss.dense_algebra.tree_ltl`), so their smallest Cholesky pivot over
     ``sqrt(trace(M) / n)`` is the dense kernel's ``dmin``.
 
-    Verification, in O(n) as well: ``M a`` by recursive Newton--Euler with the accelerations
-    ``a`` (no velocity, no gravity), so ``g = M a - F``; each ball's multiplier is the
-    least-squares one, ``lam_j = p_j . g_j / |p_j|^2``; the stationarity residual ``g - A^T
-    lam`` over ``sqrt(sum M_ii^2) |a| + |F|`` (a lower bound of ``|M|_F``: at least the
-    dense kernel's backward error), the normalized rows' residual over ``|a| + |bn|`` (their
-    singular values are 1: disjoint unit rows)."""
-    nb_, n, m = int(p[H_NB]), int(p[H_N]), int(p[H_M])
-    nball = int(p[H_NBALL])
-    if m != nball or int(p[H_NE]) != 0:
-        return REC_ROWS
-    ob, oj = int(p[H_OB]), int(p[H_OJ])
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
-    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
-    _at_tree_roots(p, X, S, V, Ab)
-    C, Cc = np.empty((nb_, 13)), np.empty((nb_, 3))
-    _inertias(p, R, X, C, Cc)
-    a, g, F, lam, res, sc = recursive_parts(out, n, m)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F)
+    The other rows ``C a = c`` (closures, couplings: ``k`` of them) enter as in the
+    range-space form of the dense kernel, through the same factorization: ``a0 = Mt^-1 Ft``
+    and ``X = Mt^-1 C^T`` (``k + 1`` solves, each O(n)), the Delassus matrix ``G = C X`` (k
+    x k) with its rows and columns scaled by the rows' norms, factored by Cholesky, ``lam =
+    G^-1 (c - C a0)``, ``a = a0 + X lam``. Their constraint forces ``C^T lam`` enter a ball
+    through ``W^T`` too (their columns are combinations of the twists), so the balls' rows
+    still hold with zero multipliers. Whether those rows may be solved so (their rank,
+    vanished rows, a folded direction) is not decided here: the engine makes the dense
+    kernel's own rank decision on the rows first
+    (:func:`gaussopt.gauss.model_step._tree_step`) and takes this answer only where every
+    row is kept; a Delassus pivot that is not positive refuses (:data:`REC_INDEFINITE`).
+
+    Verification, in O(n k) as well: ``M a`` by recursive Newton--Euler with the
+    accelerations ``a`` (no velocity, no gravity), so ``g = M a - F``; each ball's multiplier
+    is the least-squares one, ``lam_j = p_j . (g - C^T lam)_j / |p_j|^2``; the stationarity
+    residual ``g - A^T lam`` over ``sqrt(sum M_ii^2) |a| + |F|`` (a lower bound of
+    ``|M|_F``: at least the dense kernel's backward error), the normalized rows' residual
+    over ``|a| + |bn|`` (a lower bound of ``|An| |a| + |bn|`` for the balls' rows, whose
+    singular values are 1, and for unit rows beside them)."""
+    nb_, n, m, nj = int(p[H_NB]), int(p[H_N]), int(p[H_M]), int(p[H_NJ])
+    nq_max = _nq_max(p)
+    k = m - int(p[H_NBALL])
+    size = (_work_size(p) + 6 + 7 * n + 6 * n + n * nq_max + 6 * nq_max + nj + 13 * nb_
+            + 36 * nb_ + 18 * nb_)
+    if k > 0:
+        size += m * n + m + k * n + k * k + 2 * k
+    return _recursive(p, q, v, out, nq_max, k, np.empty(size))
+
+
+@_jit
+def _nq_max(p):
+    """The most coordinates of one body (at least 1)."""
+    ob = int(p[H_OB])
     nq_max = 1
-    for b in range(nb_):
+    for b in range(int(p[H_NB])):
         nq_max = max(nq_max, int(p[ob + W_B * b + B_NQ]))
+    return nq_max
+
+
+@_jit
+def _ab_solve(p, S, Ub, D, Li, u, z, pA, al, x):
+    """``x = Mt^-1 u`` with the articulated-body factorization of ``Mt``
+    (:func:`recursive_step`: the blocks' Cholesky factors in ``D`` and ``Li``, ``Ub``):
+    leaves to root the bias forces ``pA``, root to leaves the accelerations, whose bodies'
+    spatial accelerations are left in ``al`` (``u`` overwritten; ``z``: scratch, n)."""
+    nb_ = int(p[H_NB])
+    ob = int(p[H_OB])
+    for b in range(nb_):
+        for i in range(6):
+            pA[b, i] = 0.0
+    for b in range(nb_ - 1, -1, -1):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        par = int(p[rec + B_PAR])
+        for c in range(q0, q0 + nq):
+            acc = u[c]
+            for i in range(6):
+                acc -= S[c, i] * pA[b, i]
+            u[c] = acc
+            z[c] = acc
+        if par >= 0:
+            _block_solve(D, Li, q0, nq, z)
+            for i in range(6):
+                acc = pA[b, i]
+                for c in range(q0, q0 + nq):
+                    acc += Ub[c, i] * z[c]
+                pA[par, i] += acc
+    for b in range(nb_):
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        par = int(p[rec + B_PAR])
+        for i in range(6):
+            al[b, i] = al[par, i] if par >= 0 else 0.0
+        for c in range(q0, q0 + nq):
+            acc = u[c]
+            for i in range(6):
+                acc -= Ub[c, i] * al[b, i]
+            x[c] = acc
+        _block_solve(D, Li, q0, nq, x)
+        for c in range(q0, q0 + nq):
+            for i in range(6):
+                al[b, i] += S[c, i] * x[c]
+
+
+@_jit
+def _recursive(p, q, v, out, nq_max, k, w):
+    """:func:`recursive_step` with the buffer ``w``: :func:`_work`'s arrays, then the
+    recursion's, then (``k`` rows beside the balls') the rows and the Delassus matrix."""
+    nb_, n, m = int(p[H_NB]), int(p[H_N]), int(p[H_M])
+    ob, oj, nj = int(p[H_OB]), int(p[H_OJ]), int(p[H_NJ])
+    nball = m - k
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    a, g, F, lam, res, sc = recursive_parts(out, n, m)
+    # the recursion's arrays, after _work's
+    o = _work_size(p)
+    f6 = carve(w, o, (6,))
+    o += 6
+    diag, Li, u, z, st_, u2, a0 = (
+        carve(w, o, (n,)), carve(w, o + n, (n,)), carve(w, o + 2 * n, (n,)),
+        carve(w, o + 3 * n, (n,)), carve(w, o + 4 * n, (n,)), carve(w, o + 5 * n, (n,)),
+        carve(w, o + 6 * n, (n,)))
+    o += 7 * n
+    Ub = carve(w, o, (n, 6))
+    o += 6 * n
+    D = carve(w, o, (n, nq_max))
+    for i in range(n):
+        for j in range(nq_max):
+            D[i, j] = 0.0
+    o += n * nq_max
+    Y = carve(w, o, (nq_max, 6))
+    o += 6 * nq_max
+    daug = carve(w, o, (nj,))
+    for i in range(nj):
+        daug[i] = 0.0
+    o += nj
+    Cm = carve(w, o, (nb_, 13))
+    o += 13 * nb_
+    IA = carve(w, o, (nb_, 6, 6))
+    o += 36 * nb_
+    pA = carve(w, o, (nb_, 6))
+    al = carve(w, o + 6 * nb_, (nb_, 6))
+    fh = carve(w, o + 12 * nb_, (nb_, 6))
+    o += 18 * nb_
+    if k > 0:
+        # the rows (all m: the balls' first), from the kinematics about the world origin
+        # (before _at_tree_roots moves it; the rows do not depend on the point)
+        Ar = carve(w, o, (m, n))
+        br = carve(w, o + m * n, (m,))
+        o += m * n + m
+        Xr = carve(w, o, (k, n))                    # row i: Mt^-1 C_i^T
+        G = carve(w, o + k * n, (k, k))
+        sk = carve(w, o + k * n + k * k, (k,))      # the rows' inverse norms
+        lk = carve(w, o + k * n + k * k + k, (k,))  # the scaled right-hand side, then lam
+        for r in range(m):
+            for c in range(n):
+                Ar[r, c] = 0.0
+        _closure_rows(p, q, v, br, Ar, br, False, True, True, R, X, S, V, Ab, T)
+        for i in range(k):
+            nrm = 0.0
+            for c in range(n):
+                nrm += Ar[nball + i, c] * Ar[nball + i, c]
+            if not nrm > 0.0:
+                return REC_ROWS                   # (a vanished row: the dense kernel's)
+            sk[i] = 1.0 / math.sqrt(nrm)
+    _at_tree_roots(p, X, S, V, Ab, T)
+    _inertias(p, R, X, C, Cc)
+    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
+    for b in range(nb_):
+        for i in range(13):
+            Cm[b, i] = C[b, i]
     # leaves to root: articulated inertias, the blocks D_b and their factors; beside them
     # the composite inertias Cm, for the diagonal of M (its armatures added after)
-    f6 = np.empty(6)
-    diag = np.empty(n)
-    Cm = C.copy()
-    IA = np.empty((nb_, 6, 6))
     for b in range(nb_):
         _spatial_matrix(C, b, IA[b])
-    Ub = np.empty((n, 6))
-    D = np.zeros((n, nq_max))
-    Li = np.empty(n)
-    Y = np.empty((nq_max, 6))
-    daug = np.zeros(int(p[H_NJ]))
     dmin = np.inf
     for b in range(nb_ - 1, -1, -1):
         rec = ob + W_B * b
@@ -980,21 +1184,21 @@ def recursive_step(p, q, v, out):
         for c in range(q0, q0 + nq):
             for i in range(6):
                 acc = 0.0
-                for k in range(6):
-                    acc += I6[i, k] * S[c, k]
+                for kk in range(6):
+                    acc += I6[i, kk] * S[c, kk]
                 Ub[c, i] = acc
         for i in range(nq):
             for j in range(i + 1):
                 acc = 0.0
-                for k in range(6):
-                    acc += S[q0 + i, k] * Ub[q0 + j, k]
+                for kk in range(6):
+                    acc += S[q0 + i, kk] * Ub[q0 + j, kk]
                 D[q0 + i, j] = acc
         _local_mass(p, b, q, Wb, D, q0, daug)
         for i in range(nq):                          # Cholesky of D_b, in place
             for j in range(i + 1):
                 acc = D[q0 + i, j]
-                for k in range(j):
-                    acc -= D[q0 + i, k] * D[q0 + j, k]
+                for kk in range(j):
+                    acc -= D[q0 + i, kk] * D[q0 + j, kk]
                 if i == j:
                     if not acc > 0.0:
                         return REC_INDEFINITE
@@ -1005,12 +1209,12 @@ def recursive_step(p, q, v, out):
                     D[q0 + i, j] = acc * Li[q0 + j]
         if par >= 0:
             Ip = IA[par]
-            for k in range(6):                       # Y = L_b^-1 U_b^T
+            for kk in range(6):                      # Y = L_b^-1 U_b^T
                 for i in range(nq):
-                    acc = Ub[q0 + i, k]
+                    acc = Ub[q0 + i, kk]
                     for l in range(i):
-                        acc -= D[q0 + i, l] * Y[l, k]
-                    Y[i, k] = acc * Li[q0 + i]
+                        acc -= D[q0 + i, l] * Y[l, kk]
+                    Y[i, kk] = acc * Li[q0 + i]
             for r in range(6):                       # (symmetric: the lower triangle)
                 for c in range(r + 1):
                     acc = I6[r, c]
@@ -1019,13 +1223,13 @@ def recursive_step(p, q, v, out):
                     Ip[r, c] += acc
                     if c != r:
                         Ip[c, r] += acc
-    for jj in range(int(p[H_NJ])):                   # the armatures on M's diagonal
+    for jj in range(nj):                             # the armatures on M's diagonal
         jr = oj + W_J * jj
         c0 = int(p[jr + J_Q])
         if int(p[jr + J_TYPE]) == BALL:
-            for k in range(3):
+            for kk in range(3):
                 for r in range(4):
-                    diag[c0 + r] += p[jr + J_ARM + k] * Wb[jj, k, r] * Wb[jj, k, r]
+                    diag[c0 + r] += p[jr + J_ARM + kk] * Wb[jj, kk, r] * Wb[jj, kk, r]
         else:
             diag[c0] += p[jr + J_ARM]
     tr = 0.0
@@ -1035,11 +1239,10 @@ def recursive_step(p, q, v, out):
         d2 += diag[c] * diag[c]
     wgt = tr / n if tr > 0.0 else 1.0
     # the right-hand side: F and the balls' d p b
-    u = np.empty(n)
     for c in range(n):
         u[c] = F[c]
     row = 0
-    for jj in range(int(p[H_NJ])):
+    for jj in range(nj):
         jr = oj + W_J * jj
         if int(p[jr + J_TYPE]) == BALL:
             c0 = int(p[jr + J_Q])
@@ -1050,45 +1253,45 @@ def recursive_step(p, q, v, out):
             for r in range(4):
                 u[c0 + r] += daug[jj] * q[c0 + r] * bj
             row += 1
-    # leaves to root: the bias forces; root to leaves: the accelerations
-    pA = np.zeros((nb_, 6))
-    z = np.empty(n)
-    for b in range(nb_ - 1, -1, -1):
-        rec = ob + W_B * b
-        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-        par = int(p[rec + B_PAR])
-        for c in range(q0, q0 + nq):
-            acc = u[c]
+    _ab_solve(p, S, Ub, D, Li, u, z, pA, al, a)
+    if k > 0:
+        # the other rows through the same factorization: X = Mt^-1 C^T, the scaled
+        # Delassus matrix sk G sk (lower triangle) and right-hand side sk (c - C a0)
+        for i in range(k):
+            for c in range(n):
+                u2[c] = Ar[nball + i, c]
+            _ab_solve(p, S, Ub, D, Li, u2, z, pA, al, Xr[i])
+        for i in range(k):
+            acc = br[nball + i]
+            for c in range(n):
+                acc -= Ar[nball + i, c] * a[c]
+            lk[i] = acc * sk[i]
+            for j in range(i + 1):
+                acc = 0.0
+                for c in range(n):
+                    acc += Ar[nball + i, c] * Xr[j, c]
+                G[i, j] = acc * sk[i] * sk[j]
+        if LA.cholesky(G, G) < 0.0:                  # (in place: its lower triangle read)
+            return REC_INDEFINITE
+        LA.forward_solve1(G, lk)                     # lk = G^-1 lk, then lam = sk lk
+        LA.backward_solve_t(G, lk)
+        for i in range(k):
+            lk[i] *= sk[i]
+            lam[nball + i] = lk[i]
+            for c in range(n):
+                a[c] += Xr[i, c] * lk[i]
+        # the bodies' accelerations of the final a (al_b = al_parent + S_b a_b)
+        for b in range(nb_):
+            rec = ob + W_B * b
+            q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+            par = int(p[rec + B_PAR])
             for i in range(6):
-                acc -= S[c, i] * pA[b, i]
-            u[c] = acc
-            z[c] = acc
-        if par >= 0:
-            _block_solve(D, Li, q0, nq, z)
-            for i in range(6):
-                acc = pA[b, i]
+                acc = al[par, i] if par >= 0 else 0.0
                 for c in range(q0, q0 + nq):
-                    acc += Ub[c, i] * z[c]
-                pA[par, i] += acc
-    al = np.zeros((nb_, 6))
-    for b in range(nb_):
-        rec = ob + W_B * b
-        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-        par = int(p[rec + B_PAR])
-        for i in range(6):
-            al[b, i] = al[par, i] if par >= 0 else 0.0
-        for c in range(q0, q0 + nq):
-            acc = u[c]
-            for i in range(6):
-                acc -= Ub[c, i] * al[b, i]
-            a[c] = acc
-        _block_solve(D, Li, q0, nq, a)
-        for c in range(q0, q0 + nq):
-            for i in range(6):
-                al[b, i] += S[c, i] * a[c]
+                    acc += S[c, i] * a[c]
+                al[b, i] = acc
     # verification: M a by Newton--Euler (the accelerations al of the bodies are those of
     # a: al_b = al_parent + S_b a_b), g = M a - F
-    fh = np.empty((nb_, 6))
     for b in range(nb_):
         _inertia_apply(C, b, al, b, f6)
         for i in range(6):
@@ -1096,26 +1299,36 @@ def recursive_step(p, q, v, out):
     for c in range(n):
         g[c] = -F[c]
     _to_joints(p, S, fh, 1.0, g)
-    for jj in range(int(p[H_NJ])):                   # the armatures' part of M a
+    for jj in range(nj):                             # the armatures' part of M a
         jr = oj + W_J * jj
         c0 = int(p[jr + J_Q])
         if int(p[jr + J_TYPE]) == BALL:
-            for k in range(3):
-                ak = p[jr + J_ARM + k]
+            for kk in range(3):
+                ak = p[jr + J_ARM + kk]
                 if ak != 0.0:
                     uk = 0.0
                     for r in range(4):
-                        uk += Wb[jj, k, r] * a[c0 + r]
+                        uk += Wb[jj, kk, r] * a[c0 + r]
                     for r in range(4):
-                        g[c0 + r] += ak * Wb[jj, k, r] * uk
+                        g[c0 + r] += ak * Wb[jj, kk, r] * uk
         else:
             g[c0] += p[jr + J_ARM] * a[c0]
-    # the balls' multipliers, the stationarity and feasibility residuals
-    st_ = g.copy()                                   # g - A^T lam
+    # the multipliers, the stationarity and feasibility residuals
+    for c in range(n):                               # g - C^T lam - (the balls' below)
+        st_[c] = g[c]
     ef = 0.0
     bnn = 0.0
+    for i in range(k):
+        li = lam[nball + i]
+        acc = -br[nball + i]
+        for c in range(n):
+            st_[c] -= Ar[nball + i, c] * li
+            acc += Ar[nball + i, c] * a[c]
+        res[nball + i] = acc
+        ef += (acc * sk[i]) ** 2
+        bnn += (br[nball + i] * sk[i]) ** 2
     row = 0
-    for jj in range(int(p[H_NJ])):
+    for jj in range(nj):
         jr = oj + W_J * jj
         if int(p[jr + J_TYPE]) == BALL:
             c0 = int(p[jr + J_Q])
@@ -1124,7 +1337,7 @@ def recursive_step(p, q, v, out):
             pa = 0.0
             for r in range(4):
                 pp += q[c0 + r] * q[c0 + r]
-                pg += q[c0 + r] * g[c0 + r]
+                pg += q[c0 + r] * st_[c0 + r]
                 pa += q[c0 + r] * a[c0 + r]
             lj = pg / pp
             lam[row] = lj
@@ -1152,6 +1365,8 @@ def recursive_step(p, q, v, out):
     sc[R_BES] = ss / den_s if den_s > 0.0 else (0.0 if ss == 0.0 else np.inf)
     sc[R_DMIN] = dmin / math.sqrt(wgt) if nb_ > 0 else np.inf
     sc[R_WGT] = wgt
+    sc[R_CLOSED] = k
+    sc[R_SIG] = 1.0
     return REC_OK
 
 
@@ -1279,10 +1494,11 @@ def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g):
 
 
 @_jit
-def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
+def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g, w):
     """One pass over the rows: the balls' normalizations first, then the closures;
     ``Phi`` into ``ph``, ``Phi_q`` into ``A`` (zeroed here) and ``gamma`` into ``g``, each
-    when asked."""
+    when asked (``w``: :func:`_work_size` values where the model has closures, else
+    none)."""
     m, n = int(p[H_M]), int(p[H_N])
     oj, oe = int(p[H_OJ]), int(p[H_OE])
     if want_A:
@@ -1306,31 +1522,35 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
             if want_g:
                 g[row] = -sv
             row += 1
-    ne = int(p[H_NE])
-    if ne == 0:
+    if int(p[H_NE]) == 0:
         return
-    R, X, S, V, Ab, Wb, U, pd = _work(p)
+    R, X, S, V, Ab, Wb, U, pd, _, _, T = _work(p, w)
     if int(p[H_NSP]) > 0:                   # (couplings of lines need no kinematics)
-        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd)
-    R1 = np.empty((3, 3))
-    R2 = np.empty((3, 3))
-    x1 = np.empty(3)
-    x2 = np.empty(3)
-    V1 = np.zeros(6)
-    V2 = np.zeros(6)
-    A1 = np.zeros(6)
-    A2 = np.zeros(6)
-    P1 = np.empty(3)
-    P2 = np.empty(3)
-    v1 = np.empty(3)
-    v2 = np.empty(3)
-    a1 = np.empty(3)
-    a2 = np.empty(3)
-    y = np.empty(3)
-    z = np.empty(3)
-    t = np.empty(3)
-    u = np.empty(3)
-    sc = np.zeros(1)
+        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T)
+
+
+@_jit
+def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T):
+    """The closures' and couplings' rows of :func:`_evaluate` (their entries of ``A``
+    zeroed by the caller) from the kinematics at ``(q, v)`` about the world origin
+    (:func:`_kin`, before :func:`_at_tree_roots`); ``T``: scratch, from :data:`_T_EVAL`
+    on."""
+    n = int(p[H_N])
+    oe, ne = int(p[H_OE]), int(p[H_NE])
+    # (every one written before it is read: _frame_of writes the frames whole)
+    R1 = carve(T, _T_EVAL, (3, 3))
+    R2 = carve(T, _T_EVAL + 9, (3, 3))
+    x1, x2, P1, P2, v1, v2, a1, a2, y, z, t, u = (
+        carve(T, _T_EVAL + 18, (3,)), carve(T, _T_EVAL + 21, (3,)),
+        carve(T, _T_EVAL + 24, (3,)), carve(T, _T_EVAL + 27, (3,)),
+        carve(T, _T_EVAL + 30, (3,)), carve(T, _T_EVAL + 33, (3,)),
+        carve(T, _T_EVAL + 36, (3,)), carve(T, _T_EVAL + 39, (3,)),
+        carve(T, _T_EVAL + 42, (3,)), carve(T, _T_EVAL + 45, (3,)),
+        carve(T, _T_EVAL + 48, (3,)), carve(T, _T_EVAL + 51, (3,)))
+    V1, V2, A1, A2 = (carve(T, _T_EVAL + 54, (6,)), carve(T, _T_EVAL + 60, (6,)),
+                      carve(T, _T_EVAL + 66, (6,)), carve(T, _T_EVAL + 72, (6,)))
+    sc = carve(T, _T_EVAL + 78, (1,))
     for e in range(ne):
         er = oe + W_E * e
         typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
@@ -1393,13 +1613,22 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g):
 @_unit("none(f8v, f8v, f8v, f8v)")
 def phi(p, q, drv, out):
     """``Phi(q)`` into ``out``, shape (m,) (``drv`` unused: no driven rows)."""
-    _evaluate(p, q, q, out, np.zeros((0, 0)), out, True, False, False)
+    _evaluate(p, q, q, out, np.zeros((0, 0)), out, True, False, False, _rows_work(p))
 
 
 @_unit("none(f8v, f8v, f8v, f8v, f8m, f8v, b1)")
 def rows(p, q, v, drv, A, b, with_gamma):
     """``Phi_q`` into ``A`` (m, n) and, when ``with_gamma``, ``gamma`` into ``b``."""
-    _evaluate(p, q, v, b, A, b, False, True, with_gamma)
+    _evaluate(p, q, v, b, A, b, False, True, with_gamma, _rows_work(p))
+
+
+@_unit_inline
+def _rows_work(p):
+    """The buffer :func:`_evaluate` takes: :func:`_work_size` values where the model has
+    closures, else a view of ``p`` (no allocation: the balls' rows need none)."""
+    if int(p[H_NE]) == 0:
+        return p[:0]
+    return np.empty(_work_size(p))
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")
@@ -1431,10 +1660,9 @@ def sparse_model(p: np.ndarray) -> None:
 def recursive_model(p: np.ndarray):
     """The recursive O(n) step of the model packed in ``p``
     (:class:`~gaussopt.core.model_interface.RecursiveModel`, :func:`recursive_step`), or None
-    where it does not apply: rows other than the balls' normalizations (closures,
-    couplings), or a fixed tendon with armature (its ``a L'^2 / 2`` couples joints, so ``M``
-    is not ``S^T H S`` plus terms within single joints)."""
-    if int(p[H_M]) != int(p[H_NBALL]) or int(p[H_NE]) != 0 or p[H_PYTHON] != 0.0:
+    where it does not apply: a fixed tendon with armature (its ``a L'^2 / 2`` couples
+    joints, so ``M`` is not ``S^T H S`` plus terms within single joints)."""
+    if p[H_PYTHON] != 0.0:
         return None
     ol = int(p[H_OL])
     for ln in range(int(p[H_NL])):
