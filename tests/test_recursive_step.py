@@ -390,3 +390,30 @@ def test_a_closed_chain_runs_on_the_recursion_as_on_the_dense_kernel():
         ends.append((tr.q[-1], tr.v[-1]))
     assert np.abs(ends[0][0] - ends[1][0]).max() < 1e-12
     assert np.abs(ends[0][1] - ends[1][1]).max() < 1e-11
+
+
+@pytest.mark.parametrize("N", [5, TREE_MIN_N + 10])
+def test_a_loop_loaded_at_a_singular_position_is_stepped_or_refused_by_its_physics(N):
+    """A chain written straight with its tip connected to the world (:func:`closed_chain_xml`
+    without the curl): at its reference pose the tip cannot move along the chain, so the
+    connect's row along it vanishes (a singular position, not an identically zero row).
+    Its ``gamma`` is the derivative of ``Phi_q v`` (the system's check, which compares it
+    with finite differences, passes; it used to refuse the model's own gamma, zeroed with
+    the row). At rest the step holds the chain (the vanished row's right-hand side is 0:
+    the other two rows decide); moving sideways, the chain would have to shorten: the
+    vanished row's right-hand side is not zero and the step says so, naming the row."""
+    model = _load(closed_chain_xml(N, bend=0.0))
+    sysm = model.system
+    q0, v0 = model.initial_state()
+    A = sysm.rows(0.0, q0, v0)[0].reshape(-1, N)
+    assert np.abs(A[2]).max() == 0.0 and np.abs(A[:2]).max() > 0.01   # (z: along the chain)
+    step = go.solve_step(sysm, 0.0, q0, v0)
+    assert step.info["rank"] == 2
+    # at rest under gravity along the chain, nothing moves (the tip is held, the links
+    # hang): gravity has no torque about any hinge but its rounding, ~n eps g (measured 0)
+    assert np.abs(step.a).max() <= N * EPS * 9.81
+    v = np.random.default_rng(0).normal(size=N)
+    v -= np.linalg.pinv(A[:2]) @ (A[:2] @ v)             # along the two live rows
+    sysm.check(0.0, q0, v)
+    with pytest.raises(go.InconsistentConstraintsError, match=r"rows \[2\] vanished"):
+        go.solve_step(sysm, 0.0, q0, v)

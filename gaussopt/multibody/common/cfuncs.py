@@ -43,8 +43,9 @@ name                                               what
 =================================================  ===========================================
 
 (compiled functions: units or ``jit``; the compiled model functions pass empty ``drv`` and
-``ext``, since a model with Python callables has none: ``p[:0]``, a view, where
-``np.zeros(0)`` would allocate at every call). ``mass_blocks`` and
+``ext``, since a model with Python callables has none: ``p[:0]``, a view of an input,
+where ``np.zeros(0)`` would allocate at every call; an unused output stays a new empty
+array, so that no kind can write into ``p``). ``mass_blocks`` and
 ``sparse_values`` go together and are optional: a kind without them has no sparse
 evaluation. Nothing here counts coordinates per body: a kind whose bodies differ in
 their coordinates (joint coordinates of a tree) says how many a model has in ``sizes``.
@@ -156,7 +157,7 @@ def _pos(t, qp, pp, phip, Jp, phitp):
     n, m, nd = kind.sizes(p)
     q = vec(qp, n)
     kind.phi(p, q, p[:0], vec(phip, m))
-    kind.rows(p, q, q, p[:0], mat(Jp, m, n), p[:0], False)
+    kind.rows(p, q, q, p[:0], mat(Jp, m, n), np.zeros(0), False)
     kind.phi_t(p, q, p[:0], vec(phitp, m))
     return 0
 
@@ -168,7 +169,7 @@ def _vel(t, qp, vp, pp, rp, Jvp):
     n, m, nd = kind.sizes(p)
     v = vec(vp, n)
     J = mat(Jvp, m, n)
-    kind.rows(p, vec(qp, n), v, p[:0], J, p[:0], False)
+    kind.rows(p, vec(qp, n), v, p[:0], J, np.zeros(0), False)
     _matvec(J, v, vec(rp, m))          # Phi_q v (+ Phi_t = 0: no callable drives here)
     return 0
 

@@ -409,7 +409,15 @@ def _work_size(p):
     the functions share one after the other (at most :func:`_force_into`'s, or
     :func:`_evaluate`'s with :func:`_kin`'s)."""
     nb_, n, nj = int(p[H_NB]), int(p[H_N]), int(p[H_NJ])
-    return (43 * nb_ + 6 * n + 16 * nj) + (160 + 10 * nb_ + n + int(p[H_NA]) + int(p[H_NL]))
+    return 43 * nb_ + 6 * n + 16 * nj + _scratch_size(p)
+
+
+@_jit
+def _scratch_size(p):
+    """The length of :func:`_work`'s scratch ``T``: :func:`_force_into`'s ``6 nb + 15 + n``
+    and the actuators' and lines' count, or :func:`_evaluate`'s 143 (from :data:`_T_EVAL`),
+    whichever is larger."""
+    return 160 + 10 * int(p[H_NB]) + int(p[H_N]) + int(p[H_NA]) + int(p[H_NL])
 
 
 @_inline
@@ -441,7 +449,7 @@ def _work(p, w):
     o += 13 * nb_
     Cc = carve(w, o, (nb_, 3))
     o += 3 * nb_
-    T = carve(w, o, (w.shape[0] - o,))
+    T = carve(w, o, (_scratch_size(p),))
     return R, X, S, V, Ab, Wb, U, pd, C, Cc, T
 
 
@@ -1431,23 +1439,30 @@ def _axis_row(p, b, y, S, A, r, sign, sc):
 
 
 @_jit
-def _snap(A, g, r, n, scale, want_g):
+def _snap(A, g, r, n, scale, want_g, gscale):
     """A closure row whose every entry is at the rounding level of its terms (``64 (n + 1)
-    eps`` times ``scale``, the largest term) vanishes identically: the tree's joints
+    eps`` times ``scale``, the largest term) vanishes: identically where the tree's joints
     make it hold for every motion (the planar loop's out-of-plane row, a weld's rotations
-    about the axis the joints already share). Rounding would leave it ``~eps`` in every
-    entry, and the engine, which normalizes the rows before its rank decision, would take
-    that noise for a constraint; it is returned as exactly zero, with ``gamma = 0`` (its
-    value: the row holds for every motion, so does its derivative)."""
+    about the axis the joints already share), or at this state only (a singular position:
+    a chain stretched straight towards a fixed point). Rounding would leave it ``~eps`` in
+    every entry, and the engine, which normalizes the rows before its rank decision, would
+    take that noise for a constraint; it is returned as exactly zero. Its ``gamma`` is
+    zeroed too where it is at the rounding level of its own terms (``gscale``: the
+    derivative of a row that vanishes identically), and kept where it is not: at a
+    singular position ``Phi_q v`` grows again along the motion, and a zero there was a
+    wrong model function (which :meth:`gaussopt.System.check` refused at a loop loaded in
+    its straight reference pose), where the right one lets the step say that no motion
+    fits the row."""
     big = 0.0
     for c in range(n):
         x = abs(A[r, c])
         if x > big:
             big = x
-    if big <= 64.0 * (n + 1) * 2.220446049250313e-16 * scale:
+    tol = 64.0 * (n + 1) * 2.220446049250313e-16
+    if big <= tol * scale:
         for c in range(n):
             A[r, c] = 0.0
-        if want_g:
+        if want_g and abs(g[r]) <= tol * gscale:
             g[r] = 0.0
 
 
@@ -1577,8 +1592,11 @@ def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T
             sc[0] = 0.0
             _point_rows(p, b2, P2, S, A, r0, 1.0, sc)
             _point_rows(p, b1, P1, S, A, r0, -1.0, sc)
+            gs = 0.0                                 # (gamma's terms: the points' motion)
             for i in range(3):
-                _snap(A, g, r0 + i, n, sc[0], want_g)
+                gs = max(gs, abs(a1[i]) + abs(a2[i]))
+            for i in range(3):
+                _snap(A, g, r0 + i, n, sc[0], want_g, gs)
         if typ == WELD:
             for k in range(3):
                 o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
@@ -1594,20 +1612,23 @@ def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T
                     sc[0] = 0.0
                     _axis_row(p, b2, t, S, A, r, 1.0, sc)
                     _axis_row(p, b1, t, S, A, r, -1.0, sc)
+                gs = 0.0                             # (the size of gamma's terms)
                 if want_g:
                     # gamma = -[(al2 - al1) . (z x y) + (w2 - w1) . ((w2 x z) x y + z x (w1 x y))]
                     acc = 0.0
                     for i in range(3):
                         acc += (A2[i] - A1[i]) * t[i]
+                        gs += (abs(A2[i]) + abs(A1[i])) * abs(t[i])
                     _cross(V2[0:3], z, u)
                     _cross(u, y, u)
                     _cross(V1[0:3], y, a1)
                     _cross(z, a1, a2)
                     for i in range(3):
                         acc += (V2[i] - V1[i]) * (u[i] + a2[i])
+                        gs += (abs(V2[i]) + abs(V1[i])) * (abs(u[i]) + abs(a2[i]))
                     g[r] = -acc
                 if want_A:
-                    _snap(A, g, r, n, sc[0], want_g)
+                    _snap(A, g, r, n, sc[0], want_g, gs)
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")
