@@ -30,8 +30,11 @@ pi), unit quaternions, rates in (-2, 2)):
   smaller than at 1e-4).
 
 Times are medians of repeated batches (``timeit``), one BLAS thread; wall time is
-``time.perf_counter``. On a shared machine the ratios (same run) mean more than the
-absolute times.
+``time.perf_counter``; the joint kind's ``solve_step`` and its peers' calls (the rows
+with a target) are the minima of interleaved batches of the process's CPU time
+(``stepper._interleaved``: each repeat times every one once, so that they meet the same
+minutes of a shared machine, whose speed changes by half from one minute to the next).
+On a shared machine the ratios (same run) mean more than the absolute times.
 
 * a generated chain of ``N`` hinges (``N`` = 10, 25, 50, 100, 200; axes alternating y, x;
   links 0.1 m, 0.1 kg; damping 0.01; ``--chain`` sets the sizes, ``--chain 0`` skips it):
@@ -263,12 +266,25 @@ def step_rows(label, path, urdf, repeat, mj, pin):
                      sysm, q, v)
     t_tree, acc_tree, sysm, q, v = out["joint"]
     t_max, acc_max = out["maximal"][:2]
+    # the rows with a target: solve_step and its peers in interleaved batches
+    from stepper import _interleaved
+    pm = pd = None
+    fns = {"tree": (lambda: go.solve_step(sysm, 0.0, q, v).a, 500),
+           "mj": (lambda: mj.mj_forward(m, d), 500)}
+    if urdf and pin is not None:
+        pm = pin.buildModelFromUrdf(path)
+        pd = pm.createData()
+        jn = [mj.mj_id2name(m, mj.mjtObj.mjOBJ_JOINT, k) for k in range(m.njnt)]
+        order = [jn.index(pm.names[k]) for k in range(1, pm.njoints)]
+        qp, vp, tau = qpos[order], qvel[order], np.zeros(pm.nv)
+        fns["aba"] = (lambda: pin.aba(pm, pd, qp, vp, tau), 500)
+    best = {k: x * 1e6 for k, x in _interleaved(fns, 5 * repeat).items()}
     solver = sysm._solver_cache["closed_form"]
     t_hot = median_us(lambda: solver.acceleration(0.0, q, v), repeat, 2000)
     from run import in_simulate_step_us
     t_in = in_simulate_step_us(solver, q, v, repeat)
-    add(f"{label} solve_step, joint kind (n {tree.n}, m {tree.m})", t_tree, acc_tree,
-        "mj_forward", t_mj, 0.0, "<= 3" if not urdf else "")
+    add(f"{label} solve_step, joint kind (n {tree.n}, m {tree.m})", best["tree"], acc_tree,
+        "mj_forward", best["mj"], 0.0, "<= 3" if not urdf else "")
     add(f"{label} hot path (solver.acceleration), joint kind", t_hot, acc_tree, "mj_forward",
         t_mj, 0.0)
     add(f"{label} step inside simulate (compiled), joint kind", t_in, acc_tree, "mj_forward",
@@ -280,18 +296,12 @@ def step_rows(label, path, urdf, repeat, mj, pin):
         t_mj, None)
     add(f"{label} joint kind: dense Gauss step (gauss_step) alone", t_step, None, "mj_forward",
         t_mj, None)
-    if urdf and pin is not None:
-        pm = pin.buildModelFromUrdf(path)
-        pd = pm.createData()
-        jn = [mj.mj_id2name(m, mj.mjtObj.mjOBJ_JOINT, k) for k in range(m.njnt)]
-        order = [jn.index(pm.names[k]) for k in range(1, pm.njoints)]
-        qp, vp, tau = qpos[order], qvel[order], np.zeros(pm.nv)
+    if pm is not None:
         p_acc = float(np.abs(pin.aba(pm, pd, qp, vp, tau) - ref[order]).max() / scale)
-        t_aba = median_us(lambda: pin.aba(pm, pd, qp, vp, tau), repeat, 20000)
-        add(f"{label} solve_step, joint kind", t_tree, acc_tree, "pinocchio.aba", t_aba, p_acc,
-            "<= 2")
+        add(f"{label} solve_step, joint kind", best["tree"], acc_tree, "pinocchio.aba",
+            best["aba"], p_acc, "<= 2")
         add(f"{label} step inside simulate (compiled), joint kind", t_in, acc_tree,
-            "pinocchio.aba", t_aba, p_acc)
+            "pinocchio.aba", best["aba"], p_acc)
     return tree, m, qpos, qvel
 
 
