@@ -233,7 +233,8 @@ def test_a_result_of_the_fast_path_is_a_step_result_in_every_respect():
     (:class:`gaussopt.core.result.DirectStepResult`): read after later calls at other
     states they are still its own; they can be assigned; it pickles and copies as the
     plain StepResult it stands for, equal to the Python path's answer (the same kernel:
-    bit for bit)."""
+    bit for bit); ``dataclasses.replace`` works on it (it raised ``TypeError`` on the
+    compiled step's lazy results before)."""
     import copy
     import pickle
 
@@ -255,6 +256,13 @@ def test_a_result_of_the_fast_path_is_a_step_result_in_every_respect():
             assert np.array_equal(getattr(back, f), getattr(ref, f))
         assert back.gauss == ref.gauss
     assert repr(r).startswith("StepResult(a=array(")
+    # dataclasses.replace builds the same kind of result from the fields (the lazy result
+    # of the Python path's compiled step as well)
+    import dataclasses
+    for res in (r, go.make_solver(sysm, "closed_form").solve(0.0, q, v)):
+        new = dataclasses.replace(res, gauss=2.5)
+        assert new.gauss == 2.5 and np.array_equal(new.multipliers, ref.multipliers)
+        assert new.info["rank"] == ref.info["rank"] and np.array_equal(new.a, ref.a)
     r.multipliers = np.zeros(2)
     r.gauss = 1.5
     assert r.multipliers.tolist() == [0.0, 0.0] and r.gauss == 1.5

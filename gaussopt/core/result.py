@@ -57,16 +57,18 @@ class StepResult:
 class LazyStepResult(StepResult):
     """A :class:`StepResult` whose ``info`` dict is built on first access, from
     ``make_info(*args)`` (the compiled step: most callers never read it). In every
-    other respect a ``StepResult``."""
+    other respect a ``StepResult`` (also to :func:`dataclasses.replace`, which passes the
+    fields, ``info`` among them, by name)."""
 
-    def __init__(self, a, constraint_force, multipliers, gauss, make_info, args):
+    def __init__(self, a, constraint_force, multipliers, gauss, make_info=None, args=None,
+                 info=None):
         self.a = a
         self.constraint_force = constraint_force
         self.multipliers = multipliers
         self.gauss = gauss
         self._make_info = make_info
         self._info_args = args
-        self._info = None
+        self._info = info
 
     @property
     def info(self) -> dict:
@@ -125,13 +127,20 @@ class DirectStepResult(LazyStepResult):
     multipliers = _FromOutput(1)
     gauss = _FromOutput(2)
 
-    def __init__(self, a, o, where, make_info, args):
-        self.a = a
-        self._o = o
-        self._where = where            # (slice of M a - F, slice of lam, index of gauss)
-        self._make_info = make_info
-        self._info_args = args
-        self._info = None
+    @classmethod
+    def of_output(cls, a, o, where, make_info, args) -> "DirectStepResult":
+        """The result of the compiled step's output copy ``o``: ``where`` = (slice of ``M a
+        - F``, slice of the multipliers, index of the Gauss value); ``info`` from
+        ``make_info(*args)``. (The class's own constructor takes the fields, as
+        :class:`LazyStepResult`'s: :func:`dataclasses.replace` builds with it.)"""
+        res = cls.__new__(cls)
+        res.a = a
+        res._o = o
+        res._where = where
+        res._make_info = make_info
+        res._info_args = args
+        res._info = None
+        return res
 
 
 @dataclass(slots=True)     # (slots: a long run holds millions of them)

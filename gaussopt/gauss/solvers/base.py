@@ -465,8 +465,8 @@ class StepSolver:
                 return compiled(t, q, v, True, True)       # (it says why)
             if o.item(i_nullf) > NULL_FORCE_RTOL:
                 return None                   # the objective-mismatch check runs in Python
-            res = self._last_info = DirectStepResult(o[sa], o, where, _direct_info,
-                                                     (self, o, ss, sc, dropped))
+            res = self._last_info = DirectStepResult.of_output(
+                o[sa], o, where, _direct_info, (self, o, ss, sc, dropped))
             return res
         return direct
 
