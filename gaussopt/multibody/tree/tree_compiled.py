@@ -1158,12 +1158,10 @@ def _recursive(p, q, v, out, nq_max, k, w):
                 Ar[r, c] = 0.0
         _closure_rows(p, q, v, br, Ar, br, False, True, True, R, X, S, V, Ab, T)
         for i in range(k):
-            nrm = 0.0
-            for c in range(n):
-                nrm += Ar[nball + i, c] * Ar[nball + i, c]
+            nrm = LA.norm2(Ar[nball + i])
             if not nrm > 0.0:
                 return REC_ROWS                   # (a vanished row: the dense kernel's)
-            sk[i] = 1.0 / math.sqrt(nrm)
+            sk[i] = 1.0 / nrm
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
