@@ -268,9 +268,11 @@ R_BEF, R_BES, R_DMIN, R_WGT, R_CLOSED, R_SIG = range(6)
 R_SCALARS = 6
 
 
-def recursive_size(n: int, m: int) -> int:
-    """The length of a :class:`RecursiveModel` step's output (:func:`recursive_parts`)."""
-    return 3 * n + 2 * m + R_SCALARS
+@jit(cache=True, inline="always")
+def recursive_size(n, m):
+    """The length of a :class:`RecursiveModel` step's output (:func:`recursive_parts`,
+    then :func:`recursive_rows`)."""
+    return 3 * n + 2 * m + R_SCALARS + m * n + m
 
 
 @jit(cache=True, inline="always")
@@ -281,6 +283,16 @@ def recursive_parts(out, n, m):
     the layout: the step writes it, the engine reads it."""
     return (out[:n], out[n:2 * n], out[2 * n:3 * n], out[3 * n:3 * n + m],
             out[3 * n + m:3 * n + 2 * m], out[3 * n + 2 * m:3 * n + 2 * m + R_SCALARS])
+
+
+@jit(cache=True, inline="always")
+def recursive_rows(out, n, m):
+    """After :func:`recursive_parts` in a step's output: its rows ``A`` (``m * n``,
+    row-major) and their right-hand sides ``b`` (m), written where the step has rows
+    beside the balls' normalizations (``R_CLOSED > 0``), for the engine's rank decision
+    (:func:`gaussopt.gauss.model_step._tree_step`: the step has evaluated them already)."""
+    o = 3 * n + 2 * m + R_SCALARS
+    return out[o:o + m * n], out[o + m * n:o + m * n + m]
 
 
 @dataclass

@@ -15,7 +15,7 @@ import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.core.compiled import jit, unit
 from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SIG, _function_at,
-                                           data_ptr, recursive_parts)
+                                           data_ptr, recursive_parts, recursive_rows)
 from gaussopt.core.records import *  # noqa: F401,F403 - the indices and codes of the records
 from gaussopt.core.records import ModelData
 
@@ -152,7 +152,7 @@ def call_tree(md, buf, t, q, v):
 
 
 @_jit
-def _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
+def _tree_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     """The recursive step of a tree, accepted where the dense kernel's range-space path
     would accept its answer: every articulated pivot at least ``rank_tol`` (relative, as
     :func:`gaussopt.gauss.dense_step.range_space`'s ``dmin``) and both backward errors
@@ -160,8 +160,9 @@ def _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     or -1 where the dense kernel must take the step.
 
     With rows beside the balls' normalizations (closures, couplings: the step's
-    ``R_CLOSED``), the dense kernel's own rank decision is made on all the rows
-    (:func:`gaussopt.gauss.dense_step.reduce_rows`: the same thresholds, the run's row
+    ``R_CLOSED``), the dense kernel's own rank decision is made on all the rows, as the
+    step evaluated them (:func:`gaussopt.core.model_interface.recursive_rows`;
+    :func:`gaussopt.gauss.dense_step.reduce_rows`: the same thresholds, the run's row
     references ``ref`` and singular value reference ``sref``), and the recursion's answer
     is taken only where it keeps every row: a redundant, vanished or folded direction is
     the dense kernel's to decide. The smallest singular value of the normalized rows is
@@ -175,9 +176,8 @@ def _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     if not (sc[R_DMIN] >= opt.f[F_RANKTOL] and be <= K.direct_tolerance(n, m)):
         return -1.0
     if sc[R_CLOSED] > 0.0:
-        if call_rows(fns, md, buf, t, q, v) != 0:
-            return -1.0
-        mL, r, k, _ = K.reduce_rows(_matrix(buf.A, m, n), buf.b, ref, sref[0],
+        Af, bf = recursive_rows(md.band.w.d, n, m)          # (the step's own evaluation)
+        mL, r, k, _ = K.reduce_rows(_matrix(Af, m, n), bf, ref, sref[0],
                                     opt.f[F_RANKTOL], False, w)
         if mL != m or r != m:
             return -1.0
@@ -627,7 +627,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         _put(a, buf.a)
         return 0, 0, 0, 0, 0.0, 0.0, 0.0, 0
     if md.band.mode == SP.MODE_TREE and opt.i[I_STAB] != STAB_BAUMGARTE:
-        be = _tree_step(fns, md, buf, opt, ref, sref, t, q, v, a, want_lam, w)
+        be = _tree_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w)
         if be >= 0.0:
             return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.TREE_FLAG
     if SP.on_band(md.band.mode) and opt.i[I_STAB] != STAB_BAUMGARTE:

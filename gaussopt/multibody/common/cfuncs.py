@@ -79,7 +79,7 @@ import numba as nb
 import numpy as np
 
 from gaussopt.core.compiled import cfunc, jit
-from gaussopt.core.model_interface import R_SCALARS, SIGNATURE, RecursiveModel, SparseModel
+from gaussopt.core.model_interface import SIGNATURE, RecursiveModel, SparseModel, recursive_size
 from gaussopt.gauss.dense_algebra import matvec as _matvec
 from gaussopt.model.model_functions import kernel_factory
 
@@ -221,8 +221,7 @@ def _recursive(t, qp, vp, pp, outp, unused):
     if not _usable(p, kind.LAYOUT):
         return -1
     n, m, nd = kind.sizes(p)
-    return kind.recursive_step(p, vec(qp, n), vec(vp, n),
-                               vec(outp, 3 * n + 2 * m + R_SCALARS))
+    return kind.recursive_step(p, vec(qp, n), vec(vp, n), vec(outp, recursive_size(n, m)))
 
 
 _DENSE = (_dyn, _rows, _pos, _vel, _energy)

@@ -91,7 +91,7 @@ from gaussopt.core.compiled import jit, unit
 from gaussopt.core.views import carve
 from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SCALARS,  # noqa: F401
                                            R_SIG, R_WGT,
-                                           recursive_parts, recursive_size)
+                                           recursive_parts, recursive_rows, recursive_size)
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
@@ -1044,7 +1044,7 @@ def recursive_step(p, q, v, out):
     size = (_work_size(p) + 6 + 7 * n + 6 * n + n * nq_max + 6 * nq_max + nj + 13 * nb_
             + 36 * nb_ + 18 * nb_)
     if k > 0:
-        size += m * n + m + k * n + k * k + 2 * k
+        size += k * n + k * k + 2 * k
     return _recursive(p, q, v, out, nq_max, k, np.empty(size))
 
 
@@ -1144,18 +1144,16 @@ def _recursive(p, q, v, out, nq_max, k, w):
     fh = carve(w, o + 12 * nb_, (nb_, 6))
     o += 18 * nb_
     if k > 0:
-        # the rows (all m: the balls' first), from the kinematics about the world origin
+        # the rows (all m: the balls' first) into the output, where the engine's rank
+        # decision reads them (recursive_rows), from the kinematics about the world origin
         # (before _at_tree_roots moves it; the rows do not depend on the point)
-        Ar = carve(w, o, (m, n))
-        br = carve(w, o + m * n, (m,))
-        o += m * n + m
+        Af, br = recursive_rows(out, n, m)
+        Ar = carve(Af, 0, (m, n))
         Xr = carve(w, o, (k, n))                    # row i: Mt^-1 C_i^T
         G = carve(w, o + k * n, (k, k))
         sk = carve(w, o + k * n + k * k, (k,))      # the rows' inverse norms
         lk = carve(w, o + k * n + k * k + k, (k,))  # the scaled right-hand side, then lam
-        for r in range(m):
-            for c in range(n):
-                Ar[r, c] = 0.0
+        _ball_rows(p, q, v, br, Ar, br, False, True, True)
         _closure_rows(p, q, v, br, Ar, br, False, True, True, R, X, S, V, Ab, T)
         for i in range(k):
             nrm = LA.norm2(Ar[nball + i])
@@ -1512,8 +1510,21 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g, w):
     ``Phi`` into ``ph``, ``Phi_q`` into ``A`` (zeroed here) and ``gamma`` into ``g``, each
     when asked (``w``: :func:`_work_size` values where the model has closures, else
     none)."""
+    _ball_rows(p, q, v, ph, A, g, want_phi, want_A, want_g)
+    if int(p[H_NE]) == 0:
+        return
+    R, X, S, V, Ab, Wb, U, pd, _, _, T = _work(p, w)
+    if int(p[H_NSP]) > 0:                   # (couplings of lines need no kinematics)
+        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T)
+
+
+@_jit
+def _ball_rows(p, q, v, ph, A, g, want_phi, want_A, want_g):
+    """The balls' normalization rows of :func:`_evaluate` (the first rows), with ``A``
+    zeroed when asked (every row: the closures' are added after)."""
     m, n = int(p[H_M]), int(p[H_N])
-    oj, oe = int(p[H_OJ]), int(p[H_OE])
+    oj = int(p[H_OJ])
     if want_A:
         for r in range(m):
             for c in range(n):
@@ -1535,12 +1546,6 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g, w):
             if want_g:
                 g[row] = -sv
             row += 1
-    if int(p[H_NE]) == 0:
-        return
-    R, X, S, V, Ab, Wb, U, pd, _, _, T = _work(p, w)
-    if int(p[H_NSP]) > 0:                   # (couplings of lines need no kinematics)
-        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-    _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T)
 
 
 @_jit
