@@ -218,6 +218,28 @@ def check_multibody(ns, out):
     # the ball on a floor from MJCF: rolls at 2 v0 / (7 mu g) (closed form), mu = max(0.3,
     # 0.1); the run at 1e-12 locates the event to 1e-9 relative (tests/test_contact_cone.py's
     # bound), printed to 10 decimals (rounding 5e-11); the velocity 5/7 v0 to 1e-8
+    # the body swung by its mocap pivot (x_p = 0.1 sin 3t): its centroid's x = x_p + d sin th
+    # with th of the reduced equation I_p th'' = -m g d sin th - m d x_p'' cos th (DOP853 at
+    # 1e-13); the run's global error bound with the reduced flow's growth (as the slider
+    # crank's), plus the 6 printed decimals' rounding 5e-7
+    assert "('hand',) ['f.norm', 'Connect(bob,hand)[x]'" in out
+    m_, d_, Ip = 1.3, 0.4, 0.03 + 1.3 * 0.16
+
+    def swing(y0, t):
+        def f(s, y):
+            return [y[1], (-m_ * 9.81 * d_ * np.sin(y[0])
+                           + m_ * d_ * 0.9 * np.sin(3 * s) * np.cos(y[0])) / Ip]
+        return solve_ivp(f, (0.0, t[-1]), y0, method="DOP853", rtol=1e-13, atol=1e-13,
+                         t_eval=t).y
+
+    sw = ns["swing_run"]
+    growth = flow_growth(swing, [0.0, 0.0], np.linspace(0.0, 2.0, 81))
+    th = swing([0.0, 0.0], np.array([0.0, 2.0]))[0, -1]
+    x_ref = 0.1 * np.sin(6.0) + d_ * np.sin(th)
+    assert sw.success
+    assert abs(_number(out, "bob at x =") - x_ref) <= 5e-7 + integration_bound(
+        sw, growth, ref_tol=1e-13)
+    assert np.abs(sw.position_residual).max() < 1e-12
     assert "[('floor', 'ball', 'plane-sphere', 0.3)]" in out
     assert abs(_number(out, "rolls from t =") - 2 * 2.0 / (7 * 0.3 * 9.81)) <= 5e-11 + 2e-10
     assert abs(ns["ball_run"].v[-1][0] - 5 / 7 * 2.0) <= 1e-8

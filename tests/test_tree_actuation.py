@@ -345,7 +345,7 @@ def test_unmapped_lists_only_what_is_left():
         "soft-constraint parameters (solref/solimp) of the mapped equality constraints: "
         "gaussopt holds them exactly": 1,
         "fluid forces (density/viscosity)": 1, "sensors": 1,
-        "mocap bodies (held fixed at their reference pose)": 1}
+        "mocap bodies (held fixed at their reference pose: no equality names them)": 1}
     assert model.actuator_names == ("m1",) and list(model.keyframes) == ["key0"]
     assert model.labels == ["JointEquality(je,ja)"]
 

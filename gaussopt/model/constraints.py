@@ -199,6 +199,9 @@ class Constraint:
     #: what generated the derivatives the constraint was given, when the user gave none
     #: (``gaussopt.symbolic`` sets it); named by the check's messages
     generated_by: Optional[str] = None
+    #: what a failed derivative check tells the user to check, where the derivatives come
+    #: from their data in another form (None: the constraint's arguments)
+    check_hint: Optional[str] = None
 
     def __init__(self, name: Optional[str] = None) -> None:
         self.name = name or type(self).__name__
@@ -234,7 +237,7 @@ _FD_STEPS = (1e-6, 1e-8, 1e-10)
 
 def _fd_check(label: str, exact: np.ndarray, fds, roundings, given: bool = False,
               arg: Optional[str] = None, generated: Optional[str] = None,
-              of: str = "the function") -> list[str]:
+              of: str = "the function", hint: Optional[str] = None) -> list[str]:
     """Compare a derivative against central differences at several steps.
 
     ``fds`` are the differences, ``roundings`` their rounding errors (estimated
@@ -249,7 +252,9 @@ def _fd_check(label: str, exact: np.ndarray, fds, roundings, given: bool = False
 
     ``given`` says the derivative came from outside (the argument ``arg`` of the
     constraint); ``generated`` names what generated it when the user gave none
-    (``gaussopt.symbolic``); ``of`` is what the differences are taken of.
+    (``gaussopt.symbolic``); ``of`` is what the differences are taken of; ``hint`` what
+    to check instead of the argument, where the derivative comes from the user's data in
+    another form (a mocap body's motion).
     """
     exact = np.asarray(exact, dtype=float)
     if not np.all(np.isfinite(exact)):
@@ -277,6 +282,9 @@ def _fd_check(label: str, exact: np.ndarray, fds, roundings, given: bool = False
                 f"differences of {of} (max difference {best[0]:.3g}, scale {best[1]:.3g}): the "
                 "model's expressions are not differentiable here (check them near this state), "
                 "or this is a bug of gaussopt to report."]
+    if given and hint:
+        return [f"{label}: disagrees with finite differences of {of} (max difference "
+                f"{best[0]:.3g}, scale {best[1]:.3g}); {hint}."]
     if given:
         what = f"check the argument `{arg}`" if arg else "check it"
         return [f"{label}: the given derivative disagrees with finite differences of "
@@ -582,7 +590,7 @@ class Holonomic(Constraint):
               "the velocity residual Phi_q v along v")
         found = _fd_check(f"{self.name}: gamma", gam, fds, roundings,
                           given=not self.automatic["gamma"], arg="gamma",
-                          generated=self.generated_by, of=of)
+                          generated=self.generated_by, of=of, hint=self.check_hint)
         if found and strict and self.automatic["gamma"]:
             # a phi with a short length scale: the automatic gamma's difference step
             # (1e-3 along the unit direction) is too long; take the longest shorter

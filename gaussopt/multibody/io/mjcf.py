@@ -22,7 +22,10 @@ one of two kinds of model:
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
   spheres, capsules, cylinders and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
-  ``with_contacts``). The tree itself needs no equations:
+  ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
+  :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
+  prescribed motion by ``model.moved``: its closures become rheonomic rows), other mocap
+  bodies stay part of the world at their reference pose. The tree itself needs no equations:
   a humanoid of nv 27 is ~28 coordinates and one row instead of 175 and 148. A free joint
   must belong to a body that only the world carries (MuJoCo's usual case).
 * ``coordinates="maximal"``: :mod:`gaussopt.multibody.spatial` bodies (seven coordinates
@@ -615,6 +618,8 @@ class _TreeMapping:
     ranges: dict = field(default_factory=dict)          # joint -> (lower, upper): hard stops
     tendon_ranges: dict = field(default_factory=dict)   # fixed tendon -> (lower, upper)
     contact_pairs: list = field(default_factory=list)   # ContactPair of the colliding geoms
+    #: mocap name -> the parts that stay at its reference pose when it moves
+    mocap_fixed: dict = field(default_factory=dict)
 
 
 def _compose(pa, Ra, pb, Rb):
@@ -631,8 +636,8 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     closures; fixed tendons, actuators without activation dynamics on hinges, slides and
     fixed tendons, ``joint`` and ``tendon`` equalities. ``exact_links``: the bodies that
     carry a placeholder inertia (:func:`_placeholders`) and their file's inertias."""
-    from gaussopt.multibody.tree import (Connect, JointEquality, Link, TendonEquality, TreeJoint,
-                                         Weld)
+    from gaussopt.multibody.tree import (Connect, JointEquality, Link, Mocap, TendonEquality,
+                                         TreeJoint, Weld)
 
     out = _TreeMapping()
     un = out.unmapped
@@ -657,16 +662,26 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     mass: dict = {}                          # link -> [m, m c, sum of (I + m c c^T-ish)]
     gc: dict = {}
     link_body: dict = {}
+    #: MuJoCo body -> the mocap body it is part of (the mocap body itself and the joint-less
+    #: bodies under it); mocap body -> what stays at its reference pose when it moves
+    mocap_of: dict = {}
+    mocap_fixed: dict = {}
     for b in range(1, m.nbody):
         par = int(m.body_parentid[b])
         nj, ja = int(m.body_jntnum[b]), int(m.body_jntadr[b])
         off = _compose(*rel[par], np.array(m.body_pos[b], float), _qrot(np.array(m.body_quat[b])))
         if m.body_mocapid[b] >= 0:
-            _count(un, "mocap bodies (held fixed at their reference pose)")
             nj = 0
             off = (np.array(d.xpos[b]), np.array(d.xmat[b]).reshape(3, 3))
             owner[b], rel[b] = None, off
+            mocap_of[b] = b
+            mocap_fixed[b] = []
             continue
+        if par in mocap_of:
+            if nj == 0:
+                mocap_of[b] = mocap_of[par]
+            else:
+                mocap_fixed[mocap_of[par]].append(f"link {bnames[b]!r}")
         Rc = _qrot(np.array(m.body_iquat[b]))
         body_m = float(m.body_mass[b])
         body_c = np.array(m.body_ipos[b], float)
@@ -759,11 +774,18 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
         else:
             out.joints.append(TendonEquality(fixed[i1], fixed[i2] if i2 >= 0 else None,
                                              tuple(poly), name=label))
+    mocaps: dict = {}                         # mocap body -> its Mocap's name
     for connect, b1, b2, p1, p2 in specs:
         ends = []
         for b, P in ((b1, p1), (b2, p2)):
             o = owner[b] if b else None
-            if o is None:
+            if o is None and b in mocap_of:
+                mb = mocap_of[b]
+                if mb not in mocaps:
+                    mocaps[mb] = _clean(bnames[mb], taken)
+                Rm = np.array(d.xmat[mb]).reshape(3, 3)
+                ends.append((mocaps[mb], Rm.T @ (P - d.xpos[mb]), Rm))
+            elif o is None:
                 ends.append((None, P, np.eye(3)))
             else:
                 lb = link_body[o]
@@ -777,6 +799,18 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
                                    rotation=tuple(map(tuple, R1.T @ R2))))
     if not _flag(mj, m, "mjDSBL_CONSTRAINT") and not _flag(mj, m, "mjDSBL_CONTACT"):
         _tree_contacts(mj, m, d, out, owner, link_body)
+    gnames = _names(mj, m, mj.mjtObj.mjOBJ_GEOM, m.ngeom, "geom")
+    for b in mocap_fixed:
+        if b not in mocaps:
+            _count(un, "mocap bodies (held fixed at their reference pose: no equality names "
+                       "them)")
+    for mb, nm in mocaps.items():
+        out.links.append(Mocap(nm, position=tuple(float(x) for x in d.xpos[mb]),
+                               orientation=tuple(float(x) for x in d.xquat[mb])))
+        geoms = {gnames[g] for g in range(m.ngeom) if int(m.geom_bodyid[g]) in mocap_of
+                 and mocap_of[int(m.geom_bodyid[g])] == mb}
+        hit = sorted({g for pr in out.contact_pairs for g in (pr.geom1, pr.geom2)} & geoms)
+        out.mocap_fixed[nm] = tuple(mocap_fixed[mb] + [f"contact geom {g!r}" for g in hit])
     _unmapped(mj, m, un, tree=True)
     out.name = name if name is not None else _model_name(m)
     return out
@@ -1078,6 +1112,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
     model.joint_ranges = dict(mp.ranges)
     model.tendon_ranges = dict(mp.tendon_ranges)
     model.contact_pairs = tuple(mp.contact_pairs)
+    model.mocap_fixed = dict(mp.mocap_fixed)
     model.origin = (f"loaded from {src} by gaussopt.multibody.load(coordinates='joint'): "
                     f"q is MuJoCo's qpos (nq = {m.nq}, nv = {m.nv}); {m.nbody - 1} MuJoCo bodies "
                     f"-> {model.nb} links ({mp.merged} joint-less bodies merged into their "

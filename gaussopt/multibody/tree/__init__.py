@@ -45,9 +45,11 @@ array([-12.612857,  16.817143])
 from __future__ import annotations
 
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
-                                                   FixedTendon, JointEquality, Link,
-                                                   TendonEquality, TreeJoint, Weld)
+                                                   FixedTendon, JointEquality, Link, Mocap,
+                                                   MocapMotion, TendonEquality, TreeJoint,
+                                                   Weld)
 from gaussopt.multibody.tree.tree_model import Keyframe, Model
 
 __all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "Actuator", "JointEquality",
-           "TendonEquality", "Model", "Keyframe", "JOINT_KINDS", "WORLD"]
+           "TendonEquality", "Mocap", "MocapMotion", "Model", "Keyframe", "JOINT_KINDS",
+           "WORLD"]

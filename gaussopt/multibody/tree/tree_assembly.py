@@ -23,7 +23,7 @@ from gaussopt.core.exceptions import ModelError
 from gaussopt.multibody.common.base_assembly import BaseAssembly
 import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
-                                                   FixedTendon, JointEquality, Link,
+                                                   FixedTendon, JointEquality, Link, Mocap,
                                                    TendonEquality, TreeJoint, Weld)
 
 __all__ = ["TreeAssembly", "assemble_model", "quat_matrix"]
@@ -60,6 +60,11 @@ class TreeAssembly(BaseAssembly):
     actuator_names, tendon_names : tuple of str
     ctrl_slots : ndarray of int
         Index in ``p`` of every actuator's control.
+    mocap_names : tuple of str
+        The :class:`Mocap` bodies (a closure's side ``-2 - k`` is ``mocap_names[k]``).
+    mocap_slots : ndarray of int
+        Index in ``p`` of every mocap body's record (:data:`~gaussopt.multibody.tree.
+        tree_compiled.W_MC` values: its state at rest, as packed).
     """
 
     kernel = kernel
@@ -72,6 +77,8 @@ class TreeAssembly(BaseAssembly):
     actuator_names: tuple = ()
     tendon_names: tuple = ()
     ctrl_slots: np.ndarray = None
+    mocap_names: tuple = ()
+    mocap_slots: np.ndarray = None
 
     def index_of(self, coordinate: str) -> int:
         try:
@@ -124,7 +131,7 @@ def _per_dof(x, k: int, label: str, problems: list) -> np.ndarray:
 def _link_name(ref):
     if ref is None or ref == WORLD:
         return None
-    if isinstance(ref, Link):
+    if isinstance(ref, (Link, Mocap)):
         return ref.name
     if isinstance(ref, str):
         return ref
@@ -142,15 +149,20 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             problems.append(f"forces[{k}] must be a FixedTendon or an Actuator (a tree model's "
                             f"other passive forces are the joints' damping and stiffness), "
                             f"found {type(fo).__name__}")
-    if not links:
-        raise ModelError(f"model {name!r}: `links` is empty.")
     for k, ln in enumerate(links):
-        if not isinstance(ln, Link):
-            problems.append(f"links[{k}] must be a tree Link, found {type(ln).__name__}")
+        if not isinstance(ln, (Link, Mocap)):
+            problems.append(f"links[{k}] must be a tree Link or a Mocap, found "
+                            f"{type(ln).__name__}")
     if problems:
         raise ModelError(f"model {name!r}: " + "; ".join(problems) + ".")
+    mocaps = [ln for ln in links if isinstance(ln, Mocap)]
+    links = tuple(ln for ln in links if isinstance(ln, Link))
+    if not links:
+        raise ModelError(f"model {name!r}: `links` holds no Link.")
+    mocap_index = {mc.name: k for k, mc in enumerate(mocaps)}
     names = [ln.name for ln in links]
-    dup = sorted({x for x in names if names.count(x) > 1})
+    every = names + list(mocap_index)
+    dup = sorted({x for x in every if every.count(x) > 1})
     if dup:
         raise ModelError(f"model {name!r}: link names must be unique, found {dup} more than once.")
     if WORLD in names:
@@ -168,7 +180,12 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
         except ModelError as e:
             problems.append(f"{label}.parent: {e}")
             par = None
-        if par is not None and (par not in index or index[par] >= k):
+        if par is not None and par in mocap_index:
+            problems.append(f"{label}.parent is the mocap body {par!r}: a mocap body carries "
+                            f"no links here (attach them to the world, or join them to it by "
+                            f"a Weld)")
+            par = None
+        elif par is not None and (par not in index or index[par] >= k):
             problems.append(f"{label}.parent must be the world or a link listed before it, "
                             f"found {par!r}")
             par = None
@@ -347,13 +364,22 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             except ModelError as e:
                 problems.append(f"{label}: {e}")
                 nm = None
+            if nm is not None and nm in mocap_index:
+                ends.append(-2 - mocap_index[nm])
+                continue
             if nm is not None and nm not in index:
-                problems.append(f"{label}: unknown link {nm!r} (links: {names})")
+                problems.append(f"{label}: unknown link {nm!r} (links: {names}"
+                                + (f"; mocap bodies: {list(mocap_index)}" if mocaps else "")
+                                + ")")
                 nm = None
             ends.append(-1 if nm is None else index[nm])
         if ends[0] == ends[1]:
-            problems.append(f"{label} joins {'the world' if ends[0] < 0 else names[ends[0]]!r} "
-                            f"to itself")
+            problems.append(f"{label} joins {_end_name(ends[0], names, mocaps)!r} to itself")
+            continue
+        if ends[0] < 0 and ends[1] < 0:
+            problems.append(f"{label} joins {_end_name(ends[0], names, mocaps)!r} to "
+                            f"{_end_name(ends[1], names, mocaps)!r}: neither moves with the "
+                            f"tree")
             continue
         rec = np.zeros(kernel.W_E)
         rec[kernel.E_B1], rec[kernel.E_B2], rec[kernel.E_ROW] = ends[0], ends[1], row
@@ -374,8 +400,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             suff += ["xy", "yz", "zx"]
         else:
             rec[kernel.E_TYPE] = kernel.CONNECT
-        n1 = WORLD if ends[0] < 0 else names[ends[0]]
-        n2 = WORLD if ends[1] < 0 else names[ends[1]]
+        n1 = _end_name(ends[0], names, mocaps)
+        n2 = _end_name(ends[1], names, mocaps)
         base = c.name or f"{kind}({n1},{n2})"
         seen[base] = seen.get(base, 0) + 1
         jlabel = base if seen[base] == 1 else f"{base}#{seen[base]}"
@@ -415,9 +441,22 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     if problems:
         raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems)
                          + ".")
+    mrec = np.zeros((len(mocaps), kernel.W_MC))
+    for k, mc in enumerate(mocaps):
+        label = f"mocap body {mc.name!r}"
+        mrec[k, kernel.MC_X:kernel.MC_X + 3] = _vec(mc.position, 3, f"{label}.position",
+                                                    problems)
+        quat = _vec(mc.orientation, 4, f"{label}.orientation", problems)
+        if np.linalg.norm(quat) == 0:
+            problems.append(f"{label}.orientation must be a nonzero quaternion")
+            quat = np.array([1.0, 0.0, 0.0, 0.0])
+        mrec[k, kernel.MC_R:kernel.MC_R + 9] = quat_matrix(quat).reshape(-1)
+    if problems:
+        raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems)
+                         + ".")
     n, m = len(coords), row
     p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec), np.array(lines.records),
-                    np.array(lines.terms), np.array(arec))
+                    np.array(lines.terms), np.array(arec), mrec)
     ctrl_slots = (int(p[kernel.H_OA]) + kernel.W_A * np.arange(len(arec), dtype=np.int64)
                   + kernel.A_CTRL)
     return TreeAssembly(name=name, bodies=links, body_names=tuple(names), index=index, n=n, m=m,
@@ -427,7 +466,14 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         q_reference=np.array(qref, dtype=float), joint_names=tuple(jnames),
                         joint_slices=slices, parents=tuple(parents),
                         actuator_names=tuple(anames), tendon_names=tuple(lines.tendon_names),
-                        ctrl_slots=ctrl_slots)
+                        ctrl_slots=ctrl_slots, mocap_names=tuple(mocap_index),
+                        mocap_slots=(int(p[kernel.H_OMC])
+                                     + kernel.W_MC * np.arange(len(mocaps), dtype=np.int64)))
+
+
+def _end_name(end: int, names: list, mocaps: list) -> str:
+    """A closure side's name: a link, the world (-1) or a mocap body (-2 - k)."""
+    return names[end] if end >= 0 else WORLD if end == -1 else mocaps[-2 - end].name
 
 
 def _stiffness(j, label: str, problems: list) -> float:

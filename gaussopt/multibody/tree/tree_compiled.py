@@ -119,9 +119,9 @@ _unit_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 #: the layout tag in ``p[0]``
-LAYOUT = 20261128.0
+LAYOUT = 20261130.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
- H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP) = range(21)
+ H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP, H_NMC, H_OMC) = range(23)
 HEADER = 24
 #: body record: parent (-1: the ground), first joint, joints, first coordinate, coordinates,
 #: offset position (3) and rotation (9, row-major) in the parent's frame, mass, mass under
@@ -152,22 +152,30 @@ L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI = range(10)
 W_A = 13
 A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL = \
     range(13)
+#: mocap record (a body moved by the user, MuJoCo's mocap body: a closure's side ``-2 - k``
+#: is mocap ``k``): its world state at the evaluation's time -- origin (3), rotation (9,
+#: row-major: its frame's axes in world columns), angular velocity (3), the origin's
+#: velocity (3), angular acceleration (3), the origin's acceleration (3); the model's own
+#: parameters hold it at rest at its reference pose, a moved system writes it per evaluation
+W_MC = 24
+MC_X, MC_R, MC_W, MC_V, MC_AL, MC_A = 0, 3, 12, 15, 18, 21
 #: joint types (MuJoCo's numbers; a free joint is packed as three slides and a ball)
 BALL, SLIDE, HINGE = 1, 2, 3
 CONNECT, WELD, COUPLE = 0, 1, 2
 
 
 def pack(n: int, m: int, gravity, bodies, joints, closures, lines=(), terms=(),
-         actuators=()) -> np.ndarray:
+         actuators=(), mocaps=()) -> np.ndarray:
     """The parameter array of a model (layout in the module docstring); ``bodies``,
-    ``joints``, ``closures``, ``lines``, ``terms`` and ``actuators`` arrays of shape (k, W_B),
-    (k, W_J), (k, W_E), (k, W_L), (k, 2), (k, W_A)."""
+    ``joints``, ``closures``, ``lines``, ``terms``, ``actuators`` and ``mocaps`` arrays of
+    shape (k, W_B), (k, W_J), (k, W_E), (k, W_L), (k, 2), (k, W_A), (k, W_MC)."""
     blocks = [np.asarray(x, dtype=float).reshape(-1, w) if np.size(x) else np.zeros((0, w))
               for x, w in ((bodies, W_B), (joints, W_J), (closures, W_E), (lines, W_L),
-                           (terms, 2), (actuators, W_A))]
+                           (terms, 2), (actuators, W_A), (mocaps, W_MC))]
     head = np.zeros(HEADER)
     offs = np.cumsum([HEADER] + [b.size for b in blocks])
     head[H_OB], head[H_OJ], head[H_OE], head[H_OL], head[H_OT], head[H_OA] = offs[:6]
+    head[H_OMC], head[H_NMC] = offs[6], blocks[6].shape[0]
     head[H_TAG], head[H_NB], head[H_M], head[H_N] = LAYOUT, blocks[0].shape[0], m, n
     head[H_NJ], head[H_NE] = blocks[1].shape[0], blocks[2].shape[0]
     head[H_NL], head[H_NA] = blocks[3].shape[0], blocks[5].shape[0]
@@ -1377,8 +1385,29 @@ def _recursive(p, q, v, out, nq_max, k, w):
 # =========================================================================== closures
 @_jit
 def _frame_of(p, b, R, X, V, Ab, Rb, xb, Vb, Ab_):
-    """Pose, velocity and bias acceleration of body ``b`` (the ground: ``b < 0``)."""
-    if b < 0:
+    """Pose, velocity and bias acceleration of body ``b`` (the ground: ``b = -1``; mocap
+    ``k``: ``b = -2 - k``, its state from its record, :data:`W_MC`: the twist about the
+    world origin ``[w; v_x - w x x]`` and the spatial acceleration ``[al; a_x - al x x - w x
+    v_x]`` of its origin's velocity ``v_x`` and acceleration ``a_x``)."""
+    if b <= -2:
+        r = int(p[H_OMC]) + W_MC * (-2 - b)
+        for i in range(3):
+            xb[i] = p[r + MC_X + i]
+            for j in range(3):
+                Rb[i, j] = p[r + MC_R + 3 * i + j]
+            Vb[i] = p[r + MC_W + i]
+            Ab_[i] = p[r + MC_AL + i]
+        x0, x1, x2 = p[r + MC_X], p[r + MC_X + 1], p[r + MC_X + 2]
+        w0, w1, w2 = Vb[0], Vb[1], Vb[2]
+        l0, l1, l2 = Ab_[0], Ab_[1], Ab_[2]
+        u0, u1, u2 = p[r + MC_V], p[r + MC_V + 1], p[r + MC_V + 2]
+        Vb[3] = u0 - (w1 * x2 - w2 * x1)
+        Vb[4] = u1 - (w2 * x0 - w0 * x2)
+        Vb[5] = u2 - (w0 * x1 - w1 * x0)
+        Ab_[3] = p[r + MC_A] - (l1 * x2 - l2 * x1) - (w1 * u2 - w2 * u1)
+        Ab_[4] = p[r + MC_A + 1] - (l2 * x0 - l0 * x2) - (w2 * u0 - w0 * u2)
+        Ab_[5] = p[r + MC_A + 2] - (l0 * x1 - l1 * x0) - (w0 * u1 - w1 * u0)
+    elif b < 0:
         for i in range(3):
             xb[i] = 0.0
             for j in range(3):
@@ -1657,9 +1686,59 @@ def _rows_work(p):
 
 @_unit("none(f8v, f8v, f8v, f8v)")
 def phi_t(p, q, drv, out):
-    """``Phi_t = 0`` (scleronomic rows) into ``out``."""
+    """``Phi_t`` into ``out``: zero but on the rows of closures with a mocap body, whose
+    motion (its record) moves their anchors (:func:`_closure_rates`)."""
     for r in range(out.shape[0]):
         out[r] = 0.0
+    if int(p[H_NMC]) > 0 and int(p[H_NE]) > 0:
+        w = _rows_work(p)
+        _closure_rates(p, q, out, w)
+
+
+@_jit
+def _closure_rates(p, q, out, w):
+    """``Phi_t`` of the closures with a mocap side: ``Phi_q v + Phi_t`` at ``v = 0``, the
+    rates of the rows while the tree stands still and the mocap bodies move (a point
+    row's ``v_P2 - v_P1``, a weld's axis row ``(w_2 - w_1) . (z x y)``)."""
+    R, X, S, V, Ab, Wb, U, pd, _, _, T = _work(p, w)
+    n = int(p[H_N])
+    zero = carve(T, _T_EVAL + 80, (n,))
+    for c in range(n):
+        zero[c] = 0.0
+    _kin(p, q, zero, R, X, S, V, Ab, Wb, U, pd, T)
+    R1 = carve(T, _T_EVAL, (3, 3))
+    R2 = carve(T, _T_EVAL + 9, (3, 3))
+    x1, x2, P1, P2, v1, v2, a1, a2, y, z, t = (
+        carve(T, _T_EVAL + 18, (3,)), carve(T, _T_EVAL + 21, (3,)),
+        carve(T, _T_EVAL + 24, (3,)), carve(T, _T_EVAL + 27, (3,)),
+        carve(T, _T_EVAL + 30, (3,)), carve(T, _T_EVAL + 33, (3,)),
+        carve(T, _T_EVAL + 36, (3,)), carve(T, _T_EVAL + 39, (3,)),
+        carve(T, _T_EVAL + 42, (3,)), carve(T, _T_EVAL + 45, (3,)),
+        carve(T, _T_EVAL + 48, (3,)))
+    V1, V2, A1, A2 = (carve(T, _T_EVAL + 54, (6,)), carve(T, _T_EVAL + 60, (6,)),
+                      carve(T, _T_EVAL + 66, (6,)), carve(T, _T_EVAL + 72, (6,)))
+    oe = int(p[H_OE])
+    for e in range(int(p[H_NE])):
+        er = oe + W_E * e
+        typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
+            int(p[er + E_ROW])
+        if typ == COUPLE or (b1 > -2 and b2 > -2):
+            continue
+        _frame_of(p, b1, R, X, V, Ab, R1, x1, V1, A1)
+        _frame_of(p, b2, R, X, V, Ab, R2, x2, V2, A2)
+        _point_motion(R1, x1, V1, A1, p[er + E_S1:er + E_S1 + 3], P1, v1, a1)
+        _point_motion(R2, x2, V2, A2, p[er + E_S2:er + E_S2 + 3], P2, v2, a2)
+        for i in range(3):
+            out[r0 + i] = v2[i] - v1[i]
+        if typ == WELD:
+            for k in range(3):
+                o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
+                for i in range(3):
+                    y[i] = R1[i, 0] * p[o1] + R1[i, 1] * p[o1 + 1] + R1[i, 2] * p[o1 + 2]
+                    z[i] = R2[i, 0] * p[o2] + R2[i, 1] * p[o2 + 1] + R2[i, 2] * p[o2 + 2]
+                _cross(z, y, t)
+                out[r0 + 3 + k] = ((V2[0] - V1[0]) * t[0] + (V2[1] - V1[1]) * t[1]
+                                   + (V2[2] - V1[2]) * t[2])
 
 
 # =========================================================================== compiled functions

@@ -14,15 +14,20 @@ along a joint or a tendon set by a control ``ctrl``, MuJoCo's ``motor``, ``posit
 :class:`JointEquality` and :class:`TendonEquality` (a polynomial coupling of two joints or
 two tendons, one row each). They are passed with the model's ``forces`` (tendons,
 actuators) and ``joints`` (closures).
+
+A :class:`Mocap` body (MuJoCo's mocap body, passed with the ``links``) has no joints and
+no dynamics of its own: it is where the user holds or moves a closure's side. In the
+model's system it stays at its reference pose; ``model.moved({name: MocapMotion(...)})``
+makes it follow a prescribed motion, and the closures that name it become rheonomic rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 __all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "Actuator", "JointEquality",
-           "TendonEquality", "JOINT_KINDS", "WORLD"]
+           "TendonEquality", "Mocap", "MocapMotion", "JOINT_KINDS", "WORLD"]
 
 #: the joint kinds and their numbers of coordinates
 JOINT_KINDS = {"hinge": 1, "slide": 1, "ball": 4, "free": 7}
@@ -61,6 +66,61 @@ class Link:
     com: tuple = (0.0, 0.0, 0.0)
     inertia: tuple = ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))
     gravity_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Mocap:
+    """A body whose motion the user prescribes (MuJoCo's mocap body): no joints, no
+    coordinates, no mass that acts on the tree; a :class:`Connect` or a :class:`Weld` may
+    name it as a side (``link_1`` or ``link_2``), its point in the mocap body's frame.
+
+    In the model's :attr:`~gaussopt.multibody.tree.Model.system` it is held at rest at
+    ``position`` and ``orientation`` (world frame); :meth:`~gaussopt.multibody.tree.Model.
+    moved` gives a system in which it follows a :class:`MocapMotion`: the closures that
+    name it become rheonomic rows (their ``Phi_t`` and ``gamma`` from its velocity and
+    acceleration), exact where MuJoCo's weld to a mocap body is a soft spring.
+
+    Parameters
+    ----------
+    name : str
+    position : array_like, shape (3,)
+        The body's origin in the world frame at rest.
+    orientation : array_like, shape (4,)
+        Unit quaternion ``(w, x, y, z)`` of its frame in the world frame at rest.
+    """
+
+    name: str
+    position: tuple = (0.0, 0.0, 0.0)
+    orientation: tuple = (1.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class MocapMotion:
+    """The prescribed motion of a :class:`Mocap` body, in the world frame: its origin
+    ``position(t)`` (3,) with ``velocity(t)`` and ``acceleration(t)``, and its frame's
+    ``orientation(t)`` (a quaternion ``(w, x, y, z)``, 4) with ``angular_velocity(t)`` and
+    ``angular_acceleration(t)`` (world frame, 3 each). A part left out (``position`` or
+    ``orientation`` None) stays at the body's rest value; a part given needs both its
+    derivatives, exactly (as :class:`~gaussopt.multibody.spatial.DrivenAngle`'s rates):
+    they enter the rows' ``Phi_t`` and ``gamma``, and :meth:`gaussopt.System.check` compares
+    them with finite differences of the positions.
+
+    Parameters
+    ----------
+    position, velocity, acceleration : callable, optional
+        ``f(t) -> array_like (3,)``.
+    orientation : callable, optional
+        ``f(t) -> array_like (4,)``, normalized where evaluated.
+    angular_velocity, angular_acceleration : callable, optional
+        ``f(t) -> array_like (3,)``.
+    """
+
+    position: Optional[Callable] = None
+    velocity: Optional[Callable] = None
+    acceleration: Optional[Callable] = None
+    orientation: Optional[Callable] = None
+    angular_velocity: Optional[Callable] = None
+    angular_acceleration: Optional[Callable] = None
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from gaussopt.core.checks import as_state
 import gaussopt.multibody.common.analysis as analysis
 import gaussopt.multibody.common.states as states
 from gaussopt.multibody.common.analysis import RankReport
-from gaussopt.multibody.common.base_model import BaseModel
+from gaussopt.model.constraints import Holonomic
+from gaussopt.multibody.common.base_model import BaseModel, _JointConstraint, _MultibodySystem
 import gaussopt.multibody.tree.tree_compiled as kernel
-from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model
-from gaussopt.multibody.tree.tree_elements import Link
+from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model, quat_matrix
+from gaussopt.multibody.tree.tree_elements import Link, MocapMotion
 from gaussopt.multibody.tree.tree_geometry import PairGroup, TreeKinematics
 
 __all__ = ["Model", "Keyframe"]
@@ -128,6 +129,11 @@ class Model(BaseModel):
         #: elements): :class:`~gaussopt.multibody.tree.tree_geometry.ContactPair`;
         #: :meth:`contacts`, :meth:`with_contacts`
         self.contact_pairs: tuple = ()
+        #: mocap body -> the parts of it that stay at its reference pose when it moves (the
+        #: loader's: links under it, geoms of it in contact pairs): :meth:`moved` refuses
+        #: to move it
+        self.mocap_fixed: dict = {}
+        self.mocap_names = self._asm.mocap_names
         self._kin_numpy = None
         self.actuator_names = self._asm.actuator_names
         self.tendon_names = self._asm.tendon_names
@@ -137,7 +143,8 @@ class Model(BaseModel):
         return (type(self), self._args, {"origin": self.origin, "keyframes": self.keyframes,
                                          "joint_ranges": self.joint_ranges,
                                          "tendon_ranges": self.tendon_ranges,
-                                         "contact_pairs": self.contact_pairs})
+                                         "contact_pairs": self.contact_pairs,
+                                         "mocap_fixed": self.mocap_fixed})
 
     @property
     def system(self) -> System:
@@ -234,6 +241,89 @@ class Model(BaseModel):
             sysm = self._assemble_system(self.mass, force, p, f"{self.name} (ctrl held)")
             sysm.parameter_slots = self._parameter_slots()
         return sysm.rebuilt_by(_controlled_system, self, ctrl)
+
+    # ------------------------------------------------------------------ mocap bodies
+    def moved(self, motions: Mapping[str, MocapMotion], system: Optional[System] = None
+              ) -> System:
+        """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the
+        :class:`~gaussopt.multibody.tree.Mocap` bodies named in ``motions`` following their
+        prescribed motions, the others at rest.
+
+        Why: a mocap body is how a MuJoCo model lets the user move something -- a target
+        welded to a gripper, a pivot carried by a hand. MuJoCo holds the weld by a spring
+        (``solref``); here the closures that name the body are exact rheonomic rows, their
+        ``Phi_t`` and ``gamma`` computed in the model's kernel from the motion's velocity and
+        acceleration (:func:`~gaussopt.multibody.tree.tree_compiled.phi_t`). The motion is a
+        Python callable, so the rows are evaluated through Python (one call per evaluation,
+        each on its own copy of the model's parameters: safe in threads); mass and force
+        stay the system's.
+
+        Parameters
+        ----------
+        motions : mapping
+            Mocap name (:attr:`mocap_names`) -> :class:`~gaussopt.multibody.tree.MocapMotion`.
+        system : System, optional
+
+        Returns
+        -------
+        System
+            Rheonomic: its energy is the tree's, which the motion's work changes.
+
+        Raises
+        ------
+        ModelError
+            An unknown or repeated name, a motion that is not a ``MocapMotion``, a part given
+            without both its derivatives, a mocap body with parts that cannot follow it (the
+            loader's :attr:`mocap_fixed`: links under it, its geoms in contact pairs); a motion
+            whose value is not finite or of the wrong shape (when evaluated).
+        """
+        if not isinstance(motions, Mapping) or not motions:
+            raise ModelError("`motions` must be a non-empty mapping mocap name -> MocapMotion, "
+                             f"found {motions!r}.")
+        moving = {}
+        for name, mo in motions.items():
+            if name not in self.mocap_names:
+                raise ModelError(f"`motions` names {name!r}, which is not a mocap body of model "
+                                 f"{self.name!r} (its mocap bodies: {list(self.mocap_names)}).")
+            if not isinstance(mo, MocapMotion):
+                raise ModelError(f"`motions[{name!r}]` must be a MocapMotion, found "
+                                 f"{type(mo).__name__}.")
+            for part, ders in (("position", ("velocity", "acceleration")),
+                               ("orientation", ("angular_velocity", "angular_acceleration"))):
+                given = [getattr(mo, x) for x in (part,) + ders]
+                if given[0] is not None and not all(callable(f) for f in given):
+                    raise ModelError(f"`motions[{name!r}]`: `{part}` needs `{ders[0]}` and "
+                                     f"`{ders[1]}` (callables of t, exact: they enter the "
+                                     f"rows' Phi_t and gamma), found {given[1:]!r}.")
+                if given[0] is None and any(f is not None for f in given[1:]):
+                    raise ModelError(f"`motions[{name!r}]`: `{ders[0]}`/`{ders[1]}` given "
+                                     f"without `{part}`.")
+                if given[0] is not None and not callable(given[0]):
+                    raise ModelError(f"`motions[{name!r}].{part}` must be a callable of t, "
+                                     f"found {given[0]!r}.")
+            fixed = self.mocap_fixed.get(name, ())
+            if fixed:
+                raise ModelError(f"mocap body {name!r} cannot be moved: {', '.join(fixed)} "
+                                 f"of it stay at its reference pose in this model (the "
+                                 f"loader maps only its equalities to its motion).")
+            moving[self.mocap_names.index(name)] = mo
+        base = self.system if system is None else system
+        if not isinstance(base, System) or base.n != self.n:
+            raise ModelError(f"`system` must be a System of this model's {self.n} coordinates, "
+                             f"found {base!r}.")
+        joints = _MovedJoints(self, moving)
+        others = [c for c in base.constraints if not isinstance(c, _JointConstraint)]
+        mass = base.constant_mass if base.constant_mass is not None else base._mass
+        force = base.constant_force if base.constant_force is not None else base._force
+        label = ", ".join(motions)
+        if others:
+            sysm = System(self.coordinates, mass, force, [joints] + others, energy=self.energy,
+                          name=f"{base.name} (moving {label})")
+        else:
+            sysm = _MultibodySystem(self.coordinates, mass=mass, force=force,
+                                    constraints=[joints], energy=self.energy,
+                                    name=f"{base.name} (moving {label})", labels=self.labels)
+        return sysm.rebuilt_by(_moved_system, self, dict(motions), system)
 
     def actuation(self, q, v, ctrl=None) -> np.ndarray:
         """The actuators' generalized force at ``(q, v)`` (MuJoCo's ``qfrc_actuator``;
@@ -532,6 +622,98 @@ class Model(BaseModel):
     def __repr__(self) -> str:
         return (f"tree.Model({self.name!r}, links={len(self.body_names)}, "
                 f"joints={len(self.joint_names)}, n={self.n}, m={self.m})")
+
+
+class _MovedJoints(Holonomic):
+    """The model's rows with mocap bodies in motion (:meth:`Model.moved`): every evaluation
+    at ``t`` writes the moving bodies' states into its own copy of the parameters (kept for
+    the next evaluation at the same ``t``) and calls the kernel."""
+
+    def __init__(self, model: Model, moving: dict) -> None:
+        self._model = model
+        self._moving = moving
+        self._slots = model._asm.mocap_slots
+        self._last: tuple = (None, None)
+        super().__init__(self.phi, jacobian=self.jacobian, gamma=self.gamma,
+                         phi_t=self.phi_t, rheonomic=True, name="joints")
+        names = [model.mocap_names[k] for k in moving]
+        self.check_hint = (f"the rows' Phi_t and gamma come from the motions of {names}: check "
+                           "that their velocity and acceleration (angular_velocity, "
+                           "angular_acceleration: world frame) are the derivatives of their "
+                           "position (orientation)")
+
+    def _vec(self, f, t, k: int, label: str) -> np.ndarray:
+        val = f(t)
+        try:
+            x = np.asarray(val, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            x = None
+        if x is None or x.shape != (k,) or not np.all(np.isfinite(x)):
+            raise ModelError(f"`{label}(t)` must return {k} finite numbers, found {val!r} at "
+                             f"t={t}.")
+        return x
+
+    def params(self, t: float) -> np.ndarray:
+        """The parameters at ``t`` (the moving bodies' states written in)."""
+        t = float(t)
+        last_t, last_p = self._last
+        if last_t == t:
+            return last_p
+        p = self._model._p.copy()
+        names = self._model.mocap_names
+        for k, mo in self._moving.items():
+            r = int(self._slots[k])
+            lab = f"motions[{names[k]!r}]"
+            if mo.position is not None:
+                p[r + kernel.MC_X:r + kernel.MC_X + 3] = self._vec(mo.position, t, 3,
+                                                                   f"{lab}.position")
+                p[r + kernel.MC_V:r + kernel.MC_V + 3] = self._vec(mo.velocity, t, 3,
+                                                                   f"{lab}.velocity")
+                p[r + kernel.MC_A:r + kernel.MC_A + 3] = self._vec(mo.acceleration, t, 3,
+                                                                   f"{lab}.acceleration")
+            if mo.orientation is not None:
+                e = self._vec(mo.orientation, t, 4, f"{lab}.orientation")
+                if not np.any(e):
+                    raise ModelError(f"`{lab}.orientation(t)` must be a nonzero quaternion, "
+                                     f"found {e!r} at t={t}.")
+                p[r + kernel.MC_R:r + kernel.MC_R + 9] = quat_matrix(e).reshape(-1)
+                p[r + kernel.MC_W:r + kernel.MC_W + 3] = self._vec(
+                    mo.angular_velocity, t, 3, f"{lab}.angular_velocity")
+                p[r + kernel.MC_AL:r + kernel.MC_AL + 3] = self._vec(
+                    mo.angular_acceleration, t, 3, f"{lab}.angular_acceleration")
+        self._last = (t, p)
+        return p
+
+    def phi(self, t, q):
+        out = np.empty(self._model.m)
+        kernel.phi(self.params(t), np.ascontiguousarray(q, dtype=float), _NONE, out)
+        return out
+
+    def phi_t(self, t, q):
+        out = np.empty(self._model.m)
+        kernel.phi_t(self.params(t), np.ascontiguousarray(q, dtype=float), _NONE, out)
+        return out
+
+    def jacobian(self, t, q):
+        q = np.ascontiguousarray(q, dtype=float)
+        A = np.empty((self._model.m, self._model.n))
+        kernel.rows(self.params(t), q, q, _NONE, A, _NONE, False)
+        return A
+
+    def rows(self, t, q, v):
+        A = np.empty((self._model.m, self._model.n))
+        g = np.empty(self._model.m)
+        kernel.rows(self.params(t), np.ascontiguousarray(q, dtype=float),
+                    np.ascontiguousarray(v, dtype=float), _NONE, A, g, True)
+        return A, g
+
+    def gamma(self, t, q, v):
+        return self.rows(t, q, v)[1]
+
+
+def _moved_system(model: Model, motions: dict, system: Optional[System]) -> System:
+    """``model.moved(motions, system)`` (how such a System pickles)."""
+    return model.moved(motions, system)
 
 
 def _controlled_system(model: Model, ctrl) -> System:
