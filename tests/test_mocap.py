@@ -24,6 +24,7 @@ from scipy.integrate import solve_ivp
 import gaussopt as go
 from gaussopt.core.exceptions import ModelError
 from gaussopt.multibody import tree
+from rolling_disk_reference import _quat_mul as _qmul, _rotmat as _rot
 from test_step_properties import solver_tolerance, step_error_bound
 
 M_, D_, G_ = 1.3, 0.4, 9.81
@@ -103,20 +104,6 @@ def test_a_body_hanging_from_a_swung_mocap_body_follows_the_reduced_equation(mak
     # the body turns about y by -th (it hangs along -z; th measured towards +x)
     assert abs(2 * np.arctan2(e[2], e[0]) + th) < 1e-8
     assert np.abs(tr.position_residual).max() < 1e-9
-
-
-def _qmul(a, b):
-    a0, a1, a2, a3 = a
-    b0, b1, b2, b3 = b
-    return np.array([a0 * b0 - a1 * b1 - a2 * b2 - a3 * b3,
-                     a0 * b1 + a1 * b0 + a2 * b3 - a3 * b2,
-                     a0 * b2 - a1 * b3 + a2 * b0 + a3 * b1,
-                     a0 * b3 + a1 * b2 - a2 * b1 + a3 * b0])
-
-
-def _rot(e):
-    from gaussopt.multibody.tree.tree_assembly import quat_matrix
-    return quat_matrix(e)
 
 
 AXIS = np.array([1.0, 2.0, 2.0]) / 3.0

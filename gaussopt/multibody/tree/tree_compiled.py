@@ -1505,6 +1505,15 @@ def _point_motion(Rb, xb, Vb, Ab_, s, P, vP, aP):
     aP[2] = Ab_[5] + Ab_[0] * P[1] - Ab_[1] * P[0] + Vb[0] * vP[1] - Vb[1] * vP[0]
 
 
+@_inline
+def _weld_axes(p, er, k, R1, R2, y, z):
+    """A weld's ``k``-th pair of axes in the world: ``y = R_1 a_k``, ``z = R_2 b_k``."""
+    o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
+    for i in range(3):
+        y[i] = R1[i, 0] * p[o1] + R1[i, 1] * p[o1 + 1] + R1[i, 2] * p[o1 + 2]
+        z[i] = R2[i, 0] * p[o2] + R2[i, 1] * p[o2 + 1] + R2[i, 2] * p[o2 + 2]
+
+
 @_jit
 def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g):
     """The row of a coupling of two lines (MuJoCo's ``joint`` and ``tendon`` equalities):
@@ -1631,10 +1640,7 @@ def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T
                 _snap(A, g, r0 + i, n, sc[0], want_g, gs)
         if typ == WELD:
             for k in range(3):
-                o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
-                for i in range(3):
-                    y[i] = R1[i, 0] * p[o1] + R1[i, 1] * p[o1 + 1] + R1[i, 2] * p[o1 + 2]
-                    z[i] = R2[i, 0] * p[o2] + R2[i, 1] * p[o2 + 1] + R2[i, 2] * p[o2 + 2]
+                _weld_axes(p, er, k, R1, R2, y, z)
                 r = r0 + 3 + k
                 # d/dt (y . z) = (w2 - w1) . (z x y)
                 _cross(z, y, t)
@@ -1732,10 +1738,7 @@ def _closure_rates(p, q, out, w):
             out[r0 + i] = v2[i] - v1[i]
         if typ == WELD:
             for k in range(3):
-                o1, o2 = er + E_A + 3 * k, er + E_B + 3 * k
-                for i in range(3):
-                    y[i] = R1[i, 0] * p[o1] + R1[i, 1] * p[o1 + 1] + R1[i, 2] * p[o1 + 2]
-                    z[i] = R2[i, 0] * p[o2] + R2[i, 1] * p[o2 + 1] + R2[i, 2] * p[o2 + 2]
+                _weld_axes(p, er, k, R1, R2, y, z)
                 _cross(z, y, t)
                 out[r0 + 3 + k] = ((V2[0] - V1[0]) * t[0] + (V2[1] - V1[1]) * t[1]
                                    + (V2[2] - V1[2]) * t[2])
