@@ -37,7 +37,8 @@ Rows
   verification (``lcp.verify``: forces >= 0, no penetration, complementarity) on its
   own; a step inside a closed-contact phase (the disk rolling from ``t = 0`` to 2.5 s,
   before its lift-off: the engine's step plus the lift-off watch, the normal force's
-  sign at 11 points per step) against the same run of the equality model; and a
+  sign at the step's end and middle, screened: :mod:`gaussopt.integrate.contact_run`)
+  against the same run of the equality model; and a
   bouncing ball (``e = 0.95``) from release to rest, 219 impacts, against the 0.2 s
   target of 200 impacts (wall time, and the process's CPU time: on a shared machine the
   wall time also counts other processes);
@@ -400,8 +401,8 @@ def contact_rows(repeat):
     add(f"ellipse closed-contact phase, per step ({n_c} steps to 2.5 s, with the lift-off "
         "watch)", w_c, e_c, f"the same run of the equality model, per step ({n_eq} steps)",
         w_eq, e_eq)
-    add("ellipse closed-contact phase: the lift-off watch per step (normal force sign, "
-        "11 evaluations; the difference of the two runs)", w_c - w_eq, None,
+    add("ellipse closed-contact phase: the lift-off watch per step (normal force sign at "
+        "the end and the middle; the difference of the two runs)", w_c - w_eq, None,
         "the equality model's step in its run", w_eq, e_eq)
 
     # the bouncing ball from release to rest (e = 0.95: 219 impacts)

@@ -460,3 +460,23 @@ def test_contact_run_saves_and_loads(tmp_path, ball):
         "coordinates")}, "t": t})
     with pytest.raises(go.TrajectoryFileError, match="a time repeats only at a recorded impact"):
         go.load(bad.save(tmp_path / "bad"))
+
+
+def test_a_lift_off_is_found_while_the_state_rests_under_a_force_that_changes_in_time():
+    """A particle resting on the floor, pulled up by ``1.05 m g sin(w t)``: its normal force
+    ``m g (1 - 1.05 sin w t)`` first vanishes at ``t* = arcsin(1 / 1.05) / w``. Until then the
+    state does not move, so error control lets the steps grow tenfold each time (the step
+    holding t* is 0.1 s long): the force is checked inside such a step at every interior
+    point (a step whose size error control did not limit gets no screen)."""
+    m, g, w = 0.5, 9.81, 40.0
+    floor = go.Contact(lambda t, q: np.array([q[1]]), rheonomic=False, name="floor")
+    pull = go.System(("x", "y"), mass=m * np.eye(2),
+                     force=lambda t, q, v: np.array([0.0, -m * g + 1.05 * m * g * np.sin(w * t)]),
+                     constraints=[floor], name="pulled")
+    tr = go.simulate(pull, (0.0, 0.2), [0.0, 0.0], [0.0, 0.0], rtol=1e-12, atol=1e-12)
+    assert tr.success, tr.message
+    opens = [t for t, _, what in tr.meta["contact_transitions"] if what == "open"]
+    t_star = math.asin(1 / 1.05) / w
+    # the force's slope at t*, -1.05 m g w cos(w t*), and a state at rest to rounding: Brent's
+    # root to 4 eps of t plus the force's rounding (~eps m g) over that slope
+    assert opens and abs(opens[0] - t_star) < 1e-12, (opens, t_star)

@@ -311,3 +311,53 @@ def test_ga_default_step_is_scipys_initial_step(pb):
     # an explicit rk4 still needs its step
     with pytest.raises(go.ModelError, match=r"`dt` must be a positive step for method='rk4'"):
         go.simulate(pb.system, (0.0, 0.05), pb.q0, pb.v0, solver="ga", method="rk4")
+
+
+# --------------------------------------------------------------------------- screens
+def _tracker(f):
+    from gaussopt.integrate.dense_output import EventTracker
+    calls = []
+
+    def g(t, q, v):
+        calls.append(t)
+        return f(t)
+    g.interp_points, g.interp_screen, g.direction = 10, True, -1
+    return EventTracker([g], 0.0, np.zeros(1), np.zeros(1)), calls
+
+
+def _state(t):
+    return np.zeros(2)
+
+
+def test_a_screen_skips_the_interior_points_only_where_the_parabola_clears_zero():
+    # far from zero on the step: the end and the middle are evaluated, nothing else
+    tr, calls = _tracker(lambda t: 2.0 + np.sin(t))
+    calls.clear()
+    assert not tr.after_step(0.0, 0.5, np.zeros(2), _state, _state)
+    assert calls == [0.5, 0.25] and tr.screened[0] == 1
+    # a pair of zeros inside the step (both ends positive): the parabola through the ends
+    # and the middle dips below zero, the interior points are checked, the first zero found
+    tr, calls = _tracker(lambda t: (t - 0.25) ** 2 - 0.001)
+    assert not tr.after_step(0.0, 0.5, np.zeros(2), _state, _state)
+    assert tr.unscreened[0] == 1 and len(tr.t_events[0]) == 1
+    assert abs(tr.t_events[0][0] - (0.25 - np.sqrt(0.001))) < 1e-12
+    # positive throughout but close to zero against its curvature (minimum 0.05, the
+    # parabola's curvature term 1.0): checked at the interior points, no event
+    tr, calls = _tracker(lambda t: 0.05 + 4.0 * (t - 0.2) ** 2)
+    calls.clear()
+    assert not tr.after_step(0.0, 0.5, np.zeros(2), _state, _state)
+    assert tr.unscreened[0] == 1 and len(calls) == 12 and not tr.t_events[0]
+    # without the interpolant before projection (a step error control did not limit):
+    # every interior point, as without the screen
+    tr, calls = _tracker(lambda t: 2.0 + np.sin(t))
+    calls.clear()
+    assert not tr.after_step(0.0, 0.5, np.zeros(2), _state, None)
+    assert len(calls) == 11 and tr.screened[0] == 0
+    from gaussopt.core.exceptions import ModelError
+    from gaussopt.integrate.dense_output import EventTracker
+
+    def h(t, q, v):
+        return 1.0
+    h.interp_screen = "yes"
+    with pytest.raises(ModelError, match=r"`events\[0\]\.interp_screen` must be a bool"):
+        EventTracker([h], 0.0, np.zeros(1), np.zeros(1))

@@ -121,6 +121,18 @@ class Run:
             return RungeKuttaStep(t_old, h, st.y_old.copy(), st.dense.copy())
         return HermiteStep(t_old, h, st.y_old.copy(), st.f_old.copy(), st.y.copy(), st.f.copy())
 
+    def resolved(self) -> bool:
+        """Whether error control limited the last accepted step (an adaptive method whose
+        next step grows by less than its largest factor, 10): the step then resolves the
+        motion, which the screens of the events rely on (:class:`~gaussopt.integrate.
+        dense_output.EventTracker`'s ``interp_screen``). A step of a fixed-step method, or
+        one whose error estimate was negligible (a state at rest under a force that changes
+        in time: its steps grow tenfold), is not."""
+        if self.engine_method not in ("RK23", "RK45", "DOP853"):
+            return False
+        st = self.st
+        return float(st.sc[E.S_HABS]) < 9.99 * float(st.sc[E.S_HPREV])
+
     def vanished(self) -> float:
         """The projection's floor for vanished directions (:func:`gaussopt.integrate.engine.vanished_floor`)."""
         return float(K.FOLD_TOL * self.st.sref[0])
@@ -308,7 +320,9 @@ class StepHook:
                 interp = ScipyStep(dense) if dense is not None else self.run.interpolant()
                 self.sol.append(t_new, st.y.copy(), interp, self.run.vanished())
                 if self.tracker is not None and self.tracker.after_step(
-                        t_old, t_new, self.sol._y[-1], self.sol.in_last_step):
+                        t_old, t_new, self.sol._y[-1], self.sol.in_last_step,
+                        self.sol.raw_in_last_step if dense is None and self.run.resolved()
+                        else None):
                     return True
             except Exception as e:  # noqa: BLE001 - the run stops and reports it
                 self.error = e

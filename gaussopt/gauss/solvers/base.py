@@ -306,6 +306,22 @@ class StepSolver:
                 return res
         return self._python_result(t, q, v, *self._prepare(t, q, v))
 
+    def multipliers(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The multipliers of the step at ``(t, q, v)``, solved and verified as by
+        :meth:`solve`, without the diagnostics of its :class:`StepResult` (constraint force,
+        Gauss value, residual, the objective's mismatch): the hot path of a contact phase's
+        force watches, which evaluate the multipliers at every step."""
+        if self._method is not None:
+            res = self._solve_compiled(t, q, v, True)
+            if res is not None:
+                return res.multipliers
+        M, F, A, b = self._prepare(t, q, v)
+        Fobj, _ = self._objective_force(M, F)
+        a, lam, _ = self._step(t, q, v, M, Fobj, A, b, True)
+        if not np.all(np.isfinite(a)):
+            raise SolverError(f"solver {self.name!r} produced non-finite accelerations at t={t}.")
+        return lam
+
     def _python_result(self, t, q, v, M, F, A, b, *extra) -> StepResult:
         """The Python path's StepResult on evaluated data (``extra``: what the solver's
         ``_step`` takes after ``want_lam``)."""
