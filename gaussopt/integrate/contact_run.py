@@ -95,9 +95,13 @@ and the integrator's steps then grow long. A step that error control limited
 projection, and the parabola through it and the ends; the interior points are
 checked only where that parabola comes within its own curvature term of zero.
 Away from lift-off a closed-contact step then costs two force evaluations (its end
-and its middle) instead of eleven. Sampling cannot see a force that varies in time
-faster than the samples (a resting point under a push that oscillates within one
-long step): such a dip between samples is missed, with or without the screen.
+and its middle) instead of eleven. Where the interior points do not resolve a force
+near zero (three consecutive values whose parabola comes within its curvature term
+of zero) they are refined (:meth:`~gaussopt.integrate.dense_output.EventTracker._scan`):
+a resting point under a push that oscillates within one long step lifts off at its
+first dip (before: a 2 ms dip inside a 0.1 s step, between the even points, was
+missed). Sampling stays sampling: a force whose samples all look alike (a period that
+divides the spacing of every refinement) can still hide a dip.
 
 ``dense_output=True`` gives ``traj.sol`` (:class:`ContactDenseSolution`): the
 phases' dense solutions in turn, continuous from the right at an impact.
@@ -1117,9 +1121,16 @@ class _PhaseForces:
         step = solve_step(sysp, t, q, v)
         self._solver = sysp._solver_cache["closed_form"]
         a = step.a
-        #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n
+        #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n,
+        #: plus what the forces move in the time a located event is known to (Brent's
+        #: 4 eps (1 + |t|)): where the applied force nets to zero from large terms (a pull
+        #: that just cancels the weight at a lift-off) |F| says nothing of their rounding,
+        #: and a phase started at such an event with its force at +1e-15 ended where it
+        #: started, 26 times (:meth:`_rate`)
         self.tol = 1e4 * _EPS * M.shape[0] * (float(np.abs(M @ a).max(initial=0.0))
                                               + float(np.abs(F).max(initial=0.0)))
+        if any(closed):
+            self.tol += 8.0 * _EPS * (1.0 + abs(t)) * self._rate(t, q, v, a, step.multipliers)
         #: a phase with sliding points: their friction is part of the phase's force, from
         #: their normal forces ``N_part`` of one solve (:func:`_coulomb_force`). A
         #: distribution of indeterminate forces must move each sliding point's friction
@@ -1160,6 +1171,18 @@ class _PhaseForces:
                     c[n_rows[j]], c[t_rows[j]] = P.mu[i], -sgn
                     rows.append(c)
         self.C = np.array(rows) if rows else np.zeros((0, A.shape[0]))
+
+    def _rate(self, t, q, v, a, lam) -> float:
+        """The largest rate of change of the forces along the motion at ``(t, q, v)``: a
+        difference over ``1e-8 max(1, |t|)`` (unprojected: a scale, not a value; 0 where
+        the step there fails)."""
+        dt = 1e-8 * max(1.0, abs(t))
+        try:
+            lam1 = self._solver.multipliers(t + dt, q + dt * v, v + dt * a)
+        except GaussoptError:
+            return 0.0
+        d = float(np.abs(np.asarray(lam1) - lam).max(initial=0.0)) / dt
+        return d if math.isfinite(d) else 0.0
 
     @staticmethod
     def _null(A: np.ndarray) -> np.ndarray:

@@ -213,6 +213,27 @@ class DenseSolution:
 
 
 # --------------------------------------------------------------------------- events
+#: evaluations an event's interior scan may add to a step where its points do not resolve
+#: the function near zero (:meth:`EventTracker._scan`)
+REFINE_BUDGET = 256
+
+
+def _parabola_clear(g0: float, gm: float, g1: float, xm: float) -> bool:
+    """Whether the parabola ``p`` through ``(0, g0), (xm, gm), (1, g1)`` (three values of one
+    sign, ``0 < xm < 1``) keeps that sign on [0, 1] by more than its curvature term
+    ``|p''| / 2`` plus 1e-3 of the values: a function that the three points resolve departs
+    from its parabola by far less, and has no zero in between."""
+    s = 1.0 if g0 > 0 else -1.0
+    g0, gm, g1 = s * g0, s * gm, s * g1
+    # p(x) = g0 + c1 x + c2 x^2 with p(xm) = gm, p(1) = g1
+    c2 = ((gm - g0) - xm * (g1 - g0)) / (xm * xm - xm)
+    c1 = (g1 - g0) - c2
+    low = min(g0, g1, gm)
+    if c2 > 0.0 and 0.0 < -c1 < 2.0 * c2:
+        low = min(low, g0 - c1 * c1 / (4.0 * c2))
+    return low > abs(c2) + 1e-3 * max(g0, g1, abs(gm))
+
+
 class EventTracker:
     """The zeros of event functions ``f(t, q, v)`` along a run (solve_ivp's rules).
 
@@ -221,7 +242,8 @@ class EventTracker:
     ``direction`` (> 0: only zeros where ``f`` goes from negative to
     positive; < 0 the reverse; 0 both) and ``interp_points`` (an int, default
     0: the sign is also checked at that many interior points of each step, so
-    two zeros within one long step are not missed). Each function is called once at the
+    two zeros within one long step are not missed; refined where they do not resolve the
+    function near zero, :meth:`_scan`). Each function is called once at the
     initial state to check that it returns a finite real number.
 
     ``interp_screen`` (bool, default False; with ``interp_points``): the interior points are
@@ -366,16 +388,10 @@ class EventTracker:
                     self.screened[i] += 1
                     continue
                 self.unscreened[i] += 1
-            k = int(self.interp[i])
-            ts = t_old + (t_new - t_old) * np.arange(1, k + 1) / (k + 1)
-            prev_t, prev_g = t_old, g[i]
-            for tj in ts:
-                gj = self.value(i, float(tj), state(float(tj)))
-                if self._crosses(i, prev_g, gj):
-                    lo[i], hi[i], g_new = prev_t, float(tj), g_new.copy()
-                    g_new[i] = gj
-                    break
-                prev_t, prev_g = float(tj), gj
+            found, prev_t, prev_g, tj, gj = self._scan(i, t_old, t_new, g[i], state)
+            if found:
+                lo[i], hi[i], g_new = prev_t, tj, g_new.copy()
+                g_new[i] = gj
             else:
                 lo[i] = prev_t
                 g = g.copy()
@@ -414,15 +430,46 @@ class EventTracker:
         if not (g0 > 0 and g1 > 0 or g0 < 0 and g1 < 0):
             return False
         tm = 0.5 * (t_old + t_new)
-        gm = self.value(i, tm, raw(tm))
-        s = 1.0 if g0 > 0 else -1.0
-        g0, gm, g1 = s * g0, s * gm, s * g1
-        c2 = 2.0 * (g0 + g1) - 4.0 * gm            # p(x) = g0 + c1 x + c2 x^2, x in [0, 1]
-        c1 = 4.0 * gm - 3.0 * g0 - g1
-        low = min(g0, g1, gm)
-        if c2 > 0.0 and 0.0 < -c1 < 2.0 * c2:
-            low = min(low, g0 - c1 * c1 / (4.0 * c2))
-        return low > abs(c2) + 1e-3 * max(g0, g1, abs(gm))
+        return _parabola_clear(g0, self.value(i, tm, raw(tm)), g1, 0.5)
+
+    def _scan(self, i: int, t_old: float, t_new: float, g0: float, state) -> tuple:
+        """The interior points of event ``i`` in the step, in order: ``(True, t_a, g_a, t_b,
+        g_b)`` around the first zero crossed in the event's direction, else ``(False, t, g,
+        None, None)`` at the last interior point.
+
+        ``interp_points`` points evenly spaced, refined where they do not resolve the
+        function near zero: wherever three consecutive values of one sign fail
+        :func:`_parabola_clear` (their parabola comes within its curvature term of zero),
+        the two intervals are halved before the scan goes on, down to ``1/4096`` of the step
+        and within :data:`REFINE_BUDGET` more evaluations per step. A function that varies
+        in time faster than the even points (a resting contact under an oscillating push:
+        error control then lets the steps grow) is sampled where it dips."""
+        h = t_new - t_old
+        k = int(self.interp[i])
+        todo = [t_old + h * j / (k + 1) for j in range(1, k + 1)]
+        pts = [(t_old, g0)]
+        seen: dict = {}
+        budget = REFINE_BUDGET
+        min_span = h / 4096.0
+        while todo:
+            tj = todo.pop(0)
+            gj = seen.get(tj)
+            if gj is None:
+                gj = seen[tj] = self.value(i, tj, state(tj))
+            prev_t, prev_g = pts[-1]
+            if self._crosses(i, prev_g, gj):
+                return True, prev_t, prev_g, tj, gj
+            pts.append((tj, gj))
+            if len(pts) < 3 or budget <= 0:
+                continue
+            (ta, ga), (tb, gb), (tc, gc) = pts[-3:]
+            if tc - ta > min_span and (ga > 0 and gb > 0 and gc > 0 or ga < 0 and gb < 0
+                                       and gc < 0) \
+                    and not _parabola_clear(ga, gb, gc, (tb - ta) / (tc - ta)):
+                del pts[-2:]
+                todo[:0] = [0.5 * (ta + tb), tb, 0.5 * (tb + tc), tc]
+                budget -= 2
+        return (False, *pts[-1], None, None)
 
     def arrays(self) -> tuple[list, list, list]:
         """``t_events``, ``q_events``, ``v_events``: per event arrays of shapes (k,), (k, n)."""
