@@ -558,10 +558,10 @@ def main():
         tree, m, qpos, qvel = step_rows(label, path, urdf, args.repeat, mj, pin)
         if not args.skip_run:
             run_row(label, tree, _mujoco_model(mj, path), qpos, qvel, mj)
-    sizes = [int(x) for x in args.chain.split(",") if int(x) > 0]
+    sizes = [int(x) for x in args.chain.split(",") if x.strip() and int(x) > 0]
     if sizes and (not args.only or "chain" in args.only.split(",")):
         chain_rows(sizes, args.repeat, mj)
-    sizes = [int(x) for x in args.loop.split(",") if int(x) > 0]
+    sizes = [int(x) for x in args.loop.split(",") if x.strip() and int(x) > 0]
     if sizes and (not args.only or "loop" in args.only.split(",")):
         loop_rows(sizes, args.repeat, mj)
     table()

@@ -188,14 +188,18 @@ def test_massless_and_point_mass_links_load_as_the_file_has_them(tmp_path):
 def check_against_aba(pin, model, pm, rng, states: int, qmax: float, vmax: float) -> None:
     """gaussopt's accelerations equal ``pinocchio.aba``'s (the joints' damping as its
     torque: Pinocchio's ``aba`` leaves URDF damping out) at random states of a model of
-    1-dof joints, within ``2 * 10 n cond(M) eps |a|`` (both backward stable)."""
+    1-dof joints (a continuous joint: Pinocchio's ``(cos q, sin q)``), within ``2 * 10 n
+    cond(M) eps |a|`` (both backward stable)."""
     pd = pm.createData()
-    order = [pm.joints[pm.getJointId(nm)].idx_v for nm in model.coordinates]
+    joints = [pm.joints[pm.getJointId(nm)] for nm in model.coordinates]
+    order = [jm.idx_v for jm in joints]
     for _ in range(states):
         q, v = rng.uniform(-qmax, qmax, model.n), rng.uniform(-vmax, vmax, model.n)
         a = go.solve_step(model.system, 0.0, q, v).a
         qp, vp = np.empty(pm.nq), np.empty(pm.nv)
-        qp[order], vp[order] = q, v
+        vp[order] = v
+        for jm, x in zip(joints, q):
+            qp[jm.idx_q:jm.idx_q + jm.nq] = x if jm.nq == 1 else (np.cos(x), np.sin(x))
         ref = pin.aba(pm, pd, qp, vp, -pm.damping * vp)[order]
         M = model.system.mass(0.0, q)
         bound = 2 * 10 * model.n * np.linalg.cond(M) * np.finfo(float).eps * np.linalg.norm(ref)
@@ -237,3 +241,70 @@ def test_robot_files_with_links_mujoco_rejects_give_pinocchios_accelerations(rel
         model = go.multibody.load(path)
     check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
                       np.random.default_rng(2), 10, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("rel", ["ur_description/urdf/ur5_robot.urdf",
+                                 "ur_description/urdf/ur10_robot.urdf",
+                                 "kinova_description/robots/kinova.urdf",
+                                 "xarm_description/urdf/xarm7.urdf",
+                                 "z1_description/urdf/z1.urdf"])
+def test_packaged_arms_give_pinocchios_accelerations(rel):
+    """example-robot-data's arms as shipped (meshes, massless end frames welded to the last
+    link, continuous joints): ``pinocchio.aba`` at 10 random states. The UR arms' massless
+    ``ee_link`` carries a 1 cm collision box: MuJoCo's default inferred 1 g from it, which
+    the file does not have (2.9e-5 of the accelerations, 2e7 times this bound); the loader
+    reads URDF inertias as Pinocchio does (``inertiafromgeom="false"``)."""
+    pin = pytest.importorskip("pinocchio")
+    import importlib.metadata as md
+    from pathlib import Path
+    try:
+        root = Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+    except md.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed")
+    path = root / rel
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
+                      np.random.default_rng(5), 10, 1.0, 1.0)
+
+
+def test_the_panda_with_its_mimic_finger_gives_pinocchios_accelerations():
+    """example-robot-data's Panda: its second finger mimics the first (a URDF ``<mimic>``:
+    MuJoCo's ``joint`` equality, one exact row here). Pinocchio's ``aba`` refuses mimic
+    joints; its mimic model (``mimic=True``: 8 degrees of freedom) gives ``M`` (``crba``)
+    and the bias (``rnea`` at zero acceleration), with both fingers' damping on the shared
+    one. At 10 random states with the fingers together, gaussopt's 9 accelerations are those
+    8 and the mimicking finger's equal to the first's, within ``2 * 10 n cond(M) eps |a|``
+    (a dense solve and the step, both backward stable)."""
+    pin = pytest.importorskip("pinocchio")
+    import importlib.metadata as md
+    from pathlib import Path
+    try:
+        root = Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+    except md.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed")
+    path = root / "panda_description/urdf/panda.urdf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        model = go.multibody.load(path)
+    assert model.coordinates[-2:] == ("panda_finger_joint1", "panda_finger_joint2")
+    assert (model.n, model.m) == (9, 1)
+    pm = pin.buildModelFromUrdf(str(path), mimic=True)
+    assert (pm.nq, pm.nv) == (8, 8)
+    pd = pm.createData()
+    rng = np.random.default_rng(8)
+    for _ in range(10):
+        q, v = rng.uniform(-1, 1, 9), rng.uniform(-1, 1, 9)
+        q[8], v[8] = q[7], v[7] = rng.uniform(0.0, 0.04), rng.uniform(-0.1, 0.1)
+        a = go.solve_step(model.system, 0.0, q, v).a
+        M = pin.crba(pm, pd, q[:8])
+        M = np.triu(M) + np.triu(M, 1).T
+        tau = -pm.damping * v[:8]
+        tau[7] *= 2                                    # (the mimicking finger's damper too)
+        ref = np.linalg.solve(M, tau - pin.rnea(pm, pd, q[:8], v[:8], np.zeros(8)))
+        bound = 2 * 10 * 9 * np.linalg.cond(M) * np.finfo(float).eps * np.linalg.norm(ref)
+        assert np.linalg.norm(a[:8] - ref) <= bound
+        assert abs(a[8] - a[7]) <= bound

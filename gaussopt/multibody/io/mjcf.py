@@ -1203,7 +1203,9 @@ def _strip_urdf(text: str, notes: dict) -> str:
     ``<collision>`` given by a ``<mesh>`` (their files are often ``package://`` paths that
     MuJoCo's reader cannot open). Collision primitives (box, cylinder, sphere) stay: they
     need no file. A link's mass and inertia come from its ``<inertial>``, which is kept; a
-    link without one is massless in MuJoCo and Pinocchio alike."""
+    link without one is massless in Pinocchio, and in MuJoCo with the compiler option
+    ``inertiafromgeom="false"``, which the loader sets for URDFs (MuJoCo's default infers
+    a mass from the collision primitives)."""
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
@@ -1414,6 +1416,12 @@ def _placeholders(text: str, notes: dict) -> tuple[str, dict]:
 def _balance_inertia(text: str, urdf: bool) -> str:
     """The XML with MuJoCo's compiler option ``balanceinertia="true"`` (URDF: in its
     ``<mujoco><compiler/></mujoco>`` extension)."""
+    return _compiler_option(text, urdf, "balanceinertia", "true")
+
+
+def _compiler_option(text: str, urdf: bool, key: str, value: str) -> str:
+    """The XML with MuJoCo's compiler option ``key="value"`` (URDF: in its
+    ``<mujoco><compiler/></mujoco>`` extension)."""
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
@@ -1425,7 +1433,7 @@ def _balance_inertia(text: str, urdf: bool) -> str:
     comp = holder.find("compiler")
     if comp is None:
         comp = ET.SubElement(holder, "compiler")
-    comp.set("balanceinertia", "true")
+    comp.set(key, value)
     return ET.tostring(root, encoding="unicode")
 
 
@@ -1507,7 +1515,11 @@ def _compile(mj, source, notes: Optional[dict] = None, floating: bool = False,
                          f"{type(source).__name__}.")
     urdf = _is_urdf(text)
     if urdf:
-        text = _merge_welded_inertias(_strip_urdf(text, notes), notes)
+        # (URDF: a link's mass is its <inertial>'s, none without one, as Pinocchio reads
+        # it; MuJoCo's default infers one from its collision primitives: a 1 cm box gave
+        # the UR5's end link 1 g that the file does not have, 2.9e-5 of its accelerations)
+        text = _compiler_option(_merge_welded_inertias(_strip_urdf(text, notes), notes),
+                                True, "inertiafromgeom", "false")
         if exact_links is not None:
             text, found = _placeholders(text, notes)
             exact_links.update(found)
