@@ -220,6 +220,23 @@ def test_a_massless_leaf_on_a_joint_is_an_indeterminate_motion(tmp_path):
         go.solve_step(model.system, 0.0, np.full(model.n, 0.2), np.zeros(model.n))
 
 
+def _robots():
+    """The robots folder of example-robot-data (the test is skipped where not installed)."""
+    import importlib.metadata as md
+    from pathlib import Path
+    try:
+        return Path(md.distribution("example-robot-data").locate_file(
+            "cmeel.prefix/share/example-robot-data/robots"))
+    except md.PackageNotFoundError:
+        pytest.skip("example-robot-data is not installed")
+
+
+def _load(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnmappedFeatureWarning)
+        return go.multibody.load(path)
+
+
 @pytest.mark.parametrize("rel", ["human_description/robots/human.urdf",
                                  "icub_description/robots/icub.urdf"])
 def test_robot_files_with_links_mujoco_rejects_give_pinocchios_accelerations(rel):
@@ -228,17 +245,9 @@ def test_robot_files_with_links_mujoco_rejects_give_pinocchios_accelerations(rel
     joints' damping as its torque at 10 random states, within the bound of
     :func:`test_massless_and_point_mass_links_load_as_the_file_has_them`."""
     pin = pytest.importorskip("pinocchio")
-    import importlib.metadata as md
-    from pathlib import Path
-    try:
-        root = Path(md.distribution("example-robot-data").locate_file(
-            "cmeel.prefix/share/example-robot-data/robots"))
-    except md.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed")
+    root = _robots()
     path = root / rel
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnmappedFeatureWarning)
-        model = go.multibody.load(path)
+    model = _load(path)
     check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
                       np.random.default_rng(2), 10, 1.0, 1.0)
 
@@ -255,17 +264,9 @@ def test_packaged_arms_give_pinocchios_accelerations(rel):
     the file does not have (2.9e-5 of the accelerations, 2e7 times this bound); the loader
     reads URDF inertias as Pinocchio does (``inertiafromgeom="false"``)."""
     pin = pytest.importorskip("pinocchio")
-    import importlib.metadata as md
-    from pathlib import Path
-    try:
-        root = Path(md.distribution("example-robot-data").locate_file(
-            "cmeel.prefix/share/example-robot-data/robots"))
-    except md.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed")
+    root = _robots()
     path = root / rel
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnmappedFeatureWarning)
-        model = go.multibody.load(path)
+    model = _load(path)
     check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
                       np.random.default_rng(5), 10, 1.0, 1.0)
 
@@ -279,17 +280,9 @@ def test_the_panda_with_its_mimic_finger_gives_pinocchios_accelerations():
     8 and the mimicking finger's equal to the first's, within ``2 * 10 n cond(M) eps |a|``
     (a dense solve and the step, both backward stable)."""
     pin = pytest.importorskip("pinocchio")
-    import importlib.metadata as md
-    from pathlib import Path
-    try:
-        root = Path(md.distribution("example-robot-data").locate_file(
-            "cmeel.prefix/share/example-robot-data/robots"))
-    except md.PackageNotFoundError:
-        pytest.skip("example-robot-data is not installed")
+    root = _robots()
     path = root / "panda_description/urdf/panda.urdf"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnmappedFeatureWarning)
-        model = go.multibody.load(path)
+    model = _load(path)
     assert model.coordinates[-2:] == ("panda_finger_joint1", "panda_finger_joint2")
     assert (model.n, model.m) == (9, 1)
     pm = pin.buildModelFromUrdf(str(path), mimic=True)
