@@ -133,7 +133,11 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         positive int ``k``: the run stops at the ``k``-th zero) and ``direction``
         (``> 0``: only zeros where ``f`` increases; ``< 0``: decreases; ``0``
         both). A zero is detected as a sign change of ``f`` between the ends of an
-        accepted step (two zeros within one step are missed, as in solve_ivp) and
+        accepted step (two zeros within one step are missed, as in solve_ivp, unless
+        ``f.interp_points = k``: the sign is also checked at ``k`` interior points,
+        refined where they do not resolve ``f`` near zero; ``f.interp_screen = True``
+        skips them in the steps where a parabola through the ends and the middle keeps
+        clear of zero: :class:`~gaussopt.integrate.dense_output.EventTracker`) and
         located by Brent's method to ``4 eps`` on the projected dense solution
         (see ``dense_output``), so the event's time is as accurate as the run's
         states; its state is that solution at that time, on the constraints.
