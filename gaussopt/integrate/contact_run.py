@@ -154,7 +154,7 @@ from gaussopt.core.exceptions import GaussoptError, ModelError, UnsupportedConst
 from gaussopt.gauss.solution import solve_gauss
 from gaussopt.core.result import Impact, Trajectory
 from gaussopt.core.settings import DEFAULT_RANK_TOL
-from gaussopt.gauss.solve_step import solve_step
+from gaussopt.gauss.solve_step import _cached_solver, solve_step
 from gaussopt.model.system import System
 from gaussopt.integrate.options import RunOptions
 from gaussopt.integrate.guards import InterruptGuard
@@ -1119,7 +1119,7 @@ class _PhaseForces:
         P = model.points
         M, F, A, _ = sysp.evaluate(t, q, v)
         step = solve_step(sysp, t, q, v)
-        self._solver = sysp._solver_cache["closed_form"]
+        self._solver = _cached_solver(sysp, "closed_form", {})    # (solve_step's own)
         a = step.a
         #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n,
         #: plus what the forces move in the time a located event is known to (Brent's

@@ -1586,6 +1586,22 @@ def _ball_rows(p, q, v, ph, A, g, want_phi, want_A, want_g):
             row += 1
 
 
+@_inline
+def _closure_views(T):
+    """The closures' temporaries as views of the scratch ``T`` from :data:`_T_EVAL` on (78
+    values): the two sides' rotations, origins, points, point velocities and accelerations,
+    three 3-vectors, twists and spatial accelerations."""
+    return (carve(T, _T_EVAL, (3, 3)), carve(T, _T_EVAL + 9, (3, 3)),
+            carve(T, _T_EVAL + 18, (3,)), carve(T, _T_EVAL + 21, (3,)),
+            carve(T, _T_EVAL + 24, (3,)), carve(T, _T_EVAL + 27, (3,)),
+            carve(T, _T_EVAL + 30, (3,)), carve(T, _T_EVAL + 33, (3,)),
+            carve(T, _T_EVAL + 36, (3,)), carve(T, _T_EVAL + 39, (3,)),
+            carve(T, _T_EVAL + 42, (3,)), carve(T, _T_EVAL + 45, (3,)),
+            carve(T, _T_EVAL + 48, (3,)), carve(T, _T_EVAL + 51, (3,)),
+            carve(T, _T_EVAL + 54, (6,)), carve(T, _T_EVAL + 60, (6,)),
+            carve(T, _T_EVAL + 66, (6,)), carve(T, _T_EVAL + 72, (6,)))
+
+
 @_jit
 def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T):
     """The closures' and couplings' rows of :func:`_evaluate` (their entries of ``A``
@@ -1595,17 +1611,7 @@ def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T
     n = int(p[H_N])
     oe, ne = int(p[H_OE]), int(p[H_NE])
     # (every one written before it is read: _frame_of writes the frames whole)
-    R1 = carve(T, _T_EVAL, (3, 3))
-    R2 = carve(T, _T_EVAL + 9, (3, 3))
-    x1, x2, P1, P2, v1, v2, a1, a2, y, z, t, u = (
-        carve(T, _T_EVAL + 18, (3,)), carve(T, _T_EVAL + 21, (3,)),
-        carve(T, _T_EVAL + 24, (3,)), carve(T, _T_EVAL + 27, (3,)),
-        carve(T, _T_EVAL + 30, (3,)), carve(T, _T_EVAL + 33, (3,)),
-        carve(T, _T_EVAL + 36, (3,)), carve(T, _T_EVAL + 39, (3,)),
-        carve(T, _T_EVAL + 42, (3,)), carve(T, _T_EVAL + 45, (3,)),
-        carve(T, _T_EVAL + 48, (3,)), carve(T, _T_EVAL + 51, (3,)))
-    V1, V2, A1, A2 = (carve(T, _T_EVAL + 54, (6,)), carve(T, _T_EVAL + 60, (6,)),
-                      carve(T, _T_EVAL + 66, (6,)), carve(T, _T_EVAL + 72, (6,)))
+    R1, R2, x1, x2, P1, P2, v1, v2, a1, a2, y, z, t, u, V1, V2, A1, A2 = _closure_views(T)
     sc = carve(T, _T_EVAL + 78, (1,))
     for e in range(ne):
         er = oe + W_E * e
@@ -1712,17 +1718,7 @@ def _closure_rates(p, q, out, w):
     for c in range(n):
         zero[c] = 0.0
     _kin(p, q, zero, R, X, S, V, Ab, Wb, U, pd, T)
-    R1 = carve(T, _T_EVAL, (3, 3))
-    R2 = carve(T, _T_EVAL + 9, (3, 3))
-    x1, x2, P1, P2, v1, v2, a1, a2, y, z, t = (
-        carve(T, _T_EVAL + 18, (3,)), carve(T, _T_EVAL + 21, (3,)),
-        carve(T, _T_EVAL + 24, (3,)), carve(T, _T_EVAL + 27, (3,)),
-        carve(T, _T_EVAL + 30, (3,)), carve(T, _T_EVAL + 33, (3,)),
-        carve(T, _T_EVAL + 36, (3,)), carve(T, _T_EVAL + 39, (3,)),
-        carve(T, _T_EVAL + 42, (3,)), carve(T, _T_EVAL + 45, (3,)),
-        carve(T, _T_EVAL + 48, (3,)))
-    V1, V2, A1, A2 = (carve(T, _T_EVAL + 54, (6,)), carve(T, _T_EVAL + 60, (6,)),
-                      carve(T, _T_EVAL + 66, (6,)), carve(T, _T_EVAL + 72, (6,)))
+    R1, R2, x1, x2, P1, P2, v1, v2, a1, a2, y, z, t, _, V1, V2, A1, A2 = _closure_views(T)
     oe = int(p[H_OE])
     for e in range(int(p[H_NE])):
         er = oe + W_E * e
