@@ -340,6 +340,8 @@ def test_a_screen_skips_the_interior_points_only_where_the_parabola_clears_zero(
     tr, calls = _tracker(lambda t: (t - 0.25) ** 2 - 0.001)
     assert not tr.after_step(0.0, 0.5, np.zeros(2), _state, _state)
     assert tr.unscreened[0] == 1 and len(tr.t_events[0]) == 1
+    # (Brent's root to 4 eps of t, plus the rounding of f (~eps) over its slope there,
+    # 2 sqrt(0.001) = 0.063: about 1e-14; 1e-12 leaves a margin of 100)
     assert abs(tr.t_events[0][0] - (0.25 - np.sqrt(0.001))) < 1e-12
     # positive throughout but close to zero against its curvature (minimum 0.05, the
     # parabola's curvature term 1.0): checked at the interior points, no event
