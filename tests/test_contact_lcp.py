@@ -477,7 +477,7 @@ def test_mixed_group_of_sticking_and_sliding_points_cannot_hold_beyond_its_frict
     d0[sdir != 0] = [math.cos(phi), math.sin(phi)]
     locked = sdir != 0
     model.points.anchor_slip(t, q, np.flatnonzero(sdir == 0))
-    sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
+    sysp, n_rows, t_rows, _ = model.phase(closed, sdir, d0, locked)
     forces = cr._PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
     assert len(forces.members) == n
     bound = (mu * M_P * G0 - k * t) / 10

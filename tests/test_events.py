@@ -363,3 +363,65 @@ def test_a_screen_skips_the_interior_points_only_where_the_parabola_clears_zero(
     h.interp_screen = "yes"
     with pytest.raises(ModelError, match=r"`events\[0\]\.interp_screen` must be a bool"):
         EventTracker([h], 0.0, np.zeros(1), np.zeros(1))
+
+
+# --------------------------------------------------------------------------- rebased families
+def _turning_slip(t_stop=0.7, w=9.0):
+    """``u(t) = (t_stop - t) (cos w t, sin w t)``: a vector that turns (w rad/s) while it
+    shrinks to zero at ``t_stop``, and the watch ``u . d`` with ``d`` rebased to ``u/|u|``
+    at each step's start (an event of ``t`` alone)."""
+    d = np.array([1.0, 0.0])
+
+    def u(t):
+        return (t_stop - t) * np.array([np.cos(w * t), np.sin(w * t)])
+
+    def watch(t, q, v):
+        return float(u(t) @ d)
+
+    def rebase(t, q, v):
+        d[:] = u(t) / np.linalg.norm(u(t))
+    watch.rebase, watch.direction, watch.terminal = rebase, -1, True
+    return watch, u
+
+
+def test_a_rebased_watch_finds_the_zero_of_a_turning_vector():
+    """The vector turns by 9 rad/s: watched along its first direction, ``u . d0`` would
+    cross zero at ``t = pi / 18`` (a quarter turn, u far from zero); rebased at every step
+    its only zero is the vector's own, at 0.7 (Brent's root to 4 eps, the watch's rounding
+    ~eps over its slope 1: 1e-12 leaves a margin)."""
+    from gaussopt.integrate.dense_output import EventTracker
+    watch, u = _turning_slip()
+    tr = EventTracker([watch], 0.0, np.zeros(1), np.zeros(1))
+    t, h, hit = 0.0, 0.01, False
+    while not hit:
+        hit = tr.after_step(t, t + h, np.zeros(2), _state)
+        t += h
+    assert tr.t_events[0][0] == pytest.approx(0.7, abs=1e-12)
+    # a step that ends in a terminal event chooses no new member: the watch stays the one
+    # that found it (its value there zero)
+    assert abs(watch(tr.t_events[0][0], None, None)) < 1e-12
+    # the same watch without rebase: the quarter turn
+    d0 = np.array([1.0, 0.0])
+
+    def fixed(t, q, v):
+        return float(u(t) @ d0)
+    fixed.direction, fixed.terminal = -1, True
+    tr = EventTracker([fixed], 0.0, np.zeros(1), np.zeros(1))
+    t, hit = 0.0, False
+    while not hit:
+        hit = tr.after_step(t, t + h, np.zeros(2), _state)
+        t += h
+    assert tr.t_events[0][0] == pytest.approx(np.pi / 18, abs=1e-12)
+
+
+def test_a_rebased_watch_in_a_run_and_a_bad_rebase(pb):
+    watch, _ = _turning_slip()
+    tr = go.simulate(pb.system, (0.0, 1.0), pb.q0, pb.v0, events=watch)
+    assert tr.status == 1 and tr.t[-1] == pytest.approx(0.7, abs=1e-12)
+
+    def g(t, q, v):
+        return 1.0
+    g.rebase = "yes"
+    with pytest.raises(go.ModelError, match=r"`events\[0\]\.rebase` must be a callable "
+                                            r"rebase\(t, q, v\), found str"):
+        go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0, events=g)

@@ -111,12 +111,18 @@ circular cone ``|t| <= mu N``): a sticking point has two no-slip rows (velocity
 level); a sliding one carries ``-mu N u/|u|`` along its slip velocity ``u``, a force of
 the phase's smooth run (continued by the direction the contact problem gave where
 ``u`` starts from zero, :func:`_slip_direction`); the watches are ``mu N - |t|`` (slip
-onset) and ``u . d0`` with ``d0`` the slip direction at the phase's start (``|u|`` never
-changes sign: where the direction stays, this is the return of ``|u|`` to zero; where
-it turns by a right angle first, the contact problem continues the slide with the new
-direction). A slide that starts from rest (``|u| <= vel_tol``, the run's own "at rest")
-carries ``-mu N d0`` along the direction the contact problem gave, *locked*, while its
-slip stays along it: ``u/|u|`` there would make the run stiff (the sideways slip is
+onset) and ``u . d`` with ``d`` the slip's direction at the start of each step
+(``|u|`` never changes sign; ``u . d`` is ``|u|`` at the step's start and crosses zero
+where ``u`` vanishes; the watch chooses its ``d`` anew after every step, the tracker's
+``rebase``). Beyond that zero the force is continued as ``-u/|u|`` where ``u . d < 0``
+(:func:`_continued_direction`): ``u/|u|`` itself flips there and pushes the slip back,
+and the run would chatter at zero slip in steps of rounding size instead of crossing it
+(the tippe top's slip, turning with its precession, did so in 1e-12 s steps with the
+watch rebased and the force not continued). Before, ``d`` was the direction at the
+phase's start and a phase ended at every quarter turn of the slip (99 phases in the
+tippe top's 1.2 s, now 2). A slide that starts from rest (``|u| <= vel_tol``, the run's
+own "at rest") carries ``-mu N d0`` along the direction the contact problem gave,
+*locked*, while its slip stays along it: ``u/|u|`` there would make the run stiff (the sideways slip is
 damped at the rate ``mu N / (m |u|)``, unbounded while ``u`` grows from zero, and an
 explicit integrator's steps shrink with ``|u|``: a cube pushed through its cone's edge
 took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip across ``d0``
@@ -141,6 +147,7 @@ during earthquakes", Bull. Seismol. Soc. Am. 53 (1963) 403-417.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 
@@ -199,7 +206,9 @@ class _Model:
         """The system of a phase: the closed points as bilateral normal rows, the sticking
         frictional ones with their no-slip rows, the sliding ones (``sdir`` = sign of the
         slip rate) with the Coulomb force ``-mu N sdir`` along their slip gradient. Returns
-        it with the row indices (normal, tangential: -1 if none) of the closed points.
+        it with the row indices (normal, tangential: -1 if none) of the closed points and
+        the sliding spatial points' reference directions (a :class:`_SlipReference`, or
+        None: see :func:`_coulomb_force`; the phase's slip watches move them).
 
         A spatial point (``slip_velocity``) sticks with two no-slip rows (the first one's
         index is returned) and slides (``sdir = 1``) with ``-mu N u/|u|`` along its slip
@@ -213,7 +222,7 @@ class _Model:
         spatial_slide = tuple(tuple(d0[i]) for i, d in zip(key, dirs)
                               if d != 0 and P.dim[i] == 2) if d0 is not None else ()
         lock = tuple(bool(locked[i]) for i in key) if locked is not None else ()
-        got = self._phases.get((key, dirs, spatial_slide, lock))
+        got = self._phases.get((key, dirs, lock)) if not spatial_slide else None
         if got is not None:
             return got
         # consecutive points of one contact share one constraint (rows in the same order)
@@ -232,9 +241,13 @@ class _Model:
             if i in sticking:
                 t_rows[j] = m + len(key) + sum(width[:sticking.index(i)])
         sliding = [(i, d, n_rows[j]) for j, (i, d) in enumerate(zip(key, dirs)) if d != 0]
-        sysp = self._system(extra, name, _coulomb_force(self, extra, sliding, d0, locked)
-                            if sliding else None)
-        got = self._phases[(key, dirs, spatial_slide, lock)] = (sysp, n_rows, t_rows)
+        force = _coulomb_force(self, extra, sliding, d0, locked) if sliding else None
+        sysp = self._system(extra, name, force)
+        got = (sysp, n_rows, t_rows, None if force is None else force.reference)
+        if not spatial_slide:
+            # (a spatial slide's phase is its own: its force's reference directions move
+            # with the run, :func:`_coulomb_force`)
+            self._phases[(key, dirs, lock)] = got
         return got
 
     def velocity_rows(self, t, q, v) -> tuple[np.ndarray, np.ndarray]:
@@ -283,6 +296,9 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
     spatial = any(P.dim[i] == 2 for i, _, _ in sliding)
     d0 = np.array(d0, dtype=float) if d0 is not None else np.zeros((P.k, 2))
     locked = np.zeros(P.k, dtype=bool) if locked is None else np.array(locked, dtype=bool)
+    # the sliding spatial points' reference directions: d0, then the slip's direction at
+    # each step's start (moved by the phase's slip watch, _slip_dir_event)
+    ref = _SlipReference(d0)
 
     def columns(t, q, v):
         """``(M, F, A, b, W, T)``: the phase's rows ``A`` and its force columns ``W``."""
@@ -296,8 +312,8 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
             T2, c2, _ = P.cone_rows(t, q, v)
             for i, _, _ in sliding:
                 if P.dim[i] == 2:
-                    e = d0[i] if locked[i] else _slip_direction(T2[i] @ v + c2[i], d0[i], v,
-                                                                T2[i])
+                    e = d0[i] if locked[i] else _continued_direction(T2[i] @ v + c2[i],
+                                                                     ref.at(i, t), v, T2[i])
                     T[i] = e @ T2[i]
         W = A.copy()
         for i, d, row in sliding:
@@ -321,7 +337,52 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
         return _kkt_nonsymmetric(M, F, A, b, W)[1], W
 
     force.balance = balance
+    force.reference = ref
     return force
+
+
+class _SlipReference:
+    """The reference directions of a phase's sliding spatial points, step by step: ``d0``
+    from the phase's start, then the slip's direction at each accepted step's start
+    (:meth:`move`, by the point's slip watch). :meth:`at` gives the one of the step holding
+    ``t``, so that the phase's force evaluated again at an earlier time (its output
+    samples, after the run) is the one the run integrated."""
+
+    def __init__(self, d0: np.ndarray) -> None:
+        k = len(d0)
+        self.t: list = [[-math.inf] for _ in range(k)]
+        self.d: list = [[np.array(d0[i], dtype=float)] for i in range(k)]
+
+    def at(self, i: int, t: float) -> np.ndarray:
+        ts = self.t[i]
+        if t >= ts[-1]:
+            return self.d[i][-1]
+        return self.d[i][bisect.bisect_right(ts, t) - 1]
+
+    def move(self, i: int, t: float, d: np.ndarray) -> None:
+        """From ``t`` on, point ``i``'s reference is ``d`` (``t`` after every earlier one)."""
+        if t > self.t[i][-1]:
+            self.t[i].append(float(t))
+            self.d[i].append(np.array(d, dtype=float))
+        else:
+            self.d[i][-1] = np.array(d, dtype=float)
+
+
+def _continued_direction(u: np.ndarray, d: np.ndarray, v: np.ndarray,
+                         Ti: np.ndarray) -> np.ndarray:
+    """The friction direction of a sliding spatial point, continued past the slip's stop:
+    ``u/|u|`` (:func:`_slip_direction`) where ``u . d >= 0``, ``-u/|u|`` beyond, ``d`` the
+    reference direction of the step (the slip's at its start).
+
+    Why: the slide's phase ends where ``u`` vanishes (``u . d`` crosses zero), and the
+    integrator must be able to step across that point to find it. ``u/|u|`` itself flips
+    there, and the flipped force pushes the slip back: ``u . d`` then never changes sign,
+    the steps shrink to rounding and the slip chatters at zero. Continued, the force is
+    continuous where the slip stops along a direction (``u ~ (t* - t) c d*``: ``u/|u|``
+    before and ``-u/|u|`` after both tend to ``d*``), so the step across it is accepted
+    and the root is found; before the stop nothing changes."""
+    e = _slip_direction(u, d, v, Ti)
+    return -e if float(u[0] * d[0] + u[1] * d[1]) < 0.0 else e
 
 
 def _slip_direction(u: np.ndarray, d0: np.ndarray, v: np.ndarray, Ti: np.ndarray) -> np.ndarray:
@@ -561,7 +622,7 @@ def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=
     for i in np.flatnonzero(points):
         rest = closed.copy()
         rest[i] = False
-        sysp, _, _ = model.phase(rest, sdir, d0, locked)
+        sysp = model.phase(rest, sdir, d0, locked)[0]
         acc = solve_step(sysp, t, q, v).a
         G, _, gam = P.normal_rows(t, q, v)
         gdd = float(G[i] @ acc - gam[i])
@@ -898,7 +959,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 locked = closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1])
                                                                   <= vel_tol)
             hints, release = {}, []
-            sysp, n_rows, t_rows = model.phase(closed, sdir, d0, locked)
+            sysp, n_rows, t_rows, ref = model.phase(closed, sdir, d0, locked)
             if t > t0:          # (the caller's own state is checked as given, or projected)
                 q = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
@@ -907,7 +968,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
                                           touching & ~closed & (np.abs(gdot) <= vel_tol),
                                           np.where(touching, gdot, np.nan), 1e-3 * gap_tol,
-                                          d0, vel_tol, locked)
+                                          d0, vel_tol, locked, ref)
             te_phase = None
             if t_eval is not None:
                 # the output times not yet passed ([t1] as a placeholder, dropped in _join)
@@ -921,7 +982,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 forces.adjust(tr)
                 indeterminate.append((float(tr.t[0]) if len(tr) else t, float(tr.t[-1]) if
                                       len(tr) else t, [P.labels[i] for i in forces.members]))
-            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy(), d0, locked))
+            pieces.append((tr, closed.copy(), n_rows, t_rows, sdir.copy(), ref, locked))
             if not tr.success:
                 status, message, exception = tr.status, tr.message, tr.exception
                 break
@@ -1267,8 +1328,8 @@ class _PhaseForces:
 
 
 def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t_rows,
-                  t, q, v, resting, gdot, offset, d0=None, vel_tol=None, locked=None
-                  ) -> tuple[list, list]:
+                  t, q, v, resting, gdot, offset, d0=None, vel_tol=None, locked=None,
+                  ref=None) -> tuple[list, list]:
     """The terminal events of a phase and their kinds ``(kind, point, direction)``: a closed
     point's normal force reaching zero ("open") and, sticking with finite friction, its
     force reaching either edge of its cone ("slide"), or, sliding, its slip rate reaching
@@ -1282,7 +1343,8 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     just lifted off is watched at ``gap + offset`` for the same reason. ``gdot``: the gap
     rates of the touching points (NaN for the others, which are watched by their gap:
     :func:`_gap_event`'s ``gap / (t - t_start)`` with its rate at ``t_start`` holds only
-    for a gap that is zero there).
+    for a gap that is zero there). ``ref``: the phase force's reference directions
+    (:meth:`_Model.phase`), which the sliding spatial points' slip watches move.
     """
     P = model.points
     events, kinds = [], []
@@ -1300,7 +1362,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
         """A sliding point's: its slip rate reaching zero; in space, sliding from rest
         along its locked d0, its slip across d0 reaching 2 vel_tol."""
         if P.dim[i] == 2:
-            add(_slip_dir_event(P, i, d0[i], t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
+            add(_slip_dir_event(P, i, ref, t, q, v, vel_tol[i], 1e-3 * vel_tol[i]),
                 ("slip0", i, 0))
             if locked is not None and locked[i]:
                 add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
@@ -1386,25 +1448,39 @@ def _circle_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float,
     return circle
 
 
-def _slip_dir_event(P: ContactPoints, i: int, d0: np.ndarray, t_start: float, q0, v0,
+def _slip_dir_event(P: ContactPoints, i: int, ref: np.ndarray, t_start: float, q0, v0,
                     vel_tol: float, offset: float):
-    """A sliding spatial point's slip velocity ``u`` stops pointing along ``d0`` (its
-    direction at the phase's start): ``u . d0`` reaches zero. ``|u|`` itself never changes
-    sign, so its return to zero is watched through ``u . d0``: where the direction stays
-    (a homogeneous sphere on a plane) this is ``|u| = 0``; where it turns by a right
-    angle first, the event ends the phase and the contact problem continues the slide
-    with the new direction. A slide that starts from rest (``|u| <= vel_tol``) is
+    """A sliding spatial point's slip velocity ``u`` stops: ``u . d`` reaches zero, ``d``
+    its direction at the start of each step (``d0`` at the phase's start; the event's
+    ``rebase``, :class:`~gaussopt.integrate.dense_output.EventTracker`). ``|u|`` itself
+    never changes sign, so its return to zero is watched through ``u . d``, which is
+    ``|u|`` at the step's start and crosses zero where ``u`` vanishes. A slip that turns
+    by a right angle within one step ends the phase too, and the contact problem
+    continues the slide with the new direction. A slide that starts from rest (``|u| <= vel_tol``) is
     watched as ``u . d0 + offset`` (``offset`` far below ``vel_tol``, far above
-    rounding): its slip acceleration may start at zero (a push growing through the
-    cone's edge) and, the onset being located to rounding, dip by rounding first."""
+    rounding; ``d0`` kept through the phase): its slip acceleration may start at zero (a
+    push growing through the cone's edge) and, the onset being located to rounding, dip
+    by rounding first."""
     T2, c2, gam2 = P.cone_rows(t_start, q0, v0)
     u0 = T2[i] @ v0 + c2[i]
     off = offset if float(np.hypot(u0[0], u0[1])) <= vel_tol else 0.0
-
     def slip_dir(t, q, v):
         T, c, gam = P.cone_rows(t, q, v)
-        return float(d0 @ (T[i] @ v + c[i])) + off
+        return float(ref.at(i, t) @ (T[i] @ v + c[i])) + off
+
+    def rebase(t, q, v):
+        # the direction at the next step's start (a slip that turns -- a top precessing
+        # -- is watched from its own direction, not the phase's first one: the phase
+        # ends where it stops, not every quarter turn); near rest (``|u| <= vel_tol``)
+        # the direction is rounding, and the one the watch has is kept
+        if off == 0.0:
+            T, c, _ = P.cone_rows(t, q, v)
+            u = T[i] @ v + c[i]
+            nu = float(np.hypot(u[0], u[1]))
+            if nu > vel_tol:
+                ref.move(i, t, u / nu)
     slip_dir.__name__ = f"slip velocity of {P.labels[i]} along its direction"
+    slip_dir.rebase = rebase
     return slip_dir
 
 
@@ -1454,7 +1530,7 @@ def _force_event(forces: _PhaseForces, row: int, offset: float = 0.0):
     return normal_force
 
 
-def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir, d0, locked,
+def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir, ref, locked,
                   m: int, cforce: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One phase's multipliers (base rows, normal forces, two tangential components per
     point: ``m + 3 k`` columns), normal forces (N, k) and friction forces (N, k, 2) of a
@@ -1471,8 +1547,9 @@ def _join_spatial(P: ContactPoints, tr: Trajectory, closed, n_rows, t_rows, sdir
         elif sdir[i]:
             for r in range(N):
                 T2, c2, _ = P.cone_rows(float(tr.t[r]), tr.q[r], tr.v[r])
-                e = d0[i] if locked[i] else _slip_direction(T2[i] @ tr.v[r] + c2[i], d0[i],
-                                                            tr.v[r], T2[i])
+                d = ref.at(i, float(tr.t[r]))
+                e = d if locked[i] else _continued_direction(T2[i] @ tr.v[r] + c2[i], d,
+                                                             tr.v[r], T2[i])
                 fr[r, i] = -P.mu[i] * f[r, i] * e
                 cforce[r] += fr[r, i] @ T2[i]
         L[:, m + k + 2 * i:m + k + 2 * i + 2] = fr[:, i]
@@ -1510,14 +1587,14 @@ def _join(model: _Model, pieces: list, m: int, k: int, t_eval) -> Trajectory:
             "sigma_min": []}
     lam, forces, frictions = [], [], []
     rank_events, stats = [], {}
-    for tr, closed, n_rows, t_rows, sdir, d0, locked in pieces:
+    for tr, closed, n_rows, t_rows, sdir, ref, locked in pieces:
         N = len(tr)
         for key in cols:
             val = getattr(tr, key)
             cols[key].append(val if val is not None else np.full(N, np.nan))
         cols["constraint_force"][-1] = np.array(cols["constraint_force"][-1])   # own copy
         if P.spatial:
-            L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, d0, locked, m,
+            L, f, fr = _join_spatial(P, tr, closed, n_rows, t_rows, sdir, ref, locked, m,
                                      cols["constraint_force"][-1])
         else:
             L, f, fr = _join_planar(P, tr, closed, n_rows, t_rows, sdir, m,

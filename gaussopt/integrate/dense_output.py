@@ -246,6 +246,14 @@ class EventTracker:
     function near zero, :meth:`_scan`). Each function is called once at the
     initial state to check that it returns a finite real number.
 
+    ``rebase`` (optional callable ``rebase(t, q, v)``): the function is one of a family,
+    and the member is chosen anew after every accepted step without an event, from the
+    state at the step's end; its value there is then evaluated again. Within a step the
+    function stays one continuous function of ``(t, q, v)``, so its zeros are found as
+    every other's (a step that ends in a terminal event chooses none). A spatial sliding point's slip watch uses it: ``u . d_k`` with ``d_k``
+    the slip's direction at the step's start is positive there (``|u|``) and reaches zero
+    exactly where the slip stops (or, within one step, turns by a right angle).
+
     ``interp_screen`` (bool, default False; with ``interp_points``): the interior points are
     checked only in the steps where the function may come near zero. The function is
     evaluated at the step's middle on the interpolated state before its projection (no
@@ -276,6 +284,7 @@ class EventTracker:
         self.direction = np.zeros(k)
         self.interp = np.zeros(k, dtype=int)
         self.screen = np.zeros(k, dtype=bool)
+        self.rebase: list[int] = []
         for i, f in enumerate(events):
             name = f"events[{i}]"
             if not callable(f):
@@ -306,6 +315,12 @@ class EventTracker:
             if not isinstance(sc, (bool, np.bool_)):
                 raise ModelError(f"`{name}.interp_screen` must be a bool, found {sc!r}.")
             self.screen[i] = bool(sc)
+            rb = getattr(f, "rebase", None)
+            if rb is not None:
+                if not callable(rb):
+                    raise ModelError(f"`{name}.rebase` must be a callable rebase(t, q, v), found "
+                                     f"{type(rb).__name__}.")
+                self.rebase.append(i)
         #: steps whose interior points a screen skipped (per event), and those it did not
         self.screened = np.zeros(k, dtype=np.int64)
         self.unscreened = np.zeros(k, dtype=np.int64)
@@ -402,6 +417,8 @@ class EventTracker:
                                 | (up | down) & (self.direction == 0))
         self.g = g_end
         if active.size == 0:
+            if self.rebase:
+                self._rebase(t_new, y_new)
             return False
         self.count[active] += 1
         from scipy.optimize import brentq
@@ -422,7 +439,23 @@ class EventTracker:
             self.t_terminal = float(roots[-1])
             self.y_terminal = self.y_events[self.terminated_by][-1]
             return True
+        if self.rebase:
+            self._rebase(t_new, y_new)
         return False
+
+    def _rebase(self, t: float, y: np.ndarray) -> None:
+        """Choose the next member of every rebased function at ``(t, y)``, the end of the
+        step just accepted, and evaluate it there (the next step's start)."""
+        n = self.n
+        g = self.g.copy()
+        for i in self.rebase:
+            try:
+                self.functions[i].rebase(t, y[:n].copy(), y[n:].copy())
+            except Exception:
+                self.failed = i
+                raise
+            g[i] = self.value(i, t, y)
+        self.g = g
 
     def _clear(self, i: int, t_old: float, t_new: float, g0: float, g1: float, raw) -> bool:
         """Whether event ``i`` keeps the sign of its step's ends throughout the step, by the
