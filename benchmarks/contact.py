@@ -632,6 +632,77 @@ def mujoco_spatial(cone: str) -> dict:
     return out
 
 
+def _tippe_reference():
+    """The tippe top's Newton-Euler reference (tests/tippe_top_reference.py): the slip's
+    stop and the tilt at the end of the 1.2 s run."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import tippe_top_reference as tt
+
+    ts, _, s2 = tt.reference()
+    return tt, ts, math.acos(tt.rot(s2.y[6:10, -1])[2, 2])
+
+
+def gaussopt_tippe_top(tt, ts: float, th1: float) -> dict:
+    """problems/tippe_top.py at the default tolerances (its tree model with the contacts of
+    its two spheres): the slip's stop and the tilt at 1.2 s against the reference."""
+    import gaussopt as go
+    from gaussopt_problems import tippe_top
+
+    pb = tippe_top.build(t_end=tt.T_END)
+    wall, tr = _median_time(lambda: go.simulate(pb.system, pb.t_span, pb.q0, pb.v0))
+    stop = [t for t, _, w in tr.meta["contact_transitions"] if w == "stick"]
+    return {"time": wall, "ok": tr.success, "t_error": abs(stop[0] - ts) if stop else math.nan,
+            "th_error": abs(float(pb.outputs(tr.q[-1], tr.v[-1])["theta"][0]) - th1),
+            "penetration": 0.0}
+
+
+def mujoco_tippe_top(tt, ts: float, th1: float, cone: str) -> dict:
+    """The same top in MuJoCo (``timestep = 1e-4``): its slip's stop (the contact point's
+    slip speed below 1e-3 m/s, as the sphere's row) and its tilt at 1.2 s."""
+    import mujoco
+
+    p = tt.PARAMETERS
+    mu = p["mu"]
+    xml = f"""<mujoco><option gravity="0 0 -{p['g']}" timestep="1e-4" cone="{cone}"/>
+<worldbody><geom name="floor" type="plane" size="1 1 .1" friction="{mu} 0 0"/>
+<body name="top"><freejoint/>
+  <inertial pos="0 0 0" mass="{p['m']}" diaginertia="{p['A']} {p['A']} {p['C']}"/>
+  <geom type="sphere" size="{p['r']}" pos="0 0 {p['a']}" friction="{mu} 0 0"/>
+  <geom type="sphere" size="{p['r_s']}" pos="0 0 {p['l_s']}" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    th0 = tt.THETA0
+
+    def run():
+        d = mujoco.MjData(model)
+        e = np.array([math.cos(th0 / 2), 0.0, math.sin(th0 / 2), 0.0])
+        d.qpos[:3] = [0.0, 0.0, p["r"] - p["a"] * math.cos(th0)]
+        d.qpos[3:7] = e
+        d.qvel[3:6] = tt.rot(e).T @ np.array([0.0, 0.0, tt.SPIN])     # (body frame)
+        stop, pen = None, 0.0
+        while d.time < tt.T_END - 1e-12:
+            mujoco.mj_step(model, d)
+            R = tt.rot(np.array(d.qpos[3:7]))
+            rho = R @ np.array([0.0, 0.0, p["a"]]) - np.array([0.0, 0.0, p["r"]])
+            u = d.qvel[:3] + np.cross(R @ d.qvel[3:6], rho)
+            if stop is None and math.hypot(u[0], u[1]) < 1e-3:
+                stop = d.time
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        return stop, math.acos(tt.rot(np.array(d.qpos[3:7]))[2, 2]), pen
+
+    wall, (stop, th, pen) = _median_time(run)
+    return {"time": wall, "ok": True, "t_error": abs(stop - ts) if stop else math.nan,
+            "th_error": abs(th - th1), "penetration": pen}
+
+
+def _tippe_row(sim: str, r: dict) -> tuple:
+    return ("tippe top slides, tips and rolls (1.2 s)", sim, r["time"],
+            ("slip stop not seen (slip speed above 1e-3 m/s throughout)"
+             if math.isnan(r["t_error"]) else f"slip stop err {r['t_error']:.1e} s")
+            + f", tilt at 1.2 s err {r['th_error']:.1e} rad, "
+            f"penetration {r['penetration']:.1e} m" + ("" if r["ok"] else " (the run failed)"))
+
+
 def _spatial_rows(sim: str, r: dict) -> list:
     s, sl, rest = r["sphere"], r["slope"], r["rest"]
     bad = "" if all(x["ok"] for x in (s, sl, rest)) else " (a run failed)"
@@ -685,6 +756,10 @@ def main() -> int:
         rows += _spatial_rows("gaussopt (hard, circular cone)", gaussopt_spatial())
         for cone in ("pyramidal", "elliptic"):
             rows += _spatial_rows(f"MuJoCo dt 1e-4, {cone} cone", mujoco_spatial(cone))
+        tt = _tippe_reference()
+        rows.append(_tippe_row("gaussopt (hard, circular cone)", gaussopt_tippe_top(*tt)))
+        for cone in ("pyramidal", "elliptic"):
+            rows.append(_tippe_row(f"MuJoCo dt 1e-4, {cone} cone", mujoco_tippe_top(*tt, cone)))
         e = bouncing_ball.build().params["e"]
         zeta = -math.log(e) / math.sqrt(math.pi ** 2 + math.log(e) ** 2)
         for label, solref in (("default solref 0.02 1", "0.02 1"),
