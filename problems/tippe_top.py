@@ -38,23 +38,13 @@ import numpy as np
 import gaussopt as go
 from gaussopt.core.exceptions import ModelError
 from gaussopt.model.system import rebuildable
+from gaussopt_problems._rigid import quaternion_rate, rotation
 
 #: Leine and Glocker's tippe top (SI units): mass [kg], sphere radius, centroid below the
 #: sphere's centre, stem sphere radius, stem sphere above the centroid [m], transverse and
 #: axial moments of inertia about the centroid [kg m^2], friction [1], gravity [m/s^2]
 PARAMETERS = {"m": 6e-3, "r": 0.015, "a": 0.003, "r_s": 0.005, "l_s": 0.016, "A": 8e-7,
               "C": 7e-7, "mu": 0.3, "g": 9.81}
-
-
-def euler_parameter_rates(e: np.ndarray, omega: np.ndarray) -> np.ndarray:
-    """``e' = 1/2 (0, omega) (x) e``: the rates of the Euler parameters ``e = (w, x, y, z)``
-    for the world angular velocity ``omega`` (the free joint's velocity coordinates)."""
-    e0, e1, e2, e3 = e
-    w1, w2, w3 = omega
-    return 0.5 * np.array([-w1 * e1 - w2 * e2 - w3 * e3,
-                           w1 * e0 + w2 * e3 - w3 * e2,
-                           w2 * e0 + w3 * e1 - w1 * e3,
-                           w3 * e0 + w1 * e2 - w2 * e1])
 
 
 def initial_state(theta0: float, spin: float, r: float, a: float) -> tuple[np.ndarray,
@@ -64,7 +54,9 @@ def initial_state(theta0: float, spin: float, r: float, a: float) -> tuple[np.nd
     vertical, centroid at rest."""
     e = np.array([math.cos(theta0 / 2), 0.0, math.sin(theta0 / 2), 0.0])
     q0 = np.concatenate([[0.0, 0.0, r - a * math.cos(theta0)], e])
-    v0 = np.concatenate([np.zeros(3), euler_parameter_rates(e, np.array([0.0, 0.0, spin]))])
+    # (the free joint's velocity coordinates are the Euler parameters' rates)
+    v0 = np.concatenate([np.zeros(3), quaternion_rate(e, rotation(e).T @ np.array([0.0, 0.0,
+                                                                                  spin]))])
     return q0, v0
 
 
