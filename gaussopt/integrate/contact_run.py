@@ -122,10 +122,10 @@ watch rebased and the force not continued). Before, ``d`` was the direction at t
 phase's start and a phase ended at every quarter turn of the slip (99 phases in the
 tippe top's 1.2 s, now 2). A slide that starts from rest (``|u| <= vel_tol``, the run's
 own "at rest") carries ``-mu N d0`` along the direction the contact problem gave,
-*locked*, while its slip stays along it: ``u/|u|`` there would make the run stiff (the sideways slip is
-damped at the rate ``mu N / (m |u|)``, unbounded while ``u`` grows from zero, and an
-explicit integrator's steps shrink with ``|u|``: a cube pushed through its cone's edge
-took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip across ``d0``
+*locked*, while its slip stays along it: ``u/|u|`` there would make the run stiff (the
+sideways slip is damped at the rate ``mu N / (m |u|)``, unbounded while ``u`` grows from
+zero, and an explicit integrator's steps shrink with ``|u|``: a cube pushed through its
+cone's edge took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip across ``d0``
 reaches ``2 vel_tol``; the slide then continues with ``u/|u|``
 (:func:`_slip_turn_event`). Events and impacts are decided by
 :func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
@@ -1448,7 +1448,7 @@ def _circle_event(forces: _PhaseForces, n_row: int, t_row: int, mu: float,
     return circle
 
 
-def _slip_dir_event(P: ContactPoints, i: int, ref: np.ndarray, t_start: float, q0, v0,
+def _slip_dir_event(P: ContactPoints, i: int, ref: "_SlipReference", t_start: float, q0, v0,
                     vel_tol: float, offset: float):
     """A sliding spatial point's slip velocity ``u`` stops: ``u . d`` reaches zero, ``d``
     its direction at the start of each step (``d0`` at the phase's start; the event's
@@ -1456,14 +1456,15 @@ def _slip_dir_event(P: ContactPoints, i: int, ref: np.ndarray, t_start: float, q
     never changes sign, so its return to zero is watched through ``u . d``, which is
     ``|u|`` at the step's start and crosses zero where ``u`` vanishes. A slip that turns
     by a right angle within one step ends the phase too, and the contact problem
-    continues the slide with the new direction. A slide that starts from rest (``|u| <= vel_tol``) is
-    watched as ``u . d0 + offset`` (``offset`` far below ``vel_tol``, far above
-    rounding; ``d0`` kept through the phase): its slip acceleration may start at zero (a
-    push growing through the cone's edge) and, the onset being located to rounding, dip
-    by rounding first."""
+    continues the slide with the new direction. A slide that starts from rest (``|u| <=
+    vel_tol``) is watched as ``u . d0 + offset`` (``offset`` far below ``vel_tol``, far
+    above rounding; ``d0`` kept through the phase): its slip acceleration may start at
+    zero (a push growing through the cone's edge) and, the onset being located to
+    rounding, dip by rounding first."""
     T2, c2, gam2 = P.cone_rows(t_start, q0, v0)
     u0 = T2[i] @ v0 + c2[i]
     off = offset if float(np.hypot(u0[0], u0[1])) <= vel_tol else 0.0
+
     def slip_dir(t, q, v):
         T, c, gam = P.cone_rows(t, q, v)
         return float(ref.at(i, t) @ (T[i] @ v + c[i])) + off

@@ -247,12 +247,13 @@ class EventTracker:
     initial state to check that it returns a finite real number.
 
     ``rebase`` (optional callable ``rebase(t, q, v)``): the function is one of a family,
-    and the member is chosen anew after every accepted step without an event, from the
-    state at the step's end; its value there is then evaluated again. Within a step the
-    function stays one continuous function of ``(t, q, v)``, so its zeros are found as
-    every other's (a step that ends in a terminal event chooses none). A spatial sliding point's slip watch uses it: ``u . d_k`` with ``d_k``
-    the slip's direction at the step's start is positive there (``|u|``) and reaches zero
-    exactly where the slip stops (or, within one step, turns by a right angle).
+    and the member is chosen anew after every accepted step (not after one that ends in a
+    terminal event), from the state at the step's end; its value there is then evaluated
+    again. Within a step the function stays one continuous function of ``(t, q, v)``, so
+    its zeros are found as every other's. A spatial sliding point's slip watch uses it:
+    ``u . d_k`` with ``d_k`` the slip's direction at the step's start is positive there
+    (``|u|``) and reaches zero exactly where the slip stops (or, within one step, turns by
+    a right angle).
 
     ``interp_screen`` (bool, default False; with ``interp_points``): the interior points are
     checked only in the steps where the function may come near zero. The function is

@@ -137,7 +137,10 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         ``f.interp_points = k``: the sign is also checked at ``k`` interior points,
         refined where they do not resolve ``f`` near zero; ``f.interp_screen = True``
         skips them in the steps where a parabola through the ends and the middle keeps
-        clear of zero: :class:`~gaussopt.integrate.dense_output.EventTracker`) and
+        clear of zero; ``f.rebase = g``, ``g(t, q, v)`` called after every accepted
+        step, chooses the next member of a family of functions, such as a vector's
+        component along its own direction at the step's start:
+        :class:`~gaussopt.integrate.dense_output.EventTracker`) and
         located by Brent's method to ``4 eps`` on the projected dense solution
         (see ``dense_output``), so the event's time is as accurate as the run's
         states; its state is that solution at that time, on the constraints.
