@@ -64,7 +64,12 @@ def _cross(a, b):
     times more on such small arrays)."""
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    x = a1 * b2 - a2 * b1
+    out = np.empty(x.shape + (3,), dtype=x.dtype)
+    out[..., 0] = x
+    out[..., 1] = a2 * b0 - a0 * b2
+    out[..., 2] = a0 * b1 - a1 * b0
+    return out
 
 
 class TreeKinematics:
@@ -265,8 +270,14 @@ class PairGroup:
                               np.array(pr.axis2, dtype=float) if pr.kind == "plane-cylinder"
                               else None, pr.geom2))
         self.k = sum(pr.rows for pr in self.pairs)
+        # a world plane's normal and tangents, one row per contact point (constant)
+        self._world_plane = [
+            (np.repeat(g[3][None, :, 2], len(g[4]), axis=0),
+             np.repeat(g[3][:, :2].T[None], len(g[4]), axis=0)) if g[7] and g[0] < 0 else None
+            for g in self._geo]
         self._mask = kin.moving().astype(float)
         self._last = None
+        self._cplx = None                  # the numpy kinematics at the last complex step
         self._T = self._J = self._gam = None          # kept for the last (q, v)
 
     @staticmethod
@@ -274,11 +285,14 @@ class PairGroup:
         """World points ``s`` (..., 3) of link ``k`` (-1: the world)."""
         return s if k < 0 else X[k] + s @ R[k].T
 
-    def _normals(self, R, X, g):
+    def _normals(self, R, X, g, j=None):
         """``(c1, n, t, c2)``: the first geom's centre or plane point, unit normals (k, 3)
-        from geom 1 to geom 2, tangents (k, 2, 3) and the second geom's centres (k, 3)."""
+        from geom 1 to geom 2, tangents (k, 2, 3) and the second geom's centres (k, 3)
+        (``j``: the index of ``g`` in the group, whose world plane's are kept)."""
         k1, k2, o1, F1, s2, r1, r2, plane = g[:8]
         c2 = self._place(R, X, k2, s2)
+        if j is not None and self._world_plane[j] is not None:
+            return o1, self._world_plane[j][0], self._world_plane[j][1], c2
         if plane:
             F = F1 if k1 < 0 else R[k1] @ F1
             c1 = self._place(R, X, k1, o1)
@@ -340,6 +354,15 @@ class PairGroup:
             self._last = (key, self.kin.compiled(q))
         return self._last[1]
 
+    def _complex(self, q, v):
+        """The numpy kinematics at a complex ``q`` (a complex step), kept for the last
+        ``(q, v)``: the gaps' ``gamma`` and the slip velocities' convective terms take
+        the same step (``q + i h v``, h = 1e-30) at every state of a run."""
+        key = (q.tobytes(), v.tobytes())
+        if self._cplx is None or self._cplx[0] != key:
+            self._cplx = (key, self.kin(q, v))
+        return self._cplx[1]
+
     def _jac(self, S, k, P):
         """``J (m, 3, n)``: the velocity of link ``k``'s material points ``P`` (m, 3) is ``J
         v`` (the world's: 0)."""
@@ -354,8 +377,8 @@ class PairGroup:
         q = np.asarray(q)
         R, X = self._real(q)[:2] if q.dtype.kind == "f" else self.kin(q)[:2]
         out = []
-        for g in self._geo:
-            c1, n, _, c2 = self._normals(R, X, g)
+        for j, g in enumerate(self._geo):
+            c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:                        # n . (c - p0) - r |u|: exact also flat
                 out.append(np.sum(n * (c2 - c1), axis=1) - g[6] * self._rim(R, g, n)[2])
             elif g[7]:
@@ -374,8 +397,8 @@ class PairGroup:
         if self._J is None or self._J[0] != key:
             R, X, S = self._real(q)
             out = []
-            for g in self._geo:
-                c1, n, _, c2 = self._normals(R, X, g)
+            for j, g in enumerate(self._geo):
+                c1, n, _, c2 = self._normals(R, X, g, j)
                 if g[8] is not None:                     # (the material point at P)
                     c2 = self._points(R, g, n, c2, c1)
                 J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
@@ -385,10 +408,10 @@ class PairGroup:
 
     def _gap_rate(self, q, v):
         """``gap_q v`` at ``(q, v)`` of any dtype (the numpy kinematics)."""
-        R, X, W, U = self.kin(q, v)
+        R, X, W, U = self._complex(np.asarray(q), np.asarray(v))
         out = []
-        for g in self._geo:
-            c1, n, _, c2 = self._normals(R, X, g)
+        for j, g in enumerate(self._geo):
+            c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:
                 c2 = self._points(R, g, n, c2, c1)
             rel = (U[g[1]] + _cross(W[g[1]], c2)) if g[1] >= 0 else 0.0
@@ -417,11 +440,11 @@ class PairGroup:
         v = np.asarray(v)
         if q.dtype.kind == "f":
             return self._slip_matrix(q) @ v
-        R, X, W, U = self.kin(q, v)
+        R, X, W, U = self._complex(q, v)
         out = []
-        for g in self._geo:
+        for j, g in enumerate(self._geo):
             k1, k2 = g[0], g[1]
-            c1, n, tang, c2 = self._normals(R, X, g)
+            c1, n, tang, c2 = self._normals(R, X, g, j)
             P = self._points(R, g, n, c2, c1)
             rel = (U[k2] + _cross(W[k2], P)) if k2 >= 0 else np.zeros_like(P)
             if k1 >= 0:
@@ -442,8 +465,8 @@ class PairGroup:
         if self._T is None or self._T[0] != key:
             R, X, S = self._real(q)
             out = []
-            for g in self._geo:
-                c1, n, tang, c2 = self._normals(R, X, g)
+            for j, g in enumerate(self._geo):
+                c1, n, tang, c2 = self._normals(R, X, g, j)
                 P = self._points(R, g, n, c2, c1)
                 out.append(np.einsum("kij,kjn->kin", tang,
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
