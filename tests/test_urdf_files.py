@@ -237,38 +237,30 @@ def _load(path):
         return go.multibody.load(path)
 
 
-@pytest.mark.parametrize("rel", ["human_description/robots/human.urdf",
-                                 "icub_description/robots/icub.urdf"])
-def test_robot_files_with_links_mujoco_rejects_give_pinocchios_accelerations(rel):
-    """example-robot-data's human (19 massless links of composite joints) and iCub (point
-    masses, rounding-level negative moments), where installed: ``pinocchio.aba`` with the
+@pytest.mark.parametrize("rel, seed", [("human_description/robots/human.urdf", 2),
+                                       ("icub_description/robots/icub.urdf", 2),
+                                       ("ur_description/urdf/ur5_robot.urdf", 5),
+                                       ("ur_description/urdf/ur10_robot.urdf", 5),
+                                       ("kinova_description/robots/kinova.urdf", 5),
+                                       ("xarm_description/urdf/xarm7.urdf", 5),
+                                       ("z1_description/urdf/z1.urdf", 5)])
+def test_packaged_robot_files_give_pinocchios_accelerations(rel, seed):
+    """example-robot-data's robots as shipped, where installed: ``pinocchio.aba`` with the
     joints' damping as its torque at 10 random states, within the bound of
-    :func:`test_massless_and_point_mass_links_load_as_the_file_has_them`."""
+    :func:`test_massless_and_point_mass_links_load_as_the_file_has_them`.
+
+    * the human (19 massless links of composite joints) and iCub (point masses,
+      rounding-level negative moments): links MuJoCo rejects as given;
+    * the arms (meshes, massless end frames welded to the last link, continuous joints).
+      The UR arms' massless ``ee_link`` carries a 1 cm collision box: MuJoCo's default
+      inferred 1 g from it, which the file does not have (2.9e-5 of the accelerations, 2e7
+      times this bound); the loader reads URDF inertias as Pinocchio does
+      (``inertiafromgeom="false"``)."""
     pin = pytest.importorskip("pinocchio")
-    root = _robots()
-    path = root / rel
+    path = _robots() / rel
     model = _load(path)
     check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
-                      np.random.default_rng(2), 10, 1.0, 1.0)
-
-
-@pytest.mark.parametrize("rel", ["ur_description/urdf/ur5_robot.urdf",
-                                 "ur_description/urdf/ur10_robot.urdf",
-                                 "kinova_description/robots/kinova.urdf",
-                                 "xarm_description/urdf/xarm7.urdf",
-                                 "z1_description/urdf/z1.urdf"])
-def test_packaged_arms_give_pinocchios_accelerations(rel):
-    """example-robot-data's arms as shipped (meshes, massless end frames welded to the last
-    link, continuous joints): ``pinocchio.aba`` at 10 random states. The UR arms' massless
-    ``ee_link`` carries a 1 cm collision box: MuJoCo's default inferred 1 g from it, which
-    the file does not have (2.9e-5 of the accelerations, 2e7 times this bound); the loader
-    reads URDF inertias as Pinocchio does (``inertiafromgeom="false"``)."""
-    pin = pytest.importorskip("pinocchio")
-    root = _robots()
-    path = root / rel
-    model = _load(path)
-    check_against_aba(pin, model, pin.buildModelFromUrdf(str(path)),
-                      np.random.default_rng(5), 10, 1.0, 1.0)
+                      np.random.default_rng(seed), 10, 1.0, 1.0)
 
 
 def test_the_panda_with_its_mimic_finger_gives_pinocchios_accelerations():

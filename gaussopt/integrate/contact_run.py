@@ -219,8 +219,7 @@ class _Model:
         key = tuple(np.flatnonzero(closed))
         dirs = tuple(int(sdir[i]) for i in key)
         P = self.points
-        spatial_slide = tuple(tuple(d0[i]) for i, d in zip(key, dirs)
-                              if d != 0 and P.dim[i] == 2) if d0 is not None else ()
+        spatial_slide = any(d != 0 and P.dim[i] == 2 for i, d in zip(key, dirs))
         lock = tuple(bool(locked[i]) for i in key) if locked is not None else ()
         got = self._phases.get((key, dirs, lock)) if not spatial_slide else None
         if got is not None:
@@ -1461,13 +1460,11 @@ def _slip_dir_event(P: ContactPoints, i: int, ref: "_SlipReference", t_start: fl
     above rounding; ``d0`` kept through the phase): its slip acceleration may start at
     zero (a push growing through the cone's edge) and, the onset being located to
     rounding, dip by rounding first."""
-    T2, c2, gam2 = P.cone_rows(t_start, q0, v0)
-    u0 = T2[i] @ v0 + c2[i]
+    u0 = P.slip_velocities(t_start, q0, v0)[i]
     off = offset if float(np.hypot(u0[0], u0[1])) <= vel_tol else 0.0
 
     def slip_dir(t, q, v):
-        T, c, gam = P.cone_rows(t, q, v)
-        return float(ref.at(i, t) @ (T[i] @ v + c[i])) + off
+        return float(ref.at(i, t) @ P.slip_velocities(t, q, v)[i]) + off
 
     def rebase(t, q, v):
         # the direction at the next step's start (a slip that turns -- a top precessing
@@ -1475,8 +1472,7 @@ def _slip_dir_event(P: ContactPoints, i: int, ref: "_SlipReference", t_start: fl
         # ends where it stops, not every quarter turn); near rest (``|u| <= vel_tol``)
         # the direction is rounding, and the one the watch has is kept
         if off == 0.0:
-            T, c, _ = P.cone_rows(t, q, v)
-            u = T[i] @ v + c[i]
+            u = P.slip_velocities(t, q, v)[i]
             nu = float(np.hypot(u[0], u[1]))
             if nu > vel_tol:
                 ref.move(i, t, u / nu)
@@ -1494,8 +1490,7 @@ def _slip_turn_event(P: ContactPoints, i: int, d0: np.ndarray, limit: float):
     |u|``; a slide that keeps its direction (a body pushed straight) never ends this
     way."""
     def slip_turn(t, q, v):
-        T, c, _ = P.cone_rows(t, q, v)
-        u = T[i] @ v + c[i]
+        u = P.slip_velocities(t, q, v)[i]
         return limit - abs(float(d0[0] * u[1] - d0[1] * u[0]))
     slip_turn.__name__ = f"slip of {P.labels[i]} across its starting direction"
     return slip_turn

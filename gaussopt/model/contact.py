@@ -341,6 +341,28 @@ class ContactPoints:
             i += kc
         return T, c_, gam
 
+    def _slip(self, c: "Contact", kc: int, t, q, v) -> np.ndarray:
+        """Contact ``c``'s spatial slip velocities (``kc`` points) raveled, checked."""
+        u = np.asarray(c.cone.velocity_residual(t, q, v), dtype=float)
+        if u.shape != (2 * kc,) or not np.all(np.isfinite(u)):
+            raise ModelError(f"contact {c.name!r}: `slip_velocity` must return a finite "
+                             f"({kc}, 2) array at t={t}, found {u.size} value(s)"
+                             f"{'' if np.all(np.isfinite(u)) else ' with NaN or inf'}.")
+        return u
+
+    def slip_velocities(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The points' spatial slip velocities ``u_i``, shape (k, 2), without the
+        derivatives of :meth:`cone_rows` (zero for the points without ``slip_velocity``
+        and the frictionless ones): what a slide's watches read at every step."""
+        out = np.zeros((self.k, 2))
+        i = 0
+        for c in self.contacts:
+            kc = int(np.count_nonzero(self.owner == self.contacts.index(c)))
+            if c.frictional and c.cone is not None:
+                out[i:i + kc] = self._slip(c, kc, t, q, v).reshape(kc, 2)
+            i += kc
+        return out
+
     def cone_rows(self, t: float, q: np.ndarray, v: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(T, c, gam)`` of the points' spatial slip: the slip velocity ``u_i = T_i v +
@@ -352,11 +374,7 @@ class ContactPoints:
         for c in self.contacts:
             kc = int(np.count_nonzero(self.owner == self.contacts.index(c)))
             if c.frictional and c.cone is not None:
-                u = np.asarray(c.cone.velocity_residual(t, q, v), dtype=float)
-                if u.shape != (2 * kc,) or not np.all(np.isfinite(u)):
-                    raise ModelError(f"contact {c.name!r}: `slip_velocity` must return a finite "
-                                     f"({kc}, 2) array at t={t}, found {u.size} value(s)"
-                                     f"{'' if np.all(np.isfinite(u)) else ' with NaN or inf'}.")
+                u = self._slip(c, kc, t, q, v)
                 J = c.cone.jacobian(t, q, v)
                 T[i:i + kc] = J.reshape(kc, 2, n)
                 c_[i:i + kc] = (u - J @ v).reshape(kc, 2)
