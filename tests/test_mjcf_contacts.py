@@ -37,9 +37,10 @@ times by that over the event function's rate (>= ~1): below 1e-9 (events, relati
 1e-8 (states), as tests/test_contact_cone.py. The scipy reference of the pendulum runs at
 1e-13 (its event located to 1e-15): its error is below gaussopt's.
 
-Measured (2 shared cores, compiled): the sphere's 1 s run 4.2 s (2 phases, 63 steps, 1466
-evaluations; the same sphere written by hand in tests/test_contact_cone.py 2.9 s), the
-box at rest 1.3 s (1 phase, 7 steps), the box on the incline 0.9 s.
+Measured (2 shared cores, compiled; the world-plane pairs by the compiled ``plane_points``):
+the sphere's 1 s run 1.5 s (2 phases; 4.2 s when every convective term took a complex step
+of the numpy kinematics), the box at rest 0.1 s (1 phase, 7 steps), the box on the incline
+0.1-1.4 s (the first run of a test process includes its contact problem's compilation).
 """
 
 from __future__ import annotations
@@ -140,6 +141,97 @@ def test_contact_derivatives_against_the_numpy_kinematics():
                 u = c.cone.f(0.0, q, v)
                 uc = c.cone.f(0.0, q + 0j, v)
                 np.testing.assert_allclose(u, np.real(uc), rtol=0, atol=1e-13)
+
+
+#: a chain with free, hinge, ball and slide joints whose sphere, capsule and box meet a
+#: tilted world plane (normal and tangents off the axes), beside a cylinder and a second
+#: free sphere (numpy-only pairs in the same group)
+PLANE_CHAIN = CHAIN.replace(
+    "<worldbody>", '<worldbody><geom name="floor" type="plane" size="5 5 .1" '
+    'euler="12 -7 25" friction="0.6 0 0"/>'
+    '<body name="loose" pos="0.4 -0.3 0.2"><freejoint/><geom name="ls" size=".08"/>'
+    '<geom name="lc" type="cylinder" size=".05 .1" pos="0 0 .3"/></body>')
+
+
+def test_compiled_plane_contacts_equal_the_complex_step_path():
+    """The world-plane pairs evaluated by the compiled kernel (``plane_points``: the
+    convective terms from the kernel's bias accelerations) against the numpy path of the
+    same group (``PairGroup(..., compiled=False)``: an independent forward kinematics, the
+    convective terms by one complex step along ``v``, exact to rounding): gaps, their
+    Jacobian and ``gamma``, the slip velocities, their matrix ``T`` and their convective
+    terms (against the complex step of the slip velocity), at random states with
+    non-unit Euler parameters. Each entry is a sum of a few dozen products of terms below
+    the largest reference value ``s`` (lengths ~1, velocities ~3): rounding below ``100 eps
+    s ~ 2e-14 s``; bound ``1e-13 (1 + s)``. The group mixes kernel and numpy pairs
+    (a cylinder's rims, sphere-sphere), so the rows' order is checked too."""
+    from gaussopt.multibody.tree.tree_geometry import PairGroup
+
+    model, _ = load(PLANE_CHAIN)
+    kinds = {pr.kind for pr in model.contact_pairs}
+    assert {"plane-sphere", "plane-capsule", "plane-box", "plane-cylinder",
+            "sphere-sphere"} <= kinds
+    kin = model.geometry_kinematics
+    fast = PairGroup(kin, model.contact_pairs, model._asm.index)
+    slow = PairGroup(kin, model.contact_pairs, model._asm.index, compiled=False)
+    assert 0 < len(fast._fast_rows) < fast.k and len(slow._fast_rows) == 0
+    rng = np.random.default_rng(11)
+    h = 1e-30
+    for _ in range(8):
+        q = model.q_reference + 0.3 * rng.normal(size=model.n)
+        for a in (3, 10):                                 # the free joint's, the ball's
+            q[a:a + 4] *= rng.uniform(0.7, 1.4) / np.linalg.norm(q[a:a + 4])
+        v = rng.normal(size=model.n)
+        pairs = [
+            (fast.gap(0.0, q), slow.gap(0.0, q)),
+            (fast.jacobian(0.0, q), slow.jacobian(0.0, q)),
+            (fast.gamma(0.0, q, v), slow.gamma(0.0, q, v)),
+            (fast.slip_velocity(0.0, q, v), np.real(slow.slip_velocity(0.0, q + 0j, v))),
+            (fast.slip_velocity_jacobian(0.0, q, v), slow.slip_velocity_jacobian(0.0, q, v)),
+            (fast.slip_velocity_gamma(0.0, q, v),
+             -np.imag(slow.slip_velocity(0.0, q + 1j * h * v, v)) / h),
+            (slow.slip_velocity_gamma(0.0, q, v),
+             -np.imag(slow.slip_velocity(0.0, q + 1j * h * v, v)) / h),
+        ]
+        for got, want in pairs:
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=0,
+                                       atol=1e-13 * (1 + np.max(np.abs(want))))
+    # the loaded model's contacts use the kernel and pass the system's derivative check
+    system = model.with_contacts()
+    q = model.q_reference + 0.3 * rng.normal(size=model.n)
+    system.check(0.0, q, rng.normal(size=model.n))
+
+
+def test_a_plane_carried_by_a_moving_link_has_the_derivatives_of_its_gap():
+    """A plane on a free link (a hand-built pair: the loader maps world planes only) turns
+    its normal with the link: the gap's Jacobian against the complex step of the gap
+    (rounding, 1e-13 of the Jacobian's scale ~1), and the system's check of every
+    derivative. (The Jacobian took the plane's material point at the plane's origin
+    instead of at the sphere's centre: off by 1.06 at this state.)"""
+    from gaussopt.multibody import tree
+    from gaussopt.multibody.tree.tree_geometry import ContactPair
+
+    links = [tree.Link("tray", None, mass=1.0, inertia=np.diag([0.1, 0.2, 0.3])),
+             tree.Link("ball", None, mass=1.0, inertia=np.diag([0.1, 0.1, 0.1]))]
+    model = tree.Model(links, [tree.TreeJoint("f1", "free", "tray"),
+                               tree.TreeJoint("f2", "free", "ball")],
+                       gravity=(0.0, 0.0, -G0), name="tray")
+    model.contact_pairs = (ContactPair(
+        "tray", "ball", kind="plane-sphere", friction=0.5, link1="tray", link2="ball",
+        origin1=(0.1, 0.2, 0.05), frame1=((1, 0, 0), (0, 0.8, -0.6), (0, 0.6, 0.8)),
+        points2=((0.0, 0.0, 0.0),), radius1=0.0, radius2=0.1, source="pair"),)
+    (c,) = model.contacts()
+    rng = np.random.default_rng(0)
+    system = model.with_contacts()
+    h = 1e-30
+    for _ in range(3):
+        q = model.q_reference + 0.3 * rng.normal(size=model.n)
+        v = rng.normal(size=model.n)
+        J = c.normal.jacobian(0.0, q)
+        Jc = np.array([np.imag(c.normal.phi(0.0, q + 1j * h * e)) / h
+                       for e in np.eye(model.n)]).T
+        np.testing.assert_allclose(J, Jc, rtol=0, atol=1e-13)
+        system.check(0.0, q, v)
 
 
 # --------------------------------------------------------------------------- the sphere

@@ -67,6 +67,12 @@ class Contact(Constraint):
         ``slip_velocity`` per Jacobian; a model that has ``T`` at hand (the geometry
         contacts of :mod:`gaussopt.multibody`) saves them. Checked against the complex
         step when the system is checked.
+    slip_velocity_gamma : callable, optional
+        ``slip_velocity_gamma(t, q, v) -> ndarray, shape (k, 2)``: the slip velocity's
+        convective term ``c`` with ``u' = T a - c`` (``-(u_q v + u_t)``, the
+        ``gamma`` of :class:`~gaussopt.Nonholonomic`). Default: one complex step of
+        ``slip_velocity`` along ``(1, v)`` (which then must accept a complex ``q``).
+        Checked against the complex step when the system is checked.
     friction : float or None, default None
         ``None`` or ``0``: frictionless. A finite ``mu > 0``: Coulomb friction
         (with ``slip``, planar point contacts; with ``slip_velocity``, the circular
@@ -99,6 +105,7 @@ class Contact(Constraint):
                  slip_jacobian: Optional[Callable] = None, slip_gamma: Optional[Callable] = None,
                  slip_velocity: Optional[Callable] = None,
                  slip_velocity_jacobian: Optional[Callable] = None,
+                 slip_velocity_gamma: Optional[Callable] = None,
                  restitution: float = 0.0, friction: Optional[float] = None,
                  rheonomic: bool = True, name: Optional[str] = None) -> None:
         super().__init__(name)
@@ -115,6 +122,12 @@ class Contact(Constraint):
             raise ModelError(f"contact {self.name!r}: `slip_velocity_jacobian` must be a "
                              "callable slip_velocity_jacobian(t, q, v), given with "
                              f"`slip_velocity`; found {type(slip_velocity_jacobian).__name__} "
+                             f"(slip_velocity {'given' if slip_velocity is not None else 'None'}).")
+        if slip_velocity_gamma is not None and (slip_velocity is None
+                                                or not callable(slip_velocity_gamma)):
+            raise ModelError(f"contact {self.name!r}: `slip_velocity_gamma` must be a "
+                             "callable slip_velocity_gamma(t, q, v), given with "
+                             f"`slip_velocity`; found {type(slip_velocity_gamma).__name__} "
                              f"(slip_velocity {'given' if slip_velocity is not None else 'None'}).")
         if slip is not None and slip_velocity is not None:
             raise ModelError(f"contact {self.name!r}: give `slip` (planar: one tangent per point) "
@@ -162,7 +175,9 @@ class Contact(Constraint):
             self.cone = Nonholonomic(
                 _Raveled(slip_velocity),
                 None if slip_velocity_jacobian is None else _RaveledJacobian(
-                    slip_velocity_jacobian), name=f"{self.name}.slip_velocity")
+                    slip_velocity_jacobian),
+                None if slip_velocity_gamma is None else _Raveled(slip_velocity_gamma),
+                name=f"{self.name}.slip_velocity")
 
     @property
     def tangent_dim(self) -> int:
@@ -396,9 +411,11 @@ class ContactPoints:
         # evaluations of the slip velocity at every evaluation of the phase's rows)
         jac = (None if cone.automatic["jacobian"]
                else (lambda t, q, v: cone.jacobian(t, q, v)[rows]))
+        gam = (None if cone.automatic["gamma"]
+               else (lambda t, q, v: cone.gamma(t, q, v)[rows]))
         label = self.labels[pts[0]] if len(pts) == 1 else \
             f"{c.name}[{', '.join(str(int(self.row[j])) for j in pts)}]"
-        return Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac,
+        return Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac, gam,
                             name=f"{label}.no_slip")
 
     def _one_contact(self, pts: Sequence[int]) -> "Contact":

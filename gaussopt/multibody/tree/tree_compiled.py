@@ -95,7 +95,8 @@ from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SCA
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
-           "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation"]
+           "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation",
+           "plane_points", "W_PP"]
 
 #: The kernel's functions allocate nothing and compile without numba's reference counting
 #: (``_nrt=False``): each entry point (a unit, below) allocates one buffer per call, and
@@ -474,6 +475,90 @@ def _kinematics(p, q, v, R, X, S, V, w):
     """:func:`kinematics` with the buffer ``w``."""
     _, _, _, _, Ab, Wb, U, pd, _, _, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+
+
+#: the columns of a world-plane contact point's record in :func:`plane_points`'s ``geo``:
+#: its link, the sphere's centre in the link's frame (3), its radius, the plane's unit
+#: normal (3), a point of the plane (3) and its two unit tangents (3 each), all in the world
+PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2 = 0, 1, 4, 5, 8, 11, 14
+W_PP = 17
+
+
+@_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v)")
+def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam):
+    """Spheres of moving links (radius ``r``; 0: a box's corner) against world planes, one
+    forward kinematics at ``(q, v)`` for all the points of ``geo`` (records of :data:`W_PP`
+    values): the gaps ``n . (c - p0) - r`` (``c`` the centre), their Jacobian ``G`` (m, n),
+    ``gamma`` with ``gap'' = G a - gamma``, the slip velocities ``u`` (2 m: the two tangents
+    of point i in ``u[2 i], u[2 i + 1]``) of the link's material point at the contact point
+    ``P = c - r n``, their matrix ``T`` (2 m, n) with ``u = T v`` and their convective terms
+    ``ugam`` with ``u' = T a - ugam``.
+
+    With the link's twist ``(w, U)`` and bias acceleration ``(al, A)`` (at ``q'' = 0``, about
+    the world origin): ``gamma = -n . (A + al x c + w x c')`` (the centre is a material point:
+    ``c' = U + w x c``); the contact point is not one (``P' = c'``, it moves with the centre
+    while the material point under it changes), so ``u' = t . (U' + w' x P + w x c')`` and
+    ``ugam = -t . (A + al x P + w x c')``. The columns of ``G`` and ``T`` are those of the
+    link's coordinates and its ancestors' (zero elsewhere)."""
+    n = int(p[H_N])
+    m = geo.shape[0]
+    w = np.empty(_work_size(p))
+    R, X, S, V, Ab, Wb, U, pd, _, _, Tw = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, Tw)
+    ob = int(p[H_OB])
+    for r in range(2 * m):
+        for c in range(n):
+            T[r, c] = 0.0
+    for i in range(m):
+        for c in range(n):
+            G[i, c] = 0.0
+        k = int(geo[i, PP_LINK])
+        rad = geo[i, PP_R]
+        n0, n1, n2 = geo[i, PP_N], geo[i, PP_N + 1], geo[i, PP_N + 2]
+        s0, s1, s2 = geo[i, PP_S], geo[i, PP_S + 1], geo[i, PP_S + 2]
+        c0 = X[k, 0] + R[k, 0, 0] * s0 + R[k, 0, 1] * s1 + R[k, 0, 2] * s2
+        c1 = X[k, 1] + R[k, 1, 0] * s0 + R[k, 1, 1] * s1 + R[k, 1, 2] * s2
+        c2 = X[k, 2] + R[k, 2, 0] * s0 + R[k, 2, 1] * s1 + R[k, 2, 2] * s2
+        gap[i] = (n0 * (c0 - geo[i, PP_P0]) + n1 * (c1 - geo[i, PP_P0 + 1])
+                  + n2 * (c2 - geo[i, PP_P0 + 2]) - rad)
+        p0, p1, p2 = c0 - rad * n0, c1 - rad * n1, c2 - rad * n2        # the contact point
+        w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
+        # the centre's velocity and the bias accelerations at the centre and at P
+        v0 = V[k, 3] + w1 * c2 - w2 * c1
+        v1 = V[k, 4] + w2 * c0 - w0 * c2
+        v2 = V[k, 5] + w0 * c1 - w1 * c0
+        l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
+        wv0, wv1, wv2 = w1 * v2 - w2 * v1, w2 * v0 - w0 * v2, w0 * v1 - w1 * v0
+        a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + wv0
+        a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + wv1
+        a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + wv2
+        gam[i] = -(n0 * a0 + n1 * a1 + n2 * a2)
+        b0 = Ab[k, 3] + l1 * p2 - l2 * p1 + wv0
+        b1 = Ab[k, 4] + l2 * p0 - l0 * p2 + wv1
+        b2 = Ab[k, 5] + l0 * p1 - l1 * p0 + wv2
+        u0 = V[k, 3] + w1 * p2 - w2 * p1
+        u1 = V[k, 4] + w2 * p0 - w0 * p2
+        u2 = V[k, 5] + w0 * p1 - w1 * p0
+        for j in range(2):
+            o = PP_T1 + 3 * j
+            t0, t1, t2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
+            u[2 * i + j] = t0 * u0 + t1 * u1 + t2 * u2
+            ugam[2 * i + j] = -(t0 * b0 + t1 * b1 + t2 * b2)
+        b = k
+        while b >= 0:
+            rec = ob + W_B * b
+            q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+            for c in range(q0, q0 + nq):
+                e0, e1, e2 = S[c, 0], S[c, 1], S[c, 2]
+                G[i, c] = (n0 * (S[c, 3] + e1 * c2 - e2 * c1) + n1 * (S[c, 4] + e2 * c0 - e0 * c2)
+                           + n2 * (S[c, 5] + e0 * c1 - e1 * c0))
+                j0 = S[c, 3] + e1 * p2 - e2 * p1
+                j1 = S[c, 4] + e2 * p0 - e0 * p2
+                j2 = S[c, 5] + e0 * p1 - e1 * p0
+                for j in range(2):
+                    o = PP_T1 + 3 * j
+                    T[2 * i + j, c] = geo[i, o] * j0 + geo[i, o + 1] * j1 + geo[i, o + 2] * j2
+            b = int(p[rec + B_PAR])
 
 
 # =========================================================================== lines, actuators

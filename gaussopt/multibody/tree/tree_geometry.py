@@ -1,10 +1,19 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
+Spheres (capsules' end spheres, boxes' corners) against a world plane -- a robot's feet, a
+ball, a box on the ground -- are evaluated by one compiled function
+(:func:`gaussopt.multibody.tree.tree_compiled.plane_points`): gaps, Jacobians, slip
+velocities and their matrix from the kernel's twists, the convective terms (``gamma`` of
+the gap, the slip velocity's rate at zero acceleration) from its bias accelerations. On the
+tippe top (1.2 s at the default tolerances) that halved the run's CPU time (7.6 -> 3.1 s):
+these terms had been the largest share of each evaluation.
+
 Why a second forward kinematics beside the compiled one
-(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): the convective terms of a
-contact (``gamma`` of its gap, the rate of its slip velocity at zero acceleration) are
-exact by one complex step along ``v``, which evaluates the kinematics at complex ``q``;
-the compiled kernel takes real arrays only. (At real ``q`` the contacts use the compiled
+(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): for the other pairs
+(a cylinder's rim, whose lowest point moves along it; sphere against sphere, whose normal
+turns; a plane carried by a moving link) the convective terms are exact by one complex
+step along ``v``, which evaluates the kinematics at complex ``q``; the compiled kernel
+takes real arrays only. The tests compare the compiled function with this path. (At real ``q`` the contacts use the compiled
 kernel: the gaps, their Jacobians from the coordinates' twists and the slip velocities
 ``T(q) v``, each kept for the last state, since the run's complex-step Jacobian in ``v``
 and the closed points' rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
@@ -253,9 +262,14 @@ class PairGroup:
     pairs : sequence of ContactPair
     index : mapping
         Link name -> the link's index in ``kin``.
+    compiled : bool, default True
+        Evaluate the pairs of spheres and boxes against world planes by the compiled
+        kernel (:func:`~gaussopt.multibody.tree.tree_compiled.plane_points`: the
+        convective terms from the kernel's bias accelerations). ``False``: every pair by
+        the numpy path (the complex steps; what the tests compare the kernel with).
     """
 
-    def __init__(self, kin: TreeKinematics, pairs, index) -> None:
+    def __init__(self, kin: TreeKinematics, pairs, index, compiled: bool = True) -> None:
         self.kin = kin
         self.pairs = tuple(pairs)
         self._geo = []
@@ -279,6 +293,26 @@ class PairGroup:
         self._last = None
         self._cplx = None                  # the numpy kinematics at the last complex step
         self._T = self._J = self._gam = None          # kept for the last (q, v)
+        # the pairs of points against a world plane (spheres, capsules' end spheres, boxes'
+        # corners): evaluated together by the compiled kernel (module docstring); the
+        # others (cylinders' rims, sphere-sphere, planes of moving links) by numpy
+        fast = [compiled and g[7] and g[0] < 0 and g[8] is None for g in self._geo]
+        self._fast = fast
+        rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
+        self._fast_rows = np.concatenate(
+            [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
+            [np.zeros(0, dtype=int)])
+        self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
+        geo = []
+        for j, g in enumerate(self._geo):
+            if fast[j]:
+                F1 = g[3]
+                for sp in g[4]:
+                    geo.append(np.concatenate([[g[1]], sp, [g[6]], F1[:, 2], g[2][0],
+                                               F1[:, 0], F1[:, 1]]))
+        self._pp = (np.array(geo, dtype=float).reshape(-1, kernel.W_PP) if geo
+                    else np.zeros((0, kernel.W_PP)))
+        self._pp_out = None                # the kernel's outputs for the last (q, v)
 
     @staticmethod
     def _place(R, X, k, s):
@@ -371,13 +405,57 @@ class PairGroup:
         Jp = S[None, :, 3:] + _cross(S[None, :, :3], P[:, None, :])          # (m, n, 3)
         return np.transpose(Jp * self._mask[k][None, :, None], (0, 2, 1))
 
+    def _plane_points(self, q, v=None):
+        """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for the world-plane pairs'
+        points at real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.
+        plane_points`), kept for the last state; ``v=None``: the position quantities at
+        ``q`` (any ``v`` evaluated there serves)."""
+        qk = q.tobytes()
+        last = self._pp_out
+        if last is not None and last[0] == qk and (v is None or last[1] == v.tobytes()):
+            return last[2]
+        if v is None:
+            v = np.zeros(self.kin.n)
+        m, n = len(self._pp), self.kin.n
+        out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
+               np.empty(2 * m), np.empty(2 * m))
+        kernel.plane_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
+                            np.ascontiguousarray(v, dtype=float), self._pp, *out)
+        self._pp_out = (qk, v.tobytes(), out)
+        return out
+
+    def _pairs(self, real: bool):
+        """The pairs the numpy path evaluates: at real arguments the others than the
+        kernel's, at complex ones (a complex step) every pair."""
+        return [j for j in range(len(self._geo)) if not (real and self._fast[j])]
+
+    def _join(self, fast, slow, shape=()):
+        """The rows of the kernel's pairs (``fast``, or None when it has none) and of the
+        others (``slow``: a list of per-pair arrays, or one array of the others' rows) in
+        the group's row order."""
+        if not len(self._slow_rows):
+            return fast
+        parts = np.concatenate(slow, axis=0) if isinstance(slow, list) else slow
+        if not len(self._fast_rows):
+            return parts
+        out = np.empty((self.k,) + shape, dtype=np.result_type(fast, parts))
+        out[self._fast_rows] = fast
+        out[self._slow_rows] = parts
+        return out
+
     def gap(self, t, q):
         """The signed distances, shape (k,) (any dtype of ``q``: complex by the numpy
         kinematics, real by the compiled one)."""
         q = np.asarray(q)
-        R, X = self._real(q)[:2] if q.dtype.kind == "f" else self.kin(q)[:2]
+        real = q.dtype.kind == "f"
+        fast = self._plane_points(q)[0].copy() if real and len(self._fast_rows) else None
+        which = self._pairs(real)
+        if not which:
+            return fast
+        R, X = self._real(q)[:2] if real else self.kin(q)[:2]
         out = []
-        for j, g in enumerate(self._geo):
+        for j in which:
+            g = self._geo[j]
             c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:                        # n . (c - p0) - r |u|: exact also flat
                 out.append(np.sum(n * (c2 - c1), axis=1) - g[6] * self._rim(R, g, n)[2])
@@ -386,7 +464,7 @@ class PairGroup:
             else:
                 d = c2 - c1
                 out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
-        return np.concatenate(out)
+        return self._join(fast, out) if real else np.concatenate(out)
 
     def jacobian(self, t, q):
         """``gap_q``, shape (k, n): ``n . (J2(c2) - J1(c1))`` with the normal ``n`` (the
@@ -395,41 +473,64 @@ class PairGroup:
         q = np.asarray(q, dtype=float)
         key = q.tobytes()
         if self._J is None or self._J[0] != key:
-            R, X, S = self._real(q)
+            fast = self._plane_points(q)[1] if len(self._fast_rows) else None
             out = []
-            for j, g in enumerate(self._geo):
+            which = self._pairs(True)
+            if which:
+                R, X, S = self._real(q)
+            for j in which:
+                g = self._geo[j]
                 c1, n, _, c2 = self._normals(R, X, g, j)
                 if g[8] is not None:                     # (the material point at P)
                     c2 = self._points(R, g, n, c2, c1)
-                J = self._jac(S, g[1], c2) - self._jac(S, g[0], c1)
+                # (a plane carried by a link turns its normal with it: the rate of ``n .
+                # (c2 - c1)`` is ``n`` times the velocity of c2 relative to the plane's
+                # material point at c2, not at c1)
+                J = self._jac(S, g[1], c2) - self._jac(S, g[0], c2 if g[7] else c1)
                 out.append(np.einsum("ki,kin->kn", n, J))
-            self._J = (key, np.concatenate(out, axis=0))
+            self._J = (key, self._join(fast, out, (self.kin.n,)))
         return self._J[1].copy()
 
-    def _gap_rate(self, q, v):
-        """``gap_q v`` at ``(q, v)`` of any dtype (the numpy kinematics)."""
+    def _gap_rate(self, q, v, which):
+        """``gap_q v`` of the pairs ``which`` at ``(q, v)`` of any dtype (the numpy
+        kinematics)."""
         R, X, W, U = self._complex(np.asarray(q), np.asarray(v))
         out = []
-        for j, g in enumerate(self._geo):
+        for j in which:
+            g = self._geo[j]
             c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:
                 c2 = self._points(R, g, n, c2, c1)
             rel = (U[g[1]] + _cross(W[g[1]], c2)) if g[1] >= 0 else 0.0
-            if g[0] >= 0:
-                rel = rel - (U[g[0]] + _cross(W[g[0]], c1))
+            if g[0] >= 0:                                # (as in :meth:`jacobian`)
+                rel = rel - (U[g[0]] + _cross(W[g[0]], c2 if g[7] else c1))
             out.append(np.sum(n * rel, axis=1) * np.ones(len(c2)))
         return np.concatenate(out)
 
     def gamma(self, t, q, v):
-        """``gamma = -(gap_q v)_q v``, shape (k,): the complex step of :meth:`_gap_rate`
-        along ``v`` (one evaluation, exact to rounding)."""
+        """``gamma = -(gap_q v)_q v``, shape (k,): the kernel's (world-plane pairs: from the
+        bias accelerations), the others' by the complex step of :meth:`_gap_rate` along
+        ``v`` (one evaluation, exact to rounding)."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
         key = q.tobytes() + v.tobytes()
         if self._gam is None or self._gam[0] != key:
-            h = 1e-30
-            self._gam = (key, -np.imag(self._gap_rate(q + 1j * h * v, v)) / h)
+            fast = self._plane_points(q, v)[2] if len(self._fast_rows) else None
+            which = self._pairs(True)
+            slow = None
+            if which:
+                h = 1e-30
+                slow = -np.imag(self._gap_rate(q + 1j * h * v, v, which)) / h
+            self._gam = (key, self._join(fast, slow))
         return self._gam[1].copy()
+
+    def gamma_complex_step(self, t, q, v):
+        """:meth:`gamma` of every pair by the complex step (the numpy kinematics): what the
+        tests compare the kernel's with."""
+        h = 1e-30
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        return -np.imag(self._gap_rate(q + 1j * h * v, v, range(len(self._geo)))) / h
 
     def slip_velocity(self, t, q, v):
         """The tangential velocity of each contact point, shape (k, 2): geom 2's material
@@ -440,9 +541,14 @@ class PairGroup:
         v = np.asarray(v)
         if q.dtype.kind == "f":
             return self._slip_matrix(q) @ v
+        return self._slip_numpy(q, v, range(len(self._geo)))
+
+    def _slip_numpy(self, q, v, which):
+        """The slip velocities of the pairs ``which`` by the numpy kinematics (any dtype)."""
         R, X, W, U = self._complex(q, v)
         out = []
-        for j, g in enumerate(self._geo):
+        for j in which:
+            g = self._geo[j]
             k1, k2 = g[0], g[1]
             c1, n, tang, c2 = self._normals(R, X, g, j)
             P = self._points(R, g, n, c2, c1)
@@ -458,17 +564,38 @@ class PairGroup:
         complex step over ``v``)."""
         return self._slip_matrix(np.asarray(q, dtype=float)).copy()
 
+    def slip_velocity_gamma(self, t, q, v):
+        """The slip velocities' convective terms ``ugam`` (k, 2) with ``u' = T a - ugam``
+        (:class:`~gaussopt.Contact`'s ``slip_velocity_gamma``): the kernel's for the
+        world-plane pairs, the others' by one complex step of the numpy path along ``v``."""
+        q = np.asarray(q, dtype=float)
+        v = np.asarray(v, dtype=float)
+        fast = (self._plane_points(q, v)[5].reshape(-1, 2).copy() if len(self._fast_rows)
+                else None)
+        which = self._pairs(True)
+        slow = None
+        if which:
+            h = 1e-30
+            slow = -np.imag(self._slip_numpy(q + 1j * h * v, v, which)) / h
+        return self._join(fast, slow, (2,))
+
     def _slip_matrix(self, q):
         """``T (k, 2, n)`` with the slip velocities ``T v`` at real ``q`` (kept for the last
         ``q``: the complex-step Jacobian in ``v`` evaluates them n times at one ``q``)."""
         key = q.tobytes()
         if self._T is None or self._T[0] != key:
-            R, X, S = self._real(q)
+            n = self.kin.n
+            fast = (self._plane_points(q)[3].reshape(-1, 2, n) if len(self._fast_rows)
+                    else None)
             out = []
-            for j, g in enumerate(self._geo):
-                c1, n, tang, c2 = self._normals(R, X, g, j)
-                P = self._points(R, g, n, c2, c1)
+            which = self._pairs(True)
+            if which:
+                R, X, S = self._real(q)
+            for j in which:
+                g = self._geo[j]
+                c1, n_, tang, c2 = self._normals(R, X, g, j)
+                P = self._points(R, g, n_, c2, c1)
                 out.append(np.einsum("kij,kjn->kin", tang,
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
-            self._T = (key, np.concatenate(out, axis=0))
+            self._T = (key, self._join(fast, out, (2, n)))
         return self._T[1]

@@ -482,6 +482,8 @@ class Model(BaseModel):
                                slip_velocity=grp.slip_velocity if mu > 0 else None,
                                slip_velocity_jacobian=(grp.slip_velocity_jacobian if mu > 0
                                                        else None),
+                               slip_velocity_gamma=(grp.slip_velocity_gamma if mu > 0
+                                                    else None),
                                friction=mu, restitution=restitution, rheonomic=False,
                                name=name))
         return out
