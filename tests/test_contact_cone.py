@@ -399,3 +399,49 @@ def test_slip_velocity_jacobian_given_is_used_and_checked():
                    slip_velocity_jacobian="T", friction=0.3)
     with pytest.raises(go.ModelError, match="slip_velocity_jacobian"):
         go.Contact(lambda t, q: q[:1], slip_velocity_jacobian=T, friction=0.0)
+
+
+def test_slip_velocity_gamma_given_is_used_and_checked():
+    """``Contact(slip_velocity_gamma=...)``: the sphere's slip velocity ``u = T(q) v`` (as
+    above) has the convective term ``-(T_q v) v = 2 r (E(e') e')`` components, which vanish
+    (``E(x) x = 0``): given as zeros with the hand-written ``T``, the run needs no complex
+    step and rolls at the closed form's time (1e-9 relative, as above); a wrong term (ones)
+    is caught by the system's check, naming the contact; a non-callable or one without
+    ``slip_velocity`` is refused by name."""
+    def slip_velocity(t, q, v):
+        w = 2 * E(q[3:7]) @ v[3:7]
+        return np.array([[v[0] - R_S * w[1], v[1] + R_S * w[0]]])
+
+    def T(t, q, v):
+        Eq = 2 * E(q[3:7])
+        J = np.zeros((1, 2, 7))
+        J[0, 0, 0], J[0, 1, 1] = 1.0, 1.0
+        J[0, 0, 3:7] = -R_S * Eq[1]
+        J[0, 1, 3:7] = R_S * Eq[0]
+        return J
+
+    calls = []
+
+    def gamma(t, q, v, value=0.0):
+        calls.append(t)
+        return np.full((1, 2), value)
+
+    def system(gam):
+        floor = go.Contact(lambda t, q: np.array([q[2] - R_S]), slip_velocity=slip_velocity,
+                           slip_velocity_jacobian=T, slip_velocity_gamma=gam, friction=MU_S,
+                           rheonomic=False, name="floor")
+        return rigid(M_S, I_S, floor, [0.0, 0.0, -M_S * G0, 0.0, 0.0, 0.0, 0.0])
+
+    q0, v0 = launch(R_S, [2.0, 0.0, 0.0], [0, 0, 0])
+    tr = go.simulate(system(gamma), (0.0, 0.3), q0, v0, **TOL)
+    assert tr.success, tr.message
+    assert calls                                          # (the given term was used)
+    t_roll = [x[0] for x in tr.meta["contact_transitions"] if x[2] == "stick"][0]
+    assert t_roll == pytest.approx(2 * 2.0 / (7 * MU_S * G0), rel=1e-9, abs=0)
+    with pytest.raises(go.ModelError, match="floor"):
+        system(lambda t, q, v: gamma(t, q, v, 1.0)).check(0.0, q0, v0)
+    with pytest.raises(go.ModelError, match="slip_velocity_gamma"):
+        go.Contact(lambda t, q: q[:1], slip_velocity=slip_velocity,
+                   slip_velocity_gamma="c", friction=0.3)
+    with pytest.raises(go.ModelError, match="slip_velocity_gamma"):
+        go.Contact(lambda t, q: q[:1], slip_velocity_gamma=gamma, friction=0.0)
