@@ -319,6 +319,31 @@ def test_box_at_rest_stays():
     assert np.abs(tr.q - q0).max() < 1e-10
     np.testing.assert_allclose(tr.contact_forces.sum(axis=1), M_B * G0, rtol=1e-9)
     assert np.all(tr.contact_forces >= -1e-9 * M_B * G0)
+    # the points are named after the geoms and the corner's index (signs of (x, y, z), z
+    # fastest): the top corners (even indices, z > 0) stay open and carry nothing
+    assert tr.meta["contact_points"] == [f"contacts[floor/cube.{i}]" for i in range(8)]
+    assert np.all(tr.contact_forces[:, 0::2] == 0.0)
+
+
+def test_point_names_are_checked():
+    """``Contact(point_names=...)``: a str or names that are not str are refused by name;
+    a count other than the gap's rows is refused when the run counts the points."""
+    gap = lambda t, q: np.array([q[2] - 0.1, q[2] - 0.2])  # noqa: E731
+    with pytest.raises(ModelError, match="point_names"):
+        go.Contact(gap, point_names="ab")
+    with pytest.raises(ModelError, match="point_names"):
+        go.Contact(gap, point_names=["a", 1])
+    floor = go.Contact(gap, point_names=("a",), name="floor")
+    system = go.System(("x", "y", "z"), mass=np.eye(3), force=[0.0, 0.0, -G0],
+                       constraints=[floor])
+    with pytest.raises(ModelError, match="`point_names` has 1 name"):
+        go.simulate(system, (0.0, 0.1), [0.0, 0.0, 1.0], [0.0, 0.0, 0.0])
+    ok = go.Contact(gap, point_names=("low", "high"), name="floor")
+    system = go.System(("x", "y", "z"), mass=np.eye(3), force=[0.0, 0.0, -G0],
+                       constraints=[ok])
+    tr = go.simulate(system, (0.0, 0.5), [0.0, 0.0, 1.0], [0.0, 0.0, 0.0])
+    assert tr.success and tr.meta["contact_points"] == ["floor[low]", "floor[high]"]
+    assert [p for _, p, _ in tr.meta["contact_transitions"]] == ["floor[high]"]
 
 
 @pytest.mark.parametrize("above", [True, False])

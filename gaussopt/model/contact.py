@@ -86,6 +86,10 @@ class Contact(Constraint):
     rheonomic : bool, default True
         ``False`` declares that ``gap`` and ``slip`` do not depend on ``t``.
     name : str, optional
+    point_names : sequence of str, optional
+        One name per gap row (contact point), used in the run's labels, transitions and
+        messages as ``"<name>[<point name>]"`` (default: the row's index,
+        ``"<name>[0]"``).
 
     Examples
     --------
@@ -107,8 +111,18 @@ class Contact(Constraint):
                  slip_velocity_jacobian: Optional[Callable] = None,
                  slip_velocity_gamma: Optional[Callable] = None,
                  restitution: float = 0.0, friction: Optional[float] = None,
-                 rheonomic: bool = True, name: Optional[str] = None) -> None:
+                 rheonomic: bool = True, name: Optional[str] = None,
+                 point_names: Optional[Sequence[str]] = None) -> None:
         super().__init__(name)
+        if point_names is not None:
+            if not isinstance(point_names, (list, tuple)) or not all(
+                    isinstance(x, str) for x in point_names):
+                raise ModelError(f"contact {self.name!r}: `point_names` must be a list or "
+                                 "tuple of str (one per gap row), found "
+                                 f"{point_names!r}.")
+            point_names = tuple(point_names)
+        #: the points' names (None: their row indices)
+        self.point_names = point_names
         if not callable(gap):
             raise ModelError(f"`gap` must be a callable gap(t, q), found {type(gap).__name__}.")
         if slip is not None and not callable(slip):
@@ -275,13 +289,28 @@ class ContactPoints:
         self.dim = np.array([self.contacts[j].tangent_dim for j in owner], dtype=int)
         #: some point has two tangents: the contact problem is the circular cones'
         self.spatial = bool(np.any(self.dim == 2))
-        self.labels = [f"{self.contacts[j].name}[{r}]" for j, r in zip(owner, row)]
+        #: the points of each contact (its gap's rows at the run's start)
+        self.sizes = [owner.count(j) for j in range(len(self.contacts))]
+        #: some point has a planar ``slip`` (:meth:`tangent_rows` has rows to fill)
+        self.planar = any(c.frictional and c.tangent is not None for c in self.contacts)
+        for c, size in zip(self.contacts, self.sizes):
+            if c.point_names is not None and len(c.point_names) != size:
+                raise ModelError(f"contact {c.name!r}: `point_names` has "
+                                 f"{len(c.point_names)} name(s), its gap {size} row(s) "
+                                 f"at t={t}.")
+        self.labels = [f"{self.contacts[j].name}[{self._point(j, r)}]"
+                       for j, r in zip(owner, row)]
         #: the slip of each sticking point where it closed: its no-slip constraint while
         #: closed is ``slip(t, q) - anchor = 0`` (set by :meth:`anchor_slip`)
         self.anchor = np.zeros(self.k)
         #: the last state's normal rows (a contact run asks for them several times at
         #: an impact): ``(t, q, v, (G, c, gam))``
         self._normal_memo: Optional[tuple] = None
+
+    def _point(self, j: int, r: int) -> str:
+        """Row ``r`` of contact ``j`` as its label writes it: its name or its index."""
+        names = self.contacts[j].point_names
+        return str(r) if names is None else names[r]
 
     def anchor_slip(self, t: float, q: np.ndarray, points) -> None:
         """Anchor the no-slip constraints of ``points`` (indices) at their slip now."""
@@ -295,8 +324,7 @@ class ContactPoints:
         function and the time when one returns something else than a finite array of
         one value per point (the points are counted at the run's start)."""
         parts = []
-        for j, c in enumerate(self.contacts):
-            size = int(np.count_nonzero(self.owner == j))
+        for c, size in zip(self.contacts, self.sizes):
             try:
                 x = np.asarray(f(c), dtype=float).ravel()
             except ModelError:
@@ -346,9 +374,10 @@ class ContactPoints:
         """The same for the slip of the frictional points (rows of the others are zero)."""
         n = q.size
         T, c_, gam = np.zeros((self.k, n)), np.zeros(self.k), np.zeros(self.k)
+        if not self.planar:
+            return T, c_, gam
         i = 0
-        for c in self.contacts:
-            kc = c.normal.residual(t, q).size
+        for c, kc in zip(self.contacts, self.sizes):
             if c.frictional and c.tangent is not None:
                 T[i:i + kc] = c.tangent.jacobian(t, q)
                 c_[i:i + kc] = c.tangent.phi_t(t, q)
@@ -371,8 +400,7 @@ class ContactPoints:
         and the frictionless ones): what a slide's watches read at every step."""
         out = np.zeros((self.k, 2))
         i = 0
-        for c in self.contacts:
-            kc = int(np.count_nonzero(self.owner == self.contacts.index(c)))
+        for c, kc in zip(self.contacts, self.sizes):
             if c.frictional and c.cone is not None:
                 out[i:i + kc] = self._slip(c, kc, t, q, v).reshape(kc, 2)
             i += kc
@@ -386,8 +414,7 @@ class ContactPoints:
         n = q.size
         T, c_, gam = np.zeros((self.k, 2, n)), np.zeros((self.k, 2)), np.zeros((self.k, 2))
         i = 0
-        for c in self.contacts:
-            kc = int(np.count_nonzero(self.owner == self.contacts.index(c)))
+        for c, kc in zip(self.contacts, self.sizes):
             if c.frictional and c.cone is not None:
                 u = self._slip(c, kc, t, q, v)
                 J = c.cone.jacobian(t, q, v)
@@ -414,7 +441,7 @@ class ContactPoints:
         gam = (None if cone.automatic["gamma"]
                else (lambda t, q, v: cone.gamma(t, q, v)[rows]))
         label = self.labels[pts[0]] if len(pts) == 1 else \
-            f"{c.name}[{', '.join(str(int(self.row[j])) for j in pts)}]"
+            f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
         return Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac, gam,
                             name=f"{label}.no_slip")
 
@@ -473,6 +500,6 @@ class ContactPoints:
             def phi(t, q):
                 return values(t, q)[rows]
         label = self.labels[pts[0]] if len(pts) == 1 else \
-            f"{c.name}[{', '.join(str(int(self.row[j])) for j in pts)}]"
+            f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
         return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
                          name=f"{label}.{'slip' if tangent else 'gap'}")

@@ -405,6 +405,18 @@ class PairGroup:
         Jp = S[None, :, 3:] + _cross(S[None, :, :3], P[:, None, :])          # (m, n, 3)
         return np.transpose(Jp * self._mask[k][None, :, None], (0, 2, 1))
 
+    @property
+    def point_names(self) -> tuple:
+        """One name per contact point: ``"<geom1>/<geom2>"``, with ``".<i>"`` where the pair
+        has several points in ``points2``'s order (the loader's: a capsule's and a
+        cylinder's end on its +z axis first; a box's corners with the signs of ``(x, y,
+        z)`` running ``+++, ++-, +-+, ...``, z fastest)."""
+        out = []
+        for pr in self.pairs:
+            base = f"{pr.geom1}/{pr.geom2}"
+            out += [base] if pr.rows == 1 else [f"{base}.{i}" for i in range(pr.rows)]
+        return tuple(out)
+
     def _plane_points(self, q, v=None):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for the world-plane pairs'
         points at real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.

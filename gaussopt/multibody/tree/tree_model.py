@@ -485,7 +485,7 @@ class Model(BaseModel):
                                slip_velocity_gamma=(grp.slip_velocity_gamma if mu > 0
                                                     else None),
                                friction=mu, restitution=restitution, rheonomic=False,
-                               name=name))
+                               name=name, point_names=grp.point_names))
         return out
 
     def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
