@@ -185,7 +185,8 @@ class Impact:
     ----------
     t : float
     points : list of str
-        Labels ``"<contact name>[row]"`` of the points with a nonzero normal impulse.
+        Labels ``"<contact name>[row]"`` (or ``[<point name>]``, ``Contact(point_names=
+        ...)``) of the points with a nonzero normal impulse.
     impulses : ndarray, shape (k,)
         Normal impulse of every contact point (0 for those not involved).
     tangential_impulses : ndarray, shape (k,)
