@@ -695,6 +695,75 @@ def mujoco_tippe_top(tt, ts: float, th1: float, cone: str) -> dict:
             "th_error": abs(th - th1), "penetration": pen}
 
 
+def _drop_reference():
+    """The tilted box drop of tests/box_drop_reference.py: its module, the first impact
+    ``(t, corner, x, v, R, w)`` and the sticking impulse there (mu = 1)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import box_drop_reference as bd
+    from tippe_top_reference import rot
+
+    model = _load_mjcf(bd.drop_xml(1.0))
+    q0 = model.q_reference
+    first = bd.free_flight_to_impact(q0[:3], q0[3:7])
+    P, _ = bd.corner_impulse(first[1], *first[3:6], DROP_E, sticking=True)
+    return bd, rot, q0, first, P
+
+
+#: the drop's restitution (gaussopt); MuJoCo's contacts do not bounce
+DROP_E = 0.3
+
+
+def gaussopt_drop(bd, rot, q0, first, P) -> dict:
+    """The box dropped tilted and spinning, 1 s at the default tolerances: the first impact's
+    time and impulse against the reference, the rest height and attitude."""
+    import gaussopt as go
+    from tippe_top_reference import e_rate
+
+    model = _load_mjcf(bd.drop_xml(1.0))
+    sysm = model.with_contacts(restitution=DROP_E)
+    v0 = np.concatenate([bd.V0, e_rate(q0[3:7], rot(q0[3:7]).T @ bd.W0)])
+    wall, tr = _median_time(lambda: go.simulate(sysm, (0.0, 1.0), q0, v0))
+    im = tr.impacts[0]
+    return {"time": wall, "ok": tr.success, "t_error": abs(im.t - first[0]),
+            "p_error": abs(im.impulses[first[1]] - P[2]) / P[2],
+            "z_error": abs(tr.q[-1, 2] - bd.BOX_HALF[2]), "penetration": 0.0,
+            "impacts": len(tr.impacts)}
+
+
+def mujoco_drop(bd, rot, q0, first, P, cone: str) -> dict:
+    """The same drop in MuJoCo (``timestep = 1e-4``, soft contacts without restitution): the
+    first step with a contact against the first impact's time, the rest height at 1 s and
+    the deepest penetration."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(bd.drop_xml(1.0, f'timestep="1e-4" cone="{cone}"'))
+
+    def run():
+        d = mujoco.MjData(model)
+        d.qvel[:3] = bd.V0
+        d.qvel[3:6] = rot(np.array(d.qpos[3:7])).T @ bd.W0        # (body frame)
+        t_hit, pen = None, 0.0
+        while d.time < 1.0 - 1e-12:
+            mujoco.mj_step(model, d)
+            if t_hit is None and d.ncon:
+                t_hit = d.time
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        return t_hit, float(d.qpos[2]), pen
+
+    wall, (t_hit, z, pen) = _median_time(run)
+    return {"time": wall, "ok": True, "t_error": abs(t_hit - first[0]) if t_hit else math.nan,
+            "p_error": math.nan, "z_error": abs(z - bd.BOX_HALF[2]), "penetration": pen}
+
+
+def _drop_row(sim: str, r: dict) -> tuple:
+    imp = ("" if math.isnan(r["p_error"]) else
+           f", its impulse err {r['p_error']:.1e} (relative), {r['impacts']} impacts")
+    return ("box dropped tilted and spinning onto a corner (MJCF), 1 s", sim, r["time"],
+            f"first impact time err {r['t_error']:.1e} s{imp}, rest height err "
+            f"{r['z_error']:.1e} m, penetration {r['penetration']:.1e} m"
+            + ("" if r["ok"] else " (the run failed)"))
+
+
 def _tippe_row(sim: str, r: dict) -> tuple:
     return ("tippe top slides, tips and rolls (1.2 s)", sim, r["time"],
             ("slip stop not seen (slip speed above 1e-3 m/s throughout)"
@@ -756,6 +825,11 @@ def main() -> int:
         rows += _spatial_rows("gaussopt (hard, circular cone)", gaussopt_spatial())
         for cone in ("pyramidal", "elliptic"):
             rows += _spatial_rows(f"MuJoCo dt 1e-4, {cone} cone", mujoco_spatial(cone))
+        dr = _drop_reference()
+        rows.append(_drop_row(f"gaussopt (hard, circular cone, e = {DROP_E})",
+                              gaussopt_drop(*dr)))
+        for cone in ("pyramidal", "elliptic"):
+            rows.append(_drop_row(f"MuJoCo dt 1e-4, {cone} cone", mujoco_drop(*dr, cone)))
         tt = _tippe_reference()
         rows.append(_tippe_row("gaussopt (hard, circular cone)", gaussopt_tippe_top(*tt)))
         for cone in ("pyramidal", "elliptic"):

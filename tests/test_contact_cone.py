@@ -30,6 +30,7 @@ force scale): 1e-9 of ``m g`` covers both.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -445,3 +446,39 @@ def test_slip_velocity_gamma_given_is_used_and_checked():
                    slip_velocity_gamma="c", friction=0.3)
     with pytest.raises(go.ModelError, match="slip_velocity_gamma"):
         go.Contact(lambda t, q: q[:1], slip_velocity_gamma=gamma, friction=0.0)
+
+
+def test_impact_of_an_edge_whose_newton_root_points_the_wrong_way():
+    """The velocity-level problem of a box's edge landing (``tests/data/edge_impact_cone.npz``:
+    two corners of a tilted box, restitution 0.3, mu = 1, from the MJCF drop of
+    ``tests/box_drop_reference.py``). Both corners sticking is inconsistent (their Newton
+    rebounds differ along the rigid edge), so one corner slides, by about 2e-8 m/s. The
+    direction's Newton iteration (``d x u = 0``) first converged to the root with the slip
+    against its friction, and the combination was given up without trying its other
+    starts: "no set of active contact points satisfies the contact conditions". The
+    answer is checked here against the conditions themselves: momentum balance ``M x - F =
+    A^T lam + G^T N + sum T_i^T t_i`` (rounding of the terms, 1e-12 of ``|F|``), ``N >=
+    0``, Newton's law ``G x - h >= 0`` with complementarity, every friction force in its
+    cone, a sticking corner's slip zero and a sliding corner's friction against its slip
+    (its direction to 1e-6: the slip is 2e-8 m/s, resolved to rounding ~1e-16 / 2e-8)."""
+    from gaussopt.gauss.contact_cone import solve_contact_cone
+
+    d = np.load(Path(__file__).parent / "data" / "edge_impact_cone.npz")
+    M, F, A, b, G, h, T, s, mu = (d[x] for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
+    sol = solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu, prefer=d["prefer"])
+    x, N, t_, lam = sol.x, sol.nu, sol.tau, sol.lam
+    scale = np.abs(F).max()
+    resid = M @ x - F - A.T @ lam - G.T @ N - np.einsum("kjn,kj->n", T, t_)
+    assert np.abs(resid).max() <= 1e-12 * scale
+    assert np.abs(A @ x - b).max() <= 1e-12 * scale
+    assert np.all(N > 0)
+    gap = G @ x - h
+    assert np.all(gap >= -1e-12) and np.abs(N * gap).max() <= 1e-12 * scale
+    u = np.einsum("kjn,n->kj", T, x) - s
+    for i in range(2):
+        assert np.hypot(*t_[i]) <= mu[i] * N[i] * (1 + 1e-12)
+        speed = np.hypot(*u[i])
+        if speed > 1e-12:
+            np.testing.assert_allclose(t_[i], -mu[i] * N[i] * u[i] / speed, rtol=0,
+                                       atol=1e-6 * mu[i] * N[i])
+    assert sum(np.hypot(*u[i]) > 1e-12 for i in range(2)) == 1   # one corner slides

@@ -315,9 +315,13 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None):
             x = c.got[0]
             R = _cross(x, T, s, dirs, sliders)
             if all(abs(R[j]) <= _slip_tol(M, F, T[i], s[i], x) for j, i in enumerate(sliders)):
-                # converged: this combination's answer (its other conditions decide it)
+                # converged: this combination's answer if its conditions hold. ``d x u = 0``
+                # has a second root per slider, ``u`` against ``d`` (the friction pushing
+                # the slip on), which a start may reach: the next start is tried then
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
-                return None if done is None else (c, *done, dirs.copy())
+                if done is not None:
+                    return (c, *done, dirs.copy())
+                break
             Jac = np.zeros((len(sliders), len(sliders)))
             dt = 1e-7
             ok = True
