@@ -315,13 +315,17 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None):
             x = c.got[0]
             R = _cross(x, T, s, dirs, sliders)
             if all(abs(R[j]) <= _slip_tol(M, F, T[i], s[i], x) for j, i in enumerate(sliders)):
-                # converged: this combination's answer if its conditions hold. ``d x u = 0``
-                # has a second root per slider, ``u`` against ``d`` (the friction pushing
-                # the slip on), which a start may reach: the next start is tried then
+                # converged. ``d x u = 0`` has a second root per slider, ``u`` against
+                # ``d`` (the friction pushing the slip on), which a start may reach: the
+                # next start is tried then; at the root with every slip along its
+                # direction, the combination's other conditions decide it
+                fscale = max(1.0, float(np.abs(c.got[1]).max(initial=0.0)))
+                if any(float(dirs[i] @ (T[i] @ x - s[i])) < -(_slip_tol(M, F, T[i], s[i], x)
+                                                              + _onset_slack(M, T[i], fscale))
+                       for i in sliders):
+                    break
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
-                if done is not None:
-                    return (c, *done, dirs.copy())
-                break
+                return None if done is None else (c, *done, dirs.copy())
             Jac = np.zeros((len(sliders), len(sliders)))
             dt = 1e-7
             ok = True
