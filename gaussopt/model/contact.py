@@ -131,18 +131,13 @@ class Contact(Constraint):
         if slip_velocity is not None and not callable(slip_velocity):
             raise ModelError(f"`slip_velocity` must be a callable slip_velocity(t, q, v) or None, "
                              f"found {type(slip_velocity).__name__}.")
-        if slip_velocity_jacobian is not None and (slip_velocity is None
-                                                   or not callable(slip_velocity_jacobian)):
-            raise ModelError(f"contact {self.name!r}: `slip_velocity_jacobian` must be a "
-                             "callable slip_velocity_jacobian(t, q, v), given with "
-                             f"`slip_velocity`; found {type(slip_velocity_jacobian).__name__} "
-                             f"(slip_velocity {'given' if slip_velocity is not None else 'None'}).")
-        if slip_velocity_gamma is not None and (slip_velocity is None
-                                                or not callable(slip_velocity_gamma)):
-            raise ModelError(f"contact {self.name!r}: `slip_velocity_gamma` must be a "
-                             "callable slip_velocity_gamma(t, q, v), given with "
-                             f"`slip_velocity`; found {type(slip_velocity_gamma).__name__} "
-                             f"(slip_velocity {'given' if slip_velocity is not None else 'None'}).")
+        for label, f in (("slip_velocity_jacobian", slip_velocity_jacobian),
+                         ("slip_velocity_gamma", slip_velocity_gamma)):
+            if f is not None and (slip_velocity is None or not callable(f)):
+                raise ModelError(
+                    f"contact {self.name!r}: `{label}` must be a callable {label}(t, q, v), "
+                    f"given with `slip_velocity`; found {type(f).__name__} (slip_velocity "
+                    f"{'given' if slip_velocity is not None else 'None'}).")
         if slip is not None and slip_velocity is not None:
             raise ModelError(f"contact {self.name!r}: give `slip` (planar: one tangent per point) "
                              "or `slip_velocity` (in space: two tangents per point), not both.")
