@@ -590,7 +590,6 @@ def _in_row_space(g: np.ndarray, A: np.ndarray) -> bool:
     return int(np.count_nonzero(sg > tol)) == int(np.count_nonzero(sa > tol))
 
 
-
 def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray,
             closed: np.ndarray, n_rows: list, gap_tol: float, vel_tol: float,
             touching: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
