@@ -29,6 +29,7 @@ force scale): 1e-9 of ``m g`` covers both.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -449,9 +450,9 @@ def test_slip_velocity_gamma_given_is_used_and_checked():
 
 
 def test_impact_of_an_edge_whose_newton_root_points_the_wrong_way():
-    """The velocity-level problem of a box's edge landing (``tests/data/edge_impact_cone.npz``:
-    two corners of a tilted box, restitution 0.3, mu = 1, from the MJCF drop of
-    ``tests/box_drop_reference.py``). Both corners sticking is inconsistent (their Newton
+    """The velocity-level problem of a box's edge landing (``tests/data/edge_impact_cone.json``,
+    its floats written exactly: two corners of a tilted box, restitution 0.3, mu = 1, from
+    the MJCF drop of ``tests/box_drop_reference.py``). Both corners sticking is inconsistent (their Newton
     rebounds differ along the rigid edge), so one corner slides, by about 2e-8 m/s. The
     direction's Newton iteration (``d x u = 0``) first converged to the root with the slip
     against its friction, and the combination was given up without trying its other
@@ -463,9 +464,11 @@ def test_impact_of_an_edge_whose_newton_root_points_the_wrong_way():
     (its direction to 1e-6: the slip is 2e-8 m/s, resolved to rounding ~1e-16 / 2e-8)."""
     from gaussopt.gauss.contact_cone import solve_contact_cone
 
-    d = np.load(Path(__file__).parent / "data" / "edge_impact_cone.npz")
-    M, F, A, b, G, h, T, s, mu = (d[x] for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
-    sol = solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu, prefer=d["prefer"])
+    d = json.loads((Path(__file__).parent / "data" / "edge_impact_cone.json").read_text())
+    M, F, A, b, G, h, T, s, mu = (np.array(d[x], dtype=float)
+                                  for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
+    sol = solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu,
+                             prefer=np.array(d["prefer"], dtype=int))
     x, N, t_, lam = sol.x, sol.nu, sol.tau, sol.lam
     scale = np.abs(F).max()
     resid = M @ x - F - A.T @ lam - G.T @ N - np.einsum("kjn,kj->n", T, t_)

@@ -601,10 +601,11 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
     phase holds them closed as equality rows, which the phase checks against its own
     consistency tolerance (1e-8). Those gaps, at most ``gap_tol``, are the driver's own
     decision's tolerance: they are closed by a minimum-norm correction of ``q`` (Newton
-    on the phase's rows, the other rows held), before the phase starts. The gaps of the
-    ``touching`` points that stay open are held too: a corner that just rebounded from
-    the floor, beside one closing 1.4e-6 m away, was pushed 1.2e-6 m into the floor by
-    the correction, and its touch event then ended every phase where it started.
+    on the phase's rows, the other rows held), before the phase starts. A ``touching``
+    point that stays open and that the correction pushes into its surface is brought to
+    it instead (an active set): a corner that just rebounded from the floor, beside one
+    closing 1.4e-6 m away, was pushed 1.2e-6 m into the floor, and its touch event then
+    ended every phase where it started.
 
     The same for the velocities: a point is held closed where its gap rate is within
     ``vel_tol``, and sticking where its slip is (the contact problem's answer after an
@@ -616,17 +617,26 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
     idx = np.flatnonzero(closed)
     if idx.size == 0:
         return q, v
-    for _ in range(3):
-        g = P.gaps(t, q)[idx]
-        if np.all(np.abs(g) <= 1e-3 * gap_tol) or np.any(np.abs(g) > gap_tol):
+    free = (np.flatnonzero(touching & ~closed) if touching is not None
+            else np.zeros(0, dtype=int))
+    held = np.zeros(0, dtype=int)
+    small = 1e-3 * gap_tol
+    for _ in range(6):
+        g_all = P.gaps(t, q)
+        g = g_all[idx]
+        # (an active set: the open touching points the correction pushed into their
+        # surface are brought to it, not held where they were -- a face's four corners
+        # cannot keep two apart while the other two close)
+        held = np.union1d(held, free[g_all[free] < -small]).astype(int)
+        if np.any(np.abs(g) > gap_tol) or (np.all(np.abs(g) <= small)
+                                          and np.all(np.abs(g_all[held]) <= small)):
             break
         _, _, A, _ = sysp.evaluate(t, q, v)
         r = np.zeros(A.shape[0])
         r[n_rows] = g
-        held = np.flatnonzero(touching & ~closed) if touching is not None else []
         if len(held):
             A = np.concatenate([A, P.normal_rows(t, q, v)[0][held]])
-            r = np.concatenate([r, np.zeros(len(held))])
+            r = np.concatenate([r, g_all[held]])
         q = q - np.linalg.lstsq(A, r, rcond=None)[0]
     if sysp.holonomic or sysp.nonholonomic:
         r = sysp.velocity_residual(t, q, v)
