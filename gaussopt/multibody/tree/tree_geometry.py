@@ -297,7 +297,7 @@ class PairGroup:
         # corners): evaluated together by the compiled kernel (module docstring); the
         # others (cylinders' rims, sphere-sphere, planes of moving links) by numpy
         fast = [compiled and g[7] and g[0] < 0 and g[8] is None for g in self._geo]
-        self._fast = fast
+        self._slow_pairs = [j for j, f in enumerate(fast) if not f]
         rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
         self._fast_rows = np.concatenate(
             [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
@@ -439,7 +439,7 @@ class PairGroup:
     def _pairs(self, real: bool):
         """The pairs the numpy path evaluates: at real arguments the others than the
         kernel's, at complex ones (a complex step) every pair."""
-        return [j for j in range(len(self._geo)) if not (real and self._fast[j])]
+        return self._slow_pairs if real else range(len(self._geo))
 
     def _join(self, fast, slow, shape=()):
         """The rows of the kernel's pairs (``fast``, or None when it has none) and of the
@@ -535,14 +535,6 @@ class PairGroup:
                 slow = -np.imag(self._gap_rate(q + 1j * h * v, v, which)) / h
             self._gam = (key, self._join(fast, slow))
         return self._gam[1].copy()
-
-    def gamma_complex_step(self, t, q, v):
-        """:meth:`gamma` of every pair by the complex step (the numpy kinematics): what the
-        tests compare the kernel's with."""
-        h = 1e-30
-        q = np.asarray(q, dtype=float)
-        v = np.asarray(v, dtype=float)
-        return -np.imag(self._gap_rate(q + 1j * h * v, v, range(len(self._geo)))) / h
 
     def slip_velocity(self, t, q, v):
         """The tangential velocity of each contact point, shape (k, 2): geom 2's material
