@@ -485,3 +485,100 @@ def test_impact_of_an_edge_whose_newton_root_points_the_wrong_way():
             np.testing.assert_allclose(t_[i], -mu[i] * N[i] * u[i] / speed, rtol=0,
                                        atol=1e-6 * mu[i] * N[i])
     assert sum(np.hypot(*u[i]) > 1e-12 for i in range(2)) == 1   # one corner slides
+
+
+def test_impact_of_a_face_landing_nearly_flat_with_rows_dependent_to_rounding():
+    """The velocity-level problem of a box's face landing nearly flat and turning
+    (``tests/data/flat_landing_impact_cone.json``, floats written exactly: four corners,
+    restitution 0.7, mu = 0.2, from a fuzzed MJCF drop). Two corners approach and rebound
+    by Newton's law, the other two touch without approaching (``h = 0``): the four
+    normal rows are dependent (the corners of a face), the right-hand sides are not, and
+    three corners sticking makes rows dependent to the rank decision (the face tilted by
+    ~1e-7) whose right-hand sides disagree by ~1e-8 m/s. The exact problem then has no
+    certified answer (raised); with ``rhs_tol`` = 1e-8 m/s, below the driver's velocity
+    tolerance ``1e3 (atol + rtol (1 + |v|))`` (2e-6 m/s at the defaults, what it already
+    treats as rest), the right-hand sides are moved onto the rows' range and the answer is
+    certified. Checked against the conditions themselves: momentum balance to the rounding
+    of its terms (1e-12 of ``|F|``), ``N >= 0``, Newton's law with complementarity and
+    every friction force in its cone exactly, the sticking corners' slips and the closed
+    corners' rebounds within the 1e-8 moved."""
+    from gaussopt.gauss.contact_cone import solve_contact_cone
+    from gaussopt.gauss.contact_problem import ContactSolveError
+
+    d = json.loads((Path(__file__).parent / "data" / "flat_landing_impact_cone.json")
+                   .read_text())
+    M, F, A, b, G, h, T, s, mu = (np.array(d[x], dtype=float)
+                                  for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
+    kw = dict(mu=mu, prefer=np.array(d["prefer"], dtype=int))
+    with pytest.raises(ContactSolveError, match="no set of active contact points"):
+        solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
+    moved = 1e-8
+    sol = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=moved, **kw)
+    x, N, t_, lam = sol.x, sol.nu, sol.tau, sol.lam
+    scale = np.abs(F).max()
+    resid = M @ x - F - A.T @ lam - G.T @ N - np.einsum("kjn,kj->n", T, t_)
+    assert np.abs(resid).max() <= 1e-12 * scale
+    assert np.abs(A @ x - b).max() <= 1e-12 * scale
+    assert np.all(N >= 0) and sol.active.sum() == 3
+    gap = G @ x - h
+    assert np.all(gap >= -moved)
+    assert np.all(np.abs(gap[sol.active]) <= moved)       # closed: rebound as Newton asks
+    assert np.all(gap[~sol.active] > 1e3 * moved)          # the open corner leaves
+    u = np.einsum("kjn,n->kj", T, x) - s
+    for i in np.flatnonzero(sol.active):
+        assert np.hypot(*t_[i]) <= mu[i] * N[i]             # inside its cone
+        assert np.hypot(*u[i]) <= 2 * moved                 # sticking, to what was moved
+
+
+def _sliding_box_problem(c, mu, angles_deg):
+    """A box (half sides 0.1, 0.15, ``c``, mass 1) flat on a floor in twist coordinates
+    ``(v, w)`` at the identity, its four bottom corners sliding along the given
+    directions: ``M, F, G, T, dirs``."""
+    a, b, m = 0.1, 0.15, 1.0
+    M = np.diag([m, m, m, m / 3 * (b * b + c * c), m / 3 * (a * a + c * c),
+                 m / 3 * (a * a + b * b)])
+    corners = np.array([[sx * a, sy * b, -c] for sx in (1, -1) for sy in (1, -1)])
+    ez, ex, ey = np.eye(3)[2], np.eye(3)[0], np.eye(3)[1]
+    G = np.array([np.r_[ez, np.cross(r, ez)] for r in corners])
+    T = np.array([[np.r_[ex, np.cross(r, ex)], np.r_[ey, np.cross(r, ey)]] for r in corners])
+    F = np.array([0.0, 0.0, -m * 9.81, 0.0, 0.0, 0.0])
+    th = np.radians(angles_deg)
+    return M, F, G, T, np.column_stack([np.cos(th), np.sin(th)])
+
+
+def test_sliding_corners_whose_stiff_distribution_pulls_take_the_nearest_admissible_one():
+    """Four corners of a tall box sliding in different directions (a box turning while
+    it slides), mu = 1.07: the rigid model's admissible normal forces are an interval of
+    the one combination that does no work on the normal motion (``N = N_p + s n``, all
+    ``N >= 0``), its ends the two states with three corners carrying the box, each with
+    its own motion. The distribution of equally stiff corners (no self-stress:
+    ``N`` orthogonal to ``null(G^T)``) pulls on one corner here, so the state taken is the
+    end of the interval nearest to it. Reference: the interval and its ends solved here
+    from the Delassus system of the four corners at the fixed directions (numpy, no
+    gaussopt); forces and accelerations to 1e-10 of their scales (rounding of 6 x 6
+    solves)."""
+    from gaussopt.gauss.contact_cone import solve_contact_cone
+
+    M, F, G, T, dirs = _sliding_box_problem(0.14, 1.07, [140.0, 64.0, 116.0, 180.0])
+    mu = np.full(4, 1.07)
+    W = np.array([G[i] - mu[i] * dirs[i] @ T[i] for i in range(4)])
+    Mi = np.linalg.inv(M)
+    D = G @ Mi @ W.T                                  # gap acceleration per normal force
+    Np = np.linalg.lstsq(D, -G @ Mi @ F, rcond=None)[0]
+    n = np.linalg.svd(D)[2][-1]                       # the family's direction
+    S = np.linalg.svd(G)[0][:, -1]                    # null(G^T): the self-stress
+    s_star = -(S @ Np) / (S @ n)
+    assert np.count_nonzero(Np + s_star * n < 0) == 1  # the stiff distribution pulls
+    lo = max(-Np[i] / n[i] for i in range(4) if n[i] > 1e-12)
+    hi = min(-Np[i] / n[i] for i in range(4) if n[i] < -1e-12)
+    assert lo < hi                                    # an interval of admissible forces
+    s_exp = lo if abs(lo - s_star) < abs(hi - s_star) else hi
+    N_exp = Np + s_exp * n
+    x_exp = Mi @ (F + W.T @ N_exp)
+    other = Np + (hi if s_exp == lo else lo) * n
+    assert np.abs(Mi @ W.T @ (other - N_exp)).max() > 0.1   # the two ends move differently
+    sol = solve_contact_cone(M, F, np.zeros((0, 6)), np.zeros(0), G, np.zeros(4), T,
+                             np.zeros((4, 2)), mu=mu, slide=dirs)
+    np.testing.assert_allclose(sol.nu, N_exp, atol=1e-10 * 9.81)
+    np.testing.assert_allclose(sol.x, x_exp, atol=1e-10 * np.abs(x_exp).max())
+    assert np.count_nonzero(sol.active) == 3

@@ -367,6 +367,96 @@ def test_box_on_incline_rests_or_slides(above):
                                rtol=1e-9)
 
 
+# the box of the flat slide: half sides, mass, friction
+A_F, B_F, C_F, M_F, MU_F = 0.1, 0.15, 0.05, 1.0, 0.3
+
+
+def flat_slide_reference(y0, T):
+    """The box sliding and spinning flat on its four bottom corners, reduced to the plane
+    (x, y, yaw) and integrated by scipy: each corner's friction ``-mu N_i u_i/|u_i|``
+    along its own slip velocity ``u_i = v + w ez x r_i``, and the normal forces of the four
+    corners, statically indeterminate for a rigid box, those of equally stiff corners:
+    affine in the corners' positions (``N_i = al + be x_i + ga y_i``: a stiff corner
+    carries k times its compression, and a rigid face compresses them affinely), with
+    ``al, be, ga`` from the vertical balance and the two tilting moments (the friction
+    acts C below the centre). Returns (sol, forces(y))."""
+    body = np.array([[A_F, B_F], [A_F, -B_F], [-A_F, B_F], [-A_F, -B_F]])
+    Iz = M_F * (A_F ** 2 + B_F ** 2) / 3.0
+
+    def forces(y):
+        _, _, psi, vx, vy, w = y
+        c, s = math.cos(psi), math.sin(psi)
+        r = body @ np.array([[c, s], [-s, c]])
+        u = np.column_stack([vx - w * r[:, 1], vy + w * r[:, 0]])
+        d = u / np.linalg.norm(u, axis=1)[:, None]
+        Phi = np.column_stack([np.ones(4), r])
+        rows = np.vstack([np.ones(4), r[:, 1] - C_F * MU_F * d[:, 1],
+                          C_F * MU_F * d[:, 0] - r[:, 0]]) @ Phi
+        N = Phi @ np.linalg.solve(rows, [M_F * G0, 0.0, 0.0])
+        f = -MU_F * N[:, None] * d
+        return N, f, r, np.linalg.norm(u, axis=1)
+
+    def rhs(t, y):
+        N, f, r, _ = forces(y)
+        tz = float(np.sum(r[:, 0] * f[:, 1] - r[:, 1] * f[:, 0]))
+        return [y[3], y[4], y[5], f[:, 0].sum() / M_F, f[:, 1].sum() / M_F, tz / Iz]
+
+    sol = solve_ivp(rhs, (0.0, T), y0, method="DOP853", rtol=1e-13, atol=1e-14,
+                    dense_output=True)
+    return sol, forces
+
+
+def test_box_sliding_and_spinning_flat_on_four_corners():
+    """A box sliding and turning flat on a rough floor: its four corners' normal forces are
+    statically indeterminate (one combination loads two opposite corners and unloads the
+    others without doing work) and, with each corner's friction along its own slip, the
+    distribution decides the motion. Every distribution between "three corners carry the
+    box" and "the other three do" is an admissible rigid motion (before the rule, the
+    contact problem found two of them and ended the run as indeterminate: fuzzed drops,
+    seeds 11, 12, 19). gaussopt takes the forces without self-stress, the rigid limit of
+    equally stiff corners; the reference integrates the planar motion with those forces
+    written independently (:func:`flat_slide_reference`). States to 1e-8 (the tolerance
+    argument of the module docstring), forces to 1e-8 of the weight."""
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="{MU_F} 0 0"/>
+<body name="box" pos="0 0 {C_F!r}"><freejoint/>
+  <geom name="slab" type="box" size="{A_F} {B_F} {C_F}" mass="{M_F}" friction="{MU_F} 0 0"/>
+</body></worldbody></mujoco>"""
+    model, _ = load(xml)
+    from tippe_top_reference import e_rate
+    vx, vy, w, T = 0.5, 0.2, 2.0, 0.08
+    q0 = model.q_reference
+    u0 = np.zeros(model.n)
+    u0[:2] = vx, vy
+    u0[3:7] = e_rate(q0[3:7], [0.0, 0.0, w])
+    ref, forces = flat_slide_reference([0.0, 0.0, 0.0, vx, vy, w], T)
+    assert ref.success
+    # the regime of the reference: every corner slips and presses through the window
+    for tt in np.linspace(0.0, T, 41):
+        N, _, _, speed = forces(ref.sol(tt))
+        assert N.min() > 0.05 * M_F * G0 and speed.min() > 0.02
+    tr = go.simulate(model.with_contacts(), (0.0, T), q0, u0, **TOL)
+    assert tr.success, tr.message
+    # one phase: the four bottom corners close sliding at the start, nothing changes
+    assert tr.stats["phases"] == 1
+    assert tr.meta["contact_transitions"] == [
+        (0.0, f"contacts[floor/slab.{i}]", "close slide") for i in (1, 3, 5, 7)]
+    e = tr.q[:, 3:7] / np.linalg.norm(tr.q[:, 3:7], axis=1)[:, None]
+    psi = 2.0 * np.arctan2(e[:, 3], e[:, 0])
+    yr = ref.sol(tr.t)
+    np.testing.assert_allclose(tr.q[:, 0], yr[0], atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 1], yr[1], atol=1e-8)
+    np.testing.assert_allclose(psi, yr[2], atol=1e-8)
+    np.testing.assert_allclose(tr.q[:, 2], C_F, atol=1e-10)          # flat: on the floor
+    np.testing.assert_allclose(e[:, 1:3], 0.0, atol=1e-10)           # and not tilting
+    np.testing.assert_allclose(tr.v[:, :2], yr[3:5].T, atol=1e-8)
+    # the bottom corners: odd indices (z fastest: +++, ++-, ...), in the reference's order
+    for j in (0, len(tr) // 2, len(tr) - 1):
+        N, _, _, _ = forces(yr[:, j])
+        np.testing.assert_allclose(tr.contact_forces[j, 1::2], N, atol=1e-8 * M_F * G0)
+        assert np.all(tr.contact_forces[j, 0::2] == 0.0)
+
+
 # --------------------------------------------------------------------------- the pendulum
 L_P, R_P, M_P, TH_C = 1.0, 0.1, 1.5, 0.6
 H_P = L_P * math.cos(TH_C) + R_P                 # the bob touches the floor at theta = TH_C

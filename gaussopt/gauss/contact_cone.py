@@ -54,11 +54,25 @@ Why this and not a Fischer-Burmeister/Alart-Curnier Newton on the whole problem
 states by the same preferences as the planar problem (the change an event announced),
 and its cost is paid only at events.
 
+Sliding points on dependent rows (a box sliding and turning flat on four corners): the
+rigid model leaves the motion undetermined, since one combination of the corners' normal
+forces does no work on the normal motion but moves the friction from one pair of
+corners to the other. Every distribution from "three corners carry the box" to "the
+other three do" is an admissible rigid motion. The one taken is the rigid limit of
+equally stiff points, the forces without self-stress of the rows
+(:func:`~gaussopt.gauss.contact_problem.selected_kkt`; without sliding friction the
+least-norm distribution of indeterminate forces, the same rule), in the contact problem
+and in the phase that follows; where it would pull on a point, the admissible
+distribution nearest to it (:func:`_one_per_family`). Right-hand sides that make
+dependent rows inconsistent by less than the caller's ``rhs_tol`` (a face landing nearly
+flat, Newton's law asking each corner for its own rebound) are moved onto the rows'
+range, only where the exact problem has no certified answer (:func:`_consistent`).
+
 Not solved: uniqueness is checked among the solutions found (within a combination,
-Newton finds one set of directions); Painleve-type indeterminacy with sliding points
-shows as two certified combinations with different motions
-(:class:`~gaussopt.gauss.contact_problem.ContactSolveError`); points with one tangent
-(``slip``) together with spatial points in one problem.
+Newton finds one set of directions); Painleve-type indeterminacy (a normal force that
+pushes its own contact closed) shows as two certified combinations with different
+motions (:class:`~gaussopt.gauss.contact_problem.ContactSolveError`); points with one
+tangent (``slip``) together with spatial points in one problem.
 
 References
 ----------
@@ -82,7 +96,9 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             SLIDE_POS, STICK, ContactSolution,
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
-                                            far_side, read_states, same_motion, svd_kkt)
+                                            far_side, read_states, same_motion,
+                                            self_stresses, svd_kkt)
+from gaussopt.core.settings import DEFAULT_RANK_TOL
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm_in_cones", "SLIDE"]
@@ -209,9 +225,15 @@ def _unit(theta: float) -> np.ndarray:
 
 
 class _Combo:
-    """One combination of modes with its slide directions: the linear KKT solve."""
+    """One combination of modes with its slide directions: the linear KKT solve.
 
-    def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs):
+    ``tol`` (per point, or None): where the closed rows are dependent and their
+    right-hand sides disagree, by at most this much per row, the least change that makes
+    them agree (their projection on the rows' range, :func:`_consistent`) is solved.
+    ``select``: sliding points on dependent rows take the forces without self-stress
+    where the motion depends on them (:func:`~gaussopt.gauss.contact_problem.svd_kkt`)."""
+
+    def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs, tol=None, select=False):
         k = G.shape[0]
         self.closed = [i for i in range(k) if mode[i] != OPEN]
         self.trows = [i for i in self.closed
@@ -227,7 +249,40 @@ class _Combo:
         J = np.concatenate([A, G[self.closed], Tt])
         W = np.concatenate([A, np.array(W_n).reshape(-1, n), Tt])
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
-        self.got = svd_kkt(M, F, J, W, rhs)
+        self.got = svd_kkt(M, F, J, W, rhs, select)
+        if self.got is None and tol is not None:
+            # (the bilateral rows' own right-hand sides: by their rounding only)
+            tol_rows = np.concatenate([np.zeros(b.size), tol[self.closed],
+                                       np.repeat(tol[self.trows], 2)])
+            tol_rows += 1e4 * _EPS * float(np.abs(rhs).max(initial=0.0))
+            moved = _consistent(J, rhs, tol_rows)
+            if moved is not None:
+                self.got = svd_kkt(M, F, J, W, moved, select)
+
+
+def _consistent(J: np.ndarray, rhs: np.ndarray, tol: np.ndarray) -> Optional[np.ndarray]:
+    """``rhs`` moved onto the range of the dependent rows ``J`` (the least change: minus
+    its part along their self-stresses, :func:`~gaussopt.gauss.contact_problem.
+    self_stresses`), or None when the rows are independent or a row would move by more
+    than its ``tol``.
+
+    Why: at an impact Newton's law asks each touching point for its own rebound
+    (``gap'+ >= -e gap'-`` where it approached, ``>= 0`` where it did not), and sticking
+    points for zero slip. A box landing nearly flat, its face tilted by 1e-7 and turning,
+    has rows that are dependent to the rank decision (its sticking corners' tangents
+    nearly span its normals' differences) but right-hand sides that disagree by 1e-8 m/s:
+    no combination with those corners sticking was consistent, every one with them
+    sliding asked for slips of that size whose directions Newton could not settle, and
+    the impact had no certified answer (fuzzed drop, seed 14). Moved by less than the
+    driver's velocity tolerance (what it already treats as rest), the sticking answer is
+    exact for right-hand sides it cannot tell apart."""
+    S = self_stresses(J)
+    if S.shape[1] == 0:
+        return None
+    d = S @ (S.T @ rhs)
+    if not np.all(np.abs(d) <= tol):
+        return None
+    return rhs - d
 
 
 def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders):
@@ -288,20 +343,45 @@ def _slip_tol(M, F, Ti, si, x) -> float:
     return float(tol.max())
 
 
-def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None):
+def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=None):
     """The combination ``mode`` (the points in :data:`SLIDE` with their directions solved
     by Newton, started first from ``hint``, unit directions per point, if given):
-    ``(combo, z, Z, points, indet, dirs)`` certified, or None."""
+    ``(combo, z, Z, points, indet, dirs)`` certified, or None.
+
+    Solved first with determined accelerations only; where sliding points on dependent
+    rows leave none (a box sliding and turning flat on four corners), again with the
+    forces without self-stress deciding the motion (``select``). Not both at once: at a
+    slide onset the slip accelerations vanish, every direction nearly solves
+    ``d x u = 0``, and Newton's first start (the corners' excess forces, which an
+    indeterminate distribution tilts by 1e-5) converged to directions 2e-5 apart, whose
+    turning moment made the slide a stiff run (62 steps instead of 10); the determined
+    combination has one direction for all."""
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, False)
+    if got is not None:
+        return got
+    closed = [i for i in range(G.shape[0]) if mode[i] != OPEN]
+    sliding = any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
+                  for i in closed)
+    if not sliding or len(closed) < 2:
+        return None
+    trows = [i for i in closed if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
+    if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
+        return None
+    return _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, True)
+
+
+def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, select):
+    """:func:`_solve_mode` with or without ``select``."""
     k = G.shape[0]
     sliders = [i for i in range(k) if mode[i] == SLIDE]
     dirs = np.array(known, dtype=float)
     if not sliders:
-        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs)
+        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
         if c.got is None:
             return None
         got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
         return None if got is None else (c, *got, dirs)
-    starts = _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders)
+    starts = _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol, select)
     if hint is not None and all(np.any(hint[i]) for i in sliders):
         starts.insert(0, [math.atan2(hint[i][1], hint[i][0]) for i in sliders])
     for theta0 in starts:
@@ -309,7 +389,7 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None):
         for _ in range(_NEWTON_ITER):
             for j, i in enumerate(sliders):
                 dirs[i] = _unit(theta[j])
-            c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs)
+            c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
             if c.got is None:
                 break
             x = c.got[0]
@@ -332,7 +412,7 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None):
             for j, i in enumerate(sliders):
                 d2 = dirs.copy()
                 d2[i] = _unit(theta[j] + dt)
-                c2 = _Combo(M, F, A, b, G, h, T, s, mu, mode, d2)
+                c2 = _Combo(M, F, A, b, G, h, T, s, mu, mode, d2, tol, select)
                 if c2.got is None:
                     ok = False
                     break
@@ -357,14 +437,14 @@ def _cross(x, T, s, dirs, sliders) -> np.ndarray:
     return out
 
 
-def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders):
+def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False):
     """Starting angles of the slide directions: the excess force (the sliders sticking:
     their sticking forces reversed), the frictionless slip (the sliders without
     friction), then the four axes."""
     out = []
     stick = np.array(mode)
     stick[sliders] = STICK
-    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs)
+    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select)
     if c.got is not None:
         x, z, _ = c.got
         m, nc = A.shape[0], len(c.closed)
@@ -376,7 +456,7 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders):
         out.append(th)
     free = np.array(mu, dtype=float)
     free[sliders] = 0.0
-    c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs)
+    c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs, tol, select)
     if c.got is not None:
         x = c.got[0]
         out.append([math.atan2(*(T[i] @ x - s[i])[::-1]) for i in sliders])
@@ -392,7 +472,7 @@ _POLYGON = 8
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts):
+                 score_opts, tol=None):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     :data:`_POLYGON` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -480,12 +560,101 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):
         mode = np.array(mode, dtype=int)
         try:
-            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=hint)
+            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=hint,
+                              tol=tol)
         except (GaussoptError, np.linalg.LinAlgError):
             continue
         if got is not None:
             return (mode, *got)
     return None
+
+
+# --------------------------------------------------------------------------- families
+def _rows(A, G, T, closed, trows) -> np.ndarray:
+    """The rows of a combination: ``A``, the closed points' normals, the sticking points'
+    two tangents (the order of its forces ``z``)."""
+    n = A.shape[1]
+    return np.concatenate([A, G[list(closed)], T[list(trows)].reshape(-1, n)])
+
+
+def _one_per_family(found: list, A, G, T) -> list:
+    """The certified combinations with one member per family of rigid motions.
+
+    Where closed points' rows are dependent (a box flat on four corners) and some of them
+    slide, the rigid model leaves the motion undetermined: the combination with all of
+    them closed takes the distribution without self-stress
+    (:func:`~gaussopt.gauss.contact_problem.selected_kkt`, the rigid limit of equally
+    stiff points), while each combination with some of them open at zero load (three
+    corners carrying the box) is another admissible rigid motion of the same family, not
+    a competing state: it is dropped when the whole family's combination is certified.
+    Where it is not (its distribution without self-stress pulls on a point), the member
+    nearest to it is kept: the one whose forces, written over the union of the members'
+    rows, carry the least self-stress of those rows (for one redundant row, the end of
+    the admissible interval of distributions nearest the stiff-points one). A member is a
+    combination whose closed points keep another's modes and whose missing points' rows
+    lie in the span of its own (their gap acceleration is then zero, as the family's)."""
+    def key(f):
+        return {i: int(f[0][i]) for i in f[1].closed}
+
+    def rows_in_span(f, extra) -> bool:
+        if not extra:
+            return True
+        base = np.concatenate([A, G[f[1].closed]])
+        return _in_span(G[extra], base)
+
+    def member(f, g) -> bool:
+        """Whether ``f`` is ``g`` with some of ``g``'s closed points open."""
+        kf, kg = key(f), key(g)
+        if len(kf) >= len(kg) or any(kg.get(i) != c for i, c in kf.items()):
+            return False
+        return rows_in_span(f, [i for i in kg if i not in kf])
+
+    kept = [f for f in found if not any(member(f, g) for g in found if g is not f)]
+    if len(kept) < 2:
+        return kept
+    # no certified whole family: several members of one union of closed points?
+    union: dict = {}
+    for f in kept:
+        for i, c in key(f).items():
+            if union.setdefault(i, c) != c:
+                return kept                         # (modes differ: not one family)
+    closed_u = sorted(union)
+    if not all(rows_in_span(f, [i for i in closed_u if i not in key(f)]) for f in kept):
+        return kept
+    trows_u = [i for i in closed_u if union[i] == STICK]
+    S = self_stresses(_rows(A, G, T, closed_u, trows_u))
+    if S.shape[1] == 0:
+        return kept
+    m = A.shape[0]
+    pos = {i: m + j for j, i in enumerate(closed_u)}
+    tpos = {i: m + len(closed_u) + 2 * j for j, i in enumerate(trows_u)}
+
+    def stress(f) -> float:
+        combo, z = f[1], f[2]
+        zu = np.zeros(S.shape[0])
+        zu[:m] = z[:m]
+        nc = len(combo.closed)
+        for j, i in enumerate(combo.closed):
+            zu[pos[i]] = z[m + j]
+        for j, i in enumerate(combo.trows):
+            zu[tpos[i]:tpos[i] + 2] = z[m + nc + 2 * j:m + nc + 2 * j + 2]
+        return float(np.linalg.norm(S.T @ zu))
+
+    return [min(kept, key=stress)]
+
+
+def _in_span(rows: np.ndarray, base: np.ndarray) -> bool:
+    """Whether every row of ``rows`` is a combination of the rows of ``base`` (the rank
+    decision of the row-normalized rows, ``DEFAULT_RANK_TOL``)."""
+    if base.shape[0] == 0:
+        return False
+    both = np.vstack([base, rows])
+    rn = np.sqrt((both * both).sum(axis=1))
+    both = both / np.where(rn > 0, rn, 1.0)[:, None]
+    sb = np.linalg.svd(both[:base.shape[0]], compute_uv=False)
+    sa = np.linalg.svd(both, compute_uv=False)
+    tol = DEFAULT_RANK_TOL * max(float(sa[0]), 1e-300)
+    return int(np.count_nonzero(sa > tol)) == int(np.count_nonzero(sb > tol))
 
 
 # --------------------------------------------------------------------------- the problem
@@ -505,7 +674,8 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
                        prefer: Optional[np.ndarray] = None,
                        release: Sequence[Sequence[int]] = (),
                        weld: Optional[np.ndarray] = None,
-                       labels: Optional[Sequence[str]] = None) -> ContactSolution:
+                       labels: Optional[Sequence[str]] = None,
+                       rhs_tol: Optional[np.ndarray] = None) -> ContactSolution:
     """Solve the spatial contact problem of the module docstring, certified.
 
     Parameters
@@ -523,6 +693,11 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     prefer, release, weld, labels
         As :func:`~gaussopt.gauss.contact_problem.solve_contact` (:data:`SLIDE` is the
         mode of a point starting to slide).
+    rhs_tol : ndarray, shape (k,), optional
+        Per point, how far its rows' right-hand sides (``h_i``, ``s_i``) may be moved to
+        make dependent rows consistent (:func:`_consistent`; at an impact the driver's
+        velocity tolerance), where the exact problem has no certified answer. None: not
+        moved.
 
     Returns
     -------
@@ -549,34 +724,48 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     known = np.zeros((k, 2)) if slide is None else np.asarray(slide, dtype=float)
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
     weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
+    tol = None if rhs_tol is None else np.broadcast_to(np.asarray(rhs_tol, dtype=float), (k,))
     options = mode_options((0 < mu) & (mu < math.inf) & ~np.any(known != 0, axis=1),
                            (OPEN, STICK, SLIDE), weld, labels, limit=None)
     prefer = np.full(k, -1) if prefer is None else np.asarray(prefer, dtype=int)
     # the planar preferences: a 3-option point has no SLIDE_NEG, which _score reads from
     # the option count 4; give it the 4-option form
     score_opts = [o if len(o) != 3 else (OPEN, STICK, SLIDE, SLIDE + 1) for o in options]
-    found = []
-    last_error: Optional[BaseException] = None
     total = math.prod(len(o) for o in options)
-    if total > ENUMERATE_MAX:
-        got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                           score_opts)
-        if got is not None:
-            found = [got]
-        elif total > MAX_COMBINATIONS:
-            raise ContactSolveError(
-                f"the contact problem of {k} points has {total} combinations of modes: Lemke's "
-                "algorithm on the polyhedral cones found no certified solution, and they are "
-                f"more than MAX_COMBINATIONS={MAX_COMBINATIONS} to try one by one.", labels)
-    for mode in (itertools.product(*options) if not found else ()):
-        mode = np.array(mode, dtype=int)
-        try:
-            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld)
-        except (GaussoptError, np.linalg.LinAlgError) as e:
-            last_error = e
-            continue
-        if got is not None:
-            found.append((mode, *got))
+    last_error: Optional[BaseException] = None
+
+    def search(tol):
+        """The certified combinations, their right-hand sides moved by at most ``tol``."""
+        nonlocal last_error
+        if total > ENUMERATE_MAX:
+            got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
+                               release, score_opts, tol)
+            if got is not None:
+                return [got]
+            if total > MAX_COMBINATIONS:
+                return []
+        out = []
+        for mode in itertools.product(*options):
+            mode = np.array(mode, dtype=int)
+            try:
+                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, tol=tol)
+            except (GaussoptError, np.linalg.LinAlgError) as e:
+                last_error = e
+                continue
+            if got is not None:
+                out.append((mode, *got))
+        return out
+
+    # the exact problem first; its right-hand sides moved (``rhs_tol``) only where it has
+    # no certified answer: a moved answer differs from an exact one by what it moved
+    found = search(None)
+    if not found and tol is not None:
+        found = search(tol)
+    if not found and total > MAX_COMBINATIONS:
+        raise ContactSolveError(
+            f"the contact problem of {k} points has {total} combinations of modes: Lemke's "
+            "algorithm on the polyhedral cones found no certified solution, and they are "
+            f"more than MAX_COMBINATIONS={MAX_COMBINATIONS} to try one by one.", labels)
     if not found:
         detail = f" (last failure: {type(last_error).__name__}: {last_error})" if last_error \
             else ""
@@ -586,6 +775,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
             "friction, complementarity): the contact problem has no solution here. Points: "
             f"{', '.join(labels)}{detail}.", labels)
     if len(found) > 1:
+        found = _one_per_family(found, A, G, T)
         same_motion([f[1].got[0] for f in found], [f[0] for f in found], labels)
     best = min(found, key=lambda f: (*_score_cone(f[0], prefer, release, score_opts),
                                      float(np.linalg.norm(f[2]))))

@@ -495,17 +495,95 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     return np.concatenate([x * (D if x.ndim == 1 else D[:, None]), zs]), rest, rs, ms
 
 
-def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
-            ) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def self_stresses(J: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (columns) of ``null(J^T)``: the force combinations of the rows
+    ``J`` that do no work on any motion (a box's four corners on a plane: loading two
+    opposite corners and unloading the other two). Decided on the row-normalized rows
+    (``DEFAULT_RANK_TOL`` of the largest singular value), so that rows of different
+    units do not hide a dependence; shape ``(p, 0)`` when the rows are independent."""
+    p = J.shape[0]
+    if p < 2:
+        return np.zeros((p, 0))
+    rn = np.sqrt((J * J).sum(axis=1))
+    rn = np.where(rn > 0, rn, 1.0)
+    U, sv, _ = _svd(J / rn[:, None])
+    rank = int(np.count_nonzero(sv > DEFAULT_RANK_TOL * float(sv[0]))) if sv.size else 0
+    if rank == p:
+        return np.zeros((p, 0))
+    return np.linalg.qr(U[:, rank:] / rn[:, None])[0]
+
+
+def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray
+                 ) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """``(x, z)`` of ``M x - W^T z = F``, ``J x = rhs`` whose forces carry no self-stress
+    of the rows, ``S^T z = 0`` (``S``: :func:`self_stresses` of ``J``); None when that
+    system is inconsistent or leaves the accelerations undetermined.
+
+    Why: with sliding points (``W != J``: a sliding point's column carries its friction
+    ``-mu N d T``) on dependent rows, the rigid model does not determine the motion. A
+    box sliding and spinning flat on four corners: one combination of the corners'
+    normal forces (two opposite corners loaded, two unloaded) does no work on the
+    normal motion, but it moves the friction from one pair of corners to the other and
+    turns the box. Every distribution between "three corners carry it" and "the other
+    three do" is an admissible rigid motion. The one chosen is the rigid limit of equally
+    stiff points: stiff points carry forces ``N = k G dq`` in the range of the rows
+    (``G`` the gaps' rows), i.e. orthogonal to ``null(G^T)`` -- no self-stress. Without
+    sliding friction it is the least-norm distribution (the forces of indeterminate
+    sticking points, and what a minimum-norm solve gives), so the rule is one rule."""
+    n, p = M.shape[0], J.shape[0]
+    S = self_stresses(J)
+    r = S.shape[1]
+    if r == 0:
+        return None
+    dg = np.diag(M)
+    top = float(dg.max(initial=0.0))
+    D = 1.0 / np.sqrt(np.where(dg > _MASSLESS * top, dg, top)) if top > 0 else np.ones(n)
+    rn = np.sqrt((J * J).sum(axis=1))
+    rs = 1.0 / np.where(rn > 0, rn, 1.0)
+    Ms = M * D[:, None] * D[None, :]
+    ms = max(_max_abs(Ms), _max_abs(W * D * rs[:, None]), 1e-300)
+    # unknowns x = D x', z = ms rs z'; rows scaled as kkt_solve's
+    K = np.zeros((n + p + r, n + p))
+    K[:n, :n] = Ms / ms
+    K[:n, n:] = -(W * D * rs[:, None]).T
+    K[n:n + p, :n] = J * D * rs[:, None]
+    St = S.T * (ms * rs)[None, :]
+    St = St / np.maximum(np.sqrt((St * St).sum(axis=1)), 1e-300)[:, None]
+    K[n + p:, n:] = St
+    R = np.concatenate([F * D / ms, rhs * rs, np.zeros(r)])
+    U, sig, Vt = _svd(K, full=False)
+    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+    if rank < n + p:
+        null = Vt[rank:]
+        if np.abs(null[:, :n]).max(initial=0.0) > 1e-6:
+            return None                                    # accelerations not determined
+    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / sig[:rank])
+    res = _max_abs(K @ sol - R)
+    size = _max_abs(sol)
+    if res > 1e4 * _EPS * (n + p + r) * (_max_abs(K) * size + _max_abs(R)):
+        return None                                        # inconsistent rows
+    return sol[:n] * D, sol[n:] * ms * rs
+
+
+def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray,
+            select: bool = False) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
     points' rows), by :func:`kkt_solve`: the minimum-norm ``z`` and an orthonormal basis
     ``Z`` of the force combinations left free; None when the rows are inconsistent or
-    the accelerations are not determined."""
+    the accelerations are not determined. ``select``: where sliding points on dependent
+    rows leave the accelerations undetermined, the forces without self-stress decide
+    them (:func:`selected_kkt`) and ``Z`` spans ``null(W^T)``, the forces that change
+    nothing."""
     n = M.shape[0]
     p = J.shape[0]
     got = kkt_solve(M, J, W, F, rhs)
     if got is None:
-        return None
+        if not select or p < 2 or W is J or np.array_equal(W, J):
+            return None
+        sel = selected_kkt(M, F, J, W, rhs)
+        if sel is None:
+            return None
+        return sel[0], sel[1], self_stresses(W)
     sol, rest, rs, ms = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
