@@ -249,6 +249,8 @@ class _Combo:
         J = np.concatenate([A, G[self.closed], Tt])
         W = np.concatenate([A, np.array(W_n).reshape(-1, n), Tt])
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
+        #: whether the forces without self-stress decided the motion (set by _solve_mode)
+        self.selected = False
         self.got = svd_kkt(M, F, J, W, rhs, select)
         if self.got is None and tol is not None:
             # (the bilateral rows' own right-hand sides: by their rounding only)
@@ -367,7 +369,10 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=No
     trows = [i for i in closed if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
     if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
         return None
-    return _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, True)
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, True)
+    if got is not None:
+        got[0].selected = True
+    return got
 
 
 def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, select):
@@ -578,7 +583,9 @@ def _rows(A, G, T, closed, trows) -> np.ndarray:
 
 
 def _one_per_family(found: list, A, G, T) -> list:
-    """The certified combinations with one member per family of rigid motions.
+    """The certified combinations with one member per family of rigid motions (a state
+    decided by the stiff-points rule only with determined members of its family, or with
+    no determined state at all).
 
     Where closed points' rows are dependent (a box flat on four corners) and some of them
     slide, the rigid model leaves the motion undetermined: the combination with all of
@@ -609,6 +616,16 @@ def _one_per_family(found: list, A, G, T) -> list:
             return False
         return rows_in_span(f, [i for i in kg if i not in kf])
 
+    # a state whose motion only the stiff-points rule decides stands for its family: it
+    # is kept where determined certified states are its members (three corners of four
+    # carrying a sliding box), or where no state is determined; beside determined states
+    # outside its family it is dropped (two corners sliding, the other two at rest: one
+    # lifting while the other sticks is determined, all four loaded and the two starting
+    # to slide is a motion only the rule picks)
+    determined = [f for f in found if not f[1].selected]
+    chosen = [g for g in found if g[1].selected
+              and (not determined or any(member(f, g) for f in determined))]
+    found = [f for f in found if not f[1].selected] + chosen
     kept = [f for f in found if not any(member(f, g) for g in found if g is not f)]
     if len(kept) < 2:
         return kept
