@@ -231,9 +231,11 @@ class _Combo:
     right-hand sides disagree, by at most this much per row, the least change that makes
     them agree (their projection on the rows' range, :func:`_consistent`) is solved.
     ``select``: sliding points on dependent rows take the forces without self-stress
-    where the motion depends on them (:func:`~gaussopt.gauss.contact_problem.svd_kkt`)."""
+    where the motion depends on them (:func:`~gaussopt.gauss.contact_problem.svd_kkt`).
+    ``basis=False``: the free forces' basis ``Z`` is not computed (``got[2]`` None)."""
 
-    def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs, tol=None, select=False):
+    def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs, tol=None, select=False,
+                 basis=True):
         k = G.shape[0]
         self.closed = [i for i in range(k) if mode[i] != OPEN]
         self.trows = [i for i in self.closed
@@ -251,7 +253,7 @@ class _Combo:
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
         #: whether the forces without self-stress decided the motion (set by _solve_mode)
         self.selected = False
-        self.got = svd_kkt(M, F, J, W, rhs, select)
+        self.got = svd_kkt(M, F, J, W, rhs, select, basis)
         if self.got is None and tol is not None:
             # (the bilateral rows' own right-hand sides: by their rounding only)
             tol_rows = np.concatenate([np.zeros(b.size), tol[self.closed],
@@ -259,7 +261,7 @@ class _Combo:
             tol_rows += 1e4 * _EPS * float(np.abs(rhs).max(initial=0.0))
             moved = _consistent(J, rhs, tol_rows)
             if moved is not None:
-                self.got = svd_kkt(M, F, J, W, moved, select)
+                self.got = svd_kkt(M, F, J, W, moved, select, basis)
 
 
 def _consistent(J: np.ndarray, rhs: np.ndarray, tol: np.ndarray) -> Optional[np.ndarray]:
@@ -394,7 +396,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, s
         for _ in range(_NEWTON_ITER):
             for j, i in enumerate(sliders):
                 dirs[i] = _unit(theta[j])
-            c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
+            c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, basis=False)
             if c.got is None:
                 break
             x = c.got[0]
@@ -409,6 +411,9 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, s
                                                               + _onset_slack(M, T[i], fscale))
                        for i in sliders):
                     break
+                c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
+                if c.got is None:
+                    return None
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
                 return None if done is None else (c, *done, dirs.copy())
             Jac = np.zeros((len(sliders), len(sliders)))
@@ -417,7 +422,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, s
             for j, i in enumerate(sliders):
                 d2 = dirs.copy()
                 d2[i] = _unit(theta[j] + dt)
-                c2 = _Combo(M, F, A, b, G, h, T, s, mu, mode, d2, tol, select)
+                c2 = _Combo(M, F, A, b, G, h, T, s, mu, mode, d2, tol, select, basis=False)
                 if c2.got is None:
                     ok = False
                     break
@@ -449,7 +454,7 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=Fa
     out = []
     stick = np.array(mode)
     stick[sliders] = STICK
-    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select)
+    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select, basis=False)
     if c.got is not None:
         x, z, _ = c.got
         m, nc = A.shape[0], len(c.closed)
@@ -461,7 +466,7 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=Fa
         out.append(th)
     free = np.array(mu, dtype=float)
     free[sliders] = 0.0
-    c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs, tol, select)
+    c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs, tol, select, basis=False)
     if c.got is not None:
         x = c.got[0]
         out.append([math.atan2(*(T[i] @ x - s[i])[::-1]) for i in sliders])

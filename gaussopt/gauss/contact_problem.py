@@ -566,14 +566,16 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
 
 
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray,
-            select: bool = False) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+            select: bool = False, basis: bool = True
+            ) -> Optional[tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]]:
     """``(x, z, Z)`` of ``M x - W^T z = F``, ``J x = rhs`` (``W`` = ``J`` but for sliding
     points' rows), by :func:`kkt_solve`: the minimum-norm ``z`` and an orthonormal basis
     ``Z`` of the force combinations left free; None when the rows are inconsistent or
     the accelerations are not determined. ``select``: where sliding points on dependent
     rows leave the accelerations undetermined, the forces without self-stress decide
     them (:func:`selected_kkt`) and ``Z`` spans ``null(W^T)``, the forces that change
-    nothing."""
+    nothing. ``basis=False``: ``Z`` is None (not computed: Newton's iterates on slide
+    directions read ``x`` and ``z`` only)."""
     n = M.shape[0]
     p = J.shape[0]
     got = kkt_solve(M, J, W, F, rhs)
@@ -583,12 +585,14 @@ def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.
         sel = selected_kkt(M, F, J, W, rhs)
         if sel is None:
             return None
-        return sel[0], sel[1], self_stresses(W)
+        return sel[0], sel[1], (self_stresses(W) if basis else None)
     sol, rest, rs, ms = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
     z = sol[n:] * zscale
     # the free forces z = zscale z_s, z_s orthogonal to rest: z orthogonal to rest / zscale
+    if not basis:
+        return x, z, None
     if p:
         Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
         Z = Q[:, rest.shape[1]:]
