@@ -1085,8 +1085,9 @@ def same_motion(xs: Sequence[np.ndarray], modes: Sequence, labels: Sequence[str]
         raise ContactSolveError(
             "the contact problem is indeterminate: several contact states with different "
             f"motions satisfy the contact conditions ({_describe(a, labels)} and "
-            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}), e.g. Painleve's "
-            f"paradox. Points: {', '.join(which)}.", which)
+            f"{_describe(c, labels)}; accelerations differ by {spread:.3g}): Coulomb friction "
+            "between rigid bodies admits more than one motion here (as in Painleve's "
+            f"paradox). Points: {', '.join(which)}.", which)
 
 
 def _describe(mode, labels) -> str:
