@@ -96,9 +96,8 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             SLIDE_POS, STICK, ContactSolution,
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
-                                            far_side, read_states, same_motion,
+                                            far_side, in_span, read_states, same_motion,
                                             self_stresses, svd_kkt)
-from gaussopt.core.settings import DEFAULT_RANK_TOL
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm_in_cones", "SLIDE"]
@@ -612,7 +611,7 @@ def _one_per_family(found: list, A, G, T) -> list:
         if not extra:
             return True
         base = np.concatenate([A, G[f[1].closed]])
-        return _in_span(G[extra], base)
+        return in_span(G[extra], base)
 
     def member(f, g) -> bool:
         """Whether ``f`` is ``g`` with some of ``g``'s closed points open."""
@@ -663,20 +662,6 @@ def _one_per_family(found: list, A, G, T) -> list:
         return float(np.linalg.norm(S.T @ zu))
 
     return [min(kept, key=stress)]
-
-
-def _in_span(rows: np.ndarray, base: np.ndarray) -> bool:
-    """Whether every row of ``rows`` is a combination of the rows of ``base`` (the rank
-    decision of the row-normalized rows, ``DEFAULT_RANK_TOL``)."""
-    if base.shape[0] == 0:
-        return False
-    both = np.vstack([base, rows])
-    rn = np.sqrt((both * both).sum(axis=1))
-    both = both / np.where(rn > 0, rn, 1.0)[:, None]
-    sb = np.linalg.svd(both[:base.shape[0]], compute_uv=False)
-    sa = np.linalg.svd(both, compute_uv=False)
-    tol = DEFAULT_RANK_TOL * max(float(sa[0]), 1e-300)
-    return int(np.count_nonzero(sa > tol)) == int(np.count_nonzero(sb > tol))
 
 
 # --------------------------------------------------------------------------- the problem

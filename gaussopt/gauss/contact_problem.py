@@ -102,7 +102,7 @@ import gaussopt.gauss.dense_algebra as LA
 from gaussopt.gauss.solution import solve_gauss
 
 __all__ = ["ContactSolution", "ContactSolveError", "solve_contact", "verify", "same_motion",
-           "admissible", "ENUMERATE_MAX",
+           "admissible", "ENUMERATE_MAX", "in_span", "self_stresses", "selected_kkt",
            "max_margin", "MAX_COMBINATIONS", "OPEN", "CLOSED", "STICK",
            "SLIDE_POS", "SLIDE_NEG", "MODE_NAMES"]
 
@@ -511,6 +511,20 @@ def self_stresses(J: np.ndarray) -> np.ndarray:
     if rank == p:
         return np.zeros((p, 0))
     return np.linalg.qr(U[:, rank:] / rn[:, None])[0]
+
+
+def in_span(rows: np.ndarray, base: np.ndarray) -> bool:
+    """Whether every row of ``rows`` is a combination of the rows of ``base`` (the rank
+    decision of the row-normalized rows, ``DEFAULT_RANK_TOL``)."""
+    if base.shape[0] == 0:
+        return False
+    both = np.vstack([base, rows])
+    rn = np.sqrt((both * both).sum(axis=1))
+    both = both / np.where(rn > 0, rn, 1.0)[:, None]
+    sb = np.linalg.svd(both[:base.shape[0]], compute_uv=False)
+    sa = np.linalg.svd(both, compute_uv=False)
+    tol = DEFAULT_RANK_TOL * max(float(sa[0]), 1e-300)
+    return int(np.count_nonzero(sa > tol)) == int(np.count_nonzero(sb > tol))
 
 
 def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray

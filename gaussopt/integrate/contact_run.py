@@ -166,9 +166,9 @@ from gaussopt.model.system import System
 from gaussopt.integrate.options import RunOptions
 from gaussopt.integrate.guards import InterruptGuard
 from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, STICK,
-                                            ContactSolveError, admissible, max_margin,
+                                            ContactSolveError, admissible, in_span, max_margin,
                                             selected_kkt, self_stresses, solve_contact)
-from gaussopt.gauss.contact_cone import (SLIDE, _SOCP_TOL, best_distribution, cone_slack,
+from gaussopt.gauss.contact_cone import (_SOCP_TOL, best_distribution, cone_slack,
                                          least_norm_in_cones, solve_contact_cone)
 from gaussopt.model.contact import ContactPoints
 
@@ -578,7 +578,7 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
     T, _, gamt = P.tangent_rows(t, q, v)
     others = [j for j in np.flatnonzero(closed) if j != i]
     Ao = np.concatenate([A, G[others]])
-    if _in_row_space(G[i], Ao):
+    if in_span(G[i][None, :], Ao):
         # its row depends on the others' (a body on many points): its normal force is not
         # determined alone, only with theirs, and the contact problem that chose these
         # states certified that some distribution of them holds
@@ -596,20 +596,6 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
             f"{P.mu[i]:g}, a normal force pushes the contact closed instead of open (normal "
             f"acceleration per unit force {c:.3g} <= 0), so the normal force is indeterminate "
             "or no force satisfies the contact conditions.", [P.labels[i]])
-
-
-def _in_row_space(g: np.ndarray, A: np.ndarray) -> bool:
-    """Whether the row ``g`` is a combination of the rows of ``A`` (to the rank decision's
-    tolerance of the row-normalized rows)."""
-    if A.shape[0] == 0:
-        return False
-    rows = np.vstack([A, g[None, :]])
-    rn = np.sqrt((rows * rows).sum(axis=1))
-    rows = rows / np.where(rn > 0, rn, 1.0)[:, None]
-    sa = np.linalg.svd(rows[:-1], compute_uv=False)
-    sg = np.linalg.svd(rows, compute_uv=False)
-    tol = DEFAULT_RANK_TOL * max(float(sg[0]), 1e-300)
-    return int(np.count_nonzero(sg > tol)) == int(np.count_nonzero(sa > tol))
 
 
 def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray,
