@@ -886,26 +886,48 @@ def test_tilted_spinning_box_dropped_on_a_corner(mu):
     assert np.abs(tr.v[-1]).max() < 1e-6
 
 
-def test_a_slip_dying_out_while_its_direction_swings_ends_the_slide():
-    """A box (as the drop above, other attitude and spin; mu = 1, e = 0.3, default
+# (attitude, body spin, velocity) of two fuzzed drops
+SWINGING_SLIPS = {
+    "flip": ("-27.62559435 -55.08317713 -58.01668374", [-1.60700812, 1.08478516, 3.91200014],
+             [0.47354048, -0.35186762, 0.0]),
+    "hover": ("32.39266075895827 27.73430549572413 -57.64068063889477",
+              [2.821987175745039, 1.0103028121209092, 1.5482589153948023],
+              [0.05891376149607543, 0.2891177625222999, 0.0]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SWINGING_SLIPS))
+def test_a_slip_dying_out_while_its_direction_swings_ends_the_slide(case):
+    """A box (as the drop above, other attitudes and spins; mu = 1, e = 0.3, default
     tolerances) lands and pivots on one sliding corner whose slip dies out while its
-    direction swings. The slide's watch ``u . d`` kept ``d`` from the last step with
-    ``|u|`` above the run's rest tolerance; the slip then chattered about 3e-9 m/s on the
-    watch's positive side with its friction flipping, in 7e-9 s steps, and the run did not
-    get past t = 0.5499 s in minutes. Now the direction is rebased at every step, a flip is
-    a root, the corner is at rest by the run's measure and the contact problem decides it:
-    the run reaches 1.5 s within 20,000 steps per phase, no impact gains energy."""
+    direction swings.
+
+    "flip": the slide's watch ``u . d`` kept ``d`` from the last step with ``|u|`` above
+    the run's rest tolerance; the slip then chattered about 3e-9 m/s on the watch's
+    positive side with its friction flipping, in 7e-9 s steps, and the run did not get
+    past t = 0.5499 s in minutes. Now the direction is rebased at every step, a flip is a
+    root, the corner is at rest by the run's measure and the contact problem decides it.
+
+    "hover" (fuzzed drop, seed 89): the slip hovered at 5e-9 m/s, five times the
+    integration's resolution of it, its direction swinging by tens of degrees from step
+    to step without flipping; the run crawled in 1.6e-8 s steps from t = 0.5728 s (and
+    another drop took 150 s of CPU for 1.5 s). Now the slip's speed is watched at ten
+    times that resolution (``_slip_floor_event``).
+
+    Both reach 1.5 s within 20,000 steps per phase (each failed at that bound before) and
+    no impact gains energy; the second box is at rest by then."""
     import box_drop_reference as bd
     from tippe_top_reference import e_rate, rot
 
-    xml = bd.drop_xml(1.0).replace(
-        'euler="20 30 10"', 'euler="-27.62559435 -55.08317713 -58.01668374"').replace(
+    euler, w, v = SWINGING_SLIPS[case]
+    xml = bd.drop_xml(1.0).replace('euler="20 30 10"', f'euler="{euler}"').replace(
         f'pos="0 0 {bd.Z0}"', 'pos="0 0 0.4"')
     model, _ = load(xml)
     q0 = model.q_reference.copy()
-    w = np.array([-1.60700812, 1.08478516, 3.91200014])
-    v0 = np.concatenate([[0.47354048, -0.35186762, 0.0], e_rate(q0[3:7], rot(q0[3:7]).T @ w)])
+    v0 = np.concatenate([v, e_rate(q0[3:7], rot(q0[3:7]).T @ np.array(w))])
     tr = go.simulate(model.with_contacts(restitution=0.3), (0.0, 1.5), q0, v0,
                      max_steps=20_000)
     assert tr.success, tr.message
     assert all(b.kinetic_after <= b.kinetic_before * (1 + 1e-12) for b in tr.impacts)
+    if case == "hover":
+        assert np.abs(tr.v[-1]).max() < 1e-6          # at rest on a face by 1.5 s
