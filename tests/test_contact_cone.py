@@ -582,3 +582,46 @@ def test_sliding_corners_whose_stiff_distribution_pulls_take_the_nearest_admissi
     np.testing.assert_allclose(sol.nu, N_exp, atol=1e-10 * 9.81)
     np.testing.assert_allclose(sol.x, x_exp, atol=1e-10 * np.abs(x_exp).max())
     assert np.count_nonzero(sol.active) == 3
+
+
+def test_several_certified_motions_continue_the_previous_state_where_it_is_admissible():
+    """A box on four corners, three sliding (directions given) and one at rest
+    (``tests/data/three_sliding_one_resting_cone.json``, floats written exactly, from a
+    fuzzed MJCF drop): two states with different motions satisfy every condition, the
+    resting corner sticking with all four loaded (the previous state), or starting to
+    slide while another corner lifts. Rigid Coulomb friction admits both; without
+    ``persist`` the problem raises by name, with it (the contact run's events) the state
+    that continues the previous one is taken. Checked against the conditions themselves:
+    momentum balance to the rounding of its terms (1e-12 of ``|F|``), ``N >= 0``, every
+    closed corner's gap acceleration zero and every friction force in its circular cone,
+    the sliding corners' friction ``-mu N d`` along their given directions, the sticking
+    corner's slip acceleration zero (rounding, 1e-12 of the accelerations' scale)."""
+    from gaussopt.gauss.contact_cone import solve_contact_cone
+    from gaussopt.gauss.contact_problem import STICK, ContactSolveError
+
+    d = json.loads((Path(__file__).parent / "data" / "three_sliding_one_resting_cone.json")
+                   .read_text())
+    M, F, A, b, G, h, T, s, mu, slide = (np.array(d[x], dtype=float) for x in
+                                         ("M", "F", "A", "b", "G", "h", "T", "s", "mu",
+                                          "slide"))
+    prefer = np.array(d["prefer"], dtype=int)
+    with pytest.raises(ContactSolveError, match="admits more than one motion"):
+        solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu, slide=slide, prefer=prefer)
+    sol = solve_contact_cone(M, F, A, b, G, h, T, s, mu=mu, slide=slide, prefer=prefer,
+                             persist=True)
+    x, N, t_, lam = sol.x, sol.nu, sol.tau, sol.lam
+    assert sol.active.all()                                  # all four loaded
+    resting = np.flatnonzero(~np.any(slide != 0, axis=1))
+    assert [int(sol.mode[i]) for i in resting] == [STICK]    # the resting corner sticks
+    scale = np.abs(F).max() + np.abs(M @ x).max()
+    resid = M @ x - F - A.T @ lam - G.T @ N - np.einsum("kjn,kj->n", T, t_)
+    assert np.abs(resid).max() <= 1e-12 * scale
+    assert np.all(N >= 0) and np.abs(G @ x - h).max() <= 1e-12 * (1 + np.abs(x).max())
+    u = np.einsum("kjn,n->kj", T, x) - s
+    for i in range(4):
+        assert np.hypot(*t_[i]) <= mu[i] * N[i] * (1 + 1e-12)
+        if i in resting:
+            assert np.abs(u[i]).max() <= 1e-12 * (1 + np.abs(x).max())
+        else:
+            np.testing.assert_allclose(t_[i], -mu[i] * N[i] * slide[i], rtol=0,
+                                       atol=1e-12 * mu[i] * N[i])

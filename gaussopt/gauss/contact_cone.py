@@ -68,10 +68,16 @@ dependent rows inconsistent by less than the caller's ``rhs_tol`` (a face landin
 flat, Newton's law asking each corner for its own rebound) are moved onto the rows'
 range, only where the exact problem has no certified answer (:func:`_consistent`).
 
+Several motions: rigid Coulomb friction may admit more than one (a box on three
+sliding corners and a fourth at rest: that corner sticking with all four loaded, or
+sliding while another lifts). With ``persist`` (the contact run's events) the state that
+continues the previous one, changed only as the event announced, is taken where it is
+among them; otherwise, and where it is not,
+:class:`~gaussopt.gauss.contact_problem.ContactSolveError` names the points.
+
 Not solved: uniqueness is checked among the solutions found (within a combination,
 Newton finds one set of directions); Painleve-type indeterminacy (a normal force that
-pushes its own contact closed) shows as two certified combinations with different
-motions (:class:`~gaussopt.gauss.contact_problem.ContactSolveError`); points with one
+pushes its own contact closed) where no state continues the previous one; points with one
 tangent (``slip``) together with spatial points in one problem.
 
 References
@@ -682,7 +688,8 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
                        release: Sequence[Sequence[int]] = (),
                        weld: Optional[np.ndarray] = None,
                        labels: Optional[Sequence[str]] = None,
-                       rhs_tol: Optional[np.ndarray] = None) -> ContactSolution:
+                       rhs_tol: Optional[np.ndarray] = None,
+                       persist: bool = False) -> ContactSolution:
     """Solve the spatial contact problem of the module docstring, certified.
 
     Parameters
@@ -705,6 +712,14 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         make dependent rows consistent (:func:`_consistent`; at an impact the driver's
         velocity tolerance), where the exact problem has no certified answer. None: not
         moved.
+    persist : bool
+        Where several certified states move differently (rigid Coulomb friction admits
+        more than one motion), take the one that is exactly ``prefer`` (with the
+        ``release`` groups released) if it is among them: the contact state continues
+        where it is admissible, changed only as the event announced. The contact run
+        passes it at its events (a box sliding on three corners, the fourth at rest: that
+        corner sticking with all four loaded, or starting to slide while another lifts,
+        are both certified; the first continues the state). False: such a problem raises.
 
     Returns
     -------
@@ -783,6 +798,13 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
             f"{', '.join(labels)}{detail}.", labels)
     if len(found) > 1:
         found = _one_per_family(found, A, G, T)
+    if len(found) > 1 and persist:
+        # the caller's state continued (as the event announced it) where it is admissible
+        mine = [f for f in found if _score_cone(f[0], prefer, release, score_opts)[:3]
+                == (0, 0, 0)]
+        if len(mine) == 1:
+            found = mine
+    if len(found) > 1:
         same_motion([f[1].got[0] for f in found], [f[0] for f in found], labels)
     best = min(found, key=lambda f: (*_score_cone(f[0], prefer, release, score_opts),
                                      float(np.linalg.norm(f[2]))))

@@ -446,13 +446,15 @@ def _check_affine(model: _Model, t, q, v) -> None:
 def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
                  candidates: np.ndarray, start: Sequence[int] = (),
                  prefer: Optional[np.ndarray] = None, release: Sequence[Sequence[int]] = (),
-                 vel_tol: Optional[np.ndarray] = None):
+                 vel_tol: Optional[np.ndarray] = None, persist: bool = False):
     """The contact problem of the candidate points at the acceleration level, all together
     (:func:`gaussopt.gauss.contact_problem.solve_contact`): which close, which stick, which
     slide. A frictional point whose slip rate exceeds ``vel_tol`` slides with its sign;
     the others may stick or start to slide. ``prefer`` (a mode per point, all points) and
-    ``release`` (groups of point indices) as there. Returns ``(idx, sol)``: the candidates'
-    indices and the solution over them."""
+    ``release`` (groups of point indices) as there; ``persist``: points in space, where
+    several certified states move differently, the one that is ``prefer`` is taken
+    (:func:`~gaussopt.gauss.contact_cone.solve_contact_cone`). Returns ``(idx, sol)``: the
+    candidates' indices and the solution over them."""
     P = model.points
     M, F, A, b = model.base.evaluate(t, q, v)
     G, _, gam = P.normal_rows(t, q, v)
@@ -469,7 +471,7 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
         sol = solve_contact_cone(M, F, A, b, G[idx], gam[idx], T2[idx], gam2[idx], mu=P.mu[idx],
                                  slide=_slide_directions(P, T2, c2, v, vel_tol)[idx],
                                  prefer=np.asarray(prefer)[idx], release=rel,
-                                 labels=[P.labels[i] for i in idx])
+                                 labels=[P.labels[i] for i in idx], persist=persist)
         return idx, sol
     sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], mu=P.mu[idx],
                         slide=slide[idx], prefer=np.asarray(prefer)[idx], release=rel,
@@ -540,7 +542,7 @@ def _decide(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, cand: np.nd
             if i not in hints:
                 prefer[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
         idx, sol = contact_step(model, t, q, v, cand, prefer=prefer, release=release,
-                                vel_tol=vel_tol)
+                                vel_tol=vel_tol, persist=True)
         new_closed[idx[sol.active]] = True
         for j, i in enumerate(idx):
             if np.any(sol.direction[j]):
