@@ -229,6 +229,14 @@ def _unit(theta: float) -> np.ndarray:
     return np.array([math.cos(theta), math.sin(theta)])
 
 
+def _closed_rows(mode, mu) -> tuple[list, list]:
+    """``(closed, trows)``: the closed points of a combination, and those of them with
+    no-slip rows (sticking, or closed with ``mu = inf``)."""
+    closed = [i for i in range(len(mode)) if mode[i] != OPEN]
+    return closed, [i for i in closed
+                    if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
+
+
 class _Combo:
     """One combination of modes with its slide directions: the linear KKT solve.
 
@@ -241,10 +249,7 @@ class _Combo:
 
     def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs, tol=None, select=False,
                  basis=True):
-        k = G.shape[0]
-        self.closed = [i for i in range(k) if mode[i] != OPEN]
-        self.trows = [i for i in self.closed
-                      if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
+        self.closed, self.trows = _closed_rows(mode, mu)
         W_n = []
         for i in self.closed:
             if np.any(dirs[i]) and 0 < mu[i] < math.inf:
@@ -252,9 +257,9 @@ class _Combo:
             else:
                 W_n.append(G[i])
         n = M.shape[0]
-        Tt = T[self.trows].reshape(-1, n)
-        J = np.concatenate([A, G[self.closed], Tt])
-        W = np.concatenate([A, np.array(W_n).reshape(-1, n), Tt])
+        J = _rows(A, G, T, self.closed, self.trows)
+        W = J.copy()
+        W[A.shape[0]:A.shape[0] + len(self.closed)] = np.array(W_n).reshape(-1, n)
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
         #: whether the forces without self-stress decided the motion (set by _solve_mode)
         self.selected = False
@@ -368,12 +373,11 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=No
     got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, False)
     if got is not None:
         return got
-    closed = [i for i in range(G.shape[0]) if mode[i] != OPEN]
+    closed, trows = _closed_rows(mode, mu)
     sliding = any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
                   for i in closed)
     if not sliding or len(closed) < 2:
         return None
-    trows = [i for i in closed if mode[i] == STICK or (mode[i] == CLOSED and mu[i] == math.inf)]
     if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
         return None
     got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, True)

@@ -402,6 +402,23 @@ def _svd(X: np.ndarray, full: bool = True) -> tuple[np.ndarray, np.ndarray, np.n
     return np.linalg.svd(X, full_matrices=full)
 
 
+def _kkt_scaling(M: np.ndarray, J: np.ndarray, W: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(D, rs, ms)``: the scales of a KKT system (:func:`kkt_solve`): coordinates ``x =
+    D x'`` with ``D_ii = M_ii^-1/2`` (a massless coordinate, ``M_ii`` below
+    :data:`_MASSLESS` of the heaviest's, keeps the heaviest's scale), rows by ``rs =
+    1 / |J_i D|``, and ``ms`` the largest entry of ``D M D`` or ``W D``."""
+    n = M.shape[0]
+    dg = np.diag(M)
+    top = float(dg.max(initial=0.0))
+    D = 1.0 / np.sqrt(np.where(dg > _MASSLESS * top, dg, top)) if top > 0 else np.ones(n)
+    JD = J * D
+    rn = np.sqrt((JD * JD).sum(axis=1))
+    rs = 1.0 / np.where(rn > 0, rn, 1.0)
+    ms = max(_max_abs(M * D[:, None] * D[None, :]), _max_abs(W * D), 1e-300)
+    return D, rs, ms
+
+
 def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
               R_bot: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray, float]]:
     """The KKT system ``M x - W^T z = R_top``, ``J x = R_bot`` (one right-hand side, or
@@ -444,18 +461,10 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     without mass (a singular ``M``: ``M_ii`` below :data:`_MASSLESS` of the heaviest's)
     keep the heaviest's scale."""
     n, p = M.shape[0], J.shape[0]
-    dg = np.diag(M)
-    top = float(dg.max(initial=0.0))
-    if top > 0:
-        D = 1.0 / np.sqrt(np.where(dg > _MASSLESS * top, dg, top))
-        M = M * D[:, None] * D[None, :]
-        J, W = J * D, W * D
-        R_top = R_top * (D if R_top.ndim == 1 else D[:, None])
-    else:
-        D = np.ones(n)
-    rn = np.sqrt((J * J).sum(axis=1))
-    rs = 1.0 / np.where(rn > 0, rn, 1.0)
-    ms = max(_max_abs(M), _max_abs(W), 1e-300)
+    D, rs, ms = _kkt_scaling(M, J, W)
+    M = M * D[:, None] * D[None, :]
+    J, W = J * D, W * D
+    R_top = R_top * (D if R_top.ndim == 1 else D[:, None])
     Ms = M / ms
     C = J * rs[:, None]
     Bt = W * rs[:, None]                                   # (-B^T)
@@ -549,16 +558,10 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
     r = S.shape[1]
     if r == 0:
         return None
-    dg = np.diag(M)
-    top = float(dg.max(initial=0.0))
-    D = 1.0 / np.sqrt(np.where(dg > _MASSLESS * top, dg, top)) if top > 0 else np.ones(n)
-    rn = np.sqrt((J * J).sum(axis=1))
-    rs = 1.0 / np.where(rn > 0, rn, 1.0)
-    Ms = M * D[:, None] * D[None, :]
-    ms = max(_max_abs(Ms), _max_abs(W * D * rs[:, None]), 1e-300)
+    D, rs, ms = _kkt_scaling(M, J, W)
     # unknowns x = D x', z = ms rs z'; rows scaled as kkt_solve's
     K = np.zeros((n + p + r, n + p))
-    K[:n, :n] = Ms / ms
+    K[:n, :n] = M * D[:, None] * D[None, :] / ms
     K[:n, n:] = -(W * D * rs[:, None]).T
     K[n:n + p, :n] = J * D * rs[:, None]
     St = S.T * (ms * rs)[None, :]

@@ -1412,7 +1412,9 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
         kinds.append(kind)
 
     closed_idx = list(np.flatnonzero(closed))
-    cone_T = P.cone_rows(t, q, v)[0] if tols is not None and P.spatial else None
+    if tols is not None and P.spatial:
+        cone_T = P.cone_rows(t, q, v)[0]
+        speed0 = np.hypot(*P.slip_velocities(t, q, v).T)
 
     def slip_events(i):
         """A sliding point's: its slip rate reaching zero; in space, sliding from rest
@@ -1425,8 +1427,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
                 # the velocities' error scales atol + rtol |v_j|
                 floor = 10.0 * float((np.abs(cone_T[i]) @ (tols[1] + tols[0] * np.abs(v))
                                       ).max())
-                u0 = P.slip_velocities(t, q, v)[i]
-                if float(np.hypot(u0[0], u0[1])) > floor:
+                if speed0[i] > floor:
                     add(_slip_floor_event(P, i, floor), ("slip0", i, 0))
             if locked is not None and locked[i]:
                 add(_slip_turn_event(P, i, d0[i], 2.0 * vel_tol[i]), ("turn", i, 0))
