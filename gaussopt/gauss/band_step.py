@@ -983,6 +983,85 @@ def _band(mode, sp, w, addrs, p):
     return Band(mode, sp, w, addrs, p)
 
 
+# The band's entry points for the engine, on a :class:`Band` (one pointer). The engine's
+# default units (the step, the projection, the rank monitor) only read ``b.mode`` and call
+# these: a model without the path compiles none of them (lazy units), and the default
+# units' machine code holds no copy of the structure's and the work's thirty-six arrays
+# (passing them, as namedtuples, unpacks every array: the projection's compilation took
+# about half again as long with them).
+@_unit("f8(band, f8v)")
+def band_distances(b, res):
+    """:func:`distances` of ``res`` against the rows in ``b.w.data``."""
+    return distances(b.sp, b.w.data, res)
+
+
+@_unit("i8(band, f8v, f8v)")
+def band_rows_times(b, x, out):
+    """:func:`rows_times` of the rows in ``b.w.data``; returns 0."""
+    rows_times(b.sp, b.w.data, x, out)
+    return 0
+
+
+@_unit("b1(band, f8v, f8v)")
+def band_correction(b, res, dx):
+    """:func:`correction` on ``b``."""
+    return correction(b.sp, b.w, res, dx)
+
+
+@_unit("f8(band, f8v, f8v, f8v)")
+def band_smallest_pair(b, scale, u, wv):
+    """:func:`smallest_pair` on ``b``."""
+    return smallest_pair(b.sp, b.w, scale, u, wv)
+
+
+@_unit("f8(band, f8v, f8v)")
+def band_bilinear(b, u, wv):
+    """:func:`bilinear` on ``b``."""
+    return bilinear(b.sp, b.w, u, wv)
+
+
+@_unit("f8(band, f8v, f8v, f8v)")
+def band_scaled_form(b, scale, u, wv):
+    """``u^T As wv`` with ``As`` the rows in ``b.w.data`` divided by ``scale`` (1 where
+    ``scale[i] <= 0``): :func:`bilinear` on the raw rows (the rank monitor's rate)."""
+    st = b.sp
+    data = b.w.data
+    g = 0.0
+    for i in range(st.dims[1]):
+        r = scale[i] if scale[i] > 0.0 else 1.0
+        acc = 0.0
+        for k in range(st.indptr[i], st.indptr[i + 1]):
+            acc += data[k] * wv[st.indices[k]]
+        g += u[i] * acc / r
+    return g
+
+
+@_unit("b1(band, f8v)")
+def band_row_norms(b, nu):
+    """Norms of the rows in ``b.w.data`` into ``nu``; False if one is zero or not finite."""
+    st = b.sp
+    w = b.w
+    for i in range(st.dims[1]):
+        x = LA.norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
+        if not (x > 0.0 and np.isfinite(x)):
+            return False
+        nu[i] = x
+    return True
+
+
+@_unit("i8(band, f8m, i8, i8, i8, i8)")
+def band_set_aside(b, U, r, mL, k, m):
+    """:func:`set_aside` on ``b``'s work; returns 0."""
+    set_aside(b.w, U, r, mL, k, m)
+    return 0
+
+
+@_unit("f8(band)")
+def band_sigma(b):
+    """:func:`sigma_estimate` on ``b``."""
+    return sigma_estimate(b.sp, b.w)
+
+
 @jit(cache=True, inline="always")
 def on_band(mode):
     """The mode is one of the band's own (the step, the rank monitor and maybe the

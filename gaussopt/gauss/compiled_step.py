@@ -184,7 +184,7 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     return 0
 
 
-@_inline
+@unit("none(ctx, f8v, b1, f8, i8)", lazy=True)
 def _fill_sparse(ctx, a, want_lam, be, flags):
     """The rest of ``out`` after a step on the O(n) path (:mod:`gaussopt.gauss.band_step`): rank
     ``m``, one singular value (the estimate of the smallest, with ``want_lam``, else

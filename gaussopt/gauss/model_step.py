@@ -151,7 +151,7 @@ def call_tree(md, buf, t, q, v):
                                          data_ptr(md.band.w.d))
 
 
-@_jit
+@_unit("f8(md, buf, opt, f8v, f8v, f8, f8v, f8v, f8v, b1, w)", lazy=True)
 def _tree_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     """The recursive step of a tree, accepted where the dense kernel's range-space path
     would accept its answer: every articulated pivot at least ``rank_tol`` (relative, as
@@ -603,6 +603,29 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
     return 0
 
 
+@_unit("Tuple((i8, i8, f8))(md, buf, opt, f8v, f8v, f8, f8v, f8v, f8v, b1, w)", lazy=True)
+def _band_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
+    """The O(n) path of the band at ``(t, q, v)`` (:func:`gaussopt.gauss.band_step.sparse_step`):
+    ``(status, rank, backward error)``, status 0 (answered: ``a``, and the multipliers in
+    ``w`` with ``want_lam``), :data:`MODEL_FAILED`, or 1 (declined: the dense kernel
+    decides). A lazy unit: a model without the path compiles none of it."""
+    m = md.dims[D_M]
+    if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
+        return MODEL_FAILED, 0, 0.0
+    bw = md.band.w
+    status, be, iters = SP.sparse_step(md.band.sp, bw, ref, sref[0], opt.f[F_RANKTOL],
+                                       want_lam)
+    if status != SP.OK:
+        return 1, 0, 0.0
+    _put(a, bw.a)
+    if want_lam:
+        _put(wvec(w, WS.F_lam, m), bw.lam)
+    r_ = m
+    for i in range(m):
+        r_ -= bw.drop[i]
+    return 0, r_, be
+
+
 @_unit("Tuple((i8, i8, i8, i8, f8, f8, f8, i8))(fns, fn, md, buf, opt, f8v, f8v, f8, f8v, f8v, f8v, b1, w)")
 def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     """The accelerations ``a`` at ``(t, q, v)`` (in place), with the kernel workspace ``w``.
@@ -631,17 +654,10 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
         if be >= 0.0:
             return 0, m, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.TREE_FLAG
     if SP.on_band(md.band.mode) and opt.i[I_STAB] != STAB_BAUMGARTE:
-        if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
+        status, r_, be = _band_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w)
+        if status == MODEL_FAILED:
             return MODEL_FAILED, 0, 0, 0, 0.0, 0.0, 0.0, 0
-        status, be, iters = SP.sparse_step(md.band.sp, md.band.w, ref, sref[0], opt.f[F_RANKTOL],
-                                           want_lam)
-        if status == SP.OK:
-            _put(a, md.band.w.a)
-            if want_lam:
-                _put(wvec(w, WS.F_lam, m), md.band.w.lam)
-            r_ = m
-            for i in range(m):
-                r_ -= md.band.w.drop[i]
+        if status == 0:
             return 0, r_, m, 0, 0.0, math.sqrt(opt.f[F_RANKTOL]), be, SP.SPARSE_FLAG
     st = call_dyn(fns, md, buf, t, q, v)
     if st == 0 and m > 0:
@@ -661,7 +677,7 @@ def evaluate_step(fns, accel, md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     _put(a, wfull(w, fa))
     if SP.on_band(md.band.mode) and status == 0:
         # a single exact redundancy: set its row aside for the O(n) path's next steps
-        SP.set_aside(md.band.w, wmat(w, WS.F_U, mL, k), r, mL, k, m)
+        SP.band_set_aside(md.band, wmat(w, WS.F_U, mL, k), r, mL, k, m)
     if status == 0 and r < k and solver != 2:
         # a dropped direction that vanishes (a folded configuration): restrained by its
         # higher-order rows (:func:`fold_rows`); the multipliers of the corrected step
@@ -712,7 +728,7 @@ def band_force(md, a, out_qc, res):
     return LA.norm2(res)
 
 
-@_jit
+@_unit("f8(md)", lazy=True)
 def path_sigma(md):
     """The smallest singular value of the normalized rows after a step on the O(n) path:
     the band's estimate, or a tree's recursive step's ``R_SIG`` (1 for the balls'
@@ -722,7 +738,7 @@ def path_sigma(md):
         n = md.dims[D_N]
         m = md.dims[D_M]
         return recursive_parts(md.band.w.d, n, m)[5][R_SIG]
-    return SP.sigma_estimate(md.band.sp, md.band.w)
+    return SP.band_sigma(md.band)
 
 
 def model_data(mf, system, sparse: bool = True) -> ModelData:

@@ -16,7 +16,7 @@ import numpy as np
 
 import gaussopt.core.records as R
 import gaussopt.integrate.engine as E
-import gaussopt.integrate.engine.rank_monitor as RM
+import gaussopt.gauss.model_step as MS
 import gaussopt.gauss.dense_step as K
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.workspace as WS
@@ -165,9 +165,15 @@ class Run:
             return []
         if self.md.band.mode == SP.MODE_TREE:
             return _tree_units(self.system.recursive)
-        units = [SP.sparse_step, SP.smallest_pair, SP.sigma_estimate, SP.bilinear, E.band_force,
-                 E.call_sp_dyn, E.call_sp_rows, RM._row_norms_band]
-        return units + ([SP.correction] if self.md.band.mode == SP.MODE_PROJECT else [])
+        # (the band's entry points and the lazy units they call, which their closure
+        # leaves out)
+        units = [MS._band_step, SP.sparse_step, MS.path_sigma, SP.band_sigma, SP.sigma_estimate,
+                 SP.band_smallest_pair, SP.smallest_pair, SP.band_bilinear, SP.bilinear,
+                 SP.band_scaled_form, SP.band_row_norms, SP.band_set_aside, E.band_force,
+                 E.call_sp_dyn, E.call_sp_rows]
+        return units + ([SP.band_correction, SP.correction, SP.band_distances,
+                         SP.band_rows_times, MS.call_sp_pos]
+                        if self.md.band.mode == SP.MODE_PROJECT else [])
 
     def args(self):
         """The arguments of the engine's entry points: the function addresses and the
@@ -242,7 +248,7 @@ class Run:
 def _tree_units(rec) -> list:
     """The compiled functions of a tree's recursive step (``MODE_TREE``; ``rec`` its
     :class:`~gaussopt.core.model_interface.RecursiveModel`)."""
-    return [E.call_tree, E.band_force, *rec.fns]
+    return [MS._tree_step, E.call_tree, MS.path_sigma, E.band_force, *rec.fns]
 
 
 def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,

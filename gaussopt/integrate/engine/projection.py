@@ -200,10 +200,10 @@ def project(fns, md, buf, opt, t, q, v, vanished):
     dx = np.empty(n if on_band else 0)
     # with the sparse model's ``pos`` the residuals and the Jacobian come in the rows'
     # pattern (``md.band.w.data``): O(n) while the band answers; the dense J only where
-    # the dense correction must take over
+    # the dense correction must take over (the band through its entry points alone:
+    # :mod:`gaussopt.gauss.band_step`)
     sp_pos = on_band and md.band.addrs[2] != 0
-    band_w = md.band.w
-    band_st = md.band.sp
+    band = md.band
     have_J = False
     if mh > 0:
         for _ in range(max_iter):
@@ -211,7 +211,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                 st = call_sp_pos(md, buf, t, q)
                 if st != 0:
                     return MODEL_FAILED, its
-                dist = SP.distances(band_st, band_w.data, buf.phi)
+                dist = SP.band_distances(band, buf.phi)
             else:
                 st = call_pos(fns, md, buf, t, q)
                 if st != 0:
@@ -231,7 +231,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     have_band_M = True
                 if not sp_pos and call_sp_rows(md, buf, t, q, v) != 0:
                     return MODEL_FAILED, its
-                done = SP.correction(band_st, band_w, buf.phi, dx)
+                done = SP.band_correction(band, buf.phi, dx)
             if done:
                 dq = dx
             else:
@@ -274,7 +274,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         r = buf.phit.copy()
         Jv_ = np.empty(mh)
         if sp_pos:
-            SP.rows_times(band_st, band_w.data, v, Jv_)
+            SP.band_rows_times(band, v, Jv_)
         else:
             LA.matvec(buf.J.reshape(mh, n), v, Jv_)
         for k in range(mh):
@@ -282,7 +282,7 @@ def project(fns, md, buf, opt, t, q, v, vanished):
         dense_J = not sp_pos
         rows_on_band = False
         for _ in range(max_iter):
-            d = (SP.distances(band_st, band_w.data, r) if not dense_J
+            d = (SP.band_distances(band, r) if not dense_J
                  else _distances(r, buf.J.reshape(mh, n)))
             if not np.isfinite(d):
                 return -1, its
@@ -299,11 +299,11 @@ def project(fns, md, buf, opt, t, q, v, vanished):
                     if call_sp_rows(md, buf, t, q, v) != 0:
                         return MODEL_FAILED, its
                     rows_on_band = True
-                done = SP.correction(band_st, band_w, r, dx)
+                done = SP.band_correction(band, r, dx)
             if done:
                 dv = dx
                 if not dense_J:
-                    SP.rows_times(band_st, band_w.data, dv, Jv_)
+                    SP.band_rows_times(band, dv, Jv_)
                 else:
                     LA.matvec(buf.J.reshape(mh, n), dv, Jv_)
             else:

@@ -31,19 +31,6 @@ _EPS = float(np.finfo(float).eps)
 
 
 
-@_unit("b1(md, f8v)", lazy=True)
-def _row_norms_band(md, nu):
-    """Norms of the sparse rows in ``md.band.w.data``; False if one is zero or not finite."""
-    st = md.band.sp
-    w = md.band.w
-    for i in range(st.dims[1]):
-        x = LA.norm2(w.data[st.indptr[i]:st.indptr[i + 1]])
-        if not (x > 0.0 and np.isfinite(x)):
-            return False
-        nu[i] = x
-    return True
-
-
 @_unit("i8(fns, md, buf, opt, st, f8, f8v, f8v)")
 def accept_rows(fns, md, buf, opt, st, t, q, v):
     """The step solver's references from an accepted state (row norms, smallest
@@ -61,14 +48,14 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
     if band:
         if call_sp_rows(md, buf, t, q, v) != 0:
             return MODEL_FAILED
-        band = _row_norms_band(md, nu)
+        band = SP.band_row_norms(md.band, nu)
     if band:
         for i in range(m):
             if nu[i] > st.ref[i]:
                 st.ref[i] = nu[i]
         u = st.mu.copy()
         wv = np.empty(n)
-        sl = SP.smallest_pair(md.band.sp, md.band.w, nu, u, wv)
+        sl = SP.band_smallest_pair(md.band, nu, u, wv)
         band = sl > rank_tol
         if band and sl > st.sref[0]:
             st.sref[0] = sl
@@ -97,7 +84,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
     if band:
         u = st.mu.copy()
         wv = np.empty(n)
-        sk = SP.smallest_pair(md.band.sp, md.band.w, st.ref, u, wv)
+        sk = SP.band_smallest_pair(md.band, st.ref, u, wv)
         if sk > rank_tol:
             st.sc[S_NEAR] = sk
             if dt > 0.0:
@@ -105,15 +92,7 @@ def accept_rows(fns, md, buf, opt, st, t, q, v):
                 v2 = axpy(v, dt, st.f[n:])
                 if call_sp_rows(md, buf, t + dt, q2, v2) != 0:
                     return MODEL_FAILED
-                sp = md.band.sp
-                data = md.band.w.data
-                g = 0.0
-                for i in range(m):
-                    r = st.ref[i] if st.ref[i] > 0.0 else 1.0
-                    acc = 0.0
-                    for k in range(sp.indptr[i], sp.indptr[i + 1]):
-                        acc += data[k] * wv[sp.indices[k]]
-                    g += u[i] * acc / r
+                g = SP.band_scaled_form(md.band, st.ref, u, wv)
                 st.sc[S_NEAR_RATE] = (g - sk) / dt
             return 0
         if call_rows(fns, md, buf, t, q, v) != 0:
@@ -403,10 +382,10 @@ def monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_end):
                 return MODEL_FAILED
             u1 = u0.copy()
             w1 = np.empty(n)
-            s_k = SP.smallest_pair(md.band.sp, md.band.w, st.ref, u1, w1)
+            s_k = SP.band_smallest_pair(md.band, st.ref, u1, w1)
             on_band = s_k > rank_tol
             if on_band:
-                g1 = SP.bilinear(md.band.sp, md.band.w, u0, w0)
+                g1 = SP.band_bilinear(md.band, u0, w0)
                 r_end = m
         if not on_band:
             s_, A = _scaled_rows(fns, md, buf, st, tt, y[:n], y[n:])
