@@ -425,8 +425,11 @@ def jit(**options):
     python = options.pop("python", False)
 
     def deco(py_func):
-        wrapped = {"nopython": True, **options}
-        # (python=True: always with the wrappers, one version and one cache)
+        # (the wrapper Python calls, but never the one for first-class function values:
+        # gaussopt makes those from :class:`cfunc` only, and units are called at their
+        # machine code's own address)
+        wrapped = {"nopython": True, "no_cfunc_wrapper": True, **options}
+        # (python=True: always with the wrapper, one version and one cache)
         disp = _Dispatcher(py_func=py_func, locals={},
                            targetoptions=wrapped if python else {**wrapped, **_NATIVE_ONLY})
         if not python:
