@@ -368,13 +368,13 @@ def test_a_model_without_the_o_n_path_loads_none_of_its_units():
     band's and a tree's steps) are lazy units that the engine's default units call
     through a pointer: a model without the path never loads them (their code, and the
     thirty-six arrays of the band's structure and work, used to be compiled into the
-    projection, the rank monitor and the step of every model: the README pendulum's first
-    run took 24.6 and 21.6 s with them, 20.8 and 19.6 s without). A run and a ``solve_step`` of a pendulum load none of them; a
-    run of a chain of 60 particles (120 coordinates, sparse rows: the band) loads the
-    band's, so the listing sees them when they are used. A process of its own with the
-    session's cache (the units compiled by earlier tests are loaded, not compiled)."""
+    projection, the rank monitor and the step of every model). A run and a
+    ``solve_step`` of a pendulum load none of them; a run of :mod:`test_large_sparse`'s
+    chain (240 coordinates, sparse rows: the band) loads the band's, so the listing sees
+    them when they are used. A process of its own with the session's cache (the units
+    compiled by earlier tests are loaded, not compiled)."""
     code = """
-        import numpy as np, scipy.sparse as sp, gaussopt as go
+        import numpy as np, gaussopt as go
         from gaussopt.core import compiled as C
         PATH = ("gaussopt.gauss.band_step.", "gaussopt.gauss.model_step._band_step",
                 "gaussopt.gauss.model_step._tree_step", "gaussopt.gauss.model_step.path_sigma",
@@ -390,29 +390,13 @@ def test_a_model_without_the_o_n_path_loads_none_of_its_units():
                          t_eval=np.linspace(0.0, 0.5, 11))
         go.solve_step(pend, 0.0, np.array([1.5, 0.0]), np.array([0.0, 1.0]))
         print(tr.success, ",".join(on_path()))
-        N, L, m = 60, 0.05, 0.01
-        def rel(x):
-            P = x.reshape(N, 2)
-            D = P.copy()
-            D[1:] -= P[:-1]
-            return D
-        def jac(t, q):
-            D = rel(q)
-            r = np.concatenate([np.repeat(np.arange(N), 2), np.repeat(np.arange(1, N), 2)])
-            c = np.concatenate([np.arange(2 * N), np.arange(2 * N - 2)])
-            return sp.csr_matrix((np.concatenate([2 * D.ravel(), -2 * D[1:].ravel()]), (r, c)),
-                                 shape=(N, 2 * N))
-        chain = go.System([f"{a}{i}" for i in range(N) for a in "xy"], mass=np.full(2 * N, m),
-                          force=np.tile([0.0, -m * 9.81], N),
-                          constraints=[go.Holonomic(lambda t, q: (rel(q) ** 2).sum(1) - L * L,
-                                                    jac, lambda t, q, v: -2 * (rel(v) ** 2).sum(1),
-                                                    rheonomic=False)])
-        th = 0.4 + 0.01 * np.arange(N)
-        q0 = np.cumsum(np.column_stack([np.sin(th), -np.cos(th)]) * L, axis=0).ravel()
-        tr = go.simulate(chain, (0.0, 0.01), q0, np.zeros(2 * N))
+        import test_large_sparse as T              # (its chain of point masses)
+        chain = T.chain(T.jac_sparse)
+        q0, v0 = T.state()
+        tr = go.simulate(chain, (0.0, 0.01), q0, v0)
         print(tr.success, tr.stats["sparse_steps"] > 0, ",".join(on_path()))
     """
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
     res = _run(code, env, ROOT)
     assert res.returncode == 0, res.stderr[-3000:]
     small, band = res.stdout.split("\n")[:2]
