@@ -170,7 +170,7 @@ SIGMA_ITERS = 3
 # (the statuses of sparse_step are in :mod:`gaussopt.core.status`: 0 answered, anything else
 # leaves the step to the dense kernel; :data:`~gaussopt.core.status.BAND_STATUS`)
 
-#: How the path is compiled (:mod:`gaussopt.core.compiled`): its four entry points are *lazy*
+#: How the path is compiled (:mod:`gaussopt.core.compiled`): its entry points are *lazy*
 #: units, compiled the first time a model with the path runs. (``_nrt=True``
 #: explicitly: a function without it inherits its caller's.)
 _jit = jit(cache=True, nogil=True, _nrt=True)
