@@ -1234,6 +1234,7 @@ class _PhaseForces:
         M, F, A, _ = sysp.evaluate(t, q, v)
         step = solve_step(sysp, t, q, v)
         self._solver = _cached_solver(sysp, "closed_form", {})    # (solve_step's own)
+        self._solver.take_compiled_step()
         a = step.a
         #: rounding scale of a force (as the contact problem's): |M a| + |F|, times 1e4 eps n,
         #: plus what the forces move in the time a located event is known to (Brent's
