@@ -497,11 +497,13 @@ class StepSolver:
         model's own exception with its traceback; the compiled step falls back to it on
         any failure, so errors still read the same). For the hot loops of a run: the
         contact phase's force watches, two evaluations per step, cost 36 instead of 70 us
-        each on the rolling ellipse (``benchmarks/run.py --only contact``)."""
+        each on the rolling ellipse of ``benchmarks/run.py --only contact`` (118 of them
+        timed inside its 2.5 s run)."""
         if not self._callbacks:
             self._callbacks = True
             if self._ctx is False:
                 self._ctx = None
+
     #: what :meth:`solve_checked` calls after its first clean step (None: not yet;
     #: :meth:`_make_direct`)
     _direct = None
