@@ -36,9 +36,9 @@ the machine code of a small helper. A function is compiled without them for its
 compiled callers, and with the first the first time Python calls it (:class:`_Dispatcher`;
 :func:`unit` with ``python=True`` for the entry points that Python calls). The second is
 never made: gaussopt makes first-class function values from :class:`cfunc` only, and
-calls units at their machine code's own address (a first run compiles about a fifth
+calls units at their machine code's own address (a first run compiles a tenth to a fifth
 less without it: the README pendulum's compile CPU in its two processes, 41.9 and 37.4 s
-with it, 33.2 and 33.3 s without).
+with it, 33.2 and 33.3 s without, in interleaved pairs).
 
 **Cache.** Compiled code is cached under :func:`cache_dir` (``$GAUSSOPT_CACHE_DIR``,
 default ``~/.cache/gaussopt``) in a directory named by a hash of the source of

@@ -613,8 +613,7 @@ def _band_step(md, buf, opt, ref, sref, t, q, v, a, want_lam, w):
     if call_sp_dyn(md, buf, t, q, v) != 0 or call_sp_rows(md, buf, t, q, v) != 0:
         return MODEL_FAILED, 0, 0.0
     bw = md.band.w
-    status, be, iters = SP.sparse_step(md.band.sp, bw, ref, sref[0], opt.f[F_RANKTOL],
-                                       want_lam)
+    status, be, _ = SP.sparse_step(md.band.sp, bw, ref, sref[0], opt.f[F_RANKTOL], want_lam)
     if status != SP.OK:
         return 1, 0, 0.0
     _put(a, bw.a)

@@ -169,8 +169,8 @@ class Run:
         # leaves out)
         units = [MS._band_step, SP.sparse_step, MS.path_sigma, SP.band_sigma, SP.sigma_estimate,
                  SP.band_smallest_pair, SP.smallest_pair, SP.band_bilinear, SP.bilinear,
-                 SP.band_scaled_form, SP.band_row_norms, SP.band_set_aside, E.band_force,
-                 E.call_sp_dyn, E.call_sp_rows]
+                 SP.band_scaled_form, SP.band_row_norms, SP.band_set_aside, MS.band_force,
+                 MS.call_sp_dyn, MS.call_sp_rows]
         return units + ([SP.band_correction, SP.correction, SP.band_distances,
                          SP.band_rows_times, MS.call_sp_pos]
                         if self.md.band.mode == SP.MODE_PROJECT else [])
@@ -248,7 +248,7 @@ class Run:
 def _tree_units(rec) -> list:
     """The compiled functions of a tree's recursive step (``MODE_TREE``; ``rec`` its
     :class:`~gaussopt.core.model_interface.RecursiveModel`)."""
-    return [MS._tree_step, E.call_tree, MS.path_sigma, E.band_force, *rec.fns]
+    return [MS._tree_step, MS.call_tree, MS.path_sigma, MS.band_force, *rec.fns]
 
 
 def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
