@@ -90,10 +90,14 @@ def test_first_compilation_says_so_once(tmp_path):
 
 def test_units_are_compiled_for_their_declared_signature_only():
     """After steps, a run and samples of the four-bar (literal and variable flags,
-    views of every kind), every unit that was loaded has exactly one compiled version:
-    its declared signature."""
+    views of every kind), every unit that was loaded has its declared signature, and the
+    four-bar's calls compiled no other version of any unit. (Versions compiled before
+    them are left out: a planar model's residual also has a complex version, which
+    Python asks for in the complex step of another test, ``test_sparse_step``; with that
+    test earlier in the session, comparing the whole list failed.)"""
     from gaussopt_problems import four_bar
 
+    before = {u.name: set(u.dispatcher.overloads) for u in C.units() if u.loaded}
     pb = four_bar.build()
     go.solve_step(pb.system, 0.0, pb.q0, pb.v0)
     go.solve_step(pb.system, 0.0, pb.q0, pb.v0, solver="lagrange")
@@ -101,8 +105,10 @@ def test_units_are_compiled_for_their_declared_signature_only():
     loaded = [u for u in C.units() if u.loaded]
     assert len(loaded) >= 20
     for u in loaded:
-        sigs = list(u.dispatcher.overloads)
-        assert sigs == [tuple(u.signature.args)], (u.name, sigs)
+        sigs = set(u.dispatcher.overloads)
+        declared = tuple(u.signature.args)
+        assert declared in sigs, (u.name, sigs)
+        assert sigs - before.get(u.name, set()) <= {declared}, (u.name, sigs)
 
 
 def _probe(module: str):
