@@ -440,6 +440,36 @@ def test_ellipse_with_infinite_friction_stops_where_it_would_lift_off():
     assert abs(tr.t[-1] - t_lift) < 1e-8 and len(tr) > 10
 
 
+def test_phases_do_not_differentiate_again_what_the_run_checked(monkeypatch):
+    # a contact run checks the model's constraints and the contacts' functions where it
+    # starts (their derivatives against differences); a phase's rows are those functions,
+    # so the checks of the phase systems evaluate them but do not differentiate them again
+    # (that cost a third of the run of the rolling ellipse's single closed phase); the
+    # phase's rows of a one-point contact are the contact's own functions
+    from gaussopt.model.constraints import Holonomic, Nonholonomic
+    from gaussopt_problems import ellipse_rolling as er
+
+    checked = []
+    for cls in (Holonomic, Nonholonomic):
+        orig = cls.check_derivatives
+
+        def spy(self, *args, _orig=orig, **kwargs):
+            checked.append(self)
+            return _orig(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "check_derivatives", spy)
+    p = er.build("case4", contact=True, friction=float("inf"), t_end=2.5)
+    tr = p.simulate()
+    assert tr.success and tr.stats["phases"] == 1
+    c = next(c for c in p.system.constraints if c.kind == "contact")
+    own = {id(x) for x in (c.normal, c.tangent, c.cone)}
+    assert checked and all(id(x) in own for x in checked), [x.name for x in checked]
+    # a wrong Jacobian of a contact is still reported where the run starts
+    exact = Holonomic(c.normal.phi)          # (its Jacobian: the complex step of phi)
+    monkeypatch.setattr(c.normal, "_jac", lambda t, q: 2.0 * exact.jacobian(t, q))
+    with pytest.raises(ModelError, match="Phi_q"):
+        p.simulate()
+
+
 def test_contact_run_saves_and_loads(tmp_path, ball):
     _, tr = ball
     back = go.load(tr.save(tmp_path / "ball"))

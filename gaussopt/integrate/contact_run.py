@@ -199,7 +199,12 @@ class _Model:
                 force: Optional[Callable] = None) -> System:
         s = self.system
         cons = [c for c in s.constraints if c.kind != "contact"] + list(extra)
-        return s.with_constraints(cons, force=force, name=name)
+        sysp = s.with_constraints(cons, force=force, name=name)
+        if extra or name:
+            # a phase: its rows are the base's constraints and the contacts' functions,
+            # whose derivatives the run checked where it started (simulate_contacts)
+            sysp._verified = frozenset(map(id, cons))
+        return sysp
 
     def phase(self, closed: np.ndarray, sdir: np.ndarray, d0: Optional[np.ndarray] = None,
               locked: Optional[np.ndarray] = None) -> tuple[System, list[int], list[int]]:

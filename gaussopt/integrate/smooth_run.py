@@ -57,7 +57,9 @@ def smooth_run(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarra
                              f"{need / 1e6:.0f} MB, more than max_memory={max_memory:.4g} bytes. "
                              "Pass fewer output times or a larger `max_memory`.")
     reuse = shared.get(id(system)) if shared is not None else None
-    if reuse is None:
+    if reuse is None and (shared is None or system._row_counts is None):
+        # (a contact run's phase system is checked where the phase starts, by the first
+        # solve of its forces at this same state: gaussopt.integrate.contact_run)
         system.check(t0, q, v)
     if reuse is not None and reuse.solver is not None:
         step_solver = reuse.solver

@@ -483,6 +483,19 @@ class ContactPoints:
         src = c.tangent if tangent else c.normal
         rows = np.array([int(self.row[j]) for j in pts])
         idx = np.array(pts)
+        label = self.labels[pts[0]] if len(pts) == 1 else \
+            f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
+        name = f"{label}.{'slip' if tangent else 'gap'}"
+        if np.array_equal(rows, np.arange(self.sizes[self.owner[pts[0]]])):
+            # all the contact's rows in their order: its own functions, without the
+            # selection and the memo (nothing else differentiates them at the same
+            # points); a phase evaluates these at every right-hand side
+            if tangent:
+                anchor, fun = self.anchor, src.phi       # (the anchor as it is when called)
+                phi = lambda t, q: fun(t, q) - anchor[idx]      # noqa: E731
+            else:
+                phi = src.phi
+            return Holonomic(phi, src._jac, src._gamma, rheonomic=src.rheonomic, name=name)
         jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
         values = self._memo(src, src.phi)
@@ -494,7 +507,4 @@ class ContactPoints:
         else:
             def phi(t, q):
                 return values(t, q)[rows]
-        label = self.labels[pts[0]] if len(pts) == 1 else \
-            f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
-        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic,
-                         name=f"{label}.{'slip' if tangent else 'gap'}")
+        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)
