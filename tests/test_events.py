@@ -365,6 +365,66 @@ def test_a_screen_skips_the_interior_points_only_where_the_parabola_clears_zero(
         EventTracker([h], 0.0, np.zeros(1), np.zeros(1))
 
 
+def test_the_quintic_screen_is_exact_on_quintics():
+    # QuinticScreen interpolates q from (q, q', q'') at both ends of the step and gives v as
+    # its derivative: on a polynomial of degree 5 (per coordinate) it is exact, so its
+    # values anywhere in the step are the polynomial's to the rounding of its terms (the
+    # basis sums ~10 terms of size <= |coefficients| h^k: 1e-13 of their size bounds it)
+    from gaussopt.integrate.dense_output import QuinticScreen
+
+    rng = np.random.default_rng(3)
+    c = rng.normal(size=(6, 2))               # q_j(t) = sum_k c[k, j] t^k, two coordinates
+    t0, h = 0.7, 0.4
+
+    def q(t):
+        return sum(c[k] * t**k for k in range(6))
+
+    def v(t):
+        return sum(k * c[k] * t**(k - 1) for k in range(1, 6))
+
+    def a(t):
+        return sum(k * (k - 1) * c[k] * t**(k - 2) for k in range(2, 6))
+
+    t1 = t0 + h
+    screen = QuinticScreen(t0, h, np.concatenate([q(t0), v(t0)]),
+                           np.concatenate([v(t0), a(t0)]), np.concatenate([q(t1), v(t1)]),
+                           np.concatenate([v(t1), a(t1)]))
+    scale = np.abs(c).sum() * 10
+    for t in (t0, t0 + 0.13 * h, t0 + 0.5 * h, t0 + 0.91 * h, t1):
+        y = screen(t)
+        assert np.abs(y[:2] - q(t)).max() < 1e-13 * scale
+        assert np.abs(y[2:] - v(t)).max() < 1e-13 * scale / h
+
+
+def test_events_find_the_same_zeros_with_and_without_dense_output(pb):
+    # with events alone DOP853's interpolant of a step (three more evaluations of the model)
+    # is built only in the steps whose events need interior states (a zero to locate); with
+    # dense output, in every step. The same interpolant locates the same zeros: the event
+    # times and states are identical, and the run without dense output evaluates the model
+    # three times less in every step without a zero (2 zeros in 1.1 periods here)
+    def watched(t, q, v):
+        return q[0]
+    watched.interp_points = 4
+
+    runs = [go.simulate(pb.system, (0.0, 1.1 * T_EXACT), pb.q0, pb.v0, rtol=1e-10,
+                        atol=1e-10, events=watched, dense_output=dense) for dense in (False, True)]
+    lazy, eager = runs
+    assert lazy.success and eager.success
+    assert np.array_equal(lazy.t_events[0], eager.t_events[0]) and lazy.t_events[0].size == 2
+    assert np.array_equal(lazy.q_events[0], eager.q_events[0])
+    assert np.array_equal(lazy.q, eager.q) and np.array_equal(lazy.v, eager.v)
+    steps = lazy.stats["steps"]
+    assert eager.stats["steps"] == steps
+    # (interp_points: the scan needs the interior states of every step, so both build the
+    # interpolant everywhere: the same evaluations; without it only the steps with a zero)
+    assert lazy.stats["rhs_evaluations"] == eager.stats["rhs_evaluations"]
+    plain = [go.simulate(pb.system, (0.0, 1.1 * T_EXACT), pb.q0, pb.v0, rtol=1e-10,
+                         atol=1e-10, events=x_zero, dense_output=dense) for dense in (False, True)]
+    assert np.array_equal(plain[0].t_events[0], plain[1].t_events[0])
+    saved = plain[1].stats["rhs_evaluations"] - plain[0].stats["rhs_evaluations"]
+    assert saved == 3 * (steps - 2), (saved, steps)
+
+
 # --------------------------------------------------------------------------- rebased families
 def _turning_slip(t_stop=0.7, w=9.0):
     """``u(t) = (t_stop - t) (cos w t, sin w t)``: a vector that turns (w rad/s) while it

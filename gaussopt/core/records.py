@@ -36,12 +36,16 @@ Options = namedtuple("Options", ["i", "f"])
 D_N, D_M, D_MH, D_MV, D_ENERGY, D_CONSTM = range(6)
 # integer options
 # (I_DENSE: prepare every accepted step's interpolant before the step's end is projected,
-# for dense output and events)
+# for dense output (DENSE_EAGER), or keep what it needs and prepare it when Python asks
+# for it (DENSE_LAZY: events; the step's interpolant is then built only in the steps
+# whose events need their interior states, gaussopt.integrate.engine.integrator.dense_at))
 # (I_GUARD: the checks of a fixed-step run, GUARD_RESIDUAL | GUARD_ENERGY, 0 for none;
 # F_GUARD_RES, F_GUARD_E their bounds: gaussopt.core.settings.FIXED_STEP_RESIDUAL, ..._ENERGY)
 (I_METHOD, I_SOLVER, I_STAB, I_PVEL, I_PRHS, I_PITER, I_MONITOR, I_MAXSTEPS, I_CHECKSYM,
  I_DENSE, I_GUARD) = range(11)
 N_OI = 11
+#: values of ``I_DENSE``
+DENSE_NONE, DENSE_EAGER, DENSE_LAZY = 0, 1, 2
 # float options
 (F_RANKTOL, F_RTOL, F_ATOL, F_DT, F_PTOL, F_ALPHA, F_BETA, F_GAMMA, F_T1, F_FIRST,
  F_MAXSTEP, F_GUARD_RES, F_GUARD_E) = range(13)
@@ -76,10 +80,12 @@ State = namedtuple("State", [
 ])
 #: rows of the scratch ``scr``: the right-hand side's state (q | v) and its a; a stage's
 #: state; the step's new state, derivative and error scale; rk4's k2, k3, k4; the
-#: accepted state as projected, a copy for the projection, an output sample, a derivative
+#: accepted state as projected, a copy for the projection, an output sample, a derivative;
+#: the accepted step's end before its projection and the derivative there (kept for the
+#: step's interpolant, built after the step when it is asked for: I_DENSE = DENSE_LAZY)
 (R_QV, R_A, R_STAGE, R_YNEW, R_FNEW, R_SCALE, R_K2, R_K3, R_K4, R_ACC, R_PROJ, R_OUT,
- R_F) = range(13)
-N_SCR = 13
+ R_F, R_YRAW, R_FRAW) = range(15)
+N_SCR = 15
 #: A step of the run with at least this many output times (``t_eval``) strictly inside it
 #: emits them as its interpolant gives them, unprojected, each marked in ``out_k`` with
 #: the step's number (every other output: -1, the state as stated in ``out_y``): the

@@ -91,6 +91,62 @@ class Dop853Step:
         return self.y_old + acc
 
 
+class LazyStep:
+    """A step's interpolant built when it is first evaluated (``build()`` gives it): a run
+    with events but no dense output builds DOP853's (three more evaluations of the model)
+    only in the steps whose events need their interior states
+    (:meth:`gaussopt.integrate.engine_run.Run.interpolant`)."""
+
+    __slots__ = ("build", "step")
+
+    def __init__(self, build):
+        self.build, self.step = build, None
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        if self.step is None:
+            self.step = self.build()
+        return self.step(t)
+
+
+class QuinticScreen:
+    """The quintic Hermite interpolant of a step from ``(q, q', q'')`` at both ends (``y =
+    (q, v)``, ``f = (v, a)``: ``q' = v``, ``q'' = a``), ``v`` its derivative: what the
+    events' screens (``interp_screen``) of a DOP853 run evaluate, from the step's ends
+    before projection. Its errors are ``O(h^6)`` in ``q`` and ``O(h^5)`` in ``v``, far below
+    the margin of the screen's parabola test (its curvature term, ``O(h^2)``, plus 1e-3 of
+    the values: :func:`_parabola_clear`), and it needs none of the three evaluations of the
+    model that DOP853's 7th-order interpolant adds to a step."""
+
+    __slots__ = ("t_old", "h", "y_old", "f_old", "y", "f")
+
+    def __init__(self, t_old, h, y_old, f_old, y, f):
+        self.t_old, self.h = t_old, h
+        self.y_old, self.f_old, self.y, self.f = y_old, f_old, y, f
+
+    def __call__(self, t: float) -> np.ndarray:
+        """The state ``(q, v)`` at the time ``t`` (a float), shape (2n,)."""
+        h = self.h
+        x = (t - self.t_old) / h
+        x2, x3 = x * x, x * x * x
+        x4, x5 = x3 * x, x3 * x2
+        n = self.y.size // 2
+        q0, v0, a0 = self.y_old[:n], self.f_old[:n], self.f_old[n:]
+        q1, v1, a1 = self.y[:n], self.f[:n], self.f[n:]
+        # the basis of q0, h v0, h^2 a0, q1, h v1, h^2 a1 and its derivatives in x
+        b = (1 - 10 * x3 + 15 * x4 - 6 * x5, x - 6 * x3 + 8 * x4 - 3 * x5,
+             0.5 * (x2 - 3 * x3 + 3 * x4 - x5), 10 * x3 - 15 * x4 + 6 * x5,
+             -4 * x3 + 7 * x4 - 3 * x5, 0.5 * (x3 - 2 * x4 + x5))
+        d = (-30 * x2 + 60 * x3 - 30 * x4, 1 - 18 * x2 + 32 * x3 - 15 * x4,
+             0.5 * (2 * x - 9 * x2 + 12 * x3 - 5 * x4), 30 * x2 - 60 * x3 + 30 * x4,
+             -12 * x2 + 28 * x3 - 15 * x4, 0.5 * (3 * x2 - 8 * x3 + 5 * x4))
+        hh = h * h
+        q = b[0] * q0 + b[1] * h * v0 + b[2] * hh * a0 + b[3] * q1 + b[4] * h * v1 \
+            + b[5] * hh * a1
+        v = (d[0] * q0 + d[1] * h * v0 + d[2] * hh * a0 + d[3] * q1 + d[4] * h * v1
+             + d[5] * hh * a1) / h
+        return np.concatenate([q, v])
+
+
 class ScipyStep:
     """A :class:`scipy.integrate.DenseOutput` (Radau, BDF, LSODA steps)."""
 
@@ -258,7 +314,9 @@ class EventTracker:
     ``interp_screen`` (bool, default False; with ``interp_points``): the interior points are
     checked only in the steps where the function may come near zero. The function is
     evaluated at the step's middle on the interpolated state before its projection (no
-    projection: a screen, not a root), and the parabola ``p(s)`` through the values at the
+    projection: a screen, not a root; with DOP853 the quintic Hermite interpolant of the
+    step's ends, :class:`QuinticScreen`, which needs none of the three evaluations of the
+    model that DOP853's own interpolant adds), and the parabola ``p(s)`` through the values at the
     step's start, middle and end (``s`` in [0, 1]) is taken for the function: where ``p``
     keeps the sign of both ends by more than its own curvature term ``|p''| / 2`` plus 1e-3
     of the values, the step has no zero pair to find (a function that a step resolves
@@ -374,8 +432,9 @@ class EventTracker:
         at its ends). An event is active when its function changes sign between
         the step's ends (zeros included, as solve_ivp), in its ``direction``; its
         time is the root of ``f(t, state(t))`` by Brent's method to ``4 eps``.
-        ``raw(t)``: the step's interpolant before projection (the screens of events with
-        ``interp_screen``; without it every interior point is checked).
+        ``raw(t)``: the step's state before projection (the step's interpolant, or a
+        :class:`QuinticScreen`), for the screens of events with ``interp_screen``; without
+        it every interior point is checked.
         """
         g_new = g_end = self.values(t_new, y_new)        # (g_new is replaced, not changed)
         g = self.g

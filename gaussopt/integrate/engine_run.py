@@ -22,9 +22,10 @@ import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.band_step as SP
 from gaussopt.integrate.dense_output import (DenseSolution, Dop853Step, EventTracker, HermiteStep,
-                                             RungeKuttaStep, ScipyStep)
-from gaussopt.core.exceptions import SolverError
+                                             LazyStep, QuinticScreen, RungeKuttaStep, ScipyStep)
+from gaussopt.core.exceptions import ModelError, SolverError
 from gaussopt.core.status import CALLBACK, HOOK_FAILED, OUT_OF_MEMORY, TERMINATED  # noqa: F401
+from gaussopt.core.status import message as status_message
 from gaussopt.integrate.guards import MemoryBudget
 from gaussopt.core.model_interface import quiet_compile
 from gaussopt.gauss.solvers import StepSolver
@@ -111,15 +112,48 @@ class Run:
             ic[E.C_NOUT] = 1
 
     def interpolant(self):
-        """The interpolant of the last accepted step of the engine (:mod:`gaussopt.integrate.dense_output`)."""
+        """The interpolant of the last accepted step of the engine (:mod:`gaussopt.integrate.dense_output`);
+        a :class:`~gaussopt.integrate.dense_output.LazyStep` where the engine has not built it
+        (``I_DENSE = DENSE_LAZY``: events alone)."""
         st = self.st
         t_old, h = float(st.sc[E.S_TOLD]), float(st.sc[E.S_HPREV])
         code = E.METHOD_CODES[self.engine_method]
-        if code == E.METHOD_CODES["DOP853"]:
-            return Dop853Step(t_old, h, st.y_old.copy(), st.dense.copy())
-        if code in (E.METHOD_CODES["RK23"], E.METHOD_CODES["RK45"]):
-            return RungeKuttaStep(t_old, h, st.y_old.copy(), st.dense.copy())
+        if code in (E.METHOD_CODES["DOP853"], E.METHOD_CODES["RK23"], E.METHOD_CODES["RK45"]):
+            kind = Dop853Step if code == E.METHOD_CODES["DOP853"] else RungeKuttaStep
+            y_old = st.y_old.copy()
+            if st.ic[E.C_DENSE] == 0:
+                step = int(st.ic[E.C_STEPS])
+                return LazyStep(lambda: kind(t_old, h, y_old, self._dense(step)))
+            return kind(t_old, h, y_old, st.dense.copy())
         return HermiteStep(t_old, h, st.y_old.copy(), st.f_old.copy(), st.y.copy(), st.f.copy())
+
+    def _dense(self, step: int) -> np.ndarray:
+        """The coefficients of the interpolant of the accepted step ``step``, built now
+        (:func:`gaussopt.integrate.engine.integrator.dense_at`): only while it is the engine's
+        last step, else RuntimeError (a bug: the interpolant of an earlier step)."""
+        st = self.st
+        if step != int(st.ic[E.C_STEPS]):
+            raise RuntimeError("internal: the interpolant of an earlier step was asked for "
+                               "after the engine moved on")
+        status = E.dense_at(*self.args())
+        if status != 0:
+            raise ModelError(
+                f"the interpolant of the step [{float(st.sc[E.S_TOLD])}, {float(st.sc[E.S_T])}] "
+                f"could not be built: the model failed at one of its interior points "
+                f"({status_message(status)}).")
+        return st.dense.copy()
+
+    def screen(self):
+        """What the events' screens evaluate in the last accepted step (``interp_screen``,
+        :class:`~gaussopt.integrate.dense_output.EventTracker`): for DOP853 the quintic
+        Hermite interpolant of the step's ends before projection
+        (:class:`~gaussopt.integrate.dense_output.QuinticScreen`; it needs none of the three
+        stages DOP853's own interpolant adds), else None (the step's interpolant)."""
+        if E.METHOD_CODES[self.engine_method] != E.METHOD_CODES["DOP853"]:
+            return None
+        st = self.st
+        return QuinticScreen(float(st.sc[E.S_TOLD]), float(st.sc[E.S_HPREV]), st.y_old.copy(),
+                             st.f_old.copy(), st.scr[E.R_YRAW].copy(), st.scr[E.R_FRAW].copy())
 
     def resolved(self) -> bool:
         """Whether error control limited the last accepted step (an adaptive method whose
@@ -268,6 +302,8 @@ def run_units(solver: StepSolver, method: str, stabilization, auto_dt: bool,
              *getattr(solver.system.compiled, "functions", ())]
     if dense or samples:
         units.append(E.prepare_dense)
+    if dense:
+        units.append(E.dense_at)             # (events: the interpolant after the step)
     # (the search of a singular position, RM._passage, and the SVD of rows that are not
     # disjoint, LA._svd_jacobi, are lazy: compiled in the background while a first run
     # runs, compiled.BACKGROUND; the latter is needed from the first step on for two rows)
@@ -325,10 +361,13 @@ class StepHook:
                 t_old = self.sol.t_max
                 interp = ScipyStep(dense) if dense is not None else self.run.interpolant()
                 self.sol.append(t_new, st.y.copy(), interp, self.run.vanished())
+                raw = None
+                if self.tracker is not None and dense is None and self.run.resolved():
+                    # (what the events' screens evaluate: DOP853's quintic screen, else the
+                    # step's interpolant before projection)
+                    raw = self.run.screen() or self.sol.raw_in_last_step
                 if self.tracker is not None and self.tracker.after_step(
-                        t_old, t_new, self.sol._y[-1], self.sol.in_last_step,
-                        self.sol.raw_in_last_step if dense is None and self.run.resolved()
-                        else None):
+                        t_old, t_new, self.sol._y[-1], self.sol.in_last_step, raw):
                     return True
             except Exception as e:  # noqa: BLE001 - the run stops and reports it
                 self.error = e

@@ -322,7 +322,10 @@ def engine_options(opts: RunOptions, solver_code: int, rank_tol: float, m: int,
     """
     oi = np.zeros(R.N_OI, dtype=np.int64)
     of = np.zeros(R.N_OF)
-    oi[R.I_DENSE] = int(opts.records)
+    # (events alone: each step's interpolant is built when they ask for it, in the steps
+    # where they need interior states; dense output keeps every step's)
+    oi[R.I_DENSE] = (R.DENSE_EAGER if opts.dense_output else
+                     R.DENSE_LAZY if opts.events is not None else R.DENSE_NONE)
     oi[R.I_METHOD] = METHOD_CODES[engine_method]
     oi[R.I_SOLVER] = solver_code
     stab = opts.stabilization

@@ -57,7 +57,7 @@ from gaussopt.gauss.model_step import (band_force, baumgarte, call_accel, call_d
 from gaussopt.integrate.engine.projection import project, vanished_floor
 from gaussopt.integrate.engine.interpolation import dense_eval
 from gaussopt.integrate.engine.rank_monitor import accept_rows, monitor_start, monitor_update
-from gaussopt.integrate.engine.integrator import (advance, after_step, initial_step,
+from gaussopt.integrate.engine.integrator import (advance, after_step, dense_at, initial_step,
                                                   initial_step_at, passage_ahead, place_step,
                                                   prepare_dense, project_at, rhs, rhs_at, start,
                                                   step, step_inputs, _stage_gap)

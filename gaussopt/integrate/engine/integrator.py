@@ -78,9 +78,10 @@ def rhs(fns, accel, md, buf, opt, st, t, y, out):
 
 
 
-@_unit("i8(fns, fn, md, buf, opt, tab, st, i8)", lazy=True)
-def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
-    """Coefficients of the step's interpolant (DOP853 needs three more stages)."""
+@_unit("i8(fns, fn, md, buf, opt, tab, st, i8, f8v, f8v)", lazy=True)
+def prepare_dense(fns, accel, md, buf, opt, tab, st, method, y1, f1):
+    """Coefficients of the step's interpolant (DOP853 needs three more stages); ``y1``,
+    ``f1``: the step's end before its projection and the derivative there."""
     if st.ic[C_DENSE] != 0:
         return 0
     N = st.y.shape[0]
@@ -102,10 +103,10 @@ def prepare_dense(fns, accel, md, buf, opt, tab, st, method):
                 return stt
         F = st.dense
         for j in range(N):
-            dy = st.y[j] - st.y_old[j]
+            dy = y1[j] - st.y_old[j]
             F[0, j] = dy
             F[1, j] = h * Kx[0, j] - dy
-            F[2, j] = 2 * dy - h * (st.f[j] + Kx[0, j])
+            F[2, j] = 2 * dy - h * (f1[j] + Kx[0, j])
         for i in range(tab.D.shape[0]):
             for j in range(N):
                 acc = 0.0
@@ -604,10 +605,15 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
             st.sc[S_FAIL_T] = t
             _put(st.fail_y, st.y)
             return s_
-    if opt.i[I_DENSE] != 0:
-        s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
-        if s_ != 0:
-            return s_
+    if opt.i[I_DENSE] != DENSE_NONE:
+        # (the end before its projection, and its derivative: the interpolant's, now or
+        # when it is asked for, dense_at, and the events' screen)
+        _put(st.scr[R_YRAW], st.y)
+        _put(st.scr[R_FRAW], st.f)
+        if opt.i[I_DENSE] == DENSE_EAGER:
+            s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method, st.y, st.f)
+            if s_ != 0:
+                return s_
     y_new = st.scr[R_ACC]
     _put(y_new, st.y)
     qv = st.scr[R_PROJ]                 # (the projection works on a copy)
@@ -641,7 +647,7 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
             if te == t:
                 _emit(st, te, y_new, -1)
             else:
-                s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method)
+                s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, method, st.y, st.f)
                 if s_ != 0:
                     return s_
                 ye = st.scr[R_OUT]
@@ -664,13 +670,7 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
         s_ = monitor_update(fns, accel, md, buf, opt, tab, st, method, t_prev, t, y_new)
         if s_ != 0:
             return s_
-    if st.sc[S_LSQ_SIZE] > 0.0:
-        i = st.ic[C_NLSQ]
-        if i < st.lsq_f.shape[0]:
-            st.lsq_f[i, 0] = st.sc[S_LSQ_T]
-            st.lsq_f[i, 1] = st.sc[S_LSQ_SIZE]
-            st.ic[C_NLSQ] = i + 1
-        st.sc[S_LSQ_SIZE] = 0.0
+    _record_least_squares(st)
     if changed:
         _put(st.y, y_new)
         f = st.scr[R_F]
@@ -679,6 +679,18 @@ def _after_step(fns, accel, md, buf, opt, tab, st):
             return s_
         _put(st.f, f)
     return 0
+
+
+@_jit
+def _record_least_squares(st):
+    """The largest least-squares size of the step's evaluations into the run's record."""
+    if st.sc[S_LSQ_SIZE] > 0.0:
+        i = st.ic[C_NLSQ]
+        if i < st.lsq_f.shape[0]:
+            st.lsq_f[i, 0] = st.sc[S_LSQ_T]
+            st.lsq_f[i, 1] = st.sc[S_LSQ_SIZE]
+            st.ic[C_NLSQ] = i + 1
+        st.sc[S_LSQ_SIZE] = 0.0
 
 
 #: status of :func:`advance` when a buffer (outputs, events) must grow before going on
@@ -786,6 +798,20 @@ def after_step(addrs, md, buf, opt, tab, st):
     """What follows an accepted step that another integrator took (status code)."""
     fns, accel = functions(addrs)
     return _after_step(fns, accel, md, buf, opt, tab, st)
+
+
+@_unit("i8(i8v, md, buf, opt, tab, st)", python=True, lazy=True)
+def dense_at(addrs, md, buf, opt, tab, st):
+    """The last accepted step's interpolant (:func:`prepare_dense`), after the step, from
+    its end before projection (``I_DENSE = DENSE_LAZY``: Python asks for it only in the steps
+    whose events need interior states); the stages it adds count as the step's
+    evaluations. Status code (0, or the failure of one of the model's evaluations)."""
+    fns, accel = functions(addrs)
+    st.sc[S_LSQ_SIZE] = 0.0
+    s_ = prepare_dense(fns, accel, md, buf, opt, tab, st, opt.i[I_METHOD], st.scr[R_YRAW],
+                       st.scr[R_FRAW])
+    _record_least_squares(st)
+    return s_
 
 
 @_unit("i8(i8v, md, buf, opt, st, f8, f8v, f8v)", python=True)
