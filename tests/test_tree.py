@@ -380,7 +380,8 @@ def test_model_errors_name_the_element():
     with pytest.raises(ModelError, match=r"`kind` must be one of \['hinge', 'slide', 'ball', "
                                          r"'free'\], found 'screw'"):
         tree.Model([a], [tree.TreeJoint("s", "screw", "a")])
-    with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon or an Actuator"):
+    with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon, a SpatialTendon "
+                                         r"or an Actuator"):
         tree.Model([a], [], [object()])
     with pytest.raises(ModelError, match=r"joint 'h'\.damping must be a number or 1 numbers, "
                                          r"finite and >= 0"):

@@ -116,7 +116,10 @@ link frame, ``qvel`` = its origin's velocity in the world frame and its angular 
 in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
-kind maps more, as said above, and lists only the rest: spatial tendons, actuators with
+kind maps more, as said above -- spatial tendons through sites too, their springs and
+dampers as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`) -- and
+lists only the rest: spatial tendons that wrap geoms or have pulleys, the armature of
+spatial tendons and actuators or equalities along them, actuators with
 activation dynamics, other gains and biases or other transmissions, limits of spatial
 tendons and friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
@@ -762,6 +765,7 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
         _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
                int(np.count_nonzero(m.jnt_actgravcomp)))
     fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
+    _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of, spring_on, damp_on)
     _tree_actuators(mj, m, out, jname_of, fixed, act_on)
     # closures: the anchors in the frames of the links that carry them (world: world)
     couplings: list = []
@@ -952,10 +956,14 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
     taken: set = set()
     fixed: dict = {}
     constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    SITE = int(mj.mjtWrap.mjWRAP_SITE)
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
-        if not all(int(m.wrap_type[w]) == JOINT for w in range(adr, adr + num)):
-            _count(un, "spatial tendons (through sites and geoms)")
+        types = {int(m.wrap_type[w]) for w in range(adr, adr + num)}
+        if types == {SITE}:
+            continue                    # (_tree_spatial_tendons)
+        if types != {JOINT}:
+            _count(un, "spatial tendons wrapping geoms (spheres, cylinders) or with pulleys")
             continue
         terms = tuple((jname_of[int(m.wrap_objid[w])], float(m.wrap_prm[w]))
                       for w in range(adr, adr + num))
@@ -979,6 +987,57 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
             spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
             armature=float(m.tendon_armature[i]), actuator_force_range=afr))
     return fixed
+
+
+def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: dict,
+                          mocap_of: dict, spring_on: bool, damp_on: bool) -> None:
+    """The spatial tendons of ``m`` through sites only as
+    :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites in the
+    frames of the links that carry them, from their ``qpos0`` poses; stiffness about
+    ``tendon_lengthspring``, damping). What acts along them (actuators, equalities), their
+    limits, armature, friction loss and nonlinear springs are counted unmapped (the first
+    two where they are mapped)."""
+    from gaussopt.multibody.tree import SpatialTendon
+
+    un = out.unmapped
+    SITE = int(mj.mjtWrap.mjWRAP_SITE)
+    tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
+    taken = {f.name for f in out.forces if hasattr(f, "terms")}
+    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    for i in range(m.ntendon):
+        adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
+        if any(int(m.wrap_type[w]) != SITE for w in range(adr, adr + num)):
+            continue
+        sites = [int(m.wrap_objid[w]) for w in range(adr, adr + num)]
+        if any(int(m.site_bodyid[s_]) in mocap_of for s_ in sites):
+            _count(un, "spatial tendons through sites of mocap bodies")
+            continue
+        if m.tendon_armature[i]:
+            _count(un, "armature of spatial tendons")
+            continue
+        if constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]:
+            _count(un, "limits of spatial tendons")
+        if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
+            _count(un, "tendon friction loss")
+        if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
+                damp_on and np.any(m.tendon_dampingpoly[i])):
+            _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+        path = []
+        for s_ in sites:
+            b = int(m.site_bodyid[s_])
+            P = np.array(d.site_xpos[s_], dtype=float)
+            o = owner[b] if b else None
+            if o is None:
+                path.append((None, tuple(P)))
+            else:
+                lb = link_body[o]
+                Ro = np.array(d.xmat[lb]).reshape(3, 3)
+                path.append((o, tuple(Ro.T @ (P - d.xpos[lb]))))
+        out.forces.append(SpatialTendon(
+            _clean(tnames[i], taken), tuple(path),
+            stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
+            damping=float(m.tendon_damping[i]) if damp_on else 0.0,
+            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float))))
 
 
 def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool) -> None:

@@ -6,7 +6,7 @@ slide, Euler parameters per ball, position and Euler parameters per free joint),
 needs no joint equations at all -- ``M(q)`` is the composite-rigid-body algorithm's, ``F(q,
 v)`` the recursive Newton--Euler algorithm's -- and a loop closed by a :class:`Connect` or a
 :class:`Weld` adds only its 3 or 6 rows, over which the engine decides the rank (a
-redundant closure stays exact). Fixed tendons, actuators driven by controls and the
+redundant closure stays exact). Fixed and spatial tendons, actuators driven by controls and the
 polynomial couplings of joints and tendons (MuJoCo's ``joint`` and ``tendon`` equalities,
 one row each) are MuJoCo's too. Every ball or free joint adds one normalization row of its
 Euler parameters, whose 4 x 4 block of ``M`` is singular as the spatial bodies' are.
@@ -46,10 +46,11 @@ from __future__ import annotations
 
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
                                                    FixedTendon, JointEquality, Link, Mocap,
-                                                   MocapMotion, TendonEquality, TreeJoint,
-                                                   Weld)
+                                                   MocapMotion, SpatialTendon, TendonEquality,
+                                                   TreeJoint, Weld)
 from gaussopt.multibody.tree.tree_model import Keyframe, Model
 
-__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "Actuator", "JointEquality",
+__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "Actuator",
+           "JointEquality",
            "TendonEquality", "Mocap", "MocapMotion", "Model", "Keyframe", "JOINT_KINDS",
            "WORLD"]

@@ -24,7 +24,8 @@ from gaussopt.multibody.common.base_assembly import BaseAssembly
 import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
                                                    FixedTendon, JointEquality, Link, Mocap,
-                                                   TendonEquality, TreeJoint, Weld)
+                                                   SpatialTendon, TendonEquality, TreeJoint,
+                                                   Weld)
 
 __all__ = ["TreeAssembly", "assemble_model", "quat_matrix"]
 
@@ -145,10 +146,10 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     links, joints, forces = tuple(links), tuple(joints), tuple(forces)
     problems: list[str] = []
     for k, fo in enumerate(forces):
-        if not isinstance(fo, (FixedTendon, Actuator)):
-            problems.append(f"forces[{k}] must be a FixedTendon or an Actuator (a tree model's "
-                            f"other passive forces are the joints' damping and stiffness), "
-                            f"found {type(fo).__name__}")
+        if not isinstance(fo, (FixedTendon, SpatialTendon, Actuator)):
+            problems.append(f"forces[{k}] must be a FixedTendon, a SpatialTendon or an "
+                            f"Actuator (a tree model's other passive forces are the joints' "
+                            f"damping and stiffness), found {type(fo).__name__}")
     for k, ln in enumerate(links):
         if not isinstance(ln, (Link, Mocap)):
             problems.append(f"links[{k}] must be a tree Link or a Mocap, found "
@@ -326,6 +327,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     seen: dict = {}
     lines = _Lines(tree_joints, slices, [c for c in forces if isinstance(c, FixedTendon)],
                    problems)
+    spatial = [c for c in forces if isinstance(c, SpatialTendon)]
+    lines.spatial_names = {str(c.name) for c in spatial}
     qref_arr = np.array(qref, dtype=float)
     for k, c in enumerate(closures):
         label = f"closure {c.name or k!r}"
@@ -436,6 +439,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     dupa = sorted({x for x in anames if anames.count(x) > 1})
     if dupa:
         problems.append(f"actuator names must be unique, found {dupa} more than once")
+    srec = _spatial_tendons(spatial, lines, index, problems)
     if arec or lines.damped:
         conservative = False
     if problems:
@@ -456,7 +460,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                          + ".")
     n, m = len(coords), row
     p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec), np.array(lines.records),
-                    np.array(lines.terms), np.array(arec), mrec)
+                    np.array(lines.terms), np.array(arec), mrec, srec)
     ctrl_slots = (int(p[kernel.H_OA]) + kernel.W_A * np.arange(len(arec), dtype=np.int64)
                   + kernel.A_CTRL)
     return TreeAssembly(name=name, bodies=links, body_names=tuple(names), index=index, n=n, m=m,
@@ -600,7 +604,14 @@ class _Lines:
         self.joints[joint] = len(self.records) - 1
         return self.joints[joint]
 
+    #: names of the spatial tendons (nothing acts along them: :class:`SpatialTendon`)
+    spatial_names: set = set()
+
     def tendon(self, tendon, label: str, problems: list) -> int:
+        if tendon in self.spatial_names:
+            problems.append(f"{label}: {tendon!r} is a SpatialTendon; actuators and "
+                            f"equalities act along fixed tendons only")
+            return 0
         if tendon not in self.index:
             problems.append(f"{label}: unknown tendon {tendon!r} (tendons: "
                             f"{self.tendon_names})")
@@ -611,6 +622,58 @@ class _Lines:
         rec = self.records[line]
         t0, nt = int(rec[kernel.L_T0]), int(rec[kernel.L_NT])
         return float(sum(coef * q[int(c)] for c, coef in self.terms[t0:t0 + nt]))
+
+
+def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list) -> np.ndarray:
+    """The lines of the :class:`SpatialTendon` s (appended to ``lines.records``) and their
+    sites' records (returned: (k, ``W_S``))."""
+    sites = []
+    for t in spatial:
+        label = f"spatial tendon {t.name!r}"
+        if t.name in lines.index or sum(1 for u in spatial if u.name == t.name) > 1:
+            problems.append(f"tendon names must be unique, found {t.name!r} more than once")
+            continue
+        try:
+            path = list(t.path)
+        except TypeError:
+            path = []
+        if len(path) < 2:
+            problems.append(f"{label}.path must hold at least two (link, point) pairs, found "
+                            f"{t.path!r}")
+            continue
+        first = len(sites)
+        for k, it in enumerate(path):
+            try:
+                ref, point = it
+                nm = _link_name(ref)
+            except (TypeError, ValueError, ModelError) as e:
+                problems.append(f"{label}.path[{k}] must be (link, point (3,)), found {it!r}"
+                                + (f" ({e})" if isinstance(e, ModelError) else ""))
+                continue
+            if nm is not None and nm not in index:
+                problems.append(f"{label}.path[{k}]: unknown link {nm!r} (links: "
+                                f"{list(index)})")
+                continue
+            sites.append([-1 if nm is None else index[nm],
+                          *_vec(point, 3, f"{label}.path[{k}] point", problems)])
+        vals = _vec([t.stiffness, t.damping], 2, f"{label}: stiffness and damping", problems)
+        if np.any(vals < 0):
+            problems.append(f"{label}: stiffness and damping must be >= 0, found "
+                            f"{vals.tolist()}")
+        sl = np.asarray(t.spring_length, dtype=float).reshape(-1)
+        if sl.size == 1:
+            sl = np.array([sl[0], sl[0]])
+        if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
+            problems.append(f"{label}.spring_length must be a length or (lower, upper) with "
+                            f"lower <= upper, found {t.spring_length!r}")
+            sl = np.zeros(2)
+        rec = np.zeros(kernel.W_L)
+        rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
+        rec[kernel.L_K], rec[kernel.L_DAMP] = vals
+        rec[kernel.L_LO], rec[kernel.L_HI] = sl
+        lines.records.append(rec)
+        lines.damped = lines.damped or bool(vals[1])
+    return np.array(sites, dtype=float).reshape(-1, kernel.W_S)
 
 
 def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref, sq=(1.0, 0.0, 0.0, 0.0),

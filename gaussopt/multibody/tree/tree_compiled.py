@@ -120,9 +120,9 @@ _unit_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
 #: the layout tag in ``p[0]``
-LAYOUT = 20261130.0
+LAYOUT = 20261201.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
- H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP, H_NMC, H_OMC) = range(23)
+ H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP, H_NMC, H_OMC, H_OS) = range(24)
 HEADER = 24
 #: body record: parent (-1: the ground), first joint, joints, first coordinate, coordinates,
 #: offset position (3) and rotation (9, row-major) in the parent's frame, mass, mass under
@@ -145,9 +145,16 @@ E_TYPE, E_B1, E_B2, E_ROW, E_S1, E_S2, E_A, E_B = 0, 1, 2, 3, 4, 7, 10, 19
 E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: line record (a fixed tendon ``L(q) = sum c_k q_k``, or a joint's coordinate): terms, first
 #: term, stiffness, damping, spring length (lower, upper: a dead band), armature, whether the
-#: actuator forces along it are limited and their range; a term is (coordinate, coefficient)
-W_L = 10
-L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI = range(10)
+#: actuator forces along it are limited and their range, whether it is a spatial tendon; a
+#: term is (coordinate, coefficient). A spatial tendon's line (``L_SP`` = 1) has sites instead
+#: of terms (``L_NT`` of them from site ``L_T0``), its length the sum of the straight segments
+#: between them; its spring and damper act as forces on the sites' bodies
+#: (:func:`_tendon_forces`), and it has no armature and no actuator or coupling along it
+W_L = 11
+L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
+#: site record (a point of a spatial tendon's path): body (-1: the ground), position (3) in
+#: the body's frame
+W_S = 4
 #: actuator record: line, gear, gain, bias (3: constant, length, velocity), whether the
 #: control is clamped and its range, whether the force is clamped and its range, the control
 W_A = 13
@@ -166,17 +173,19 @@ CONNECT, WELD, COUPLE = 0, 1, 2
 
 
 def pack(n: int, m: int, gravity, bodies, joints, closures, lines=(), terms=(),
-         actuators=(), mocaps=()) -> np.ndarray:
+         actuators=(), mocaps=(), sites=()) -> np.ndarray:
     """The parameter array of a model (layout in the module docstring); ``bodies``,
-    ``joints``, ``closures``, ``lines``, ``terms``, ``actuators`` and ``mocaps`` arrays of
-    shape (k, W_B), (k, W_J), (k, W_E), (k, W_L), (k, 2), (k, W_A), (k, W_MC)."""
+    ``joints``, ``closures``, ``lines``, ``terms``, ``actuators``, ``mocaps`` and ``sites``
+    arrays of shape (k, W_B), (k, W_J), (k, W_E), (k, W_L), (k, 2), (k, W_A), (k, W_MC),
+    (k, W_S) (the sites last: their number is the rest of the array over ``W_S``)."""
     blocks = [np.asarray(x, dtype=float).reshape(-1, w) if np.size(x) else np.zeros((0, w))
               for x, w in ((bodies, W_B), (joints, W_J), (closures, W_E), (lines, W_L),
-                           (terms, 2), (actuators, W_A), (mocaps, W_MC))]
+                           (terms, 2), (actuators, W_A), (mocaps, W_MC), (sites, W_S))]
     head = np.zeros(HEADER)
     offs = np.cumsum([HEADER] + [b.size for b in blocks])
     head[H_OB], head[H_OJ], head[H_OE], head[H_OL], head[H_OT], head[H_OA] = offs[:6]
     head[H_OMC], head[H_NMC] = offs[6], blocks[6].shape[0]
+    head[H_OS] = offs[7]
     head[H_TAG], head[H_NB], head[H_M], head[H_N] = LAYOUT, blocks[0].shape[0], m, n
     head[H_NJ], head[H_NE] = blocks[1].shape[0], blocks[2].shape[0]
     head[H_NL], head[H_NA] = blocks[3].shape[0], blocks[5].shape[0]
@@ -426,7 +435,20 @@ def _scratch_size(p):
     """The length of :func:`_work`'s scratch ``T``: :func:`_force_into`'s ``6 nb + 15 + n``
     and the actuators' and lines' count, or :func:`_evaluate`'s 143 (from :data:`_T_EVAL`),
     whichever is larger."""
+    return _site_scratch(p) + 6 * _n_sites(p)
+
+
+@_jit
+def _site_scratch(p):
+    """Where the spatial tendons' site forces start in :func:`_work`'s scratch ``T``
+    (:func:`_tendon_forces`: after everything else that uses it)."""
     return 160 + 10 * int(p[H_NB]) + int(p[H_N]) + int(p[H_NA]) + int(p[H_NL])
+
+
+@_jit
+def _n_sites(p):
+    """The number of sites of the spatial tendons (the last block of ``p``)."""
+    return (int(p[H_LEN]) - int(p[H_OS])) // W_S
 
 
 @_inline
@@ -603,7 +625,7 @@ def _lines_passive(p, q, v, F):
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         k, b = p[lr + L_K], p[lr + L_DAMP]
-        if k == 0.0 and b == 0.0:
+        if (k == 0.0 and b == 0.0) or p[lr + L_SP] != 0.0:
             continue
         f = 0.0
         if k != 0.0:
@@ -700,6 +722,112 @@ def actuation(p, q, v, out):
     _actuation(p, q, v, out, np.empty(int(p[H_NA]) + int(p[H_NL])))
 
 
+@_jit
+def _site_point(p, i, R, X, V, P, vP):
+    """Site ``i``'s world position into ``P`` and its velocity into ``vP`` (the world
+    frame of :func:`_kin`, before :func:`_at_tree_roots`)."""
+    sr = int(p[H_OS]) + W_S * i
+    b = int(p[sr])
+    s0, s1, s2 = p[sr + 1], p[sr + 2], p[sr + 3]
+    if b < 0:
+        P[0], P[1], P[2] = s0, s1, s2
+        vP[0] = vP[1] = vP[2] = 0.0
+        return
+    for k in range(3):
+        P[k] = X[b, k] + R[b, k, 0] * s0 + R[b, k, 1] * s1 + R[b, k, 2] * s2
+    # the body's velocity at the world origin (V: angular, then linear there)
+    vP[0] = V[b, 3] + V[b, 1] * P[2] - V[b, 2] * P[1]
+    vP[1] = V[b, 4] + V[b, 2] * P[0] - V[b, 0] * P[2]
+    vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
+
+
+@_jit
+def _tendon_length(p, lr, R, X, V, t, rate):
+    """The length of the spatial tendon at line record ``lr`` (the sum of its segments
+    between consecutive sites), or with ``rate`` its rate ``L' = sum u . (v_b - v_a)``
+    (``u`` the unit vector of a segment from site a to site b). ``t``: scratch, 12 values."""
+    P = carve(t, 0, (3,))
+    vP = carve(t, 3, (3,))
+    Q = carve(t, 6, (3,))
+    vQ = carve(t, 9, (3,))
+    s0, ns = int(p[lr + L_T0]), int(p[lr + L_NT])
+    acc = 0.0
+    _site_point(p, s0, R, X, V, P, vP)
+    for i in range(s0 + 1, s0 + ns):
+        _site_point(p, i, R, X, V, Q, vQ)
+        d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
+        ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        if rate:
+            if ln > 0.0:
+                acc += (d0 * (vQ[0] - vP[0]) + d1 * (vQ[1] - vP[1])
+                        + d2 * (vQ[2] - vP[2])) / ln
+        else:
+            acc += ln
+        for k in range(3):
+            P[k] = Q[k]
+            vP[k] = vQ[k]
+    return acc
+
+
+@_jit
+def _tendon_forces(p, R, X, V, T):
+    """The forces of the spatial tendons' springs and dampers on their sites (MuJoCo's
+    tendon ``stiffness``, ``springlength``, ``damping``): the tension ``f = -k x - b L'``
+    (``x`` the stretch outside the dead band) pulls every segment's ends together: the body
+    of its end site ``b`` gets ``f u`` at it, that of its start ``a`` gets ``-f u`` (``u`` the
+    unit vector from a to b), which is the generalized force ``f dL/dq`` of the length ``L``
+    (the sum of the segments). Into the site scratch of ``T`` (:func:`_site_scratch`): per
+    site its position relative to its body's tree root (the frame of
+    :func:`_at_tree_roots`) and the force on it, from the kinematics in the world frame (:func:`_kin`)."""
+    ns = _n_sites(p)
+    if ns == 0:
+        return
+    reg = carve(T, _site_scratch(p), (ns, 6))
+    t = carve(T, 0, (12,))
+    P = carve(T, 12, (3,))
+    Q = carve(T, 15, (3,))
+    vS = carve(T, 18, (3,))
+    for i in range(ns):
+        for k in range(6):
+            reg[i, k] = 0.0
+    ol, os_, ob = int(p[H_OL]), int(p[H_OS]), int(p[H_OB])
+    for i in range(ns):
+        b = int(p[os_ + W_S * i])
+        if b < 0:
+            continue
+        r = b
+        while int(p[ob + W_B * r + B_PAR]) >= 0:
+            r = int(p[ob + W_B * r + B_PAR])
+        _site_point(p, i, R, X, V, P, vS)
+        for k in range(3):
+            reg[i, k] = P[k] - X[r, k]
+    for l in range(int(p[H_NL])):
+        lr = ol + W_L * l
+        if p[lr + L_SP] == 0.0 or (p[lr + L_K] == 0.0 and p[lr + L_DAMP] == 0.0):
+            continue
+        f = 0.0
+        if p[lr + L_K] != 0.0:
+            f -= p[lr + L_K] * _stretch(p, lr, _tendon_length(p, lr, R, X, V, t, False))
+        if p[lr + L_DAMP] != 0.0:
+            f -= p[lr + L_DAMP] * _tendon_length(p, lr, R, X, V, t, True)
+        s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
+        _site_point(p, s0, R, X, V, P, vS)
+        for i in range(s0 + 1, s0 + nsl):
+            _site_point(p, i, R, X, V, Q, vS)
+            d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
+            ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+            if ln > 0.0:
+                g = f / ln
+                reg[i, 3] += g * d0
+                reg[i, 4] += g * d1
+                reg[i, 5] += g * d2
+                reg[i - 1, 3] -= g * d0
+                reg[i - 1, 4] -= g * d1
+                reg[i - 1, 5] -= g * d2
+            for k in range(3):
+                P[k] = Q[k]
+
+
 # =========================================================================== dynamics
 @_jit
 def _inertias(p, R, X, C, Cc):
@@ -765,7 +893,7 @@ def _mass_into(p, S, Wb, C, M, T):
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         arm = p[lr + L_ARM]
-        if arm != 0.0:
+        if arm != 0.0 and p[lr + L_SP] == 0.0:
             t0, nt = ot + 2 * int(p[lr + L_T0]), int(p[lr + L_NT])
             for t1 in range(nt):
                 for t2 in range(nt):
@@ -809,6 +937,24 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
         t1[5] -= g2
         for i in range(6):
             f[b, i] = t1[i]
+    ns = _n_sites(p)
+    if ns > 0:
+        # the spatial tendons' forces on their sites' bodies (:func:`_tendon_forces`, at
+        # points relative to each body's tree root, as the quantities here)
+        reg = carve(T, _site_scratch(p), (ns, 6))
+        os_ = int(p[H_OS])
+        for i in range(ns):
+            b = int(p[os_ + W_S * i])
+            if b < 0:
+                continue
+            P0, P1, P2, f0, f1, f2 = reg[i, 0], reg[i, 1], reg[i, 2], reg[i, 3], reg[i, 4], \
+                reg[i, 5]
+            f[b, 0] -= P1 * f2 - P2 * f1
+            f[b, 1] -= P2 * f0 - P0 * f2
+            f[b, 2] -= P0 * f1 - P1 * f0
+            f[b, 3] -= f0
+            f[b, 4] -= f1
+            f[b, 5] -= f2
     for c in range(F.shape[0]):
         F[c] = 0.0
     _to_joints(p, S, f, -1.0, F)
@@ -934,6 +1080,7 @@ def _force(p, q, v, F, w):
     """:func:`force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _tendon_forces(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -951,6 +1098,7 @@ def _mass_force(p, q, v, M, F, w):
     """:func:`mass_force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    _tendon_forces(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -972,7 +1120,7 @@ def _energy(p, q, v, w):
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     _inertias(p, R, X, C, Cc)
-    t = carve(T, 0, (6,))
+    t = carve(T, 0, (12,))
     T = 0.0
     Vp = 0.0
     for b in range(nb_):
@@ -996,6 +1144,11 @@ def _energy(p, q, v, w):
     ol = int(p[H_OL])
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
+        if p[lr + L_SP] != 0.0:
+            if p[lr + L_K] != 0.0:
+                x = _stretch(p, lr, _tendon_length(p, lr, R, X, V, t, False))
+                Vp += 0.5 * p[lr + L_K] * x * x
+            continue
         if p[lr + L_K] != 0.0:
             x = _stretch(p, lr, _line(p, l, q))
             Vp += 0.5 * p[lr + L_K] * x * x
@@ -1849,8 +2002,8 @@ def recursive_model(p: np.ndarray):
     (:class:`~gaussopt.core.model_interface.RecursiveModel`, :func:`recursive_step`), or None
     where it does not apply: a fixed tendon with armature (its ``a L'^2 / 2`` couples
     joints, so ``M`` is not ``S^T H S`` plus terms within single joints)."""
-    if p[H_PYTHON] != 0.0:
-        return None
+    if p[H_PYTHON] != 0.0 or int(p[H_LEN]) > int(p[H_OS]):
+        return None             # (spatial tendons: their forces are on the dense path only)
     ol = int(p[H_OL])
     for ln in range(int(p[H_NL])):
         if p[ol + W_L * ln + L_ARM] != 0.0:

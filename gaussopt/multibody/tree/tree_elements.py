@@ -8,7 +8,8 @@ ball, free); a link without joints is welded to its parent. Everything is given 
 frames of the links, so the elements need no pose of the whole mechanism.
 
 Beside the joints: :class:`FixedTendon` (a length ``L = sum c_k q_k`` over hinges and
-slides, with a spring, a damper and an armature of its own), :class:`Actuator` (a force
+slides, with a spring, a damper and an armature of its own), :class:`SpatialTendon` (a
+string through points of the links, with a spring and a damper), :class:`Actuator` (a force
 along a joint or a tendon set by a control ``ctrl``, MuJoCo's ``motor``, ``position``,
 ``velocity`` and ``general`` actuators without activation dynamics), and the closures
 :class:`JointEquality` and :class:`TendonEquality` (a polynomial coupling of two joints or
@@ -26,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "Actuator", "JointEquality",
-           "TendonEquality", "Mocap", "MocapMotion", "JOINT_KINDS", "WORLD"]
+__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "Actuator",
+           "JointEquality", "TendonEquality", "Mocap", "MocapMotion", "JOINT_KINDS", "WORLD"]
 
 #: the joint kinds and their numbers of coordinates
 JOINT_KINDS = {"hinge": 1, "slide": 1, "ball": 4, "free": 7}
@@ -227,6 +228,35 @@ class FixedTendon:
     spring_length: object = 0.0
     armature: float = 0.0
     actuator_force_range: Optional[tuple] = None
+
+
+@dataclass(frozen=True)
+class SpatialTendon:
+    """A spatial tendon of MuJoCo's through sites only: a string whose length ``L(q)`` is the
+    sum of the straight segments between consecutive points of ``path`` (each fixed in a
+    link, or in the world), with a spring that pulls it into the dead band
+    ``spring_length`` (as :class:`FixedTendon`'s) and a damper ``-damping L'``. Its tension
+    ``f`` pulls the two ends of every segment towards each other; the generalized force is
+    ``f dL/dq`` (exactly: the forces are applied at the points, no Jacobian is formed).
+    (Wrapping around spheres and cylinders, an armature, and actuators or equalities along
+    it are not modelled.)
+
+    Parameters
+    ----------
+    name : str
+    path : sequence of (link, point)
+        At least two points: the link's name (or a :class:`Link`; None or ``"world"`` for
+        the world) and the point (3,) in its frame.
+    stiffness, damping : float, >= 0
+    spring_length : float or (float, float)
+        One length, or the dead band ``(lower, upper)``.
+    """
+
+    name: str
+    path: tuple
+    stiffness: float = 0.0
+    damping: float = 0.0
+    spring_length: object = 0.0
 
 
 @dataclass(frozen=True)
