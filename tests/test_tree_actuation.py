@@ -227,37 +227,64 @@ SPATIAL = """
     <spatial name="t1" stiffness="30" damping="0.7" springlength="0.9 1.4">
       <site site="anchor"/><site site="sa"/><site site="sb1"/>
     </spatial>
-    <spatial name="t2" stiffness="12" damping="0.3">
+    <spatial name="t2" stiffness="12" damping="0.3" actuatorfrcrange="-2 1.5">
       <site site="sb1"/><site site="sf"/><site site="anchor"/>
     </spatial>
   </tendon>
+  <actuator>
+    <motor name="m1" tendon="t1" gear="2" ctrlrange="-1 1"/>
+    <position name="p2" tendon="t2" kp="8" kv="0.5" forcerange="-3 3"/>
+    <motor name="m2" tendon="t2" gear="-0.7" damping="0.2"/>
+  </actuator>
 </mujoco>
 """
 
 
 def test_spatial_tendons_match_mujoco():
     """Spatial tendons through sites (one from the world through two links, one across two
-    trees: a pendulum and a free box), with springs (one with a dead band) and dampers:
-    gaussopt's accelerations equal MuJoCo's ``qacc`` at 20 random states (the tendons
-    slack, in the dead band and stretched), and the energy with the tendons' springs equals
-    MuJoCo's (``mj_energyPos``)."""
+    trees: a pendulum and a free box), with springs (one with a dead band), dampers and
+    actuators (a motor, a position servo with a force range, a motor with damping; the
+    tendon's actuator force range): gaussopt's accelerations with ``model.controlled(ctrl)``
+    equal MuJoCo's ``qacc`` with ``d.ctrl = ctrl`` at 20 random states and controls (the
+    tendons slack, in the dead band and stretched; the clamps acting), the actuators'
+    generalized force equals ``qfrc_actuator``, and the energy with the tendons' springs
+    equals MuJoCo's (``mj_energyPos``)."""
     model = load(SPATIAL)
+    assert model.actuator_names == ("m1", "p2", "m2")
     m = mj.MjModel.from_xml_string(SPATIAL)
     m.opt.enableflags |= int(mj.mjtEnableBit.mjENBL_ENERGY)
     d = mj.MjData(m)
     assert not model.conservative                        # (the dampers)
     rng = np.random.default_rng(7)
     worst, stretch = 0.0, set()
+    clamped = set()
     for _ in range(20):
         qpos, qvel = random_state(m, rng)
-        d.qpos[:], d.qvel[:] = qpos, qvel
+        ctrl = rng.uniform(-2.0, 2.0, m.nu)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
         mj.mj_forward(m, d)
         q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
-        step = go.solve_step(model.system, 0.0, q, v)
+        sysm = model.controlled(ctrl)
+        step = go.solve_step(sysm, 0.0, q, v)
         qacc, L = acceleration_map(model, m, q, v, step.a)
         err = np.linalg.norm(qacc - d.qacc)
-        assert err <= bound(model.system, q, v, step, L, m, d)
+        assert err <= bound(sysm, q, v, step, L, m, d)
         worst = max(worst, err / np.linalg.norm(d.qacc))
+        # the actuators' generalized force on the hinges and the slide (the coordinates
+        # that are qpos's): sums of a few dozen products of size |qfrc| (1e-13 relative)
+        fa = model.actuation(q, v, ctrl)
+        scalar = [0, 1, 2]
+        assert np.abs(fa[scalar] - d.qfrc_actuator[scalar]).max() <= 1e-13 * max(
+            np.abs(d.qfrc_actuator).max(), 1.0)
+        # which clamps acted: m1's control range, p2's force range (its servo force
+        # kp (u - L) - kv L'), t2's actuator force range (the sum of p2's and m2's)
+        if abs(ctrl[0]) > 1:
+            clamped.add("ctrl")
+        servo = 8.0 * (ctrl[1] - d.ten_length[1]) - 0.5 * d.ten_velocity[1]
+        if abs(servo) > 3.0:
+            clamped.add("force")
+        if not -2.0 <= np.clip(servo, -3, 3) + ctrl[2] <= 1.5:
+            clamped.add("tendon")
         lo, hi = m.tendon_lengthspring[0]
         stretch.add("below" if d.ten_length[0] < lo else "above" if d.ten_length[0] > hi
                     else "inside")
@@ -265,9 +292,10 @@ def test_spatial_tendons_match_mujoco():
         # of size |E| (1e-12 relative)
         E = model.energy(0.0, q, v)
         assert abs(E - (d.energy[0] + d.energy[1])) <= 1e-12 * max(abs(E), abs(d.energy[1]))
-    print(f"spatial tendons: worst relative error {worst:.2e}; t1 {sorted(stretch)}")
+    print(f"spatial tendons: worst relative error {worst:.2e}; t1 {sorted(stretch)}; "
+          f"clamps {sorted(clamped)}")
     assert worst <= 1e-10                                # the issue's target
-    assert len(stretch) >= 2
+    assert len(stretch) >= 2 and clamped == {"ctrl", "force", "tendon"}
     # what the tree kind does not model stays listed: a geom wrap, an armature
     wrapped = SPATIAL.replace('<site site="sa"/>', '<geom geom="wrap"/><site site="sa"/>') \
         .replace('<site name="anchor" pos="0.3 0.1 0.2"/>',
@@ -281,15 +309,15 @@ def test_spatial_tendons_match_mujoco():
 
 
 def test_spatial_tendon_springs_keep_the_energy():
-    """The same strings without their dampers (MuJoCo's damper flag off), without gravity
-    and with one spring length instead of the dead band (whose edges are kinks of the
+    """The same strings without their dampers (MuJoCo's damper flag off), actuators and
+    gravity, and with one spring length instead of the dead band (whose edges are kinks of the
     force, where the integrator loses its order) keep their energy over 1 s at rtol = atol
     = 1e-12: the springs' forces at the sites are the gradient of the potential that
     ``model.energy`` holds. (DOP853's global error, a few tolerances per unit time on states
     of order 1-10, times the energy's gradient, ~1e2, over the energy, ~1e2 J: ~1e-11
     relative; the bound 1e-10 leaves a factor 10; measured 3.6e-13.)"""
     text = SPATIAL.replace('<flag contact="disable"/>', '<flag contact="disable" '
-                           'damper="disable" gravity="disable"/>').replace(
+                           'damper="disable" gravity="disable" actuation="disable"/>').replace(
         'springlength="0.9 1.4"', 'springlength="1.1"')
     model = load(text)
     assert model.conservative
@@ -462,8 +490,8 @@ def test_activation_dynamics_and_other_transmissions_stay_listed():
     feats = rec[0].message.features
     assert feats["actuators with activation dynamics (dyntype filter, integrator, muscle, "
                  "...)"] == 1
-    assert feats["actuators on ball or free joints, spatial tendons, sites, bodies or "
-                 "slider-cranks"] == 1
+    assert feats["actuators on ball or free joints, sites, bodies, slider-cranks or "
+                 "unmapped spatial tendons"] == 1
     assert len(model.actuator_names) == 7
     assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
 
@@ -487,3 +515,19 @@ def test_element_errors_are_named():
     with pytest.raises(ModelError, match=r"forces\[0\] must be a FixedTendon, a SpatialTendon "
                                          r"or an Actuator"):
         tree.Model(links, joints, [object()])
+    # spatial tendons: their paths, and what cannot act along them
+    string = tree.SpatialTendon("s", ((None, (0, 0, 0)), ("b", (0.1, 0, 0))), stiffness=2.0)
+    with pytest.raises(ModelError, match=r"spatial tendon 's'.path\[1\]: unknown link 'c'"):
+        tree.Model(links, joints, [tree.SpatialTendon("s", ((None, (0, 0, 0)),
+                                                            ("c", (0, 0, 0))))])
+    with pytest.raises(ModelError, match=r"spatial tendon 's'.path must hold at least two"):
+        tree.Model(links, joints, [tree.SpatialTendon("s", ((None, (0, 0, 0)),))])
+    with pytest.raises(ModelError, match=r"'s' is a SpatialTendon; equalities act along fixed "
+                                         r"tendons only"):
+        tree.Model(links, joints + [tree.TendonEquality("s")], [string])
+    hinge_range = [tree.TreeJoint("h", "hinge", "a", actuator_force_range=(-1, 1)), joints[1]]
+    with pytest.raises(ModelError, match=r"a joint's actuator_force_range beside actuators on "
+                                         r"a SpatialTendon is not modelled"):
+        tree.Model(links, hinge_range, [string, tree.Actuator("u", tendon="s")])
+    model = tree.Model(links, joints, [string, tree.Actuator("u", tendon="s")])
+    assert model.actuator_names == ("u",)

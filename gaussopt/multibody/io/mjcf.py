@@ -116,10 +116,10 @@ link frame, ``qvel`` = its origin's velocity in the world frame and its angular 
 in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
-kind maps more, as said above -- spatial tendons through sites too, their springs and
-dampers as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`) -- and
-lists only the rest: spatial tendons that wrap geoms or have pulleys, the armature of
-spatial tendons and actuators or equalities along them, actuators with
+kind maps more, as said above -- spatial tendons through sites too, their springs,
+dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`)
+-- and lists only the rest: spatial tendons that wrap geoms or have pulleys, the armature of
+spatial tendons and equalities along them, actuators with
 activation dynamics, other gains and biases or other transmissions, limits of spatial
 tendons and friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
@@ -765,8 +765,9 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
         _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
                int(np.count_nonzero(m.jnt_actgravcomp)))
     fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
-    _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of, spring_on, damp_on)
-    _tree_actuators(mj, m, out, jname_of, fixed, act_on)
+    spatial = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of, spring_on,
+                                    damp_on, act_on)
+    _tree_actuators(mj, m, out, jname_of, fixed, act_on, spatial)
     # closures: the anchors in the frames of the links that carry them (world: world)
     couplings: list = []
     specs = _equality_specs(mj, m, d, owner, un, couplings, frozenset(fixed))
@@ -990,13 +991,14 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
 
 
 def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: dict,
-                          mocap_of: dict, spring_on: bool, damp_on: bool) -> None:
+                          mocap_of: dict, spring_on: bool, damp_on: bool, act_on: bool) -> dict:
     """The spatial tendons of ``m`` through sites only as
     :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites in the
     frames of the links that carry them, from their ``qpos0`` poses; stiffness about
-    ``tendon_lengthspring``, damping). What acts along them (actuators, equalities), their
-    limits, armature, friction loss and nonlinear springs are counted unmapped (the first
-    two where they are mapped)."""
+    ``tendon_lengthspring``, damping, the actuator force range); returns MuJoCo tendon id
+    -> name of the mapped ones (the actuators along them are mapped with the others).
+    Equalities along them, their limits, armature, friction loss and nonlinear springs are
+    counted unmapped."""
     from gaussopt.multibody.tree import SpatialTendon
 
     un = out.unmapped
@@ -1004,6 +1006,7 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
     tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
     taken = {f.name for f in out.forces if hasattr(f, "terms")}
     constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    mapped: dict = {}
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
         if any(int(m.wrap_type[w]) != SITE for w in range(adr, adr + num)):
@@ -1033,24 +1036,33 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
                 lb = link_body[o]
                 Ro = np.array(d.xmat[lb]).reshape(3, 3)
                 path.append((o, tuple(Ro.T @ (P - d.xpos[lb]))))
+        mapped[i] = _clean(tnames[i], taken)
+        afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
+               if m.tendon_actfrclimited[i] and act_on else None)
         out.forces.append(SpatialTendon(
-            _clean(tnames[i], taken), tuple(path),
+            mapped[i], tuple(path),
             stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
             damping=float(m.tendon_damping[i]) if damp_on else 0.0,
-            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float))))
+            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
+            actuator_force_range=afr))
+    return mapped
 
 
-def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool) -> None:
+def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool,
+                    spatial: dict = {}) -> None:
     """The actuators of ``m`` with a fixed gain, no or an affine bias and no activation
-    dynamics, on a hinge, a slide or a fixed tendon (MuJoCo's ``motor``, ``position``,
-    ``velocity`` and such ``general`` ones) as :class:`~gaussopt.multibody.tree.Actuator`
-    into ``out.forces`` (their MuJoCo ids into ``out.actuators``); the others are counted
-    unmapped. Nothing when MuJoCo's actuation is disabled (no actuator acts)."""
+    dynamics, on a hinge, a slide, a fixed tendon or a mapped spatial tendon (MuJoCo's
+    ``motor``, ``position``, ``velocity`` and such ``general`` ones) as
+    :class:`~gaussopt.multibody.tree.Actuator` into ``out.forces`` (their MuJoCo ids into
+    ``out.actuators``); the others are counted unmapped (also those on spatial tendons of a
+    model whose joints limit their actuator forces: ``actuatorfrcrange`` clamps a joint's
+    total, to which a spatial tendon contributes through its path). Nothing when MuJoCo's
+    actuation is disabled (no actuator acts)."""
     from gaussopt.multibody.tree import Actuator
 
     if m.nu == 0:
         return
-    _actuator_damping_armature(mj, m, out, jname_of, fixed)
+    _actuator_damping_armature(mj, m, out, jname_of, fixed, spatial)
     if not act_on:
         return
     un = out.unmapped
@@ -1078,9 +1090,11 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             target = dict(joint=jname_of[tid])
         elif trn == TT and tid in fixed:
             target = dict(tendon=fixed[tid])
+        elif trn == TT and tid in spatial and not np.any(m.jnt_actfrclimited):
+            target = dict(tendon=spatial[tid])
         else:
-            _count(un, "actuators on ball or free joints, spatial tendons, sites, bodies or "
-                       "slider-cranks")
+            _count(un, "actuators on ball or free joints, sites, bodies, slider-cranks or "
+                       "unmapped spatial tendons")
             continue
         group = int(m.actuator_group[i])
         if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
@@ -1099,11 +1113,13 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         out.actuators.append(i)
 
 
-def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict) -> None:
+def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict,
+                               spatial: dict = {}) -> None:
     """MuJoCo adds an actuator's ``damping`` and ``armature`` times ``gear^2`` to those of the
     joint or tendon it acts on (every actuator, whatever its dynamics: ``mj_actuatorDamping``,
     ``mj_actuatorArmature``; the damping when the damper is on): added to the mapped hinges,
-    slides and fixed tendons; on other targets, and nonlinear damping, counted unmapped."""
+    slides and fixed tendons, and the damping to the mapped spatial tendons; on other
+    targets, an armature on a spatial tendon, and nonlinear damping, counted unmapped."""
     import dataclasses
 
     damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
@@ -1123,8 +1139,11 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
             key = ("joint", jname_of[tid])
         elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in fixed:
             key = ("tendon", fixed[tid])
+        elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in spatial and not arm:
+            key = ("tendon", spatial[tid])
         else:
-            _count(out.unmapped, "damping and armature of actuators on ball or free joints or "
+            _count(out.unmapped, "damping and armature of actuators on ball or free joints "
+                                 "or unmapped spatial tendons, armature of actuators on "
                                  "spatial tendons")
             continue
         d0, a0 = extra.get(key, (0.0, 0.0))
@@ -1141,6 +1160,9 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
             dd, da = extra[("tendon", t.name)]
             out.forces[k] = dataclasses.replace(t, damping=t.damping + dd,
                                                 armature=t.armature + da)
+        elif ("tendon", t.name) in extra and hasattr(t, "path"):
+            out.forces[k] = dataclasses.replace(t, damping=t.damping
+                                                + extra[("tendon", t.name)][0])
 
 
 def _joint_state(m, qpos, qvel):

@@ -328,7 +328,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     lines = _Lines(tree_joints, slices, [c for c in forces if isinstance(c, FixedTendon)],
                    problems)
     spatial = [c for c in forces if isinstance(c, SpatialTendon)]
-    lines.spatial_names = {str(c.name) for c in spatial}
+    srec = _spatial_tendons(spatial, lines, index, problems)
     qref_arr = np.array(qref, dtype=float)
     for k, c in enumerate(closures):
         label = f"closure {c.name or k!r}"
@@ -425,7 +425,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                             f"joint={a.joint!r}, tendon={a.tendon!r}")
             continue
         line = (lines.joint(a.joint, label, problems) if a.joint is not None
-                else lines.tendon(a.tendon, label, problems))
+                else lines.tendon(a.tendon, label, problems, spatial=True))
         rec = np.zeros(kernel.W_A)
         rec[kernel.A_LINE] = line
         vals = _vec([a.gear, a.gain, a.ctrl], 3, f"{label}: gear, gain and ctrl", problems)
@@ -439,7 +439,11 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     dupa = sorted({x for x in anames if anames.count(x) > 1})
     if dupa:
         problems.append(f"actuator names must be unique, found {dupa} more than once")
-    srec = _spatial_tendons(spatial, lines, index, problems)
+    if not problems and any(lines.records[int(r[kernel.A_LINE])][kernel.L_SP]
+                            for r in arec) and any(r[kernel.J_AFL] for r in jrec):
+        problems.append("a joint's actuator_force_range beside actuators on a SpatialTendon "
+                        "is not modelled (the range clamps the joint's total actuator force, "
+                        "to which the tendon's actuators contribute through its path)")
     if arec or lines.damped:
         conservative = False
     if problems:
@@ -604,13 +608,16 @@ class _Lines:
         self.joints[joint] = len(self.records) - 1
         return self.joints[joint]
 
-    #: names of the spatial tendons (nothing acts along them: :class:`SpatialTendon`)
-    spatial_names: set = set()
+    #: the lines of the spatial tendons by name (actuators act along them, equalities not:
+    #: :class:`SpatialTendon`)
+    spatial_index: dict = {}
 
-    def tendon(self, tendon, label: str, problems: list) -> int:
-        if tendon in self.spatial_names:
-            problems.append(f"{label}: {tendon!r} is a SpatialTendon; actuators and "
-                            f"equalities act along fixed tendons only")
+    def tendon(self, tendon, label: str, problems: list, spatial: bool = False) -> int:
+        if tendon in self.spatial_index:
+            if spatial:
+                return self.spatial_index[tendon]
+            problems.append(f"{label}: {tendon!r} is a SpatialTendon; equalities act along "
+                            f"fixed tendons only")
             return 0
         if tendon not in self.index:
             problems.append(f"{label}: unknown tendon {tendon!r} (tendons: "
@@ -628,9 +635,10 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
     """The lines of the :class:`SpatialTendon` s (appended to ``lines.records``) and their
     sites' records (returned: (k, ``W_S``))."""
     sites = []
+    lines.spatial_index = {}
     for t in spatial:
         label = f"spatial tendon {t.name!r}"
-        if t.name in lines.index or sum(1 for u in spatial if u.name == t.name) > 1:
+        if t.name in lines.index or t.name in lines.spatial_index:
             problems.append(f"tendon names must be unique, found {t.name!r} more than once")
             continue
         try:
@@ -671,6 +679,9 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
         rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
         rec[kernel.L_K], rec[kernel.L_DAMP] = vals
         rec[kernel.L_LO], rec[kernel.L_HI] = sl
+        rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(
+            t.actuator_force_range, f"{label}.actuator_force_range", problems)
+        lines.spatial_index[t.name] = len(lines.records)
         lines.records.append(rec)
         lines.damped = lines.damped or bool(vals[1])
     return np.array(sites, dtype=float).reshape(-1, kernel.W_S)

@@ -148,8 +148,9 @@ E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: actuator forces along it are limited and their range, whether it is a spatial tendon; a
 #: term is (coordinate, coefficient). A spatial tendon's line (``L_SP`` = 1) has sites instead
 #: of terms (``L_NT`` of them from site ``L_T0``), its length the sum of the straight segments
-#: between them; its spring and damper act as forces on the sites' bodies
-#: (:func:`_tendon_forces`), and it has no armature and no actuator or coupling along it
+#: between them; its tension (spring, damper, actuators) acts as forces on the sites' bodies
+#: (:func:`_tendon_geometry`, :func:`_site_forces`), and it has no armature and no coupling
+#: along it
 W_L = 11
 L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
 #: site record (a point of a spatial tendon's path): body (-1: the ground), position (3) in
@@ -433,16 +434,29 @@ def _work_size(p):
 @_jit
 def _scratch_size(p):
     """The length of :func:`_work`'s scratch ``T``: :func:`_force_into`'s ``6 nb + 15 + n``
-    and the actuators' and lines' count, or :func:`_evaluate`'s 143 (from :data:`_T_EVAL`),
-    whichever is larger."""
-    return _site_scratch(p) + 6 * _n_sites(p)
+    and the actuators' count plus twice the lines' (or :func:`_evaluate`'s 143 from
+    :data:`_T_EVAL`, whichever is larger), then the spatial tendons' geometry
+    (:func:`_tendon_views`)."""
+    return _site_scratch(p) + 6 * _n_sites(p) + 3 * int(p[H_NL])
 
 
 @_jit
 def _site_scratch(p):
-    """Where the spatial tendons' site forces start in :func:`_work`'s scratch ``T``
-    (:func:`_tendon_forces`: after everything else that uses it)."""
-    return 160 + 10 * int(p[H_NB]) + int(p[H_N]) + int(p[H_NA]) + int(p[H_NL])
+    """Where the spatial tendons' geometry starts in :func:`_work`'s scratch ``T``
+    (:func:`_tendon_geometry`: after everything else that uses it): per site 6 values, then
+    per line 3."""
+    return 160 + 10 * int(p[H_NB]) + int(p[H_N]) + int(p[H_NA]) + 2 * int(p[H_NL])
+
+
+@_inline
+def _tendon_views(p, T):
+    """The spatial tendons' geometry in the scratch ``T`` (:func:`_tendon_geometry`): per
+    site its position relative to its body's tree root and its force per unit tension
+    (ns, 6); per line its length, rate and passive tension (nl, 3). (Inlined: it returns
+    views, which a function compiled without reference counting may not hand to one
+    compiled with it, the ``actuation`` entry point.)"""
+    o, ns = _site_scratch(p), _n_sites(p)
+    return carve(T, o, (ns, 6)), carve(T, o + 6 * ns, (int(p[H_NL]), 3))
 
 
 @_jit
@@ -636,18 +650,25 @@ def _lines_passive(p, q, v, F):
 
 
 @_jit
-def _actuation(p, q, v, out, T):
+def _actuation(p, q, v, out, T, SL):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation`` without activation dynamics) into
     ``out`` (n,): per actuator the control ``u`` (clamped to its range when limited) and the
     force ``gain u + b0 + b1 l + b2 l'`` (``l = gear L`` the actuator's length along its line
     ``L``); the forces of the actuators of a line whose actuator force is limited are scaled
     so that their sum is inside the range; each force is clamped to its own range and
     applied along its line (``out += gear f c``); last, each joint's total is clamped to its
-    ``actuatorfrcrange``. ``T``: scratch, actuators plus lines long."""
+    ``actuatorfrcrange``. ``T``: scratch, actuators plus twice the lines long; its last
+    ``nl`` values are the tensions ``gear f`` of the actuators on spatial tendons (their
+    generalized force comes from the sites, :func:`_site_forces`), whose lengths and rates
+    are ``SL`` (:func:`_tendon_views`; the assembly refuses a joint's actuator force range
+    beside them)."""
     n, na, nl = int(p[H_N]), int(p[H_NA]), int(p[H_NL])
     oa, ol, oj = int(p[H_OA]), int(p[H_OL]), int(p[H_OJ])
     for c in range(n):
         out[c] = 0.0
+    ten = carve(T, na + nl, (nl,))
+    for i in range(nl):
+        ten[i] = 0.0
     if na == 0:
         return
     frc = carve(T, 0, (na,))
@@ -662,10 +683,11 @@ def _actuation(p, q, v, out, T):
         if p[ar + A_CL] != 0.0:
             u = min(max(u, p[ar + A_CLO]), p[ar + A_CHI])
         f = p[ar + A_GAIN] * u + p[ar + A_B0]
+        sp = p[ol + W_L * l + L_SP] != 0.0
         if p[ar + A_B1] != 0.0:
-            f += p[ar + A_B1] * gear * _line(p, l, q)
+            f += p[ar + A_B1] * gear * (SL[l, 0] if sp else _line(p, l, q))
         if p[ar + A_B2] != 0.0:
-            f += p[ar + A_B2] * gear * _line(p, l, v)
+            f += p[ar + A_B2] * gear * (SL[l, 1] if sp else _line(p, l, v))
         frc[i] = f
         if p[ol + W_L * l + L_AFL] != 0.0:
             tot[l] += f
@@ -682,7 +704,10 @@ def _actuation(p, q, v, out, T):
                 f *= p[lr + L_AFHI] / tot[l]
         if p[ar + A_FL] != 0.0:
             f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
-        _line_add(p, l, p[ar + A_GEAR] * f, out)
+        if p[lr + L_SP] != 0.0:
+            ten[l] += p[ar + A_GEAR] * f
+        else:
+            _line_add(p, l, p[ar + A_GEAR] * f, out)
     for jj in range(int(p[H_NJ])):
         jr = oj + W_J * jj
         if p[jr + J_AFL] != 0.0:
@@ -718,8 +743,25 @@ def _ball_offset(p, jr, q, a, out):
 @_unit("none(f8v, f8v, f8v, f8v)")
 def actuation(p, q, v, out):
     """The actuators' generalized force (MuJoCo's ``qfrc_actuator``) at ``(q, v)`` and the
-    controls in ``p`` into ``out`` (n,)."""
-    _actuation(p, q, v, out, np.empty(int(p[H_NA]) + int(p[H_NL])))
+    controls in ``p`` into ``out`` (n,); with spatial tendons, their actuators' tensions at
+    the sites mapped to the joints by the tree's kinematics."""
+    w = np.empty(_work_size(p))
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    ns, nb_, n, na = _n_sites(p), int(p[H_NB]), int(p[H_N]), int(p[H_NA])
+    if ns > 0:
+        _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+        _tendon_geometry(p, R, X, V, T)
+        _at_tree_roots(p, X, S, V, Ab, T)
+    reg, SL = _tendon_views(p, T)
+    Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
+    _actuation(p, q, v, out, Ta, SL)
+    if ns > 0:
+        f = carve(T, 0, (nb_, 6))
+        for b in range(nb_):
+            for i in range(6):
+                f[b, i] = 0.0
+        _site_forces(p, reg, SL, Ta, False, f)
+        _to_joints(p, S, f, -1.0, out)
 
 
 @_jit
@@ -770,19 +812,21 @@ def _tendon_length(p, lr, R, X, V, t, rate):
 
 
 @_jit
-def _tendon_forces(p, R, X, V, T):
-    """The forces of the spatial tendons' springs and dampers on their sites (MuJoCo's
-    tendon ``stiffness``, ``springlength``, ``damping``): the tension ``f = -k x - b L'``
-    (``x`` the stretch outside the dead band) pulls every segment's ends together: the body
-    of its end site ``b`` gets ``f u`` at it, that of its start ``a`` gets ``-f u`` (``u`` the
-    unit vector from a to b), which is the generalized force ``f dL/dq`` of the length ``L``
-    (the sum of the segments). Into the site scratch of ``T`` (:func:`_site_scratch`): per
-    site its position relative to its body's tree root (the frame of
-    :func:`_at_tree_roots`) and the force on it, from the kinematics in the world frame (:func:`_kin`)."""
+def _tendon_geometry(p, R, X, V, T):
+    """The spatial tendons at the state of the kinematics (:func:`_kin`, the world frame):
+    per line its length ``L`` (the sum of its segments between consecutive sites), its rate
+    ``L' = sum u . (v_b - v_a)`` (``u`` the unit vector of a segment from site a to site b)
+    and the tension of its spring and damper (MuJoCo's tendon ``stiffness``,
+    ``springlength``, ``damping``: ``-k x - b L'``, ``x`` the stretch outside the dead band);
+    per site its position relative to its body's tree root (the frame of
+    :func:`_at_tree_roots`) and its force per unit tension: a tension ``f`` pulls every
+    segment's ends together, the body of its end site ``b`` gets ``f u`` at it, that of its
+    start ``a`` gets ``-f u``, which is the generalized force ``f dL/dq``. Into
+    :func:`_tendon_views` of ``T``."""
     ns = _n_sites(p)
     if ns == 0:
         return
-    reg = carve(T, _site_scratch(p), (ns, 6))
+    reg, SL = _tendon_views(p, T)
     t = carve(T, 0, (12,))
     P = carve(T, 12, (3,))
     Q = carve(T, 15, (3,))
@@ -803,13 +847,12 @@ def _tendon_forces(p, R, X, V, T):
             reg[i, k] = P[k] - X[r, k]
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
-        if p[lr + L_SP] == 0.0 or (p[lr + L_K] == 0.0 and p[lr + L_DAMP] == 0.0):
+        if p[lr + L_SP] == 0.0:
             continue
-        f = 0.0
-        if p[lr + L_K] != 0.0:
-            f -= p[lr + L_K] * _stretch(p, lr, _tendon_length(p, lr, R, X, V, t, False))
-        if p[lr + L_DAMP] != 0.0:
-            f -= p[lr + L_DAMP] * _tendon_length(p, lr, R, X, V, t, True)
+        L = _tendon_length(p, lr, R, X, V, t, False)
+        Ld = _tendon_length(p, lr, R, X, V, t, True)
+        SL[l, 0], SL[l, 1] = L, Ld
+        SL[l, 2] = -p[lr + L_K] * _stretch(p, lr, L) - p[lr + L_DAMP] * Ld
         s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
         _site_point(p, s0, R, X, V, P, vS)
         for i in range(s0 + 1, s0 + nsl):
@@ -817,7 +860,7 @@ def _tendon_forces(p, R, X, V, T):
             d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
             ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
             if ln > 0.0:
-                g = f / ln
+                g = 1.0 / ln
                 reg[i, 3] += g * d0
                 reg[i, 4] += g * d1
                 reg[i, 5] += g * d2
@@ -826,6 +869,39 @@ def _tendon_forces(p, R, X, V, T):
                 reg[i - 1, 5] -= g * d2
             for k in range(3):
                 P[k] = Q[k]
+
+
+@_jit
+def _site_forces(p, reg, SL, Ta, passive, f):
+    """``f -= [P x F; F]`` for every site (a point ``P`` of body ``b``, the force ``F`` on
+    it): the spatial tendons' tensions at their sites (:func:`_tendon_geometry`), with
+    ``passive`` their springs' and dampers' and always their actuators' (the last ``nl``
+    values of the actuators' scratch ``Ta``, :func:`_actuation`), into the bodies' forces
+    ``f`` (nb, 6) of recursive Newton--Euler (whose ``-S^T f`` is then ``+J^T F``)."""
+    ol, os_ = int(p[H_OL]), int(p[H_OS])
+    nl, na = int(p[H_NL]), int(p[H_NA])
+    for l in range(nl):
+        lr = ol + W_L * l
+        if p[lr + L_SP] == 0.0:
+            continue
+        ten = Ta[na + nl + l]
+        if passive:
+            ten += SL[l, 2]
+        if ten == 0.0:
+            continue
+        s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
+        for i in range(s0, s0 + nsl):
+            b = int(p[os_ + W_S * i])
+            if b < 0:
+                continue
+            P0, P1, P2 = reg[i, 0], reg[i, 1], reg[i, 2]
+            f0, f1, f2 = ten * reg[i, 3], ten * reg[i, 4], ten * reg[i, 5]
+            f[b, 0] -= P1 * f2 - P2 * f1
+            f[b, 1] -= P2 * f0 - P0 * f2
+            f[b, 2] -= P0 * f1 - P1 * f0
+            f[b, 3] -= f0
+            f[b, 4] -= f1
+            f[b, 5] -= f2
 
 
 # =========================================================================== dynamics
@@ -905,8 +981,9 @@ def _mass_into(p, S, Wb, C, M, T):
 def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
     """``F`` from the kinematics at ``(q, v)`` and the body inertias ``C`` (kept) with their
     centroids ``Cc``: recursive Newton--Euler at ``q'' = 0``, then the joints' passive
-    forces and the armatures' velocity term (``T``: scratch, ``6 nb + 15 + n`` values and
-    the actuators' and lines' count)."""
+    forces and the armatures' velocity term, the tendons and the actuators (``T``: scratch,
+    :func:`_scratch_size`; the spatial tendons' geometry there from
+    :func:`_tendon_geometry`)."""
     nb_, n = int(p[H_NB]), int(p[H_N])
     ob, oj = int(p[H_OB]), int(p[H_OJ])
     gx, gy, gz = p[H_GX], p[H_GY], p[H_GZ]
@@ -937,24 +1014,19 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
         t1[5] -= g2
         for i in range(6):
             f[b, i] = t1[i]
-    ns = _n_sites(p)
-    if ns > 0:
-        # the spatial tendons' forces on their sites' bodies (:func:`_tendon_forces`, at
-        # points relative to each body's tree root, as the quantities here)
-        reg = carve(T, _site_scratch(p), (ns, 6))
-        os_ = int(p[H_OS])
-        for i in range(ns):
-            b = int(p[os_ + W_S * i])
-            if b < 0:
-                continue
-            P0, P1, P2, f0, f1, f2 = reg[i, 0], reg[i, 1], reg[i, 2], reg[i, 3], reg[i, 4], \
-                reg[i, 5]
-            f[b, 0] -= P1 * f2 - P2 * f1
-            f[b, 1] -= P2 * f0 - P0 * f2
-            f[b, 2] -= P0 * f1 - P1 * f0
-            f[b, 3] -= f0
-            f[b, 4] -= f1
-            f[b, 5] -= f2
+    # the actuators (before the tree's sums: their tensions along spatial tendons act at
+    # the sites), then the spatial tendons' forces on their sites' bodies
+    na = int(p[H_NA])
+    fa = carve(T, 6 * nb_ + 15, (n,))
+    Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
+    reg, SL = _tendon_views(p, T)
+    if na > 0:
+        _actuation(p, q, v, fa, Ta, SL)
+    if _n_sites(p) > 0:
+        if na == 0:
+            for i in range(Ta.shape[0]):
+                Ta[i] = 0.0
+        _site_forces(p, reg, SL, Ta, True, f)
     for c in range(F.shape[0]):
         F[c] = 0.0
     _to_joints(p, S, f, -1.0, F)
@@ -976,11 +1048,9 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
                     F[a + c] += Wb[jj, k, c] * tk
         else:
             F[a] -= p[jr + J_DAMP] * v[a] + p[jr + J_K] * (q[a] - p[jr + J_SREF])
-    # the tendons' springs and dampers, the actuators
+    # the fixed tendons' springs and dampers, the actuators
     _lines_passive(p, q, v, F)
-    if int(p[H_NA]) > 0:
-        fa = carve(T, 6 * nb_ + 15, (n,))
-        _actuation(p, q, v, fa, carve(T, 6 * nb_ + 15 + n, (int(p[H_NA]) + int(p[H_NL]),)))
+    if na > 0:
         for c in range(F.shape[0]):
             F[c] += fa[c]
 
@@ -1080,7 +1150,7 @@ def _force(p, q, v, F, w):
     """:func:`force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-    _tendon_forces(p, R, X, V, T)
+    _tendon_geometry(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -1098,7 +1168,7 @@ def _mass_force(p, q, v, M, F, w):
     """:func:`mass_force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-    _tendon_forces(p, R, X, V, T)
+    _tendon_geometry(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)

@@ -238,8 +238,9 @@ class SpatialTendon:
     ``spring_length`` (as :class:`FixedTendon`'s) and a damper ``-damping L'``. Its tension
     ``f`` pulls the two ends of every segment towards each other; the generalized force is
     ``f dL/dq`` (exactly: the forces are applied at the points, no Jacobian is formed).
-    (Wrapping around spheres and cylinders, an armature, and actuators or equalities along
-    it are not modelled.)
+    :class:`Actuator` s act along it by its name (their tension ``gear f`` joins the
+    spring's and the damper's). (Wrapping around spheres and cylinders, an armature, and
+    equalities along it are not modelled.)
 
     Parameters
     ----------
@@ -250,6 +251,8 @@ class SpatialTendon:
     stiffness, damping : float, >= 0
     spring_length : float or (float, float)
         One length, or the dead band ``(lower, upper)``.
+    actuator_force_range : (float, float) or None
+        The sum of the forces of the actuators on this tendon is scaled into it.
     """
 
     name: str
@@ -257,11 +260,13 @@ class SpatialTendon:
     stiffness: float = 0.0
     damping: float = 0.0
     spring_length: object = 0.0
+    actuator_force_range: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
 class Actuator:
-    """A force along a joint (hinge, slide) or a :class:`FixedTendon`, set by a control
+    """A force along a joint (hinge, slide), a :class:`FixedTendon` or a
+    :class:`SpatialTendon`, set by a control
     ``u``: MuJoCo's actuators with a fixed gain, an affine bias and no activation dynamics,
     ``f = gain u + bias[0] + bias[1] l + bias[2] l'`` with the actuator's length ``l = gear
     L`` (``L`` the joint's coordinate or the tendon's length), applied as ``gear f`` along
