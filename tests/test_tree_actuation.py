@@ -333,6 +333,92 @@ def test_spatial_tendon_springs_keep_the_energy():
     assert np.ptp(tr.q[:, 0]) > 0.1                       # it moved
 
 
+STRINGS_COUPLED = """
+<mujoco model="strings-coupled">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <site name="w1" pos="0.4 0.2 0.3"/>
+    <site name="w2" pos="-0.3 0.1 -0.8"/>
+    <body name="a">
+      <joint name="ha" type="hinge" axis="0 1 0"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.08 0.08 0.002"/>
+      <site name="sa" pos="0.05 0 -0.5"/>
+      <body name="b" pos="0 0 -1">
+        <joint name="hb" type="hinge" axis="1 0 0"/>
+        <joint name="sb" type="slide" axis="0 0 1"/>
+        <inertial pos="0 0 -0.2" mass="0.7" diaginertia="0.01 0.012 0.003"/>
+        <site name="sb1" pos="0.1 0.02 -0.3"/>
+      </body>
+    </body>
+    <body name="c" pos="1 0 0">
+      <joint name="hc" type="hinge" axis="0 0 1"/>
+      <joint name="hd" type="hinge" axis="1 0 0" pos="0 0 0.1"/>
+      <inertial pos="0.1 0 -0.2" mass="0.9" diaginertia="0.01 0.02 0.015"/>
+      <site name="sc" pos="0.2 0.1 -0.3"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="t1" stiffness="5"><site site="w1"/><site site="sa"/><site site="sb1"/></spatial>
+    <spatial name="t2"><site site="sb1"/><site site="sc"/><site site="w2"/></spatial>
+    <fixed name="f1"><joint joint="hc" coef="0.6"/><joint joint="ha" coef="-0.3"/></fixed>
+  </tendon>
+  <equality>
+    <tendon name="e1" tendon1="t1" tendon2="t2" polycoef="0.01 0.6 0.2 -0.1 0.05"/>
+    <tendon name="e2" tendon1="f1" tendon2="t2" polycoef="0 -0.4 0.3 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+def test_tendon_equalities_of_spatial_tendons_are_exact_rows():
+    """``tendon`` equalities that couple spatial tendons (with each other, with a fixed
+    one): the rows equal MuJoCo's ``efc_J`` and ``efc_pos``, the convective term equals the
+    central difference of MuJoCo's ``efc_J v`` along the motion, and the accelerations equal
+    the exact constrained ones from MuJoCo's ``M``, ``qfrc_smooth`` and ``efc_J``."""
+    model = load(STRINGS_COUPLED)
+    m = mj.MjModel.from_xml_string(STRINGS_COUPLED)
+    assert model.labels == ["e1", "e2"]
+    d = mj.MjData(m)
+    rng = np.random.default_rng(11)
+    worst, worst_g = 0.0, 0.0
+
+    def efc_jv(qpos, qvel):
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        return d.efc_J.reshape(d.nefc, m.nv) @ qvel
+
+    for _ in range(20):
+        qpos, qvel = random_state(m, rng)          # hinges and slides: q = qpos, v = qvel
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        J = d.efc_J.reshape(d.nefc, m.nv).copy()
+        pos, smooth, Mj = d.efc_pos.copy(), d.qfrc_smooth.copy(), joint_mass(m, d)
+        A, gam = model.rows(0.0, qpos, qvel)
+        # sums of a few dozen products of the sites' lever arms (order 1): 1e-13 of |J|
+        assert np.abs(A - J).max() <= 1e-13 * max(np.abs(J).max(), 1.0)
+        assert np.abs(model.phi(0.0, qpos) - pos).max() <= 1e-13 * (1 + np.abs(pos).max())
+        # gamma = -d/dt (Phi_q v) at a = 0: the central difference of MuJoCo's efc_J v along
+        # (q + h v), error h^2 / 6 |d^3(Phi_q v)/dt^3| ~ h^2 |v|^4 |Phi| (1e-9 at h = 1e-5,
+        # |v| <= 2) plus the rounding eps |J v| / h (1e-11): 1e-7 of the terms' size
+        h = 1e-5
+        gref = -(efc_jv(qpos + h * qvel, qvel) - efc_jv(qpos - h * qvel, qvel)) / (2 * h)
+        scale = 1.0 + np.abs(J).max() * np.abs(qvel).max() ** 2
+        assert np.abs(gam - gref).max() <= 1e-7 * scale
+        worst_g = max(worst_g, np.abs(gam - gref).max() / scale)
+        K = np.block([[Mj, J.T], [J, np.zeros((2, 2))]])
+        ref = np.linalg.solve(K, np.concatenate([smooth, gam]))[:m.nv]
+        a = go.solve_step(model.system, 0.0, qpos, qvel).a
+        err = np.linalg.norm(a - ref)
+        kkt = 10 * (m.nv + 2) * np.linalg.cond(K) * EPS * np.linalg.norm(ref)
+        Mg, Fg = model.system.mass(0.0, qpos), model.system.force(0.0, qpos, qvel)
+        gb = step_error_bound(Mg, Fg, A, gam, a, solver_tolerance("closed_form", m.nv, 2))
+        assert err <= gb + kkt
+        worst = max(worst, err / np.linalg.norm(ref))
+    print(f"spatial tendon equalities: worst relative difference to the KKT {worst:.2e}, "
+          f"gamma to the difference {worst_g:.2e}")
+    assert worst <= 1e-10
+
+
 def test_controls_through_stepper_and_simulate():
     """``inputs=model.actuator_names`` sets the controls of the compiled step: the
     stepper's accelerations are MuJoCo's ``qacc`` with that ``ctrl``, and its state after
@@ -522,9 +608,7 @@ def test_element_errors_are_named():
                                                             ("c", (0, 0, 0))))])
     with pytest.raises(ModelError, match=r"spatial tendon 's'.path must hold at least two"):
         tree.Model(links, joints, [tree.SpatialTendon("s", ((None, (0, 0, 0)),))])
-    with pytest.raises(ModelError, match=r"'s' is a SpatialTendon; equalities act along fixed "
-                                         r"tendons only"):
-        tree.Model(links, joints + [tree.TendonEquality("s")], [string])
+    assert tree.Model(links, joints + [tree.TendonEquality("s")], [string]).m == 2  # (+ ball)
     hinge_range = [tree.TreeJoint("h", "hinge", "a", actuator_force_range=(-1, 1)), joints[1]]
     with pytest.raises(ModelError, match=r"a joint's actuator_force_range beside actuators on "
                                          r"a SpatialTendon is not modelled"):

@@ -117,9 +117,9 @@ in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above -- spatial tendons through sites too, their springs,
-dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`)
--- and lists only the rest: spatial tendons that wrap geoms or have pulleys, the armature of
-spatial tendons and equalities along them, actuators with
+dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`),
+their ``tendon`` equalities as exact rows -- and lists only the rest: spatial tendons that
+wrap geoms or have pulleys, the armature of spatial tendons, actuators with
 activation dynamics, other gains and biases or other transmissions, limits of spatial
 tendons and friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
@@ -507,7 +507,7 @@ def _equality_specs(mj, m, d, owner: list, un: dict, couplings: Optional[list] =
         if couplings is not None and typ in (EJ, ET):
             ids = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e]))
             if typ == ET and not all(i < 0 or i in fixed_tendons for i in ids):
-                _count(un, "tendon equality constraints of spatial tendons")
+                _count(un, "tendon equality constraints of unmapped spatial tendons")
                 continue
             couplings.append((typ == EJ, ids[0], ids[1], np.array(m.eq_data[e, :5]), e))
             ncoupled += 1
@@ -770,14 +770,15 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     _tree_actuators(mj, m, out, jname_of, fixed, act_on, spatial)
     # closures: the anchors in the frames of the links that carry them (world: world)
     couplings: list = []
-    specs = _equality_specs(mj, m, d, owner, un, couplings, frozenset(fixed))
+    tendons = {**fixed, **spatial}
+    specs = _equality_specs(mj, m, d, owner, un, couplings, frozenset(tendons))
     for joint, i1, i2, poly, e in couplings:
         label = mj.mj_id2name(m, mj.mjtObj.mjOBJ_EQUALITY, e) or None
         if joint:
             out.joints.append(JointEquality(jname_of[i1], jname_of[i2] if i2 >= 0 else None,
                                             tuple(poly), name=label))
         else:
-            out.joints.append(TendonEquality(fixed[i1], fixed[i2] if i2 >= 0 else None,
+            out.joints.append(TendonEquality(tendons[i1], tendons[i2] if i2 >= 0 else None,
                                              tuple(poly), name=label))
     mocaps: dict = {}                         # mocap body -> its Mocap's name
     for connect, b1, b2, p1, p2 in specs:
@@ -996,9 +997,9 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
     :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites in the
     frames of the links that carry them, from their ``qpos0`` poses; stiffness about
     ``tendon_lengthspring``, damping, the actuator force range); returns MuJoCo tendon id
-    -> name of the mapped ones (the actuators along them are mapped with the others).
-    Equalities along them, their limits, armature, friction loss and nonlinear springs are
-    counted unmapped."""
+    -> name of the mapped ones (the actuators and equalities along them are mapped with the
+    others). Their limits, armature, friction loss and nonlinear springs are counted
+    unmapped."""
     from gaussopt.multibody.tree import SpatialTendon
 
     un = out.unmapped

@@ -337,7 +337,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             kind = "JointEquality" if joint else "TendonEquality"
             refs = (c.joint_1, c.joint_2) if joint else (c.tendon_1, c.tendon_2)
             ls = [lines.joint(r, f"{label}", problems) if joint else
-                  lines.tendon(r, f"{label}", problems) for r in refs if r is not None]
+                  lines.tendon(r, f"{label}", problems)
+                  for r in refs if r is not None]
             poly = _vec(c.polycoef, 5, f"{label}.polycoef", problems)
             if refs[0] is None:
                 problems.append(f"{label}: the first {'joint' if joint else 'tendon'} is "
@@ -425,7 +426,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                             f"joint={a.joint!r}, tendon={a.tendon!r}")
             continue
         line = (lines.joint(a.joint, label, problems) if a.joint is not None
-                else lines.tendon(a.tendon, label, problems, spatial=True))
+                else lines.tendon(a.tendon, label, problems))
         rec = np.zeros(kernel.W_A)
         rec[kernel.A_LINE] = line
         vals = _vec([a.gear, a.gain, a.ctrl], 3, f"{label}: gear, gain and ctrl", problems)
@@ -465,6 +466,16 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     n, m = len(coords), row
     p = kernel.pack(n, m, g, brec, np.array(jrec), np.array(erec), np.array(lines.records),
                     np.array(lines.terms), np.array(arec), mrec, srec)
+    # the couplings' reference lengths of spatial tendons, at q_reference (MuJoCo's
+    # tendon_length0), from the packed model's kinematics
+    for k, rec in enumerate(erec):
+        if rec[kernel.E_TYPE] != kernel.COUPLE:
+            continue
+        at = int(p[kernel.H_OE]) + kernel.W_E * k
+        for side, ref in ((kernel.E_B1, kernel.E_REF1), (kernel.E_B2, kernel.E_REF2)):
+            ln = int(rec[side])
+            if ln >= 0 and lines.records[ln][kernel.L_SP]:
+                p[at + ref] = kernel.line_length(p, qref_arr, ln)
     ctrl_slots = (int(p[kernel.H_OA]) + kernel.W_A * np.arange(len(arec), dtype=np.int64)
                   + kernel.A_CTRL)
     return TreeAssembly(name=name, bodies=links, body_names=tuple(names), index=index, n=n, m=m,
@@ -608,25 +619,25 @@ class _Lines:
         self.joints[joint] = len(self.records) - 1
         return self.joints[joint]
 
-    #: the lines of the spatial tendons by name (actuators act along them, equalities not:
-    #: :class:`SpatialTendon`)
+    #: the lines of the spatial tendons by name (:class:`SpatialTendon`)
     spatial_index: dict = {}
 
-    def tendon(self, tendon, label: str, problems: list, spatial: bool = False) -> int:
+    def tendon(self, tendon, label: str, problems: list) -> int:
+        """The line of a fixed or spatial tendon by name."""
         if tendon in self.spatial_index:
-            if spatial:
-                return self.spatial_index[tendon]
-            problems.append(f"{label}: {tendon!r} is a SpatialTendon; equalities act along "
-                            f"fixed tendons only")
-            return 0
+            return self.spatial_index[tendon]
         if tendon not in self.index:
             problems.append(f"{label}: unknown tendon {tendon!r} (tendons: "
-                            f"{self.tendon_names})")
+                            f"{list(self.tendon_names) + list(self.spatial_index)})")
             return 0
         return self.index[tendon]
 
     def length(self, line: int, q: np.ndarray) -> float:
+        """The line's length at ``q`` (NaN for a spatial tendon: the kernel's, once packed,
+        :func:`~gaussopt.multibody.tree.tree_compiled.line_length`)."""
         rec = self.records[line]
+        if rec[kernel.L_SP]:
+            return float("nan")
         t0, nt = int(rec[kernel.L_T0]), int(rec[kernel.L_NT])
         return float(sum(coef * q[int(c)] for c, coef in self.terms[t0:t0 + nt]))
 

@@ -191,7 +191,10 @@ def pack(n: int, m: int, gravity, bodies, joints, closures, lines=(), terms=(),
     head[H_NJ], head[H_NE] = blocks[1].shape[0], blocks[2].shape[0]
     head[H_NL], head[H_NA] = blocks[3].shape[0], blocks[5].shape[0]
     head[H_NBALL] = int(np.count_nonzero(blocks[1][:, J_TYPE] == BALL))
-    head[H_NSP] = int(np.count_nonzero(blocks[2][:, E_TYPE] != COUPLE))
+    # the closures that need the kinematics: connect, weld, and couplings of spatial tendons
+    spatial_line = blocks[3][:, L_SP] != 0.0
+    head[H_NSP] = sum(1 for e in blocks[2] if e[E_TYPE] != COUPLE or any(
+        0 <= int(e[k]) < spatial_line.size and spatial_line[int(e[k])] for k in (E_B1, E_B2)))
     head[H_GX:H_GZ + 1] = np.asarray(gravity, dtype=float)
     p = np.concatenate([head] + [b.reshape(-1) for b in blocks])
     p[H_LEN] = p.size
@@ -738,6 +741,18 @@ def _ball_offset(p, jr, q, a, out):
     else:
         sc = 2.0 / w
     out[0], out[1], out[2] = sc * x, sc * y, sc * z
+
+
+@_unit("f8(f8v, f8v, i8)")
+def line_length(p, q, l):
+    """The length of line ``l`` at ``q`` (a spatial tendon's from the tree's kinematics)."""
+    lr = int(p[H_OL]) + W_L * l
+    if p[lr + L_SP] == 0.0:
+        return _line(p, l, q)
+    w = np.empty(_work_size(p))
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, T)
+    return _tendon_length(p, lr, R, X, V, carve(T, 0, (12,)), False)
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")
@@ -1823,31 +1838,103 @@ def _weld_axes(p, er, k, R1, R2, y, z):
 
 
 @_jit
-def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g):
+def _point_dir_row(p, b, P, u, S, A, r, sign):
+    """``A[r] += sign * u . dP/dq`` for the point ``P`` carried by body ``b`` (the columns of
+    :func:`_point_rows` along the unit vector ``u``)."""
+    ob = int(p[H_OB])
+    while b >= 0:
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            A[r, c] += sign * (u[0] * (S[c, 3] + S[c, 1] * P[2] - S[c, 2] * P[1])
+                               + u[1] * (S[c, 4] + S[c, 2] * P[0] - S[c, 0] * P[2])
+                               + u[2] * (S[c, 5] + S[c, 0] * P[1] - S[c, 1] * P[0]))
+        b = int(p[rec + B_PAR])
+
+
+@_jit
+def _site_motion(p, i, R, X, V, Ab, P, vP, aP):
+    """Site ``i``'s world position, velocity and bias acceleration (its acceleration at
+    ``q'' = 0``; :func:`_point_motion`), zero motion for a site of the world; its body."""
+    sr = int(p[H_OS]) + W_S * i
+    b = int(p[sr])
+    if b < 0:
+        for k in range(3):
+            P[k] = p[sr + 1 + k]
+            vP[k] = 0.0
+            aP[k] = 0.0
+        return b
+    _point_motion(R[b], X[b], V[b], Ab[b], p[sr + 1:sr + 4], P, vP, aP)
+    return b
+
+
+@_jit
+def _line_state(p, l, q, v, R, X, S, V, Ab, A, r, coef, want_A, T):
+    """Line ``l``'s length ``L``, rate ``L'`` and bias ``beta`` (``L'' = (dL/dq) a + beta``),
+    and ``A[r] += coef dL/dq`` when ``want_A``. A fixed tendon or a joint: ``c . q``, ``c . v``,
+    0 and ``c``. A spatial tendon, the sum over its segments (``d`` from site a to site b,
+    ``u = d / |d|``): ``|d|``, ``u . d'``, ``u . (a_b - a_a) + (|d'|^2 - (u . d')^2) / |d|``
+    (``a`` the sites' bias accelerations), and ``u . (dP_b/dq - dP_a/dq)``, from the
+    kinematics about the world origin (:func:`_kin`); ``T``: scratch, 21 values from
+    ``_T_EVAL + 80``."""
+    lr = int(p[H_OL]) + W_L * l
+    if p[lr + L_SP] == 0.0:
+        if want_A:
+            _line_add(p, l, coef, A[r])
+        return _line(p, l, q), _line(p, l, v), 0.0
+    o = _T_EVAL + 80
+    Pa, va, aa = carve(T, o, (3,)), carve(T, o + 3, (3,)), carve(T, o + 6, (3,))
+    Pb, vb, ab = carve(T, o + 9, (3,)), carve(T, o + 12, (3,)), carve(T, o + 15, (3,))
+    u = carve(T, o + 18, (3,))
+    s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
+    L, Ld, beta = 0.0, 0.0, 0.0
+    ba = _site_motion(p, s0, R, X, V, Ab, Pa, va, aa)
+    for i in range(s0 + 1, s0 + nsl):
+        bb = _site_motion(p, i, R, X, V, Ab, Pb, vb, ab)
+        d0, d1, d2 = Pb[0] - Pa[0], Pb[1] - Pa[1], Pb[2] - Pa[2]
+        ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        if ln > 0.0:
+            u[0], u[1], u[2] = d0 / ln, d1 / ln, d2 / ln
+            w0, w1, w2 = vb[0] - va[0], vb[1] - va[1], vb[2] - va[2]
+            ud = u[0] * w0 + u[1] * w1 + u[2] * w2
+            L += ln
+            Ld += ud
+            beta += (u[0] * (ab[0] - aa[0]) + u[1] * (ab[1] - aa[1]) + u[2] * (ab[2] - aa[2])
+                     + (w0 * w0 + w1 * w1 + w2 * w2 - ud * ud) / ln)
+            if want_A:
+                _point_dir_row(p, bb, Pb, u, S, A, r, coef)
+                _point_dir_row(p, ba, Pa, u, S, A, r, -coef)
+        for k in range(3):
+            Pa[k], va[k], aa[k] = Pb[k], vb[k], ab[k]
+        ba = bb
+    return L, Ld, beta
+
+
+@_jit
+def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T):
     """The row of a coupling of two lines (MuJoCo's ``joint`` and ``tendon`` equalities):
     ``x_i = L_i - ref_i``, ``Phi = x_1 - P(x_2)`` with ``P(x) = c0 + c1 x + ... + c4 x^4``
-    (``P = c0`` without a second line); ``Phi_q = c(1) - P'(x_2) c(2)`` and, from ``d/dt
-    (Phi_q v) = Phi_q a - P''(x_2) L_2'^2``, ``gamma = P''(x_2) L_2'^2``."""
+    (``P = c0`` without a second line); ``Phi_q = L_1,q - P'(x_2) L_2,q`` and, from ``d/dt
+    (Phi_q v) = Phi_q a + beta_1 - P''(x_2) L_2'^2 - P'(x_2) beta_2``, ``gamma = P''(x_2)
+    L_2'^2 - beta_1 + P'(x_2) beta_2`` (``beta`` the lines' bias, zero for fixed tendons and
+    joints: :func:`_line_state`)."""
     l1, l2, r = int(p[er + E_B1]), int(p[er + E_B2]), int(p[er + E_ROW])
     c = er + E_POLY
     P, dP, ddP = p[c], 0.0, 0.0
+    w, b2 = 0.0, 0.0
     if l2 >= 0:
-        x = _line(p, l2, q) - p[er + E_REF2]
+        L2, w, b2 = _line_state(p, l2, q, v, R, X, S, V, Ab, A, r, 0.0, False, T)
+        x = L2 - p[er + E_REF2]
         P += x * (p[c + 1] + x * (p[c + 2] + x * (p[c + 3] + x * p[c + 4])))
         dP = p[c + 1] + x * (2.0 * p[c + 2] + x * (3.0 * p[c + 3] + x * 4.0 * p[c + 4]))
         ddP = 2.0 * p[c + 2] + x * (6.0 * p[c + 3] + x * 12.0 * p[c + 4])
+    L1, _, b1 = _line_state(p, l1, q, v, R, X, S, V, Ab, A, r, 1.0, want_A, T)
+    if want_A and l2 >= 0:
+        _line_state(p, l2, q, v, R, X, S, V, Ab, A, r, -dP, True, T)
     if want_phi:
-        ph[r] = _line(p, l1, q) - p[er + E_REF1] - P
-    if want_A:
-        _line_add(p, l1, 1.0, A[r])
-        if l2 >= 0:
-            _line_add(p, l2, -dP, A[r])
+        ph[r] = L1 - p[er + E_REF1] - P
     if want_g:
-        if l2 >= 0:
-            w = _line(p, l2, v)
-            g[r] = ddP * w * w
-        else:
-            g[r] = 0.0
+        g[r] = ddP * w * w - b1 + dP * b2
 
 
 @_jit
@@ -1860,7 +1947,7 @@ def _evaluate(p, q, v, ph, A, g, want_phi, want_A, want_g, w):
     if int(p[H_NE]) == 0:
         return
     R, X, S, V, Ab, Wb, U, pd, _, _, T = _work(p, w)
-    if int(p[H_NSP]) > 0:                   # (couplings of lines need no kinematics)
+    if int(p[H_NSP]) > 0:   # (couplings of fixed tendons and joints need no kinematics)
         _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T)
 
@@ -1926,7 +2013,7 @@ def _closure_rows(p, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T
         typ, b1, b2, r0 = int(p[er + E_TYPE]), int(p[er + E_B1]), int(p[er + E_B2]), \
             int(p[er + E_ROW])
         if typ == COUPLE:
-            _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g)
+            _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, Ab, T)
             continue
         _frame_of(p, b1, R, X, V, Ab, R1, x1, V1, A1)
         _frame_of(p, b2, R, X, V, Ab, R2, x2, V2, A2)

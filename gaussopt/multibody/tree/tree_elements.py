@@ -239,8 +239,9 @@ class SpatialTendon:
     ``f`` pulls the two ends of every segment towards each other; the generalized force is
     ``f dL/dq`` (exactly: the forces are applied at the points, no Jacobian is formed).
     :class:`Actuator` s act along it by its name (their tension ``gear f`` joins the
-    spring's and the damper's). (Wrapping around spheres and cylinders, an armature, and
-    equalities along it are not modelled.)
+    spring's and the damper's), and a :class:`TendonEquality` couples its length with
+    another's (an exact row, from the sites' motion). (Wrapping around spheres and
+    cylinders and an armature are not modelled.)
 
     Parameters
     ----------
@@ -323,8 +324,8 @@ class JointEquality:
 @dataclass(frozen=True)
 class TendonEquality:
     """MuJoCo's ``tendon`` equality, one row: as :class:`JointEquality` with ``x_i = L_i -
-    L_i(q_reference)`` the fixed tendons' lengths from their lengths at the reference
-    (MuJoCo's ``tendon_length0``)."""
+    L_i(q_reference)`` the tendons' lengths (fixed or spatial) from their lengths at the
+    reference (MuJoCo's ``tendon_length0``)."""
 
     tendon_1: str
     tendon_2: Optional[str] = None
