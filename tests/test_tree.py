@@ -606,3 +606,62 @@ def test_tendon_limits_are_hard_stops():
     model.tendon_ranges = {"nope": (0.0, 1.0)}
     with pytest.raises(ModelError, match="`tendon` must be one of"):
         model.limits()
+
+
+STRING_PENDULUM = """
+<mujoco model="string-pendulum">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <site name="o" pos="0 0 0"/>
+    <body name="m">
+      <joint name="x" type="slide" axis="1 0 0"/>
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <inertial pos="0 0 0" mass="0.5" diaginertia="1e-3 1e-3 1e-3"/>
+      <site name="sm"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="s" limited="true" range="0 1"><site site="o"/><site site="sm"/></spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+def test_spatial_tendon_limits_are_hard_stops():
+    """A particle (slides x, z) on a string of length 1 from the origin (a spatial tendon
+    with ``range = 0 1``), released at rest at (0.6, 0): ``model.with_limits()`` lets it
+    fall freely until the string is taut, at ``t1 = sqrt(2 * 0.8 / g)``, where the plastic
+    stop removes the radial velocity; it then swings as a pendulum of length 1 (the string
+    stays taut: the tension ``m (g cos th + th'^2)`` stays positive), by ``th'' = -g sin th``
+    integrated here by scipy (rtol 1e-13) from the impact's state, written from the
+    geometry. Bounds: the event 1e-9 relative and the states 1e-8, as the fixed tendons'
+    stops (test_joint_limits_are_hard_stops: runs at rtol 1e-12)."""
+    from scipy.integrate import solve_ivp
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always", mjcf.UnmappedFeatureWarning)
+        model = mjcf.load(STRING_PENDULUM)
+    feats = [w.message.features for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
+    assert any("limits of spatial tendons" in k and "model.with_limits() adds them" in k
+               for f in feats for k in f)
+    assert model.tendon_ranges == {"s": (0.0, 1.0)}
+    assert abs(model.tendon_length("s", [0.6, -0.8]) - 1.0) <= 4 * EPS
+    with pytest.raises(ModelError, match="'s' is a spatial tendon: its row depends on q"):
+        model.tendon_row("s")
+    g, T = 9.81, 1.2
+    tr = go.simulate(model.with_limits(), (0.0, T), [0.6, 0.0], [0.0, 0.0], rtol=1e-12,
+                     atol=1e-12)
+    assert tr.success, tr.message
+    t1 = np.sqrt(2 * 0.8 / g)
+    assert len(tr.impacts) == 1 and abs(tr.impacts[0].t - t1) < 1e-9 * t1
+    th0 = np.arctan2(0.6, 0.8)                        # x = sin th, z = -cos th
+    v_hit = np.array([0.0, -g * t1])
+    om0 = v_hit @ np.array([np.cos(th0), np.sin(th0)])   # the tangential part survives
+    ref = solve_ivp(lambda t, y: [y[1], -g * np.sin(y[0])], (t1, T), [th0, om0],
+                    method="DOP853", rtol=1e-13, atol=1e-13, dense_output=True)
+    after = tr.t > t1
+    th, om = ref.sol(tr.t[after])
+    assert np.abs(tr.q[after] - np.column_stack([np.sin(th), -np.cos(th)])).max() < 1e-8
+    assert np.abs(tr.v[after] - np.column_stack([np.cos(th), np.sin(th)]) * om[:, None]
+                  ).max() < 1e-8
+    assert np.all(g * np.cos(th) + om ** 2 > 0)      # taut throughout (the reference's premise)

@@ -118,10 +118,11 @@ in the link frame).
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
 kind maps more, as said above -- spatial tendons through sites too, their springs,
 dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`),
-their ``tendon`` equalities as exact rows -- and lists only the rest: spatial tendons that
-wrap geoms or have pulleys, the armature of spatial tendons, actuators with
-activation dynamics, other gains and biases or other transmissions, limits of spatial
-tendons and friction loss; the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
+their ``tendon`` equalities as exact rows, their limits as opt-in hard stops -- and lists
+only the rest: spatial tendons that wrap geoms or have pulleys, the armature of spatial
+tendons, actuators with
+activation dynamics, other gains and biases or other transmissions, and friction loss;
+the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
 joint stiffness (springs about ``springref``), friction loss, armature of ball joints
@@ -998,8 +999,9 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
     frames of the links that carry them, from their ``qpos0`` poses; stiffness about
     ``tendon_lengthspring``, damping, the actuator force range); returns MuJoCo tendon id
     -> name of the mapped ones (the actuators and equalities along them are mapped with the
-    others). Their limits, armature, friction loss and nonlinear springs are counted
-    unmapped."""
+    others). Their limits go to ``out.tendon_ranges`` (hard stops, opt-in:
+    ``model.with_limits()``); their armature, friction loss and nonlinear springs are
+    counted unmapped."""
     from gaussopt.multibody.tree import SpatialTendon
 
     un = out.unmapped
@@ -1019,8 +1021,10 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
         if m.tendon_armature[i]:
             _count(un, "armature of spatial tendons")
             continue
-        if constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]:
-            _count(un, "limits of spatial tendons")
+        limited = constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]
+        if limited:
+            _count(un, "limits of spatial tendons (hard stops, not in model.system: "
+                       "model.with_limits() adds them)")
         if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
             _count(un, "tendon friction loss")
         if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
@@ -1038,6 +1042,8 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
                 Ro = np.array(d.xmat[lb]).reshape(3, 3)
                 path.append((o, tuple(Ro.T @ (P - d.xpos[lb]))))
         mapped[i] = _clean(tnames[i], taken)
+        if limited:
+            out.tendon_ranges[mapped[i]] = tuple(float(x) for x in m.tendon_range[i])
         afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
                if m.tendon_actfrclimited[i] and act_on else None)
         out.forces.append(SpatialTendon(

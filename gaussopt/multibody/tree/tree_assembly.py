@@ -59,6 +59,7 @@ class TreeAssembly(BaseAssembly):
     parents : tuple of int
         Each link's parent (-1: the world).
     actuator_names, tendon_names : tuple of str
+        (``tendon_names``: the fixed tendons)
     ctrl_slots : ndarray of int
         Index in ``p`` of every actuator's control.
     mocap_names : tuple of str
@@ -80,6 +81,8 @@ class TreeAssembly(BaseAssembly):
     ctrl_slots: np.ndarray = None
     mocap_names: tuple = ()
     mocap_slots: np.ndarray = None
+    #: the spatial tendons' lines in ``p`` by name
+    spatial_lines: dict = None
 
     def index_of(self, coordinate: str) -> int:
         try:
@@ -486,6 +489,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         joint_slices=slices, parents=tuple(parents),
                         actuator_names=tuple(anames), tendon_names=tuple(lines.tendon_names),
                         ctrl_slots=ctrl_slots, mocap_names=tuple(mocap_index),
+                        spatial_lines=dict(lines.spatial_index),
                         mocap_slots=(int(p[kernel.H_OMC])
                                      + kernel.W_MC * np.arange(len(mocaps), dtype=np.int64)))
 

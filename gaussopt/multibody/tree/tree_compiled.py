@@ -95,6 +95,7 @@ from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SCA
 from gaussopt.multibody.common.cfuncs import KindFunctions
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
+           "line_length", "line_state",
            "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation",
            "plane_points", "W_PP"]
 
@@ -753,6 +754,18 @@ def line_length(p, q, l):
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, T)
     return _tendon_length(p, lr, R, X, V, carve(T, 0, (12,)), False)
+
+
+@_unit("UniTuple(f8, 3)(f8v, f8v, f8v, i8, f8m)")
+def line_state(p, q, v, l, row):
+    """Line ``l``'s length, rate and bias at ``(q, v)`` (:func:`_line_state`), its Jacobian
+    ``dL/dq`` into ``row`` (1, n) (for Python: the spatial tendons' hard stops)."""
+    w = np.empty(_work_size(p))
+    R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
+    _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
+    for c in range(row.shape[1]):
+        row[0, c] = 0.0
+    return _line_state(p, l, q, v, R, X, S, V, Ab, row, 0, 1.0, True, T)
 
 
 @_unit("none(f8v, f8v, f8v, f8v)")

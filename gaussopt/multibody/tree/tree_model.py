@@ -340,11 +340,13 @@ class Model(BaseModel):
         return out
 
     def limits(self, restitution: float = 0.0) -> Contact:
-        """The joint ranges (:attr:`joint_ranges`) and the fixed tendons' ranges
+        """The joint ranges (:attr:`joint_ranges`) and the tendons' ranges
         (:attr:`tendon_ranges`) as hard stops: one unilateral :class:`~gaussopt.Contact`
         with two rows per range, ``x - lower >= 0`` and ``upper - x >= 0`` (``x`` the joint's
-        coordinate, or the tendon's length ``L(q) = sum c_k q_k``: :meth:`tendon_length`;
-        frictionless; the joints' rows first, each range's lower row before its upper).
+        coordinate, or the tendon's length: ``L(q) = sum c_k q_k`` for a fixed tendon, the
+        length of its path for a spatial one, :meth:`tendon_length`; frictionless; the
+        joints' rows first, then the fixed tendons', then the spatial ones', each range's
+        lower row before its upper).
 
         Why opt-in: MuJoCo's limits are soft (a spring-damper that lets the joint or the
         tendon pass its range a little, ``solref``/``solimp``); here it stops exactly at its
@@ -363,11 +365,14 @@ class Model(BaseModel):
             raise ModelError(f"model {self.name!r} has no joint or tendon ranges "
                              "(`joint_ranges` and `tendon_ranges` are empty: the loader fills "
                              "them from MuJoCo's limited hinges, slides and fixed tendons).")
-        rows, lo, hi = [], [], []
+        rows, lo, hi, spatial = [], [], [], []
+        strings = self._asm.spatial_lines or {}
         for what, ranges in (("joint_ranges", self.joint_ranges),
                              ("tendon_ranges", self.tendon_ranges)):
             for name, rng in ranges.items():
-                if what == "joint_ranges":
+                if name in strings and what == "tendon_ranges":
+                    c = None
+                elif what == "joint_ranges":
                     sl = self.joint_slice(name)
                     if sl.stop - sl.start != 1:
                         raise ModelError(f"`joint_ranges[{name!r}]`: joint {name!r} has "
@@ -385,10 +390,14 @@ class Model(BaseModel):
                 if not (np.isfinite(a) and np.isfinite(b) and a < b):
                     raise ModelError(f"`{what}[{name!r}]` must be finite with lower < upper, "
                                      f"found ({a}, {b}).")
+                if c is None:
+                    spatial.append((strings[name], a, b))
+                    continue
                 rows.append(c)
                 lo.append(a)
                 hi.append(b)
-        stops = _Stops(np.array(rows), np.array(lo), np.array(hi))
+        stops = _Stops(np.array(rows).reshape(-1, self.n), np.array(lo), np.array(hi),
+                       self._p, spatial)
         return Contact(stops.gap, stops.jacobian, stops.gamma, restitution=restitution,
                        rheonomic=False, name="limits")
 
@@ -397,8 +406,11 @@ class Model(BaseModel):
         c . q`` (MuJoCo's ``ten_length``: the sum of its joints' coefficients times their
         coordinates)."""
         if name not in self.tendon_names:
-            raise ModelError(f"`tendon` must be one of {list(self.tendon_names)}, found "
-                             f"{name!r}.")
+            strings = self._asm.spatial_lines or {}
+            extra = (f" ({name!r} is a spatial tendon: its row depends on q)"
+                     if name in strings else "")
+            raise ModelError(f"`tendon` must be one of the fixed tendons "
+                             f"{list(self.tendon_names)}, found {name!r}{extra}.")
         p = self._p
         k = list(self.tendon_names).index(name)       # (the tendons are the first lines)
         rec = int(p[kernel.H_OL]) + kernel.W_L * k
@@ -410,7 +422,13 @@ class Model(BaseModel):
         return c
 
     def tendon_length(self, name: str, q) -> float:
-        """The length ``L(q) = c . q`` of the fixed tendon ``name`` (:meth:`tendon_row`)."""
+        """The length of the tendon ``name``: ``L(q) = c . q`` for a fixed tendon
+        (:meth:`tendon_row`), the sum of its segments for a spatial one (MuJoCo's
+        ``ten_length``)."""
+        strings = self._asm.spatial_lines or {}
+        if name in strings:
+            q = np.ascontiguousarray(as_state(q, self.n, "q"))
+            return float(kernel.line_length(self._p, q, strings[name]))
         return float(self.tendon_row(name) @ np.asarray(q, dtype=float))
 
     def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
@@ -725,10 +743,15 @@ def _controlled_system(model: Model, ctrl) -> System:
 
 class _Stops:
     """The gap functions of :meth:`Model.limits` (picklable: no closures): for ranges of
-    ``x = c_i . q`` (the rows ``c_i`` of ``C``: a joint's unit row, a tendon's
-    coefficients), the rows ``c_i . q - lower_i`` then ``upper_i - c_i . q`` of each range."""
+    ``x = c_i . q`` (the rows ``c_i`` of ``C``: a joint's unit row, a fixed tendon's
+    coefficients), the rows ``c_i . q - lower_i`` then ``upper_i - c_i . q`` of each range;
+    then those of the spatial tendons' lengths ``L_j(q)`` (``spatial``: their lines in the
+    packed model ``p``, lower and upper), ``L_j - lower_j`` and ``upper_j - L_j``, their
+    Jacobians ``+-dL/dq`` and convective terms ``-+beta`` (``L'' = (dL/dq) a + beta``) from
+    the kernel (:func:`~gaussopt.multibody.tree.tree_compiled.line_state`)."""
 
-    def __init__(self, C: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+    def __init__(self, C: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                 p: Optional[np.ndarray] = None, spatial: Sequence = ()) -> None:
         k, n = C.shape
         self.J = np.zeros((2 * k, n))
         self.J[0::2] = C
@@ -736,12 +759,33 @@ class _Stops:
         self.g0 = np.zeros(2 * k)
         self.g0[0::2] = -lower
         self.g0[1::2] = upper
+        self.p, self.spatial = p, [(int(ln), float(a), float(b)) for ln, a, b in spatial]
+
+    def _spatial(self, q, v, what: str) -> np.ndarray:
+        ks = len(self.spatial)
+        q = np.ascontiguousarray(q, dtype=float)
+        v = np.ascontiguousarray(q if v is None else v, dtype=float)
+        row = np.zeros((1, q.size))
+        out = np.zeros((2 * ks, q.size)) if what == "J" else np.zeros(2 * ks)
+        for j, (ln, a, b) in enumerate(self.spatial):
+            L, _, beta = kernel.line_state(self.p, q, v, ln, row)
+            if what == "J":
+                out[2 * j], out[2 * j + 1] = row[0], -row[0]
+            elif what == "gap":
+                out[2 * j], out[2 * j + 1] = L - a, b - L
+            else:
+                out[2 * j], out[2 * j + 1] = -beta, beta
+        return out
 
     def gap(self, t, q):
-        return self.J @ q + self.g0
+        g = self.J @ q + self.g0
+        return np.concatenate([g, self._spatial(q, None, "gap")]) if self.spatial else g
 
     def jacobian(self, t, q):
-        return self.J
+        if not self.spatial:
+            return self.J
+        return np.vstack([self.J, self._spatial(q, None, "J")])
 
     def gamma(self, t, q, v):
-        return np.zeros(self.J.shape[0])
+        g = np.zeros(self.J.shape[0])
+        return np.concatenate([g, self._spatial(q, v, "gamma")]) if self.spatial else g
