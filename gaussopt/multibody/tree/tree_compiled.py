@@ -56,7 +56,11 @@ A *line* is a linear length ``L(q) = sum c_k q_k`` over hinge and slide coordina
 tendon (its spring ``-k x`` with ``x`` the stretch outside the dead band ``[lower, upper]``,
 its damper ``-b L'``, its armature ``a L'^2 / 2`` on ``M``), or a joint's own coordinate
 named by an actuator or an equality. A force ``f`` along a line is the generalized force
-``f c``. An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
+``f c``. A *spatial tendon* is a line whose length is that of a path through sites of the
+bodies (straight segments): its tension (spring, damper, actuators) is applied as forces
+at the sites, pulling every segment's ends together (the generalized force ``f dL/dq``,
+without forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0``
+from the sites' motion. An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
 dynamics: ``f = gain u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its
 line, with MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its
 range, the forces along a line with an ``actuatorfrcrange`` scaled into it, each force to
@@ -150,8 +154,8 @@ E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: term is (coordinate, coefficient). A spatial tendon's line (``L_SP`` = 1) has sites instead
 #: of terms (``L_NT`` of them from site ``L_T0``), its length the sum of the straight segments
 #: between them; its tension (spring, damper, actuators) acts as forces on the sites' bodies
-#: (:func:`_tendon_geometry`, :func:`_site_forces`), and it has no armature and no coupling
-#: along it
+#: (:func:`_tendon_geometry`, :func:`_site_forces`), its couplings' rows come from the sites'
+#: motion (:func:`_line_state`), and it has no armature
 W_L = 11
 L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
 #: site record (a point of a spatial tendon's path): body (-1: the ground), position (3) in
