@@ -419,6 +419,48 @@ def test_tendon_equalities_of_spatial_tendons_are_exact_rows():
     assert worst <= 1e-10
 
 
+def test_a_tree_without_spatial_tendons_loads_none_of_their_units():
+    """The spatial tendons' functions (their geometry, the forces at the sites, the paths'
+    rows and lengths) are lazy units behind a test of the model's sites: a tree without
+    spatial tendons (the actuated model: fixed tendons, actuators) loads none of them in a
+    run, a ``solve_step`` and an energy, so its first use does not compile them; the
+    strings' model loads them. A process of its own (the units loaded by earlier tests
+    would be seen)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = textwrap.dedent("""
+        import numpy as np, gaussopt as go
+        import gaussopt.multibody.io.mjcf as mjcf
+        from gaussopt.core import compiled as C
+        from test_tree_actuation import ACTUATED, SPATIAL
+        NAMES = ("_tendon_length", "_tendon_geometry", "_site_forces", "_path_state")
+
+        def loaded():
+            return sorted(u.name.rpartition(".")[2] for u in C.units() if u.loaded
+                          and u.name.rpartition(".")[2] in NAMES) or ["-"]
+
+        for text in (ACTUATED, SPATIAL):
+            model = mjcf.load(text)
+            q, v = model.q_reference, np.zeros(model.n)
+            go.solve_step(model.system, 0.0, q, v)
+            go.simulate(model.system, (0.0, 0.01), q, v)
+            model.energy(0.0, q, v)
+            print(",".join(loaded()))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]))
+    res = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    plain, strings = res.stdout.split("\n")[:2]
+    assert plain == "-", plain
+    assert {"_tendon_length", "_tendon_geometry", "_site_forces"} <= set(strings.split(","))
+
+
 def test_controls_through_stepper_and_simulate():
     """``inputs=model.actuator_names`` sets the controls of the compiled step: the
     stepper's accelerations are MuJoCo's ``qacc`` with that ``ctrl``, and its state after

@@ -124,6 +124,14 @@ def _unit(signature: str):
 _unit_inline = jit(cache=True, error_model="numpy", inline="always")
 
 
+def _lazy(signature: str):
+    """The spatial tendons' functions: units that a model without spatial tendons never
+    loads (its callers reach them behind a test of the model's sites), so that every tree
+    model's first use does not compile them (they were a fifth of the humanoid-like tree's
+    first compilation when linked into their callers)."""
+    return unit(signature, lazy=True, error_model="numpy", _nrt=False)
+
+
 #: the layout tag in ``p[0]``
 LAYOUT = 20261201.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
@@ -815,7 +823,7 @@ def _site_point(p, i, R, X, V, P, vP):
     vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
 
 
-@_jit
+@_lazy("f8(f8v, i8, f8[:, :, ::1], f8m, f8m, f8v, b1)")
 def _tendon_length(p, lr, R, X, V, t, rate):
     """The length of the spatial tendon at line record ``lr`` (the sum of its segments
     between consecutive sites), or with ``rate`` its rate ``L' = sum u . (v_b - v_a)``
@@ -843,7 +851,7 @@ def _tendon_length(p, lr, R, X, V, t, rate):
     return acc
 
 
-@_jit
+@_lazy("none(f8v, f8[:, :, ::1], f8m, f8m, f8v)")
 def _tendon_geometry(p, R, X, V, T):
     """The spatial tendons at the state of the kinematics (:func:`_kin`, the world frame):
     per line its length ``L`` (the sum of its segments between consecutive sites), its rate
@@ -856,8 +864,6 @@ def _tendon_geometry(p, R, X, V, T):
     start ``a`` gets ``-f u``, which is the generalized force ``f dL/dq``. Into
     :func:`_tendon_views` of ``T``."""
     ns = _n_sites(p)
-    if ns == 0:
-        return
     reg, SL = _tendon_views(p, T)
     t = carve(T, 0, (12,))
     P = carve(T, 12, (3,))
@@ -903,7 +909,7 @@ def _tendon_geometry(p, R, X, V, T):
                 P[k] = Q[k]
 
 
-@_jit
+@_lazy("none(f8v, f8m, f8m, f8v, b1, f8m)")
 def _site_forces(p, reg, SL, Ta, passive, f):
     """``f -= [P x F; F]`` for every site (a point ``P`` of body ``b``, the force ``F`` on
     it): the spatial tendons' tensions at their sites (:func:`_tendon_geometry`), with
@@ -1182,7 +1188,8 @@ def _force(p, q, v, F, w):
     """:func:`force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-    _tendon_geometry(p, R, X, V, T)
+    if _n_sites(p) > 0:
+        _tendon_geometry(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -1200,7 +1207,8 @@ def _mass_force(p, q, v, M, F, w):
     """:func:`mass_force` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-    _tendon_geometry(p, R, X, V, T)
+    if _n_sites(p) > 0:
+        _tendon_geometry(p, R, X, V, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -1889,16 +1897,22 @@ def _site_motion(p, i, R, X, V, Ab, P, vP, aP):
 def _line_state(p, l, q, v, R, X, S, V, Ab, A, r, coef, want_A, T):
     """Line ``l``'s length ``L``, rate ``L'`` and bias ``beta`` (``L'' = (dL/dq) a + beta``),
     and ``A[r] += coef dL/dq`` when ``want_A``. A fixed tendon or a joint: ``c . q``, ``c . v``,
-    0 and ``c``. A spatial tendon, the sum over its segments (``d`` from site a to site b,
-    ``u = d / |d|``): ``|d|``, ``u . d'``, ``u . (a_b - a_a) + (|d'|^2 - (u . d')^2) / |d|``
-    (``a`` the sites' bias accelerations), and ``u . (dP_b/dq - dP_a/dq)``, from the
-    kinematics about the world origin (:func:`_kin`); ``T``: scratch, 21 values from
-    ``_T_EVAL + 80``."""
+    0 and ``c``; a spatial tendon: :func:`_path_state`."""
     lr = int(p[H_OL]) + W_L * l
     if p[lr + L_SP] == 0.0:
         if want_A:
             _line_add(p, l, coef, A[r])
         return _line(p, l, q), _line(p, l, v), 0.0
+    return _path_state(p, lr, R, X, S, V, Ab, A, r, coef, want_A, T)
+
+
+@_lazy("UniTuple(f8, 3)(f8v, i8, f8[:, :, ::1], f8m, f8m, f8m, f8m, f8m, i8, f8, b1, f8v)")
+def _path_state(p, lr, R, X, S, V, Ab, A, r, coef, want_A, T):
+    """:func:`_line_state` of the spatial tendon at line record ``lr``: the sum over its
+    segments (``d`` from site a to site b, ``u = d / |d|``): ``|d|``, ``u . d'``, ``u . (a_b -
+    a_a) + (|d'|^2 - (u . d')^2) / |d|`` (``a`` the sites' bias accelerations), and ``u .
+    (dP_b/dq - dP_a/dq)``, from the kinematics about the world origin (:func:`_kin`);
+    ``T``: scratch, 21 values from ``_T_EVAL + 80``."""
     o = _T_EVAL + 80
     Pa, va, aa = carve(T, o, (3,)), carve(T, o + 3, (3,)), carve(T, o + 6, (3,))
     Pb, vb, ab = carve(T, o + 9, (3,)), carve(T, o + 12, (3,)), carve(T, o + 15, (3,))
