@@ -950,7 +950,9 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
     ``out.forces`` (stiffness about ``tendon_lengthspring``, damping, armature, the actuator
     force range) and their ranges into ``out.tendon_ranges`` (hard stops, opt-in:
     ``model.with_limits()``); returns MuJoCo tendon id -> name of the mapped ones. Spatial
-    tendons, friction loss and nonlinear springs and dampers are counted unmapped."""
+    tendons through sites are left to :func:`_tree_spatial_tendons`; those that wrap geoms
+    or have pulleys, friction loss and nonlinear springs and dampers are counted
+    unmapped."""
     from gaussopt.multibody.tree import FixedTendon
 
     un = out.unmapped
@@ -958,7 +960,6 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
     tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
     taken: set = set()
     fixed: dict = {}
-    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
     SITE = int(mj.mjtWrap.mjWRAP_SITE)
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
@@ -970,15 +971,7 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
             continue
         terms = tuple((jname_of[int(m.wrap_objid[w])], float(m.wrap_prm[w]))
                       for w in range(adr, adr + num))
-        limited = constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]
-        if limited:
-            _count(un, "limits of fixed tendons (hard stops, not in model.system: "
-                       "model.with_limits() adds them)")
-        if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
-            _count(un, "tendon friction loss")
-        if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
-                damp_on and np.any(m.tendon_dampingpoly[i])):
-            _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+        limited = _tendon_extras(mj, m, i, un, "fixed", spring_on, damp_on)
         fixed[i] = _clean(tnames[i], taken)
         if limited:
             out.tendon_ranges[fixed[i]] = tuple(float(x) for x in m.tendon_range[i])
@@ -990,6 +983,22 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
             spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
             armature=float(m.tendon_armature[i]), actuator_force_range=afr))
     return fixed
+
+
+def _tendon_extras(mj, m, i: int, un: dict, kind: str, spring_on: bool, damp_on: bool) -> bool:
+    """Count tendon ``i``'s features that the tree kind lists (its range as an opt-in hard
+    stop, friction loss, nonlinear springs and dampers); whether its range acts."""
+    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+    limited = bool(constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i])
+    if limited:
+        _count(un, f"limits of {kind} tendons (hard stops, not in model.system: "
+                   "model.with_limits() adds them)")
+    if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
+        _count(un, "tendon friction loss")
+    if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
+            damp_on and np.any(m.tendon_dampingpoly[i])):
+        _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+    return limited
 
 
 def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: dict,
@@ -1008,7 +1017,6 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
     SITE = int(mj.mjtWrap.mjWRAP_SITE)
     tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
     taken = {f.name for f in out.forces if hasattr(f, "terms")}
-    constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
     mapped: dict = {}
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
@@ -1021,15 +1029,7 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
         if m.tendon_armature[i]:
             _count(un, "armature of spatial tendons")
             continue
-        limited = constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]
-        if limited:
-            _count(un, "limits of spatial tendons (hard stops, not in model.system: "
-                       "model.with_limits() adds them)")
-        if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and m.tendon_frictionloss[i]:
-            _count(un, "tendon friction loss")
-        if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
-                damp_on and np.any(m.tendon_dampingpoly[i])):
-            _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+        limited = _tendon_extras(mj, m, i, un, "spatial", spring_on, damp_on)
         path = []
         for s_ in sites:
             b = int(m.site_bodyid[s_])

@@ -578,13 +578,7 @@ class _Lines:
             if np.any(vals < 0):
                 problems.append(f"{label}: stiffness, damping and armature must be >= 0, "
                                 f"found {vals.tolist()}")
-            sl = np.asarray(t.spring_length, dtype=float).reshape(-1)
-            if sl.size == 1:
-                sl = np.array([sl[0], sl[0]])
-            if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
-                problems.append(f"{label}.spring_length must be a length or (lower, upper) "
-                                f"with lower <= upper, found {t.spring_length!r}")
-                sl = np.zeros(2)
+            sl = _spring_band(t.spring_length, label, problems)
             rec = self._add(pairs)
             rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
             rec[kernel.L_LO], rec[kernel.L_HI] = sl
@@ -646,6 +640,18 @@ class _Lines:
         return float(sum(coef * q[int(c)] for c, coef in self.terms[t0:t0 + nt]))
 
 
+def _spring_band(spring_length, label: str, problems: list) -> np.ndarray:
+    """A tendon's ``spring_length`` as its dead band ``(lower, upper)`` (one length: both)."""
+    sl = np.asarray(spring_length, dtype=float).reshape(-1)
+    if sl.size == 1:
+        sl = np.array([sl[0], sl[0]])
+    if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
+        problems.append(f"{label}.spring_length must be a length or (lower, upper) with lower "
+                        f"<= upper, found {spring_length!r}")
+        sl = np.zeros(2)
+    return sl
+
+
 def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list) -> np.ndarray:
     """The lines of the :class:`SpatialTendon` s (appended to ``lines.records``) and their
     sites' records (returned: (k, ``W_S``))."""
@@ -683,13 +689,7 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
         if np.any(vals < 0):
             problems.append(f"{label}: stiffness and damping must be >= 0, found "
                             f"{vals.tolist()}")
-        sl = np.asarray(t.spring_length, dtype=float).reshape(-1)
-        if sl.size == 1:
-            sl = np.array([sl[0], sl[0]])
-        if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
-            problems.append(f"{label}.spring_length must be a length or (lower, upper) with "
-                            f"lower <= upper, found {t.spring_length!r}")
-            sl = np.zeros(2)
+        sl = _spring_band(t.spring_length, label, problems)
         rec = np.zeros(kernel.W_L)
         rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
         rec[kernel.L_K], rec[kernel.L_DAMP] = vals
