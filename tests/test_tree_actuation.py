@@ -224,7 +224,7 @@ SPATIAL = """
     </body>
   </worldbody>
   <tendon>
-    <spatial name="t1" stiffness="30" damping="0.7" springlength="0.9 1.4">
+    <spatial name="t1" stiffness="30" damping="0.7" springlength="0.9 1.4" armature="0.05">
       <site site="anchor"/><site site="sa"/><site site="sb1"/>
     </spatial>
     <spatial name="t2" stiffness="12" damping="0.3" actuatorfrcrange="-2 1.5">
@@ -232,7 +232,7 @@ SPATIAL = """
     </spatial>
   </tendon>
   <actuator>
-    <motor name="m1" tendon="t1" gear="2" ctrlrange="-1 1"/>
+    <motor name="m1" tendon="t1" gear="2" ctrlrange="-1 1" armature="0.02"/>
     <position name="p2" tendon="t2" kp="8" kv="0.5" forcerange="-3 3"/>
     <motor name="m2" tendon="t2" gear="-0.7" damping="0.2"/>
   </actuator>
@@ -242,9 +242,9 @@ SPATIAL = """
 
 def test_spatial_tendons_match_mujoco():
     """Spatial tendons through sites (one from the world through two links, one across two
-    trees: a pendulum and a free box), with springs (one with a dead band), dampers and
-    actuators (a motor, a position servo with a force range, a motor with damping; the
-    tendon's actuator force range): gaussopt's accelerations with ``model.controlled(ctrl)``
+    trees: a pendulum and a free box), with springs (one with a dead band), dampers, an
+    armature (the tendon's and a motor's) and actuators (a motor, a position servo with a
+    force range, a motor with damping; the tendon's actuator force range): gaussopt's accelerations with ``model.controlled(ctrl)``
     equal MuJoCo's ``qacc`` with ``d.ctrl = ctrl`` at 20 random states and controls (the
     tendons slack, in the dead band and stretched; the clamps acting), the actuators'
     generalized force equals ``qfrc_actuator``, and the energy with the tendons' springs
@@ -296,16 +296,15 @@ def test_spatial_tendons_match_mujoco():
           f"clamps {sorted(clamped)}")
     assert worst <= 1e-10                                # the issue's target
     assert len(stretch) >= 2 and clamped == {"ctrl", "force", "tendon"}
-    # what the tree kind does not model stays listed: a geom wrap, an armature
-    wrapped = SPATIAL.replace('<site site="sa"/>', '<geom geom="wrap"/><site site="sa"/>') \
+    # what the tree kind does not model stays listed: a geom wrap
+    wrapped = SPATIAL.replace('<site site="sf"/>', '<site site="sf"/><geom geom="wrap"/>') \
         .replace('<site name="anchor" pos="0.3 0.1 0.2"/>',
                  '<site name="anchor" pos="0.3 0.1 0.2"/><geom name="wrap" type="sphere" '
-                 'size="0.05" pos="0.2 0 -0.2"/>').replace('name="t2"', 'name="t2" armature="0.1"')
+                 'size="0.05" pos="0.2 0 -0.2"/>')
     with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
         mjcf.load(wrapped)
     feats = rec[0].message.features
     assert feats["spatial tendons wrapping geoms (spheres, cylinders) or with pulleys"] == 1
-    assert feats["armature of spatial tendons"] == 1
 
 
 def test_spatial_tendon_springs_keep_the_energy():

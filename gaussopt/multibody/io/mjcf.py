@@ -119,8 +119,7 @@ Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (
 kind maps more, as said above -- spatial tendons through sites too, their springs,
 dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`),
 their ``tendon`` equalities as exact rows, their limits as opt-in hard stops -- and lists
-only the rest: spatial tendons that wrap geoms or have pulleys, the armature of spatial
-tendons, actuators with
+only the rest: spatial tendons that wrap geoms or have pulleys, actuators with
 activation dynamics, other gains and biases or other transmissions, and friction loss;
 the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
@@ -1006,11 +1005,11 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
     """The spatial tendons of ``m`` through sites only as
     :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites in the
     frames of the links that carry them, from their ``qpos0`` poses; stiffness about
-    ``tendon_lengthspring``, damping, the actuator force range); returns MuJoCo tendon id
+    ``tendon_lengthspring``, damping, armature, the actuator force range); returns MuJoCo tendon id
     -> name of the mapped ones (the actuators and equalities along them are mapped with the
     others). Their limits go to ``out.tendon_ranges`` (hard stops, opt-in:
-    ``model.with_limits()``); their armature, friction loss and nonlinear springs are
-    counted unmapped."""
+    ``model.with_limits()``); their friction loss and nonlinear springs are counted
+    unmapped."""
     from gaussopt.multibody.tree import SpatialTendon
 
     un = out.unmapped
@@ -1025,9 +1024,6 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
         sites = [int(m.wrap_objid[w]) for w in range(adr, adr + num)]
         if any(int(m.site_bodyid[s_]) in mocap_of for s_ in sites):
             _count(un, "spatial tendons through sites of mocap bodies")
-            continue
-        if m.tendon_armature[i]:
-            _count(un, "armature of spatial tendons")
             continue
         limited = _tendon_extras(mj, m, i, un, "spatial", spring_on, damp_on)
         path = []
@@ -1051,7 +1047,7 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
             stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
             damping=float(m.tendon_damping[i]) if damp_on else 0.0,
             spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
-            actuator_force_range=afr))
+            actuator_force_range=afr, armature=float(m.tendon_armature[i])))
     return mapped
 
 
@@ -1125,8 +1121,7 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
     """MuJoCo adds an actuator's ``damping`` and ``armature`` times ``gear^2`` to those of the
     joint or tendon it acts on (every actuator, whatever its dynamics: ``mj_actuatorDamping``,
     ``mj_actuatorArmature``; the damping when the damper is on): added to the mapped hinges,
-    slides and fixed tendons, and the damping to the mapped spatial tendons; on other
-    targets, an armature on a spatial tendon, and nonlinear damping, counted unmapped."""
+    slides and tendons; on other targets, and nonlinear damping, counted unmapped."""
     import dataclasses
 
     damp_on = not _flag(mj, m, "mjDSBL_DAMPER")
@@ -1146,12 +1141,11 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
             key = ("joint", jname_of[tid])
         elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in fixed:
             key = ("tendon", fixed[tid])
-        elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in spatial and not arm:
+        elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in spatial:
             key = ("tendon", spatial[tid])
         else:
             _count(out.unmapped, "damping and armature of actuators on ball or free joints "
-                                 "or unmapped spatial tendons, armature of actuators on "
-                                 "spatial tendons")
+                                 "or unmapped spatial tendons")
             continue
         d0, a0 = extra.get(key, (0.0, 0.0))
         extra[key] = (d0 + dmp * g2, a0 + arm * g2)
@@ -1168,8 +1162,9 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
             out.forces[k] = dataclasses.replace(t, damping=t.damping + dd,
                                                 armature=t.armature + da)
         elif ("tendon", t.name) in extra and hasattr(t, "path"):
-            out.forces[k] = dataclasses.replace(t, damping=t.damping
-                                                + extra[("tendon", t.name)][0])
+            dd, da = extra[("tendon", t.name)]
+            out.forces[k] = dataclasses.replace(t, damping=t.damping + dd,
+                                                armature=t.armature + da)
 
 
 def _joint_state(m, qpos, qvel):

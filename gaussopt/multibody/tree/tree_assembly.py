@@ -685,14 +685,15 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
                 continue
             sites.append([-1 if nm is None else index[nm],
                           *_vec(point, 3, f"{label}.path[{k}] point", problems)])
-        vals = _vec([t.stiffness, t.damping], 2, f"{label}: stiffness and damping", problems)
+        vals = _vec([t.stiffness, t.damping, t.armature], 3,
+                    f"{label}: stiffness, damping and armature", problems)
         if np.any(vals < 0):
-            problems.append(f"{label}: stiffness and damping must be >= 0, found "
+            problems.append(f"{label}: stiffness, damping and armature must be >= 0, found "
                             f"{vals.tolist()}")
         sl = _spring_band(t.spring_length, label, problems)
         rec = np.zeros(kernel.W_L)
         rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
-        rec[kernel.L_K], rec[kernel.L_DAMP] = vals
+        rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
         rec[kernel.L_LO], rec[kernel.L_HI] = sl
         rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(
             t.actuator_force_range, f"{label}.actuator_force_range", problems)

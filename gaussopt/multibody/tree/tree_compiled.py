@@ -163,7 +163,8 @@ E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: of terms (``L_NT`` of them from site ``L_T0``), its length the sum of the straight segments
 #: between them; its tension (spring, damper, actuators) acts as forces on the sites' bodies
 #: (:func:`_tendon_geometry`, :func:`_site_forces`), its couplings' rows come from the sites'
-#: motion (:func:`_line_state`), and it has no armature
+#: motion (:func:`_line_state`), and its armature adds ``a (dL/dq)^T (dL/dq)`` to ``M``
+#: (:func:`_path_armature`)
 W_L = 11
 L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
 #: site record (a point of a spatial tendon's path): body (-1: the ground), position (3) in
@@ -453,7 +454,7 @@ def _scratch_size(p):
     and the actuators' count plus twice the lines' (or :func:`_evaluate`'s 143 from
     :data:`_T_EVAL`, whichever is larger), then the spatial tendons' geometry
     (:func:`_tendon_views`)."""
-    return _site_scratch(p) + 6 * _n_sites(p) + 3 * int(p[H_NL])
+    return _site_scratch(p) + 6 * _n_sites(p) + (int(p[H_N]) + 4) * int(p[H_NL])
 
 
 @_jit
@@ -468,11 +469,13 @@ def _site_scratch(p):
 def _tendon_views(p, T):
     """The spatial tendons' geometry in the scratch ``T`` (:func:`_tendon_geometry`): per
     site its position relative to its body's tree root and its force per unit tension
-    (ns, 6); per line its length, rate and passive tension (nl, 3). (Inlined: it returns
-    views, which a function compiled without reference counting may not hand to one
-    compiled with it, the ``actuation`` entry point.)"""
-    o, ns = _site_scratch(p), _n_sites(p)
-    return carve(T, o, (ns, 6)), carve(T, o + 6 * ns, (int(p[H_NL]), 3))
+    (ns, 6); per line its length, rate and passive tension (nl, 3), and for a tendon with
+    an armature its ``dL/dq`` and bias ``beta`` (``L'' = (dL/dq) a + beta``; nl, n + 1).
+    (Inlined: it returns views, which a function compiled without reference counting may
+    not hand to one compiled with it, the ``actuation`` entry point.)"""
+    o, ns, nl = _site_scratch(p), _n_sites(p), int(p[H_NL])
+    return (carve(T, o, (ns, 6)), carve(T, o + 6 * ns, (nl, 3)),
+            carve(T, o + 6 * ns + 3 * nl, (nl, int(p[H_N]) + 1)))
 
 
 @_jit
@@ -790,9 +793,9 @@ def actuation(p, q, v, out):
     ns, nb_, n, na = _n_sites(p), int(p[H_NB]), int(p[H_N]), int(p[H_NA])
     if ns > 0:
         _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-        _tendon_geometry(p, R, X, V, T)
+        _tendon_geometry(p, R, X, S, V, Ab, T)
         _at_tree_roots(p, X, S, V, Ab, T)
-    reg, SL = _tendon_views(p, T)
+    reg, SL, _ = _tendon_views(p, T)
     Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
     _actuation(p, q, v, out, Ta, SL)
     if ns > 0:
@@ -851,8 +854,8 @@ def _tendon_length(p, lr, R, X, V, t, rate):
     return acc
 
 
-@_lazy("none(f8v, f8[:, :, ::1], f8m, f8m, f8v)")
-def _tendon_geometry(p, R, X, V, T):
+@_lazy("none(f8v, f8[:, :, ::1], f8m, f8m, f8m, f8m, f8v)")
+def _tendon_geometry(p, R, X, S, V, Ab, T):
     """The spatial tendons at the state of the kinematics (:func:`_kin`, the world frame):
     per line its length ``L`` (the sum of its segments between consecutive sites), its rate
     ``L' = sum u . (v_b - v_a)`` (``u`` the unit vector of a segment from site a to site b)
@@ -861,10 +864,11 @@ def _tendon_geometry(p, R, X, V, T):
     per site its position relative to its body's tree root (the frame of
     :func:`_at_tree_roots`) and its force per unit tension: a tension ``f`` pulls every
     segment's ends together, the body of its end site ``b`` gets ``f u`` at it, that of its
-    start ``a`` gets ``-f u``, which is the generalized force ``f dL/dq``. Into
-    :func:`_tendon_views` of ``T``."""
-    ns = _n_sites(p)
-    reg, SL = _tendon_views(p, T)
+    start ``a`` gets ``-f u``, which is the generalized force ``f dL/dq``; for a tendon with
+    an armature ``dL/dq`` and ``beta`` (:func:`_path_state`). Into :func:`_tendon_views` of
+    ``T``."""
+    ns, n = _n_sites(p), int(p[H_N])
+    reg, SL, JB = _tendon_views(p, T)
     t = carve(T, 0, (12,))
     P = carve(T, 12, (3,))
     Q = carve(T, 15, (3,))
@@ -891,6 +895,10 @@ def _tendon_geometry(p, R, X, V, T):
         Ld = _tendon_length(p, lr, R, X, V, t, True)
         SL[l, 0], SL[l, 1] = L, Ld
         SL[l, 2] = -p[lr + L_K] * _stretch(p, lr, L) - p[lr + L_DAMP] * Ld
+        if p[lr + L_ARM] != 0.0:
+            for c in range(n + 1):
+                JB[l, c] = 0.0
+            JB[l, n] = _path_state(p, lr, R, X, S, V, Ab, JB, l, 1.0, True, T)[2]
         s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
         _site_point(p, s0, R, X, V, P, vS)
         for i in range(s0 + 1, s0 + nsl):
@@ -907,6 +915,29 @@ def _tendon_geometry(p, R, X, V, T):
                 reg[i - 1, 5] -= g * d2
             for k in range(3):
                 P[k] = Q[k]
+
+
+@_lazy("none(f8v, f8m, f8m, f8v, b1)")
+def _path_armature(p, JB, M, F, bias):
+    """The spatial tendons' armatures (kinetic energy ``a L'^2 / 2``, ``L' = (dL/dq) v``):
+    ``M += a (dL/dq)^T (dL/dq)`` (``F`` unused), or with ``bias`` ``F -= a (dL/dq)^T beta``
+    (``L'' = (dL/dq) a + beta``: the terms of Lagrange's equations beside ``a``; ``M``
+    unused), from ``JB`` (:func:`_tendon_views`)."""
+    ol, n = int(p[H_OL]), int(p[H_N])
+    for l in range(int(p[H_NL])):
+        lr = ol + W_L * l
+        arm = p[lr + L_ARM]
+        if p[lr + L_SP] == 0.0 or arm == 0.0:
+            continue
+        if bias:
+            g = arm * JB[l, n]
+            for c in range(n):
+                F[c] -= g * JB[l, c]
+        else:
+            for r in range(n):
+                if JB[l, r] != 0.0:
+                    for c in range(n):
+                        M[r, c] += arm * JB[l, r] * JB[l, c]
 
 
 @_lazy("none(f8v, f8m, f8m, f8v, b1, f8m)")
@@ -1013,6 +1044,9 @@ def _mass_into(p, S, Wb, C, M, T):
                 for t2 in range(nt):
                     M[int(p[t0 + 2 * t1]), int(p[t0 + 2 * t2])] += (
                         arm * p[t0 + 2 * t1 + 1] * p[t0 + 2 * t2 + 1])
+    if _n_sites(p) > 0:
+        JB = _tendon_views(p, T)[2]
+        _path_armature(p, JB, M, JB[0], False)
 
 
 @_jit
@@ -1057,7 +1091,7 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
     na = int(p[H_NA])
     fa = carve(T, 6 * nb_ + 15, (n,))
     Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
-    reg, SL = _tendon_views(p, T)
+    reg, SL, _ = _tendon_views(p, T)
     if na > 0:
         _actuation(p, q, v, fa, Ta, SL)
     if _n_sites(p) > 0:
@@ -1086,8 +1120,11 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
                     F[a + c] += Wb[jj, k, c] * tk
         else:
             F[a] -= p[jr + J_DAMP] * v[a] + p[jr + J_K] * (q[a] - p[jr + J_SREF])
-    # the fixed tendons' springs and dampers, the actuators
+    # the fixed tendons' springs and dampers, the spatial ones' armatures, the actuators
     _lines_passive(p, q, v, F)
+    if _n_sites(p) > 0:
+        JB = _tendon_views(p, T)[2]
+        _path_armature(p, JB, JB, F, True)
     if na > 0:
         for c in range(F.shape[0]):
             F[c] += fa[c]
@@ -1171,6 +1208,8 @@ def _mass(p, q, M, w):
     """:func:`mass` with the buffer ``w``."""
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, T)
+    if _n_sites(p) > 0:
+        _tendon_geometry(p, R, X, S, V, Ab, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _mass_into(p, S, Wb, C, M, T)
@@ -1189,7 +1228,7 @@ def _force(p, q, v, F, w):
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     if _n_sites(p) > 0:
-        _tendon_geometry(p, R, X, V, T)
+        _tendon_geometry(p, R, X, S, V, Ab, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -1208,7 +1247,7 @@ def _mass_force(p, q, v, M, F, w):
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     if _n_sites(p) > 0:
-        _tendon_geometry(p, R, X, V, T)
+        _tendon_geometry(p, R, X, S, V, Ab, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
     _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
@@ -1258,6 +1297,8 @@ def _energy(p, q, v, w):
             if p[lr + L_K] != 0.0:
                 x = _stretch(p, lr, _tendon_length(p, lr, R, X, V, t, False))
                 Vp += 0.5 * p[lr + L_K] * x * x
+            if p[lr + L_ARM] != 0.0:
+                T += 0.5 * p[lr + L_ARM] * _tendon_length(p, lr, R, X, V, t, True) ** 2
             continue
         if p[lr + L_K] != 0.0:
             x = _stretch(p, lr, _line(p, l, q))
@@ -2223,6 +2264,8 @@ def mass_tree(p: np.ndarray):
         rec = ol + W_L * ln
         if p[rec + L_ARM] == 0.0:
             continue
+        if p[rec + L_SP] != 0.0:
+            return None         # (a spatial tendon's armature: dL/dq spans its sites' chains)
         t0, nt = int(p[rec + L_T0]), int(p[rec + L_NT])
         cs = sorted(int(p[ot + 2 * t]) for t in range(t0, t0 + nt))
         for lo, hi in zip(cs, cs[1:]):

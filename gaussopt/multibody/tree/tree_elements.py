@@ -240,8 +240,9 @@ class SpatialTendon:
     ``f dL/dq`` (exactly: the forces are applied at the points, no Jacobian is formed).
     :class:`Actuator` s act along it by its name (their tension ``gear f`` joins the
     spring's and the damper's), and a :class:`TendonEquality` couples its length with
-    another's (an exact row, from the sites' motion). (Wrapping around spheres and
-    cylinders and an armature are not modelled.)
+    another's (an exact row, from the sites' motion). Its ``armature`` adds the kinetic
+    energy ``armature L'^2 / 2`` (MuJoCo's: ``armature (dL/dq)^T (dL/dq)`` in ``M`` and its
+    velocity terms). (Wrapping around spheres and cylinders is not modelled.)
 
     Parameters
     ----------
@@ -249,7 +250,7 @@ class SpatialTendon:
     path : sequence of (link, point)
         At least two points: the link's name (or a :class:`Link`; None or ``"world"`` for
         the world) and the point (3,) in its frame.
-    stiffness, damping : float, >= 0
+    stiffness, damping, armature : float, >= 0
     spring_length : float or (float, float)
         One length, or the dead band ``(lower, upper)``.
     actuator_force_range : (float, float) or None
@@ -262,6 +263,7 @@ class SpatialTendon:
     damping: float = 0.0
     spring_length: object = 0.0
     actuator_force_range: Optional[tuple] = None
+    armature: float = 0.0
 
 
 @dataclass(frozen=True)
