@@ -159,6 +159,24 @@ def bound(sysm, q, v, step, L, m, d) -> float:
             + 10 * m.nv * np.linalg.cond(joint_mass(m, d)) * EPS * np.linalg.norm(d.qacc))
 
 
+def controlled_step_against_mujoco(model, m, d, rng):
+    """One random state and controls (uniform in [-2, 2]: twice a control range of [-1, 1],
+    so its clamp acts): MuJoCo's ``mj_forward`` with ``d.ctrl = ctrl`` and gaussopt's step
+    of ``model.controlled(ctrl)``, whose joint accelerations must equal ``d.qacc`` within
+    :func:`bound`. Returns ``q, v, ctrl`` and the relative difference."""
+    qpos, qvel = random_state(m, rng)
+    ctrl = rng.uniform(-2.0, 2.0, m.nu)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
+    mj.mj_forward(m, d)
+    q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+    sysm = model.controlled(ctrl)
+    step = go.solve_step(sysm, 0.0, q, v)
+    qacc, L = acceleration_map(model, m, q, v, step.a)
+    err = np.linalg.norm(qacc - d.qacc)
+    assert err <= bound(sysm, q, v, step, L, m, d)
+    return q, v, ctrl, err / np.linalg.norm(d.qacc)
+
+
 # ----------------------------------------------------------------------------- actuators, tendons
 def test_actuators_and_fixed_tendons_match_mujoco():
     """Every actuator kind, the clamps, fixed tendons and ball/free stiffness: gaussopt's
@@ -174,17 +192,8 @@ def test_actuators_and_fixed_tendons_match_mujoco():
     worst, clamped = 0.0, set()
     scalar = [int(m.jnt_dofadr[j]) for j in range(m.njnt) if m.jnt_type[j] in (2, 3)]
     for _ in range(20):
-        qpos, qvel = random_state(m, rng)
-        ctrl = rng.uniform(-2.0, 2.0, m.nu)           # twice m1's ctrlrange: its clamp acts
-        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
-        mj.mj_forward(m, d)
-        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
-        sysm = model.controlled(ctrl)
-        step = go.solve_step(sysm, 0.0, q, v)
-        qacc, L = acceleration_map(model, m, q, v, step.a)
-        err = np.linalg.norm(qacc - d.qacc)
-        assert err <= bound(sysm, q, v, step, L, m, d)
-        worst = max(worst, err / np.linalg.norm(d.qacc))
+        q, v, ctrl, rel = controlled_step_against_mujoco(model, m, d, rng)
+        worst = max(worst, rel)
         # the generalized actuator force: hinges and slides are q = qpos coordinates (a sum
         # of a few products of size |qfrc|: 1e-13 relative is ~500 eps)
         fa = model.actuation(q, v, ctrl)
@@ -259,17 +268,8 @@ def test_spatial_tendons_match_mujoco():
     worst, stretch = 0.0, set()
     clamped = set()
     for _ in range(20):
-        qpos, qvel = random_state(m, rng)
-        ctrl = rng.uniform(-2.0, 2.0, m.nu)
-        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
-        mj.mj_forward(m, d)
-        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
-        sysm = model.controlled(ctrl)
-        step = go.solve_step(sysm, 0.0, q, v)
-        qacc, L = acceleration_map(model, m, q, v, step.a)
-        err = np.linalg.norm(qacc - d.qacc)
-        assert err <= bound(sysm, q, v, step, L, m, d)
-        worst = max(worst, err / np.linalg.norm(d.qacc))
+        q, v, ctrl, rel = controlled_step_against_mujoco(model, m, d, rng)
+        worst = max(worst, rel)
         # the actuators' generalized force on the hinges and the slide (the coordinates
         # that are qpos's): sums of a few dozen products of size |qfrc| (1e-13 relative)
         fa = model.actuation(q, v, ctrl)

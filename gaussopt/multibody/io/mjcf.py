@@ -974,14 +974,20 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
         fixed[i] = _clean(tnames[i], taken)
         if limited:
             out.tendon_ranges[fixed[i]] = tuple(float(x) for x in m.tendon_range[i])
-        afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
-               if m.tendon_actfrclimited[i] and act_on else None)
-        out.forces.append(FixedTendon(
-            fixed[i], terms, stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
-            damping=float(m.tendon_damping[i]) if damp_on else 0.0,
-            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
-            armature=float(m.tendon_armature[i]), actuator_force_range=afr))
+        out.forces.append(FixedTendon(fixed[i], terms,
+                                      **_tendon_params(m, i, spring_on, damp_on, act_on)))
     return fixed
+
+
+def _tendon_params(m, i: int, spring_on: bool, damp_on: bool, act_on: bool) -> dict:
+    """Tendon ``i``'s spring (its dead band), damper, armature and actuator force range, as
+    :class:`~gaussopt.multibody.tree.FixedTendon` and ``SpatialTendon`` take them."""
+    return dict(stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
+                damping=float(m.tendon_damping[i]) if damp_on else 0.0,
+                spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
+                armature=float(m.tendon_armature[i]),
+                actuator_force_range=(tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
+                                      if m.tendon_actfrclimited[i] and act_on else None))
 
 
 def _tendon_extras(mj, m, i: int, un: dict, kind: str, spring_on: bool, damp_on: bool) -> bool:
@@ -1040,14 +1046,8 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
         mapped[i] = _clean(tnames[i], taken)
         if limited:
             out.tendon_ranges[mapped[i]] = tuple(float(x) for x in m.tendon_range[i])
-        afr = (tuple(np.array(m.tendon_actfrcrange[i], dtype=float))
-               if m.tendon_actfrclimited[i] and act_on else None)
-        out.forces.append(SpatialTendon(
-            mapped[i], tuple(path),
-            stiffness=float(m.tendon_stiffness[i]) if spring_on else 0.0,
-            damping=float(m.tendon_damping[i]) if damp_on else 0.0,
-            spring_length=tuple(np.array(m.tendon_lengthspring[i], dtype=float)),
-            actuator_force_range=afr, armature=float(m.tendon_armature[i])))
+        out.forces.append(SpatialTendon(mapped[i], tuple(path),
+                                        **_tendon_params(m, i, spring_on, damp_on, act_on)))
     return mapped
 
 

@@ -573,18 +573,9 @@ class _Lines:
                 c = self._coordinate(jn, label, problems)
                 if c is not None and np.isfinite(coef):
                     pairs.append((c, coef))
-            vals = _vec([t.stiffness, t.damping, t.armature], 3,
-                        f"{label}: stiffness, damping and armature", problems)
-            if np.any(vals < 0):
-                problems.append(f"{label}: stiffness, damping and armature must be >= 0, "
-                                f"found {vals.tolist()}")
-            sl = _spring_band(t.spring_length, label, problems)
             rec = self._add(pairs)
-            rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
-            rec[kernel.L_LO], rec[kernel.L_HI] = sl
-            rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(
-                t.actuator_force_range, f"{label}.actuator_force_range", problems)
-            self.damped = self.damped or bool(vals[1])
+            _tendon_params(t, label, problems, rec)
+            self.damped = self.damped or bool(rec[kernel.L_DAMP])
             self.index[t.name] = len(self.records) - 1
             self.tendon_names.append(t.name)
         self.joints: dict = {}
@@ -640,16 +631,25 @@ class _Lines:
         return float(sum(coef * q[int(c)] for c, coef in self.terms[t0:t0 + nt]))
 
 
-def _spring_band(spring_length, label: str, problems: list) -> np.ndarray:
-    """A tendon's ``spring_length`` as its dead band ``(lower, upper)`` (one length: both)."""
-    sl = np.asarray(spring_length, dtype=float).reshape(-1)
+def _tendon_params(t, label: str, problems: list, rec: np.ndarray) -> None:
+    """A tendon's (fixed or spatial) stiffness, damping, armature, spring length (one, or the
+    dead band ``(lower, upper)``) and actuator force range, checked, into its line record."""
+    vals = _vec([t.stiffness, t.damping, t.armature], 3,
+                f"{label}: stiffness, damping and armature", problems)
+    if np.any(vals < 0):
+        problems.append(f"{label}: stiffness, damping and armature must be >= 0, found "
+                        f"{vals.tolist()}")
+    sl = np.asarray(t.spring_length, dtype=float).reshape(-1)
     if sl.size == 1:
         sl = np.array([sl[0], sl[0]])
     if sl.shape != (2,) or not np.all(np.isfinite(sl)) or sl[0] > sl[1]:
         problems.append(f"{label}.spring_length must be a length or (lower, upper) with lower "
-                        f"<= upper, found {spring_length!r}")
+                        f"<= upper, found {t.spring_length!r}")
         sl = np.zeros(2)
-    return sl
+    rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
+    rec[kernel.L_LO], rec[kernel.L_HI] = sl
+    rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(t.actuator_force_range,
+                                                f"{label}.actuator_force_range", problems)
 
 
 def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list) -> np.ndarray:
@@ -685,21 +685,12 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
                 continue
             sites.append([-1 if nm is None else index[nm],
                           *_vec(point, 3, f"{label}.path[{k}] point", problems)])
-        vals = _vec([t.stiffness, t.damping, t.armature], 3,
-                    f"{label}: stiffness, damping and armature", problems)
-        if np.any(vals < 0):
-            problems.append(f"{label}: stiffness, damping and armature must be >= 0, found "
-                            f"{vals.tolist()}")
-        sl = _spring_band(t.spring_length, label, problems)
         rec = np.zeros(kernel.W_L)
         rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
-        rec[kernel.L_K], rec[kernel.L_DAMP], rec[kernel.L_ARM] = vals
-        rec[kernel.L_LO], rec[kernel.L_HI] = sl
-        rec[kernel.L_AFL:kernel.L_AFL + 3] = _range(
-            t.actuator_force_range, f"{label}.actuator_force_range", problems)
+        _tendon_params(t, label, problems, rec)
         lines.spatial_index[t.name] = len(lines.records)
         lines.records.append(rec)
-        lines.damped = lines.damped or bool(vals[1])
+        lines.damped = lines.damped or bool(rec[kernel.L_DAMP])
     return np.array(sites, dtype=float).reshape(-1, kernel.W_S)
 
 

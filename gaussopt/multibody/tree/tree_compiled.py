@@ -869,10 +869,10 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
     ``T``."""
     ns, n = _n_sites(p), int(p[H_N])
     reg, SL, JB = _tendon_views(p, T)
-    t = carve(T, 0, (12,))
     P = carve(T, 12, (3,))
     Q = carve(T, 15, (3,))
-    vS = carve(T, 18, (3,))
+    vP = carve(T, 18, (3,))
+    vQ = carve(T, 21, (3,))
     for i in range(ns):
         for k in range(6):
             reg[i, k] = 0.0
@@ -884,29 +884,25 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
         r = b
         while int(p[ob + W_B * r + B_PAR]) >= 0:
             r = int(p[ob + W_B * r + B_PAR])
-        _site_point(p, i, R, X, V, P, vS)
+        _site_point(p, i, R, X, V, P, vP)
         for k in range(3):
             reg[i, k] = P[k] - X[r, k]
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         if p[lr + L_SP] == 0.0:
             continue
-        L = _tendon_length(p, lr, R, X, V, t, False)
-        Ld = _tendon_length(p, lr, R, X, V, t, True)
-        SL[l, 0], SL[l, 1] = L, Ld
-        SL[l, 2] = -p[lr + L_K] * _stretch(p, lr, L) - p[lr + L_DAMP] * Ld
-        if p[lr + L_ARM] != 0.0:
-            for c in range(n + 1):
-                JB[l, c] = 0.0
-            JB[l, n] = _path_state(p, lr, R, X, S, V, Ab, JB, l, 1.0, True, T)[2]
+        # one pass over the path: its length, its rate and the sites' unit forces
+        L, Ld = 0.0, 0.0
         s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
-        _site_point(p, s0, R, X, V, P, vS)
+        _site_point(p, s0, R, X, V, P, vP)
         for i in range(s0 + 1, s0 + nsl):
-            _site_point(p, i, R, X, V, Q, vS)
+            _site_point(p, i, R, X, V, Q, vQ)
             d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
             ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
             if ln > 0.0:
                 g = 1.0 / ln
+                L += ln
+                Ld += g * (d0 * (vQ[0] - vP[0]) + d1 * (vQ[1] - vP[1]) + d2 * (vQ[2] - vP[2]))
                 reg[i, 3] += g * d0
                 reg[i, 4] += g * d1
                 reg[i, 5] += g * d2
@@ -915,6 +911,13 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
                 reg[i - 1, 5] -= g * d2
             for k in range(3):
                 P[k] = Q[k]
+                vP[k] = vQ[k]
+        SL[l, 0], SL[l, 1] = L, Ld
+        SL[l, 2] = -p[lr + L_K] * _stretch(p, lr, L) - p[lr + L_DAMP] * Ld
+        if p[lr + L_ARM] != 0.0:
+            for c in range(n + 1):
+                JB[l, c] = 0.0
+            JB[l, n] = _path_state(p, lr, R, X, S, V, Ab, JB, l, 1.0, True, T)[2]
 
 
 @_lazy("none(f8v, f8m, f8m, f8v, b1)")
@@ -1995,14 +1998,16 @@ def _coupling_row(p, er, q, v, ph, A, g, want_phi, want_A, want_g, R, X, S, V, A
     P, dP, ddP = p[c], 0.0, 0.0
     w, b2 = 0.0, 0.0
     if l2 >= 0:
-        L2, w, b2 = _line_state(p, l2, q, v, R, X, S, V, Ab, A, r, 0.0, False, T)
+        # (L_2,q goes into the row, zeroed by the caller, and is scaled by -P' once known)
+        L2, w, b2 = _line_state(p, l2, q, v, R, X, S, V, Ab, A, r, 1.0, want_A, T)
         x = L2 - p[er + E_REF2]
         P += x * (p[c + 1] + x * (p[c + 2] + x * (p[c + 3] + x * p[c + 4])))
         dP = p[c + 1] + x * (2.0 * p[c + 2] + x * (3.0 * p[c + 3] + x * 4.0 * p[c + 4]))
         ddP = 2.0 * p[c + 2] + x * (6.0 * p[c + 3] + x * 12.0 * p[c + 4])
+        if want_A:
+            for k in range(A.shape[1]):
+                A[r, k] *= -dP
     L1, _, b1 = _line_state(p, l1, q, v, R, X, S, V, Ab, A, r, 1.0, want_A, T)
-    if want_A and l2 >= 0:
-        _line_state(p, l2, q, v, R, X, S, V, Ab, A, r, -dP, True, T)
     if want_phi:
         ph[r] = L1 - p[er + E_REF1] - P
     if want_g:

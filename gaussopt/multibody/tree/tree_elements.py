@@ -262,8 +262,8 @@ class SpatialTendon:
     stiffness: float = 0.0
     damping: float = 0.0
     spring_length: object = 0.0
-    actuator_force_range: Optional[tuple] = None
     armature: float = 0.0
+    actuator_force_range: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
