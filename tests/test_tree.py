@@ -645,6 +645,7 @@ def test_spatial_tendon_limits_are_hard_stops():
     assert any("limits of spatial tendons" in k and "model.with_limits() adds them" in k
                for f in feats for k in f)
     assert model.tendon_ranges == {"s": (0.0, 1.0)}
+    # (the length sqrt(0.6^2 + 0.8^2) of world positions rounded to eps: a few eps of 1)
     assert abs(model.tendon_length("s", [0.6, -0.8]) - 1.0) <= 4 * EPS
     with pytest.raises(ModelError, match="'s' is a spatial tendon: its row depends on q"):
         model.tendon_row("s")
