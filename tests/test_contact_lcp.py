@@ -41,7 +41,7 @@ TOL = dict(rtol=1e-12, atol=1e-12)
 @pytest.mark.parametrize("seed", range(6))
 def test_lemke_solves_positive_semidefinite_lcps(seed):
     rng = np.random.default_rng(seed)
-    for n in (1, 3, 10, 40):
+    for n in (1, 3, 10, 40, 150):
         L = rng.standard_normal((n, max(1, n // 2 if seed % 2 else n)))
         M = L @ L.T                                  # PSD, singular when seed is odd
         # a feasible q: q = w0 - M z0 with z0, w0 >= 0 (a solution exists)
@@ -698,3 +698,72 @@ def test_resting_group_margin_is_proven_by_its_last_distribution(monkeypatch):
     np.testing.assert_allclose(tr.q, ref.q, rtol=0, atol=1e-14)
     np.testing.assert_allclose(tr.contact_forces, ref.contact_forces, rtol=0,
                                atol=1e-12 * M_P * G0)
+
+
+def _body_on_points(points, beta, mu):
+    """The forces of a body (3 kg) at rest on ``points`` (body frame) of a slope tilted by
+    ``beta``, all sticking: ``(z0, Z, cone_points)`` with ``z = (N_1..N_k, t_1x, t_1y,
+    ...)``, ``z0`` the least-norm forces that balance gravity and ``Z`` an orthonormal
+    basis of the self-stresses (written here from the wrench of each force)."""
+    k = len(points)
+    J = np.zeros((3 * k, 6))                   # rows: the unit wrench of each force
+    for i, p in enumerate(points):
+        for row, e in ((i, [0, 0, 1]), (k + 2 * i, [1, 0, 0]), (k + 2 * i + 1, [0, 1, 0])):
+            J[row, :3] = e
+            J[row, 3:] = np.cross(p, e)
+    w = np.array([-M_P * G0 * math.sin(beta), 0, M_P * G0 * math.cos(beta), 0, 0, 0])
+    z0 = np.linalg.lstsq(J.T, w, rcond=None)[0]
+    U, sv, _ = np.linalg.svd(J)
+    Z = U[:, int(np.sum(sv > 1e-12 * sv[0])):]
+    pts = [(i, (k + 2 * i, k + 2 * i + 1), mu, False) for i in range(k)]
+    return z0, Z, pts
+
+
+@pytest.mark.parametrize("body", ["cube", "slab"])
+def test_force_distributions_in_circular_cones_match_an_independent_solve(body, monkeypatch):
+    """The largest margin of a distribution of indeterminate forces and the least-norm
+    one inside every circular cone, against cvxpy's solve of the same programs written in
+    the self-stresses' coordinates (a different formulation and canonicalization). The
+    slab's least-norm forces are inside every cone: they are the answer without a cone
+    program; the cube's leave the uphill corners' cones (the least-norm one in the cones
+    is found by Clarabel on the forces' own rows)."""
+    import cvxpy as cvx
+
+    if body == "cube":
+        pts = np.array([[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.1, 0.1)])
+    else:
+        pts = GRID
+    mu = 0.4
+    z0, Z, cones = _body_on_points(pts, math.atan(0.8 * mu), mu)
+    calls = []
+    socp = ccone._socp
+    monkeypatch.setattr(ccone, "_socp", lambda *a, **kw: calls.append(1) or socp(*a, **kw))
+    margin, held = ccone.best_distribution(z0, Z, cones)
+    z = ccone.least_norm_in_cones(z0, Z, cones)
+    programs = len(calls) - 1                  # (the margin's own)
+    assert programs == (1 if body == "cube" else 0)
+
+    y = cvx.Variable(Z.shape[1])
+    zz = z0 + Z @ y
+    k = len(pts)
+    cone_rows = [cvx.norm(cvx.hstack([zz[k + 2 * i], zz[k + 2 * i + 1]])) <= mu * zz[i]
+                 for i in range(k)]
+    s = cvx.Variable()
+    tight = dict(solver="CLARABEL", tol_gap_abs=1e-11, tol_gap_rel=1e-11, tol_feas=1e-11)
+    cvx.Problem(cvx.Maximize(s), [zz[:k] >= s] + [
+        cvx.norm(cvx.hstack([zz[k + 2 * i], zz[k + 2 * i + 1]])) <= mu * zz[i] - s
+        for i in range(k)]).solve(**tight)
+    ref_margin = float(s.value)
+    cvx.Problem(cvx.Minimize(cvx.sum_squares(zz)), [zz[:k] >= 0] + cone_rows).solve(**tight)
+    ref = z0 + Z @ y.value
+    # both programs to ~1e-11 of the force scale m g (ours and cvxpy's); the
+    # least-norm objective |z|^2 agrees to that fraction of |z|^2 (an error e in the
+    # argument of a strongly convex minimum moves it by O(e^2) only)
+    scale = M_P * G0
+    assert abs(margin - ref_margin) <= 1e-9 * scale
+    assert ccone.cone_slack(held, cones) >= margin - 1e-9 * scale
+    assert ccone.cone_slack(z, cones) >= -1e-9 * scale
+    assert z @ z <= ref @ ref * (1 + 1e-9)
+    # on the distributions: the balance of the given forces z0 (J^T z = J^T z0), to rounding
+    E = np.linalg.svd(Z, full_matrices=True)[0][:, Z.shape[1]:]
+    assert np.abs(E.T @ (z - z0)).max() <= 1e-13 * scale

@@ -45,9 +45,10 @@ the circles exactly as above, the slide directions started from the octagon's sl
 The octagon holds less friction than the circle, so a point it lets stick sticks, and
 one it lets slide may stick: both are certified, best first. Measured
 (``benchmarks/contact.py``): the cube at rest on a slope 2 ms (the enumeration of its
-81 combinations 0.3 s), the slab on twenty points 20 ms (most of it Clarabel placing its
-indeterminate forces in the cones). As in the plane, the answer is certified but not
-proven unique on that path.
+81 combinations 0.3 s); the slab on twenty points 2.4 ms at rest (its least-norm forces
+inside every cone: no cone program) and 5.6 ms sliding (Lemke's 200 unknowns about 1
+ms, the cone program that refutes sticking about 1 ms). As in the plane, the answer is
+certified but not proven unique on that path.
 
 Why this and not a Fischer-Burmeister/Alart-Curnier Newton on the whole problem
 (Siconos's 3-D solvers): the enumeration certifies by construction, decides degenerate
@@ -106,7 +107,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             self_stresses, svd_kkt)
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
-           "least_norm_in_cones", "SLIDE"]
+           "least_norm", "least_norm_in_cones", "SLIDE"]
 
 _EPS = float(np.finfo(float).eps)
 #: the mode of a spatial point starting to slide (its direction solved): the planar
@@ -123,47 +124,68 @@ _NEWTON_ITER = 30
 def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
     """Clarabel on ``z = z0 + Z y``: the least-norm ``z`` with every point's forces in its
     cone, or (``margin``) the largest ``s`` with ``N_i >= s`` and ``mu_i N_i - |t_i| >= s``.
-    ``points``: ``(n_index, t_indices or None, mu, weld)``. Returns ``(y, s, solved)``."""
+    ``points``: ``(n_index, t_indices or None, mu, weld)``. Returns ``(y, s, solved)``.
+
+    The program's unknowns are the forces ``z`` themselves (and ``s``), held on the
+    distributions by ``E^T z = E^T z0`` (``E``: an orthonormal basis of the complement of
+    ``Z``'s columns, at most the coordinates' count of rows): each cone then reads three
+    unknowns, where in ``y`` every cone row is dense. On a slab on 20 sticking points (54
+    free forces) Clarabel's solve took 0.5 ms instead of 4 ms. The answer is returned in
+    ``y`` (its least-squares coordinates along ``Z``), so that ``z0 + Z y`` lies on the
+    distributions to rounding."""
     import clarabel
     from scipy import sparse
 
-    r = Z.shape[1]
+    p, r = Z.shape
     fs = max(1.0, float(np.abs(z0).max(initial=0.0)))
     z0s = z0 / fs
-    nv = r + (1 if margin else 0)
-    rows, rhs, cones = [], [], []
+    nv = p + (1 if margin else 0)
+    Et = np.linalg.qr(Z, mode="complete")[0][:, r:].T
+    ne = Et.shape[0]
+    rows = list(np.repeat(np.arange(ne), p))
+    cols = list(np.tile(np.arange(p), ne))
+    vals = list(Et.ravel())
+    rhs = list(Et @ z0s)
+    cones = [clarabel.ZeroConeT(ne)] if ne else []
+    nr = ne
 
-    def row(coef, const, sig=0.0):
-        a = np.zeros(nv)
-        a[:r] = -coef
-        if margin:
-            a[r] = sig
-        rows.append(a)
-        rhs.append(const)
+    def entry(col, val):
+        rows.append(nr)
+        cols.append(col)
+        vals.append(val)
 
     for n_i, t_i, mu, weld in points:
+        # the cones on -A z + b: N_i - s >= 0; (mu N_i - s, t_i) in the second-order cone
         if not weld:
-            row(Z[n_i], z0s[n_i], 1.0)
+            entry(n_i, -1.0)
+            if margin:
+                entry(p, 1.0)
+            rhs.append(0.0)
+            nr += 1
             cones.append(clarabel.NonnegativeConeT(1))
         if t_i is not None:
-            row(mu * Z[n_i], mu * z0s[n_i], 1.0)
+            entry(n_i, -mu)
+            if margin:
+                entry(p, 1.0)
+            rhs.append(0.0)
+            nr += 1
             for j in t_i:
-                row(Z[j], z0s[j])
+                entry(j, -1.0)
+                rhs.append(0.0)
+                nr += 1
             cones.append(clarabel.SecondOrderConeT(1 + len(t_i)))
+    q = np.zeros(nv)
     if margin:
         cap = 1e6
-        a = np.zeros(nv)
-        a[r] = 1.0
-        rows.append(a)
+        entry(p, 1.0)
         rhs.append(cap)
+        nr += 1
         cones.append(clarabel.NonnegativeConeT(1))
         P = sparse.csc_matrix((nv, nv))
-        q = np.zeros(nv)
-        q[r] = -1.0
+        q[p] = -1.0
     else:
-        P = sparse.csc_matrix(sparse.triu(Z.T @ Z))
-        q = Z.T @ z0s
-    A = sparse.csc_matrix(np.array(rows)) if rows else sparse.csc_matrix((0, nv))
+        P = sparse.identity(nv, format="csc")
+    A = sparse.csc_matrix((vals, (rows, cols)), shape=(nr, nv))
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.presolve_enable = False
@@ -173,11 +195,17 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
     out = solver.solve()
     solved = str(out.status) in ("Solved", "AlmostSolved")
     x = np.array(out.x)
-    y = x[:r] * fs
-    s = float(x[r]) * fs if margin else math.nan
+    y = _coords(Z, x[:p] * fs - z0)
+    s = float(x[p]) * fs if margin else math.nan
     if margin and s >= 0.5 * cap * fs:
         s = math.inf
     return y, s, solved
+
+
+def _coords(Z: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The least-squares coordinates ``y`` of ``d`` along the columns of ``Z`` (full column
+    rank; orthonormal in every caller)."""
+    return np.linalg.solve(Z.T @ Z, Z.T @ d)
 
 
 def cone_slack(z: np.ndarray, points: Sequence[tuple]) -> float:
@@ -215,11 +243,28 @@ def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> float
     return best_distribution(z0, Z, points)[0]
 
 
+def least_norm(z0: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """The least-norm forces ``z0 + Z y`` without cones: ``z0`` minus its least-squares
+    part along the columns of ``Z`` (full column rank; orthonormal in every caller, where
+    ``Z^T Z`` is the identity to rounding)."""
+    return z0 - Z @ _coords(Z, z0)
+
+
 def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
-    """The least-norm forces ``z0 + Z y`` inside every cone (Clarabel, to ``_SOCP_TOL``);
-    ``z0`` itself when nothing is free or Clarabel finds no such distribution."""
+    """The least-norm forces ``z0 + Z y`` inside every cone; ``z0`` itself when nothing is
+    free or no such distribution is found.
+
+    Where the least-norm distribution without cones (:func:`least_norm`) lies inside
+    every cone it is the answer, exactly (the minimum over all distributions is admissible,
+    so it is the minimum over the admissible ones): a body resting evenly on its points
+    (a slab on 20 points of a slope: one linear solve instead of a cone program of 54
+    free forces, about 1 ms). Otherwise a second-order-cone program, Clarabel, to
+    ``_SOCP_TOL``."""
     if Z.shape[1] == 0 or not points:
         return np.array(z0)
+    z = least_norm(z0, Z)
+    if cone_slack(z, points) >= 0.0:
+        return z
     y, _, solved = _socp(z0, Z, points, margin=False)
     return z0 + Z @ y if solved else np.array(z0)
 
@@ -250,16 +295,15 @@ class _Combo:
     def __init__(self, M, F, A, b, G, h, T, s, mu, mode, dirs, tol=None, select=False,
                  basis=True):
         self.closed, self.trows = _closed_rows(mode, mu)
-        W_n = []
-        for i in self.closed:
-            if np.any(dirs[i]) and 0 < mu[i] < math.inf:
-                W_n.append(G[i] - mu[i] * (dirs[i] @ T[i]))
-            else:
-                W_n.append(G[i])
-        n = M.shape[0]
         J = _rows(A, G, T, self.closed, self.trows)
         W = J.copy()
-        W[A.shape[0]:A.shape[0] + len(self.closed)] = np.array(W_n).reshape(-1, n)
+        # a closed point sliding along d_i with finite friction: G_i - mu_i d_i . T_i
+        cl = self.closed
+        d, mc = dirs[cl], mu[cl]
+        fr = np.where(np.any(d != 0, axis=1) & (mc > 0) & (mc < math.inf), mc, 0.0)
+        if np.any(fr):
+            W[A.shape[0]:A.shape[0] + len(cl)] -= fr[:, None] * np.einsum("ka,kan->kn",
+                                                                         d, T[cl])
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
         #: whether the forces without self-stress decided the motion (set by _solve_mode)
         self.selected = False
@@ -299,7 +343,7 @@ def _consistent(J: np.ndarray, rhs: np.ndarray, tol: np.ndarray) -> Optional[np.
     return rhs - d
 
 
-def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders):
+def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders, mob):
     """The conditions of one solved combination: None if violated, else ``(z, Z, points,
     indeterminate)`` with the forces inside every cone.
 
@@ -324,7 +368,7 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
         u = T[i] @ x - s[i]
         tol = _slip_tol(M, F, T[i], s[i], x)
         cross = dirs[i][0] * u[1] - dirs[i][1] * u[0]
-        if abs(cross) > tol or float(dirs[i] @ u) < -(tol + _onset_slack(M, T[i], fscale)):
+        if abs(cross) > tol or float(dirs[i] @ u) < -(tol + _onset_slack(mob[i], fscale)):
             return None
     nc = len(combo.closed)
     points, tols = [], []
@@ -338,18 +382,31 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
     tol = max(tols, default=0.0) + 1e4 * _EPS * float(np.abs(z).max(initial=0.0))
     if Z.shape[1] == 0:
         return (z, Z, points, False) if cone_margin(z, Z, points) >= -tol else None
+    # the least-norm distribution inside every cone is the one reported, and proves the
+    # largest margin >= 0 without its cone program (a lower bound of it)
+    zl = least_norm(z, Z)
+    if cone_slack(zl, points) >= 0.0:
+        return zl, Z, points, True
     scale = max(1.0, float(np.abs(z).max(initial=0.0)))
     if cone_margin(z, Z, points) < -(tol + 10 * _SOCP_TOL * scale):
         return None
     return least_norm_in_cones(z, Z, points), Z, points, True
 
 
-def _onset_slack(M: np.ndarray, Ti: np.ndarray, fscale: float) -> float:
+def _onset_slack(mob: float, fscale: float) -> float:
     """The slip acceleration that a force of ``10 _SOCP_TOL fscale`` on the point's
-    tangents gives it at most: that force times the point's tangential mobility, the
-    largest singular value of ``T_i M^+ T_i^T`` (``M^+`` the pseudo-inverse: a scale)."""
-    mob = float(np.linalg.norm(Ti @ np.linalg.pinv(M) @ Ti.T, 2))
+    tangents gives it at most: that force times the point's tangential mobility ``mob``
+    (:func:`_mobilities`)."""
     return 10 * _SOCP_TOL * fscale * mob
+
+
+def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Every point's tangential mobility: the largest eigenvalue of the 2 x 2 symmetric
+    ``T_i M^+ T_i^T`` (``M^+`` the pseudo-inverse: a scale), in closed form, for all the
+    points at once (once per contact problem)."""
+    W = np.einsum("kan,nm,kbm->kab", T, np.linalg.pinv(M), T)
+    a, d, c = W[:, 0, 0], W[:, 1, 1], 0.5 * (W[:, 0, 1] + W[:, 1, 0])
+    return 0.5 * (a + d) + np.hypot(0.5 * (a - d), c)
 
 
 def _slip_tol(M, F, Ti, si, x) -> float:
@@ -357,7 +414,7 @@ def _slip_tol(M, F, Ti, si, x) -> float:
     return float(tol.max())
 
 
-def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=None):
+def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=None, tol=None):
     """The combination ``mode`` (the points in :data:`SLIDE` with their directions solved
     by Newton, started first from ``hint``, unit directions per point, if given):
     ``(combo, z, Z, points, indet, dirs)`` certified, or None.
@@ -370,7 +427,8 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=No
     indeterminate distribution tilts by 1e-5) converged to directions 2e-5 apart, whose
     turning moment made the slide a stiff run (62 steps instead of 10); the determined
     combination has one direction for all."""
-    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, False)
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol,
+                           False)
     if got is not None:
         return got
     closed, trows = _closed_rows(mode, mu)
@@ -380,13 +438,14 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=None, tol=No
         return None
     if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
         return None
-    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, True)
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol,
+                           True)
     if got is not None:
         got[0].selected = True
     return got
 
 
-def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, select):
+def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol, select):
     """:func:`_solve_mode` with or without ``select``."""
     k = G.shape[0]
     sliders = [i for i in range(k) if mode[i] == SLIDE]
@@ -395,11 +454,14 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, s
         c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
         if c.got is None:
             return None
-        got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
+        got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders, mob)
         return None if got is None else (c, *got, dirs)
-    starts = _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol, select)
+    # (lazily: the hint's start usually converges; the others are built from the
+    # directions known before Newton moves ``dirs``)
+    starts = _starts(M, F, A, b, G, h, T, s, mu, mode, dirs.copy(), sliders, tol, select)
     if hint is not None and all(np.any(hint[i]) for i in sliders):
-        starts.insert(0, [math.atan2(hint[i][1], hint[i][0]) for i in sliders])
+        starts = itertools.chain([[math.atan2(hint[i][1], hint[i][0]) for i in sliders]],
+                                 starts)
     for theta0 in starts:
         theta = np.array(theta0, dtype=float)
         for _ in range(_NEWTON_ITER):
@@ -417,13 +479,14 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint, tol, s
                 # direction, the combination's other conditions decide it
                 fscale = max(1.0, float(np.abs(c.got[1]).max(initial=0.0)))
                 if any(float(dirs[i] @ (T[i] @ x - s[i])) < -(_slip_tol(M, F, T[i], s[i], x)
-                                                              + _onset_slack(M, T[i], fscale))
+                                                              + _onset_slack(mob[i], fscale))
                        for i in sliders):
                     break
                 c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
                 if c.got is None:
                     return None
-                done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders)
+                done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders,
+                                mob)
                 return None if done is None else (c, *done, dirs.copy())
             Jac = np.zeros((len(sliders), len(sliders)))
             dt = 1e-7
@@ -457,10 +520,9 @@ def _cross(x, T, s, dirs, sliders) -> np.ndarray:
 
 
 def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False):
-    """Starting angles of the slide directions: the excess force (the sliders sticking:
-    their sticking forces reversed), the frictionless slip (the sliders without
-    friction), then the four axes."""
-    out = []
+    """Starting angles of the slide directions, one after another (a generator): the
+    excess force (the sliders sticking: their sticking forces reversed), the frictionless
+    slip (the sliders without friction), then the four axes."""
     stick = np.array(mode)
     stick[sliders] = STICK
     c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select, basis=False)
@@ -472,16 +534,15 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=Fa
             jj = m + nc + 2 * c.trows.index(i)
             t = z[jj:jj + 2]
             th.append(math.atan2(-t[1], -t[0]) if np.any(t) else 0.0)
-        out.append(th)
+        yield th
     free = np.array(mu, dtype=float)
     free[sliders] = 0.0
     c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs, tol, select, basis=False)
     if c.got is not None:
         x = c.got[0]
-        out.append([math.atan2(*(T[i] @ x - s[i])[::-1]) for i in sliders])
+        yield [math.atan2(*(T[i] @ x - s[i])[::-1]) for i in sliders]
     for a in (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
-        out.append([a] * len(sliders))
-    return out
+        yield [a] * len(sliders)
 
 
 # --------------------------------------------------------------------------- many points
@@ -491,7 +552,7 @@ _POLYGON = 8
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, tol=None):
+                 score_opts, mob, tol=None):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     :data:`_POLYGON` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -579,7 +640,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):
         mode = np.array(mode, dtype=int)
         try:
-            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, hint=hint,
+            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=hint,
                               tol=tol)
         except (GaussoptError, np.linalg.LinAlgError):
             continue
@@ -758,6 +819,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     # the option count 4; give it the 4-option form
     score_opts = [o if len(o) != 3 else (OPEN, STICK, SLIDE, SLIDE + 1) for o in options]
     total = math.prod(len(o) for o in options)
+    mob = _mobilities(M, T)
     last_error: Optional[BaseException] = None
 
     def search(tol):
@@ -765,7 +827,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         nonlocal last_error
         if total > ENUMERATE_MAX:
             got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
-                               release, score_opts, tol)
+                               release, score_opts, mob, tol)
             if got is not None:
                 return [got]
             if total > MAX_COMBINATIONS:
@@ -774,7 +836,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         for mode in itertools.product(*options):
             mode = np.array(mode, dtype=int)
             try:
-                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, tol=tol)
+                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, tol=tol)
             except (GaussoptError, np.linalg.LinAlgError) as e:
                 last_error = e
                 continue

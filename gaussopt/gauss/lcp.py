@@ -84,11 +84,22 @@ def _lemke(Ms, q, max_pivots, z, w):
     after which ``z0`` left the basis (> 0), minus the number after which it ended on a
     ray (< 0), or 0 when ``max_pivots`` were not enough. Variables: ``0..n-1`` the
     ``w``, ``n..2n-1`` the ``z``, ``2n`` the artificial ``z0``; their columns in
-    ``w - Ms z - d z0 = q``."""
+    ``w - Ms z - d z0 = q``.
+
+    The basis inverse starts as the identity, and a pivot on row ``r`` changes only its
+    columns that are no longer unit vectors and column ``r`` (a unit column ``e_j``, ``j !=
+    r``, has a zero in row ``r``): those columns are kept in ``cols`` (sorted), and the
+    entering columns and the pivots run over them only, ``O(n k)`` per pivot after ``k``
+    distinct rows have pivoted instead of ``O(n^2)``. The sums run in the same order over
+    the same nonzero terms as over the whole matrix, so the pivots are those of the
+    dense algorithm (a slab on 20 points, 200 unknowns: 2.2 ms before)."""
     n = q.size
     tie = 1e3 * 2.220446049250313e-16
     piv_tol = tie * n
     Binv = np.eye(n)
+    cols = np.empty(n, np.int64)                          # the non-unit columns, sorted
+    nc = 0
+    unit_col = np.ones(n, np.bool_)
     xB = q.copy()
     basis = np.arange(n)
     col = np.empty(n)
@@ -104,7 +115,7 @@ def _lemke(Ms, q, max_pivots, z, w):
             nl += 1
     r = _lexmin(live, nl, xB, col, Binv, True)
     leaving = basis[r]
-    _pivot(Binv, xB, col, r)
+    nc = _pivot(Binv, xB, col, r, cols, nc, unit_col)
     basis[r] = 2 * n
     for it in range(max_pivots):
         entering = leaving + n if leaving < n else leaving - n
@@ -115,9 +126,18 @@ def _lemke(Ms, q, max_pivots, z, w):
         else:
             c = entering - n
             for i in range(n):
+                # -(row i of Binv) . (column c of Ms): the non-unit columns' terms, and
+                # the unit column e_i's in its place in the order
                 s = 0.0
-                for k in range(n):
+                own = unit_col[i]
+                for a in range(nc):
+                    k = cols[a]
+                    if own and k > i:
+                        s -= Ms[i, c]
+                        own = False
                     s -= Binv[i, k] * Ms[k, c]
+                if own:
+                    s -= Ms[i, c]
                 col[i] = s
         big = 1.0
         for i in range(n):
@@ -141,7 +161,7 @@ def _lemke(Ms, q, max_pivots, z, w):
         # z0 leaves whenever it may: the solution
         r = z0row if z0row >= 0 else _lexmin(live, nl, xB, col, Binv, False)
         leaving = basis[r]
-        _pivot(Binv, xB, col, r)
+        nc = _pivot(Binv, xB, col, r, cols, nc, unit_col)
         basis[r] = entering
         if leaving == 2 * n:
             for i in range(n):
@@ -154,19 +174,31 @@ def _lemke(Ms, q, max_pivots, z, w):
 
 
 @jit(cache=True, nogil=True, _nrt=True)
-def _pivot(Binv, xB, col, r):
-    """Pivot the basis inverse and the basic solution on row ``r`` of ``col``."""
+def _pivot(Binv, xB, col, r, cols, nc, unit_col):
+    """Pivot the basis inverse and the basic solution on row ``r`` of ``col``: the
+    non-unit columns ``cols[:nc]`` and column ``r`` change (the others have a zero in row
+    ``r``); column ``r`` joins ``cols``. Returns the new count."""
     n = xB.size
+    if unit_col[r]:
+        unit_col[r] = False
+        a = nc
+        while a > 0 and cols[a - 1] > r:
+            cols[a] = cols[a - 1]
+            a -= 1
+        cols[a] = r
+        nc += 1
     piv = col[r]
-    for j in range(n):
-        Binv[r, j] /= piv
+    for a in range(nc):
+        Binv[r, cols[a]] /= piv
     xB[r] /= piv
     for i in range(n):
         if i != r and col[i] != 0.0:
             f = col[i]
-            for j in range(n):
+            for a in range(nc):
+                j = cols[a]
                 Binv[i, j] -= f * Binv[r, j]
             xB[i] -= f * xB[r]
+    return nc
 
 
 @jit(cache=True, nogil=True, _nrt=True)

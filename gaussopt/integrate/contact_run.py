@@ -169,7 +169,8 @@ from gaussopt.gauss.contact_problem import (CLOSED, OPEN, SLIDE_NEG, SLIDE_POS, 
                                             ContactSolveError, admissible, in_span, max_margin,
                                             selected_kkt, self_stresses, solve_contact)
 from gaussopt.gauss.contact_cone import (_SOCP_TOL, best_distribution, cone_slack,
-                                         least_norm_in_cones, solve_contact_cone)
+                                         least_norm, least_norm_in_cones,
+                                         solve_contact_cone)
 from gaussopt.model.contact import ContactPoints
 
 __all__ = ["simulate_contacts", "Impact", "contact_step", "ContactDenseSolution"]
@@ -1354,10 +1355,15 @@ class _PhaseForces:
             # The group holds while its largest margin is positive; only the sign decides
             # the event (Brent's method locates its root from signs). The distribution of
             # the last margin computed, carried to this state (its part the null space can
-            # reach), has a margin of its own: a lower bound of the largest. Beyond the
-            # rounding of the forces it proves the group holds without the cone program
-            # (~10 ms: a body resting on 20 points evaluated it at every interior point of
-            # every step); at or below it, the exact margin decides.
+            # reach), has a margin of its own: a lower bound of the largest, and so has the
+            # least-norm distribution. Beyond the rounding of the forces either proves the
+            # group holds without the cone program (a body resting on 20 points evaluated
+            # it at every interior point of every step); at or below it, the exact margin
+            # decides.
+            if Z.shape[1]:
+                low = cone_slack(least_norm(lam, Z), self.cone_points)
+                if low > self.tol:
+                    return low
             if self._held is not None and Z.shape[1]:
                 low = cone_slack(lam + Z @ (Z.T @ (self._held - lam)), self.cone_points)
                 if low > self.tol:
