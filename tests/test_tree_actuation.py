@@ -307,6 +307,48 @@ def test_spatial_tendons_match_mujoco():
     assert feats["spatial tendons wrapping geoms (spheres, cylinders) or with pulleys"] == 1
 
 
+def _dense_ten_J(m, d) -> np.ndarray:
+    """MuJoCo's tendon Jacobians (ntendon, nv), dense (it stores them sparse)."""
+    J = np.zeros((m.ntendon, m.nv))
+    for k in range(m.ntendon):
+        a, nnz = m.ten_J_rowadr[k], m.ten_J_rownnz[k]
+        J[k, m.ten_J_colind[a:a + nnz]] = d.ten_J[a:a + nnz]
+    return J
+
+
+@pytest.mark.parametrize("text", ["ACTUATED", "SPATIAL"])
+def test_tendon_jacobians_are_mujocos(text):
+    """``model.tendon_jacobian(name, q)``, fixed and spatial tendons, against MuJoCo's
+    ``ten_J`` at 10 random states: equal on the hinges and slides (the coordinates both
+    share), and ``J . v`` equal to MuJoCo's ``ten_velocity`` (balls and free joints: the
+    Euler parameters' rates here, the angular velocity there); the fixed tendons' equal to
+    ``tendon_row``; an unknown name refused."""
+    xml = {"ACTUATED": ACTUATED, "SPATIAL": SPATIAL}[text]
+    model = load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    d = mj.MjData(m)
+    names = [mj.mj_id2name(m, mj.mjtObj.mjOBJ_TENDON, k) for k in range(m.ntendon)]
+    scalar = [j for j in range(m.njnt) if m.jnt_type[j] in (2, 3)]
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        qpos, qvel = random_state(m, rng)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        TJ = _dense_ten_J(m, d)
+        for k, name in enumerate(names):
+            J = model.tendon_jacobian(name, q)
+            # sums of a few dozen products of O(1) terms: 1e-13 relative is ~500 eps
+            scale = 1.0 + np.abs(TJ[k]).max() * (1.0 + np.abs(qvel).max())
+            assert abs(J @ v - d.ten_velocity[k]) <= 1e-13 * scale
+            for j in scalar:
+                assert abs(J[m.jnt_qposadr[j]] - TJ[k, m.jnt_dofadr[j]]) <= 1e-13 * scale
+            if name in model.tendon_names:
+                np.testing.assert_array_equal(J, model.tendon_row(name))
+    with pytest.raises(ModelError, match=r"`tendon` must be one of the tendons"):
+        model.tendon_jacobian("nope", q)
+
+
 def test_spatial_tendon_springs_keep_the_energy():
     """The same strings without their dampers (MuJoCo's damper flag off), actuators and
     gravity, and with one spring length instead of the dead band (whose edges are kinks of the

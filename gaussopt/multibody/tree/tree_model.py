@@ -431,6 +431,25 @@ class Model(BaseModel):
             return float(kernel.line_length(self._p, q, strings[name]))
         return float(self.tendon_row(name) @ np.asarray(q, dtype=float))
 
+    def tendon_jacobian(self, name: str, q) -> np.ndarray:
+        """The Jacobian ``dL/dq`` (n,) of the tendon ``name`` at ``q``: its rate is ``L' =
+        J . v`` for every velocity ``v`` of the model (MuJoCo's ``ten_J``, in this model's
+        coordinates: a ball's or free joint's Euler-parameter rates where MuJoCo has the
+        angular velocity). A fixed tendon's is :meth:`tendon_row` at every ``q``; a spatial
+        tendon's is the sum over its segments of ``u . (dP_b/dq - dP_a/dq)`` (``u`` the
+        segment's unit vector from site a to site b), as its equality rows use it: what a
+        user needs for a moment arm, an own controller along the tendon, or a test."""
+        strings = self._asm.spatial_lines or {}
+        q = np.ascontiguousarray(as_state(q, self.n, "q"))
+        if name not in strings:
+            if name not in self.tendon_names:
+                raise ModelError(f"`tendon` must be one of the tendons "
+                                 f"{list(self.tendon_names) + list(strings)}, found {name!r}.")
+            return self.tendon_row(name)
+        row = np.zeros((1, self.n))
+        kernel.line_state(self._p, q, np.zeros(self.n), strings[name], row)
+        return row[0]
+
     def with_limits(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
         """``system`` (default :attr:`system`; e.g. :meth:`controlled`'s) with the hard stops
         of :meth:`limits` added."""
