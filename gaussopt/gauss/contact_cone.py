@@ -142,50 +142,58 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
     nv = p + (1 if margin else 0)
     Et = np.linalg.qr(Z, mode="complete")[0][:, r:].T
     ne = Et.shape[0]
-    rows = list(np.repeat(np.arange(ne), p))
-    cols = list(np.tile(np.arange(p), ne))
-    vals = list(Et.ravel())
     rhs = list(Et @ z0s)
     cones = [clarabel.ZeroConeT(ne)] if ne else []
+    # each unknown's entries below the equality rows (the cones on -A z + b: N_i - s >= 0;
+    # (mu N_i - s, t_i) in the second-order cone), in the order of the rows
+    below: list = [[] for _ in range(nv)]
     nr = ne
-
-    def entry(col, val):
-        rows.append(nr)
-        cols.append(col)
-        vals.append(val)
-
     for n_i, t_i, mu, weld in points:
-        # the cones on -A z + b: N_i - s >= 0; (mu N_i - s, t_i) in the second-order cone
         if not weld:
-            entry(n_i, -1.0)
+            below[n_i].append((nr, -1.0))
             if margin:
-                entry(p, 1.0)
+                below[p].append((nr, 1.0))
             rhs.append(0.0)
             nr += 1
             cones.append(clarabel.NonnegativeConeT(1))
         if t_i is not None:
-            entry(n_i, -mu)
+            below[n_i].append((nr, -mu))
             if margin:
-                entry(p, 1.0)
+                below[p].append((nr, 1.0))
             rhs.append(0.0)
             nr += 1
             for j in t_i:
-                entry(j, -1.0)
+                below[j].append((nr, -1.0))
                 rhs.append(0.0)
                 nr += 1
             cones.append(clarabel.SecondOrderConeT(1 + len(t_i)))
     q = np.zeros(nv)
     if margin:
         cap = 1e6
-        entry(p, 1.0)
+        below[p].append((nr, 1.0))
         rhs.append(cap)
         nr += 1
         cones.append(clarabel.NonnegativeConeT(1))
-        P = sparse.csc_matrix((nv, nv))
+        P = sparse.csc_matrix((np.zeros(0), np.zeros(0, np.int64), np.zeros(nv + 1, np.int64)),
+                              shape=(nv, nv))
         q[p] = -1.0
     else:
-        P = sparse.identity(nv, format="csc")
-    A = sparse.csc_matrix((vals, (rows, cols)), shape=(nr, nv))
+        P = sparse.csc_matrix((np.ones(nv), np.arange(nv), np.arange(nv + 1)), shape=(nv, nv))
+    # A in compressed columns, built directly (scipy's conversion from triplets cost more
+    # than Clarabel's solve): a force's column holds the equality rows, then its cone rows
+    indptr, indices, data = [0], [], []
+    eq_rows = list(range(ne))
+    EtT = Et.T.tolist()
+    for j in range(nv):
+        if j < p:
+            indices += eq_rows
+            data += EtT[j]
+        for row, val in below[j]:
+            indices.append(row)
+            data.append(val)
+        indptr.append(len(indices))
+    A = sparse.csc_matrix((np.array(data, dtype=float), np.array(indices, dtype=np.int64),
+                           np.array(indptr, dtype=np.int64)), shape=(nr, nv))
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.presolve_enable = False
@@ -203,21 +211,22 @@ def _socp(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple], margin: bool):
 
 
 def _coords(Z: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """The least-squares coordinates ``y`` of ``d`` along the columns of ``Z`` (full column
-    rank; orthonormal in every caller)."""
-    return np.linalg.solve(Z.T @ Z, Z.T @ d)
+    """The least-squares coordinates ``y = Z^T d`` of ``d`` along the orthonormal columns
+    of ``Z``."""
+    return Z.T @ d
 
 
 def cone_slack(z: np.ndarray, points: Sequence[tuple]) -> float:
     """The margin of one distribution of forces ``z``: ``min_i (N_i, mu_i N_i - |t_i|)``
     (force units; ``inf`` without conditions). ``points`` as :func:`best_distribution`'s."""
-    vals = []
+    zl = np.asarray(z, dtype=float).tolist()        # (floats: a few us for 20 points)
+    low = math.inf
     for n_i, t_i, mu, weld in points:
         if not weld:
-            vals.append(float(z[n_i]))
+            low = min(low, zl[n_i])
         if t_i is not None:
-            vals.append(float(mu * z[n_i] - np.linalg.norm(z[list(t_i)])))
-    return min(vals) if vals else math.inf
+            low = min(low, mu * zl[n_i] - math.hypot(*[zl[j] for j in t_i]))
+    return low
 
 
 def best_distribution(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]
@@ -244,15 +253,15 @@ def cone_margin(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> float
 
 
 def least_norm(z0: np.ndarray, Z: np.ndarray) -> np.ndarray:
-    """The least-norm forces ``z0 + Z y`` without cones: ``z0`` minus its least-squares
-    part along the columns of ``Z`` (full column rank; orthonormal in every caller, where
-    ``Z^T Z`` is the identity to rounding)."""
+    """The least-norm forces ``z0 + Z y`` without cones: ``z0`` minus its part along the
+    columns of ``Z`` (orthonormal, as every basis of free forces here: the contact
+    problem's and the contact run's)."""
     return z0 - Z @ _coords(Z, z0)
 
 
 def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) -> np.ndarray:
-    """The least-norm forces ``z0 + Z y`` inside every cone; ``z0`` itself when nothing is
-    free or no such distribution is found.
+    """The least-norm forces ``z0 + Z y`` inside every cone (``Z``: orthonormal columns);
+    ``z0`` itself when nothing is free or no such distribution is found.
 
     Where the least-norm distribution without cones (:func:`least_norm`) lies inside
     every cone it is the answer, exactly (the minimum over all distributions is admissible,
@@ -398,6 +407,19 @@ def _onset_slack(mob: float, fscale: float) -> float:
     tangents gives it at most: that force times the point's tangential mobility ``mob``
     (:func:`_mobilities`)."""
     return 10 * _SOCP_TOL * fscale * mob
+
+
+class _Mobilities:
+    """Every point's tangential mobility (:func:`_mobilities`), computed when first read
+    (a problem without points starting to slide reads none)."""
+
+    def __init__(self, M: np.ndarray, T: np.ndarray):
+        self._M, self._T, self._values = M, T, None
+
+    def __getitem__(self, i: int) -> float:
+        if self._values is None:
+            self._values = _mobilities(self._M, self._T)
+        return float(self._values[i])
 
 
 def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -619,14 +641,17 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
                         + 1e-300)
     hint = np.zeros((k, 2))
     closed_modes = []
+    pos = np.full(k, -1)
+    pos[fr] = np.arange(kf)
+    pos, lam_, rest_ = pos.tolist(), lam.tolist(), rest.tolist()
     for i in range(k):
-        j = int(np.searchsorted(fr, i)) if i in fr else -1
-        if rest[i] and lam[j] > ktol:
+        j = pos[i]
+        if rest_[i] and lam_[j] > ktol:
             u = T[i] @ x - s[i]
             nu_ = float(np.hypot(u[0], u[1]))
             hint[i] = u / nu_ if nu_ > 0 else 0.0
             closed_modes.append([SLIDE, STICK])
-        elif rest[i]:
+        elif rest_[i]:
             closed_modes.append([STICK, SLIDE] if wl[cl + j] <= ftol else [STICK])
         else:
             closed_modes.append([CLOSED])
@@ -826,7 +851,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     # the option count 4; give it the 4-option form
     score_opts = [o if len(o) != 3 else (OPEN, STICK, SLIDE, SLIDE + 1) for o in options]
     total = math.prod(len(o) for o in options)
-    mob = _mobilities(M, T)
+    mob = _Mobilities(M, T)
     last_error: Optional[BaseException] = None
 
     def search(tol):
