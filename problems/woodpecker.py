@@ -28,7 +28,10 @@ strikes again. The initial state is Glocker's point of the cycle (``y = 0``,
 ``phi_M = -0.1036``, ``phi_S = -0.2788``, ``y' = -0.3411``, ``phi_M' = 0``,
 ``phi_S' = -7.4583``), except that ``phi_M`` starts exactly on the contact,
 ``-(r_M - r_O) / h_M = -0.103448...``: the published four digits put the edge 8.8e-7 m
-inside the pole.
+inside the pole. The point is near the cycle, not on it to its four digits: at rtol
+1e-12 the run passes ``phi_S = -0.2788`` in every later cycle (period about 0.146 s) with
+``y'`` about -0.339 to -0.341 and ``phi_S'`` about -7.455 to -7.470, a period-two
+oscillation about the cycle that decays slowly (published: -0.3411 and -7.4583).
 
 Every event of the cycle (three contacts, impacts with rebound and without, stick and
 slip) is decided by the contact problem of :mod:`gaussopt.gauss.contact_problem`.
