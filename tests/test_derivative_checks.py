@@ -164,47 +164,32 @@ def test_generated_derivative_is_not_called_given():
 
 
 def _chain(N, wrong=None, counted=None):
-    """A hanging chain of N point masses (as ``docs/speed.md``'s), its Jacobian given
-    sparse; ``wrong = (i, j, factor)`` scales one of its entries; ``counted`` collects
-    the evaluations of phi."""
-    import scipy.sparse as sps
-
-    n, L = 2 * N, 0.05
-
-    def rel(x):
-        P = x.reshape(N, 2)
-        D = P.copy()
-        D[1:] -= P[:-1]
-        return D
+    """``tests/test_large_sparse.py``'s hanging chain with N point masses, its Jacobian
+    given sparse; ``wrong = (i, j, factor)`` scales one of its entries; ``counted``
+    collects the evaluations of phi."""
+    import test_large_sparse as ls
 
     def phi(t, q):
         if counted is not None:
             counted.append(1)
-        D = rel(q)
-        return (D * D).sum(1) - L * L
+        return ls.phi(t, q)
 
     def jac(t, q):
-        D = rel(q)
-        r = np.concatenate([np.repeat(np.arange(N), 2), np.repeat(np.arange(1, N), 2)])
-        c = np.concatenate([np.arange(n), np.arange(n - 2)])
-        J = sps.csr_matrix((np.concatenate([2 * D.ravel(), -2 * D[1:].ravel()]), (r, c)),
-                           shape=(N, n))
+        J = ls.jac_sparse(t, q)
         if wrong is not None:
             J = J.tolil()
             J[wrong[0], wrong[1]] *= wrong[2]
             J = J.tocsr()
         return J
 
-    def gamma(t, q, v):
-        W = rel(v)
-        return -2 * (W * W).sum(1)
-
+    n = 2 * N
     th = 0.4 + 0.01 * np.arange(N)
-    q = np.cumsum(np.column_stack([np.sin(th), -np.cos(th)]) * L, axis=0).ravel()
-    v = np.cumsum(np.column_stack([np.cos(th), np.sin(th)]) * L * 0.3, axis=0).ravel()
-    sysm = go.System([f"{a}{i}" for i in range(N) for a in "xy"], mass=np.full(n, 0.01),
-                     force=np.tile([0.0, -0.0981], N),
-                     constraints=[go.Holonomic(phi, jac, gamma, rheonomic=False, name="links")])
+    q = np.cumsum(np.column_stack([np.sin(th), -np.cos(th)]) * ls.L, axis=0).ravel()
+    v = np.cumsum(np.column_stack([np.cos(th), np.sin(th)]) * ls.L * 0.3, axis=0).ravel()
+    sysm = go.System([f"{a}{i}" for i in range(N) for a in "xy"], mass=np.full(n, ls.MASS),
+                     force=np.tile([0.0, -ls.MASS * ls.G], N),
+                     constraints=[go.Holonomic(phi, jac, ls.gamma, rheonomic=False,
+                                               name="links")])
     return sysm, q, v
 
 

@@ -21,7 +21,7 @@ L, MASS, G = 0.05, 0.01, 9.81
 
 
 def _rel(x):
-    P = x.reshape(N, 2)
+    P = x.reshape(-1, 2)                  # (any chain length: tests/test_derivative_checks.py)
     D = P.copy()
     D[1:] -= P[:-1]
     return D
@@ -34,10 +34,11 @@ def phi(t, q):
 
 def jac_sparse(t, q):
     D = _rel(q)
-    r = np.concatenate([np.repeat(np.arange(N), 2), np.repeat(np.arange(1, N), 2)])
-    c = np.concatenate([np.arange(n), np.arange(n - 2)])
+    k, m = D.shape[0], q.size
+    r = np.concatenate([np.repeat(np.arange(k), 2), np.repeat(np.arange(1, k), 2)])
+    c = np.concatenate([np.arange(m), np.arange(m - 2)])
     return sp.csr_matrix((np.concatenate([2 * D.ravel(), -2 * D[1:].ravel()]), (r, c)),
-                         shape=(N, n))
+                         shape=(k, m))
 
 
 def jac_dense(t, q):
