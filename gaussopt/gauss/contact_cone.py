@@ -44,10 +44,11 @@ replaced by its inscribed octagon (:func:`_by_lcp_cone`), and are then certified
 the circles exactly as above, the slide directions started from the octagon's slip.
 The octagon holds less friction than the circle, so a point it lets stick sticks, and
 one it lets slide may stick: both are certified, best first. Measured
-(``benchmarks/contact.py``): the cube at rest on a slope 2 ms (the enumeration of its
-81 combinations 0.3 s); the slab on twenty points 2.4 ms at rest (its least-norm forces
-inside every cone: no cone program) and 5.6 ms sliding (Lemke's 200 unknowns about 1
-ms, the cone program that refutes sticking about 1 ms). As in the plane, the answer is
+(``benchmarks/contact.py``): the cube at rest on a slope about 1.5 ms (the enumeration
+of its 81 combinations 0.3 s); the slab on twenty points about 1.5 ms at rest (its
+least-norm forces inside every cone: no cone program) and 4 ms starting to slide
+(Lemke's 200 unknowns about 0.5 ms, the cone program that refutes sticking about 1 ms,
+the slide directions' Newton iterations the rest). As in the plane, the answer is
 certified but not proven unique on that path.
 
 Why this and not a Fischer-Burmeister/Alart-Curnier Newton on the whole problem
@@ -266,7 +267,7 @@ def least_norm_in_cones(z0: np.ndarray, Z: np.ndarray, points: Sequence[tuple]) 
     Where the least-norm distribution without cones (:func:`least_norm`) lies inside
     every cone it is the answer, exactly (the minimum over all distributions is admissible,
     so it is the minimum over the admissible ones): a body resting evenly on its points
-    (a slab on 20 points of a slope: one linear solve instead of a cone program of 54
+    (a slab on 20 points of a slope: one projection instead of a cone program of 54
     free forces, about 1 ms). Otherwise a second-order-cone program, Clarabel, to
     ``_SOCP_TOL``."""
     if Z.shape[1] == 0 or not points:
