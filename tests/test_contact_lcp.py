@@ -767,3 +767,58 @@ def test_force_distributions_in_circular_cones_match_an_independent_solve(body, 
     # on the distributions: the balance of the given forces z0 (J^T z = J^T z0), to rounding
     E = np.linalg.svd(Z, full_matrices=True)[0][:, Z.shape[1]:]
     assert np.abs(E.T @ (z - z0)).max() <= 1e-13 * scale
+
+
+def test_face_sliding_on_many_points_takes_the_whole_family_whatever_the_lcp_reads(
+        monkeypatch):
+    """A slab (3 kg, isotropic inertia 0.1 kg m^2) flat on 12 points of a plane (a 3 x 4
+    grid 5 cm below its centre), pushed and turned from rest: it slides and turns on all
+    12, its normal forces indeterminate. Rigid Coulomb friction admits a family of
+    motions (from "three points carry it" to "all twelve do"); the rule taken is the
+    rigid limit of equally stiff points: every point closed, its normal force affine in
+    the point's position (the forces without self-stress). Reference: those equations
+    written here (the six balances with N_i = a + b x_i + c y_i and each point's friction
+    -mu N_i along its slip acceleration), solved by scipy's fsolve. The LCP path's answer
+    is that motion whatever the compliance of the polygon's LCP (the states read from it
+    differ: before, no certified state at the default compliance, a three-point motion
+    turning 7.5 times faster at 1/100 of it)."""
+    from scipy.optimize import fsolve
+
+    m, inertia, mu = 3.0, 0.1, 0.4
+    pts = np.array([[x, y, -0.05] for x in np.linspace(-0.3, 0.3, 3)
+                    for y in np.linspace(-0.2, 0.2, 4)])
+    k = len(pts)
+    G, T = np.zeros((k, 6)), np.zeros((k, 2, 6))
+    for i, (px, py, pz) in enumerate(pts):
+        G[i] = [0, 0, 1, py, -px, 0]
+        T[i, 0] = [1, 0, 0, 0, pz, -py]
+        T[i, 1] = [0, 1, 0, -pz, 0, px]
+    M = np.diag([m, m, m, inertia, inertia, inertia])
+    F = np.array([12.0, -0.6, -26.5, 0.7, -0.06, -0.025])
+
+    def balance(u):
+        ax, ay, alpha, a, b, c = u
+        N = a + b * pts[:, 0] + c * pts[:, 1]
+        slip = np.column_stack([ax - alpha * pts[:, 1], ay + alpha * pts[:, 0]])
+        d = slip / np.linalg.norm(slip, axis=1)[:, None]
+        f = np.column_stack([-mu * N[:, None] * d, N])
+        mom = np.cross(pts, f).sum(0)
+        return [m * ax - F[0] - f[:, 0].sum(), m * ay - F[1] - f[:, 1].sum(),
+                F[2] + f[:, 2].sum(), F[3] + mom[0], F[4] + mom[1],
+                inertia * alpha - F[5] - mom[2]]
+
+    ref = fsolve(balance, [1.0, 0.0, 0.1, 2.0, 0.0, 0.0], xtol=1e-13)
+    assert np.abs(balance(ref)).max() < 1e-12
+    want = np.array([ref[0], ref[1], 0.0, 0.0, 0.0, ref[2]])
+    monkeypatch.setattr(ccone, "ENUMERATE_MAX", 0)
+    base = cp._LCP_COMPLIANCE
+    for factor in (1e-2, 1.0, 1e2):
+        monkeypatch.setattr(cp, "_LCP_COMPLIANCE", base * factor)
+        sol = ccone.solve_contact_cone(M, F, np.zeros((0, 6)), np.zeros(0), G, np.zeros(k), T,
+                                       np.zeros((k, 2)), mu=np.full(k, mu))
+        assert np.all(sol.mode == ccone.SLIDE)
+        # both solve the same equations: the certified KKT solve to rounding, fsolve to a
+        # residual below 1e-12 (condition of these equations ~10): 1e-9 of the scale
+        np.testing.assert_allclose(sol.x, want, rtol=0, atol=1e-9 * (1 + np.abs(want).max()))
+        np.testing.assert_allclose(sol.nu, ref[3] + ref[4] * pts[:, 0] + ref[5] * pts[:, 1],
+                                   rtol=0, atol=1e-9 * m * G0)

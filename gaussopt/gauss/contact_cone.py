@@ -49,7 +49,12 @@ of its 81 combinations 0.3 s); the slab on twenty points about 1.5 ms at rest (i
 least-norm forces inside every cone: no cone program) and 4 ms starting to slide
 (Lemke's 200 unknowns about 0.5 ms, the cone program that refutes sticking about 1 ms,
 the slide directions' Newton iterations the rest). As in the plane, the answer is
-certified but not proven unique on that path.
+certified but not proven unique on that path. Where the states read from the LCP
+certify none (a degenerate LCP's reading depends on its regularization), the LCP is
+solved again at other compliances (:data:`_LCP_RETRIES`); where the state certified
+slides with touching points left open, the whole family's state is certified too and the
+rule below chooses (:func:`_whole_family`), so that the answer does not depend on which
+member the reading gave.
 
 Why this and not a Fischer-Burmeister/Alart-Curnier Newton on the whole problem
 (Siconos's 3-D solvers): the enumeration certifies by construction, decides degenerate
@@ -569,13 +574,20 @@ def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=Fa
 
 
 # --------------------------------------------------------------------------- many points
+#: the compliances (times the planar problem's) of the polygon's LCP, tried in turn where
+#: the states read from one certify none: the reading of a degenerate LCP (a body on many
+#: points) depends on its regularization, the certified answer does not (a slab on 9 or
+#: 12 points, pushed and turned: no certified state at the first, the same state at the
+#: others, the whole family's: :func:`_whole_family`)
+_LCP_RETRIES = (1.0, 1e-2, 1e2)
+
 #: directions of the polygon inscribed in each circular cone for the LCP of many points
 #: (its friction reaches cos(pi / 8) = 92 % of the circle's between two directions)
 _POLYGON = 8
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, mob, tol=None):
+                 score_opts, mob, tol=None, compliance=1.0):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     :data:`_POLYGON` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -586,7 +598,9 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     less friction than the circle, so a point it lets stick sticks, and one it lets slide
     may stick: its own states, the same with its sliding points sticking, the preferred
     states and those with every point on an edge sliding (:func:`far_side`) are
-    certified, best first. Returns the selection's tuple or None."""
+    certified, best first; ``compliance`` scales the LCP's
+    (:func:`~gaussopt.gauss.contact_problem.compliant_lemke`). Returns the selection's
+    tuple or None."""
     n, k = M.shape[0], G.shape[0]
     nd = _POLYGON
     rest = np.array([SLIDE in o for o in options])
@@ -629,7 +643,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
         Ml[cl + j, cb + nd * j:cb + nd * j + nd] = -1.0
     u0 = Tf @ x0 - s[fr].reshape(-1)
     ql = np.concatenate([G @ x0 - h, to_dirs(u0[:, None])[:, 0], np.zeros(kf)])
-    got = compliant_lemke(Ml, ql)
+    got = compliant_lemke(Ml, ql, compliance)
     if got is None:
         return None
     zl, wl, zero = got
@@ -678,8 +692,63 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
         except (GaussoptError, np.linalg.LinAlgError):
             continue
         if got is not None:
-            return (mode, *got)
+            found = (mode, *got)
+            whole = _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options,
+                                  found)
+            return found if whole is None else whole
     return None
+
+
+def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, found):
+    """The state the enumeration's rule (:func:`_one_per_family`) takes instead of
+    ``found``, a certified state of the LCP path, or None to keep it.
+
+    Where closed points slide on dependent rows (a face sliding on a plane), the rigid
+    motion is undetermined: the state with all the touching points closed takes the
+    forces without self-stress (the rigid limit of equally stiff points), and each state
+    with some of them open at zero load (three corners of a slab carrying it) is another
+    admissible motion of the same family. The enumeration certifies them all and keeps
+    the whole family's; the LCP path certifies the first its polygon's answer reads, a
+    member or the whole family depending on that answer's rounding (a slab on 12 points
+    pushed and turned: its angular acceleration -1.83 rad/s^2 on three points, -0.28 on
+    all twelve, as the LCP's compliance was changed). So where ``found`` slides and leaves
+    open points touching it (zero gap acceleration, rows in the span of its closed ones),
+    the state with those points closed (sliding from rest where they may) is certified
+    too, and :func:`_one_per_family` chooses between the two."""
+    mode, combo = found[0], found[1]
+    k = G.shape[0]
+    closed = combo.closed
+    sliding = any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
+                  for i in closed)
+    if not sliding or not closed:
+        return None
+    x = combo.got[0]
+    slack = G @ x - h
+    _, slack_tol = _scales(M, F, G, h, x)
+    touching = [i for i in range(k) if mode[i] == OPEN and abs(slack[i]) <= slack_tol[i]
+                and len(options[i]) > 1]
+    if not touching or not in_span(G[touching], np.concatenate([A, G[closed]])):
+        return None
+    whole = np.array(mode)
+    hint = np.zeros((k, 2))
+    for i in touching:
+        whole[i] = SLIDE if SLIDE in options[i] else options[i][1]
+    for i in range(k):
+        if whole[i] == SLIDE:
+            u = T[i] @ x - s[i]
+            nu_ = float(np.hypot(u[0], u[1]))
+            hint[i] = u / nu_ if nu_ > 0 else 0.0
+    if any(whole[i] == SLIDE and not np.any(hint[i]) for i in range(k)):
+        hint = None
+    try:
+        got = _solve_mode(M, F, A, b, G, h, T, s, mu, whole, known, weld, mob, hint=hint,
+                          tol=tol)
+    except (GaussoptError, np.linalg.LinAlgError):
+        return None
+    if got is None:
+        return None
+    kept = _one_per_family([found, (whole, *got)], A, G, T)
+    return kept[0] if len(kept) == 1 and kept[0] is not found else None
 
 
 # --------------------------------------------------------------------------- families
@@ -859,10 +928,11 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         """The certified combinations, their right-hand sides moved by at most ``tol``."""
         nonlocal last_error
         if total > ENUMERATE_MAX:
-            got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
-                               release, score_opts, mob, tol)
-            if got is not None:
-                return [got]
+            for compliance in _LCP_RETRIES:
+                got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
+                                   release, score_opts, mob, tol, compliance)
+                if got is not None:
+                    return [got]
             if total > MAX_COMBINATIONS:
                 return []
         out = []

@@ -1026,7 +1026,7 @@ def far_side(sets: list) -> list:
     return [c[-1] if c[0] != OPEN else c[0] for c in sets]
 
 
-def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
+def compliant_lemke(Ml: np.ndarray, ql: np.ndarray, scale: float = 1.0
                     ) -> Optional[tuple[np.ndarray, np.ndarray, float]]:
     """``(z, w, zero)``: Lemke's answer (:func:`gaussopt.gauss.lcp.lemke_pair`) to the
     contact LCP made compliant, with the relative size ``zero`` below which its forces
@@ -1043,14 +1043,15 @@ def compliant_lemke(Ml: np.ndarray, ql: np.ndarray
     1e-6 at which states are read), and if Lemke's algorithm still ends on a ray or
     exceeds ``10 L`` pivots, the compliance and the perturbation are raised 100-fold.
     The states are read from the last basis: a nonbasic force or rate is exactly
-    zero."""
+    zero. ``scale`` multiplies the compliance (the spatial problem's retries,
+    :data:`gaussopt.gauss.contact_cone._LCP_RETRIES`)."""
     from gaussopt.gauss.lcp import lemke_pair
 
     L = ql.size
     big = _max_abs(Ml)
     qs = _max_abs(ql)
     pattern = np.sin(1.0 + np.arange(L) * 2.399963)          # (the golden angle: no ties)
-    for comp, pert in ((_LCP_COMPLIANCE, 1e-10), (100 * _LCP_COMPLIANCE, 1e-8)):
+    for comp, pert in ((scale * _LCP_COMPLIANCE, 1e-10), (100 * scale * _LCP_COMPLIANCE, 1e-8)):
         got = lemke_pair(Ml + comp * big * np.eye(L), ql + pert * qs * pattern,
                          max_pivots=10 * L + 50)
         if got is not None:
