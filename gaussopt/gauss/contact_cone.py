@@ -709,9 +709,10 @@ def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, fo
     with some of them open at zero load (three corners of a slab carrying it) is another
     admissible motion of the same family. The enumeration certifies them all and keeps
     the whole family's; the LCP path certifies the first its polygon's answer reads, a
-    member or the whole family depending on that answer's rounding (a slab on 12 points
-    pushed and turned: its angular acceleration -1.83 rad/s^2 on three points, -0.28 on
-    all twelve, as the LCP's compliance was changed). So where ``found`` slides and leaves
+    member or the whole family depending on that answer's rounding (the slab on 12 points
+    of ``tests/test_contact_lcp.py``, pushed and turned: its angular acceleration -1.64
+    rad/s^2 on three points, -0.218 on all twelve, as the LCP's compliance was changed).
+    So where ``found`` slides and leaves
     open points touching it (zero gap acceleration, rows in the span of its closed ones),
     the state with those points closed (sliding from rest where they may) is certified
     too, and :func:`_one_per_family` chooses between the two."""
