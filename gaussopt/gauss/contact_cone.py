@@ -437,6 +437,20 @@ def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
     return 0.5 * (a + d) + np.hypot(0.5 * (a - d), c)
 
 
+def _slides(mode, known, mu, closed) -> bool:
+    """Whether a closed point of ``mode`` slides: starting to (:data:`SLIDE`), or already
+    along its known direction with finite friction."""
+    return any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
+               for i in closed)
+
+
+def _slip_direction(u: np.ndarray) -> np.ndarray:
+    """The unit direction of the slip ``u`` (2,), zero where it vanishes: a slide
+    direction's start."""
+    nu_ = float(np.hypot(u[0], u[1]))
+    return u / nu_ if nu_ > 0 else np.zeros(2)
+
+
 def _slip_tol(M, F, Ti, si, x) -> float:
     _, tol = _scales(M, F, Ti, si, x)
     return float(tol.max())
@@ -460,8 +474,7 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=None, t
     if got is not None:
         return got
     closed, trows = _closed_rows(mode, mu)
-    sliding = any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
-                  for i in closed)
+    sliding = _slides(mode, known, mu, closed)
     if not sliding or len(closed) < 2:
         return None
     if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
@@ -662,9 +675,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     for i in range(k):
         j = pos[i]
         if rest_[i] and lam_[j] > ktol:
-            u = T[i] @ x - s[i]
-            nu_ = float(np.hypot(u[0], u[1]))
-            hint[i] = u / nu_ if nu_ > 0 else 0.0
+            hint[i] = _slip_direction(T[i] @ x - s[i])
             closed_modes.append([SLIDE, STICK])
         elif rest_[i]:
             closed_modes.append([STICK, SLIDE] if wl[cl + j] <= ftol else [STICK])
@@ -719,8 +730,7 @@ def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, fo
     mode, combo = found[0], found[1]
     k = G.shape[0]
     closed = combo.closed
-    sliding = any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
-                  for i in closed)
+    sliding = _slides(mode, known, mu, closed)
     if not sliding or not closed:
         return None
     x = combo.got[0]
@@ -736,9 +746,7 @@ def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, fo
         whole[i] = SLIDE if SLIDE in options[i] else options[i][1]
     for i in range(k):
         if whole[i] == SLIDE:
-            u = T[i] @ x - s[i]
-            nu_ = float(np.hypot(u[0], u[1]))
-            hint[i] = u / nu_ if nu_ > 0 else 0.0
+            hint[i] = _slip_direction(T[i] @ x - s[i])
     if any(whole[i] == SLIDE and not np.any(hint[i]) for i in range(k)):
         hint = None
     try:
