@@ -322,6 +322,8 @@ class _Combo:
         rhs = np.concatenate([b, h[self.closed], s[self.trows].reshape(-1)])
         #: whether the forces without self-stress decided the motion (set by _solve_mode)
         self.selected = False
+        #: the rows and the forces' rows (``W``: ``M x - W^T z = F``)
+        self.J, self.W = J, W
         self.got = svd_kkt(M, F, J, W, rhs, select, basis)
         if self.got is None and tol is not None:
             # (the bilateral rows' own right-hand sides: by their rounding only)
@@ -358,7 +360,7 @@ def _consistent(J: np.ndarray, rhs: np.ndarray, tol: np.ndarray) -> Optional[np.
     return rhs - d
 
 
-def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders, mob):
+def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, sliders, shared):
     """The conditions of one solved combination: None if violated, else ``(z, Z, points,
     indeterminate)`` with the forces inside every cone.
 
@@ -378,13 +380,13 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
     slack = G @ x - h
     if any(slack[i] < -slack_tol[i] for i in range(k) if mode[i] == OPEN):
         return None
-    fscale = max(1.0, float(np.abs(z).max(initial=0.0)))
-    for i in sliders:
-        u = T[i] @ x - s[i]
-        tol = _slip_tol(M, F, T[i], s[i], x)
-        cross = dirs[i][0] * u[1] - dirs[i][1] * u[0]
-        if abs(cross) > tol or float(dirs[i] @ u) < -(tol + _onset_slack(mob[i], fscale)):
-            return None
+    if sliders:
+        fscale = max(1.0, float(np.abs(z).max(initial=0.0)))
+        cross, along = _slip_parts(x, T, s, dirs, sliders)
+        tols = _slip_tols(M, F, T, s, x, sliders)
+        for j, i in enumerate(sliders):
+            if abs(cross[j]) > tols[j] or along[j] < -(tols[j] + _onset_slack(shared.mobility(i), fscale)):
+                return None
     nc = len(combo.closed)
     points, tols = [], []
     for j, i in enumerate(combo.closed):
@@ -403,9 +405,101 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
     if cone_slack(zl, points) >= 0.0:
         return zl, Z, points, True
     scale = max(1.0, float(np.abs(z).max(initial=0.0)))
-    if cone_margin(z, Z, points) < -(tol + 10 * _SOCP_TOL * scale):
+    bound = tol + 10 * _SOCP_TOL * scale
+    # no admissible distribution: proved by a dual certificate where one is found cheaply
+    # (a body that must slide), else the cone program decides
+    if _refuted(zl, combo.W, points, bound) or cone_margin(z, Z, points) < -bound:
         return None
     return least_norm_in_cones(z, Z, points), Z, points, True
+
+
+def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float) -> bool:
+    """Whether a dual (Farkas) certificate proves that no forces ``z + Z y`` (``Z``: the
+    forces that do no work, ``W^T Z = 0``) have a margin ``>= -delta``
+    (:func:`cone_slack`): the combination's sticking points cannot hold, without the
+    cone program (:func:`cone_margin`, about 1 ms for a slab on 20 points).
+
+    The certificate is a virtual motion ``v`` whose rates ``w = W v`` lie in the dual
+    cones: ``a_i >= mu_i |c_i|`` for a sticking point's normal and tangential rates
+    ``(a_i, c_i)``, ``a_i >= 0`` for a point with a normal force only, ``0`` on the rows
+    whose forces have no sign (bilateral rows, welded points). Every force of a cone
+    enlarged by ``delta`` then does work ``z_i . w_i >= -delta (a_i + |c_i|)`` on it, while
+    the work of every distribution is the same, ``z . w`` (``W^T Z = 0``): if ``z . w <
+    -delta sum_i (a_i + |c_i|)``, no distribution has the margin ``-delta``. The candidate:
+    each sticking point slipping against its least-norm friction ``t_i`` and lifting by
+    ``mu_i`` (a body that must slide, slipping and rising off its support by its friction
+    coefficient: the work of its forces is ``mu N - |t|`` per point), fitted by least
+    squares to the motions ``v`` there are, plus the multiple ``lam`` of a uniform lift
+    that the dual cones need. It only has to be valid: every condition is checked on the
+    ``w`` it gives, to the rounding of its terms."""
+    p, n = W.shape
+    cone, normal = [], []
+    free = np.ones(p, dtype=bool)
+    slip = np.zeros(p)
+    lift = np.zeros(p)
+    zl = z.tolist()
+    for n_i, t_i, mu, weld in points:
+        if t_i is not None:
+            t = math.hypot(*[zl[j] for j in t_i])
+            if t > 0:
+                for j in t_i:
+                    slip[j] = -zl[j] / t
+                slip[n_i] = mu
+            lift[n_i] = 1.0
+            cone.append((n_i, t_i, mu))
+            free[n_i] = False
+            free[list(t_i)] = False
+        elif not weld:
+            lift[n_i] = 1.0
+            normal.append(n_i)
+            free[n_i] = False
+    if not cone or not np.any(slip):
+        return False
+    # motions that keep the rows without a sign still: the null space of those rows
+    Wf = W[free]
+    if Wf.shape[0]:
+        _, sv, Vt = np.linalg.svd(Wf)
+        rank = int(np.count_nonzero(sv > 1e-12 * float(sv[0]))) if sv.size else 0
+        basis = Vt[rank:].T
+        if basis.shape[1] == 0:
+            return False
+        Wb = W @ basis
+    else:
+        basis, Wb = None, W
+    coef = np.linalg.lstsq(Wb, np.column_stack([slip, lift]), rcond=None)[0]
+    ws, wl = Wb @ coef[:, 0], Wb @ coef[:, 1]
+    # the least lift that puts every point's rates in its dual cone (each condition
+    # holds on an interval of lam; linearized, then checked exactly)
+    lam = 0.0
+    for n_i in normal:
+        if ws[n_i] < 0:
+            if wl[n_i] <= 0:
+                return False
+            lam = max(lam, -ws[n_i] / wl[n_i])
+    for n_i, t_i, mu in cone:
+        a_s, a_l = ws[n_i], wl[n_i]
+        c_s = math.hypot(*[ws[j] for j in t_i])
+        c_l = math.hypot(*[wl[j] for j in t_i])
+        need = mu * c_s - a_s
+        if need > 0:
+            if a_l - mu * c_l <= 0:
+                return False
+            lam = max(lam, need / (a_l - mu * c_l))
+    w = ws + lam * (1.0 + 1e-9) * wl
+    wq = w.tolist()
+    budget = 0.0
+    for n_i in normal:
+        if wq[n_i] < 0:
+            return False
+        budget += wq[n_i]
+    for n_i, t_i, mu in cone:
+        c = math.hypot(*[wq[j] for j in t_i])
+        if wq[n_i] < mu * c:
+            return False
+        budget += wq[n_i] + c
+    work = float(z @ w)
+    rounding = 1e4 * _EPS * p * float(np.abs(z).max(initial=0.0)) * float(np.abs(w).max())
+    return work < -(delta * budget + rounding)
 
 
 def _onset_slack(mob: float, fscale: float) -> float:
@@ -415,17 +509,32 @@ def _onset_slack(mob: float, fscale: float) -> float:
     return 10 * _SOCP_TOL * fscale * mob
 
 
-class _Mobilities:
-    """Every point's tangential mobility (:func:`_mobilities`), computed when first read
-    (a problem without points starting to slide reads none)."""
+class _Shared:
+    """What one contact problem computes once for all its combinations: every point's
+    tangential mobility (:func:`_mobilities`, when first read: a problem without points
+    starting to slide reads none), and the combinations without sliders already solved
+    (:func:`_combo`: the sticking combination that the preferences try first is the one
+    whose forces start the slide directions of the next)."""
 
     def __init__(self, M: np.ndarray, T: np.ndarray):
         self._M, self._T, self._values = M, T, None
+        self.combos: dict = {}
 
-    def __getitem__(self, i: int) -> float:
+    def mobility(self, i: int) -> float:
         if self._values is None:
             self._values = _mobilities(self._M, self._T)
         return float(self._values[i])
+
+
+def _combo(shared: _Shared, M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, basis):
+    """The :class:`_Combo` of ``mode`` with the directions ``dirs``, solved once per
+    problem (``shared``; one with the basis serves a request without)."""
+    key = (np.asarray(mode).tobytes(), dirs.tobytes(), tol is None, select)
+    c = shared.combos.get(key)
+    if c is None or (basis and c.got is not None and c.got[2] is None):
+        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, basis)
+        shared.combos[key] = c
+    return c
 
 
 def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -451,12 +560,24 @@ def _slip_direction(u: np.ndarray) -> np.ndarray:
     return u / nu_ if nu_ > 0 else np.zeros(2)
 
 
-def _slip_tol(M, F, Ti, si, x) -> float:
-    _, tol = _scales(M, F, Ti, si, x)
-    return float(tol.max())
+def _slip_tols(M, F, T, s, x, sliders) -> list:
+    """The rounding scale of each slider's slip ``T_i x - s_i`` (the larger of its two
+    rows'), all at once."""
+    n = M.shape[0]
+    _, tol = _scales(M, F, T[sliders].reshape(-1, n), s[sliders].reshape(-1), x)
+    return tol.reshape(-1, 2).max(axis=1).tolist()
 
 
-def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=None, tol=None):
+def _slip_parts(x, T, s, dirs, sliders) -> tuple[list, list]:
+    """``(d_j x u_j, d_j . u_j)`` of every slider: its slip ``u_j = T_j x - s_j`` across and
+    along its direction ``d_j``."""
+    u = np.einsum("kan,n->ka", T[sliders], x) - s[sliders]
+    d = dirs[sliders]
+    return ((d[:, 0] * u[:, 1] - d[:, 1] * u[:, 0]).tolist(),
+            np.einsum("ka,ka->k", d, u).tolist())
+
+
+def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint=None, tol=None):
     """The combination ``mode`` (the points in :data:`SLIDE` with their directions solved
     by Newton, started first from ``hint``, unit directions per point, if given):
     ``(combo, z, Z, points, indet, dirs)`` certified, or None.
@@ -469,7 +590,7 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=None, t
     indeterminate distribution tilts by 1e-5) converged to directions 2e-5 apart, whose
     turning moment made the slide a stiff run (62 steps instead of 10); the determined
     combination has one direction for all."""
-    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol,
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint, tol,
                            False)
     if got is not None:
         return got
@@ -479,28 +600,29 @@ def _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=None, t
         return None
     if self_stresses(_rows(A, G, T, closed, trows)).shape[1] == 0:
         return None
-    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol,
+    got = _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint, tol,
                            True)
     if got is not None:
         got[0].selected = True
     return got
 
 
-def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, tol, select):
+def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint, tol, select):
     """:func:`_solve_mode` with or without ``select``."""
     k = G.shape[0]
     sliders = [i for i in range(k) if mode[i] == SLIDE]
     dirs = np.array(known, dtype=float)
     if not sliders:
-        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
+        c = _combo(shared, M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, True)
         if c.got is None:
             return None
-        got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders, mob)
+        got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders, shared)
         return None if got is None else (c, *got, dirs)
     # (lazily: the hint's start usually converges; the others are built from the
     # directions known before Newton moves ``dirs``)
-    starts = _starts(M, F, A, b, G, h, T, s, mu, mode, dirs.copy(), sliders, tol, select)
-    if hint is not None and all(np.any(hint[i]) for i in sliders):
+    starts = _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs.copy(), sliders, tol,
+                     select)
+    if hint is not None and bool(np.all(np.any(hint[sliders] != 0, axis=1))):
         starts = itertools.chain([[math.atan2(hint[i][1], hint[i][0]) for i in sliders]],
                                  starts)
     for theta0 in starts:
@@ -512,22 +634,23 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, t
             if c.got is None:
                 break
             x = c.got[0]
-            R = _cross(x, T, s, dirs, sliders)
-            if all(abs(R[j]) <= _slip_tol(M, F, T[i], s[i], x) for j, i in enumerate(sliders)):
+            cross, along = _slip_parts(x, T, s, dirs, sliders)
+            R = np.array(cross)
+            tols = _slip_tols(M, F, T, s, x, sliders)
+            if all(abs(r) <= t for r, t in zip(cross, tols)):
                 # converged. ``d x u = 0`` has a second root per slider, ``u`` against
                 # ``d`` (the friction pushing the slip on), which a start may reach: the
                 # next start is tried then; at the root with every slip along its
                 # direction, the combination's other conditions decide it
                 fscale = max(1.0, float(np.abs(c.got[1]).max(initial=0.0)))
-                if any(float(dirs[i] @ (T[i] @ x - s[i])) < -(_slip_tol(M, F, T[i], s[i], x)
-                                                              + _onset_slack(mob[i], fscale))
-                       for i in sliders):
+                if any(along[j] < -(tols[j] + _onset_slack(shared.mobility(i), fscale))
+                       for j, i in enumerate(sliders)):
                     break
                 c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
                 if c.got is None:
                     return None
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders,
-                                mob)
+                                shared)
                 return None if done is None else (c, *done, dirs.copy())
             Jac = np.zeros((len(sliders), len(sliders)))
             dt = 1e-7
@@ -539,7 +662,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, t
                 if c2.got is None:
                     ok = False
                     break
-                Jac[:, j] = (_cross(c2.got[0], T, s, d2, sliders) - R) / dt
+                Jac[:, j] = (np.array(_slip_parts(c2.got[0], T, s, d2, sliders)[0]) - R) / dt
             if not ok:
                 break
             try:
@@ -552,21 +675,13 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint, t
     return None
 
 
-def _cross(x, T, s, dirs, sliders) -> np.ndarray:
-    out = np.zeros(len(sliders))
-    for j, i in enumerate(sliders):
-        u = T[i] @ x - s[i]
-        out[j] = dirs[i][0] * u[1] - dirs[i][1] * u[0]
-    return out
-
-
-def _starts(M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False):
+def _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False):
     """Starting angles of the slide directions, one after another (a generator): the
     excess force (the sliders sticking: their sticking forces reversed), the frictionless
     slip (the sliders without friction), then the four axes."""
     stick = np.array(mode)
     stick[sliders] = STICK
-    c = _Combo(M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select, basis=False)
+    c = _combo(shared, M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select, False)
     if c.got is not None:
         x, z, _ = c.got
         m, nc = A.shape[0], len(c.closed)
@@ -600,7 +715,7 @@ _POLYGON = 8
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, mob, tol=None, compliance=1.0):
+                 score_opts, shared, tol=None, compliance=1.0):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     :data:`_POLYGON` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -698,19 +813,19 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):
         mode = np.array(mode, dtype=int)
         try:
-            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, hint=hint,
+            got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint=hint,
                               tol=tol)
         except (GaussoptError, np.linalg.LinAlgError):
             continue
         if got is not None:
             found = (mode, *got)
-            whole = _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options,
+            whole = _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options,
                                   found)
             return found if whole is None else whole
     return None
 
 
-def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, found):
+def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options, found):
     """The state the enumeration's rule (:func:`_one_per_family`) takes instead of
     ``found``, a certified state of the LCP path, or None to keep it.
 
@@ -750,7 +865,7 @@ def _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, mob, tol, options, fo
     if any(whole[i] == SLIDE and not np.any(hint[i]) for i in range(k)):
         hint = None
     try:
-        got = _solve_mode(M, F, A, b, G, h, T, s, mu, whole, known, weld, mob, hint=hint,
+        got = _solve_mode(M, F, A, b, G, h, T, s, mu, whole, known, weld, shared, hint=hint,
                           tol=tol)
     except (GaussoptError, np.linalg.LinAlgError):
         return None
@@ -930,7 +1045,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     # the option count 4; give it the 4-option form
     score_opts = [o if len(o) != 3 else (OPEN, STICK, SLIDE, SLIDE + 1) for o in options]
     total = math.prod(len(o) for o in options)
-    mob = _Mobilities(M, T)
+    shared = _Shared(M, T)
     last_error: Optional[BaseException] = None
 
     def search(tol):
@@ -939,7 +1054,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         if total > ENUMERATE_MAX:
             for compliance in _LCP_RETRIES:
                 got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
-                                   release, score_opts, mob, tol, compliance)
+                                   release, score_opts, shared, tol, compliance)
                 if got is not None:
                     return [got]
             if total > MAX_COMBINATIONS:
@@ -948,7 +1063,7 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         for mode in itertools.product(*options):
             mode = np.array(mode, dtype=int)
             try:
-                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, mob, tol=tol)
+                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, tol=tol)
             except (GaussoptError, np.linalg.LinAlgError) as e:
                 last_error = e
                 continue

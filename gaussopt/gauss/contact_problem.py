@@ -471,7 +471,7 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     f = R_top / ms
     c = R_bot * (rs if R_bot.ndim == 1 else rs[:, None])
     if p:
-        Uw, sw, Vwt = _svd(Bt)
+        Uw, sw, Vwt = _svd(Bt, full=False)         # (U_w's first r_w columns are read)
         Uj, sj, Vjt = _svd(C, full=False)
         pre = DEFAULT_RANK_TOL * max(float(sw[0]), float(sj[0]))
         rw, rj = int(np.count_nonzero(sw > pre)), int(np.count_nonzero(sj > pre))
@@ -1048,12 +1048,11 @@ def compliant_lemke(Ml: np.ndarray, ql: np.ndarray, scale: float = 1.0
     from gaussopt.gauss.lcp import lemke_pair
 
     L = ql.size
-    big = _max_abs(Ml)
     qs = _max_abs(ql)
     pattern = np.sin(1.0 + np.arange(L) * 2.399963)          # (the golden angle: no ties)
     for comp, pert in ((scale * _LCP_COMPLIANCE, 1e-10), (100 * scale * _LCP_COMPLIANCE, 1e-8)):
-        got = lemke_pair(Ml + comp * big * np.eye(L), ql + pert * qs * pattern,
-                         max_pivots=10 * L + 50)
+        got = lemke_pair(Ml, ql + pert * qs * pattern, max_pivots=10 * L + 50,
+                         compliance=comp)
         if got is not None:
             return got[0], got[1], 1e3 * comp
     return None
