@@ -110,7 +110,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, in_span, read_states, same_motion,
-                                            self_stresses, svd_kkt)
+                                            self_stresses, svd_kkt_later)
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm", "least_norm_in_cones", "SLIDE"]
@@ -324,15 +324,26 @@ class _Combo:
         self.selected = False
         #: the rows and the forces' rows (``W``: ``M x - W^T z = F``)
         self.J, self.W = J, W
-        self.got = svd_kkt(M, F, J, W, rhs, select, basis)
-        if self.got is None and tol is not None:
+        got = svd_kkt_later(M, F, J, W, rhs, select)
+        if got is None and tol is not None:
             # (the bilateral rows' own right-hand sides: by their rounding only)
             tol_rows = np.concatenate([np.zeros(b.size), tol[self.closed],
                                        np.repeat(tol[self.trows], 2)])
             tol_rows += 1e4 * _EPS * float(np.abs(rhs).max(initial=0.0))
             moved = _consistent(J, rhs, tol_rows)
             if moved is not None:
-                self.got = svd_kkt(M, F, J, W, moved, select, basis)
+                got = svd_kkt_later(M, F, J, W, moved, select)
+        self._basis = None if got is None else got[2]
+        #: ``(x, z, Z)``, ``Z`` None until :meth:`with_basis` (unless ``basis``); or None
+        self.got = None if got is None else (got[0], got[1], None)
+        if basis:
+            self.with_basis()
+
+    def with_basis(self) -> "_Combo":
+        """The combination with its free forces' basis ``Z`` in ``got`` (computed once)."""
+        if self.got is not None and self.got[2] is None:
+            self.got = (self.got[0], self.got[1], self._basis())
+        return self
 
 
 def _consistent(J: np.ndarray, rhs: np.ndarray, tol: np.ndarray) -> Optional[np.ndarray]:
@@ -529,19 +540,22 @@ class _Shared:
 def _combo(shared: _Shared, M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, basis):
     """The :class:`_Combo` of ``mode`` with the directions ``dirs``, solved once per
     problem (``shared``; one with the basis serves a request without)."""
-    key = (np.asarray(mode).tobytes(), dirs.tobytes(), tol is None, select)
-    c = shared.combos.get(key)
-    if c is None or (basis and c.got is not None and c.got[2] is None):
+    c = shared.combos.get(_combo_key(mode, dirs, tol, select))
+    if c is None:
         c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select, basis)
-        shared.combos[key] = c
-    return c
+        shared.combos[_combo_key(mode, dirs, tol, select)] = c
+    return c.with_basis() if basis else c
+
+
+def _combo_key(mode, dirs, tol, select) -> tuple:
+    return np.asarray(mode).tobytes(), dirs.tobytes(), tol is None, select
 
 
 def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
     """Every point's tangential mobility: the largest eigenvalue of the 2 x 2 symmetric
     ``T_i M^+ T_i^T`` (``M^+`` the pseudo-inverse: a scale), in closed form, for all the
     points at once (once per contact problem)."""
-    W = np.einsum("kan,nm,kbm->kab", T, np.linalg.pinv(M), T)
+    W = np.einsum("kan,kbn->kab", T @ np.linalg.pinv(M), T)         # (M^+ symmetric)
     a, d, c = W[:, 0, 0], W[:, 1, 1], 0.5 * (W[:, 0, 1] + W[:, 1, 0])
     return 0.5 * (a + d) + np.hypot(0.5 * (a - d), c)
 
@@ -618,13 +632,12 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
             return None
         got = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders, shared)
         return None if got is None else (c, *got, dirs)
-    # (lazily: the hint's start usually converges; the others are built from the
+    # (lazily: the first start usually converges; the others are built from the
     # directions known before Newton moves ``dirs``)
+    if hint is not None and not bool(np.all(np.any(hint[sliders] != 0, axis=1))):
+        hint = None
     starts = _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs.copy(), sliders, tol,
-                     select)
-    if hint is not None and bool(np.all(np.any(hint[sliders] != 0, axis=1))):
-        starts = itertools.chain([[math.atan2(hint[i][1], hint[i][0]) for i in sliders]],
-                                 starts)
+                     select, hint)
     for theta0 in starts:
         theta = np.array(theta0, dtype=float)
         for _ in range(_NEWTON_ITER):
@@ -646,9 +659,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
                 if any(along[j] < -(tols[j] + _onset_slack(shared.mobility(i), fscale))
                        for j, i in enumerate(sliders)):
                     break
-                c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, tol, select)
-                if c.got is None:
-                    return None
+                c.with_basis()
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders,
                                 shared)
                 return None if done is None else (c, *done, dirs.copy())
@@ -675,12 +686,24 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
     return None
 
 
-def _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False):
+def _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, select=False,
+            hint=None):
     """Starting angles of the slide directions, one after another (a generator): the
     excess force (the sliders sticking: their sticking forces reversed), the frictionless
-    slip (the sliders without friction), then the four axes."""
+    slip (the sliders without friction), then the four axes; ``hint`` (unit directions
+    per point: the polygon's slip) before them, or after the excess force where that
+    costs nothing (its sticking combination already solved in this problem: tried first
+    by the preferences). The polygon's slip is off by its tie-breaking perturbation (a
+    slab on 20 points: 4.4e-6), enough to make the directions of a body sliding flat on
+    many points differ, its motion undetermined and the start fail; the excess force is
+    the direction a slip starts in."""
     stick = np.array(mode)
     stick[sliders] = STICK
+    hint_angles = None if hint is None else [math.atan2(hint[i][1], hint[i][0])
+                                             for i in sliders]
+    known = _combo_key(stick, dirs, tol, select) in shared.combos
+    if hint_angles is not None and not known:
+        yield hint_angles
     c = _combo(shared, M, F, A, b, G, h, T, s, mu, stick, dirs, tol, select, False)
     if c.got is not None:
         x, z, _ = c.got
@@ -691,6 +714,8 @@ def _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs, sliders, tol=None, s
             t = z[jj:jj + 2]
             th.append(math.atan2(-t[1], -t[0]) if np.any(t) else 0.0)
         yield th
+    if hint_angles is not None and known:
+        yield hint_angles
     free = np.array(mu, dtype=float)
     free[sliders] = 0.0
     c = _Combo(M, F, A, b, G, h, T, s, free, mode, dirs, tol, select, basis=False)

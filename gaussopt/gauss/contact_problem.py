@@ -90,7 +90,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 from scipy.linalg.lapack import dgesdd as _GESDD
@@ -408,15 +408,61 @@ def _kkt_scaling(M: np.ndarray, J: np.ndarray, W: np.ndarray
     D x'`` with ``D_ii = M_ii^-1/2`` (a massless coordinate, ``M_ii`` below
     :data:`_MASSLESS` of the heaviest's, keeps the heaviest's scale), rows by ``rs =
     1 / |J_i D|``, and ``ms`` the largest entry of ``D M D`` or ``W D``."""
-    n = M.shape[0]
-    dg = np.diag(M)
-    top = float(dg.max(initial=0.0))
-    D = 1.0 / np.sqrt(np.where(dg > _MASSLESS * top, dg, top)) if top > 0 else np.ones(n)
-    JD = J * D
-    rn = np.sqrt((JD * JD).sum(axis=1))
-    rs = 1.0 / np.where(rn > 0, rn, 1.0)
-    ms = max(_max_abs(M * D[:, None] * D[None, :]), _max_abs(W * D), 1e-300)
-    return D, rs, ms
+    n, p = M.shape[0], J.shape[0]
+    got = _kkt_scaled(M, J, W, np.zeros((n, 0)), np.zeros((p, 0)))
+    return got[0], got[1], got[2]
+
+
+@jit(cache=True, python=True, nogil=True)
+def _kkt_scaled(M, J, W, R_top, R_bot):
+    """:func:`_kkt_scaling`'s ``(D, rs, ms)`` and the scaled system of :func:`kkt_solve`,
+    ``(Ms, C, Bt, f, c)`` = ``(D M D / ms, rs J D, rs W D, D R_top / ms, rs R_bot)``
+    (right-hand sides as columns), in one compiled call: as fifteen numpy operations on
+    a contact problem's small arrays they cost 50 us, more than the factorizations."""
+    n, p = M.shape[0], J.shape[0]
+    top = 0.0
+    for i in range(n):
+        top = max(top, M[i, i])
+    D = np.empty(n)
+    for i in range(n):
+        if top > 0:
+            D[i] = 1.0 / math.sqrt(M[i, i] if M[i, i] > _MASSLESS * top else top)
+        else:
+            D[i] = 1.0
+    Ms = np.empty((n, n))
+    ms = 1e-300
+    for i in range(n):
+        for j in range(n):
+            Ms[i, j] = M[i, j] * D[i] * D[j]
+            ms = max(ms, abs(Ms[i, j]))
+    C = np.empty((p, n))
+    Bt = np.empty((p, n))
+    rs = np.empty(p)
+    for r in range(p):
+        acc = 0.0
+        for j in range(n):
+            C[r, j] = J[r, j] * D[j]
+            Bt[r, j] = W[r, j] * D[j]
+            acc += C[r, j] * C[r, j]
+            ms = max(ms, abs(Bt[r, j]))
+        rn = math.sqrt(acc)
+        rs[r] = 1.0 / (rn if rn > 0 else 1.0)
+    for r in range(p):
+        for j in range(n):
+            C[r, j] *= rs[r]
+            Bt[r, j] *= rs[r]
+    for i in range(n):
+        for j in range(n):
+            Ms[i, j] /= ms
+    f = np.empty(R_top.shape)
+    for i in range(n):
+        for j in range(R_top.shape[1]):
+            f[i, j] = R_top[i, j] * D[i] / ms
+    c = np.empty(R_bot.shape)
+    for r in range(p):
+        for j in range(R_bot.shape[1]):
+            c[r, j] = R_bot[r, j] * rs[r]
+    return D, rs, ms, Ms, C, Bt, f, c
 
 
 def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
@@ -461,18 +507,19 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     without mass (a singular ``M``: ``M_ii`` below :data:`_MASSLESS` of the heaviest's)
     keep the heaviest's scale."""
     n, p = M.shape[0], J.shape[0]
-    D, rs, ms = _kkt_scaling(M, J, W)
-    M = M * D[:, None] * D[None, :]
-    J, W = J * D, W * D
-    R_top = R_top * (D if R_top.ndim == 1 else D[:, None])
-    Ms = M / ms
-    C = J * rs[:, None]
-    Bt = W * rs[:, None]                                   # (-B^T)
-    f = R_top / ms
-    c = R_bot * (rs if R_bot.ndim == 1 else rs[:, None])
+    one = R_top.ndim == 1
+    cols = 1 if one else R_top.shape[1]
+    D, rs, ms, Ms, C, Bt, f, c = _kkt_scaled(                 # (Bt: -B^T)
+        np.ascontiguousarray(M, dtype=float), np.ascontiguousarray(J, dtype=float),
+        np.ascontiguousarray(W, dtype=float),
+        np.ascontiguousarray(R_top.reshape(n, cols), dtype=float),
+        np.ascontiguousarray(R_bot.reshape(p, cols), dtype=float))
+    if one:
+        f, c = f[:, 0], c[:, 0]
     if p:
-        Uw, sw, Vwt = _svd(Bt, full=False)         # (U_w's first r_w columns are read)
         Uj, sj, Vjt = _svd(C, full=False)
+        # (U_w's first r_w columns are read; W = J without sliding rows: one SVD)
+        Uw, sw, Vwt = (Uj, sj, Vjt) if W is J or np.array_equal(W, J) else _svd(Bt, full=False)
         pre = DEFAULT_RANK_TOL * max(float(sw[0]), float(sj[0]))
         rw, rj = int(np.count_nonzero(sw > pre)), int(np.count_nonzero(sj > pre))
         Ks = np.zeros((n + rj, n + rw))
@@ -593,6 +640,17 @@ def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.
     them (:func:`selected_kkt`) and ``Z`` spans ``null(W^T)``, the forces that change
     nothing. ``basis=False``: ``Z`` is None (not computed: Newton's iterates on slide
     directions read ``x`` and ``z`` only)."""
+    got = svd_kkt_later(M, F, J, W, rhs, select)
+    if got is None:
+        return None
+    return got[0], got[1], (got[2]() if basis else None)
+
+
+def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray,
+                  select: bool = False) -> Optional[tuple[np.ndarray, np.ndarray, Callable]]:
+    """:func:`svd_kkt` with the basis ``Z`` computed later, when asked: ``(x, z, basis)``,
+    ``basis()`` returning ``Z`` (Newton's iterates on slide directions read ``x`` and
+    ``z`` only; the converged one also needs ``Z``, without solving its system again)."""
     n = M.shape[0]
     p = J.shape[0]
     got = kkt_solve(M, J, W, F, rhs)
@@ -602,20 +660,19 @@ def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.
         sel = selected_kkt(M, F, J, W, rhs)
         if sel is None:
             return None
-        return sel[0], sel[1], (self_stresses(W) if basis else None)
+        return sel[0], sel[1], (lambda: self_stresses(W))
     sol, rest, rs, ms = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
     z = sol[n:] * zscale
-    # the free forces z = zscale z_s, z_s orthogonal to rest: z orthogonal to rest / zscale
-    if not basis:
-        return x, z, None
-    if p:
-        Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
-        Z = Q[:, rest.shape[1]:]
-    else:
-        Z = np.zeros((0, 0))
-    return x, z, Z
+
+    def basis() -> np.ndarray:
+        # the free forces z = zscale z_s, z_s orthogonal to rest: z orthogonal to
+        # rest / zscale
+        if not p:
+            return np.zeros((0, 0))
+        return LA.complement(np.ascontiguousarray(rest / zscale[:, None]))
+    return x, z, basis
 
 
 def _force_conditions(comb: _Combination, m: int, mu: np.ndarray, mode: np.ndarray,
