@@ -737,6 +737,9 @@ _LCP_RETRIES = (1.0, 1e-2, 1e2)
 #: directions of the polygon inscribed in each circular cone for the LCP of many points
 #: (its friction reaches cos(pi / 8) = 92 % of the circle's between two directions)
 _POLYGON = 8
+#: the polygon's directions, (2, _POLYGON)
+_POLYGON_DIRS = np.vstack([np.cos(2.0 * np.pi * np.arange(_POLYGON) / _POLYGON),
+                           np.sin(2.0 * np.pi * np.arange(_POLYGON) / _POLYGON)])
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
@@ -761,8 +764,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     fr = np.flatnonzero(rest | infinite)
     kf = fr.size
     mu_f = np.where(infinite[fr], _MU_INF, mu[fr])
-    ang = 2.0 * math.pi * np.arange(nd) / nd
-    D = np.vstack([np.cos(ang), np.sin(ang)])                       # (2, nd)
+    D = _POLYGON_DIRS                                               # (2, nd)
     slides = ~rest & ~infinite & (mu > 0) & np.any(known != 0, axis=1)
     dirs_n = G.copy()
     for i in np.flatnonzero(slides):
@@ -790,10 +792,11 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     cb, cl = k, k + kf * nd
     Ml[:k, :k], Ml[:k, cb:cl] = G @ XN, G @ XB
     Ml[cb:cl, :k], Ml[cb:cl, cb:cl] = to_dirs(Tf @ XN), to_dirs(Tf @ XB)
-    for j in range(kf):
-        Ml[cb + nd * j:cb + nd * j + nd, cl + j] = 1.0              # d_j . u + lam
-        Ml[cl + j, fr[j]] = mu_f[j]                                 # mu N - sum beta
-        Ml[cl + j, cb + nd * j:cb + nd * j + nd] = -1.0
+    beta_rows = np.arange(cb, cl)
+    owner = cl + np.repeat(np.arange(kf), nd)                       # each beta's lam
+    Ml[beta_rows, owner] = 1.0                                      # d_j . u + lam
+    Ml[cl + np.arange(kf), fr] = mu_f                               # mu N - sum beta
+    Ml[owner, beta_rows] = -1.0
     u0 = Tf @ x0 - s[fr].reshape(-1)
     ql = np.concatenate([G @ x0 - h, to_dirs(u0[:, None])[:, 0], np.zeros(kf)])
     got = compliant_lemke(Ml, ql, compliance)
@@ -812,10 +815,11 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     pos = np.full(k, -1)
     pos[fr] = np.arange(kf)
     pos, lam_, rest_ = pos.tolist(), lam.tolist(), rest.tolist()
+    slips = np.einsum("kan,n->ka", T, x) - s
     for i in range(k):
         j = pos[i]
         if rest_[i] and lam_[j] > ktol:
-            hint[i] = _slip_direction(T[i] @ x - s[i])
+            hint[i] = _slip_direction(slips[i])
             closed_modes.append([SLIDE, STICK])
         elif rest_[i]:
             closed_modes.append([STICK, SLIDE] if wl[cl + j] <= ftol else [STICK])
