@@ -57,6 +57,48 @@ def test_lemke_solves_positive_semidefinite_lcps(seed):
         assert np.abs(z * w).max() <= tol * (1.0 + np.abs(z).max())
 
 
+def test_lemke_with_a_compliance_solves_the_shifted_lcp_exactly():
+    """``lemke_pair(M, q, compliance=c)`` solves ``LCP(q, M + c max|M| I)`` with the
+    shifted matrix never formed in Python: the same pivots, hence the same numbers bit for
+    bit, as the matrix formed here (the contact problem's regularization); and it still
+    refuses non-finite input."""
+    from gaussopt.gauss.lcp import lemke_pair
+
+    rng = np.random.default_rng(7)
+    for n in (1, 5, 37, 120):
+        L = rng.standard_normal((n, max(1, n // 3)))
+        M = L @ L.T
+        q = rng.standard_normal(n)
+        c = 1e-9
+        a = lemke_pair(M, q, compliance=c)
+        b = lemke_pair(M + c * np.abs(M).max() * np.eye(n), q)
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    with pytest.raises(ValueError, match="finite"):
+        lemke_pair(np.array([[1.0, np.inf], [0.0, 1.0]]), np.array([-1.0, 1.0]),
+                   compliance=1e-9)
+
+
+def test_complement_is_an_orthonormal_basis_of_the_orthogonal_complement():
+    """The contact KKT's basis of free forces (``dense_algebra.complement``): for tall
+    matrices of full column rank (scaled rows as the contact problem's), columns
+    orthonormal and orthogonal to ``X``'s to rounding, and together with them spanning
+    the whole space (``p - k`` of them)."""
+    from gaussopt.gauss.dense_algebra import complement
+
+    rng = np.random.default_rng(3)
+    for p, k in ((1, 0), (3, 1), (60, 6), (40, 40), (9, 3)):
+        X = rng.standard_normal((p, k)) * np.logspace(-3, 3, p)[:, None]
+        Z = complement(X)
+        assert Z.shape == (p, p - k)
+        eps = np.finfo(float).eps
+        assert np.abs(Z.T @ Z - np.eye(p - k)).max(initial=0.0) <= 100 * p * eps
+        if k:
+            Q = np.linalg.qr(X)[0]
+            assert np.abs(Q.T @ Z).max(initial=0.0) <= 100 * p * eps
+
+
 def test_lemke_refutes_an_lcp_without_solution_and_checks_its_input():
     # w = z1 - z2 - 1 >= 0 and w2 = -z1 + z2 - 1 >= 0 add up to -2 >= 0: no solution
     M = np.array([[1.0, -1.0], [-1.0, 1.0]])
@@ -700,17 +742,25 @@ def test_resting_group_margin_is_proven_by_its_last_distribution(monkeypatch):
                                atol=1e-12 * M_P * G0)
 
 
+def _wrenches(points):
+    """The unit wrench (force, moment about the centre) of each force of a body on
+    ``points``, as rows in the order ``(N_1..N_k, t_1x, t_1y, ...)``."""
+    k = len(points)
+    J = np.zeros((3 * k, 6))
+    for i, p in enumerate(points):
+        for row, e in ((i, [0, 0, 1]), (k + 2 * i, [1, 0, 0]), (k + 2 * i + 1, [0, 1, 0])):
+            J[row, :3] = e
+            J[row, 3:] = np.cross(p, e)
+    return J
+
+
 def _body_on_points(points, beta, mu):
     """The forces of a body (3 kg) at rest on ``points`` (body frame) of a slope tilted by
     ``beta``, all sticking: ``(z0, Z, cone_points)`` with ``z = (N_1..N_k, t_1x, t_1y,
     ...)``, ``z0`` the least-norm forces that balance gravity and ``Z`` an orthonormal
     basis of the self-stresses (written here from the wrench of each force)."""
     k = len(points)
-    J = np.zeros((3 * k, 6))                   # rows: the unit wrench of each force
-    for i, p in enumerate(points):
-        for row, e in ((i, [0, 0, 1]), (k + 2 * i, [1, 0, 0]), (k + 2 * i + 1, [0, 1, 0])):
-            J[row, :3] = e
-            J[row, 3:] = np.cross(p, e)
+    J = _wrenches(points)                      # rows: the unit wrench of each force
     w = np.array([-M_P * G0 * math.sin(beta), 0, M_P * G0 * math.cos(beta), 0, 0, 0])
     z0 = np.linalg.lstsq(J.T, w, rcond=None)[0]
     U, sv, _ = np.linalg.svd(J)
@@ -767,6 +817,45 @@ def test_force_distributions_in_circular_cones_match_an_independent_solve(body, 
     # on the distributions: the balance of the given forces z0 (J^T z = J^T z0), to rounding
     E = np.linalg.svd(Z, full_matrices=True)[0][:, Z.shape[1]:]
     assert np.abs(E.T @ (z - z0)).max() <= 1e-13 * scale
+
+
+@pytest.mark.parametrize("body", ["cube", "slab", "tall"])
+def test_sticking_is_refuted_by_a_dual_certificate_only_where_no_distribution_holds(body):
+    """The contact problem refutes a sticking combination by a dual (Farkas) certificate
+    where it finds one (``_refuted``), without the cone program. A body on points of a
+    slope with ``tan(beta) = f mu``: no distribution of its forces holds it exactly where
+    ``f > 1`` (the friction the slope asks for, ``m g sin(beta)``, against the most the
+    cones give, ``mu m g cos(beta)``), whatever the points. The certificate must fire there
+    (each point slipping downhill and lifting by ``mu`` is a rigid motion of these bodies)
+    and, wherever it fires, the largest margin of cvxpy's solve of the cone program (the
+    self-stresses' coordinates, as above) must be below ``-delta``; at ``f < 1`` it must
+    not fire (that margin is positive). The tall body (points 0.15 below its centre, 0.1
+    from it sideways: it tips only beyond tan(beta) = 2/3, above the slopes here) loads
+    its downhill points more."""
+    import cvxpy as cvx
+
+    pts = {"cube": [[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.1, 0.1)],
+           "slab": GRID,
+           "tall": [[x, y, -0.15] for x in (-0.1, 0.1) for y in (-0.1, 0.1)]}[body]
+    pts = np.array(pts, dtype=float)
+    k, mu, scale = len(pts), 0.4, M_P * G0
+    delta = 1e-9 * scale                      # (the contact problem's 1e-10 m g, and more)
+    for f in (0.8, 0.99, 1.01, 1.2):
+        z0, Z, cones = _body_on_points(pts, math.atan(f * mu), mu)
+        refuted = ccone._refuted(z0, _wrenches(pts), cones, delta)
+        y, s = cvx.Variable(Z.shape[1]), cvx.Variable()
+        zz = z0 + Z @ y
+        prob = cvx.Problem(cvx.Maximize(s), [zz[:k] >= s] + [
+            cvx.norm(cvx.hstack([zz[k + 2 * i], zz[k + 2 * i + 1]])) <= mu * zz[i] - s
+            for i in range(k)])
+        prob.solve(solver="CLARABEL", tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
+        # (cvxpy's margin to ~1e-9 m g; the margins here are 1e-3 m g or more from 0)
+        assert prob.status == "optimal"
+        assert refuted == (f > 1), (f, float(s.value))
+        if refuted:
+            assert float(s.value) < -delta
+        else:
+            assert float(s.value) > 0
 
 
 def test_face_sliding_on_many_points_takes_the_whole_family_whatever_the_lcp_reads(
