@@ -113,7 +113,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, in_span, read_states, same_motion,
-                                            self_stresses, svd_kkt_later)
+                                            self_stresses, svd_kkt_later, _svd)
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm", "least_norm_in_cones", "SLIDE"]
@@ -399,7 +399,7 @@ def _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, combo: _Combo, slider
         cross, along = _slip_parts(x, T, s, dirs, sliders)
         tols = _slip_tols(M, F, T, s, x, sliders)
         for j, i in enumerate(sliders):
-            if abs(cross[j]) > tols[j] or along[j] < -(tols[j] + _onset_slack(shared.mobility(i), fscale)):
+            if abs(cross[j]) > tols[j] or _against(along[j], tols[j], shared, i, fscale):
                 return None
     nc = len(combo.closed)
     points, tols = [], []
@@ -480,7 +480,9 @@ def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float
         Wb = W @ basis
     else:
         basis, Wb = None, W
-    coef = np.linalg.lstsq(Wb, np.column_stack([slip, lift]), rcond=None)[0]
+    U, sv, Vt = _svd(Wb, full=False)
+    keep = sv > 1e-12 * float(sv[0]) if sv.size else sv > 0
+    coef = Vt[keep].T @ ((U[:, keep].T @ np.column_stack([slip, lift])) / sv[keep, None])
     ws, wl = Wb @ coef[:, 0], Wb @ coef[:, 1]
     # the least lift that puts every point's rates in its dual cone (each condition
     # holds on an interval of lam; linearized, then checked exactly)
@@ -514,6 +516,13 @@ def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float
     work = float(z @ w)
     rounding = 1e4 * _EPS * p * float(np.abs(z).max(initial=0.0)) * float(np.abs(w).max())
     return work < -(delta * budget + rounding)
+
+
+def _against(along: float, tol: float, shared: "_Shared", i: int, fscale: float) -> bool:
+    """Whether a slider's slip ``along`` its direction is against it beyond its rounding
+    ``tol`` and its onset slack (:func:`_onset_slack`; the point's mobility is computed
+    only for a slip that the rounding alone does not clear)."""
+    return along < -tol and along < -(tol + _onset_slack(shared.mobility(i), fscale))
 
 
 def _onset_slack(mob: float, fscale: float) -> float:
@@ -659,7 +668,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
                 # next start is tried then; at the root with every slip along its
                 # direction, the combination's other conditions decide it
                 fscale = max(1.0, float(np.abs(c.got[1]).max(initial=0.0)))
-                if any(along[j] < -(tols[j] + _onset_slack(shared.mobility(i), fscale))
+                if any(_against(along[j], tols[j], shared, i, fscale)
                        for j, i in enumerate(sliders)):
                     break
                 c.with_basis()
@@ -1139,14 +1148,14 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     nu, tau = np.zeros(k), np.zeros((k, 2))
     direction = np.zeros((k, 2))
     nc = len(combo.closed)
-    for j, i in enumerate(combo.closed):
-        nu[i] = z[m + j]
-        if i in combo.trows:
-            jj = m + nc + 2 * combo.trows.index(i)
-            tau[i] = z[jj:jj + 2]
-        elif np.any(dirs[i]) and 0 < mu[i] < math.inf:
-            tau[i] = -mu[i] * nu[i] * dirs[i]
-            direction[i] = dirs[i]
+    closed, trows = combo.closed, combo.trows
+    nu[closed] = z[m:m + nc]
+    tau[trows] = z[m + nc:m + nc + 2 * len(trows)].reshape(-1, 2)
+    # the closed points without no-slip rows that slide along a direction
+    other = np.setdiff1d(closed, trows).astype(int)
+    along = other[np.any(dirs[other] != 0, axis=1) & (mu[other] > 0) & (mu[other] < math.inf)]
+    tau[along] = -(mu[along] * nu[along])[:, None] * dirs[along]
+    direction[along] = dirs[along]
     slack = G @ x - h
     slip = np.einsum("kjn,n->kj", T, x) - s
     nu_tol, slack_tol = _scales(M, F, G, h, x)
