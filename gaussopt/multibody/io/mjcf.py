@@ -116,10 +116,12 @@ link frame, ``qvel`` = its origin's velocity in the world frame and its angular 
 in the link frame).
 
 Everything else is listed, with counts, in one :class:`UnmappedFeatureWarning` (the joint
-kind maps more, as said above -- spatial tendons through sites too, their springs,
-dampers and actuators as forces at the sites (:class:`~gaussopt.multibody.tree.SpatialTendon`),
-their ``tendon`` equalities as exact rows, their limits as opt-in hard stops -- and lists
-only the rest: spatial tendons that wrap geoms or have pulleys, actuators with
+kind maps more, as said above -- spatial tendons through sites and around spheres and
+cylinders too, their springs, dampers and actuators as forces at the sites and the tangent
+points (:class:`~gaussopt.multibody.tree.SpatialTendon`,
+:class:`~gaussopt.multibody.tree.TendonWrap`), their ``tendon`` equalities as exact rows,
+their limits as opt-in hard stops -- and lists only the rest: spatial tendons with
+pulleys, the equalities, limits and armature of tendons that wrap geoms, actuators with
 activation dynamics, other gains and biases or other transmissions, and friction loss;
 the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
@@ -507,7 +509,8 @@ def _equality_specs(mj, m, d, owner: list, un: dict, couplings: Optional[list] =
         if couplings is not None and typ in (EJ, ET):
             ids = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e]))
             if typ == ET and not all(i < 0 or i in fixed_tendons for i in ids):
-                _count(un, "tendon equality constraints of unmapped spatial tendons")
+                _count(un, "tendon equality constraints of unmapped spatial tendons or of "
+                           "tendons that wrap geoms")
                 continue
             couplings.append((typ == EJ, ids[0], ids[1], np.array(m.eq_data[e, :5]), e))
             ncoupled += 1
@@ -765,13 +768,14 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
         _count(un, "gravity compensation routed through actuators (actuatorgravcomp)",
                int(np.count_nonzero(m.jnt_actgravcomp)))
     fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
-    spatial = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of, spring_on,
-                                    damp_on, act_on)
+    spatial, wrapping = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of,
+                                              spring_on, damp_on, act_on)
     _tree_actuators(mj, m, out, jname_of, fixed, act_on, spatial)
     # closures: the anchors in the frames of the links that carry them (world: world)
     couplings: list = []
     tendons = {**fixed, **spatial}
-    specs = _equality_specs(mj, m, d, owner, un, couplings, frozenset(tendons))
+    specs = _equality_specs(mj, m, d, owner, un, couplings,
+                            frozenset(t for t in tendons if t not in wrapping))
     for joint, i1, i2, poly, e in couplings:
         label = mj.mj_id2name(m, mj.mjtObj.mjOBJ_EQUALITY, e) or None
         if joint:
@@ -949,9 +953,8 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
     ``out.forces`` (stiffness about ``tendon_lengthspring``, damping, armature, the actuator
     force range) and their ranges into ``out.tendon_ranges`` (hard stops, opt-in:
     ``model.with_limits()``); returns MuJoCo tendon id -> name of the mapped ones. Spatial
-    tendons through sites are left to :func:`_tree_spatial_tendons`; those that wrap geoms
-    or have pulleys, friction loss and nonlinear springs and dampers are counted
-    unmapped."""
+    tendons through sites and around geoms are left to :func:`_tree_spatial_tendons`; those
+    with pulleys, friction loss and nonlinear springs and dampers are counted unmapped."""
     from gaussopt.multibody.tree import FixedTendon
 
     un = out.unmapped
@@ -959,14 +962,15 @@ def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, dam
     tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
     taken: set = set()
     fixed: dict = {}
-    SITE = int(mj.mjtWrap.mjWRAP_SITE)
+    spatial = {int(mj.mjtWrap.mjWRAP_SITE), int(mj.mjtWrap.mjWRAP_SPHERE),
+               int(mj.mjtWrap.mjWRAP_CYLINDER)}
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
         types = {int(m.wrap_type[w]) for w in range(adr, adr + num)}
-        if types == {SITE}:
+        if types <= spatial:
             continue                    # (_tree_spatial_tendons)
         if types != {JOINT}:
-            _count(un, "spatial tendons wrapping geoms (spheres, cylinders) or with pulleys")
+            _count(un, "spatial tendons with pulleys")
             continue
         terms = tuple((jname_of[int(m.wrap_objid[w])], float(m.wrap_prm[w]))
                       for w in range(adr, adr + num))
@@ -1007,48 +1011,105 @@ def _tendon_extras(mj, m, i: int, un: dict, kind: str, spring_on: bool, damp_on:
 
 
 def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: dict,
-                          mocap_of: dict, spring_on: bool, damp_on: bool, act_on: bool) -> dict:
-    """The spatial tendons of ``m`` through sites only as
-    :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites in the
-    frames of the links that carry them, from their ``qpos0`` poses; stiffness about
-    ``tendon_lengthspring``, damping, armature, the actuator force range); returns MuJoCo tendon id
-    -> name of the mapped ones (the actuators and equalities along them are mapped with the
-    others). Their limits go to ``out.tendon_ranges`` (hard stops, opt-in:
+                          mocap_of: dict, spring_on: bool, damp_on: bool, act_on: bool
+                          ) -> tuple[dict, set]:
+    """The spatial tendons of ``m`` through sites and around spheres and cylinders as
+    :class:`~gaussopt.multibody.tree.SpatialTendon` into ``out.forces`` (the sites, the
+    wrapping geoms (:class:`~gaussopt.multibody.tree.TendonWrap`) and their side sites in
+    the frames of the links that carry them, from their ``qpos0`` poses; stiffness about
+    ``tendon_lengthspring``, damping, armature, the actuator force range); returns
+    ``(mapped, wrapping)``: MuJoCo tendon id -> name of the mapped ones (the actuators and
+    equalities along them are mapped with the others), and the ids of those that wrap a
+    geom. Their limits go to ``out.tendon_ranges`` (hard stops, opt-in:
     ``model.with_limits()``); their friction loss and nonlinear springs are counted
-    unmapped."""
-    from gaussopt.multibody.tree import SpatialTendon
+    unmapped, and so are a wrapping tendon's limits, armature and equalities (their terms
+    need the string's curvature on the geom), side sites on another link than their geom's
+    or inside it (MuJoCo's iterative inside wrapping) and pulleys."""
+    from gaussopt.multibody.tree import SpatialTendon, TendonWrap
 
     un = out.unmapped
     SITE = int(mj.mjtWrap.mjWRAP_SITE)
+    shapes = {int(mj.mjtWrap.mjWRAP_SPHERE): "sphere", int(mj.mjtWrap.mjWRAP_CYLINDER): "cylinder"}
     tnames = _names(mj, m, mj.mjtObj.mjOBJ_TENDON, m.ntendon, "tendon")
     taken = {f.name for f in out.forces if hasattr(f, "terms")}
     mapped: dict = {}
+    wrapping: set = set()
+
+    def frame(b):
+        """(link or None, rotation, origin) of the frame that carries MuJoCo body ``b``."""
+        o = owner[b] if b else None
+        if o is None:
+            return None, np.eye(3), np.zeros(3)
+        lb = link_body[o]
+        return o, np.array(d.xmat[lb]).reshape(3, 3), np.array(d.xpos[lb], dtype=float)
+
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
-        if any(int(m.wrap_type[w]) != SITE for w in range(adr, adr + num)):
+        types = [int(m.wrap_type[w]) for w in range(adr, adr + num)]
+        if any(t_ != SITE and t_ not in shapes for t_ in types):
             continue
-        sites = [int(m.wrap_objid[w]) for w in range(adr, adr + num)]
-        if any(int(m.site_bodyid[s_]) in mocap_of for s_ in sites):
-            _count(un, "spatial tendons through sites of mocap bodies")
+        bodies = [int(m.site_bodyid[int(m.wrap_objid[w])]) if t_ == SITE
+                  else int(m.geom_bodyid[int(m.wrap_objid[w])])
+                  for w, t_ in zip(range(adr, adr + num), types)]
+        if any(b in mocap_of for b in bodies):
+            _count(un, "spatial tendons through sites or geoms of mocap bodies")
             continue
-        limited = _tendon_extras(mj, m, i, un, "spatial", spring_on, damp_on)
-        path = []
-        for s_ in sites:
-            b = int(m.site_bodyid[s_])
-            P = np.array(d.site_xpos[s_], dtype=float)
-            o = owner[b] if b else None
-            if o is None:
-                path.append((None, tuple(P)))
-            else:
-                lb = link_body[o]
-                Ro = np.array(d.xmat[lb]).reshape(3, 3)
-                path.append((o, tuple(Ro.T @ (P - d.xpos[lb]))))
+        path, why = [], None
+        for w, t_ in zip(range(adr, adr + num), types):
+            obj = int(m.wrap_objid[w])
+            if t_ == SITE:
+                o, Ro, xo = frame(int(m.site_bodyid[obj]))
+                path.append((o, tuple(Ro.T @ (np.array(d.site_xpos[obj]) - xo))))
+                continue
+            o, Ro, xo = frame(int(m.geom_bodyid[obj]))
+            Rg = np.array(d.geom_xmat[obj]).reshape(3, 3)
+            pos = Ro.T @ (np.array(d.geom_xpos[obj]) - xo)
+            radius = float(m.geom_size[obj, 0])
+            side = None
+            sid = int(round(float(m.wrap_prm[w])))
+            if sid >= 0 and int(mj.__version__.split(".")[0]) < 4:
+                # (MuJoCo 3 chose the side by a half-plane test; gaussopt follows MuJoCo 4's
+                # rule, the path homotopic to the one through the side site)
+                why = "spatial tendons wrapping with a side site under MuJoCo < 4 (its rule differs)"
+            if sid >= 0:
+                os_, _, _ = frame(int(m.site_bodyid[sid]))
+                sp = Ro.T @ (np.array(d.site_xpos[sid]) - xo)
+                if os_ != o:
+                    why = "spatial tendons with a wrap's side site on another link than its geom"
+                elif np.linalg.norm(Rg.T @ (np.array(d.site_xpos[sid]) - d.geom_xpos[obj])) \
+                        < radius:
+                    why = ("spatial tendons wrapping from a side site inside the geom "
+                           "(MuJoCo's iterative inside wrapping)")
+                side = tuple(sp)
+            path.append(TendonWrap(o, shapes[t_], radius, position=tuple(pos),
+                                   rotation=tuple(map(tuple, Ro.T @ Rg)), side=side))
+        if why is not None:
+            _count(un, why)
+            continue
+        wraps = any(isinstance(x, TendonWrap) for x in path)
+        params = _tendon_params(m, i, spring_on, damp_on, act_on)
+        if wraps:
+            constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
+            if constraint and not _flag(mj, m, "mjDSBL_LIMIT") and m.tendon_limited[i]:
+                _count(un, "limits of spatial tendons that wrap geoms")
+            if constraint and not _flag(mj, m, "mjDSBL_FRICTIONLOSS") and \
+                    m.tendon_frictionloss[i]:
+                _count(un, "tendon friction loss")
+            if params["armature"]:
+                _count(un, "armature of spatial tendons that wrap geoms")
+                params["armature"] = 0.0
+            if (spring_on and np.any(m.tendon_stiffnesspoly[i])) or (
+                    damp_on and np.any(m.tendon_dampingpoly[i])):
+                _count(un, "nonlinear tendon stiffness or damping (stiffnesspoly/dampingpoly)")
+            limited = False
+            wrapping.add(i)
+        else:
+            limited = _tendon_extras(mj, m, i, un, "spatial", spring_on, damp_on)
         mapped[i] = _clean(tnames[i], taken)
         if limited:
             out.tendon_ranges[mapped[i]] = tuple(float(x) for x in m.tendon_range[i])
-        out.forces.append(SpatialTendon(mapped[i], tuple(path),
-                                        **_tendon_params(m, i, spring_on, damp_on, act_on)))
-    return mapped
+        out.forces.append(SpatialTendon(mapped[i], tuple(path), **params))
+    return mapped, wrapping
 
 
 def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool,

@@ -14,6 +14,7 @@ as they read the other kinds'.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,7 +25,8 @@ from gaussopt.multibody.common.base_assembly import BaseAssembly
 import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
                                                    FixedTendon, JointEquality, Link, Mocap,
-                                                   SpatialTendon, TendonEquality, TreeJoint,
+                                                   SpatialTendon, TendonEquality, TendonWrap,
+                                                   TreeJoint,
                                                    Weld)
 
 __all__ = ["TreeAssembly", "assemble_model", "quat_matrix"]
@@ -83,6 +85,8 @@ class TreeAssembly(BaseAssembly):
     mocap_slots: np.ndarray = None
     #: the spatial tendons' lines in ``p`` by name
     spatial_lines: dict = None
+    #: the spatial tendons that wrap a geom (no couplings, limits or armature), by name
+    wrapped_tendons: frozenset = frozenset()
 
     def index_of(self, coordinate: str) -> int:
         try:
@@ -339,6 +343,11 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             joint = isinstance(c, JointEquality)
             kind = "JointEquality" if joint else "TendonEquality"
             refs = (c.joint_1, c.joint_2) if joint else (c.tendon_1, c.tendon_2)
+            if not joint and any(r in lines.wrapped for r in refs if r is not None):
+                problems.append(f"{label}: a TendonEquality of a tendon that wraps a geom is "
+                                "not modelled (its row's velocity terms need the string's "
+                                f"curvature on the geom), found {refs!r}")
+                continue
             ls = [lines.joint(r, f"{label}", problems) if joint else
                   lines.tendon(r, f"{label}", problems)
                   for r in refs if r is not None]
@@ -490,6 +499,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         actuator_names=tuple(anames), tendon_names=tuple(lines.tendon_names),
                         ctrl_slots=ctrl_slots, mocap_names=tuple(mocap_index),
                         spatial_lines=dict(lines.spatial_index),
+                        wrapped_tendons=frozenset(lines.wrapped),
                         mocap_slots=(int(p[kernel.H_OMC])
                                      + kernel.W_MC * np.arange(len(mocaps), dtype=np.int64)))
 
@@ -548,6 +558,8 @@ class _Lines:
         self.index: dict = {}
         self.tendon_names: list = []
         self.damped = False
+        #: the spatial tendons that wrap a geom, by name
+        self.wrapped: set = set()
         for t in tendons:
             label = f"tendon {t.name!r}"
             if t.name in self.index:
@@ -671,20 +683,37 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
                             f"{t.path!r}")
             continue
         first = len(sites)
+        wraps = [k for k, it in enumerate(path) if isinstance(it, TendonWrap)]
+        for k in wraps:
+            if k == 0 or k == len(path) - 1 or k + 1 in wraps:
+                problems.append(f"{label}.path[{k}]: a TendonWrap must stand between two "
+                                "points (not first, last or next to another wrap)")
+        if wraps and t.armature:
+            problems.append(f"{label}: a wrapping tendon has no armature (its velocity terms "
+                            f"need the string's curvature on the geom), found {t.armature}")
+        if wraps:
+            lines.wrapped.add(t.name)
         for k, it in enumerate(path):
+            if isinstance(it, TendonWrap):
+                sites.extend(_wrap_records(it, f"{label}.path[{k}]", index, problems))
+                continue
             try:
                 ref, point = it
                 nm = _link_name(ref)
             except (TypeError, ValueError, ModelError) as e:
-                problems.append(f"{label}.path[{k}] must be (link, point (3,)), found {it!r}"
+                problems.append(f"{label}.path[{k}] must be (link, point (3,)) or a "
+                                f"TendonWrap, found {it!r}"
                                 + (f" ({e})" if isinstance(e, ModelError) else ""))
                 continue
             if nm is not None and nm not in index:
                 problems.append(f"{label}.path[{k}]: unknown link {nm!r} (links: "
                                 f"{list(index)})")
                 continue
-            sites.append([-1 if nm is None else index[nm],
-                          *_vec(point, 3, f"{label}.path[{k}] point", problems)])
+            rec = np.zeros(kernel.W_S)
+            rec[kernel.S_BODY] = -1 if nm is None else index[nm]
+            rec[kernel.S_POS:kernel.S_POS + 3] = _vec(point, 3, f"{label}.path[{k}] point",
+                                                      problems)
+            sites.append(rec)
         rec = np.zeros(kernel.W_L)
         rec[kernel.L_SP], rec[kernel.L_NT], rec[kernel.L_T0] = 1.0, len(sites) - first, first
         _tendon_params(t, label, problems, rec)
@@ -692,6 +721,51 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
         lines.records.append(rec)
         lines.damped = lines.damped or bool(rec[kernel.L_DAMP])
     return np.array(sites, dtype=float).reshape(-1, kernel.W_S)
+
+
+def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> list:
+    """The two site records of a :class:`TendonWrap` (the geom, then the second tangent
+    point's slot), checked."""
+    try:
+        nm = _link_name(w.link)
+    except ModelError as e:
+        problems.append(f"{label}.link: {e}")
+        return []
+    if nm is not None and nm not in index:
+        problems.append(f"{label}.link: unknown link {nm!r} (links: {list(index)})")
+        return []
+    kinds = {"sphere": kernel.WRAP_SPHERE, "cylinder": kernel.WRAP_CYLINDER}
+    if w.shape not in kinds:
+        problems.append(f"{label}.shape must be 'sphere' or 'cylinder', found {w.shape!r}")
+        return []
+    radius = float(w.radius) if np.ndim(w.radius) == 0 else math.nan
+    if not (math.isfinite(radius) and radius > 0):
+        problems.append(f"{label}.radius must be a finite number > 0, found {w.radius!r}")
+        return []
+    pos = _vec(w.position, 3, f"{label}.position", problems)
+    R = np.asarray(w.rotation, dtype=float)
+    if R.shape != (3, 3) or not np.all(np.isfinite(R)) or \
+            np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
+        problems.append(f"{label}.rotation must be a rotation matrix (3, 3), orthonormal to "
+                        f"1e-9 with determinant +1, found {w.rotation!r}")
+        return []
+    first = np.zeros(kernel.W_S)
+    first[kernel.S_BODY] = -1 if nm is None else index[nm]
+    first[kernel.S_POS:kernel.S_POS + 3] = pos
+    first[kernel.S_KIND], first[kernel.S_RAD] = kinds[w.shape], radius
+    first[kernel.S_ROT:kernel.S_ROT + 9] = R.reshape(-1)
+    if w.side is not None:
+        sd = R.T @ (_vec(w.side, 3, f"{label}.side", problems) - pos)
+        if np.linalg.norm(sd) < radius:
+            problems.append(f"{label}.side must lie outside the geom (MuJoCo's wrapping from "
+                            f"a side point inside it is not modelled), found {w.side!r} at "
+                            f"{np.linalg.norm(sd):.6g} from the centre, radius {radius:.6g}")
+        first[kernel.S_SIDE] = 1.0
+        first[kernel.S_SD:kernel.S_SD + 3] = sd
+    second = np.zeros(kernel.W_S)
+    second[kernel.S_BODY] = first[kernel.S_BODY]
+    second[kernel.S_KIND] = kernel.WRAP_SECOND
+    return [first, second]
 
 
 def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref, sq=(1.0, 0.0, 0.0, 0.0),

@@ -57,10 +57,12 @@ tendon (its spring ``-k x`` with ``x`` the stretch outside the dead band ``[lowe
 its damper ``-b L'``, its armature ``a L'^2 / 2`` on ``M``), or a joint's own coordinate
 named by an actuator or an equality. A force ``f`` along a line is the generalized force
 ``f c``. A *spatial tendon* is a line whose length is that of a path through sites of the
-bodies (straight segments): its tension (spring, damper, actuators) is applied as forces
-at the sites, pulling every segment's ends together (the generalized force ``f dL/dq``,
-without forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0``
-from the sites' motion. An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
+bodies (straight segments), and around the spheres and cylinders it wraps between two
+sites (MuJoCo's ``mju_wrap``: :func:`_wrap`, the path's points :func:`_path_points`): its
+tension (spring, damper, actuators) is applied as forces at the sites and the tangent
+points, pulling every segment's ends together (the generalized force ``f dL/dq``, without
+forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0`` from
+the sites' motion (not for a wrapping tendon: its ``L''`` needs the string's curvature). An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
 dynamics: ``f = gain u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its
 line, with MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its
 range, the forces along a line with an ``actuatorfrcrange`` scaled into it, each force to
@@ -167,9 +169,17 @@ E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: (:func:`_path_armature`)
 W_L = 11
 L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
-#: site record (a point of a spatial tendon's path): body (-1: the ground), position (3) in
-#: the body's frame
-W_S = 4
+#: site record (an element of a spatial tendon's path): body (-1: the ground), position (3)
+#: in the body's frame, kind (:data:`SITE_POINT`; or a wrap around a sphere or a cylinder,
+#: the geom's centre then at the position), the geom's radius, its axes in the body's frame
+#: (row-major 3 x 3, ``world = R_body R x``), whether it has a side point and that point (3)
+#: in the geom's frame. A wrap takes two records (:data:`WRAP_SECOND` after the first: the
+#: second tangent point's slot) and is followed by a point
+W_S = 19
+S_BODY, S_POS, S_KIND, S_RAD, S_ROT, S_SIDE, S_SD = 0, 1, 4, 5, 6, 15, 16
+SITE_POINT, WRAP_SPHERE, WRAP_CYLINDER, WRAP_SECOND = 0, 1, 2, 3
+#: MuJoCo's smallest denominator (``mjMINVAL``): its wrapping's degenerate cases
+_MINVAL = 1e-15
 #: actuator record: line, gear, gain, bias (3: constant, length, velocity), whether the
 #: control is clamped and its range, whether the force is clamped and its range, the control
 W_A = 13
@@ -454,6 +464,14 @@ def _scratch_size(p):
     and the actuators' count plus twice the lines' (or :func:`_evaluate`'s 143 from
     :data:`_T_EVAL`, whichever is larger), then the spatial tendons' geometry
     (:func:`_tendon_views`)."""
+    return _path_offset(p) + 5 * _n_sites(p) + 48
+
+
+@_jit
+def _path_offset(p):
+    """Where the points of one spatial tendon's path start in :func:`_work`'s scratch
+    (:func:`_path_points`: after :func:`_tendon_views`' geometry): 5 values per point, then
+    48 for a wrap's computation."""
     return _site_scratch(p) + 6 * _n_sites(p) + (int(p[H_N]) + 4) * int(p[H_NL])
 
 
@@ -768,7 +786,7 @@ def line_length(p, q, l):
     w = np.empty(_work_size(p))
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     _kin(p, q, q, R, X, S, V, Ab, Wb, U, pd, T)
-    return _tendon_length(p, lr, R, X, V, carve(T, 0, (12,)), False)
+    return _tendon_length(p, lr, R, X, V, T, False)
 
 
 @_unit("UniTuple(f8, 3)(f8v, f8v, f8v, i8, f8m)")
@@ -826,51 +844,340 @@ def _site_point(p, i, R, X, V, P, vP):
     vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
 
 
+@_jit
+def _site_world(p, i, R, X, P):
+    """Site ``i``'s world position into ``P`` (the frame of :func:`_kin`)."""
+    sr = int(p[H_OS]) + W_S * i
+    b = int(p[sr])
+    s0, s1, s2 = p[sr + 1], p[sr + 2], p[sr + 3]
+    if b < 0:
+        P[0], P[1], P[2] = s0, s1, s2
+        return
+    for k in range(3):
+        P[k] = X[b, k] + R[b, k, 0] * s0 + R[b, k, 1] * s1 + R[b, k, 2] * s2
+
+
+@_jit
+def _world_velocity(V, b, P, vP):
+    """The velocity ``vP`` of the point at the world position ``P`` carried by body ``b``
+    (zero for the world: ``b < 0``)."""
+    if b < 0:
+        vP[0] = vP[1] = vP[2] = 0.0
+        return
+    vP[0] = V[b, 3] + V[b, 1] * P[2] - V[b, 2] * P[1]
+    vP[1] = V[b, 4] + V[b, 2] * P[0] - V[b, 0] * P[2]
+    vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
+
+
+@_jit
+def _is_intersect(a0, a1, b0, b1, c0, c1, d0, d1):
+    """Whether the 2-D segments ``a-b`` and ``c-d`` intersect (MuJoCo's ``is_intersect``)."""
+    det = (d1 - c1) * (b0 - a0) - (d0 - c0) * (b1 - a1)
+    if abs(det) < _MINVAL:
+        return False
+    x = ((d0 - c0) * (a1 - c1) - (d1 - c1) * (a0 - c0)) / det
+    y = ((b0 - a0) * (a1 - c1) - (b1 - a1) * (a0 - c0)) / det
+    return 0.0 <= x <= 1.0 and 0.0 <= y <= 1.0
+
+
+@_jit
+def _unit2(x, y):
+    """``(x, y)`` normalized as MuJoCo's ``mju_normalize`` (``(1, 0)`` below ``mjMINVAL``)."""
+    nrm = math.sqrt(x * x + y * y)
+    if nrm < _MINVAL:
+        return 1.0, 0.0
+    g = 1.0 / nrm
+    return x * g, y * g
+
+
+@_jit
+def _sweep(a0, a1, b0, b1):
+    """The signed angle from the direction ``a`` to ``b`` about the origin, in (-pi, pi]."""
+    return math.atan2(a0 * b1 - a1 * b0, a0 * b0 + a1 * b1)
+
+
+@_jit
+def _wrap_circle(e0, e1, e2, e3, side, sd0, sd1, rad):
+    """The string from ``(e0, e1)`` to ``(e2, e3)`` around the circle of radius ``rad`` at
+    the origin (2-D): ``(arc length, t0, t1, t2, t3)`` with its two tangent points, or a
+    negative length where it is straight (or an end is inside the circle).
+
+    As MuJoCo (>= 4.0) decides it: without a side point, the string wraps where the
+    straight segment would cut the circle, the shorter way; with a side point ``(sd0,
+    sd1)``, the string is the shortest path homotopic to the polyline from the first end
+    through the side point to the second, in the plane without the circle: that polyline
+    turns about the centre by ``tau`` (the sum of its two segments' signed angles), the
+    straight segment by ``phi``; the string is straight where ``tau`` is ``phi`` and the
+    segment clears the circle, else it wraps counterclockwise where ``tau > 0`` (solution
+    1 below) and clockwise otherwise (solution 0). (MuJoCo 3 used a half-plane test.)"""
+    sqlen0 = e0 * e0 + e1 * e1
+    sqlen1 = e2 * e2 + e3 * e3
+    sqrad = rad * rad
+    if sqlen0 < sqrad or sqlen1 < sqrad or rad < _MINVAL:
+        return -1.0, 0.0, 0.0, 0.0, 0.0
+    dif0, dif1 = e2 - e0, e3 - e1
+    dd = dif0 * dif0 + dif1 * dif1
+    if dd < _MINVAL:
+        return -1.0, 0.0, 0.0, 0.0, 0.0
+    a = -(dif0 * e0 + dif1 * e1) / dd
+    if a < 0.0:
+        a = 0.0
+    elif a > 1.0:
+        a = 1.0
+    n0, n1 = a * dif0 + e0, a * dif1 + e1
+    clear = n0 * n0 + n1 * n1 > sqrad
+    if clear and not side:
+        return -1.0, 0.0, 0.0, 0.0, 0.0
+    sqrt0 = math.sqrt(sqlen0 - sqrad)
+    sqrt1 = math.sqrt(sqlen1 - sqrad)
+    if side:
+        tau = _sweep(e0, e1, sd0, sd1) + _sweep(sd0, sd1, e2, e3)
+        if clear and abs(tau - _sweep(e0, e1, e2, e3)) < math.pi:
+            return -1.0, 0.0, 0.0, 0.0, 0.0
+        best = 1 if tau > 0.0 else 0
+    else:
+        # the shorter of the two (MuJoCo's goodness: the closer tangent points, a solution
+        # whose tangents cross penalized)
+        best = 0
+        good0 = 0.0
+        for i in range(2):
+            sgn = 1.0 if i == 0 else -1.0
+            a0 = (e0 * sqrad + sgn * rad * e1 * sqrt0) / sqlen0
+            a1 = (e1 * sqrad - sgn * rad * e0 * sqrt0) / sqlen0
+            b0 = (e2 * sqrad - sgn * rad * e3 * sqrt1) / sqlen1
+            b1 = (e3 * sqrad + sgn * rad * e2 * sqrt1) / sqlen1
+            good = -((a0 - b0) * (a0 - b0) + (a1 - b1) * (a1 - b1))
+            if _is_intersect(e0, e1, a0, a1, e2, e3, b0, b1):
+                good = -10000.0
+            if i == 0:
+                good0 = good
+            else:
+                best = 0 if good0 > good else 1
+    sgn = 1.0 if best == 0 else -1.0
+    t0 = (e0 * sqrad + sgn * rad * e1 * sqrt0) / sqlen0
+    t1 = (e1 * sqrad - sgn * rad * e0 * sqrt0) / sqlen0
+    t2 = (e2 * sqrad - sgn * rad * e3 * sqrt1) / sqlen1
+    t3 = (e3 * sqrad + sgn * rad * e2 * sqrt1) / sqlen1
+    if _is_intersect(e0, e1, t0, t1, e2, e3, t2, t3):
+        return -1.0, 0.0, 0.0, 0.0, 0.0
+    # the arc between the tangent points, clockwise for solution 0, counterclockwise for
+    # solution 1 (MuJoCo's length_circle)
+    u0, u1 = _unit2(t0, t1)
+    v0, v1 = _unit2(t2, t3)
+    angle = math.acos(min(1.0, max(-1.0, u0 * v0 + u1 * v1)))
+    cross = t1 * t2 - t0 * t3
+    if (cross > 0.0 and best == 1) or (cross < 0.0 and best == 0):
+        angle = 2.0 * math.pi - angle
+    return rad * angle, t0, t1, t2, t3
+
+
+@_jit
+def _wrap(p, i, R, X, x0, x1, out, w):
+    """MuJoCo's ``mju_wrap``: the string from ``x0`` to ``x1`` (world) around the sphere or
+    cylinder of wrap record ``i`` (its geom, carried by the record's body), outside the
+    geom (the side point, if any, outside it: checked when the model is built). Returns the
+    length of its part on the geom, the two tangent points into ``out`` (6, world), or a
+    negative number where the string does not touch the geom. ``w``: scratch, 24 values.
+
+    In the geom's frame (``G`` its axes, ``c`` its centre): a sphere's circle is the one in
+    the plane of the centre and the two ends, a cylinder's the section (its axis ``z``),
+    with the tangent points' heights interpolated along the unrolled path (the helix: the
+    geodesic). The answer is stationary in the tangent points' positions (the string is
+    shortest), so ``dL/dq`` is that of the straight segments with the tangent points fixed
+    on the geom's body: MuJoCo's ``ten_J``."""
+    sr = int(p[H_OS]) + W_S * i
+    b = int(p[sr])
+    kind = int(p[sr + S_KIND])
+    rad = p[sr + S_RAD]
+    G = carve(w, 0, (3, 3))
+    c = carve(w, 9, (3,))
+    for r in range(3):
+        for k in range(3):
+            if b < 0:
+                G[r, k] = p[sr + S_ROT + 3 * r + k]
+            else:
+                G[r, k] = (R[b, r, 0] * p[sr + S_ROT + k] + R[b, r, 1] * p[sr + S_ROT + 3 + k]
+                           + R[b, r, 2] * p[sr + S_ROT + 6 + k])
+        if b < 0:
+            c[r] = p[sr + S_POS + r]
+        else:
+            c[r] = (X[b, r] + R[b, r, 0] * p[sr + S_POS] + R[b, r, 1] * p[sr + S_POS + 1]
+                    + R[b, r, 2] * p[sr + S_POS + 2])
+    # the ends in the geom's frame
+    p00 = G[0, 0] * (x0[0] - c[0]) + G[1, 0] * (x0[1] - c[1]) + G[2, 0] * (x0[2] - c[2])
+    p01 = G[0, 1] * (x0[0] - c[0]) + G[1, 1] * (x0[1] - c[1]) + G[2, 1] * (x0[2] - c[2])
+    p02 = G[0, 2] * (x0[0] - c[0]) + G[1, 2] * (x0[1] - c[1]) + G[2, 2] * (x0[2] - c[2])
+    p10 = G[0, 0] * (x1[0] - c[0]) + G[1, 0] * (x1[1] - c[1]) + G[2, 0] * (x1[2] - c[2])
+    p11 = G[0, 1] * (x1[0] - c[0]) + G[1, 1] * (x1[1] - c[1]) + G[2, 1] * (x1[2] - c[2])
+    p12 = G[0, 2] * (x1[0] - c[0]) + G[1, 2] * (x1[1] - c[1]) + G[2, 2] * (x1[2] - c[2])
+    n0 = math.sqrt(p00 * p00 + p01 * p01 + p02 * p02)
+    n1 = math.sqrt(p10 * p10 + p11 * p11 + p12 * p12)
+    if n0 < _MINVAL or n1 < _MINVAL:
+        return -1.0
+    if kind == WRAP_SPHERE:
+        # the first axis along the first end, the second in the plane of both ends
+        a00, a01, a02 = p00 / n0, p01 / n0, p02 / n0
+        m0 = p01 * p12 - p02 * p11
+        m1 = p02 * p10 - p00 * p12
+        m2 = p00 * p11 - p01 * p10
+        nm = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+        if nm < _MINVAL:
+            # the ends in line with the centre: any plane through them (MuJoCo's choice)
+            k = 0
+            if abs(a01) > abs(a00) and abs(a01) > abs(a02):
+                k = 1
+            if abs(a02) > abs(a00) and abs(a02) > abs(a01):
+                k = 2
+            e0 = 0.0 if k == 0 else 1.0
+            e1 = 0.0 if k == 1 else 1.0
+            e2 = 0.0 if k == 2 else 1.0
+            m0 = a01 * e2 - a02 * e1
+            m1 = a02 * e0 - a00 * e2
+            m2 = a00 * e1 - a01 * e0
+            nm = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+            if nm < _MINVAL:
+                m0, m1, m2, nm = 1.0, 0.0, 0.0, 1.0
+        m0, m1, m2 = m0 / nm, m1 / nm, m2 / nm
+        a10 = m1 * a02 - m2 * a01
+        a11 = m2 * a00 - m0 * a02
+        a12 = m0 * a01 - m1 * a00
+        na = math.sqrt(a10 * a10 + a11 * a11 + a12 * a12)
+        if na < _MINVAL:
+            a10, a11, a12 = 1.0, 0.0, 0.0
+        else:
+            a10, a11, a12 = a10 / na, a11 / na, a12 / na
+    else:
+        a00, a01, a02 = 1.0, 0.0, 0.0
+        a10, a11, a12 = 0.0, 1.0, 0.0
+    d0 = p00 * a00 + p01 * a01 + p02 * a02
+    d1 = p00 * a10 + p01 * a11 + p02 * a12
+    d2 = p10 * a00 + p11 * a01 + p12 * a02
+    d3 = p10 * a10 + p11 * a11 + p12 * a12
+    side = p[sr + S_SIDE] != 0.0
+    sd0 = sd1 = 0.0
+    if side:
+        q0, q1, q2 = p[sr + S_SD], p[sr + S_SD + 1], p[sr + S_SD + 2]
+        sd0, sd1 = _unit2(q0 * a00 + q1 * a01 + q2 * a02, q0 * a10 + q1 * a11 + q2 * a12)
+        sd0, sd1 = sd0 * rad, sd1 * rad
+    wlen, t0, t1, t2, t3 = _wrap_circle(d0, d1, d2, d3, side, sd0, sd1, rad)
+    if wlen < 0.0:
+        return -1.0
+    r0 = a00 * t0 + a10 * t1
+    r1 = a01 * t0 + a11 * t1
+    r2 = a02 * t0 + a12 * t1
+    r3 = a00 * t2 + a10 * t3
+    r4 = a01 * t2 + a11 * t3
+    r5 = a02 * t2 + a12 * t3
+    if kind == WRAP_CYLINDER:
+        L0 = math.sqrt((p00 - r0) * (p00 - r0) + (p01 - r1) * (p01 - r1))
+        L1 = math.sqrt((p10 - r3) * (p10 - r3) + (p11 - r4) * (p11 - r4))
+        r2 = p02 + (p12 - p02) * L0 / (L0 + wlen + L1)
+        r5 = p02 + (p12 - p02) * (L0 + wlen) / (L0 + wlen + L1)
+        height = abs(r5 - r2)
+        wlen = math.sqrt(wlen * wlen + height * height)
+    for r in range(3):
+        out[r] = G[r, 0] * r0 + G[r, 1] * r1 + G[r, 2] * r2 + c[r]
+        out[3 + r] = G[r, 0] * r3 + G[r, 1] * r4 + G[r, 2] * r5 + c[r]
+    return wlen
+
+
+@_jit
+def _path_points(p, lr, R, X, T):
+    """The points of the path of the spatial tendon at line record ``lr`` at the state of
+    the kinematics (the world frame of :func:`_kin`): its sites in order, and where it
+    wraps a geom (:func:`_wrap`) the two tangent points between them, carried by the
+    geom's body; each ``(record, body, x, y, z)`` into the scratch of :func:`_path_offset`
+    (the wrap's records for the tangent points: the slots of their forces). Returns the
+    number of points and the summed length on the geoms (the string between consecutive
+    points is straight; on a geom, between its tangent points, it is that length)."""
+    o, ns = _path_offset(p), _n_sites(p)
+    pts = carve(T, o, (ns, 5))
+    nxt = carve(T, o + 5 * ns, (3,))
+    tang = carve(T, o + 5 * ns + 3, (6,))
+    w = carve(T, o + 5 * ns + 12, (24,))
+    os_ = int(p[H_OS])
+    s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
+    npts = 0
+    arc = 0.0
+    i = s0
+    while i < s0 + nsl:
+        sr = os_ + W_S * i
+        if int(p[sr + S_KIND]) == SITE_POINT:
+            pts[npts, 0], pts[npts, 1] = i, p[sr]
+            _site_world(p, i, R, X, pts[npts, 2:5])
+            npts += 1
+            i += 1
+            continue
+        # a wrap (records i, i + 1) between the point before and the site after it
+        _site_world(p, i + 2, R, X, nxt)
+        wlen = _wrap(p, i, R, X, pts[npts - 1, 2:5], nxt, tang, w)
+        if wlen >= 0.0:
+            for k in range(2):
+                pts[npts, 0], pts[npts, 1] = i + k, p[sr]
+                for c in range(3):
+                    pts[npts, 2 + c] = tang[3 * k + c]
+                npts += 1
+            arc += wlen
+        i += 2
+    return npts, arc
+
+
+@_jit
+def _on_geom(p, pts, k):
+    """Whether the part of the path from point ``k - 1`` to point ``k`` (of
+    :func:`_path_points`) lies on a geom: from its first tangent point to its second."""
+    return int(p[int(p[H_OS]) + W_S * int(pts[k, 0]) + S_KIND]) == WRAP_SECOND
+
+
 @_lazy("f8(f8v, i8, f8[:, :, ::1], f8m, f8m, f8v, b1)")
-def _tendon_length(p, lr, R, X, V, t, rate):
-    """The length of the spatial tendon at line record ``lr`` (the sum of its segments
-    between consecutive sites), or with ``rate`` its rate ``L' = sum u . (v_b - v_a)``
-    (``u`` the unit vector of a segment from site a to site b). ``t``: scratch, 12 values."""
-    P = carve(t, 0, (3,))
-    vP = carve(t, 3, (3,))
-    Q = carve(t, 6, (3,))
-    vQ = carve(t, 9, (3,))
-    s0, ns = int(p[lr + L_T0]), int(p[lr + L_NT])
-    acc = 0.0
-    _site_point(p, s0, R, X, V, P, vP)
-    for i in range(s0 + 1, s0 + ns):
-        _site_point(p, i, R, X, V, Q, vQ)
-        d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
+def _tendon_length(p, lr, R, X, V, T, rate):
+    """The length of the spatial tendon at line record ``lr`` (its straight segments between
+    consecutive points of :func:`_path_points` and its arcs on the geoms it wraps), or with
+    ``rate`` its rate ``L' = sum u . (v_b - v_a)`` (``u`` the unit vector of a segment from
+    point a to point b; a tangent point moves with its geom's body, :func:`_wrap`).
+    ``T``: :func:`_work`'s scratch."""
+    npts, arc = _path_points(p, lr, R, X, T)
+    pts = carve(T, _path_offset(p), (_n_sites(p), 5))
+    va = carve(T, 0, (3,))
+    vb = carve(T, 3, (3,))
+    acc = 0.0 if rate else arc
+    for k in range(1, npts):
+        if _on_geom(p, pts, k):
+            continue
+        d0 = pts[k, 2] - pts[k - 1, 2]
+        d1 = pts[k, 3] - pts[k - 1, 3]
+        d2 = pts[k, 4] - pts[k - 1, 4]
         ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
         if rate:
             if ln > 0.0:
-                acc += (d0 * (vQ[0] - vP[0]) + d1 * (vQ[1] - vP[1])
-                        + d2 * (vQ[2] - vP[2])) / ln
+                _world_velocity(V, int(pts[k - 1, 1]), pts[k - 1, 2:5], va)
+                _world_velocity(V, int(pts[k, 1]), pts[k, 2:5], vb)
+                acc += (d0 * (vb[0] - va[0]) + d1 * (vb[1] - va[1])
+                        + d2 * (vb[2] - va[2])) / ln
         else:
             acc += ln
-        for k in range(3):
-            P[k] = Q[k]
-            vP[k] = vQ[k]
     return acc
 
 
 @_lazy("none(f8v, f8[:, :, ::1], f8m, f8m, f8m, f8m, f8v)")
 def _tendon_geometry(p, R, X, S, V, Ab, T):
     """The spatial tendons at the state of the kinematics (:func:`_kin`, the world frame):
-    per line its length ``L`` (the sum of its segments between consecutive sites), its rate
-    ``L' = sum u . (v_b - v_a)`` (``u`` the unit vector of a segment from site a to site b)
-    and the tension of its spring and damper (MuJoCo's tendon ``stiffness``,
-    ``springlength``, ``damping``: ``-k x - b L'``, ``x`` the stretch outside the dead band);
-    per site its position relative to its body's tree root (the frame of
-    :func:`_at_tree_roots`) and its force per unit tension: a tension ``f`` pulls every
-    segment's ends together, the body of its end site ``b`` gets ``f u`` at it, that of its
-    start ``a`` gets ``-f u``, which is the generalized force ``f dL/dq``; for a tendon with
-    an armature ``dL/dq`` and ``beta`` (:func:`_path_state`). Into :func:`_tendon_views` of
-    ``T``."""
+    per line its length ``L`` (its straight segments between consecutive points of
+    :func:`_path_points` and its arcs on the geoms it wraps), its rate ``L' = sum u . (v_b -
+    v_a)`` (``u`` the unit vector of a segment from point a to point b) and the tension of
+    its spring and damper (MuJoCo's tendon ``stiffness``, ``springlength``, ``damping``:
+    ``-k x - b L'``, ``x`` the stretch outside the dead band); per point its position
+    relative to its body's tree root (the frame of :func:`_at_tree_roots`) and its force per
+    unit tension: a tension ``f`` pulls every segment's ends together, the body of its end
+    point b gets ``f u`` at it, that of its start a gets ``-f u``, which is the generalized
+    force ``f dL/dq`` (a wrapped geom's body gets the forces at its tangent points, where
+    the string leaves it: the resultant of its pressure on the geom); for a tendon with an
+    armature ``dL/dq`` and ``beta`` (:func:`_path_state`). Into :func:`_tendon_views` of
+    ``T``; a wrap's slots are zero where the string does not touch its geom."""
     ns, n = _n_sites(p), int(p[H_N])
     reg, SL, JB = _tendon_views(p, T)
+    pts = carve(T, _path_offset(p), (ns, 5))
     P = carve(T, 12, (3,))
-    Q = carve(T, 15, (3,))
     vP = carve(T, 18, (3,))
     vQ = carve(T, 21, (3,))
     for i in range(ns):
@@ -879,7 +1186,7 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
     ol, os_, ob = int(p[H_OL]), int(p[H_OS]), int(p[H_OB])
     for i in range(ns):
         b = int(p[os_ + W_S * i])
-        if b < 0:
+        if b < 0 or int(p[os_ + W_S * i + S_KIND]) != SITE_POINT:
             continue
         r = b
         while int(p[ob + W_B * r + B_PAR]) >= 0:
@@ -891,27 +1198,38 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
         lr = ol + W_L * l
         if p[lr + L_SP] == 0.0:
             continue
-        # one pass over the path: its length, its rate and the sites' unit forces
-        L, Ld = 0.0, 0.0
-        s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
-        _site_point(p, s0, R, X, V, P, vP)
-        for i in range(s0 + 1, s0 + nsl):
-            _site_point(p, i, R, X, V, Q, vQ)
-            d0, d1, d2 = Q[0] - P[0], Q[1] - P[1], Q[2] - P[2]
+        # one pass over the path: its length, its rate and the points' unit forces
+        npts, L = _path_points(p, lr, R, X, T)
+        Ld = 0.0
+        for k in range(npts):
+            i = int(pts[k, 0])
+            b = int(pts[k, 1])
+            if b >= 0 and int(p[os_ + W_S * i + S_KIND]) != SITE_POINT:
+                # a tangent point: its position from its geom's body's tree root
+                r = b
+                while int(p[ob + W_B * r + B_PAR]) >= 0:
+                    r = int(p[ob + W_B * r + B_PAR])
+                for c in range(3):
+                    reg[i, c] = pts[k, 2 + c] - X[r, c]
+            if k == 0 or _on_geom(p, pts, k):
+                continue
+            a = int(pts[k - 1, 0])
+            d0 = pts[k, 2] - pts[k - 1, 2]
+            d1 = pts[k, 3] - pts[k - 1, 3]
+            d2 = pts[k, 4] - pts[k - 1, 4]
             ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
             if ln > 0.0:
                 g = 1.0 / ln
+                _world_velocity(V, int(pts[k - 1, 1]), pts[k - 1, 2:5], vP)
+                _world_velocity(V, b, pts[k, 2:5], vQ)
                 L += ln
                 Ld += g * (d0 * (vQ[0] - vP[0]) + d1 * (vQ[1] - vP[1]) + d2 * (vQ[2] - vP[2]))
                 reg[i, 3] += g * d0
                 reg[i, 4] += g * d1
                 reg[i, 5] += g * d2
-                reg[i - 1, 3] -= g * d0
-                reg[i - 1, 4] -= g * d1
-                reg[i - 1, 5] -= g * d2
-            for k in range(3):
-                P[k] = Q[k]
-                vP[k] = vQ[k]
+                reg[a, 3] -= g * d0
+                reg[a, 4] -= g * d1
+                reg[a, 5] -= g * d2
         SL[l, 0], SL[l, 1] = L, Ld
         SL[l, 2] = -p[lr + L_K] * _stretch(p, lr, L) - p[lr + L_DAMP] * Ld
         if p[lr + L_ARM] != 0.0:
@@ -1273,6 +1591,7 @@ def _energy(p, q, v, w):
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
     _inertias(p, R, X, C, Cc)
     t = carve(T, 0, (12,))
+    scratch = T
     T = 0.0
     Vp = 0.0
     for b in range(nb_):
@@ -1298,10 +1617,10 @@ def _energy(p, q, v, w):
         lr = ol + W_L * l
         if p[lr + L_SP] != 0.0:
             if p[lr + L_K] != 0.0:
-                x = _stretch(p, lr, _tendon_length(p, lr, R, X, V, t, False))
+                x = _stretch(p, lr, _tendon_length(p, lr, R, X, V, scratch, False))
                 Vp += 0.5 * p[lr + L_K] * x * x
             if p[lr + L_ARM] != 0.0:
-                T += 0.5 * p[lr + L_ARM] * _tendon_length(p, lr, R, X, V, t, True) ** 2
+                T += 0.5 * p[lr + L_ARM] * _tendon_length(p, lr, R, X, V, scratch, True) ** 2
             continue
         if p[lr + L_K] != 0.0:
             x = _stretch(p, lr, _line(p, l, q))
@@ -1922,22 +2241,6 @@ def _point_dir_row(p, b, P, u, S, A, r, sign):
 
 
 @_jit
-def _site_motion(p, i, R, X, V, Ab, P, vP, aP):
-    """Site ``i``'s world position, velocity and bias acceleration (its acceleration at
-    ``q'' = 0``; :func:`_point_motion`), zero motion for a site of the world; its body."""
-    sr = int(p[H_OS]) + W_S * i
-    b = int(p[sr])
-    if b < 0:
-        for k in range(3):
-            P[k] = p[sr + 1 + k]
-            vP[k] = 0.0
-            aP[k] = 0.0
-        return b
-    _point_motion(R[b], X[b], V[b], Ab[b], p[sr + 1:sr + 4], P, vP, aP)
-    return b
-
-
-@_jit
 def _line_state(p, l, q, v, R, X, S, V, Ab, A, r, coef, want_A, T):
     """Line ``l``'s length ``L``, rate ``L'`` and bias ``beta`` (``L'' = (dL/dq) a + beta``),
     and ``A[r] += coef dL/dq`` when ``want_A``. A fixed tendon or a joint: ``c . q``, ``c . v``,
@@ -1952,20 +2255,39 @@ def _line_state(p, l, q, v, R, X, S, V, Ab, A, r, coef, want_A, T):
 
 @_lazy("UniTuple(f8, 3)(f8v, i8, f8[:, :, ::1], f8m, f8m, f8m, f8m, f8m, i8, f8, b1, f8v)")
 def _path_state(p, lr, R, X, S, V, Ab, A, r, coef, want_A, T):
-    """:func:`_line_state` of the spatial tendon at line record ``lr``: the sum over its
-    segments (``d`` from site a to site b, ``u = d / |d|``): ``|d|``, ``u . d'``, ``u . (a_b -
-    a_a) + (|d'|^2 - (u . d')^2) / |d|`` (``a`` the sites' bias accelerations), and ``u .
-    (dP_b/dq - dP_a/dq)``, from the kinematics about the world origin (:func:`_kin`);
-    ``T``: scratch, 21 values from ``_T_EVAL + 80``."""
+    """:func:`_line_state` of the spatial tendon at line record ``lr``: the sum over the
+    segments between the points of its path (:func:`_path_points`; ``d`` from point a to
+    point b, ``u = d / |d|``): ``|d|`` (plus the arcs on wrapped geoms), ``u . d'``, ``u .
+    (a_b - a_a) + (|d'|^2 - (u . d')^2) / |d|`` (``a`` the points' bias accelerations), and
+    ``u . (dP_b/dq - dP_a/dq)``, from the kinematics about the world origin (:func:`_kin`).
+    Where the string wraps a geom, ``beta`` is NaN: its arc's curvature terms are not
+    written (the loader leaves the couplings, limits and armatures of wrapping tendons
+    unmapped), while ``dL/dq`` stays exact (:func:`_wrap`). ``T``: :func:`_work`'s scratch
+    (21 values from ``_T_EVAL + 80``, and the path's)."""
     o = _T_EVAL + 80
-    Pa, va, aa = carve(T, o, (3,)), carve(T, o + 3, (3,)), carve(T, o + 6, (3,))
-    Pb, vb, ab = carve(T, o + 9, (3,)), carve(T, o + 12, (3,)), carve(T, o + 15, (3,))
+    va, aa = carve(T, o + 3, (3,)), carve(T, o + 6, (3,))
+    vb, ab = carve(T, o + 12, (3,)), carve(T, o + 15, (3,))
     u = carve(T, o + 18, (3,))
-    s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
-    L, Ld, beta = 0.0, 0.0, 0.0
-    ba = _site_motion(p, s0, R, X, V, Ab, Pa, va, aa)
-    for i in range(s0 + 1, s0 + nsl):
-        bb = _site_motion(p, i, R, X, V, Ab, Pb, vb, ab)
+    npts, L = _path_points(p, lr, R, X, T)
+    pts = carve(T, _path_offset(p), (_n_sites(p), 5))
+    os_ = int(p[H_OS])
+    wrapped = False
+    Ld, beta = 0.0, 0.0
+    for k in range(npts):
+        if int(p[os_ + W_S * int(pts[k, 0]) + S_KIND]) != SITE_POINT:
+            wrapped = True
+    ba = int(pts[0, 1])
+    _world_motion(V, Ab, ba, pts[0, 2:5], va, aa)
+    for k in range(1, npts):
+        bb = int(pts[k, 1])
+        Pa, Pb = pts[k - 1, 2:5], pts[k, 2:5]
+        _world_motion(V, Ab, bb, Pb, vb, ab)
+        if _on_geom(p, pts, k):
+            # (the string between the tangent points is the arc, in L already)
+            for c in range(3):
+                va[c], aa[c] = vb[c], ab[c]
+            ba = bb
+            continue
         d0, d1, d2 = Pb[0] - Pa[0], Pb[1] - Pa[1], Pb[2] - Pa[2]
         ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
         if ln > 0.0:
@@ -1979,10 +2301,28 @@ def _path_state(p, lr, R, X, S, V, Ab, A, r, coef, want_A, T):
             if want_A:
                 _point_dir_row(p, bb, Pb, u, S, A, r, coef)
                 _point_dir_row(p, ba, Pa, u, S, A, r, -coef)
-        for k in range(3):
-            Pa[k], va[k], aa[k] = Pb[k], vb[k], ab[k]
+        for c in range(3):
+            va[c], aa[c] = vb[c], ab[c]
         ba = bb
-    return L, Ld, beta
+    return L, Ld, (math.nan if wrapped else beta)
+
+
+@_jit
+def _world_motion(V, Ab, b, P, vP, aP):
+    """The velocity and bias acceleration (``q'' = 0``) of the point at the world position
+    ``P`` carried by body ``b`` (:func:`_point_motion`; zero for the world)."""
+    if b < 0:
+        for k in range(3):
+            vP[k] = 0.0
+            aP[k] = 0.0
+        return
+    Vb, Ab_ = V[b], Ab[b]
+    vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
+    vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
+    vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
+    aP[0] = Ab_[3] + Ab_[1] * P[2] - Ab_[2] * P[1] + Vb[1] * vP[2] - Vb[2] * vP[1]
+    aP[1] = Ab_[4] + Ab_[2] * P[0] - Ab_[0] * P[2] + Vb[2] * vP[0] - Vb[0] * vP[2]
+    aP[2] = Ab_[5] + Ab_[0] * P[1] - Ab_[1] * P[0] + Vb[0] * vP[1] - Vb[1] * vP[0]
 
 
 @_jit

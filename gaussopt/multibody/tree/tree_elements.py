@@ -9,7 +9,8 @@ frames of the links, so the elements need no pose of the whole mechanism.
 
 Beside the joints: :class:`FixedTendon` (a length ``L = sum c_k q_k`` over hinges and
 slides, with a spring, a damper and an armature of its own), :class:`SpatialTendon` (a
-string through points of the links, with a spring and a damper), :class:`Actuator` (a force
+string through points of the links, around the spheres and cylinders of its
+:class:`TendonWrap` s, with a spring and a damper), :class:`Actuator` (a force
 along a joint or a tendon set by a control ``ctrl``, MuJoCo's ``motor``, ``position``,
 ``velocity`` and ``general`` actuators without activation dynamics), and the closures
 :class:`JointEquality` and :class:`TendonEquality` (a polynomial coupling of two joints or
@@ -27,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "Actuator",
+__all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "TendonWrap",
+           "Actuator",
            "JointEquality", "TendonEquality", "Mocap", "MocapMotion", "JOINT_KINDS", "WORLD"]
 
 #: the joint kinds and their numbers of coordinates
@@ -242,14 +244,18 @@ class SpatialTendon:
     spring's and the damper's), and a :class:`TendonEquality` couples its length with
     another's (an exact row, from the sites' motion). Its ``armature`` adds the kinetic
     energy ``armature L'^2 / 2`` (MuJoCo's: ``armature (dL/dq)^T (dL/dq)`` in ``M`` and its
-    velocity terms). (Wrapping around spheres and cylinders is not modelled.)
+    velocity terms). Between two points the string may wrap a sphere or a cylinder
+    (:class:`TendonWrap`, MuJoCo's wrapping geoms): where it touches the geom it follows
+    the shortest path on it, exactly as MuJoCo's ``mju_wrap``.
 
     Parameters
     ----------
     name : str
-    path : sequence of (link, point)
+    path : sequence of (link, point) or TendonWrap
         At least two points: the link's name (or a :class:`Link`; None or ``"world"`` for
-        the world) and the point (3,) in its frame.
+        the world) and the point (3,) in its frame; a :class:`TendonWrap` between two
+        points (a tendon that wraps has no armature and no :class:`TendonEquality`: their
+        terms need the curvature of the string on the geom, not modelled).
     stiffness, damping, armature : float, >= 0
     spring_length : float or (float, float)
         One length, or the dead band ``(lower, upper)``.
@@ -264,6 +270,41 @@ class SpatialTendon:
     spring_length: object = 0.0
     armature: float = 0.0
     actuator_force_range: Optional[tuple] = None
+
+
+@dataclass(frozen=True)
+class TendonWrap:
+    """A sphere or an infinite cylinder fixed in a link that a :class:`SpatialTendon`'s
+    string wraps around between the two points of its path next to it (MuJoCo's
+    ``<spatial>`` tendon through a ``<geom>``). Where the straight segment between those
+    points misses the geom the string is straight; where it would cut through it, the
+    string leaves the first point along a tangent, follows the geom (a great circle of the
+    sphere, a helix of the cylinder: the shortest way) and leaves it along a tangent to the
+    second point. The two ways around are decided as MuJoCo does: the side of ``side``
+    where it is given, else the shorter.
+
+    Parameters
+    ----------
+    link : str, Link, None or "world"
+        The link that carries the geom.
+    shape : {"sphere", "cylinder"}
+    radius : float, > 0
+    position : (3,)
+        The geom's centre in the link's frame.
+    rotation : (3, 3)
+        The geom's axes (columns) in the link's frame; a cylinder's axis is the third.
+    side : (3,) or None
+        A point in the link's frame on the side where the string passes (MuJoCo's
+        ``sidesite``), outside the geom (MuJoCo's inside wrapping, an iterative solve that
+        stops at 1e-6, is not modelled).
+    """
+
+    link: object
+    shape: str
+    radius: float
+    position: tuple = (0.0, 0.0, 0.0)
+    rotation: tuple = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    side: Optional[tuple] = None
 
 
 @dataclass(frozen=True)

@@ -371,6 +371,10 @@ class Model(BaseModel):
                              ("tendon_ranges", self.tendon_ranges)):
             for name, rng in ranges.items():
                 if name in strings and what == "tendon_ranges":
+                    if name in self._asm.wrapped_tendons:
+                        raise ModelError(f"`tendon_ranges[{name!r}]`: tendon {name!r} wraps a "
+                                         "geom; its hard stop (whose row needs the string's "
+                                         "curvature on the geom) is not modelled.")
                     c = None
                 elif what == "joint_ranges":
                     sl = self.joint_slice(name)
