@@ -971,7 +971,7 @@ def _wrap_circle(e0, e1, e2, e3, side, sd0, sd1, rad):
     return rad * angle, t0, t1, t2, t3
 
 
-@_jit
+@_lazy("f8(f8v, i8, f8[:, :, ::1], f8m, f8v, f8v, f8v, f8v)")
 def _wrap(p, i, R, X, x0, x1, out, w):
     """MuJoCo's ``mju_wrap``: the string from ``x0`` to ``x1`` (world) around the sphere or
     cylinder of wrap record ``i`` (its geom, carried by the record's body), outside the
@@ -984,7 +984,9 @@ def _wrap(p, i, R, X, x0, x1, out, w):
     with the tangent points' heights interpolated along the unrolled path (the helix: the
     geodesic). The answer is stationary in the tangent points' positions (the string is
     shortest), so ``dL/dq`` is that of the straight segments with the tangent points fixed
-    on the geom's body: MuJoCo's ``ten_J``."""
+    on the geom's body: MuJoCo's ``ten_J``. (A unit of its own, loaded by the first path
+    that wraps: a model whose tendons only pass through sites does not compile it, 2-3 s
+    of its first use.)"""
     sr = int(p[H_OS]) + W_S * i
     b = int(p[sr])
     kind = int(p[sr + S_KIND])
@@ -1094,6 +1096,7 @@ def _path_points(p, lr, R, X, T):
     pts = carve(T, o, (ns, 5))
     nxt = carve(T, o + 5 * ns, (3,))
     tang = carve(T, o + 5 * ns + 3, (6,))
+    prev = carve(T, o + 5 * ns + 9, (3,))
     w = carve(T, o + 5 * ns + 12, (24,))
     os_ = int(p[H_OS])
     s0, nsl = int(p[lr + L_T0]), int(p[lr + L_NT])
@@ -1110,7 +1113,9 @@ def _path_points(p, lr, R, X, T):
             continue
         # a wrap (records i, i + 1) between the point before and the site after it
         _site_world(p, i + 2, R, X, nxt)
-        wlen = _wrap(p, i, R, X, pts[npts - 1, 2:5], nxt, tang, w)
+        for c in range(3):
+            prev[c] = pts[npts - 1, 2 + c]
+        wlen = _wrap(p, i, R, X, prev, nxt, tang, w)
         if wlen >= 0.0:
             for k in range(2):
                 pts[npts, 0], pts[npts, 1] = i + k, p[sr]
