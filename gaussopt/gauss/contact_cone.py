@@ -447,28 +447,29 @@ def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float
     that the dual cones need. It only has to be valid: every condition is checked on the
     ``w`` it gives, to the rounding of its terms."""
     p, n = W.shape
-    cone, normal = [], []
+    cn = [n_i for n_i, t_i, mu, weld in points if t_i is not None]
+    if not cn:
+        return False
+    ct = np.array([t_i for n_i, t_i, mu, weld in points if t_i is not None], dtype=np.int64)
+    cmu = np.array([mu for n_i, t_i, mu, weld in points if t_i is not None])
+    nn = [n_i for n_i, t_i, mu, weld in points if t_i is None and not weld]
+    cn = np.array(cn, dtype=np.int64)
     free = np.ones(p, dtype=bool)
+    free[cn] = False
+    free[ct.reshape(-1)] = False
+    free[nn] = False
+    # the candidate: every sticking point slipping against its friction and lifting by mu
+    t = z[ct]                                                    # (kc, 2)
+    tn = np.hypot(t[:, 0], t[:, 1])
+    if not np.any(tn > 0):
+        return False
     slip = np.zeros(p)
     lift = np.zeros(p)
-    zl = z.tolist()
-    for n_i, t_i, mu, weld in points:
-        if t_i is not None:
-            t = math.hypot(*[zl[j] for j in t_i])
-            if t > 0:
-                for j in t_i:
-                    slip[j] = -zl[j] / t
-                slip[n_i] = mu
-            lift[n_i] = 1.0
-            cone.append((n_i, t_i, mu))
-            free[n_i] = False
-            free[list(t_i)] = False
-        elif not weld:
-            lift[n_i] = 1.0
-            normal.append(n_i)
-            free[n_i] = False
-    if not cone or not np.any(slip):
-        return False
+    moving = tn > 0
+    slip[ct[moving]] = -t[moving] / tn[moving, None]
+    slip[cn[moving]] = cmu[moving]
+    lift[cn] = 1.0
+    lift[nn] = 1.0
     # motions that keep the rows without a sign still: the null space of those rows
     Wf = W[free]
     if Wf.shape[0]:
@@ -479,40 +480,37 @@ def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float
             return False
         Wb = W @ basis
     else:
-        basis, Wb = None, W
+        Wb = W
     U, sv, Vt = _svd(Wb, full=False)
     keep = sv > 1e-12 * float(sv[0]) if sv.size else sv > 0
     coef = Vt[keep].T @ ((U[:, keep].T @ np.column_stack([slip, lift])) / sv[keep, None])
     ws, wl = Wb @ coef[:, 0], Wb @ coef[:, 1]
     # the least lift that puts every point's rates in its dual cone (each condition
-    # holds on an interval of lam; linearized, then checked exactly)
+    # holds on an interval of lam; linearized, then checked exactly below)
     lam = 0.0
-    for n_i in normal:
-        if ws[n_i] < 0:
-            if wl[n_i] <= 0:
-                return False
-            lam = max(lam, -ws[n_i] / wl[n_i])
-    for n_i, t_i, mu in cone:
-        a_s, a_l = ws[n_i], wl[n_i]
-        c_s = math.hypot(*[ws[j] for j in t_i])
-        c_l = math.hypot(*[wl[j] for j in t_i])
-        need = mu * c_s - a_s
-        if need > 0:
-            if a_l - mu * c_l <= 0:
-                return False
-            lam = max(lam, need / (a_l - mu * c_l))
+    if nn:
+        a_s, a_l = ws[nn], wl[nn]
+        low = a_s < 0
+        if np.any(low & (a_l <= 0)):
+            return False
+        if np.any(low):
+            lam = max(lam, float(np.max(-a_s[low] / a_l[low])))
+    a_s, a_l = ws[cn], wl[cn]
+    c_s = np.hypot(ws[ct[:, 0]], ws[ct[:, 1]])
+    c_l = np.hypot(wl[ct[:, 0]], wl[ct[:, 1]])
+    need = cmu * c_s - a_s
+    short = need > 0
+    if np.any(short):
+        room = a_l[short] - cmu[short] * c_l[short]
+        if np.any(room <= 0):
+            return False
+        lam = max(lam, float(np.max(need[short] / room)))
     w = ws + lam * (1.0 + 1e-9) * wl
-    wq = w.tolist()
-    budget = 0.0
-    for n_i in normal:
-        if wq[n_i] < 0:
-            return False
-        budget += wq[n_i]
-    for n_i, t_i, mu in cone:
-        c = math.hypot(*[wq[j] for j in t_i])
-        if wq[n_i] < mu * c:
-            return False
-        budget += wq[n_i] + c
+    a = w[cn]
+    c = np.hypot(w[ct[:, 0]], w[ct[:, 1]])
+    if np.any(a < cmu * c) or (nn and np.any(w[nn] < 0)):
+        return False
+    budget = float(np.sum(a + c)) + (float(np.sum(w[nn])) if nn else 0.0)
     work = float(z @ w)
     rounding = 1e4 * _EPS * p * float(np.abs(z).max(initial=0.0)) * float(np.abs(w).max())
     return work < -(delta * budget + rounding)
@@ -1152,7 +1150,8 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     nu[closed] = z[m:m + nc]
     tau[trows] = z[m + nc:m + nc + 2 * len(trows)].reshape(-1, 2)
     # the closed points without no-slip rows that slide along a direction
-    other = np.setdiff1d(closed, trows).astype(int)
+    sticking = set(trows)
+    other = np.array([i for i in closed if i not in sticking], dtype=int)
     along = other[np.any(dirs[other] != 0, axis=1) & (mu[other] > 0) & (mu[other] < math.inf)]
     tau[along] = -(mu[along] * nu[along])[:, None] * dirs[along]
     direction[along] = dirs[along]
