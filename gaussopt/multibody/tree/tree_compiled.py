@@ -881,6 +881,12 @@ def _is_intersect(a0, a1, b0, b1, c0, c1, d0, d1):
 
 
 @_jit
+def _cross3(a0, a1, a2, b0, b1, b2):
+    """The cross product ``a x b`` of two 3-vectors given by their components."""
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@_jit
 def _unit2(x, y):
     """``(x, y)`` normalized as MuJoCo's ``mju_normalize`` (``(1, 0)`` below ``mjMINVAL``)."""
     nrm = math.sqrt(x * x + y * y)
@@ -1019,9 +1025,7 @@ def _wrap(p, i, R, X, x0, x1, out, w):
     if kind == WRAP_SPHERE:
         # the first axis along the first end, the second in the plane of both ends
         a00, a01, a02 = p00 / n0, p01 / n0, p02 / n0
-        m0 = p01 * p12 - p02 * p11
-        m1 = p02 * p10 - p00 * p12
-        m2 = p00 * p11 - p01 * p10
+        m0, m1, m2 = _cross3(p00, p01, p02, p10, p11, p12)
         nm = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
         if nm < _MINVAL:
             # the ends in line with the centre: any plane through them (MuJoCo's choice)
@@ -1033,16 +1037,12 @@ def _wrap(p, i, R, X, x0, x1, out, w):
             e0 = 0.0 if k == 0 else 1.0
             e1 = 0.0 if k == 1 else 1.0
             e2 = 0.0 if k == 2 else 1.0
-            m0 = a01 * e2 - a02 * e1
-            m1 = a02 * e0 - a00 * e2
-            m2 = a00 * e1 - a01 * e0
+            m0, m1, m2 = _cross3(a00, a01, a02, e0, e1, e2)
             nm = math.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
             if nm < _MINVAL:
                 m0, m1, m2, nm = 1.0, 0.0, 0.0, 1.0
         m0, m1, m2 = m0 / nm, m1 / nm, m2 / nm
-        a10 = m1 * a02 - m2 * a01
-        a11 = m2 * a00 - m0 * a02
-        a12 = m0 * a01 - m1 * a00
+        a10, a11, a12 = _cross3(m0, m1, m2, a00, a01, a02)
         na = math.sqrt(a10 * a10 + a11 * a11 + a12 * a12)
         if na < _MINVAL:
             a10, a11, a12 = 1.0, 0.0, 0.0
@@ -2213,6 +2213,14 @@ def _point_motion(Rb, xb, Vb, Ab_, s, P, vP, aP):
     ``aP = A.lin + A.ang x P + w x vP``."""
     for i in range(3):
         P[i] = xb[i] + Rb[i, 0] * s[0] + Rb[i, 1] * s[1] + Rb[i, 2] * s[2]
+    _motion_at(Vb, Ab_, P, vP, aP)
+
+
+@_jit
+def _motion_at(Vb, Ab_, P, vP, aP):
+    """The velocity ``vP`` and bias acceleration ``aP = A.lin + A.ang x P + w x vP`` of the
+    point at the world position ``P`` of a body with velocity ``Vb`` and bias acceleration
+    ``Ab_`` (both about the world origin, angular first)."""
     vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
     vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
     vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
@@ -2321,13 +2329,7 @@ def _world_motion(V, Ab, b, P, vP, aP):
             vP[k] = 0.0
             aP[k] = 0.0
         return
-    Vb, Ab_ = V[b], Ab[b]
-    vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
-    vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
-    vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
-    aP[0] = Ab_[3] + Ab_[1] * P[2] - Ab_[2] * P[1] + Vb[1] * vP[2] - Vb[2] * vP[1]
-    aP[1] = Ab_[4] + Ab_[2] * P[0] - Ab_[0] * P[2] + Vb[2] * vP[0] - Vb[0] * vP[2]
-    aP[2] = Ab_[5] + Ab_[0] * P[1] - Ab_[1] * P[0] + Vb[0] * vP[1] - Vb[1] * vP[0]
+    _motion_at(V[b], Ab[b], P, vP, aP)
 
 
 @_jit
