@@ -83,8 +83,10 @@ def lemke_pair(M: np.ndarray, q: np.ndarray, max_pivots: Optional[int] = None,
 @unit("f8(f8m, f8v, f8, f8m, f8v)", python=True, nogil=True)
 def _prepare(M, q, compliance, Ms, qs):
     """``Ms = (M + compliance max|M| I) / scale``, ``qs = q / scale``, ``scale`` (returned)
-    the largest entry of either (at least 1e-300: the same numbers as numpy's shift and
-    division, so the same pivots); -1 when an entry is not finite.
+    the largest entry of either, at least 1e-300 (exactly numpy's shifted matrix divided by
+    its largest entry, so the same pivots, where the diagonal is non-negative, as a contact
+    LCP's; otherwise the largest entry of ``M`` may stand in for it); -1 when an entry is
+    not finite.
 
     One pass reads ``M`` (its largest entry, and a sum that is NaN where an entry is not
     finite, each in four independent lanes: a single running maximum is one long chain
