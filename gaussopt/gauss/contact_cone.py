@@ -46,10 +46,10 @@ The octagon holds less friction than the circle, so a point it lets stick sticks
 one it lets slide may stick: both are certified, best first. A sticking combination
 that cannot hold is refuted by a dual certificate where one is found cheaply (a virtual
 motion slipping and lifting every point, :func:`_refuted`), else by the cone program.
-Measured (``benchmarks/contact.py``): the cube on a slope about 1.2 ms at rest (its
-uphill corners' cones bind: two cone programs) and 0.8 ms starting to slide (the
+Measured (``benchmarks/contact.py``): the cube on a slope about 1.1 ms at rest (its
+uphill corners' cones bind: two cone programs) and 0.7 ms starting to slide (the
 enumeration of its 81 combinations 0.1-0.2 s); the slab on twenty points about 1 ms at
-rest (its least-norm forces inside every cone: no cone program) and 1.8 ms starting to
+rest (its least-norm forces inside every cone: no cone program) and 1.5 ms starting to
 slide (Lemke's 200 unknowns about 0.25 ms, two combinations' KKT solves, the
 certificate, the Python around them the rest). As in the plane, the answer is
 certified but not proven unique on that path. Where the states read from the LCP
