@@ -80,25 +80,6 @@ def test_lemke_with_a_compliance_solves_the_shifted_lcp_exactly():
                    compliance=1e-9)
 
 
-def test_complement_is_an_orthonormal_basis_of_the_orthogonal_complement():
-    """The contact KKT's basis of free forces (``dense_algebra.complement``): for tall
-    matrices of full column rank (scaled rows as the contact problem's), columns
-    orthonormal and orthogonal to ``X``'s to rounding, and together with them spanning
-    the whole space (``p - k`` of them)."""
-    from gaussopt.gauss.dense_algebra import complement
-
-    rng = np.random.default_rng(3)
-    for p, k in ((1, 0), (3, 1), (60, 6), (40, 40), (9, 3)):
-        X = rng.standard_normal((p, k)) * np.logspace(-3, 3, p)[:, None]
-        Z = complement(X)
-        assert Z.shape == (p, p - k)
-        eps = np.finfo(float).eps
-        assert np.abs(Z.T @ Z - np.eye(p - k)).max(initial=0.0) <= 100 * p * eps
-        if k:
-            Q = np.linalg.qr(X)[0]
-            assert np.abs(Q.T @ Z).max(initial=0.0) <= 100 * p * eps
-
-
 def test_lemke_refutes_an_lcp_without_solution_and_checks_its_input():
     # w = z1 - z2 - 1 >= 0 and w2 = -z1 + z2 - 1 >= 0 add up to -2 >= 0: no solution
     M = np.array([[1.0, -1.0], [-1.0, 1.0]])

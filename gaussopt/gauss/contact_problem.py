@@ -671,7 +671,8 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         # rest / zscale
         if not p:
             return np.zeros((0, 0))
-        return LA.complement(np.ascontiguousarray(rest / zscale[:, None]))
+        Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
+        return Q[:, rest.shape[1]:]
     return x, z, basis
 
 

@@ -344,22 +344,6 @@ def householder_qr(X, full, Q, R, V, tau):
                 Q[i, c] -= s * V[i, j]
 
 
-@jit(cache=True, nogil=True, _nrt=True, python=True)     # (Python calls it too)
-def complement(X):
-    """An orthonormal basis (columns, ``(p, p - k)``) of the orthogonal complement of the
-    columns of a tall ``X`` (p, k) of full column rank: the last columns of its
-    Householder ``Q``. For the few columns of a contact problem's determined forces
-    (60 x 6 for a slab on 20 sticking points) 5 us, where numpy's complete QR took 20
-    to 90 (its blocked ``Q`` multithreaded by BLAS)."""
-    p, k = X.shape
-    Q = np.empty((p, p))
-    R = np.empty((k, k))
-    V = np.empty((p, k))
-    tau = np.empty(k)
-    householder_qr(X.copy(), True, Q, R, V, tau)
-    return Q[:, k:].copy()
-
-
 @_leaf
 def jacobi_sweeps(Y, W):
     """One-sided (Hestenes) Jacobi on a square ``Y`` (k, k), in place: ``Y <- Y W``
