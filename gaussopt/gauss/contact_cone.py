@@ -461,7 +461,10 @@ def _refuted(z: np.ndarray, W: np.ndarray, points: Sequence[tuple], delta: float
     # the candidate: every sticking point slipping against its friction and lifting by mu
     t = z[ct]                                                    # (kc, 2)
     tn = np.hypot(t[:, 0], t[:, 1])
-    if not np.any(tn > 0):
+    if not np.any(tn > 0) or float(np.sum(cmu * z[cn] - tn)) >= 0.0:
+        # (the candidate's work is about sum_i (mu_i N_i - |t_i|) where the points slip
+        # alike: not negative, it proves nothing, and the cone program decides -- a body
+        # holding with a few cones binding, the cube at rest)
         return False
     slip = np.zeros(p)
     lift = np.zeros(p)
