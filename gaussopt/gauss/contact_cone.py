@@ -48,10 +48,10 @@ that cannot hold is refuted by a dual certificate where one is found cheaply (a 
 motion slipping and lifting every point, :func:`_refuted`), else by the cone program.
 Measured (``benchmarks/contact.py``): the cube on a slope about 1.1 ms at rest (its
 uphill corners' cones bind: two cone programs) and 0.7 ms starting to slide (the
-enumeration of its 81 combinations 0.1-0.2 s); the slab on twenty points about 1 ms at
-rest (its least-norm forces inside every cone: no cone program) and 1.5 ms starting to
+enumeration of its 81 combinations 0.1-0.3 s); the slab on twenty points about 1 ms at
+rest (its least-norm forces inside every cone: no cone program) and 1.5-1.9 ms starting to
 slide (Lemke's 200 unknowns about 0.25 ms, two combinations' KKT solves, the
-certificate, the Python around them the rest). As in the plane, the answer is
+certificate, the Python around them the rest; ranges: this VM's minutes differ). As in the plane, the answer is
 certified but not proven unique on that path. Where the states read from the LCP
 certify none (a degenerate LCP's reading depends on its regularization), the LCP is
 solved again at other compliances (:data:`_LCP_RETRIES`); where the state certified
