@@ -464,14 +464,15 @@ def _scratch_size(p):
     and the actuators' count plus twice the lines' (or :func:`_evaluate`'s 143 from
     :data:`_T_EVAL`, whichever is larger), then the spatial tendons' geometry
     (:func:`_tendon_views`)."""
-    return _path_offset(p) + 5 * _n_sites(p) + 48
+    return _path_offset(p) + 5 * _n_sites(p) + 36
 
 
 @_jit
 def _path_offset(p):
     """Where the points of one spatial tendon's path start in :func:`_work`'s scratch
     (:func:`_path_points`: after :func:`_tendon_views`' geometry): 5 values per point, then
-    48 for a wrap's computation."""
+    36 for a wrap's computation (the next site, the tangent points, the previous point and
+    :func:`_wrap`'s 24)."""
     return _site_scratch(p) + 6 * _n_sites(p) + (int(p[H_N]) + 4) * int(p[H_NL])
 
 
@@ -826,25 +827,6 @@ def actuation(p, q, v, out):
 
 
 @_jit
-def _site_point(p, i, R, X, V, P, vP):
-    """Site ``i``'s world position into ``P`` and its velocity into ``vP`` (the world
-    frame of :func:`_kin`, before :func:`_at_tree_roots`)."""
-    sr = int(p[H_OS]) + W_S * i
-    b = int(p[sr])
-    s0, s1, s2 = p[sr + 1], p[sr + 2], p[sr + 3]
-    if b < 0:
-        P[0], P[1], P[2] = s0, s1, s2
-        vP[0] = vP[1] = vP[2] = 0.0
-        return
-    for k in range(3):
-        P[k] = X[b, k] + R[b, k, 0] * s0 + R[b, k, 1] * s1 + R[b, k, 2] * s2
-    # the body's velocity at the world origin (V: angular, then linear there)
-    vP[0] = V[b, 3] + V[b, 1] * P[2] - V[b, 2] * P[1]
-    vP[1] = V[b, 4] + V[b, 2] * P[0] - V[b, 0] * P[2]
-    vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
-
-
-@_jit
 def _site_world(p, i, R, X, P):
     """Site ``i``'s world position into ``P`` (the frame of :func:`_kin`)."""
     sr = int(p[H_OS]) + W_S * i
@@ -864,9 +846,16 @@ def _world_velocity(V, b, P, vP):
     if b < 0:
         vP[0] = vP[1] = vP[2] = 0.0
         return
-    vP[0] = V[b, 3] + V[b, 1] * P[2] - V[b, 2] * P[1]
-    vP[1] = V[b, 4] + V[b, 2] * P[0] - V[b, 0] * P[2]
-    vP[2] = V[b, 5] + V[b, 0] * P[1] - V[b, 1] * P[0]
+    _velocity_at(V[b], P, vP)
+
+
+@_jit
+def _velocity_at(Vb, P, vP):
+    """The velocity ``vP`` of the point at the world position ``P`` of a body with velocity
+    ``Vb`` (angular, then linear at the world origin)."""
+    vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
+    vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
+    vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
 
 
 @_jit
@@ -1182,35 +1171,24 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
     ns, n = _n_sites(p), int(p[H_N])
     reg, SL, JB = _tendon_views(p, T)
     pts = carve(T, _path_offset(p), (ns, 5))
-    P = carve(T, 12, (3,))
     vP = carve(T, 18, (3,))
     vQ = carve(T, 21, (3,))
     for i in range(ns):
         for k in range(6):
             reg[i, k] = 0.0
-    ol, os_, ob = int(p[H_OL]), int(p[H_OS]), int(p[H_OB])
-    for i in range(ns):
-        b = int(p[os_ + W_S * i])
-        if b < 0 or int(p[os_ + W_S * i + S_KIND]) != SITE_POINT:
-            continue
-        r = b
-        while int(p[ob + W_B * r + B_PAR]) >= 0:
-            r = int(p[ob + W_B * r + B_PAR])
-        _site_point(p, i, R, X, V, P, vP)
-        for k in range(3):
-            reg[i, k] = P[k] - X[r, k]
+    ol, ob = int(p[H_OL]), int(p[H_OB])
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         if p[lr + L_SP] == 0.0:
             continue
-        # one pass over the path: its length, its rate and the points' unit forces
+        # one pass over the path: its length, its rate, the points' positions (from their
+        # bodies' tree roots) and unit forces
         npts, L = _path_points(p, lr, R, X, T)
         Ld = 0.0
         for k in range(npts):
             i = int(pts[k, 0])
             b = int(pts[k, 1])
-            if b >= 0 and int(p[os_ + W_S * i + S_KIND]) != SITE_POINT:
-                # a tangent point: its position from its geom's body's tree root
+            if b >= 0:
                 r = b
                 while int(p[ob + W_B * r + B_PAR]) >= 0:
                     r = int(p[ob + W_B * r + B_PAR])
@@ -2221,9 +2199,7 @@ def _motion_at(Vb, Ab_, P, vP, aP):
     """The velocity ``vP`` and bias acceleration ``aP = A.lin + A.ang x P + w x vP`` of the
     point at the world position ``P`` of a body with velocity ``Vb`` and bias acceleration
     ``Ab_`` (both about the world origin, angular first)."""
-    vP[0] = Vb[3] + Vb[1] * P[2] - Vb[2] * P[1]
-    vP[1] = Vb[4] + Vb[2] * P[0] - Vb[0] * P[2]
-    vP[2] = Vb[5] + Vb[0] * P[1] - Vb[1] * P[0]
+    _velocity_at(Vb, P, vP)
     aP[0] = Ab_[3] + Ab_[1] * P[2] - Ab_[2] * P[1] + Vb[1] * vP[2] - Vb[2] * vP[1]
     aP[1] = Ab_[4] + Ab_[2] * P[0] - Ab_[0] * P[2] + Vb[2] * vP[0] - Vb[0] * vP[2]
     aP[2] = Ab_[5] + Ab_[0] * P[1] - Ab_[1] * P[0] + Vb[0] * vP[1] - Vb[1] * vP[0]
@@ -2276,34 +2252,26 @@ def _path_state(p, lr, R, X, S, V, Ab, A, r, coef, want_A, T):
     Where the string wraps a geom, ``beta`` is NaN: its arc's curvature terms are not
     written (the loader leaves the couplings, limits and armatures of wrapping tendons
     unmapped), while ``dL/dq`` stays exact (:func:`_wrap`). ``T``: :func:`_work`'s scratch
-    (21 values from ``_T_EVAL + 80``, and the path's)."""
+    (15 values from ``_T_EVAL + 80``, and the path's)."""
     o = _T_EVAL + 80
-    va, aa = carve(T, o + 3, (3,)), carve(T, o + 6, (3,))
-    vb, ab = carve(T, o + 12, (3,)), carve(T, o + 15, (3,))
-    u = carve(T, o + 18, (3,))
+    va, aa = carve(T, o, (3,)), carve(T, o + 3, (3,))
+    vb, ab = carve(T, o + 6, (3,)), carve(T, o + 9, (3,))
+    u = carve(T, o + 12, (3,))
     npts, L = _path_points(p, lr, R, X, T)
     pts = carve(T, _path_offset(p), (_n_sites(p), 5))
-    os_ = int(p[H_OS])
     wrapped = False
     Ld, beta = 0.0, 0.0
-    for k in range(npts):
-        if int(p[os_ + W_S * int(pts[k, 0]) + S_KIND]) != SITE_POINT:
-            wrapped = True
     ba = int(pts[0, 1])
     _world_motion(V, Ab, ba, pts[0, 2:5], va, aa)
     for k in range(1, npts):
         bb = int(pts[k, 1])
         Pa, Pb = pts[k - 1, 2:5], pts[k, 2:5]
         _world_motion(V, Ab, bb, Pb, vb, ab)
-        if _on_geom(p, pts, k):
-            # (the string between the tangent points is the arc, in L already)
-            for c in range(3):
-                va[c], aa[c] = vb[c], ab[c]
-            ba = bb
-            continue
         d0, d1, d2 = Pb[0] - Pa[0], Pb[1] - Pa[1], Pb[2] - Pa[2]
         ln = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
-        if ln > 0.0:
+        if _on_geom(p, pts, k):
+            wrapped = True          # (between the tangent points: the arc, in L already)
+        elif ln > 0.0:
             u[0], u[1], u[2] = d0 / ln, d1 / ln, d2 / ln
             w0, w1, w2 = vb[0] - va[0], vb[1] - va[1], vb[2] - va[2]
             ud = u[0] * w0 + u[1] * w1 + u[2] * w2
