@@ -404,9 +404,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
         kind = type(c).__name__
         suff = ["x", "y", "z"]
         if isinstance(c, Weld):
-            Rr = np.asarray(c.rotation, dtype=float)
-            if Rr.shape != (3, 3) or not np.allclose(Rr @ Rr.T, np.eye(3), atol=1e-9):
-                problems.append(f"{label}.rotation must be a 3 x 3 rotation matrix, found {Rr!r}")
+            Rr = _rotation_matrix(c.rotation, f"{label}.rotation", problems)
+            if Rr is None:
                 Rr = np.eye(3)
             rec[kernel.E_TYPE] = kernel.WELD
             I3 = np.eye(3)
@@ -705,12 +704,11 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
                                 f"TendonWrap, found {it!r}"
                                 + (f" ({e})" if isinstance(e, ModelError) else ""))
                 continue
-            if nm is not None and nm not in index:
-                problems.append(f"{label}.path[{k}]: unknown link {nm!r} (links: "
-                                f"{list(index)})")
+            body = _path_body(nm, f"{label}.path[{k}]", index, problems)
+            if body is None:
                 continue
             rec = np.zeros(kernel.W_S)
-            rec[kernel.S_BODY] = -1 if nm is None else index[nm]
+            rec[kernel.S_BODY] = body
             rec[kernel.S_POS:kernel.S_POS + 3] = _vec(point, 3, f"{label}.path[{k}] point",
                                                       problems)
             sites.append(rec)
@@ -723,16 +721,41 @@ def _spatial_tendons(spatial: list, lines: "_Lines", index: dict, problems: list
     return np.array(sites, dtype=float).reshape(-1, kernel.W_S)
 
 
+def _path_body(nm, label: str, index: dict, problems: list):
+    """The body number of a link named in a tendon's path (-1: the world), or None (the
+    problem noted) for an unknown one."""
+    if nm is None:
+        return -1
+    if nm not in index:
+        problems.append(f"{label}: unknown link {nm!r} (links: {list(index)})")
+        return None
+    return index[nm]
+
+
+def _rotation_matrix(x, label: str, problems: list):
+    """``x`` as a rotation matrix (3, 3): orthonormal to 1e-9 with determinant +1; None
+    (the problem noted) otherwise."""
+    try:
+        R = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        R = np.zeros(0)
+    if R.shape != (3, 3) or not np.all(np.isfinite(R)) or \
+            np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
+        problems.append(f"{label} must be a rotation matrix (3, 3), orthonormal to 1e-9 "
+                        f"with determinant +1, found {x!r}")
+        return None
+    return R
+
+
 def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> list:
     """The two site records of a :class:`TendonWrap` (the geom, then the second tangent
     point's slot), checked."""
     try:
-        nm = _link_name(w.link)
+        body = _path_body(_link_name(w.link), f"{label}.link", index, problems)
     except ModelError as e:
         problems.append(f"{label}.link: {e}")
         return []
-    if nm is not None and nm not in index:
-        problems.append(f"{label}.link: unknown link {nm!r} (links: {list(index)})")
+    if body is None:
         return []
     kinds = {"sphere": kernel.WRAP_SPHERE, "cylinder": kernel.WRAP_CYLINDER}
     if w.shape not in kinds:
@@ -743,14 +766,11 @@ def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> lis
         problems.append(f"{label}.radius must be a finite number > 0, found {w.radius!r}")
         return []
     pos = _vec(w.position, 3, f"{label}.position", problems)
-    R = np.asarray(w.rotation, dtype=float)
-    if R.shape != (3, 3) or not np.all(np.isfinite(R)) or \
-            np.abs(R.T @ R - np.eye(3)).max() > 1e-9 or np.linalg.det(R) < 0:
-        problems.append(f"{label}.rotation must be a rotation matrix (3, 3), orthonormal to "
-                        f"1e-9 with determinant +1, found {w.rotation!r}")
+    R = _rotation_matrix(w.rotation, f"{label}.rotation", problems)
+    if R is None:
         return []
     first = np.zeros(kernel.W_S)
-    first[kernel.S_BODY] = -1 if nm is None else index[nm]
+    first[kernel.S_BODY] = body
     first[kernel.S_POS:kernel.S_POS + 3] = pos
     first[kernel.S_KIND], first[kernel.S_RAD] = kinds[w.shape], radius
     first[kernel.S_ROT:kernel.S_ROT + 9] = R.reshape(-1)
