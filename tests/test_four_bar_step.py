@@ -209,7 +209,10 @@ def test_repeated_solve_step_is_the_first_and_checks_its_arguments():
     again = go.solve_step(sysm, 0.0, q, v)
     as_list = go.solve_step(sysm, 0, list(q), list(v))
     strided = go.solve_step(sysm, 0.0, np.repeat(q, 2)[::2], np.repeat(v, 2)[::2])
-    for r in (again, as_list, strided):
+    others = [go.solve_step(sysm, np.float64(0.0), q, v),
+              go.solve_step(sysm, 0.0, q.astype(">f8"), v.astype(np.longdouble)),
+              go.solve_step(sysm, 0.0, q.reshape(1, 3)[0], v)]
+    for r in (again, as_list, strided, *others):
         assert np.array_equal(r.a, first.a)
         assert np.array_equal(r.multipliers, first.multipliers)
         assert np.array_equal(r.constraint_force, first.constraint_force)
@@ -223,6 +226,12 @@ def test_repeated_solve_step_is_the_first_and_checks_its_arguments():
         go.solve_step(sysm, 0.0, q[:2], v[:2])
     with pytest.raises(go.ModelError, match="`system`"):
         go.solve_step("four_bar", 0.0, q, v)
+    with pytest.raises(go.ModelError, match="`solver`"):
+        go.solve_step(sysm, 0.0, q, v, ["closed_form"])
+    with pytest.raises(go.ModelError, match="`t`"):
+        go.solve_step(sysm, np.array([0.0, 1.0]), q, v)
+    with pytest.raises(go.ModelError, match="shape"):
+        go.solve_step(sysm, 0.0, q.reshape(3, 1), v)
     # an earlier result is not overwritten by later calls
     assert np.array_equal(first.a, again.a)
 

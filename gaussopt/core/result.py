@@ -127,20 +127,11 @@ class DirectStepResult(LazyStepResult):
     multipliers = _FromOutput(1)
     gauss = _FromOutput(2)
 
-    @classmethod
-    def of_output(cls, a, o, where, make_info, args) -> "DirectStepResult":
-        """The result of the compiled step's output copy ``o``: ``where`` = (slice of ``M a
-        - F``, slice of the multipliers, index of the Gauss value); ``info`` from
-        ``make_info(*args)``. (The class's own constructor takes the fields, as
-        :class:`LazyStepResult`'s: :func:`dataclasses.replace` builds with it.)"""
-        res = cls.__new__(cls)
-        res.a = a
-        res._o = o
-        res._where = where
-        res._make_info = make_info
-        res._info_args = args
-        res._info = None
-        return res
+    #: (the instance's own once ``info`` is built; its other attributes, set where the
+    #: result is made, :meth:`gaussopt.gauss.solvers.StepSolver._make_direct`: ``a``, the
+    #: output copy ``_o``, ``_where`` = (slice of ``M a - F``, slice of the multipliers,
+    #: index of the Gauss value), ``_make_info`` and its ``_info_args``)
+    _info = None
 
 
 @dataclass(slots=True)     # (slots: a long run holds millions of them)

@@ -12,14 +12,12 @@ from gaussopt.core.checks import as_state
 from gaussopt.core.exceptions import ModelError
 from gaussopt.core.result import StepResult
 from gaussopt.gauss.solvers import SOLVERS, StepSolver
+from gaussopt.gauss.solvers.base import NOT_TAKEN
 from gaussopt.model.system import System
 
 __all__ = ["solve_step", "solve_steps", "make_solver"]
 
-_F64 = np.dtype(np.float64)      # native float64 (an ``is`` test: the fast path's check)
-_S8 = (_F64.itemsize,)           # the strides of a contiguous vector of them
-
-
+_F64 = np.dtype(np.float64)      # native float64 (an ``is`` test)
 
 
 def make_solver(system: System, solver: Union[str, type, StepSolver] = "closed_form",
@@ -86,26 +84,23 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     >>> r.a.round(9)                                          # centripetal -v^2/l along x
     array([-2.66666667, -9.81      ])
     """
+    if not options:
+        # the repeated call: a solver built, its system checked and its compiled step
+        # taken by an earlier call (the function :meth:`StepSolver._make_direct` made then,
+        # which checks the arguments' types itself; the compiled step checks that q and v
+        # are finite)
+        try:
+            step = system._direct_steps[solver]
+        except (AttributeError, KeyError, TypeError):    # not a System; not yet; unhashable
+            step = None
+        if step is not None:
+            res = step(t, q, v)
+            if res is not NOT_TAKEN:
+                # (None: the compiled step's answer needs the Python path's check)
+                return res if res is not None else system._solver_cache[solver].solve(t, q, v)
     if not isinstance(system, System):
         raise ModelError(f"`system` must be a gaussopt.System, found {type(system).__name__}.")
     n = system.n
-    if not options and type(solver) is str and type(t) is float:
-        # the repeated call: a solver built and its system checked by an earlier call, the
-        # arguments of the types the compiled step takes (checked here in ~0.5 us; the
-        # compiled step checks q and v are finite itself)
-        # (strides (8,) with shape (n,): contiguous; a contiguous array of one entry with
-        # other strides takes the checks below)
-        s = system._solver_cache.get(solver)
-        if (s is not None and type(q) is np.ndarray and type(v) is np.ndarray
-                and q.dtype is _F64 and v.dtype is _F64 and q.strides == _S8
-                and v.strides == _S8 and q.shape == v.shape == (n,)
-                and system.compiled is not None and math.isfinite(t)):
-            s.reset()      # (no warm start from an earlier call, as below)
-            direct = s._direct        # (solve_checked's own first test, without the call)
-            res = direct(t, q, v) if direct is not None else s.solve_checked(t, q, v)
-            if res is not None:
-                return res
-            return s.solve(t, q, v)
     checked = (system.compiled is not None and type(q) is np.ndarray and type(v) is np.ndarray
                and q.dtype is _F64 and v.dtype is _F64 and q.shape == (n,)
                and v.shape == (n,) and q.flags.c_contiguous and v.flags.c_contiguous)
@@ -121,6 +116,11 @@ def solve_step(system: System, t: float, q, v, solver: Union[str, StepSolver] = 
     s = _cached_solver(system, solver, options)
     if checked:
         res = s.solve_checked(t, q, v)
+        if (s._direct is not None and not options and type(solver) is str
+                and type(s).reset is StepSolver.reset):
+            # (the next call takes it at once; a solver with a warm start to forget,
+            # reset above, does not)
+            system._direct_steps[solver] = s._direct
         if res is not None:
             return res
     return s.solve(t, q, v)
@@ -141,8 +141,8 @@ def _scalar_time(t: Any) -> float:
 def _cached_solver(system: System, solver, options: dict) -> StepSolver:
     """The step solver for ``(solver, options)``, cached on the system, without state
     carried over from earlier calls."""
-    if isinstance(solver, StepSolver):
-        return make_solver(system, solver, **options)
+    if isinstance(solver, StepSolver) or not isinstance(solver, (str, type)):
+        return make_solver(system, solver, **options)    # (an instance, or its error)
     key = solver if not options else (
         solver if isinstance(solver, str) else id(solver), repr(sorted(options.items())))
     s = system._solver_cache.get(key)

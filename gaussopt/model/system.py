@@ -177,6 +177,9 @@ class System:
         self.mass_tree = None
         self._ineq_counts: Optional[tuple[int, ...]] = None
         self._solver_cache: dict = {}
+        #: the repeated :func:`~gaussopt.solve_step` call's function per solver name (its
+        #: cached solver's compiled step, :meth:`StepSolver._make_direct`)
+        self._direct_steps: dict = {}
         #: ``None``, or ``(builder, args, kwargs)``: ``builder(*args, **kwargs)`` builds this
         #: system again; set by the front ends and by :func:`rebuildable`, and what a
         #: pickle of the system stores (see :meth:`__reduce_ex__`)
@@ -433,6 +436,7 @@ class System:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_solver_cache"] = {}       # solvers hold compiled state: rebuilt on demand
+        state["_direct_steps"] = {}
         state["_verified"] = frozenset()  # (ids of this process's objects)
         if getattr(state.get("sparse"), "python", False):
             state["sparse"] = None        # (ctypes callbacks: made again by the next check)
@@ -443,6 +447,7 @@ class System:
         state.setdefault("_recipe", None)
         state.setdefault("parameter_slots", None)
         state.setdefault("sparse", None)
+        state.setdefault("_direct_steps", {})
         state.setdefault("_verified", frozenset())
         self.__dict__.update(state)
 
