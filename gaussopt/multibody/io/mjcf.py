@@ -14,8 +14,10 @@ one of two kinds of model:
   weight; ``connect`` and ``weld`` equalities close loops as 3 and 6 constraint rows,
   ``joint`` and ``tendon`` equalities couple two joints or two fixed tendons in one row;
   fixed tendons keep their stiffness (dead band ``springlength``), damping, armature and
-  ``actuatorfrcrange``; actuators with a fixed gain, no or an affine bias and no activation
-  dynamics (``motor``, ``position``, ``velocity``, such ``general`` ones) on hinges, slides
+  ``actuatorfrcrange``; actuators with a fixed gain and no or an affine bias (``motor``,
+  ``position``, ``velocity``, such ``general`` ones; with ``filter``, ``filterexact`` or
+  ``integrator`` activation dynamics, whose activations are the velocities of coordinates
+  appended after the joints') on hinges, slides
   and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
@@ -122,7 +124,8 @@ points (:class:`~gaussopt.multibody.tree.SpatialTendon`,
 :class:`~gaussopt.multibody.tree.TendonWrap`), their ``tendon`` equalities as exact rows,
 their limits as opt-in hard stops -- and lists only the rest: spatial tendons with
 pulleys, the equalities, limits and armature of tendons that wrap geoms, actuators with
-activation dynamics, other gains and biases or other transmissions, and friction loss;
+other activation dynamics (muscles, ``actearly``, activation limits that can bind), other
+gains and biases or other transmissions, and friction loss;
 the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
@@ -639,8 +642,8 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     joint-less bodies merged into the link that carries them (mass, centroid and inertia
     combined) or into the world, every joint with MuJoCo's ``qpos0``, damping, armature and
     (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
-    closures; fixed tendons, actuators without activation dynamics on hinges, slides and
-    fixed tendons, ``joint`` and ``tendon`` equalities. ``exact_links``: the bodies that
+    closures; fixed tendons, actuators on hinges, slides and
+    fixed tendons (:func:`_tree_actuators`), ``joint`` and ``tendon`` equalities. ``exact_links``: the bodies that
     carry a placeholder inertia (:func:`_placeholders`) and their file's inertias."""
     from gaussopt.multibody.tree import (Connect, JointEquality, Link, Mocap, TendonEquality,
                                          TreeJoint, Weld)
@@ -1114,8 +1117,8 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
 
 def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool,
                     spatial: dict = {}) -> None:
-    """The actuators of ``m`` with a fixed gain, no or an affine bias and no activation
-    dynamics, on a hinge, a slide, a fixed tendon or a mapped spatial tendon (MuJoCo's
+    """The actuators of ``m`` with a fixed gain, no or an affine bias and no or mapped
+    activation dynamics (:func:`_activation_dynamics`), on a hinge, a slide, a fixed tendon or a mapped spatial tendon (MuJoCo's
     ``motor``, ``position``, ``velocity`` and such ``general`` ones) as
     :class:`~gaussopt.multibody.tree.Actuator` into ``out.forces`` (their MuJoCo ids into
     ``out.actuators``); the others are counted unmapped (also those on spatial tendons of a
@@ -1137,9 +1140,8 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
     clamp = not _flag(mj, m, "mjDSBL_CLAMPCTRL")
     for i in range(m.nu):
         trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
-        if int(m.actuator_dyntype[i]) != int(mj.mjtDyn.mjDYN_NONE):
-            _count(un, "actuators with activation dynamics (dyntype filter, integrator, muscle, "
-                       "...)")
+        dynamics = _activation_dynamics(mj, m, i, clamp, un)
+        if dynamics is False:
             continue
         if int(m.actuator_gaintype[i]) != int(mj.mjtGain.mjGAIN_FIXED) or int(
                 m.actuator_biastype[i]) not in (int(mj.mjtBias.mjBIAS_NONE),
@@ -1173,8 +1175,53 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             ctrl_range=(tuple(np.array(m.actuator_ctrlrange[i], dtype=float))
                         if m.actuator_ctrllimited[i] and clamp else None),
             force_range=(tuple(np.array(m.actuator_forcerange[i], dtype=float))
-                         if m.actuator_forcelimited[i] else None), **target))
+                         if m.actuator_forcelimited[i] else None),
+            **(dynamics or {}), **target))
         out.actuators.append(i)
+
+
+#: MuJoCo's smallest value (``mjMINVAL``): a filter's time constant below it is replaced
+_MJ_MINVAL = 1e-15
+
+
+def _activation_dynamics(mj, m, i: int, clamp: bool, un: dict):
+    """The :class:`~gaussopt.multibody.tree.Actuator` arguments of actuator ``i``'s activation
+    dynamics: ``{}`` (none), ``{"dynamics": "filter", "time_constant": tau}`` (MuJoCo's
+    ``filter`` and ``filterexact``, whose continuous dynamics are the same ``act' = (u -
+    act) / tau``), ``{"dynamics": "integrator"}``; or False, counted unmapped: other
+    dynamics (muscle, dcmotor, pid, user), a filter without a time constant (MuJoCo's
+    ``act' = (u - act) / 1e-15``), ``actearly`` (the force takes the activation one time
+    step ahead: MuJoCo's discrete time, no continuous counterpart), several activations, and
+    activation limits that can bind (``actlimited`` clamps ``act`` where the integration
+    leaves the range: a filter's activation stays in the hull of its start and its
+    controls, so its limits cannot bind where its clamped controls lie in them)."""
+    D = mj.mjtDyn
+    dyn = int(m.actuator_dyntype[i])
+    if dyn == int(D.mjDYN_NONE):
+        return {}
+    tau = float(m.actuator_dynprm[i, 0])
+    if dyn in (int(D.mjDYN_FILTER), int(D.mjDYN_FILTEREXACT)) and tau > _MJ_MINVAL:
+        out = {"dynamics": "filter", "time_constant": tau}
+    elif dyn == int(D.mjDYN_INTEGRATOR):
+        out = {"dynamics": "integrator"}
+    else:
+        _count(un, "actuators with activation dynamics other than filter, filterexact and "
+                   "integrator (muscle, dcmotor, pid, user), or a filter without a time "
+                   "constant")
+        return False
+    if int(m.actuator_actnum[i]) != 1 or int(m.actuator_actearly[i]):
+        _count(un, "actuators with actearly (the force takes the activation one time step "
+                   "ahead: MuJoCo's discrete time) or several activations")
+        return False
+    if m.actuator_actlimited[i]:
+        lo, hi = (float(x) for x in m.actuator_actrange[i])
+        c_lo, c_hi = (float(x) for x in m.actuator_ctrlrange[i])
+        if not (out["dynamics"] == "filter" and clamp and m.actuator_ctrllimited[i]
+                and lo <= c_lo and c_hi <= hi):
+            _count(un, "activation limits that can bind (actlimited on an integrator, or on "
+                       "a filter whose controls reach outside them)")
+            return False
+    return out
 
 
 def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict,
@@ -1228,9 +1275,17 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
                                                 armature=t.armature + da)
 
 
-def _joint_state(m, qpos, qvel):
-    """``(q, v)`` of the joint kind from MuJoCo's ``(qpos, qvel)`` (:func:`state_from_mujoco`)."""
-    q, v = np.array(qpos, dtype=float), np.empty(m.nq)
+def _joint_state(m, qpos, qvel, acts=(), act=None):
+    """``(q, v)`` of the joint kind from MuJoCo's ``(qpos, qvel)`` (:func:`state_from_mujoco`),
+    with the activations' coordinates after them: ``acts`` = ``(coordinate, MuJoCo's
+    actadr)`` of each, their velocities from ``act`` (zero where None), their own
+    coordinates (the activations' integrals) zero."""
+    n = m.nq + len(acts)
+    q, v = np.zeros(n), np.zeros(n)
+    q[:m.nq] = qpos
+    for c, adr in acts:
+        if act is not None:
+            v[c] = act[adr]
     for j in range(m.njnt):
         typ, qa, da = int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
         if typ in (0, 1):                                  # free, ball
@@ -1250,9 +1305,16 @@ def _build_tree(mp: _TreeMapping, m, src: str):
     from gaussopt.multibody.tree import Keyframe, Model as TreeModel
 
     model = TreeModel(mp.links, mp.joints, mp.forces, gravity=mp.gravity, name=mp.name)
-    if model.n != m.nq:
+    from gaussopt.multibody.tree import Actuator
+
+    acts = tuple((model.activations[a.name], int(m.actuator_actadr[i]))
+                 for a, i in zip((f for f in mp.forces if isinstance(f, Actuator)),
+                                 mp.actuators) if a.dynamics is not None)
+    if model.n != m.nq + len(acts):
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
-                         f"qpos {m.nq}.")                          # pragma: no cover
+                         f"qpos {m.nq} and {len(acts)} activations.")   # pragma: no cover
+    #: ``(coordinate, MuJoCo's actadr)`` of every activation (state_from_mujoco)
+    model.mujoco_activations = acts
     model.joint_ranges = dict(mp.ranges)
     model.tendon_ranges = dict(mp.tendon_ranges)
     model.contact_pairs = tuple(mp.contact_pairs)
@@ -1264,7 +1326,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
     mj = _mujoco()
     knames = _names(mj, m, mj.mjtObj.mjOBJ_KEY, m.nkey, "key")
     for k in range(m.nkey):
-        q, v = _joint_state(m, m.key_qpos[k], m.key_qvel[k])
+        q, v = _joint_state(m, m.key_qpos[k], m.key_qvel[k], acts, m.key_act[k])
         model.keyframes[knames[k]] = Keyframe(float(m.key_time[k]), q, v,
                                               np.array(m.key_ctrl[k][mp.actuators], dtype=float))
     return model
@@ -1866,7 +1928,8 @@ def _tree_joints(model, mjmodel):
     names = _names(mj, m, mj.mjtObj.mjOBJ_JOINT, m.njnt, "joint")
     taken: set = set()
     names = [_clean(x, taken) for x in names]
-    if model.n != m.nq or list(model.joint_names) != names:
+    na = len(getattr(model, "mujoco_activations", ()))
+    if model.n != m.nq + na or list(model.joint_names) != names:
         raise ModelError(f"`model` must be the model loaded from `mjmodel` (joints {names}, nq "
                          f"{m.nq}); found joints {list(model.joint_names)}, n {model.n}.")
     return mj, m, [(int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j]))
@@ -1881,14 +1944,19 @@ def _wmat(e: np.ndarray) -> np.ndarray:
     return 2.0 * G / (e @ e)
 
 
-def _tree_state(model, mjmodel, qpos, qvel):
+def _tree_state(model, mjmodel, qpos, qvel, act=None):
     _, m, _ = _tree_joints(model, mjmodel)
     qpos = np.asarray(qpos, dtype=float)
     qvel = np.asarray(qvel, dtype=float)
     if qpos.shape != (m.nq,) or qvel.shape != (m.nv,):
         raise ModelError(f"`qpos` and `qvel` must have shapes ({m.nq},) and ({m.nv},), found "
                          f"{qpos.shape} and {qvel.shape}.")
-    return _joint_state(m, qpos, qvel)
+    if act is not None:
+        act = np.asarray(act, dtype=float)
+        if act.shape != (m.na,):
+            raise ModelError(f"`act` must have shape ({m.na},) (MuJoCo's act), found "
+                             f"{act.shape}.")
+    return _joint_state(m, qpos, qvel, getattr(model, "mujoco_activations", ()), act)
 
 
 def _tree_accelerations(model, mjmodel, q, v, a):
@@ -1908,13 +1976,16 @@ def _tree_accelerations(model, mjmodel, q, v, a):
     return out
 
 
-def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np.ndarray]:
-    """The model's state ``(q, v)`` of a MuJoCo state ``(qpos, qvel)``.
+def state_from_mujoco(model: Model, mjmodel, qpos, qvel,
+                      act=None) -> tuple[np.ndarray, np.ndarray]:
+    """The model's state ``(q, v)`` of a MuJoCo state ``(qpos, qvel)`` (and ``act``).
 
     Joint kind (:mod:`gaussopt.multibody.tree`): ``q = qpos`` with every quaternion
     normalized, ``v = qvel`` but for the Euler parameters of ball and free joints, whose
     rates ``p' = W(p)^T w / 4`` (``W = 2 G(p)``) carry MuJoCo's body-frame angular velocity
-    ``w`` with ``p . p' = 0``. Maximal kind: runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
+    ``w`` with ``p . p' = 0``; after them the coordinates of the mapped actuators'
+    activations, whose velocities are MuJoCo's ``act`` (zero where ``act`` is not given)
+    and whose own values (the activations' integrals) start at zero. Maximal kind: runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
     body's centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
     massless bodies of multi-joint bodies from the partial joint chains. Euler
     parameters take the sign nearer the reference pose's; ``p' = E(p)^T w / 2``.
@@ -1926,13 +1997,15 @@ def state_from_mujoco(model: Model, mjmodel, qpos, qvel) -> tuple[np.ndarray, np
     mjmodel : mujoco.MjModel, str or path-like
     qpos : array_like, shape (nq,)
     qvel : array_like, shape (nv,)
+    act : array_like, shape (na,), optional
+        MuJoCo's activations (joint kind; the maximal kind maps no activation dynamics).
 
     Returns
     -------
     q, v : ndarray, shape (model.n,)
     """
     if _is_tree(model):
-        return _tree_state(model, mjmodel, qpos, qvel)
+        return _tree_state(model, mjmodel, qpos, qvel, act)
     mj, m, mp = _mapping(mjmodel)
     _check(model, mp)
     qpos = np.asarray(qpos, dtype=float)

@@ -87,6 +87,9 @@ class TreeAssembly(BaseAssembly):
     spatial_lines: dict = None
     #: the spatial tendons that wrap a geom (no couplings, limits or armature), by name
     wrapped_tendons: frozenset = frozenset()
+    #: the coordinate of each actuator with activation dynamics (its velocity is the
+    #: activation), by the actuator's name
+    activations: dict = None
 
     def index_of(self, coordinate: str) -> int:
         try:
@@ -429,6 +432,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     # ---- actuators (their lines after the tendons' and the equalities')
     arec = []
     anames = []
+    activated: list = []
     for k, a in enumerate(c for c in forces if isinstance(c, Actuator)):
         label = f"actuator {a.name!r}"
         anames.append(a.name)
@@ -447,6 +451,12 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                                                   problems)
         rec[kernel.A_FL:kernel.A_FL + 3] = _range(a.force_range, f"{label}.force_range",
                                                   problems)
+        rec[kernel.A_ACT] = -1
+        if a.dynamics is not None:
+            activated.append((rec, a, _activation(a, label, problems)))
+        elif a.time_constant is not None:
+            problems.append(f"{label}: a time_constant needs dynamics='filter', found "
+                            f"dynamics=None")
         arec.append(rec)
     dupa = sorted({x for x in anames if anames.count(x) > 1})
     if dupa:
@@ -458,6 +468,22 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         "to which the tendon's actuators contribute through its path)")
     if arec or lines.damped:
         conservative = False
+    # ---- activations: each a coordinate after the joints', whose velocity is the
+    # activation: a slide without axis (it moves nothing) on the last link, its armature
+    # the activation's "mass" (tau, or 1), its force the actuator's (tree_compiled)
+    activation_index = {}
+    if activated and links:
+        last = len(links) - 1
+        for rec, a, (dyn, mass) in activated:
+            c = len(coords)
+            rec[kernel.A_ACT], rec[kernel.A_DYN] = c, dyn
+            jrec.append(_jrec(kernel.SLIDE, c, np.zeros(3), np.zeros(3), 0.0, [0.0], [mass],
+                              0.0, 0.0))
+            coords.append(f"{a.name}.act")
+            qref.append(0.0)
+            activation_index[a.name] = c
+        brec[last, kernel.B_NJ] += len(activated)
+        brec[last, kernel.B_NQ] += len(activated)
     if problems:
         raise ModelError(f"model {name!r} has {len(problems)} problem(s): " + "; ".join(problems)
                          + ".")
@@ -499,6 +525,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         ctrl_slots=ctrl_slots, mocap_names=tuple(mocap_index),
                         spatial_lines=dict(lines.spatial_index),
                         wrapped_tendons=frozenset(lines.wrapped),
+                        activations=activation_index,
                         mocap_slots=(int(p[kernel.H_OMC])
                                      + kernel.W_MC * np.arange(len(mocaps), dtype=np.int64)))
 
@@ -786,6 +813,29 @@ def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> lis
     second[kernel.S_BODY] = first[kernel.S_BODY]
     second[kernel.S_KIND] = kernel.WRAP_SECOND
     return [first, second]
+
+
+def _activation(a, label: str, problems: list) -> tuple:
+    """``(dynamics code, mass of the activation's coordinate)`` of the actuator ``a``."""
+    if a.dynamics == "filter":
+        tau = a.time_constant
+        try:
+            tau = float(tau)
+        except (TypeError, ValueError):
+            tau = math.nan
+        if not (math.isfinite(tau) and tau > 0):
+            problems.append(f"{label}: a filter's time_constant must be finite and > 0, found "
+                            f"{a.time_constant!r}")
+            tau = 1.0
+        return kernel.ACT_FILTER, tau
+    if a.dynamics == "integrator":
+        if a.time_constant is not None:
+            problems.append(f"{label}: an integrator has no time_constant, found "
+                            f"{a.time_constant!r}")
+        return kernel.ACT_INTEGRATOR, 1.0
+    problems.append(f"{label}.dynamics must be None, 'filter' or 'integrator', found "
+                    f"{a.dynamics!r}")
+    return kernel.ACT_FILTER, 1.0
 
 
 def _jrec(typ, qadr, pos, axis, ref, damp, arm, k, sref, sq=(1.0, 0.0, 0.0, 0.0),

@@ -62,12 +62,19 @@ sites (MuJoCo's ``mju_wrap``: :func:`_wrap`, the path's points :func:`_path_poin
 tension (spring, damper, actuators) is applied as forces at the sites and the tangent
 points, pulling every segment's ends together (the generalized force ``f dL/dq``, without
 forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0`` from
-the sites' motion (not for a wrapping tendon: its ``L''`` needs the string's curvature). An actuator is MuJoCo's with a fixed gain, an affine bias and no activation
-dynamics: ``f = gain u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its
-line, with MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its
-range, the forces along a line with an ``actuatorfrcrange`` scaled into it, each force to
-its ``forcerange``, each joint's sum to its ``actuatorfrcrange``. The control ``u`` is a slot
-of ``p`` (:data:`A_CTRL` of the actuator's record): a parameter that enters the force only.
+the sites' motion (not for a wrapping tendon: its ``L''`` needs the string's curvature).
+An actuator is MuJoCo's with a fixed gain and an affine bias: ``f = gain u + b0 + b1 l + b2
+l'``, ``l = gear L``, applied as ``gear f`` along its line, with MuJoCo's clamps in MuJoCo's
+order (``mj_fwdActuation``): the control to its range, the forces along a line with an
+``actuatorfrcrange`` scaled into it, each force to its ``forcerange``, each joint's sum to
+its ``actuatorfrcrange``. The control ``u`` is a slot of ``p`` (:data:`A_CTRL` of the
+actuator's record): a parameter that enters the force only. An actuator with activation
+dynamics (MuJoCo's ``filter`` ``act' = (u - act) / tau`` and ``integrator`` ``act' = u``)
+has ``act`` in place of ``u`` in its force, and ``act`` is a state: the velocity of a
+coordinate of its own, appended after the joints' (a slide without axis on the last link:
+it moves nothing), whose mass is ``tau`` (resp. 1, its armature) and whose force is ``u -
+act`` (resp. ``u``). Its equation of motion is then ``tau act' = u - act`` exactly, and the
+engine integrates it with the rest, with no state outside ``(q, v)``.
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -181,10 +188,17 @@ SITE_POINT, WRAP_SPHERE, WRAP_CYLINDER, WRAP_SECOND = 0, 1, 2, 3
 #: MuJoCo's smallest denominator (``mjMINVAL``): its wrapping's degenerate cases
 _MINVAL = 1e-15
 #: actuator record: line, gear, gain, bias (3: constant, length, velocity), whether the
-#: control is clamped and its range, whether the force is clamped and its range, the control
-W_A = 13
-A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL = \
-    range(13)
+#: control is clamped and its range, whether the force is clamped and its range, the control,
+#: its activation's coordinate (-1: none) and dynamics (:data:`ACT_FILTER`,
+#: :data:`ACT_INTEGRATOR`)
+W_A = 15
+(A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
+ A_ACT, A_DYN) = range(15)
+#: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
+#: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``). The activation is
+#: the velocity of a coordinate of its own whose mass (the armature of a joint without
+#: motion) is ``tau``, resp. 1, and whose force is ``u - act``, resp. ``u``
+ACT_NONE, ACT_FILTER, ACT_INTEGRATOR = 0, 1, 2
 #: mocap record (a body moved by the user, MuJoCo's mocap body: a closure's side ``-2 - k``
 #: is mocap ``k``): its world state at the evaluation's time -- origin (3), rotation (9,
 #: row-major: its frame's axes in world columns), angular velocity (3), the origin's
@@ -689,10 +703,11 @@ def _lines_passive(p, q, v, F):
 
 @_jit
 def _actuation(p, q, v, out, T, SL):
-    """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation`` without activation dynamics) into
-    ``out`` (n,): per actuator the control ``u`` (clamped to its range when limited) and the
-    force ``gain u + b0 + b1 l + b2 l'`` (``l = gear L`` the actuator's length along its line
-    ``L``); the forces of the actuators of a line whose actuator force is limited are scaled
+    """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation``) into ``out`` (n,): per actuator the
+    control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l + b2
+    l'`` (``l = gear L`` the actuator's length along its line ``L``), where the actuator has
+    an activation ``act`` (the velocity of its coordinate ``c``) with ``act`` in place of
+    ``u`` and ``u - act`` (filter) or ``u`` (integrator) on coordinate ``c``; the forces of the actuators of a line whose actuator force is limited are scaled
     so that their sum is inside the range; each force is clamped to its own range and
     applied along its line (``out += gear f c``); last, each joint's total is clamped to its
     ``actuatorfrcrange``. ``T``: scratch, actuators plus twice the lines long; its last
@@ -720,6 +735,13 @@ def _actuation(p, q, v, out, T, SL):
         u = p[ar + A_CTRL]
         if p[ar + A_CL] != 0.0:
             u = min(max(u, p[ar + A_CLO]), p[ar + A_CHI])
+        c = int(p[ar + A_ACT])
+        if c >= 0:
+            # the activation drives the force; the control drives the activation, the
+            # velocity of coordinate c (its mass tau, or 1: the armature of a joint that
+            # moves nothing)
+            out[c] += u - v[c] if int(p[ar + A_DYN]) == ACT_FILTER else u
+            u = v[c]
         f = p[ar + A_GAIN] * u + p[ar + A_B0]
         sp = p[ol + W_L * l + L_SP] != 0.0
         if p[ar + A_B1] != 0.0:

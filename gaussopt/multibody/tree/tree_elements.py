@@ -311,11 +311,18 @@ class TendonWrap:
 class Actuator:
     """A force along a joint (hinge, slide), a :class:`FixedTendon` or a
     :class:`SpatialTendon`, set by a control
-    ``u``: MuJoCo's actuators with a fixed gain, an affine bias and no activation dynamics,
-    ``f = gain u + bias[0] + bias[1] l + bias[2] l'`` with the actuator's length ``l = gear
-    L`` (``L`` the joint's coordinate or the tendon's length), applied as ``gear f`` along
-    ``L``. A ``motor`` is ``gain = 1``, a ``position`` servo ``gain = kp, bias = (0, -kp,
-    -kv)``, a ``velocity`` servo ``gain = kv, bias = (0, 0, -kv)``.
+    ``u``: MuJoCo's actuators with a fixed gain and an affine bias, ``f = gain u + bias[0] +
+    bias[1] l + bias[2] l'`` with the actuator's length ``l = gear L`` (``L`` the joint's
+    coordinate or the tendon's length), applied as ``gear f`` along ``L``. A ``motor`` is
+    ``gain = 1``, a ``position`` servo ``gain = kp, bias = (0, -kp, -kv)``, a ``velocity``
+    servo ``gain = kv, bias = (0, 0, -kv)``.
+
+    With activation dynamics the force takes the activation ``act`` in place of ``u``, and
+    the control drives ``act``: ``act' = (u - act) / time_constant`` (``"filter"``,
+    MuJoCo's ``filter`` and ``filterexact``) or ``act' = u`` (``"integrator"``). ``act`` is
+    a state of the model: the velocity of a coordinate ``"<name>.act"`` appended after the
+    joints' (it moves no link; its own coordinate is ``act``'s integral), so a run's initial
+    state ``v0`` holds the initial activation and its accelerations hold ``act'``.
 
     Parameters
     ----------
@@ -330,6 +337,10 @@ class Actuator:
     ctrl : float
         The control's value in the model's parameters (the model's :attr:`system`; a
         :class:`~gaussopt.Stepper` changes it per step, ``model.controlled`` sets it).
+    dynamics : {None, "filter", "integrator"}
+        The activation dynamics (None: the force follows the control at once).
+    time_constant : float or None
+        ``tau > 0`` of a ``"filter"``.
     """
 
     name: str
@@ -341,6 +352,8 @@ class Actuator:
     ctrl_range: Optional[tuple] = None
     force_range: Optional[tuple] = None
     ctrl: float = 0.0
+    dynamics: Optional[str] = None
+    time_constant: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,11 @@ class Model(BaseModel):
         the mechanical energy; always compiled.
     n, m : int
     coordinates : tuple of str
-        ``"<joint>"`` (hinge, slide), ``"<joint>.e0"``... (ball), ``"<joint>.x"``... (free).
+        ``"<joint>"`` (hinge, slide), ``"<joint>.e0"``... (ball), ``"<joint>.x"``... (free),
+        then ``"<actuator>.act"`` for each actuator with activation dynamics (its velocity
+        is the activation, :attr:`activations`).
+    activations : dict
+        Actuator name -> index of the coordinate whose velocity is its activation.
     q_reference : ndarray
         Every joint at its reference.
     description : str
@@ -137,6 +141,12 @@ class Model(BaseModel):
         self._kin_numpy = None
         self.actuator_names = self._asm.actuator_names
         self.tendon_names = self._asm.tendon_names
+        #: actuator -> the coordinate whose velocity is its activation (the actuators with
+        #: activation dynamics: :class:`Actuator`'s ``dynamics``)
+        self.activations = dict(self._asm.activations or {})
+        #: ``(coordinate, MuJoCo's actadr)`` of each activation (a loaded model's: the
+        #: loader's :func:`~gaussopt.multibody.io.mjcf.state_from_mujoco` reads ``act``)
+        self.mujoco_activations: tuple = ()
 
     def __reduce__(self):
         """Pickle as the call that built the model, with the loader's additions."""
@@ -144,7 +154,8 @@ class Model(BaseModel):
                                          "joint_ranges": self.joint_ranges,
                                          "tendon_ranges": self.tendon_ranges,
                                          "contact_pairs": self.contact_pairs,
-                                         "mocap_fixed": self.mocap_fixed})
+                                         "mocap_fixed": self.mocap_fixed,
+                                         "mujoco_activations": self.mujoco_activations})
 
     @property
     def system(self) -> System:
