@@ -34,6 +34,7 @@ from gaussopt.core.model_interface import functions
 _inline = jit(cache=True)
 
 __all__ = ["StepContext", "make_context", "solve_at", "entry_point", "layout", "NULL_FORCE_RTOL",
+           "NOTED",
            "S_R", "S_K", "S_RHO", "S_ALLOW", "S_BE", "S_FLAGS", "S_GAUSS", "S_RESID",
            "S_NULLF", "S_DROPPED", "N_SCALARS", "solve_batch", "null_force"]
 
@@ -44,6 +45,9 @@ NULL_FORCE_RTOL = 1e-14
 # scalars at the end of ``out``
 S_R, S_K, S_RHO, S_ALLOW, S_BE, S_FLAGS, S_GAUSS, S_RESID, S_NULLF, S_DROPPED = range(10)
 N_SCALARS = 10
+#: :func:`solve_at`'s status of an answer whose scalars need reading (rows vanished, or a
+#: force in ``null(M)`` above :data:`NULL_FORCE_RTOL`): where it returns 0 they do not
+NOTED = -1
 
 
 @structref.register
@@ -118,8 +122,10 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     backward error, kernel flags, Gauss value, ``max |A a - b|``, relative size of
     the force in ``null(M)`` (0 without a projector), number of vanished rows).
 
-    Returns the status: 0, a kernel status, :data:`gaussopt.core.status.MODEL_FAILED`,
-    or :data:`gaussopt.gauss.dense_step.NONFINITE` for a non-finite ``q``/``v``.
+    Returns the status: 0 or :data:`NOTED` (answered; its scalars show a vanished row or
+    a force in ``null(M)`` only where :data:`NOTED`), a kernel status,
+    :data:`gaussopt.core.status.MODEL_FAILED`, or :data:`gaussopt.gauss.dense_step.NONFINITE`
+    for a non-finite ``q``/``v``.
     """
     fns, accel = functions(ctx.addrs)
     md = ctx.md
@@ -138,7 +144,8 @@ def solve_at(ctx, ref, t, q, v, want_lam):
         return status
     if MS.uses_sparse(flags):
         _fill_sparse(ctx, a, want_lam, be, flags)
-        return 0
+        sc = 2 * n + m + min(m, n)
+        return 0 if out[sc + S_DROPPED] == 0.0 and out[sc + S_NULLF] <= NULL_FORCE_RTOL else NOTED
     M = buf.M
     F = buf.F
     gauss = 0.0
@@ -181,7 +188,7 @@ def solve_at(ctx, ref, t, q, v, want_lam):
     out[sc + S_RESID] = resid
     out[sc + S_NULLF] = nullf
     out[sc + S_DROPPED] = dropped
-    return 0
+    return 0 if dropped == 0 and nullf <= NULL_FORCE_RTOL else NOTED
 
 
 @unit("none(ctx, f8v, b1, f8, i8)", lazy=True)

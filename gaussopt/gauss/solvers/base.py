@@ -26,8 +26,8 @@ import gaussopt.gauss.workspace as WS
 import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
-from gaussopt.gauss.compiled_step import (N_SCALARS, NULL_FORCE_RTOL, S_DROPPED, S_GAUSS,
-                                          S_NULLF, entry_point, layout, make_context, solve_at,
+from gaussopt.gauss.compiled_step import (N_SCALARS, NOTED, NULL_FORCE_RTOL, S_DROPPED,
+                                          S_GAUSS, S_NULLF, entry_point, layout, make_context, solve_at,
                                           solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
@@ -485,19 +485,23 @@ class StepSolver:
                 return compiled(t, q, v, True, True)
             acquire()
             try:
-                if call(handle, ref, t, q, v, True) != 0:
-                    o = None
-                else:
+                status = call(handle, ref, t, q, v, True)
+                if status == 0:
+                    o = out.copy()
+                    dropped = 0
+                elif status == NOTED:
                     o = out.copy()
                     # (the rows dropped are read now: the workspace is the next call's;
                     # the other scalars when ``info`` is first read, :func:`_direct_info`)
                     dropped = (np.flatnonzero(WS.view(work, "live", m) == 0).tolist()
                                if o.item(i_dropped) else 0)
+                else:
+                    o = None
             finally:
                 release()
             if o is None:
                 return compiled(t, q, v, True, True)       # (it says why)
-            if o.item(i_nullf) > NULL_FORCE_RTOL:
+            if status == NOTED and o.item(i_nullf) > NULL_FORCE_RTOL:
                 return None                   # the objective-mismatch check runs in Python
             # (no constructor call: 0.1 us of a 3.5 us solve_step)
             res = self._last_info = new(cls)
@@ -613,9 +617,9 @@ class StepSolver:
                 status = fast(handle, ref, t, q, v, full)
             else:
                 status = solve_at(handle, ref, t, q, v, full)
-                if status == 0 and self._entry is None:
+                if status <= 0 and self._entry is None:
                     self._entry = entry_point(solve_at, (handle, zero_ref, t, q, v, full))
-            if status != 0:
+            if status > 0:
                 if status == K.NONFINITE:
                     for x, label in ((q, "q"), (v, "v")):
                         if not np.all(np.isfinite(x)):

@@ -173,7 +173,9 @@ class SparseQP:
         bv = bn * (1.0 / sa)
         cq = self.clarabel
         first = cq._scale(Pv, qv, Av, bv, cq.scaling)
-        xs, _, dd, _, _, raw, iters, _, solve_time = cq.solve_values(Pv, qv, Av, bv, first)
+        # (the primal solution only: Clarabel's dual, read, costs 0.02 ms at n = 2000)
+        xs, _, dd, _, _, raw, iters, _, solve_time = cq.solve_values(
+            Pv, qv, Av, bv, first, (np.empty(n), None))
         status = STATUS_NAMES.get(raw) or raw.lower()
         qp.statuses[status] = qp.statuses.get(status, 0) + 1
         self.steps += 1
