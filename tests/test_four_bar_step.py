@@ -234,6 +234,17 @@ def test_repeated_solve_step_is_the_first_and_checks_its_arguments():
         go.solve_step(sysm, 0.0, q.reshape(3, 1), v)
     # an earlier result is not overwritten by later calls
     assert np.array_equal(first.a, again.a)
+    # the hot path's repeated call (its own direct function) gives the same accelerations
+    s = sysm._solver_cache["closed_form"]
+    hot = [s.acceleration(0.0, q, v), s.acceleration(0.0, q, v)]
+    assert s._direct_a is not None
+    hot += [s.acceleration(0.0, list(q), list(v)),
+            s.acceleration(0.0, np.repeat(q, 2)[::2], np.repeat(v, 2)[::2])]
+    for a in hot:
+        assert np.array_equal(a, first.a)
+    assert hot[1] is not hot[0]
+    with pytest.raises(go.ModelError, match="NaN"):
+        s.acceleration(0.0, np.array([np.nan, 0.0, 0.0]), v)
 
 
 def test_a_result_of_the_fast_path_is_a_step_result_in_every_respect():

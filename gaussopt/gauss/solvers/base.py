@@ -27,7 +27,7 @@ import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
 from gaussopt.gauss.compiled_step import (N_SCALARS, NOTED, NULL_FORCE_RTOL, S_DROPPED,
-                                          S_GAUSS, S_NULLF, entry_point, layout, make_context, solve_at,
+                                          S_GAUSS, S_NULLF, S_RHO, entry_point, layout, make_context, solve_at,
                                           solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
@@ -354,8 +354,15 @@ class StepSolver:
         """Hot path: accelerations only (no multipliers, constraint force, Gauss value,
         residual or objective-mismatch diagnostics); verified all the same."""
         if self._method is not None:
+            fast = self._direct_a
+            if fast is not None:
+                a = fast(t, q, v)
+                if a is not None and a is not NOT_TAKEN:
+                    return a
             a = self._solve_compiled(t, q, v, False)
             if a is not None:
+                if fast is None and self._entry is not None and self._ctx:
+                    self._direct_a = self._make_direct(False)
                 return a
         M, F, A, b = self._prepare(t, q, v)
         if self.objective == "paper":
@@ -446,21 +453,24 @@ class StepSolver:
             return res
         return self._solve_checked(t, q, v)
 
-    def _make_direct(self):
-        """What :meth:`solve_checked` calls after its first clean step: a function of ``(t,
-        q, v)`` holding what :meth:`_solve_compiled` found out once (the context, the
-        compiled function for the arguments' types, the layout of its output). A call
-        costs the compiled step, copying its output and making the
-        :class:`~gaussopt.core.result.DirectStepResult`; everything else is bound here
+    def _make_direct(self, full: bool = True):
+        """What :meth:`solve_checked` (``full``) and :meth:`acceleration` (not ``full``) call
+        after their first clean step: a function of ``(t, q, v)`` holding what
+        :meth:`_solve_compiled` found out once (the context, the compiled function for the
+        arguments' types, the layout of its output), which checks the arguments' types
+        itself (:data:`NOT_TAKEN` where they are others). A call costs the compiled step,
+        copying its output and making the :class:`~gaussopt.core.result.DirectStepResult`
+        (``full``; else copying the accelerations); everything else is bound here
         (``benchmarks/stepper.py`` measures the difference)."""
         call = self._entry
-        handle, _, out, (sa, sq, sl, ss, sc), zero_ref, _, m, work, _, _ = self._ctx
+        handle, _, out, (sa, sq, sl, ss, sc), zero_ref, n, m, work, _, _ = self._ctx
         where = (sq, sl, sc + S_GAUSS)
-        i_dropped, i_nullf = sc + S_DROPPED, sc + S_NULLF
+        i_dropped, i_nullf, i_rho = sc + S_DROPPED, sc + S_NULLF, sc + S_RHO
         acquire, release = self._lock.acquire, self._lock.release
         compiled = self._solve_compiled
-        shape, array, inf = (self.system.n,), np.ndarray, math.inf
+        shape, array, inf = (n,), np.ndarray, math.inf
         new, cls = object.__new__, DirectStepResult
+        root = self._root
 
         def direct(t, q, v):
             # the arguments the compiled function was called with once, exactly (it is
@@ -479,28 +489,35 @@ class StepSolver:
                 # the types, so it must be a C-contiguous float64 array of shape (m,))
                 if not (type(ref) is np.ndarray and ref.dtype is _F64 and ref.shape == (m,)
                         and ref.flags.c_contiguous):
-                    return compiled(t, q, v, True, True)
+                    return compiled(t, q, v, full, True)
                 self._direct_ref = ref
             if self.b_correction is not None:
-                return compiled(t, q, v, True, True)
+                return compiled(t, q, v, full, True)
             acquire()
             try:
-                status = call(handle, ref, t, q, v, True)
-                if status == 0:
-                    o = out.copy()
-                    dropped = 0
-                elif status == NOTED:
+                status = call(handle, ref, t, q, v, full)
+                if status != 0 and status != NOTED:
+                    o = None
+                elif not full:
+                    o = out[sa].copy()
+                    rho = out.item(i_rho)
+                    nullf = out.item(i_nullf) if status == NOTED else 0.0
+                else:
                     o = out.copy()
                     # (the rows dropped are read now: the workspace is the next call's;
                     # the other scalars when ``info`` is first read, :func:`_direct_info`)
                     dropped = (np.flatnonzero(WS.view(work, "live", m) == 0).tolist()
-                               if o.item(i_dropped) else 0)
-                else:
-                    o = None
+                               if status == NOTED and o.item(i_dropped) else 0)
             finally:
                 release()
             if o is None:
-                return compiled(t, q, v, True, True)       # (it says why)
+                return compiled(t, q, v, full, True)       # (it says why)
+            if not full:
+                if nullf > NULL_FORCE_RTOL:
+                    return None               # the objective-mismatch check runs in Python
+                if rho > root:
+                    self._record_least_squares(t, q, v, *self.system.rows(t, q, v), rho)
+                return o
             if status == NOTED and o.item(i_nullf) > NULL_FORCE_RTOL:
                 return None                   # the objective-mismatch check runs in Python
             # (no constructor call: 0.1 us of a 3.5 us solve_step)
@@ -534,6 +551,8 @@ class StepSolver:
     #: :meth:`_make_direct`)
     _direct = None
     _direct_ref = None
+    #: what :meth:`acceleration` calls after its first clean compiled step (None: not yet)
+    _direct_a = None
 
     # ------------------------------------------------------------- what a run asks
     @property
