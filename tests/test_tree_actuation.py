@@ -994,6 +994,45 @@ def test_activation_dynamics_match_mujoco():
     assert back.activations == model.activations
 
 
+def test_activations_on_the_recursive_path_match_mujoco():
+    """A 40-hinge chain (past the O(n) recursion's crossover) with a filter at its root and
+    an integrator at its tip: the step takes the articulated-body recursion (the activations'
+    coordinates are joints without motion there too) and its joint accelerations and
+    activation rates equal MuJoCo's within the bound of
+    :func:`controlled_step_against_mujoco`."""
+    body, close = "", ""
+    for i in range(40):
+        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
+        body += (f'<body name="b{i}" pos="0 0 {0 if i == 0 else -0.1}"><joint name="j{i}" '
+                 f'type="hinge" axis="{ax}" damping="0.01"/><inertial pos="0 0 -0.05" '
+                 'mass="0.1" diaginertia="1e-4 1e-4 1e-5"/>')
+        close += "</body>"
+    xml = (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
+           f'<worldbody>{body}{close}</worldbody><actuator>'
+           '<general name="f" joint="j0" dyntype="filter" dynprm="0.1" gainprm="2"/>'
+           '<general name="g" joint="j39" dyntype="integrator"/></actuator></mujoco>')
+    model = load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    d = mj.MjData(m)
+    rng = np.random.default_rng(40)
+    d.qpos[:], d.qvel[:] = 0.3 * rng.normal(size=m.nq), rng.normal(size=m.nv)
+    ctrl = rng.normal(size=m.nu)
+    d.act[:], d.ctrl[:] = rng.normal(size=m.na), ctrl
+    mj.mj_forward(m, d)
+    q, v = mjcf.state_from_mujoco(model, m, d.qpos, d.qvel, d.act)
+    sysm = model.controlled(ctrl)
+    step = go.solve_step(sysm, 0.0, q, v)
+    assert step.info["recursive"] and model.n == 42
+    qacc, L = acceleration_map(model, m, q, v, step.a)
+    assert np.linalg.norm(qacc - d.qacc) <= bound(sysm, q, v, step, L, m, d)
+    M, F = sysm.mass(0.0, q), sysm.force(0.0, q, v)
+    A, b = sysm.rows(0.0, q, v)
+    gb = step_error_bound(M, F, A, b, step.a, solver_tolerance("closed_form", *A.shape[::-1]))
+    for c, adr in model.mujoco_activations:
+        # (MuJoCo's act_dot: (u - act) / tau, or u: a few roundings of its size)
+        assert abs(step.a[c] - d.act_dot[adr]) <= gb + 4 * EPS * (abs(d.act_dot[adr]) + 1.0)
+
+
 def test_a_filtered_and_an_integrated_push_follow_their_closed_forms():
     """The builder (no MuJoCo): a cart on a slide pushed by a filter actuator (``tau act' = u
     - act``, ``act(0) = 0``) and one pushed by an integrator (``act' = u``), constant
