@@ -17,7 +17,7 @@ one of two kinds of model:
   ``actuatorfrcrange``; actuators with a fixed gain and no or an affine bias (``motor``,
   ``position``, ``velocity``, such ``general`` ones; with ``filter``, ``filterexact`` or
   ``integrator`` activation dynamics, whose activations are the velocities of coordinates
-  appended after the joints') on hinges, slides
+  appended after the joints'; MuJoCo's muscles) on hinges, slides
   and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
@@ -124,8 +124,8 @@ points (:class:`~gaussopt.multibody.tree.SpatialTendon`,
 :class:`~gaussopt.multibody.tree.TendonWrap`), their ``tendon`` equalities as exact rows,
 their limits as opt-in hard stops -- and lists only the rest: spatial tendons with
 pulleys, the equalities, limits and armature of tendons that wrap geoms, actuators with
-other activation dynamics (muscles, ``actearly``, activation limits that can bind), other
-gains and biases or other transmissions, and friction loss;
+other activation dynamics (``actearly``, activation limits that can bind, dcmotor, pid),
+other gains and biases or other transmissions, and friction loss;
 the ``damping`` and ``armature`` of actuators are added, times ``gear^2``, to
 their joint's or tendon's, as MuJoCo does). The maximal kind lists:
 tendons, actuators, contacts (geoms that can collide, explicit pairs), joint limits,
@@ -1143,10 +1143,12 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         dynamics = _activation_dynamics(mj, m, i, clamp, un)
         if dynamics is False:
             continue
-        if int(m.actuator_gaintype[i]) != int(mj.mjtGain.mjGAIN_FIXED) or int(
+        muscle = "muscle" in dynamics
+        if not muscle and (int(m.actuator_gaintype[i]) != int(mj.mjtGain.mjGAIN_FIXED) or int(
                 m.actuator_biastype[i]) not in (int(mj.mjtBias.mjBIAS_NONE),
-                                                int(mj.mjtBias.mjBIAS_AFFINE)):
-            _count(un, "actuators with a gain other than fixed or a bias other than affine")
+                                                int(mj.mjtBias.mjBIAS_AFFINE))):
+            _count(un, "actuators with a gain other than fixed or muscle, or a bias other than "
+                       "affine or muscle")
             continue
         if int(m.actuator_plugin[i]) >= 0 or int(m.actuator_ctrlnum[i]) != 1 or int(
                 m.actuator_outnum[i]) != 1 or float(m.actuator_delay[i]) != 0.0:
@@ -1170,7 +1172,7 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
             _clean(anames[i], taken), gear=float(m.actuator_gear[i, 0]),
-            gain=float(m.actuator_gainprm[i, 0]),
+            gain=1.0 if muscle else float(m.actuator_gainprm[i, 0]),
             bias=tuple(np.array(m.actuator_biasprm[i, :3], dtype=float)) if affine else (0.0,) * 3,
             ctrl_range=(tuple(np.array(m.actuator_ctrlrange[i], dtype=float))
                         if m.actuator_ctrllimited[i] and clamp else None),
@@ -1188,8 +1190,9 @@ def _activation_dynamics(mj, m, i: int, clamp: bool, un: dict):
     """The :class:`~gaussopt.multibody.tree.Actuator` arguments of actuator ``i``'s activation
     dynamics: ``{}`` (none), ``{"dynamics": "filter", "time_constant": tau}`` (MuJoCo's
     ``filter`` and ``filterexact``, whose continuous dynamics are the same ``act' = (u -
-    act) / tau``), ``{"dynamics": "integrator"}``; or False, counted unmapped: other
-    dynamics (muscle, dcmotor, pid, user), a filter without a time constant (MuJoCo's
+    act) / tau``), ``{"dynamics": "integrator"}``, ``{"muscle": Muscle}`` (a muscle's
+    gain, bias and dynamics, all three, :func:`_muscle_of`); or False, counted unmapped:
+    other dynamics (dcmotor, pid, user), a filter without a time constant (MuJoCo's
     ``act' = (u - act) / 1e-15``), ``actearly`` (the force takes the activation one time
     step ahead: MuJoCo's discrete time, no continuous counterpart), several activations, and
     activation limits that can bind (``actlimited`` clamps ``act`` where the integration
@@ -1197,6 +1200,16 @@ def _activation_dynamics(mj, m, i: int, clamp: bool, un: dict):
     controls, so its limits cannot bind where its clamped controls lie in them)."""
     D = mj.mjtDyn
     dyn = int(m.actuator_dyntype[i])
+    kinds = (int(m.actuator_gaintype[i]) == int(mj.mjtGain.mjGAIN_MUSCLE),
+             int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_MUSCLE),
+             dyn == int(D.mjDYN_MUSCLE))
+    if any(kinds):
+        if not all(kinds) or not np.array_equal(m.actuator_gainprm[i, :9],
+                                                m.actuator_biasprm[i, :9]):
+            _count(un, "muscle gains, biases or dynamics without the other two (or with "
+                       "other parameters)")
+            return False
+        return _muscle_of(m, i) if _activation_kept(m, i, un, (0.0, 1.0)) else False
     if dyn == int(D.mjDYN_NONE):
         return {}
     tau = float(m.actuator_dynprm[i, 0])
@@ -1205,23 +1218,48 @@ def _activation_dynamics(mj, m, i: int, clamp: bool, un: dict):
     elif dyn == int(D.mjDYN_INTEGRATOR):
         out = {"dynamics": "integrator"}
     else:
-        _count(un, "actuators with activation dynamics other than filter, filterexact and "
-                   "integrator (muscle, dcmotor, pid, user), or a filter without a time "
+        _count(un, "actuators with activation dynamics other than filter, filterexact, "
+                   "integrator and muscle (dcmotor, pid, user), or a filter without a time "
                    "constant")
         return False
+    reach = None
+    if out["dynamics"] == "filter" and clamp and m.actuator_ctrllimited[i]:
+        reach = tuple(float(x) for x in m.actuator_ctrlrange[i])
+    return out if _activation_kept(m, i, un, reach) else False
+
+
+def _activation_kept(m, i: int, un: dict, reach) -> bool:
+    """Whether actuator ``i``'s activation maps (else counted unmapped): one activation,
+    no ``actearly``, and activation limits that cannot bind (``reach``: the interval its
+    activation cannot leave, or None)."""
     if int(m.actuator_actnum[i]) != 1 or int(m.actuator_actearly[i]):
         _count(un, "actuators with actearly (the force takes the activation one time step "
                    "ahead: MuJoCo's discrete time) or several activations")
         return False
     if m.actuator_actlimited[i]:
         lo, hi = (float(x) for x in m.actuator_actrange[i])
-        c_lo, c_hi = (float(x) for x in m.actuator_ctrlrange[i])
-        if not (out["dynamics"] == "filter" and clamp and m.actuator_ctrllimited[i]
-                and lo <= c_lo and c_hi <= hi):
+        if reach is None or not (lo <= reach[0] and reach[1] <= hi):
             _count(un, "activation limits that can bind (actlimited on an integrator, or on "
-                       "a filter whose controls reach outside them)")
+                       "a filter or a muscle whose controls reach outside them)")
             return False
-    return out
+    return True
+
+
+def _muscle_of(m, i: int) -> dict:
+    """The :class:`~gaussopt.multibody.tree.Actuator` arguments of MuJoCo's muscle ``i``
+    (its ``gainprm``, the ``lengthrange`` and, where its force is negative, ``scale /
+    acc0``, which MuJoCo's compiler computed)."""
+    from gaussopt.multibody.tree import Muscle
+
+    prm = np.array(m.actuator_gainprm[i, :9], dtype=float)
+    force = prm[2] if prm[2] >= 0 else prm[3] / max(_MJ_MINVAL, float(m.actuator_acc0[i]))
+    dyn = np.array(m.actuator_dynprm[i, :3], dtype=float)
+    return {"muscle": Muscle(length_range=tuple(float(x) for x in m.actuator_lengthrange[i]),
+                             force=float(force), range=(float(prm[0]), float(prm[1])),
+                             lmin=float(prm[4]), lmax=float(prm[5]), vmax=float(prm[6]),
+                             fpmax=float(prm[7]), fvmax=float(prm[8]),
+                             time_constants=(float(dyn[0]), float(dyn[1])),
+                             smoothing=float(dyn[2]))}
 
 
 def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict,
@@ -1309,7 +1347,7 @@ def _build_tree(mp: _TreeMapping, m, src: str):
 
     acts = tuple((model.activations[a.name], int(m.actuator_actadr[i]))
                  for a, i in zip((f for f in mp.forces if isinstance(f, Actuator)),
-                                 mp.actuators) if a.dynamics is not None)
+                                 mp.actuators) if a.name in model.activations)
     if model.n != m.nq + len(acts):
         raise ModelError(f"internal: the tree model of {src} has {model.n} coordinates, MuJoCo's "
                          f"qpos {m.nq} and {len(acts)} activations.")   # pragma: no cover

@@ -46,12 +46,12 @@ from __future__ import annotations
 
 from gaussopt.multibody.tree.tree_elements import (JOINT_KINDS, WORLD, Actuator, Connect,
                                                    FixedTendon, JointEquality, Link, Mocap,
-                                                   MocapMotion, SpatialTendon, TendonEquality,
-                                                   TendonWrap, TreeJoint, Weld)
+                                                   MocapMotion, Muscle, SpatialTendon,
+                                                   TendonEquality, TendonWrap, TreeJoint, Weld)
 from gaussopt.multibody.tree.tree_model import Keyframe, Model
 
 __all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "TendonWrap",
-           "Actuator",
+           "Actuator", "Muscle",
            "JointEquality",
            "TendonEquality", "Mocap", "MocapMotion", "Model", "Keyframe", "JOINT_KINDS",
            "WORLD"]

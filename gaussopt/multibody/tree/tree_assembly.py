@@ -452,7 +452,13 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
         rec[kernel.A_FL:kernel.A_FL + 3] = _range(a.force_range, f"{label}.force_range",
                                                   problems)
         rec[kernel.A_ACT] = -1
-        if a.dynamics is not None:
+        if a.muscle is not None:
+            if a.dynamics is not None or a.gain != 1.0 or any(a.bias):
+                problems.append(f"{label}: a muscle has its own gain, bias and dynamics, found "
+                                f"gain={a.gain!r}, bias={a.bias!r}, dynamics={a.dynamics!r}")
+            activated.append((rec, a, (kernel.ACT_MUSCLE, 1.0)))
+            _muscle(rec, a.muscle, label, problems)
+        elif a.dynamics is not None:
             activated.append((rec, a, _activation(a, label, problems)))
         elif a.time_constant is not None:
             problems.append(f"{label}: a time_constant needs dynamics='filter', found "
@@ -813,6 +819,28 @@ def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> lis
     second[kernel.S_BODY] = first[kernel.S_BODY]
     second[kernel.S_KIND] = kernel.WRAP_SECOND
     return [first, second]
+
+
+def _muscle(rec: np.ndarray, mu, label: str, problems: list) -> None:
+    """The muscle ``mu`` (:class:`Muscle`) into the actuator record ``rec``."""
+    try:
+        vals = np.array([*mu.range, mu.force, mu.lmin, mu.lmax, mu.vmax, mu.fpmax, mu.fvmax,
+                         *mu.length_range, *mu.time_constants, mu.smoothing], dtype=float)
+    except (TypeError, ValueError, AttributeError):
+        vals = np.full(13, np.nan)
+    if vals.shape != (13,):
+        vals = np.full(13, np.nan)
+    r0, r1, F, lmin, lmax, vmax, fpmax, fvmax, lr0, lr1, ta, td, ts = vals
+    if not (np.all(np.isfinite(vals)) and r0 < r1 and F > 0 and lmin < 1 < lmax
+            and vmax > 0 and fpmax >= 0 and fvmax >= 1 and lr0 < lr1 and ta > 0 and td > 0
+            and ts >= 0):
+        problems.append(f"{label}.muscle must hold finite parameters with range[0] < "
+                        f"range[1], force > 0, lmin < 1 < lmax, vmax > 0, fpmax >= 0, fvmax "
+                        f">= 1, length_range[0] < length_range[1], time constants > 0 and "
+                        f"smoothing >= 0, found {mu!r}")
+        return
+    rec[kernel.A_MUS] = 1.0
+    rec[kernel.A_MR0:kernel.A_TSMOOTH + 1] = vals
 
 
 def _activation(a, label: str, problems: list) -> tuple:

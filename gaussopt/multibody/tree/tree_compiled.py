@@ -74,7 +74,10 @@ has ``act`` in place of ``u`` in its force, and ``act`` is a state: the velocity
 coordinate of its own, appended after the joints' (a slide without axis on the last link:
 it moves nothing), whose mass is ``tau`` (resp. 1, its armature) and whose force is ``u -
 act`` (resp. ``u``). Its equation of motion is then ``tau act' = u - act`` exactly, and the
-engine integrates it with the rest, with no state outside ``(q, v)``.
+engine integrates it with the rest, with no state outside ``(q, v)``. A muscle (MuJoCo's
+``<muscle>``: :func:`_muscle_force`, :func:`_muscle_rate`) is an actuator with an
+activation whose force and rate are MuJoCo's curves of its length and rate (mass 1, force
+``act'``).
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -190,15 +193,21 @@ _MINVAL = 1e-15
 #: actuator record: line, gear, gain, bias (3: constant, length, velocity), whether the
 #: control is clamped and its range, whether the force is clamped and its range, the control,
 #: its activation's coordinate (-1: none) and dynamics (:data:`ACT_FILTER`,
-#: :data:`ACT_INTEGRATOR`)
-W_A = 15
+#: :data:`ACT_INTEGRATOR`, :data:`ACT_MUSCLE`); whether it is a muscle (MuJoCo's
+#: ``mju_muscleGain``/``mju_muscleBias``: :func:`_muscle_force`) and its parameters: the
+#: operating range (2), the peak force, ``lmin``, ``lmax``, ``vmax``, ``fpmax``,
+#: ``fvmax``, the length range (2), the activation and deactivation time constants and the
+#: smoothing width (MuJoCo's ``mju_muscleDynamics``)
+W_A = 29
 (A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
- A_ACT, A_DYN) = range(15)
+ A_ACT, A_DYN, A_MUS, A_MR0, A_MR1, A_MF, A_MLMIN, A_MLMAX, A_MVMAX, A_MFPMAX, A_MFVMAX,
+ A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH) = range(29)
 #: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
-#: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``). The activation is
-#: the velocity of a coordinate of its own whose mass (the armature of a joint without
-#: motion) is ``tau``, resp. 1, and whose force is ``u - act``, resp. ``u``
-ACT_NONE, ACT_FILTER, ACT_INTEGRATOR = 0, 1, 2
+#: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``); a muscle's. The
+#: activation is the velocity of a coordinate of its own whose mass (the armature of a
+#: joint without motion) is ``tau``, resp. 1, and whose force is ``u - act``, resp. ``u``,
+#: resp. ``act'`` (mass 1)
+ACT_NONE, ACT_FILTER, ACT_INTEGRATOR, ACT_MUSCLE = 0, 1, 2, 3
 #: mocap record (a body moved by the user, MuJoCo's mocap body: a closure's side ``-2 - k``
 #: is mocap ``k``): its world state at the evaluation's time -- origin (3), rotation (9,
 #: row-major: its frame's axes in world columns), angular velocity (3), the origin's
@@ -740,14 +749,24 @@ def _actuation(p, q, v, out, T, SL):
             # the activation drives the force; the control drives the activation, the
             # velocity of coordinate c (its mass tau, or 1: the armature of a joint that
             # moves nothing)
-            out[c] += u - v[c] if int(p[ar + A_DYN]) == ACT_FILTER else u
+            dyn = int(p[ar + A_DYN])
+            if dyn == ACT_FILTER:
+                out[c] += u - v[c]
+            elif dyn == ACT_INTEGRATOR:
+                out[c] += u
+            else:
+                out[c] += _muscle_rate(p, ar, u, v[c])
             u = v[c]
-        f = p[ar + A_GAIN] * u + p[ar + A_B0]
         sp = p[ol + W_L * l + L_SP] != 0.0
-        if p[ar + A_B1] != 0.0:
-            f += p[ar + A_B1] * gear * (SL[l, 0] if sp else _line(p, l, q))
-        if p[ar + A_B2] != 0.0:
-            f += p[ar + A_B2] * gear * (SL[l, 1] if sp else _line(p, l, v))
+        if p[ar + A_MUS] != 0.0:
+            f = _muscle_force(p, ar, u, gear * (SL[l, 0] if sp else _line(p, l, q)),
+                              gear * (SL[l, 1] if sp else _line(p, l, v)))
+        else:
+            f = p[ar + A_GAIN] * u + p[ar + A_B0]
+            if p[ar + A_B1] != 0.0:
+                f += p[ar + A_B1] * gear * (SL[l, 0] if sp else _line(p, l, q))
+            if p[ar + A_B2] != 0.0:
+                f += p[ar + A_B2] * gear * (SL[l, 1] if sp else _line(p, l, v))
         frc[i] = f
         if p[ol + W_L * l + L_AFL] != 0.0:
             tot[l] += f
@@ -773,6 +792,91 @@ def _actuation(p, q, v, out, T, SL):
         if p[jr + J_AFL] != 0.0:
             a = int(p[jr + J_Q])
             out[a] = min(max(out[a], p[jr + J_AFLO]), p[jr + J_AFHI])
+
+
+@_jit
+def _muscle_length_curve(x, lmin, lmax):
+    """MuJoCo's ``mju_muscleGainLength``: the normalized force-length curve, four half
+    quadratics from ``lmin`` to 1 (its peak) to ``lmax``, zero outside."""
+    if x < lmin or x > lmax:
+        return 0.0
+    a = 0.5 * (lmin + 1.0)
+    b = 0.5 * (1.0 + lmax)
+    if x <= a:
+        y = (x - lmin) / max(_MINVAL, a - lmin)
+        return 0.5 * y * y
+    if x <= 1.0:
+        y = (1.0 - x) / max(_MINVAL, 1.0 - a)
+        return 1.0 - 0.5 * y * y
+    if x <= b:
+        y = (x - 1.0) / max(_MINVAL, b - 1.0)
+        return 1.0 - 0.5 * y * y
+    y = (lmax - x) / max(_MINVAL, lmax - b)
+    return 0.5 * y * y
+
+
+@_jit
+def _muscle_force(p, ar, act, length, rate):
+    """A muscle's force ``gain act + bias`` at the actuator's ``length`` and its ``rate``:
+    MuJoCo's ``mju_muscleGain`` (``-F FL(L) FV(V)``) and ``mju_muscleBias`` (``-F fpmax``
+    times a half quadratic beyond the optimal length, then linear), ``L`` and ``V`` the
+    length and rate normalized by the optimal length ``L0`` (the length range over the
+    operating range) and by ``L0 vmax``."""
+    F = p[ar + A_MF]
+    r0 = p[ar + A_MR0]
+    lr0 = p[ar + A_LR0]
+    L0 = (p[ar + A_LR1] - lr0) / max(_MINVAL, p[ar + A_MR1] - r0)
+    L = r0 + (length - lr0) / max(_MINVAL, L0)
+    V = rate / max(_MINVAL, L0 * p[ar + A_MVMAX])
+    lmax = p[ar + A_MLMAX]
+    FL = _muscle_length_curve(L, p[ar + A_MLMIN], lmax)
+    fvmax = p[ar + A_MFVMAX]
+    y = fvmax - 1.0
+    if V <= -1.0:
+        FV = 0.0
+    elif V <= 0.0:
+        FV = (V + 1.0) * (V + 1.0)
+    elif V <= y:
+        FV = fvmax - (y - V) * (y - V) / max(_MINVAL, y)
+    else:
+        FV = fvmax
+    b = 0.5 * (1.0 + lmax)
+    if L <= 1.0:
+        bias = 0.0
+    elif L <= b:
+        x = (L - 1.0) / max(_MINVAL, b - 1.0)
+        bias = -F * p[ar + A_MFPMAX] * 0.5 * x * x
+    else:
+        x = (L - b) / max(_MINVAL, b - 1.0)
+        bias = -F * p[ar + A_MFPMAX] * (0.5 + x)
+    return -F * FL * FV * act + bias
+
+
+@_jit
+def _muscle_rate(p, ar, u, act):
+    """A muscle's activation rate (MuJoCo's ``mju_muscleDynamics``): ``(u - act) / tau``,
+    ``u`` clamped to [0, 1], ``tau`` the activation time constant times ``0.5 + 1.5 a``
+    where ``u > act`` and the deactivation one over it where not (``a`` the activation
+    clamped to [0, 1]; Millard et al. 2013), or between them by a quintic sigmoid of
+    ``(u - act) / width + 1/2`` where a smoothing width is given."""
+    uc = min(max(u, 0.0), 1.0)
+    ac = min(max(act, 0.0), 1.0)
+    t_act = p[ar + A_TACT] * (0.5 + 1.5 * ac)
+    t_deact = p[ar + A_TDEACT] / (0.5 + 1.5 * ac)
+    d = uc - act
+    width = p[ar + A_TSMOOTH]
+    if width < _MINVAL:
+        tau = t_act if d > 0.0 else t_deact
+    else:
+        x = d / width + 0.5
+        if x <= 0.0:
+            sig = 0.0
+        elif x >= 1.0:
+            sig = 1.0
+        else:
+            sig = x * x * x * (3.0 * x * (2.0 * x - 5.0) + 10.0)
+        tau = t_deact + (t_act - t_deact) * sig
+    return d / max(_MINVAL, tau)
 
 
 @_jit

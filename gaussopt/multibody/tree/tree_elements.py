@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 __all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "TendonWrap",
-           "Actuator",
+           "Actuator", "Muscle",
            "JointEquality", "TendonEquality", "Mocap", "MocapMotion", "JOINT_KINDS", "WORLD"]
 
 #: the joint kinds and their numbers of coordinates
@@ -341,6 +341,9 @@ class Actuator:
         The activation dynamics (None: the force follows the control at once).
     time_constant : float or None
         ``tau > 0`` of a ``"filter"``.
+    muscle : Muscle or None
+        A muscle: its force and activation dynamics replace ``gain``, ``bias`` and
+        ``dynamics`` (its activation is a coordinate ``"<name>.act"`` as a filter's).
     """
 
     name: str
@@ -354,6 +357,49 @@ class Actuator:
     ctrl: float = 0.0
     dynamics: Optional[str] = None
     time_constant: Optional[float] = None
+    muscle: Optional[Muscle] = None
+
+
+@dataclass(frozen=True)
+class Muscle:
+    """MuJoCo's muscle (``<muscle>``: gain, bias and activation dynamics of the muscle
+    kind), for :class:`Actuator`'s ``muscle``. The force along the actuator's line is ``-F
+    (FL(L) FV(V) act + FP(L))`` (``mju_muscleGain``, ``mju_muscleBias``): ``L`` the
+    actuator's length normalized so that ``range`` maps onto ``length_range``, ``V`` its
+    rate over ``L0 vmax`` (``L0`` the optimal length, ``length_range`` over ``range``),
+    ``FL`` the force-length curve (half quadratics from ``lmin`` through 1 to ``lmax``),
+    ``FV`` the force-velocity curve (up to ``fvmax``), ``FP`` the passive curve (``fpmax``
+    at ``(1 + lmax) / 2``, linear beyond). The activation ``act`` follows ``act' = (u - act)
+    / tau`` with ``tau = tau_act (0.5 + 1.5 act)`` while ``u > act`` and ``tau_deact / (0.5 +
+    1.5 act)`` else (``u`` and ``act`` clamped to [0, 1] there; a quintic blend between the
+    two over ``smoothing``): ``mju_muscleDynamics``.
+
+    Parameters
+    ----------
+    length_range : (float, float)
+        The actuator lengths of the operating range (MuJoCo's ``lengthrange``, which its
+        compiler computes).
+    force : float
+        ``F > 0``, the peak active force (MuJoCo's ``force``, or ``scale / acc0`` where
+        that is negative).
+    range, lmin, lmax, vmax, fpmax, fvmax
+        MuJoCo's muscle parameters (its defaults).
+    time_constants : (float, float)
+        ``(tau_act, tau_deact)``.
+    smoothing : float
+        MuJoCo's ``tausmooth`` (0: the time constant switches where ``u = act``).
+    """
+
+    length_range: tuple
+    force: float
+    range: tuple = (0.75, 1.05)
+    lmin: float = 0.5
+    lmax: float = 1.6
+    vmax: float = 1.5
+    fpmax: float = 1.3
+    fvmax: float = 1.2
+    time_constants: tuple = (0.01, 0.04)
+    smoothing: float = 0.0
 
 
 @dataclass(frozen=True)
