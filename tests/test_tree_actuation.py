@@ -940,6 +940,9 @@ ACTIVATED = """
     <motor name="m" joint="h2"/>
     <general name="lim" joint="s3" dyntype="filter" dynprm="0.2" actlimited="true"
              actrange="-2 2" ctrllimited="true" ctrlrange="-1 1"/>
+    <damper name="d" joint="h1" kv="0.3" ctrlrange="0 1"/>
+    <general name="ga" tendon="t" gaintype="affine" gainprm="1 0.5 -0.2" biastype="affine"
+             biasprm="0.1 0 0"/>
   </actuator>
   <keyframe><key name="k" qpos="0.1 -0.2 0.05" act="0.3 -0.1 0.2 0.4 -0.5" ctrl="1 0 0 0 0 0"/></keyframe>
 </mujoco>
@@ -948,7 +951,8 @@ ACTIVATED = """
 
 def test_activation_dynamics_match_mujoco():
     """Filter, filterexact (a ``position`` servo's ``timeconst`` too: the same continuous
-    dynamics), integrator, and a filter with activation limits that cannot bind: every
+    dynamics), integrator, and a filter with activation limits that cannot bind (beside
+    them two actuators with an affine gain: a ``damper`` and a ``general`` one): every
     activation is the velocity of a coordinate of its own, and at 20 random states, controls
     (twice the control ranges) and activations gaussopt's joint accelerations equal MuJoCo's
     ``qacc`` (the bound of :func:`controlled_step_against_mujoco`) and its activations'

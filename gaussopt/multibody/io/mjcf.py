@@ -1144,11 +1144,13 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         if dynamics is False:
             continue
         muscle = "muscle" in dynamics
-        if not muscle and (int(m.actuator_gaintype[i]) != int(mj.mjtGain.mjGAIN_FIXED) or int(
+        gaintype = int(m.actuator_gaintype[i])
+        if not muscle and (gaintype not in (int(mj.mjtGain.mjGAIN_FIXED),
+                                            int(mj.mjtGain.mjGAIN_AFFINE)) or int(
                 m.actuator_biastype[i]) not in (int(mj.mjtBias.mjBIAS_NONE),
                                                 int(mj.mjtBias.mjBIAS_AFFINE))):
-            _count(un, "actuators with a gain other than fixed or muscle, or a bias other than "
-                       "affine or muscle")
+            _count(un, "actuators with a gain other than fixed, affine or muscle, or a bias "
+                       "other than affine or muscle")
             continue
         if int(m.actuator_plugin[i]) >= 0 or int(m.actuator_ctrlnum[i]) != 1 or int(
                 m.actuator_outnum[i]) != 1 or float(m.actuator_delay[i]) != 0.0:
@@ -1172,7 +1174,9 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
             _clean(anames[i], taken), gear=float(m.actuator_gear[i, 0]),
-            gain=1.0 if muscle else float(m.actuator_gainprm[i, 0]),
+            gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
+                  if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)
+                  else float(m.actuator_gainprm[i, 0])),
             bias=tuple(np.array(m.actuator_biasprm[i, :3], dtype=float)) if affine else (0.0,) * 3,
             ctrl_range=(tuple(np.array(m.actuator_ctrlrange[i], dtype=float))
                         if m.actuator_ctrllimited[i] and clamp else None),

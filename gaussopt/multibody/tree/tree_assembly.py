@@ -444,8 +444,12 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                 else lines.tendon(a.tendon, label, problems))
         rec = np.zeros(kernel.W_A)
         rec[kernel.A_LINE] = line
-        vals = _vec([a.gear, a.gain, a.ctrl], 3, f"{label}: gear, gain and ctrl", problems)
-        rec[kernel.A_GEAR], rec[kernel.A_GAIN], rec[kernel.A_CTRL] = vals
+        vals = _vec([a.gear, a.ctrl], 2, f"{label}: gear and ctrl", problems)
+        rec[kernel.A_GEAR], rec[kernel.A_CTRL] = vals
+        # a gain, or (constant, length, velocity) coefficients: MuJoCo's affine gain
+        gain = (a.gain, 0.0, 0.0) if np.ndim(a.gain) == 0 else a.gain
+        rec[kernel.A_GAIN], rec[kernel.A_G1], rec[kernel.A_G2] = _vec(
+            gain, 3, f"{label}.gain (a number, or 3: constant, length, velocity)", problems)
         rec[kernel.A_B0:kernel.A_B0 + 3] = _vec(a.bias, 3, f"{label}.bias", problems)
         rec[kernel.A_CL:kernel.A_CL + 3] = _range(a.ctrl_range, f"{label}.ctrl_range",
                                                   problems)
@@ -453,7 +457,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                                                   problems)
         rec[kernel.A_ACT] = -1
         if a.muscle is not None:
-            if a.dynamics is not None or a.gain != 1.0 or any(a.bias):
+            if a.dynamics is not None or not np.array_equal(np.ravel(a.gain), [1.0]) or any(
+                    a.bias):
                 problems.append(f"{label}: a muscle has its own gain, bias and dynamics, found "
                                 f"gain={a.gain!r}, bias={a.bias!r}, dynamics={a.dynamics!r}")
             activated.append((rec, a, (kernel.ACT_MUSCLE, 1.0)))

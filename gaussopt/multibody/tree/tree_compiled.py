@@ -63,8 +63,8 @@ tension (spring, damper, actuators) is applied as forces at the sites and the ta
 points, pulling every segment's ends together (the generalized force ``f dL/dq``, without
 forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0`` from
 the sites' motion (not for a wrapping tendon: its ``L''`` needs the string's curvature).
-An actuator is MuJoCo's with a fixed gain and an affine bias: ``f = gain u + b0 + b1 l + b2
-l'``, ``l = gear L``, applied as ``gear f`` along its line, with MuJoCo's clamps in MuJoCo's
+An actuator is MuJoCo's with a fixed or affine gain and an affine bias: ``f = (g0 + g1 l + g2
+l') u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its line, with MuJoCo's clamps in MuJoCo's
 order (``mj_fwdActuation``): the control to its range, the forces along a line with an
 ``actuatorfrcrange`` scaled into it, each force to its ``forcerange``, each joint's sum to
 its ``actuatorfrcrange``. The control ``u`` is a slot of ``p`` (:data:`A_CTRL` of the
@@ -197,11 +197,12 @@ _MINVAL = 1e-15
 #: ``mju_muscleGain``/``mju_muscleBias``: :func:`_muscle_force`) and its parameters: the
 #: operating range (2), the peak force, ``lmin``, ``lmax``, ``vmax``, ``fpmax``,
 #: ``fvmax``, the length range (2), the activation and deactivation time constants and the
-#: smoothing width (MuJoCo's ``mju_muscleDynamics``)
-W_A = 29
+#: smoothing width (MuJoCo's ``mju_muscleDynamics``); the gain's length and velocity
+#: coefficients (MuJoCo's affine gain: ``gain + g1 l + g2 l'``)
+W_A = 31
 (A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
  A_ACT, A_DYN, A_MUS, A_MR0, A_MR1, A_MF, A_MLMIN, A_MLMAX, A_MVMAX, A_MFPMAX, A_MFVMAX,
- A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH) = range(29)
+ A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2) = range(31)
 #: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
 #: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``); a muscle's. The
 #: activation is the velocity of a coordinate of its own whose mass (the armature of a
@@ -762,11 +763,17 @@ def _actuation(p, q, v, out, T, SL):
             f = _muscle_force(p, ar, u, gear * (SL[l, 0] if sp else _line(p, l, q)),
                               gear * (SL[l, 1] if sp else _line(p, l, v)))
         else:
-            f = p[ar + A_GAIN] * u + p[ar + A_B0]
-            if p[ar + A_B1] != 0.0:
-                f += p[ar + A_B1] * gear * (SL[l, 0] if sp else _line(p, l, q))
-            if p[ar + A_B2] != 0.0:
-                f += p[ar + A_B2] * gear * (SL[l, 1] if sp else _line(p, l, v))
+            g = p[ar + A_GAIN]
+            f = p[ar + A_B0]
+            if p[ar + A_B1] != 0.0 or p[ar + A_G1] != 0.0:
+                x = gear * (SL[l, 0] if sp else _line(p, l, q))
+                f += p[ar + A_B1] * x
+                g += p[ar + A_G1] * x
+            if p[ar + A_B2] != 0.0 or p[ar + A_G2] != 0.0:
+                x = gear * (SL[l, 1] if sp else _line(p, l, v))
+                f += p[ar + A_B2] * x
+                g += p[ar + A_G2] * x
+            f += g * u
         frc[i] = f
         if p[ol + W_L * l + L_AFL] != 0.0:
             tot[l] += f

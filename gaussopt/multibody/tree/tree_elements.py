@@ -26,7 +26,7 @@ makes it follow a prescribed motion, and the closures that name it become rheono
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 __all__ = ["Link", "TreeJoint", "Connect", "Weld", "FixedTendon", "SpatialTendon", "TendonWrap",
            "Actuator", "Muscle",
@@ -311,11 +311,12 @@ class TendonWrap:
 class Actuator:
     """A force along a joint (hinge, slide), a :class:`FixedTendon` or a
     :class:`SpatialTendon`, set by a control
-    ``u``: MuJoCo's actuators with a fixed gain and an affine bias, ``f = gain u + bias[0] +
-    bias[1] l + bias[2] l'`` with the actuator's length ``l = gear L`` (``L`` the joint's
-    coordinate or the tendon's length), applied as ``gear f`` along ``L``. A ``motor`` is
-    ``gain = 1``, a ``position`` servo ``gain = kp, bias = (0, -kp, -kv)``, a ``velocity``
-    servo ``gain = kv, bias = (0, 0, -kv)``.
+    ``u``: MuJoCo's actuators with a fixed or affine gain and an affine bias, ``f = gain u +
+    bias[0] + bias[1] l + bias[2] l'`` with the actuator's length ``l = gear L`` (``L`` the
+    joint's coordinate or the tendon's length), applied as ``gear f`` along ``L``; an affine
+    gain is ``gain[0] + gain[1] l + gain[2] l'``. A ``motor`` is ``gain = 1``, a ``position``
+    servo ``gain = kp, bias = (0, -kp, -kv)``, a ``velocity`` servo ``gain = kv, bias = (0,
+    0, -kv)``, a ``damper`` ``gain = (0, 0, -kv)``.
 
     With activation dynamics the force takes the activation ``act`` in place of ``u``, and
     the control drives ``act``: ``act' = (u - act) / time_constant`` (``"filter"``,
@@ -329,7 +330,9 @@ class Actuator:
     name : str
     joint, tendon : str
         Exactly one: the joint or the tendon it acts along.
-    gear, gain : float
+    gear : float
+    gain : float or (float, float, float)
+        A fixed gain, or an affine one's (constant, length, velocity) coefficients.
     bias : (float, float, float)
     ctrl_range, force_range : (float, float) or None
         When given, the control is clamped to ``ctrl_range`` and the force to
@@ -350,7 +353,7 @@ class Actuator:
     joint: Optional[str] = None
     tendon: Optional[str] = None
     gear: float = 1.0
-    gain: float = 1.0
+    gain: Union[float, tuple] = 1.0
     bias: tuple = (0.0, 0.0, 0.0)
     ctrl_range: Optional[tuple] = None
     force_range: Optional[tuple] = None
