@@ -27,8 +27,8 @@ import gaussopt.gauss.dense_algebra as LA
 import gaussopt.gauss.band_step as SP
 from gaussopt.model.model_functions import model_functions
 from gaussopt.gauss.compiled_step import (N_SCALARS, NOTED, NULL_FORCE_RTOL, S_DROPPED,
-                                          S_GAUSS, S_NULLF, S_RHO, entry_point, layout, make_context, solve_at,
-                                          solve_batch)
+                                          S_GAUSS, S_NULLF, S_RHO, entry_point, layout,
+                                          make_context, solve_at, solve_batch)
 from gaussopt.core.exceptions import (GaussoptError, ModelError, ObjectiveMismatchWarning,
                                       SolverError, UnsupportedConstraintError)
 from gaussopt.gauss.solution import (DEFAULT_RANK_TOL, mass_scale, range_projector, solve_gauss,

@@ -14,11 +14,11 @@ one of two kinds of model:
   weight; ``connect`` and ``weld`` equalities close loops as 3 and 6 constraint rows,
   ``joint`` and ``tendon`` equalities couple two joints or two fixed tendons in one row;
   fixed tendons keep their stiffness (dead band ``springlength``), damping, armature and
-  ``actuatorfrcrange``; actuators with a fixed gain and no or an affine bias (``motor``,
-  ``position``, ``velocity``, such ``general`` ones; with ``filter``, ``filterexact`` or
-  ``integrator`` activation dynamics, whose activations are the velocities of coordinates
-  appended after the joints'; MuJoCo's muscles) on hinges, slides
-  and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  ``actuatorfrcrange``; actuators with a fixed or affine gain and no or an affine bias
+  (``motor``, ``position``, ``velocity``, ``damper``, such ``general`` ones; with
+  ``filter``, ``filterexact`` or ``integrator`` activation dynamics, whose activations are
+  the velocities of coordinates appended after the joints'; MuJoCo's muscles) on hinges,
+  slides and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
@@ -642,9 +642,10 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     joint-less bodies merged into the link that carries them (mass, centroid and inertia
     combined) or into the world, every joint with MuJoCo's ``qpos0``, damping, armature and
     (hinge, slide) stiffness about ``qpos_spring``; ``connect`` and ``weld`` equalities as
-    closures; fixed tendons, actuators on hinges, slides and
-    fixed tendons (:func:`_tree_actuators`), ``joint`` and ``tendon`` equalities. ``exact_links``: the bodies that
-    carry a placeholder inertia (:func:`_placeholders`) and their file's inertias."""
+    closures; fixed tendons, actuators on hinges, slides and fixed tendons
+    (:func:`_tree_actuators`), ``joint`` and ``tendon`` equalities. ``exact_links``: the
+    bodies that carry a placeholder inertia (:func:`_placeholders`) and their file's
+    inertias."""
     from gaussopt.multibody.tree import (Connect, JointEquality, Link, Mocap, TendonEquality,
                                          TreeJoint, Weld)
 
@@ -1117,9 +1118,10 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
 
 def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool,
                     spatial: dict = {}) -> None:
-    """The actuators of ``m`` with a fixed gain, no or an affine bias and no or mapped
-    activation dynamics (:func:`_activation_dynamics`), on a hinge, a slide, a fixed tendon or a mapped spatial tendon (MuJoCo's
-    ``motor``, ``position``, ``velocity`` and such ``general`` ones) as
+    """The actuators of ``m`` with a fixed or affine gain, no or an affine bias and no or
+    mapped activation dynamics (:func:`_activation_dynamics`; muscles), on a hinge, a slide,
+    a fixed tendon or a mapped spatial tendon (MuJoCo's ``motor``, ``position``,
+    ``velocity``, ``damper``, ``muscle`` and such ``general`` ones) as
     :class:`~gaussopt.multibody.tree.Actuator` into ``out.forces`` (their MuJoCo ids into
     ``out.actuators``); the others are counted unmapped (also those on spatial tendons of a
     model whose joints limit their actuator forces: ``actuatorfrcrange`` clamps a joint's
@@ -2027,8 +2029,9 @@ def state_from_mujoco(model: Model, mjmodel, qpos, qvel,
     rates ``p' = W(p)^T w / 4`` (``W = 2 G(p)``) carry MuJoCo's body-frame angular velocity
     ``w`` with ``p . p' = 0``; after them the coordinates of the mapped actuators'
     activations, whose velocities are MuJoCo's ``act`` (zero where ``act`` is not given)
-    and whose own values (the activations' integrals) start at zero. Maximal kind: runs MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each
-    body's centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
+    and whose own values (the activations' integrals) start at zero. Maximal kind: runs
+    MuJoCo's kinematics (``mj_kinematics``, ``mj_comPos``, ``mj_comVel``): each body's
+    centroid ``xipos`` and inertial frame, its velocity from ``cvel``; the
     massless bodies of multi-joint bodies from the partial joint chains. Euler
     parameters take the sign nearer the reference pose's; ``p' = E(p)^T w / 2``.
 

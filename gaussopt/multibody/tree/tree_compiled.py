@@ -63,21 +63,21 @@ tension (spring, damper, actuators) is applied as forces at the sites and the ta
 points, pulling every segment's ends together (the generalized force ``f dL/dq``, without
 forming ``dL/dq``), and a coupling of it takes ``dL/dq`` and ``L''`` at ``q'' = 0`` from
 the sites' motion (not for a wrapping tendon: its ``L''`` needs the string's curvature).
-An actuator is MuJoCo's with a fixed or affine gain and an affine bias: ``f = (g0 + g1 l + g2
-l') u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its line, with MuJoCo's clamps in MuJoCo's
-order (``mj_fwdActuation``): the control to its range, the forces along a line with an
-``actuatorfrcrange`` scaled into it, each force to its ``forcerange``, each joint's sum to
-its ``actuatorfrcrange``. The control ``u`` is a slot of ``p`` (:data:`A_CTRL` of the
-actuator's record): a parameter that enters the force only. An actuator with activation
-dynamics (MuJoCo's ``filter`` ``act' = (u - act) / tau`` and ``integrator`` ``act' = u``)
-has ``act`` in place of ``u`` in its force, and ``act`` is a state: the velocity of a
-coordinate of its own, appended after the joints' (a slide without axis on the last link:
-it moves nothing), whose mass is ``tau`` (resp. 1, its armature) and whose force is ``u -
-act`` (resp. ``u``). Its equation of motion is then ``tau act' = u - act`` exactly, and the
-engine integrates it with the rest, with no state outside ``(q, v)``. A muscle (MuJoCo's
-``<muscle>``: :func:`_muscle_force`, :func:`_muscle_rate`) is an actuator with an
-activation whose force and rate are MuJoCo's curves of its length and rate (mass 1, force
-``act'``).
+An actuator is MuJoCo's with a fixed or affine gain and an affine bias: ``f = (g0 + g1 l +
+g2 l') u + b0 + b1 l + b2 l'``, ``l = gear L``, applied as ``gear f`` along its line, with
+MuJoCo's clamps in MuJoCo's order (``mj_fwdActuation``): the control to its range, the
+forces along a line with an ``actuatorfrcrange`` scaled into it, each force to its
+``forcerange``, each joint's sum to its ``actuatorfrcrange``. The control ``u`` is a slot of
+``p`` (:data:`A_CTRL` of the actuator's record): a parameter that enters the force only. An
+actuator with activation dynamics (MuJoCo's ``filter`` ``act' = (u - act) / tau`` and
+``integrator`` ``act' = u``) has ``act`` in place of ``u`` in its force, and ``act`` is a
+state: the velocity of a coordinate of its own, appended after the joints' (a slide without
+axis on the last link: it moves nothing), whose mass is ``tau`` (resp. 1, its armature) and
+whose force is ``u - act`` (resp. ``u``). Its equation of motion is then ``tau act' = u -
+act`` exactly, and the engine integrates it with the rest, with no state outside ``(q, v)``.
+A muscle (MuJoCo's ``<muscle>``: :func:`_muscle_force`, :func:`_muscle_rate`) is an actuator
+with an activation whose force and rate are MuJoCo's curves of its length and rate (mass 1,
+force ``act'``).
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -714,17 +714,19 @@ def _lines_passive(p, q, v, F):
 @_jit
 def _actuation(p, q, v, out, T, SL):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation``) into ``out`` (n,): per actuator the
-    control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l + b2
-    l'`` (``l = gear L`` the actuator's length along its line ``L``), where the actuator has
-    an activation ``act`` (the velocity of its coordinate ``c``) with ``act`` in place of
-    ``u`` and ``u - act`` (filter) or ``u`` (integrator) on coordinate ``c``; the forces of the actuators of a line whose actuator force is limited are scaled
-    so that their sum is inside the range; each force is clamped to its own range and
-    applied along its line (``out += gear f c``); last, each joint's total is clamped to its
+    control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l
+    + b2 l'`` (``l = gear L`` the actuator's length along its line ``L``), where the
+    actuator has an activation ``act`` (the velocity of its coordinate ``c``) with
+    ``act`` in place of ``u`` and ``u - act`` (filter), ``u`` (integrator) or the
+    muscle's rate on coordinate ``c`` (a muscle's force :func:`_muscle_force`); the
+    forces of the actuators of a line whose actuator force is limited are scaled so that
+    their sum is inside the range; each force is clamped to its own range and applied
+    along its line (``out += gear f c``); last, each joint's total is clamped to its
     ``actuatorfrcrange``. ``T``: scratch, actuators plus twice the lines long; its last
     ``nl`` values are the tensions ``gear f`` of the actuators on spatial tendons (their
-    generalized force comes from the sites, :func:`_site_forces`), whose lengths and rates
-    are ``SL`` (:func:`_tendon_views`; the assembly refuses a joint's actuator force range
-    beside them)."""
+    generalized force comes from the sites, :func:`_site_forces`), whose lengths and
+    rates are ``SL`` (:func:`_tendon_views`; the assembly refuses a joint's actuator
+    force range beside them)."""
     n, na, nl = int(p[H_N]), int(p[H_NA]), int(p[H_NL])
     oa, ol, oj = int(p[H_OA]), int(p[H_OL]), int(p[H_OJ])
     for c in range(n):
