@@ -182,6 +182,16 @@ def check_contacts(ns, out):
 
 def check_multibody(ns, out):
     assert "9 coordinates, 8 joint equations" in out and "1 DOF" in out
+    # the cart pushed through a filter: the closed forms x = (u/m)(t^2/2 - tau t + tau^2 (1 -
+    # e^(-t/tau))), act = u (1 - e^(-t/tau)) at t = 0.5 s; the run at rtol 1e-10 is within
+    # 1e-9 of them, the page prints 6 decimals (rounding 5e-7)
+    t, tau, u, m = 0.5, 0.05, 3.0, 2.0
+    x = (u / m) * (t ** 2 / 2 - tau * t + tau ** 2 * (1 - np.exp(-t / tau)))
+    assert "('x', 'push.act') {'push': 1}" in out
+    got = re.search(r"^x ([0-9.]+) m \(exact [0-9.]+\), act ([0-9.]+)", out, re.M)
+    assert got, out
+    assert abs(float(got.group(1)) - x) <= 5e-7 + 1e-9
+    assert abs(float(got.group(2)) - u * (1 - np.exp(-t / tau))) <= 5e-7 + 1e-9
     # the gripper: the coupled fingers (r = l) reduce the servo's law to l'' = 100 u - 200 l
     # - 20 l', solved exactly (expm); RK4 at dt 1e-3 (omega dt = 0.014) leaves a global
     # error ~ (omega dt)^4 times the offset 0.03 m ~ 1e-9 m, below the printed 6 decimals
