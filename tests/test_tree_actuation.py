@@ -905,8 +905,9 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
                  "ahead: MuJoCo's discrete time) or several activations"] == 1
     assert feats["activation limits that can bind (actlimited on an integrator, or on a "
                  "filter or a muscle whose controls reach outside them)"] == 2
-    assert feats["actuators on ball or free joints, sites, bodies, slider-cranks or "
-                 "unmapped spatial tendons"] == 1
+    assert feats["actuators on ball or free joints, bodies, slider-cranks, sites with a "
+                 "reference site (or on the world or a mocap body) or unmapped spatial "
+                 "tendons"] == 1
     assert len(model.actuator_names) == 7 and not model.activations
     assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
 
@@ -1191,6 +1192,75 @@ def test_muscles_match_mujoco():
                       | {("FP", j) for j in range(3)} | {("tau", True), ("tau", False)})
 
 
+SITES = """
+<mujoco model="sites">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="drone" pos="0 0 1">
+      <freejoint name="root"/>
+      <inertial pos="0.01 0 0" mass="1.2" diaginertia="0.02 0.025 0.04"/>
+      <site name="r1" pos="0.2 0.2 0.02"/><site name="r2" pos="-0.2 0.2 0.02"/>
+      <site name="r3" pos="-0.2 -0.2 0.02"/><site name="r4" pos="0.2 -0.2 0.02" euler="10 -20 30"/>
+      <body name="arm" pos="0 0 -0.1">
+        <joint name="h" type="hinge" axis="0 1 0"/>
+        <inertial pos="0 0 -0.15" mass="0.3" diaginertia="0.003 0.003 0.0005"/>
+        <site name="tip" pos="0.02 0 -0.3" euler="30 40 50"/>
+        <body name="sub" pos="0 0 -0.3">
+          <inertial pos="0 0 0" mass="0.1" diaginertia="1e-4 1e-4 1e-4"/>
+          <site name="subsite" pos="0.05 0 0" euler="0 90 0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="t1" site="r1" gear="0 0 1 0 0 -0.02"/>
+    <motor name="t2" site="r2" gear="0 0 1 0 0 0.02"/>
+    <motor name="t3" site="r3" gear="0 0 1 0 0 -0.02" ctrlrange="0 2"/>
+    <general name="t4" site="r4" gear="0.3 0.1 1 0.01 0.02 0.03" biastype="affine"
+             biasprm="0.1 0 -0.5" forcelimited="true" forcerange="-3 3"/>
+    <velocity name="v" site="tip" gear="1 0.5 -0.2 0.1 0 0.3" kv="0.7"/>
+    <motor name="s" site="subsite" gear="0 1 0 0.2 0 0"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_site_actuators_match_mujoco():
+    """MuJoCo's site transmissions without a reference site (a quadrotor's thrusts with
+    their drag torques, a rotated site, a velocity servo along a site's 6-D gear, a site on
+    a joint-less body merged into its link, an affine bias with a force range): at 20
+    random states and controls the joint accelerations equal MuJoCo's ``qacc`` (the bound
+    of :func:`controlled_step_against_mujoco`), and ``model.actuation`` its
+    ``qfrc_actuator`` on the hinge. The same thrust at the tip of a 40-hinge chain (the
+    O(n) recursion) too."""
+    model = load(SITES)
+    m = mj.MjModel.from_xml_string(SITES)
+    d = mj.MjData(m)
+    assert model.actuator_names == ("t1", "t2", "t3", "t4", "v", "s")
+    rng = np.random.default_rng(8)
+    for _ in range(20):
+        q, v, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
+        fa = model.actuation(q, v, ctrl)
+        # (the hinge is coordinate 7 after the free joint's 7; MuJoCo's dof 6)
+        assert abs(fa[7] - d.qfrc_actuator[6]) <= 1e-13 * np.abs(d.qfrc_actuator).max()
+    body, close = "", ""
+    for i in range(40):
+        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
+        body += (f'<body name="b{i}" pos="0 0 {0 if i == 0 else -0.1}"><joint name="j{i}" '
+                 f'type="hinge" axis="{ax}"/><inertial pos="0 0 -0.05" mass="0.1" '
+                 'diaginertia="1e-4 1e-4 1e-5"/>')
+        close += "</body>"
+    chain = (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
+             f'<worldbody>{body}<site name="tip" pos="0 0 -0.1" euler="20 0 10"/>{close}'
+             '</worldbody><actuator><general name="thrust" site="tip" gear="1 0.3 0 0 0 0.1" '
+             'biastype="affine" biasprm="0 0 -0.2"/></actuator></mujoco>')
+    model = load(chain)
+    m = mj.MjModel.from_xml_string(chain)
+    d = mj.MjData(m)
+    q, v, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
+    assert go.solve_step(model.controlled(ctrl), 0.0, q, v).info["recursive"]
+
+
 def test_activation_errors_are_named():
     links = [tree.Link("cart", mass=1.0, inertia=(0.1, 0.1, 0.1))]
     joints = [tree.TreeJoint("x", "slide", "cart")]
@@ -1209,14 +1279,29 @@ def test_activation_errors_are_named():
                     (dict(muscle=tree.Muscle((0.0, 1.0), -1.0)), r"force > 0")):
         with pytest.raises(ModelError, match=r"actuator 'u'" + ".*" + msg):
             tree.Model(links, joints, [tree.Actuator("u", joint="x", **kw)])
+    # on sites
+    for kw, msg in ((dict(site=("cart", (0, 0, 0)), joint="x"), r"give exactly one of "
+                                                                 r"`joint`, `tendon` and `site`"),
+                    (dict(site=(None, (0, 0, 0))), r"a site of the world moves nothing"),
+                    (dict(site=("cart", (0, 0, 0)), gear=1.0), r"\.gear \(6 numbers on a site"),
+                    (dict(site=("cart", (0, 0, 0), np.diag([1.0, 1.0, -1.0])),
+                          gear=(0, 0, 1, 0, 0, 0)), r"rotation must be a rotation matrix"),
+                    (dict(site=("cart", (0, 0, 0)), gear=(0, 0, 1, 0, 0, 0),
+                          muscle=tree.Muscle((0.0, 1.0), 10.0)), r"a muscle on a site")):
+        with pytest.raises(ModelError, match=r"actuator 'u'" + ".*" + msg):
+            tree.Model(links, joints, [tree.Actuator("u", **kw)])
+    limited = [tree.TreeJoint("x", "slide", "cart", actuator_force_range=(-1.0, 1.0))]
+    with pytest.raises(ModelError, match=r"actuator_force_range beside actuators on sites"):
+        tree.Model(links, limited, [tree.Actuator("u", site=("cart", (0, 0, 0)),
+                                                  gear=(1, 0, 0, 0, 0, 0))])
 
 
 def test_element_errors_are_named():
     rod = dict(mass=1.0, com=(0, 0, -0.5), inertia=np.diag([0.1, 0.1, 0.01]))
     links = [tree.Link("a", None, **rod), tree.Link("b", "a", position=(0, 0, -1), **rod)]
     joints = [tree.TreeJoint("h", "hinge", "a"), tree.TreeJoint("k", "ball", "b")]
-    with pytest.raises(ModelError, match=r"actuator 'u': give exactly one of `joint` and "
-                                         r"`tendon`"):
+    with pytest.raises(ModelError, match=r"actuator 'u': give exactly one of `joint`, "
+                                         r"`tendon` and `site`"):
         tree.Model(links, joints, [tree.Actuator("u")])
     with pytest.raises(ModelError, match=r"actuator 'u': unknown tendon 'x'"):
         tree.Model(links, joints, [tree.Actuator("u", tendon="x")])

@@ -18,7 +18,7 @@ one of two kinds of model:
   (``motor``, ``position``, ``velocity``, ``damper``, such ``general`` ones; with
   ``filter``, ``filterexact`` or ``integrator`` activation dynamics, whose activations are
   the velocities of coordinates appended after the joints'; MuJoCo's muscles) on hinges,
-  slides and fixed tendons keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  slides, fixed tendons and sites (without a reference site) keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
@@ -774,7 +774,21 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
     spatial, wrapping = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of,
                                               spring_on, damp_on, act_on)
-    _tree_actuators(mj, m, out, jname_of, fixed, act_on, spatial)
+
+    def site_of(sid: int):
+        """(link, position, rotation) of MuJoCo site ``sid`` in the frame of the link that
+        carries it, at ``qpos0``; None on the world or a mocap body (it moves no link)."""
+        b = int(m.site_bodyid[sid])
+        o = owner[b] if b else None
+        if o is None or b in mocap_of:
+            return None
+        lb = link_body[o]
+        Ro, xo = np.array(d.xmat[lb]).reshape(3, 3), np.array(d.xpos[lb], dtype=float)
+        Rs = np.array(d.site_xmat[sid]).reshape(3, 3)
+        return (o, tuple(Ro.T @ (np.array(d.site_xpos[sid]) - xo)),
+                tuple(map(tuple, Ro.T @ Rs)))
+
+    _tree_actuators(mj, m, out, jname_of, fixed, act_on, spatial, site_of)
     # closures: the anchors in the frames of the links that carry them (world: world)
     couplings: list = []
     tendons = {**fixed, **spatial}
@@ -1117,7 +1131,7 @@ def _tree_spatial_tendons(mj, m, d, out: _TreeMapping, owner: list, link_body: d
 
 
 def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_on: bool,
-                    spatial: dict = {}) -> None:
+                    spatial: dict = {}, site_of=None) -> None:
     """The actuators of ``m`` with a fixed or affine gain, no or an affine bias and no or
     mapped activation dynamics (:func:`_activation_dynamics`; muscles), on a hinge, a slide,
     a fixed tendon or a mapped spatial tendon (MuJoCo's ``motor``, ``position``,
@@ -1164,9 +1178,15 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             target = dict(tendon=fixed[tid])
         elif trn == TT and tid in spatial and not np.any(m.jnt_actfrclimited):
             target = dict(tendon=spatial[tid])
+        elif (trn == int(mj.mjtTrn.mjTRN_SITE) and int(m.actuator_trnid[i, 1]) < 0
+              and site_of is not None and site_of(tid) is not None and not muscle
+              and not np.any(m.jnt_actfrclimited)):
+            # (a site without a reference site: a force and torque at the site)
+            target = dict(site=site_of(tid))
         else:
-            _count(un, "actuators on ball or free joints, sites, bodies, slider-cranks or "
-                       "unmapped spatial tendons")
+            _count(un, "actuators on ball or free joints, bodies, slider-cranks, sites with "
+                       "a reference site (or on the world or a mocap body) or unmapped "
+                       "spatial tendons")
             continue
         group = int(m.actuator_group[i])
         if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
@@ -1175,7 +1195,9 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             continue
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
-            _clean(anames[i], taken), gear=float(m.actuator_gear[i, 0]),
+            _clean(anames[i], taken),
+            gear=(tuple(float(x) for x in m.actuator_gear[i, :6]) if "site" in target
+                  else float(m.actuator_gear[i, 0])),
             gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
                   if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)
                   else float(m.actuator_gainprm[i, 0])),

@@ -436,16 +436,22 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     for k, a in enumerate(c for c in forces if isinstance(c, Actuator)):
         label = f"actuator {a.name!r}"
         anames.append(a.name)
-        if (a.joint is None) == (a.tendon is None):
-            problems.append(f"{label}: give exactly one of `joint` and `tendon`, found "
-                            f"joint={a.joint!r}, tendon={a.tendon!r}")
+        if (a.joint is not None) + (a.tendon is not None) + (a.site is not None) != 1:
+            problems.append(f"{label}: give exactly one of `joint`, `tendon` and `site`, found "
+                            f"joint={a.joint!r}, tendon={a.tendon!r}, site={a.site!r}")
             continue
-        line = (lines.joint(a.joint, label, problems) if a.joint is not None
-                else lines.tendon(a.tendon, label, problems))
         rec = np.zeros(kernel.W_A)
-        rec[kernel.A_LINE] = line
-        vals = _vec([a.gear, a.ctrl], 2, f"{label}: gear and ctrl", problems)
-        rec[kernel.A_GEAR], rec[kernel.A_CTRL] = vals
+        rec[kernel.A_SITE] = -1
+        if a.site is not None:
+            rec[kernel.A_LINE] = -1
+            rec[kernel.A_GEAR] = 1.0
+            rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
+            _site_actuator(rec, a, label, index, problems)
+        else:
+            rec[kernel.A_LINE] = (lines.joint(a.joint, label, problems) if a.joint is not None
+                                  else lines.tendon(a.tendon, label, problems))
+            vals = _vec([a.gear, a.ctrl], 2, f"{label}: gear and ctrl", problems)
+            rec[kernel.A_GEAR], rec[kernel.A_CTRL] = vals
         # a gain, or (constant, length, velocity) coefficients: MuJoCo's affine gain
         gain = (a.gain, 0.0, 0.0) if np.ndim(a.gain) == 0 else a.gain
         rec[kernel.A_GAIN], rec[kernel.A_G1], rec[kernel.A_G2] = _vec(
@@ -472,8 +478,13 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     dupa = sorted({x for x in anames if anames.count(x) > 1})
     if dupa:
         problems.append(f"actuator names must be unique, found {dupa} more than once")
-    if not problems and any(lines.records[int(r[kernel.A_LINE])][kernel.L_SP]
-                            for r in arec) and any(r[kernel.J_AFL] for r in jrec):
+    if not problems and any(r[kernel.A_SITE] >= 0 for r in arec) and any(
+            r[kernel.J_AFL] for r in jrec):
+        problems.append("a joint's actuator_force_range beside actuators on sites is not "
+                        "modelled (the range clamps the joint's total actuator force, to "
+                        "which a site's actuators contribute through the tree)")
+    if not problems and any(r[kernel.A_LINE] >= 0 and lines.records[int(r[kernel.A_LINE])][
+            kernel.L_SP] for r in arec) and any(r[kernel.J_AFL] for r in jrec):
         problems.append("a joint's actuator_force_range beside actuators on a SpatialTendon "
                         "is not modelled (the range clamps the joint's total actuator force, "
                         "to which the tendon's actuators contribute through its path)")
@@ -824,6 +835,34 @@ def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> lis
     second[kernel.S_BODY] = first[kernel.S_BODY]
     second[kernel.S_KIND] = kernel.WRAP_SECOND
     return [first, second]
+
+
+def _site_actuator(rec: np.ndarray, a, label: str, index: dict, problems: list) -> None:
+    """The site of actuator ``a`` (``site = (link, position[, rotation])``, its ``gear`` 6
+    numbers: force and torque in the site's frame) into its record ``rec``."""
+    site = a.site
+    if not isinstance(site, (tuple, list)) or len(site) not in (2, 3):
+        problems.append(f"{label}.site must be (link, position) or (link, position, "
+                        f"rotation), found {site!r}")
+        return
+    link = site[0]
+    if link is None or link not in index:
+        problems.append(f"{label}.site: the link must be one of the model's {list(index)} (a "
+                        f"site of the world moves nothing), found {link!r}")
+        return
+    R = (np.eye(3) if len(site) == 2 else
+         _rotation_matrix(site[2], f"{label}.site's rotation", problems))
+    gear = _vec(a.gear, 6, f"{label}.gear (6 numbers on a site: force and torque in the "
+                           f"site's frame)", problems)
+    if R is None:
+        return
+    if a.muscle is not None:
+        problems.append(f"{label}: a muscle on a site is not modelled (a site transmission "
+                        f"has no length)")
+    rec[kernel.A_SITE] = index[link]
+    rec[kernel.A_SP:kernel.A_SP + 3] = _vec(site[1], 3, f"{label}.site's position", problems)
+    rec[kernel.A_SG:kernel.A_SG + 3] = R @ gear[:3]
+    rec[kernel.A_SG + 3:kernel.A_SG + 6] = R @ gear[3:]
 
 
 def _muscle(rec: np.ndarray, mu, label: str, problems: list) -> None:

@@ -78,6 +78,10 @@ act`` exactly, and the engine integrates it with the rest, with no state outside
 A muscle (MuJoCo's ``<muscle>``: :func:`_muscle_force`, :func:`_muscle_rate`) is an actuator
 with an activation whose force and rate are MuJoCo's curves of its length and rate (mass 1,
 force ``act'``).
+An actuator on a site (MuJoCo's site transmission without a reference site) has no line:
+its force ``f`` acts as the force ``f gF`` and the torque ``f gT`` at the site (its 6-D gear
+turned into its link's frame, :func:`_site_wrench`), and its rate is ``gF . v_site + gT .
+w`` (:func:`_site_rate`).
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -198,11 +202,14 @@ _MINVAL = 1e-15
 #: operating range (2), the peak force, ``lmin``, ``lmax``, ``vmax``, ``fpmax``,
 #: ``fvmax``, the length range (2), the activation and deactivation time constants and the
 #: smoothing width (MuJoCo's ``mju_muscleDynamics``); the gain's length and velocity
-#: coefficients (MuJoCo's affine gain: ``gain + g1 l + g2 l'``)
-W_A = 31
+#: coefficients (MuJoCo's affine gain: ``gain + g1 l + g2 l'``); an actuator on a site
+#: (MuJoCo's site transmission without a reference site; its line -1): the body (-1: not
+#: on a site), the site's position in the body's frame, the gear's force and torque
+#: directions in the body's frame (the gear's 6 values turned by the site's rotation)
+W_A = 41
 (A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
  A_ACT, A_DYN, A_MUS, A_MR0, A_MR1, A_MF, A_MLMIN, A_MLMAX, A_MVMAX, A_MFPMAX, A_MFVMAX,
- A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2) = range(31)
+ A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2, A_SITE, A_SP, _, _, A_SG) = range(36)
 #: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
 #: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``); a muscle's. The
 #: activation is the velocity of a coordinate of its own whose mass (the armature of a
@@ -712,7 +719,55 @@ def _lines_passive(p, q, v, F):
 
 
 @_jit
-def _actuation(p, q, v, out, T, SL):
+def _site_frame(p, ar, b, R, X):
+    """The site of the actuator at record ``ar`` on body ``b``: its position ``P`` and the
+    gear's force and torque directions ``gF``, ``gT`` in the kinematics' frame, as the
+    9 numbers ``(P, gF, gT)`` (scalars: the kernel allocates nothing)."""
+    sp0, sp1, sp2 = p[ar + A_SP], p[ar + A_SP + 1], p[ar + A_SP + 2]
+    f0, f1, f2 = p[ar + A_SG], p[ar + A_SG + 1], p[ar + A_SG + 2]
+    t0, t1, t2 = p[ar + A_SG + 3], p[ar + A_SG + 4], p[ar + A_SG + 5]
+    P0 = X[b, 0] + R[b, 0, 0] * sp0 + R[b, 0, 1] * sp1 + R[b, 0, 2] * sp2
+    P1 = X[b, 1] + R[b, 1, 0] * sp0 + R[b, 1, 1] * sp1 + R[b, 1, 2] * sp2
+    P2 = X[b, 2] + R[b, 2, 0] * sp0 + R[b, 2, 1] * sp1 + R[b, 2, 2] * sp2
+    F0 = R[b, 0, 0] * f0 + R[b, 0, 1] * f1 + R[b, 0, 2] * f2
+    F1 = R[b, 1, 0] * f0 + R[b, 1, 1] * f1 + R[b, 1, 2] * f2
+    F2 = R[b, 2, 0] * f0 + R[b, 2, 1] * f1 + R[b, 2, 2] * f2
+    T0 = R[b, 0, 0] * t0 + R[b, 0, 1] * t1 + R[b, 0, 2] * t2
+    T1 = R[b, 1, 0] * t0 + R[b, 1, 1] * t1 + R[b, 1, 2] * t2
+    T2 = R[b, 2, 0] * t0 + R[b, 2, 1] * t1 + R[b, 2, 2] * t2
+    return P0, P1, P2, F0, F1, F2, T0, T1, T2
+
+
+@_jit
+def _site_rate(p, ar, b, R, X, V):
+    """The rate of the site actuator at record ``ar`` (MuJoCo's ``actuator_velocity`` of a
+    site transmission: the gear's force direction along the site's velocity plus its
+    torque direction along the body's angular velocity)."""
+    P0, P1, P2, F0, F1, F2, T0, T1, T2 = _site_frame(p, ar, b, R, X)
+    w0, w1, w2 = V[b, 0], V[b, 1], V[b, 2]
+    v0 = V[b, 3] + w1 * P2 - w2 * P1
+    v1 = V[b, 4] + w2 * P0 - w0 * P2
+    v2 = V[b, 5] + w0 * P1 - w1 * P0
+    return F0 * v0 + F1 * v1 + F2 * v2 + T0 * w0 + T1 * w1 + T2 * w2
+
+
+@_jit
+def _site_wrench(p, ar, b, R, X, frc, fb):
+    """``fb[b] -= [P x F + tau; F]``: the force ``frc`` of the site actuator at record
+    ``ar`` (``F = frc gF``, ``tau = frc gT``) into the bodies' forces of recursive
+    Newton--Euler (whose ``-S^T fb`` is then the generalized force)."""
+    P0, P1, P2, F0, F1, F2, T0, T1, T2 = _site_frame(p, ar, b, R, X)
+    F0, F1, F2 = frc * F0, frc * F1, frc * F2
+    fb[b, 0] -= P1 * F2 - P2 * F1 + frc * T0
+    fb[b, 1] -= P2 * F0 - P0 * F2 + frc * T1
+    fb[b, 2] -= P0 * F1 - P1 * F0 + frc * T2
+    fb[b, 3] -= F0
+    fb[b, 4] -= F1
+    fb[b, 5] -= F2
+
+
+@_jit
+def _actuation(p, q, v, out, T, SL, R, X, V, fb):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation``) into ``out`` (n,): per actuator the
     control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l
     + b2 l'`` (``l = gear L`` the actuator's length along its line ``L``), where the
@@ -760,30 +815,41 @@ def _actuation(p, q, v, out, T, SL):
             else:
                 out[c] += _muscle_rate(p, ar, u, v[c])
             u = v[c]
-        sp = p[ol + W_L * l + L_SP] != 0.0
-        if p[ar + A_MUS] != 0.0:
+        b = int(p[ar + A_SITE])
+        sp = b < 0 and p[ol + W_L * l + L_SP] != 0.0
+        if p[ar + A_MUS] != 0.0:                    # (on a line: the assembly's rule)
             f = _muscle_force(p, ar, u, gear * (SL[l, 0] if sp else _line(p, l, q)),
                               gear * (SL[l, 1] if sp else _line(p, l, v)))
         else:
             g = p[ar + A_GAIN]
             f = p[ar + A_B0]
-            if p[ar + A_B1] != 0.0 or p[ar + A_G1] != 0.0:
+            if b < 0 and (p[ar + A_B1] != 0.0 or p[ar + A_G1] != 0.0):
+                # (a site's length is zero: MuJoCo's without a reference site)
                 x = gear * (SL[l, 0] if sp else _line(p, l, q))
                 f += p[ar + A_B1] * x
                 g += p[ar + A_G1] * x
             if p[ar + A_B2] != 0.0 or p[ar + A_G2] != 0.0:
-                x = gear * (SL[l, 1] if sp else _line(p, l, v))
+                if b >= 0:
+                    x = _site_rate(p, ar, b, R, X, V)
+                else:
+                    x = gear * (SL[l, 1] if sp else _line(p, l, v))
                 f += p[ar + A_B2] * x
                 g += p[ar + A_G2] * x
             f += g * u
         frc[i] = f
-        if p[ol + W_L * l + L_AFL] != 0.0:
+        if b < 0 and p[ol + W_L * l + L_AFL] != 0.0:
             tot[l] += f
             limited = True
     for i in range(na):
         ar = oa + W_A * i
         l = int(p[ar + A_LINE])
         f = frc[i]
+        b = int(p[ar + A_SITE])
+        if b >= 0:
+            if p[ar + A_FL] != 0.0:
+                f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
+            _site_wrench(p, ar, b, R, X, f, fb)
+            continue
         lr = ol + W_L * l
         if limited and p[lr + L_AFL] != 0.0 and tot[l] != 0.0:
             if tot[l] < p[lr + L_AFLO]:
@@ -945,19 +1011,25 @@ def actuation(p, q, v, out):
     w = np.empty(_work_size(p))
     R, X, S, V, Ab, Wb, U, pd, C, Cc, T = _work(p, w)
     ns, nb_, n, na = _n_sites(p), int(p[H_NB]), int(p[H_N]), int(p[H_NA])
-    if ns > 0:
+    on_sites = False                        # (actuators on sites: MuJoCo's site transmission)
+    for i in range(na):
+        if p[int(p[H_OA]) + W_A * i + A_SITE] >= 0.0:
+            on_sites = True
+    if ns > 0 or on_sites:
         _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
-        _tendon_geometry(p, R, X, S, V, Ab, T)
+        if ns > 0:
+            _tendon_geometry(p, R, X, S, V, Ab, T)
         _at_tree_roots(p, X, S, V, Ab, T)
     reg, SL, _ = _tendon_views(p, T)
     Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
-    _actuation(p, q, v, out, Ta, SL)
+    f = carve(T, 0, (nb_, 6))
+    for b in range(nb_):
+        for i in range(6):
+            f[b, i] = 0.0
+    _actuation(p, q, v, out, Ta, SL, R, X, V, f)
     if ns > 0:
-        f = carve(T, 0, (nb_, 6))
-        for b in range(nb_):
-            for i in range(6):
-                f[b, i] = 0.0
         _site_forces(p, reg, SL, Ta, False, f)
+    if ns > 0 or on_sites:
         _to_joints(p, S, f, -1.0, out)
 
 
@@ -1489,7 +1561,7 @@ def _mass_into(p, S, Wb, C, M, T):
 
 
 @_jit
-def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
+def _force_into(p, q, v, R, X, S, V, Ab, Wb, U, pd, C, Cc, F, T):
     """``F`` from the kinematics at ``(q, v)`` and the body inertias ``C`` (kept) with their
     centroids ``Cc``: recursive Newton--Euler at ``q'' = 0``, then the joints' passive
     forces and the armatures' velocity term, the tendons and the actuators (``T``: scratch,
@@ -1532,7 +1604,7 @@ def _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T):
     Ta = carve(T, 6 * nb_ + 15 + n, (na + 2 * int(p[H_NL]),))
     reg, SL, _ = _tendon_views(p, T)
     if na > 0:
-        _actuation(p, q, v, fa, Ta, SL)
+        _actuation(p, q, v, fa, Ta, SL, R, X, V, f)
     if _n_sites(p) > 0:
         if na == 0:
             for i in range(Ta.shape[0]):
@@ -1670,7 +1742,7 @@ def _force(p, q, v, F, w):
         _tendon_geometry(p, R, X, S, V, Ab, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
+    _force_into(p, q, v, R, X, S, V, Ab, Wb, U, pd, C, Cc, F, T)
 
 
 @_unit("none(f8v, f8v, f8v, f8v, f8m, f8v)")
@@ -1689,7 +1761,7 @@ def _mass_force(p, q, v, M, F, w):
         _tendon_geometry(p, R, X, S, V, Ab, T)
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
+    _force_into(p, q, v, R, X, S, V, Ab, Wb, U, pd, C, Cc, F, T)
     _mass_into(p, S, Wb, C, M, T)
 
 
@@ -1999,7 +2071,7 @@ def _recursive(p, q, v, out, nq_max, k, w):
             sk[i] = 1.0 / nrm
     _at_tree_roots(p, X, S, V, Ab, T)
     _inertias(p, R, X, C, Cc)
-    _force_into(p, q, v, S, V, Ab, Wb, U, pd, C, Cc, F, T)
+    _force_into(p, q, v, R, X, S, V, Ab, Wb, U, pd, C, Cc, F, T)
     for b in range(nb_):
         for i in range(13):
             Cm[b, i] = C[b, i]

@@ -330,7 +330,7 @@ class Actuator:
     name : str
     joint, tendon : str
         Exactly one: the joint or the tendon it acts along.
-    gear : float
+    gear : float (6 floats on a site)
     gain : float or (float, float, float)
         A fixed gain, or an affine one's (constant, length, velocity) coefficients.
     bias : (float, float, float)
@@ -347,12 +347,19 @@ class Actuator:
     muscle : Muscle or None
         A muscle: its force and activation dynamics replace ``gain``, ``bias`` and
         ``dynamics`` (its activation is a coordinate ``"<name>.act"`` as a filter's).
+    site : (link, position) or (link, position, rotation), optional
+        Instead of ``joint`` or ``tendon``: a site of a link (MuJoCo's site transmission
+        without a reference site), its position in the link's frame and its rotation (the
+        site's axes as columns, default the link's). ``gear`` is then 6 numbers, the force
+        and the torque the actuator's unit force exerts at the site, in the site's frame;
+        its length is zero and its rate the gear along the site's velocity and the link's
+        angular velocity.
     """
 
     name: str
     joint: Optional[str] = None
     tendon: Optional[str] = None
-    gear: float = 1.0
+    gear: Union[float, tuple] = 1.0
     gain: Union[float, tuple] = 1.0
     bias: tuple = (0.0, 0.0, 0.0)
     ctrl_range: Optional[tuple] = None
@@ -361,6 +368,7 @@ class Actuator:
     dynamics: Optional[str] = None
     time_constant: Optional[float] = None
     muscle: Optional[Muscle] = None
+    site: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
