@@ -886,8 +886,8 @@ def test_unmapped_lists_only_what_is_left():
 def test_other_activation_dynamics_and_transmissions_stay_listed():
     """Muscle dynamics without a muscle's gain and bias, ``actearly``, activation limits
     that can bind (an ``intvelocity``'s, a filter's whose controls reach outside them) and
-    ball-joint transmissions are listed; the rest maps, and a keyframe holds the mapped
-    actuators' controls."""
+    a ball joint's transmission in its parent's frame are listed; the rest maps, and a
+    keyframe holds the mapped actuators' controls."""
     xml = ACTUATED.replace('</actuator>',
                            '<general name="mu" joint="h1" dyntype="muscle"/>'
                            '<general name="e" joint="h1" dyntype="filter" dynprm="0.1" '
@@ -895,7 +895,8 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
                            '<intvelocity name="iv" joint="h2" kp="2" actrange="-1 1"/>'
                            '<general name="lf" joint="h2" dyntype="filter" dynprm="0.1" '
                            'actlimited="true" actrange="-1 1"/>'
-                           '<motor name="b" joint="ball" gear="1 0 0 0 0 0"/></actuator>')
+                           '<motor name="b" jointinparent="ball" gear="1 0 0"/>'
+                           '</actuator>')
     with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
         model = mjcf.load(xml)
     feats = rec[0].message.features
@@ -905,9 +906,9 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
                  "ahead: MuJoCo's discrete time) or several activations"] == 1
     assert feats["activation limits that can bind (actlimited on an integrator, or on a "
                  "filter or a muscle whose controls reach outside them)"] == 2
-    assert feats["actuators on ball or free joints, bodies, slider-cranks, sites with a "
-                 "reference site (or on the world or a mocap body) or unmapped spatial "
-                 "tendons"] == 1
+    assert feats["actuators on bodies, slider-cranks, sites with a reference site (or on "
+                 "the world or a mocap body), in a joint's parent frame (jointinparent) or on "
+                 "unmapped spatial tendons"] == 1
     assert len(model.actuator_names) == 7 and not model.activations
     assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
 
@@ -1261,6 +1262,58 @@ def test_site_actuators_match_mujoco():
     assert go.solve_step(model.controlled(ctrl), 0.0, q, v).info["recursive"]
 
 
+BALLS = """
+<mujoco model="balls">
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="base" pos="0 0 1">
+      <freejoint name="root"/>
+      <inertial pos="0.01 0 0" mass="1.2" diaginertia="0.02 0.025 0.04"/>
+      <body name="arm" pos="0 0 -0.1">
+        <joint name="bj" type="ball"/>
+        <inertial pos="0 0.02 -0.15" mass="0.3" diaginertia="0.003 0.004 0.002"/>
+        <body name="fore" pos="0 0 -0.3">
+          <joint name="h" type="hinge" axis="0 1 0"/>
+          <inertial pos="0 0 -0.1" mass="0.2" diaginertia="0.002 0.002 0.0003"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="bm" joint="bj" gear="0.3 -0.2 0.5"/>
+    <position name="bp" joint="bj" gear="1 0.4 -0.3" kp="4" kv="0.3"/>
+    <velocity name="bv" joint="bj" gear="0 0 1" kv="0.8"/>
+    <motor name="fm" joint="root" gear="1 0.5 0.2 0.1 -0.3 0.4"/>
+    <general name="ff" joint="root" gear="0 0 1 0 0 0.2" biastype="affine"
+             biasprm="0.2 0 -0.4" forcelimited="true" forcerange="-2 2"/>
+    <motor name="hm" joint="h"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_ball_and_free_joint_actuators_match_mujoco():
+    """MuJoCo's joint transmissions of ball joints (a motor, a position servo, a velocity
+    servo: torques ``gear f`` in the joint's frame, the length ``gear . r`` of the rotation
+    vector) and of a free joint (force along the world axes and torque in the body's frame;
+    an affine bias with a force range): at 20 random states and controls the joint
+    accelerations equal MuJoCo's ``qacc`` (the bound of
+    :func:`controlled_step_against_mujoco`). The position servo's setpoint wraps as MuJoCo
+    4's rotational servos do (the representative nearest the length, ``2 pi |gear|``
+    apart): the states include setpoints more than half a period from the length."""
+    model = load(BALLS)
+    m = mj.MjModel.from_xml_string(BALLS)
+    d = mj.MjData(m)
+    assert model.actuator_names == ("bm", "bp", "bv", "fm", "ff", "hm")
+    rng = np.random.default_rng(12)
+    period = 2 * np.pi * np.linalg.norm(m.actuator_gear[1, :3])
+    wrapped = 0
+    for _ in range(20):
+        _, _, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
+        wrapped += abs(ctrl[1] - d.actuator_length[1]) > period / 2
+    assert wrapped >= 1
+
+
 def test_activation_errors_are_named():
     links = [tree.Link("cart", mass=1.0, inertia=(0.1, 0.1, 0.1))]
     joints = [tree.TreeJoint("x", "slide", "cart")]
@@ -1307,6 +1360,8 @@ def test_element_errors_are_named():
         tree.Model(links, joints, [tree.Actuator("u", tendon="x")])
     with pytest.raises(ModelError, match=r"joint 'k' is a ball; only hinges and slides"):
         tree.Model(links, joints, [tree.FixedTendon("t", (("h", 1.0), ("k", 2.0)))])
+    with pytest.raises(ModelError, match=r"actuator 'u'.gear \(3 numbers on a ball joint\)"):
+        tree.Model(links, joints, [tree.Actuator("u", joint="k", gear=1.0)])
     with pytest.raises(ModelError, match=r"actuator 'u'.ctrl_range must be None or \(lower, "
                                          r"upper\) with lower <= upper, found \(1, -1\)"):
         tree.Model(links, joints, [tree.Actuator("u", joint="h", ctrl_range=(1, -1))])

@@ -18,7 +18,7 @@ one of two kinds of model:
   (``motor``, ``position``, ``velocity``, ``damper``, such ``general`` ones; with
   ``filter``, ``filterexact`` or ``integrator`` activation dynamics, whose activations are
   the velocities of coordinates appended after the joints'; MuJoCo's muscles) on hinges,
-  slides, fixed tendons and sites (without a reference site) keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  slides, ball and free joints, fixed tendons and sites (without a reference site) keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
@@ -1172,7 +1172,11 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
                 m.actuator_outnum[i]) != 1 or float(m.actuator_delay[i]) != 0.0:
             _count(un, "actuators with a plugin, several inputs or outputs, or a delay")
             continue
+        rotational = (int(mj.mjtJoint.mjJNT_BALL), int(mj.mjtJoint.mjJNT_FREE))
         if trn == TJ and int(m.jnt_type[tid]) in scalar:
+            target = dict(joint=jname_of[tid])
+        elif trn == TJ and int(m.jnt_type[tid]) in rotational and not muscle:
+            # (in the joint's frame; MuJoCo's jointinparent turns the gear: not mapped)
             target = dict(joint=jname_of[tid])
         elif trn == TT and tid in fixed:
             target = dict(tendon=fixed[tid])
@@ -1184,9 +1188,9 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             # (a site without a reference site: a force and torque at the site)
             target = dict(site=site_of(tid))
         else:
-            _count(un, "actuators on ball or free joints, bodies, slider-cranks, sites with "
-                       "a reference site (or on the world or a mocap body) or unmapped "
-                       "spatial tendons")
+            _count(un, "actuators on bodies, slider-cranks, sites with a reference site (or "
+                       "on the world or a mocap body), in a joint's parent frame "
+                       "(jointinparent) or on unmapped spatial tendons")
             continue
         group = int(m.actuator_group[i])
         if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
@@ -1197,6 +1201,10 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         out.forces.append(Actuator(
             _clean(anames[i], taken),
             gear=(tuple(float(x) for x in m.actuator_gear[i, :6]) if "site" in target
+                  else tuple(float(x) for x in m.actuator_gear[i, :3])
+                  if trn == TJ and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_BALL)
+                  else tuple(float(x) for x in m.actuator_gear[i, :6])
+                  if trn == TJ and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_FREE)
                   else float(m.actuator_gear[i, 0])),
             gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
                   if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)

@@ -433,6 +433,7 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     arec = []
     anames = []
     activated: list = []
+    kinds = {j.name: j.kind for j in tree_joints}
     for k, a in enumerate(c for c in forces if isinstance(c, Actuator)):
         label = f"actuator {a.name!r}"
         anames.append(a.name)
@@ -441,8 +442,11 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                             f"joint={a.joint!r}, tendon={a.tendon!r}, site={a.site!r}")
             continue
         rec = np.zeros(kernel.W_A)
-        rec[kernel.A_SITE] = -1
-        if a.site is not None:
+        rec[kernel.A_SITE] = rec[kernel.A_JA] = -1
+        if a.joint is not None and kinds.get(a.joint) in ("ball", "free"):
+            _rotational_actuator(rec, a, kinds[a.joint], slices[a.joint].start, label,
+                                 problems)
+        elif a.site is not None:
             rec[kernel.A_LINE] = -1
             rec[kernel.A_GEAR] = 1.0
             rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
@@ -835,6 +839,31 @@ def _wrap_records(w: TendonWrap, label: str, index: dict, problems: list) -> lis
     second[kernel.S_BODY] = first[kernel.S_BODY]
     second[kernel.S_KIND] = kernel.WRAP_SECOND
     return [first, second]
+
+
+def _rotational_actuator(rec: np.ndarray, a, kind: str, start: int, label: str,
+                         problems: list) -> None:
+    """Actuator ``a`` on a ball (``gear``: 3 numbers, the torque in the joint's frame) or a
+    free joint (6: the force along the world axes, the torque in the body's frame) whose
+    coordinates start at ``start`` into its record ``rec`` (MuJoCo's joint transmission
+    of those joints)."""
+    k = 3 if kind == "ball" else 6
+    gear = _vec(a.gear, k, f"{label}.gear ({k} numbers on a {kind} joint)", problems)
+    rec[kernel.A_LINE] = -1
+    rec[kernel.A_GEAR] = 1.0
+    rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
+    rec[kernel.A_JA] = start
+    rec[kernel.A_JFREE] = kind == "free"
+    rec[kernel.A_SG + 6 - k:kernel.A_SG + 6] = gear
+    if a.muscle is not None:
+        problems.append(f"{label}: a muscle on a {kind} joint is not modelled")
+    # MuJoCo 4's rotational servo (a fixed gain kp, the bias's -kp on the length, no
+    # dynamics or an integrator): its setpoint wraps to the representative nearest the
+    # length, 2 pi |gear| apart
+    bias = np.asarray(a.bias, dtype=float).ravel()
+    if (kind == "ball" and np.ndim(a.gain) == 0 and bias.size == 3
+            and float(a.gain) == -bias[1] and a.dynamics in (None, "integrator")):
+        rec[kernel.A_WRAP] = 2.0 * np.pi * float(np.linalg.norm(gear))
 
 
 def _site_actuator(rec: np.ndarray, a, label: str, index: dict, problems: list) -> None:

@@ -205,11 +205,17 @@ _MINVAL = 1e-15
 #: coefficients (MuJoCo's affine gain: ``gain + g1 l + g2 l'``); an actuator on a site
 #: (MuJoCo's site transmission without a reference site; its line -1): the body (-1: not
 #: on a site), the site's position in the body's frame, the gear's force and torque
-#: directions in the body's frame (the gear's 6 values turned by the site's rotation)
-W_A = 41
+#: directions in the body's frame (the gear's 6 values turned by the site's rotation);
+#: an actuator on a ball or free joint (MuJoCo's joint transmission of those: its line -1,
+#: its gear the 6 values at ``A_SG``, force along the world axes and torque in the joint's
+#: frame): the joint's first coordinate (-1: none) and whether it is free; the period of a
+#: ball servo's setpoint (0: none; MuJoCo 4's rotational servos take the setpoint's
+#: representative nearest the actuator's length, ``2 pi |gear|`` apart)
+W_A = 44
 (A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
  A_ACT, A_DYN, A_MUS, A_MR0, A_MR1, A_MF, A_MLMIN, A_MLMAX, A_MVMAX, A_MFPMAX, A_MFVMAX,
- A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2, A_SITE, A_SP, _, _, A_SG) = range(36)
+ A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2, A_SITE, A_SP, _, _, A_SG,
+ _, _, _, _, _, A_JA, A_JFREE, A_WRAP) = range(44)
 #: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
 #: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``); a muscle's. The
 #: activation is the velocity of a coordinate of its own whose mass (the armature of a
@@ -767,6 +773,44 @@ def _site_wrench(p, ar, b, R, X, frc, fb):
 
 
 @_jit
+def _rotvec(w, x, y, z):
+    """The rotation vector of the unit quaternion ``(w, x, y, z)``, its angle taken in
+    ``(-pi, pi]`` (MuJoCo's ``mju_quat2Vel`` with ``dt = 1``)."""
+    sn = np.sqrt(x * x + y * y + z * z)
+    if sn > 0.0:
+        ang = 2.0 * np.arctan2(sn, w)
+        if ang > np.pi:
+            ang -= 2.0 * np.pi
+        sc = ang / sn
+    else:
+        sc = 2.0 / w
+    return sc * x, sc * y, sc * z
+
+
+@_jit
+def _ball_gear(p, ar, q, v, a):
+    """The torque part ``g`` of the gear of the actuator at record ``ar`` on the ball
+    whose Euler parameters start at coordinate ``a``: its generalized force per unit force
+    ``W^T g`` on them (4 values; ``W = 2 G(p) / |p|^2``, the body-frame angular velocity
+    ``u = W p'``), its rate ``g . u`` and its length ``g . r`` (``r`` the rotation vector
+    of ``p / |p|``: MuJoCo's ball transmission)."""
+    e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
+    d0, d1, d2, d3 = v[a], v[a + 1], v[a + 2], v[a + 3]
+    g0, g1, g2 = p[ar + A_SG + 3], p[ar + A_SG + 4], p[ar + A_SG + 5]
+    s2 = e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3
+    tw = 2.0 / s2
+    # W rows (times tw): [-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]
+    f0 = tw * (-e1 * g0 - e2 * g1 - e3 * g2)
+    f1 = tw * (e0 * g0 - e3 * g1 + e2 * g2)
+    f2 = tw * (e3 * g0 + e0 * g1 - e1 * g2)
+    f3 = tw * (-e2 * g0 + e1 * g1 + e0 * g2)
+    rate = f0 * d0 + f1 * d1 + f2 * d2 + f3 * d3
+    r = 1.0 / np.sqrt(s2)
+    x0, x1, x2 = _rotvec(e0 * r, e1 * r, e2 * r, e3 * r)
+    return f0, f1, f2, f3, rate, g0 * x0 + g1 * x1 + g2 * x2
+
+
+@_jit
 def _actuation(p, q, v, out, T, SL, R, X, V, fb):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation``) into ``out`` (n,): per actuator the
     control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l
@@ -816,6 +860,25 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
                 out[c] += _muscle_rate(p, ar, u, v[c])
             u = v[c]
         b = int(p[ar + A_SITE])
+        ja = int(p[ar + A_JA])
+        if ja >= 0:
+            # on a ball or free joint: MuJoCo's length and rate of its transmission
+            free = p[ar + A_JFREE] != 0.0
+            a = ja + 3 if free else ja
+            _, _, _, _, rate, length = _ball_gear(p, ar, q, v, a)
+            if free:
+                length = 0.0                        # (MuJoCo's: a free joint has none)
+                for k in range(3):
+                    rate += p[ar + A_SG + k] * v[ja + k]
+            period = p[ar + A_WRAP]
+            if period > 0.0:
+                # the setpoint's representative nearest the length (MuJoCo's wrapSetpoint,
+                # C's round: halves away from zero)
+                x = (u - length) / period
+                u -= period * (np.floor(x + 0.5) if x >= 0.0 else np.ceil(x - 0.5))
+            g = p[ar + A_GAIN] + p[ar + A_G1] * length + p[ar + A_G2] * rate
+            frc[i] = g * u + p[ar + A_B0] + p[ar + A_B1] * length + p[ar + A_B2] * rate
+            continue
         sp = b < 0 and p[ol + W_L * l + L_SP] != 0.0
         if p[ar + A_MUS] != 0.0:                    # (on a line: the assembly's rule)
             f = _muscle_force(p, ar, u, gear * (SL[l, 0] if sp else _line(p, l, q)),
@@ -849,6 +912,21 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
             if p[ar + A_FL] != 0.0:
                 f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
             _site_wrench(p, ar, b, R, X, f, fb)
+            continue
+        ja = int(p[ar + A_JA])
+        if ja >= 0:
+            if p[ar + A_FL] != 0.0:
+                f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
+            free = p[ar + A_JFREE] != 0.0
+            a = ja + 3 if free else ja
+            f0, f1, f2, f3, _, _ = _ball_gear(p, ar, q, v, a)
+            out[a] += f0 * f
+            out[a + 1] += f1 * f
+            out[a + 2] += f2 * f
+            out[a + 3] += f3 * f
+            if free:
+                for k in range(3):
+                    out[ja + k] += p[ar + A_SG + k] * f
             continue
         lr = ol + W_L * l
         if limited and p[lr + L_AFL] != 0.0 and tot[l] != 0.0:
@@ -968,15 +1046,7 @@ def _ball_offset(p, jr, q, a, out):
     x = s0 * e1 + s1 * e0 + s2 * e3 - s3 * e2
     y = s0 * e2 - s1 * e3 + s2 * e0 + s3 * e1
     z = s0 * e3 + s1 * e2 - s2 * e1 + s3 * e0
-    sn = np.sqrt(x * x + y * y + z * z)
-    if sn > 0.0:
-        ang = 2.0 * np.arctan2(sn, w)
-        if ang > np.pi:
-            ang -= 2.0 * np.pi
-        sc = ang / sn
-    else:
-        sc = 2.0 / w
-    out[0], out[1], out[2] = sc * x, sc * y, sc * z
+    out[0], out[1], out[2] = _rotvec(w, x, y, z)
 
 
 @_unit("f8(f8v, f8v, i8)")

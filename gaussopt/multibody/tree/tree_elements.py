@@ -329,8 +329,12 @@ class Actuator:
     ----------
     name : str
     joint, tendon : str
-        Exactly one: the joint or the tendon it acts along.
-    gear : float (6 floats on a site)
+        Exactly one (or ``site``): the joint or the tendon it acts along. On a ball joint
+        the actuator's unit force is the torque ``gear`` (3) in the joint's frame, its length
+        ``gear . r`` (``r`` the joint's rotation vector) and its rate ``gear . w``; on a
+        free joint ``gear`` (6) is the force along the world axes and the torque in the
+        body's frame, its length zero (MuJoCo's joint transmissions).
+    gear : float (3 floats on a ball joint, 6 on a free joint or a site)
     gain : float or (float, float, float)
         A fixed gain, or an affine one's (constant, length, velocity) coefficients.
     bias : (float, float, float)
