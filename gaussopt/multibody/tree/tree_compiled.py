@@ -81,7 +81,10 @@ force ``act'``).
 An actuator on a site (MuJoCo's site transmission without a reference site) has no line:
 its force ``f`` acts as the force ``f gF`` and the torque ``f gT`` at the site (its 6-D gear
 turned into its link's frame, :func:`_site_wrench`), and its rate is ``gF . v_site + gT .
-w`` (:func:`_site_rate`).
+w`` (:func:`_site_rate`). One on a ball joint exerts the torque ``f g`` in the joint's frame
+(``W^T g f`` on its Euler parameters), its length ``g . r`` (``r`` the rotation vector) and
+its rate ``g . w`` (:func:`_ball_gear`); on a free joint the gear's force acts along the
+world axes, its torque in the body's frame.
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -820,12 +823,13 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
     muscle's rate on coordinate ``c`` (a muscle's force :func:`_muscle_force`); the
     forces of the actuators of a line whose actuator force is limited are scaled so that
     their sum is inside the range; each force is clamped to its own range and applied
-    along its line (``out += gear f c``); last, each joint's total is clamped to its
-    ``actuatorfrcrange``. ``T``: scratch, actuators plus twice the lines long; its last
-    ``nl`` values are the tensions ``gear f`` of the actuators on spatial tendons (their
-    generalized force comes from the sites, :func:`_site_forces`), whose lengths and
-    rates are ``SL`` (:func:`_tendon_views`; the assembly refuses a joint's actuator
-    force range beside them)."""
+    along its line (``out += gear f c``; an actuator on a site into the bodies' forces
+    ``fb``, one on a ball or free joint onto its coordinates); last, each joint's total
+    is clamped to its ``actuatorfrcrange``. ``T``: scratch, actuators plus twice the
+    lines long; its last ``nl`` values are the tensions ``gear f`` of the actuators on
+    spatial tendons (their generalized force comes from the sites,
+    :func:`_site_forces`), whose lengths and rates are ``SL`` (:func:`_tendon_views`;
+    the assembly refuses a joint's actuator force range beside them)."""
     n, na, nl = int(p[H_N]), int(p[H_NA]), int(p[H_NL])
     oa, ol, oj = int(p[H_OA]), int(p[H_OL]), int(p[H_OJ])
     for c in range(n):
