@@ -1004,23 +1004,30 @@ def test_activation_dynamics_match_mujoco():
     assert back.activations == model.activations
 
 
+def hinge_chain(N: int, tip: str = "", actuators: str = "") -> str:
+    """An MJCF chain of ``N`` hinges (axes alternating y and x, 0.1 kg links, damping 0.01),
+    with ``tip`` inside its last body and ``actuators``."""
+    body, close = "", ""
+    for i in range(N):
+        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
+        body += (f'<body name="b{i}" pos="0 0 {0 if i == 0 else -0.1}"><joint name="j{i}" '
+                 f'type="hinge" axis="{ax}" damping="0.01"/><inertial pos="0 0 -0.05" '
+                 'mass="0.1" diaginertia="1e-4 1e-4 1e-5"/>')
+        close += "</body>"
+    return (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
+            f'<worldbody>{body}{tip}{close}</worldbody><actuator>{actuators}</actuator>'
+            '</mujoco>')
+
+
 def test_activations_on_the_recursive_path_match_mujoco():
     """A 40-hinge chain (past the O(n) recursion's crossover) with a filter at its root and
     an integrator at its tip: the step takes the articulated-body recursion (the activations'
     coordinates are joints without motion there too) and its joint accelerations and
     activation rates equal MuJoCo's within the bound of
     :func:`controlled_step_against_mujoco`."""
-    body, close = "", ""
-    for i in range(40):
-        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
-        body += (f'<body name="b{i}" pos="0 0 {0 if i == 0 else -0.1}"><joint name="j{i}" '
-                 f'type="hinge" axis="{ax}" damping="0.01"/><inertial pos="0 0 -0.05" '
-                 'mass="0.1" diaginertia="1e-4 1e-4 1e-5"/>')
-        close += "</body>"
-    xml = (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
-           f'<worldbody>{body}{close}</worldbody><actuator>'
-           '<general name="f" joint="j0" dyntype="filter" dynprm="0.1" gainprm="2"/>'
-           '<general name="g" joint="j39" dyntype="integrator"/></actuator></mujoco>')
+    xml = hinge_chain(40, actuators='<general name="f" joint="j0" dyntype="filter" '
+                                    'dynprm="0.1" gainprm="2"/><general name="g" joint="j39" '
+                                    'dyntype="integrator"/>')
     model = load(xml)
     m = mj.MjModel.from_xml_string(xml)
     d = mj.MjData(m)
@@ -1244,17 +1251,9 @@ def test_site_actuators_match_mujoco():
         fa = model.actuation(q, v, ctrl)
         # (the hinge is coordinate 7 after the free joint's 7; MuJoCo's dof 6)
         assert abs(fa[7] - d.qfrc_actuator[6]) <= 1e-13 * np.abs(d.qfrc_actuator).max()
-    body, close = "", ""
-    for i in range(40):
-        ax = "0 1 0" if i % 2 == 0 else "1 0 0"
-        body += (f'<body name="b{i}" pos="0 0 {0 if i == 0 else -0.1}"><joint name="j{i}" '
-                 f'type="hinge" axis="{ax}"/><inertial pos="0 0 -0.05" mass="0.1" '
-                 'diaginertia="1e-4 1e-4 1e-5"/>')
-        close += "</body>"
-    chain = (f'<mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>'
-             f'<worldbody>{body}<site name="tip" pos="0 0 -0.1" euler="20 0 10"/>{close}'
-             '</worldbody><actuator><general name="thrust" site="tip" gear="1 0.3 0 0 0 0.1" '
-             'biastype="affine" biasprm="0 0 -0.2"/></actuator></mujoco>')
+    chain = hinge_chain(40, tip='<site name="tip" pos="0 0 -0.1" euler="20 0 10"/>',
+                        actuators='<general name="thrust" site="tip" gear="1 0.3 0 0 0 0.1" '
+                                  'biastype="affine" biasprm="0 0 -0.2"/>')
     model = load(chain)
     m = mj.MjModel.from_xml_string(chain)
     d = mj.MjData(m)
