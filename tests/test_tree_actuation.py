@@ -886,8 +886,8 @@ def test_unmapped_lists_only_what_is_left():
 def test_other_activation_dynamics_and_transmissions_stay_listed():
     """Muscle dynamics without a muscle's gain and bias, ``actearly``, activation limits
     that can bind (an ``intvelocity``'s, a filter's whose controls reach outside them) and
-    a ball joint's transmission in its parent's frame are listed; the rest maps, and a
-    keyframe holds the mapped actuators' controls."""
+    an actuator on a site of the world are listed; the rest maps, and a keyframe holds the
+    mapped actuators' controls."""
     xml = ACTUATED.replace('</actuator>',
                            '<general name="mu" joint="h1" dyntype="muscle"/>'
                            '<general name="e" joint="h1" dyntype="filter" dynprm="0.1" '
@@ -895,8 +895,9 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
                            '<intvelocity name="iv" joint="h2" kp="2" actrange="-1 1"/>'
                            '<general name="lf" joint="h2" dyntype="filter" dynprm="0.1" '
                            'actlimited="true" actrange="-1 1"/>'
-                           '<motor name="b" jointinparent="ball" gear="1 0 0"/>'
-                           '</actuator>')
+                           '<motor name="b" site="w0" gear="1 0 0 0 0 0"/>'
+                           '</actuator>').replace('<worldbody>',
+                                                  '<worldbody><site name="w0"/>', 1)
     with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
         model = mjcf.load(xml)
     feats = rec[0].message.features
@@ -907,8 +908,7 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
     assert feats["activation limits that can bind (actlimited on an integrator, or on a "
                  "filter or a muscle whose controls reach outside them)"] == 2
     assert feats["actuators on bodies, slider-cranks, sites with a reference site (or on "
-                 "the world or a mocap body), in a joint's parent frame (jointinparent) or on "
-                 "unmapped spatial tendons"] == 1
+                 "the world or a mocap body) or unmapped spatial tendons"] == 1
     assert len(model.actuator_names) == 7 and not model.activations
     assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
 
@@ -1280,12 +1280,16 @@ BALLS = """
   </worldbody>
   <actuator>
     <motor name="bm" joint="bj" gear="0.3 -0.2 0.5"/>
-    <position name="bp" joint="bj" gear="1 0.4 -0.3" kp="4" kv="0.3"/>
+    <position name="bp" joint="bj" gear="0.3 0.12 -0.09" kp="4" kv="0.3"/>
     <velocity name="bv" joint="bj" gear="0 0 1" kv="0.8"/>
     <motor name="fm" joint="root" gear="1 0.5 0.2 0.1 -0.3 0.4"/>
     <general name="ff" joint="root" gear="0 0 1 0 0 0.2" biastype="affine"
              biasprm="0.2 0 -0.4" forcelimited="true" forcerange="-2 2"/>
     <motor name="hm" joint="h"/>
+    <motor name="bpm" jointinparent="bj" gear="0.2 0.5 -0.1"/>
+    <position name="bpp" jointinparent="bj" gear="0.5 0 1" kp="2"/>
+    <motor name="fpm" jointinparent="root" gear="0.1 0 0.3 0.2 0.4 -0.1"/>
+    <motor name="hpm" jointinparent="h" gear="0.7"/>
   </actuator>
 </mujoco>
 """
@@ -1295,7 +1299,8 @@ def test_ball_and_free_joint_actuators_match_mujoco():
     """MuJoCo's joint transmissions of ball joints (a motor, a position servo, a velocity
     servo: torques ``gear f`` in the joint's frame, the length ``gear . r`` of the rotation
     vector) and of a free joint (force along the world axes and torque in the body's frame;
-    an affine bias with a force range): at 20 random states and controls the joint
+    an affine bias with a force range), and the same with the gears in the parent's frame
+    (``jointinparent``, turned by the joint's rotation): at 40 random states and controls the joint
     accelerations equal MuJoCo's ``qacc`` (the bound of
     :func:`controlled_step_against_mujoco`). The position servo's setpoint wraps as MuJoCo
     4's rotational servos do (the representative nearest the length, ``2 pi |gear|``
@@ -1303,11 +1308,12 @@ def test_ball_and_free_joint_actuators_match_mujoco():
     model = load(BALLS)
     m = mj.MjModel.from_xml_string(BALLS)
     d = mj.MjData(m)
-    assert model.actuator_names == ("bm", "bp", "bv", "fm", "ff", "hm")
+    assert model.actuator_names == ("bm", "bp", "bv", "fm", "ff", "hm", "bpm", "bpp", "fpm",
+                                    "hpm")
     rng = np.random.default_rng(12)
     period = 2 * np.pi * np.linalg.norm(m.actuator_gear[1, :3])
     wrapped = 0
-    for _ in range(20):
+    for _ in range(40):
         _, _, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
         wrapped += abs(ctrl[1] - d.actuator_length[1]) > period / 2
     assert wrapped >= 1

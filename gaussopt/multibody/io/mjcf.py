@@ -1173,11 +1173,11 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             _count(un, "actuators with a plugin, several inputs or outputs, or a delay")
             continue
         rotational = (int(mj.mjtJoint.mjJNT_BALL), int(mj.mjtJoint.mjJNT_FREE))
-        if trn == TJ and int(m.jnt_type[tid]) in scalar:
-            target = dict(joint=jname_of[tid])
-        elif trn == TJ and int(m.jnt_type[tid]) in rotational and not muscle:
-            # (in the joint's frame; MuJoCo's jointinparent turns the gear: not mapped)
-            target = dict(joint=jname_of[tid])
+        parent = trn == int(mj.mjtTrn.mjTRN_JOINTINPARENT)
+        if (trn == TJ or parent) and int(m.jnt_type[tid]) in scalar:
+            target = dict(joint=jname_of[tid])       # (jointinparent: the same on these)
+        elif (trn == TJ or parent) and int(m.jnt_type[tid]) in rotational and not muscle:
+            target = dict(joint=jname_of[tid], in_parent=parent)
         elif trn == TT and tid in fixed:
             target = dict(tendon=fixed[tid])
         elif trn == TT and tid in spatial and not np.any(m.jnt_actfrclimited):
@@ -1189,8 +1189,7 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             target = dict(site=site_of(tid))
         else:
             _count(un, "actuators on bodies, slider-cranks, sites with a reference site (or "
-                       "on the world or a mocap body), in a joint's parent frame "
-                       "(jointinparent) or on unmapped spatial tendons")
+                       "on the world or a mocap body) or unmapped spatial tendons")
             continue
         group = int(m.actuator_group[i])
         if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):
@@ -1202,9 +1201,11 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
             _clean(anames[i], taken),
             gear=(tuple(float(x) for x in m.actuator_gear[i, :6]) if "site" in target
                   else tuple(float(x) for x in m.actuator_gear[i, :3])
-                  if trn == TJ and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_BALL)
+                  if (trn == TJ or parent)
+                  and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_BALL)
                   else tuple(float(x) for x in m.actuator_gear[i, :6])
-                  if trn == TJ and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_FREE)
+                  if (trn == TJ or parent)
+                  and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_FREE)
                   else float(m.actuator_gear[i, 0])),
             gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
                   if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)

@@ -854,6 +854,7 @@ def _rotational_actuator(rec: np.ndarray, a, kind: str, start: int, label: str,
     rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
     rec[kernel.A_JA] = start
     rec[kernel.A_JFREE] = kind == "free"
+    rec[kernel.A_JPARENT] = bool(a.in_parent)
     rec[kernel.A_SG + 6 - k:kernel.A_SG + 6] = gear
     if a.muscle is not None:
         problems.append(f"{label}: a muscle on a {kind} joint is not modelled")

@@ -214,11 +214,12 @@ _MINVAL = 1e-15
 #: frame): the joint's first coordinate (-1: none) and whether it is free; the period of a
 #: ball servo's setpoint (0: none; MuJoCo 4's rotational servos take the setpoint's
 #: representative nearest the actuator's length, ``2 pi |gear|`` apart)
-W_A = 44
+#: (whether the torque's gear is in the joint's parent frame: MuJoCo's jointinparent)
+W_A = 45
 (A_LINE, A_GEAR, A_GAIN, A_B0, A_B1, A_B2, A_CL, A_CLO, A_CHI, A_FL, A_FLO, A_FHI, A_CTRL,
  A_ACT, A_DYN, A_MUS, A_MR0, A_MR1, A_MF, A_MLMIN, A_MLMAX, A_MVMAX, A_MFPMAX, A_MFVMAX,
  A_LR0, A_LR1, A_TACT, A_TDEACT, A_TSMOOTH, A_G1, A_G2, A_SITE, A_SP, _, _, A_SG,
- _, _, _, _, _, A_JA, A_JFREE, A_WRAP) = range(44)
+ _, _, _, _, _, A_JA, A_JFREE, A_WRAP, A_JPARENT) = range(45)
 #: an actuator's activation dynamics (MuJoCo's ``dyntype``): none; ``act' = (u - act) /
 #: tau`` (``filter``, ``filterexact``); ``act' = u`` (``integrator``); a muscle's. The
 #: activation is the velocity of a coordinate of its own whose mass (the armature of a
@@ -796,11 +797,21 @@ def _ball_gear(p, ar, q, v, a):
     whose Euler parameters start at coordinate ``a``: its generalized force per unit force
     ``W^T g`` on them (4 values; ``W = 2 G(p) / |p|^2``, the body-frame angular velocity
     ``u = W p'``), its rate ``g . u`` and its length ``g . r`` (``r`` the rotation vector
-    of ``p / |p|``: MuJoCo's ball transmission)."""
+    of ``p / |p|``: MuJoCo's ball transmission). A gear in the parent's frame (MuJoCo's
+    jointinparent) is turned into the joint's, ``g = R(p)^T gear``."""
     e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
     d0, d1, d2, d3 = v[a], v[a + 1], v[a + 2], v[a + 3]
     g0, g1, g2 = p[ar + A_SG + 3], p[ar + A_SG + 4], p[ar + A_SG + 5]
     s2 = e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3
+    if p[ar + A_JPARENT] != 0.0:
+        w, x, y, z = e0 / np.sqrt(s2), e1 / np.sqrt(s2), e2 / np.sqrt(s2), e3 / np.sqrt(s2)
+        h0 = (1.0 - 2.0 * (y * y + z * z)) * g0 + 2.0 * (x * y + w * z) * g1 \
+            + 2.0 * (x * z - w * y) * g2
+        h1 = 2.0 * (x * y - w * z) * g0 + (1.0 - 2.0 * (x * x + z * z)) * g1 \
+            + 2.0 * (y * z + w * x) * g2
+        h2 = 2.0 * (x * z + w * y) * g0 + 2.0 * (y * z - w * x) * g1 \
+            + (1.0 - 2.0 * (x * x + y * y)) * g2
+        g0, g1, g2 = h0, h1, h2
     tw = 2.0 / s2
     # W rows (times tw): [-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]
     f0 = tw * (-e1 * g0 - e2 * g1 - e3 * g2)

@@ -351,6 +351,9 @@ class Actuator:
     muscle : Muscle or None
         A muscle: its force and activation dynamics replace ``gain``, ``bias`` and
         ``dynamics`` (its activation is a coordinate ``"<name>.act"`` as a filter's).
+    in_parent : bool
+        On a ball or free joint: the gear's torque is given in the joint's parent frame
+        (MuJoCo's ``jointinparent``), not in the joint's own.
     site : (link, position) or (link, position, rotation), optional
         Instead of ``joint`` or ``tendon``: a site of a link (MuJoCo's site transmission
         without a reference site), its position in the link's frame and its rotation (the
@@ -373,6 +376,7 @@ class Actuator:
     time_constant: Optional[float] = None
     muscle: Optional[Muscle] = None
     site: Optional[tuple] = None
+    in_parent: bool = False
 
 
 @dataclass(frozen=True)
