@@ -1153,6 +1153,7 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
     taken: set = set()
     TJ, TT = int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_TENDON)
     scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
+    rotational = (int(mj.mjtJoint.mjJNT_BALL), int(mj.mjtJoint.mjJNT_FREE))
     clamp = not _flag(mj, m, "mjDSBL_CLAMPCTRL")
     for i in range(m.nu):
         trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
@@ -1172,21 +1173,25 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
                 m.actuator_outnum[i]) != 1 or float(m.actuator_delay[i]) != 0.0:
             _count(un, "actuators with a plugin, several inputs or outputs, or a delay")
             continue
-        rotational = (int(mj.mjtJoint.mjJNT_BALL), int(mj.mjtJoint.mjJNT_FREE))
-        parent = trn == int(mj.mjtTrn.mjTRN_JOINTINPARENT)
-        if (trn == TJ or parent) and int(m.jnt_type[tid]) in scalar:
+        # the target and the gear's values it reads (1; a ball's 3; a free joint's and a
+        # site's 6)
+        joint = trn in (TJ, int(mj.mjtTrn.mjTRN_JOINTINPARENT))
+        jtype = int(m.jnt_type[tid]) if joint else -1
+        site = (site_of(tid) if trn == int(mj.mjtTrn.mjTRN_SITE) and site_of is not None
+                and int(m.actuator_trnid[i, 1]) < 0 else None)
+        ngear = 1
+        if joint and jtype in scalar:
             target = dict(joint=jname_of[tid])       # (jointinparent: the same on these)
-        elif (trn == TJ or parent) and int(m.jnt_type[tid]) in rotational and not muscle:
-            target = dict(joint=jname_of[tid], in_parent=parent)
+        elif joint and jtype in rotational and not muscle:
+            target = dict(joint=jname_of[tid], in_parent=trn != TJ)
+            ngear = 3 if jtype == int(mj.mjtJoint.mjJNT_BALL) else 6
         elif trn == TT and tid in fixed:
             target = dict(tendon=fixed[tid])
         elif trn == TT and tid in spatial and not np.any(m.jnt_actfrclimited):
             target = dict(tendon=spatial[tid])
-        elif (trn == int(mj.mjtTrn.mjTRN_SITE) and int(m.actuator_trnid[i, 1]) < 0
-              and site_of is not None and site_of(tid) is not None and not muscle
-              and not np.any(m.jnt_actfrclimited)):
+        elif site is not None and not muscle and not np.any(m.jnt_actfrclimited):
             # (a site without a reference site: a force and torque at the site)
-            target = dict(site=site_of(tid))
+            target, ngear = dict(site=site), 6
         else:
             _count(un, "actuators on bodies, slider-cranks, sites with a reference site (or "
                        "on the world or a mocap body) or unmapped spatial tendons")
@@ -1199,14 +1204,8 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
             _clean(anames[i], taken),
-            gear=(tuple(float(x) for x in m.actuator_gear[i, :6]) if "site" in target
-                  else tuple(float(x) for x in m.actuator_gear[i, :3])
-                  if (trn == TJ or parent)
-                  and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_BALL)
-                  else tuple(float(x) for x in m.actuator_gear[i, :6])
-                  if (trn == TJ or parent)
-                  and int(m.jnt_type[tid]) == int(mj.mjtJoint.mjJNT_FREE)
-                  else float(m.actuator_gear[i, 0])),
+            gear=(float(m.actuator_gear[i, 0]) if ngear == 1
+                  else tuple(float(x) for x in m.actuator_gear[i, :ngear])),
             gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
                   if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)
                   else float(m.actuator_gainprm[i, 0])),

@@ -443,19 +443,19 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             continue
         rec = np.zeros(kernel.W_A)
         rec[kernel.A_SITE] = rec[kernel.A_JA] = -1
-        if a.joint is not None and kinds.get(a.joint) in ("ball", "free"):
-            _rotational_actuator(rec, a, kinds[a.joint], slices[a.joint].start, label,
-                                 problems)
-        elif a.site is not None:
-            rec[kernel.A_LINE] = -1
-            rec[kernel.A_GEAR] = 1.0
-            rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
-            _site_actuator(rec, a, label, index, problems)
+        rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
+        if a.site is not None or kinds.get(a.joint) in ("ball", "free"):
+            # (no line: a site's or a rotational joint's gear is read by the kernel itself)
+            rec[kernel.A_LINE], rec[kernel.A_GEAR] = -1, 1.0
+            if a.site is not None:
+                _site_actuator(rec, a, label, index, problems)
+            else:
+                _rotational_actuator(rec, a, kinds[a.joint], slices[a.joint].start, label,
+                                     problems)
         else:
             rec[kernel.A_LINE] = (lines.joint(a.joint, label, problems) if a.joint is not None
                                   else lines.tendon(a.tendon, label, problems))
-            vals = _vec([a.gear, a.ctrl], 2, f"{label}: gear and ctrl", problems)
-            rec[kernel.A_GEAR], rec[kernel.A_CTRL] = vals
+            rec[kernel.A_GEAR] = _vec([a.gear], 1, f"{label}.gear", problems)[0]
         # a gain, or (constant, length, velocity) coefficients: MuJoCo's affine gain
         gain = (a.gain, 0.0, 0.0) if np.ndim(a.gain) == 0 else a.gain
         rec[kernel.A_GAIN], rec[kernel.A_G1], rec[kernel.A_G2] = _vec(
@@ -849,9 +849,6 @@ def _rotational_actuator(rec: np.ndarray, a, kind: str, start: int, label: str,
     of those joints)."""
     k = 3 if kind == "ball" else 6
     gear = _vec(a.gear, k, f"{label}.gear ({k} numbers on a {kind} joint)", problems)
-    rec[kernel.A_LINE] = -1
-    rec[kernel.A_GEAR] = 1.0
-    rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
     rec[kernel.A_JA] = start
     rec[kernel.A_JFREE] = kind == "free"
     rec[kernel.A_JPARENT] = bool(a.in_parent)

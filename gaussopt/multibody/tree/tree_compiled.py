@@ -792,19 +792,19 @@ def _rotvec(w, x, y, z):
 
 
 @_jit
-def _ball_gear(p, ar, q, v, a):
+def _ball_gear(p, ar, q, a):
     """The torque part ``g`` of the gear of the actuator at record ``ar`` on the ball
-    whose Euler parameters start at coordinate ``a``: its generalized force per unit force
-    ``W^T g`` on them (4 values; ``W = 2 G(p) / |p|^2``, the body-frame angular velocity
-    ``u = W p'``), its rate ``g . u`` and its length ``g . r`` (``r`` the rotation vector
-    of ``p / |p|``: MuJoCo's ball transmission). A gear in the parent's frame (MuJoCo's
-    jointinparent) is turned into the joint's, ``g = R(p)^T gear``."""
+    whose Euler parameters start at coordinate ``a``, in the joint's frame (a gear in the
+    parent's frame, MuJoCo's jointinparent, turned by ``R(p)^T``), and its generalized
+    force per unit force ``W^T g`` on the Euler parameters (``W = 2 G(p) / |p|^2``, the
+    body-frame angular velocity ``u = W p'``): ``(f0, f1, f2, f3, g0, g1, g2)``. Its rate
+    is then ``f . p'`` (``= g . u``), its length ``g . r`` (:func:`_ball_length`)."""
     e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
-    d0, d1, d2, d3 = v[a], v[a + 1], v[a + 2], v[a + 3]
     g0, g1, g2 = p[ar + A_SG + 3], p[ar + A_SG + 4], p[ar + A_SG + 5]
     s2 = e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3
     if p[ar + A_JPARENT] != 0.0:
-        w, x, y, z = e0 / np.sqrt(s2), e1 / np.sqrt(s2), e2 / np.sqrt(s2), e3 / np.sqrt(s2)
+        r = 1.0 / np.sqrt(s2)
+        w, x, y, z = e0 * r, e1 * r, e2 * r, e3 * r
         h0 = (1.0 - 2.0 * (y * y + z * z)) * g0 + 2.0 * (x * y + w * z) * g1 \
             + 2.0 * (x * z - w * y) * g2
         h1 = 2.0 * (x * y - w * z) * g0 + (1.0 - 2.0 * (x * x + z * z)) * g1 \
@@ -814,14 +814,19 @@ def _ball_gear(p, ar, q, v, a):
         g0, g1, g2 = h0, h1, h2
     tw = 2.0 / s2
     # W rows (times tw): [-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]
-    f0 = tw * (-e1 * g0 - e2 * g1 - e3 * g2)
-    f1 = tw * (e0 * g0 - e3 * g1 + e2 * g2)
-    f2 = tw * (e3 * g0 + e0 * g1 - e1 * g2)
-    f3 = tw * (-e2 * g0 + e1 * g1 + e0 * g2)
-    rate = f0 * d0 + f1 * d1 + f2 * d2 + f3 * d3
-    r = 1.0 / np.sqrt(s2)
+    return (tw * (-e1 * g0 - e2 * g1 - e3 * g2), tw * (e0 * g0 - e3 * g1 + e2 * g2),
+            tw * (e3 * g0 + e0 * g1 - e1 * g2), tw * (-e2 * g0 + e1 * g1 + e0 * g2),
+            g0, g1, g2)
+
+
+@_jit
+def _ball_length(q, a, g0, g1, g2):
+    """MuJoCo's length of a ball transmission: the gear ``g`` (in the joint's frame) along
+    the rotation vector of ``p / |p|`` (``mju_quat2Vel``)."""
+    e0, e1, e2, e3 = q[a], q[a + 1], q[a + 2], q[a + 3]
+    r = 1.0 / np.sqrt(e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3)
     x0, x1, x2 = _rotvec(e0 * r, e1 * r, e2 * r, e3 * r)
-    return f0, f1, f2, f3, rate, g0 * x0 + g1 * x1 + g2 * x2
+    return g0 * x0 + g1 * x1 + g2 * x2
 
 
 @_jit
@@ -880,11 +885,14 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
             # on a ball or free joint: MuJoCo's length and rate of its transmission
             free = p[ar + A_JFREE] != 0.0
             a = ja + 3 if free else ja
-            _, _, _, _, rate, length = _ball_gear(p, ar, q, v, a)
+            f0, f1, f2, f3, g0, g1, g2 = _ball_gear(p, ar, q, a)
+            rate = f0 * v[a] + f1 * v[a + 1] + f2 * v[a + 2] + f3 * v[a + 3]
             if free:
                 length = 0.0                        # (MuJoCo's: a free joint has none)
                 for k in range(3):
                     rate += p[ar + A_SG + k] * v[ja + k]
+            else:
+                length = _ball_length(q, a, g0, g1, g2)
             period = p[ar + A_WRAP]
             if period > 0.0:
                 # the setpoint's representative nearest the length (MuJoCo's wrapSetpoint,
@@ -934,7 +942,7 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
                 f = min(max(f, p[ar + A_FLO]), p[ar + A_FHI])
             free = p[ar + A_JFREE] != 0.0
             a = ja + 3 if free else ja
-            f0, f1, f2, f3, _, _ = _ball_gear(p, ar, q, v, a)
+            f0, f1, f2, f3, _, _, _ = _ball_gear(p, ar, q, a)
             out[a] += f0 * f
             out[a + 1] += f1 * f
             out[a + 2] += f2 * f
