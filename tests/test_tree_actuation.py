@@ -991,10 +991,12 @@ def test_activation_dynamics_match_mujoco():
         u = np.where(m.actuator_ctrllimited, u, ctrl)
         for k, (c, adr) in enumerate(model.mujoco_activations):
             name = model.actuator_names[k if k < 4 else 5]
+            # (MuJoCo's (u - act) / tau: a difference and a quotient, 4 eps of |u| + |act| over tau)
             rounding = 4 * EPS * (abs(u[k if k < 4 else 5]) + abs(d.act[adr])) / tau.get(name, 1)
             assert abs(step.a[c] - d.act_dot[adr]) <= gb + rounding, name
             worst = max(worst, abs(step.a[c] - d.act_dot[adr]) / np.abs(d.act_dot).max())
         fa = model.actuation(q, v, ctrl)
+        # (sums of a few products of size |qfrc| on both sides: 1e-13 is ~500 eps of them)
         assert np.abs(fa[:3] - d.qfrc_actuator).max() <= 1e-13 * np.abs(d.qfrc_actuator).max()
     print(f"activations: worst relative error {worst:.2e}")
     key = model.keyframes["k"]
@@ -1073,6 +1075,8 @@ def test_a_filtered_and_an_integrated_push_follow_their_closed_forms():
     e = np.exp(-t / tau)
     ref_x = (g * u0 / m_) * (t ** 2 / 2 - tau * t + tau ** 2 * (1 - e))
     ref_y = g * u0 * t ** 3 / (6 * m_)
+    # (DOP853 at rtol 1e-12 on a smooth linear system over 0.5 s: a global error of a few
+    # times 1e-12 of the scale; 1e-10 leaves a factor 100 for the error's growth)
     assert np.abs(tr.q[:, 0] - ref_x).max() <= 1e-10 * np.abs(ref_x).max()
     assert np.abs(tr.q[:, 1] - ref_y).max() <= 1e-10 * np.abs(ref_y).max()
     assert np.abs(tr.v[:, 2] - u0 * (1 - e)).max() <= 1e-10 * u0
@@ -1181,8 +1185,10 @@ def test_muscles_match_mujoco():
         A, b = sysm.rows(0.0, q, v)
         gb = step_error_bound(M, F, A, b, step.a, solver_tolerance("closed_form", *A.shape[::-1]))
         for c, adr in model.mujoco_activations:
+            # (MuJoCo's (u - act) / tau: its tau a product and a quotient, ~6 roundings of act_dot)
             assert abs(step.a[c] - d.act_dot[adr]) <= gb + 16 * EPS * abs(d.act_dot[adr])
         fa = model.actuation(q, v, ctrl)
+        # (sums of a few products of size |qfrc| on both sides: 1e-13 is ~500 eps of them)
         assert np.abs(fa[:2] - d.qfrc_actuator).max() <= 1e-13 * np.abs(d.qfrc_actuator).max()
         # which pieces of MuJoCo's curves these states reached
         for i in range(m.nu):
@@ -1250,6 +1256,7 @@ def test_site_actuators_match_mujoco():
         q, v, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
         fa = model.actuation(q, v, ctrl)
         # (the hinge is coordinate 7 after the free joint's 7; MuJoCo's dof 6)
+        # (sums of a few products of size |qfrc| on both sides: 1e-13 is ~500 eps of them)
         assert abs(fa[7] - d.qfrc_actuator[6]) <= 1e-13 * np.abs(d.qfrc_actuator).max()
     chain = hinge_chain(40, tip='<site name="tip" pos="0 0 -0.1" euler="20 0 10"/>',
                         actuators='<general name="thrust" site="tip" gear="1 0.3 0 0 0 0.1" '
