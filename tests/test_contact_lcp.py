@@ -839,6 +839,101 @@ def test_sticking_is_refuted_by_a_dual_certificate_only_where_no_distribution_ho
             assert float(s.value) > 0
 
 
+def _spatial_body(points, beta, push=(0.0, 0.0), turn=0.0):
+    """The spatial contact problem of the body of :func:`_body_on_points` (3 kg, isotropic
+    inertia 0.1 kg m^2; coordinates: the centre's acceleration and the angular one) on
+    ``points`` of a slope tilted by ``beta``, pushed along x and y and turned about z:
+    ``(M, F, A, b, G, h, T, s)``."""
+    k = len(points)
+    G, T = np.zeros((k, 6)), np.zeros((k, 2, 6))
+    for i, (px, py, pz) in enumerate(points):
+        G[i] = [0, 0, 1, py, -px, 0]
+        T[i, 0] = [1, 0, 0, 0, pz, -py]
+        T[i, 1] = [0, 1, 0, -pz, 0, px]
+    M = np.diag([M_P] * 3 + [0.1] * 3)
+    F = np.array([M_P * G0 * math.sin(beta) + push[0], push[1], -M_P * G0 * math.cos(beta),
+                  0.0, 0.0, turn])
+    return M, F, np.zeros((0, 6)), np.zeros(0), G, np.zeros(k), T, np.zeros((k, 2))
+
+
+@pytest.mark.parametrize("body", ["cube", "slab", "tall"])
+def test_sticking_is_refuted_before_its_kkt_solve_only_where_no_distribution_holds(
+        body, monkeypatch):
+    """Where the polygon's LCP reads points sliding, the sticking combination is refuted
+    before its KKT solve when a dual certificate proves it (``_stick_refuted``: the
+    accelerations and the least-norm forces from one SVD of the rows, which determine the
+    motion of a body on three or more points). The body of the test above on the slope
+    ``tan(beta) = f mu``: it must fire exactly where ``f > 1`` (no distribution holds it
+    there, whatever the points), leave the points' excess forces (unit, downhill: the
+    slope's push is along +x) as the slide's start, and the contact problem's answer must
+    be the one it gives without the early refutation: the same modes, and accelerations
+    within the slide directions' Newton tolerance (it stops where each slider's slip is
+    along its direction to the slip's rounding scale, ``1e4 eps``: the two starts converge
+    to directions that far apart; 1e-9 of the slide's ``g`` is far above it and far below
+    any other state). The analytic slide: ``x'' = g (sin(beta) - mu cos(beta))``, which
+    both reach to that tolerance."""
+    pts = {"cube": [[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.1, 0.1)],
+           "slab": GRID,
+           "tall": [[x, y, -0.15] for x in (-0.1, 0.1) for y in (-0.1, 0.1)]}[body]
+    pts = np.array(pts, dtype=float)
+    k, mu = len(pts), 0.4
+    monkeypatch.setattr(ccone, "ENUMERATE_MAX", 0)            # (the LCP path at any k)
+    stick = np.full(k, cp.STICK)
+    for f in (0.8, 0.99, 1.01, 1.2):
+        beta = math.atan(f * mu)
+        args = _spatial_body(pts, beta)
+        shared = ccone._Shared(args[0], args[6])
+        refuted = ccone._stick_refuted(*args, np.full(k, mu), stick, np.zeros(k, dtype=bool),
+                                       shared)
+        assert refuted == (f > 1), f
+        if refuted:
+            excess = shared.excess[stick.tobytes()]
+            assert np.allclose(excess, [1.0, 0.0], atol=1e-12)
+        sol = ccone.solve_contact_cone(*args, mu=np.full(k, mu))
+        with monkeypatch.context() as mp:
+            mp.setattr(ccone, "_stick_refuted", lambda *a: False)
+            plain = ccone.solve_contact_cone(*args, mu=np.full(k, mu))
+        want = 0.0 if f < 1 else G0 * (math.sin(beta) - mu * math.cos(beta))
+        assert np.array_equal(sol.mode, plain.mode)
+        assert np.all(sol.mode == (ccone.SLIDE if f > 1 else cp.STICK))
+        assert np.abs(sol.x - plain.x).max() <= 1e-9 * G0
+        assert abs(sol.x[0] - want) <= 1e-9 * G0
+
+
+def test_early_refutation_changes_no_state_of_pushed_and_turned_bodies(monkeypatch):
+    """The same comparison on bodies pushed sideways and turned on slopes (random grids of
+    4 to 16 points, seeded): with and without the early refutation, the same modes, and
+    accelerations within the slide directions' Newton tolerance (the test above)."""
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(ccone, "ENUMERATE_MAX", 0)
+    fired = 0
+    real = ccone._stick_refuted
+
+    def counted(*a):
+        nonlocal fired
+        got = real(*a)
+        fired += got
+        return got
+
+    for trial in range(24):
+        nx, ny = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        pts = np.array([[x, y, -rng.uniform(0.01, 0.2)] for x in np.linspace(-0.3, 0.3, nx)
+                        for y in np.linspace(-0.2, 0.2, ny)])
+        k, mu = len(pts), float(rng.uniform(0.2, 0.8))
+        beta = math.atan(mu * float(rng.choice([0.5, 0.9, 1.1, 2.0])))
+        args = _spatial_body(pts, beta, push=rng.normal(size=2) * 5.0,
+                             turn=float(rng.normal()) * 0.5)
+        with monkeypatch.context() as mp:
+            mp.setattr(ccone, "_stick_refuted", counted)
+            sol = ccone.solve_contact_cone(*args, mu=np.full(k, mu))
+        with monkeypatch.context() as mp:
+            mp.setattr(ccone, "_stick_refuted", lambda *a: False)
+            plain = ccone.solve_contact_cone(*args, mu=np.full(k, mu))
+        assert np.array_equal(sol.mode, plain.mode), trial
+        assert np.abs(sol.x - plain.x).max() <= 1e-9 * G0, trial
+    assert fired >= 10, fired                           # (it was exercised: 14 of 24)
+
+
 def test_face_sliding_on_many_points_takes_the_whole_family_whatever_the_lcp_reads(
         monkeypatch):
     """A slab (3 kg, isotropic inertia 0.1 kg m^2) flat on 12 points of a plane (a 3 x 4
