@@ -648,8 +648,13 @@ def _mobilities(M: np.ndarray, T: np.ndarray) -> np.ndarray:
 def _slides(mode, known, mu, closed) -> bool:
     """Whether a closed point of ``mode`` slides: starting to (:data:`SLIDE`), or already
     along its known direction with finite friction."""
-    return any(mode[i] == SLIDE or (np.any(known[i]) and 0 < mu[i] < math.inf)
-               for i in closed)
+    if not closed:
+        return False
+    c = np.asarray(closed)
+    if np.any(np.asarray(mode)[c] == SLIDE):
+        return True
+    mc = mu[c]
+    return bool(np.any(np.any(known[c] != 0, axis=1) & (mc > 0) & (mc < math.inf)))
 
 
 def _slip_direction(u: np.ndarray) -> np.ndarray:
