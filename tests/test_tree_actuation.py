@@ -907,8 +907,9 @@ def test_other_activation_dynamics_and_transmissions_stay_listed():
                  "ahead: MuJoCo's discrete time) or several activations"] == 1
     assert feats["activation limits that can bind (actlimited on an integrator, or on a "
                  "filter or a muscle whose controls reach outside them)"] == 2
-    assert feats["actuators on bodies, slider-cranks, sites with a reference site (or on "
-                 "the world or a mocap body) or unmapped spatial tendons"] == 1
+    assert feats["actuators on bodies (adhesion), on sites of the world or of mocap bodies "
+                 "(or with a joint's actuator force range beside them) or on unmapped "
+                 "spatial tendons"] == 1
     assert len(model.actuator_names) == 7 and not model.activations
     assert len(model.keyframes["bent"].ctrl) == 7        # the mapped actuators' controls
 
@@ -1268,6 +1269,285 @@ def test_site_actuators_match_mujoco():
     assert go.solve_step(model.controlled(ctrl), 0.0, q, v).info["recursive"]
 
 
+# MuJoCo's own slider-crank example (model/slider_crank/slider_crank.xml, Apache-2.0), its
+# geometry and actuators as they are, contacts off: a forward slider-crank (the slider site on
+# the world), a backward one (the slider site on the child link) and a "broken" one (the rod
+# too short for some crank angles: MuJoCo's length a . d and its derivatives there)
+CRANKS = """
+<mujoco model="slider-crank">
+  <option><flag contact="disable"/></option>
+  <default>
+    <position ctrllimited="true" ctrlrange="-.1 .1" kp="30"/>
+  </default>
+  <worldbody>
+    <site name="slidersite" pos="0 -.1 0" zaxis="1 .5 0"/>
+    <body>
+      <joint name="j1" damping=".1"/>
+      <geom type="capsule" size=".01" fromto="0 0 0 .2 0 0"/>
+      <site name="cranksite" pos=".1 0 0"/>
+      <site name="cranksite2" pos=".2 0 0"/>
+      <body pos=".15 0 0">
+        <joint name="j2" damping=".1"/>
+        <geom type="capsule" size=".01" fromto="0 -.15 0 0 0 0"/>
+        <site name="slidersite2" pos=".02 -.1 0" zaxis="1 2 0"/>
+      </body>
+    </body>
+    <site name="slidersite3" pos="0 .1 0" zaxis="1 .2 0"/>
+    <body pos="0 .2 0">
+      <joint name="j3" damping=".1"/>
+      <geom type="capsule" size=".01" fromto="0 0 0 .15 0 0"/>
+      <site name="cranksite3" pos=".1 0 0"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="forward" cranksite="cranksite" slidersite="slidersite" cranklength=".08"/>
+    <position name="backward" cranksite="cranksite2" slidersite="slidersite2"
+              cranklength=".06"/>
+    <general name="broken" cranksite="cranksite3" slidersite="slidersite3" cranklength=".05"
+             gear="1.5" gainprm="2" biastype="affine" biasprm="0.1 -3 -0.4"/>
+  </actuator>
+</mujoco>
+"""
+
+# MuJoCo's own test models of site transmissions with a reference site
+# (test/engine/testdata/actuation/refsite.xml and refsite_free.xml, Apache-2.0), without the
+# joints' actuatorfrcrange, gravity compensation, friction loss and fluid (not mapped):
+# Cartesian servos of an arm's end effector against a site of the world (translational and
+# purely rotational gears: the latter's setpoints wrap), and a leg's foot against its
+# floating base's frame (the base's free joint moves both sites: MuJoCo clears its columns)
+REFSITES = """
+<mujoco>
+  <option gravity="0 0 -9.81"><flag contact="disable"/></option>
+  <default>
+    <default class="translation"><position kp="100" dampratio="1" ctrlrange="-.25 .25"/></default>
+    <default class="rotation"><position kp=".5" dampratio="1" ctrlrange="-1.571 1.571"/></default>
+    <joint armature="1e-3" damping="1e-3" stiffness="1e-2"/>
+    <site type="box" size=".012 .012 .012"/>
+  </default>
+  <worldbody>
+    <site name="reference" pos="0 0 .25"/>
+    <body name="arm" pos="-.25 .25 0">
+      <joint axis="1 0 0"/>
+      <joint axis="0 1 0"/>
+      <geom type="box" size=".01" fromto="0 0 0 0 0 .25"/>
+      <body pos="0 0 .25">
+        <joint axis="0 1 0"/>
+        <joint axis="0 0 1"/>
+        <geom type="box" size=".01" fromto="0 0 0 .25 0 0"/>
+        <body pos=".25 0 0">
+          <joint axis="1 0 0"/>
+          <joint axis="0 0 1"/>
+          <geom type="box" size=".01" fromto="0 0 0 0 -.2 0"/>
+          <body pos="0 -.2 0">
+            <joint axis="1 0 0"/>
+            <joint axis="0 0 1"/>
+            <joint axis="0 1 0"/>
+            <geom type="box" size=".01" fromto="0 0 0 0 -.05 0"/>
+            <site name="end_effector" pos="0 -.05 0"/>
+          </body>
+        </body>
+      </body>
+    </body>
+    <body pos="0.5 0 0.6">
+      <freejoint/>
+      <body name="base">
+        <geom size="0.06 0.12 0.16" pos="-0.0017 -0.0007 0.0019" quat="0 0.7076 0 0.7067" type="box"/>
+        <site name="base_frame"/>
+        <body pos="0.1717 -0.0908 0" quat="0.5 -0.5 0.5 -0.5">
+          <joint axis="0 0 1" armature="0.0109" damping="0.0239"/>
+          <geom size="0.0325 0.0432 0.05" pos="-0.01 0 0.0591" type="box"/>
+          <body pos="0.03085 0 0.065" quat="0 -0.707107 0 -0.707107">
+            <joint axis="0 0 1" armature="0.0109" damping="0.0239"/>
+            <geom size="0.0165 0.0321 0.137" pos="-0.0789 0.0134 0.0697" quat="0.0466 -0.707 -0.0015 0.7057" type="box"/>
+            <body pos="-0.19 0 0.069575" quat="0 0 -1 0">
+              <joint axis="0 0 1" armature="0.0109" damping="0.0239"/>
+              <geom size="0.0086 0.0161 0.118" pos="-0.0783 -0.0254 0" quat="0.7025 0.0809 -0.7024 0.0804" type="box"/>
+              <site name="foot" pos="-0.21425 -0.0779806 0" quat="0.664463 0.664463 -0.241845 -0.241845"/>
+            </body>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="x"  site="end_effector" refsite="reference" gear="1 0 0 0 0 0" class="translation"/>
+    <position name="y"  site="end_effector" refsite="reference" gear="0 1 0 0 0 0" class="translation"/>
+    <position name="z"  site="end_effector" refsite="reference" gear="0 0 1 0 0 0" class="translation"/>
+    <position name="rx" site="end_effector" refsite="reference" gear="0 0 0 1 0 0" class="rotation"/>
+    <position name="ry" site="end_effector" refsite="reference" gear="0 0 0 0 1 0" class="rotation"/>
+    <position name="rz" site="end_effector" refsite="reference" gear="0 0 0 0 0 1" class="rotation"/>
+    <general name="fx" site="foot" refsite="base_frame" gear="1 0 0 0 0 0" gainprm="51"
+             biastype="affine" biasprm="0 -51 -1.03"/>
+    <general name="fr" site="foot" refsite="base_frame" gear="0 0 0 0 .1 .05" gainprm="51"
+             biastype="affine" biasprm="0 -51 -1.03"/>
+    <motor name="fm" site="foot" refsite="base_frame" gear="0.3 -0.2 0.5 0.1 0 -0.2"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def _scalar_forces(model, m, fa):
+    """gaussopt's generalized actuator forces on MuJoCo's hinge and slide dofs (the
+    coordinates named after MuJoCo's joints), and those dofs."""
+    names = list(model.system.coordinates)
+    ours, dofs = [], []
+    for j in range(m.njnt):
+        if m.jnt_type[j] in (2, 3):
+            nm = mj.mj_id2name(m, mj.mjtObj.mjOBJ_JOINT, j) or f"joint{j}"
+            ours.append(fa[names.index(nm)])
+            dofs.append(int(m.jnt_dofadr[j]))
+    return np.array(ours), dofs
+
+
+def test_slider_cranks_match_mujoco():
+    """MuJoCo's slider-crank example (``CRANKS``: the slider site on the world, on the
+    child link, and a rod too short for some angles): at 40 random states and controls
+    the joint accelerations equal MuJoCo's ``qacc`` (the bound of
+    :func:`controlled_step_against_mujoco`) and ``model.actuation`` its ``qfrc_actuator``
+    (sums of products and a square root of size |qfrc|: 1e-13 is ~500 eps of them); both
+    of MuJoCo's branches of the length (``det > 0`` and the rod too short) occur."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mjcf.load(CRANKS)
+    m = mj.MjModel.from_xml_string(CRANKS)
+    d = mj.MjData(m)
+    assert model.actuator_names == ("forward", "backward", "broken")
+    rng = np.random.default_rng(12)
+    branches = set()
+    sid = {nm: mj.mj_name2id(m, mj.mjtObj.mjOBJ_SITE, nm)
+           for nm in ("cranksite3", "slidersite3")}
+    for _ in range(40):
+        q, v, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
+        ours, dofs = _scalar_forces(model, m, model.actuation(q, v, ctrl))
+        assert np.abs(ours - d.qfrc_actuator[dofs]).max() <= 1e-13 * np.abs(
+            d.qfrc_actuator).max()
+        vec = d.site_xpos[sid["cranksite3"]] - d.site_xpos[sid["slidersite3"]]
+        axis = d.site_xmat[sid["slidersite3"]].reshape(3, 3)[:, 2]
+        branches.add(float(vec @ axis) ** 2 + 0.05 ** 2 - float(vec @ vec) > 0)
+    assert branches == {True, False}
+
+
+def test_reference_site_actuators_match_mujoco():
+    """MuJoCo's site transmissions with a reference site (``REFSITES``): an arm's Cartesian
+    servos against a site of the world, and actuators from a leg's foot to its floating
+    base (whose free joint moves both sites: MuJoCo clears those columns of the moment,
+    here a torque on the base). At 40 random states and controls (the rotational servos'
+    setpoints wrap in some) the joint accelerations equal MuJoCo's ``qacc`` and the hinges'
+    actuator forces its ``qfrc_actuator``; the base's own (free joint) forces vanish, as
+    MuJoCo's do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mjcf.load(REFSITES)
+    m = mj.MjModel.from_xml_string(REFSITES)
+    d = mj.MjData(m)
+    assert model.actuator_names == ("x", "y", "z", "rx", "ry", "rz", "fx", "fr", "fm")
+    rng = np.random.default_rng(13)
+    free = slice(int(m.jnt_dofadr[9]), int(m.jnt_dofadr[9]) + 6)     # (the base's)
+    wrapped = 0
+    for _ in range(40):
+        q, v, ctrl, _ = controlled_step_against_mujoco(model, m, d, rng)
+        fa = model.actuation(q, v, ctrl)
+        ours, dofs = _scalar_forces(model, m, fa)
+        scale = np.abs(d.qfrc_actuator).max()
+        assert np.abs(ours - d.qfrc_actuator[dofs]).max() <= 1e-13 * scale
+        assert np.abs(d.qfrc_actuator[free]).max() <= 1e-13 * scale
+        # the base's own coordinates (its free joint's 7, after the arm's 9 hinges)
+        assert np.abs(fa[9:16]).max() <= 1e-13 * scale
+        # (rx, ry, rz: |gear| = 1, a period of 2 pi; a setpoint more than pi from the
+        # length takes another representative)
+        u = np.clip(ctrl[3:6], -1.571, 1.571)
+        wrapped += int(np.any(np.abs(u - d.actuator_length[3:6]) > np.pi))
+    assert wrapped >= 3
+
+
+def test_two_site_transmissions_follow_their_closed_forms():
+    """The builder (no MuJoCo). A slider-crank: a crank of radius ``c`` turning about z, its
+    slider on the world's x axis at ``s0`` (axis x), rod ``r``: its length is ``c cos th - s0
+    - sqrt(r^2 - c^2 sin^2 th)`` and the hinge's force ``gear f dL/dth`` with ``dL/dth = -c
+    sin th + c^2 sin th cos th / sqrt(r^2 - c^2 sin^2 th)``; where ``c |sin th| > r`` (the rod
+    too short) MuJoCo's ``L = c cos th - s0``, ``dL/dth = -c sin th``. A site with a
+    reference site on a two-link planar arm (hinges about z at the origin and at ``l1``; the
+    reference site at the second hinge on the first link, the site at ``l2`` along the
+    second): the translational gear along the reference's x gives the length ``l2 cos th2``,
+    no force on the first hinge (it moves both sites: cleared) and ``-gear f l2 sin th2``
+    on the second; the rotational gear about z the length ``th2`` and ``gear f`` on the
+    second hinge only. Forces from ``model.actuation`` with ``f = u`` (motors) and with a
+    position servo ``f = kp (u - L)`` (its length read back), to rounding (1e-13 of the
+    forces: a few products and a square root)."""
+    c, s0, r, gear = 0.1, -0.25, 0.08, 1.5
+    slider = (None, (s0, 0, 0), ((0, 0, 1), (0, 1, 0), (-1, 0, 0)))     # (its z: the world's x)
+
+    def crank(**kw):
+        return tree.Model([tree.Link("crank", mass=1.0, inertia=(0.01, 0.01, 0.02))],
+                          [tree.TreeJoint("th", "hinge", "crank", axis=(0, 0, 1))],
+                          [tree.Actuator("a", crank=("crank", (c, 0, 0)), slider=slider, rod=r,
+                                         gear=gear, **kw)])
+
+    motor, servo = crank(), crank(gain=30.0, bias=(0.0, -30.0, 0.0))
+    short, u = 0, 0.7
+    for th in np.linspace(-3.0, 3.0, 25):
+        sn, cs = np.sin(th), np.cos(th)
+        det = r * r - c * c * sn * sn
+        if det > 0:
+            L = c * cs - s0 - np.sqrt(det)
+            dL = -c * sn + c * c * sn * cs / np.sqrt(det)
+        else:
+            short += 1
+            L, dL = c * cs - s0, -c * sn
+        q, v = np.array([th]), np.zeros(1)
+        want = gear * u * dL
+        assert abs(motor.actuation(q, v, [u])[0] - want) <= 1e-13 * max(1.0, abs(want))
+        want = gear * 30.0 * (u - gear * L) * dL
+        assert abs(servo.actuation(q, v, [u])[0] - want) <= 1e-13 * max(1.0, abs(want))
+    assert 0 < short < 25
+    l1, l2 = 0.4, 0.3
+
+    def arm(**kw):
+        links = [tree.Link("a", mass=1.0, inertia=(0.01, 0.01, 0.01)),
+                 tree.Link("b", parent="a", position=(l1, 0, 0), mass=0.5,
+                           inertia=(0.01, 0.01, 0.01))]
+        joints = [tree.TreeJoint("h1", "hinge", "a", axis=(0, 0, 1)),
+                  tree.TreeJoint("h2", "hinge", "b", axis=(0, 0, 1))]
+        return tree.Model(links, joints, [tree.Actuator("x", site=("b", (l2, 0, 0)),
+                                                        reference=("a", (l1, 0, 0)), **kw)])
+
+    along = arm(gear=(gear, 0, 0, 0, 0, 0))
+    about = arm(gear=(0, 0, 0, 0, 0, gear))
+    servo = arm(gear=(gear, 0, 0, 0, 0, 0), gain=30.0, bias=(0.0, -30.0, 0.0))
+    for th1, th2 in [(0.3, -1.1), (-2.0, 2.5), (1.0, 0.2)]:
+        q, v = np.array([th1, th2]), np.zeros(2)
+        assert np.abs(along.actuation(q, v, [u]) - [0.0, -gear * u * l2 * np.sin(th2)]
+                      ).max() <= 1e-13
+        assert np.abs(about.actuation(q, v, [u]) - [0.0, gear * u]).max() <= 1e-13
+        want = -gear * 30.0 * (u - gear * l2 * np.cos(th2)) * l2 * np.sin(th2)
+        assert np.abs(servo.actuation(q, v, [u]) - [0.0, want]).max() <= 1e-13 * max(
+            1.0, abs(want))
+
+
+def test_two_site_transmission_errors_are_named():
+    """A slider-crank without its rod (or slider), a reference site without a site, both
+    sites on the world, a rod that is not positive, and a crank beside a joint: each a
+    ModelError naming the actuator and the argument."""
+    links = [tree.Link("a", mass=1.0, inertia=(0.01, 0.01, 0.01))]
+    joints = [tree.TreeJoint("h", "hinge", "a", axis=(0, 0, 1))]
+    cases = [
+        (dict(crank=("a", (0.1, 0, 0)), slider=(None, (0, 0, 0))), "`crank`, `slider` and `rod`"),
+        (dict(crank=("a", (0.1, 0, 0)), rod=0.1), "`crank`, `slider` and `rod`"),
+        (dict(joint="h", reference=(None, (0, 0, 0))), "`reference` is the reference site"),
+        (dict(crank=(None, (0.1, 0, 0)), slider=(None, (0, 0, 0)), rod=0.1), "moves nothing"),
+        (dict(crank=("a", (0.1, 0, 0)), slider=(None, (0, 0, 0)), rod=-1.0), "rod must be "
+                                                                              "positive"),
+        (dict(joint="h", crank=("a", (0.1, 0, 0)), slider=(None, (0, 0, 0)), rod=0.1),
+         "exactly one of `joint`, `tendon`, `site` and `crank`"),
+        (dict(site=("a", (0, 0, 0)), reference=("nowhere", (0, 0, 0)), gear=(1, 0, 0, 0, 0, 0)),
+         "unknown link 'nowhere'"),
+    ]
+    for kw, msg in cases:
+        with pytest.raises(ModelError, match="actuator 'x'") as e:
+            tree.Model(links, joints, [tree.Actuator("x", **kw)])
+        assert msg in str(e.value), (kw, str(e.value))
+
+
 BALLS = """
 <mujoco model="balls">
   <option gravity="0 0 -9.81"><flag contact="disable"/></option>
@@ -1345,8 +1625,8 @@ def test_activation_errors_are_named():
         with pytest.raises(ModelError, match=r"actuator 'u'" + ".*" + msg):
             tree.Model(links, joints, [tree.Actuator("u", joint="x", **kw)])
     # on sites
-    for kw, msg in ((dict(site=("cart", (0, 0, 0)), joint="x"), r"give exactly one of "
-                                                                 r"`joint`, `tendon` and `site`"),
+    for kw, msg in ((dict(site=("cart", (0, 0, 0)), joint="x"),
+                     r"give exactly one of `joint`, `tendon`, `site` and `crank`"),
                     (dict(site=(None, (0, 0, 0))), r"a site of the world moves nothing"),
                     (dict(site=("cart", (0, 0, 0)), gear=1.0), r"\.gear \(6 numbers on a site"),
                     (dict(site=("cart", (0, 0, 0), np.diag([1.0, 1.0, -1.0])),
@@ -1366,7 +1646,7 @@ def test_element_errors_are_named():
     links = [tree.Link("a", None, **rod), tree.Link("b", "a", position=(0, 0, -1), **rod)]
     joints = [tree.TreeJoint("h", "hinge", "a"), tree.TreeJoint("k", "ball", "b")]
     with pytest.raises(ModelError, match=r"actuator 'u': give exactly one of `joint`, "
-                                         r"`tendon` and `site`"):
+                                         r"`tendon`, `site` and `crank`"):
         tree.Model(links, joints, [tree.Actuator("u")])
     with pytest.raises(ModelError, match=r"actuator 'u': unknown tendon 'x'"):
         tree.Model(links, joints, [tree.Actuator("u", tendon="x")])
@@ -1415,7 +1695,8 @@ def test_element_errors_are_named():
                                                                 wrapped.path[2]))])
     hinge_range = [tree.TreeJoint("h", "hinge", "a", actuator_force_range=(-1, 1)), joints[1]]
     with pytest.raises(ModelError, match=r"a joint's actuator_force_range beside actuators on "
-                                         r"a SpatialTendon is not modelled"):
+                                         r"a SpatialTendon, a slider-crank or a site with a "
+                                         r"reference site is not modelled"):
         tree.Model(links, hinge_range, [string, tree.Actuator("u", tendon="s")])
     model = tree.Model(links, joints, [string, tree.Actuator("u", tendon="s")])
     assert model.actuator_names == ("u",)

@@ -18,7 +18,8 @@ one of two kinds of model:
   (``motor``, ``position``, ``velocity``, ``damper``, such ``general`` ones; with
   ``filter``, ``filterexact`` or ``integrator`` activation dynamics, whose activations are
   the velocities of coordinates appended after the joints'; MuJoCo's muscles) on hinges,
-  slides, ball and free joints, fixed tendons and sites (without a reference site) keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
+  slides, ball and free joints, fixed tendons, sites (with or without a reference site) and
+  slider-cranks keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
@@ -775,11 +776,15 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     spatial, wrapping = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of,
                                               spring_on, damp_on, act_on)
 
-    def site_of(sid: int):
+    def site_of(sid: int, world: bool = False):
         """(link, position, rotation) of MuJoCo site ``sid`` in the frame of the link that
-        carries it, at ``qpos0``; None on the world or a mocap body (it moves no link)."""
+        carries it, at ``qpos0``; on the world (a site fixed in it) ``(None, position,
+        rotation)`` in the world's where ``world``, else None; None on a mocap body."""
         b = int(m.site_bodyid[sid])
         o = owner[b] if b else None
+        if world and o is None and b not in mocap_of and int(m.body_weldid[b]) == 0:
+            return (None, tuple(float(x) for x in d.site_xpos[sid]),
+                    tuple(map(tuple, np.array(d.site_xmat[sid]).reshape(3, 3))))
         if o is None or b in mocap_of:
             return None
         lb = link_body[o]
@@ -1134,13 +1139,14 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
                     spatial: dict = {}, site_of=None) -> None:
     """The actuators of ``m`` with a fixed or affine gain, no or an affine bias and no or
     mapped activation dynamics (:func:`_activation_dynamics`; muscles), on a hinge, a slide,
-    a fixed tendon or a mapped spatial tendon (MuJoCo's ``motor``, ``position``,
-    ``velocity``, ``damper``, ``muscle`` and such ``general`` ones) as
+    a ball or free joint, a fixed tendon, a mapped spatial tendon, a site (with or without a
+    reference site; ``site_of``, the sites' frames) or a slider-crank (MuJoCo's ``motor``,
+    ``position``, ``velocity``, ``damper``, ``muscle`` and such ``general`` ones) as
     :class:`~gaussopt.multibody.tree.Actuator` into ``out.forces`` (their MuJoCo ids into
-    ``out.actuators``); the others are counted unmapped (also those on spatial tendons of a
-    model whose joints limit their actuator forces: ``actuatorfrcrange`` clamps a joint's
-    total, to which a spatial tendon contributes through its path). Nothing when MuJoCo's
-    actuation is disabled (no actuator acts)."""
+    ``out.actuators``); the others are counted unmapped (also those on spatial tendons,
+    sites and slider-cranks of a model whose joints limit their actuator forces:
+    ``actuatorfrcrange`` clamps a joint's total, to which they contribute through the
+    tree). Nothing when MuJoCo's actuation is disabled (no actuator acts)."""
     from gaussopt.multibody.tree import Actuator
 
     if m.nu == 0:
@@ -1179,6 +1185,14 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         jtype = int(m.jnt_type[tid]) if joint else -1
         site = (site_of(tid) if trn == int(mj.mjtTrn.mjTRN_SITE) and site_of is not None
                 and int(m.actuator_trnid[i, 1]) < 0 else None)
+        # two sites: a slider-crank (crank, slider), a site with a reference site
+        two = None
+        if site_of is not None and not np.any(m.jnt_actfrclimited) and (
+                trn == int(mj.mjtTrn.mjTRN_SLIDERCRANK) or (
+                trn == int(mj.mjtTrn.mjTRN_SITE) and int(m.actuator_trnid[i, 1]) >= 0)):
+            pair = (site_of(tid, world=True), site_of(int(m.actuator_trnid[i, 1]), world=True))
+            if None not in pair and not (pair[0][0] is None and pair[1][0] is None):
+                two = pair
         ngear = 1
         if joint and jtype in scalar:
             target = dict(joint=jname_of[tid])       # (jointinparent: the same on these)
@@ -1192,9 +1206,15 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         elif site is not None and not muscle and not np.any(m.jnt_actfrclimited):
             # (a site without a reference site: a force and torque at the site)
             target, ngear = dict(site=site), 6
+        elif two is not None and trn == int(mj.mjtTrn.mjTRN_SLIDERCRANK):
+            target = dict(crank=two[0][:2], slider=two[1],
+                          rod=float(m.actuator_cranklength[i]))
+        elif two is not None and not muscle:
+            target, ngear = dict(site=two[0], reference=two[1]), 6
         else:
-            _count(un, "actuators on bodies, slider-cranks, sites with a reference site (or "
-                       "on the world or a mocap body) or unmapped spatial tendons")
+            _count(un, "actuators on bodies (adhesion), on sites of the world or of mocap "
+                       "bodies (or with a joint's actuator force range beside them) or on "
+                       "unmapped spatial tendons")
             continue
         group = int(m.actuator_group[i])
         if 0 <= group <= 30 and m.opt.disableactuator & (1 << group):

@@ -434,17 +434,46 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
     anames = []
     activated: list = []
     kinds = {j.name: j.kind for j in tree_joints}
+    xsites: list = []              # (the two-site transmissions' sites, after the tendons')
     for k, a in enumerate(c for c in forces if isinstance(c, Actuator)):
         label = f"actuator {a.name!r}"
         anames.append(a.name)
-        if (a.joint is not None) + (a.tendon is not None) + (a.site is not None) != 1:
-            problems.append(f"{label}: give exactly one of `joint`, `tendon` and `site`, found "
-                            f"joint={a.joint!r}, tendon={a.tendon!r}, site={a.site!r}")
+        if (a.joint is not None) + (a.tendon is not None) + (a.site is not None) + (
+                a.crank is not None) != 1:
+            problems.append(f"{label}: give exactly one of `joint`, `tendon`, `site` and "
+                            f"`crank`, found joint={a.joint!r}, tendon={a.tendon!r}, "
+                            f"site={a.site!r}, crank={a.crank!r}")
+            continue
+        if (a.crank is None) != (a.slider is None) or (a.crank is None) != (a.rod is None):
+            problems.append(f"{label}: a slider-crank needs `crank`, `slider` and `rod` "
+                            f"together, found crank={a.crank!r}, slider={a.slider!r}, "
+                            f"rod={a.rod!r}")
+            continue
+        if a.reference is not None and a.site is None:
+            problems.append(f"{label}: `reference` is the reference site of a `site` "
+                            f"actuator, found site=None")
             continue
         rec = np.zeros(kernel.W_A)
         rec[kernel.A_SITE] = rec[kernel.A_JA] = -1
         rec[kernel.A_CTRL] = _vec([a.ctrl], 1, f"{label}.ctrl", problems)[0]
-        if a.site is not None or kinds.get(a.joint) in ("ball", "free"):
+        if a.crank is not None or a.reference is not None:
+            # a line of two sites: its length is the transmission's (tree_compiled)
+            first = len(srec) + len(xsites)
+            if a.crank is not None:
+                rec[kernel.A_GEAR] = _vec([a.gear], 1, f"{label}.gear", problems)[0]
+                xsites += _crank_sites(a, label, index, problems)
+            else:
+                rec[kernel.A_GEAR] = 1.0
+                xsites += _refsite_sites(a, label, index, parents, problems)
+                gear = np.ravel(np.asarray(a.gear, dtype=float))
+                if gear.size == 6 and not np.any(gear[:3]) and _servo(a):
+                    # (a purely rotational gear: the setpoint wraps as a ball servo's)
+                    rec[kernel.A_WRAP] = 2.0 * np.pi * float(np.linalg.norm(gear[3:]))
+            rec[kernel.A_LINE] = lines.two_sites(a, first, label, problems)
+            if a.muscle is not None and a.reference is not None:
+                problems.append(f"{label}: a muscle on a site is not modelled (a site "
+                                "transmission has no length range of its own here)")
+        elif a.site is not None or kinds.get(a.joint) in ("ball", "free"):
             # (no line: a site's or a rotational joint's gear is read by the kernel itself)
             rec[kernel.A_LINE], rec[kernel.A_GEAR] = -1, 1.0
             if a.site is not None:
@@ -479,6 +508,8 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
             problems.append(f"{label}: a time_constant needs dynamics='filter', found "
                             f"dynamics=None")
         arec.append(rec)
+    if xsites:
+        srec = np.concatenate([srec, np.array(xsites, dtype=float).reshape(-1, kernel.W_S)])
     dupa = sorted({x for x in anames if anames.count(x) > 1})
     if dupa:
         problems.append(f"actuator names must be unique, found {dupa} more than once")
@@ -489,9 +520,10 @@ def assemble_model(links: Sequence[Link], joints: Sequence = (), forces: Sequenc
                         "which a site's actuators contribute through the tree)")
     if not problems and any(r[kernel.A_LINE] >= 0 and lines.records[int(r[kernel.A_LINE])][
             kernel.L_SP] for r in arec) and any(r[kernel.J_AFL] for r in jrec):
-        problems.append("a joint's actuator_force_range beside actuators on a SpatialTendon "
-                        "is not modelled (the range clamps the joint's total actuator force, "
-                        "to which the tendon's actuators contribute through its path)")
+        problems.append("a joint's actuator_force_range beside actuators on a SpatialTendon, "
+                        "a slider-crank or a site with a reference site is not modelled (the "
+                        "range clamps the joint's total actuator force, to which they "
+                        "contribute through the tree)")
     if arec or lines.damped:
         conservative = False
     # ---- activations: each a coordinate after the joints', whose velocity is the
@@ -685,6 +717,25 @@ class _Lines:
             return 0
         return self.index[tendon]
 
+    def two_sites(self, a, first: int, label: str, problems: list) -> int:
+        """A line of two sites for actuator ``a`` (its sites from ``first``): a slider-crank
+        (the rod's length) or a site with a reference site (the 6-D gear); its number."""
+        rec = np.zeros(kernel.W_L)
+        if a.crank is not None:
+            rec[kernel.L_SP], rec[kernel.L_NT] = kernel.SP_CRANK, 2
+            rod = _vec([a.rod], 1, f"{label}.rod", problems)[0]
+            if not rod > 0:
+                problems.append(f"{label}.rod must be positive, found {a.rod!r}")
+            rec[kernel.L_ROD] = rod
+        else:
+            rec[kernel.L_SP], rec[kernel.L_NT] = kernel.SP_REF, 3
+            rec[kernel.L_G:kernel.L_G + 6] = _vec(
+                a.gear, 6, f"{label}.gear (6 numbers on a site: force and torque along the "
+                           "reference site's axes)", problems)
+        rec[kernel.L_T0] = first
+        self.records.append(rec)
+        return len(self.records) - 1
+
     def length(self, line: int, q: np.ndarray) -> float:
         """The line's length at ``q`` (NaN for a spatial tendon: the kernel's, once packed,
         :func:`~gaussopt.multibody.tree.tree_compiled.line_length`)."""
@@ -855,13 +906,74 @@ def _rotational_actuator(rec: np.ndarray, a, kind: str, start: int, label: str,
     rec[kernel.A_SG + 6 - k:kernel.A_SG + 6] = gear
     if a.muscle is not None:
         problems.append(f"{label}: a muscle on a {kind} joint is not modelled")
-    # MuJoCo 4's rotational servo (a fixed gain kp, the bias's -kp on the length, no
-    # dynamics or an integrator): its setpoint wraps to the representative nearest the
-    # length, 2 pi |gear| apart
-    bias = np.asarray(a.bias, dtype=float).ravel()
-    if (kind == "ball" and np.ndim(a.gain) == 0 and bias.size == 3
-            and float(a.gain) == -bias[1] and a.dynamics in (None, "integrator")):
+    if kind == "ball" and _servo(a):
         rec[kernel.A_WRAP] = 2.0 * np.pi * float(np.linalg.norm(gear))
+
+
+def _servo(a) -> bool:
+    """Whether actuator ``a`` is MuJoCo 4's rotational servo where its transmission is
+    rotational (a ball joint, a site's purely rotational gear about a reference site): a
+    fixed gain ``kp``, the bias's ``-kp`` on the length, no dynamics or an integrator. Its
+    setpoint then wraps to the representative nearest the length, ``2 pi |gear|`` apart
+    (MuJoCo's ``wrapPeriod``)."""
+    bias = np.asarray(a.bias, dtype=float).ravel()
+    return (np.ndim(a.gain) == 0 and bias.size == 3 and a.muscle is None
+            and float(a.gain) == -bias[1] and a.dynamics in (None, "integrator"))
+
+
+def _site_record(site, label: str, index: dict, problems: list, axes: bool = True):
+    """The site record (``W_S``) of ``site = (link, position[, rotation])`` (``link`` None
+    for the world; the rotation's columns the site's axes in the link's frame), or a zero
+    record with the problem noted."""
+    rec = np.zeros(kernel.W_S)
+    if not isinstance(site, (tuple, list)) or len(site) not in ((2, 3) if axes else (2,)):
+        problems.append(f"{label} must be (link, position)" + (" or (link, position, "
+                        "rotation)" if axes else "") + f", found {site!r}")
+        return rec
+    try:
+        nm = _link_name(site[0])
+    except ModelError as e:
+        problems.append(f"{label}: {e}")
+        return rec
+    body = _path_body(nm, label, index, problems)
+    rec[kernel.S_BODY] = -1 if body is None else body
+    rec[kernel.S_POS:kernel.S_POS + 3] = _vec(site[1], 3, f"{label}'s position", problems)
+    R = np.eye(3) if len(site) == 2 else _rotation_matrix(site[2], f"{label}'s rotation",
+                                                          problems)
+    rec[kernel.S_ROT:kernel.S_ROT + 9] = (np.eye(3) if R is None else R).reshape(-1)
+    return rec
+
+
+def _crank_sites(a, label: str, index: dict, problems: list) -> list:
+    """The crank's and the slider's site records of slider-crank actuator ``a``."""
+    crank = _site_record(a.crank, f"{label}.crank", index, problems, axes=False)
+    slider = _site_record(a.slider, f"{label}.slider", index, problems)
+    if crank[kernel.S_BODY] < 0 and slider[kernel.S_BODY] < 0:
+        problems.append(f"{label}: a slider-crank with both sites on the world moves nothing")
+    return [crank, slider]
+
+
+def _refsite_sites(a, label: str, index: dict, parents: list, problems: list) -> list:
+    """The site's, the reference site's and the common body's records of actuator ``a``
+    (a site with a reference site): the third is the deepest body that carries both (an
+    ancestor of both, or one of them; -1: none), on which the moment's clearing acts."""
+    site = _site_record(a.site, f"{label}.site", index, problems)
+    ref = _site_record(a.reference, f"{label}.reference", index, problems)
+    bs, br = int(site[kernel.S_BODY]), int(ref[kernel.S_BODY])
+    if bs < 0 and br < 0:
+        problems.append(f"{label}: a site and a reference site both on the world move nothing")
+    up = set()
+    b = bs
+    while b >= 0:
+        up.add(b)
+        b = parents[b]
+    c = br
+    while c >= 0 and c not in up:
+        c = parents[c]
+    common = np.zeros(kernel.W_S)
+    common[kernel.S_BODY] = c if bs >= 0 else -1
+    common[kernel.S_ROT:kernel.S_ROT + 9] = np.eye(3).reshape(-1)
+    return [site, ref, common]
 
 
 def _site_actuator(rec: np.ndarray, a, label: str, index: dict, problems: list) -> None:

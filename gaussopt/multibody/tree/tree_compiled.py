@@ -84,7 +84,11 @@ turned into its link's frame, :func:`_site_wrench`), and its rate is ``gF . v_si
 w`` (:func:`_site_rate`). One on a ball joint exerts the torque ``f g`` in the joint's frame
 (``W^T g f`` on its Euler parameters), its length ``g . r`` (``r`` the rotation vector) and
 its rate ``g . w`` (:func:`_ball_gear`); on a free joint the gear's force acts along the
-world axes, its torque in the body's frame.
+world axes, its torque in the body's frame. A slider-crank and a site with a reference site
+(MuJoCo's two-site transmissions) are lines of their sites, as a spatial tendon is: their
+length and rate from the two sites' positions and frames (:func:`_crank_geometry`,
+:func:`_refsite_geometry`), their force per unit tension as forces and torques on the
+sites' bodies (:func:`_site_forces`).
 A coupling (MuJoCo's ``joint`` and ``tendon`` equalities) is one row ``x_1 - P(x_2)`` of the
 lines' displacements from their reference lengths, ``P`` a polynomial of degree 4:
 ``Phi_q = c_1 - P'(x_2) c_2``, ``gamma = P''(x_2) L_2'^2`` (:func:`_coupling_row`).
@@ -152,7 +156,7 @@ def _lazy(signature: str):
 
 
 #: the layout tag in ``p[0]``
-LAYOUT = 20261201.0
+LAYOUT = 20261202.0
 (H_TAG, H_LEN, H_NB, H_M, H_PYTHON, H_GX, H_GY, H_GZ, H_N, H_NJ, H_NE, H_NBALL,
  H_OB, H_OJ, H_OE, H_NL, H_OL, H_OT, H_NA, H_OA, H_NSP, H_NMC, H_OMC, H_OS) = range(24)
 HEADER = 24
@@ -183,9 +187,19 @@ E_POLY, E_REF1, E_REF2 = 4, 9, 10
 #: between them; its tension (spring, damper, actuators) acts as forces on the sites' bodies
 #: (:func:`_tendon_geometry`, :func:`_site_forces`), its couplings' rows come from the sites'
 #: motion (:func:`_line_state`), and its armature adds ``a (dL/dq)^T (dL/dq)`` to ``M``
-#: (:func:`_path_armature`)
-W_L = 11
-L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP = range(11)
+#: (:func:`_path_armature`). A line of two sites (``L_SP`` = :data:`SP_CRANK`,
+#: :data:`SP_REF`) is the length of an actuator's transmission, with no spring, damper or
+#: armature: MuJoCo's slider-crank (its crank site, then its slider site, whose third axis
+#: is the slider's; the rod's length ``L_ROD``) and its site transmission with a reference
+#: site (the site, the reference site, then a record of the deepest body that carries both,
+#: -1 none: the gear's 6 values at ``L_G``) (:func:`_crank_geometry`,
+#: :func:`_refsite_geometry`)
+W_L = 18
+L_NT, L_T0, L_K, L_DAMP, L_LO, L_HI, L_ARM, L_AFL, L_AFLO, L_AFHI, L_SP, L_ROD = range(12)
+L_G = 12
+#: the kinds of line with sites (``L_SP``): a spatial tendon's path, a slider-crank, a site
+#: with a reference site
+SP_PATH, SP_CRANK, SP_REF = 1, 2, 3
 #: site record (an element of a spatial tendon's path): body (-1: the ground), position (3)
 #: in the body's frame, kind (:data:`SITE_POINT`; or a wrap around a sphere or a cylinder,
 #: the geom's centre then at the position), the geom's radius, its axes in the body's frame
@@ -514,13 +528,13 @@ def _path_offset(p):
     (:func:`_path_points`: after :func:`_tendon_views`' geometry): 5 values per point, then
     36 for a wrap's computation (the next site, the tangent points, the previous point and
     :func:`_wrap`'s 24)."""
-    return _site_scratch(p) + 6 * _n_sites(p) + (int(p[H_N]) + 4) * int(p[H_NL])
+    return _site_scratch(p) + 9 * _n_sites(p) + (int(p[H_N]) + 4) * int(p[H_NL])
 
 
 @_jit
 def _site_scratch(p):
     """Where the spatial tendons' geometry starts in :func:`_work`'s scratch ``T``
-    (:func:`_tendon_geometry`: after everything else that uses it): per site 6 values, then
+    (:func:`_tendon_geometry`: after everything else that uses it): per site 9 values, then
     per line 3."""
     return 160 + 10 * int(p[H_NB]) + int(p[H_N]) + int(p[H_NA]) + 2 * int(p[H_NL])
 
@@ -528,14 +542,14 @@ def _site_scratch(p):
 @_inline
 def _tendon_views(p, T):
     """The spatial tendons' geometry in the scratch ``T`` (:func:`_tendon_geometry`): per
-    site its position relative to its body's tree root and its force per unit tension
-    (ns, 6); per line its length, rate and passive tension (nl, 3), and for a tendon with
+    site its position relative to its body's tree root, its force and its torque per unit
+    tension (ns, 9); per line its length, rate and passive tension (nl, 3), and for a tendon with
     an armature its ``dL/dq`` and bias ``beta`` (``L'' = (dL/dq) a + beta``; nl, n + 1).
     (Inlined: it returns views, which a function compiled without reference counting may
     not hand to one compiled with it, the ``actuation`` entry point.)"""
     o, ns, nl = _site_scratch(p), _n_sites(p), int(p[H_NL])
-    return (carve(T, o, (ns, 6)), carve(T, o + 6 * ns, (nl, 3)),
-            carve(T, o + 6 * ns + 3 * nl, (nl, int(p[H_N]) + 1)))
+    return (carve(T, o, (ns, 9)), carve(T, o + 9 * ns, (nl, 3)),
+            carve(T, o + 9 * ns + 3 * nl, (nl, int(p[H_N]) + 1)))
 
 
 @_jit
@@ -830,6 +844,17 @@ def _ball_length(q, a, g0, g1, g2):
 
 
 @_jit
+def _wrapped(u, length, period):
+    """A rotational servo's setpoint ``u``: its representative nearest the actuator's
+    ``length``, ``period`` apart (MuJoCo 4's ``wrapSetpoint``, C's round: halves away from
+    zero); ``u`` itself where ``period`` is 0 (no wrap)."""
+    if period > 0.0:
+        x = (u - length) / period
+        u -= period * (np.floor(x + 0.5) if x >= 0.0 else np.ceil(x - 0.5))
+    return u
+
+
+@_jit
 def _actuation(p, q, v, out, T, SL, R, X, V, fb):
     """MuJoCo's ``qfrc_actuator`` (``mj_fwdActuation``) into ``out`` (n,): per actuator the
     control ``u`` (clamped to its range when limited) and the force ``gain u + b0 + b1 l
@@ -893,12 +918,7 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
                     rate += p[ar + A_SG + k] * v[ja + k]
             else:
                 length = _ball_length(q, a, g0, g1, g2)
-            period = p[ar + A_WRAP]
-            if period > 0.0:
-                # the setpoint's representative nearest the length (MuJoCo's wrapSetpoint,
-                # C's round: halves away from zero)
-                x = (u - length) / period
-                u -= period * (np.floor(x + 0.5) if x >= 0.0 else np.ceil(x - 0.5))
+            u = _wrapped(u, length, p[ar + A_WRAP])
             g = p[ar + A_GAIN] + p[ar + A_G1] * length + p[ar + A_G2] * rate
             frc[i] = g * u + p[ar + A_B0] + p[ar + A_B1] * length + p[ar + A_B2] * rate
             continue
@@ -909,11 +929,12 @@ def _actuation(p, q, v, out, T, SL, R, X, V, fb):
         else:
             g = p[ar + A_GAIN]
             f = p[ar + A_B0]
-            if b < 0 and (p[ar + A_B1] != 0.0 or p[ar + A_G1] != 0.0):
+            if b < 0 and (p[ar + A_B1] != 0.0 or p[ar + A_G1] != 0.0 or p[ar + A_WRAP] > 0.0):
                 # (a site's length is zero: MuJoCo's without a reference site)
                 x = gear * (SL[l, 0] if sp else _line(p, l, q))
                 f += p[ar + A_B1] * x
                 g += p[ar + A_G1] * x
+                u = _wrapped(u, x, p[ar + A_WRAP])
             if p[ar + A_B2] != 0.0 or p[ar + A_G2] != 0.0:
                 if b >= 0:
                     x = _site_rate(p, ar, b, R, X, V)
@@ -1474,12 +1495,20 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
     vP = carve(T, 18, (3,))
     vQ = carve(T, 21, (3,))
     for i in range(ns):
-        for k in range(6):
+        for k in range(9):
             reg[i, k] = 0.0
     ol, ob = int(p[H_OL]), int(p[H_OB])
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         if p[lr + L_SP] == 0.0:
+            continue
+        if p[lr + L_SP] == SP_CRANK:
+            SL[l, 0], SL[l, 1] = _crank_geometry(p, lr, R, X, V, reg, T)
+            SL[l, 2] = 0.0
+            continue
+        if p[lr + L_SP] == SP_REF:
+            SL[l, 0], SL[l, 1] = _refsite_geometry(p, lr, R, X, V, reg, T)
+            SL[l, 2] = 0.0
             continue
         # one pass over the path: its length, its rate, the points' positions (from their
         # bodies' tree roots) and unit forces
@@ -1544,10 +1573,209 @@ def _path_armature(p, JB, M, F, bias):
                         M[r, c] += arm * JB[l, r] * JB[l, c]
 
 
+@_jit
+def _root_of(p, b):
+    """The root body of body ``b``'s tree (``b`` >= 0)."""
+    ob = int(p[H_OB])
+    while int(p[ob + W_B * b + B_PAR]) >= 0:
+        b = int(p[ob + W_B * b + B_PAR])
+    return b
+
+
+@_jit
+def _site_axes(p, i, R, A):
+    """Site ``i``'s axes in the world into ``A`` (3, 3; columns: ``R_body R_site``; a world
+    site's own)."""
+    sr = int(p[H_OS]) + W_S * i
+    b = int(p[sr + S_BODY])
+    for r in range(3):
+        for c in range(3):
+            if b < 0:
+                A[r, c] = p[sr + S_ROT + 3 * r + c]
+            else:
+                A[r, c] = (R[b, r, 0] * p[sr + S_ROT + c] + R[b, r, 1] * p[sr + S_ROT + 3 + c]
+                           + R[b, r, 2] * p[sr + S_ROT + 6 + c])
+
+
+@_jit
+def _put_site(p, i, P, X, reg):
+    """Site ``i``'s world point ``P`` into ``reg[i, :3]``, relative to its body's tree root
+    (the frame of :func:`_at_tree_roots`; a world site's is not read)."""
+    b = int(p[int(p[H_OS]) + W_S * i + S_BODY])
+    if b >= 0:
+        r = _root_of(p, b)
+        for c in range(3):
+            reg[i, c] = P[c] - X[r, c]
+
+
+@_jit
+def _crank_geometry(p, lr, R, X, V, reg, T):
+    """A slider-crank's length and rate (MuJoCo's ``mjTRN_SLIDERCRANK``, before its gear):
+    with ``d`` from the slider site to the crank site, ``a`` the slider's axis and ``r``
+    the rod's length, ``L = a.d - sqrt(det)``, ``det = (a.d)^2 + r^2 - d.d`` (where ``det
+    <= 0``, the rod too short to reach the axis, MuJoCo's ``L = a.d`` with ``dL/dd = a``,
+    ``dL/da = d``); its rate ``dL/dd . (v_crank - v_slider) + dL/da . (w x a)`` (``w`` the
+    slider body's angular velocity). Per unit force the crank site gets ``dL/dd``, the slider
+    site ``-dL/dd`` and its body the torque ``a x dL/da`` (the generalized force is then
+    MuJoCo's moment, ``dL/dd J + dL/da J_a``), into ``reg``. ``T``: scratch, from 24 on."""
+    s0 = int(p[lr + L_T0])
+    os_ = int(p[H_OS])
+    P0 = carve(T, 24, (3,))
+    P1 = carve(T, 27, (3,))
+    v0 = carve(T, 30, (3,))
+    v1 = carve(T, 33, (3,))
+    A = carve(T, 36, (3, 3))
+    _site_world(p, s0, R, X, P0)
+    _site_world(p, s0 + 1, R, X, P1)
+    _site_axes(p, s0 + 1, R, A)
+    a0, a1, a2 = A[0, 2], A[1, 2], A[2, 2]
+    d0, d1, d2 = P0[0] - P1[0], P0[1] - P1[1], P0[2] - P1[2]
+    rod = p[lr + L_ROD]
+    av = d0 * a0 + d1 * a1 + d2 * a2
+    det = av * av + rod * rod - (d0 * d0 + d1 * d1 + d2 * d2)
+    if det <= 0.0:
+        L = av
+        gv0, gv1, gv2 = a0, a1, a2
+        ga0, ga1, ga2 = d0, d1, d2
+    else:
+        sdet = np.sqrt(det)
+        L = av - sdet
+        c = 1.0 - av / sdet
+        gv0, gv1, gv2 = a0 * c + d0 / sdet, a1 * c + d1 / sdet, a2 * c + d2 / sdet
+        ga0, ga1, ga2 = d0 * c, d1 * c, d2 * c
+    b0 = int(p[os_ + W_S * s0 + S_BODY])
+    b1 = int(p[os_ + W_S * (s0 + 1) + S_BODY])
+    _world_velocity(V, b0, P0, v0)
+    _world_velocity(V, b1, P1, v1)
+    Ld = gv0 * (v0[0] - v1[0]) + gv1 * (v0[1] - v1[1]) + gv2 * (v0[2] - v1[2])
+    if b1 >= 0:
+        w0, w1, w2 = V[b1, 0], V[b1, 1], V[b1, 2]
+        Ld += ga0 * (w1 * a2 - w2 * a1) + ga1 * (w2 * a0 - w0 * a2) + ga2 * (w0 * a1 - w1 * a0)
+    _put_site(p, s0, P0, X, reg)
+    _put_site(p, s0 + 1, P1, X, reg)
+    reg[s0, 3], reg[s0, 4], reg[s0, 5] = gv0, gv1, gv2
+    reg[s0 + 1, 3], reg[s0 + 1, 4], reg[s0 + 1, 5] = -gv0, -gv1, -gv2
+    reg[s0 + 1, 6] = a1 * ga2 - a2 * ga1
+    reg[s0 + 1, 7] = a2 * ga0 - a0 * ga2
+    reg[s0 + 1, 8] = a0 * ga1 - a1 * ga0
+    return L, Ld
+
+
+@_jit
+def _refsite_geometry(p, lr, R, X, V, reg, T):
+    """A site transmission with a reference site (MuJoCo's ``mjTRN_SITE`` with ``refsite``):
+    with ``g = (gt, gr)`` the gear and ``Rr`` the reference site's axes, the length ``d .
+    Rr gt + r . gr`` (``d`` the site's position from the reference site, ``r`` the rotation
+    vector of the site's axes in the reference's, MuJoCo's ``mju_subQuat``), and MuJoCo's
+    moment: the force ``Rr gt`` at the site and its opposite at the reference site, the
+    torque ``Rr gr`` on the site's body and its opposite on the reference's, with the
+    columns of the degrees of freedom that move both bodies cleared (the deepest body
+    carrying both moves the two sites together; the frame's own rotation is not
+    differentiated, as in MuJoCo). The clearing is the torque ``-d x Rr gt`` on that body
+    (the third site record): its degrees of freedom and its ancestors' then see no force.
+    The rate is the moment times the velocities: ``Rr gt . (v_s - v_r - w_c x d) + Rr gr .
+    (w_s - w_r)``. ``T``: scratch, from 24 on."""
+    s0 = int(p[lr + L_T0])
+    os_ = int(p[H_OS])
+    P0 = carve(T, 24, (3,))
+    P1 = carve(T, 27, (3,))
+    v0 = carve(T, 30, (3,))
+    v1 = carve(T, 33, (3,))
+    A1 = carve(T, 36, (3, 3))
+    _site_world(p, s0, R, X, P0)
+    _site_world(p, s0 + 1, R, X, P1)
+    _site_axes(p, s0 + 1, R, A1)
+    bs = int(p[os_ + W_S * s0 + S_BODY])
+    br = int(p[os_ + W_S * (s0 + 1) + S_BODY])
+    bc = int(p[os_ + W_S * (s0 + 2) + S_BODY])
+    gt0, gt1, gt2 = p[lr + L_G], p[lr + L_G + 1], p[lr + L_G + 2]
+    gr0, gr1, gr2 = p[lr + L_G + 3], p[lr + L_G + 4], p[lr + L_G + 5]
+    L = 0.0
+    Ld = 0.0
+    _put_site(p, s0, P0, X, reg)
+    _put_site(p, s0 + 1, P1, X, reg)
+    if gt0 != 0.0 or gt1 != 0.0 or gt2 != 0.0:
+        # the gear along the reference's axes, in the world
+        w0 = A1[0, 0] * gt0 + A1[0, 1] * gt1 + A1[0, 2] * gt2
+        w1 = A1[1, 0] * gt0 + A1[1, 1] * gt1 + A1[1, 2] * gt2
+        w2 = A1[2, 0] * gt0 + A1[2, 1] * gt1 + A1[2, 2] * gt2
+        d0, d1, d2 = P0[0] - P1[0], P0[1] - P1[1], P0[2] - P1[2]
+        # (MuJoCo's Rr^T d . gt)
+        L += ((A1[0, 0] * d0 + A1[1, 0] * d1 + A1[2, 0] * d2) * gt0
+              + (A1[0, 1] * d0 + A1[1, 1] * d1 + A1[2, 1] * d2) * gt1
+              + (A1[0, 2] * d0 + A1[1, 2] * d1 + A1[2, 2] * d2) * gt2)
+        _world_velocity(V, bs, P0, v0)
+        _world_velocity(V, br, P1, v1)
+        u0, u1, u2 = v0[0] - v1[0], v0[1] - v1[1], v0[2] - v1[2]
+        if bc >= 0:
+            c0, c1, c2 = V[bc, 0], V[bc, 1], V[bc, 2]
+            u0 -= c1 * d2 - c2 * d1
+            u1 -= c2 * d0 - c0 * d2
+            u2 -= c0 * d1 - c1 * d0
+            reg[s0 + 2, 6] = -(d1 * w2 - d2 * w1)
+            reg[s0 + 2, 7] = -(d2 * w0 - d0 * w2)
+            reg[s0 + 2, 8] = -(d0 * w1 - d1 * w0)
+        Ld += w0 * u0 + w1 * u1 + w2 * u2
+        reg[s0, 3], reg[s0, 4], reg[s0, 5] = w0, w1, w2
+        reg[s0 + 1, 3], reg[s0 + 1, 4], reg[s0 + 1, 5] = -w0, -w1, -w2
+    if gr0 != 0.0 or gr1 != 0.0 or gr2 != 0.0:
+        # the rotation from the reference's axes to the site's, in the reference's frame
+        # (Rr^T Rs), as a unit quaternion, then its rotation vector (angle in (-pi, pi])
+        A0 = carve(T, 45, (3, 3))
+        Q = carve(T, 54, (3, 3))
+        _site_axes(p, s0, R, A0)
+        for r in range(3):
+            for c in range(3):
+                Q[r, c] = A1[0, r] * A0[0, c] + A1[1, r] * A0[1, c] + A1[2, r] * A0[2, c]
+        qw, qx, qy, qz = _matrix_quat(Q)
+        x0, x1, x2 = _rotvec(qw, qx, qy, qz)
+        L += x0 * gr0 + x1 * gr1 + x2 * gr2
+        w0 = A1[0, 0] * gr0 + A1[0, 1] * gr1 + A1[0, 2] * gr2
+        w1 = A1[1, 0] * gr0 + A1[1, 1] * gr1 + A1[1, 2] * gr2
+        w2 = A1[2, 0] * gr0 + A1[2, 1] * gr1 + A1[2, 2] * gr2
+        if bs >= 0:
+            Ld += w0 * V[bs, 0] + w1 * V[bs, 1] + w2 * V[bs, 2]
+        if br >= 0:
+            Ld -= w0 * V[br, 0] + w1 * V[br, 1] + w2 * V[br, 2]
+        reg[s0, 6], reg[s0, 7], reg[s0, 8] = w0, w1, w2
+        reg[s0 + 1, 6], reg[s0 + 1, 7], reg[s0 + 1, 8] = -w0, -w1, -w2
+    return L, Ld
+
+
+@_jit
+def _matrix_quat(Q):
+    """The unit quaternion ``(w, x, y, z)``, ``w >= 0``, of the rotation matrix ``Q``
+    (Shepperd's method: the largest of ``w`` and the axes' components first)."""
+    tr = Q[0, 0] + Q[1, 1] + Q[2, 2]
+    if tr > 0.0:
+        w = 0.5 * np.sqrt(1.0 + tr)
+        x = 0.25 * (Q[2, 1] - Q[1, 2]) / w
+        y = 0.25 * (Q[0, 2] - Q[2, 0]) / w
+        z = 0.25 * (Q[1, 0] - Q[0, 1]) / w
+    elif Q[0, 0] > Q[1, 1] and Q[0, 0] > Q[2, 2]:
+        x = 0.5 * np.sqrt(1.0 + Q[0, 0] - Q[1, 1] - Q[2, 2])
+        w = 0.25 * (Q[2, 1] - Q[1, 2]) / x
+        y = 0.25 * (Q[0, 1] + Q[1, 0]) / x
+        z = 0.25 * (Q[0, 2] + Q[2, 0]) / x
+    elif Q[1, 1] > Q[2, 2]:
+        y = 0.5 * np.sqrt(1.0 - Q[0, 0] + Q[1, 1] - Q[2, 2])
+        w = 0.25 * (Q[0, 2] - Q[2, 0]) / y
+        x = 0.25 * (Q[0, 1] + Q[1, 0]) / y
+        z = 0.25 * (Q[1, 2] + Q[2, 1]) / y
+    else:
+        z = 0.5 * np.sqrt(1.0 - Q[0, 0] - Q[1, 1] + Q[2, 2])
+        w = 0.25 * (Q[1, 0] - Q[0, 1]) / z
+        x = 0.25 * (Q[0, 2] + Q[2, 0]) / z
+        y = 0.25 * (Q[1, 2] + Q[2, 1]) / z
+    if w < 0.0:
+        w, x, y, z = -w, -x, -y, -z
+    return w, x, y, z
+
+
 @_lazy("none(f8v, f8m, f8m, f8v, b1, f8m)")
 def _site_forces(p, reg, SL, Ta, passive, f):
-    """``f -= [P x F; F]`` for every site (a point ``P`` of body ``b``, the force ``F`` on
-    it): the spatial tendons' tensions at their sites (:func:`_tendon_geometry`), with
+    """``f -= [P x F + tau; F]`` for every site (a point ``P`` of body ``b``, the force ``F``
+    on it, a torque ``tau`` on the body): the spatial tendons' tensions at their sites (:func:`_tendon_geometry`), with
     ``passive`` their springs' and dampers' and always their actuators' (the last ``nl``
     values of the actuators' scratch ``Ta``, :func:`_actuation`), into the bodies' forces
     ``f`` (nb, 6) of recursive Newton--Euler (whose ``-S^T f`` is then ``+J^T F``)."""
@@ -1569,9 +1797,9 @@ def _site_forces(p, reg, SL, Ta, passive, f):
                 continue
             P0, P1, P2 = reg[i, 0], reg[i, 1], reg[i, 2]
             f0, f1, f2 = ten * reg[i, 3], ten * reg[i, 4], ten * reg[i, 5]
-            f[b, 0] -= P1 * f2 - P2 * f1
-            f[b, 1] -= P2 * f0 - P0 * f2
-            f[b, 2] -= P0 * f1 - P1 * f0
+            f[b, 0] -= P1 * f2 - P2 * f1 + ten * reg[i, 6]
+            f[b, 1] -= P2 * f0 - P0 * f2 + ten * reg[i, 7]
+            f[b, 2] -= P0 * f1 - P1 * f0 + ten * reg[i, 8]
             f[b, 3] -= f0
             f[b, 4] -= f1
             f[b, 5] -= f2

@@ -329,7 +329,7 @@ class Actuator:
     ----------
     name : str
     joint, tendon : str
-        Exactly one (or ``site``): the joint or the tendon it acts along. On a ball joint
+        Exactly one (or ``site``, or ``crank``): the joint or the tendon it acts along. On a ball joint
         the actuator's unit force is the torque ``gear`` (3) in the joint's frame, its length
         ``gear . r`` (``r`` the joint's rotation vector) and its rate ``gear . w``; on a
         free joint ``gear`` (6) is the force along the world axes and the torque in the
@@ -361,6 +361,25 @@ class Actuator:
         and the torque the actuator's unit force exerts at the site, in the site's frame;
         its length is zero and its rate the gear along the site's velocity and the link's
         angular velocity.
+    reference : (link, position) or (link, position, rotation), optional
+        With ``site``: a reference site (MuJoCo's ``refsite``; ``link`` None for the
+        world). The length is the site's position from the reference site along the
+        reference's axes times ``gear[:3]`` plus the rotation vector of the site's axes in
+        the reference's times ``gear[3:]``; the actuator's unit force is MuJoCo's moment:
+        the force ``Rr gear[:3]`` at the site and its opposite at the reference site, the
+        torque ``Rr gear[3:]`` on the site's link and its opposite on the reference's
+        (``Rr`` the reference's axes), none on the joints that move both links together.
+    crank, slider : (link, position) and (link, position) or (link, position, rotation)
+        Instead of ``joint``, ``tendon`` or ``site``: a slider-crank (MuJoCo's
+        ``slidercrank`` transmission; ``link`` None for the world): the crank site, and the
+        slider site whose third axis is the slider's (rotation: the site's axes as columns
+        in its link's frame). With ``rod`` the connecting rod's length, the actuator's
+        length is ``gear (a . d - sqrt((a . d)^2 + rod^2 - d . d))`` (``d`` from the slider
+        site to the crank site, ``a`` the axis; where the square root's argument is not
+        positive, MuJoCo's ``gear a . d``) and its unit force ``gear`` times the length's
+        gradient.
+    rod : float, optional
+        The connecting rod's length of a slider-crank, positive.
     """
 
     name: str
@@ -377,6 +396,10 @@ class Actuator:
     muscle: Optional[Muscle] = None
     site: Optional[tuple] = None
     in_parent: bool = False
+    reference: Optional[tuple] = None
+    crank: Optional[tuple] = None
+    slider: Optional[tuple] = None
+    rod: Optional[float] = None
 
 
 @dataclass(frozen=True)
