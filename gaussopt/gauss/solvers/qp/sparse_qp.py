@@ -47,6 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import gaussopt.gauss.band_step as SP
+from gaussopt.core.compiled import jit
 from gaussopt.core.result import StepResult
 from gaussopt.gauss.compiled_step import S_BE, S_FLAGS
 from gaussopt.gauss.solvers.closed_form import ClosedForm
@@ -138,6 +139,15 @@ class SparseQP:
         self._Asrc = order
         self._Arow = self._rowof[order]
         self.steps = 0
+        # the model's sparse data as the band step evaluates them (the same arrays every
+        # step, for one compiled step: read once per context), and the values passed to
+        # Clarabel (written in place every step)
+        self._ctx_seen = None
+        self._bw = None
+        self._vals = (np.empty(self._Psrc.size), np.empty(self._Asrc.size), np.empty(n),
+                      np.empty(m))
+        self._scaled = (np.empty(self._Psrc.size), np.empty(n), np.empty(self._Asrc.size),
+                        np.empty(m), np.empty(n), np.empty(m))
 
     def step(self, t: float, q: np.ndarray, v: np.ndarray, full: bool):
         """One QP step on the sparse path: a StepResult (``full``) or the accelerations,
@@ -158,21 +168,19 @@ class SparseQP:
             return ("the band step did not certify the rows' rank here (redundant or nearly "
                     "dependent rows, a vanishing row, ...): the dense rank decision takes it")
         a = res.a if full else res
-        # the model's sparse data at this state, as the band step evaluated them
-        bw = cf.band_work()
-        d, F, data, b = bw.d, bw.F, bw.data, bw.b
+        # the model's sparse data at this state, as the band step evaluated them (its
+        # work arrays, looked up once per compiled context: 30 us a lookup at n = 2000)
+        if ctx is not self._ctx_seen:
+            bw = cf.band_work()
+            self._bw = (bw.d, bw.F, bw.data, bw.b)
+            self._ctx_seen = ctx
+        d, F, data, b = self._bw
         n = self.n
-        w = float(d[self._diag].sum()) / n
-        nu = np.sqrt(np.bincount(self._rowof, weights=data * data, minlength=self.m))
-        bn = b / nu
-        sa = max(float(np.linalg.norm(F)) / w, float(np.linalg.norm(bn)))
-        sa = sa if sa > 0 and np.isfinite(sa) else 1.0
-        Pv = d[self._Psrc] * (1.0 / w)
-        Av = data[self._Asrc] / nu[self._Arow]
-        qv = F * (-1.0 / (w * sa))
-        bv = bn * (1.0 / sa)
+        Pv, Av, qv, bv = self._vals
+        sa = _scaled_values(d, F, data, b, self._diag, self._rowof, self._Psrc, self._Asrc,
+                            self._Arow, Pv, Av, qv, bv)
         cq = self.clarabel
-        first = cq._scale(Pv, qv, Av, bv, cq.scaling)
+        first = cq._scale(Pv, qv, Av, bv, cq.scaling, self._scaled)
         # (the primal solution only: Clarabel's dual, read, costs 0.02 ms at n = 2000)
         xs, _, dd, _, _, raw, iters, _, solve_time = cq.solve_values(
             Pv, qv, Av, bv, first, (np.empty(n), None))
@@ -180,10 +188,11 @@ class SparseQP:
         qp.statuses[status] = qp.statuses.get(status, 0) + 1
         self.steps += 1
         x = sa * (xs if dd is None else xs * dd)
-        ok = status in _ACCEPTED and bool(np.all(np.isfinite(x)))
         amax = float(np.abs(a).max(initial=0.0))
         dev = float(np.abs(x - a).max(initial=0.0)) / amax if amax > 0 else float(
             np.abs(x).max(initial=0.0))
+        # (a NaN or infinity in Clarabel's answer is one in dev: the max propagates it)
+        ok = status in _ACCEPTED and dev < np.inf
         be = float(ctx[8][S_BE])                    # the band step's backward error
         fallback = not ok or be > qp.verify_tol
         if fallback:
@@ -200,3 +209,43 @@ class SparseQP:
                          multipliers=res.multipliers, gauss=res.gauss, info=info)
         qp.last_info = info
         return out
+
+
+@jit(cache=True, python=True)
+def _scaled_values(d, F, data, b, diag, rowof, Psrc, Asrc, Arow, Pv, Av, qv, bv):
+    """The QP's data in Clarabel's order and scaling, in one pass (module docstring): the
+    mass's weight ``w`` (its diagonal's mean), the rows' norms ``nu``, the acceleration
+    scale ``s_a = max(|F| / w, |b / nu|)`` (1 where it is not positive and finite), then
+    ``Pv = d / w`` on the pattern, ``Av`` the rows over their norms, ``qv = -F / (w s_a)``,
+    ``bv = b / (nu s_a)`` (written into the arrays given). Returns ``s_a``."""
+    n, m = F.size, b.size
+    w = 0.0
+    for i in range(diag.size):
+        w += d[diag[i]]
+    w /= n
+    nu = np.zeros(m)
+    for k in range(data.size):
+        nu[rowof[k]] += data[k] * data[k]
+    fn = 0.0
+    for i in range(n):
+        fn += F[i] * F[i]
+    bnn = 0.0
+    for i in range(m):
+        nu[i] = np.sqrt(nu[i])
+        x = b[i] / nu[i]
+        bnn += x * x
+    sa = max(np.sqrt(fn) / w, np.sqrt(bnn))
+    if not (sa > 0.0 and sa < np.inf):
+        sa = 1.0
+    iw = 1.0 / w
+    for k in range(Psrc.size):
+        Pv[k] = d[Psrc[k]] * iw
+    for k in range(Asrc.size):
+        Av[k] = data[Asrc[k]] / nu[Arow[k]]
+    c = -1.0 / (w * sa)
+    for i in range(n):
+        qv[i] = F[i] * c
+    isa = 1.0 / sa
+    for i in range(m):
+        bv[i] = (b[i] / nu[i]) * isa
+    return sa
