@@ -211,7 +211,7 @@ class SparseQP:
         return out
 
 
-@jit(cache=True, python=True)
+@jit(cache=True, python=True, error_model="numpy")
 def _scaled_values(d, F, data, b, diag, rowof, Psrc, Asrc, Arow, Pv, Av, qv, bv):
     """The QP's data in Clarabel's order and scaling, in one pass (module docstring): the
     mass's weight ``w`` (its diagonal's mean), the rows' norms ``nu``, the acceleration
