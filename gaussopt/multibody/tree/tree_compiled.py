@@ -1608,6 +1608,22 @@ def _put_site(p, i, P, X, reg):
             reg[i, c] = P[c] - X[r, c]
 
 
+@_inline
+def _two_sites(p, lr, R, X, T):
+    """The first two sites of the two-site line at record ``lr``: ``(s0, os, P0, P1, v0, v1,
+    A)``, its first site's number and the sites' offset, their world positions ``P0``,
+    ``P1``, two slots for their velocities and the second site's axes ``A`` (views of the
+    scratch ``T`` from 24 on; inlined: it returns views)."""
+    s0 = int(p[lr + L_T0])
+    P0 = carve(T, 24, (3,))
+    P1 = carve(T, 27, (3,))
+    A = carve(T, 36, (3, 3))
+    _site_world(p, s0, R, X, P0)
+    _site_world(p, s0 + 1, R, X, P1)
+    _site_axes(p, s0 + 1, R, A)
+    return s0, int(p[H_OS]), P0, P1, carve(T, 30, (3,)), carve(T, 33, (3,)), A
+
+
 @_jit
 def _crank_geometry(p, lr, R, X, V, reg, T):
     """A slider-crank's length and rate (MuJoCo's ``mjTRN_SLIDERCRANK``, before its gear):
@@ -1618,16 +1634,7 @@ def _crank_geometry(p, lr, R, X, V, reg, T):
     slider body's angular velocity). Per unit force the crank site gets ``dL/dd``, the slider
     site ``-dL/dd`` and its body the torque ``a x dL/da`` (the generalized force is then
     MuJoCo's moment, ``dL/dd J + dL/da J_a``), into ``reg``. ``T``: scratch, from 24 on."""
-    s0 = int(p[lr + L_T0])
-    os_ = int(p[H_OS])
-    P0 = carve(T, 24, (3,))
-    P1 = carve(T, 27, (3,))
-    v0 = carve(T, 30, (3,))
-    v1 = carve(T, 33, (3,))
-    A = carve(T, 36, (3, 3))
-    _site_world(p, s0, R, X, P0)
-    _site_world(p, s0 + 1, R, X, P1)
-    _site_axes(p, s0 + 1, R, A)
+    s0, os_, P0, P1, v0, v1, A = _two_sites(p, lr, R, X, T)
     a0, a1, a2 = A[0, 2], A[1, 2], A[2, 2]
     d0, d1, d2 = P0[0] - P1[0], P0[1] - P1[1], P0[2] - P1[2]
     rod = p[lr + L_ROD]
@@ -1675,16 +1682,7 @@ def _refsite_geometry(p, lr, R, X, V, reg, T):
     (the third site record): its degrees of freedom and its ancestors' then see no force.
     The rate is the moment times the velocities: ``Rr gt . (v_s - v_r - w_c x d) + Rr gr .
     (w_s - w_r)``. ``T``: scratch, from 24 on."""
-    s0 = int(p[lr + L_T0])
-    os_ = int(p[H_OS])
-    P0 = carve(T, 24, (3,))
-    P1 = carve(T, 27, (3,))
-    v0 = carve(T, 30, (3,))
-    v1 = carve(T, 33, (3,))
-    A1 = carve(T, 36, (3, 3))
-    _site_world(p, s0, R, X, P0)
-    _site_world(p, s0 + 1, R, X, P1)
-    _site_axes(p, s0 + 1, R, A1)
+    s0, os_, P0, P1, v0, v1, A1 = _two_sites(p, lr, R, X, T)
     bs = int(p[os_ + W_S * s0 + S_BODY])
     br = int(p[os_ + W_S * (s0 + 1) + S_BODY])
     bc = int(p[os_ + W_S * (s0 + 2) + S_BODY])
