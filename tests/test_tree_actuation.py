@@ -1427,6 +1427,37 @@ def test_slider_cranks_match_mujoco():
     assert branches == {True, False}
 
 
+def test_a_slider_crank_run_follows_mujocos_rk4():
+    """The two smooth slider-cranks of ``CRANKS`` (their position servos, the joints'
+    damping) driven to fixed setpoints: 0.5 s of ``go.simulate`` (``rtol = 1e-12``) from
+    MuJoCo's state ends where MuJoCo's RK4 ends. The bound as for the activations' run
+    above: MuJoCo's own error by its step doubling plus the run's (1e-10). (The setpoints
+    keep both rods away from their dead points: ``det`` stays above 3e-3 in MuJoCo's run,
+    where the moment arm, ``1 / sqrt(det)``, is bounded.)"""
+    xml = CRANKS.replace("<option>", '<option integrator="RK4">')
+    xml = xml[:xml.index('    <general name="broken"')] + xml[xml.index("  </actuator>"):]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = mjcf.load(xml)
+    m = mj.MjModel.from_xml_string(xml)
+    ctrl, qpos0, qvel0 = np.array([0.06, 0.06]), np.array([0.1, -0.1, 0.0]), np.array(
+        [0.2, 0.1, 0.0])
+
+    def mujoco_run(dt, t_end=0.5):
+        m.opt.timestep = dt
+        d = mj.MjData(m)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos0, qvel0, ctrl
+        for _ in range(int(round(t_end / dt))):
+            mj.mj_step(m, d)
+        return np.array(d.qpos)
+
+    coarse, fine = mujoco_run(1e-3), mujoco_run(5e-4)
+    q0, v0 = mjcf.state_from_mujoco(model, m, qpos0, qvel0)
+    tr = go.simulate(model.controlled(ctrl), (0.0, 0.5), q0, v0, rtol=1e-12, atol=1e-12)
+    assert tr.success
+    assert np.abs(tr.q[-1] - fine).max() <= np.abs(coarse - fine).max() + 1e-10
+
+
 def test_reference_site_actuators_match_mujoco():
     """MuJoCo's site transmissions with a reference site (``REFSITES``): an arm's Cartesian
     servos against a site of the world, and actuators from a leg's foot to its floating
