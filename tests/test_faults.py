@@ -144,6 +144,24 @@ def test_mass_turning_indefinite_mid_run_gets_the_specific_message():
 
 
 # --------------------------------------------------------------------------- memory
+def test_a_collapsed_step_size_says_whether_the_motion_became_singular():
+    """An adaptive run whose step size collapses says what the accelerations do there. A
+    particle pulled by ``1 / (1 - x)^2`` from rest at 0 reaches ``x = 1`` in finite time
+    (``t = pi / (2 sqrt 2) = 1.1107``) with its acceleration unbounded: the message names the
+    coordinate and the growth over the start's acceleration (1), and says the forces become
+    singular; the run keeps what it computed up to there."""
+    pull = go.System(("x",), mass=np.eye(1),
+                     force=lambda t, q, v: np.array([1.0 / (1.0 - q[0]) ** 2]))
+    tr = go.simulate(pull, (0.0, 5.0), [0.0], [0.0])
+    assert not tr.success
+    assert "Required step size is less than spacing" in tr.message
+    assert "largest on 'x'" in tr.message and "become singular there" in tr.message
+    # (the collapse is within rounding of the singular time, where the acceleration's
+    # size is beyond 1e3 times the start's by far)
+    assert abs(tr.t[-1] - np.pi / (2 * np.sqrt(2))) < 1e-6
+    assert tr.q[-1, 0] > 0.99
+
+
 def test_run_outgrowing_its_memory_budget_stops_and_keeps_its_data():
     budget = 1e6
     tr = go.simulate(pendulum(), (0.0, 1000.0), Q0, V0, method="rk4", dt=1e-3,

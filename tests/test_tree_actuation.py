@@ -1456,6 +1456,14 @@ def test_a_slider_crank_run_follows_mujocos_rk4():
     tr = go.simulate(model.controlled(ctrl), (0.0, 0.5), q0, v0, rtol=1e-12, atol=1e-12)
     assert tr.success
     assert np.abs(tr.q[-1] - fine).max() <= np.abs(coarse - fine).max() + 1e-10
+    # driven into the forward rod's dead point (MuJoCo's run passes det = 0 near t = 0.37):
+    # the run ends there, and says that the step size met a discontinuity, not a motion
+    # grown without bound
+    q0, v0 = mjcf.state_from_mujoco(model, m, np.array([0.4, -0.3, 0.2]),
+                                    np.array([1.0, -0.5, 0.3]))
+    tr = go.simulate(model.controlled(np.array([0.08, -0.05])), (0.0, 0.5), q0, v0)
+    assert not tr.success and 0.3 < tr.t[-1] < 0.4
+    assert "collapsed at a discontinuity" in tr.message and "dead point" in tr.message
 
 
 def test_reference_site_actuators_match_mujoco():

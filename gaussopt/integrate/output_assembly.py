@@ -36,7 +36,7 @@ def failure(run: "Run", code: int, method: str) -> tuple[str, Optional[BaseExcep
         return f"Stopped after max_steps={int(run.opt.i[E.I_MAXSTEPS])} steps.", None
     if code == E.STEP_TOO_SMALL:
         return getattr(run, "fail_message", f"{method} failed at t={t}: Required step size is "
-                       "less than spacing between numbers."), None
+                       "less than spacing between numbers.") + _small_step_cause(run, t), None
     tf = float(st.sc[E.S_FAIL_T])
     if code == E.STEP_TOO_LARGE:
         return _too_large(run, method, int(st.ic[E.C_GUARD]), float(st.sc[E.S_GUARD_SIZE]),
@@ -56,6 +56,46 @@ def failure(run: "Run", code: int, method: str) -> tuple[str, Optional[BaseExcep
                     + f" There: {msg}"), exc
         return msg, exc
     return _failure_at(run, code, tf, method)
+
+
+#: accelerations this many times their size at the run's start, where an adaptive step
+#: size collapsed, say that the equations of motion become singular there
+_SINGULAR_GROWTH = 1e3
+
+
+def _small_step_cause(run: "Run", t: float) -> str:
+    """What the accelerations say about an adaptive step size that collapsed at ``t`` (a
+    sentence for the run's message, or ""): grown far beyond their size at the run's
+    start (:data:`_SINGULAR_GROWTH`), the forces or the mass matrix become singular there
+    (a force or a moment arm without bound: a slider-crank's rod at its dead point); of
+    that size, the cause is a discontinuity the integrator meets, not the motion's size."""
+    st, n = run.st, run.n
+    try:
+        a1 = run.solver.solve(t, st.y[:n].copy(), st.y[n:].copy()).a
+        a0 = run.solver.solve(float(st.out_t[0]), st.out_y[0, :n].copy(),
+                              st.out_y[0, n:].copy()).a
+    except Exception:  # noqa: BLE001 - the step solver says why elsewhere; no diagnosis here
+        return ""
+    if not np.all(np.isfinite(a1)):
+        return (" There the accelerations are not finite: the equations of motion are "
+                "singular at this state.")
+    k = int(np.argmax(np.abs(a1)))
+    big1, big0 = float(abs(a1[k])), float(np.abs(a0).max(initial=0.0))
+    coords = run.system.coordinates
+    label = coords[k] if k < len(coords) else f"coordinate {k}"
+    if big0 == 0.0:
+        return f" There the accelerations reach {big1:.3g} (largest on {label!r})."
+    if big1 > _SINGULAR_GROWTH * big0:
+        return (f" There the accelerations reach {big1:.3g} (largest on {label!r}), "
+                f"{big1 / big0:.3g} times their largest at the start ({big0:.3g}): the "
+                "forces or the mass matrix become singular there (a force or a moment arm "
+                "without bound, such as a slider-crank's rod at its dead point, or a mass "
+                "that vanishes), and the motion cannot be continued through it.")
+    return (f" The accelerations there ({big1:.3g}, largest on {label!r}) have not grown "
+            f"beyond their size at the start ({big0:.3g}): the step size collapsed at a "
+            "discontinuity of the forces or of their derivatives (a switch in the model's "
+            "code, such as a slider-crank's rod reaching its dead point), not at a "
+            "singularity of the motion's size.")
 
 
 def _too_large(run: "Run", method: str, kind: int, size: float, bound: float, row: int,
