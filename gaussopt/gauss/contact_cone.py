@@ -475,20 +475,24 @@ def _stick_refuted(M, F, A, b, G, h, T, s, mu, mode, weld, shared) -> bool:
     nu_tol, _ = _scales(M, F, G, h, x)
     nc = len(closed)
     tpos = {i: m + nc + 2 * j for j, i in enumerate(trows)}
-    points, tol = [], 0.0
-    for j, i in enumerate(closed):
-        jj = tpos.get(i)
-        t_i = (jj, jj + 1) if jj is not None and mu[i] < math.inf else None
-        points.append((m + j, t_i, float(mu[i]), bool(weld[i])))
-        tol = max(tol, nu_tol[i] * (1.0 + (mu[i] if t_i is not None else 0.0)))
+    mu_c, weld_c = mu[closed].tolist(), weld[closed].tolist()
+    points = [(m + j, (tpos[i], tpos[i] + 1) if i in tpos and mu_c[j] < math.inf else None,
+               mu_c[j], weld_c[j]) for j, i in enumerate(closed)]
+    fric = np.array([0.0 if pt[1] is None else pt[2] for pt in points])
+    tol = float(np.max(nu_tol[closed] * (1.0 + fric), initial=0.0))
     scale = _PRE_SAFETY * max(1.0, float(np.abs(z).max(initial=0.0)))
     bound = tol + 1e4 * _EPS * scale + 10 * _SOCP_TOL * scale
     if cone_slack(z, points) >= -bound or not _refuted(z, J, points, bound,
                                                           (U, sv, Vt)):
         return False
+    # the excess forces: the sticking points' least-norm friction reversed, unit (zero
+    # where it vanishes, as _slip_direction)
+    rows = np.array(list(tpos.items()), dtype=np.int64).reshape(-1, 2)
+    t = -np.column_stack([z[rows[:, 1]], z[rows[:, 1] + 1]])
+    size = np.hypot(t[:, 0], t[:, 1])
     excess = np.zeros((len(mode), 2))
-    for i, jj in tpos.items():
-        excess[i] = _slip_direction(-z[jj:jj + 2])
+    excess[rows[:, 0]] = np.where((size > 0)[:, None], t / np.where(size > 0, size, 1.0)[:, None],
+                                  0.0)
     shared.excess[np.asarray(mode, dtype=int).tobytes()] = excess
     return True
 
