@@ -1563,6 +1563,54 @@ def test_two_site_transmissions_follow_their_closed_forms():
             1.0, abs(want))
 
 
+def test_actuators_after_one_with_several_controls_keep_their_own():
+    """MuJoCo 4's actuators may take several controls and give several outputs (an
+    ``orientation`` servo on a ball: 3 of each; ``nu`` counts controls, ``nactuator``
+    actuators, ``actuator_gear`` has a row per output). The loader reads each actuator's
+    gear, control range and keyframe control at its own addresses (``actuator_outadr``,
+    ``actuator_ctrladr``): after such an actuator, a hinge motor and a position servo keep
+    their gear and range, the orientation servo is listed, and with it switched off in
+    MuJoCo the accelerations equal MuJoCo's (the bound of
+    :func:`controlled_step_against_mujoco`)."""
+    xml = """
+    <mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>
+    <worldbody>
+      <body name="b" pos="0 0 1"><joint name="bj" type="ball"/>
+        <inertial pos="0 0 -0.2" mass="1" diaginertia="0.02 0.03 0.01"/>
+        <body name="c" pos="0 0 -0.4"><joint name="h" type="hinge" axis="0 1 0"/>
+          <inertial pos="0 0 -0.1" mass="0.5" diaginertia="0.01 0.01 0.002"/></body>
+      </body>
+    </worldbody>
+    <actuator>
+      <orientation name="o" joint="bj" kp="1" dampratio="1"/>
+      <motor name="m" joint="h" gear="2.5" ctrlrange="-0.3 0.4"/>
+      <position name="p" joint="h" kp="3" kv="0.2" ctrlrange="-1 1"/>
+    </actuator>
+    <keyframe><key name="k" qpos="1 0 0 0 0.3" ctrl="0.1 0.2 0.3 0.35 -0.5"/></keyframe>
+    </mujoco>"""
+    m = mj.MjModel.from_xml_string(xml)
+    if getattr(m, "nactuator", m.nu) == m.nu:
+        pytest.skip("this MuJoCo's actuators take one control each")
+    with pytest.warns(mjcf.UnmappedFeatureWarning):
+        model = mjcf.load(xml)
+    assert model.actuator_names == ("m", "p")
+    assert np.array_equal(model.keyframes["k"].ctrl, [0.35, -0.5])
+    m.actuator_gainprm[0] = 0.0                   # (the orientation servo, off in MuJoCo)
+    m.actuator_biasprm[0] = 0.0
+    d = mj.MjData(m)
+    rng = np.random.default_rng(21)
+    for _ in range(10):
+        qpos, qvel = random_state(m, rng)
+        ctrl = rng.uniform(-2.0, 2.0, m.nu)
+        d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, ctrl
+        mj.mj_forward(m, d)
+        q, v = mjcf.state_from_mujoco(model, m, qpos, qvel)
+        sysm = model.controlled(ctrl[[int(m.actuator_ctrladr[1]), int(m.actuator_ctrladr[2])]])
+        step = go.solve_step(sysm, 0.0, q, v)
+        qacc, L = acceleration_map(model, m, q, v, step.a)
+        assert np.linalg.norm(qacc - d.qacc) <= bound(sysm, q, v, step, L, m, d)
+
+
 def test_two_site_transmission_errors_are_named():
     """A slider-crank without its rod (or slider), a reference site without a site, both
     sites on the world, a rod that is not positive, and a crank beside a joint: each a

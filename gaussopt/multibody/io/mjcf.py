@@ -569,13 +569,32 @@ def _equalities(mj, m, d, out: _Mapping, owner: list) -> None:
             out.joints.append(Fixed(bj, bi, point=p1))
 
 
+def _nact(m) -> int:
+    """MuJoCo's number of actuators (``nactuator``; before MuJoCo 4, whose actuators may
+    take several controls and give several outputs, ``nu``, one control each)."""
+    return int(getattr(m, "nactuator", m.nu))
+
+
+def _ctrl(m, i: int) -> int:
+    """Actuator ``i``'s (first) control: its index in ``ctrl``, ``ctrlrange``,
+    ``ctrllimited`` and ``key_ctrl`` (MuJoCo 4's ``actuator_ctrladr``; ``i`` before)."""
+    return int(m.actuator_ctrladr[i]) if hasattr(m, "actuator_ctrladr") else i
+
+
+def _out(m, i: int) -> int:
+    """Actuator ``i``'s (first) output: its index in ``actuator_gear``, ``lengthrange``,
+    ``acc0`` and the data's ``actuator_length`` (MuJoCo 4's ``actuator_outadr``; ``i``
+    before)."""
+    return int(m.actuator_outadr[i]) if hasattr(m, "actuator_outadr") else i
+
+
 def _unmapped(mj, m, un: dict, tree: bool = False) -> None:
     """Count the features the mapping leaves out (``tree``: of the joint-coordinate kind,
     which maps the stiffness of hinges and slides)."""
     if not tree:                                 # (the joint kind counts its own)
         _count(un, "tendons", int(m.ntendon))
         if not _flag(mj, m, "mjDSBL_ACTUATION"):
-            _count(un, "actuators", int(m.nu))
+            _count(un, "actuators", _nact(m))
     constraint = not _flag(mj, m, "mjDSBL_CONSTRAINT")
     if constraint and not _flag(mj, m, "mjDSBL_CONTACT") and not tree:
         coll = int(np.count_nonzero((m.geom_contype != 0) | (m.geom_conaffinity != 0)))
@@ -1149,19 +1168,19 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
     tree). Nothing when MuJoCo's actuation is disabled (no actuator acts)."""
     from gaussopt.multibody.tree import Actuator
 
-    if m.nu == 0:
+    if _nact(m) == 0:
         return
     _actuator_damping_armature(mj, m, out, jname_of, fixed, spatial)
     if not act_on:
         return
     un = out.unmapped
-    anames = _names(mj, m, mj.mjtObj.mjOBJ_ACTUATOR, m.nu, "actuator")
+    anames = _names(mj, m, mj.mjtObj.mjOBJ_ACTUATOR, _nact(m), "actuator")
     taken: set = set()
     TJ, TT = int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_TENDON)
     scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
     rotational = (int(mj.mjtJoint.mjJNT_BALL), int(mj.mjtJoint.mjJNT_FREE))
     clamp = not _flag(mj, m, "mjDSBL_CLAMPCTRL")
-    for i in range(m.nu):
+    for i in range(_nact(m)):
         trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
         dynamics = _activation_dynamics(mj, m, i, clamp, un)
         if dynamics is False:
@@ -1224,14 +1243,14 @@ def _tree_actuators(mj, m, out: _TreeMapping, jname_of: dict, fixed: dict, act_o
         affine = int(m.actuator_biastype[i]) == int(mj.mjtBias.mjBIAS_AFFINE)
         out.forces.append(Actuator(
             _clean(anames[i], taken),
-            gear=(float(m.actuator_gear[i, 0]) if ngear == 1
-                  else tuple(float(x) for x in m.actuator_gear[i, :ngear])),
+            gear=(float(m.actuator_gear[_out(m, i), 0]) if ngear == 1
+                  else tuple(float(x) for x in m.actuator_gear[_out(m, i), :ngear])),
             gain=(1.0 if muscle else tuple(float(x) for x in m.actuator_gainprm[i, :3])
                   if gaintype == int(mj.mjtGain.mjGAIN_AFFINE)
                   else float(m.actuator_gainprm[i, 0])),
             bias=tuple(np.array(m.actuator_biasprm[i, :3], dtype=float)) if affine else (0.0,) * 3,
-            ctrl_range=(tuple(np.array(m.actuator_ctrlrange[i], dtype=float))
-                        if m.actuator_ctrllimited[i] and clamp else None),
+            ctrl_range=(tuple(np.array(m.actuator_ctrlrange[_ctrl(m, i)], dtype=float))
+                        if m.actuator_ctrllimited[_ctrl(m, i)] and clamp else None),
             force_range=(tuple(np.array(m.actuator_forcerange[i], dtype=float))
                          if m.actuator_forcelimited[i] else None),
             **(dynamics or {}), **target))
@@ -1279,8 +1298,8 @@ def _activation_dynamics(mj, m, i: int, clamp: bool, un: dict):
                    "constant")
         return False
     reach = None
-    if out["dynamics"] == "filter" and clamp and m.actuator_ctrllimited[i]:
-        reach = tuple(float(x) for x in m.actuator_ctrlrange[i])
+    if out["dynamics"] == "filter" and clamp and m.actuator_ctrllimited[_ctrl(m, i)]:
+        reach = tuple(float(x) for x in m.actuator_ctrlrange[_ctrl(m, i)])
     return out if _activation_kept(m, i, un, reach) else False
 
 
@@ -1308,9 +1327,11 @@ def _muscle_of(m, i: int) -> dict:
     from gaussopt.multibody.tree import Muscle
 
     prm = np.array(m.actuator_gainprm[i, :9], dtype=float)
-    force = prm[2] if prm[2] >= 0 else prm[3] / max(_MJ_MINVAL, float(m.actuator_acc0[i]))
+    force = prm[2] if prm[2] >= 0 else prm[3] / max(_MJ_MINVAL,
+                                                     float(m.actuator_acc0[_out(m, i)]))
     dyn = np.array(m.actuator_dynprm[i, :3], dtype=float)
-    return {"muscle": Muscle(length_range=tuple(float(x) for x in m.actuator_lengthrange[i]),
+    return {"muscle": Muscle(length_range=tuple(float(x) for x in
+                                                m.actuator_lengthrange[_out(m, i)]),
                              force=float(force), range=(float(prm[0]), float(prm[1])),
                              lmin=float(prm[4]), lmax=float(prm[5]), vmax=float(prm[6]),
                              fpmax=float(prm[7]), fvmax=float(prm[8]),
@@ -1330,7 +1351,7 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
     scalar = (int(mj.mjtJoint.mjJNT_HINGE), int(mj.mjtJoint.mjJNT_SLIDE))
     joint_trn = (int(mj.mjtTrn.mjTRN_JOINT), int(mj.mjtTrn.mjTRN_JOINTINPARENT))
     extra: dict = {}
-    for i in range(m.nu):
+    for i in range(_nact(m)):
         dmp = float(m.actuator_damping[i]) if damp_on else 0.0
         arm = float(m.actuator_armature[i])
         if damp_on and np.any(m.actuator_dampingpoly[i]):
@@ -1338,7 +1359,7 @@ def _actuator_damping_armature(mj, m, out: _TreeMapping, jname_of: dict, fixed: 
         if not (dmp or arm):
             continue
         trn, tid = int(m.actuator_trntype[i]), int(m.actuator_trnid[i, 0])
-        g2 = float(m.actuator_gear[i, 0]) ** 2
+        g2 = float(m.actuator_gear[_out(m, i), 0]) ** 2
         if trn in joint_trn and int(m.jnt_type[tid]) in scalar:
             key = ("joint", jname_of[tid])
         elif trn == int(mj.mjtTrn.mjTRN_TENDON) and tid in fixed:
@@ -1422,7 +1443,9 @@ def _build_tree(mp: _TreeMapping, m, src: str):
     for k in range(m.nkey):
         q, v = _joint_state(m, m.key_qpos[k], m.key_qvel[k], acts, m.key_act[k])
         model.keyframes[knames[k]] = Keyframe(float(m.key_time[k]), q, v,
-                                              np.array(m.key_ctrl[k][mp.actuators], dtype=float))
+                                              np.array(m.key_ctrl[k][[_ctrl(m, i) for i in
+                                                                      mp.actuators]],
+                                                       dtype=float))
     return model
 
 
