@@ -1611,6 +1611,45 @@ def test_actuators_after_one_with_several_controls_keep_their_own():
         assert np.linalg.norm(qacc - d.qacc) <= bound(sysm, q, v, step, L, m, d)
 
 
+def test_tendon_armature_across_branches_is_kept_whole_and_said():
+    """A tendon with an armature between two pendulums hanging from the world (two trees):
+    its kinetic energy ``a L'^2 / 2`` couples them, ``M += a J^T J`` whole. MuJoCo adds only
+    the entries its sparse ``M`` has room for (within each tree: its own test
+    ``core_smooth/ten_armature_offtree.xml`` checks that), so the loader says the two
+    differ; gaussopt's accelerations equal the solve of MuJoCo's ``M`` with the dropped
+    coupling added back (from MuJoCo's own tendon Jacobian) and its ``qfrc_smooth``
+    (sums of a few products: 1e-12 relative is ~4000 eps of them, cond(M) ~ 10)."""
+    xml = """
+    <mujoco><option gravity="0 0 -9.81"><flag contact="disable"/></option>
+    <worldbody>
+      <body><joint name="a" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" size=".04" fromto="0 0 0 0 0 -1"/><site name="s0" pos=".05 0 -.8"/></body>
+      <body pos="1 0 0"><joint name="b" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" size=".04" fromto="0 0 0 0 0 -1"/><site name="s1" pos="-.05 0 -.7"/></body>
+    </worldbody>
+    <tendon><spatial armature="4" stiffness="3"><site site="s0"/><site site="s1"/></spatial></tendon>
+    </mujoco>"""
+    with pytest.warns(mjcf.UnmappedFeatureWarning) as rec:
+        model = mjcf.load(xml)
+    assert any("tendon armature coupling branches of the tree" in k
+               for w in rec for k in w.message.features)
+    m = mj.MjModel.from_xml_string(xml)
+    d = mj.MjData(m)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        qpos, qvel = rng.uniform(-1, 1, 2), rng.uniform(-2, 2, 2)
+        d.qpos[:], d.qvel[:] = qpos, qvel
+        mj.mj_forward(m, d)
+        J = np.zeros(2)
+        J[m.ten_J_colind[:m.ten_J_rownnz[0]]] = d.ten_J[:m.ten_J_rownnz[0]]
+        M = joint_mass(m, d)
+        assert M[0, 1] == 0.0                       # (MuJoCo's: the coupling dropped)
+        M[0, 1] = M[1, 0] = 4.0 * J[0] * J[1]
+        want = np.linalg.solve(M, d.qfrc_smooth)
+        got = go.solve_step(model.system, 0.0, qpos, qvel).a
+        assert np.abs(got - want).max() <= 1e-12 * np.abs(want).max()
+
+
 def test_two_site_transmission_errors_are_named():
     """A slider-crank without its rod (or slider), a reference site without a site, both
     sites on the world, a rod that is not positive, and a crank beside a joint: each a

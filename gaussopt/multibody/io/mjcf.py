@@ -794,6 +794,7 @@ def _tree_map(mj, m, name: Optional[str] = None, exact_links: Optional[dict] = N
     fixed = _tree_tendons(mj, m, out, jname_of, spring_on, damp_on, act_on)
     spatial, wrapping = _tree_spatial_tendons(mj, m, d, out, owner, link_body, mocap_of,
                                               spring_on, damp_on, act_on)
+    _offtree_armature(m, {**fixed, **spatial}, un)
 
     def site_of(sid: int, world: bool = False):
         """(link, position, rotation) of MuJoCo site ``sid`` in the frame of the link that
@@ -987,6 +988,40 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         _count(un, "contacts: geom pairs mapped, opt-in (not in model.system: "
                    "model.with_contacts() adds them as hard contacts, restitution 0 by default; "
                    f"geoms {_few(sorted(mapped_geoms))})", len(out.contact_pairs))
+
+
+def _offtree_armature(m, mapped: dict, un: dict) -> None:
+    """Count the mapped tendons with an armature whose degrees of freedom lie on different
+    branches of the tree (two of them, neither an ancestor of the other): their armature's
+    kinetic energy ``a L'^2 / 2`` couples those degrees of freedom, and gaussopt keeps the
+    whole ``a J^T J`` in ``M`` (the exact dynamics), where MuJoCo adds its entries only
+    where its sparse ``M`` has room (within each branch: ``mj_tendonArmature``), so the
+    accelerations differ from MuJoCo's by the dropped coupling (its own test,
+    ``core_smooth/ten_armature_offtree.xml``, checks that truncation)."""
+    if not hasattr(m, "ten_J_rownnz"):
+        return
+    parent = [int(x) for x in m.dof_parentid]
+
+    def chain(i: int) -> set:
+        out = set()
+        while i >= 0:
+            out.add(i)
+            i = parent[i]
+        return out
+
+    count = 0
+    for t in mapped:
+        if not float(m.tendon_armature[t]):
+            continue
+        adr, nnz = int(m.ten_J_rowadr[t]), int(m.ten_J_rownnz[t])
+        dofs = [int(x) for x in m.ten_J_colind[adr:adr + nnz]]
+        up = {i: chain(i) for i in dofs}
+        if any(j not in up[i] and i not in up[j] for i in dofs for j in dofs):
+            count += 1
+    if count:
+        _count(un, "tendon armature coupling branches of the tree: kept whole here (the "
+                   "exact a J^T J); MuJoCo keeps only its entries within each branch, so the "
+                   "accelerations differ from MuJoCo's", count)
 
 
 def _tree_tendons(mj, m, out: _TreeMapping, jname_of: dict, spring_on: bool, damp_on: bool,
