@@ -1304,23 +1304,12 @@ def _wrap(p, i, R, X, x0, x1, out, w):
     that wraps: a model whose tendons only pass through sites does not compile it, 2-3 s
     of its first use.)"""
     sr = int(p[H_OS]) + W_S * i
-    b = int(p[sr])
     kind = int(p[sr + S_KIND])
     rad = p[sr + S_RAD]
     G = carve(w, 0, (3, 3))
     c = carve(w, 9, (3,))
-    for r in range(3):
-        for k in range(3):
-            if b < 0:
-                G[r, k] = p[sr + S_ROT + 3 * r + k]
-            else:
-                G[r, k] = (R[b, r, 0] * p[sr + S_ROT + k] + R[b, r, 1] * p[sr + S_ROT + 3 + k]
-                           + R[b, r, 2] * p[sr + S_ROT + 6 + k])
-        if b < 0:
-            c[r] = p[sr + S_POS + r]
-        else:
-            c[r] = (X[b, r] + R[b, r, 0] * p[sr + S_POS] + R[b, r, 1] * p[sr + S_POS + 1]
-                    + R[b, r, 2] * p[sr + S_POS + 2])
+    _site_axes(p, i, R, G)                       # (the geom's axes and centre in the world)
+    _site_world(p, i, R, X, c)
     # the ends in the geom's frame
     p00 = G[0, 0] * (x0[0] - c[0]) + G[1, 0] * (x0[1] - c[1]) + G[2, 0] * (x0[2] - c[2])
     p01 = G[0, 1] * (x0[0] - c[0]) + G[1, 1] * (x0[1] - c[1]) + G[2, 1] * (x0[2] - c[2])
