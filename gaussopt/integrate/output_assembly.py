@@ -84,8 +84,7 @@ def _small_step_cause(run: "Run", t: float) -> str:
                 "singular at this state.")
     k = int(np.argmax(np.abs(a1)))
     big1, big0 = float(abs(a1[k])), float(np.abs(a0).max(initial=0.0))
-    coords = run.system.coordinates
-    label = coords[k] if k < len(coords) else f"coordinate {k}"
+    label = run.system.coordinates[k]
     if big0 == 0.0:
         return f" There the accelerations reach {big1:.3g} (largest on {label!r})."
     if big1 > _SINGULAR_GROWTH * big0:

@@ -923,20 +923,22 @@ def _servo(a) -> bool:
 
 def _site_record(site, label: str, index: dict, problems: list, axes: bool = True):
     """The site record (``W_S``) of ``site = (link, position[, rotation])`` (``link`` None
-    for the world; the rotation's columns the site's axes in the link's frame), or a zero
-    record with the problem noted."""
+    for the world; the rotation's columns the site's axes in the link's frame), or None
+    with the problem noted (a malformed site, an unknown link)."""
     rec = np.zeros(kernel.W_S)
     if not isinstance(site, (tuple, list)) or len(site) not in ((2, 3) if axes else (2,)):
         problems.append(f"{label} must be (link, position)" + (" or (link, position, "
                         "rotation)" if axes else "") + f", found {site!r}")
-        return rec
+        return None
     try:
         nm = _link_name(site[0])
     except ModelError as e:
         problems.append(f"{label}: {e}")
-        return rec
+        return None
     body = _path_body(nm, label, index, problems)
-    rec[kernel.S_BODY] = -1 if body is None else body
+    if body is None:
+        return None
+    rec[kernel.S_BODY] = body
     rec[kernel.S_POS:kernel.S_POS + 3] = _vec(site[1], 3, f"{label}'s position", problems)
     R = np.eye(3) if len(site) == 2 else _rotation_matrix(site[2], f"{label}'s rotation",
                                                           problems)
@@ -948,6 +950,8 @@ def _crank_sites(a, label: str, index: dict, problems: list) -> list:
     """The crank's and the slider's site records of slider-crank actuator ``a``."""
     crank = _site_record(a.crank, f"{label}.crank", index, problems, axes=False)
     slider = _site_record(a.slider, f"{label}.slider", index, problems)
+    if crank is None or slider is None:
+        return [np.zeros(kernel.W_S)] * 2         # (the model is refused: problems noted)
     if crank[kernel.S_BODY] < 0 and slider[kernel.S_BODY] < 0:
         problems.append(f"{label}: a slider-crank with both sites on the world moves nothing")
     return [crank, slider]
@@ -959,6 +963,8 @@ def _refsite_sites(a, label: str, index: dict, parents: list, problems: list) ->
     ancestor of both, or one of them; -1: none), on which the moment's clearing acts."""
     site = _site_record(a.site, f"{label}.site", index, problems)
     ref = _site_record(a.reference, f"{label}.reference", index, problems)
+    if site is None or ref is None:
+        return [np.zeros(kernel.W_S)] * 3         # (the model is refused: problems noted)
     bs, br = int(site[kernel.S_BODY]), int(ref[kernel.S_BODY])
     if bs < 0 and br < 0:
         problems.append(f"{label}: a site and a reference site both on the world move nothing")
@@ -979,27 +985,24 @@ def _refsite_sites(a, label: str, index: dict, parents: list, problems: list) ->
 def _site_actuator(rec: np.ndarray, a, label: str, index: dict, problems: list) -> None:
     """The site of actuator ``a`` (``site = (link, position[, rotation])``, its ``gear`` 6
     numbers: force and torque in the site's frame) into its record ``rec``."""
-    site = a.site
-    if not isinstance(site, (tuple, list)) or len(site) not in (2, 3):
-        problems.append(f"{label}.site must be (link, position) or (link, position, "
-                        f"rotation), found {site!r}")
+    known = len(problems)
+    site = _site_record(a.site, f"{label}.site", index, problems)
+    if site is None:
         return
-    link = site[0]
-    if link is None or link not in index:
-        problems.append(f"{label}.site: the link must be one of the model's {list(index)} (a "
-                        f"site of the world moves nothing), found {link!r}")
+    if site[kernel.S_BODY] < 0:
+        problems.append(f"{label}.site: a site of the world moves nothing (give one of the "
+                        f"model's links {list(index)})")
         return
-    R = (np.eye(3) if len(site) == 2 else
-         _rotation_matrix(site[2], f"{label}.site's rotation", problems))
     gear = _vec(a.gear, 6, f"{label}.gear (6 numbers on a site: force and torque in the "
                            f"site's frame)", problems)
-    if R is None:
+    if len(problems) > known:
         return
     if a.muscle is not None:
         problems.append(f"{label}: a muscle on a site is not modelled (a site transmission "
                         f"has no length)")
-    rec[kernel.A_SITE] = index[link]
-    rec[kernel.A_SP:kernel.A_SP + 3] = _vec(site[1], 3, f"{label}.site's position", problems)
+    R = site[kernel.S_ROT:kernel.S_ROT + 9].reshape(3, 3)
+    rec[kernel.A_SITE] = site[kernel.S_BODY]
+    rec[kernel.A_SP:kernel.A_SP + 3] = site[kernel.S_POS:kernel.S_POS + 3]
     rec[kernel.A_SG:kernel.A_SG + 3] = R @ gear[:3]
     rec[kernel.A_SG + 3:kernel.A_SG + 6] = R @ gear[3:]
 

@@ -1486,17 +1486,17 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
     for i in range(ns):
         for k in range(9):
             reg[i, k] = 0.0
-    ol, ob = int(p[H_OL]), int(p[H_OB])
+    ol = int(p[H_OL])
     for l in range(int(p[H_NL])):
         lr = ol + W_L * l
         if p[lr + L_SP] == 0.0:
             continue
-        if p[lr + L_SP] == SP_CRANK:
-            SL[l, 0], SL[l, 1] = _crank_geometry(p, lr, R, X, V, reg, T)
-            SL[l, 2] = 0.0
-            continue
-        if p[lr + L_SP] == SP_REF:
-            SL[l, 0], SL[l, 1] = _refsite_geometry(p, lr, R, X, V, reg, T)
+        if p[lr + L_SP] != SP_PATH:
+            # a transmission of two sites: no spring or damper
+            if p[lr + L_SP] == SP_CRANK:
+                SL[l, 0], SL[l, 1] = _crank_geometry(p, lr, R, X, V, reg, T)
+            else:
+                SL[l, 0], SL[l, 1] = _refsite_geometry(p, lr, R, X, V, reg, T)
             SL[l, 2] = 0.0
             continue
         # one pass over the path: its length, its rate, the points' positions (from their
@@ -1507,9 +1507,7 @@ def _tendon_geometry(p, R, X, S, V, Ab, T):
             i = int(pts[k, 0])
             b = int(pts[k, 1])
             if b >= 0:
-                r = b
-                while int(p[ob + W_B * r + B_PAR]) >= 0:
-                    r = int(p[ob + W_B * r + B_PAR])
+                r = _root_of(p, b)
                 for c in range(3):
                     reg[i, c] = pts[k, 2 + c] - X[r, c]
             if k == 0 or _on_geom(p, pts, k):

@@ -148,6 +148,7 @@ class SparseQP:
                       np.empty(m))
         self._scaled = (np.empty(self._Psrc.size), np.empty(n), np.empty(self._Asrc.size),
                         np.empty(m), np.empty(n), np.empty(m))
+        self._xs = (np.empty(n), None)            # (Clarabel's primal answer, copied out)
 
     def step(self, t: float, q: np.ndarray, v: np.ndarray, full: bool):
         """One QP step on the sparse path: a StepResult (``full``) or the accelerations,
@@ -183,7 +184,7 @@ class SparseQP:
         first = cq._scale(Pv, qv, Av, bv, cq.scaling, self._scaled)
         # (the primal solution only: Clarabel's dual, read, costs 0.02 ms at n = 2000)
         xs, _, dd, _, _, raw, iters, _, solve_time = cq.solve_values(
-            Pv, qv, Av, bv, first, (np.empty(n), None))
+            Pv, qv, Av, bv, first, self._xs)
         status = STATUS_NAMES.get(raw) or raw.lower()
         qp.statuses[status] = qp.statuses.get(status, 0) + 1
         self.steps += 1
