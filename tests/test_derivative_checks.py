@@ -211,3 +211,37 @@ def test_large_jacobian_checked_along_directions(wrong):
     # (three steps x four directions x two sides, the rounding noise's three, the
     # residuals' own: the column-by-column check took 6 n)
     assert len(calls) < 60
+
+
+@pytest.mark.parametrize("slope", [0.1, 0.2])
+def test_a_contact_nonsmooth_at_the_initial_state_is_checked_next_to_it(slope):
+    """``Contact.nonsmooth_at``: a gap ``y - 0.1 |x|`` with the Jacobian of one side at the
+    kink ``x = 0`` (the one-sided slopes are -0.1 and +0.1, the central differences 0: no
+    derivative to judge there). Declared non-smooth at ``|x| < 1e-4``, the check concludes
+    nothing at the initial state and checks at its perturbed state (``x`` ~ 1e-3): the right
+    Jacobian passes and the run goes on; a Jacobian with the wrong slope (0.2) is refused
+    there, so the declaration does not switch the check off. Undeclared, the right
+    Jacobian is refused at the kink."""
+    def gap(t, q):
+        return np.array([q[1] - 0.1 * np.abs(q[0])])
+
+    def jacobian(t, q):
+        return np.array([[-slope if q[0] >= 0 else slope, 1.0]])
+
+    def system(declared):
+        floor = go.Contact(gap, jacobian, lambda t, q, v: np.zeros(1), rheonomic=False,
+                           name="vee")
+        if declared:
+            floor.nonsmooth_at = lambda t, q: abs(q[0]) < 1e-4
+        return go.System(("x", "y"), mass=np.eye(2), force=[0.0, -9.81],
+                         constraints=[floor])
+
+    q0, v0 = np.array([0.0, 1.0]), np.zeros(2)
+    if slope == 0.1:
+        run = go.simulate(system(True), (0.0, 0.1), q0, v0)
+        assert run.success
+        with pytest.raises(ModelError, match="vee.gap: Phi_q: the given derivative disagrees"):
+            go.simulate(system(False), (0.0, 0.1), q0, v0)
+    else:
+        with pytest.raises(ModelError, match="perturbed state"):
+            go.simulate(system(True), (0.0, 0.1), q0, v0)

@@ -695,6 +695,39 @@ def test_cylinder_gaps_derivatives_and_face_refusal():
     assert row.jacobian(0.0, flat).shape == (2, model.n)
 
 
+def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
+    """A can standing upright 1 m above the floor (its axis along the floor's normal: the
+    most natural pose of a cylinder, and of a robot's upright cylinder links far from the
+    floor). Its rims' gaps have no derivative there (every rim point is the lowest: tilted
+    either way, the gap falls by ``r |sin d|``), so the system check, whose finite
+    differences straddle that kink, refused the run before it started ("the given
+    derivative disagrees with finite differences ... check the argument `jacobian`", an
+    argument the user never gave). The check now concludes nothing at such a state and
+    checks the contact at its perturbed state, tilted by ~1e-3 rad. The can falls freely
+    and lands flat at ``sqrt(2 (1 - h) / g)``, where the run ends with success=False naming
+    the face contact (documented: not mapped). Free fall is a quadratic in t, which
+    DOP853 integrates to rounding; the landing is located to 4 eps in time on it: 1e-10 s
+    is a bound with margins of more than 1e4."""
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1"/>
+<body name="can" pos="0 0 1"><freejoint/>
+  <geom name="can" type="cylinder" size=".05 .1" mass="1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    system = model.with_contacts()
+    contact = system.constraints[-1]
+    assert contact.nonsmooth_at(0.0, model.q_reference)
+    run = go.simulate(system, (0.0, 1.0), model.q_reference, np.zeros(model.n))
+    assert not run.success
+    assert "cylinder 'can' touches the plane with its flat face" in run.message
+    assert abs(run.t[-1] - math.sqrt(2 * 0.9 / G0)) < 1e-10
+    # tilted by 5 degrees it is smooth there, and lands on its rim and rocks to rest
+    tilted = model.q_reference.copy()
+    tilted[3:7] = [math.cos(0.0436), math.sin(0.0436), 0.0, 0.0]
+    assert not contact.nonsmooth_at(0.0, tilted)
+    assert go.simulate(system, (0.0, 0.8), tilted, np.zeros(model.n)).success
+
+
 def disk_xml(m, R, H, mu):
     """A free solid cylinder (a thick disk) with its axis along its body's z, centroid at
     the body origin, on a floor."""

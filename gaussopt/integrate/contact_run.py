@@ -155,7 +155,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from gaussopt.model.constraints import Holonomic
+from gaussopt.model.constraints import Holonomic, check_derivatives_near
 from gaussopt.integrate.dense_output import evaluation_times
 from gaussopt.core.exceptions import GaussoptError, ModelError, UnsupportedConstraintError
 from gaussopt.gauss.solution import solve_gauss
@@ -901,7 +901,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     P.gaps(t0, q)                  # (a gap that returns no finite numbers: named here)
     model.base.check(t0, q, v)
     for c in system.contacts:
-        problems = c.check_derivatives(t0, q, v)
+        problems = check_derivatives_near(c, t0, q, v)
         if problems:
             raise ModelError(f"contact {c.name!r} failed its check: " + "; ".join(problems))
     _check_affine(model, t0, q, v)

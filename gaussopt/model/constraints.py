@@ -231,6 +231,28 @@ class Constraint:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+def check_derivatives_near(c: Constraint, t: float, q: np.ndarray, v: np.ndarray
+                           ) -> list[str]:
+    """The problems :meth:`Constraint.check_derivatives` finds at ``(t, q, v)`` or, where it
+    finds none there, at a nearby state with a nonzero velocity (``q + dq``, ``v + dv``:
+    every coordinate moved by ~1e-3 of ``1 + |q_j|``, every velocity by ~0.5 of ``1 +
+    |v_j|``). Why both: a function that is not complex-safe can look right at rest (``v
+    = 0`` makes the complex-step directions real) and be wrong once it moves, and at a
+    state where a contact's functions have no derivative (:attr:`gaussopt.Contact.
+    nonsmooth_at`) nothing is concluded there. What :meth:`gaussopt.System.check` and the
+    contact run check."""
+    q = np.asarray(q, dtype=float)
+    v = np.asarray(v, dtype=float)
+    found = c.check_derivatives(t, q, v)
+    if found:
+        return found
+    k = np.arange(q.size)
+    qp = q + 1e-3 * (1.0 + np.abs(q)) * np.sin(1.3 + 0.7 * k)
+    vp = v + 0.5 * (1.0 + np.abs(v)) * np.cos(0.4 + 1.1 * k)
+    return [f"{p} (at the perturbed state q + dq, v + dv used for this check)"
+            for p in c.check_derivatives(t, qp, vp, strict=False)]
+
+
 #: relative steps of the central differences that cross-check derivatives: the first
 #: suits functions varying on the scale of the coordinates, the smaller ones functions
 #: with a short length scale (``q1 - L sin(q0 / L)``, ``L = 1e-6``); a derivative

@@ -103,6 +103,14 @@ class Contact(Constraint):
 
     kind = "contact"
     level = "position"
+    #: ``nonsmooth_at(t, q) -> bool``: where the functions are known to have no derivative
+    #: (a geometry's kink: a cylinder's rim standing exactly on its axis above a plane, whose
+    #: lowest point is then every point of the rim), or None (nowhere). The derivative check
+    #: (:meth:`check_derivatives`) concludes nothing at such a state: its finite
+    #: differences would straddle the kink and disagree with any derivative given there;
+    #: :meth:`gaussopt.System.check` then checks at its perturbed state. Set by
+    #: :meth:`gaussopt.multibody.tree.Model.contacts`.
+    nonsmooth_at: Optional[Callable] = None
 
     def __init__(self, gap: Callable, jacobian: Optional[Callable] = None,
                  gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
@@ -208,6 +216,8 @@ class Contact(Constraint):
         return self.normal.residual(t, q)
 
     def check_derivatives(self, t, q, v, strict=True) -> list[str]:
+        if self.nonsmooth_at is not None and self.nonsmooth_at(t, np.asarray(q, dtype=float)):
+            return []           # (no derivative to compare here: see ``nonsmooth_at``)
         problems = self.normal.check_derivatives(t, q, v, strict)
         if self.tangent is not None:
             problems += self.tangent.check_derivatives(t, q, v, strict)

@@ -7,7 +7,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
-from gaussopt.model.constraints import Constraint, Holonomic, Nonholonomic, _is_sparse
+from gaussopt.model.constraints import (Constraint, Holonomic, Nonholonomic, _is_sparse,
+                                       check_derivatives_near)
 from gaussopt.core.exceptions import ModelError
 from gaussopt.core.checks import diagonal_of
 
@@ -340,17 +341,8 @@ class System:
         except Exception as e:  # noqa: BLE001
             problems.append(f"force(t, q, v) raised {type(e).__name__}: {e}")
         counts, icounts = [], []
-        # derivatives are checked at the given state and at a nearby one with a nonzero
-        # velocity: a function that is not complex-safe can look right at rest (v = 0
-        # makes the complex-step directions real) and be wrong once it moves
-        k = np.arange(n)
-        qp = q + 1e-3 * (1.0 + np.abs(q)) * np.sin(1.3 + 0.7 * k)
-        vp = v + 0.5 * (1.0 + np.abs(v)) * np.cos(0.4 + 1.1 * k)
         for c in self.constraints:
-            found = c.check_derivatives(t, q, v) if id(c) not in self._verified else []
-            if not found and id(c) not in self._verified:
-                found = [f"{p} (at the perturbed state q + dq, v + dv used for this check)"
-                         for p in c.check_derivatives(t, qp, vp, strict=False)]
+            found = check_derivatives_near(c, t, q, v) if id(c) not in self._verified else []
             if found:
                 problems += found
                 counts.append(0) if c.kind == "equality" else icounts.append(0)

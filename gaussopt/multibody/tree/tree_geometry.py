@@ -66,6 +66,11 @@ PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "s
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
 FACE_TOL = 1e-6
+#: a cylinder whose axis is within this angle (rad) of a plane's normal is near its gap's
+#: kink (at zero angle the rim's lowest point is every point of the rim: the gap has no
+#: derivative there, :meth:`PairGroup.nonsmooth_at`); 25 times the largest rotation of a
+#: derivative check's finite-difference step (``1e-6 (1 + |q_j|)``, a few 1e-6 rad)
+KINK_TOL = 1e-4
 
 
 def _cross(a, b):
@@ -313,6 +318,28 @@ class PairGroup:
         self._pp = (np.array(geo, dtype=float).reshape(-1, kernel.W_PP) if geo
                     else np.zeros((0, kernel.W_PP)))
         self._pp_out = None                # the kernel's outputs for the last (q, v)
+
+    @property
+    def has_rims(self) -> bool:
+        """Whether the group holds cylinders (the pairs whose gap has a kink)."""
+        return any(g[8] is not None for g in self._geo)
+
+    def nonsmooth_at(self, t, q) -> bool:
+        """Whether a cylinder's axis is within :data:`KINK_TOL` of its plane's normal at
+        ``q``: its rims' gaps have no derivative at zero angle (their lowest point is then
+        every point of the rim; tilted by ``d``, the gap falls by ``r |sin d|`` whichever
+        way), so a finite-difference check next to it cannot judge the Jacobian
+        (:attr:`gaussopt.Contact.nonsmooth_at`)."""
+        q = np.asarray(q)
+        if q.dtype.kind != "f" or not self.has_rims:
+            return False
+        R, X = self._real(q)[:2]
+        for j, g in enumerate(self._geo):
+            if g[8] is not None:
+                _, n, _, _ = self._normals(R, X, g, j)
+                if float(np.min(self._rim(R, g, n)[2])) <= KINK_TOL:
+                    return True
+        return False
 
     @staticmethod
     def _place(R, X, k, s):

@@ -530,14 +530,17 @@ class Model(BaseModel):
         for mu, prs in groups.items():
             grp = PairGroup(kin, prs, self._asm.index)
             name = "contacts" if len(groups) == 1 else f"contacts.mu={mu:g}"
-            out.append(Contact(grp.gap, grp.jacobian, grp.gamma,
-                               slip_velocity=grp.slip_velocity if mu > 0 else None,
-                               slip_velocity_jacobian=(grp.slip_velocity_jacobian if mu > 0
-                                                       else None),
-                               slip_velocity_gamma=(grp.slip_velocity_gamma if mu > 0
-                                                    else None),
-                               friction=mu, restitution=restitution, rheonomic=False,
-                               name=name, point_names=grp.point_names))
+            contact = Contact(grp.gap, grp.jacobian, grp.gamma,
+                              slip_velocity=grp.slip_velocity if mu > 0 else None,
+                              slip_velocity_jacobian=(grp.slip_velocity_jacobian if mu > 0
+                                                      else None),
+                              slip_velocity_gamma=(grp.slip_velocity_gamma if mu > 0
+                                                   else None),
+                              friction=mu, restitution=restitution, rheonomic=False,
+                              name=name, point_names=grp.point_names)
+            if grp.has_rims:
+                contact.nonsmooth_at = grp.nonsmooth_at
+            out.append(contact)
         return out
 
     def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
