@@ -728,6 +728,41 @@ def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
     assert go.simulate(system, (0.0, 0.8), tilted, np.zeros(model.n)).success
 
 
+def test_corners_closer_than_the_gap_tolerance_end_the_run_by_name():
+    """A plank of two boxes on one body whose faces meet with a step of 2.5 um (their
+    corners 3 um apart at the junction: the replicated boxes of MuJoCo's
+    ``replicate/cylinder.xml`` and ``bowl.xml`` meet so), dropped nearly flat. At the
+    default tolerances the run's gap tolerance (1e3 (atol + rtol max|q|), 3 um here) takes
+    both corners of the step as touching; the contact problem holds one closed whose twin
+    rests, and no small change of the state brings both to the floor (their rows differ by
+    ~1e-7 of their size). Before, the Newton correction took that near-dependency (a turn
+    of several radians) or the phase refused its start asking for a projection of an
+    initial state the user never gave ("the contacts' functions failed"). Now the run ends
+    with success=False naming the points and the remedy, its last state sound (the unit
+    quaternion to the phases' consistency tolerance, no point below the floor by more than
+    the gap tolerance); with atol = 1e-12 (gap tolerance 1.05 um, below the step) it runs
+    through."""
+    xml = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+<body name="b" pos="0 0 .05" euler="3 0 0"><freejoint/>
+<geom name="a" type="box" size=".1 .05 .01" mass="1"/>
+<geom name="c" type="box" size=".1 .05 .01" pos="0.200003 0 0.0000025" mass="1"/>
+</body></worldbody></mujoco>"""
+    model, _ = load(xml)
+    system = model.with_contacts()
+    run = go.simulate(system, (0.0, 0.4), model.q_reference, np.zeros(model.n))
+    assert not run.success and run.t[-1] < 0.1
+    assert "held closed" in run.message and "off their surfaces" in run.message
+    assert "tighten the tolerances" in run.message
+    # (the quaternion: its normalization row held by the phases to their consistency
+    # tolerance 1e-8; the gaps: the run's gap tolerance at the default rtol = atol = 1e-9)
+    assert abs(np.linalg.norm(run.q[-1][3:7]) - 1.0) < 1e-8
+    gaps = system.constraints[-1].residual(0.0, run.q[-1])
+    assert gaps.min() > -1e3 * (1e-9 + 1e-9 * (1 + np.abs(run.q[-1]).max()))
+    tight = go.simulate(system, (0.0, 0.4), model.q_reference, np.zeros(model.n),
+                        rtol=1e-9, atol=1e-12)
+    assert tight.success and tight.t[-1] == 0.4
+
+
 def disk_xml(m, R, H, mu):
     """A free solid cylinder (a thick disk) with its axis along its body's z, centroid at
     the body origin, on a floor."""

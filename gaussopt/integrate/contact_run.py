@@ -653,7 +653,7 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
         if len(held):
             A = np.concatenate([A, P.normal_rows(t, q, v)[0][held]])
             r = np.concatenate([r, g_all[held]])
-        q = q - np.linalg.lstsq(A, r, rcond=None)[0]
+        q = q - _small_correction(A, r, 100.0 * gap_tol)
     if sysp.holonomic or sysp.nonholonomic:
         r = sysp.velocity_residual(t, q, v)
         B = sysp.velocity_rows(t, q, v)
@@ -662,6 +662,47 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
         if 0 < d.max(initial=0.0) <= vel_tol:
             v = v - np.linalg.lstsq(B, r, rcond=None)[0]
     return q, v
+
+
+def _small_correction(A: np.ndarray, r: np.ndarray, bound: float) -> np.ndarray:
+    """The minimum-norm least-squares ``dq`` of ``A dq = r`` over the singular directions
+    of ``A`` whose part of it is at most ``bound`` (:func:`_settle`'s Newton step).
+
+    Why: the gaps it closes are within the driver's ``gap_tol``, so its correction is of
+    their size; a direction that needs far more is a near-dependency of the rows, not a
+    small correction. A ring of 30 boxes landing on its rim (MuJoCo's
+    ``replicate/cylinder.xml``) has corners of neighbouring boxes 3e-6 m apart, one on
+    the floor, its twin 2.5e-6 m above it: their rows differ by 6e-8 of their size (above
+    any rank tolerance), and holding one at the floor while closing the other asked for a
+    turn of 10 rad, which the linearization took: the phase started with a unit
+    quaternion of norm 15. Such gaps cannot be closed by a small motion; they are left
+    (:func:`_unsettled` names them)."""
+    U, sv, Vt = np.linalg.svd(A, full_matrices=False)
+    c = U.T @ r
+    big = float(sv[0]) if sv.size else 0.0
+    keep = (sv > DEFAULT_RANK_TOL * big) & (np.abs(c) <= bound * sv)
+    return Vt[keep].T @ (c[keep] / sv[keep])
+
+
+def _unsettled(P: ContactPoints, t: float, q: np.ndarray, closed: np.ndarray,
+               tol: float) -> None:
+    """Raise :class:`~gaussopt.ContactSolveError` naming the closed points whose gaps
+    :func:`_settle` left beyond the phase's consistency tolerance ``tol`` (the phase would
+    refuse to start; its message would ask for a projection of an initial state the user
+    never gave)."""
+    G = P.normal_rows(t, q, np.zeros_like(q))[0]
+    d = np.abs(P.gaps(t, q)) / np.sqrt((G * G).sum(axis=1)).clip(min=1e-300)
+    bad = np.flatnonzero(closed & (d > tol * (1.0 + float(np.abs(q).max()))))
+    if bad.size:
+        names = [P.labels[i] for i in bad]
+        raise ContactSolveError(
+            f"the contact points {names} are held closed at t={t} but stay up to "
+            f"{float(d[bad].max()):.3g} off their surfaces: no small change of the state "
+            "brings them there together with the other touching points (their rows are "
+            "nearly dependent on those points': e.g. two contact points micrometres apart on "
+            "one body, one resting and its twin above it). Points that close together are "
+            "taken as touching within the run's gap tolerance, 1e3 (atol + rtol max|q|): "
+            "merge them, or tighten the tolerances below their distance.", names)
 
 
 def _check_lift_off(model: "_Model", t, q, v, closed, sdir, points, vel_tol, d0=None,
@@ -1021,6 +1062,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             if t > t0:          # (the caller's own state is checked as given, or projected)
                 q, v = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol,
                                float(vel_tol.max(initial=0.0)), touching)
+                _unsettled(P, t, q, closed, opts.consistency_tol)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
