@@ -485,3 +485,40 @@ def test_a_rebased_watch_in_a_run_and_a_bad_rebase(pb):
     with pytest.raises(go.ModelError, match=r"`events\[0\]\.rebase` must be a callable "
                                             r"rebase\(t, q, v\), found str"):
         go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0, events=g)
+
+
+def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
+    """``shared``/``from_shared``: three watches of one quantity (a particle falling from
+    x = 1 under g = 9.81 crossing x = 0.5, 0.2, -0.1) find the same crossings as three
+    plain functions, at ``sqrt(2 (1 - c) / g)`` (free fall is a quadratic: DOP853 and
+    Brent's method locate its roots to rounding, 1e-12 s a bound with margins of 1e3),
+    and the shared source is evaluated once per state where the plain functions are
+    evaluated once each (the contact run's gap watches: one per open point)."""
+    levels = (0.5, 0.2, -0.1)
+    system = go.System(("x",), mass=np.eye(1), force=[-9.81])
+    calls = {"shared": 0, "plain": 0}
+
+    def source(t, q, v):
+        calls["shared"] += 1
+        return q[0] - np.array(levels)
+
+    def watch(i, shared):
+        def f(t, q, v):
+            calls["plain"] += not shared
+            return float(q[0] - levels[i])
+        if shared:
+            f.shared, f.from_shared = source, (lambda t, s: float(s[i]))
+        return f
+
+    runs = {}
+    for shared in (False, True):
+        runs[shared] = go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
+                                   events=[watch(i, shared) for i in range(3)])
+    exact = [np.sqrt(2 * (1 - c) / 9.81) for c in levels]
+    for shared in (False, True):
+        got = [float(t[0]) for t in runs[shared].t_events]
+        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-12)
+    assert [list(t) for t in runs[True].t_events] == [list(t) for t in runs[False].t_events]
+    # (the plain run calls each of its three functions at every state the shared run reads
+    # once; Brent's iterates call one function each in both)
+    assert calls["shared"] < 0.5 * calls["plain"]

@@ -1229,13 +1229,13 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     keeps the sign: the watch is positive before and after."""
     if rate0 is None:
         if offset == 0.0:
-            def gap(t, q, v):
-                return float(P.gaps(t, q)[i])
+            def from_gaps(t, gaps):
+                return float(gaps[i])
         else:
             armed = [False]
 
-            def gap(t, q, v):
-                g = float(P.gaps(t, q)[i])
+            def from_gaps(t, gaps):
+                g = float(gaps[i])
                 if armed[0]:
                     return g
                 if g > offset:
@@ -1243,11 +1243,17 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
                     return g
                 return g + offset
     else:
-        def gap(t, q, v):
+        def from_gaps(t, gaps):
             if t == t_start:
                 return rate0
-            return float(P.gaps(t, q)[i]) / (t - t_start)
+            return float(gaps[i]) / (t - t_start)
+
+    def gap(t, q, v):
+        return from_gaps(t, P.gaps(t, q))
     gap.__name__ = f"gap of {P.labels[i]}"
+    # (the tracker evaluates every point's watch from one evaluation of all gaps per state:
+    # EventTracker's ``shared``)
+    gap.shared, gap.from_shared = P.gap_source, from_gaps
     return gap
 
 

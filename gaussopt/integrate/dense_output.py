@@ -311,6 +311,13 @@ class EventTracker:
     (``|u|``) and reaches zero exactly where the slip stops (or, within one step, turns by
     a right angle).
 
+    ``shared`` and ``from_shared`` (optional, together): the function reads a quantity
+    that others read too: ``shared(t, q, v)`` (the same object for all of them) computes
+    it, ``from_shared(t, value)`` is the function's value from it (what the function
+    returns). Every state's :meth:`values` then evaluates ``shared`` once (a contact
+    phase's gap watches, one per open point, read one evaluation of every gap: with 160
+    points, 160 evaluations of all gaps per state before).
+
     ``interp_screen`` (bool, default False; with ``interp_points``): the interior points are
     checked only in the steps where the function may come near zero. The function is
     evaluated at the step's middle on the interpolated state before its projection (no
@@ -380,6 +387,17 @@ class EventTracker:
                     raise ModelError(f"`{name}.rebase` must be a callable rebase(t, q, v), found "
                                      f"{type(rb).__name__}.")
                 self.rebase.append(i)
+        # functions that read one shared quantity (``shared(t, q, v)``, the same object,
+        # and ``from_shared(t, value) -> float``: a contact phase's gap watches, one per
+        # open point): :meth:`values` evaluates the source once per state
+        groups: dict = {}
+        for i, f in enumerate(events):
+            src = getattr(f, "shared", None)
+            if src is not None and callable(getattr(f, "from_shared", None)):
+                groups.setdefault(id(src), (src, []))[1].append(i)
+        self._groups = [(src, members) for src, members in groups.values()]
+        grouped = {i for _, members in self._groups for i in members}
+        self._alone = [i for i in range(k) if i not in grouped]
         #: steps whose interior points a screen skipped (per event), and those it did not
         self.screened = np.zeros(k, dtype=np.int64)
         self.unscreened = np.zeros(k, dtype=np.int64)
@@ -421,7 +439,33 @@ class EventTracker:
         return bool(up and d > 0 or down and d < 0 or (up or down) and d == 0)
 
     def values(self, t: float, y: np.ndarray, initial: bool = False) -> np.ndarray:
-        return np.array([self.value(i, t, y, initial) for i in range(len(self.functions))])
+        """Every function's value at ``(t, y)``; the functions with a ``shared`` source
+        read it once (:class:`EventTracker`)."""
+        if not self._groups:
+            return np.array([self.value(i, t, y, initial) for i in range(len(self.functions))])
+        out = np.empty(len(self.functions))
+        for i in self._alone:
+            out[i] = self.value(i, t, y, initial)
+        n = self.n
+        for source, members in self._groups:
+            try:
+                s = source(t, y[:n].copy(), y[n:].copy())
+                for i in members:
+                    out[i] = self.functions[i].from_shared(t, s)
+            except Exception as e:
+                # (the first member named, as its own evaluation would be)
+                i = members[0]
+                if initial:
+                    raise ModelError(f"`events[{i}]` raised {type(e).__name__} at the initial "
+                                     f"state (t={t}): {e}") from e
+                self.failed = i
+                raise
+            bad = [i for i in members if not np.isfinite(out[i])]
+            if bad:
+                self.failed = bad[0]
+                raise ModelError(f"`events[{bad[0]}]` must return a finite float, found "
+                                 f"{out[bad[0]]!r} at t={t}.")
+        return out
 
     def after_step(self, t_old: float, t_new: float, y_new: np.ndarray,
                    state: Callable[[float], np.ndarray],

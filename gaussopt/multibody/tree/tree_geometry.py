@@ -495,14 +495,15 @@ class PairGroup:
         out = []
         for j in which:
             g = self._geo[j]
+            if not g[7]:           # sphere-sphere: |c2 - c1| - r1 - r2 (no tangents needed)
+                d = self._place(R, X, g[1], g[4]) - self._place(R, X, g[0], g[2])
+                out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
+                continue
             c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:                        # n . (c - p0) - r |u|: exact also flat
                 out.append(np.sum(n * (c2 - c1), axis=1) - g[6] * self._rim(R, g, n)[2])
-            elif g[7]:
-                out.append(np.sum(n * (c2 - c1), axis=1) - g[6])
             else:
-                d = c2 - c1
-                out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
+                out.append(np.sum(n * (c2 - c1), axis=1) - g[6])
         return self._join(fast, out) if real else np.concatenate(out)
 
     def jacobian(self, t, q):
