@@ -684,20 +684,23 @@ def _small_correction(A: np.ndarray, r: np.ndarray, bound: float) -> np.ndarray:
     return Vt[keep].T @ (c[keep] / sv[keep])
 
 
-def _unsettled(P: ContactPoints, t: float, q: np.ndarray, closed: np.ndarray,
+def _unsettled(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np.ndarray,
                tol: float) -> None:
     """Raise :class:`~gaussopt.ContactSolveError` naming the closed points whose gaps
     :func:`_settle` left beyond the phase's consistency tolerance ``tol`` (the phase would
     refuse to start; its message would ask for a projection of an initial state the user
-    never gave)."""
-    G = P.normal_rows(t, q, np.zeros_like(q))[0]
-    d = np.abs(P.gaps(t, q)) / np.sqrt((G * G).sum(axis=1)).clip(min=1e-300)
-    bad = np.flatnonzero(closed & (d > tol * (1.0 + float(np.abs(q).max()))))
+    never gave). (The rows at ``(t, q, v)``: the phase's forces read them next.)"""
+    idx = np.flatnonzero(closed)
+    if idx.size == 0:
+        return
+    G = P.normal_rows(t, q, v)[0][idx]
+    d = np.abs(P.gaps(t, q)[idx]) / np.sqrt((G * G).sum(axis=1)).clip(min=1e-300)
+    bad = idx[d > tol * (1.0 + float(np.abs(q).max()))]
     if bad.size:
         names = [P.labels[i] for i in bad]
         raise ContactSolveError(
             f"the contact points {names} are held closed at t={t} but stay up to "
-            f"{float(d[bad].max()):.3g} off their surfaces: no small change of the state "
+            f"{float(d.max()):.3g} off their surfaces: no small change of the state "
             "brings them there together with the other touching points (their rows are "
             "nearly dependent on those points': e.g. two contact points micrometres apart on "
             "one body, one resting and its twin above it). Points that close together are "
@@ -1062,7 +1065,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             if t > t0:          # (the caller's own state is checked as given, or projected)
                 q, v = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol,
                                float(vel_tol.max(initial=0.0)), touching)
-                _unsettled(P, t, q, closed, opts.consistency_tol)
+                _unsettled(P, t, q, v, closed, opts.consistency_tol)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
