@@ -139,7 +139,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
         skips them in the steps where a parabola through the ends and the middle keeps
         clear of zero; ``f.rebase = g``, ``g(t, q, v)`` called after every accepted
         step, chooses the next member of a family of functions, such as a vector's
-        component along its own direction at the step's start:
+        component along its own direction at the step's start; ``f.shared = s`` with
+        ``f.from_shared = h``: many functions reading one quantity ``s(t, q, v)`` (the
+        same object) evaluate it once per state, each taking ``h(t, s(t, q, v))``:
         :class:`~gaussopt.integrate.dense_output.EventTracker`) and
         located by Brent's method to ``4 eps`` on the projected dense solution
         (see ``dense_output``), so the event's time is as accurate as the run's
