@@ -522,3 +522,35 @@ def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
     # (the plain run calls each of its three functions at every state the shared run reads
     # once; Brent's iterates call one function each in both)
     assert calls["shared"] < 0.5 * calls["plain"]
+
+
+def test_a_shared_reader_that_fails_is_named_as_its_own_evaluation_would_be():
+    """The shared path reports what the plain one does: a member returning NaN (here
+    the second, from the start) is named with its index and value; a source that raises
+    at the initial state is named by its first member."""
+    system = go.System(("x",), mass=np.eye(1), force=[-9.81])
+
+    def source(t, q, v):
+        return np.array([q[0], q[0] - 0.5])
+
+    def members(second):
+        fs = []
+        for i, read in enumerate((lambda t, s: float(s[0]), second)):
+            f = (lambda t, q, v, r=read: r(t, source(t, q, v)))
+            f.shared, f.from_shared = source, read
+            fs.append(f)
+        return fs
+
+    with pytest.raises(go.ModelError, match=r"`events\[1\]` must return a finite float, "
+                                            r"found nan"):
+        go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
+                    events=members(lambda t, s: float("nan")))
+
+    def broken(t, q, v):
+        raise ValueError("no gaps here")
+
+    fs = members(lambda t, s: float(s[1]))
+    for f in fs:
+        f.shared = broken
+    with pytest.raises(go.ModelError, match=r"`events\[0\]` raised ValueError at the initial"):
+        go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1), events=fs)

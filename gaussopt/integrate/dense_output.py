@@ -395,8 +395,9 @@ class EventTracker:
             src = getattr(f, "shared", None)
             if src is not None and callable(getattr(f, "from_shared", None)):
                 groups.setdefault(id(src), (src, []))[1].append(i)
-        self._groups = [(src, members) for src, members in groups.values()]
-        grouped = {i for _, members in self._groups for i in members}
+        self._groups = [(src, members, [events[i].from_shared for i in members])
+                        for src, members in groups.values()]
+        grouped = {i for _, members, _ in self._groups for i in members}
         self._alone = [i for i in range(k) if i not in grouped]
         #: steps whose interior points a screen skipped (per event), and those it did not
         self.screened = np.zeros(k, dtype=np.int64)
@@ -419,14 +420,26 @@ class EventTracker:
     def value(self, i: int, t: float, y: np.ndarray, initial: bool = False) -> float:
         """``f_i(t, q, v)`` as a float; ModelError unless it is a finite real number."""
         n = self.n
+        return self._float(i, t, self._call(i, t, initial, self.functions[i], y[:n].copy(),
+                                            y[n:].copy()))
+
+    def _call(self, i: int, t: float, initial: bool, f: Callable, *args):
+        """``f(t, *args)`` for event ``i`` (its function at ``(q, v)``, its shared source,
+        or its value from the source's, ``from_shared``): what it raises at the initial
+        state as a ModelError naming the event; later as it is, the event recorded as the
+        one that failed."""
         try:
-            r = self.functions[i](t, y[:n].copy(), y[n:].copy())
+            return f(t, *args)
         except Exception as e:
             if initial:
                 raise ModelError(f"`events[{i}]` raised {type(e).__name__} at the initial state "
                                  f"(t={t}): {e}") from e
             self.failed = i
             raise
+
+    def _float(self, i: int, t: float, r) -> float:
+        """Event ``i``'s value ``r`` as a float; ModelError unless it is a finite real
+        number."""
         x = np.asarray(r)
         if x.size != 1 or x.dtype.kind not in "biuf" or not np.isfinite(x.reshape(-1)[0]):
             self.failed = i
@@ -447,24 +460,21 @@ class EventTracker:
         for i in self._alone:
             out[i] = self.value(i, t, y, initial)
         n = self.n
-        for source, members in self._groups:
+        for source, members, readers in self._groups:
+            # (a source that raises is named by its first member, as that one's own
+            # evaluation would be)
+            shared = self._call(members[0], t, initial, source, y[:n].copy(), y[n:].copy())
             try:
-                s = source(t, y[:n].copy(), y[n:].copy())
-                for i in members:
-                    out[i] = self.functions[i].from_shared(t, s)
-            except Exception as e:
-                # (the first member named, as its own evaluation would be)
-                i = members[0]
-                if initial:
-                    raise ModelError(f"`events[{i}]` raised {type(e).__name__} at the initial "
-                                     f"state (t={t}): {e}") from e
-                self.failed = i
-                raise
-            bad = [i for i in members if not np.isfinite(out[i])]
-            if bad:
-                self.failed = bad[0]
-                raise ModelError(f"`events[{bad[0]}]` must return a finite float, found "
-                                 f"{out[bad[0]]!r} at t={t}.")
+                vals = np.array([f(t, shared) for f in readers], dtype=float)
+                ok = bool(np.all(np.isfinite(vals)))
+            except Exception:       # noqa: BLE001 - named member by member below
+                ok = False
+            if not ok:
+                # (the first member that raises or returns no finite float, named as by
+                # its own evaluation)
+                vals = [self._float(i, t, self._call(i, t, initial, f, shared))
+                        for i, f in zip(members, readers)]
+            out[members] = vals
         return out
 
     def after_step(self, t_old: float, t_new: float, y_new: np.ndarray,
