@@ -166,8 +166,10 @@ def test_compiled_plane_contacts_equal_the_complex_step_path():
     terms (against the complex step of the slip velocity), at random states with
     non-unit Euler parameters. Each entry is a sum of a few dozen products of terms below
     the largest reference value ``s`` (lengths ~1, velocities ~3): rounding below ``100 eps
-    s ~ 2e-14 s``; bound ``1e-13 (1 + s)``. The group mixes kernel and numpy pairs
-    (a cylinder's rims, sphere-sphere), so the rows' order is checked too."""
+    s ~ 2e-14 s``; bound ``1e-13 (1 + s)`` (a rim's terms divide by ``|n - (n . a) a|``,
+    0.23-0.98 at these states: rounding grows by at most 1 / 0.23, inside the bound). The cylinder's rims are kernel rows (their
+    lowest point moving along the rim: the terms written out in the kernel); the group
+    mixes kernel and numpy pairs (sphere-sphere), so the rows' order is checked too."""
     from gaussopt.multibody.tree.tree_geometry import PairGroup
 
     model, _ = load(PLANE_CHAIN)
@@ -178,6 +180,8 @@ def test_compiled_plane_contacts_equal_the_complex_step_path():
     fast = PairGroup(kin, model.contact_pairs, model._asm.index)
     slow = PairGroup(kin, model.contact_pairs, model._asm.index, compiled=False)
     assert 0 < len(fast._fast_rows) < fast.k and len(slow._fast_rows) == 0
+    rims = [i for i, nm in enumerate(fast.point_names) if nm.endswith("/lc") or "/lc." in nm]
+    assert len(rims) == 2 and set(rims) <= set(fast._fast_rows)
     rng = np.random.default_rng(11)
     h = 1e-30
     for _ in range(8):

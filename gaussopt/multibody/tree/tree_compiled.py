@@ -608,27 +608,46 @@ def _kinematics(p, q, v, R, X, S, V, w):
 
 #: the columns of a world-plane contact point's record in :func:`plane_points`'s ``geo``:
 #: its link, the sphere's centre in the link's frame (3), its radius, the plane's unit
-#: normal (3), a point of the plane (3) and its two unit tangents (3 each), all in the world
-PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2 = 0, 1, 4, 5, 8, 11, 14
-W_PP = 17
+#: normal (3), a point of the plane (3) and its two unit tangents (3 each), all in the world;
+#: a cylinder's rim: its centre, its radius and the cylinder's unit axis in the link's frame
+#: (3, zero for a sphere)
+PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A = 0, 1, 4, 5, 8, 11, 14, 17
+W_PP = 20
+#: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
+PP_FLAT = 1e-6
 
 
-@_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v)")
-def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam):
-    """Spheres of moving links (radius ``r``; 0: a box's corner) against world planes, one
-    forward kinematics at ``(q, v)`` for all the points of ``geo`` (records of :data:`W_PP`
-    values): the gaps ``n . (c - p0) - r`` (``c`` the centre), their Jacobian ``G`` (m, n),
-    ``gamma`` with ``gap'' = G a - gamma``, the slip velocities ``u`` (2 m: the two tangents
-    of point i in ``u[2 i], u[2 i + 1]``) of the link's material point at the contact point
-    ``P = c - r n``, their matrix ``T`` (2 m, n) with ``u = T v`` and their convective terms
-    ``ugam`` with ``u' = T a - ugam``.
+@_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v)")
+def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
+    """Spheres (radius ``r``; 0: a box's corner) and cylinders' rims of moving links against
+    world planes, one forward kinematics at ``(q, v)`` for all the points of ``geo``
+    (records of :data:`W_PP` values): the gaps, their Jacobian ``G`` (m, n), ``gamma`` with
+    ``gap'' = G a - gamma``, the slip velocities ``u`` (2 m: the two tangents of point i in
+    ``u[2 i], u[2 i + 1]``) of the link's material point at the contact point ``P``, their
+    matrix ``T`` (2 m, n) with ``u = T v``, their convective terms ``ugam`` with ``u' = T a -
+    ugam``, and ``tilt`` (m): a rim's ``|n - (n . a) a|`` (1 for a sphere).
 
     With the link's twist ``(w, U)`` and bias acceleration ``(al, A)`` (at ``q'' = 0``, about
-    the world origin): ``gamma = -n . (A + al x c + w x c')`` (the centre is a material point:
-    ``c' = U + w x c``); the contact point is not one (``P' = c'``, it moves with the centre
-    while the material point under it changes), so ``u' = t . (U' + w' x P + w x c')`` and
-    ``ugam = -t . (A + al x P + w x c')``. The columns of ``G`` and ``T`` are those of the
-    link's coordinates and its ancestors' (zero elsewhere)."""
+    the world origin) and the centre ``c`` (a material point: ``c' = U + w x c``, ``c''_b = A
+    + al x c + w x c'``):
+
+    * a sphere: gap ``n . (c - p0) - r``, ``P = c - r n``, ``gamma = -n . c''_b``; the contact
+      point is not a material point (``P' = c'``: it moves with the centre while the
+      material point under it changes), so ``u' = t . (U' + w' x P + w x P')`` and ``ugam =
+      -t . (A + al x P + w x P')``.
+    * a rim (axis ``a``, ``a' = w x a``): ``z = n - (n . a) a``, ``s = |z|``, ``e = z / s``,
+      lowest point ``P = c - r e``, gap ``n . (c - p0) - r s``. Its rate ``n . c' - r e . z'``
+      equals ``n`` times the velocity of the material point at ``P`` (``e`` is orthogonal to
+      ``a``): ``G`` is that point's row. Differentiating once more at ``q'' = 0``: ``gamma =
+      -n . c''_b + r (e' . z' + e . z''_b)`` with ``z' = -(n . a') a - (n . a) a'``,
+      ``z''_b = -(n . a''_b) a - 2 (n . a') a' - (n . a) a''_b``, ``a''_b = al x a + w x
+      a'``, ``e' = (z' - e (e . z')) / s``; the slip as the sphere's with ``P' = c' - r e'``.
+      A rim lying flat (``s <= PP_FLAT``) has no lowest point: any point of it serves
+      (``e`` from ``a`` and the world axis least aligned with it, held fixed; the caller
+      refuses its derivatives where it touches: a face contact).
+
+    The columns of ``G`` and ``T`` are those of the link's coordinates and its ancestors'
+    (zero elsewhere)."""
     n = int(p[H_N])
     m = geo.shape[0]
     w = np.empty(_work_size(p))
@@ -648,23 +667,71 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam):
         c0 = X[k, 0] + R[k, 0, 0] * s0 + R[k, 0, 1] * s1 + R[k, 0, 2] * s2
         c1 = X[k, 1] + R[k, 1, 0] * s0 + R[k, 1, 1] * s1 + R[k, 1, 2] * s2
         c2 = X[k, 2] + R[k, 2, 0] * s0 + R[k, 2, 1] * s1 + R[k, 2, 2] * s2
-        gap[i] = (n0 * (c0 - geo[i, PP_P0]) + n1 * (c1 - geo[i, PP_P0 + 1])
-                  + n2 * (c2 - geo[i, PP_P0 + 2]) - rad)
-        p0, p1, p2 = c0 - rad * n0, c1 - rad * n1, c2 - rad * n2        # the contact point
+        h = n0 * (c0 - geo[i, PP_P0]) + n1 * (c1 - geo[i, PP_P0 + 1]) + n2 * (c2 - geo[i, PP_P0 + 2])
         w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
-        # the centre's velocity and the bias accelerations at the centre and at P
+        l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
+        # the centre's velocity and bias acceleration
         v0 = V[k, 3] + w1 * c2 - w2 * c1
         v1 = V[k, 4] + w2 * c0 - w0 * c2
         v2 = V[k, 5] + w0 * c1 - w1 * c0
-        l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
-        wv0, wv1, wv2 = w1 * v2 - w2 * v1, w2 * v0 - w0 * v2, w0 * v1 - w1 * v0
-        a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + wv0
-        a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + wv1
-        a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + wv2
-        gam[i] = -(n0 * a0 + n1 * a1 + n2 * a2)
-        b0 = Ab[k, 3] + l1 * p2 - l2 * p1 + wv0
-        b1 = Ab[k, 4] + l2 * p0 - l0 * p2 + wv1
-        b2 = Ab[k, 5] + l0 * p1 - l1 * p0 + wv2
+        a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + (w1 * v2 - w2 * v1)
+        a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + (w2 * v0 - w0 * v2)
+        a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + (w0 * v1 - w1 * v0)
+        g = -(n0 * a0 + n1 * a1 + n2 * a2)
+        x0, x1, x2 = geo[i, PP_A], geo[i, PP_A + 1], geo[i, PP_A + 2]
+        if x0 == 0.0 and x1 == 0.0 and x2 == 0.0:               # a sphere
+            gap[i] = h - rad
+            tilt[i] = 1.0
+            e0, e1, e2 = n0, n1, n2
+            d0 = d1 = d2 = 0.0                                  # e'
+            g_j = False
+        else:                                                   # a rim
+            A0 = R[k, 0, 0] * x0 + R[k, 0, 1] * x1 + R[k, 0, 2] * x2
+            A1 = R[k, 1, 0] * x0 + R[k, 1, 1] * x1 + R[k, 1, 2] * x2
+            A2 = R[k, 2, 0] * x0 + R[k, 2, 1] * x1 + R[k, 2, 2] * x2
+            na = n0 * A0 + n1 * A1 + n2 * A2
+            z0, z1, z2 = n0 - na * A0, n1 - na * A1, n2 - na * A2
+            sz = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
+            gap[i] = h - rad * sz
+            tilt[i] = sz
+            g_j = True
+            if sz <= PP_FLAT:
+                # any rim point: e = a x (the world axis least aligned with a), fixed
+                b0, b1, b2 = abs(A0), abs(A1), abs(A2)
+                if b0 <= b1 and b0 <= b2:
+                    z0, z1, z2 = 0.0, A2, -A1
+                elif b1 <= b2:
+                    z0, z1, z2 = -A2, 0.0, A0
+                else:
+                    z0, z1, z2 = A1, -A0, 0.0
+                sf = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
+                e0, e1, e2 = z0 / sf, z1 / sf, z2 / sf
+                d0 = d1 = d2 = 0.0
+            else:
+                e0, e1, e2 = z0 / sz, z1 / sz, z2 / sz
+                ad0, ad1, ad2 = w1 * A2 - w2 * A1, w2 * A0 - w0 * A2, w0 * A1 - w1 * A0
+                add0 = l1 * A2 - l2 * A1 + (w1 * ad2 - w2 * ad1)
+                add1 = l2 * A0 - l0 * A2 + (w2 * ad0 - w0 * ad2)
+                add2 = l0 * A1 - l1 * A0 + (w0 * ad1 - w1 * ad0)
+                nad = n0 * ad0 + n1 * ad1 + n2 * ad2
+                nadd = n0 * add0 + n1 * add1 + n2 * add2
+                zd0 = -nad * A0 - na * ad0
+                zd1 = -nad * A1 - na * ad1
+                zd2 = -nad * A2 - na * ad2
+                zdd0 = -nadd * A0 - 2.0 * nad * ad0 - na * add0
+                zdd1 = -nadd * A1 - 2.0 * nad * ad1 - na * add1
+                zdd2 = -nadd * A2 - 2.0 * nad * ad2 - na * add2
+                ez = e0 * zd0 + e1 * zd1 + e2 * zd2
+                d0, d1, d2 = (zd0 - e0 * ez) / sz, (zd1 - e1 * ez) / sz, (zd2 - e2 * ez) / sz
+                g += rad * (d0 * zd0 + d1 * zd1 + d2 * zd2 + e0 * zdd0 + e1 * zdd1 + e2 * zdd2)
+        gam[i] = g
+        p0, p1, p2 = c0 - rad * e0, c1 - rad * e1, c2 - rad * e2        # the contact point
+        # the contact point's velocity P' = c' - r e', the bias acceleration of the material
+        # point at P plus w x P'
+        pv0, pv1, pv2 = v0 - rad * d0, v1 - rad * d1, v2 - rad * d2
+        b0 = Ab[k, 3] + l1 * p2 - l2 * p1 + (w1 * pv2 - w2 * pv1)
+        b1 = Ab[k, 4] + l2 * p0 - l0 * p2 + (w2 * pv0 - w0 * pv2)
+        b2 = Ab[k, 5] + l0 * p1 - l1 * p0 + (w0 * pv1 - w1 * pv0)
         u0 = V[k, 3] + w1 * p2 - w2 * p1
         u1 = V[k, 4] + w2 * p0 - w0 * p2
         u2 = V[k, 5] + w0 * p1 - w1 * p0
@@ -673,14 +740,17 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam):
             t0, t1, t2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
             u[2 * i + j] = t0 * u0 + t1 * u1 + t2 * u2
             ugam[2 * i + j] = -(t0 * b0 + t1 * b1 + t2 * b2)
+        # G: the row of the material point at the centre (a sphere: the same as at P, the
+        # rounding of the kernel's first version) or at P (a rim)
+        f0, f1, f2 = (p0, p1, p2) if g_j else (c0, c1, c2)
         b = k
         while b >= 0:
             rec = ob + W_B * b
             q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
             for c in range(q0, q0 + nq):
                 e0, e1, e2 = S[c, 0], S[c, 1], S[c, 2]
-                G[i, c] = (n0 * (S[c, 3] + e1 * c2 - e2 * c1) + n1 * (S[c, 4] + e2 * c0 - e0 * c2)
-                           + n2 * (S[c, 5] + e0 * c1 - e1 * c0))
+                G[i, c] = (n0 * (S[c, 3] + e1 * f2 - e2 * f1) + n1 * (S[c, 4] + e2 * f0 - e0 * f2)
+                           + n2 * (S[c, 5] + e0 * f1 - e1 * f0))
                 j0 = S[c, 3] + e1 * p2 - e2 * p1
                 j1 = S[c, 4] + e2 * p0 - e0 * p2
                 j2 = S[c, 5] + e0 * p1 - e1 * p0

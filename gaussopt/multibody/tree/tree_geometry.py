@@ -1,19 +1,20 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
-Spheres (capsules' end spheres, boxes' corners) against a world plane -- a robot's feet, a
-ball, a box on the ground -- are evaluated by one compiled function
-(:func:`gaussopt.multibody.tree.tree_compiled.plane_points`): gaps, Jacobians, slip
+Spheres (capsules' end spheres, boxes' corners) and cylinders' rims against a world plane
+-- a robot's feet, a ball, a box on the ground, a wheel -- are evaluated by one compiled
+function (:func:`gaussopt.multibody.tree.tree_compiled.plane_points`): gaps, Jacobians, slip
 velocities and their matrix from the kernel's twists, the convective terms (``gamma`` of
-the gap, the slip velocity's rate at zero acceleration) from its bias accelerations. On the
-tippe top (1.2 s at the default tolerances) that halved the run's CPU time (7.6 -> 3.1 s):
-these terms had been the largest share of each evaluation.
+the gap, the slip velocity's rate at zero acceleration) from its bias accelerations (a
+rim's lowest point moves along the rim: its terms are written out in the kernel). On the
+tippe top (1.2 s at the default tolerances) that halved the run's CPU time (7.6 -> 3.1 s);
+on the leaning disk of ``benchmarks/contact.py`` (a cylinder rolling 1 s) it cut the run
+from 0.46 to 0.10 s: these terms had been the largest share of each evaluation.
 
 Why a second forward kinematics beside the compiled one
-(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): for the other pairs
-(a cylinder's rim, whose lowest point moves along it; sphere against sphere, whose normal
-turns; a plane carried by a moving link) the convective terms are exact by one complex
-step along ``v``, which evaluates the kinematics at complex ``q``; the compiled kernel
-takes real arrays only. The tests compare the compiled function with this path. (At real ``q`` the contacts use the compiled
+(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): for the other pairs (sphere
+against sphere, whose normal turns; a plane carried by a moving link) the convective terms
+are exact by one complex step along ``v``, which evaluates the kinematics at complex ``q``;
+the compiled kernel takes real arrays only. The tests compare the compiled function with this path. (At real ``q`` the contacts use the compiled
 kernel: the gaps, their Jacobians from the coordinates' twists and the slip velocities
 ``T(q) v``, each kept for the last state, since the run's complex-step Jacobian in ``v``
 and the closed points' rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
@@ -65,7 +66,7 @@ PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "s
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
-FACE_TOL = 1e-6
+FACE_TOL = kernel.PP_FLAT
 #: a cylinder whose axis is within this angle (rad) of a plane's normal is near its gap's
 #: kink (at zero angle the rim's lowest point is every point of the rim: the gap has no
 #: derivative there, :meth:`PairGroup.nonsmooth_at`); 25 times the largest rotation of a
@@ -84,6 +85,15 @@ def _cross(a, b):
     out[..., 1] = a2 * b0 - a0 * b2
     out[..., 2] = a0 * b1 - a1 * b0
     return out
+
+
+def _face_error(name: str):
+    """The error of a cylinder ``name`` touching a plane with its flat face."""
+    from gaussopt.core.exceptions import ModelError
+    return ModelError(f"cylinder {name!r} touches the plane with its flat face (its axis "
+                      f"within {FACE_TOL:g} rad of the plane's normal): a face contact, which "
+                      "gaussopt does not map (the lowest point of a rim is not one point "
+                      "there).")
 
 
 class TreeKinematics:
@@ -268,7 +278,7 @@ class PairGroup:
     index : mapping
         Link name -> the link's index in ``kin``.
     compiled : bool, default True
-        Evaluate the pairs of spheres and boxes against world planes by the compiled
+        Evaluate the pairs of spheres, boxes and cylinders against world planes by the compiled
         kernel (:func:`~gaussopt.multibody.tree.tree_compiled.plane_points`: the
         convective terms from the kernel's bias accelerations). ``False``: every pair by
         the numpy path (the complex steps; what the tests compare the kernel with).
@@ -299,24 +309,29 @@ class PairGroup:
         self._cplx = None                  # the numpy kinematics at the last complex step
         self._T = self._J = self._gam = None          # kept for the last (q, v)
         # the pairs of points against a world plane (spheres, capsules' end spheres, boxes'
-        # corners): evaluated together by the compiled kernel (module docstring); the
-        # others (cylinders' rims, sphere-sphere, planes of moving links) by numpy
-        fast = [compiled and g[7] and g[0] < 0 and g[8] is None for g in self._geo]
+        # corners, cylinders' rims): evaluated together by the compiled kernel (module
+        # docstring); the others (sphere-sphere, planes of moving links) by numpy
+        fast = [compiled and g[7] and g[0] < 0 for g in self._geo]
         self._slow_pairs = [j for j, f in enumerate(fast) if not f]
         rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
         self._fast_rows = np.concatenate(
             [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
             [np.zeros(0, dtype=int)])
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
-        geo = []
+        geo, rims = [], []
         for j, g in enumerate(self._geo):
             if fast[j]:
                 F1 = g[3]
+                axis = np.zeros(3) if g[8] is None else g[8]
                 for sp in g[4]:
                     geo.append(np.concatenate([[g[1]], sp, [g[6]], F1[:, 2], g[2][0],
-                                               F1[:, 0], F1[:, 1]]))
+                                               F1[:, 0], F1[:, 1], axis]))
+                    rims.append(g[9] if g[8] is not None else None)
         self._pp = (np.array(geo, dtype=float).reshape(-1, kernel.W_PP) if geo
                     else np.zeros((0, kernel.W_PP)))
+        # the kernel's rims: their geoms' names (None: a sphere's point) and radii
+        self._pp_rims = [(i, nm, self._pp[i, kernel.PP_R]) for i, nm in enumerate(rims)
+                         if nm is not None]
         self._pp_out = None                # the kernel's outputs for the last (q, v)
 
     @property
@@ -395,11 +410,7 @@ class PairGroup:
             near = np.real(np.sum(n * (c2 - c1), axis=1))[flat] <= 1.01 * g[6] if c1 is not None \
                 else np.ones(int(flat.sum()), dtype=bool)
             if np.any(near):
-                from gaussopt.core.exceptions import ModelError
-                raise ModelError(f"cylinder {g[9]!r} touches the plane with its flat face (its "
-                                 f"axis within {FACE_TOL:g} rad of the plane's normal): a face "
-                                 "contact, which gaussopt does not map (the lowest point of a "
-                                 "rim is not one point there).")
+                raise _face_error(g[9])
             e = np.zeros(a.shape)
             e[np.arange(len(a)), np.argmin(np.abs(np.real(a)), axis=1)] = 1.0
             w = _cross(a, e)
@@ -444,24 +455,32 @@ class PairGroup:
             out += [base] if pr.rows == 1 else [f"{base}.{i}" for i in range(pr.rows)]
         return tuple(out)
 
-    def _plane_points(self, q, v=None):
+    def _plane_points(self, q, v=None, derivatives: bool = True):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for the world-plane pairs'
         points at real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.
         plane_points`), kept for the last state; ``v=None``: the position quantities at
-        ``q`` (any ``v`` evaluated there serves)."""
+        ``q`` (any ``v`` evaluated there serves). ``derivatives``: the caller reads more
+        than the gaps, so a rim lying flat on its plane is refused (:func:`_face_error`; its
+        gap is exact, its derivatives are not defined)."""
         qk = q.tobytes()
         last = self._pp_out
-        if last is not None and last[0] == qk and (v is None or last[1] == v.tobytes()):
-            return last[2]
-        if v is None:
-            v = np.zeros(self.kin.n)
-        m, n = len(self._pp), self.kin.n
-        out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
-               np.empty(2 * m), np.empty(2 * m))
-        kernel.plane_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
-                            np.ascontiguousarray(v, dtype=float), self._pp, *out)
-        self._pp_out = (qk, v.tobytes(), out)
-        return out
+        if last is None or last[0] != qk or (v is not None and last[1] != v.tobytes()):
+            if v is None:
+                v = np.zeros(self.kin.n)
+            m, n = len(self._pp), self.kin.n
+            out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
+                   np.empty(2 * m), np.empty(2 * m), np.empty(m))
+            kernel.plane_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
+                                np.ascontiguousarray(v, dtype=float), self._pp, *out)
+            last = self._pp_out = (qk, v.tobytes(), out)
+        out = last[2]
+        if derivatives:
+            gap, tilt = out[0], out[6]
+            for i, name, r in self._pp_rims:
+                # (as :meth:`_points`: the centre within 1.01 r of the plane)
+                if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r:
+                    raise _face_error(name)
+        return out[:6]
 
     def _pairs(self, real: bool):
         """The pairs the numpy path evaluates: at real arguments the others than the
@@ -487,7 +506,8 @@ class PairGroup:
         kinematics, real by the compiled one)."""
         q = np.asarray(q)
         real = q.dtype.kind == "f"
-        fast = self._plane_points(q)[0].copy() if real and len(self._fast_rows) else None
+        fast = (self._plane_points(q, derivatives=False)[0].copy()
+                if real and len(self._fast_rows) else None)
         which = self._pairs(real)
         if not which:
             return fast
