@@ -149,16 +149,17 @@ def test_contact_derivatives_against_the_numpy_kinematics():
 
 #: a chain with free, hinge, ball and slide joints whose sphere, capsule and box meet a
 #: tilted world plane (normal and tangents off the axes), beside a cylinder and a second
-#: free sphere (numpy-only pairs in the same group)
+#: free sphere (its spheres meet each other: a pair on one branch, base and tip, and pairs
+#: with a sphere fixed in the world)
 PLANE_CHAIN = CHAIN.replace(
     "<worldbody>", '<worldbody><geom name="floor" type="plane" size="5 5 .1" '
-    'euler="12 -7 25" friction="0.6 0 0"/>'
+    'euler="12 -7 25" friction="0.6 0 0"/><geom name="ws" size=".07" pos=".5 .4 .6"/>'
     '<body name="loose" pos="0.4 -0.3 0.2"><freejoint/><geom name="ls" size=".08"/>'
     '<geom name="lc" type="cylinder" size=".05 .1" pos="0 0 .3"/></body>')
 
 
-def test_compiled_plane_contacts_equal_the_complex_step_path():
-    """The world-plane pairs evaluated by the compiled kernel (``plane_points``: the
+def test_compiled_contacts_equal_the_complex_step_path():
+    """The pairs evaluated by the compiled kernel (``contact_points``: the
     convective terms from the kernel's bias accelerations) against the numpy path of the
     same group (``PairGroup(..., compiled=False)``: an independent forward kinematics, the
     convective terms by one complex step along ``v``, exact to rounding): gaps, their
@@ -167,21 +168,30 @@ def test_compiled_plane_contacts_equal_the_complex_step_path():
     non-unit Euler parameters. Each entry is a sum of a few dozen products of terms below
     the largest reference value ``s`` (lengths ~1, velocities ~3): rounding below ``100 eps
     s ~ 2e-14 s``; bound ``1e-13 (1 + s)`` (a rim's terms divide by ``|n - (n . a) a|``,
-    0.23-0.98 at these states: rounding grows by at most 1 / 0.23, inside the bound). The cylinder's rims are kernel rows (their
-    lowest point moving along the rim: the terms written out in the kernel); the group
-    mixes kernel and numpy pairs (sphere-sphere), so the rows' order is checked too."""
-    from gaussopt.multibody.tree.tree_geometry import PairGroup
+    0.23-0.98 at these states: rounding grows by at most 1 / 0.23, inside the bound;
+    the sphere pairs' divide by their distances, 0.06-1.5: the
+    largest terms grow with them, and the bound is relative to the largest). The cylinder's rims and the
+    sphere pairs (a world sphere's, and base-tip on one branch: their common ancestor's
+    columns cancel) are kernel rows (the rim's lowest point moving along it, the pair's
+    normal and tangents turning: the terms written out in the kernel); a hand-built plane
+    carried by a link stays on the numpy path, so the group mixes both and the rows'
+    order is checked too."""
+    from gaussopt.multibody.tree.tree_geometry import ContactPair, PairGroup
 
     model, _ = load(PLANE_CHAIN)
-    kinds = {pr.kind for pr in model.contact_pairs}
+    pairs = model.contact_pairs
+    kinds = {pr.kind for pr in pairs}
     assert {"plane-sphere", "plane-capsule", "plane-box", "plane-cylinder",
             "sphere-sphere"} <= kinds
+    assert any(pr.kind == "sphere-sphere" and pr.link1 is None for pr in pairs)
+    pairs = pairs[:3] + (ContactPair(
+        "tray", "ls", kind="plane-sphere", friction=0.5, link1="arm", link2="loose",
+        origin1=(0.1, 0.2, 0.05), frame1=((1, 0, 0), (0, 0.8, -0.6), (0, 0.6, 0.8)),
+        points2=((0.0, 0.0, 0.0),), radius1=0.0, radius2=0.08, source="pair"),) + pairs[3:]
     kin = model.geometry_kinematics
-    fast = PairGroup(kin, model.contact_pairs, model._asm.index)
-    slow = PairGroup(kin, model.contact_pairs, model._asm.index, compiled=False)
-    assert 0 < len(fast._fast_rows) < fast.k and len(slow._fast_rows) == 0
-    rims = [i for i, nm in enumerate(fast.point_names) if nm.endswith("/lc") or "/lc." in nm]
-    assert len(rims) == 2 and set(rims) <= set(fast._fast_rows)
+    fast = PairGroup(kin, pairs, model._asm.index)
+    slow = PairGroup(kin, pairs, model._asm.index, compiled=False)
+    assert list(fast._slow_rows) == [4] and len(slow._fast_rows) == 0
     rng = np.random.default_rng(11)
     h = 1e-30
     for _ in range(8):

@@ -124,7 +124,7 @@ from gaussopt.multibody.common.cfuncs import KindFunctions
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
            "line_length", "line_state",
            "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation",
-           "plane_points", "W_PP"]
+           "contact_points", "W_PP"]
 
 #: The kernel's functions allocate nothing and compile without numba's reference counting
 #: (``_nrt=False``): each entry point (a unit, below) allocates one buffer per call, and
@@ -606,77 +606,81 @@ def _kinematics(p, q, v, R, X, S, V, w):
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, T)
 
 
-#: the columns of a world-plane contact point's record in :func:`plane_points`'s ``geo``:
-#: its link, the sphere's centre in the link's frame (3), its radius, the plane's unit
-#: normal (3), a point of the plane (3) and its two unit tangents (3 each), all in the world;
-#: a cylinder's rim: its centre, its radius and the cylinder's unit axis in the link's frame
-#: (3, zero for a sphere)
-PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A = 0, 1, 4, 5, 8, 11, 14, 17
-W_PP = 20
+#: the columns of a contact point's record in :func:`contact_points`'s ``geo``. A point
+#: against a world plane (kind 0): its link, the sphere's centre in the link's frame (3),
+#: its radius, the plane's unit normal (3), a point of the plane (3) and its two unit
+#: tangents (3 each), all in the world; a cylinder's rim: its centre, its radius and the
+#: cylinder's unit axis in the link's frame (3, zero for a sphere). A pair of spheres (kind
+#: 1): the second sphere's link, centre and radius in the first three fields, the first
+#: sphere's link (-1: the world), radius and centre (its link's frame) in ``SS_LINK1``,
+#: ``SS_R1``, ``SS_C1``.
+PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A, PP_KIND = 0, 1, 4, 5, 8, 11, 14, 17, 20
+SS_LINK1, SS_R1, SS_C1 = PP_N, PP_N + 1, PP_P0
+W_PP = 21
 #: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
 PP_FLAT = 1e-6
 
 
 @_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v)")
-def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
-    """Spheres (radius ``r``; 0: a box's corner) and cylinders' rims of moving links against
-    world planes, one forward kinematics at ``(q, v)`` for all the points of ``geo``
-    (records of :data:`W_PP` values): the gaps, their Jacobian ``G`` (m, n), ``gamma`` with
-    ``gap'' = G a - gamma``, the slip velocities ``u`` (2 m: the two tangents of point i in
-    ``u[2 i], u[2 i + 1]``) of the link's material point at the contact point ``P``, their
-    matrix ``T`` (2 m, n) with ``u = T v``, their convective terms ``ugam`` with ``u' = T a -
-    ugam``, and ``tilt`` (m): a rim's ``|n - (n . a) a|`` (1 for a sphere).
+def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
+    """The contact points of spheres (radius ``r``; 0: a box's corner) and cylinders' rims
+    of moving links against world planes, and of pairs of spheres, one forward kinematics
+    at ``(q, v)`` for all the points of ``geo`` (records of :data:`W_PP` values): the gaps,
+    their Jacobian ``G`` (m, n), ``gamma`` with ``gap'' = G a - gamma``, the slip velocities
+    ``u`` (2 m: the two tangents of point i in ``u[2 i], u[2 i + 1]``) of the second geom's
+    material point at the contact point ``P`` relative to the first's, their matrix ``T``
+    (2 m, n) with ``u = T v``, their convective terms ``ugam`` with ``u' = T a - ugam``, and
+    ``tilt`` (m): a rim's ``|n - (n . a) a|`` (1 for the others).
 
-    With the link's twist ``(w, U)`` and bias acceleration ``(al, A)`` (at ``q'' = 0``, about
-    the world origin) and the centre ``c`` (a material point: ``c' = U + w x c``, ``c''_b = A
-    + al x c + w x c'``):
+    With a link's twist ``(w, U)`` and bias acceleration ``(al, A)`` (at ``q'' = 0``, about
+    the world origin), a centre ``c`` is a material point: ``c' = U + w x c``, ``c''_b = A +
+    al x c + w x c'``. A material point's velocity at the (moving) contact point ``P`` is
+    ``U + w x P``; its rate ``U' + w' x P + w x P'``, whose bias part is ``A + al x P + w x
+    P'``.
 
-    * a sphere: gap ``n . (c - p0) - r``, ``P = c - r n``, ``gamma = -n . c''_b``; the contact
-      point is not a material point (``P' = c'``: it moves with the centre while the
-      material point under it changes), so ``u' = t . (U' + w' x P + w x P')`` and ``ugam =
-      -t . (A + al x P + w x P')``.
+    * a sphere on a plane: gap ``n . (c - p0) - r``, ``P = c - r n`` (``P' = c'``: it moves
+      with the centre while the material point under it changes), ``gamma = -n . c''_b``.
     * a rim (axis ``a``, ``a' = w x a``): ``z = n - (n . a) a``, ``s = |z|``, ``e = z / s``,
       lowest point ``P = c - r e``, gap ``n . (c - p0) - r s``. Its rate ``n . c' - r e . z'``
       equals ``n`` times the velocity of the material point at ``P`` (``e`` is orthogonal to
       ``a``): ``G`` is that point's row. Differentiating once more at ``q'' = 0``: ``gamma =
       -n . c''_b + r (e' . z' + e . z''_b)`` with ``z' = -(n . a') a - (n . a) a'``,
       ``z''_b = -(n . a''_b) a - 2 (n . a') a' - (n . a) a''_b``, ``a''_b = al x a + w x
-      a'``, ``e' = (z' - e (e . z')) / s``; the slip as the sphere's with ``P' = c' - r e'``.
-      A rim lying flat (``s <= PP_FLAT``) has no lowest point: any point of it serves
-      (``e`` from ``a`` and the world axis least aligned with it, held fixed; the caller
-      refuses its derivatives where it touches: a face contact).
+      a'``, ``e' = (z' - e (e . z')) / s``; ``P' = c' - r e'``. A rim lying flat (``s <=
+      PP_FLAT``) has no lowest point: any point of it serves (``e`` from ``a`` and the world
+      axis least aligned with it, held fixed; the caller refuses its derivatives where it
+      touches: a face contact).
+    * two spheres (centres ``c1``, ``c2``): ``d = c2 - c1``, ``L = |d|``, ``n = d / L``, gap
+      ``L - r1 - r2``, ``gamma = -((|d'|^2 - (n . d')^2) / L + n . d''_b)``, ``n' = (d' - n
+      (n . d')) / L``; ``P = c2 - r2 n``, ``P' = c2' - r2 n'``; tangents ``t1 = n x e / |n x
+      e|`` (``e`` the world axis least aligned with ``n``, numpy's ``argmin``), ``t2 = n x
+      t1``, which turn with ``n``: ``t1' = (n' x e - t1 (t1 . n' x e)) / |n x e|``, ``t2' =
+      n' x t1 + n x t1'``, and ``ugam_j = -(t_j' . u_rel + t_j . u_rel'_b)``.
 
-    The columns of ``G`` and ``T`` are those of the link's coordinates and its ancestors'
-    (zero elsewhere)."""
+    The columns of ``G`` and ``T`` are those of the links' coordinates and their ancestors'
+    (zero elsewhere; a common ancestor's are the difference of the two)."""
     n = int(p[H_N])
     m = geo.shape[0]
     w = np.empty(_work_size(p))
     R, X, S, V, Ab, Wb, U, pd, _, _, Tw = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, Tw)
-    ob = int(p[H_OB])
     for r in range(2 * m):
         for c in range(n):
             T[r, c] = 0.0
     for i in range(m):
         for c in range(n):
             G[i, c] = 0.0
+        if geo[i, PP_KIND] != 0.0:
+            _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam)
+            tilt[i] = 1.0
+            continue
         k = int(geo[i, PP_LINK])
         rad = geo[i, PP_R]
         n0, n1, n2 = geo[i, PP_N], geo[i, PP_N + 1], geo[i, PP_N + 2]
-        s0, s1, s2 = geo[i, PP_S], geo[i, PP_S + 1], geo[i, PP_S + 2]
-        c0 = X[k, 0] + R[k, 0, 0] * s0 + R[k, 0, 1] * s1 + R[k, 0, 2] * s2
-        c1 = X[k, 1] + R[k, 1, 0] * s0 + R[k, 1, 1] * s1 + R[k, 1, 2] * s2
-        c2 = X[k, 2] + R[k, 2, 0] * s0 + R[k, 2, 1] * s1 + R[k, 2, 2] * s2
+        c0, c1, c2, v0, v1, v2, a0, a1, a2 = _moving_point(R, X, V, Ab, k, geo, i, PP_S)
         h = n0 * (c0 - geo[i, PP_P0]) + n1 * (c1 - geo[i, PP_P0 + 1]) + n2 * (c2 - geo[i, PP_P0 + 2])
         w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
         l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
-        # the centre's velocity and bias acceleration
-        v0 = V[k, 3] + w1 * c2 - w2 * c1
-        v1 = V[k, 4] + w2 * c0 - w0 * c2
-        v2 = V[k, 5] + w0 * c1 - w1 * c0
-        a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + (w1 * v2 - w2 * v1)
-        a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + (w2 * v0 - w0 * v2)
-        a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + (w0 * v1 - w1 * v0)
         g = -(n0 * a0 + n1 * a1 + n2 * a2)
         x0, x1, x2 = geo[i, PP_A], geo[i, PP_A + 1], geo[i, PP_A + 2]
         if x0 == 0.0 and x1 == 0.0 and x2 == 0.0:               # a sphere
@@ -684,7 +688,7 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             tilt[i] = 1.0
             e0, e1, e2 = n0, n1, n2
             d0 = d1 = d2 = 0.0                                  # e'
-            g_j = False
+            rim = False
         else:                                                   # a rim
             A0 = R[k, 0, 0] * x0 + R[k, 0, 1] * x1 + R[k, 0, 2] * x2
             A1 = R[k, 1, 0] * x0 + R[k, 1, 1] * x1 + R[k, 1, 2] * x2
@@ -694,18 +698,10 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             sz = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
             gap[i] = h - rad * sz
             tilt[i] = sz
-            g_j = True
+            rim = True
             if sz <= PP_FLAT:
                 # any rim point: e = a x (the world axis least aligned with a), fixed
-                b0, b1, b2 = abs(A0), abs(A1), abs(A2)
-                if b0 <= b1 and b0 <= b2:
-                    z0, z1, z2 = 0.0, A2, -A1
-                elif b1 <= b2:
-                    z0, z1, z2 = -A2, 0.0, A0
-                else:
-                    z0, z1, z2 = A1, -A0, 0.0
-                sf = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
-                e0, e1, e2 = z0 / sf, z1 / sf, z2 / sf
+                e0, e1, e2 = _across(A0, A1, A2)
                 d0 = d1 = d2 = 0.0
             else:
                 e0, e1, e2 = z0 / sz, z1 / sz, z2 / sz
@@ -726,15 +722,8 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
                 g += rad * (d0 * zd0 + d1 * zd1 + d2 * zd2 + e0 * zdd0 + e1 * zdd1 + e2 * zdd2)
         gam[i] = g
         p0, p1, p2 = c0 - rad * e0, c1 - rad * e1, c2 - rad * e2        # the contact point
-        # the contact point's velocity P' = c' - r e', the bias acceleration of the material
-        # point at P plus w x P'
-        pv0, pv1, pv2 = v0 - rad * d0, v1 - rad * d1, v2 - rad * d2
-        b0 = Ab[k, 3] + l1 * p2 - l2 * p1 + (w1 * pv2 - w2 * pv1)
-        b1 = Ab[k, 4] + l2 * p0 - l0 * p2 + (w2 * pv0 - w0 * pv2)
-        b2 = Ab[k, 5] + l0 * p1 - l1 * p0 + (w0 * pv1 - w1 * pv0)
-        u0 = V[k, 3] + w1 * p2 - w2 * p1
-        u1 = V[k, 4] + w2 * p0 - w0 * p2
-        u2 = V[k, 5] + w0 * p1 - w1 * p0
+        u0, u1, u2, b0, b1, b2 = _at_point(V, Ab, k, p0, p1, p2, v0 - rad * d0,
+                                           v1 - rad * d1, v2 - rad * d2)
         for j in range(2):
             o = PP_T1 + 3 * j
             t0, t1, t2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
@@ -742,22 +731,144 @@ def plane_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             ugam[2 * i + j] = -(t0 * b0 + t1 * b1 + t2 * b2)
         # G: the row of the material point at the centre (a sphere: the same as at P, the
         # rounding of the kernel's first version) or at P (a rim)
-        f0, f1, f2 = (p0, p1, p2) if g_j else (c0, c1, c2)
-        b = k
-        while b >= 0:
-            rec = ob + W_B * b
-            q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
-            for c in range(q0, q0 + nq):
-                e0, e1, e2 = S[c, 0], S[c, 1], S[c, 2]
-                G[i, c] = (n0 * (S[c, 3] + e1 * f2 - e2 * f1) + n1 * (S[c, 4] + e2 * f0 - e0 * f2)
-                           + n2 * (S[c, 5] + e0 * f1 - e1 * f0))
-                j0 = S[c, 3] + e1 * p2 - e2 * p1
-                j1 = S[c, 4] + e2 * p0 - e0 * p2
-                j2 = S[c, 5] + e0 * p1 - e1 * p0
-                for j in range(2):
-                    o = PP_T1 + 3 * j
-                    T[2 * i + j, c] = geo[i, o] * j0 + geo[i, o + 1] * j1 + geo[i, o + 2] * j2
-            b = int(p[rec + B_PAR])
+        if rim:
+            _contact_rows(p, S, k, 1.0, i, n0, n1, n2, p0, p1, p2, p0, p1, p2,
+                        geo[i, PP_T1], geo[i, PP_T1 + 1], geo[i, PP_T1 + 2],
+                        geo[i, PP_T2], geo[i, PP_T2 + 1], geo[i, PP_T2 + 2], G, T)
+        else:
+            _contact_rows(p, S, k, 1.0, i, n0, n1, n2, c0, c1, c2, p0, p1, p2,
+                        geo[i, PP_T1], geo[i, PP_T1 + 1], geo[i, PP_T1 + 2],
+                        geo[i, PP_T2], geo[i, PP_T2 + 1], geo[i, PP_T2 + 2], G, T)
+
+
+@_inline
+def _moving_point(R, X, V, Ab, k, geo, i, o):
+    """The world position, velocity and bias acceleration of link ``k``'s material point
+    ``geo[i, o:o + 3]`` (its frame; ``k < 0``: a fixed point of the world)."""
+    s0, s1, s2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
+    if k < 0:
+        return s0, s1, s2, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    c0 = X[k, 0] + R[k, 0, 0] * s0 + R[k, 0, 1] * s1 + R[k, 0, 2] * s2
+    c1 = X[k, 1] + R[k, 1, 0] * s0 + R[k, 1, 1] * s1 + R[k, 1, 2] * s2
+    c2 = X[k, 2] + R[k, 2, 0] * s0 + R[k, 2, 1] * s1 + R[k, 2, 2] * s2
+    w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
+    l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
+    v0 = V[k, 3] + w1 * c2 - w2 * c1
+    v1 = V[k, 4] + w2 * c0 - w0 * c2
+    v2 = V[k, 5] + w0 * c1 - w1 * c0
+    a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + (w1 * v2 - w2 * v1)
+    a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + (w2 * v0 - w0 * v2)
+    a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + (w0 * v1 - w1 * v0)
+    return c0, c1, c2, v0, v1, v2, a0, a1, a2
+
+
+@_inline
+def _at_point(V, Ab, k, p0, p1, p2, pv0, pv1, pv2):
+    """Link ``k``'s material point at the world point ``P`` moving with ``P'``: its velocity
+    ``U + w x P`` and the bias part ``A + al x P + w x P'`` of its rate (zeros for the
+    world, ``k < 0``)."""
+    if k < 0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
+    l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
+    u0 = V[k, 3] + w1 * p2 - w2 * p1
+    u1 = V[k, 4] + w2 * p0 - w0 * p2
+    u2 = V[k, 5] + w0 * p1 - w1 * p0
+    b0 = Ab[k, 3] + l1 * p2 - l2 * p1 + (w1 * pv2 - w2 * pv1)
+    b1 = Ab[k, 4] + l2 * p0 - l0 * p2 + (w2 * pv0 - w0 * pv2)
+    b2 = Ab[k, 5] + l0 * p1 - l1 * p0 + (w0 * pv1 - w1 * pv0)
+    return u0, u1, u2, b0, b1, b2
+
+
+@_inline
+def _across(a0, a1, a2):
+    """A unit vector orthogonal to the unit ``a``: ``a x e / |a x e|``, ``e`` the world axis
+    least aligned with ``a`` (the first of equals, as numpy's ``argmin``)."""
+    b0, b1, b2 = abs(a0), abs(a1), abs(a2)
+    if b0 <= b1 and b0 <= b2:
+        z0, z1, z2 = 0.0, a2, -a1
+    elif b1 <= b2:
+        z0, z1, z2 = -a2, 0.0, a0
+    else:
+        z0, z1, z2 = a1, -a0, 0.0
+    s = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
+    return z0 / s, z1 / s, z2 / s
+
+
+@_inline
+def _contact_rows(p, S, k, sgn, i, n0, n1, n2, f0, f1, f2, p0, p1, p2, ta0, ta1, ta2,
+                tb0, tb1, tb2, G, T):
+    """Add ``sgn`` times link ``k``'s rows to point ``i``'s: ``n`` times the velocity of its
+    material point at ``f`` to ``G[i]``, the tangents ``ta``, ``tb`` times that at ``P`` to
+    ``T[2 i]``, ``T[2 i + 1]``: over the coordinates of ``k`` and its ancestors (none for
+    the world, ``k < 0``)."""
+    ob = int(p[H_OB])
+    b = k
+    while b >= 0:
+        rec = ob + W_B * b
+        q0, nq = int(p[rec + B_Q0]), int(p[rec + B_NQ])
+        for c in range(q0, q0 + nq):
+            e0, e1, e2 = S[c, 0], S[c, 1], S[c, 2]
+            G[i, c] += sgn * (n0 * (S[c, 3] + e1 * f2 - e2 * f1)
+                              + n1 * (S[c, 4] + e2 * f0 - e0 * f2)
+                              + n2 * (S[c, 5] + e0 * f1 - e1 * f0))
+            j0 = S[c, 3] + e1 * p2 - e2 * p1
+            j1 = S[c, 4] + e2 * p0 - e0 * p2
+            j2 = S[c, 5] + e0 * p1 - e1 * p0
+            T[2 * i, c] += sgn * (ta0 * j0 + ta1 * j1 + ta2 * j2)
+            T[2 * i + 1, c] += sgn * (tb0 * j0 + tb1 * j1 + tb2 * j2)
+        b = int(p[rec + B_PAR])
+
+
+@_jit
+def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
+    """Record ``i`` of :func:`contact_points`, a pair of spheres (its docstring)."""
+    k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
+    r2, r1 = geo[i, PP_R], geo[i, SS_R1]
+    c0, c1, c2, v0, v1, v2, a0, a1, a2 = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
+    o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
+    d0, d1, d2 = c0 - o0, c1 - o1, c2 - o2
+    L = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    n0, n1, n2 = d0 / L, d1 / L, d2 / L
+    dd0, dd1, dd2 = v0 - y0, v1 - y1, v2 - y2                  # d'
+    ndd = n0 * dd0 + n1 * dd1 + n2 * dd2
+    gap[i] = L - r1 - r2
+    gam[i] = -((dd0 * dd0 + dd1 * dd1 + dd2 * dd2 - ndd * ndd) / L
+               + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2))
+    nd0, nd1, nd2 = (dd0 - n0 * ndd) / L, (dd1 - n1 * ndd) / L, (dd2 - n2 * ndd) / L  # n'
+    # tangents t1 = n x e / |n x e| (e the world axis least aligned with n), t2 = n x t1,
+    # and their rates (e fixed)
+    b0, b1, b2 = abs(n0), abs(n1), abs(n2)
+    if b0 <= b1 and b0 <= b2:
+        x0, x1, x2 = 0.0, n2, -n1                               # n x e_x
+        xd0, xd1, xd2 = 0.0, nd2, -nd1
+    elif b1 <= b2:
+        x0, x1, x2 = -n2, 0.0, n0                               # n x e_y
+        xd0, xd1, xd2 = -nd2, 0.0, nd0
+    else:
+        x0, x1, x2 = n1, -n0, 0.0                               # n x e_z
+        xd0, xd1, xd2 = nd1, -nd0, 0.0
+    sx = np.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
+    ta0, ta1, ta2 = x0 / sx, x1 / sx, x2 / sx
+    tx = ta0 * xd0 + ta1 * xd1 + ta2 * xd2
+    td0, td1, td2 = (xd0 - ta0 * tx) / sx, (xd1 - ta1 * tx) / sx, (xd2 - ta2 * tx) / sx
+    tb0, tb1, tb2 = n1 * ta2 - n2 * ta1, n2 * ta0 - n0 * ta2, n0 * ta1 - n1 * ta0
+    te0 = nd1 * ta2 - nd2 * ta1 + (n1 * td2 - n2 * td1)
+    te1 = nd2 * ta0 - nd0 * ta2 + (n2 * td0 - n0 * td2)
+    te2 = nd0 * ta1 - nd1 * ta0 + (n0 * td1 - n1 * td0)
+    p0, p1, p2 = c0 - r2 * n0, c1 - r2 * n1, c2 - r2 * n2       # the contact point
+    pv0, pv1, pv2 = v0 - r2 * nd0, v1 - r2 * nd1, v2 - r2 * nd2
+    u0, u1, u2, e0, e1, e2 = _at_point(V, Ab, k2, p0, p1, p2, pv0, pv1, pv2)
+    w0, w1, w2, f0, f1, f2 = _at_point(V, Ab, k1, p0, p1, p2, pv0, pv1, pv2)
+    u0, u1, u2, e0, e1, e2 = u0 - w0, u1 - w1, u2 - w2, e0 - f0, e1 - f1, e2 - f2
+    u[2 * i] = ta0 * u0 + ta1 * u1 + ta2 * u2
+    u[2 * i + 1] = tb0 * u0 + tb1 * u1 + tb2 * u2
+    ugam[2 * i] = -(td0 * u0 + td1 * u1 + td2 * u2 + ta0 * e0 + ta1 * e1 + ta2 * e2)
+    ugam[2 * i + 1] = -(te0 * u0 + te1 * u1 + te2 * u2 + tb0 * e0 + tb1 * e1 + tb2 * e2)
+    _contact_rows(p, S, k2, 1.0, i, n0, n1, n2, c0, c1, c2, p0, p1, p2,
+                ta0, ta1, ta2, tb0, tb1, tb2, G, T)
+    _contact_rows(p, S, k1, -1.0, i, n0, n1, n2, o0, o1, o2, p0, p1, p2,
+                ta0, ta1, ta2, tb0, tb1, tb2, G, T)
 
 
 # =========================================================================== lines, actuators

@@ -1,23 +1,25 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
 Spheres (capsules' end spheres, boxes' corners) and cylinders' rims against a world plane
--- a robot's feet, a ball, a box on the ground, a wheel -- are evaluated by one compiled
-function (:func:`gaussopt.multibody.tree.tree_compiled.plane_points`): gaps, Jacobians, slip
-velocities and their matrix from the kernel's twists, the convective terms (``gamma`` of
-the gap, the slip velocity's rate at zero acceleration) from its bias accelerations (a
-rim's lowest point moves along the rim: its terms are written out in the kernel). On the
+-- a robot's feet, a ball, a box on the ground, a wheel -- and pairs of spheres are
+evaluated by one compiled function (:func:`gaussopt.multibody.tree.tree_compiled.
+contact_points`): gaps, Jacobians, slip velocities and their matrix from the kernel's
+twists, the convective terms (``gamma`` of the gap, the slip velocity's rate at zero
+acceleration) from its bias accelerations (a rim's lowest point moves along the rim, a
+sphere pair's normal and tangents turn: their terms are written out in the kernel). On the
 tippe top (1.2 s at the default tolerances) that halved the run's CPU time (7.6 -> 3.1 s);
 on the leaning disk of ``benchmarks/contact.py`` (a cylinder rolling 1 s) it cut the run
 from 0.46 to 0.10 s: these terms had been the largest share of each evaluation.
 
 Why a second forward kinematics beside the compiled one
-(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): for the other pairs (sphere
-against sphere, whose normal turns; a plane carried by a moving link) the convective terms
-are exact by one complex step along ``v``, which evaluates the kinematics at complex ``q``;
-the compiled kernel takes real arrays only. The tests compare the compiled function with this path. (At real ``q`` the contacts use the compiled
-kernel: the gaps, their Jacobians from the coordinates' twists and the slip velocities
-``T(q) v``, each kept for the last state, since the run's complex-step Jacobian in ``v``
-and the closed points' rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
+(:func:`gaussopt.multibody.tree.tree_compiled.kinematics`): for a plane carried by a moving
+link (a hand-built pair) the convective terms are exact by one complex step along ``v``,
+which evaluates the kinematics at complex ``q`` (the compiled kernel takes real arrays
+only); and the tests compare the compiled function with this path (every pair, built
+with ``compiled=False``). (At real ``q`` the contacts use the compiled kernel: the gaps,
+their Jacobians from the coordinates' twists and the slip velocities ``T(q) v``, each kept
+for the last state, since the run's complex-step Jacobian in ``v`` and the closed points'
+rows ask for them several times at one state.) :class:`TreeKinematics` walks the links in
 Python with the kernel's conventions, read from the same parameter array (hinge: Rodrigues
 about the joint axis; slide: along it; ball and free: MuJoCo's quaternion ``(w, x, y, z)``
 divided by ``|p|^2``, so that a non-unit ``p`` still gives a rotation, and ``omega = R W
@@ -278,10 +280,11 @@ class PairGroup:
     index : mapping
         Link name -> the link's index in ``kin``.
     compiled : bool, default True
-        Evaluate the pairs of spheres, boxes and cylinders against world planes by the compiled
-        kernel (:func:`~gaussopt.multibody.tree.tree_compiled.plane_points`: the
-        convective terms from the kernel's bias accelerations). ``False``: every pair by
-        the numpy path (the complex steps; what the tests compare the kernel with).
+        Evaluate the pairs of spheres, boxes and cylinders against world planes and the
+        pairs of spheres by the compiled kernel (:func:`~gaussopt.multibody.tree.
+        tree_compiled.contact_points`: the convective terms from the kernel's bias
+        accelerations). ``False``: every pair by the numpy path (the complex steps; what
+        the tests compare the kernel with).
     """
 
     def __init__(self, kin: TreeKinematics, pairs, index, compiled: bool = True) -> None:
@@ -308,10 +311,10 @@ class PairGroup:
         self._last = None
         self._cplx = None                  # the numpy kinematics at the last complex step
         self._T = self._J = self._gam = None          # kept for the last (q, v)
-        # the pairs of points against a world plane (spheres, capsules' end spheres, boxes'
-        # corners, cylinders' rims): evaluated together by the compiled kernel (module
-        # docstring); the others (sphere-sphere, planes of moving links) by numpy
-        fast = [compiled and g[7] and g[0] < 0 for g in self._geo]
+        # the points against a world plane (spheres, capsules' end spheres, boxes' corners,
+        # cylinders' rims) and the pairs of spheres: evaluated together by the compiled
+        # kernel (module docstring); planes carried by moving links by numpy
+        fast = [compiled and (g[0] < 0 or not g[7]) for g in self._geo]
         self._slow_pairs = [j for j, f in enumerate(fast) if not f]
         rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
         self._fast_rows = np.concatenate(
@@ -320,12 +323,21 @@ class PairGroup:
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
         geo, rims = [], []
         for j, g in enumerate(self._geo):
-            if fast[j]:
+            if fast[j] and not g[7]:                   # a pair of spheres
+                rec = np.zeros(kernel.W_PP)
+                rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], g[6]
+                rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
+                rec[kernel.SS_LINK1], rec[kernel.SS_R1] = g[0], g[5]
+                rec[kernel.SS_C1:kernel.SS_C1 + 3] = g[2][0]
+                rec[kernel.PP_KIND] = 1.0
+                geo.append(rec)
+                rims.append(None)
+            elif fast[j]:
                 F1 = g[3]
                 axis = np.zeros(3) if g[8] is None else g[8]
                 for sp in g[4]:
                     geo.append(np.concatenate([[g[1]], sp, [g[6]], F1[:, 2], g[2][0],
-                                               F1[:, 0], F1[:, 1], axis]))
+                                               F1[:, 0], F1[:, 1], axis, [0.0]]))
                     rims.append(g[9] if g[8] is not None else None)
         self._pp = (np.array(geo, dtype=float).reshape(-1, kernel.W_PP) if geo
                     else np.zeros((0, kernel.W_PP)))
@@ -455,10 +467,10 @@ class PairGroup:
             out += [base] if pr.rows == 1 else [f"{base}.{i}" for i in range(pr.rows)]
         return tuple(out)
 
-    def _plane_points(self, q, v=None, derivatives: bool = True):
+    def _contact_points(self, q, v=None, derivatives: bool = True):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for the world-plane pairs'
         points at real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.
-        plane_points`), kept for the last state; ``v=None``: the position quantities at
+        contact_points`), kept for the last state; ``v=None``: the position quantities at
         ``q`` (any ``v`` evaluated there serves). ``derivatives``: the caller reads more
         than the gaps, so a rim lying flat on its plane is refused (:func:`_face_error`; its
         gap is exact, its derivatives are not defined)."""
@@ -470,7 +482,7 @@ class PairGroup:
             m, n = len(self._pp), self.kin.n
             out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
                    np.empty(2 * m), np.empty(2 * m), np.empty(m))
-            kernel.plane_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
+            kernel.contact_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
                                 np.ascontiguousarray(v, dtype=float), self._pp, *out)
             last = self._pp_out = (qk, v.tobytes(), out)
         out = last[2]
@@ -506,7 +518,7 @@ class PairGroup:
         kinematics, real by the compiled one)."""
         q = np.asarray(q)
         real = q.dtype.kind == "f"
-        fast = (self._plane_points(q, derivatives=False)[0].copy()
+        fast = (self._contact_points(q, derivatives=False)[0].copy()
                 if real and len(self._fast_rows) else None)
         which = self._pairs(real)
         if not which:
@@ -533,7 +545,7 @@ class PairGroup:
         q = np.asarray(q, dtype=float)
         key = q.tobytes()
         if self._J is None or self._J[0] != key:
-            fast = self._plane_points(q)[1] if len(self._fast_rows) else None
+            fast = self._contact_points(q)[1] if len(self._fast_rows) else None
             out = []
             which = self._pairs(True)
             if which:
@@ -575,7 +587,7 @@ class PairGroup:
         v = np.asarray(v, dtype=float)
         key = q.tobytes() + v.tobytes()
         if self._gam is None or self._gam[0] != key:
-            fast = self._plane_points(q, v)[2] if len(self._fast_rows) else None
+            fast = self._contact_points(q, v)[2] if len(self._fast_rows) else None
             which = self._pairs(True)
             slow = None
             if which:
@@ -622,7 +634,7 @@ class PairGroup:
         world-plane pairs, the others' by one complex step of the numpy path along ``v``."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
-        fast = (self._plane_points(q, v)[5].reshape(-1, 2).copy() if len(self._fast_rows)
+        fast = (self._contact_points(q, v)[5].reshape(-1, 2).copy() if len(self._fast_rows)
                 else None)
         which = self._pairs(True)
         slow = None
@@ -637,7 +649,7 @@ class PairGroup:
         key = q.tobytes()
         if self._T is None or self._T[0] != key:
             n = self.kin.n
-            fast = (self._plane_points(q)[3].reshape(-1, 2, n) if len(self._fast_rows)
+            fast = (self._contact_points(q)[3].reshape(-1, 2, n) if len(self._fast_rows)
                     else None)
             out = []
             which = self._pairs(True)
