@@ -154,6 +154,8 @@ def kernel_factory(fns, p: np.ndarray, n: int, m: int, system, constant_mass: bo
             constant_mass=constant_mass, compiled=True, buffers=make_buffers(n, m, mh, mv))
 
     factory.functions = fns    # (compiled with the rest of a run: gaussopt.core.compiled)
+    factory.dynamics = lambda: (fns[0], fns[4], p)
+    factory.rebind = lambda other: kernel_factory(fns, p, n, m, other, constant_mass)
     return factory
 
 
@@ -374,6 +376,20 @@ def python_functions(system, accel=None) -> ModelFunctions:
 
     callbacks = [_Callback(guarded(f)) for f in (dyn, rows, pos, vel, energy)]
     mf.fns = tuple(callbacks)
+    origin = system.compiled_origin
+    dynamics = (getattr(origin.compiled, "dynamics", None)
+                if origin is not None and origin is not system else None)
+    if dynamics is not None:
+        # M, F and the energy by the origin's compiled functions (the same mass, force and
+        # energy: System.with_constraints; ``p`` theirs, which the callbacks ignore), the
+        # rows by this system's Python functions
+        try:
+            dyn_c, energy_c, p = dynamics()
+        except NotCompiled:
+            dyn_c = None
+        if dyn_c is not None:
+            mf.fns = (dyn_c,) + mf.fns[1:4] + (energy_c,)
+            mf.p = p
     if accel is not None:
         mf.accel = accel_callback(mf, accel)
         callbacks.append(mf.accel)

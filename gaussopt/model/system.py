@@ -395,10 +395,37 @@ class System:
         this one's name in brackets. (A contact run builds each phase's system this way:
         the closed points as bilateral rows, a sliding point's Coulomb force.)"""
         mass = self.constant_mass if self.constant_mass is not None else self._mass
+        origin = self.compiled_origin if force is None else None
         if force is None:
             force = self.constant_force if self.constant_force is not None else self._force
-        return System(self.coordinates, mass, force, list(constraints), energy=self._energy,
-                      name=self.name + (f" [{name}]" if name else ""))
+        new = System(self.coordinates, mass, force, list(constraints), energy=self._energy,
+                     name=self.name + (f" [{name}]" if name else ""))
+        if origin is not None:
+            rebind = getattr(origin.compiled, "rebind", None)
+            if rebind is not None and (tuple(map(id, new.constraints))
+                                       == tuple(map(id, origin.constraints))):
+                # the origin's own constraints again (a contact run's phase with every
+                # contact open): the origin's compiled functions are this system's
+                new.compiled = rebind(new)
+                for attr in ("sparse", "recursive", "mass_tree", "parameter_slots"):
+                    setattr(new, attr, getattr(origin, attr))
+            else:
+                new._compiled_origin = origin
+        return new
+
+    @property
+    def compiled_origin(self) -> Optional["System"]:
+        """The system with compiled functions (:attr:`compiled`) whose mass, force and
+        energy this one has: itself, or the one it was derived from by
+        :meth:`with_constraints` (other constraints, the same force); None when there is
+        none. A Python-function run of this system takes its mass, force and energy from
+        the origin's compiled functions (:func:`~gaussopt.model.model_functions.
+        python_functions`): a contact run's phases of a compiled model evaluate ``M`` and
+        ``F`` without a Python call."""
+        if self.compiled is not None:
+            return self
+        origin = self.__dict__.get("_compiled_origin")
+        return origin if origin is not None and origin.compiled is not None else None
 
     # ------------------------------------------------------------------ pickling
     def rebuilt_by(self, builder: Callable, *args: Any, **kwargs: Any) -> "System":

@@ -884,7 +884,14 @@ def _compiled_factory(module, p: np.ndarray, model: "SymbolicModel", system: Sys
             has_energy=system.has_energy, constant_mass=system.constant_mass is not None,
             compiled=True, buffers=make_buffers(sizes["n"], sizes["m"], sizes["mh"], sizes["mv"]))
 
+    def dynamics():
+        if not codegen.compile_functions(module):
+            raise NotCompiled(f"numba could not compile the functions of {model.name!r}")
+        return fns[0], fns[4], p
+
     factory.functions = fns          # (compiled with the rest of a run: gaussopt.core.compiled)
+    factory.dynamics = dynamics
+    factory.rebind = lambda other: _compiled_factory(module, p, model, other)
     return factory
 
 

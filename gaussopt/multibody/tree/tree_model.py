@@ -496,11 +496,12 @@ class Model(BaseModel):
         Why opt-in: MuJoCo's contacts are soft (``solref``/``solimp``: a ball resting on the
         floor sinks a fraction of a millimetre) and have no restitution; here a contact
         closes exactly, with Newton's ``restitution`` (default 0, plastic: MuJoCo's
-        contacts do not bounce either). A system with contacts runs event by event
-        (through Python callbacks: the gaps, their Jacobians and the slip velocities from
-        the compiled kinematics, the convective terms by one complex step of a numpy
-        forward kinematics, :mod:`~gaussopt.multibody.tree.tree_geometry`), so
-        :attr:`system` keeps none; :meth:`with_contacts` adds them.
+        contacts do not bounce either). A system with contacts runs event by event: each
+        phase's ``M`` and ``F`` by the model's compiled functions, the closed points' rows
+        through Python callbacks (the gaps, their Jacobians, the slip velocities and the
+        convective terms by one compiled function,
+        :mod:`~gaussopt.multibody.tree.tree_geometry`), so :attr:`system` keeps none;
+        :meth:`with_contacts` adds them.
 
         Returns
         -------
