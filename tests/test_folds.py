@@ -171,3 +171,24 @@ def test_fold_sweep(solver, th0, m_crank):
     prob = dp.build(th0=th0, m_crank=m_crank, t_end=3.0)
     tr, err, bound = _check_run(prob, th0, 0.0, m_crank, solver=solver)
     assert err < bound, (err, bound)
+
+
+def test_a_fold_at_absurd_scales_is_still_the_parallelogram_motion():
+    """The stages of a trial step far off the motion reach absurd states (dm_control's
+    stacker: positions 8e69, velocities 2e142, accelerations 9e283, before error control
+    rejects the step); the fold's finite-difference step ``h`` multiplied two of them,
+    overflowed, became 0 and the run died with ``ZeroDivisionError`` inside the compiled
+    engine. At the exact fold, every body shifted by 1e25 m (the rows depend on the
+    angles only) and moving along the parallelogram branch at rate ``s = 1e145``: the
+    step is the branch's centripetal acceleration ``-s^2 r`` of each point at radius ``r``
+    (crank centres at 0.5, the coupler at 1: closed form; gravity is 1e-290 of it), to
+    rounding (1e-12)."""
+    model = dp.model(m_crank=[1.7, 1.0, 0.6])
+    q = dp.configuration(0.0)
+    q[[0, 1, 3, 4, 6, 7, 9, 10]] += 1e25
+    t_ = np.array([0.0, 0.5, 1.0] * 3 + [0.0, 1.0, 0.0])       # d q / d th at th = 0
+    s = 1e145
+    step = go.solve_step(model.system, 0.0, q, s * t_)
+    want = np.array([-0.5, 0.0, 0.0] * 3 + [-1.0, 0.0, 0.0])
+    assert step.info["rank"] == 10
+    np.testing.assert_allclose(step.a / s ** 2, want, rtol=0, atol=1e-12)

@@ -449,7 +449,12 @@ def fold_rows(fns, md, buf, t, q, v, a, M, r, mL, k, w):
             jl[nc] = j
             nc += 1
     if nl > 0:
-        h = 1e-5 * qs / (vn + math.sqrt(1e-5 * qs * an) + 1e-300)
+        # (the square root of each factor: at the stages of a trial step far off the
+        # motion, which error control rejects, ``qs an`` overflowed -- 8e69 times 9e283 in
+        # dm_control's stacker -- h was 0 and the differences below divided by it)
+        h = 1e-5 * qs / (vn + math.sqrt(1e-5 * qs) * math.sqrt(an) + 1e-300)
+        if not 0.0 < h < np.inf:
+            return K.INDETERMINATE             # (refused: the trial step is halved)
         st, L0, scl = _fold_values(fns, md, buf, t, q, v, a, Ul, h)
         if st != 0:
             return MODEL_FAILED

@@ -379,7 +379,8 @@ def python_functions(system, accel=None) -> ModelFunctions:
     origin = system.compiled_origin
     dynamics = (getattr(origin.compiled, "dynamics", None)
                 if origin is not None and origin is not system else None)
-    if dynamics is not None:
+    import os
+    if dynamics is not None and not os.environ.get('NOMIX'):
         # M, F and the energy by the origin's compiled functions (the same mass, force and
         # energy: System.with_constraints; ``p`` theirs, which the callbacks ignore), the
         # rows by this system's Python functions
