@@ -503,10 +503,10 @@ def test_impact_of_a_face_landing_nearly_flat_with_rows_dependent_to_rounding(mo
     every friction force in its cone exactly, the sticking corners' slips and the closed
     corners' rebounds within the 1e-8 moved.
 
-    (That is with the polygon's LCP at its first compliance alone. Its retries at other
-    compliances, ``_LCP_RETRIES``, read a state that certifies for the exact problem: the
-    three corners sliding at slips below 2e-8 m/s, the same motion within what was moved:
-    checked too.)"""
+    (That is with the polygon's LCP at its first compliance alone, and no finer polygon.
+    Its retries at other compliances, ``_LCP_RETRIES``, read a state that certifies for the
+    exact problem: the three corners sliding at slips below 2e-8 m/s, the same motion
+    within what was moved: checked too.)"""
     import gaussopt.gauss.contact_cone as ccone
     from gaussopt.gauss.contact_cone import solve_contact_cone
     from gaussopt.gauss.contact_problem import ContactSolveError
@@ -523,6 +523,7 @@ def test_impact_of_a_face_landing_nearly_flat_with_rows_dependent_to_rounding(mo
     # separates the two motions below; measured 1.7e-8)
     assert exact.active.sum() == 3 and np.hypot(u[:, 0], u[:, 1])[exact.active].max() < 2 * moved
     monkeypatch.setattr(ccone, "_LCP_RETRIES", ccone._LCP_RETRIES[:1])
+    monkeypatch.setattr(ccone, "_POLYGON_REFINED", ())
     with pytest.raises(ContactSolveError, match="no set of active contact points"):
         solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
     sol = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=moved, **kw)
@@ -644,3 +645,59 @@ def test_several_certified_motions_continue_the_previous_state_where_it_is_admis
         else:
             np.testing.assert_allclose(t_[i], -mu[i] * N[i] * slide[i], rtol=0,
                                        atol=1e-12 * mu[i] * N[i])
+
+
+def test_an_impact_of_nine_points_of_a_humanoid_is_certified_with_a_finer_polygon(monkeypatch):
+    """dm_control's humanoid lying down (MJCF with its contacts, ``model.with_contacts()``
+    from its initial state at the default tolerances): at t = 1.0595 s its hands land
+    while its head, seat, thighs and upper arms touch the floor, an impact of 9 points
+    with ``mu = 1`` and ``e = 0`` (the problem as the run posed it, recorded in
+    ``data/humanoid_impact_cone.json``). No state read from the octagon's LCP certified at
+    any compliance and 3^9 combinations are too many to try: the run ended there. The
+    16-gon's reading certifies. Checked against the conditions themselves: momentum
+    balance to the rounding of its terms (1e-12 of ``|F|`` ~ 6; measured 6e-15), the
+    bilateral row, ``N >= 0`` with Newton's law ``G v+ >= h`` and complementarity, every
+    tangential impulse in its circular cone, a sliding point's exactly ``-mu N u / |u|``
+    along its slip after the impact (to the direction's rounding), a sticking one's slip
+    zero (rounding: 1e-12 of the velocities ~3 and impulses ~1e-2)."""
+    import gaussopt.gauss.contact_cone as ccone
+    from gaussopt.gauss.contact_cone import solve_contact_cone
+    from gaussopt.gauss.contact_problem import OPEN, STICK, ContactSolveError
+
+    d = json.loads((Path(__file__).parent / "data" / "humanoid_impact_cone.json").read_text())
+    M, F, A, b, G, h, T, s, mu = (np.array(d[x], dtype=float)
+                                  for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
+    kw = dict(mu=mu, prefer=np.array(d["prefer"], dtype=int), labels=d["labels"],
+              rhs_tol=np.array(d["rhs_tol"]))
+    with monkeypatch.context() as mp:
+        mp.setattr(ccone, "_POLYGON_REFINED", ())
+        with pytest.raises(ContactSolveError, match="Lemke's algorithm on the polyhedral"):
+            solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
+    sol = solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
+    x, N, tau, lam, mode = sol.x, sol.nu, sol.tau, sol.lam, sol.mode
+    scale = np.abs(F).max()
+    resid = M @ x - F - A.T @ lam - G.T @ N - np.einsum("kjn,kj->n", T, tau)
+    assert np.abs(resid).max() <= 1e-12 * scale
+    assert np.abs(A @ x - b).max() <= 1e-12 * scale
+    gap = G @ x - h
+    tol_v = 1e-12 * np.abs(x).max()
+    tol_p = 1e-12 * np.abs(N).max()
+    assert np.all(N >= 0) and np.all(gap >= -tol_v)
+    assert np.all((N <= tol_p) | (np.abs(gap) <= tol_v))            # complementarity
+    u = np.einsum("kjn,n->kj", T, x) - s
+    size = np.hypot(u[:, 0], u[:, 1])
+    assert np.all(np.hypot(tau[:, 0], tau[:, 1]) <= mu * N + tol_p)
+    for i in range(len(N)):
+        if mode[i] == OPEN:
+            assert N[i] == 0 and np.all(tau[i] == 0) and gap[i] > tol_v
+        elif mode[i] == STICK:
+            assert size[i] <= tol_v
+        else:                                                          # sliding
+            assert size[i] > 1e3 * tol_v
+            # (the slip is known to tol_v, its direction to tol_v / |u|: the head slips
+            # by 2.8e-5 m/s, its friction's direction to 1e-7)
+            np.testing.assert_allclose(tau[i], -mu[i] * N[i] * u[i] / size[i], rtol=0,
+                                       atol=tol_p + mu[i] * N[i] * tol_v / size[i])
+    # the hands (closing) stick, the upper arms lift, the rest slides: what was read
+    assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == STICK)] == [
+        "right_hand", "left_hand"]

@@ -835,16 +835,33 @@ _LCP_RETRIES = (1.0, 1e-2, 1e2)
 #: directions of the polygon inscribed in each circular cone for the LCP of many points
 #: (its friction reaches cos(pi / 8) = 92 % of the circle's between two directions)
 _POLYGON = 8
-#: the polygon's directions, (2, _POLYGON)
-_POLYGON_DIRS = np.vstack([np.cos(2.0 * np.pi * np.arange(_POLYGON) / _POLYGON),
-                           np.sin(2.0 * np.pi * np.arange(_POLYGON) / _POLYGON)])
+#: finer polygons, tried in turn (each at every compliance of :data:`_LCP_RETRIES`) where
+#: no state read from the coarser ones certifies: the closer polygon's reading is closer to
+#: the circle's answer. (dm_control's humanoid landing on its hands while its head, seat,
+#: thighs and upper arms touch the floor, an impact of 9 points with mu = 1: no state read
+#: from the octagon's LCP certified at any compliance, and 3^9 combinations are too many to
+#: try; the 16-gon's reading certified at once: head, seat and thighs sliding, hands
+#: sticking, upper arms lifting)
+_POLYGON_REFINED = (16, 32)
+
+
+def _polygon_dirs(nd: int) -> np.ndarray:
+    """The directions of the polygon of ``nd`` sides, (2, nd)."""
+    got = _POLYGON_CACHE.get(nd)
+    if got is None:
+        a = 2.0 * np.pi * np.arange(nd) / nd
+        got = _POLYGON_CACHE[nd] = np.vstack([np.cos(a), np.sin(a)])
+    return got
+
+
+_POLYGON_CACHE: dict = {}
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, shared, tol=None, compliance=1.0):
+                 score_opts, shared, tol=None, compliance=1.0, nd=_POLYGON):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
-    :data:`_POLYGON` directions ``d_j`` (Stewart and Trinkle's form: per point
+    ``nd`` directions ``d_j`` (Stewart and Trinkle's form: per point
     ``N >= 0 _|_ g >= 0``, ``beta_j >= 0 _|_ d_j . u + lam >= 0``,
     ``lam >= 0 _|_ mu N - sum beta_j >= 0``, friction ``sum beta_j d_j``), then certified
     with the circular cones exactly as every combination of :func:`solve_contact_cone`
@@ -856,13 +873,12 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     (:func:`~gaussopt.gauss.contact_problem.compliant_lemke`). Returns the selection's
     tuple or None."""
     n, k = M.shape[0], G.shape[0]
-    nd = _POLYGON
     rest = np.array([SLIDE in o for o in options])
     infinite = mu == math.inf
     fr = np.flatnonzero(rest | infinite)
     kf = fr.size
     mu_f = np.where(infinite[fr], _MU_INF, mu[fr])
-    D = _POLYGON_DIRS                                               # (2, nd)
+    D = _polygon_dirs(nd)                                           # (2, nd)
     slides = ~rest & ~infinite & (mu > 0) & np.any(known != 0, axis=1)
     dirs_n = G.copy()
     for i in np.flatnonzero(slides):
@@ -1191,11 +1207,13 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         """The certified combinations, their right-hand sides moved by at most ``tol``."""
         nonlocal last_error
         if total > ENUMERATE_MAX:
-            for compliance in _LCP_RETRIES:
-                got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
-                                   release, score_opts, shared, tol, compliance)
-                if got is not None:
-                    return [got]
+            for nd in (_POLYGON,) + _POLYGON_REFINED:
+                for compliance in _LCP_RETRIES:
+                    got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options,
+                                       prefer, release, score_opts, shared, tol, compliance,
+                                       nd)
+                    if got is not None:
+                        return [got]
             if total > MAX_COMBINATIONS:
                 return []
         out = []
