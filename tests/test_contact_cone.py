@@ -701,3 +701,39 @@ def test_an_impact_of_nine_points_of_a_humanoid_is_certified_with_a_finer_polygo
     # the hands (closing) stick, the upper arms lift, the rest slides: what was read
     assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == STICK)] == [
         "right_hand", "left_hand"]
+
+
+def test_the_cone_margin_of_a_humanoid_on_nine_points_is_solved_where_clarabel_stalls():
+    """The largest margin of the indeterminate forces of dm_control's humanoid lying on 9
+    sticking points (its phase at t = 1.1311 s; 34 forces, 8 free: ``data/
+    humanoid_margin_socp.json``). Clarabel's defaults end the program with
+    ``NumericalError`` after 3 iterations, which read as "no distribution inside the
+    cones" and ended the run; its settings are changed in turn (``_SOCP_RETRIES``) and the
+    program solves. Against the same program written in the free coordinates ``y`` and
+    solved by SCS (another algorithm, a first-order splitting method, at eps 1e-10 of the
+    force scale ~75: its error below 1e-8): the margins agree, and the distribution
+    returned lies on ``z0 + Z y`` (rounding: 1e-12 of the scale) with its own margin equal
+    to the one reported (Clarabel's tolerance, ``_SOCP_TOL`` = 1e-11 of the scale)."""
+    cp = pytest.importorskip("cvxpy")
+    from gaussopt.gauss.contact_cone import best_distribution, cone_slack
+
+    d = json.loads((Path(__file__).parent / "data" / "humanoid_margin_socp.json").read_text())
+    z0, Z = np.array(d["z0"]), np.array(d["Z"])
+    points = [(n, tuple(t) if t is not None else None, mu, w) for n, t, mu, w in d["points"]]
+    scale = np.abs(z0).max()
+    val, z = best_distribution(z0, Z, points)
+    assert val > 0                                   # the group holds
+    assert np.abs(z - z0 - Z @ (Z.T @ (z - z0))).max() <= 1e-12 * scale
+    assert abs(cone_slack(z, points) - val) <= 10 * 1e-11 * scale
+    y, s = cp.Variable(Z.shape[1]), cp.Variable()
+    zz = z0 + Z @ y
+    cons = []
+    for n_i, t_i, mu, weld in points:
+        if not weld:
+            cons.append(zz[n_i] >= s)
+        if t_i is not None:
+            cons.append(cp.SOC(mu * zz[n_i] - s, cp.hstack([zz[j] for j in t_i])))
+    prob = cp.Problem(cp.Maximize(s), cons)
+    prob.solve(solver="SCS", eps_abs=1e-10, eps_rel=1e-10, max_iters=200000)
+    assert prob.status == "optimal"
+    assert abs(float(s.value) - val) <= 1e-8 * scale
