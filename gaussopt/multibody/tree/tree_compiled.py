@@ -751,14 +751,9 @@ def _moving_point(R, X, V, Ab, k, geo, i, o):
     c0 = X[k, 0] + R[k, 0, 0] * s0 + R[k, 0, 1] * s1 + R[k, 0, 2] * s2
     c1 = X[k, 1] + R[k, 1, 0] * s0 + R[k, 1, 1] * s1 + R[k, 1, 2] * s2
     c2 = X[k, 2] + R[k, 2, 0] * s0 + R[k, 2, 1] * s1 + R[k, 2, 2] * s2
-    w0, w1, w2 = V[k, 0], V[k, 1], V[k, 2]
-    l0, l1, l2 = Ab[k, 0], Ab[k, 1], Ab[k, 2]
-    v0 = V[k, 3] + w1 * c2 - w2 * c1
-    v1 = V[k, 4] + w2 * c0 - w0 * c2
-    v2 = V[k, 5] + w0 * c1 - w1 * c0
-    a0 = Ab[k, 3] + l1 * c2 - l2 * c1 + (w1 * v2 - w2 * v1)
-    a1 = Ab[k, 4] + l2 * c0 - l0 * c2 + (w2 * v0 - w0 * v2)
-    a2 = Ab[k, 5] + l0 * c1 - l1 * c0 + (w0 * v1 - w1 * v0)
+    # (a material point: its velocity is the link's at c, and it moves with it)
+    v0, v1, v2, _, _, _ = _at_point(V, Ab, k, c0, c1, c2, 0.0, 0.0, 0.0)
+    _, _, _, a0, a1, a2 = _at_point(V, Ab, k, c0, c1, c2, v0, v1, v2)
     return c0, c1, c2, v0, v1, v2, a0, a1, a2
 
 
