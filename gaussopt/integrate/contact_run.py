@@ -1080,12 +1080,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 te_phase = t_eval[(t_eval >= t) & (t_eval > done) & (t_eval <= t1)]
                 if te_phase.size == 0:
                     te_phase = np.array([t1])
-            try:
-                tr = phase(sysp, t, t1, q, v, opts.but(events=tuple(events), t_eval=te_phase))
-            except ZeroDivisionError:
-                import pickle
-                pickle.dump((t, t1, q, v, sysp.name, sysp.compiled is not None, closed), open("/tmp/s57/dbg.pkl", "wb"))
-                raise
+            tr = phase(sysp, t, t1, q, v, opts.but(events=tuple(events), t_eval=te_phase))
             if forces.members:
                 # indeterminate forces: report the least-norm distribution inside every cone
                 forces.adjust(tr)

@@ -379,8 +379,7 @@ def python_functions(system, accel=None) -> ModelFunctions:
     origin = system.compiled_origin
     dynamics = (getattr(origin.compiled, "dynamics", None)
                 if origin is not None and origin is not system else None)
-    import os
-    if dynamics is not None and not os.environ.get('NOMIX'):
+    if dynamics is not None:
         # M, F and the energy by the origin's compiled functions (the same mass, force and
         # energy: System.with_constraints; ``p`` theirs, which the callbacks ignore), the
         # rows by this system's Python functions
