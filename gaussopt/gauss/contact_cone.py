@@ -54,7 +54,8 @@ slide (Lemke's 200 unknowns about 0.25 ms, two combinations' KKT solves, the
 certificate, the Python around them the rest; ranges: this VM's minutes differ). As in the plane, the answer is
 certified but not proven unique on that path. Where the states read from the LCP
 certify none (a degenerate LCP's reading depends on its regularization), the LCP is
-solved again at other compliances (:data:`_LCP_RETRIES`); where the state certified
+solved again at other compliances (:data:`_LCP_RETRIES`), then with finer polygons (16
+and 32 sides, :data:`_POLYGON_REFINED`: closer to the circles); where the state certified
 slides with touching points left open, the whole family's state is certified too and the
 rule below chooses (:func:`_whole_family`), so that the answer does not depend on which
 member the reading gave.
