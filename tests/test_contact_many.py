@@ -548,3 +548,36 @@ def test_the_gap_watches_of_many_open_points_evaluate_the_gaps_once_per_state():
     run = go.simulate(system, (0.0, 0.3), np.array([0.0, 1.0]), np.array([1.0, 0.0]))
     assert run.success and len(run.t) > 10
     assert calls[0] < 3 * len(run.t) + 50
+
+
+def test_a_point_leaving_its_surface_is_not_landed_by_the_projection_of_the_phase_start():
+    """The closing watch of a point that starts a phase touching and leaving at ``rate0``
+    (``contact_run._gap_event``): the phase's first steps project the state onto the
+    closed points' rows, which may put the leaving point below its surface by the
+    projection's accuracy (dm_control's humanoid with ten points closed: a foot leaving
+    at 2.9e-4 m/s put 4.7e-10 m below the floor). Its watch ``gap / (t - t_start)`` then
+    changed sign at once, the contact problem let the foot leave again, and 26 phases of
+    zero length ended the run. Now the watch holds ``offset`` (the run's 1e-3 gap
+    tolerance) until the gap has grown past it, then is the gap itself: on a gap
+    history written here (the dip at the start, a flight, a landing at ``t = 1``) the
+    watch stays positive through the dip and changes sign exactly where the gap does."""
+    from types import SimpleNamespace
+
+    from gaussopt.integrate.contact_run import _gap_event
+
+    rate0, offset, dip = 2.9e-4, 4e-9, -4.7e-10
+
+    def gap_at(t):                      # the dip, then a parabola through zero at t = 1
+        return dip * math.exp(-t / 1e-6) + rate0 * t * (1.0 - t)
+
+    P = SimpleNamespace(gaps=lambda t, q: np.array([gap_at(t)]), labels=["foot"],
+                        gap_source=None)
+    watch = _gap_event(P, 0, 0.0, rate0, offset)
+    assert watch(0.0, None, None) == rate0
+    ts = np.concatenate([np.geomspace(1e-12, 1e-5, 30), np.linspace(1e-4, 0.999, 50)])
+    assert all(watch(t, None, None) > 0 for t in ts)
+    assert watch(1.001, None, None) < 0
+    assert watch(0.9999, None, None) > 0       # the sign changes where the gap does
+    # without the offset (the watch before): the dip is a landing at the start
+    bare = _gap_event(P, 0, 0.0, rate0, 0.0)
+    assert bare(1e-9, None, None) < 0
