@@ -557,10 +557,13 @@ def test_a_point_leaving_its_surface_is_not_landed_by_the_projection_of_the_phas
     projection's accuracy (dm_control's humanoid with ten points closed: a foot leaving
     at 2.9e-4 m/s put 4.7e-10 m below the floor). Its watch ``gap / (t - t_start)`` then
     changed sign at once, the contact problem let the foot leave again, and 26 phases of
-    zero length ended the run. Now the watch holds ``offset`` (the run's 1e-3 gap
-    tolerance) until the gap has grown past it, then is the gap itself: on a gap
-    history written here (the dip at the start, a flight, a landing at ``t = 1``) the
-    watch stays positive through the dip and changes sign exactly where the gap does."""
+    zero length ended the run. Now a dip of at most ``offset`` (the run's 1e-3 gap
+    tolerance) at the watch's first state after the start is taken as the projection's:
+    on a gap history written here (the dip at the start, a flight, a landing at ``t =
+    1``) the watch stays positive through the dip and changes sign where the gap reaches
+    twice the dip (within 1e-9 m of the surface: the landing's time within 1e-9 / 2.9e-4
+    of 1). A ball leaving at its rebound (no dip) is watched exactly as before: its gap
+    over the time since the start."""
     from types import SimpleNamespace
 
     from gaussopt.integrate.contact_run import _gap_event
@@ -576,8 +579,13 @@ def test_a_point_leaving_its_surface_is_not_landed_by_the_projection_of_the_phas
     assert watch(0.0, None, None) == rate0
     ts = np.concatenate([np.geomspace(1e-12, 1e-5, 30), np.linspace(1e-4, 0.999, 50)])
     assert all(watch(t, None, None) > 0 for t in ts)
-    assert watch(1.001, None, None) < 0
-    assert watch(0.9999, None, None) > 0       # the sign changes where the gap does
+    late = 2 * abs(dip) / rate0                  # where the gap reaches twice the dip
+    assert watch(1.0 + 1.01 * late, None, None) < 0 < watch(1.0 + 0.99 * late, None, None)
     # without the offset (the watch before): the dip is a landing at the start
     bare = _gap_event(P, 0, 0.0, rate0, 0.0)
     assert bare(1e-9, None, None) < 0
+    # no dip (a rebound): the gap over the time since the start, landing at 1 exactly
+    P.gaps = lambda t, q: np.array([rate0 * t * (1.0 - t)])
+    ball = _gap_event(P, 0, 0.0, rate0, offset)
+    assert ball(0.5, None, None) == rate0 * 0.5 * 0.5 / 0.5
+    assert ball(1.0 + 1e-12, None, None) < 0 < ball(1.0 - 1e-12, None, None)

@@ -1232,14 +1232,16 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     ``rtol = 1e-12`` and 2.7e-7 s at the defaults, above the run's own error.) Disarming
     keeps the sign: the watch is positive before and after.
 
-    A point leaving at ``rate0`` is watched with the same hysteresis: ``(gap + offset) /
-    (t - t_start)`` until its gap has grown past ``offset``, then ``gap / (t - t_start)``.
-    The phase's first steps project its state onto the closed points' rows, which may move
-    a touching open point below its surface by the projection's accuracy: dm_control's
-    humanoid with ten points closed put a foot leaving at 2.9e-4 m/s 4.7e-10 m below the
-    floor, its watch changed sign at once (``rate0`` at ``t_start``, ``-4.7e-10 / (t -
-    t_start)`` after it), the contact problem let the foot leave again, and 26 phases of
-    zero length ended the run ("did not settle")."""
+    A point leaving at ``rate0``: the phase's first steps project its state onto the closed
+    points' rows, which may move the point below its surface by the projection's accuracy
+    (dm_control's humanoid with ten points closed put a foot leaving at 2.9e-4 m/s 4.7e-10
+    m below the floor: its watch changed sign at once, ``rate0`` at ``t_start`` and ``-4.7e-10
+    / (t - t_start)`` after it, the contact problem let the foot leave again, and 26 phases
+    of zero length ended the run, "did not settle"). A gap below zero by at most ``offset``
+    at the watch's first state after ``t_start`` is that dip: the watch is then ``(gap - 2
+    g_1) / (t - t_start)`` (``g_1`` that gap), positive there, and a landing is located
+    where the gap is ``2 g_1``, within ``2 offset`` of the surface. A point whose gap is not
+    negative there (a ball leaving at its rebound) is watched exactly as before."""
     if rate0 is None:
         if offset == 0.0:
             def from_gaps(t, gaps):
@@ -1256,18 +1258,15 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
                     return g
                 return g + offset
     else:
-        leaving = [offset == 0.0]
+        dip = [None]                    # twice the start's dip (0: none), set at first
 
         def from_gaps(t, gaps):
             if t == t_start:
                 return rate0
             g = float(gaps[i])
-            if not leaving[0]:
-                if g > offset:
-                    leaving[0] = True
-                else:
-                    g += offset
-            return g / (t - t_start)
+            if dip[0] is None:
+                dip[0] = 2.0 * g if -offset <= g < 0.0 else 0.0
+            return (g - dip[0]) / (t - t_start)
 
     def gap(t, q, v):
         return from_gaps(t, P.gaps(t, q))
