@@ -81,10 +81,11 @@ Degenerate states: where several states give the same motion at an event (a poin
 touching with zero force and zero gap acceleration, a force on its cone's edge) the
 change the event announced is taken, else the previous state; a force or cone margin
 that starts at zero within rounding is watched with an offset of its rounding scale,
-and an open point resting on its surface or leaving it at ``gap + 1e-3 gap_tol`` until
-its gap has grown past that offset (then at its gap: its next landing is located where
-the gap is zero), so that rounding noise, and the projection of a phase's start onto
-its closed points' rows, is no event. An event at the end of the span is resolved
+and an open point resting on its surface at ``gap + 1e-3 gap_tol`` until its gap has
+grown past that offset (then at its gap: its next landing is located where the gap is
+zero), so that rounding noise is no event; a point leaving its surface that the
+projection of the phase's start puts below it by at most that offset is watched
+relative to that dip (:func:`_gap_event`). An event at the end of the span is resolved
 (an impact there is recorded) and the run ends with a zero-length last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
