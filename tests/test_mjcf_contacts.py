@@ -41,7 +41,7 @@ times by that over the event function's rate (>= ~1): below 1e-9 (events, relati
 1e-8 (states), as tests/test_contact_cone.py. The scipy reference of the pendulum runs at
 1e-13 (its event located to 1e-15): its error is below gaussopt's.
 
-Measured (2 shared cores, compiled; the world-plane pairs by the compiled ``plane_points``):
+Measured (2 shared cores, compiled; the pairs by the compiled ``contact_points``):
 the sphere's 1 s run 1.5 s (2 phases; 4.2 s when every convective term took a complex step
 of the numpy kinematics), the box at rest 0.1 s (1 phase, 7 steps), the box on the incline
 0.1-1.4 s (the first run of a test process includes its contact problem's compilation).

@@ -102,6 +102,7 @@ complementarity form).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Optional, Sequence
@@ -861,16 +862,11 @@ _POLYGON = 8
 _POLYGON_REFINED = (16, 32)
 
 
+@functools.lru_cache(maxsize=None)
 def _polygon_dirs(nd: int) -> np.ndarray:
-    """The directions of the polygon of ``nd`` sides, (2, nd)."""
-    got = _POLYGON_CACHE.get(nd)
-    if got is None:
-        a = 2.0 * np.pi * np.arange(nd) / nd
-        got = _POLYGON_CACHE[nd] = np.vstack([np.cos(a), np.sin(a)])
-    return got
-
-
-_POLYGON_CACHE: dict = {}
+    """The directions of the polygon of ``nd`` sides, (2, nd) (built once per ``nd``)."""
+    a = 2.0 * np.pi * np.arange(nd) / nd
+    return np.vstack([np.cos(a), np.sin(a)])
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,

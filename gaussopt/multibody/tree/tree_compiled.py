@@ -731,14 +731,10 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             ugam[2 * i + j] = -(t0 * b0 + t1 * b1 + t2 * b2)
         # G: the row of the material point at the centre (a sphere: the same as at P, the
         # rounding of the kernel's first version) or at P (a rim)
-        if rim:
-            _contact_rows(p, S, k, 1.0, i, n0, n1, n2, p0, p1, p2, p0, p1, p2,
-                        geo[i, PP_T1], geo[i, PP_T1 + 1], geo[i, PP_T1 + 2],
-                        geo[i, PP_T2], geo[i, PP_T2 + 1], geo[i, PP_T2 + 2], G, T)
-        else:
-            _contact_rows(p, S, k, 1.0, i, n0, n1, n2, c0, c1, c2, p0, p1, p2,
-                        geo[i, PP_T1], geo[i, PP_T1 + 1], geo[i, PP_T1 + 2],
-                        geo[i, PP_T2], geo[i, PP_T2 + 1], geo[i, PP_T2 + 2], G, T)
+        f0, f1, f2 = (p0, p1, p2) if rim else (c0, c1, c2)
+        _contact_rows(p, S, k, 1.0, i, n0, n1, n2, f0, f1, f2, p0, p1, p2,
+                      geo[i, PP_T1], geo[i, PP_T1 + 1], geo[i, PP_T1 + 2],
+                      geo[i, PP_T2], geo[i, PP_T2 + 1], geo[i, PP_T2 + 2], G, T)
 
 
 @_inline

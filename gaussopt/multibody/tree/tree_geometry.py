@@ -468,12 +468,12 @@ class PairGroup:
         return tuple(out)
 
     def _contact_points(self, q, v=None, derivatives: bool = True):
-        """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for the world-plane pairs'
-        points at real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.
-        contact_points`), kept for the last state; ``v=None``: the position quantities at
-        ``q`` (any ``v`` evaluated there serves). ``derivatives``: the caller reads more
-        than the gaps, so a rim lying flat on its plane is refused (:func:`_face_error`; its
-        gap is exact, its derivatives are not defined)."""
+        """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for its pairs' points at
+        real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.contact_points`),
+        kept for the last state; ``v=None``: the position quantities at ``q`` (any ``v``
+        evaluated there serves). ``derivatives``: the caller reads more than the gaps, so a
+        rim lying flat on its plane is refused (:func:`_face_error`; its gap is exact, its
+        derivatives are not defined)."""
         qk = q.tobytes()
         last = self._pp_out
         if last is None or last[0] != qk or (v is not None and last[1] != v.tobytes()):
@@ -483,16 +483,16 @@ class PairGroup:
             out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
                    np.empty(2 * m), np.empty(2 * m), np.empty(m))
             kernel.contact_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
-                                np.ascontiguousarray(v, dtype=float), self._pp, *out)
-            last = self._pp_out = (qk, v.tobytes(), out)
-        out = last[2]
-        if derivatives:
+                                  np.ascontiguousarray(v, dtype=float), self._pp, *out)
             gap, tilt = out[0], out[6]
-            for i, name, r in self._pp_rims:
-                # (as :meth:`_points`: the centre within 1.01 r of the plane)
-                if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r:
-                    raise _face_error(name)
-        return out[:6]
+            # the first rim lying flat on its plane (as :meth:`_points`: its centre within
+            # 1.01 r of the plane), decided once per evaluation
+            flat = next((name for i, name, r in self._pp_rims
+                         if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r), None)
+            last = self._pp_out = (qk, v.tobytes(), out[:6], flat)
+        if derivatives and last[3] is not None:
+            raise _face_error(last[3])
+        return last[2]
 
     def _pairs(self, real: bool):
         """The pairs the numpy path evaluates: at real arguments the others than the
@@ -630,8 +630,9 @@ class PairGroup:
 
     def slip_velocity_gamma(self, t, q, v):
         """The slip velocities' convective terms ``ugam`` (k, 2) with ``u' = T a - ugam``
-        (:class:`~gaussopt.Contact`'s ``slip_velocity_gamma``): the kernel's for the
-        world-plane pairs, the others' by one complex step of the numpy path along ``v``."""
+        (:class:`~gaussopt.Contact`'s ``slip_velocity_gamma``): the kernel's for its pairs,
+        the others' (planes on moving links) by one complex step of the numpy path along
+        ``v``."""
         q = np.asarray(q, dtype=float)
         v = np.asarray(v, dtype=float)
         fast = (self._contact_points(q, v)[5].reshape(-1, 2).copy() if len(self._fast_rows)
