@@ -364,10 +364,12 @@ class ContactPoints:
     def gaps(self, t: float, q: np.ndarray) -> np.ndarray:
         """``gap(t, q)`` of every point, shape (k,) (read-only: the last state's are kept).
 
-        Why kept: a phase watches each open point's gap by an event of its own, and the
-        events are evaluated one by one at the same state: without it a step of a phase
-        with ``k`` open points evaluated every gap ``k`` times (dm_control's manipulator,
-        160 points: 160 evaluations of the 16 pairs of spheres per step)."""
+        Why kept: a phase watches each open point's gap by an event of its own; the event
+        tracker reads them from one evaluation per state (:attr:`gap_source`), and the
+        contact run's other readers at the same state (a watch called on its own, the
+        settling of a phase's start) share that evaluation through this memo (dm_control's
+        manipulator, 160 points: 160 evaluations of the 16 pairs of spheres per step
+        before)."""
         memo = self._gap_memo
         if memo is not None and memo[0] == t and np.array_equal(memo[1], q):
             return memo[2]
