@@ -300,6 +300,64 @@ def test_the_phases_of_a_compiled_model_keep_its_compiled_mass_and_force():
     assert model_functions(other).fns[0] is not base.compiled.functions[0]
 
 
+def test_a_sliding_point_brought_to_rest_by_the_phase_start_slides_along_its_direction():
+    """A phase starts from its state settled onto its rows (``_settle``: the sticking
+    points' slips, each at most the run's velocity tolerance, zeroed by a minimum-norm
+    correction of ``v``). That correction also moves the slips of sliding points on the
+    same bodies: here a box turning at 3e-5 rad/s on its four bottom corners (slips 4.2e-6
+    m/s, below their tolerance 1.05e-5: they stick) carries a ball on a 2 m arm slipping
+    at 6e-5 m/s (above its tolerance: it slides along its slip, +y). Settled, the box is
+    at rest and the ball's slip is rounding. Its friction must then act along the
+    direction the contact problem certified, as a slide from rest (``locked``: ``-mu N
+    d0``). Before, the phase took the direction of the settled slip: on dm_control's
+    humanoid (the head sliding beside a sticking seat, its slip 2e-13 m/s after the
+    settling) the head's friction turned by 84 degrees, and the phase's sticking forces
+    lay 313 N outside their cones (the run ended at t = 1.4074 s)."""
+    import gaussopt.integrate.contact_run as cr
+
+    mu = 0.5
+    model, _ = load(f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="{mu} 0 0"/>
+<body name="b" pos="0 0 0.05"><freejoint/>
+  <geom name="box" type="box" size=".1 .1 .05" mass="1" friction="{mu} 0 0"/>
+  <geom name="ball" type="sphere" pos="2 0 0" size=".05" mass="0.05" friction="{mu} 0 0"/>
+</body></worldbody></mujoco>""")
+    q = model.q_reference.copy()
+    v = np.zeros(model.n)
+    v[6] = 0.5 * 3e-5                    # Euler parameters' rate: a turn about z
+    run = cr._Model(model.with_contacts(), 0.0, q)
+    P = run.points
+    run.base.check(0.0, q, v)
+    G, cg, _ = P.normal_rows(0.0, q, v)
+    vel_tol = cr._velocity_tolerances(G, v, 1e-8, 1e-10)
+    ball = P.labels.index("contacts[floor/ball]")
+    T2, c2, _ = P.cone_rows(0.0, q, v)
+    speed = np.hypot(*(np.einsum("kjn,n->kj", T2, v) + c2).T)
+    bottom = [1, 3, 5, 7]
+    assert np.all(speed[bottom] < vel_tol[bottom]) and speed[ball] > vel_tol[ball]
+    touching = np.abs(P.gaps(0.0, q)) <= 1e-12
+    t = 0.5                              # (an event of a run: the phase start is settled)
+    closed, sdir, idx, sol = cr._decide(run, t, q, v, touching & (np.abs(G @ v + cg) <= vel_tol),
+                                        np.zeros(P.k, bool), np.zeros(P.k, int), {}, [],
+                                        vel_tol)
+    assert list(np.flatnonzero(closed)) == bottom + [ball]
+    assert np.all(sdir[bottom] == 0) and sdir[ball] == 1
+    d = sol.direction[list(idx).index(ball)]
+    np.testing.assert_allclose(d, [0.0, 1.0], atol=1e-12)       # along the slip
+    sysp, n_rows, _, _, q1, v1, d0, locked = cr._start_phase(
+        run, t, q, v, closed, sdir, idx, sol, vel_tol, 1e-9, touching, 1e-8)
+    T2, c2, _ = P.cone_rows(t, q1, v1)
+    assert np.hypot(*(T2[ball] @ v1 + c2[ball])) < 1e-15        # brought to rest
+    assert locked[ball] and not locked[bottom].any()
+    # the phase's friction at the ball: -mu N d0 (its generalized force), N its normal force
+    # (the phase's multiplier of its row; the five normal forces are indeterminate)
+    row = n_rows[list(np.flatnonzero(closed)).index(ball)]
+    N = go.solve_step(sysp, t, q1, v1).multipliers[row]
+    friction = sysp._force(t, q1, v1) - run.base.force(t, q1, v1)
+    assert N > 0.0
+    np.testing.assert_allclose(friction, -mu * N * (d0[ball] @ T2[ball]), rtol=0, atol=1e-14)
+
+
 # --------------------------------------------------------------------------- the sphere
 M_S, R_S = 2.0, 0.1
 

@@ -487,6 +487,59 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
     return idx, sol
 
 
+def _start_phase(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, closed: np.ndarray,
+                 sdir: np.ndarray, idx, sol, vel_tol: np.ndarray, gap_tol: float,
+                 touching: np.ndarray, settle_tol: Optional[float]):
+    """The phase a contact state starts: ``(sysp, n_rows, t_rows, ref, q, v, d0, locked)``,
+    with ``(q, v)`` settled onto its rows (:func:`_settle`, then checked against
+    ``settle_tol``; the caller's own initial state is not: ``settle_tol`` None), ``d0``
+    the sliding spatial points' directions from the contact problem's ``sol`` over the
+    points ``idx``, and ``locked`` those of them that slide from rest (:func:`_locked`)."""
+    P = model.points
+    d0 = np.zeros((P.k, 2))          # spatial sliding points: the slip direction now
+    locked = np.zeros(P.k, dtype=bool)     # ... sliding from rest: along d0 itself
+    spatial_slide = P.spatial and sol is not None
+    if spatial_slide:
+        d0[idx] = sol.direction
+        locked = _locked(P, t, q, v, closed, sdir, vel_tol)
+    sysp, n_rows, t_rows, ref = model.phase(closed, sdir, d0, locked)
+    if settle_tol is None:
+        return sysp, n_rows, t_rows, ref, q, v, d0, locked
+    q, v = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol, float(vel_tol.max(initial=0.0)),
+                   touching)
+    _unsettled(P, t, q, v, closed, settle_tol)
+    if spatial_slide:
+        # The settled velocities decide which sliding points start from rest: zeroing
+        # the sticking points' slips (each at most vel_tol) moves the slips of sliding
+        # points on the same bodies by as much. A humanoid's head sliding at 6e-6 m/s
+        # beside its sticking seat was left slipping at 2e-13 m/s, whose direction
+        # (rounding) turned its friction by 84 degrees from the one the contact problem
+        # certified; the phase's sticking forces then lay 313 N outside their cones.
+        moved = _locked(P, t, q, v, closed, sdir, vel_tol)
+        if np.any(moved != locked):
+            locked = moved
+            sysp, n_rows, t_rows, ref = model.phase(closed, sdir, d0, locked)
+    return sysp, n_rows, t_rows, ref, q, v, d0, locked
+
+
+def _velocity_tolerances(G: np.ndarray, v: np.ndarray, rtol: float, atol: float) -> np.ndarray:
+    """Per point, the gap rate (and slip) below which the run takes a point for at rest:
+    a thousand times the integration's velocity resolution, scaled by the norm of the
+    point's normal row ``G_i`` (at least 1)."""
+    return 1e3 * (atol + rtol * (1.0 + float(np.abs(v).max()))) * np.sqrt(
+        (G * G).sum(axis=1)).clip(min=1.0)
+
+
+def _locked(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np.ndarray,
+            sdir: np.ndarray, vel_tol: np.ndarray) -> np.ndarray:
+    """The closed spatial points sliding from rest (their slip at most ``vel_tol``): their
+    friction acts along the contact problem's direction ``d0`` itself
+    (:func:`_coulomb_force`'s ``locked``)."""
+    T2, c2, _ = P.cone_rows(t, q, v)
+    u = np.einsum("kjn,n->kj", T2, v) + c2
+    return closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1]) <= vel_tol)
+
+
 def _slide_directions(P: ContactPoints, T2: np.ndarray, c2: np.ndarray, v: np.ndarray,
                       vel_tol: Optional[np.ndarray]) -> np.ndarray:
     """The unit slip directions of the spatial points with finite friction that slip faster
@@ -986,8 +1039,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             G, cg, _ = P.normal_rows(t, q, v)
             gdot = G @ v + cg
             gaps = P.gaps(t, q)
-            vel_tol = 1e3 * (atol + rtol * (1.0 + float(np.abs(v).max()))) * np.sqrt(
-                (G * G).sum(axis=1)).clip(min=1.0)
+            vel_tol = _velocity_tolerances(G, v, rtol, atol)
             touching = np.abs(gaps) <= gap_tol
             closing = touching & (gdot < -vel_tol)
             if closing.any():
@@ -1054,20 +1106,10 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
             sticking = new_closed & P.frictional & (new_sdir == 0)
             P.anchor_slip(t, q, np.flatnonzero(sticking & ~(closed & (sdir == 0))))
             closed, sdir = new_closed, new_sdir
-            d0 = np.zeros((k, 2))          # spatial sliding points: the slip direction now
-            locked = np.zeros(k, dtype=bool)     # ... sliding from rest: along d0 itself
-            if P.spatial and sol is not None:
-                d0[idx] = sol.direction
-                T2, c2, _ = P.cone_rows(t, q, v)
-                u = np.einsum("kjn,n->kj", T2, v) + c2
-                locked = closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1])
-                                                                  <= vel_tol)
             hints, release = {}, []
-            sysp, n_rows, t_rows, ref = model.phase(closed, sdir, d0, locked)
-            if t > t0:          # (the caller's own state is checked as given, or projected)
-                q, v = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol,
-                               float(vel_tol.max(initial=0.0)), touching)
-                _unsettled(P, t, q, v, closed, opts.consistency_tol)
+            sysp, n_rows, t_rows, ref, q, v, d0, locked = _start_phase(
+                model, t, q, v, closed, sdir, idx, sol, vel_tol, gap_tol, touching,
+                opts.consistency_tol if t > t0 else None)
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
