@@ -300,6 +300,92 @@ def test_the_phases_of_a_compiled_model_keep_its_compiled_mass_and_force():
     assert model_functions(other).fns[0] is not base.compiled.functions[0]
 
 
+def test_a_contact_phase_of_a_compiled_model_evaluates_its_rows_compiled():
+    """A contact run's phase of a loaded model evaluates its rows -- the model's own, the
+    closed points' gap rows, the sticking points' no-slip rows -- by compiled functions
+    (``tree_compiled.PHASE_FUNCTIONS``, the points' records appended to ``p``), whatever
+    its force (a sliding point's Coulomb force stays Python). Checked as the engine calls
+    them against the Python rows of the same phase at random states: ``A``, ``b``, the
+    holonomic ``Phi``, ``Phi_q``, ``Phi_t`` and the velocity rows and residual, with
+    points of two contacts (two friction groups), a cylinder's rim and a pair of
+    spheres among the closed points. Both evaluate the same kernel (the Python path over
+    all points, then selects): equal to rounding (1e-13 of the entries' scale, ~1-10).
+    A phase closing a point the kernel does not evaluate (a plane carried by a link)
+    keeps the Python rows. Before, every closed point's rows were Python callbacks (the
+    leaning disk's 1 s: 91.5 ms, now about 25 ms)."""
+    import ctypes
+
+    import gaussopt.integrate.contact_run as cr
+    from gaussopt.core.model_interface import address
+    from gaussopt.model.model_functions import model_functions
+    from gaussopt.multibody.tree import tree_compiled as kernel
+    from gaussopt.multibody.tree.tree_geometry import ContactPair
+
+    xml = PLANE_CHAIN.replace('friction="0.6 0 0"', 'friction="0.2 0 0"').replace(
+        '<geom name="ls" size=".08"/>', '<geom name="ls" size=".08" friction="0.3 0 0"/>')
+    model, _ = load(xml)
+    sysc = model.with_contacts()
+    assert len(sysc.contacts) == 2
+    rng = np.random.default_rng(5)
+    q = model.q_reference + 0.3 * rng.normal(size=model.n)
+    v = rng.normal(size=model.n)
+    run = cr._Model(sysc, 0.0, q)
+    run.base.check(0.0, q, v)
+    P = run.points
+    closed = np.zeros(P.k, dtype=bool)
+    closed[::2] = True
+    sdir = np.zeros(P.k, dtype=int)
+    sdir[2::4] = 1                                          # sliding; the others stick
+    d0 = np.tile([0.6, 0.8], (P.k, 1))
+    sysp, _, _, _ = run.phase(closed, sdir, d0, np.zeros(P.k, dtype=bool))
+    sysp.check(0.0, q, v)
+    mf = model_functions(sysp)
+    assert mf.fns[1:4] == kernel.PHASE_FUNCTIONS and not mf.compiled
+    ln = int(mf.p[kernel.H_LEN])
+    nr = int(mf.p[ln + 1])
+    recs = mf.p[ln + 3:ln + 3 + nr * kernel.W_PP].reshape(nr, kernel.W_PP)
+    assert np.any(recs[:, kernel.PP_KIND] == 1.0)                         # a sphere pair
+    assert np.any(np.abs(recs[:, kernel.PP_A:kernel.PP_A + 3]).sum(axis=1) > 0)   # a rim
+    n, m, mh = model.n, sysp.m, mf.mh
+    assert m == int(mf.p[kernel.H_M]) + int(mf.p[ln + 2]) and mf.mv == m
+    buf = mf.buffers
+    sig = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_double, *[ctypes.c_void_p] * 5)
+    rows, pos, vel = (sig(address(f)) for f in mf.fns[1:4])
+    ptr = {key: ctypes.c_void_p(arr.ctypes.data) for key, arr in buf.items()}
+    pp = ctypes.c_void_p(mf.p.ctypes.data)
+    for _ in range(5):
+        q = model.q_reference + 0.3 * rng.normal(size=model.n)
+        v = rng.normal(size=model.n)
+        buf["q"][:], buf["v"][:] = q, v
+        assert rows(0.0, ptr["q"], ptr["v"], pp, ptr["A"], ptr["b"]) == 0
+        assert pos(0.0, ptr["q"], pp, ptr["phi"], ptr["J"], ptr["phit"]) == 0
+        assert vel(0.0, ptr["q"], ptr["v"], pp, ptr["r"], ptr["Jv"]) == 0
+        _, _, A, b = sysp.evaluate(0.0, q, v)
+        hol = sysp.holonomic
+        want = [(buf["A"].reshape(m, n), A), (buf["b"], b),
+                (buf["phi"], np.concatenate([c.residual(0.0, q) for c in hol])),
+                (buf["J"].reshape(mh, n), np.concatenate([c.jacobian(0.0, q) for c in hol])),
+                (buf["phit"], np.zeros(mh)),
+                (buf["r"], sysp.velocity_residual(0.0, q, v)),
+                (buf["Jv"].reshape(m, n), sysp.velocity_rows(0.0, q, v))]
+        for got, ref in want:
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-13 * (1 + np.abs(ref).max()))
+    # a plane carried by a link: its point's rows stay Python
+    model.contact_pairs = model.contact_pairs + (ContactPair(
+        "tray", "ls2", kind="plane-sphere", friction=0.3, link1="arm", link2="loose",
+        origin1=(0.1, 0.2, 0.05), frame1=((1, 0, 0), (0, 0.8, -0.6), (0, 0.6, 0.8)),
+        points2=((0.0, 0.0, 0.0),), radius1=0.0, radius2=0.08, source="pair"),)
+    sysc = model.with_contacts()
+    run = cr._Model(sysc, 0.0, q)
+    run.base.check(0.0, q, v)
+    moving = run.points.labels.index("contacts.mu=0.3[tray/ls2]")
+    closed = np.zeros(run.points.k, dtype=bool)
+    closed[[0, moving]] = True
+    sysp, _, _, _ = run.phase(closed, np.zeros(run.points.k, dtype=int))
+    sysp.check(0.0, q, v)
+    assert model_functions(sysp).fns[1] is not kernel.PHASE_FUNCTIONS[0]
+
+
 def test_a_sliding_point_brought_to_rest_by_the_phase_start_slides_along_its_direction():
     """A phase starts from its state settled onto its rows (``_settle``: the sticking
     points' slips, each at most the run's velocity tolerance, zeroed by a minimum-norm

@@ -474,8 +474,10 @@ class ContactPoints:
                else (lambda t, q, v: cone.gamma(t, q, v)[rows]))
         label = self.labels[pts[0]] if len(pts) == 1 else \
             f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
-        return Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac, gam,
-                            name=f"{label}.no_slip")
+        out = Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac, gam,
+                           name=f"{label}.no_slip")
+        out.contact_rows = (c, rows[::2] // 2, "slip")
+        return out
 
     def _one_contact(self, pts: Sequence[int]) -> "Contact":
         owners = {int(self.owner[j]) for j in pts}
@@ -532,7 +534,10 @@ class ContactPoints:
                 phi = lambda t, q: fun(t, q) - anchor[idx]      # noqa: E731
             else:
                 phi = src.phi
-            return Holonomic(phi, src._jac, src._gamma, rheonomic=src.rheonomic, name=name)
+            out = Holonomic(phi, src._jac, src._gamma, rheonomic=src.rheonomic, name=name)
+            if not tangent:
+                out.contact_rows = (c, rows, "gap")
+            return out
         jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
         values = self._memo(src, src.phi)
@@ -544,4 +549,10 @@ class ContactPoints:
         else:
             def phi(t, q):
                 return values(t, q)[rows]
-        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)
+        out = Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)
+        if not tangent:
+            #: ``(contact, its rows, "gap" | "slip")``: what a compiled model evaluates
+            #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_geometry.
+            #: phase_functions`)
+            out.contact_rows = (c, rows, "gap")
+        return out

@@ -390,6 +390,17 @@ def python_functions(system, accel=None) -> ModelFunctions:
         if dyn_c is not None:
             mf.fns = (dyn_c,) + mf.fns[1:4] + (energy_c,)
             mf.p = p
+    rows_origin = system.__dict__.get("_rows_origin")
+    contact_rows = getattr(getattr(rows_origin, "compiled", None), "contact_rows", None)
+    if contact_rows is not None:
+        # the rows by compiled functions of the origin's kind where it has them for these
+        # constraints (a contact phase of a tree model: its closed points' rows,
+        # gaussopt.multibody.tree.tree_geometry.phase_functions), reading ``p`` extended
+        # by the constraints' section (the origin's compiled M and F read its first part)
+        got = contact_rows(system)
+        if got is not None:
+            (rows_c, pos_c, vel_c), mf.p = got
+            mf.fns = (mf.fns[0], rows_c, pos_c, vel_c, mf.fns[4])
     if accel is not None:
         mf.accel = accel_callback(mf, accel)
         callbacks.append(mf.accel)

@@ -395,7 +395,8 @@ class System:
         this one's name in brackets. (A contact run builds each phase's system this way:
         the closed points as bilateral rows, a sliding point's Coulomb force.)"""
         mass = self.constant_mass if self.constant_mass is not None else self._mass
-        origin = self.compiled_origin if force is None else None
+        rows_origin = self.compiled_origin
+        origin = rows_origin if force is None else None
         if force is None:
             force = self.constant_force if self.constant_force is not None else self._force
         new = System(self.coordinates, mass, force, list(constraints), energy=self._energy,
@@ -411,6 +412,10 @@ class System:
                     setattr(new, attr, getattr(origin, attr))
             else:
                 new._compiled_origin = origin
+        if rows_origin is not None and new.compiled is None:
+            # (whose rows this one extends, whatever its force: a contact phase's rows may
+            # be compiled by it, python_functions)
+            new._rows_origin = rows_origin
         return new
 
     @property

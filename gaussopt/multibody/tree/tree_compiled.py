@@ -114,17 +114,18 @@ import sys
 import numpy as np
 
 import gaussopt.gauss.dense_algebra as LA
-from gaussopt.core.compiled import jit, unit
+from gaussopt.core.compiled import cfunc, jit, unit
 from gaussopt.core.views import carve
 from gaussopt.core.model_interface import (R_BEF, R_BES, R_CLOSED, R_DMIN, R_SCALARS,  # noqa: F401
                                            R_SIG, R_WGT,
                                            recursive_parts, recursive_rows, recursive_size)
-from gaussopt.multibody.common.cfuncs import KindFunctions
+from gaussopt.core.model_interface import SIGNATURE
+from gaussopt.multibody.common.cfuncs import KindFunctions, mat, vec
 
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
            "line_length", "line_state",
            "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation",
-           "contact_points", "W_PP"]
+           "contact_points", "W_PP", "PHASE_FUNCTIONS", "PH_TAG"]
 
 #: The kernel's functions allocate nothing and compile without numba's reference counting
 #: (``_nrt=False``): each entry point (a unit, below) allocates one buffer per call, and
@@ -3284,5 +3285,184 @@ def mass_tree(p: np.ndarray):
 
 def compiled_factory(p: np.ndarray, system):
     """A factory of the engine's :class:`~gaussopt.core.model_interface.ModelFunctions` for
-    ``system`` (the assembled system of the model packed in ``p``; fresh buffers per run)."""
-    return _KIND.compiled_factory(p, system)
+    ``system`` (the assembled system of the model packed in ``p``; fresh buffers per run).
+    Its ``contact_rows(system)`` gives the compiled rows of a contact phase of this model
+    (:func:`gaussopt.multibody.tree.tree_geometry.phase_functions`)."""
+    from gaussopt.multibody.tree.tree_geometry import phase_functions
+
+    factory = _KIND.compiled_factory(p, system)
+    factory.contact_rows = lambda phase: phase_functions(p, system, phase)
+    return factory
+
+
+# =========================================================================== contact phases
+# The rows of a contact run's phase (:mod:`gaussopt.integrate.contact_run`): the model's own
+# rows, then one row per entry of a section appended to ``p`` (after its ``p[H_LEN]``
+# values): a closed point's gap row (``G``, ``gamma``) or one of a sticking point's two
+# no-slip rows (``T``, its convective term), all from one call of :func:`contact_points`
+# over the section's point records. The section: ``PH_TAG``, the number of records ``nr``,
+# of entries ``ne``, the records (``nr x W_PP``), the entries (``4 * record + e``: ``e`` 0
+# the gap row, 1 and 2 the no-slip rows along the two tangents). The model functions below
+# have the engine's signature (:data:`~gaussopt.core.model_interface.SIGNATURE`), ``M`` and
+# ``F`` staying the model's own (:data:`FUNCTIONS`: they read ``p`` up to ``p[H_LEN]``).
+#: the tag of a phase's section
+PH_TAG = 20261201.0
+
+
+@_unit_inline
+def _phase_parts(pp):
+    """``(p, full, nr, ne)``: the model's parameters, the whole array (the model's and the
+    phase's section) and the section's counts; ``nr = -1`` where ``pp`` holds no model of
+    this kind with a phase section."""
+    p = vec(pp, int(vec(pp, H_LEN + 1)[H_LEN]))
+    if p[0] != LAYOUT or p[H_PYTHON] != 0.0:
+        return p, p, -1, 0
+    ln = int(p[H_LEN])
+    head = vec(pp, ln + 3)
+    if head[ln] != PH_TAG:
+        return p, p, -1, 0
+    nr, ne = int(head[ln + 1]), int(head[ln + 2])
+    return p, vec(pp, ln + 3 + nr * W_PP + ne), nr, ne
+
+
+@_unit_inline
+def _phase_points(p, full, nr, q, v, buf):
+    """:func:`contact_points` of the section's records at ``(q, v)``, its outputs carved
+    from ``buf``; ``flat`` where a rim lying flat touches its plane (its derivatives are not
+    defined: the caller fails, and the run's Python step names the face,
+    :func:`gaussopt.multibody.tree.tree_geometry._face_error`)."""
+    n = int(p[H_N])
+    o = int(p[H_LEN]) + 3
+    geo = buf[:nr * W_PP].reshape((nr, W_PP))
+    for i in range(nr * W_PP):
+        buf[i] = full[o + i]
+    at = nr * W_PP
+    gap = buf[at:at + nr]
+    at += nr
+    G = buf[at:at + nr * n].reshape((nr, n))
+    at += nr * n
+    gam = buf[at:at + nr]
+    at += nr
+    T = buf[at:at + 2 * nr * n].reshape((2 * nr, n))
+    at += 2 * nr * n
+    u = buf[at:at + 2 * nr]
+    at += 2 * nr
+    ugam = buf[at:at + 2 * nr]
+    at += 2 * nr
+    tilt = buf[at:at + nr]
+    contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt)
+    flat = False
+    for i in range(nr):
+        if (geo[i, PP_KIND] == 0.0 and (geo[i, PP_A] != 0.0 or geo[i, PP_A + 1] != 0.0
+                                        or geo[i, PP_A + 2] != 0.0)
+                and tilt[i] <= PP_FLAT and gap[i] + geo[i, PP_R] * tilt[i] <= 1.01 * geo[i, PP_R]):
+            flat = True
+    return G, gam, T, ugam, gap, flat
+
+
+@_unit_inline
+def _phase_buffer(p, nr):
+    """The buffer :func:`_phase_points` carves: the ``nr`` records, then the outputs of
+    :func:`contact_points` (``gap``, ``G``, ``gam``, ``T``, ``u``, ``ugam``, ``tilt``: ``nr
+    (7 + 3 n)`` values)."""
+    n = int(p[H_N])
+    return np.empty(nr * (W_PP + 7 + 3 * n))
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def phase_rows(t, qp, vp, pp, Ap, bp):
+    """The phase's ``A`` and ``b``: the model's rows, then the section's (module comment)."""
+    p, full, nr, ne = _phase_parts(pp)
+    if nr < 0:
+        return 1
+    n, m0 = int(p[H_N]), int(p[H_M])
+    q, v = vec(qp, n), vec(vp, n)
+    rows(p, q, v, p[:0], mat(Ap, m0, n), vec(bp, m0), True)
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v, _phase_buffer(p, nr))
+    if flat:
+        return 1
+    A, b = mat(Ap, m0 + ne, n), vec(bp, m0 + ne)
+    oe = int(p[H_LEN]) + 3 + nr * W_PP
+    for k in range(ne):
+        code = int(full[oe + k])
+        ri, e = code // 4, code % 4
+        r = m0 + k
+        if e == 0:
+            for c in range(n):
+                A[r, c] = G[ri, c]
+            b[r] = gam[ri]
+        else:
+            for c in range(n):
+                A[r, c] = T[2 * ri + e - 1, c]
+            b[r] = ugam[2 * ri + e - 1]
+    return 0
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def phase_pos(t, qp, pp, phip, Jp, phitp):
+    """The phase's holonomic rows: the model's ``Phi``, ``Phi_q``, ``Phi_t``, then the
+    section's gaps (their rows and zero ``Phi_t``: the points are not driven)."""
+    p, full, nr, ne = _phase_parts(pp)
+    if nr < 0:
+        return 1
+    n, m0 = int(p[H_N]), int(p[H_M])
+    q = vec(qp, n)
+    phi(p, q, p[:0], vec(phip, m0))
+    rows(p, q, q, p[:0], mat(Jp, m0, n), p[:0], False)
+    phi_t(p, q, p[:0], vec(phitp, m0))
+    oe = int(p[H_LEN]) + 3 + nr * W_PP
+    ng = 0
+    for k in range(ne):
+        if int(full[oe + k]) % 4 == 0:
+            ng += 1
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, np.zeros(n),
+                                               _phase_buffer(p, nr))
+    if flat:
+        return 1
+    ph, J, pt = vec(phip, m0 + ng), mat(Jp, m0 + ng, n), vec(phitp, m0 + ng)
+    r = m0
+    for k in range(ne):
+        code = int(full[oe + k])
+        if code % 4 != 0:
+            continue
+        ri = code // 4
+        ph[r] = gap[ri]
+        for c in range(n):
+            J[r, c] = G[ri, c]
+        pt[r] = 0.0
+        r += 1
+    return 0
+
+
+@cfunc(SIGNATURE, error_model="numpy")
+def phase_vel(t, qp, vp, pp, rp, Jvp):
+    """The phase's velocity rows (every row) and their residual ``J v`` (the gaps' rates
+    and the sticking points' slip velocities ``T v``)."""
+    p, full, nr, ne = _phase_parts(pp)
+    if nr < 0:
+        return 1
+    n, m0 = int(p[H_N]), int(p[H_M])
+    q, v = vec(qp, n), vec(vp, n)
+    rows(p, q, v, p[:0], mat(Jvp, m0, n), p[:0], False)
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v, _phase_buffer(p, nr))
+    if flat:
+        return 1
+    J, r = mat(Jvp, m0 + ne, n), vec(rp, m0 + ne)
+    oe = int(p[H_LEN]) + 3 + nr * W_PP
+    for k in range(ne):
+        code = int(full[oe + k])
+        ri, e = code // 4, code % 4
+        src = G[ri] if e == 0 else T[2 * ri + e - 1]
+        for c in range(n):
+            J[m0 + k, c] = src[c]
+    for i in range(m0 + ne):
+        acc = 0.0
+        for c in range(n):
+            acc += J[i, c] * v[c]
+        r[i] = acc
+    return 0
+
+
+#: the compiled rows of a contact phase ``(rows, pos, vel)`` (the engine's ``rows``, ``pos``
+#: and ``vel``; its ``dyn`` and ``energy`` are the model's)
+PHASE_FUNCTIONS = (phase_rows, phase_pos, phase_vel)

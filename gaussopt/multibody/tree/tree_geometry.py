@@ -345,6 +345,8 @@ class PairGroup:
         self._pp_rims = [(i, nm, self._pp[i, kernel.PP_R]) for i, nm in enumerate(rims)
                          if nm is not None]
         self._pp_out = None                # the kernel's outputs for the last (q, v)
+        #: the kernel's record of each of the group's rows that it evaluates
+        self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
     @property
     def has_rims(self) -> bool:
@@ -664,3 +666,53 @@ class PairGroup:
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
             self._T = (key, self._join(fast, out, (2, n)))
         return self._T[1]
+
+
+def phase_functions(p: np.ndarray, origin, phase):
+    """The compiled ``(rows, pos, vel)`` of a contact phase of a tree model and the
+    parameter array they read (``p`` with the phase's section appended:
+    :data:`~gaussopt.multibody.tree.tree_compiled.PHASE_FUNCTIONS`), or None where the
+    phase has rows the kernel does not evaluate.
+
+    Why: a contact run's phase (:mod:`gaussopt.integrate.contact_run`) holds its closed
+    points as bilateral gap rows and its sticking ones with two no-slip rows each; through
+    Python those rows cost a callback per evaluation, and a step evaluates them at every
+    stage and more (dm_control's stacker, 228 points: 5.7 evaluations of about 100 us per
+    right-hand side). Compiled, the engine evaluates them with the model's own rows in
+    one call of :func:`~gaussopt.multibody.tree.tree_compiled.contact_points` over the
+    phase's points only.
+
+    ``phase``'s constraints must be ``origin``'s (the model's system, compiled on ``p``),
+    in order, then constraints made by :class:`~gaussopt.model.contact.ContactPoints`
+    (``holonomic``: gap rows, ``no_slip``: slip rows; their ``contact_rows``) of contacts
+    of this model (:meth:`Model.contacts`: their ``pair_group``) whose points the kernel
+    evaluates (not a plane carried by a moving link)."""
+    own = list(origin.equalities)
+    eqs = list(phase.equalities)
+    if len(eqs) <= len(own) or any(a is not b for a, b in zip(eqs, own)):
+        return None
+    records: list = []
+    index: dict = {}
+    entries: list = []
+    for c in eqs[len(own):]:
+        meta = getattr(c, "contact_rows", None)
+        if meta is None:
+            return None
+        contact, rows, kind = meta
+        grp = getattr(contact, "pair_group", None)
+        if (not isinstance(grp, PairGroup) or grp.kin.p.shape != p.shape
+                or not np.array_equal(grp.kin.p, p)):
+            return None
+        for r in rows:
+            ri = grp._record.get(int(r))
+            if ri is None:
+                return None
+            j = index.setdefault((id(grp), ri), len(records))
+            if j == len(records):
+                records.append(grp._pp[ri])
+            entries += [4 * j] if kind == "gap" else [4 * j + 1, 4 * j + 2]
+    if int(p[kernel.H_M]) + len(entries) != (phase.m or 0):
+        return None
+    section = np.concatenate([[kernel.PH_TAG, len(records), len(entries)],
+                              np.ravel(records), entries])
+    return kernel.PHASE_FUNCTIONS, np.concatenate([p, section])

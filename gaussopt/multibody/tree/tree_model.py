@@ -541,6 +541,9 @@ class Model(BaseModel):
                               name=name, point_names=grp.point_names)
             if grp.has_rims:
                 contact.nonsmooth_at = grp.nonsmooth_at
+            # (a contact run's phases evaluate its closed points' rows by the compiled
+            # kernel: tree_geometry.phase_functions)
+            contact.pair_group = grp
             out.append(contact)
         return out
 
