@@ -26,6 +26,9 @@ Items
 * ``tree``: the humanoid-like tree of ``tests/data/humanoid_tree.xml`` loaded in joint
   coordinates (:mod:`gaussopt.multibody.tree`, MuJoCo needed), one ``solve_step`` and a
   0.1 s run (the tree kind's kernel, its compiled model functions and the engine);
+* ``tree_contacts``: a box and a ball dropped sliding on a floor (an MJCF string), loaded
+  with their contacts and run for 0.5 s (impacts, the contact problems, the phases'
+  compiled rows: ``tree_compiled.PHASE_FUNCTIONS``);
 * ``pendulum``: the README's 18-line pendulum example as pasted (30,001 output samples);
 * ``cli_list``, ``cli_help``, ``cli_show``: ``gaussopt list``, ``--help``, ``show four_bar``;
 * ``main_job``: the README's main job, ``gaussopt compare four_bar --out DIR``.
@@ -85,6 +88,12 @@ traj = go.simulate(pendulum, (0.0, 2.0), [1.5, 0.0], [0.0, 0.0], stabilization=g
 print(traj.q[-1], traj.position_residual.max(), np.abs(traj.energy_drift).max())
 '''
 
+#: a box and a ball dropped on a floor, sliding (MJCF): the contact run of a loaded model
+TREE_CONTACTS = """<mujoco><worldbody><geom type="plane" size="5 5 .1" friction=".3 0 0"/>
+<body pos="0 0 .2"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
+<body pos="1 0 .3"><freejoint/><geom type="sphere" size=".1" mass="1"/></body>
+</worldbody></mujoco>"""
+
 ITEMS = {
     "import": "import gaussopt as go\n",
     "step_closed_form": "import gaussopt as go\n" + FOUR_BAR
@@ -115,6 +124,11 @@ ITEMS = {
     "cli_list": "from gaussopt.study.cli import main\nmain(['list'])\n",
     "cli_help": "from gaussopt.study.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n",
     "cli_show": "from gaussopt.study.cli import main\nmain(['show', 'four_bar'])\n",
+    "tree_contacts": "import numpy as np, gaussopt as go\nimport gaussopt.multibody.io.mjcf as mjcf\n"
+                     "model = mjcf.load(" + repr(TREE_CONTACTS) + ")\n"
+                     "q, v = model.q_reference, np.zeros(model.n)\nv[0] = 1.0\n"
+                     "tr = go.simulate(model.with_contacts(), (0.0, 0.5), q, v)\n"
+                     "assert tr.success, tr.message\n",
     "main_job": "from gaussopt.study.cli import main\nimport sys\nsys.exit(main(['compare', 'four_bar', "
                 "'--out', OUT]))\n",
 }

@@ -497,10 +497,10 @@ class Model(BaseModel):
         floor sinks a fraction of a millimetre) and have no restitution; here a contact
         closes exactly, with Newton's ``restitution`` (default 0, plastic: MuJoCo's
         contacts do not bounce either). A system with contacts runs event by event: each
-        phase's ``M`` and ``F`` by the model's compiled functions, the closed points' rows
-        through Python callbacks (the gaps, their Jacobians, the slip velocities and the
-        convective terms by one compiled function,
-        :mod:`~gaussopt.multibody.tree.tree_geometry`), so :attr:`system` keeps none;
+        phase's ``M`` and ``F`` by the model's compiled functions, its rows (the model's,
+        the closed points' gap rows, the sticking points' no-slip rows) by compiled
+        functions too (:func:`~gaussopt.multibody.tree.tree_geometry.phase_functions`),
+        its events and contact problems in Python, so :attr:`system` keeps none;
         :meth:`with_contacts` adds them.
 
         Returns
