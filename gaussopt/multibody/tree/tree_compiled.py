@@ -3369,6 +3369,29 @@ def _phase_buffer(p, nr):
     return np.empty(nr * (W_PP + 7 + 3 * n))
 
 
+@_unit_inline
+def _phase_fill(p, full, nr, ne, G, gam, T, ugam, A, b, with_b):
+    """The section's rows into ``A`` after the model's ``p[H_M]`` rows (and, ``with_b``,
+    their convective terms into ``b``): entry ``4 ri + e`` is record ``ri``'s gap row
+    (``e`` 0) or its no-slip row along tangent ``e``."""
+    n, m0 = int(p[H_N]), int(p[H_M])
+    oe = int(p[H_LEN]) + 3 + nr * W_PP
+    for k in range(ne):
+        code = int(full[oe + k])
+        ri, e = code // 4, code % 4
+        r = m0 + k
+        if e == 0:
+            for c in range(n):
+                A[r, c] = G[ri, c]
+            if with_b:
+                b[r] = gam[ri]
+        else:
+            for c in range(n):
+                A[r, c] = T[2 * ri + e - 1, c]
+            if with_b:
+                b[r] = ugam[2 * ri + e - 1]
+
+
 @cfunc(SIGNATURE, error_model="numpy")
 def phase_rows(t, qp, vp, pp, Ap, bp):
     """The phase's ``A`` and ``b``: the model's rows, then the section's (module comment)."""
@@ -3381,20 +3404,7 @@ def phase_rows(t, qp, vp, pp, Ap, bp):
     G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v, _phase_buffer(p, nr))
     if flat:
         return 1
-    A, b = mat(Ap, m0 + ne, n), vec(bp, m0 + ne)
-    oe = int(p[H_LEN]) + 3 + nr * W_PP
-    for k in range(ne):
-        code = int(full[oe + k])
-        ri, e = code // 4, code % 4
-        r = m0 + k
-        if e == 0:
-            for c in range(n):
-                A[r, c] = G[ri, c]
-            b[r] = gam[ri]
-        else:
-            for c in range(n):
-                A[r, c] = T[2 * ri + e - 1, c]
-            b[r] = ugam[2 * ri + e - 1]
+    _phase_fill(p, full, nr, ne, G, gam, T, ugam, mat(Ap, m0 + ne, n), vec(bp, m0 + ne), True)
     return 0
 
 
@@ -3448,13 +3458,7 @@ def phase_vel(t, qp, vp, pp, rp, Jvp):
     if flat:
         return 1
     J, r = mat(Jvp, m0 + ne, n), vec(rp, m0 + ne)
-    oe = int(p[H_LEN]) + 3 + nr * W_PP
-    for k in range(ne):
-        code = int(full[oe + k])
-        ri, e = code // 4, code % 4
-        src = G[ri] if e == 0 else T[2 * ri + e - 1]
-        for c in range(n):
-            J[m0 + k, c] = src[c]
+    _phase_fill(p, full, nr, ne, G, gam, T, ugam, J, p[:0], False)
     for i in range(m0 + ne):
         acc = 0.0
         for c in range(n):
