@@ -870,7 +870,7 @@ def _polygon_dirs(nd: int) -> np.ndarray:
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, shared, tol=None, compliance=1.0, nd=_POLYGON):
+                 score_opts, shared, tol=None, compliance=1.0, nd=_POLYGON, readings=None):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     ``nd`` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -883,7 +883,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     states and those with every point on an edge sliding (:func:`far_side`) are
     certified, best first; ``compliance`` scales the LCP's
     (:func:`~gaussopt.gauss.contact_problem.compliant_lemke`). Returns the selection's
-    tuple or None."""
+    tuple or None; ``readings`` (a list), if given, gets the state read (its points' modes)."""
     n, k = M.shape[0], G.shape[0]
     rest = np.array([SLIDE in o for o in options])
     infinite = mu == math.inf
@@ -957,6 +957,8 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
         else:
             closed_modes.append([CLOSED])
     sets, own, near = read_states(closed_modes, N, N > ftol, g > ktol, options, prefer)
+    if readings is not None:
+        readings.append(tuple(int(c) for c in own))
     stuck = [STICK if c == SLIDE else c for c in own]
     modes = {tuple(own), tuple(stuck), tuple(near), tuple(far_side(sets))}
     # a released group asks for its members to slide: every closed member that may slide
@@ -1165,11 +1167,11 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     prefer, release, weld, labels
         As :func:`~gaussopt.gauss.contact_problem.solve_contact` (:data:`SLIDE` is the
         mode of a point starting to slide).
-    rhs_tol : ndarray, shape (k,), optional
+    rhs_tol : ndarray, shape (k,), or callable, optional
         Per point, how far its rows' right-hand sides (``h_i``, ``s_i``) may be moved to
         make dependent rows consistent (:func:`_consistent`; at an impact the driver's
-        velocity tolerance), where the exact problem has no certified answer. None: not
-        moved.
+        velocity tolerance), where the exact problem has no certified answer; a callable
+        returning it is called only there. None: not moved.
     persist : bool
         Where several certified states move differently (rigid Coulomb friction admits
         more than one motion), take the one that is exactly ``prefer`` (with the
@@ -1204,7 +1206,6 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     known = np.zeros((k, 2)) if slide is None else np.asarray(slide, dtype=float)
     labels = list(labels) if labels is not None else [f"point {i}" for i in range(k)]
     weld = np.zeros(k, dtype=bool) if weld is None else np.asarray(weld, dtype=bool)
-    tol = None if rhs_tol is None else np.broadcast_to(np.asarray(rhs_tol, dtype=float), (k,))
     options = mode_options((0 < mu) & (mu < math.inf) & ~np.any(known != 0, axis=1),
                            (OPEN, STICK, SLIDE), weld, labels, limit=None)
     prefer = np.full(k, -1) if prefer is None else np.asarray(prefer, dtype=int)
@@ -1215,19 +1216,70 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     shared = _Shared(M, T)
     last_error: Optional[BaseException] = None
 
-    def search(tol):
-        """The certified combinations, their right-hand sides moved by at most ``tol``."""
-        nonlocal last_error
-        if total > ENUMERATE_MAX:
-            for nd in (_POLYGON,) + _POLYGON_REFINED:
+    moved: list = []
+
+    def moved_tol() -> np.ndarray:
+        """``rhs_tol`` per point (a callable's value computed once, when first needed)."""
+        if not moved:
+            tol = rhs_tol() if callable(rhs_tol) else rhs_tol
+            moved.append(np.broadcast_to(np.asarray(tol, dtype=float), (k,)))
+        return moved[0]
+
+    # the exact problem first; its right-hand sides moved (``rhs_tol``) only where it has
+    # no certified answer: a moved answer differs from an exact one by what it moved.
+    # Lemke's readings polygon by polygon, each exact then moved: where dependent rows'
+    # right-hand sides disagree (a humanoid lying on nine points, its rows inconsistent by
+    # 4e-9 m/s^2), every exact reading fails, and the finer polygons' exact attempts cost
+    # seconds (their sliding combinations' Newton solves) before a moved octagon's certifies
+    tols = (False, True) if rhs_tol is not None else (False,)
+
+    readings: list = []
+
+    def lcp_states() -> list:
+        for nd in (_POLYGON,) + _POLYGON_REFINED:
+            for with_tol in tols:
                 for compliance in _LCP_RETRIES:
                     got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options,
-                                       prefer, release, score_opts, shared, tol, compliance,
-                                       nd)
+                                       prefer, release, score_opts, shared,
+                                       moved_tol() if with_tol else None, compliance, nd,
+                                       readings)
                     if got is not None:
                         return [got]
-            if total > MAX_COMBINATIONS:
-                return []
+        return []
+
+    def near_readings() -> list:
+        """The first certified combination (best first) that differs from a state read
+        from the polygons in one point's mode, where none of those states certified and
+        the combinations are too many to try: dm_control's humanoid landing on its feet
+        beside eleven other touching points (13 points, 3^13 combinations) was read with
+        its seat's second point lifting, where the circular cones need it sliding."""
+        tol = moved_tol() if rhs_tol is not None else None
+        seen = set(readings)
+        near = []
+        for r in dict.fromkeys(readings):
+            for i in range(k):
+                for o in options[i]:
+                    mode = r[:i] + (int(o),) + r[i + 1:]
+                    if mode not in seen:
+                        seen.add(mode)
+                        near.append(mode)
+        near.sort(key=lambda c: _score_cone(c, prefer, release, score_opts))
+        for mode in near[:MAX_COMBINATIONS]:
+            mode = np.array(mode, dtype=int)
+            try:
+                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, tol=tol)
+            except (GaussoptError, np.linalg.LinAlgError):
+                continue
+            if got is not None:
+                found = (mode, *got)
+                whole = _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol,
+                                      options, found)
+                return [found if whole is None else whole]
+        return []
+
+    def every_combination(tol) -> list:
+        """The certified combinations, their right-hand sides moved by at most ``tol``."""
+        nonlocal last_error
         out = []
         for mode in itertools.product(*options):
             mode = np.array(mode, dtype=int)
@@ -1240,15 +1292,18 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
                 out.append((mode, *got))
         return out
 
-    # the exact problem first; its right-hand sides moved (``rhs_tol``) only where it has
-    # no certified answer: a moved answer differs from an exact one by what it moved
-    found = search(None)
-    if not found and tol is not None:
-        found = search(tol)
+    found = lcp_states() if total > ENUMERATE_MAX else []
+    if not found and total > MAX_COMBINATIONS:
+        found = near_readings()
+    if not found and total <= MAX_COMBINATIONS:
+        found = every_combination(None)
+        if not found and rhs_tol is not None:
+            found = every_combination(moved_tol())
     if not found and total > MAX_COMBINATIONS:
         raise ContactSolveError(
             f"the contact problem of {k} points has {total} combinations of modes: Lemke's "
-            "algorithm on the polyhedral cones found no certified solution, and they are "
+            "algorithm on the polyhedral cones found no certified solution, nor did the "
+            "combinations one point's mode away from its readings, and they are "
             f"more than MAX_COMBINATIONS={MAX_COMBINATIONS} to try one by one.", labels)
     if not found:
         detail = f" (last failure: {type(last_error).__name__}: {last_error})" if last_error \

@@ -479,7 +479,9 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
         sol = solve_contact_cone(M, F, A, b, G[idx], gam[idx], T2[idx], gam2[idx], mu=P.mu[idx],
                                  slide=_slide_directions(P, T2, c2, v, vel_tol)[idx],
                                  prefer=np.asarray(prefer)[idx], release=rel,
-                                 labels=[P.labels[i] for i in idx], persist=persist)
+                                 labels=[P.labels[i] for i in idx], persist=persist,
+                                 rhs_tol=None if vel_tol is None else
+                                 (lambda: _rhs_tolerance(P, t, q, v, idx, vel_tol)))
         return idx, sol
     sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], mu=P.mu[idx],
                         slide=slide[idx], prefer=np.asarray(prefer)[idx], release=rel,
@@ -538,6 +540,37 @@ def _locked(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np
     T2, c2, _ = P.cone_rows(t, q, v)
     u = np.einsum("kjn,n->kj", T2, v) + c2
     return closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1]) <= vel_tol)
+
+
+def _rhs_tolerance(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, idx: np.ndarray,
+                   vel_tol: np.ndarray) -> np.ndarray:
+    """How far the acceleration-level right-hand sides of the points ``idx`` may be moved
+    to make dependent rows consistent (:func:`~gaussopt.gauss.contact_cone.
+    solve_contact_cone`'s ``rhs_tol``, tried only where the exact problem has no certified
+    answer): the same for every point, ``max_i rate_i * max_i vel_tol_i``.
+
+    Why: rows that are dependent along the motion (``sum_k c_k J_k = 0`` at every state,
+    ``c`` a unit self-stress: a body resting on several points) have right-hand sides
+    ``-J_k' v`` whose combination is ``sum_k c_k' J_k v``: zero only where every row's
+    velocity residual ``J_k v`` is. The run holds a point at rest while its gap rate and
+    slip are within ``vel_tol`` (each at most that, not zero), so the combination is up to
+    ``|c'| max vel_tol``, ``|c'|`` the rate at which the rows turn along the motion (their
+    relative change over a step ``dt`` along ``v``, ``rate_i``). MuJoCo's humanoid lying on
+    nine points (its thighs' rows turning at 2.8e-3 /s, slips up to 8e-6 m/s) had
+    sticking rows inconsistent by 4e-9 m/s^2 and no certified state; moved by less than
+    this, its state is certified (the same as the polygon's)."""
+    vn = float(np.linalg.norm(v))
+    if vn == 0.0 or idx.size == 0:
+        return np.zeros(idx.size)
+    dt = 1e-7 * (1.0 + float(np.abs(q).max())) / vn
+    q1 = q + dt * v
+    G0, G1 = P.normal_rows(t, q, v)[0][idx], P.normal_rows(t + dt, q1, v)[0][idx]
+    T0, T1 = P.cone_rows(t, q, v)[0][idx], P.cone_rows(t + dt, q1, v)[0][idx]
+    size = np.maximum(np.abs(G0).max(axis=1), np.abs(T0).reshape(idx.size, -1).max(axis=1))
+    turn = np.maximum(np.abs(G1 - G0).max(axis=1),
+                      np.abs(T1 - T0).reshape(idx.size, -1).max(axis=1))
+    rate = float(np.max(turn / np.where(size > 0, size, 1.0))) / dt
+    return np.full(idx.size, rate * float(vel_tol[idx].max()))
 
 
 def _slide_directions(P: ContactPoints, T2: np.ndarray, c2: np.ndarray, v: np.ndarray,
