@@ -474,6 +474,36 @@ def test_a_rebased_watch_finds_the_zero_of_a_turning_vector():
     assert tr.t_events[0][0] == pytest.approx(np.pi / 18, abs=1e-12)
 
 
+def test_a_rebase_refreshes_the_values_of_the_functions_that_read_what_it_moved():
+    """A rebase may change what other functions read (a contact phase's forces follow its
+    sliding points' reference directions, which their slip watches move): every
+    function's value at the step's end is evaluated again after it. Here the watch of the
+    turning vector rebases its direction ``d`` at every step, and ``sign`` (no rebase of
+    its own, direction -1) reads ``d . e1 + 0.5``: within a step it is constant, and it
+    changes only between members. Before, its value kept from before a rebase was compared
+    with the next step's end: once the direction passed 2 pi / 3 that read as a crossing
+    inside a step whose two ends, evaluated again, are both negative, and Brent's method
+    raised ``ValueError`` (dm_control's humanoid: its group's cone margin kept at 13.5 N,
+    -8.9 N after the move, and the run was lost)."""
+    from gaussopt.integrate.dense_output import EventTracker
+    watch, u = _turning_slip(t_stop=5.0, w=1.0)
+    d = watch.__closure__[[c for c in watch.__code__.co_freevars].index("d")].cell_contents
+
+    def sign(t, q, v):
+        return float(d[0] + 0.5)
+    sign.direction = -1
+    tr = EventTracker([watch, sign], 0.0, np.zeros(1), np.zeros(1))
+    t, h = 0.0, 0.1
+    while t < 3.0:
+        tr.after_step(t, t + h, np.zeros(2), _state)
+        t += h
+        # the values kept for the next step are those of the members it will use
+        assert tr.g[1] == sign(t, None, None)
+    # the rebased direction is the vector's, which passed 2 pi / 3 at t = 2.09: ``sign``
+    # changed with the members, not within a step, and no zero of it is recorded
+    assert d[0] + 0.5 < 0 and tr.t_events[1] == []
+
+
 def test_a_rebased_watch_in_a_run_and_a_bad_rebase(pb):
     watch, _ = _turning_slip()
     tr = go.simulate(pb.system, (0.0, 1.0), pb.q0, pb.v0, events=watch)

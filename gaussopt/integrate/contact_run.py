@@ -384,6 +384,9 @@ class _SlipReference:
         k = len(d0)
         self.t: list = [[-math.inf] for _ in range(k)]
         self.d: list = [[np.array(d0[i], dtype=float)] for i in range(k)]
+        #: counts the moves: what was computed from the directions before a move is stale
+        #: (:class:`_PhaseForces`' multipliers at a state)
+        self.version = 0
 
     def at(self, i: int, t: float) -> np.ndarray:
         ts = self.t[i]
@@ -393,6 +396,7 @@ class _SlipReference:
 
     def move(self, i: int, t: float, d: np.ndarray) -> None:
         """From ``t`` on, point ``i``'s reference is ``d`` (``t`` after every earlier one)."""
+        self.version += 1
         if t > self.t[i][-1]:
             self.t[i].append(float(t))
             self.d[i].append(np.array(d, dtype=float))
@@ -1377,6 +1381,8 @@ class _PhaseForces:
                  n_rows: list, t_rows: list, t: float, q: np.ndarray, v: np.ndarray):
         self.sysp = sysp
         self._memo: dict = {}
+        #: the sliding points' reference directions, whose moves the memo's keys follow
+        self._ref = getattr(getattr(sysp, "_force", None), "reference", None)
         #: spatial points: the distribution of the last margin computed (multipliers), whose
         #: own margin bounds the largest one from below (:meth:`margin`)
         self._held: Optional[np.ndarray] = None
@@ -1467,7 +1473,8 @@ class _PhaseForces:
 
     def __call__(self, t: float, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         key = (float(t), np.asarray(q, dtype=float).tobytes(),
-               np.asarray(v, dtype=float).tobytes())
+               np.asarray(v, dtype=float).tobytes(),
+               self._ref.version if self._ref is not None else 0)
         lam = self._memo.get(key)
         if lam is None:
             if len(self._memo) >= self.SIZE:

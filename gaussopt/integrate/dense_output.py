@@ -304,8 +304,9 @@ class EventTracker:
 
     ``rebase`` (optional callable ``rebase(t, q, v)``): the function is one of a family,
     and the member is chosen anew after every accepted step (not after one that ends in a
-    terminal event), from the state at the step's end; its value there is then evaluated
-    again. Within a step the function stays one continuous function of ``(t, q, v)``, so
+    terminal event), from the state at the step's end; every function's value there is then
+    evaluated again (a rebase may change what the others read: a contact phase's forces
+    follow its sliding points' reference directions). Within a step the function stays one continuous function of ``(t, q, v)``, so
     its zeros are found as every other's. A spatial sliding point's slip watch uses it:
     ``u . d_k`` with ``d_k`` the slip's direction at the step's start is positive there
     (``|u|``) and reaches zero exactly where the slip stops (or, within one step, turns by
@@ -559,17 +560,22 @@ class EventTracker:
 
     def _rebase(self, t: float, y: np.ndarray) -> None:
         """Choose the next member of every rebased function at ``(t, y)``, the end of the
-        step just accepted, and evaluate it there (the next step's start)."""
+        step just accepted, and evaluate every function there (the next step's start).
+
+        Every function, not only the rebased ones: a rebase may change what the others
+        read. dm_control's humanoid sliding on several points: a point's reference
+        direction moved at a step's end changed the phase's force there, its group's
+        cone margin at that state went from 13.5 N (kept from before the move) to -8.9 N,
+        and the next step read the kept value as a crossing that Brent's method then
+        could not bracket (``ValueError`` out of the run)."""
         n = self.n
-        g = self.g.copy()
         for i in self.rebase:
             try:
                 self.functions[i].rebase(t, y[:n].copy(), y[n:].copy())
             except Exception:
                 self.failed = i
                 raise
-            g[i] = self.value(i, t, y)
-        self.g = g
+        self.g = self.values(t, y)
 
     def _clear(self, i: int, t_old: float, t_new: float, g0: float, g1: float, raw) -> bool:
         """Whether event ``i`` keeps the sign of its step's ends throughout the step, by the
