@@ -504,6 +504,22 @@ def test_a_rebase_refreshes_the_values_of_the_functions_that_read_what_it_moved(
     assert d[0] + 0.5 < 0 and tr.t_events[1] == []
 
 
+def test_an_event_whose_values_change_between_evaluations_is_named():
+    """An event function whose value at a state is not one function of ``(t, q, v)`` (here
+    +1 at its first call, -1 after) shows a sign change that its values, evaluated again
+    for Brent's method, do not have: a ModelError naming it, not scipy's ValueError."""
+    from gaussopt.integrate.dense_output import EventTracker
+    calls = []
+
+    def flaky(t, q, v):
+        calls.append(t)
+        return 1.0 if len(calls) == 1 else -1.0
+    tr = EventTracker([flaky], 0.0, np.zeros(1), np.zeros(1))
+    with pytest.raises(go.ModelError, match=r"`events\[0\]` \(flaky\) changed sign between "
+                                            r"t=0\.0 and t=0\.1 .* must be one function of"):
+        tr.after_step(0.0, 0.1, np.zeros(2), _state)
+
+
 def test_a_rebased_watch_in_a_run_and_a_bad_rebase(pb):
     watch, _ = _turning_slip()
     tr = go.simulate(pb.system, (0.0, 1.0), pb.q0, pb.v0, events=watch)

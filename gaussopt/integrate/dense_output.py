@@ -538,8 +538,22 @@ class EventTracker:
         self.count[active] += 1
         from scipy.optimize import brentq
 
-        roots = np.array([brentq(lambda t, i=i: self.value(i, t, state(t)), lo[i], hi[i],
-                                 xtol=4 * _EPS, rtol=4 * _EPS) for i in active])
+        def root(i: int) -> float:
+            f = lambda t: self.value(i, t, state(t))          # noqa: E731
+            fa, fb = f(lo[i]), f(hi[i])
+            if fa * fb > 0.0:
+                # (the values that made the bracket are not these: a function whose value
+                # at a state is not one function of (t, q, v))
+                self.failed = int(i)
+                name = getattr(self.functions[i], "__name__", type(self.functions[i]).__name__)
+                raise ModelError(
+                    f"`events[{i}]` ({name}) changed sign between t={float(lo[i])!r} and "
+                    f"t={float(hi[i])!r} as first evaluated, but evaluated again there it is "
+                    f"{float(fa)!r} and {float(fb)!r}: its "
+                    "value must be one function of (t, q, v) within a step.")
+            return brentq(f, lo[i], hi[i], xtol=4 * _EPS, rtol=4 * _EPS)
+
+        roots = np.array([root(i) for i in active])
         order = np.argsort(roots, kind="stable")
         active, roots = active[order], roots[order]
         hit = np.flatnonzero(self.count[active] >= self.max_count[active])
