@@ -300,6 +300,60 @@ def test_the_phases_of_a_compiled_model_keep_its_compiled_mass_and_force():
     assert model_functions(other).fns[0] is not base.compiled.functions[0]
 
 
+def test_settling_a_phase_start_keeps_the_slips_of_its_sliding_points():
+    """A phase's start is settled onto its rows (``_settle``: the sticking points' slips,
+    within the velocity tolerance, zeroed by a minimum-norm change of ``v``); that change
+    must not move the slips of the points that slide, from which the contact problem
+    decided their friction, where the rows leave room. A box turning slowly on its four
+    bottom corners (slips 4.2e-6 m/s: sticking) carries an arm on a vertical hinge whose
+    ball slides on the floor at 1 m (slip 3e-5 m/s across the arm). Settled, the corners'
+    slips and gap rates are zero to rounding and the ball's slip is what it was (the
+    hinge takes the turn the box gives up); the plain minimum-norm change stopped the box
+    and the ball with it (its slip 0, its friction's direction then rounding). Before,
+    dm_control's humanoid: its sliding head's slip turned by 70 degrees and grew fourfold
+    at a phase start, the phase's accelerations 65 m/s^2 from the contact problem's and
+    its seat's forces 78 N outside their cones (the run ended at t = 1.3416 s)."""
+    import gaussopt.integrate.contact_run as cr
+
+    model, _ = load(f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="0.5 0 0"/>
+<body name="b" pos="0 0 0.05"><freejoint/>
+  <geom name="box" type="box" size=".1 .1 .05" mass="1" friction="0.5 0 0"/>
+  <body name="arm"><joint name="h" type="hinge" axis="0 0 1"/>
+    <geom name="ball" type="sphere" pos="1 0 0" size=".05" mass="0.05" friction="0.5 0 0"/>
+  </body>
+</body></worldbody></mujoco>""")
+    q = model.q_reference.copy()
+    v = np.zeros(model.n)
+    v[6] = 0.5 * 3e-5                    # the box turning about z (Euler parameters' rate)
+    run = cr._Model(model.with_contacts(), 0.0, q)
+    P = run.points
+    run.base.check(0.0, q, v)
+    ball = P.labels.index("contacts[floor/ball]")
+    bottom = [1, 3, 5, 7]
+    closed = np.zeros(P.k, dtype=bool)
+    closed[bottom + [ball]] = True
+    sdir = np.zeros(P.k, dtype=int)
+    sdir[ball] = 1
+    d0 = np.zeros((P.k, 2))
+    d0[ball] = [0.0, 1.0]
+    sysp, n_rows, _, _ = run.phase(closed, sdir, d0, np.zeros(P.k, dtype=bool))
+
+    def slips(v):
+        T2, c2, _ = P.cone_rows(0.0, q, v)
+        return np.einsum("kjn,n->kj", T2, v) + c2
+    u0 = slips(v)
+    assert np.hypot(*u0[bottom].T).max() == pytest.approx(3e-5 * math.sqrt(0.02), rel=1e-9)
+    np.testing.assert_allclose(u0[ball], [0.0, 3e-5], atol=1e-18)
+    _, v1 = cr._settle(sysp, P, 0.0, q, v, closed, n_rows, 1e-9, 1e-5, None, sdir)
+    u1 = slips(v1)
+    G, cg, _ = P.normal_rows(0.0, q, v1)
+    assert np.abs(u1[bottom]).max() <= 1e-18 and np.abs((G @ v1 + cg)[closed]).max() <= 1e-18
+    np.testing.assert_allclose(u1[ball], u0[ball], rtol=0, atol=1e-18)
+    _, v2 = cr._settle(sysp, P, 0.0, q, v, closed, n_rows, 1e-9, 1e-5)   # (without sdir)
+    assert np.abs(slips(v2)[ball]).max() < 1e-2 * 3e-5
+
+
 def test_a_contact_phase_of_a_compiled_model_evaluates_its_rows_compiled():
     """A contact run's phase of a loaded model evaluates its rows -- the model's own, the
     closed points' gap rows, the sticking points' no-slip rows -- by compiled functions
