@@ -354,6 +354,28 @@ def test_settling_a_phase_start_keeps_the_slips_of_its_sliding_points():
     assert np.abs(slips(v2)[ball]).max() < 1e-2 * 3e-5
 
 
+@pytest.mark.parametrize("dz, vz", [(-3e-11, 3e-6), (-1e-10, 5e-6)])
+def test_a_point_leaving_too_slowly_to_clear_its_surface_comes_to_rest(dz, vz):
+    """A ball within the gap tolerance below the floor, rising faster than the run's
+    velocity tolerance but too slowly to clear it (its apex ``vz^2 / (2 g)`` = 4.6e-13 and
+    1.3e-12 m, below its depth): open, its landing ends every phase where it starts. It
+    is taken as at rest (the contact problem closes it, sticking) and stays there:
+    Newton's plastic landing, a moment later. Before: 26 phases of zero length, "the
+    contact state did not settle" at t = 0 (MuJoCo's humanoid: a foot 3.3e-11 m deep
+    rising at 1.05 vel_tol, its run ended at t = 1.159 s)."""
+    model, _ = load(ball_xml(z=R_S))
+    q = model.q_reference.copy()
+    q[2] += dz
+    v = np.zeros(model.n)
+    v[2] = vz
+    assert vz ** 2 / (2 * G0) < -dz
+    tr = go.simulate(model.with_contacts(), (0.0, 0.05), q, v, project_initial=True)
+    assert tr.success, tr.message
+    assert tr.meta["contact_transitions"] == [(0.0, "contacts[floor/b]", "close stick")]
+    assert abs(tr.q[-1][2] - R_S) <= 1e-9 and np.abs(tr.v[-1]).max() <= 1e-9
+    np.testing.assert_allclose(tr.contact_forces[-1].sum(), M_S * G0, rtol=1e-9)
+
+
 def test_a_contact_phase_of_a_compiled_model_evaluates_its_rows_compiled():
     """A contact run's phase of a loaded model evaluates its rows -- the model's own, the
     closed points' gap rows, the sticking points' no-slip rows -- by compiled functions

@@ -1100,6 +1100,9 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     transitions: list[tuple] = []
     transition_states: list[np.ndarray] = []     # (q, v) at each transition
     lifted = np.zeros(k, dtype=bool)
+    #: touching points leaving slower than they could clear their surface: their landing
+    #: ended a phase where it started (below)
+    landing = np.zeros(k, dtype=bool)
     closed = np.zeros(k, dtype=bool)
     sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
     hints: dict = {}                       # the change each event announced: point -> mode
@@ -1171,7 +1174,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 v = vp
                 impacts.append(rec)
                 gdot = G @ v + cg
-            cand = touching & (np.abs(gdot) <= vel_tol)
+            cand = touching & ((np.abs(gdot) <= vel_tol) | landing)
+            landing[:] = False
             new_closed, new_sdir, idx, sol = _decide(model, t, q, v, cand, closed, sdir, hints,
                                                      release, vel_tol)
             for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
@@ -1240,6 +1244,13 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     hints[i] = STICK
                 elif kind == "touch":
                     hints[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
+                    # A touching point leaving above vel_tol whose landing ends its phase
+                    # where it started never clears its surface (a foot 3.3e-11 m below
+                    # the floor rising at 3e-6 m/s, 1.05 vel_tol, against gravity: its
+                    # apex is 4.6e-13 m higher): the contact problem takes it as at rest.
+                    # Left open, each phase ended at once by its landing, and 26 of them
+                    # ended the run ("did not settle").
+                    landing[i] = te == t
                 elif kind == "group":
                     release.append(list(forces.members))
             t = te
