@@ -135,7 +135,16 @@ shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangent
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
 not supported.
 
-Not supported yet: contact problems that Lemke's algorithm does not solve with more than
+Right-hand sides moved: where points held at rest within ``vel_tol`` have dependent rows
+(a body lying on several points), the exact problem's rows may disagree by what that
+tolerance allows (at impacts, velocities; at events, accelerations: the rows' turning
+rate times ``vel_tol``, :func:`_rhs_tolerance`); only where the exact problem has no
+certified state, the least change of them that makes the rows consistent is solved
+(:func:`~gaussopt.gauss.contact_cone.solve_contact_cone`'s ``rhs_tol``). Its answer is
+exact for right-hand sides the run cannot tell apart from the ones posed.
+
+Not supported yet: contact problems that Lemke's algorithm does not solve (nor the
+combinations one point's mode away from its readings) with more than
 :data:`~gaussopt.gauss.contact_problem.MAX_COMBINATIONS` combinations of point states,
 user ``events`` together with contacts, nonlinear nonholonomic constraints together
 with contacts (an impact needs velocity constraints affine in ``v``).
