@@ -552,7 +552,7 @@ class ContactPoints:
         out = Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)
         if not tangent:
             #: ``(contact, its rows, "gap" | "slip")``: what a compiled model evaluates
-            #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_geometry.
+            #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_compiled.
             #: phase_functions`)
             out.contact_rows = (c, rows, "gap")
         return out

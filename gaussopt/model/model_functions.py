@@ -395,7 +395,7 @@ def python_functions(system, accel=None) -> ModelFunctions:
     if contact_rows is not None:
         # the rows by compiled functions of the origin's kind where it has them for these
         # constraints (a contact phase of a tree model: its closed points' rows,
-        # gaussopt.multibody.tree.tree_geometry.phase_functions), reading ``p`` extended
+        # gaussopt.multibody.tree.tree_compiled.phase_functions), reading ``p`` extended
         # by the constraints' section (the origin's compiled M and F read its first part)
         got = contact_rows(system)
         if got is not None:

@@ -125,7 +125,7 @@ from gaussopt.multibody.common.cfuncs import KindFunctions, mat, vec
 __all__ = ["pack", "phi", "rows", "phi_t", "mass", "force", "mass_force", "energy", "sizes",
            "line_length", "line_state",
            "FUNCTIONS", "compiled_factory", "sparse_model", "recursive_model", "recursive_step", "mass_tree", "kinematics", "actuation",
-           "contact_points", "W_PP", "PHASE_FUNCTIONS", "PH_TAG"]
+           "contact_points", "W_PP", "PHASE_FUNCTIONS", "PH_TAG", "phase_functions"]
 
 #: The kernel's functions allocate nothing and compile without numba's reference counting
 #: (``_nrt=False``): each entry point (a unit, below) allocates one buffer per call, and
@@ -3287,9 +3287,7 @@ def compiled_factory(p: np.ndarray, system):
     """A factory of the engine's :class:`~gaussopt.core.model_interface.ModelFunctions` for
     ``system`` (the assembled system of the model packed in ``p``; fresh buffers per run).
     Its ``contact_rows(system)`` gives the compiled rows of a contact phase of this model
-    (:func:`gaussopt.multibody.tree.tree_geometry.phase_functions`)."""
-    from gaussopt.multibody.tree.tree_geometry import phase_functions
-
+    (:func:`phase_functions`)."""
     factory = _KIND.compiled_factory(p, system)
     factory.contact_rows = lambda phase: phase_functions(p, system, phase)
     return factory
@@ -3470,3 +3468,54 @@ def phase_vel(t, qp, vp, pp, rp, Jvp):
 #: the compiled rows of a contact phase ``(rows, pos, vel)`` (the engine's ``rows``, ``pos``
 #: and ``vel``; its ``dyn`` and ``energy`` are the model's)
 PHASE_FUNCTIONS = (phase_rows, phase_pos, phase_vel)
+
+
+def phase_functions(p: np.ndarray, origin, phase):
+    """The compiled ``(rows, pos, vel)`` of a contact phase of a tree model and the
+    parameter array they read (``p`` with the phase's section appended:
+    :data:`PHASE_FUNCTIONS`), or None where the
+    phase has rows the kernel does not evaluate.
+
+    Why: a contact run's phase (:mod:`gaussopt.integrate.contact_run`) holds its closed
+    points as bilateral gap rows and its sticking ones with two no-slip rows each; through
+    Python those rows cost a callback per evaluation, and a step evaluates them at every
+    stage and more (dm_control's stacker, 228 points: 5.7 evaluations of about 100 us per
+    right-hand side). Compiled, the engine evaluates them with the model's own rows in
+    one call of :func:`contact_points` over the phase's points only.
+
+    ``phase``'s constraints must be ``origin``'s (the model's system, compiled on ``p``),
+    in order, then constraints made by :class:`~gaussopt.model.contact.ContactPoints`
+    (``holonomic``: gap rows, ``no_slip``: slip rows; their ``contact_rows``) of contacts
+    of this model (:meth:`~gaussopt.multibody.tree.Model.contacts`: their ``pair_group``,
+    a :class:`~gaussopt.multibody.tree.tree_geometry.PairGroup`) whose points the kernel
+    evaluates (not a plane carried by a moving link)."""
+    own = list(origin.equalities)
+    eqs = list(phase.equalities)
+    if len(eqs) <= len(own) or any(a is not b for a, b in zip(eqs, own)):
+        return None
+    records: list = []
+    index: dict = {}
+    entries: list = []
+    for c in eqs[len(own):]:
+        meta = getattr(c, "contact_rows", None)
+        if meta is None:
+            return None
+        contact, rows, kind = meta
+        grp = getattr(contact, "pair_group", None)     # (a tree_geometry.PairGroup)
+        kin = getattr(grp, "kin", None)
+        if (getattr(grp, "_record", None) is None or kin is None
+                or kin.p.shape != p.shape or not np.array_equal(kin.p, p)):
+            return None
+        for r in rows:
+            ri = grp._record.get(int(r))
+            if ri is None:
+                return None
+            j = index.setdefault((id(grp), ri), len(records))
+            if j == len(records):
+                records.append(grp._pp[ri])
+            entries += [4 * j] if kind == "gap" else [4 * j + 1, 4 * j + 2]
+    if int(p[H_M]) + len(entries) != (phase.m or 0):
+        return None
+    section = np.concatenate([[PH_TAG, len(records), len(entries)],
+                              np.ravel(records), entries])
+    return PHASE_FUNCTIONS, np.concatenate([p, section])

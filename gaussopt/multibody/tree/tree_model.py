@@ -499,7 +499,7 @@ class Model(BaseModel):
         contacts do not bounce either). A system with contacts runs event by event: each
         phase's ``M`` and ``F`` by the model's compiled functions, its rows (the model's,
         the closed points' gap rows, the sticking points' no-slip rows) by compiled
-        functions too (:func:`~gaussopt.multibody.tree.tree_geometry.phase_functions`),
+        functions too (:func:`~gaussopt.multibody.tree.tree_compiled.phase_functions`),
         its events and contact problems in Python, so :attr:`system` keeps none;
         :meth:`with_contacts` adds them.
 
@@ -542,7 +542,7 @@ class Model(BaseModel):
             if grp.has_rims:
                 contact.nonsmooth_at = grp.nonsmooth_at
             # (a contact run's phases evaluate its closed points' rows by the compiled
-            # kernel: tree_geometry.phase_functions)
+            # kernel: tree_compiled.phase_functions)
             contact.pair_group = grp
             out.append(contact)
         return out
