@@ -124,7 +124,8 @@ ITEMS = {
     "cli_list": "from gaussopt.study.cli import main\nmain(['list'])\n",
     "cli_help": "from gaussopt.study.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n",
     "cli_show": "from gaussopt.study.cli import main\nmain(['show', 'four_bar'])\n",
-    "tree_contacts": "import numpy as np, gaussopt as go\nimport gaussopt.multibody.io.mjcf as mjcf\n"
+    "tree_contacts": "import numpy as np, gaussopt as go\n"
+                     "import gaussopt.multibody.io.mjcf as mjcf\n"
                      "model = mjcf.load(" + repr(TREE_CONTACTS) + ")\n"
                      "q, v = model.q_reference, np.zeros(model.n)\nv[0] = 1.0\n"
                      "tr = go.simulate(model.with_contacts(), (0.0, 0.5), q, v)\n"

@@ -973,9 +973,20 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     read_sliding = {i for i in range(k) if own[i] == SLIDE}
-    for mode in sorted(modes, key=lambda c: _score_cone(c, prefer, release, score_opts)):
-        # (a combination sticking points that the polygon reads sliding: refuted before its
-        # KKT solve where a certificate proves it cheaply)
+    return _first_certified(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options,
+                            sorted(modes, key=lambda c: _score_cone(c, prefer, release,
+                                                                    score_opts)),
+                            hint, read_sliding)
+
+
+def _first_certified(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options, modes,
+                     hint=None, read_sliding=frozenset()):
+    """The first of ``modes`` (in their order) that certifies (:func:`_solve_mode`, its
+    slide directions started from ``hint``), as the state :func:`_whole_family` takes for
+    it; None if none does. A combination sticking points of ``read_sliding`` (points that
+    a polygon's LCP reads sliding) is first refuted, where a certificate proves it cheaply,
+    before its KKT solve (:func:`_stick_refuted`)."""
+    for mode in modes:
         if (read_sliding and SLIDE not in mode
                 and any(mode[i] == STICK for i in read_sliding)
                 and _stick_refuted(M, F, A, b, G, h, T, s, mu, mode, weld, shared)):
@@ -1216,14 +1227,11 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     shared = _Shared(M, T)
     last_error: Optional[BaseException] = None
 
-    moved: list = []
-
+    @functools.cache
     def moved_tol() -> np.ndarray:
         """``rhs_tol`` per point (a callable's value computed once, when first needed)."""
-        if not moved:
-            tol = rhs_tol() if callable(rhs_tol) else rhs_tol
-            moved.append(np.broadcast_to(np.asarray(tol, dtype=float), (k,)))
-        return moved[0]
+        tol = rhs_tol() if callable(rhs_tol) else rhs_tol
+        return np.broadcast_to(np.asarray(tol, dtype=float), (k,))
 
     # the exact problem first; its right-hand sides moved (``rhs_tol``) only where it has
     # no certified answer: a moved answer differs from an exact one by what it moved.
@@ -1264,18 +1272,9 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
                         seen.add(mode)
                         near.append(mode)
         near.sort(key=lambda c: _score_cone(c, prefer, release, score_opts))
-        for mode in near[:MAX_COMBINATIONS]:
-            mode = np.array(mode, dtype=int)
-            try:
-                got = _solve_mode(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, tol=tol)
-            except (GaussoptError, np.linalg.LinAlgError):
-                continue
-            if got is not None:
-                found = (mode, *got)
-                whole = _whole_family(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol,
-                                      options, found)
-                return [found if whole is None else whole]
-        return []
+        got = _first_certified(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options,
+                               near[:MAX_COMBINATIONS])
+        return [] if got is None else [got]
 
     def every_combination(tol) -> list:
         """The certified combinations, their right-hand sides moved by at most ``tol``."""

@@ -494,7 +494,7 @@ def contact_step(model: "_Model", t: float, q: np.ndarray, v: np.ndarray,
                                  prefer=np.asarray(prefer)[idx], release=rel,
                                  labels=[P.labels[i] for i in idx], persist=persist,
                                  rhs_tol=None if vel_tol is None else
-                                 (lambda: _rhs_tolerance(P, t, q, v, idx, vel_tol)))
+                                 (lambda: _rhs_tolerance(P, t, q, v, idx, vel_tol, G, T2)))
         return idx, sol
     sol = solve_contact(M, F, A, b, G[idx], gam[idx], T[idx], gamt[idx], mu=P.mu[idx],
                         slide=slide[idx], prefer=np.asarray(prefer)[idx], release=rel,
@@ -550,13 +550,12 @@ def _locked(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np
     """The closed spatial points sliding from rest (their slip at most ``vel_tol``): their
     friction acts along the contact problem's direction ``d0`` itself
     (:func:`_coulomb_force`'s ``locked``)."""
-    T2, c2, _ = P.cone_rows(t, q, v)
-    u = np.einsum("kjn,n->kj", T2, v) + c2
+    u = P.slip_velocities(t, q, v)
     return closed & (sdir != 0) & (P.dim == 2) & (np.hypot(u[:, 0], u[:, 1]) <= vel_tol)
 
 
 def _rhs_tolerance(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, idx: np.ndarray,
-                   vel_tol: np.ndarray) -> np.ndarray:
+                   vel_tol: np.ndarray, G: np.ndarray, T: np.ndarray) -> np.ndarray:
     """How far the acceleration-level right-hand sides of the points ``idx`` may be moved
     to make dependent rows consistent (:func:`~gaussopt.gauss.contact_cone.
     solve_contact_cone`'s ``rhs_tol``, tried only where the exact problem has no certified
@@ -571,14 +570,15 @@ def _rhs_tolerance(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, idx
     relative change over a step ``dt`` along ``v``, ``rate_i``). MuJoCo's humanoid lying on
     nine points (its thighs' rows turning at 2.8e-3 /s, slips up to 8e-6 m/s) had
     sticking rows inconsistent by 4e-9 m/s^2 and no certified state; moved by less than
-    this, its state is certified (the same as the polygon's)."""
+    this, its state is certified (the same as the polygon's). ``G`` and ``T``: every
+    point's normal and slip rows at ``(t, q, v)`` (the contact problem's)."""
     vn = float(np.linalg.norm(v))
     if vn == 0.0 or idx.size == 0:
         return np.zeros(idx.size)
     dt = 1e-7 * (1.0 + float(np.abs(q).max())) / vn
     q1 = q + dt * v
-    G0, G1 = P.normal_rows(t, q, v)[0][idx], P.normal_rows(t + dt, q1, v)[0][idx]
-    T0, T1 = P.cone_rows(t, q, v)[0][idx], P.cone_rows(t + dt, q1, v)[0][idx]
+    G0, G1 = G[idx], P.normal_rows(t + dt, q1, v)[0][idx]
+    T0, T1 = T[idx], P.cone_rows(t + dt, q1, v)[0][idx]
     size = np.maximum(np.abs(G0).max(axis=1), np.abs(T0).reshape(idx.size, -1).max(axis=1))
     turn = np.maximum(np.abs(G1 - G0).max(axis=1),
                       np.abs(T1 - T0).reshape(idx.size, -1).max(axis=1))
@@ -769,13 +769,17 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
         nr = np.sqrt((B * B).sum(axis=1))
         d = np.abs(r) / np.where(nr > 0, nr, 1.0)
         if 0 < d.max(initial=0.0) <= vel_tol:
-            dv = np.linalg.lstsq(B, r, rcond=None)[0]
             keep = _sliding_slip_rows(P, t, q, v, closed, sdir)
-            if keep.shape[0]:
-                _, sig, Vt = np.linalg.svd(B)
-                rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size
-                                                                      else 0.0)))
-                N = Vt[rank:].T
+            if not keep.shape[0]:
+                dv = np.linalg.lstsq(B, r, rcond=None)[0]
+            else:
+                # one SVD: the minimum-norm correction (numpy's lstsq cut-off) and the
+                # rows' null space, within which its part along the sliding slips goes
+                U, sig, Vt = np.linalg.svd(B)
+                big = sig[0] if sig.size else 0.0
+                used = int(np.count_nonzero(sig > _EPS * max(B.shape) * big))
+                dv = Vt[:used].T @ ((U[:, :used].T @ r) / sig[:used])
+                N = Vt[int(np.count_nonzero(sig > DEFAULT_RANK_TOL * big)):].T
                 if N.shape[1]:
                     # (directions the slips barely see are left alone: rcond 1e-8; and a
                     # correction that would not zero the rows as well is not taken)

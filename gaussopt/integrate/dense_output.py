@@ -306,11 +306,11 @@ class EventTracker:
     and the member is chosen anew after every accepted step (not after one that ends in a
     terminal event), from the state at the step's end; every function's value there is then
     evaluated again (a rebase may change what the others read: a contact phase's forces
-    follow its sliding points' reference directions). Within a step the function stays one continuous function of ``(t, q, v)``, so
-    its zeros are found as every other's. A spatial sliding point's slip watch uses it:
-    ``u . d_k`` with ``d_k`` the slip's direction at the step's start is positive there
-    (``|u|``) and reaches zero exactly where the slip stops (or, within one step, turns by
-    a right angle).
+    follow its sliding points' reference directions). Within a step the function stays one
+    continuous function of ``(t, q, v)``, so its zeros are found as every other's. A
+    spatial sliding point's slip watch uses it: ``u . d_k`` with ``d_k`` the slip's
+    direction at the step's start is positive there (``|u|``) and reaches zero exactly
+    where the slip stops (or, within one step, turns by a right angle).
 
     ``shared`` and ``from_shared`` (optional, together): the function reads a quantity
     that others read too: ``shared(t, q, v)`` (the same object for all of them) computes

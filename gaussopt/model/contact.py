@@ -535,9 +535,19 @@ class ContactPoints:
             else:
                 phi = src.phi
             out = Holonomic(phi, src._jac, src._gamma, rheonomic=src.rheonomic, name=name)
-            if not tangent:
-                out.contact_rows = (c, rows, "gap")
-            return out
+        else:
+            out = self._selected(src, rows, idx, tangent, name)
+        if not tangent:
+            #: ``(contact, its rows, "gap" | "slip")``: what a compiled model evaluates
+            #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_compiled.
+            #: phase_functions`)
+            out.contact_rows = (c, rows, "gap")
+        return out
+
+    def _selected(self, src, rows: np.ndarray, idx: np.ndarray, tangent: bool,
+                  name: str) -> Holonomic:
+        """:meth:`holonomic`'s constraint of some of a contact's rows (``src`` its gap or
+        slip): its functions selected from the contact's, evaluated once per point."""
         jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
         gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
         values = self._memo(src, src.phi)
@@ -549,10 +559,4 @@ class ContactPoints:
         else:
             def phi(t, q):
                 return values(t, q)[rows]
-        out = Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)
-        if not tangent:
-            #: ``(contact, its rows, "gap" | "slip")``: what a compiled model evaluates
-            #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_compiled.
-            #: phase_functions`)
-            out.contact_rows = (c, rows, "gap")
-        return out
+        return Holonomic(phi, jac, gam, rheonomic=src.rheonomic, name=name)

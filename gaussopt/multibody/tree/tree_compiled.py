@@ -3324,30 +3324,23 @@ def _phase_parts(pp):
 
 
 @_unit_inline
-def _phase_points(p, full, nr, q, v, buf):
-    """:func:`contact_points` of the section's records at ``(q, v)``, its outputs carved
-    from ``buf``; ``flat`` where a rim lying flat touches its plane (its derivatives are not
-    defined: the caller fails, and the run's Python step names the face,
+def _phase_points(p, full, nr, q, v):
+    """:func:`contact_points` of the section's records at ``(q, v)``: ``(G, gam, T, ugam,
+    gap, flat)`` carved from one buffer (the records, then the outputs: ``nr (W_PP + 7 +
+    3 n)`` values), ``flat`` where a rim lying flat touches its plane (its derivatives are
+    not defined: the caller fails, and the run's Python step names the face,
     :func:`gaussopt.multibody.tree.tree_geometry._face_error`)."""
     n = int(p[H_N])
     o = int(p[H_LEN]) + 3
-    geo = buf[:nr * W_PP].reshape((nr, W_PP))
+    buf = np.empty(nr * (W_PP + 7 + 3 * n))
     for i in range(nr * W_PP):
         buf[i] = full[o + i]
+    geo = carve(buf, 0, (nr, W_PP))
     at = nr * W_PP
-    gap = buf[at:at + nr]
-    at += nr
-    G = buf[at:at + nr * n].reshape((nr, n))
-    at += nr * n
-    gam = buf[at:at + nr]
-    at += nr
-    T = buf[at:at + 2 * nr * n].reshape((2 * nr, n))
-    at += 2 * nr * n
-    u = buf[at:at + 2 * nr]
-    at += 2 * nr
-    ugam = buf[at:at + 2 * nr]
-    at += 2 * nr
-    tilt = buf[at:at + nr]
+    gap, gam = carve(buf, at, (nr,)), carve(buf, at + nr, (nr,))
+    tilt = carve(buf, at + 2 * nr, (nr,))
+    u, ugam = carve(buf, at + 3 * nr, (2 * nr,)), carve(buf, at + 5 * nr, (2 * nr,))
+    G, T = carve(buf, at + 7 * nr, (nr, n)), carve(buf, at + 7 * nr + nr * n, (2 * nr, n))
     contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt)
     flat = False
     for i in range(nr):
@@ -3356,15 +3349,6 @@ def _phase_points(p, full, nr, q, v, buf):
                 and tilt[i] <= PP_FLAT and gap[i] + geo[i, PP_R] * tilt[i] <= 1.01 * geo[i, PP_R]):
             flat = True
     return G, gam, T, ugam, gap, flat
-
-
-@_unit_inline
-def _phase_buffer(p, nr):
-    """The buffer :func:`_phase_points` carves: the ``nr`` records, then the outputs of
-    :func:`contact_points` (``gap``, ``G``, ``gam``, ``T``, ``u``, ``ugam``, ``tilt``: ``nr
-    (7 + 3 n)`` values)."""
-    n = int(p[H_N])
-    return np.empty(nr * (W_PP + 7 + 3 * n))
 
 
 @_unit_inline
@@ -3399,7 +3383,7 @@ def phase_rows(t, qp, vp, pp, Ap, bp):
     n, m0 = int(p[H_N]), int(p[H_M])
     q, v = vec(qp, n), vec(vp, n)
     rows(p, q, v, p[:0], mat(Ap, m0, n), vec(bp, m0), True)
-    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v, _phase_buffer(p, nr))
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v)
     if flat:
         return 1
     _phase_fill(p, full, nr, ne, G, gam, T, ugam, mat(Ap, m0 + ne, n), vec(bp, m0 + ne), True)
@@ -3423,8 +3407,7 @@ def phase_pos(t, qp, pp, phip, Jp, phitp):
     for k in range(ne):
         if int(full[oe + k]) % 4 == 0:
             ng += 1
-    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, np.zeros(n),
-                                               _phase_buffer(p, nr))
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, np.zeros(n))
     if flat:
         return 1
     ph, J, pt = vec(phip, m0 + ng), mat(Jp, m0 + ng, n), vec(phitp, m0 + ng)
@@ -3452,7 +3435,7 @@ def phase_vel(t, qp, vp, pp, rp, Jvp):
     n, m0 = int(p[H_N]), int(p[H_M])
     q, v = vec(qp, n), vec(vp, n)
     rows(p, q, v, p[:0], mat(Jvp, m0, n), p[:0], False)
-    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v, _phase_buffer(p, nr))
+    G, gam, T, ugam, gap, flat = _phase_points(p, full, nr, q, v)
     if flat:
         return 1
     J, r = mat(Jvp, m0 + ne, n), vec(rp, m0 + ne)

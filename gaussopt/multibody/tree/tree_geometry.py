@@ -666,4 +666,3 @@ class PairGroup:
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
             self._T = (key, self._join(fast, out, (2, n)))
         return self._T[1]
-
