@@ -347,6 +347,8 @@ def test_settling_a_phase_start_keeps_the_slips_of_its_sliding_points():
     np.testing.assert_allclose(u0[ball], [0.0, 3e-5], atol=1e-18)
     _, v1 = cr._settle(sysp, P, 0.0, q, v, closed, n_rows, 1e-9, 1e-5, None, sdir)
     u1 = slips(v1)
+    # (bounds: rounding of the corrections, eps times velocities ~3e-5 and rows ~2:
+    # ~1e-20, far below 1e-18)
     G, cg, _ = P.normal_rows(0.0, q, v1)
     assert np.abs(u1[bottom]).max() <= 1e-18 and np.abs((G @ v1 + cg)[closed]).max() <= 1e-18
     np.testing.assert_allclose(u1[ball], u0[ball], rtol=0, atol=1e-18)
@@ -372,6 +374,10 @@ def test_a_point_leaving_too_slowly_to_clear_its_surface_comes_to_rest(dz, vz):
     tr = go.simulate(model.with_contacts(), (0.0, 0.05), q, v, project_initial=True)
     assert tr.success, tr.message
     assert tr.meta["contact_transitions"] == [(0.0, "contacts[floor/b]", "close stick")]
+    # (bounds: the phase holds the ball's gap row to the run's consistency tolerance, 1e-8
+    # relative, of its 0.1 m radius: 1e-9 m, and its rate likewise; the load is the
+    # phase's multiplier, m g to the solve's rounding, 1e-15 relative, far inside 1e-9;
+    # measured: all three exact)
     assert abs(tr.q[-1][2] - R_S) <= 1e-9 and np.abs(tr.v[-1]).max() <= 1e-9
     np.testing.assert_allclose(tr.contact_forces[-1].sum(), M_S * G0, rtol=1e-9)
 
@@ -509,7 +515,9 @@ def test_a_sliding_point_brought_to_rest_by_the_phase_start_slides_along_its_dir
     sysp, n_rows, _, _, q1, v1, d0, locked = cr._start_phase(
         run, t, q, v, closed, sdir, idx, sol, vel_tol, 1e-9, touching, 1e-8)
     T2, c2, _ = P.cone_rows(t, q1, v1)
-    assert np.hypot(*(T2[ball] @ v1 + c2[ball])) < 1e-15        # brought to rest
+    # (brought to rest: the settled slip is the rounding of the minimum-norm change of
+    # velocities ~3e-5 with rows ~2, eps * 6e-5 ~ 1e-20, far below 1e-15)
+    assert np.hypot(*(T2[ball] @ v1 + c2[ball])) < 1e-15
     assert locked[ball] and not locked[bottom].any()
     # the phase's friction at the ball: -mu N d0 (its generalized force), N its normal force
     # (the phase's multiplier of its row; the five normal forces are indeterminate)
@@ -517,6 +525,7 @@ def test_a_sliding_point_brought_to_rest_by_the_phase_start_slides_along_its_dir
     N = go.solve_step(sysp, t, q1, v1).multipliers[row]
     friction = sysp._force(t, q1, v1) - run.base.force(t, q1, v1)
     assert N > 0.0
+    # (the difference of two forces of size m g ~ 10: rounding eps * 10 ~ 2e-15 each)
     np.testing.assert_allclose(friction, -mu * N * (d0[ball] @ T2[ball]), rtol=0, atol=1e-14)
 
 
