@@ -1113,9 +1113,6 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     transitions: list[tuple] = []
     transition_states: list[np.ndarray] = []     # (q, v) at each transition
     lifted = np.zeros(k, dtype=bool)
-    #: touching points leaving slower than they could clear their surface: their landing
-    #: ended a phase where it started (below)
-    landing = np.zeros(k, dtype=bool)
     closed = np.zeros(k, dtype=bool)
     sdir = np.zeros(k, dtype=int)          # sliding points: the sign of their slip rate
     hints: dict = {}                       # the change each event announced: point -> mode
@@ -1187,8 +1184,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 v = vp
                 impacts.append(rec)
                 gdot = G @ v + cg
-            cand = touching & ((np.abs(gdot) <= vel_tol) | landing)
-            landing[:] = False
+            cand = touching & (np.abs(gdot) <= vel_tol)
             new_closed, new_sdir, idx, sol = _decide(model, t, q, v, cand, closed, sdir, hints,
                                                      release, vel_tol)
             for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
@@ -1257,13 +1253,6 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     hints[i] = STICK
                 elif kind == "touch":
                     hints[i] = STICK if P.frictional[i] and not P.sticks[i] else CLOSED
-                    # A touching point leaving above vel_tol whose landing ends its phase
-                    # where it started never clears its surface (a foot 3.3e-11 m below
-                    # the floor rising at 3e-6 m/s, 1.05 vel_tol, against gravity: its
-                    # apex is 4.6e-13 m higher): the contact problem takes it as at rest.
-                    # Left open, each phase ended at once by its landing, and 26 of them
-                    # ended the run ("did not settle").
-                    landing[i] = te == t
                 elif kind == "group":
                     release.append(list(forces.members))
             t = te
@@ -1360,11 +1349,21 @@ class ContactDenseSolution:
 
 
 def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
-               offset: float = 0.0):
+               offset: float = 0.0, gap0: float = 0.0):
     """The closing of point ``i``: ``gap``, or, for a point that starts the phase touching
-    (``gap = 0``, leaving at the rate ``rate0 >= 0``), ``gap / (t - t_start)`` (``rate0`` at
-    ``t_start``): its zero at the start is divided out, so a landing within the phase's
-    first step (a short flight, an integrator step longer than it) is still a sign change.
+    (its gap ``gap0`` at ``t_start``, within the run's gap tolerance of zero, leaving at
+    the rate ``rate0 >= 0``), ``(gap - gap0) / (t - t_start)`` (``rate0`` at ``t_start``):
+    its zero at the start is divided out, so a landing within the phase's first step (a
+    short flight, an integrator step longer than it) is still a sign change.
+
+    The landing is where the gap comes back to ``gap0``, not to zero: a point that starts
+    below its surface by the accuracy of a projection (dm_control's humanoid rocking on
+    its right foot's two capsules, one 1.6e-9 m below the floor rising at 1.1e-5 m/s and
+    decelerating at 0.078 m/s^2: its apex 8.5e-10 m below the floor) was watched by
+    ``gap / (t - t_start)``, negative from the start: a landing at ``t_start``, after
+    which the contact problem closed the point while it still rose at four times the
+    velocity tolerance, and the phase refused to start. Measured from ``gap0`` it flies
+    0.28 ms and lands at its own speed (an impact).
 
     A point that has just lifted off leaves tangentially (``gap' = gap'' = 0`` there, to
     the accuracy of the located lift-off): its gap may dip by rounding before it grows, so
@@ -1386,7 +1385,8 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     at the watch's first state after ``t_start`` is that dip: the watch is then ``(gap - 2
     g_1) / (t - t_start)`` (``g_1`` that gap), positive there, and a landing is located
     where the gap is ``2 g_1``, within ``2 offset`` of the surface. A point whose gap is not
-    negative there (a ball leaving at its rebound) is watched exactly as before."""
+    negative there (a ball leaving at its rebound) is watched exactly as before. (All of
+    this relative to ``gap0``: the dip is ``g_1 - gap0``.)"""
     if rate0 is None:
         if offset == 0.0:
             def from_gaps(t, gaps):
@@ -1408,7 +1408,7 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
         def from_gaps(t, gaps):
             if t == t_start:
                 return rate0
-            g = float(gaps[i])
+            g = float(gaps[i]) - gap0
             if dip[0] is None:
                 dip[0] = 2.0 * g if -offset <= g < 0.0 else 0.0
             return (g - dip[0]) / (t - t_start)
@@ -1633,6 +1633,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     events, kinds = [], []
     lam0 = forces(t, q, v)
     tol = forces.tol
+    gaps0 = P.gaps(t, q)
 
     def add(f, kind):
         f.terminal, f.direction = True, -1
@@ -1693,8 +1694,8 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
             rest = bool(resting[i])
             rate = float(gdot[i])
             away = not math.isfinite(rate)
-            add(_gap_event(P, i, t, None if rest or away else rate, 0.0 if away else offset),
-                ("touch", i, 0))
+            add(_gap_event(P, i, t, None if rest or away else rate, 0.0 if away else offset,
+                           0.0 if rest or away else float(gaps0[i])), ("touch", i, 0))
     if forces.members:
         m0 = forces.margin(t, q, v)
         # A margin below zero at the start is the contact problem's choice within its own
