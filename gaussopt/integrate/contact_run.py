@@ -83,9 +83,10 @@ change the event announced is taken, else the previous state; a force or cone ma
 that starts at zero within rounding is watched with an offset of its rounding scale,
 and an open point resting on its surface at ``gap + 1e-3 gap_tol`` until its gap has
 grown past that offset (then at its gap: its next landing is located where the gap is
-zero), so that rounding noise is no event; a point leaving its surface that the
-projection of the phase's start puts below it by at most that offset is watched
-relative to that dip (:func:`_gap_event`). An event at the end of the span is resolved
+zero), so that rounding noise is no event; a point leaving its surface from a gap
+within the gap tolerance (above or below zero) lands where its gap returns to that
+start, and one that the projection of the phase's start puts below it by at most that
+offset is watched relative to that dip (:func:`_gap_event`). An event at the end of the span is resolved
 (an impact there is recorded) and the run ends with a zero-length last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
