@@ -86,8 +86,9 @@ grown past that offset (then at its gap: its next landing is located where the g
 zero), so that rounding noise is no event; a point leaving its surface from a gap
 within the gap tolerance (above or below zero) lands where its gap returns to that
 start, and one that the projection of the phase's start puts below it by at most that
-offset is watched relative to that dip (:func:`_gap_event`). An event at the end of the span is resolved
-(an impact there is recorded) and the run ends with a zero-length last phase.
+offset is watched relative to that dip (:func:`_gap_event`). An event at the end of
+the span is resolved (an impact there is recorded) and the run ends with a zero-length
+last phase.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
@@ -1624,8 +1625,8 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     an open point resting on its surface (``resting``: touching with a zero gap rate) or
     just lifted off is watched at ``gap + offset`` for the same reason. ``gdot``: the gap
     rates of the touching points (NaN for the others, which are watched by their gap:
-    :func:`_gap_event`'s ``gap / (t - t_start)`` with its rate at ``t_start`` holds only
-    for a gap that is zero there). ``ref``: the phase force's reference directions
+    :func:`_gap_event`'s ``(gap - gap0) / (t - t_start)`` with its rate at ``t_start``
+    holds only for a gap within the gap tolerance there). ``ref``: the phase force's reference directions
     (:meth:`_Model.phase`), which the sliding spatial points' slip watches move.
     ``tols``: the run's ``(rtol, atol)``, from which a sliding spatial point's slip speed
     is also watched at ten times its integration resolution (:func:`_slip_floor_event`).
