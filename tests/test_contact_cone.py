@@ -815,12 +815,15 @@ def test_an_impact_of_thirteen_points_is_certified_one_mode_from_the_polygons_re
     3^13 combinations). No reading of the octagon's, 16-gon's or 32-gon's LCP certifies,
     exactly or with the right-hand sides moved by the run's velocity tolerance (the seat's
     second point is read lifting; with the circular cones it must slide), and the run
-    ended there. The combinations one point's mode away from the readings are tried, best
-    first: the one with that point sliding certifies (checked against the conditions)."""
+    ended there. The combinations one point's mode away from the readings were tried, best
+    first: the one with that point sliding certified. Since an open point's row may move
+    as far as a closed one's (``rhs_tol``), the octagon's reading itself certifies: the
+    seat's second point open, approaching at 8.2e-8 m/s, within the 1e-5 m/s moved
+    (checked against the conditions within what was moved)."""
     (M, F, A, b, G, h, T, s), kw, d = _recorded("humanoid_feet_impact_cone")
     tol = np.array(d["rhs_tol"])
     sol = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=tol, **kw)
     mode = _check_cone_solution(sol, M, F, A, b, G, h, T, s, kw["mu"], moved=tol.max())
     assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == SLIDE)] == [
-        "head", "butt.0", "butt.1", "right_thigh.1", "right_right_foot.0", "left_thigh.1",
+        "head", "butt.0", "right_thigh.1", "right_right_foot.0", "left_thigh.1",
         "left_left_foot.0", "right_hand", "left_hand"]
