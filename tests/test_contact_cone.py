@@ -812,18 +812,39 @@ def test_an_impact_of_thirteen_points_is_certified_one_mode_from_the_polygons_re
     """dm_control's humanoid (``suite/humanoid.xml`` with its contacts, from its initial
     state at the default tolerances) lands on its feet at t = 1.3191 s beside eleven other
     touching points: an impact of 13 points (``data/humanoid_feet_impact_cone.json``,
-    3^13 combinations). No reading of the octagon's, 16-gon's or 32-gon's LCP certifies,
-    exactly or with the right-hand sides moved by the run's velocity tolerance (the seat's
-    second point is read lifting; with the circular cones it must slide), and the run
-    ended there. The combinations one point's mode away from the readings were tried, best
-    first: the one with that point sliding certified. Since an open point's row may move
+    3^13 combinations). No reading of the octagon's, 16-gon's or 32-gon's LCP certified,
+    exactly or with the closed points' right-hand sides moved by the run's velocity
+    tolerance (the seat's second point is read lifting; with the circular cones, exactly,
+    it must slide), and the run ended there. The combinations one point's mode away from
+    the readings were tried, best first: the one with that point sliding certified. Since
+    an open point's row may move
     as far as a closed one's (``rhs_tol``), the octagon's reading itself certifies: the
     seat's second point open, approaching at 8.2e-8 m/s, within the 1e-5 m/s moved
-    (checked against the conditions within what was moved)."""
+    (checked against the conditions within what was moved). Posed exactly (no
+    ``rhs_tol``), no reading certifies and the one-mode neighbour with that point sliding
+    does, exactly (checked against the conditions without a move)."""
+    import gaussopt.gauss.contact_cone as ccone
+
     (M, F, A, b, G, h, T, s), kw, d = _recorded("humanoid_feet_impact_cone")
     tol = np.array(d["rhs_tol"])
     sol = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=tol, **kw)
     mode = _check_cone_solution(sol, M, F, A, b, G, h, T, s, kw["mu"], moved=tol.max())
     assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == SLIDE)] == [
         "head", "butt.0", "right_thigh.1", "right_right_foot.0", "left_thigh.1",
+        "left_left_foot.0", "right_hand", "left_hand"]
+    found = []
+    first = ccone._first_certified
+
+    def recorded(*args, **kwargs):
+        got = first(*args, **kwargs)
+        found.append(got is not None)
+        return got
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ccone, "_first_certified", recorded)
+        exact = solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
+    # (the readings' calls fail; the neighbours', the last call, certifies)
+    assert found[-1] and not any(found[:-1])
+    mode = _check_cone_solution(exact, M, F, A, b, G, h, T, s, kw["mu"])
+    assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == SLIDE)] == [
+        "head", "butt.0", "butt.1", "right_thigh.1", "right_right_foot.0", "left_thigh.1",
         "left_left_foot.0", "right_hand", "left_hand"]

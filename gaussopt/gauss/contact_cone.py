@@ -1268,8 +1268,10 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
         """The first certified combination (best first) that differs from a state read
         from the polygons in one point's mode, where none of those states certified and
         the combinations are too many to try: dm_control's humanoid landing on its feet
-        beside eleven other touching points (13 points, 3^13 combinations) was read with
-        its seat's second point lifting, where the circular cones need it sliding."""
+        beside eleven other touching points (13 points, 3^13 combinations), posed exactly,
+        is read with its seat's second point lifting, where the circular cones need it
+        sliding. (With its right-hand sides moved by the velocity tolerance, the reading
+        itself certifies: the point lifting at a rest-level rate.)"""
         tol = moved_tol() if rhs_tol is not None else None
         seen = set(readings)
         near = []

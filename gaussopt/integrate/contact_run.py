@@ -1626,8 +1626,9 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     just lifted off is watched at ``gap + offset`` for the same reason. ``gdot``: the gap
     rates of the touching points (NaN for the others, which are watched by their gap:
     :func:`_gap_event`'s ``(gap - gap0) / (t - t_start)`` with its rate at ``t_start``
-    holds only for a gap within the gap tolerance there). ``ref``: the phase force's reference directions
-    (:meth:`_Model.phase`), which the sliding spatial points' slip watches move.
+    holds only for a gap within the gap tolerance there). ``ref``: the phase force's
+    reference directions (:meth:`_Model.phase`), which the sliding spatial points' slip
+    watches move.
     ``tols``: the run's ``(rtol, atol)``, from which a sliding spatial point's slip speed
     is also watched at ten times its integration resolution (:func:`_slip_floor_event`).
     """
