@@ -1032,20 +1032,28 @@ def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
     assert go.simulate(system, (0.0, 0.8), tilted, np.zeros(model.n)).success
 
 
-def test_corners_closer_than_the_gap_tolerance_end_the_run_by_name():
-    """A plank of two boxes on one body whose faces meet with a step of 2.5 um (their
-    corners 3 um apart at the junction: the replicated boxes of MuJoCo's
-    ``replicate/cylinder.xml`` and ``bowl.xml`` meet so), dropped nearly flat. At the
-    default tolerances the run's gap tolerance (1e3 (atol + rtol max|q|), 3 um here) takes
-    both corners of the step as touching; the contact problem holds one closed whose twin
-    rests, and no small change of the state brings both to the floor (their rows differ by
-    ~1e-7 of their size). Before, the Newton correction took that near-dependency (a turn
-    of several radians) or the phase refused its start asking for a projection of an
-    initial state the user never gave ("the contacts' functions failed"). Now the run ends
-    with success=False naming the points and the remedy, its last state sound (the unit
-    quaternion to the phases' consistency tolerance, no point below the floor by more than
-    the gap tolerance); with atol = 1e-12 (gap tolerance 1.05 um, below the step) it runs
-    through."""
+def test_corners_of_a_step_smaller_than_the_gap_tolerance_touch_from_the_lowest_up():
+    """A plank of two boxes on one body whose bottom faces meet with a step of 2.5 um
+    (box c's bottom higher; the corners at the junction 3 um apart: the replicated boxes
+    of MuJoCo's ``replicate/cylinder.xml`` and ``bowl.xml`` meet so), dropped tilted
+    about its long axis. At the default tolerances the run's gap tolerance
+    (1e3 (atol + rtol max|q|), 3 um here) holds both corners of the step within it.
+    Before, both were taken as touching: the contact problem held c's corner closed
+    beside a's on the floor, no small motion brings both there, and the run ended
+    (``success=False``, "held closed ... off their surfaces"). Now touching points are
+    taken from the lowest up, and a point that those below it hold off its surface is
+    open: the plank lands on a's edge, falls flat onto a's face, and -- its centre of
+    mass 1.5 um beyond a's +x edge -- tips about that edge until c's far corners land.
+
+    Reference (geometry, independent of the run): at rest on a's and c's +x bottom
+    corners, the floor in the body's frame is the plane through them; every bottom
+    corner's gap is its distance from that plane (a's -x corners 2.49996e-6 m, c's -x
+    corners at the step 2.49996e-6 m). The run's gaps at its end agree to 1e-9 m (the
+    closed points are held to the phases' consistency tolerance, 1e-8 relative, on
+    coordinates of size 1; the pose they fix moves the open corners by the same order
+    times their lever ratio, at most 1). c's junction corners are never closed; the same
+    run at atol = 1e-12 (gap tolerance 1.05 um, below the step: no point is held off)
+    ends in the same pose."""
     xml = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
 <body name="b" pos="0 0 .05" euler="3 0 0"><freejoint/>
 <geom name="a" type="box" size=".1 .05 .01" mass="1"/>
@@ -1053,18 +1061,36 @@ def test_corners_closer_than_the_gap_tolerance_end_the_run_by_name():
 </body></worldbody></mujoco>"""
     model, _ = load(xml)
     system = model.with_contacts()
+    gap = system.constraints[-1]
     run = go.simulate(system, (0.0, 0.4), model.q_reference, np.zeros(model.n))
-    assert not run.success and run.t[-1] < 0.1
-    assert "held closed" in run.message and "off their surfaces" in run.message
-    assert "tighten the tolerances" in run.message
-    # (the quaternion: its normalization row held by the phases to their consistency
-    # tolerance 1e-8; the gaps: the run's gap tolerance at the default rtol = atol = 1e-9)
-    assert abs(np.linalg.norm(run.q[-1][3:7]) - 1.0) < 1e-8
-    gaps = system.constraints[-1].residual(0.0, run.q[-1])
-    assert gaps.min() > -1e3 * (1e-9 + 1e-9 * (1 + np.abs(run.q[-1]).max()))
-    tight = go.simulate(system, (0.0, 0.4), model.q_reference, np.zeros(model.n),
-                        rtol=1e-9, atol=1e-12)
-    assert tight.success and tight.t[-1] == 0.4
+    assert run.success and run.t[-1] == 0.4, run.message
+    labels = run.meta["contact_points"]
+    # (corner i of a box: the signs of (x, y, z) running +++, ++-, +-+, ..., z fastest)
+    bottom = {f"contacts[floor/{g}.{i}]": (g, i) for g in "ac" for i in (1, 3, 5, 7)}
+    size = np.array([0.1, 0.05, 0.01])
+    centre = {"a": np.zeros(3), "c": np.array([0.200003, 0.0, 0.0000025])}
+
+    def corner(g, i):
+        signs = np.array([1 - 2 * ((i >> 2) & 1), 1 - 2 * ((i >> 1) & 1), 1 - 2 * (i & 1)])
+        return centre[g] + signs * size
+
+    p0, p1 = corner("a", 1), corner("c", 1)          # (+x, +y, -z) of a and of c
+    n = np.array([-(p1[2] - p0[2]), 0.0, p1[0] - p0[0]])
+    n /= np.linalg.norm(n)
+    expected = {name: float((corner(*gi) - p0) @ n) for name, gi in bottom.items()}
+    assert expected["contacts[floor/a.7]"] == pytest.approx(2.49996e-6, abs=1e-11)
+    assert expected["contacts[floor/c.7]"] == pytest.approx(2.49996e-6, abs=1e-11)
+    for rn in (run, go.simulate(system, (0.0, 0.4), model.q_reference, np.zeros(model.n),
+                                rtol=1e-9, atol=1e-12)):
+        assert rn.success and rn.t[-1] == 0.4, rn.message
+        g_end = gap.residual(0.0, rn.q[-1])
+        for name, value in expected.items():
+            assert abs(g_end[labels.index(name)] - value) < 1e-9, (name, g_end, value)
+        assert np.abs(rn.v[-1]).max() < 1e-9          # at rest (plastic impacts)
+        closed_ever = {name for _, name, what in rn.meta["contact_transitions"]
+                       if what.startswith("close")}
+        assert {"contacts[floor/c.1]", "contacts[floor/c.3]"} <= closed_ever
+        assert not closed_ever & {"contacts[floor/c.5]", "contacts[floor/c.7]"}
 
 
 def disk_xml(m, R, H, mu):
