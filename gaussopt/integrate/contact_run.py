@@ -20,7 +20,10 @@ never by penalties or softened constraints:
 * at a closing the impact is resolved by the same principle at the velocity
   level: ``v+`` minimizes ``1/2 (v+ - v-)^T M (v+ - v-)`` subject to the
   bilateral velocity constraints and Newton's law ``g'+ >= -e g'-`` with
-  complementarity on the impulses, for every point that touches at once;
+  complementarity on the impulses, for every point that touches at once (a point
+  touches within the run's gap tolerance, ``1e3 (atol + rtol max|q|)``, of its surface,
+  unless lower touching points hold it off: the corners where two boxes of one body meet
+  with a step of micrometres, :func:`_touching`);
 * after every event (an impact, a closing, a lift-off, a stick-slip transition) the
   state of every touching point -- open or closed, sticking or sliding -- is decided
   by one contact problem for all points at once
