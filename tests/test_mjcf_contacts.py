@@ -1024,12 +1024,111 @@ def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
     run = go.simulate(system, (0.0, 1.0), model.q_reference, np.zeros(model.n))
     assert not run.success
     assert "cylinder 'can' touches the plane with its flat face" in run.message
+    assert "with_contacts(rim_points=8)" in run.message
     assert abs(run.t[-1] - math.sqrt(2 * 0.9 / G0)) < 1e-10
     # tilted by 5 degrees it is smooth there, and lands on its rim and rocks to rest
     tilted = model.q_reference.copy()
     tilted[3:7] = [math.cos(0.0436), math.sin(0.0436), 0.0, 0.0]
     assert not contact.nonsmooth_at(0.0, tilted)
     assert go.simulate(system, (0.0, 0.8), tilted, np.zeros(model.n)).success
+
+
+def puck_xml(mu, z=0.02):
+    """A puck (a cylinder of radius 0.05 m, half-height 0.02 m, 1 kg) standing on its face
+    on a floor with Coulomb's ``mu`` (both geoms: MuJoCo takes the larger), its centre at
+    height ``z``."""
+    return f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1" friction="{mu} 0 0"/>
+<body name="puck" pos="0 0 {z}"><freejoint/>
+  <geom name="puck" type="cylinder" size=".05 .02" mass="1" friction="{mu} 0 0"/></body>
+</worldbody></mujoco>"""
+
+
+def test_rim_points_stand_a_cylinder_on_its_face_where_it_lands_and_rests():
+    """``rim_points=8``: the can of the test above, upright 1 m above the floor, falls and
+    lands flat at ``sqrt(2 (1 - h) / g)`` on the eight points of its lower rim at once (a
+    plastic impact: at rest after it), and stands: its weight carried (the normal forces'
+    sum ``m g``), its height ``h`` and its axis upright to the phases' consistency
+    tolerance. Reference: free fall (a quadratic, integrated to rounding; the landing
+    located to ~1e-15 s, bound 1e-10 s as above) and statics. Bad values of ``rim_points``
+    get a specific error."""
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1"/>
+<body name="can" pos="0 0 1"><freejoint/>
+  <geom name="can" type="cylinder" size=".05 .1" mass="1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    for bad in (2, 8.0, True, -1):
+        with pytest.raises(ModelError, match="`rim_points` must be 0 or an integer >= 3"):
+            model.with_contacts(rim_points=bad)
+    system = model.with_contacts(rim_points=8)
+    pair = model.contact_pairs[0].with_rim_points(8)
+    assert pair.rows == 16 and pair.radius2 == 0.0
+    # (the points lie on the rims: radius 0.05 about the axis, at +-h along it)
+    pts = np.array(pair.points2)
+    np.testing.assert_allclose(np.hypot(pts[:, 0], pts[:, 1]), 0.05, rtol=1e-15)
+    np.testing.assert_allclose(np.abs(pts[:, 2]), 0.1, rtol=1e-15)
+    run = go.simulate(system, (0.0, 0.6), model.q_reference, np.zeros(model.n))
+    assert run.success, run.message
+    t_land = math.sqrt(2 * 0.9 / G0)
+    assert len(run.impacts) == 1 and abs(run.impacts[0].t - t_land) < 1e-10
+    assert len(run.impacts[0].points) == 8
+    after = run.t > t_land + 1e-3
+    assert np.abs(run.v[after]).max() < 1e-9
+    np.testing.assert_allclose(run.q[after][:, 2], 0.1, atol=1e-9)
+    np.testing.assert_allclose(run.q[after][:, 3:7], [[1, 0, 0, 0]] * int(after.sum()),
+                               atol=1e-9)
+    np.testing.assert_allclose(run.contact_forces[after].sum(axis=1), G0, rtol=1e-9)
+
+
+def test_a_puck_on_rim_points_slides_to_rest_as_coulomb_says():
+    """A puck standing on its face (``rim_points=8``) launched along x at 1 m/s with
+    ``mu = 0.3``: it decelerates at ``mu g`` and stops at ``t_s = v0 / (mu g)``, at
+    ``v0^2 / (2 mu g)``, then stays. Its eight points share the normal force as the
+    pitching moment of the friction requires (indeterminate among them; the centre of
+    pressure ``mu h = 6 mm`` ahead of the axis, inside the octagon), and the puck stays
+    flat. Reference: the motion of a block with Coulomb friction (a quadratic, integrated
+    to rounding by DOP853; the stop located by its event to ~1e-12 s, which moves ``x`` by
+    ``v t_err`` ~ 0 there): bound 1e-8 m on ``x``, the run's own tolerances (1e-9) being
+    the scale."""
+    model, _ = load(puck_xml(0.3))
+    system = model.with_contacts(rim_points=8)
+    v0 = np.zeros(model.n)
+    v0[0] = 1.0
+    t_s = 1.0 / (0.3 * G0)
+    t_eval = np.linspace(0.0, 0.6, 61)
+    run = go.simulate(system, (0.0, 0.6), model.q_reference, v0, t_eval=t_eval)
+    assert run.success, run.message
+    x_ref = np.where(run.t < t_s, run.t - 0.5 * 0.3 * G0 * run.t ** 2, 0.5 / (0.3 * G0))
+    np.testing.assert_allclose(run.q[:, 0], x_ref, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(run.q[:, 1:3], [[0.0, 0.02]] * len(run.t), atol=1e-9)
+    np.testing.assert_allclose(run.q[:, 3:7], [[1, 0, 0, 0]] * len(run.t), atol=1e-9)
+    stops = [t for t, _, what in run.meta["contact_transitions"] if what == "stick"]
+    assert stops and abs(min(stops) - t_s) < 1e-9
+
+
+def test_a_puck_on_rim_points_spins_down_with_the_rims_friction_torque():
+    """The puck of the test above spun about its axis at 10 rad/s: its eight rim points
+    slide along the rim, each with friction ``mu N_i`` at radius ``R``, so the torque is
+    ``mu m g R`` whatever the (symmetric) share of the normal forces: the angular
+    deceleration is ``mu m g R / (m R^2 / 2) = 2 mu g / R`` (the rim-point model's; a
+    uniformly pressed disk's would be ``4 mu g / (3 R)``), it stops at ``w0 R / (2 mu g)``
+    and its centre stays put. Reference: that quadratic in the angle (integrated to
+    rounding; measured 1.2e-11 rad, the stop 5e-13 s late): bound 1e-9 rad."""
+    model, _ = load(puck_xml(0.3))
+    system = model.with_contacts(rim_points=8)
+    w0, alpha = 10.0, 2 * 0.3 * G0 / 0.05
+    v0 = np.zeros(model.n)
+    v0[6] = 0.5 * w0                   # (the Euler parameters' rate of a turn about z)
+    run = go.simulate(system, (0.0, 0.3), model.q_reference, v0)
+    assert run.success, run.message
+    t_s = w0 / alpha
+    th_ref = np.where(run.t < t_s, w0 * run.t - 0.5 * alpha * run.t ** 2, w0 ** 2 / (2 * alpha))
+    th = 2 * np.arctan2(run.q[:, 6], run.q[:, 3])
+    np.testing.assert_allclose(th, th_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(run.q[:, :3], [[0.0, 0.0, 0.02]] * len(run.t), atol=1e-12)
+    stops = [t for t, _, what in run.meta["contact_transitions"] if what == "stick"]
+    assert stops and abs(min(stops) - t_s) < 1e-9
 
 
 def test_corners_of_a_step_smaller_than_the_gap_tolerance_touch_from_the_lowest_up():

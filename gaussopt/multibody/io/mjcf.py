@@ -891,8 +891,9 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     one, as MuJoCo merges them). Friction is MuJoCo's mix: the higher ``priority`` geom's,
     else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
     Mapped: world planes against spheres, capsules (two end spheres), cylinders (the
-    lowest points of their two rims) and boxes (8 corners); spheres against spheres; ``condim`` 1 (frictionless) and 3 (sliding
-    friction). Everything else is counted in ``out.unmapped``."""
+    lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
+    rim) and boxes (8 corners); spheres against spheres; ``condim`` 1 (frictionless) and
+    3 (sliding friction). Everything else is counted in ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import ContactPair
 
     un = out.unmapped

@@ -44,9 +44,12 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   lowest point is a minimum over the rim: its motion along the rim changes the gap to
   second order only, which the convective term, a complex step of the whole expression,
   carries). A cylinder on its flat face (``a`` within :data:`FACE_TOL` of ``n``) has no
-  lowest rim point: its gap is still exact; touching the plane so, it would touch along a
-  face, which is not mapped: the derivatives then raise :class:`~gaussopt.ModelError`
-  naming it (a run ends there with ``success=False``).
+  lowest rim point: its gap is still exact; touching the plane so, it touches along a
+  face: the derivatives then raise :class:`~gaussopt.ModelError` naming it (a run ends
+  there with ``success=False``). With ``rim_points = K``
+  (:meth:`ContactPair.with_rim_points`, ``Model.with_contacts(rim_points=K)``) each rim is
+  K material points at equal angles instead, touching as a box's corners do: the cylinder
+  is then a regular K-gon prism inscribed in it, which stands on its face.
 * ``sphere``-``sphere``: gap ``|c2 - c1| - r1 - r2``; the slip velocity is the relative
   velocity of the two links' material points at ``c2 - r2 u`` (``u`` the unit vector from
   ``c1`` to ``c2``) on two tangents orthogonal to ``u``.
@@ -54,6 +57,7 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -93,9 +97,11 @@ def _face_error(name: str):
     """The error of a cylinder ``name`` touching a plane with its flat face."""
     from gaussopt.core.exceptions import ModelError
     return ModelError(f"cylinder {name!r} touches the plane with its flat face (its axis "
-                      f"within {FACE_TOL:g} rad of the plane's normal): a face contact, which "
-                      "gaussopt does not map (the lowest point of a rim is not one point "
-                      "there).")
+                      f"within {FACE_TOL:g} rad of the plane's normal): a face contact, where "
+                      "the lowest point of a rim is not one point. To stand it on its face, "
+                      "give its rims points: `model.with_contacts(rim_points=8)` (a regular "
+                      "octagonal prism inscribed in the cylinder; its rolling on a rim is then "
+                      "the octagon's).")
 
 
 class TreeKinematics:
@@ -246,6 +252,9 @@ class ContactPair:
     axis2 : tuple
         A cylinder's unit axis in ``link2``'s frame (``points2`` its two rims' centres);
         empty for the other kinds.
+    rim_points : int
+        A cylinder's rims as ``rim_points`` material points each (:meth:`with_rim_points`;
+        ``points2`` those points, ``radius2`` 0); 0: each rim touches at its lowest point.
     """
 
     geom1: str
@@ -261,11 +270,37 @@ class ContactPair:
     radius2: float
     source: str = "filter"
     axis2: tuple = ()
+    rim_points: int = 0
 
     @property
     def rows(self) -> int:
         """The contact points (gap rows) of the pair."""
         return len(self.points2)
+
+    def with_rim_points(self, count: int) -> "ContactPair":
+        """This plane-cylinder pair with each rim as ``count`` material points at equal
+        angles (``count`` >= 3; the first on the rim's radius closest to the link frame's
+        first axis orthogonal to the cylinder's), the first rim's then the second's:
+        the cylinder touches the plane as a regular ``count``-gon prism inscribed in it.
+
+        Why: a cylinder standing on a flat face touches along the face, where its rims have
+        no lowest point (:data:`FACE_TOL`); as points of a polygon it stands, slides, spins
+        and tips as that prism does: it tips when its centre of pressure leaves the polygon
+        (within ``r cos(pi / count)`` of the axis, not ``r``), and rolling on a rim is a
+        polygon's, with an impact at every corner."""
+        if self.kind != "plane-cylinder" or self.rim_points:
+            raise ValueError("rim points: a plane-cylinder pair with rims' lowest points only")
+        a = np.array(self.axis2, dtype=float)
+        e = np.zeros(3)
+        e[int(np.argmin(np.abs(a)))] = 1.0
+        u = e - (e @ a) * a
+        u /= np.linalg.norm(u)
+        w = np.cross(a, u)
+        phi = 2.0 * np.pi * np.arange(count) / count
+        ring = self.radius2 * (np.cos(phi)[:, None] * u + np.sin(phi)[:, None] * w)
+        pts = np.concatenate([np.array(c, dtype=float) + ring for c in self.points2])
+        return dataclasses.replace(self, points2=tuple(tuple(float(x) for x in p) for p in pts),
+                                   radius2=0.0, rim_points=int(count))
 
 
 class PairGroup:
@@ -299,8 +334,9 @@ class PairGroup:
                               np.array(pr.points2, dtype=float).reshape(-1, 3),
                               float(pr.radius1), float(pr.radius2),
                               pr.kind.startswith("plane"),
-                              np.array(pr.axis2, dtype=float) if pr.kind == "plane-cylinder"
-                              else None, pr.geom2))
+                              np.array(pr.axis2, dtype=float)
+                              if pr.kind == "plane-cylinder" and not pr.rim_points else None,
+                              pr.geom2))
         self.k = sum(pr.rows for pr in self.pairs)
         # a world plane's normal and tangents, one row per contact point (constant)
         self._world_plane = [

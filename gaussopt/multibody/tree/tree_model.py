@@ -486,12 +486,20 @@ class Model(BaseModel):
             self._kin_numpy = TreeKinematics(self._p)
         return self._kin_numpy
 
-    def contacts(self, restitution: float = 0.0) -> list:
+    def contacts(self, restitution: float = 0.0, rim_points: int = 0) -> list:
         """The colliding geom pairs (:attr:`contact_pairs`) as hard unilateral contacts: one
         :class:`~gaussopt.Contact` per friction coefficient (a gap row per contact point:
         a sphere's lowest point, a capsule's two end spheres, a cylinder's two rims' lowest
         points, a box's 8 corners; the pairs
         of ``friction > 0`` with the spatial Coulomb cone of their ``slip_velocity``).
+
+        ``rim_points``: 0 (default), a cylinder touches a plane at its rims' lowest points
+        (exact rolling on a rim; standing on a flat face is refused by name, its rims
+        having no lowest point there); ``K >= 3``, each rim is ``K`` points at equal angles
+        (:meth:`~gaussopt.multibody.tree.tree_geometry.ContactPair.with_rim_points`): the
+        cylinder touches as a regular K-gon prism inscribed in it, which stands, slides
+        and spins on its face (a puck, a mug, a can) and tips where its centre of pressure
+        leaves the polygon.
 
         Why opt-in: MuJoCo's contacts are soft (``solref``/``solimp``: a ball resting on the
         floor sinks a fraction of a millimetre) and have no restitution; here a contact
@@ -523,8 +531,14 @@ class Model(BaseModel):
                 if ln is not None and ln not in self._asm.index:
                     raise ModelError(f"`contact_pairs`: pair ({pr.geom1!r}, {pr.geom2!r}) names "
                                      f"link {ln!r}, not one of {list(self.body_names)}.")
+        if rim_points != 0 and not (isinstance(rim_points, (int, np.integer))
+                                    and not isinstance(rim_points, bool) and rim_points >= 3):
+            raise ModelError(f"`rim_points` must be 0 or an integer >= 3 (the points of each "
+                             f"cylinder rim), found {rim_points!r}.")
         groups: dict = {}
         for pr in self.contact_pairs:
+            if rim_points and pr.kind == "plane-cylinder":
+                pr = pr.with_rim_points(int(rim_points))
             groups.setdefault(float(pr.friction), []).append(pr)
         out = []
         kin = self.geometry_kinematics
@@ -547,10 +561,11 @@ class Model(BaseModel):
             out.append(contact)
         return out
 
-    def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0) -> System:
+    def with_contacts(self, system: Optional[System] = None, restitution: float = 0.0,
+                      rim_points: int = 0) -> System:
         """``system`` (default :attr:`system`; e.g. :meth:`with_limits`'s) with the contacts
-        of :meth:`contacts` added."""
-        return self._extended(system, self.contacts(restitution), "contacts")
+        of :meth:`contacts` added (``restitution``, ``rim_points``: as there)."""
+        return self._extended(system, self.contacts(restitution, rim_points), "contacts")
 
     @property
     def q_reference(self) -> np.ndarray:
