@@ -1131,6 +1131,48 @@ def test_a_puck_on_rim_points_spins_down_with_the_rims_friction_torque():
     assert stops and abs(min(stops) - t_s) < 1e-9
 
 
+def test_a_start_inside_the_floor_is_refused_or_projected_to_the_nearest_state_outside():
+    """MuJoCo tolerates a start inside the floor (soft contacts; gymnasium's HumanoidStandup
+    starts with its arms 3.5 cm in); a hard contact cannot start there. A ball 1 cm into
+    the floor and a capsule lying at 10 degrees with its low end 6.2 cm in: the run is
+    refused with a ModelError naming the points and ``project_initial=True``; with it, the
+    run starts from the nearest state outside in the mass metric, checked by its own
+    conditions (not by the code path): every gap >= 0, and ``M (q1 - q0)`` in the cone of
+    the touching points' gap gradients plus the span of the model's rows (the optimality
+    conditions of ``min 1/2 (q1 - q0)^T M (q1 - q0)``, ``M`` at ``q1``, the metric the
+    sequential steps converge in), with nonnegative multipliers: a least-squares fit of the
+    multipliers leaves a residual of the steps' own stopping size (1e-8 of the coordinates;
+    bound 1e-7 of ``|M (q1 - q0)|``). The ball rises by exactly 1 cm; both then rest."""
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1"/>
+<body name="ball" pos="0 0 0.09"><freejoint/><geom name="ball" type="sphere" size=".1" mass="1"/></body>
+<body name="rod" pos="1 0 0.04" euler="0 80 0"><freejoint/>
+  <geom name="rod" type="capsule" size=".05 .3" mass="2"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    system = model.with_contacts()
+    q0, v0 = model.q_reference, np.zeros(model.n)
+    with pytest.raises(ModelError, match="penetrates the contacts.*project_initial=True"):
+        go.simulate(system, (0.0, 0.3), q0, v0)
+    run = go.simulate(system, (0.0, 0.3), q0, v0, project_initial=True)
+    assert run.success, run.message
+    q1 = run.q[0]
+    np.testing.assert_allclose(q1[:7], [0, 0, 0.1, 1, 0, 0, 0], atol=1e-12)
+    gap = system.constraints[-1]
+    g = gap.residual(0.0, q1)
+    assert g.min() > -1e-12
+    touching = np.flatnonzero(g < 1e-9)
+    assert len(touching) == 2                          # the ball and the rod's low end
+    M = system.mass(0.0, q1)
+    rows = np.concatenate([gap.normal.jacobian(0.0, q1)[touching],
+                           system.position_jacobian(0.0, q1)])
+    rhs = M @ (q1 - q0)
+    mult, *_ = np.linalg.lstsq(rows.T, rhs, rcond=None)
+    assert np.abs(rows.T @ mult - rhs).max() < 1e-7 * np.abs(rhs).max()
+    assert np.all(mult[:len(touching)] > 0)
+    assert np.abs(run.v[-1]).max() < 1e-9
+
+
 def test_corners_of_a_step_smaller_than_the_gap_tolerance_touch_from_the_lowest_up():
     """A plank of two boxes on one body whose bottom faces meet with a step of 2.5 um
     (box c's bottom higher; the corners at the junction 3 um apart: the replicated boxes

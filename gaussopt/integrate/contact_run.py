@@ -894,6 +894,58 @@ def _touching(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, gaps: np.
     return touching
 
 
+#: the most Newton steps of :func:`_separate`
+_SEPARATE_ITER = 30
+
+
+def _separate(model: "_Model", t: float, q: np.ndarray, gap_tol: float, tol: float
+              ) -> np.ndarray:
+    """The configuration nearest ``q`` in the mass metric where no contact point penetrates
+    and the model's own position rows hold (``project_initial=True`` of a run whose ``q0``
+    penetrates): ``min 1/2 (q1 - q)^T M (q1 - q)`` subject to ``Phi(q1) = 0`` and
+    ``gap(q1) >= 0``, by sequential quadratic steps, each the frictionless contact problem
+    at the position level (:func:`~gaussopt.gauss.contact_problem.solve_contact`: Gauss's
+    principle for a displacement, ``M`` at the current state, the points that would
+    penetrate pushing with nonnegative multipliers; a singular ``M``'s directions held by
+    the rows, as in a step).
+
+    Why: MuJoCo's contacts are soft and tolerate a start inside the floor (gymnasium's
+    HumanoidStandup starts with both arms 3.5 cm into it); a hard contact cannot start
+    there. Each step takes the points within ``|min gap| + gap_tol`` of their surfaces
+    and every point an earlier step took (those the others cannot reach by it; one that
+    is on the next step joins then); the steps end when every gap is at least ``-1e-3
+    gap_tol``, the rows hold to ``tol`` and the step is below ``tol`` (relative to the
+    largest coordinate, as the phases' check)."""
+    P = model.points
+    base = model.base
+    q0 = q
+    zero = np.zeros(q.size)
+    taken = np.zeros(P.k, dtype=bool)
+    for _ in range(_SEPARATE_ITER):
+        g = P.gaps(t, q)
+        phi = base.position_residual(t, q)
+        scale = tol * (1.0 + float(np.abs(q).max()))
+        taken |= g < max(-g.min(initial=0.0), 0.0) + gap_tol
+        near = np.flatnonzero(taken)
+        G = P.normal_rows(t, q, zero)[0][near]
+        M = base.mass(t, q)
+        try:
+            sol = solve_contact(M, M @ (q0 - q), base.position_jacobian(t, q), -phi, G,
+                                -g[near], np.zeros(G.shape), np.zeros(near.size),
+                                mu=np.zeros(near.size), labels=[P.labels[i] for i in near])
+        except GaussoptError as e:
+            raise ModelError(f"`q0` penetrates the contacts and project_initial=True found no "
+                             f"state near it that does not: {e}") from e
+        q = q + sol.x
+        if (np.abs(sol.x).max(initial=0.0) <= scale
+                and P.gaps(t, q).min(initial=0.0) >= -1e-3 * gap_tol
+                and np.abs(base.position_residual(t, q)).max(initial=0.0) <= scale):
+            return q
+    bad = [P.labels[i] for i in np.flatnonzero(P.gaps(t, q) < -1e-3 * gap_tol)]
+    raise ModelError(f"`q0` penetrates the contacts and project_initial=True did not converge "
+                     f"to a state that does not in {_SEPARATE_ITER} steps (still in: {bad}).")
+
+
 def _unsettled(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np.ndarray,
                tol: float) -> None:
     """Raise :class:`~gaussopt.ContactSolveError` naming the closed points whose gaps
@@ -1169,8 +1221,11 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
     g0 = P.gaps(t0, q)
     if np.any(g0 < -gap_tol):
         bad = [P.labels[i] for i in np.flatnonzero(g0 < -gap_tol)]
-        raise ModelError(f"`q0` penetrates the contacts {bad} (gaps {g0[g0 < -gap_tol]}); "
-                         "start with gap >= 0.")
+        if not opts.project_initial:
+            raise ModelError(f"`q0` penetrates the contacts {bad} (gaps {g0[g0 < -gap_tol]}); "
+                             "start with gap >= 0, or pass project_initial=True to start from "
+                             "the nearest state that does not (in the mass metric).")
+        q = _separate(model, t0, q, gap_tol, opts.consistency_tol)
     m = _row_count(model.base)
     pieces: list[tuple[Trajectory, np.ndarray]] = []
     impacts: list[Impact] = []

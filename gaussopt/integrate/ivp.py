@@ -114,7 +114,9 @@ def simulate(system: System, t_span: Sequence[float], q0, v0, *,
     solver_options : dict, optional
         Options of the step solver (``objective``, ``rank_tol``, ``backend``, ...).
     project_initial : bool, default False
-        Project an inconsistent initial state onto the constraints instead of raising.
+        Project an inconsistent initial state onto the constraints instead of raising;
+        with contacts, a ``q0`` that penetrates them is first moved to the nearest state
+        (in the mass metric) where none does.
     consistency_tol : float, default 1e-8
         Positive: how far (a row-normalized distance, relative to ``1 + max|q|``) the
         initial state may be off the constraints.
