@@ -999,6 +999,14 @@ def test_cylinder_gaps_derivatives_and_face_refusal():
     assert row.jacobian(0.0, flat).shape == (2, model.n)
 
 
+#: a can (radius 0.05 m, half-height 0.1 m, 1 kg) standing upright 1 m above a floor
+CAN_XML = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="floor" type="plane" size="5 5 .1"/>
+<body name="can" pos="0 0 1"><freejoint/>
+  <geom name="can" type="cylinder" size=".05 .1" mass="1"/></body>
+</worldbody></mujoco>"""
+
+
 def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
     """A can standing upright 1 m above the floor (its axis along the floor's normal: the
     most natural pose of a cylinder, and of a robot's upright cylinder links far from the
@@ -1012,12 +1020,7 @@ def test_an_upright_cylinder_runs_until_it_lands_on_its_face():
     the face contact (documented: not mapped). Free fall is a quadratic in t, which
     DOP853 integrates to rounding; the landing is located to 4 eps in time on it: 1e-10 s
     is a bound with margins of more than 1e4."""
-    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
-<geom name="floor" type="plane" size="5 5 .1"/>
-<body name="can" pos="0 0 1"><freejoint/>
-  <geom name="can" type="cylinder" size=".05 .1" mass="1"/></body>
-</worldbody></mujoco>"""
-    model, _ = load(xml)
+    model, _ = load(CAN_XML)
     system = model.with_contacts()
     contact = system.constraints[-1]
     assert contact.nonsmooth_at(0.0, model.q_reference)
@@ -1052,12 +1055,7 @@ def test_rim_points_stand_a_cylinder_on_its_face_where_it_lands_and_rests():
     tolerance. Reference: free fall (a quadratic, integrated to rounding; the landing
     located to ~1e-15 s, bound 1e-10 s as above) and statics. Bad values of ``rim_points``
     get a specific error."""
-    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
-<geom name="floor" type="plane" size="5 5 .1"/>
-<body name="can" pos="0 0 1"><freejoint/>
-  <geom name="can" type="cylinder" size=".05 .1" mass="1"/></body>
-</worldbody></mujoco>"""
-    model, _ = load(xml)
+    model, _ = load(CAN_XML)
     for bad in (2, 8.0, True, -1):
         with pytest.raises(ModelError, match="`rim_points` must be 0 or an integer >= 3"):
             model.with_contacts(rim_points=bad)
