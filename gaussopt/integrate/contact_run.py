@@ -823,7 +823,8 @@ def _sliding_slip_rows(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray,
     return np.concatenate(parts)
 
 
-def _small_correction(A: np.ndarray, r: np.ndarray, bound: float) -> np.ndarray:
+def _small_correction(A: np.ndarray, r: np.ndarray, bound: float,
+                      D: Optional[np.ndarray] = None) -> np.ndarray:
     """The minimum-norm least-squares ``dq`` of ``A dq = r`` over the singular directions
     of ``A`` whose part of it is at most ``bound`` (:func:`_settle`'s Newton step).
 
@@ -840,7 +841,10 @@ def _small_correction(A: np.ndarray, r: np.ndarray, bound: float) -> np.ndarray:
     U, sv, Vt = np.linalg.svd(A, full_matrices=False)
     c = U.T @ r
     big = float(sv[0]) if sv.size else 0.0
-    keep = (sv > DEFAULT_RANK_TOL * big) & (np.abs(c) <= bound * sv)
+    # (``D``: the size of a direction's part is the largest change it makes to ``D dq``,
+    # every contact point's gap, instead of its coordinates' size)
+    reach = np.ones(sv.size) if D is None else np.abs(D @ Vt.T).max(axis=0, initial=0.0)
+    keep = (sv > DEFAULT_RANK_TOL * big) & (np.abs(c) * reach <= bound * sv)
     return Vt[keep].T @ (c[keep] / sv[keep])
 
 
@@ -865,12 +869,17 @@ def _touching(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, gaps: np.
 
     So the touching points are taken from the lowest up (their gaps, rounding-level ones
     together): a point joins if the touching points below it and it can be brought to
-    their surfaces together by a motion of at most ``gap_tol`` along every singular
-    direction of the rows (the base rows held) -- a move that keeps the velocity rows
-    within the run's velocity tolerance, as ``vel_tol / |v|`` is ``gap_tol / max|q|`` --
-    leaving none of them farther than the phases' consistency tolerance ``tol`` (relative
-    to the largest coordinate, as the phases' check). A point that does not join is held
-    off by those below it: open, its landing watched by its gap."""
+    their surfaces together by a small motion, leaving none of them farther than the
+    phases' consistency tolerance ``tol`` (relative to the largest coordinate, as the
+    phases' check). Small: along every singular direction of the rows (the base rows
+    held) the motion changes no contact point's gap by more than ``gap_tol``
+    (:func:`_small_correction` with every point's rows ``G``). The measure is the gaps'
+    and not the coordinates': a humanoid lying on its back lowers a hand 1.6e-6 m by
+    turning its arm 3e-6 rad, more than the gap tolerance in radians (3e-6), and the
+    hand was held off by its twin on the other side; the bowl's turn of 2.4e-4 rad moves
+    its rim's corners by 1e-5 m, and the ring's twin needs a turn of 0.1 rad. A point
+    that does not join is held off by those below it: open, its landing watched by its
+    gap."""
     touching = np.abs(gaps) <= gap_tol
     idx = np.flatnonzero(touching)
     small = 1e-3 * gap_tol
@@ -886,7 +895,7 @@ def _touching(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, gaps: np.
         trial = kept + [int(i)]
         rows = np.concatenate([A, G[trial]])
         r = np.concatenate([np.zeros(A.shape[0]), gaps[trial]])
-        left = gaps[trial] - G[trial] @ _small_correction(rows, r, gap_tol)
+        left = gaps[trial] - G[trial] @ _small_correction(rows, r, gap_tol, G)
         if np.any(np.abs(left) / norms[trial] > far):
             touching[i] = False
         else:
