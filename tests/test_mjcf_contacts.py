@@ -1062,6 +1062,10 @@ def test_rim_points_stand_a_cylinder_on_its_face_where_it_lands_and_rests():
     system = model.with_contacts(rim_points=8)
     pair = model.contact_pairs[0].with_rim_points(8)
     assert pair.rows == 16 and pair.radius2 == 0.0
+    with pytest.raises(ModelError, match="must be a plane-cylinder pair touching at its rims"):
+        pair.with_rim_points(8)
+    with pytest.raises(ModelError, match="`count` must be an integer >= 3"):
+        model.contact_pairs[0].with_rim_points(2)
     # (the points lie on the rims: radius 0.05 about the axis, at +-h along it)
     pts = np.array(pair.points2)
     np.testing.assert_allclose(np.hypot(pts[:, 0], pts[:, 1]), 0.05, rtol=1e-15)

@@ -288,8 +288,16 @@ class ContactPair:
         and tips as that prism does: it tips when its centre of pressure leaves the polygon
         (within ``r cos(pi / count)`` of the axis, not ``r``), and rolling on a rim is a
         polygon's, with an impact at every corner."""
+        from gaussopt.core.exceptions import ModelError
         if self.kind != "plane-cylinder" or self.rim_points:
-            raise ValueError("rim points: a plane-cylinder pair with rims' lowest points only")
+            raise ModelError(f"`with_rim_points`: pair ({self.geom1!r}, {self.geom2!r}) must be "
+                             "a plane-cylinder pair touching at its rims' lowest points, found "
+                             f"a {self.kind} pair" + (f" with {self.rim_points} rim points"
+                                                       if self.rim_points else "") + ".")
+        if not (isinstance(count, (int, np.integer)) and not isinstance(count, bool)
+                and count >= 3):
+            raise ModelError(f"`count` must be an integer >= 3 (the points of each rim), "
+                             f"found {count!r}.")
         a = np.array(self.axis2, dtype=float)
         e = np.zeros(3)
         e[int(np.argmin(np.abs(a)))] = 1.0
