@@ -65,7 +65,7 @@ import numpy as np
 
 import gaussopt.multibody.tree.tree_compiled as kernel
 
-__all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS"]
+__all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_rim_points"]
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
 PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere")
@@ -102,6 +102,19 @@ def _face_error(name: str):
                       "give its rims points: `model.with_contacts(rim_points=8)` (a regular "
                       "octagonal prism inscribed in the cylinder; its rolling on a rim is then "
                       "the octagon's).")
+
+
+def check_rim_points(value, name: str, zero: bool = False) -> None:
+    """ModelError unless ``value`` is an integer >= 3 (the points of each cylinder rim;
+    ``zero``: or 0, the rims' lowest points), naming the argument ``name``."""
+    from gaussopt.core.exceptions import ModelError
+    if zero and isinstance(value, (int, np.integer)) and not isinstance(value, bool) \
+            and value == 0:
+        return
+    if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            and value >= 3):
+        raise ModelError(f"`{name}` must be {'0 or ' if zero else ''}an integer >= 3 (the "
+                         f"points of each cylinder rim), found {value!r}.")
 
 
 class TreeKinematics:
@@ -294,10 +307,7 @@ class ContactPair:
                              "a plane-cylinder pair touching at its rims' lowest points, found "
                              f"a {self.kind} pair" + (f" with {self.rim_points} rim points"
                                                        if self.rim_points else "") + ".")
-        if not (isinstance(count, (int, np.integer)) and not isinstance(count, bool)
-                and count >= 3):
-            raise ModelError(f"`count` must be an integer >= 3 (the points of each rim), "
-                             f"found {count!r}.")
+        check_rim_points(count, "count")
         a = np.array(self.axis2, dtype=float)
         e = np.zeros(3)
         e[int(np.argmin(np.abs(a)))] = 1.0

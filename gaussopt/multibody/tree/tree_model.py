@@ -23,7 +23,7 @@ from gaussopt.multibody.common.base_model import BaseModel, _JointConstraint, _M
 import gaussopt.multibody.tree.tree_compiled as kernel
 from gaussopt.multibody.tree.tree_assembly import _link_name, assemble_model, quat_matrix
 from gaussopt.multibody.tree.tree_elements import Link, MocapMotion
-from gaussopt.multibody.tree.tree_geometry import PairGroup, TreeKinematics
+from gaussopt.multibody.tree.tree_geometry import PairGroup, TreeKinematics, check_rim_points
 
 __all__ = ["Model", "Keyframe"]
 
@@ -531,10 +531,7 @@ class Model(BaseModel):
                 if ln is not None and ln not in self._asm.index:
                     raise ModelError(f"`contact_pairs`: pair ({pr.geom1!r}, {pr.geom2!r}) names "
                                      f"link {ln!r}, not one of {list(self.body_names)}.")
-        if rim_points != 0 and not (isinstance(rim_points, (int, np.integer))
-                                    and not isinstance(rim_points, bool) and rim_points >= 3):
-            raise ModelError(f"`rim_points` must be 0 or an integer >= 3 (the points of each "
-                             f"cylinder rim), found {rim_points!r}.")
+        check_rim_points(rim_points, "rim_points", zero=True)
         groups: dict = {}
         for pr in self.contact_pairs:
             if rim_points and pr.kind == "plane-cylinder":
