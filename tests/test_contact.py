@@ -531,3 +531,47 @@ def test_a_lift_off_is_found_while_the_state_rests_under_a_force_that_changes_in
     # atol = 1e-12 per step over a few hundred steps (a motion that does not amplify it),
     # ~5e-12 m, over that rate: 1e-8 s (measured 4.5e-13 s)
     assert abs(closes[1] - t_land) < 1e-8, (closes[1], t_land)
+
+
+def test_the_end_of_an_accumulation_creates_no_kinetic_energy():
+    """The end of an accumulation of impacts brings its points to rest (``gap'+ = 0``,
+    impulses of either sign). A bar (m = 1, L = 1) sliding at 1 m/s on both ends with mu =
+    0.5, one end landing at 0.01 m/s while the other leaves at 0.1 m/s, with both ends
+    brought to rest: holding them needs pulling impulses (their sum -0.045 N s, the bar's
+    upward momentum), and each sliding end's Coulomb impulse ``-mu P_n`` then pushes the
+    bar along its slip: its kinetic energy grew from 0.5015 to 0.5228 J. An impact
+    may not create energy: the pulling ends are released to Newton's law (restitution 0)
+    and the impact solved again. Checked by the conditions of a plastic frictional impact
+    (not the solver's answer): every normal impulse >= 0 and every gap rate after >= 0
+    with their product zero, every tangential impulse ``|P_t| <= mu P_n`` against the slip
+    after, and the kinetic energy not above its value before (each to the rounding of one
+    velocity-level Gauss step, 16 (n + m + 1) eps of the momenta: 1e-13)."""
+    from gaussopt.integrate import contact_run
+
+    xs = np.array([-0.5, 0.5])
+    ends = go.Contact(lambda t, q: q[1] + xs * np.sin(q[2]),
+                      slip=lambda t, q: q[0] + xs * np.cos(q[2]), friction=0.5,
+                      restitution=0.0, rheonomic=False, name="ends")
+    mass = np.diag([1.0, 1.0, 1.0 / 12.0])
+    bar = go.System(("x", "y", "th"), mass=mass, force=[0.0, -9.81, 0.0],
+                    constraints=[ends], name="bar")
+    q = np.zeros(3)
+    v = np.array([1.0, 0.045, 0.11])                  # end rates: -0.01 (lands), +0.1
+    model = contact_run._Model(bar, 0.0, q)
+    both = np.array([True, True])
+    vp, rec = contact_run._impact(model, 0.0, q, v, both, np.array([True, False]), rest=both)
+    tol = 1e-13
+    assert rec.kinetic_before == pytest.approx(0.5 * v @ mass @ v, rel=1e-15)
+    assert rec.kinetic_after <= rec.kinetic_before + tol
+    P_n, P_t = rec.impulses, rec.tangential_impulses
+    gap_after = vp[1] + xs * vp[2]
+    assert np.all(P_n >= -tol) and np.all(gap_after >= -tol)
+    assert np.all(np.abs(P_n * gap_after) <= tol)
+    slip_after = np.full(2, vp[0])
+    assert np.all(np.abs(P_t) <= 0.5 * P_n + tol)
+    sliding = np.abs(slip_after) > tol
+    assert np.all(P_t[sliding] * np.sign(slip_after[sliding]) <= tol)
+    # (and the impulses change the momentum: M (v+ - v) = G^T P_n + T^T P_t)
+    G = np.column_stack([np.zeros(2), np.ones(2), xs])
+    T = np.column_stack([np.ones(2), np.zeros(2), np.zeros(2)])
+    np.testing.assert_allclose(mass @ (vp - v), G.T @ P_n + T.T @ P_t, atol=tol)

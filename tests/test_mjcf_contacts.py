@@ -1182,19 +1182,22 @@ def test_humanoidstandup_runs_past_a_phase_start_its_settle_turned():
     out of the floor with ``project_initial=True``, falls and lies on the floor. At 0.8879 s
     it lies on its head, seat, thighs and feet, its forearms sliding; its head's slip of
     1.5e-6 m/s is rest by the run's measure (vel_tol 3.6e-6), and the phase's start zeroes
-    it. The sticking rows are nearly dependent (smallest singular value 6.6e-6 of the
-    largest), so that change turned the forearms' slips by up to 0.3 rad away from the
-    directions the contact problem had certified; the phase's forces then lay 1.24e4 N
-    outside their cones and the run ended there (``success=False``). The contact state is
-    now decided again from the settled state, and the run goes on.
+    it. The held rows are nearly dependent (smallest singular value 6.6e-6 of the largest),
+    so that change turned the forearms' slips by up to 0.3 rad away from the directions the
+    contact problem had certified (or, kept along them, changed a joint's rate by 0.36);
+    the phase's forces then lay 1.24e4 N (2.3e3 N) outside their cones and the run ended
+    there (``success=False``). A start whose accelerations depart from the contact
+    problem's is now decided again from the settled state, and the run goes on.
 
     Checked: the run succeeds to 0.9 s, and its mechanical energy (the model's own, from
     its masses and kinematics: joint damping, friction and plastic impacts only take
-    energy away) never rises between samples by more than what a phase start may add: its
+    energy away) never rises between samples by more than a phase start may add: its
     settle closes gaps of up to the gap tolerance 1e3 (atol + rtol max|q|) = 3e-6 m by a
     least-squares move of the coordinates, lifting a 42 kg body by about that much, ``m g
-    gap_tol`` = 1.2e-3 J (measured: 1.5e-3 J at one start, at 0.0889 s, before this
-    change too; bound 4 m g gap_tol). Slow: about 2 minutes."""
+    gap_tol`` = 1.2e-3 J (measured: 1.3e-3 J at one start, at 0.8872 s, where the settle's
+    least-squares velocity change is 0.15 in a joint's rate; bound 4 m g gap_tol). Before
+    the impacts' energy check (``test_the_end_of_an_accumulation_creates_no_kinetic_
+    energy``), an accumulation's end at 0.0889 s added 1.5e-3 J. Slow: about 2 minutes."""
     model, _ = load(str(Path(__file__).parent / "data" / "humanoidstandup.xml"))
     system = model.with_contacts()
     q0, v0 = model.initial_state()

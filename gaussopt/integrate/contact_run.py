@@ -542,25 +542,35 @@ def _start_phase(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, closed
     return sysp, n_rows, t_rows, ref, q, v, d0, locked
 
 
-def _settle_moved(P: ContactPoints, t: float, q0: np.ndarray, v0: np.ndarray, q: np.ndarray,
-                  v: np.ndarray, closed: np.ndarray, sdir: np.ndarray,
-                  vel_tol: np.ndarray) -> bool:
-    """Whether :func:`_settle`, from ``(q0, v0)`` to ``(q, v)``, changed the slip velocity
-    of a closed spatial point that slides by more than its ``vel_tol``.
+#: how far (relative to the accelerations' scale) a phase's accelerations at its start may
+#: be from those of the contact problem that chose it before the start is decided again
+#: (:func:`_start_departs`)
+_START_TOL = 1e-3
 
-    Why: the settle zeroes the slips and gap rates that the contact problem took for rest
-    (each within ``vel_tol``) by a least-squares change of the velocities, of their size
-    unless the held rows are nearly dependent. gymnasium's HumanoidStandup lying on its
-    head, seat, thighs and feet with its forearms sliding (the held rows' smallest singular
-    value 6.6e-6 of the largest): zeroing its head's slip of 1.5e-6 m/s (vel_tol 3.6e-6)
-    changed the forearms' slips by 1.3e-3 m/s and turned them by up to 0.3 rad from the
-    directions the contact problem had certified its forces with; the phase's sticking
-    forces lay 1.24e4 N outside their cones, and the run ended at 0.8879 s."""
-    moving = closed & (np.asarray(sdir) != 0) & (P.dim == 2)
-    if not moving.any() or (q is q0 and v is v0):
+
+def _start_departs(sysp: System, t: float, q: np.ndarray, v: np.ndarray, sol) -> bool:
+    """Whether the phase ``sysp``, started at the settled ``(q, v)``, moves otherwise than
+    the contact problem ``sol`` that chose it: its accelerations differ from ``sol.x`` by
+    more than :data:`_START_TOL` of their scale (``max |x|``, at least 1).
+
+    Why: the contact problem decides from the velocities before the phase's settle
+    (:func:`_settle`), which zeroes the slips and gap rates it took for rest (each within
+    ``vel_tol``) by a least-squares change of the velocities: of their size, unless the
+    rows it holds are nearly dependent. gymnasium's HumanoidStandup lying on its head,
+    seat, thighs and feet with its forearms sliding (the held rows' smallest singular value
+    6.6e-6 of the largest) had its head's slip of 1.5e-6 m/s zeroed by a change that
+    turned the forearms' slips by up to 0.3 rad from the directions the contact problem had
+    certified its forces with (or, kept along those slips, changed a joint's rate by
+    0.36): the phase's sticking forces lay 1.24e4 N (2.3e3 N) outside their cones, and the
+    run ended at 0.8879 s."""
+    if sol is None:
         return False
-    du = P.slip_velocities(t, q, v)[moving] - P.slip_velocities(t, q0, v0)[moving]
-    return bool(np.any(np.hypot(du[:, 0], du[:, 1]) > vel_tol[moving]))
+    try:
+        a = solve_step(sysp, t, q, v).a
+    except GaussoptError:
+        return True
+    x = np.asarray(sol.x)
+    return bool(np.abs(a - x).max() > _START_TOL * max(1.0, float(np.abs(x).max())))
 
 
 def _velocity_tolerances(G: np.ndarray, v: np.ndarray, rtol: float, atol: float) -> np.ndarray:
@@ -1040,6 +1050,16 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     ``vel_tol`` (per point): how far the rows of points in space may be moved to make
     dependent rows consistent (:func:`~gaussopt.gauss.contact_cone.solve_contact_cone`'s
     ``rhs_tol``: a face landing nearly flat).
+
+    A point brought to rest is held by an impulse of either sign (the one-shot end of an
+    accumulation: a rocking block's last corner pulled by -1.3e-4 N s, its kinetic energy
+    taken to zero as the limit of its infinitely many impacts does). An impact may not
+    create kinetic energy; where it would, the rest points that pull (a negative impulse
+    beyond rounding) are released to Newton's law with the others and the impact is solved
+    again. Why: with a pulling impulse a sliding point's Coulomb impulse ``-mu P_n`` drives
+    its slip instead of opposing it: the end of an accumulation of gymnasium's
+    HumanoidStandup held its seat (leaving the floor at 1.8e-3 m/s) with an impulse of
+    -1.4e-2 N s and raised the kinetic energy by 1.5e-3 J.
     """
     P = model.points
     M = model.base.mass(t, q)
@@ -1047,28 +1067,37 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     G, cg, _ = P.normal_rows(t, q, v)
     T, ct, _ = P.tangent_rows(t, q, v)
     gdot = G @ v + cg
-    if rest is None:
-        rest = np.zeros(P.k, dtype=bool)
-    idx = np.flatnonzero(candidates | rest)
-    e = np.where(closing & ~rest, P.e, 0.0)
-    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
-    # for the points brought to rest
-    h = -cg - e * np.minimum(gdot, 0.0)
-    h[rest] = -cg[rest]
-    prefer = np.where(closing | rest, STICK, OPEN)
-    if P.spatial:
-        # the circular cones at the velocity level: the slip velocity after the impact
-        # u+ = T2 v+ + c2 (Coulomb's impulse -mu P_n u+/|u+| where it slides)
-        T2, c2, _ = P.cone_rows(t, q, v)
-        sol = solve_contact_cone(M, M @ v, B, -c, G[idx], h[idx], T2[idx], -c2[idx],
-                                 mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
-                                 labels=[P.labels[i] for i in idx],
-                                 rhs_tol=None if vel_tol is None else vel_tol[idx])
-        timp = np.zeros((P.k, 2))
-    else:
-        sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
-                            prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
-        timp = np.zeros(P.k)
+    rest = np.zeros(P.k, dtype=bool) if rest is None else np.array(rest, dtype=bool)
+    # (the impulses' and the energy's rounding: as the contact problem's force scale, 1e4
+    # eps n |M v|, and that relative to the kinetic energy)
+    pull_tol = 1e4 * _EPS * M.shape[0] * float(np.abs(M @ v).max(initial=0.0))
+    gain_tol = 1e4 * _EPS * M.shape[0] * _kinetic(M, v)
+    while True:
+        idx = np.flatnonzero(candidates | rest)
+        e = np.where(closing & ~rest, P.e, 0.0)
+        # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
+        # for the points brought to rest
+        h = -cg - e * np.minimum(gdot, 0.0)
+        h[rest] = -cg[rest]
+        prefer = np.where(closing | rest, STICK, OPEN)
+        if P.spatial:
+            # the circular cones at the velocity level: the slip velocity after the impact
+            # u+ = T2 v+ + c2 (Coulomb's impulse -mu P_n u+/|u+| where it slides)
+            T2, c2, _ = P.cone_rows(t, q, v)
+            sol = solve_contact_cone(M, M @ v, B, -c, G[idx], h[idx], T2[idx], -c2[idx],
+                                     mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
+                                     labels=[P.labels[i] for i in idx],
+                                     rhs_tol=None if vel_tol is None else vel_tol[idx])
+            timp = np.zeros((P.k, 2))
+        else:
+            sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx],
+                                mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
+                                labels=[P.labels[i] for i in idx])
+            timp = np.zeros(P.k)
+        pulling = rest[idx] & (np.asarray(sol.nu) < -pull_tol)
+        if not pulling.any() or _kinetic(M, sol.x) <= _kinetic(M, v) + gain_tol:
+            break
+        rest[idx[pulling]] = False
     vp = sol.x
     imp = np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
@@ -1335,7 +1364,6 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 gdot = G @ v + cg
             for again in (False, True):
                 cand = touching & (np.abs(gdot) <= vel_tol)
-                q_pre, v_pre = q, v
                 new_closed, new_sdir, idx, sol = _decide(model, t, q, v, cand, closed, sdir, hints,
                                                          release, vel_tol)
                 for i in np.flatnonzero((new_closed != closed) | (new_sdir != sdir)):
@@ -1354,12 +1382,10 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     model, t, q, v, closed, sdir, idx, sol, vel_tol, gap_tol, touching,
                     opts.consistency_tol if t > t0 else None)
                 # The contact problem decided from the velocities before the phase's settle
-                # (:func:`_settle`); where zeroing the slips and gap rates it holds at rest
-                # moved a sliding point's slip by more than vel_tol (nearly dependent
-                # sticking rows: :func:`_settle_moved`), it decides again from the settled
-                # state, whose held rows are then already zero.
-                if again or t <= t0 or not _settle_moved(P, t, q_pre, v_pre, q, v, closed, sdir,
-                                                         vel_tol):
+                # (:func:`_settle`); where the phase then moves otherwise (nearly dependent
+                # held rows: :func:`_start_departs`), it decides again from the settled state,
+                # whose held rows are then already zero.
+                if again or t <= t0 or not _start_departs(sysp, t, q, v, sol):
                     break
                 G, cg, _ = P.normal_rows(t, q, v)
                 gdot = G @ v + cg
