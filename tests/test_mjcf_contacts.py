@@ -1194,10 +1194,10 @@ def test_humanoidstandup_runs_past_a_phase_start_its_settle_turned():
     energy away) never rises between samples by more than a phase start may add: its
     settle closes gaps of up to the gap tolerance 1e3 (atol + rtol max|q|) = 3e-6 m by a
     least-squares move of the coordinates, lifting a 42 kg body by about that much, ``m g
-    gap_tol`` = 1.2e-3 J (measured: 1.3e-3 J at one start, at 0.8872 s, where the settle's
-    least-squares velocity change is 0.15 in a joint's rate; bound 4 m g gap_tol). Before
-    the impacts' energy check (``test_the_end_of_an_accumulation_creates_no_kinetic_
-    energy``), an accumulation's end at 0.0889 s added 1.5e-3 J. Slow: about 2 minutes."""
+    gap_tol`` = 1.2e-3 J (measured: 1.5e-3 J at an accumulation's end at 0.0889 s, whose
+    one-shot rest held a sliding seat with a pulling impulse, and 1.3e-3 J at 0.8872 s,
+    where the settle's least-squares velocity change is 0.15 in a joint's rate; bound 4 m g
+    gap_tol). Slow: about 2 minutes."""
     model, _ = load(str(Path(__file__).parent / "data" / "humanoidstandup.xml"))
     system = model.with_contacts()
     q0, v0 = model.initial_state()

@@ -1050,16 +1050,6 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     ``vel_tol`` (per point): how far the rows of points in space may be moved to make
     dependent rows consistent (:func:`~gaussopt.gauss.contact_cone.solve_contact_cone`'s
     ``rhs_tol``: a face landing nearly flat).
-
-    A point brought to rest is held by an impulse of either sign (the one-shot end of an
-    accumulation: a rocking block's last corner pulled by -1.3e-4 N s, its kinetic energy
-    taken to zero as the limit of its infinitely many impacts does). An impact may not
-    create kinetic energy; where it would, the rest points that pull (a negative impulse
-    beyond rounding) are released to Newton's law with the others and the impact is solved
-    again. Why: with a pulling impulse a sliding point's Coulomb impulse ``-mu P_n`` drives
-    its slip instead of opposing it: the end of an accumulation of gymnasium's
-    HumanoidStandup held its seat (leaving the floor at 1.8e-3 m/s) with an impulse of
-    -1.4e-2 N s and raised the kinetic energy by 1.5e-3 J.
     """
     P = model.points
     M = model.base.mass(t, q)
@@ -1067,37 +1057,28 @@ def _impact(model: _Model, t: float, q: np.ndarray, v: np.ndarray, candidates: n
     G, cg, _ = P.normal_rows(t, q, v)
     T, ct, _ = P.tangent_rows(t, q, v)
     gdot = G @ v + cg
-    rest = np.zeros(P.k, dtype=bool) if rest is None else np.array(rest, dtype=bool)
-    # (the impulses' and the energy's rounding: as the contact problem's force scale, 1e4
-    # eps n |M v|, and that relative to the kinetic energy)
-    pull_tol = 1e4 * _EPS * M.shape[0] * float(np.abs(M @ v).max(initial=0.0))
-    gain_tol = 1e4 * _EPS * M.shape[0] * _kinetic(M, v)
-    while True:
-        idx = np.flatnonzero(candidates | rest)
-        e = np.where(closing & ~rest, P.e, 0.0)
-        # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
-        # for the points brought to rest
-        h = -cg - e * np.minimum(gdot, 0.0)
-        h[rest] = -cg[rest]
-        prefer = np.where(closing | rest, STICK, OPEN)
-        if P.spatial:
-            # the circular cones at the velocity level: the slip velocity after the impact
-            # u+ = T2 v+ + c2 (Coulomb's impulse -mu P_n u+/|u+| where it slides)
-            T2, c2, _ = P.cone_rows(t, q, v)
-            sol = solve_contact_cone(M, M @ v, B, -c, G[idx], h[idx], T2[idx], -c2[idx],
-                                     mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
-                                     labels=[P.labels[i] for i in idx],
-                                     rhs_tol=None if vel_tol is None else vel_tol[idx])
-            timp = np.zeros((P.k, 2))
-        else:
-            sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx],
-                                mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
-                                labels=[P.labels[i] for i in idx])
-            timp = np.zeros(P.k)
-        pulling = rest[idx] & (np.asarray(sol.nu) < -pull_tol)
-        if not pulling.any() or _kinetic(M, sol.x) <= _kinetic(M, v) + gain_tol:
-            break
-        rest[idx[pulling]] = False
+    if rest is None:
+        rest = np.zeros(P.k, dtype=bool)
+    idx = np.flatnonzero(candidates | rest)
+    e = np.where(closing & ~rest, P.e, 0.0)
+    # Newton: gap'+ >= -e gap'- for the closing points, >= 0 for the touching ones, = 0
+    # for the points brought to rest
+    h = -cg - e * np.minimum(gdot, 0.0)
+    h[rest] = -cg[rest]
+    prefer = np.where(closing | rest, STICK, OPEN)
+    if P.spatial:
+        # the circular cones at the velocity level: the slip velocity after the impact
+        # u+ = T2 v+ + c2 (Coulomb's impulse -mu P_n u+/|u+| where it slides)
+        T2, c2, _ = P.cone_rows(t, q, v)
+        sol = solve_contact_cone(M, M @ v, B, -c, G[idx], h[idx], T2[idx], -c2[idx],
+                                 mu=P.mu[idx], prefer=prefer[idx], weld=rest[idx],
+                                 labels=[P.labels[i] for i in idx],
+                                 rhs_tol=None if vel_tol is None else vel_tol[idx])
+        timp = np.zeros((P.k, 2))
+    else:
+        sol = solve_contact(M, M @ v, B, -c, G[idx], h[idx], T[idx], -ct[idx], mu=P.mu[idx],
+                            prefer=prefer[idx], weld=rest[idx], labels=[P.labels[i] for i in idx])
+        timp = np.zeros(P.k)
     vp = sol.x
     imp = np.zeros(P.k)
     imp[idx], timp[idx] = sol.nu, sol.tau
