@@ -1184,9 +1184,8 @@ def test_humanoidstandup_runs_past_a_phase_start_its_settle_turned():
     1.5e-6 m/s is rest by the run's measure (vel_tol 3.6e-6), and the phase's start zeroes
     it. The held rows are nearly dependent (smallest singular value 6.6e-6 of the largest),
     so that change turned the forearms' slips by up to 0.3 rad away from the directions the
-    contact problem had certified (or, kept along them, changed a joint's rate by 0.36);
-    the phase's forces then lay 1.24e4 N (2.3e3 N) outside their cones and the run ended
-    there (``success=False``). A start whose accelerations depart from the contact
+    contact problem had certified; the phase's forces then lay 1.24e4 N outside their cones
+    and the run ended there (``success=False``). A start whose accelerations depart from the contact
     problem's is now decided again from the settled state, and the run goes on.
 
     Checked: the run succeeds to 0.9 s, and its mechanical energy (the model's own, from

@@ -560,9 +560,9 @@ def _start_departs(sysp: System, t: float, q: np.ndarray, v: np.ndarray, sol) ->
     seat, thighs and feet with its forearms sliding (the held rows' smallest singular value
     6.6e-6 of the largest) had its head's slip of 1.5e-6 m/s zeroed by a change that
     turned the forearms' slips by up to 0.3 rad from the directions the contact problem had
-    certified its forces with (or, kept along those slips, changed a joint's rate by
-    0.36): the phase's sticking forces lay 1.24e4 N (2.3e3 N) outside their cones, and the
-    run ended at 0.8879 s."""
+    certified its forces with: the phase's sticking forces lay 1.24e4 N outside their cones,
+    and the run ended at 0.8879 s. (On a variant of the run whose earlier impacts differed,
+    the settle kept those slips and changed a joint's rate by 0.36 instead: 2.3e3 N.)"""
     if sol is None:
         return False
     try:
