@@ -548,10 +548,11 @@ def _start_phase(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, closed
 _START_TOL = 1e-3
 
 
-def _start_departs(sysp: System, t: float, q: np.ndarray, v: np.ndarray, sol) -> bool:
-    """Whether the phase ``sysp``, started at the settled ``(q, v)``, moves otherwise than
-    the contact problem ``sol`` that chose it: its accelerations differ from ``sol.x`` by
-    more than :data:`_START_TOL` of their scale (``max |x|``, at least 1).
+def _start_departs(step, sol) -> bool:
+    """Whether a phase whose Gauss step at its settled start is ``step`` (None: the step
+    failed) moves otherwise than the contact problem ``sol`` that chose it: its
+    accelerations differ from ``sol.x`` by more than :data:`_START_TOL` of their scale
+    (``max |x|``, at least 1).
 
     Why: the contact problem decides from the velocities before the phase's settle
     (:func:`_settle`), which zeroes the slips and gap rates it took for rest (each within
@@ -565,12 +566,10 @@ def _start_departs(sysp: System, t: float, q: np.ndarray, v: np.ndarray, sol) ->
     the settle kept those slips and changed a joint's rate by 0.36 instead: 2.3e3 N.)"""
     if sol is None:
         return False
-    try:
-        a = solve_step(sysp, t, q, v).a
-    except GaussoptError:
+    if step is None:
         return True
     x = np.asarray(sol.x)
-    return bool(np.abs(a - x).max() > _START_TOL * max(1.0, float(np.abs(x).max())))
+    return bool(np.abs(step.a - x).max() > _START_TOL * max(1.0, float(np.abs(x).max())))
 
 
 def _velocity_tolerances(G: np.ndarray, v: np.ndarray, rtol: float, atol: float) -> np.ndarray:
@@ -1366,11 +1365,16 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                 # (:func:`_settle`); where the phase then moves otherwise (nearly dependent
                 # held rows: :func:`_start_departs`), it decides again from the settled state,
                 # whose held rows are then already zero.
-                if again or t <= t0 or not _start_departs(sysp, t, q, v, sol):
+                # (the phase's step there, shared with its forces' watch)
+                try:
+                    step = solve_step(sysp, t, q, v)
+                except GaussoptError:
+                    step = None
+                if again or t <= t0 or not _start_departs(step, sol):
                     break
                 G, cg, _ = P.normal_rows(t, q, v)
                 gdot = G @ v + cg
-            forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v)
+            forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v, step)
             # (an open point away from its surface is watched by its gap alone: its rate is
             # no value of gap / (t - t_start) there)
             events, kinds = _phase_events(model, forces, closed, sdir, n_rows, t_rows, t, q, v,
@@ -1612,7 +1616,8 @@ class _PhaseForces:
     SIZE = 64
 
     def __init__(self, model: "_Model", sysp: System, closed: np.ndarray, sdir: np.ndarray,
-                 n_rows: list, t_rows: list, t: float, q: np.ndarray, v: np.ndarray):
+                 n_rows: list, t_rows: list, t: float, q: np.ndarray, v: np.ndarray,
+                 step=None):
         self.sysp = sysp
         self._memo: dict = {}
         #: the sliding points' reference directions, whose moves the memo's keys follow
@@ -1622,7 +1627,7 @@ class _PhaseForces:
         self._held: Optional[np.ndarray] = None
         P = model.points
         M, F, A, _ = sysp.evaluate(t, q, v)
-        step = solve_step(sysp, t, q, v)
+        step = solve_step(sysp, t, q, v) if step is None else step
         self._solver = _cached_solver(sysp, "closed_form", {})    # (solve_step's own)
         self._solver.take_compiled_step()
         a = step.a
