@@ -671,6 +671,10 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         # rest / zscale
         if not p:
             return np.zeros((0, 0))
+        if rest.shape[1] >= p:
+            # (the system determines every force: no free combination, and no QR of a
+            # square matrix to find that out -- a third of a one-point problem's time)
+            return np.zeros((p, 0))
         Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
         return Q[:, rest.shape[1]:]
     return x, z, basis
