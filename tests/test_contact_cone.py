@@ -746,6 +746,29 @@ def test_an_impact_of_nine_points_of_a_humanoid_is_certified_with_a_finer_polygo
     assert np.abs(G @ (moved.x - sol.x)).max() <= tol.max()
 
 
+
+def test_a_quick_attempt_reads_the_octagon_only_and_says_so():
+    """``quick=True`` (how the contact run tries an accumulation's end, a shortcut): the
+    recorded humanoid impact above, whose octagon reads no certified state, raises a
+    ContactSolveError that says so (the full search certifies the 16-gon's reading); with its right-hand sides movable (``rhs_tol``) the octagon's moved reading
+    certifies, and the quick answer is the full search's, to the bit (the same reading
+    of the same LCP)."""
+    from gaussopt.gauss.contact_problem import ContactSolveError
+
+    d = json.loads((Path(__file__).parent / "data" / "humanoid_impact_cone.json").read_text())
+    M, F, A, b, G, h, T, s, mu = (np.array(d[x], dtype=float)
+                                  for x in ("M", "F", "A", "b", "G", "h", "T", "s", "mu"))
+    kw = dict(mu=mu, prefer=np.array(d["prefer"], dtype=int), labels=d["labels"])
+    with pytest.raises(ContactSolveError, match="quick attempt"):
+        solve_contact_cone(M, F, A, b, G, h, T, s, quick=True, **kw)
+    full = solve_contact_cone(M, F, A, b, G, h, T, s, **kw)
+    _check_cone_solution(full, M, F, A, b, G, h, T, s, mu)
+    tol = np.array(d["rhs_tol"])
+    quick = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=tol, quick=True, **kw)
+    np.testing.assert_array_equal(
+        quick.x, solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=tol, **kw).x)
+    _check_cone_solution(quick, M, F, A, b, G, h, T, s, mu, moved=float(tol.max()))
+
 def test_the_cone_margin_of_a_humanoid_on_nine_points_is_solved_where_clarabel_stalls():
     """The largest margin of the indeterminate forces of dm_control's humanoid lying on 9
     sticking points (its phase at t = 1.1311 s; 34 forces, 8 free: ``data/
