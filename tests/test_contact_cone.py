@@ -750,7 +750,8 @@ def test_an_impact_of_nine_points_of_a_humanoid_is_certified_with_a_finer_polygo
 def test_a_quick_attempt_reads_the_octagon_only_and_says_so():
     """``quick=True`` (how the contact run tries an accumulation's end, a shortcut): the
     recorded humanoid impact above, whose octagon reads no certified state, raises a
-    ContactSolveError that says so (the full search certifies the 16-gon's reading); with its right-hand sides movable (``rhs_tol``) the octagon's moved reading
+    ContactSolveError that says so (the full search certifies the 16-gon's reading);
+    with its right-hand sides movable (``rhs_tol``) the octagon's moved reading
     certifies, and the quick answer is the full search's, to the bit (the same reading
     of the same LCP)."""
     from gaussopt.gauss.contact_problem import ContactSolveError

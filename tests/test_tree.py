@@ -471,7 +471,6 @@ def test_a_light_body_beside_heavy_links_keeps_its_accuracy(coordinates):
         assert np.abs(qacc[2:5] - [0.0, 0.0, -9.81]).max() <= 64 * EPS * 9.81 * (1 + w @ w)
 
 
-
 #: dm_control's swimmer head: a light body (0.01 kg) on two slides and a hinge 0.05 m from
 #: its centroid, in the horizontal plane (gravity along the hinge's axis does no work)
 SWIMMER_HEAD = """
