@@ -50,7 +50,11 @@ at the point, which then closes. What is approximated: the remaining flights,
 whose heights are below ``zeno_height`` and whose durations add up to
 ``2 u / (|g''| (1 - e))`` (``u`` the last rebound velocity; for the default
 tolerances microseconds); the point rests from the last resolved impact on,
-and ``Impact.t_accumulation`` gives the extrapolated accumulation time.
+and ``Impact.t_accumulation`` gives the extrapolated accumulation time. In
+space with many touching points the rest sets are tried with the contact
+problem's quick attempt (the octagonal cones' readings): the end is a shortcut,
+and where none certifies so the impact is the generalized Newton law's and the
+accumulation goes on.
 
 Friction
 --------
