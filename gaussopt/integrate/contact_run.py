@@ -1342,7 +1342,6 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     # impact is the generalized Newton law's and the accumulation goes on.
                     # Their full searches cost 13-20 s each on MuJoCo's humanoid rocking on
                     # its feet, one or two per impact: 1.1229 to 1.1231 s took minutes)
-                    ended = False
                     for rest in tries:
                         try:
                             vp, rec = _impact(model, t, q, v, touching, closing, rest=rest,
@@ -1350,9 +1349,8 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                         except ContactSolveError:
                             continue
                         rec.accumulation, rec.t_accumulation = True, t_acc
-                        ended = True
                         break
-                    if not ended:
+                    else:
                         rec.t_accumulation = math.nan     # (the impact computed above)
                 v = vp
                 impacts.append(rec)

@@ -2058,11 +2058,10 @@ def _force_into(p, q, v, R, X, S, V, Ab, Wb, U, pd, C, Cc, F, T):
         w0, w1, w2, o0, o1, o2 = V[b, 0], V[b, 1], V[b, 2], V[b, 3], V[b, 4], V[b, 5]
         n0, n1, n2, f0, f1, f2 = t2[0], t2[1], t2[2], t2[3], t2[4], t2[5]
         # V x* (I V) = [w x n + vo x f; w x f], with vo x f = vo x (m vo - h x w) taken as
-        # vo x e, e = -h x w: its part m vo x vo is zero, but summed from rounded products
-        # it is m |vo|^2 eps, which a body whose centroid is near the origin (a tree's root)
-        # and whose joint torques are small beside m |vo|^2 kept as error (dm_control's
-        # swimmer: 3.5e-18 N m on a hinge whose torque is 0, over its pivot 8.4e-6: 4e-13
-        # rad/s2)
+        # vo x e, e = -h x w (f's part beside m vo, which _inertia_apply summed into f):
+        # m vo x vo is zero, but summed from rounded products it is eps m |vo|^2, an error
+        # on joints whose torques are small beside it (dm_control's swimmer: 3.5e-18 N m
+        # on a hinge whose torque is 0, over its pivot 8.4e-6: 4e-13 rad/s^2)
         h0, h1, h2 = C[b, 1], C[b, 2], C[b, 3]
         e0, e1, e2 = h2 * w1 - h1 * w2, h0 * w2 - h2 * w0, h1 * w0 - h0 * w1
         t1[0] += w1 * n2 - w2 * n1 + o1 * e2 - o2 * e1
