@@ -290,6 +290,51 @@ def test_puck_pushed_by_a_turning_force_follows_the_sliding_ode():
     np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
 
 
+def test_a_slide_that_slows_without_stopping_is_integrated_as_the_stiff_system_it_is():
+    """A puck sliding along ``e`` pushed along ``e`` by ``m mu g (1 - eps0 exp(-t/tau))``,
+    just inside its cone: its slip slows from ``1000 vel_tol`` towards ``0.1 vel_tol`` and
+    never stops. ``-mu N u/|u|`` damps the slip across ``e`` at the rate ``mu g / |u|``
+    (1.5e7 /s at 2e-7 m/s): an explicit method's steps shrink with the slip (before:
+    20,000 DOP853 steps reached t = 0.068 s of 0.2 and left the slip 6e-9 m/s off, the
+    chatter of its direction lowering the mean friction). Below ``100 vel_tol`` the run
+    integrates the phase by Radau ("stiff" event, ``meta["contact_implicit"]``).
+
+    Reference (exact): the slip stays along ``e`` with speed ``s(t) = u0 - eps0 mu g tau
+    (1 - exp(-t/tau))``, its integral the position. Bounds: the switch is at ``s = 100
+    vel_tol`` with the run's ``vel_tol = 1e3 (atol + rtol (1 + max|v|))`` (``max|v|`` is
+    2e-4 here: 1e-3 relative covers it); the velocity's error accumulates from the
+    integrators' local errors ``atol + rtol |v|`` (2e-10) over a stable, decaying motion
+    (measured 2.8e-10): 1e-9; the positions' by at most that times the 0.2 s."""
+    m, mu, th = 1.5, 0.3, 0.4
+    rtol = atol = 1e-10
+    vt = 1e3 * (atol + rtol)
+    u0, u_inf, tau = 1000 * vt, 0.1 * vt, 0.01
+    eps0 = (u0 - u_inf) / (mu * G0 * tau)
+    e = np.array([math.cos(th), math.sin(th)])
+
+    def force(t, q, v):
+        push = m * mu * G0 * (1 - eps0 * math.exp(-t / tau))
+        return np.array([push * e[0], push * e[1], -m * G0])
+    puck = go.Contact(lambda t, q: q[2:3], slip_velocity=lambda t, q, v: v[None, :2],
+                      friction=mu, rheonomic=False, name="puck")
+    sysm = go.System(("x", "y", "z"), mass=np.eye(3) * m, constraints=[puck], force=force)
+    tr = go.simulate(sysm, (0.0, 0.2), np.zeros(3), np.array([*(u0 * e), 0.0]), rtol=rtol,
+                     atol=atol, max_steps=20_000)
+    assert tr.success, tr.message
+    assert tr.stats["steps"] < 2_000
+    assert [w for _, _, w in tr.meta["contact_transitions"]] == ["close slide"]
+    (t_s, t_e), = tr.meta["contact_implicit"]
+    assert t_s == pytest.approx(-tau * math.log(1 - (u0 - 100 * vt) / (u0 - u_inf)), rel=1e-3)
+    assert t_e == 0.2
+    t = tr.t
+    s = u0 - eps0 * mu * G0 * tau * (1 - np.exp(-t / tau))
+    x = u0 * t - eps0 * mu * G0 * tau * (t - tau * (1 - np.exp(-t / tau)))
+    np.testing.assert_allclose(tr.v[:, :2], s[:, None] * e, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(tr.q[:, :2], x[:, None] * e, rtol=0, atol=0.2 * 1e-9)
+    np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
+    assert_in_cones(tr, mu, rel=1e-9 * M_C / m)
+
+
 # --------------------------------------------------------------------------- the problem
 def particle_problem(f, mu):
     M = np.eye(3)
