@@ -137,6 +137,28 @@ def test_direction_and_terminal(pb):
     # with t_eval, the requested times up to the event (solve_ivp's rule)
     np.testing.assert_array_equal(tr3.t, t_eval[t_eval <= tr3.t_events[0][-1]])
 
+def test_event_values_start_from_the_projected_start(pb):
+    """A start off the rod by ``delta = 1e-9`` of its length (inside the consistency
+    tolerance, so not refused): every interpolated state of the run is projected onto
+    the rod, so its radius is ``l`` from the first step on. The event "the radius falls
+    through ``l (1 + delta/2)``" is positive at the start as given and negative on every
+    state the run computes: no crossing of the motion, no event. Before, the event's
+    value at the start was taken from the start as given, and its jump to the projected
+    interior ended the run at once (an event at 7.5e-16 s)."""
+    delta = 1e-9
+    q0 = pb.q0 * (1 + delta)
+
+    def radius(t, q, v):
+        return float(np.hypot(q[0], q[1])) - L_ * (1 + delta / 2)
+    through = event(radius, terminal=True, direction=-1.0)
+    tr = go.simulate(pb.system, (0.0, 0.5 * T_EXACT), q0, pb.v0, rtol=1e-10, atol=1e-10,
+                     events=[through])
+    assert tr.status == 0, tr.message
+    assert tr.t_events[0].size == 0
+    # (the run's states are on the rod to rounding: the event's value stays -l delta/2)
+    np.testing.assert_allclose(np.hypot(tr.q[1:, 0], tr.q[1:, 1]), L_, rtol=1e-13)
+
+
 
 @pytest.mark.parametrize("method", ["rk4", "Radau"])
 def test_events_on_other_paths(pb, method):

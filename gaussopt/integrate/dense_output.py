@@ -413,6 +413,15 @@ class EventTracker:
         y0 = np.concatenate([q0, v0])
         self.g = self.values(t0, y0, initial=True)
 
+    def start_at(self, t0: float, y0: np.ndarray) -> None:
+        """Take the functions' values at ``t0`` from ``y0``: the start as the run's dense
+        output gives it (projected onto the constraints), which its first step's interior
+        continues. Evaluated at the start as given instead, a function of a quantity the
+        projection moves (a contact phase's gap of a point beside the closed ones: MuJoCo's
+        humanoid's foot, 1.4e-10 m) jumps between the start and the step's interior, and
+        that jump is no event."""
+        self.g = self.values(t0, np.asarray(y0, dtype=float), initial=True)
+
     def label(self, i: int) -> str:
         """``events[i] (name)`` for messages."""
         name = getattr(self.functions[i], "__name__", None)
