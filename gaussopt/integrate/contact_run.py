@@ -2052,9 +2052,9 @@ def _slow_slide(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed
                 sdir: np.ndarray, locked: np.ndarray, vel_tol: np.ndarray) -> bool:
     """Whether a spatial point slides with ``-mu N u/|u|`` (not locked) at a slip of at
     most ``2 _STIFF vel_tol``: its phase is stiff (:func:`_slip_stiff_event`), or nearly,
-    and is integrated by the implicit method from its start (twice the switch: a phase
-    whose settled start lay just above it would be ended by its stiff watch at once, and
-    the next one decided anew, where it started: MuJoCo's humanoid's foot at 1.1207 s)."""
+    and is integrated by the implicit method from its start (twice the switch, a
+    hysteresis: a phase whose settled start lay just above the switch would be ended by
+    its stiff watch within its first step, a phase of next to no length)."""
     if not P.spatial:
         return False
     u = P.slip_velocities(t, q, v)
