@@ -1877,7 +1877,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
         kinds.append(kind)
 
     closed_idx = list(np.flatnonzero(closed))
-    if P.spatial:
+    if tols is not None and P.spatial:
         cone_T = P.cone_rows(t, q, v)[0]
         speed0 = np.hypot(*P.slip_velocities(t, q, v).T)
 

@@ -113,11 +113,12 @@ def smooth_run(system: System, t0: float, t1: float, q: np.ndarray, v: np.ndarra
     if reuse is not None and reuse.mf is mf and reuse.records is None:
         reuse.records = run.model_records()
     progress = opts.progress
-    if tracker is not None and run.projector() is not None:
+    project = run.projector()
+    if tracker is not None and project is not None:
         # the events' values at the start: the start as the dense output continues it
         # (projected, as every interpolated state is: EventTracker.start_at)
-        tracker.start_at(t0, run.projector()(t0, np.concatenate([q, v]), 0.0))
-    sol = (DenseSolution(n, t0, np.concatenate([q, v]), run.projector(), keep=opts.dense_output)
+        tracker.start_at(t0, project(t0, np.concatenate([q, v]), 0.0))
+    sol = (DenseSolution(n, t0, np.concatenate([q, v]), project, keep=opts.dense_output)
            if record else None)
     on_step = (StepHook(run, sol, tracker, progress, keep=opts.dense_output)
                if (record or progress is not None) else None)
