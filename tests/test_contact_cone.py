@@ -335,6 +335,43 @@ def test_a_slide_that_slows_without_stopping_is_integrated_as_the_stiff_system_i
     assert_in_cones(tr, mu, rel=1e-9 * M_C / m)
 
 
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_slide_that_friction_stops_is_not_stiff_and_stays_explicit(slow):
+    """A puck launched sliding, no push: its slip decelerates at ``mu g`` to its stop at
+    ``t_s = v0 / (mu g)``, after ``x_s = v0^2 / (2 mu g)``. The friction damps the slip
+    across its direction at ``mu g / |u|``, unbounded at the stop, but the slip changes by
+    its own size in ``|u| / (mu g)``: the stiffness ratio ``mu N w / |a_par|`` is 1, and
+    the explicit method's accuracy asks for as many steps as its stability. The run stays
+    explicit, also where the slide starts slow (``v0 = 150 vel_tol``, ``vel_tol = 1e3
+    (atol + rtol (1 + v0))``): before, a slide that started below ``200 vel_tol`` or was
+    seen below ``100 vel_tol`` was integrated by Radau (on MuJoCo's humanoid, the short
+    slides of its rocking feet to their stops: 229 s of a 492 s run).
+
+    Reference (exact): the motion is a parabola in time. Bounds: the stop is found where
+    the slip is within its floor ``10 (atol + rtol v0)`` of zero (the slip watch's,
+    ``_slip_floor_event``), i.e. within that over ``mu g`` in time, plus the module's
+    1e-9 relative; the positions within 1e-8 of ``x_s`` (the module's)."""
+    m, mu, th = 1.5, 0.3, 0.4
+    v0 = 150 * 1e3 * (TOL["atol"] + TOL["rtol"] * 1.0) if slow else 0.7
+    e = np.array([math.cos(th), math.sin(th)])
+    puck = go.Contact(lambda t, q: q[2:3], slip_velocity=lambda t, q, v: v[None, :2],
+                      friction=mu, rheonomic=False, name="puck")
+    sysm = go.System(("x", "y", "z"), mass=np.eye(3) * m, constraints=[puck],
+                     force=[0.0, 0.0, -m * G0])
+    t_s = v0 / (mu * G0)
+    tr = go.simulate(sysm, (0.0, 2 * t_s), np.zeros(3), np.array([*(v0 * e), 0.0]), **TOL)
+    assert tr.success, tr.message
+    assert tr.meta["contact_implicit"] == []
+    assert [w for _, _, w in tr.meta["contact_transitions"]] == ["close slide", "stick"]
+    floor = 10 * (TOL["atol"] + TOL["rtol"] * v0)
+    assert abs(tr.meta["contact_transitions"][1][0] - t_s) <= floor / (mu * G0) + 1e-9 * t_s
+    t = np.minimum(tr.t, t_s)
+    x = v0 * t - 0.5 * mu * G0 * t ** 2
+    np.testing.assert_allclose(tr.q[:, :2], x[:, None] * e, rtol=0,
+                               atol=1e-8 * v0 ** 2 / (2 * mu * G0))
+    np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
+
+
 # --------------------------------------------------------------------------- the problem
 def particle_problem(f, mu):
     M = np.eye(3)

@@ -140,9 +140,11 @@ cone's edge took 2e-11 s steps). The lock ends (event ``"turn"``) when the slip 
 reaches ``2 vel_tol``; the slide then continues with ``u/|u|``
 (:func:`_slip_turn_event`). The same stiffness makes a slide with ``u/|u|`` that slows
 without stopping (a load held on its cone's edge) crawl: a phase with such a slide below
-``100 vel_tol`` is integrated by Radau instead of the run's explicit method (a "stiff"
-event switches within a phase; ``meta["contact_implicit"]`` lists those phases), with the
-same force. Events and impacts are decided by
+``100 vel_tol`` whose friction turns the slip a hundred times faster than the slip changes
+by its own size (the stiffness ratio of :func:`_slip_stiff_event`; near 1 for a slide
+that friction decelerates to its stop, which stays explicit) is integrated by Radau
+instead of the run's explicit method (a "stiff" event switches within a phase;
+``meta["contact_implicit"]`` lists those phases), with the same force. Events and impacts are decided by
 :func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
 shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangents of
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
@@ -390,7 +392,37 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
         M, F, A, b, W, _ = columns(t, q, v)
         return solve(M, F, A, b, W)[1], W
 
+    rows = {i: row for i, _, row in sliding}
+
+    def stiffness(t, q, v, i):
+        """``(mu N w, |a_par|)`` of sliding spatial point ``i``: the acceleration its friction
+        gives its slip across the slip's direction per unit turn of that direction (``w``
+        = ``e_perp^T T_i y`` with ``y`` the phase's response to a unit force ``T_i^T
+        e_perp``: the point's mobility across its slip under the phase's rows), and the
+        slip's own acceleration along its direction. Their ratio is the stiffness of the
+        slide over the time the slip takes to change by its own size (:func:`_slip_stiff_event`)."""
+        M, F, A, b, W, _ = columns(t, q, v)
+        x, lam = solve(M, F, A, b, W)
+        T2, c2, gam2 = P.cone_rows(t, q, v)
+        Ti = T2[i]
+        u = Ti @ v + c2[i]
+        s = float(np.hypot(u[0], u[1]))
+        if not s > 0.0:
+            return 0.0, 0.0
+        e = u / s
+        perp = np.array([-e[1], e[0]])
+        a_par = abs(float(e @ (Ti @ x - gam2[i])))
+        n, m = M.shape[0], A.shape[0]
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = M
+        K[:n, n:] = -A.T
+        K[n:, :n] = A
+        y = np.linalg.lstsq(K, np.concatenate([Ti.T @ perp, np.zeros(m)]), rcond=None)[0][:n]
+        w = max(float(perp @ (Ti @ y)), 0.0)
+        return float(P.mu[i]) * abs(float(lam[rows[i]])) * w, a_par
+
     force.balance = balance
+    force.stiffness = stiffness
     force.reference = ref
     return force
 
@@ -555,10 +587,15 @@ def _start_phase(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, closed
 #: (:func:`_start_departs`)
 _START_TOL = 1e-3
 
-#: below ``_STIFF vel_tol`` a spatial point sliding with ``-mu N u/|u|`` makes its phase
-#: stiff for an explicit method (:func:`_slip_stiff_event`): the phase is then integrated
-#: by an implicit one (:data:`_IMPLICIT`)
+#: below ``_STIFF vel_tol`` a spatial point sliding with ``-mu N u/|u|`` may make its phase
+#: stiff for an explicit method (:func:`_slip_stiff_event`, where its stiffness ratio
+#: exceeds :data:`_STIFF_RATIO`): the phase is then integrated by an implicit one
+#: (:data:`_IMPLICIT`)
 _STIFF = 100.0
+#: the stiffness ratio ``mu N w / |a_par|`` of such a slide beyond which it is integrated
+#: by the implicit method (:func:`_slip_stiff_event`): about the number of the explicit
+#: method's stability-limited steps per change of the slip by its own size
+_STIFF_RATIO = 100.0
 #: the implicit method of a stiff slide's phase, and the explicit methods it replaces
 _IMPLICIT = "Radau"
 _EXPLICIT = ("RK23", "RK45", "DOP853")
@@ -1414,7 +1451,7 @@ def simulate_contacts(system: System, t0: float, t1: float, q0: np.ndarray, v0: 
                     G, cg, _ = P.normal_rows(t, q, v)
                     gdot = G @ v + cg
             implicit = opts.method in _EXPLICIT and (restiff or _slow_slide(
-                P, t, q, v, closed, sdir, locked, vel_tol))
+                P, getattr(sysp, "_force", None), t, q, v, closed, sdir, locked, vel_tol))
             restiff = False
             forces = _PhaseForces(model, sysp, closed, sdir, n_rows, t_rows, t, q, v, step)
             # (an open point away from its surface is watched by its gap alone: its rate is
@@ -1862,7 +1899,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     ``tols``: the run's ``(rtol, atol)``, from which a sliding spatial point's slip speed
     is also watched at ten times its integration resolution (:func:`_slip_floor_event`).
     ``stiff_watch`` (a phase under an explicit method): a spatial point sliding with
-    ``u/|u|`` faster than ``_STIFF vel_tol`` is watched slowing to it ("stiff":
+    ``u/|u|`` is watched becoming stiff below ``_STIFF vel_tol`` ("stiff":
     :func:`_slip_stiff_event`).
     """
     P = model.points
@@ -1877,6 +1914,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
         kinds.append(kind)
 
     closed_idx = list(np.flatnonzero(closed))
+    coulomb = getattr(forces.sysp, "_force", None)       # (a phase with sliding points)
     if tols is not None and P.spatial:
         cone_T = P.cone_rows(t, q, v)[0]
         speed0 = np.hypot(*P.slip_velocities(t, q, v).T)
@@ -1903,7 +1941,7 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
             elif stiff_watch:
                 # (a phase whose slide starts below twice the switch is implicit already,
                 # :func:`_slow_slide`: no phase starts at its switch)
-                add(_slip_stiff_event(P, i, _STIFF * vel_tol[i]), ("stiff", i, 0))
+                add(_slip_stiff_event(P, coulomb, i, _STIFF * vel_tol[i]), ("stiff", i, 0))
         else:
             add(_slip_rate_event(P, i, int(sdir[i])), ("slip0", i, 0))
 
@@ -2048,39 +2086,64 @@ def _slip_floor_event(P: ContactPoints, i: int, floor: float):
     return slip_floor
 
 
-def _slow_slide(P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray, closed: np.ndarray,
-                sdir: np.ndarray, locked: np.ndarray, vel_tol: np.ndarray) -> bool:
+def _slow_slide(P: ContactPoints, force: Optional[Callable], t: float, q: np.ndarray,
+                v: np.ndarray, closed: np.ndarray, sdir: np.ndarray, locked: np.ndarray,
+                vel_tol: np.ndarray) -> bool:
     """Whether a spatial point slides with ``-mu N u/|u|`` (not locked) at a slip of at
-    most ``2 _STIFF vel_tol``: its phase is stiff (:func:`_slip_stiff_event`), or nearly,
-    and is integrated by the implicit method from its start (twice the switch, a
-    hysteresis: a phase whose settled start lay just above the switch would be ended by
-    its stiff watch within its first step, a phase of next to no length)."""
-    if not P.spatial:
+    most ``2 _STIFF vel_tol`` with a stiffness ratio of at least ``_STIFF_RATIO / 2``
+    (:func:`_slip_stiff_event`): its phase is stiff, or nearly, and is integrated by the
+    implicit method from its start (the factors 2 are a hysteresis: a phase whose settled
+    start lay just on the safe side of the switch would be ended by its stiff watch within
+    its first step, a phase of next to no length). ``force``: the phase's Coulomb force
+    (:func:`_coulomb_force`)."""
+    if not P.spatial or force is None:
         return False
     u = P.slip_velocities(t, q, v)
     free = closed & (sdir != 0) & (P.dim == 2) & ~np.asarray(locked, dtype=bool)
-    return bool(np.any(free & (np.hypot(u[:, 0], u[:, 1]) <= 2.0 * _STIFF * vel_tol)))
+    for i in np.flatnonzero(free & (np.hypot(u[:, 0], u[:, 1]) <= 2.0 * _STIFF * vel_tol)):
+        fw, a_par = force.stiffness(t, q, v, int(i))
+        if fw >= 0.5 * _STIFF_RATIO * a_par and fw > 0.0:
+            return True
+    return False
 
 
-def _slip_stiff_event(P: ContactPoints, i: int, limit: float):
-    """``|u| - limit``: a spatial point sliding with its friction along ``u/|u|`` slows to
-    ``limit`` (``_STIFF vel_tol``, :data:`_STIFF`); the run then goes on in the same
-    contact state with an implicit method (:data:`_IMPLICIT`).
+def _slip_stiff_event(P: ContactPoints, force: Callable, i: int, limit: float,
+                      ratio: float = _STIFF_RATIO):
+    """A spatial point sliding with its friction along ``u/|u|`` becomes stiff: below the
+    slip speed ``limit`` (``_STIFF vel_tol``), its friction's own rate of turning the slip
+    over the slip's rate of change (``mu N w / |a_par|``, ``force.stiffness``:
+    :func:`_coulomb_force`) rises to ``ratio`` (:data:`_STIFF_RATIO`); the run then goes on
+    in the same contact state with an implicit method (:data:`_IMPLICIT`).
 
-    Why: ``-mu N u/|u|`` damps the slip across its own direction at the rate ``mu N /
-    (m |u|)``, so an explicit method's steps shrink with ``|u|`` whatever its accuracy
-    needs: a stiff system. gymnasium's HumanoidStandup's head, its slip held at 1e-7 m/s
-    (3 % of its ``vel_tol``) by a load on its cone's edge while every other point stuck,
-    was integrated in 6.8e-8 s steps of constant size (the explicit method at its
-    stability limit), and a puck whose slip slows from 4e-7 to 7e-8 m/s under a push at
-    its cone took 52,196 steps of DOP853 for 0.02 s and ended 5e-8 m/s off (the chatter
-    of the slip's direction lowers the mean friction), where Radau takes 16 steps and
-    ends 4e-14 m/s off. Nothing in the physics is approximated: the slide's force is the
-    same, only its integration changes."""
+    Why: ``-mu N u/|u|`` damps the slip across its own direction at the rate ``lambda =
+    mu N w / |u|`` (``w`` the point's mobility across its slip), so an explicit method's
+    steps are stable only below a few ``1/lambda``. A slip that changes by its own size in
+    ``tau = |u| / |a_par|`` then needs about ``lambda tau = mu N w / |a_par|`` of them
+    for that: near 1 for a slide that friction decelerates to its stop (the explicit
+    method's accuracy asks for as many: not stiff), without bound where the slip hovers
+    (a load on its cone's edge: a creeping body). gymnasium's HumanoidStandup's head, its
+    slip held at 1e-7 m/s by such a load while every other point stuck, was integrated in
+    6.8e-8 s steps of constant size, and a puck whose slip slows from 4e-7 to 7e-8 m/s
+    under a push at its cone took 52,196 steps of DOP853 for 0.02 s and ended 5e-8 m/s
+    off (the chatter of the slip's direction lowers the mean friction), where Radau takes
+    16 steps and ends 4e-14 m/s off. A speed alone (the watch's first form) also switched
+    the short slides of a humanoid's rocking feet to their stops: 101 Radau phases of
+    finite-difference Jacobians, 229 s of a 492 s run, where DOP853 takes a few steps.
+    Nothing in the physics is approximated: the slide's force is the same, only its
+    integration changes.
+
+    The value: ``|u| - limit`` above ``limit`` (the ratio is not computed there), else
+    ``limit (ratio |a_par| - mu N w) / (ratio |a_par| + mu N w)``, continuous where the
+    ratio crosses ``ratio`` and negative beyond."""
     def slip_stiff(t, q, v):
         u = P.slip_velocities(t, q, v)[i]
-        return float(np.hypot(u[0], u[1])) - limit
-    slip_stiff.__name__ = f"slip speed of {P.labels[i]} (a stiff slide below it)"
+        s = float(np.hypot(u[0], u[1]))
+        if s > limit:
+            return s - limit
+        fw, a_par = force.stiffness(t, q, v, i)
+        den = ratio * a_par + fw
+        return limit * (ratio * a_par - fw) / den if den > 0.0 else limit
+    slip_stiff.__name__ = f"stiffness of the slide of {P.labels[i]}"
     return slip_stiff
 
 
