@@ -372,6 +372,54 @@ def test_a_slide_that_friction_stops_is_not_stiff_and_stays_explicit(slow):
     np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_newtons_jacobian_on_slide_directions_is_the_derivative_of_the_solve(k):
+    """Newton on the slide directions of points starting to slide uses the exact
+    derivative of their slips across their directions with respect to the directions'
+    angles (one KKT solve with a column per slider). Checked against central differences
+    of the combination's own solve at random directions, forces and contact points (a
+    body of 6 velocities on k points, all sliding: the rows independent). Bound: the
+    differences' truncation, h^2 / 6 times the third derivative (1.7e-11 at h = 1e-5 for
+    derivatives of order one), plus the solves' rounding over h (1e-15 relative times
+    the KKT system's condition, below 1e2 here, over 1e-5: 1e-8): 1e-7 of the largest
+    entry."""
+    from gaussopt.gauss.contact_cone import _Combo, _direction_jacobian, _slip_parts, _unit
+
+    rng = np.random.default_rng(k)
+    pts = np.column_stack([rng.uniform(-0.2, 0.2, (k, 2)), np.full(k, -0.1)])
+    m, inertia = 3.0, 0.1
+    G = np.zeros((k, 6))
+    T = np.zeros((k, 2, 6))
+    for i, (px, py, pz) in enumerate(pts):
+        G[i] = [0, 0, 1, py, -px, 0]
+        T[i, 0] = [1, 0, 0, 0, pz, -py]
+        T[i, 1] = [0, 1, 0, -pz, 0, px]
+    M = np.diag([m, m, m, inertia, inertia, inertia])
+    F = rng.standard_normal(6) + np.array([0, 0, -m * G0, 0, 0, 0])
+    A, b, h, s = np.zeros((0, 6)), np.zeros(0), np.zeros(k), 0.1 * rng.standard_normal((k, 2))
+    mu = np.full(k, 0.4)
+    mode = np.full(k, SLIDE)
+    sliders = list(range(k))
+    th = rng.uniform(0, 2 * np.pi, k)
+
+    def solve(angles):
+        dirs = np.array([_unit(a) for a in angles])
+        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, basis=False)
+        return c, dirs, _slip_parts(c.got[0], T, s, dirs, sliders)
+
+    c, dirs, (_, along) = solve(th)
+    jac = _direction_jacobian(M, A, T, mu, c, dirs, sliders, along)
+    fd = np.zeros((k, k))
+    step = 1e-5
+    for j in range(k):
+        up, down = th.copy(), th.copy()
+        up[j] += step
+        down[j] -= step
+        fd[:, j] = (np.array(solve(up)[2][0]) - np.array(solve(down)[2][0])) / (2 * step)
+    assert np.abs(jac).max() > 0.1
+    np.testing.assert_allclose(jac, fd, rtol=0, atol=1e-7 * np.abs(jac).max())
+
+
 # --------------------------------------------------------------------------- the problem
 def particle_problem(f, mu):
     M = np.eye(3)
