@@ -22,12 +22,13 @@ How it is solved, exactly: as the planar problem, by enumerating every point's m
 slide directions ``d_j`` of the points starting to slide fixed, every combination is a
 linear KKT system (:func:`gaussopt.gauss.contact_problem.svd_kkt`, the same SVD solve
 as the planar problem's); the directions solve the nonlinear conditions ``d_j x u_j =
-0`` (``u_j`` parallel to ``d_j``) by Newton's method on their angles, started from the
+0`` (``u_j`` parallel to ``d_j``) by Newton's method on their angles (its Jacobian exact,
+from one KKT solve with a column per slider: :func:`_direction_jacobian`), started from the
 direction of the *excess force* (the sticking force ``t_j`` the point would need,
 reversed: the tangential acceleration that sticking would have to suppress), then from
 the frictionless slip and the four axes. Every answer is certified: ``|d_j x u_j|`` and
-``u_j . d_j >= 0``, the gaps and normal forces, and every cone to the rounding of their
-terms (``u_j . d_j`` also to what a force of the cone margins' accuracy moves it: a
+``u_j . d_j >= 0``, the gaps (the closed points' too, each to its own rounding) and
+normal forces, and every cone to the rounding of their terms (``u_j . d_j`` also to what a force of the cone margins' accuracy moves it: a
 slip onset is located on such a margin, :func:`_certify`). Where the forces of the
 closed points are indeterminate (a box on four sticking corners: 12 force components
 for 6 equations) a distribution inside every circular cone is searched as a
