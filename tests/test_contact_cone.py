@@ -372,13 +372,15 @@ def test_a_slide_that_friction_stops_is_not_stiff_and_stays_explicit(slow):
     np.testing.assert_allclose(tr.q[:, 2], 0.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_newtons_jacobian_on_slide_directions_is_the_derivative_of_the_solve(k):
     """Newton on the slide directions of points starting to slide uses the exact
     derivative of their slips across their directions with respect to the directions'
     angles (one KKT solve with a column per slider). Checked against central differences
     of the combination's own solve at random directions, forces and contact points (a
-    body of 6 velocities on k points, all sliding: the rows independent). Bound: the
+    body of 6 velocities on k points, all sliding: the rows independent; k = 4: the
+    corners of a face, dependent rows, whose sliding friction leaves the motion to the
+    forces without self-stress, ``selected_kkt``). Bound: the
     differences' truncation, h^2 / 6 times the third derivative (1.7e-11 at h = 1e-5 for
     derivatives of order one), plus the solves' rounding over h (1e-15 relative times
     the KKT system's condition, below 1e2 here, over 1e-5: 1e-8): 1e-7 of the largest
@@ -386,7 +388,9 @@ def test_newtons_jacobian_on_slide_directions_is_the_derivative_of_the_solve(k):
     from gaussopt.gauss.contact_cone import _Combo, _direction_jacobian, _slip_parts, _unit
 
     rng = np.random.default_rng(k)
-    pts = np.column_stack([rng.uniform(-0.2, 0.2, (k, 2)), np.full(k, -0.1)])
+    face = k == 4
+    pts = (np.array([[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.15, 0.15)]) if face else
+           np.column_stack([rng.uniform(-0.2, 0.2, (k, 2)), np.full(k, -0.1)]))
     m, inertia = 3.0, 0.1
     G = np.zeros((k, 6))
     T = np.zeros((k, 2, 6))
@@ -404,10 +408,11 @@ def test_newtons_jacobian_on_slide_directions_is_the_derivative_of_the_solve(k):
 
     def solve(angles):
         dirs = np.array([_unit(a) for a in angles])
-        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, basis=False)
+        c = _Combo(M, F, A, b, G, h, T, s, mu, mode, dirs, select=face, basis=False)
         return c, dirs, _slip_parts(c.got[0], T, s, dirs, sliders)
 
     c, dirs, (_, along) = solve(th)
+    assert c.selected_solve == face
     jac = _direction_jacobian(M, A, T, mu, c, dirs, sliders, along)
     fd = np.zeros((k, k))
     step = 1e-5

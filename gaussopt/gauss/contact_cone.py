@@ -116,7 +116,8 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, in_span, read_states, same_motion,
-                                            kkt_solve, self_stresses, svd_kkt_later, _svd)
+                                            kkt_solve, selected_kkt, self_stresses,
+                                            svd_kkt_later, _svd)
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm", "least_norm_in_cones", "SLIDE"]
@@ -357,6 +358,8 @@ class _Combo:
             if moved is not None:
                 got = svd_kkt_later(M, F, J, W, moved, select)
         self._basis = None if got is None else got[2]
+        #: whether the forces without self-stress decided the motion (``select``)
+        self.selected_solve = got is not None and got[2].selected
         #: ``(x, z, Z)``, ``Z`` None until :meth:`with_basis` (unless ``basis``); or None
         self.got = None if got is None else (got[0], got[1], None)
         if basis:
@@ -792,11 +795,9 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
                 done = _certify(M, F, A, b, G, h, T, s, mu, mode, dirs, weld, c, sliders,
                                 shared)
                 return None if done is None else (c, *done, dirs.copy())
-            Jac = None if select else _direction_jacobian(M, A, T, mu, c, dirs, sliders,
-                                                          along)
+            Jac = _direction_jacobian(M, A, T, mu, c, dirs, sliders, along)
             if Jac is None:
-                # (by differences: the forces without self-stress decide the motion, or
-                # the derivatives' system failed)
+                # (by differences, where the derivatives' system failed)
                 Jac = np.zeros((len(sliders), len(sliders)))
                 dt = 1e-7
                 ok = True
@@ -831,19 +832,28 @@ def _direction_jacobian(M, A, T, mu, c: "_Combo", dirs, sliders, along
     Turning slider ``j``'s direction by ``dtheta`` turns its force row ``W_j = G_j - mu_j
     d_j . T_j`` by ``-mu_j d_j^perp . T_j dtheta``, so ``M x' - W^T z' = -mu_j N_j T_j^T
     d_j^perp`` and ``J x' = 0`` (the same matrices as ``c``'s solve), and ``(d_i x u_i)' =
-    d_i x T_i x' - delta_ij d_i . u_i``. Why: by differences every Newton iteration cost a
-    KKT solve per slider; an impact of MuJoCo's humanoid on ten sliding points made 764,000
-    of them in a 2 s run (370 of its 598 s under the profiler)."""
+    d_i x T_i x' - delta_ij d_i . u_i``; where the forces without self-stress decided the
+    motion (``c.selected_solve``, :func:`~gaussopt.gauss.contact_problem.selected_kkt`),
+    the same with that rule's rows, which do not turn. Why: by differences every Newton iteration cost a KKT
+    solve per slider; an impact of MuJoCo's humanoid on ten sliding points made 764,000 of
+    them in a 2 s run (370 of its 598 s under the profiler)."""
     n, m = M.shape[0], A.shape[0]
     z = c.got[1]
     R_top = np.empty((n, len(sliders)))
     for j, i in enumerate(sliders):
         d = dirs[i]
         R_top[:, j] = (-mu[i] * z[m + c.closed.index(i)]) * (T[i].T @ np.array([-d[1], d[0]]))
-    got = kkt_solve(M, c.J, c.W, R_top, np.zeros((c.J.shape[0], len(sliders))))
-    if got is None:
-        return None
-    X = got[0][:n]
+    R_bot = np.zeros((c.J.shape[0], len(sliders)))
+    if c.selected_solve:
+        got = selected_kkt(M, R_top, c.J, c.W, R_bot)
+        if got is None:
+            return None
+        X = got[0]
+    else:
+        got = kkt_solve(M, c.J, c.W, R_top, R_bot)
+        if got is None:
+            return None
+        X = got[0][:n]
     d = dirs[sliders]
     TX = np.einsum("kan,nj->kaj", T[sliders], X)                    # (ns, 2, ns)
     Jac = d[:, 0, None] * TX[:, 1, :] - d[:, 1, None] * TX[:, 0, :]

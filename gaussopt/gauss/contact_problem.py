@@ -599,7 +599,10 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
     stiff points: stiff points carry forces ``N = k G dq`` in the range of the rows
     (``G`` the gaps' rows), i.e. orthogonal to ``null(G^T)`` -- no self-stress. Without
     sliding friction it is the least-norm distribution (the forces of indeterminate
-    sticking points, and what a minimum-norm solve gives), so the rule is one rule."""
+    sticking points, and what a minimum-norm solve gives), so the rule is one rule.
+
+    ``F`` and ``rhs`` may also hold several right-hand sides as columns ((n, c), (p, c)):
+    ``x`` and ``z`` then have as many columns."""
     n, p = M.shape[0], J.shape[0]
     S = self_stresses(J)
     r = S.shape[1]
@@ -614,19 +617,21 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
     St = S.T * (ms * rs)[None, :]
     St = St / np.maximum(np.sqrt((St * St).sum(axis=1)), 1e-300)[:, None]
     K[n + p:, n:] = St
-    R = np.concatenate([F * D / ms, rhs * rs, np.zeros(r)])
+    one = F.ndim == 1
+    Dc, rc = (D, rs) if one else (D[:, None], rs[:, None])
+    R = np.concatenate([F * Dc / ms, rhs * rc, np.zeros((r,) + F.shape[1:])])
     U, sig, Vt = _svd(K, full=False)
     rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
     if rank < n + p:
         null = Vt[rank:]
         if np.abs(null[:, :n]).max(initial=0.0) > 1e-6:
             return None                                    # accelerations not determined
-    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / sig[:rank])
+    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / (sig[:rank] if one else sig[:rank, None]))
     res = _max_abs(K @ sol - R)
     size = _max_abs(sol)
     if res > 1e4 * _EPS * (n + p + r) * (_max_abs(K) * size + _max_abs(R)):
         return None                                        # inconsistent rows
-    return sol[:n] * D, sol[n:] * ms * rs
+    return sol[:n] * Dc, sol[n:] * ms * rc
 
 
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray,
@@ -650,7 +655,9 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
                   select: bool = False) -> Optional[tuple[np.ndarray, np.ndarray, Callable]]:
     """:func:`svd_kkt` with the basis ``Z`` computed later, when asked: ``(x, z, basis)``,
     ``basis()`` returning ``Z`` (Newton's iterates on slide directions read ``x`` and
-    ``z`` only; the converged one also needs ``Z``, without solving its system again)."""
+    ``z`` only; the converged one also needs ``Z``, without solving its system again).
+    ``basis.selected``: whether the forces without self-stress decided the motion
+    (:func:`selected_kkt`)."""
     n = M.shape[0]
     p = J.shape[0]
     got = kkt_solve(M, J, W, F, rhs)
@@ -660,7 +667,11 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         sel = selected_kkt(M, F, J, W, rhs)
         if sel is None:
             return None
-        return sel[0], sel[1], (lambda: self_stresses(W))
+
+        def stresses() -> np.ndarray:
+            return self_stresses(W)
+        stresses.selected = True
+        return sel[0], sel[1], stresses
     sol, rest, rs, ms = got
     x = sol[:n]
     zscale = ms * rs                                       # z = ms * rs * z_scaled
@@ -677,6 +688,7 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
             return np.zeros((p, 0))
         Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
         return Q[:, rest.shape[1]:]
+    basis.selected = False
     return x, z, basis
 
 
