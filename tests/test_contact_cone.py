@@ -386,21 +386,15 @@ def test_newtons_jacobian_on_slide_directions_is_the_derivative_of_the_solve(k):
     the KKT system's condition, below 1e2 here, over 1e-5: 1e-8): 1e-7 of the largest
     entry."""
     from gaussopt.gauss.contact_cone import _Combo, _direction_jacobian, _slip_parts, _unit
+    from test_contact_lcp import _spatial_body
 
     rng = np.random.default_rng(k)
     face = k == 4
     pts = (np.array([[x, y, -0.1] for x in (-0.1, 0.1) for y in (-0.15, 0.15)]) if face else
            np.column_stack([rng.uniform(-0.2, 0.2, (k, 2)), np.full(k, -0.1)]))
-    m, inertia = 3.0, 0.1
-    G = np.zeros((k, 6))
-    T = np.zeros((k, 2, 6))
-    for i, (px, py, pz) in enumerate(pts):
-        G[i] = [0, 0, 1, py, -px, 0]
-        T[i, 0] = [1, 0, 0, 0, pz, -py]
-        T[i, 1] = [0, 1, 0, -pz, 0, px]
-    M = np.diag([m, m, m, inertia, inertia, inertia])
-    F = rng.standard_normal(6) + np.array([0, 0, -m * G0, 0, 0, 0])
-    A, b, h, s = np.zeros((0, 6)), np.zeros(0), np.zeros(k), 0.1 * rng.standard_normal((k, 2))
+    M, F, A, b, G, h, T, _ = _spatial_body(pts, 0.0, push=rng.standard_normal(2),
+                                           turn=rng.standard_normal())
+    s = 0.1 * rng.standard_normal((k, 2))
     mu = np.full(k, 0.4)
     mode = np.full(k, SLIDE)
     sliders = list(range(k))
