@@ -27,11 +27,11 @@ from one KKT solve with a column per slider: :func:`_direction_jacobian`), start
 direction of the *excess force* (the sticking force ``t_j`` the point would need,
 reversed: the tangential acceleration that sticking would have to suppress), then from
 the frictionless slip and the four axes. Every answer is certified: ``|d_j x u_j|`` and
-``u_j . d_j >= 0``, the gaps (the closed points' too, each to its own rounding) and
-normal forces, and every cone to the rounding of their terms (``u_j . d_j`` also to what a force of the cone margins' accuracy moves it: a
-slip onset is located on such a margin, :func:`_certify`). Where the forces of the
-closed points are indeterminate (a box on four sticking corners: 12 force components
-for 6 equations) a distribution inside every circular cone is searched as a
+``u_j . d_j >= 0``, the gaps (the closed points' too, each to its own rounding) and normal
+forces, and every cone to the rounding of their terms (``u_j . d_j`` also to what a force of
+the cone margins' accuracy moves it: a slip onset is located on such a margin,
+:func:`_certify`). Where the forces of the closed points are indeterminate (a box on four
+sticking corners: 12 force components for 6 equations) a distribution inside every circular cone is searched as a
 second-order-cone program, solved by Clarabel through its direct interface
 (:func:`cone_margin`: the largest margin ``min_i (N_i, mu_i N_i - |t_i|)`` of a
 distribution, certified when it is >= 0 within its rounding and Clarabel's gap
@@ -833,10 +833,10 @@ def _direction_jacobian(M, A, T, mu, c: "_Combo", dirs, sliders, along
     d_j . T_j`` by ``-mu_j d_j^perp . T_j dtheta``, so ``M x' - W^T z' = -mu_j N_j T_j^T
     d_j^perp`` and ``J x' = 0`` (the same matrices as ``c``'s solve), and ``(d_i x u_i)' =
     d_i x T_i x' - delta_ij d_i . u_i``; where the forces without self-stress decided the
-    motion (``c.selected_solve``, :func:`~gaussopt.gauss.contact_problem.selected_kkt`),
-    the same with that rule's rows, which do not turn. Why: by differences every Newton iteration cost a KKT
-    solve per slider; an impact of MuJoCo's humanoid on ten sliding points made 764,000 of
-    them in a 2 s run (370 of its 598 s under the profiler)."""
+    motion (``c.selected_solve``, :func:`~gaussopt.gauss.contact_problem.selected_kkt`), the
+    same with that rule's rows, which do not turn. Why: by differences every Newton
+    iteration cost a KKT solve per slider; an impact of MuJoCo's humanoid on ten sliding
+    points made 764,000 of them in a 2 s run (370 of its 598 s under the profiler)."""
     n, m = M.shape[0], A.shape[0]
     z = c.got[1]
     R_top = np.empty((n, len(sliders)))

@@ -141,11 +141,11 @@ reaches ``2 vel_tol``; the slide then continues with ``u/|u|``
 (:func:`_slip_turn_event`). The same stiffness makes a slide with ``u/|u|`` that slows
 without stopping (a load held on its cone's edge) crawl: a phase with such a slide below
 ``100 vel_tol`` whose friction turns the slip a hundred times faster than the slip changes
-by its own size (the stiffness ratio of :func:`_slip_stiff_event`; near 1 for a slide
-that friction decelerates to its stop, which stays explicit) is integrated by Radau
-instead of the run's explicit method (a "stiff" event switches within a phase;
-``meta["contact_implicit"]`` lists those phases), with the same force. Events and impacts are decided by
-:func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
+by its own size (the stiffness ratio of :func:`_slip_stiff_event`; near 1 for a slide that
+friction decelerates to its stop, which stays explicit) is integrated by Radau instead of
+the run's explicit method (a "stiff" event switches within a phase;
+``meta["contact_implicit"]`` lists those phases), with the same force. Events and impacts
+are decided by :func:`gaussopt.gauss.contact_cone.solve_contact_cone`. ``friction_forces`` then has
 shape (N, k, 2) and ``Impact.tangential_impulses`` (k, 2), along the two tangents of
 ``slip_velocity``. Frictional planar (``slip``) and spatial contacts in one system are
 not supported.
