@@ -433,12 +433,8 @@ def _coulomb_force(model: "_Model", extra: Sequence[Holonomic], sliding: list,
         e = u / s
         perp = np.array([-e[1], e[0]])
         a_par = abs(float(e @ (Ti @ x - gam2[i])))
-        n, m = M.shape[0], A.shape[0]
-        K = np.zeros((n + m, n + m))
-        K[:n, :n] = M
-        K[:n, n:] = -A.T
-        K[n:, :n] = A
-        y = _square_solve(K, np.concatenate([Ti.T @ perp, np.zeros(m)]))[:n]
+        # (the response to a unit force across the slip: the phase's KKT with W = A)
+        y = _kkt_nonsymmetric(M, Ti.T @ perp, A, np.zeros(A.shape[0]), A)[0]
         w = max(float(perp @ (Ti @ y)), 0.0)
         return float(P.mu[i]) * abs(float(lam[rows[i]])) * w, a_par
 
