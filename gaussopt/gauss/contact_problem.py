@@ -506,6 +506,12 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     the answer is the same whatever units the coordinates are written in. Coordinates
     without mass (a singular ``M``: ``M_ii`` below :data:`_MASSLESS` of the heaviest's)
     keep the heaviest's scale."""
+    return _kkt_factored(M, J, W, R_top, R_bot)[1]
+
+
+def _kkt_factored(M, J, W, R_top, R_bot) -> tuple["KKTFactor", Optional[tuple]]:
+    """:func:`kkt_solve`'s answer with the system's factorization (:class:`KKTFactor`),
+    to solve it again for other right-hand sides."""
     n, p = M.shape[0], J.shape[0]
     one = R_top.ndim == 1
     cols = 1 if one else R_top.shape[1]
@@ -514,41 +520,81 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
         np.ascontiguousarray(W, dtype=float),
         np.ascontiguousarray(R_top.reshape(n, cols), dtype=float),
         np.ascontiguousarray(R_bot.reshape(p, cols), dtype=float))
-    if one:
-        f, c = f[:, 0], c[:, 0]
-    if p:
-        Uj, sj, Vjt = _svd(C, full=False)
-        # (U_w's first r_w columns are read; W = J without sliding rows: one SVD)
-        Uw, sw, Vwt = (Uj, sj, Vjt) if W is J or np.array_equal(W, J) else _svd(Bt, full=False)
-        pre = DEFAULT_RANK_TOL * max(float(sw[0]), float(sj[0]))
-        rw, rj = int(np.count_nonzero(sw > pre)), int(np.count_nonzero(sj > pre))
-        Ks = np.zeros((n + rj, n + rw))
-        Ks[:n, :n] = Ms
-        Ks[:n, n:] = -(Vwt[:rw].T * sw[:rw])
-        Ks[n:, :n] = sj[:rj, None] * Vjt[:rj]
-        Rs = np.concatenate([f, Uj[:, :rj].T @ c])
-    else:                                                  # (no rows: K is M / ms)
-        Uw, rw, Ks, Rs = np.zeros((0, 0)), 0, Ms, f
-    U, sig, Vt = _svd(Ks)
-    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
-    coef = U[:, :rank].T @ Rs
-    sol_s = Vt[:rank].T @ (coef / (sig[:rank] if Rs.ndim == 1 else sig[:rank, None]))
-    x, zs = sol_s[:n], Uw[:, :rw] @ sol_s[n:]
-    res = max(_max_abs(Ms @ x - Bt.T @ zs - f), _max_abs(C @ x - c))
-    big = max(_max_abs(Ms), _max_abs(Bt), _max_abs(C))
-    size = max(_max_abs(x), _max_abs(zs))
-    if res > 1e4 * _EPS * (n + p) * (big * size + max(_max_abs(f), _max_abs(c))):
-        return None                                        # inconsistent rows
-    null_s = Vt[rank:].T
-    if null_s.size and np.abs(null_s[:n]).max() > 1e-6:
-        return None                                        # accelerations not determined
-    # the forces' null space is U_w's last columns and U_w's first ones times the force
-    # part of K_s's: its complement, U_w's first columns times that part's complement
-    if null_s.size:
-        rest = Uw[:, :rw] @ np.linalg.qr(null_s[n:], mode="complete")[0][:, null_s.shape[1]:]
-    else:
-        rest = Uw[:, :rw]
-    return np.concatenate([x * (D if x.ndim == 1 else D[:, None]), zs]), rest, rs, ms
+    kkt = KKTFactor(D, rs, ms, Ms, C, Bt, W is J or np.array_equal(W, J))
+    return kkt, (kkt._solve_scaled(f[:, 0], c[:, 0]) if one else kkt._solve_scaled(f, c))
+
+
+class KKTFactor:
+    """The factorization of one KKT system of :func:`kkt_solve` (its scales, the SVDs of
+    its rows and of the small system ``K_s``), kept to solve it again for other
+    right-hand sides (:meth:`solve`): Newton's Jacobian on slide directions solves the
+    system its iterate has just solved, with a column per slider (MuJoCo's humanoid: two
+    thirds of its impacts' time in those SVDs, half of them repeated)."""
+
+    def __init__(self, D, rs, ms, Ms, C, Bt, same: bool):
+        n, p = Ms.shape[0], C.shape[0]
+        self.n, self.p, self.D, self.rs, self.ms = n, p, D, rs, ms
+        self.Ms, self.C, self.Bt = Ms, C, Bt
+        if p:
+            Uj, sj, Vjt = _svd(C, full=False)
+            # (U_w's first r_w columns are read; W = J without sliding rows: one SVD)
+            Uw, sw, Vwt = (Uj, sj, Vjt) if same else _svd(Bt, full=False)
+            pre = DEFAULT_RANK_TOL * max(float(sw[0]), float(sj[0]))
+            rw, rj = int(np.count_nonzero(sw > pre)), int(np.count_nonzero(sj > pre))
+            Ks = np.zeros((n + rj, n + rw))
+            Ks[:n, :n] = Ms
+            Ks[:n, n:] = -(Vwt[:rw].T * sw[:rw])
+            Ks[n:, :n] = sj[:rj, None] * Vjt[:rj]
+            self.Ujr = Uj[:, :rj]
+        else:                                              # (no rows: K is M / ms)
+            Uw, rw, Ks, self.Ujr = np.zeros((0, 0)), 0, Ms, None
+        self.Uwr = Uw[:, :rw]
+        U, sig, Vt = _svd(Ks)
+        rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+        self.Ur, self.sigr, self.Vr = U[:, :rank], sig[:rank], Vt[:rank].T
+        self.null_s = Vt[rank:].T
+        self.big = max(_max_abs(Ms), _max_abs(Bt), _max_abs(C))
+        #: whether the accelerations are determined (the null space holds forces only)
+        self.determined = not (self.null_s.size and np.abs(self.null_s[:n]).max() > 1e-6)
+        self._rest: Optional[np.ndarray] = None
+
+    def solve(self, R_top: np.ndarray, R_bot: np.ndarray):
+        """:func:`kkt_solve` of this system with the right-hand sides ``R_top`` (n,) or
+        (n, c) and ``R_bot`` (p,) or (p, c)."""
+        f = R_top * (self.D if R_top.ndim == 1 else self.D[:, None]) / self.ms
+        c = R_bot * (self.rs if R_bot.ndim == 1 else self.rs[:, None])
+        return self._solve_scaled(f, c)
+
+    def _solve_scaled(self, f, c):
+        n, p = self.n, self.p
+        if not self.determined:
+            return None                                    # accelerations not determined
+        Rs = np.concatenate([f, self.Ujr.T @ c]) if p else f
+        coef = self.Ur.T @ Rs
+        sol_s = self.Vr @ (coef / (self.sigr if Rs.ndim == 1 else self.sigr[:, None]))
+        x, zs = sol_s[:n], self.Uwr @ sol_s[n:]
+        res = max(_max_abs(self.Ms @ x - self.Bt.T @ zs - f), _max_abs(self.C @ x - c))
+        size = max(_max_abs(x), _max_abs(zs))
+        if res > 1e4 * _EPS * (n + p) * (self.big * size + max(_max_abs(f), _max_abs(c))):
+            return None                                    # inconsistent rows
+        D = self.D
+        return (np.concatenate([x * (D if x.ndim == 1 else D[:, None]), zs]), self.rest(),
+                self.rs, self.ms)
+
+    def rest(self) -> np.ndarray:
+        """An orthonormal basis (columns) of the scaled forces' directions the system
+        determines (:func:`kkt_solve`'s ``rest``), computed once."""
+        if self._rest is None:
+            # the forces' null space is U_w's last columns and U_w's first ones times the
+            # force part of K_s's: its complement, U_w's first columns times that part's
+            # complement
+            null_s, n = self.null_s, self.n
+            if null_s.size:
+                self._rest = self.Uwr @ np.linalg.qr(null_s[n:], mode="complete")[0][
+                    :, null_s.shape[1]:]
+            else:
+                self._rest = self.Uwr
+        return self._rest
 
 
 def self_stresses(J: np.ndarray) -> np.ndarray:
@@ -657,10 +703,11 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
     ``basis()`` returning ``Z`` (Newton's iterates on slide directions read ``x`` and
     ``z`` only; the converged one also needs ``Z``, without solving its system again).
     ``basis.selected``: whether the forces without self-stress decided the motion
-    (:func:`selected_kkt`)."""
+    (:func:`selected_kkt`); ``basis.kkt``: the system's :class:`KKTFactor` where it did
+    not (None where it did)."""
     n = M.shape[0]
     p = J.shape[0]
-    got = kkt_solve(M, J, W, F, rhs)
+    kkt, got = _kkt_factored(M, J, W, F, rhs)
     if got is None:
         if not select or p < 2 or W is J or np.array_equal(W, J):
             return None
@@ -671,6 +718,7 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         def stresses() -> np.ndarray:
             return self_stresses(W)
         stresses.selected = True
+        stresses.kkt = None
         return sel[0], sel[1], stresses
     sol, rest, rs, ms = got
     x = sol[:n]
@@ -689,6 +737,7 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         Q = np.linalg.qr(rest / zscale[:, None], mode="complete")[0]
         return Q[:, rest.shape[1]:]
     basis.selected = False
+    basis.kkt = kkt
     return x, z, basis
 
 
