@@ -360,8 +360,9 @@ class _Combo:
         self._basis = None if got is None else got[2]
         #: whether the forces without self-stress decided the motion (``select``)
         self.selected_solve = got is not None and got[2].selected
-        #: the KKT system's factorization (where ``selected_solve`` is False), to solve it
-        #: again (:func:`_direction_jacobian`)
+        #: the KKT system's factorization, to solve it again (:func:`_direction_jacobian`):
+        #: a :class:`~gaussopt.gauss.contact_problem.SelectedKKT` where ``selected_solve``,
+        #: else a :class:`~gaussopt.gauss.contact_problem.KKTFactor`
         self.kkt = None if got is None else got[2].kkt
         #: ``(x, z, Z)``, ``Z`` None until :meth:`with_basis` (unless ``basis``); or None
         self.got = None if got is None else (got[0], got[1], None)
@@ -894,13 +895,14 @@ def _direction_jacobian(M, A, T, mu, c: "_Combo", dirs, sliders, along
         d = dirs[i]
         R_top[:, j] = (-mu[i] * z[m + c.closed.index(i)]) * (T[i].T @ np.array([-d[1], d[0]]))
     R_bot = np.zeros((c.J.shape[0], len(sliders)))
+    # (by the factorization of ``c``'s own solve where it kept it: the same system)
     if c.selected_solve:
-        got = selected_kkt(M, R_top, c.J, c.W, R_bot)
+        got = (c.kkt.solve(R_top, R_bot) if c.kkt is not None
+               else selected_kkt(M, R_top, c.J, c.W, R_bot))
         if got is None:
             return None
         X = got[0]
     else:
-        # (the factorization of ``c``'s own solve: the same system)
         got = (c.kkt.solve(R_top, R_bot) if c.kkt is not None
                else kkt_solve(M, c.J, c.W, R_top, R_bot))
         if got is None:
@@ -986,7 +988,8 @@ def _polygon_dirs(nd: int) -> np.ndarray:
 
 
 def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, release,
-                 score_opts, shared, tol=None, compliance=1.0, nd=_POLYGON, readings=None):
+                 score_opts, shared, tol=None, compliance=1.0, nd=_POLYGON, readings=None,
+                 wide=True):
     """The spatial contact problem of many points: the states from Lemke's algorithm on
     the LCP with every circular cone replaced by its inscribed polygon of
     ``nd`` directions ``d_j`` (Stewart and Trinkle's form: per point
@@ -998,7 +1001,10 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
     may stick: its own states, the same with its sliding points sticking, the preferred
     states and those with every point on an edge sliding (:func:`far_side`) are
     certified, best first; ``compliance`` scales the LCP's
-    (:func:`~gaussopt.gauss.contact_problem.compliant_lemke`). Returns the selection's
+    (:func:`~gaussopt.gauss.contact_problem.compliant_lemke`). ``wide``: also every
+    combination of the states the reading leaves open (a point with zero force and zero
+    gap rate, a force on its cone's edge), where they are at most
+    :data:`~gaussopt.gauss.contact_problem.ENUMERATE_MAX`. Returns the selection's
     tuple or None; ``readings`` (a list), if given, gets the state read (its points' modes)."""
     n, k = M.shape[0], G.shape[0]
     rest = np.array([SLIDE in o for o in options])
@@ -1086,7 +1092,7 @@ def _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer, relea
             if SLIDE in options[i] and asked[i] != OPEN:
                 asked[i] = SLIDE
         modes.add(tuple(asked))
-    if math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
+    if wide and math.prod(len(c) for c in sets) <= ENUMERATE_MAX:
         modes.update(itertools.product(*sets))
     read_sliding = {i for i in range(k) if own[i] == SLIDE}
     return _first_certified(M, F, A, b, G, h, T, s, mu, known, weld, shared, tol, options,
@@ -1369,15 +1375,21 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     readings: list = []
 
     def lcp_states() -> list:
-        for nd in polygons:
-            for with_tol in tols:
-                for compliance in compliances:
-                    got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options,
-                                       prefer, release, score_opts, shared,
-                                       moved_tol() if with_tol else None, compliance, nd,
-                                       readings)
-                    if got is not None:
-                        return [got]
+        # every reading's own states first, then with the combinations each leaves open:
+        # where an octagon's reading is off, its open combinations (32 on MuJoCo's
+        # humanoid landing on eleven points, each a Newton solve of its slide
+        # directions) certified none, at each compliance, exact and moved (4 s), before
+        # the 16-gon's own reading certified
+        for wide in (False, True):
+            for nd in polygons:
+                for with_tol in tols:
+                    for compliance in compliances:
+                        got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options,
+                                           prefer, release, score_opts, shared,
+                                           moved_tol() if with_tol else None, compliance,
+                                           nd, readings, wide)
+                        if got is not None:
+                            return [got]
         return []
 
     def near_readings() -> list:

@@ -649,35 +649,58 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
 
     ``F`` and ``rhs`` may also hold several right-hand sides as columns ((n, c), (p, c)):
     ``x`` and ``z`` then have as many columns."""
-    n, p = M.shape[0], J.shape[0]
-    S = self_stresses(J)
-    r = S.shape[1]
-    if r == 0:
-        return None
-    D, rs, ms = _kkt_scaling(M, J, W)
-    # unknowns x = D x', z = ms rs z'; rows scaled as kkt_solve's
-    K = np.zeros((n + p + r, n + p))
-    K[:n, :n] = M * D[:, None] * D[None, :] / ms
-    K[:n, n:] = -(W * D * rs[:, None]).T
-    K[n:n + p, :n] = J * D * rs[:, None]
-    St = S.T * (ms * rs)[None, :]
-    St = St / np.maximum(np.sqrt((St * St).sum(axis=1)), 1e-300)[:, None]
-    K[n + p:, n:] = St
-    one = F.ndim == 1
-    Dc, rc = (D, rs) if one else (D[:, None], rs[:, None])
-    R = np.concatenate([F * Dc / ms, rhs * rc, np.zeros((r,) + F.shape[1:])])
-    U, sig, Vt = _svd(K, full=False)
-    rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
-    if rank < n + p:
-        null = Vt[rank:]
-        if np.abs(null[:, :n]).max(initial=0.0) > 1e-6:
-            return None                                    # accelerations not determined
-    sol = Vt[:rank].T @ ((U[:, :rank].T @ R) / (sig[:rank] if one else sig[:rank, None]))
-    res = _max_abs(K @ sol - R)
-    size = _max_abs(sol)
-    if res > 1e4 * _EPS * (n + p + r) * (_max_abs(K) * size + _max_abs(R)):
-        return None                                        # inconsistent rows
-    return sol[:n] * Dc, sol[n:] * ms * rc
+    kkt = SelectedKKT.of(M, J, W)
+    return None if kkt is None else kkt.solve(F, rhs)
+
+
+class SelectedKKT:
+    """The factorization of :func:`selected_kkt`'s system (its scales, the self-stresses
+    and the SVD of the bordered matrix), kept to solve it for other right-hand sides
+    (:meth:`solve`): Newton's Jacobian on the slide directions of a face sliding on its
+    corners solves the system its iterate has just solved."""
+
+    @classmethod
+    def of(cls, M: np.ndarray, J: np.ndarray, W: np.ndarray) -> Optional["SelectedKKT"]:
+        """The factorization, or None where the rows carry no self-stress or the system
+        leaves the accelerations undetermined."""
+        S = self_stresses(J)
+        if S.shape[1] == 0:
+            return None
+        kkt = cls(M, J, W, S)
+        return kkt if kkt.determined else None
+
+    def __init__(self, M, J, W, S):
+        n, p = M.shape[0], J.shape[0]
+        r = S.shape[1]
+        D, rs, ms = _kkt_scaling(M, J, W)
+        # unknowns x = D x', z = ms rs z'; rows scaled as kkt_solve's
+        K = np.zeros((n + p + r, n + p))
+        K[:n, :n] = M * D[:, None] * D[None, :] / ms
+        K[:n, n:] = -(W * D * rs[:, None]).T
+        K[n:n + p, :n] = J * D * rs[:, None]
+        St = S.T * (ms * rs)[None, :]
+        St = St / np.maximum(np.sqrt((St * St).sum(axis=1)), 1e-300)[:, None]
+        K[n + p:, n:] = St
+        U, sig, Vt = _svd(K, full=False)
+        rank = int(np.count_nonzero(sig > DEFAULT_RANK_TOL * (sig[0] if sig.size else 0.0)))
+        self.determined = not (rank < n + p and np.abs(Vt[rank:, :n]).max(initial=0.0) > 1e-6)
+        self.n, self.p, self.r, self.D, self.rs, self.ms, self.K = n, p, r, D, rs, ms, K
+        self.Ur, self.sigr, self.Vr = U[:, :rank], sig[:rank], Vt[:rank].T
+        self.Kmax = _max_abs(K)
+
+    def solve(self, F: np.ndarray, rhs: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """:func:`selected_kkt` of this system with ``F`` (n,) or (n, c) and ``rhs`` (p,)
+        or (p, c)."""
+        n, p, r = self.n, self.p, self.r
+        one = F.ndim == 1
+        Dc, rc = (self.D, self.rs) if one else (self.D[:, None], self.rs[:, None])
+        R = np.concatenate([F * Dc / self.ms, rhs * rc, np.zeros((r,) + F.shape[1:])])
+        sol = self.Vr @ ((self.Ur.T @ R) / (self.sigr if one else self.sigr[:, None]))
+        res = _max_abs(self.K @ sol - R)
+        size = _max_abs(sol)
+        if res > 1e4 * _EPS * (n + p + r) * (self.Kmax * size + _max_abs(R)):
+            return None                                    # inconsistent rows
+        return sol[:n] * Dc, sol[n:] * self.ms * rc
 
 
 def svd_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs: np.ndarray,
@@ -703,22 +726,23 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
     ``basis()`` returning ``Z`` (Newton's iterates on slide directions read ``x`` and
     ``z`` only; the converged one also needs ``Z``, without solving its system again).
     ``basis.selected``: whether the forces without self-stress decided the motion
-    (:func:`selected_kkt`); ``basis.kkt``: the system's :class:`KKTFactor` where it did
-    not (None where it did)."""
+    (:func:`selected_kkt`); ``basis.kkt``: the system's factorization to solve it again,
+    :class:`SelectedKKT` where they did, :class:`KKTFactor` where not."""
     n = M.shape[0]
     p = J.shape[0]
     kkt, got = _kkt_factored(M, J, W, F, rhs)
     if got is None:
         if not select or p < 2 or W is J or np.array_equal(W, J):
             return None
-        sel = selected_kkt(M, F, J, W, rhs)
+        skkt = SelectedKKT.of(M, J, W)
+        sel = None if skkt is None else skkt.solve(F, rhs)
         if sel is None:
             return None
 
         def stresses() -> np.ndarray:
             return self_stresses(W)
         stresses.selected = True
-        stresses.kkt = None
+        stresses.kkt = skkt
         return sel[0], sel[1], stresses
     sol, rest, rs, ms = got
     x = sol[:n]
