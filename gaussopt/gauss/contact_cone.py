@@ -1375,21 +1375,23 @@ def solve_contact_cone(M: np.ndarray, F: np.ndarray, A: np.ndarray, b: np.ndarra
     readings: list = []
 
     def lcp_states() -> list:
-        # every reading's own states first, then with the combinations each leaves open:
-        # where an octagon's reading is off, its open combinations (32 on MuJoCo's
-        # humanoid landing on eleven points, each a Newton solve of its slide
-        # directions) certified none, at each compliance, exact and moved (4 s), before
-        # the 16-gon's own reading certified
-        for wide in (False, True):
-            for nd in polygons:
-                for with_tol in tols:
-                    for compliance in compliances:
-                        got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options,
-                                           prefer, release, score_opts, shared,
-                                           moved_tol() if with_tol else None, compliance,
-                                           nd, readings, wide)
-                        if got is not None:
-                            return [got]
+        # the first reading with the combinations it leaves open (their best by the
+        # preferences: the state continued where it may), then every other reading's own
+        # states, then those with their open combinations: where the octagon's reading is
+        # off, its open combinations (32 on MuJoCo's humanoid landing on eleven points,
+        # each a Newton solve of its slide directions) certified none, at each
+        # compliance, exact and moved (4 s), before the 16-gon's own reading certified
+        order = [(nd, with_tol, compliance) for nd in polygons for with_tol in tols
+                 for compliance in compliances]
+        for key, wide in [(order[0], True)] + [(o, False) for o in order[1:]] + [
+                (o, True) for o in order[1:]]:
+            nd, with_tol, compliance = key
+            got = _by_lcp_cone(M, F, A, b, G, h, T, s, mu, known, weld, options, prefer,
+                               release, score_opts, shared,
+                               moved_tol() if with_tol else None, compliance, nd, readings,
+                               wide)
+            if got is not None:
+                return [got]
         return []
 
     def near_readings() -> list:
