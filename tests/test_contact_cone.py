@@ -960,6 +960,46 @@ def test_a_humanoid_lying_on_nine_points_is_certified_with_its_rows_made_consist
     assert list(mode) == [1] + [STICK] * 8
 
 
+def test_a_humanoid_on_eleven_points_solves_each_combination_once_per_start():
+    """MuJoCo's humanoid (``model/humanoid/humanoid.xml`` with its contacts, from its
+    initial state at the default tolerances) touching the floor at eleven points during
+    its 2 s run: a decision of the contact state (``data/humanoid_landing_cone.json``, the
+    arguments as the run passed them). The octagon's readings certify none of the
+    combinations they leave open; the 16-gon's own reading does. This one decision took
+    10 s: the octagon's readings at the other compliances, exact and moved, asked for the
+    same combinations again (168 solves of 66 combinations), their slide directions
+    started from hints that differed by rounding, and every reading's 32 open
+    combinations came before the next reading's own states. Checked: the state against
+    the contact conditions (the right-hand sides moved by at most ``rhs_tol``), and that
+    no combination is solved twice from the same start (hints within ``_HINT_SAME``,
+    1e-2 rad; the 16-gon's differ from the octagon's by 0.2 rad)."""
+    import gaussopt.gauss.contact_cone as ccone
+
+    (M, F, A, b, G, h, T, s), kw, d = _recorded("humanoid_landing_cone")
+    tol = np.array(d["rhs_tol"])
+    solved = []
+    inner = ccone._solve_mode_from
+
+    def recorded(*args):
+        mode, hint, tol_ = args[9], args[13], args[14]
+        solved.append((np.asarray(mode).tobytes(), tol_ is None,
+                       ccone._hint_angles(mode, hint)))
+        return inner(*args)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ccone, "_solve_mode_from", recorded)
+        sol = solve_contact_cone(M, F, A, b, G, h, T, s, rhs_tol=tol, persist=True, **kw)
+    mode = _check_cone_solution(sol, M, F, A, b, G, h, T, s, kw["mu"], moved=tol.max(),
+                                slide=kw["slide"])
+    assert [d["labels"][i].split("/")[1][:-1] for i in np.flatnonzero(mode == SLIDE)] == [
+        "thigh_right.1", "upper_arm_right.1", "hand_right", "upper_arm_left.1"]
+    for j, (key, exact, start) in enumerate(solved):
+        for key2, exact2, start2 in solved[:j]:
+            assert not (key == key2 and exact == exact2 and (
+                (start is None and start2 is None) or (
+                    start is not None and start2 is not None and np.abs(
+                        (start - start2 + np.pi) % (2 * np.pi) - np.pi).max() <= 1e-2)))
+
+
 @pytest.mark.slow
 def test_an_impact_of_thirteen_points_is_certified_one_mode_from_the_polygons_reading():
     """dm_control's humanoid (``suite/humanoid.xml`` with its contacts, from its initial

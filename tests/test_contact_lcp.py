@@ -686,6 +686,22 @@ def test_kkt_solve_by_its_blocks_equals_the_whole_matrix_svd(seed):
     free = np.linalg.qr(null_ref[n:])[0] if null_ref.size else np.zeros((p, 0))
     assert rest.shape[1] + free.shape[1] == p
     np.testing.assert_allclose(rest @ rest.T + free @ free.T, np.eye(p), rtol=0, atol=bound)
+    # the factorization kept (cp.KKTFactor: Newton's Jacobian on slide directions solves
+    # its iterate's system again) solves other right-hand sides, three at once, as the
+    # whole matrix's SVD solves each (the same bound)
+    kkt, _ = cp._kkt_factored(M, J, W, F, rhs)
+    R_top = rng.standard_normal((n, 3))
+    R_bot = J @ rng.standard_normal((n, 3))
+    if seed % 4 == 3:
+        R_bot[:, 1] += rng.standard_normal(p)       # one inconsistent column
+    refs = [_kkt_by_whole_svd(M, J, W, R_top[:, j], R_bot[:, j]) for j in range(3)]
+    got = kkt.solve(R_top, R_bot)
+    assert (got is None) == any(r is None for r in refs)
+    if got is not None:
+        for j, r in enumerate(refs):
+            bound_j = 30 * (n + p) * np.finfo(float).eps * r[2]
+            np.testing.assert_allclose(got[0][:, j], r[0], rtol=0,
+                                       atol=bound_j * np.abs(r[0]).max())
 
 
 def test_resting_group_margin_is_proven_by_its_last_distribution(monkeypatch):
