@@ -704,6 +704,51 @@ def test_kkt_solve_by_its_blocks_equals_the_whole_matrix_svd(seed):
                                        atol=bound_j * np.abs(r[0]).max())
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_selected_kkt_is_the_least_squares_solution_of_its_bordered_system(seed):
+    """:func:`cp.selected_kkt` (sliding points on dependent rows: the forces without
+    self-stress decide the motion) solves ``[M, -W^T; J, 0; 0, S^T] (x, z) = (F, rhs,
+    0)`` with ``S`` the rows' self-stresses; :class:`cp.SelectedKKT` factors it by QR
+    where it is well conditioned and by the SVD near its rank threshold. On random
+    systems of a sliding phase's shapes (6 to 28 coordinates, 3 to 13 rows of a lower
+    rank, half of them sliding), several right-hand sides at once: the same as numpy's
+    ``lstsq`` of the whole bordered system in the original units (its own SVD). Bound:
+    both backward stable, ``30 (n + p) eps cond`` of the solution's size, ``cond`` the
+    bordered matrix's condition in kkt_solve's scaling."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([6, 12, 28]))
+    p = int(rng.integers(3, 14))
+    rk = min(n // 2, p - 1 - int(rng.integers(0, 2)))   # the rows' rank, below p
+    base = rng.standard_normal((rk, n))
+    J = rng.standard_normal((p, rk)) @ base          # p dependent rows
+    W = J.copy()
+    W[: p // 2] -= 0.3 * rng.standard_normal((p // 2, rk)) @ base
+    L = rng.standard_normal((n, n))
+    M = L @ L.T + n * np.eye(n)
+    F = rng.standard_normal((n, 2))
+    rhs = J @ rng.standard_normal((n, 2))
+    kkt = cp.SelectedKKT.of(M, J, W)
+    S = cp.self_stresses(J)
+    assert S.shape[1] > 0 and kkt is not None
+    assert kkt.qr is not None                        # (well conditioned: the QR path)
+    got = kkt.solve(F, rhs)
+    r = S.shape[1]
+    K = np.zeros((n + p + r, n + p))
+    K[:n, :n], K[:n, n:], K[n:n + p, :n], K[n + p:, n:] = M, -W.T, J, S.T
+    R = np.concatenate([F, rhs, np.zeros((r, 2))])
+    ref = np.linalg.lstsq(K, R, rcond=None)[0]
+    cond = np.linalg.cond(kkt.K)
+    bound = 30 * (n + p) * np.finfo(float).eps * cond
+    for part, want in ((got[0], ref[:n]), (got[1], ref[n:])):
+        np.testing.assert_allclose(part, want, rtol=0, atol=bound * np.abs(want).max())
+    # the SVD path, forced: the same answer
+    U, sig, Vt = np.linalg.svd(kkt.K, full_matrices=False)
+    kkt.qr, kkt.Ur, kkt.sigr, kkt.Vr = None, U, sig, Vt.T
+    again = kkt.solve(F, rhs)
+    for part, want in ((again[0], ref[:n]), (again[1], ref[n:])):
+        np.testing.assert_allclose(part, want, rtol=0, atol=bound * np.abs(want).max())
+
+
 def test_resting_group_margin_is_proven_by_its_last_distribution(monkeypatch):
     """A slab resting on 20 points of an incline (its forces indeterminate) for 1 s: the
     group's watch needs the sign of the largest margin of a distribution inside every
