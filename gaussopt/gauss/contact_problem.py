@@ -656,9 +656,9 @@ def selected_kkt(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rhs
 
 class SelectedKKT:
     """The factorization of :func:`selected_kkt`'s system (its scales, the self-stresses
-    and the SVD of the bordered matrix), kept to solve it for other right-hand sides
-    (:meth:`solve`): Newton's Jacobian on the slide directions of a face sliding on its
-    corners solves the system its iterate has just solved."""
+    and the bordered matrix's QR, or its SVD near the rank threshold), kept to solve it
+    for other right-hand sides (:meth:`solve`): Newton's Jacobian on the slide directions
+    of a face sliding on its corners solves the system its iterate has just solved."""
 
     @classmethod
     def of(cls, M: np.ndarray, J: np.ndarray, W: np.ndarray) -> Optional["SelectedKKT"]:
