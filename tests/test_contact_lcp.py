@@ -700,7 +700,7 @@ def test_kkt_solve_by_its_blocks_equals_the_whole_matrix_svd(seed):
     if got is not None:
         for j, r in enumerate(refs):
             bound_j = 30 * (n + p) * np.finfo(float).eps * r[2]
-            np.testing.assert_allclose(got[0][:, j], r[0], rtol=0,
+            np.testing.assert_allclose(got[:, j], r[0], rtol=0,
                                        atol=bound_j * np.abs(r[0]).max())
 
 

@@ -116,8 +116,7 @@ from gaussopt.gauss.contact_problem import (CLOSED, ENUMERATE_MAX, MAX_COMBINATI
                                             ContactSolveError, _MU_INF, _bilateral_response,
                                             _score, _scales, compliant_lemke, mode_options,
                                             far_side, in_span, read_states, same_motion,
-                                            kkt_solve, selected_kkt, self_stresses,
-                                            svd_kkt_later, _svd)
+                                            self_stresses, svd_kkt_later, _svd)
 
 __all__ = ["solve_contact_cone", "cone_margin", "best_distribution", "cone_slack",
            "least_norm", "least_norm_in_cones", "SLIDE"]
@@ -817,7 +816,7 @@ def _solve_mode_with(M, F, A, b, G, h, T, s, mu, mode, known, weld, shared, hint
         return None if got is None else (c, *got, dirs)
     # (lazily: the first start usually converges; the others are built from the
     # directions known before Newton moves ``dirs``)
-    if hint is not None and not bool(np.all(np.any(hint[sliders] != 0, axis=1))):
+    if _hint_angles(mode, hint) is None:
         hint = None
     starts = _starts(shared, M, F, A, b, G, h, T, s, mu, mode, dirs.copy(), sliders, tol,
                      select, hint)
@@ -895,19 +894,11 @@ def _direction_jacobian(M, A, T, mu, c: "_Combo", dirs, sliders, along
         d = dirs[i]
         R_top[:, j] = (-mu[i] * z[m + c.closed.index(i)]) * (T[i].T @ np.array([-d[1], d[0]]))
     R_bot = np.zeros((c.J.shape[0], len(sliders)))
-    # (by the factorization of ``c``'s own solve where it kept it: the same system)
-    if c.selected_solve:
-        got = (c.kkt.solve(R_top, R_bot) if c.kkt is not None
-               else selected_kkt(M, R_top, c.J, c.W, R_bot))
-        if got is None:
-            return None
-        X = got[0]
-    else:
-        got = (c.kkt.solve(R_top, R_bot) if c.kkt is not None
-               else kkt_solve(M, c.J, c.W, R_top, R_bot))
-        if got is None:
-            return None
-        X = got[0][:n]
+    # (by the factorization of ``c``'s own solve: the same system)
+    got = c.kkt.solve(R_top, R_bot)
+    if got is None:
+        return None
+    X = got[0] if c.selected_solve else got[:n]
     d = dirs[sliders]
     TX = np.einsum("kan,nj->kaj", T[sliders], X)                    # (ns, 2, ns)
     Jac = d[:, 0, None] * TX[:, 1, :] - d[:, 1, None] * TX[:, 0, :]

@@ -507,12 +507,13 @@ def kkt_solve(M: np.ndarray, J: np.ndarray, W: np.ndarray, R_top: np.ndarray,
     the answer is the same whatever units the coordinates are written in. Coordinates
     without mass (a singular ``M``: ``M_ii`` below :data:`_MASSLESS` of the heaviest's)
     keep the heaviest's scale."""
-    return _kkt_factored(M, J, W, R_top, R_bot)[1]
+    kkt, sol = _kkt_factored(M, J, W, R_top, R_bot)
+    return None if sol is None else (sol, kkt.rest(), kkt.rs, kkt.ms)
 
 
-def _kkt_factored(M, J, W, R_top, R_bot) -> tuple["KKTFactor", Optional[tuple]]:
-    """:func:`kkt_solve`'s answer with the system's factorization (:class:`KKTFactor`),
-    to solve it again for other right-hand sides."""
+def _kkt_factored(M, J, W, R_top, R_bot) -> tuple["KKTFactor", Optional[np.ndarray]]:
+    """The system's factorization (:class:`KKTFactor`) and its solution ``(x, z_s)`` for
+    ``R_top``, ``R_bot`` (:meth:`KKTFactor.solve`)."""
     n, p = M.shape[0], J.shape[0]
     one = R_top.ndim == 1
     cols = 1 if one else R_top.shape[1]
@@ -559,9 +560,11 @@ class KKTFactor:
         self.determined = not (self.null_s.size and np.abs(self.null_s[:n]).max() > 1e-6)
         self._rest: Optional[np.ndarray] = None
 
-    def solve(self, R_top: np.ndarray, R_bot: np.ndarray):
-        """:func:`kkt_solve` of this system with the right-hand sides ``R_top`` (n,) or
-        (n, c) and ``R_bot`` (p,) or (p, c)."""
+    def solve(self, R_top: np.ndarray, R_bot: np.ndarray) -> Optional[np.ndarray]:
+        """:func:`kkt_solve`'s solution ``(x, z_s)`` of this system (``sol``, without the
+        basis ``rest``: :meth:`rest`) with the right-hand sides ``R_top`` (n,) or (n, c)
+        and ``R_bot`` (p,) or (p, c); None where they are inconsistent or the
+        accelerations not determined."""
         f = R_top * (self.D if R_top.ndim == 1 else self.D[:, None]) / self.ms
         c = R_bot * (self.rs if R_bot.ndim == 1 else self.rs[:, None])
         return self._solve_scaled(f, c)
@@ -579,12 +582,12 @@ class KKTFactor:
         if res > 1e4 * _EPS * (n + p) * (self.big * size + max(_max_abs(f), _max_abs(c))):
             return None                                    # inconsistent rows
         D = self.D
-        return (np.concatenate([x * (D if x.ndim == 1 else D[:, None]), zs]), self.rest(),
-                self.rs, self.ms)
+        return np.concatenate([x * (D if x.ndim == 1 else D[:, None]), zs])
 
     def rest(self) -> np.ndarray:
         """An orthonormal basis (columns) of the scaled forces' directions the system
-        determines (:func:`kkt_solve`'s ``rest``), computed once."""
+        determines (:func:`kkt_solve`'s ``rest``), computed once, when asked (Newton's
+        iterates on slide directions do not need it)."""
         if self._rest is None:
             # the forces' null space is U_w's last columns and U_w's first ones times the
             # force part of K_s's: its complement, U_w's first columns times that part's
@@ -766,8 +769,8 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
     :class:`SelectedKKT` where they did, :class:`KKTFactor` where not."""
     n = M.shape[0]
     p = J.shape[0]
-    kkt, got = _kkt_factored(M, J, W, F, rhs)
-    if got is None:
+    kkt, sol = _kkt_factored(M, J, W, F, rhs)
+    if sol is None:
         if not select or p < 2 or W is J or np.array_equal(W, J):
             return None
         skkt = SelectedKKT.of(M, J, W)
@@ -780,9 +783,8 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         stresses.selected = True
         stresses.kkt = skkt
         return sel[0], sel[1], stresses
-    sol, rest, rs, ms = got
     x = sol[:n]
-    zscale = ms * rs                                       # z = ms * rs * z_scaled
+    zscale = kkt.ms * kkt.rs                               # z = ms * rs * z_scaled
     z = sol[n:] * zscale
 
     def basis() -> np.ndarray:
@@ -790,6 +792,7 @@ def svd_kkt_later(M: np.ndarray, F: np.ndarray, J: np.ndarray, W: np.ndarray, rh
         # rest / zscale
         if not p:
             return np.zeros((0, 0))
+        rest = kkt.rest()
         if rest.shape[1] >= p:
             # (the system determines every force: no free combination, and no QR of a
             # square matrix to find that out -- a third of a one-point problem's time)
