@@ -96,8 +96,8 @@ def main() -> int:
     except ImportError:
         mujoco = None
         print("(MuJoCo not installed: pip install '.[bench]'; gaussopt's runs only)")
-    print(f"| model (points) | simulator | wall, {args.t_end:g} s | gaussopt / this | deepest penetration "
-          "| impacts / transitions / Radau phases |")
+    print(f"| model (points) | simulator | wall, {args.t_end:g} s | gaussopt / this "
+          "| deepest penetration | impacts / transitions / Radau phases |")
     print("|---|---|---|---|---|---|")
     for path in args.paths:
         name = Path(path).stem

@@ -31,11 +31,11 @@ the frictionless slip and the four axes. Every answer is certified: ``|d_j x u_j
 forces, and every cone to the rounding of their terms (``u_j . d_j`` also to what a force of
 the cone margins' accuracy moves it: a slip onset is located on such a margin,
 :func:`_certify`). Where the forces of the closed points are indeterminate (a box on four
-sticking corners: 12 force components for 6 equations) a distribution inside every circular cone is searched as a
-second-order-cone program, solved by Clarabel through its direct interface
-(:func:`cone_margin`: the largest margin ``min_i (N_i, mu_i N_i - |t_i|)`` of a
-distribution, certified when it is >= 0 within its rounding and Clarabel's gap
-tolerance ``_SOCP_TOL`` of the force scale; :func:`least_norm_in_cones` the reported
+sticking corners: 12 force components for 6 equations) a distribution inside every
+circular cone is searched as a second-order-cone program, solved by Clarabel through its
+direct interface (:func:`cone_margin`: the largest margin ``min_i (N_i, mu_i N_i -
+|t_i|)`` of a distribution, certified when it is >= 0 within its rounding and Clarabel's
+gap tolerance ``_SOCP_TOL`` of the force scale; :func:`least_norm_in_cones` the reported
 distribution).
 
 Many points (more than :data:`~gaussopt.gauss.contact_problem.ENUMERATE_MAX`
