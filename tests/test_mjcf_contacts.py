@@ -183,7 +183,7 @@ def test_compiled_contacts_equal_the_complex_step_path():
     pairs = model.contact_pairs
     kinds = {pr.kind for pr in pairs}
     assert {"plane-sphere", "plane-capsule", "plane-box", "plane-cylinder",
-            "sphere-sphere"} <= kinds
+            "sphere-sphere", "sphere-capsule"} <= kinds
     assert any(pr.kind == "sphere-sphere" and pr.link1 is None for pr in pairs)
     pairs = pairs[:3] + (ContactPair(
         "tray", "ls", kind="plane-sphere", friction=0.5, link1="arm", link2="loose",
@@ -826,6 +826,142 @@ def test_two_spheres_collide_head_on_and_exchange_velocities():
     np.testing.assert_allclose(tr.q[-1][[0, 7]], [0.8, 1.0 + 2.0 * 0.2], atol=1e-8)
 
 
+# --------------------------------------------------------------------------- sphere-capsule
+def test_sphere_capsule_gaps_and_normals_equal_mujocos_distances():
+    """The sphere-capsule (and sphere-sphere) pairs of the chain (a world sphere, a free
+    sphere and the chain's tip against the arm's capsule) against MuJoCo's own
+    ``mj_geomDistance`` at random states: the gap equals MuJoCo's signed distance and the
+    unit normal the direction of its ``fromto`` segment (geom 1 to geom 2), for nearest
+    points inside the capsule's axis and at its ends (both occur at these states, checked).
+    Lengths ~1 from a few dozen operations: rounding ~1e-15; 1e-12 leaves a margin of
+    1e3 (MuJoCo's own closest point is the same formula in its order of operations)."""
+    from gaussopt.multibody.tree.tree_geometry import PairGroup
+
+    model, _ = load(PLANE_CHAIN)
+    m = mj.MjModel.from_xml_string(PLANE_CHAIN)
+    d = mj.MjData(m)
+    grp = PairGroup(model.geometry_kinematics, model.contact_pairs, model._asm.index)
+    rows = np.cumsum([0] + [pr.rows for pr in grp.pairs])
+    which = [j for j, pr in enumerate(grp.pairs) if pr.kind in ("sphere-capsule",
+                                                                "sphere-sphere")]
+    assert sum(grp.pairs[j].kind == "sphere-capsule" for j in which) == 3
+
+    def gid(name):
+        i = mj.mj_name2id(m, mj.mjtObj.mjOBJ_GEOM, name)
+        return i if i >= 0 else int(name[4:])                 # the loader's "geom<id>"
+
+    rng = np.random.default_rng(5)
+    ends = set()
+    for _ in range(12):
+        q = model.q_reference + 0.4 * rng.normal(size=model.n)
+        for a in (3, 10, 17):                     # unit Euler parameters (MuJoCo's qpos)
+            q[a:a + 4] /= np.linalg.norm(q[a:a + 4])
+        d.qpos[:] = q
+        mj.mj_kinematics(m, d)
+        gap = grp.gap(0.0, q)
+        R, X = grp._real(q)[:2]
+        for j in which:
+            pr, g = grp.pairs[j], grp._geo[j]
+            fromto = np.zeros(6)
+            dist = mj.mj_geomDistance(m, d, gid(pr.geom1), gid(pr.geom2), 10.0, fromto)
+            assert gap[rows[j]] == pytest.approx(dist, abs=1e-12)
+            c1, n = grp._normals(R, X, g, j)[:2]
+            seg = fromto[3:] - fromto[:3]
+            np.testing.assert_allclose(n[0], seg / np.linalg.norm(seg), rtol=0, atol=1e-12)
+            if g[10]:
+                c2 = grp._place(R, X, g[1], g[4])
+                s = c2[1] - c2[0]
+                t = float((c1[0] - c2[0]) @ s / (s @ s))
+                ends.add("inside" if 0 < t < 1 else "end")
+    assert ends == {"inside", "end"}
+
+
+@pytest.mark.parametrize("along", [False, True])
+def test_a_sphere_slides_over_a_capsule_and_leaves_where_energy_says(along):
+    """A frictionless sphere (radius r) on a horizontal world capsule (radius R, axis along
+    x from -1 to 1), launched on its top with speed v0: its centre moves on the cylinder or
+    sphere of radius rho = R + r about the axis point nearest it, and leaves where the
+    normal force vanishes, ``cos th = (2 + v0^2 / (g rho)) / 3`` from the vertical (the
+    particle leaving a smooth cylinder), at ``t = int_0^th rho dth / sqrt(v0^2 + 2 g rho
+    (1 - cos th))`` (energy; scipy's quad here). Across the axis (``along`` False): the
+    nearest point stays inside the axis while the normal turns. Along it from x = 0.5: the
+    sphere rolls straight on the top (the nearest point sliding along the axis) until
+    x = 1, then over the end's hemisphere (the nearest point held at the end: the gap's
+    acceleration terms jump there), leaving after ``0.5 / v0`` more. Then free flight
+    (closed form). Tolerances as the module's (rtol = atol = 1e-12: events 1e-9 relative,
+    states 1e-8)."""
+    R, r, v0, x0 = 0.2, 0.1, 0.8, 0.5
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="bar" type="capsule" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
+<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>
+<geom name="b" size="{r}" mass="1" condim="1"/></body></worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [(p.kind, p.geom1, p.geom2, p.friction) for p in model.contact_pairs] == [
+        ("sphere-capsule", "b", "bar", 0.0)]
+    rho = R + r
+    cos_l = (2.0 + v0 ** 2 / (G0 * rho)) / 3.0
+    th_l = math.acos(cos_l)
+    from scipy.integrate import quad
+    t_cap, err = quad(lambda th: rho / math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - math.cos(th))),
+                      0.0, th_l, epsabs=0.0, epsrel=1e-13)
+    assert err < 1e-12 * t_cap                            # (its estimate: 2.4e-15 s)
+    t_l = t_cap + ((1.0 - x0) / v0 if along else 0.0)
+    u0 = np.zeros(model.n)
+    u0[0 if along else 1] = v0
+    T = t_l + 0.1
+    tr = go.simulate(model.with_contacts(), (0.0, T), model.q_reference, u0, **TOL)
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert [x[2] for x in trans] == ["close", "open"]
+    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
+    # the leaving state about the nearest axis point, then the parabola
+    e = np.array([1.0, 0.0, 0.0]) if along else np.array([0.0, 1.0, 0.0])
+    centre = np.array([1.0, 0.0, 0.0]) if along else np.array([x0, 0.0, 0.0])
+    speed = math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - cos_l))
+    x_l = centre + rho * (math.sin(th_l) * e + np.array([0.0, 0.0, cos_l]))
+    v_l = speed * (cos_l * e - math.sin(th_l) * np.array([0.0, 0.0, 1.0]))
+    dt = T - t_l
+    grav = np.array([0.0, 0.0, -G0])
+    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+
+
+def test_a_ball_dropped_into_a_corner_of_capsules_lands_wedged_in_it():
+    """A ball on two slide joints (x, z: MuJoCo's ``ball_in_cup``) dropped onto the bottom
+    of a corner made of two world capsules (the bottom horizontal, the side at 45 degrees:
+    the cup's bottom corner), so that it lands 4.2e-7 m short of the side (within the
+    run's gap tolerance at the defaults, 2.4e-6 m: both points touch at the landing).
+    Rough (mu = 1), plastic (e = 0): it lands and stays wedged, touching both, at the one
+    point where both gaps vanish, ``x_w = x_c - rho (sqrt(2) - 1)`` (``x_c`` the corner,
+    ``rho`` the radii's sum), exactly (the landing's correction of the state closes the
+    side's gap: 4.2e-7 m; Newton's residual is below 1e-3 of the gap tolerance, 2e-9 m:
+    1e-8). The two normals span the ball's motion, so its sticking slips must not be held
+    by that correction: holding them left both gaps 6e-8 m off and the run failed where
+    the landing's phase would start (as ``ball_in_cup`` did at t = 0.336 s)."""
+    rc, rb, xc, zc = 0.008, 0.025, 0.025, -0.1
+    rho = rc + rb
+    x_w = xc - rho * (math.sqrt(2.0) - 1.0)
+    x0 = x_w - 3e-7 / math.sqrt(0.5)          # the side's gap 3e-7 m when it lands
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="bottom" type="capsule" fromto="-.025 0 {zc} {xc} 0 {zc}" size="{rc}"
+      friction="1 0 0"/>
+<geom name="side" type="capsule" fromto="{xc} 0 {zc} .05 0 -.075" size="{rc}"
+      friction="1 0 0"/>
+<body name="ball"><joint name="bx" type="slide" axis="1 0 0"/>
+<joint name="bz" type="slide" axis="0 0 1"/><geom name="b" size="{rb}" mass="0.1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [p.kind for p in model.contact_pairs] == ["sphere-capsule"] * 2
+    q0 = np.array([x0, zc + rho + 0.01])                 # 1 cm above the bottom
+    tr = go.simulate(model.with_contacts(), (0.0, 0.2), q0, np.zeros(2))
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert sorted(x[1] for x in trans) == ["contacts[b/bottom]", "contacts[b/side]"]
+    assert trans[0][0] == trans[1][0] == pytest.approx(math.sqrt(2 * 0.01 / G0), rel=1e-6)
+    np.testing.assert_allclose(tr.q[-1], [x_w, zc + rho], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1], [0.0, 0.0], rtol=0, atol=1e-8)
+
+
 # --------------------------------------------------------------------------- the filter
 FILTER = """<mujoco>{option}<worldbody>
 <geom name="floor" type="plane" size="5 5 .1" friction="0.5 0 0"/>
@@ -856,7 +992,8 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
     excluded; b1-a1 (child-parent) only with filterparent disabled; c1 (condim 1) with the
     floor (condim 3): condim 3, friction max(0.5, 1); d2 (condim 6) with the floor: not
     mapped; c2 (a cylinder) with the floor mapped, its pairs with spheres and capsules
-    listed, as the sphere-box, sphere-capsule, capsule-box pairs."""
+    listed, as the sphere-box and capsule-box pairs; the spheres' pairs with d2 (a
+    capsule: a kind that maps) take its condim 6 and are listed with its floor pair."""
     option = "" if filterparent else '<option><flag filterparent="disable"/></option>'
     model, feats = load(FILTER.format(option=option))
     got = {(p.geom1, p.geom2): (p.kind, p.friction, p.source) for p in model.contact_pairs}
@@ -876,9 +1013,8 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
     assert listed == {
         "contacts: sphere-cylinder pairs (not mapped)": 2,
         "contacts: capsule-cylinder pairs (not mapped)": 1,
-        "contacts: pairs with torsional or rolling friction (condim 4, 6; not mapped)": 1,
+        "contacts: pairs with torsional or rolling friction (condim 4, 6; not mapped)": 4,
         "contacts: sphere-box pairs (not mapped)": 2,
-        "contacts: sphere-capsule pairs (not mapped)": 3,
         "contacts: capsule-box pairs (not mapped)": 1}
     # one Contact per friction coefficient, a gap row per point (box: 8)
     cs = model.contacts()

@@ -604,7 +604,7 @@ def _start_phase(model: "_Model", t: float, q: np.ndarray, v: np.ndarray, closed
     if settle_tol is None:
         return sysp, n_rows, t_rows, ref, q, v, d0, locked
     q, v = _settle(sysp, P, t, q, v, closed, n_rows, gap_tol, float(vel_tol.max(initial=0.0)),
-                   touching, sdir)
+                   touching, sdir, t_rows)
     _unsettled(P, t, q, v, closed, settle_tol)
     if spatial_slide:
         # The settled velocities decide which sliding points start from rest: zeroing
@@ -835,8 +835,8 @@ def _check_painleve(model: "_Model", t, q, v, closed, i, d) -> None:
 
 def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarray,
             closed: np.ndarray, n_rows: list, gap_tol: float, vel_tol: float,
-            touching: Optional[np.ndarray] = None, sdir: Optional[np.ndarray] = None
-            ) -> tuple[np.ndarray, np.ndarray]:
+            touching: Optional[np.ndarray] = None, sdir: Optional[np.ndarray] = None,
+            t_rows: Optional[list] = None) -> tuple[np.ndarray, np.ndarray]:
     """``(q, v)`` with the closed points' gaps and the phase's velocity rows brought to
     zero, where they are not already.
 
@@ -845,7 +845,12 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
     phase holds them closed as equality rows, which the phase checks against its own
     consistency tolerance (1e-8). Those gaps, at most ``gap_tol``, are the driver's own
     decision's tolerance: they are closed by a minimum-norm correction of ``q`` (Newton
-    on the phase's rows, the other rows held), before the phase starts. A ``touching``
+    on the phase's rows, the other rows held), before the phase starts. The no-slip rows
+    of sticking points in space (``t_rows``: velocity rows, they hold no position) are
+    not held: a ball landing in the corner of a cup of capsules (MuJoCo's
+    ``ball_in_cup``) touches its bottom and, 3e-7 m away, its side; its two normals span
+    its motion relative to the cup, so holding its slips as well left the least-squares
+    compromise, both gaps 6e-8 m off, and the phase refused to start. A ``touching``
     point that stays open and that the correction pushes into its surface is brought to
     it instead (an active set): a corner that just rebounded from the floor, beside one
     closing 1.4e-6 m away, was pushed 1.2e-6 m into the floor, and its touch event then
@@ -872,6 +877,9 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
     q_in = q
     free = (np.flatnonzero(touching & ~closed) if touching is not None
             else np.zeros(0, dtype=int))
+    # the rows a correction of q holds: all but the spatial no-slip rows (velocity rows)
+    slip = [r for j, i in enumerate(idx) if t_rows is not None and t_rows[j] >= 0
+            and P.dim[i] == 2 for r in (t_rows[j], t_rows[j] + 1)]
     held = np.zeros(0, dtype=int)
     small = 1e-3 * gap_tol
     for _ in range(6):
@@ -887,6 +895,8 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
         _, _, A, _ = sysp.evaluate(t, q, v)
         r = np.zeros(A.shape[0])
         r[n_rows] = g
+        if slip:
+            A, r = np.delete(A, slip, axis=0), np.delete(r, slip)
         if len(held):
             A = np.concatenate([A, P.normal_rows(t, q, v)[0][held]])
             r = np.concatenate([r, g_all[held]])

@@ -23,7 +23,7 @@ one of two kinds of model:
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
-  spheres, capsules, cylinders and boxes, spheres against spheres, by MuJoCo's filter and ``<pair>``
+  spheres, capsules, cylinders and boxes, spheres against spheres and capsules, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
   ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
   :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
@@ -892,9 +892,11 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
     Mapped: world planes against spheres, capsules (two end spheres), cylinders (the
     lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
-    rim) and boxes (8 corners); spheres against spheres; ``condim`` 1 (frictionless) and
-    3 (sliding friction). Everything else is counted in ``out.unmapped``."""
-    from gaussopt.multibody.tree.tree_geometry import ContactPair
+    rim) and boxes (8 corners); spheres against spheres, and against capsules (one point,
+    where the capsule's axis segment is nearest the sphere's centre); ``condim`` 1
+    (frictionless) and 3 (sliding friction). Everything else is counted in
+    ``out.unmapped``."""
+    from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
 
     un = out.unmapped
     gnames = _names(mj, m, mj.mjtObj.mjOBJ_GEOM, m.ngeom, "geom")
@@ -952,8 +954,7 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         if _MAPPED_GEOMS.index(t1) > _MAPPED_GEOMS.index(t2):
             g1, g2, t1, t2 = g2, g1, t2, t1
         kind = f"{t1}-{t2}"
-        if kind not in ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box",
-                        "sphere-sphere"):
+        if kind not in PAIR_KINDS:
             _count(un, f"contacts: {kind} pairs (not mapped)")
             continue
         if dim not in (1, 3):

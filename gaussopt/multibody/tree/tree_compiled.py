@@ -611,21 +611,38 @@ def _kinematics(p, q, v, R, X, S, V, w):
 #: against a world plane (kind 0): its link, the sphere's centre in the link's frame (3),
 #: its radius, the plane's unit normal (3), a point of the plane (3) and its two unit
 #: tangents (3 each), all in the world; a cylinder's rim: its centre, its radius and the
-#: cylinder's unit axis in the link's frame (3, zero for a sphere). A pair of spheres (kind
-#: 1): the second sphere's link, centre and radius in the first three fields, the first
-#: sphere's link (-1: the world), radius and centre (its link's frame) in ``SS_LINK1``,
-#: ``SS_R1``, ``SS_C1``.
+#: cylinder's unit axis in the link's frame (3, zero for a sphere). A sphere against a
+#: sphere or a capsule (kind 1): the second geom's link, the first end of its axis segment
+#: (a sphere: its centre) and its radius in the first three fields, the segment's other
+#: end in ``SS_B`` (a sphere: its centre again), the first sphere's link (-1: the world),
+#: radius and centre (its link's frame) in ``SS_LINK1``, ``SS_R1``, ``SS_C1``.
 PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A, PP_KIND = 0, 1, 4, 5, 8, 11, 14, 17, 20
-SS_LINK1, SS_R1, SS_C1 = PP_N, PP_N + 1, PP_P0
+SS_LINK1, SS_R1, SS_C1, SS_B = PP_N, PP_N + 1, PP_P0, PP_T1
 W_PP = 21
 #: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
 PP_FLAT = 1e-6
+#: the tangents of a pair of spheres (or a sphere and a capsule) with normal ``n``: ``t1 =
+#: n x e / |n x e|``, ``t2 = n x t1`` with ``e = SS_REF0``, or ``SS_REF1`` where ``|n .
+#: SS_REF0| > SS_REF_COS`` (``n`` within 26 degrees of it). Why fixed reference directions
+#: off the axes: the tangents must turn continuously with ``n`` along a run (a sliding
+#: point's direction is kept in them), and no rule is continuous on the whole sphere of
+#: normals; with the world axis least aligned with ``n`` the switch lay on the axis
+#: directions themselves (``n = (0, 0, -1)`` with ``n_x, n_y`` at rounding level, a ball on
+#: the bottom of a cup of capsules: the tangents flipped between nearby states and the
+#: slip velocity's convective term was off by 3.6e9 in the check). Here the switch is
+#: the cone ``|n . SS_REF0| = 0.9`` about a direction that no axis, face diagonal or body
+#: diagonal lies near (their ``|n . SS_REF0|``: 0.02 to 0.82, 0.905 and 0.947); the two
+#: references are 60 degrees apart, so ``|n x e| >= 0.43``.
+SS_REF0 = (0.36, 0.48, 0.8)
+SS_REF1 = (0.8, -0.36, 0.48)
+SS_REF_COS = 0.9
 
 
 @_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v)")
 def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
     """The contact points of spheres (radius ``r``; 0: a box's corner) and cylinders' rims
-    of moving links against world planes, and of pairs of spheres, one forward kinematics
+    of moving links against world planes, and of spheres against spheres and capsules, one
+    forward kinematics
     at ``(q, v)`` for all the points of ``geo`` (records of :data:`W_PP` values): the gaps,
     their Jacobian ``G`` (m, n), ``gamma`` with ``gap'' = G a - gamma``, the slip velocities
     ``u`` (2 m: the two tangents of point i in ``u[2 i], u[2 i + 1]``) of the second geom's
@@ -654,9 +671,22 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
     * two spheres (centres ``c1``, ``c2``): ``d = c2 - c1``, ``L = |d|``, ``n = d / L``, gap
       ``L - r1 - r2``, ``gamma = -((|d'|^2 - (n . d')^2) / L + n . d''_b)``, ``n' = (d' - n
       (n . d')) / L``; ``P = c2 - r2 n``, ``P' = c2' - r2 n'``; tangents ``t1 = n x e / |n x
-      e|`` (``e`` the world axis least aligned with ``n``, numpy's ``argmin``), ``t2 = n x
-      t1``, which turn with ``n``: ``t1' = (n' x e - t1 (t1 . n' x e)) / |n x e|``, ``t2' =
-      n' x t1 + n x t1'``, and ``ugam_j = -(t_j' . u_rel + t_j . u_rel'_b)``.
+      e|`` (``e`` the fixed reference :data:`SS_REF0`, or :data:`SS_REF1` where ``|n .
+      SS_REF0| > SS_REF_COS``), ``t2 = n x t1``, which turn with ``n``: ``t1' = (n' x e -
+      t1 (t1 . n' x e)) / |n x e|``, ``t2' = n' x t1 + n x t1'``, and ``ugam_j = -(t_j' .
+      u_rel + t_j . u_rel'_b)``.
+    * a sphere (centre ``c1``) and a capsule (axis from ``a`` to ``b``, ``s = b - a``): as
+      two spheres, with ``c2 = a + t s`` the point of the axis closest to ``c1``, ``t =
+      (c1 - a) . s / |s|^2`` clamped to ``[0, 1]``. ``c2`` moves along the axis: ``c2' =
+      y + t' s`` with ``y`` the velocity of link 2's material point at ``c2`` and ``t' =
+      ((c1' - a') . s + (c1 - a) . s') / |s|^2`` inside the axis (0 at a clamped end), and
+      ``c2''_b = z + 2 t' s'`` (``z`` that material point's bias acceleration; the ``t'' s``
+      term has no normal part: inside, ``n . s = 0``). The gap's rate is ``n`` times the
+      material points' relative velocity (``n . s t' = 0`` either way), so ``G``'s rows
+      are those of the two material points at ``c1`` and ``c2``. The gap is continuously
+      differentiable where ``t`` reaches an end; ``gamma`` jumps there by ``t'``'s terms
+      (an acceleration-level kink, as a rim's). A sphere is a capsule of zero length (``a
+      = b``: ``t = 0``).
 
     The columns of ``G`` and ``T`` are those of the links' coordinates and their ancestors'
     (zero elsewhere; a common ancestor's are the difference of the two)."""
@@ -814,32 +844,51 @@ def _contact_rows(p, S, k, sgn, i, n0, n1, n2, f0, f1, f2, p0, p1, p2, ta0, ta1,
 
 @_jit
 def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
-    """Record ``i`` of :func:`contact_points`, a pair of spheres (its docstring)."""
+    """Record ``i`` of :func:`contact_points`, a sphere against a sphere or a capsule (its
+    docstring)."""
     k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
     r2, r1 = geo[i, PP_R], geo[i, SS_R1]
-    c0, c1, c2, v0, v1, v2, a0, a1, a2 = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
+    # the second geom's axis ends a, b (positions, material velocities, bias accelerations)
+    A0, A1, A2, va0, va1, va2, aa0, aa1, aa2 = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
+    B0, B1, B2, vb0, vb1, vb2, ab0, ab1, ab2 = _moving_point(R, X, V, Ab, k2, geo, i, SS_B)
     o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
+    s0, s1, s2 = B0 - A0, B1 - A1, B2 - A2                     # s, s'
+    sd0, sd1, sd2 = vb0 - va0, vb1 - va1, vb2 - va2
+    ss = s0 * s0 + s1 * s1 + s2 * s2
+    t = 0.0
+    td = 0.0                                                    # t'
+    if ss > 0.0:
+        t = ((o0 - A0) * s0 + (o1 - A1) * s1 + (o2 - A2) * s2) / ss
+        if t <= 0.0:
+            t = 0.0
+        elif t >= 1.0:
+            t = 1.0
+        else:
+            td = ((y0 - va0) * s0 + (y1 - va1) * s1 + (y2 - va2) * s2
+                  + (o0 - A0) * sd0 + (o1 - A1) * sd1 + (o2 - A2) * sd2) / ss
+    # c2 and its material point's velocity and bias acceleration (affine in the point)
+    c0, c1, c2 = A0 + t * s0, A1 + t * s1, A2 + t * s2
+    v0, v1, v2 = va0 + t * sd0, va1 + t * sd1, va2 + t * sd2
+    a0, a1, a2 = aa0 + t * (ab0 - aa0), aa1 + t * (ab1 - aa1), aa2 + t * (ab2 - aa2)
     d0, d1, d2 = c0 - o0, c1 - o1, c2 - o2
     L = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
     n0, n1, n2 = d0 / L, d1 / L, d2 / L
-    dd0, dd1, dd2 = v0 - y0, v1 - y1, v2 - y2                  # d'
+    cv0, cv1, cv2 = v0 + td * s0, v1 + td * s1, v2 + td * s2   # c2'
+    dd0, dd1, dd2 = cv0 - y0, cv1 - y1, cv2 - y2               # d'
     ndd = n0 * dd0 + n1 * dd1 + n2 * dd2
     gap[i] = L - r1 - r2
     gam[i] = -((dd0 * dd0 + dd1 * dd1 + dd2 * dd2 - ndd * ndd) / L
-               + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2))
+               + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2)
+               + 2.0 * td * (n0 * sd0 + n1 * sd1 + n2 * sd2))
     nd0, nd1, nd2 = (dd0 - n0 * ndd) / L, (dd1 - n1 * ndd) / L, (dd2 - n2 * ndd) / L  # n'
-    # tangents t1 = n x e / |n x e| (e the world axis least aligned with n), t2 = n x t1,
-    # and their rates (e fixed)
-    b0, b1, b2 = abs(n0), abs(n1), abs(n2)
-    if b0 <= b1 and b0 <= b2:
-        x0, x1, x2 = 0.0, n2, -n1                               # n x e_x
-        xd0, xd1, xd2 = 0.0, nd2, -nd1
-    elif b1 <= b2:
-        x0, x1, x2 = -n2, 0.0, n0                               # n x e_y
-        xd0, xd1, xd2 = -nd2, 0.0, nd0
+    # tangents t1 = n x e / |n x e| (e the reference direction, SS_REF0 or SS_REF1), t2 =
+    # n x t1, and their rates (e fixed)
+    if abs(n0 * SS_REF0[0] + n1 * SS_REF0[1] + n2 * SS_REF0[2]) <= SS_REF_COS:
+        e0, e1, e2 = SS_REF0[0], SS_REF0[1], SS_REF0[2]
     else:
-        x0, x1, x2 = n1, -n0, 0.0                               # n x e_z
-        xd0, xd1, xd2 = nd1, -nd0, 0.0
+        e0, e1, e2 = SS_REF1[0], SS_REF1[1], SS_REF1[2]
+    x0, x1, x2 = n1 * e2 - n2 * e1, n2 * e0 - n0 * e2, n0 * e1 - n1 * e0
+    xd0, xd1, xd2 = nd1 * e2 - nd2 * e1, nd2 * e0 - nd0 * e2, nd0 * e1 - nd1 * e0
     sx = np.sqrt(x0 * x0 + x1 * x1 + x2 * x2)
     ta0, ta1, ta2 = x0 / sx, x1 / sx, x2 / sx
     tx = ta0 * xd0 + ta1 * xd1 + ta2 * xd2
@@ -849,7 +898,7 @@ def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
     te1 = nd2 * ta0 - nd0 * ta2 + (n2 * td0 - n0 * td2)
     te2 = nd0 * ta1 - nd1 * ta0 + (n0 * td1 - n1 * td0)
     p0, p1, p2 = c0 - r2 * n0, c1 - r2 * n1, c2 - r2 * n2       # the contact point
-    pv0, pv1, pv2 = v0 - r2 * nd0, v1 - r2 * nd1, v2 - r2 * nd2
+    pv0, pv1, pv2 = cv0 - r2 * nd0, cv1 - r2 * nd1, cv2 - r2 * nd2
     u0, u1, u2, e0, e1, e2 = _at_point(V, Ab, k2, p0, p1, p2, pv0, pv1, pv2)
     w0, w1, w2, f0, f1, f2 = _at_point(V, Ab, k1, p0, p1, p2, pv0, pv1, pv2)
     u0, u1, u2, e0, e1, e2 = u0 - w0, u1 - w1, u2 - w2, e0 - f0, e1 - f1, e2 - f2

@@ -53,6 +53,16 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
 * ``sphere``-``sphere``: gap ``|c2 - c1| - r1 - r2``; the slip velocity is the relative
   velocity of the two links' material points at ``c2 - r2 u`` (``u`` the unit vector from
   ``c1`` to ``c2``) on two tangents orthogonal to ``u``.
+* ``sphere``-``capsule`` (a head against an arm, a ball in a cup of capsules): the same,
+  with ``c2`` the point of the capsule's axis segment closest to the sphere's centre (the
+  capsule is the set of points within ``r2`` of its segment). As the sphere moves along
+  the capsule, ``c2`` slides along the axis; the gap's rate is still the normal part of
+  the two material points' relative velocity (the axis is orthogonal to ``u`` wherever
+  ``c2`` is inside it), and the convective terms carry ``c2``'s motion (the kernel's
+  formulas, :func:`~gaussopt.multibody.tree.tree_compiled.contact_points`; the numpy path
+  by its complex step, which differentiates the closest point too). Where ``c2`` reaches
+  an end of the axis the gap stays continuously differentiable (the end's hemisphere
+  meets the cylinder tangentially); ``gamma`` jumps there, as a rim's does.
 """
 
 from __future__ import annotations
@@ -68,7 +78,8 @@ import gaussopt.multibody.tree.tree_compiled as kernel
 __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_rim_points"]
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
-PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere")
+PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere",
+              "sphere-capsule")
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
@@ -257,7 +268,9 @@ class ContactPair:
     frame1 : tuple of tuples
         The plane's rotation (its z axis the normal) in ``link1``'s frame.
     points2 : tuple of tuples
-        The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3).
+        The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3);
+        of a ``sphere-capsule`` pair, the two ends of the capsule's axis segment (one
+        contact point, where that segment is nearest the sphere).
     radius1, radius2 : float
         The radii (plane, box corner: 0; a cylinder's: its rims').
     source : str
@@ -287,8 +300,9 @@ class ContactPair:
 
     @property
     def rows(self) -> int:
-        """The contact points (gap rows) of the pair."""
-        return len(self.points2)
+        """The contact points (gap rows) of the pair (a sphere against a capsule: one, at
+        the capsule's point nearest the sphere)."""
+        return 1 if self.kind == "sphere-capsule" else len(self.points2)
 
     def with_rim_points(self, count: int) -> "ContactPair":
         """This plane-cylinder pair with each rim as ``count`` material points at equal
@@ -354,7 +368,7 @@ class PairGroup:
                               pr.kind.startswith("plane"),
                               np.array(pr.axis2, dtype=float)
                               if pr.kind == "plane-cylinder" and not pr.rim_points else None,
-                              pr.geom2))
+                              pr.geom2, pr.kind == "sphere-capsule"))
         self.k = sum(pr.rows for pr in self.pairs)
         # a world plane's normal and tangents, one row per contact point (constant)
         self._world_plane = [
@@ -377,10 +391,11 @@ class PairGroup:
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
         geo, rims = [], []
         for j, g in enumerate(self._geo):
-            if fast[j] and not g[7]:                   # a pair of spheres
+            if fast[j] and not g[7]:        # a sphere and a sphere or a capsule's segment
                 rec = np.zeros(kernel.W_PP)
                 rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], g[6]
                 rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
+                rec[kernel.SS_B:kernel.SS_B + 3] = g[4][-1]
                 rec[kernel.SS_LINK1], rec[kernel.SS_R1] = g[0], g[5]
                 rec[kernel.SS_C1:kernel.SS_C1 + 3] = g[2][0]
                 rec[kernel.PP_KIND] = 1.0
@@ -434,26 +449,43 @@ class PairGroup:
         from geom 1 to geom 2, tangents (k, 2, 3) and the second geom's centres (k, 3)
         (``j``: the index of ``g`` in the group, whose world plane's are kept)."""
         k1, k2, o1, F1, s2, r1, r2, plane = g[:8]
-        c2 = self._place(R, X, k2, s2)
         if j is not None and self._world_plane[j] is not None:
-            return o1, self._world_plane[j][0], self._world_plane[j][1], c2
+            return o1, self._world_plane[j][0], self._world_plane[j][1], self._place(R, X, k2,
+                                                                                      s2)
+        c1 = self._place(R, X, k1, o1)
         if plane:
+            c2 = self._place(R, X, k2, s2)
             F = F1 if k1 < 0 else R[k1] @ F1
-            c1 = self._place(R, X, k1, o1)
             n = np.broadcast_to(F[:, 2], c2.shape)
             t = np.broadcast_to(F[:, :2].T, (c2.shape[0], 2, 3))
             return c1, n, t, c2
-        c1 = self._place(R, X, k1, o1)
+        c2 = self._centre2(R, X, g, c1)
         d = c2 - c1
         n = d / np.sqrt(np.sum(d * d, axis=1))[:, None]
-        # tangents orthogonal to n, built from the world axis least aligned with n (chosen
-        # on the real part: the same basis for a complex step)
-        e = np.zeros((len(n), 3))
-        e[np.arange(len(n)), np.argmin(np.abs(np.real(n)), axis=1)] = 1.0
+        # tangents orthogonal to n, built from the kernel's reference directions (chosen
+        # on the real part: the same basis for a complex step; SS_REF0's docstring)
+        e = np.where((np.abs(np.real(n) @ np.array(kernel.SS_REF0))
+                      <= kernel.SS_REF_COS)[:, None],
+                     np.array(kernel.SS_REF0), np.array(kernel.SS_REF1))
         t1 = _cross(n, e)
         t1 = t1 / np.sqrt(np.sum(t1 * t1, axis=1))[:, None]
         t2 = _cross(n, t1)
         return c1, n, np.stack([t1, t2], axis=1), c2
+
+    @classmethod
+    def _centre2(cls, R, X, g, c1):
+        """The second geom's centre (1, 3) of a pair of spheres, or of a sphere (centre
+        ``c1``) and a capsule: the point of the capsule's axis segment closest to ``c1``,
+        ``a + t (b - a)`` with ``t`` clamped to ``[0, 1]`` on its real part (any dtype: a
+        complex step differentiates ``t`` inside the segment, and holds it at an end)."""
+        c2 = cls._place(R, X, g[1], g[4])
+        if not g[10]:
+            return c2
+        a, s = c2[:1], c2[1:] - c2[:1]
+        t = np.sum((c1 - a) * s, axis=1) / np.sum(s * s, axis=1)
+        tr = np.real(t)
+        t = np.where(tr <= 0.0, 0.0, np.where(tr >= 1.0, 1.0, t))
+        return a + t[:, None] * s
 
     @staticmethod
     def _rim(R, g, n):
@@ -583,8 +615,9 @@ class PairGroup:
         out = []
         for j in which:
             g = self._geo[j]
-            if not g[7]:           # sphere-sphere: |c2 - c1| - r1 - r2 (no tangents needed)
-                d = self._place(R, X, g[1], g[4]) - self._place(R, X, g[0], g[2])
+            if not g[7]:           # |c2 - c1| - r1 - r2 (no tangents needed)
+                c1 = self._place(R, X, g[0], g[2])
+                d = self._centre2(R, X, g, c1) - c1
                 out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
                 continue
             c1, n, _, c2 = self._normals(R, X, g, j)
