@@ -574,7 +574,7 @@ def test_a_point_leaving_its_surface_is_not_landed_by_the_projection_of_the_phas
         return dip * math.exp(-t / 1e-6) + rate0 * t * (1.0 - t)
 
     P = SimpleNamespace(gaps=lambda t, q: np.array([gap_at(t)]), labels=["foot"],
-                        gap_source=None)
+                        gap_source=None, unsigned=np.zeros(1, dtype=bool))
     watch = _gap_event(P, 0, 0.0, rate0, offset)
     assert watch(0.0, None, None) == rate0
     ts = np.concatenate([np.geomspace(1e-12, 1e-5, 30), np.linspace(1e-4, 0.999, 50)])

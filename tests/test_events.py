@@ -592,6 +592,49 @@ def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
     assert calls["shared"] < 0.5 * calls["plain"]
 
 
+def test_shared_watches_scanned_inside_steps_read_one_evaluation_per_state():
+    """The same three watches with ``interp_points`` (a contact run's gap watches of
+    spheres and capsules, scanned inside the steps): their interior points and screens
+    read one evaluation of the shared source per state, the plain functions one each; the
+    crossings are the same (and exact as above: 1e-12 s)."""
+    levels = (0.5, 0.2, -0.1)
+    system = go.System(("x",), mass=np.eye(1), force=[-9.81])
+    calls = {"shared": 0, "plain": 0}
+
+    def source(t, q, v):
+        calls["shared"] += 1
+        return q[0] - np.array(levels)
+
+    def watch(i, shared):
+        # (a shared watch alone reads the source, as a contact run's gap watch reads every
+        # gap)
+        def f(t, q, v):
+            if shared:
+                return float(source(t, q, v)[i])
+            calls["plain"] += 1
+            return float(q[0] - levels[i])
+        if shared:
+            f.shared, f.from_shared = source, (lambda t, s: float(s[i]))
+        f.interp_points = 6
+        return f
+
+    runs = {}
+    for shared in (False, True):
+        runs[shared] = go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
+                                   events=[watch(i, shared) for i in range(3)],
+                                   max_step=0.05)
+    exact = [np.sqrt(2 * (1 - c) / 9.81) for c in levels]
+    for shared in (False, True):
+        got = [float(t[0]) for t in runs[shared].t_events]
+        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-12)
+    # (the six interior points of every step are read by the three watches, once by the
+    # source: two reads fewer per point, in every step but those three where a scan stops
+    # at its crossing; Brent's iterates read one function each in both runs)
+    steps = runs[True].stats["steps"]
+    assert steps == runs[False].stats["steps"] and steps > 3
+    assert calls["plain"] - calls["shared"] >= 2 * 6 * (steps - 3)
+
+
 def test_a_shared_reader_that_fails_is_named_as_its_own_evaluation_would_be():
     """The shared path reports what the plain one does: a member returning NaN (here
     the second, from the start) is named with its index and value; a source that raises

@@ -149,14 +149,16 @@ def test_contact_derivatives_against_the_numpy_kinematics():
 
 
 #: a chain with free, hinge, ball and slide joints whose sphere, capsule and box meet a
-#: tilted world plane (normal and tangents off the axes), beside a cylinder and a second
-#: free sphere (its spheres meet each other: a pair on one branch, base and tip, and pairs
-#: with a sphere fixed in the world)
+#: tilted world plane (normal and tangents off the axes), beside a second free body with a
+#: sphere, a cylinder and a capsule (the spheres meet each other: a pair on one branch,
+#: base and tip, and pairs with a sphere fixed in the world; the spheres meet both
+#: capsules, and the capsules each other)
 PLANE_CHAIN = CHAIN.replace(
     "<worldbody>", '<worldbody><geom name="floor" type="plane" size="5 5 .1" '
     'euler="12 -7 25" friction="0.6 0 0"/><geom name="ws" size=".07" pos=".5 .4 .6"/>'
     '<body name="loose" pos="0.4 -0.3 0.2"><freejoint/><geom name="ls" size=".08"/>'
-    '<geom name="lc" type="cylinder" size=".05 .1" pos="0 0 .3"/></body>')
+    '<geom name="lc" type="cylinder" size=".05 .1" pos="0 0 .3"/>'
+    '<geom name="lk" type="capsule" size=".04 .12" pos="0 .2 0" euler="30 60 0"/></body>')
 
 
 def test_compiled_contacts_equal_the_complex_step_path():
@@ -183,7 +185,7 @@ def test_compiled_contacts_equal_the_complex_step_path():
     pairs = model.contact_pairs
     kinds = {pr.kind for pr in pairs}
     assert {"plane-sphere", "plane-capsule", "plane-box", "plane-cylinder",
-            "sphere-sphere", "sphere-capsule"} <= kinds
+            "sphere-sphere", "sphere-capsule", "capsule-capsule"} <= kinds
     assert any(pr.kind == "sphere-sphere" and pr.link1 is None for pr in pairs)
     pairs = pairs[:3] + (ContactPair(
         "tray", "ls", kind="plane-sphere", friction=0.5, link1="arm", link2="loose",
@@ -192,7 +194,8 @@ def test_compiled_contacts_equal_the_complex_step_path():
     kin = model.geometry_kinematics
     fast = PairGroup(kin, pairs, model._asm.index)
     slow = PairGroup(kin, pairs, model._asm.index, compiled=False)
-    assert list(fast._slow_rows) == [4] and len(slow._fast_rows) == 0
+    assert list(fast._slow_rows) == [sum(pr.rows for pr in pairs[:3])]
+    assert len(slow._fast_rows) == 0
     rng = np.random.default_rng(11)
     h = 1e-30
     for _ in range(8):
@@ -827,14 +830,17 @@ def test_two_spheres_collide_head_on_and_exchange_velocities():
 
 
 # --------------------------------------------------------------------------- sphere-capsule
-def test_sphere_capsule_gaps_and_normals_equal_mujocos_distances():
-    """The sphere-capsule (and sphere-sphere) pairs of the chain (a world sphere, a free
-    sphere and the chain's tip against the arm's capsule) against MuJoCo's own
-    ``mj_geomDistance`` at random states: the gap equals MuJoCo's signed distance and the
-    unit normal the direction of its ``fromto`` segment (geom 1 to geom 2), for nearest
-    points inside the capsule's axis and at its ends (both occur at these states, checked).
-    Lengths ~1 from a few dozen operations: rounding ~1e-15; 1e-12 leaves a margin of
-    1e3 (MuJoCo's own closest point is the same formula in its order of operations)."""
+def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
+    """The pairs of spheres and capsules of the chain (a world sphere, a free body's sphere
+    and capsule and the chain's spheres against the arm's capsule and each other) against
+    MuJoCo's own ``mj_geomDistance`` at random states: the gap equals MuJoCo's signed
+    distance and the unit normal the direction of its ``fromto`` segment (geom 1's surface
+    point to geom 2's; reversed where they overlap), for closest points inside the capsules' axes and at their ends (both occur at these
+    states, for both kinds, checked). Lengths ~1 from a few dozen operations: rounding
+    ~1e-15; 1e-12 leaves a margin of 1e3 (MuJoCo's closest points are the same formulas in
+    its order of operations; its capsule-capsule distance is exact, not a GJK iterate:
+    at 200 such states the largest differences were 1.3e-15, 1.0e-15 and 4.4e-16 for the
+    three kinds)."""
     from gaussopt.multibody.tree.tree_geometry import PairGroup
 
     model, _ = load(PLANE_CHAIN)
@@ -842,16 +848,22 @@ def test_sphere_capsule_gaps_and_normals_equal_mujocos_distances():
     d = mj.MjData(m)
     grp = PairGroup(model.geometry_kinematics, model.contact_pairs, model._asm.index)
     rows = np.cumsum([0] + [pr.rows for pr in grp.pairs])
-    which = [j for j, pr in enumerate(grp.pairs) if pr.kind in ("sphere-capsule",
-                                                                "sphere-sphere")]
-    assert sum(grp.pairs[j].kind == "sphere-capsule" for j in which) == 3
+    kinds = ("sphere-sphere", "sphere-capsule", "capsule-capsule")
+    which = [j for j, pr in enumerate(grp.pairs) if pr.kind in kinds]
+    assert [sum(grp.pairs[j].kind == k for j in which) for k in kinds] == [6, 6, 1]
 
     def gid(name):
         i = mj.mj_name2id(m, mj.mjtObj.mjOBJ_GEOM, name)
         return i if i >= 0 else int(name[4:])                 # the loader's "geom<id>"
 
+    def where(c, ends):
+        """Whether ``c`` is inside the segment ``ends`` (2, 3) or at an end."""
+        e = ends[1] - ends[0]
+        t = float((c - ends[0]) @ e / (e @ e))
+        return "inside" if 1e-12 < t < 1 - 1e-12 else "end"
+
     rng = np.random.default_rng(5)
-    ends = set()
+    seen = set()
     for _ in range(12):
         q = model.q_reference + 0.4 * rng.normal(size=model.n)
         for a in (3, 10, 17):                     # unit Euler parameters (MuJoCo's qpos)
@@ -865,19 +877,22 @@ def test_sphere_capsule_gaps_and_normals_equal_mujocos_distances():
             fromto = np.zeros(6)
             dist = mj.mj_geomDistance(m, d, gid(pr.geom1), gid(pr.geom2), 10.0, fromto)
             assert gap[rows[j]] == pytest.approx(dist, abs=1e-12)
-            c1, n = grp._normals(R, X, g, j)[:2]
+            n = grp._normals(R, X, g, j)[1]
             seg = fromto[3:] - fromto[:3]
-            np.testing.assert_allclose(n[0], seg / np.linalg.norm(seg), rtol=0, atol=1e-12)
+            # (fromto joins the two surface points: against n where the geoms overlap)
+            np.testing.assert_allclose(n[0], math.copysign(1.0, dist) * seg
+                                       / np.linalg.norm(seg), rtol=0, atol=1e-12)
+            c1, c2 = grp._nearest(R, X, g)
             if g[10]:
-                c2 = grp._place(R, X, g[1], g[4])
-                s = c2[1] - c2[0]
-                t = float((c1[0] - c2[0]) @ s / (s @ s))
-                ends.add("inside" if 0 < t < 1 else "end")
-    assert ends == {"inside", "end"}
+                seen.add((pr.kind, where(c2[0], grp._place(R, X, g[1], g[4]))))
+            if g[11] is not None:
+                seen.add((pr.kind, where(c1[0], grp._place(R, X, g[0], g[11]))))
+    assert seen == {(k, w) for k in kinds[1:] for w in ("inside", "end")}
 
 
-@pytest.mark.parametrize("along", [False, True])
-def test_a_sphere_slides_over_a_capsule_and_leaves_where_energy_says(along):
+@pytest.mark.parametrize("top, along", [("sphere", False), ("sphere", True),
+                                       ("capsule", True)])
+def test_a_sphere_or_capsule_slides_over_a_capsule_and_leaves_where_energy_says(top, along):
     """A frictionless sphere (radius r) on a horizontal world capsule (radius R, axis along
     x from -1 to 1), launched on its top with speed v0: its centre moves on the cylinder or
     sphere of radius rho = R + r about the axis point nearest it, and leaves where the
@@ -888,16 +903,22 @@ def test_a_sphere_slides_over_a_capsule_and_leaves_where_energy_says(along):
     sphere rolls straight on the top (the nearest point sliding along the axis) until
     x = 1, then over the end's hemisphere (the nearest point held at the end: the gap's
     acceleration terms jump there), leaving after ``0.5 / v0`` more. Then free flight
-    (closed form). Tolerances as the module's (rtol = atol = 1e-12: events 1e-9 relative,
-    states 1e-8)."""
+    (closed form). A capsule of radius r lying across the bar (its axis along y) moves
+    the same way along x: the closest point of its axis is its centre throughout (the
+    bar's axis, or its end, lies right below it), so the normal force passes through its
+    centre of mass and it does not turn; the closest points then slide along the bar's
+    axis and sit at the middle of the capsule's (two-segment case). Tolerances as the
+    module's (rtol = atol = 1e-12: events 1e-9 relative, states 1e-8)."""
     R, r, v0, x0 = 0.2, 0.1, 0.8, 0.5
+    geom = (f'<geom name="b" size="{r}" mass="1" condim="1"/>' if top == "sphere" else
+            f'<geom name="b" type="capsule" fromto="0 -.15 0 0 .15 0" size="{r}" mass="1" '
+            'condim="1"/>')
     xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
 <geom name="bar" type="capsule" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
-<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>
-<geom name="b" size="{r}" mass="1" condim="1"/></body></worldbody></mujoco>"""
+<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>{geom}</body></worldbody></mujoco>"""
     model, _ = load(xml)
-    assert [(p.kind, p.geom1, p.geom2, p.friction) for p in model.contact_pairs] == [
-        ("sphere-capsule", "b", "bar", 0.0)]
+    kind = "sphere-capsule" if top == "sphere" else "capsule-capsule"
+    assert [(p.kind, p.friction) for p in model.contact_pairs] == [(kind, 0.0)]
     rho = R + r
     cos_l = (2.0 + v0 ** 2 / (G0 * rho)) / 3.0
     th_l = math.acos(cos_l)
@@ -924,6 +945,38 @@ def test_a_sphere_slides_over_a_capsule_and_leaves_where_energy_says(along):
     grav = np.array([0.0, 0.0, -G0])
     np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
     np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+    np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
+
+
+def test_parallel_capsules_run_until_they_touch_along_a_line():
+    """A free capsule lying parallel to a world capsule, 0.1 m above it: parallel axes side
+    by side have no derivative of their distance (turned either way, an end comes closer),
+    so the system check concludes nothing there (``nonsmooth_at``) instead of refusing the
+    run; the capsule falls freely and lands on the bar along a line at ``sqrt(2 h / g)``,
+    where the run ends with success=False naming the line contact (documented: not
+    mapped). Crossed by 0.1 rad the closest points are one pair and the same drop lands
+    and rests on it. Free fall is a quadratic in t, integrated to rounding; the landing is
+    located to 4 eps in time on it: 1e-10 s leaves margins of more than 1e4."""
+    h = 0.1
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="bar" type="capsule" fromto="-1 0 0 1 0 0" size=".05"/>
+<body name="log" pos="0 0 {0.1 + h}"><freejoint/>
+<geom name="log" type="capsule" fromto="-.3 0 0 .3 0 0" size=".05" mass="1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [p.kind for p in model.contact_pairs] == ["capsule-capsule"]
+    system = model.with_contacts()
+    assert system.constraints[-1].nonsmooth_at(0.0, model.q_reference)
+    run = go.simulate(system, (0.0, 0.5), model.q_reference, np.zeros(model.n))
+    assert not run.success
+    assert "capsules 'bar' and 'log' touch with parallel axes" in run.message
+    assert abs(run.t[-1] - math.sqrt(2 * h / G0)) < 1e-10
+    crossed = model.q_reference.copy()
+    crossed[3:7] = [math.cos(0.05), 0.0, 0.0, math.sin(0.05)]      # 0.1 rad about z
+    assert not system.constraints[-1].nonsmooth_at(0.0, crossed)
+    run = go.simulate(system, (0.0, 0.5), crossed, np.zeros(model.n))
+    assert run.success, run.message
+    np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, 0.1], rtol=0, atol=1e-8)
 
 
 def test_a_ball_dropped_into_a_corner_of_capsules_lands_wedged_in_it():

@@ -1676,7 +1676,12 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     its closing is ``gap + offset`` (``offset`` far above rounding, far below the gap
     tolerance), not a spurious landing at the lift-off, until the gap has grown past
     ``offset``: from then on the watch is the gap itself (the offset is disarmed, a
-    hysteresis), so the landing is located where the gap is zero. (Kept armed, the offset
+    hysteresis), so the landing is located where the gap is zero. A point whose gap is an
+    unsigned distance (:attr:`gaussopt.Contact.unsigned`: a sphere or capsule
+    against another, positive again past a passage) is watched also at interior points
+    of the steps, in any order of time; its offset is disarmed at the end of the first
+    step that ends with the gap past it (the tracker's ``rebase``), so a landing within
+    that first step is located at ``gap = -offset`` (late by ``offset / |gap'|``). (Kept armed, the offset
     put the landing late by ``offset / |gap'|``: for Glocker's woodpecker, whose sleeve
     lands again at 8.5 mm/s 2.7 ms after an impact without rebound, 2.7e-10 s at
     ``rtol = 1e-12`` and 2.7e-7 s at the defaults, above the run's own error.) Disarming
@@ -1697,10 +1702,25 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     where the gap is ``2 g_1``, within ``2 offset`` of the surface. A point whose gap is not
     negative there (a ball leaving at its rebound) is watched exactly as before. (All of
     this relative to ``gap0``: the dip is ``g_1 - gap0``.)"""
+    rebase = None
     if rate0 is None:
         if offset == 0.0:
             def from_gaps(t, gaps):
                 return float(gaps[i])
+        elif P.unsigned[i]:
+            # (watched at interior points too, in any order of t: armed at a step's end, for
+            # the next step, so that within a step the watch is one function of the state)
+            armed, end = [False], [-math.inf, 0.0]
+
+            def from_gaps(t, gaps):
+                g = float(gaps[i])
+                if t >= end[0]:
+                    end[:] = [t, g]
+                return g if armed[0] else g + offset
+
+            def rebase(t, q, v):
+                if not armed[0] and t == end[0] and end[1] > offset:
+                    armed[0] = True
         else:
             armed = [False]
 
@@ -1731,6 +1751,13 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     def gap(t, q, v):
         return from_gaps(t, P.gaps(t, q))
     gap.__name__ = f"gap of {P.labels[i]}"
+    if P.unsigned[i]:
+        # (a distance, positive again past a passage: also at interior points of the steps
+        # where the screen's parabola comes near zero; Contact.unsigned)
+        gap.interp_points = _INTERP
+        gap.interp_screen = True
+        if rebase is not None:
+            gap.rebase = rebase
     # (the tracker evaluates every point's watch from one evaluation of all gaps per state:
     # EventTracker's ``shared``)
     gap.shared, gap.from_shared = P.gap_source, from_gaps

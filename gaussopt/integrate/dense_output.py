@@ -399,6 +399,12 @@ class EventTracker:
         self._groups = [(src, members, [events[i].from_shared for i in members])
                         for src, members in groups.values()]
         grouped = {i for _, members, _ in self._groups for i in members}
+        #: a grouped function's source and reader (its evaluations at one state, alone: an
+        #: interior point or a root's iterate, read one evaluation of the source, kept in
+        #: ``_memo`` for the step)
+        self._reader = {i: (src, events[i].from_shared) for src, members, _ in self._groups
+                        for i in members}
+        self._memo: dict = {}
         self._alone = [i for i in range(k) if i not in grouped]
         #: steps whose interior points a screen skipped (per event), and those it did not
         self.screened = np.zeros(k, dtype=np.int64)
@@ -427,11 +433,27 @@ class EventTracker:
         name = getattr(self.functions[i], "__name__", None)
         return f"events[{i}]" + (f" ({name})" if name and name != "<lambda>" else "")
 
-    def value(self, i: int, t: float, y: np.ndarray, initial: bool = False) -> float:
-        """``f_i(t, q, v)`` as a float; ModelError unless it is a finite real number."""
+    def value(self, i: int, t: float, y: np.ndarray, initial: bool = False,
+              share: bool = False) -> float:
+        """``f_i(t, q, v)`` as a float; ModelError unless it is a finite real number.
+        ``share`` (the interior points and screens of a step): a function with a shared
+        source reads the source's value at ``(t, y)``, kept for the step (the interior
+        points of several gap watches of one contact phase: one evaluation of every gap per
+        state)."""
         n = self.n
-        return self._float(i, t, self._call(i, t, initial, self.functions[i], y[:n].copy(),
-                                            y[n:].copy()))
+        got = self._reader.get(i) if share else None
+        if got is None or initial:
+            return self._float(i, t, self._call(i, t, initial, self.functions[i], y[:n].copy(),
+                                                y[n:].copy()))
+        src, reader = got
+        key = (id(src), t, y.tobytes())
+        shared = self._memo.get(key)
+        if shared is None:
+            if len(self._memo) > 256:
+                self._memo.clear()
+            shared = self._memo[key] = self._call(i, t, False, src, y[:n].copy(),
+                                                  y[n:].copy())
+        return self._float(i, t, self._call(i, t, False, reader, shared))
 
     def _call(self, i: int, t: float, initial: bool, f: Callable, *args):
         """``f(t, *args)`` for event ``i`` (its function at ``(q, v)``, its shared source,
@@ -500,6 +522,7 @@ class EventTracker:
         :class:`QuinticScreen`), for the screens of events with ``interp_screen``; without
         it every interior point is checked.
         """
+        self._memo.clear()
         g_new = g_end = self.values(t_new, y_new)        # (g_new is replaced, not changed)
         g = self.g
         lo = np.full(g.size, t_old)
@@ -606,7 +629,7 @@ class EventTracker:
         if not (g0 > 0 and g1 > 0 or g0 < 0 and g1 < 0):
             return False
         tm = 0.5 * (t_old + t_new)
-        return _parabola_clear(g0, self.value(i, tm, raw(tm)), g1, 0.5)
+        return _parabola_clear(g0, self.value(i, tm, raw(tm), share=True), g1, 0.5)
 
     def _scan(self, i: int, t_old: float, t_new: float, g0: float, state) -> tuple:
         """The interior points of event ``i`` in the step, in order: ``(True, t_a, g_a, t_b,
@@ -631,7 +654,7 @@ class EventTracker:
             tj = todo.pop(0)
             gj = seen.get(tj)
             if gj is None:
-                gj = seen[tj] = self.value(i, tj, state(tj))
+                gj = seen[tj] = self.value(i, tj, state(tj), share=True)
             prev_t, prev_g = pts[-1]
             if self._crosses(i, prev_g, gj):
                 return True, prev_t, prev_g, tj, gj

@@ -111,6 +111,14 @@ class Contact(Constraint):
     #: :meth:`gaussopt.System.check` then checks at its perturbed state. Set by
     #: :meth:`gaussopt.multibody.tree.Model.contacts`.
     nonsmooth_at: Optional[Callable] = None
+    #: the rows (points) whose gap is an unsigned distance: two convex shapes' distance less
+    #: their radii (a sphere or a capsule against another), which is positive again once
+    #: one has passed through the other. A run watches their closing also at interior
+    #: points of its steps (a plane's gap keeps its sign beyond the plane: a sign change
+    #: at a step's end finds the landing; a free fall is integrated exactly in steps long
+    #: enough to pass a capsule through another). Set by
+    #: :meth:`gaussopt.multibody.tree.Model.contacts`.
+    unsigned: tuple = ()
 
     def __init__(self, gap: Callable, jacobian: Optional[Callable] = None,
                  gamma: Optional[Callable] = None, *, slip: Optional[Callable] = None,
@@ -302,6 +310,9 @@ class ContactPoints:
         self.frictional = self.mu > 0
         #: tangent directions of each point: 0, 1 (``slip``: planar), 2 (``slip_velocity``)
         self.dim = np.array([self.contacts[j].tangent_dim for j in owner], dtype=int)
+        #: the points whose gap is an unsigned distance (:attr:`Contact.unsigned`)
+        self.unsigned = np.array([r in set(self.contacts[j].unsigned)
+                                  for j, r in zip(owner, row)], dtype=bool)
         #: some point has two tangents: the contact problem is the circular cones'
         self.spatial = bool(np.any(self.dim == 2))
         #: the points of each contact (its gap's rows at the run's start)

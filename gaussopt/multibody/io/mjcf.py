@@ -23,7 +23,7 @@ one of two kinds of model:
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
-  spheres, capsules, cylinders and boxes, spheres against spheres and capsules, by MuJoCo's filter and ``<pair>``
+  spheres, capsules, cylinders and boxes, spheres and capsules against spheres and capsules, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
   ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
   :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
@@ -892,8 +892,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
     Mapped: world planes against spheres, capsules (two end spheres), cylinders (the
     lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
-    rim) and boxes (8 corners); spheres against spheres, and against capsules (one point,
-    where the capsule's axis segment is nearest the sphere's centre); ``condim`` 1
+    rim) and boxes (8 corners); spheres against spheres and capsules, capsules against
+    capsules (one point, at the closest points of the centres or axis segments); ``condim`` 1
     (frictionless) and 3 (sliding friction). Everything else is counted in
     ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
@@ -979,10 +979,15 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
             sg = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
             pts, r2 = o2 + (sg * size) @ F2.T, 0.0
         r1 = 0.0 if t1 == "plane" else float(m.geom_size[g1][0])
+        seg1 = ()
+        if t1 == "capsule":                            # (its axis segment's ends)
+            half = float(m.geom_size[g1][1])
+            seg1 = tuple(tuple(float(x) for x in o1 + sg * half * F1[:, 2]) for sg in (1, -1))
         out.contact_pairs.append(ContactPair(
             gnames[g1], gnames[g2], kind, mu if dim == 3 else 0.0, l1, l2,
             tuple(float(x) for x in o1), tuple(tuple(float(x) for x in r) for r in F1),
-            tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src, axis))
+            tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src, axis,
+            segment1=seg1))
         mapped_geoms.update((gnames[g1], gnames[g2]))
     for t, names in bad_types.items():
         _count(un, f"contacts: {t} geoms (not mapped: {_few(sorted(names))})", len(names))

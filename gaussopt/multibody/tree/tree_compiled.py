@@ -611,13 +611,13 @@ def _kinematics(p, q, v, R, X, S, V, w):
 #: against a world plane (kind 0): its link, the sphere's centre in the link's frame (3),
 #: its radius, the plane's unit normal (3), a point of the plane (3) and its two unit
 #: tangents (3 each), all in the world; a cylinder's rim: its centre, its radius and the
-#: cylinder's unit axis in the link's frame (3, zero for a sphere). A sphere against a
-#: sphere or a capsule (kind 1): the second geom's link, the first end of its axis segment
-#: (a sphere: its centre) and its radius in the first three fields, the segment's other
-#: end in ``SS_B`` (a sphere: its centre again), the first sphere's link (-1: the world),
-#: radius and centre (its link's frame) in ``SS_LINK1``, ``SS_R1``, ``SS_C1``.
+#: cylinder's unit axis in the link's frame (3, zero for a sphere). A pair of spheres or
+#: capsules (kind 1): the second geom's link, the first end of its axis segment (a sphere:
+#: its centre) and its radius in the first three fields, the segment's other end in
+#: ``SS_B`` (a sphere: its centre again), the first geom's link (-1: the world), radius
+#: and axis ends (its link's frame) in ``SS_LINK1``, ``SS_R1``, ``SS_C1`` and ``SS_B1``.
 PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A, PP_KIND = 0, 1, 4, 5, 8, 11, 14, 17, 20
-SS_LINK1, SS_R1, SS_C1, SS_B = PP_N, PP_N + 1, PP_P0, PP_T1
+SS_LINK1, SS_R1, SS_C1, SS_B, SS_B1 = PP_N, PP_N + 1, PP_P0, PP_T1, PP_T2
 W_PP = 21
 #: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
 PP_FLAT = 1e-6
@@ -641,14 +641,15 @@ SS_REF_COS = 0.9
 @_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v)")
 def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
     """The contact points of spheres (radius ``r``; 0: a box's corner) and cylinders' rims
-    of moving links against world planes, and of spheres against spheres and capsules, one
-    forward kinematics
+    of moving links against world planes, and of pairs of spheres and capsules, one forward
+    kinematics
     at ``(q, v)`` for all the points of ``geo`` (records of :data:`W_PP` values): the gaps,
     their Jacobian ``G`` (m, n), ``gamma`` with ``gap'' = G a - gamma``, the slip velocities
     ``u`` (2 m: the two tangents of point i in ``u[2 i], u[2 i + 1]``) of the second geom's
     material point at the contact point ``P`` relative to the first's, their matrix ``T``
     (2 m, n) with ``u = T v``, their convective terms ``ugam`` with ``u' = T a - ugam``, and
-    ``tilt`` (m): a rim's ``|n - (n . a) a|`` (1 for the others).
+    ``tilt`` (m): a rim's ``|n - (n . a) a|``, 0 for two parallel capsules (1 for the
+    others).
 
     With a link's twist ``(w, U)`` and bias acceleration ``(al, A)`` (at ``q'' = 0``, about
     the world origin), a centre ``c`` is a material point: ``c' = U + w x c``, ``c''_b = A +
@@ -687,6 +688,15 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
       differentiable where ``t`` reaches an end; ``gamma`` jumps there by ``t'``'s terms
       (an acceleration-level kink, as a rim's). A sphere is a capsule of zero length (``a
       = b``: ``t = 0``).
+    * two capsules: the closest points ``o = a1 + w e1`` and ``c2 = a2 + t e2`` of the two
+      axes (:func:`_closest`), as two spheres at them. Inside both axes the conditions
+      ``d . e1 = 0``, ``d . e2 = 0`` differentiated give ``-|e1|^2 w' + (e1 . e2) t' = -g1``,
+      ``-(e1 . e2) w' + |e2|^2 t' = -g2`` with ``g_j = (y2 - y1) . e_j + d . e_j'`` (``y``
+      the material points' velocities); inside one axis only, its own condition; at two
+      ends, no rates. ``d' = y2 + t' e2 - y1 - w' e1`` and ``n . d''_b = n . (z2 - z1) + 2
+      t' n . e2' - 2 w' n . e1'``. Parallel axes (their angle's sine at most
+      :data:`PP_FLAT`) have no single pair of closest points: ``tilt`` 0 (the caller
+      refuses their derivatives where they touch: a line contact).
 
     The columns of ``G`` and ``T`` are those of the links' coordinates and their ancestors'
     (zero elsewhere; a common ancestor's are the difference of the two)."""
@@ -702,8 +712,7 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
         for c in range(n):
             G[i, c] = 0.0
         if geo[i, PP_KIND] != 0.0:
-            _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam)
-            tilt[i] = 1.0
+            _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt)
             continue
         k = int(geo[i, PP_LINK])
         rad = geo[i, PP_R]
@@ -842,44 +851,94 @@ def _contact_rows(p, S, k, sgn, i, n0, n1, n2, f0, f1, f2, p0, p1, p2, ta0, ta1,
         b = int(p[rec + B_PAR])
 
 
+@_inline
+def _closest(a, b, c, e, f):
+    """The parameters ``(s, t)`` in ``[0, 1]`` of the closest points ``a1 + s e1``, ``a2 + t
+    e2`` of two segments, with ``a = e1 . e1``, ``b = e1 . e2``, ``c = e1 . r``, ``e = e2 .
+    e2``, ``f = e2 . r``, ``r = a1 - a2`` (Ericson, Real-Time Collision Detection, 5.1.9; a
+    segment of zero length is its point), and whether the segments are parallel (their
+    angle's sine at most :data:`PP_FLAT`: the closest points are then not one pair, and
+    ``s = 0`` is taken)."""
+    if a <= 0.0 and e <= 0.0:
+        return 0.0, 0.0, False
+    if a <= 0.0:
+        return 0.0, min(max(f / e, 0.0), 1.0), False
+    if e <= 0.0:
+        return min(max(-c / a, 0.0), 1.0), 0.0, False
+    den = a * e - b * b
+    par = den <= PP_FLAT * PP_FLAT * a * e
+    s = 0.0 if par else min(max((b * f - c * e) / den, 0.0), 1.0)
+    t = (b * s + f) / e
+    if t < 0.0:
+        t = 0.0
+        s = min(max(-c / a, 0.0), 1.0)
+    elif t > 1.0:
+        t = 1.0
+        s = min(max((b - c) / a, 0.0), 1.0)
+    return s, t, par
+
+
 @_jit
-def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
-    """Record ``i`` of :func:`contact_points`, a sphere against a sphere or a capsule (its
-    docstring)."""
+def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt):
+    """Record ``i`` of :func:`contact_points`, a pair of spheres or capsules (its
+    docstring); ``tilt[i]`` 0 where two capsules are parallel (else 1)."""
     k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
     r2, r1 = geo[i, PP_R], geo[i, SS_R1]
-    # the second geom's axis ends a, b (positions, material velocities, bias accelerations)
+    # each geom's axis ends (a sphere: its centre twice): positions, material velocities,
+    # bias accelerations
     A0, A1, A2, va0, va1, va2, aa0, aa1, aa2 = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
     B0, B1, B2, vb0, vb1, vb2, ab0, ab1, ab2 = _moving_point(R, X, V, Ab, k2, geo, i, SS_B)
-    o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
-    s0, s1, s2 = B0 - A0, B1 - A1, B2 - A2                     # s, s'
+    C0, C1, C2, vc0, vc1, vc2, ac0, ac1, ac2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
+    D0, D1, D2, vd0, vd1, vd2, ad0, ad1, ad2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_B1)
+    s0, s1, s2 = B0 - A0, B1 - A1, B2 - A2                     # e2 and its rate
     sd0, sd1, sd2 = vb0 - va0, vb1 - va1, vb2 - va2
-    ss = s0 * s0 + s1 * s1 + s2 * s2
-    t = 0.0
-    td = 0.0                                                    # t'
-    if ss > 0.0:
-        t = ((o0 - A0) * s0 + (o1 - A1) * s1 + (o2 - A2) * s2) / ss
-        if t <= 0.0:
-            t = 0.0
-        elif t >= 1.0:
-            t = 1.0
-        else:
-            td = ((y0 - va0) * s0 + (y1 - va1) * s1 + (y2 - va2) * s2
-                  + (o0 - A0) * sd0 + (o1 - A1) * sd1 + (o2 - A2) * sd2) / ss
-    # c2 and its material point's velocity and bias acceleration (affine in the point)
+    h0, h1, h2 = D0 - C0, D1 - C1, D2 - C2                     # e1 and its rate
+    hd0, hd1, hd2 = vd0 - vc0, vd1 - vc1, vd2 - vc2
+    ee = s0 * s0 + s1 * s1 + s2 * s2
+    aa = h0 * h0 + h1 * h1 + h2 * h2
+    rr0, rr1, rr2 = C0 - A0, C1 - A1, C2 - A2
+    w, t, par = _closest(aa, h0 * s0 + h1 * s1 + h2 * s2, h0 * rr0 + h1 * rr1 + h2 * rr2, ee,
+                         s0 * rr0 + s1 * rr1 + s2 * rr2)
+    tilt[i] = 0.0 if par else 1.0
+    # the closest points and their material points' velocities and bias accelerations
+    # (affine in the point): c2 = A + t e2 of link 2, o = C + w e1 of link 1
     c0, c1, c2 = A0 + t * s0, A1 + t * s1, A2 + t * s2
     v0, v1, v2 = va0 + t * sd0, va1 + t * sd1, va2 + t * sd2
     a0, a1, a2 = aa0 + t * (ab0 - aa0), aa1 + t * (ab1 - aa1), aa2 + t * (ab2 - aa2)
+    o0, o1, o2 = C0 + w * h0, C1 + w * h1, C2 + w * h2
+    y0, y1, y2 = vc0 + w * hd0, vc1 + w * hd1, vc2 + w * hd2
+    z0, z1, z2 = ac0 + w * (ad0 - ac0), ac1 + w * (ad1 - ac1), ac2 + w * (ad2 - ac2)
     d0, d1, d2 = c0 - o0, c1 - o1, c2 - o2
     L = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
     n0, n1, n2 = d0 / L, d1 / L, d2 / L
+    # the parameters' rates where they are inside their segments (0 at an end): from the
+    # closest points' conditions d . e1 = 0, d . e2 = 0 differentiated (g1, g2 below)
+    wr0, wr1, wr2 = v0 - y0, v1 - y1, v2 - y2
+    in1 = aa > 0.0 and 0.0 < w < 1.0
+    in2 = ee > 0.0 and 0.0 < t < 1.0
+    g1 = wr0 * h0 + wr1 * h1 + wr2 * h2 + d0 * hd0 + d1 * hd1 + d2 * hd2
+    g2 = wr0 * s0 + wr1 * s1 + wr2 * s2 + d0 * sd0 + d1 * sd1 + d2 * sd2
+    wd = 0.0
+    td = 0.0                                                    # w', t'
+    if in1 and in2 and not par:
+        b = h0 * s0 + h1 * s1 + h2 * s2
+        det = b * b - aa * ee
+        wd = (b * g2 - ee * g1) / det
+        td = (aa * g2 - b * g1) / det
+    elif in1:
+        wd = g1 / aa
+    elif in2:
+        td = -g2 / ee
     cv0, cv1, cv2 = v0 + td * s0, v1 + td * s1, v2 + td * s2   # c2'
-    dd0, dd1, dd2 = cv0 - y0, cv1 - y1, cv2 - y2               # d'
+    dd0 = cv0 - y0 - wd * h0                                    # d'
+    dd1 = cv1 - y1 - wd * h1
+    dd2 = cv2 - y2 - wd * h2
     ndd = n0 * dd0 + n1 * dd1 + n2 * dd2
     gap[i] = L - r1 - r2
     gam[i] = -((dd0 * dd0 + dd1 * dd1 + dd2 * dd2 - ndd * ndd) / L
                + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2)
-               + 2.0 * td * (n0 * sd0 + n1 * sd1 + n2 * sd2))
+               + 2.0 * td * (n0 * sd0 + n1 * sd1 + n2 * sd2)
+               - 2.0 * wd * (n0 * hd0 + n1 * hd1 + n2 * hd2))
     nd0, nd1, nd2 = (dd0 - n0 * ndd) / L, (dd1 - n1 * ndd) / L, (dd2 - n2 * ndd) / L  # n'
     # tangents t1 = n x e / |n x e| (e the reference direction, SS_REF0 or SS_REF1), t2 =
     # n x t1, and their rates (e fixed)

@@ -63,6 +63,13 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   by its complex step, which differentiates the closest point too). Where ``c2`` reaches
   an end of the axis the gap stays continuously differentiable (the end's hemisphere
   meets the cylinder tangentially); ``gamma`` jumps there, as a rim's does.
+* ``capsule``-``capsule`` (a forearm against a thigh, a cheetah's head against its
+  thigh): the same at the closest points of the two axis segments (Ericson's clamped
+  solution), both of which slide along their axes. Two parallel capsules (their axes
+  within :data:`FACE_TOL` rad) touch along a line, where the closest points are not one
+  pair: their gap is still exact, and touching so the derivatives raise
+  :class:`~gaussopt.ModelError` naming them (a run ends there with ``success=False``), as
+  a cylinder's face does.
 """
 
 from __future__ import annotations
@@ -79,7 +86,7 @@ __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_ri
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
 PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere",
-              "sphere-capsule")
+              "sphere-capsule", "capsule-capsule")
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
@@ -113,6 +120,15 @@ def _face_error(name: str):
                       "give its rims points: `model.with_contacts(rim_points=8)` (a regular "
                       "octagonal prism inscribed in the cylinder; its rolling on a rim is then "
                       "the octagon's).")
+
+
+def _line_error(name1: str, name2: str):
+    """The error of two parallel capsules ``name1``, ``name2`` touching."""
+    from gaussopt.core.exceptions import ModelError
+    return ModelError(f"capsules {name1!r} and {name2!r} touch with parallel axes (within "
+                      f"{FACE_TOL:g} rad): a line contact, where their closest points are not "
+                      "one pair and the gap has no derivative. Not mapped: leave the pair out "
+                      "of `model.contact_pairs`, or exclude it in the MJCF (`<exclude>`).")
 
 
 def check_rim_points(value, name: str, zero: bool = False) -> None:
@@ -278,6 +294,9 @@ class ContactPair:
     axis2 : tuple
         A cylinder's unit axis in ``link2``'s frame (``points2`` its two rims' centres);
         empty for the other kinds.
+    segment1 : tuple
+        The two ends of the first geom's axis segment in ``link1``'s frame (a
+        ``capsule-capsule`` pair); empty for the other kinds.
     rim_points : int
         A cylinder's rims as ``rim_points`` material points each (:meth:`with_rim_points`;
         ``points2`` those points, ``radius2`` 0); 0: each rim touches at its lowest point.
@@ -297,12 +316,13 @@ class ContactPair:
     source: str = "filter"
     axis2: tuple = ()
     rim_points: int = 0
+    segment1: tuple = ()
 
     @property
     def rows(self) -> int:
-        """The contact points (gap rows) of the pair (a sphere against a capsule: one, at
-        the capsule's point nearest the sphere)."""
-        return 1 if self.kind == "sphere-capsule" else len(self.points2)
+        """The contact points (gap rows) of the pair (a capsule against a sphere or a
+        capsule: one, at their closest points)."""
+        return 1 if self.kind in ("sphere-capsule", "capsule-capsule") else len(self.points2)
 
     def with_rim_points(self, count: int) -> "ContactPair":
         """This plane-cylinder pair with each rim as ``count`` material points at equal
@@ -368,7 +388,9 @@ class PairGroup:
                               pr.kind.startswith("plane"),
                               np.array(pr.axis2, dtype=float)
                               if pr.kind == "plane-cylinder" and not pr.rim_points else None,
-                              pr.geom2, pr.kind == "sphere-capsule"))
+                              pr.geom2, pr.kind in ("sphere-capsule", "capsule-capsule"),
+                              np.array(pr.segment1, dtype=float).reshape(2, 3)
+                              if pr.segment1 else None, pr.geom1))
         self.k = sum(pr.rows for pr in self.pairs)
         # a world plane's normal and tangents, one row per contact point (constant)
         self._world_plane = [
@@ -389,7 +411,7 @@ class PairGroup:
             [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
             [np.zeros(0, dtype=int)])
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
-        geo, rims = [], []
+        geo, rims, lines = [], [], []
         for j, g in enumerate(self._geo):
             if fast[j] and not g[7]:        # a sphere and a sphere or a capsule's segment
                 rec = np.zeros(kernel.W_PP)
@@ -397,10 +419,13 @@ class PairGroup:
                 rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
                 rec[kernel.SS_B:kernel.SS_B + 3] = g[4][-1]
                 rec[kernel.SS_LINK1], rec[kernel.SS_R1] = g[0], g[5]
-                rec[kernel.SS_C1:kernel.SS_C1 + 3] = g[2][0]
+                rec[kernel.SS_C1:kernel.SS_C1 + 3] = g[2][0] if g[11] is None else g[11][0]
+                rec[kernel.SS_B1:kernel.SS_B1 + 3] = g[2][0] if g[11] is None else g[11][1]
                 rec[kernel.PP_KIND] = 1.0
                 geo.append(rec)
                 rims.append(None)
+                if g[11] is not None:
+                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[6]))
             elif fast[j]:
                 F1 = g[3]
                 axis = np.zeros(3) if g[8] is None else g[8]
@@ -413,20 +438,34 @@ class PairGroup:
         # the kernel's rims: their geoms' names (None: a sphere's point) and radii
         self._pp_rims = [(i, nm, self._pp[i, kernel.PP_R]) for i, nm in enumerate(rims)
                          if nm is not None]
+        # the kernel's pairs of capsules: (record, geom names, the radii's sum)
+        self._pp_lines = lines
         self._pp_out = None                # the kernel's outputs for the last (q, v)
         #: the kernel's record of each of the group's rows that it evaluates
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
     @property
     def has_rims(self) -> bool:
-        """Whether the group holds cylinders (the pairs whose gap has a kink)."""
-        return any(g[8] is not None for g in self._geo)
+        """Whether the group holds cylinders against planes or pairs of capsules (the pairs
+        whose gap has a kink)."""
+        return any(g[8] is not None or g[11] is not None for g in self._geo)
+
+    @property
+    def unsigned_rows(self) -> tuple:
+        """The rows whose gap is an unsigned distance (the pairs of spheres and capsules:
+        positive again past a passage; :attr:`gaussopt.Contact.unsigned`)."""
+        rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
+        return tuple(int(r) for j, g in enumerate(self._geo) if not g[7]
+                     for r in range(rows[j], rows[j + 1]))
 
     def nonsmooth_at(self, t, q) -> bool:
         """Whether a cylinder's axis is within :data:`KINK_TOL` of its plane's normal at
-        ``q``: its rims' gaps have no derivative at zero angle (their lowest point is then
-        every point of the rim; tilted by ``d``, the gap falls by ``r |sin d|`` whichever
-        way), so a finite-difference check next to it cannot judge the Jacobian
+        ``q``, or two capsules' axes within it of each other: a rim's gap has no
+        derivative at zero angle (its lowest point is then every point of the rim; tilted by
+        ``d``, the gap falls by ``r |sin d|`` whichever way), nor has the distance of two
+        parallel axes side by side (turned by ``d`` either way, an end comes closer by
+        ``l |sin d| / 2``: a humanoid's shins, upright at its reference pose), so a
+        finite-difference check next to it cannot judge the Jacobian
         (:attr:`gaussopt.Contact.nonsmooth_at`)."""
         q = np.asarray(q)
         if q.dtype.kind != "f" or not self.has_rims:
@@ -436,6 +475,12 @@ class PairGroup:
             if g[8] is not None:
                 _, n, _, _ = self._normals(R, X, g, j)
                 if float(np.min(self._rim(R, g, n)[2])) <= KINK_TOL:
+                    return True
+            elif g[11] is not None:
+                e1 = np.diff(self._place(R, X, g[0], g[11]), axis=0)[0]
+                e2 = np.diff(self._place(R, X, g[1], g[4]), axis=0)[0]
+                if np.linalg.norm(np.cross(e1, e2)) <= KINK_TOL * np.linalg.norm(e1) * \
+                        np.linalg.norm(e2):
                     return True
         return False
 
@@ -452,14 +497,13 @@ class PairGroup:
         if j is not None and self._world_plane[j] is not None:
             return o1, self._world_plane[j][0], self._world_plane[j][1], self._place(R, X, k2,
                                                                                       s2)
-        c1 = self._place(R, X, k1, o1)
         if plane:
-            c2 = self._place(R, X, k2, s2)
+            c1, c2 = self._place(R, X, k1, o1), self._place(R, X, k2, s2)
             F = F1 if k1 < 0 else R[k1] @ F1
             n = np.broadcast_to(F[:, 2], c2.shape)
             t = np.broadcast_to(F[:, :2].T, (c2.shape[0], 2, 3))
             return c1, n, t, c2
-        c2 = self._centre2(R, X, g, c1)
+        c1, c2 = self._nearest(R, X, g)
         d = c2 - c1
         n = d / np.sqrt(np.sum(d * d, axis=1))[:, None]
         # tangents orthogonal to n, built from the kernel's reference directions (chosen
@@ -473,19 +517,37 @@ class PairGroup:
         return c1, n, np.stack([t1, t2], axis=1), c2
 
     @classmethod
-    def _centre2(cls, R, X, g, c1):
-        """The second geom's centre (1, 3) of a pair of spheres, or of a sphere (centre
-        ``c1``) and a capsule: the point of the capsule's axis segment closest to ``c1``,
-        ``a + t (b - a)`` with ``t`` clamped to ``[0, 1]`` on its real part (any dtype: a
-        complex step differentiates ``t`` inside the segment, and holds it at an end)."""
+    def _nearest(cls, R, X, g):
+        """The centres ``(c1, c2)`` (1, 3) of a pair of spheres, or the closest points of
+        the axis segments of a sphere and a capsule or two capsules (Ericson's clamped
+        solution, :func:`~gaussopt.multibody.tree.tree_compiled._closest`, its branches
+        taken on the real parts: any dtype, a complex step differentiates the parameters
+        inside their segments and holds them at an end). Parallel capsules: the parameter
+        of the first is 0, as the kernel's."""
+        c1 = cls._place(R, X, g[0], g[2] if g[11] is None else g[11])
         c2 = cls._place(R, X, g[1], g[4])
         if not g[10]:
-            return c2
-        a, s = c2[:1], c2[1:] - c2[:1]
-        t = np.sum((c1 - a) * s, axis=1) / np.sum(s * s, axis=1)
-        tr = np.real(t)
-        t = np.where(tr <= 0.0, 0.0, np.where(tr >= 1.0, 1.0, t))
-        return a + t[:, None] * s
+            return c1, c2
+        e1, e2 = c1[-1] - c1[0], c2[-1] - c2[0]
+        r = c1[0] - c2[0]
+        a, b, c = np.sum(e1 * e1), np.sum(e1 * e2), np.sum(e1 * r)
+        e, f = np.sum(e2 * e2), np.sum(e2 * r)
+
+        def clamp(x):
+            return 0.0 if np.real(x) <= 0.0 else (1.0 if np.real(x) >= 1.0 else x)
+
+        if np.real(a) <= 0.0:
+            s, t = 0.0, clamp(f / e)
+        else:
+            den = a * e - b * b
+            s = 0.0 if np.real(den) <= (kernel.PP_FLAT ** 2 * np.real(a * e)) else \
+                clamp((b * f - c * e) / den)
+            t = (b * s + f) / e
+            if np.real(t) < 0.0:
+                t, s = 0.0, clamp(-c / a)
+            elif np.real(t) > 1.0:
+                t, s = 1.0, clamp((b - c) / a)
+        return c1[:1] + s * e1, c2[:1] + t * e2
 
     @staticmethod
     def _rim(R, g, n):
@@ -575,11 +637,15 @@ class PairGroup:
             gap, tilt = out[0], out[6]
             # the first rim lying flat on its plane (as :meth:`_points`: its centre within
             # 1.01 r of the plane), decided once per evaluation
-            flat = next((name for i, name, r in self._pp_rims
+            flat = next((_face_error(name) for i, name, r in self._pp_rims
                          if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r), None)
+            if flat is None:
+                # two parallel capsules touching (within 1 % of their radii): a line contact
+                flat = next((_line_error(n1, n2) for i, n1, n2, r in self._pp_lines
+                             if tilt[i] == 0.0 and gap[i] <= 0.01 * r), None)
             last = self._pp_out = (qk, v.tobytes(), out[:6], flat)
         if derivatives and last[3] is not None:
-            raise _face_error(last[3])
+            raise last[3]
         return last[2]
 
     def _pairs(self, real: bool):
@@ -616,8 +682,8 @@ class PairGroup:
         for j in which:
             g = self._geo[j]
             if not g[7]:           # |c2 - c1| - r1 - r2 (no tangents needed)
-                c1 = self._place(R, X, g[0], g[2])
-                d = self._centre2(R, X, g, c1) - c1
+                c1, c2 = self._nearest(R, X, g)
+                d = c2 - c1
                 out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
                 continue
             c1, n, _, c2 = self._normals(R, X, g, j)

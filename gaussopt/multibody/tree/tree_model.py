@@ -525,7 +525,7 @@ class Model(BaseModel):
             raise ModelError(f"model {self.name!r} has no contact pairs (`contact_pairs` is "
                              "empty: the loader fills it from MuJoCo's colliding geoms: world "
                              "planes against spheres, capsules, cylinders and boxes, spheres "
-                             "against spheres and capsules).")
+                             "and capsules against spheres and capsules).")
         for pr in self.contact_pairs:
             for ln in (pr.link1, pr.link2):
                 if ln is not None and ln not in self._asm.index:
@@ -552,6 +552,7 @@ class Model(BaseModel):
                               name=name, point_names=grp.point_names)
             if grp.has_rims:
                 contact.nonsmooth_at = grp.nonsmooth_at
+            contact.unsigned = grp.unsigned_rows
             # (a contact run's phases evaluate its closed points' rows by the compiled
             # kernel: tree_compiled.phase_functions)
             contact.pair_group = grp
