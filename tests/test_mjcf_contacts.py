@@ -1400,6 +1400,40 @@ def test_humanoidstandup_runs_past_a_phase_start_its_settle_turned():
     assert energy[-1] < energy[0]
 
 
+@pytest.mark.slow
+def test_dm_control_humanoid_falls_with_its_self_contacts():
+    """dm_control's humanoid (``tests/data/dmc_humanoid.xml``: the suite's file without its
+    rendering includes) with every contact its file declares: the floor's and its self
+    contacts (139 pairs of spheres and capsules, frictionless as the file sets them),
+    from its initial state for 1 s. It falls; its lower arms touch its seat at 0.43 s and
+    its feet touch each other near 0.84 s. Before the self contacts were mapped it ran
+    on the floor's alone; with them its trajectory moved by rounding and, at t = 0.565 s,
+    a state the contact problem had certified started its phase with its feet's
+    indeterminate forces 6.1e-8 N outside their cones, against a band (the forces'
+    rounding scale) of 5.9e-8 that lacked the margin's ``1 + mu``: the run ended there.
+
+    Checked: the run succeeds to 1 s; self contacts close (the transitions name them);
+    the mechanical energy never rises between samples by more than a phase start may add
+    (as the HumanoidStandup test above: ``4 m g gap_tol``) and ends below its start.
+    Slow: about 20 s."""
+    path = str(Path(__file__).parent / "data" / "dmc_humanoid.xml")
+    model, _ = load(path)
+    kinds = {pr.kind for pr in model.contact_pairs}
+    assert {"sphere-capsule", "capsule-capsule"} <= kinds
+    system = model.with_contacts()
+    q0, v0 = model.initial_state()
+    run = go.simulate(system, (0.0, 1.0), q0, v0, project_initial=True)
+    assert run.success, run.message
+    assert run.t[-1] == 1.0
+    assert any("floor" not in x[1] and x[2] == "close"
+               for x in run.meta["contact_transitions"])
+    energy = np.array([model.system.energy(t, q, v) for t, q, v in zip(run.t, run.q, run.v)])
+    gap_tol = 1e3 * (run.meta["atol"] + run.meta["rtol"] * (1.0 + np.abs(run.q[0]).max()))
+    mass = float(mj.MjModel.from_xml_path(path).body_mass.sum())
+    assert np.diff(energy).max() < 4 * mass * 9.81 * gap_tol
+    assert energy[-1] < energy[0]
+
+
 def test_corners_of_a_step_smaller_than_the_gap_tolerance_touch_from_the_lowest_up():
     """A plank of two boxes on one body whose bottom faces meet with a step of 2.5 um
     (box c's bottom higher; the corners at the junction 3 um apart: the replicated boxes

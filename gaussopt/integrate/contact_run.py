@@ -2056,13 +2056,21 @@ def _phase_events(model: "_Model", forces: _PhaseForces, closed, sdir, n_rows, t
     if forces.members:
         m0 = forces.margin(t, q, v)
         # A margin below zero at the start is the contact problem's choice within its own
-        # accuracy (in space the cone program's, ``10 _SOCP_TOL`` of the force scale):
-        # watched from there (offset ``tol - m0``), so that its further fall is an event.
-        # Below that accuracy the state chosen cannot hold at all: a watch starting
-        # negative would never change sign, and the phase would run on with forces
-        # outside their cones.
-        band = tol + (10 * _SOCP_TOL * max(1.0, float(np.abs(lam0).max(initial=0.0)))
-                      if forces.cone_points is not None else 0.0)
+        # accuracy: watched from there (offset ``tol - m0``), so that its further fall is
+        # an event. That accuracy is the certificate's (contact_cone._certify): a margin
+        # ``mu N - |t|`` errs by the forces' rounding ``tol`` times ``1 + mu`` (the larger
+        # coefficient of the members), in space plus the cone program's ``10 _SOCP_TOL``
+        # of the force scale. (Without the ``1 + mu``, dm_control's humanoid with its
+        # self-contacts mapped stopped at t = 0.565 s: a state the contact problem had
+        # certified started its phase with a margin of -6.1e-8 N against a band of
+        # 5.9e-8; its forces' rounding scale 5.4e-8, mu = 1.) Below that accuracy the
+        # state chosen cannot hold at all: a watch starting negative would never change
+        # sign, and the phase would run on with forces outside their cones.
+        mus = P.mu[forces.members]
+        mu_max = float(np.max(mus[np.isfinite(mus)], initial=0.0))
+        band = tol * (1.0 + mu_max) + (
+            10 * _SOCP_TOL * max(1.0, float(np.abs(lam0).max(initial=0.0)))
+            if forces.cone_points is not None else 0.0)
         if m0 < -band:
             raise ContactSolveError(
                 f"at t={t} the indeterminate forces of "

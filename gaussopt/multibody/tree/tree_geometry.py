@@ -1,10 +1,10 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
 Spheres (capsules' end spheres, boxes' corners) and cylinders' rims against a world plane
--- a robot's feet, a ball, a box on the ground, a wheel -- and pairs of spheres are
-evaluated by one compiled function (:func:`gaussopt.multibody.tree.tree_compiled.
-contact_points`): gaps, Jacobians, slip velocities and their matrix from the kernel's
-twists, the convective terms (``gamma`` of the gap, the slip velocity's rate at zero
+-- a robot's feet, a ball, a box on the ground, a wheel -- and pairs of spheres and
+capsules are evaluated by one compiled function (:func:`gaussopt.multibody.tree.
+tree_compiled.contact_points`): gaps, Jacobians, slip velocities and their matrix from the
+kernel's twists, the convective terms (``gamma`` of the gap, the slip velocity's rate at zero
 acceleration) from its bias accelerations (a rim's lowest point moves along the rim, a
 sphere pair's normal and tangents turn: their terms are written out in the kernel). On the
 tippe top (1.2 s at the default tolerances) that halved the run's CPU time (7.6 -> 3.1 s);
@@ -368,7 +368,7 @@ class PairGroup:
         Link name -> the link's index in ``kin``.
     compiled : bool, default True
         Evaluate the pairs of spheres, boxes and cylinders against world planes and the
-        pairs of spheres by the compiled kernel (:func:`~gaussopt.multibody.tree.
+        pairs of spheres and capsules by the compiled kernel (:func:`~gaussopt.multibody.tree.
         tree_compiled.contact_points`: the convective terms from the kernel's bias
         accelerations). ``False``: every pair by the numpy path (the complex steps; what
         the tests compare the kernel with).
@@ -402,8 +402,8 @@ class PairGroup:
         self._cplx = None                  # the numpy kinematics at the last complex step
         self._T = self._J = self._gam = None          # kept for the last (q, v)
         # the points against a world plane (spheres, capsules' end spheres, boxes' corners,
-        # cylinders' rims) and the pairs of spheres: evaluated together by the compiled
-        # kernel (module docstring); planes carried by moving links by numpy
+        # cylinders' rims) and the pairs of spheres and capsules: evaluated together by the
+        # compiled kernel (module docstring); planes carried by moving links by numpy
         fast = [compiled and (g[0] < 0 or not g[7]) for g in self._geo]
         self._slow_pairs = [j for j, f in enumerate(fast) if not f]
         rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
