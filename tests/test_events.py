@@ -555,13 +555,14 @@ def test_a_rebased_watch_in_a_run_and_a_bad_rebase(pb):
         go.simulate(pb.system, (0.0, 0.1), pb.q0, pb.v0, events=g)
 
 
-def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
-    """``shared``/``from_shared``: three watches of one quantity (a particle falling from
-    x = 1 under g = 9.81 crossing x = 0.5, 0.2, -0.1) find the same crossings as three
-    plain functions, at ``sqrt(2 (1 - c) / g)`` (free fall is a quadratic: DOP853 and
-    Brent's method locate its roots to rounding, 1e-12 s a bound with margins of 1e3),
-    and the shared source is evaluated once per state where the plain functions are
-    evaluated once each (the contact run's gap watches: one per open point)."""
+def _falling_watches(interp: int = 0, reads_source: bool = False, **options):
+    """Runs of a particle falling from x = 1 under g = 9.81, watched crossing x = 0.5, 0.2,
+    -0.1 by three plain functions and by three readers of one shared source (``interp``:
+    their ``interp_points``; ``reads_source``: a shared watch evaluated alone reads the
+    source, as a contact run's gap watch reads every gap): ``(runs, calls)``, the runs by
+    ``shared`` and the calls of the plain functions and of the source. Both find the
+    crossings at ``sqrt(2 (1 - c) / g)`` (free fall is a quadratic: DOP853 and Brent's
+    method locate its roots to rounding, 1e-12 s a bound with margins of 1e3)."""
     levels = (0.5, 0.2, -0.1)
     system = go.System(("x",), mass=np.eye(1), force=[-9.81])
     calls = {"shared": 0, "plain": 0}
@@ -572,20 +573,32 @@ def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
 
     def watch(i, shared):
         def f(t, q, v):
+            if shared and reads_source:
+                return float(source(t, q, v)[i])
             calls["plain"] += not shared
             return float(q[0] - levels[i])
         if shared:
             f.shared, f.from_shared = source, (lambda t, s: float(s[i]))
+        if interp:
+            f.interp_points = interp
         return f
 
-    runs = {}
-    for shared in (False, True):
-        runs[shared] = go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
-                                   events=[watch(i, shared) for i in range(3)])
+    runs = {shared: go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
+                                events=[watch(i, shared) for i in range(3)], **options)
+            for shared in (False, True)}
     exact = [np.sqrt(2 * (1 - c) / 9.81) for c in levels]
     for shared in (False, True):
         got = [float(t[0]) for t in runs[shared].t_events]
         np.testing.assert_allclose(got, exact, rtol=0, atol=1e-12)
+    return runs, calls
+
+
+def test_events_reading_one_shared_quantity_evaluate_it_once_per_state():
+    """``shared``/``from_shared``: three watches of one quantity find the same crossings as
+    three plain functions (:func:`_falling_watches`), and the shared source is evaluated
+    once per state where the plain functions are evaluated once each (the contact run's
+    gap watches: one per open point)."""
+    runs, calls = _falling_watches()
     assert [list(t) for t in runs[True].t_events] == [list(t) for t in runs[False].t_events]
     # (the plain run calls each of its three functions at every state the shared run reads
     # once; Brent's iterates call one function each in both)
@@ -596,37 +609,8 @@ def test_shared_watches_scanned_inside_steps_read_one_evaluation_per_state():
     """The same three watches with ``interp_points`` (a contact run's gap watches of
     spheres and capsules, scanned inside the steps): their interior points and screens
     read one evaluation of the shared source per state, the plain functions one each; the
-    crossings are the same (and exact as above: 1e-12 s)."""
-    levels = (0.5, 0.2, -0.1)
-    system = go.System(("x",), mass=np.eye(1), force=[-9.81])
-    calls = {"shared": 0, "plain": 0}
-
-    def source(t, q, v):
-        calls["shared"] += 1
-        return q[0] - np.array(levels)
-
-    def watch(i, shared):
-        # (a shared watch alone reads the source, as a contact run's gap watch reads every
-        # gap)
-        def f(t, q, v):
-            if shared:
-                return float(source(t, q, v)[i])
-            calls["plain"] += 1
-            return float(q[0] - levels[i])
-        if shared:
-            f.shared, f.from_shared = source, (lambda t, s: float(s[i]))
-        f.interp_points = 6
-        return f
-
-    runs = {}
-    for shared in (False, True):
-        runs[shared] = go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1),
-                                   events=[watch(i, shared) for i in range(3)],
-                                   max_step=0.05)
-    exact = [np.sqrt(2 * (1 - c) / 9.81) for c in levels]
-    for shared in (False, True):
-        got = [float(t[0]) for t in runs[shared].t_events]
-        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-12)
+    crossings are the same (and exact)."""
+    runs, calls = _falling_watches(interp=6, reads_source=True, max_step=0.05)
     # (the six interior points of every step are read by the three watches, once by the
     # source: two reads fewer per point, in every step but those three where a scan stops
     # at its crossing; Brent's iterates read one function each in both runs)

@@ -311,8 +311,8 @@ class ContactPoints:
         #: tangent directions of each point: 0, 1 (``slip``: planar), 2 (``slip_velocity``)
         self.dim = np.array([self.contacts[j].tangent_dim for j in owner], dtype=int)
         #: the points whose gap is an unsigned distance (:attr:`Contact.unsigned`)
-        self.unsigned = np.array([r in set(self.contacts[j].unsigned)
-                                  for j, r in zip(owner, row)], dtype=bool)
+        unsigned = [set(c.unsigned) for c in self.contacts]
+        self.unsigned = np.array([r in unsigned[j] for j, r in zip(owner, row)], dtype=bool)
         #: some point has two tangents: the contact problem is the circular cones'
         self.spatial = bool(np.any(self.dim == 2))
         #: the points of each contact (its gap's rows at the run's start)

@@ -621,7 +621,7 @@ SS_LINK1, SS_R1, SS_C1, SS_B, SS_B1 = PP_N, PP_N + 1, PP_P0, PP_T1, PP_T2
 W_PP = 21
 #: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
 PP_FLAT = 1e-6
-#: the tangents of a pair of spheres (or a sphere and a capsule) with normal ``n``: ``t1 =
+#: the tangents of a pair of spheres or capsules with normal ``n``: ``t1 =
 #: n x e / |n x e|``, ``t2 = n x t1`` with ``e = SS_REF0``, or ``SS_REF1`` where ``|n .
 #: SS_REF0| > SS_REF_COS`` (``n`` within 26 degrees of it). Why fixed reference directions
 #: off the axes: the tangents must turn continuously with ``n`` along a run (a sliding

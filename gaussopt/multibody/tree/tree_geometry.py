@@ -285,8 +285,8 @@ class ContactPair:
         The plane's rotation (its z axis the normal) in ``link1``'s frame.
     points2 : tuple of tuples
         The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3);
-        of a ``sphere-capsule`` pair, the two ends of the capsule's axis segment (one
-        contact point, where that segment is nearest the sphere).
+        of a ``sphere-capsule`` or ``capsule-capsule`` pair, the two ends of the second
+        capsule's axis segment (one contact point, at the closest points).
     radius1, radius2 : float
         The radii (plane, box corner: 0; a cylinder's: its rims').
     source : str
@@ -413,7 +413,7 @@ class PairGroup:
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
         geo, rims, lines = [], [], []
         for j, g in enumerate(self._geo):
-            if fast[j] and not g[7]:        # a sphere and a sphere or a capsule's segment
+            if fast[j] and not g[7]:   # spheres or capsules (a sphere: a segment of length 0)
                 rec = np.zeros(kernel.W_PP)
                 rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], g[6]
                 rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
@@ -445,9 +445,9 @@ class PairGroup:
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
     @property
-    def has_rims(self) -> bool:
+    def has_kinks(self) -> bool:
         """Whether the group holds cylinders against planes or pairs of capsules (the pairs
-        whose gap has a kink)."""
+        whose gap has a kink: :meth:`nonsmooth_at`)."""
         return any(g[8] is not None or g[11] is not None for g in self._geo)
 
     @property
@@ -468,7 +468,7 @@ class PairGroup:
         finite-difference check next to it cannot judge the Jacobian
         (:attr:`gaussopt.Contact.nonsmooth_at`)."""
         q = np.asarray(q)
-        if q.dtype.kind != "f" or not self.has_rims:
+        if q.dtype.kind != "f" or not self.has_kinks:
             return False
         R, X = self._real(q)[:2]
         for j, g in enumerate(self._geo):

@@ -550,7 +550,7 @@ class Model(BaseModel):
                                                    else None),
                               friction=mu, restitution=restitution, rheonomic=False,
                               name=name, point_names=grp.point_names)
-            if grp.has_rims:
+            if grp.has_kinks:
                 contact.nonsmooth_at = grp.nonsmooth_at
             contact.unsigned = grp.unsigned_rows
             # (a contact run's phases evaluate its closed points' rows by the compiled
