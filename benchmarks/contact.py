@@ -49,7 +49,13 @@ Run: ``python3 benchmarks/contact.py``. MuJoCo is the optional ``bench`` extra
   - the same cube on a flat floor, 1 s: the normal forces over its four bottom corners
     (a rigid body on four coplanar points: only their sum ``m g`` and their moment about
     the centre are determined, gaussopt reports the least-norm distribution in the cone)
-    and their sum's error.
+    and their sum's error;
+  - a frictionless capsule (r 0.1 m) lying across a world capsule (r 0.2 m, axis along x
+    from -1 to 1), launched along it at 0.8 m/s from x = 0.5: it slides along the top and
+    over the rounded end, and leaves where ``cos th = (2 + v0^2 / (g rho)) / 3`` (``rho``
+    the radii's sum; the time by energy and quadrature): the lift-off time (MuJoCo: its
+    last step with a contact, its soft contact opening and closing over the end) and the
+    penetration.
 
 * **Many points** (a plank, half length 0.5 m, half height 0.05 m, 2 kg, lying on N
   points of its bottom edge on a line, mu 0.3; planar: x, y, th):
@@ -695,6 +701,85 @@ def mujoco_tippe_top(tt, ts: float, th1: float, cone: str) -> dict:
             "th_error": abs(th - th1), "penetration": pen}
 
 
+#: a frictionless log (capsule, radius 0.1 m) lying across a world bar (capsule, radius 0.2
+#: m, axis along x from -1 to 1), launched along the bar at 0.8 m/s from x = 0.5: it slides
+#: along the top, over the bar's rounded end and leaves it (tests/test_mjcf_contacts.py)
+LOG = {"R": 0.2, "r": 0.1, "v0": 0.8, "x0": 0.5}
+
+
+def log_xml(option: str = "") -> str:
+    """The log and the bar of :data:`LOG` (``option``: MuJoCo's ``<option>`` attributes)."""
+    R, r, x0 = LOG["R"], LOG["r"], LOG["x0"]
+    return f"""<mujoco><option gravity="0 0 -9.81" {option}/><worldbody>
+<geom name="bar" type="capsule" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
+<body name="log" pos="{x0} 0 {R + r}"><freejoint/>
+<geom name="log" type="capsule" fromto="0 -.15 0 0 .15 0" size="{r}" mass="1" condim="1"/>
+</body></worldbody></mujoco>"""
+
+
+def _log_leaves() -> float:
+    """When the log leaves the bar (energy: the particle leaving a smooth cylinder, over the
+    end's sphere of radius ``R + r``; scipy's quad)."""
+    from scipy.integrate import quad
+
+    g, rho, v0 = 9.81, LOG["R"] + LOG["r"], LOG["v0"]
+    th = math.acos((2.0 + v0 ** 2 / (g * rho)) / 3.0)
+    t_cap = quad(lambda a: rho / math.sqrt(v0 ** 2 + 2 * g * rho * (1 - math.cos(a))), 0.0, th,
+                 epsabs=0.0, epsrel=1e-13)[0]
+    return (1.0 - LOG["x0"]) / v0 + t_cap
+
+
+def gaussopt_log() -> dict:
+    """The log's run (capsule-capsule contact, the defaults) to 0.2 s past the exact lift-off:
+    the lift-off time's error and the deepest penetration at its samples."""
+    import gaussopt as go
+    from gaussopt.model.contact import ContactPoints
+
+    model = _load_mjcf(log_xml())
+    system = model.with_contacts()
+    v0 = np.zeros(model.n)
+    v0[0] = LOG["v0"]
+    t_l = _log_leaves()
+    wall, tr = _median_time(lambda: go.simulate(system, (0.0, t_l + 0.2), model.q_reference, v0))
+    points = ContactPoints(system.contacts, 0.0, tr.q[0])
+    pen = max(0.0, -min(float(points.gaps(t, q).min()) for t, q in zip(tr.t, tr.q)))
+    opened = [x[0] for x in tr.meta["contact_transitions"] if x[2] == "open"]
+    return {"time": wall, "ok": tr.success, "penetration": pen,
+            "t_error": abs(opened[0] - t_l) if opened else math.nan}
+
+
+def mujoco_log(cone: str) -> dict:
+    """The same in MuJoCo (``timestep = 1e-4``): its last step with a contact against the
+    lift-off (its soft contact opens and closes again for 0.19 s before: from x = 1.02,
+    where the log reaches the bar's end), and the deepest penetration."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(log_xml(f'timestep="1e-4" cone="{cone}"'))
+    t_l = _log_leaves()
+
+    def run():
+        d = mujoco.MjData(model)
+        d.qvel[0] = LOG["v0"]
+        t_off, pen = None, 0.0
+        while d.time < t_l + 0.2 - 1e-12:
+            mujoco.mj_step(model, d)
+            if d.ncon:
+                t_off = d.time
+            pen = max([pen] + [-d.contact[k].dist for k in range(d.ncon)])
+        return t_off, pen
+
+    wall, (t_off, pen) = _median_time(run)
+    return {"time": wall, "ok": True, "penetration": pen,
+            "t_error": abs(t_off - t_l) if t_off is not None else math.nan}
+
+
+def _log_row(sim: str, r: dict) -> tuple:
+    return ("capsule sliding across a capsule and over its end (MJCF), until 0.2 s after it "
+            "leaves", sim, r["time"],
+            f"lift-off err {r['t_error']:.1e} s, penetration {r['penetration']:.1e} m"
+            + ("" if r["ok"] else " (the run failed)"))
+
+
 def _drop_reference():
     """The tilted box drop of tests/box_drop_reference.py: its module, the first impact
     ``(t, corner, x, v, R, w)`` and the sticking impulse there (mu = 1)."""
@@ -830,6 +915,9 @@ def main() -> int:
                               gaussopt_drop(*dr)))
         for cone in ("pyramidal", "elliptic"):
             rows.append(_drop_row(f"MuJoCo dt 1e-4, {cone} cone", mujoco_drop(*dr, cone)))
+        rows.append(_log_row("gaussopt (hard, frictionless)", gaussopt_log()))
+        for cone in ("pyramidal", "elliptic"):
+            rows.append(_log_row(f"MuJoCo dt 1e-4, {cone} cone", mujoco_log(cone)))
         tt = _tippe_reference()
         rows.append(_tippe_row("gaussopt (hard, circular cone)", gaussopt_tippe_top(*tt)))
         for cone in ("pyramidal", "elliptic"):
