@@ -95,7 +95,10 @@ within the gap tolerance (above or below zero) lands where its gap returns to th
 start, and one that the projection of the phase's start puts below it by at most that
 offset is watched relative to that dip (:func:`_gap_event`). An event at the end of
 the span is resolved (an impact there is recorded) and the run ends with a zero-length
-last phase.
+last phase. A gap that is an unsigned distance (:attr:`gaussopt.Contact.unsigned`: a
+sphere or capsule against another, positive again once one has passed through the
+other within a step) is also watched at interior points of the steps, as the force
+events below.
 
 Force events (a normal force reaching zero, a friction force reaching the
 cone) are also checked at interior points of each step (``interp_points``):
