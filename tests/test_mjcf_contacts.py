@@ -835,8 +835,9 @@ def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
     and capsule and the chain's spheres against the arm's capsule and each other) against
     MuJoCo's own ``mj_geomDistance`` at random states: the gap equals MuJoCo's signed
     distance and the unit normal the direction of its ``fromto`` segment (geom 1's surface
-    point to geom 2's; reversed where they overlap), for closest points inside the capsules' axes and at their ends (both occur at these
-    states, for both kinds, checked). Lengths ~1 from a few dozen operations: rounding
+    point to geom 2's; reversed where they overlap), for closest points inside the
+    capsules' axes and at their ends (both occur at these states, for both kinds,
+    checked). Lengths ~1 from a few dozen operations: rounding
     ~1e-15; 1e-12 leaves a margin of 1e3 (MuJoCo's closest points are the same formulas in
     its order of operations; its capsule-capsule distance is exact, not a GJK iterate:
     at 200 such states the largest differences were 1.3e-15, 1.0e-15 and 4.4e-16 for the

@@ -1684,8 +1684,8 @@ def _gap_event(P: ContactPoints, i: int, t_start: float, rate0: Optional[float],
     against another, positive again past a passage) is watched also at interior points
     of the steps, in any order of time; its offset is disarmed at the end of the first
     step that ends with the gap past it (the tracker's ``rebase``), so a landing within
-    that first step is located at ``gap = -offset`` (late by ``offset / |gap'|``). (Kept armed, the offset
-    put the landing late by ``offset / |gap'|``: for Glocker's woodpecker, whose sleeve
+    that first step is located at ``gap = -offset`` (late by ``offset / |gap'|``). (Kept
+    armed, the offset put the landing late by ``offset / |gap'|``: for Glocker's woodpecker, whose sleeve
     lands again at 8.5 mm/s 2.7 ms after an impact without rebound, 2.7e-10 s at
     ``rtol = 1e-12`` and 2.7e-7 s at the defaults, above the run's own error.) Disarming
     keeps the sign: the watch is positive before and after.
