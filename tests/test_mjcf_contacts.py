@@ -185,7 +185,7 @@ def test_compiled_contacts_equal_the_complex_step_path():
     pairs = model.contact_pairs
     kinds = {pr.kind for pr in pairs}
     assert {"plane-sphere", "plane-capsule", "plane-box", "plane-cylinder",
-            "sphere-sphere", "sphere-capsule", "capsule-capsule"} <= kinds
+            "sphere-sphere", "sphere-capsule", "capsule-capsule", "sphere-box"} <= kinds
     assert any(pr.kind == "sphere-sphere" and pr.link1 is None for pr in pairs)
     pairs = pairs[:3] + (ContactPair(
         "tray", "ls", kind="plane-sphere", friction=0.5, link1="arm", link2="loose",
@@ -830,18 +830,19 @@ def test_two_spheres_collide_head_on_and_exchange_velocities():
 
 
 # --------------------------------------------------------------------------- sphere-capsule
-def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
-    """The pairs of spheres and capsules of the chain (a world sphere, a free body's sphere
-    and capsule and the chain's spheres against the arm's capsule and each other) against
+def test_sphere_capsule_and_box_pairs_gaps_and_normals_equal_mujocos_distances():
+    """The pairs of spheres, capsules and boxes of the chain (a world sphere, a free body's
+    sphere and capsule and the chain's spheres against the arm's capsule, the wrist's box
+    and each other) against
     MuJoCo's own ``mj_geomDistance`` at random states: the gap equals MuJoCo's signed
     distance and the unit normal the direction of its ``fromto`` segment (geom 1's surface
     point to geom 2's; reversed where they overlap), for closest points inside the
-    capsules' axes and at their ends (both occur at these states, for both kinds,
-    checked). Lengths ~1 from a few dozen operations: rounding
+    capsules' axes and at their ends, and a box's faces, edges and corners (all occur at
+    these states, checked). Lengths ~1 from a few dozen operations: rounding
     ~1e-15; 1e-12 leaves a margin of 1e3 (MuJoCo's closest points are the same formulas in
     its order of operations; its capsule-capsule distance is exact, not a GJK iterate:
-    at 200 such states the largest differences were 1.3e-15, 1.0e-15 and 4.4e-16 for the
-    three kinds)."""
+    at 200 such states the largest differences were 1.3e-15, 1.0e-15, 4.4e-16 and 1.8e-15
+    for the four kinds)."""
     from gaussopt.multibody.tree.tree_geometry import PairGroup
 
     model, _ = load(PLANE_CHAIN)
@@ -849,9 +850,9 @@ def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
     d = mj.MjData(m)
     grp = PairGroup(model.geometry_kinematics, model.contact_pairs, model._asm.index)
     rows = np.cumsum([0] + [pr.rows for pr in grp.pairs])
-    kinds = ("sphere-sphere", "sphere-capsule", "capsule-capsule")
+    kinds = ("sphere-sphere", "sphere-capsule", "capsule-capsule", "sphere-box")
     which = [j for j, pr in enumerate(grp.pairs) if pr.kind in kinds]
-    assert [sum(grp.pairs[j].kind == k for j in which) for k in kinds] == [6, 6, 1]
+    assert [sum(grp.pairs[j].kind == k for j in which) for k in kinds] == [6, 6, 1, 3]
 
     def gid(name):
         i = mj.mj_name2id(m, mj.mjtObj.mjOBJ_GEOM, name)
@@ -865,7 +866,7 @@ def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
 
     rng = np.random.default_rng(5)
     seen = set()
-    for _ in range(12):
+    for _ in range(40):
         q = model.q_reference + 0.4 * rng.normal(size=model.n)
         for a in (3, 10, 17):                     # unit Euler parameters (MuJoCo's qpos)
             q[a:a + 4] /= np.linalg.norm(q[a:a + 4])
@@ -883,12 +884,19 @@ def test_sphere_and_capsule_pairs_gaps_and_normals_equal_mujocos_distances():
             # (fromto joins the two surface points: against n where the geoms overlap)
             np.testing.assert_allclose(n[0], math.copysign(1.0, dist) * seg
                                        / np.linalg.norm(seg), rtol=0, atol=1e-12)
-            c1, c2 = grp._nearest(R, X, g)
+            c1, c2, _ = grp._nearest(R, X, g)
             if g[10]:
                 seen.add((pr.kind, where(c2[0], grp._place(R, X, g[1], g[4]))))
             if g[11] is not None:
                 seen.add((pr.kind, where(c1[0], grp._place(R, X, g[0], g[11]))))
-    assert seen == {(k, w) for k in kinds[1:] for w in ("inside", "end")}
+            if g[13] is not None:              # the box's face, edge or corner
+                half, ax, ay = g[13]
+                axes = np.array([ax, ay, np.cross(ax, ay)]) @ R[g[1]].T
+                loc = axes @ (c1[0] - grp._place(R, X, g[1], g[4])[0])
+                seen.add((pr.kind, ("corner", "edge", "face", "inside")[
+                    int(np.sum(np.abs(loc) < half))]))
+    assert seen >= {(k, w) for k in kinds[1:3] for w in ("inside", "end")} | {
+        ("sphere-box", w) for w in ("corner", "edge", "face")}
 
 
 @pytest.mark.parametrize("top, along", [("sphere", False), ("sphere", True),
@@ -980,6 +988,58 @@ def test_parallel_capsules_run_until_they_touch_along_a_line():
     np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, 0.1], rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize("over", ["edge", "corner"])
+def test_a_sphere_slides_off_a_box_over_its_edge_or_corner_where_energy_says(over):
+    """A frictionless sphere (radius r) launched with speed v0 on the top face of a world
+    box (half sizes 0.5, 0.4, 0.1), towards an edge (along x) or a corner (along the
+    diagonal, from a point on it): it slides straight on the face (the box's closest
+    point follows it: two free coordinates), reaches the edge or corner and turns over it
+    (one free coordinate along the edge, or none at the corner) on the cylinder or sphere
+    of radius r about it, leaving where ``cos th = (2 + v0^2 / (g r)) / 3``, at the time
+    the energy gives (quad, as for the capsule), then flies (closed form). Tolerances as
+    the module's (events 1e-9 relative, states 1e-8)."""
+    r, v0, hx, hy, hz = 0.1, 0.6, 0.5, 0.4, 0.1
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="table" type="box" size="{hx} {hy} {hz}" condim="1"/>
+<body name="ball" pos="0 0 {hz + r}"><freejoint/>
+<geom name="b" size="{r}" mass="1" condim="1"/></body></worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [(p.kind, p.friction) for p in model.contact_pairs] == [("sphere-box", 0.0)]
+    if over == "edge":
+        start, e, reach = np.array([0.2, 0.1]), np.array([1.0, 0.0]), hx - 0.2
+        top = np.array([hx, 0.1])
+    else:
+        start = np.array([hx - 0.25, hy - 0.25])
+        e = np.array([hx, hy]) - start
+        reach = float(np.linalg.norm(e))
+        e, top = e / reach, np.array([hx, hy])
+    q0 = model.q_reference.copy()
+    q0[:2] = start
+    u0 = np.zeros(model.n)
+    u0[:2] = v0 * e
+    cos_l = (2.0 + v0 ** 2 / (G0 * r)) / 3.0
+    th_l = math.acos(cos_l)
+    from scipy.integrate import quad
+    t_over, err = quad(lambda th: r / math.sqrt(v0 ** 2 + 2 * G0 * r * (1 - math.cos(th))),
+                       0.0, th_l, epsabs=0.0, epsrel=1e-13)
+    assert err < 1e-12 * t_over
+    t_l = reach / v0 + t_over
+    T = t_l + 0.1
+    tr = go.simulate(model.with_contacts(), (0.0, T), q0, u0, **TOL)
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert [x[2] for x in trans] == ["close", "open"]
+    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
+    speed = math.sqrt(v0 ** 2 + 2 * G0 * r * (1 - cos_l))
+    e3, up = np.array([*e, 0.0]), np.array([0.0, 0.0, 1.0])
+    x_l = np.array([*top, hz]) + r * (math.sin(th_l) * e3 + cos_l * up)
+    v_l = speed * (cos_l * e3 - math.sin(th_l) * up)
+    dt = T - t_l
+    grav = np.array([0.0, 0.0, -G0])
+    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+
+
 def test_a_sphere_on_top_of_a_capsule_passes_the_derivative_check():
     """A rough sphere resting on the top of a horizontal capsule: the pair's normal is
     ``(0, 0, -1)`` with its other components zero, as a ball on the bottom of a cup of
@@ -1067,8 +1127,9 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
     excluded; b1-a1 (child-parent) only with filterparent disabled; c1 (condim 1) with the
     floor (condim 3): condim 3, friction max(0.5, 1); d2 (condim 6) with the floor: not
     mapped; c2 (a cylinder) with the floor mapped, its pairs with spheres and capsules
-    listed, as the sphere-box and capsule-box pairs; the spheres' pairs with d2 (a
-    capsule: a kind that maps) take its condim 6 and are listed with its floor pair."""
+    listed, as the capsule-box pair; c1 (a box) with the spheres b1 and wall mapped (a
+    and c excluded); the spheres' pairs with d2 (a capsule: a kind that maps) take its
+    condim 6 and are listed with its floor pair."""
     option = "" if filterparent else '<option><flag filterparent="disable"/></option>'
     model, feats = load(FILTER.format(option=option))
     got = {(p.geom1, p.geom2): (p.kind, p.friction, p.source) for p in model.contact_pairs}
@@ -1078,7 +1139,9 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
             ("floor", "c2"): ("plane-cylinder", 1.0, "filter"),
             ("floor", "d1"): ("plane-sphere", 0.25, "pair"),
             ("wall", "a1"): ("sphere-sphere", 1.0, "filter"),
-            ("wall", "b1"): ("sphere-sphere", 1.0, "filter")}
+            ("wall", "b1"): ("sphere-sphere", 1.0, "filter"),
+            ("wall", "c1"): ("sphere-box", 1.0, "filter"),
+            ("b1", "c1"): ("sphere-box", 1.0, "filter")}
     if not filterparent:
         want[("a1", "b1")] = ("sphere-sphere", 1.0, "filter")
     assert got == want
@@ -1089,13 +1152,12 @@ def test_filter_pairs_and_unmapped_listing(filterparent):
         "contacts: sphere-cylinder pairs (not mapped)": 2,
         "contacts: capsule-cylinder pairs (not mapped)": 1,
         "contacts: pairs with torsional or rolling friction (condim 4, 6; not mapped)": 4,
-        "contacts: sphere-box pairs (not mapped)": 2,
         "contacts: capsule-box pairs (not mapped)": 1}
     # one Contact per friction coefficient, a gap row per point (box: 8)
     cs = model.contacts()
     assert sorted(c.friction for c in cs) == [0.25, 0.3, 1.0]
     rows = sum(c.normal.residual(0.0, model.q_reference).size for c in cs)
-    assert rows == 5 + 8 + 2 + (0 if filterparent else 1)
+    assert rows == 5 + 8 + 2 + 2 + (0 if filterparent else 1)
 
 
 def test_model_and_system_with_contacts_pickle():

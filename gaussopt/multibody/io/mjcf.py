@@ -23,7 +23,7 @@ one of two kinds of model:
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
-  spheres, capsules, cylinders and boxes, spheres and capsules against spheres and capsules, by MuJoCo's filter and ``<pair>``
+  spheres, capsules, cylinders and boxes, spheres and capsules against spheres and capsules, spheres against boxes, by MuJoCo's filter and ``<pair>``
   elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
   ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
   :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
@@ -892,8 +892,9 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     else the larger sliding coefficient of the two; ``condim`` likewise (the larger).
     Mapped: world planes against spheres, capsules (two end spheres), cylinders (the
     lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
-    rim) and boxes (8 corners); spheres against spheres and capsules, capsules against
-    capsules (one point, at the closest points of the centres or axis segments); ``condim`` 1
+    rim) and boxes (8 corners); spheres against spheres, capsules and boxes, capsules
+    against capsules (one point, at the closest points of the centres, axis segments or
+    box); ``condim`` 1
     (frictionless) and 3 (sliding friction). Everything else is counted in
     ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
@@ -968,13 +969,16 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         if l1 is None and l2 is None:
             continue                                  # two geoms of the world
         size = np.array(m.geom_size[g2], float)
-        axis = ()
+        axis, box2 = (), ()
         if t2 == "sphere":
             pts, r2 = o2[None, :], size[0]
         elif t2 in ("capsule", "cylinder"):         # (end spheres; a cylinder's rim centres)
             pts, r2 = np.array([o2 + F2[:, 2] * size[1], o2 - F2[:, 2] * size[1]]), size[0]
             if t2 == "cylinder":
                 axis = tuple(float(x) for x in F2[:, 2])
+        elif t1 == "sphere":                          # (a box: its centre, frame, sizes)
+            pts, r2 = o2[None, :], 0.0
+            box2 = tuple(tuple(float(x) for x in r) for r in (size, F2[:, 0], F2[:, 1]))
         else:
             sg = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
             pts, r2 = o2 + (sg * size) @ F2.T, 0.0
@@ -987,7 +991,7 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
             gnames[g1], gnames[g2], kind, mu if dim == 3 else 0.0, l1, l2,
             tuple(float(x) for x in o1), tuple(tuple(float(x) for x in r) for r in F1),
             tuple(tuple(float(x) for x in r) for r in pts), r1, float(r2), src, axis,
-            segment1=seg1))
+            segment1=seg1, box2=box2))
         mapped_geoms.update((gnames[g1], gnames[g2]))
     for t, names in bad_types.items():
         _count(un, f"contacts: {t} geoms (not mapped: {_few(sorted(names))})", len(names))

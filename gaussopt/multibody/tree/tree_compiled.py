@@ -618,6 +618,11 @@ def _kinematics(p, q, v, R, X, S, V, w):
 #: and axis ends (its link's frame) in ``SS_LINK1``, ``SS_R1``, ``SS_C1`` and ``SS_B1``.
 PP_LINK, PP_S, PP_R, PP_N, PP_P0, PP_T1, PP_T2, PP_A, PP_KIND = 0, 1, 4, 5, 8, 11, 14, 17, 20
 SS_LINK1, SS_R1, SS_C1, SS_B, SS_B1 = PP_N, PP_N + 1, PP_P0, PP_T1, PP_T2
+#: a sphere against a box (kind 2): the box's link, centre (its link's frame) and radius 0
+#: in the first three fields, the sphere's as a pair of spheres' (``SS_LINK1``, ``SS_R1``,
+#: ``SS_C1``), the box's half sizes and its x and y axes (its link's frame) in ``SB_H``,
+#: ``SB_X``, ``SB_Y``
+SB_H, SB_X, SB_Y = PP_T1, PP_T2, PP_A
 W_PP = 21
 #: a rim whose ``|n - (n . a) a|`` is at most this lies flat (``tree_geometry.FACE_TOL``)
 PP_FLAT = 1e-6
@@ -697,6 +702,15 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
       t' n . e2' - 2 w' n . e1'``. Parallel axes (their angle's sine at most
       :data:`PP_FLAT`) have no single pair of closest points: ``tilt`` 0 (the caller
       refuses their derivatives where they touch: a line contact).
+    * a sphere (centre ``o``) and a box (centre ``B``, axes ``a_j``, half sizes ``h_j``): as
+      two spheres (the box's radius 0) with ``c`` the box's point closest to ``o``, ``B +
+      sum_j s_j a_j`` with ``s_j`` the centre's coordinate ``a_j . (o - B)`` clamped to
+      ``[-h_j, h_j]``. A free coordinate (inside its range) moves at ``a_j . (o' - w)``
+      (``w`` the velocity of the box's material point at ``o``), so ``c' = y + R s'``
+      (``y`` the box's material point's velocity at ``c``) and ``n . c''_b = n . (z + 2
+      omega x R s')`` (``n`` is orthogonal to the free axes). A centre inside the box takes
+      its nearest face's point and the gap ``-|c - o| - r`` (``n`` reversed; ``gamma``'s
+      first term changes sign).
 
     The columns of ``G`` and ``T`` are those of the links' coordinates and their ancestors'
     (zero elsewhere; a common ancestor's are the difference of the two)."""
@@ -711,8 +725,12 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
     for i in range(m):
         for c in range(n):
             G[i, c] = 0.0
-        if geo[i, PP_KIND] != 0.0:
+        if geo[i, PP_KIND] == 1.0:
             _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt)
+            continue
+        if geo[i, PP_KIND] == 2.0:
+            _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam)
+            tilt[i] = 1.0
             continue
         k = int(geo[i, PP_LINK])
         rad = geo[i, PP_R]
@@ -939,6 +957,95 @@ def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt):
                + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2)
                + 2.0 * td * (n0 * sd0 + n1 * sd1 + n2 * sd2)
                - 2.0 * wd * (n0 * hd0 + n1 * hd1 + n2 * hd2))
+    _pair_rows(p, S, V, Ab, i, k1, k2, r2, n0, n1, n2, dd0, dd1, dd2, ndd, L, c0, c1, c2,
+               cv0, cv1, cv2, o0, o1, o2, G, T, u, ugam)
+
+
+@_inline
+def _axis(R, k, geo, i, o):
+    """The unit vector ``geo[i, o:o + 3]`` of link ``k``'s frame in the world (``k < 0``: the
+    world's)."""
+    x0, x1, x2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
+    if k < 0:
+        return x0, x1, x2
+    return (R[k, 0, 0] * x0 + R[k, 0, 1] * x1 + R[k, 0, 2] * x2,
+            R[k, 1, 0] * x0 + R[k, 1, 1] * x1 + R[k, 1, 2] * x2,
+            R[k, 2, 0] * x0 + R[k, 2, 1] * x1 + R[k, 2, 2] * x2)
+
+
+@_jit
+def _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
+    """Record ``i`` of :func:`contact_points`, a sphere against a box (its docstring)."""
+    k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
+    r1 = geo[i, SS_R1]
+    o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
+    B0, B1, B2, _, _, _, _, _, _ = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
+    ax = _axis(R, k2, geo, i, SB_X)
+    ay = _axis(R, k2, geo, i, SB_Y)
+    az = (ax[1] * ay[2] - ax[2] * ay[1], ax[2] * ay[0] - ax[0] * ay[2],
+          ax[0] * ay[1] - ax[1] * ay[0])
+    # the sphere's centre in the box's frame (lx, ly, lz), clamped to the box (sx, sy, sz):
+    # the closest point (a centre inside the box: its nearest face's point)
+    hx, hy, hz = geo[i, SB_H], geo[i, SB_H + 1], geo[i, SB_H + 2]
+    lx = ax[0] * (o0 - B0) + ax[1] * (o1 - B1) + ax[2] * (o2 - B2)
+    ly = ay[0] * (o0 - B0) + ay[1] * (o1 - B1) + ay[2] * (o2 - B2)
+    lz = az[0] * (o0 - B0) + az[1] * (o1 - B1) + az[2] * (o2 - B2)
+    fx, fy, fz = -hx < lx < hx, -hy < ly < hy, -hz < lz < hz
+    sx, sy, sz = min(max(lx, -hx), hx), min(max(ly, -hy), hy), min(max(lz, -hz), hz)
+    sg = 1.0
+    if fx and fy and fz:
+        sg = -1.0
+        dx, dy, dz = hx - abs(lx), hy - abs(ly), hz - abs(lz)
+        if dx <= dy and dx <= dz:
+            sx, fx = (hx if lx >= 0.0 else -hx), False
+        elif dy <= dz:
+            sy, fy = (hy if ly >= 0.0 else -hy), False
+        else:
+            sz, fz = (hz if lz >= 0.0 else -hz), False
+    c0 = B0 + sx * ax[0] + sy * ay[0] + sz * az[0]
+    c1 = B1 + sx * ax[1] + sy * ay[1] + sz * az[1]
+    c2 = B2 + sx * ax[2] + sy * ay[2] + sz * az[2]
+    # the box's material point at c (velocity, bias acceleration) and at the sphere's
+    # centre (velocity); the free coordinates' rates a_j . (o' - that velocity)
+    v0, v1, v2, _, _, _ = _at_point(V, Ab, k2, c0, c1, c2, 0.0, 0.0, 0.0)
+    _, _, _, a0, a1, a2 = _at_point(V, Ab, k2, c0, c1, c2, v0, v1, v2)
+    wo0, wo1, wo2, _, _, _ = _at_point(V, Ab, k2, o0, o1, o2, 0.0, 0.0, 0.0)
+    r0, r1_, r2_ = y0 - wo0, y1 - wo1, y2 - wo2
+    dx = (ax[0] * r0 + ax[1] * r1_ + ax[2] * r2_) if fx else 0.0
+    dy = (ay[0] * r0 + ay[1] * r1_ + ay[2] * r2_) if fy else 0.0
+    dz = (az[0] * r0 + az[1] * r1_ + az[2] * r2_) if fz else 0.0
+    w0 = dx * ax[0] + dy * ay[0] + dz * az[0]                 # R s' (the free part's rate)
+    w1 = dx * ax[1] + dy * ay[1] + dz * az[1]
+    w2 = dx * ax[2] + dy * ay[2] + dz * az[2]
+    m0, m1, m2 = c0 - o0, c1 - o1, c2 - o2
+    L = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+    n0, n1, n2 = sg * m0 / L, sg * m1 / L, sg * m2 / L
+    cv0, cv1, cv2 = v0 + w0, v1 + w1, v2 + w2                 # c'
+    dd0, dd1, dd2 = cv0 - y0, cv1 - y1, cv2 - y2               # m'
+    ndd = n0 * dd0 + n1 * dd1 + n2 * dd2
+    om0 = om1 = om2 = 0.0
+    if k2 >= 0:
+        om0, om1, om2 = V[k2, 0], V[k2, 1], V[k2, 2]
+    gap[i] = sg * L - r1
+    gam[i] = -(sg * (dd0 * dd0 + dd1 * dd1 + dd2 * dd2 - ndd * ndd) / L
+               + n0 * (a0 - z0) + n1 * (a1 - z1) + n2 * (a2 - z2)
+               + 2.0 * (n0 * (om1 * w2 - om2 * w1) + n1 * (om2 * w0 - om0 * w2)
+                        + n2 * (om0 * w1 - om1 * w0)))
+    # (n' = sg (m' - n (n . m')) / L: the rows' helper takes sg m' for d')
+    _pair_rows(p, S, V, Ab, i, k1, k2, 0.0, n0, n1, n2, sg * dd0, sg * dd1, sg * dd2,
+               sg * ndd, L, c0, c1, c2, cv0, cv1, cv2, o0, o1, o2, G, T, u, ugam)
+
+
+@_inline
+def _pair_rows(p, S, V, Ab, i, k1, k2, r2, n0, n1, n2, dd0, dd1, dd2, ndd, L, c0, c1, c2,
+               cv0, cv1, cv2, o0, o1, o2, G, T, u, ugam):
+    """Record ``i`` of a pair of geoms (:func:`contact_points`: spheres, capsules, a sphere
+    and a box) from its closest points, geom 2's ``c`` (link ``k2``, moving at ``c'`` =
+    ``cv``; ``r2`` its radius) and geom 1's ``o`` (link ``k1``), the unit normal ``n``
+    from ``o`` to ``c``, the distance ``L``, ``d' = dd`` and ``n . d' = ndd``: the tangents
+    and their rates, the slip velocities at the contact point ``c - r2 n`` and their
+    convective terms, and the rows of ``G`` (the material points at ``c`` and ``o``) and
+    ``T``."""
     nd0, nd1, nd2 = (dd0 - n0 * ndd) / L, (dd1 - n1 * ndd) / L, (dd2 - n2 * ndd) / L  # n'
     # tangents t1 = n x e / |n x e| (e the reference direction, SS_REF0 or SS_REF1), t2 =
     # n x t1, and their rates (e fixed)

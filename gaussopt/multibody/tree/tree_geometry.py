@@ -70,6 +70,13 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   pair: their gap is still exact, and touching so the derivatives raise
   :class:`~gaussopt.ModelError` naming them (a run ends there with ``success=False``), as
   a cylinder's face does.
+* ``sphere``-``box`` (a ball on a table, a fingertip on a block): the same, with ``c2``
+  the point of the box closest to the sphere's centre (the centre in the box's frame,
+  clamped to its half sizes): on a face it slides with the sphere, on an edge along the
+  edge, at a corner it is the corner. The gap is continuously differentiable (the
+  distance to a convex set); ``gamma`` jumps where the closest point moves onto an edge
+  or a corner. A centre inside the box (a penetration deeper than the radius) takes its
+  nearest face.
 """
 
 from __future__ import annotations
@@ -86,7 +93,7 @@ __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_ri
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
 PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere",
-              "sphere-capsule", "capsule-capsule")
+              "sphere-capsule", "capsule-capsule", "sphere-box")
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
@@ -286,7 +293,8 @@ class ContactPair:
     points2 : tuple of tuples
         The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3);
         of a ``sphere-capsule`` or ``capsule-capsule`` pair, the two ends of the second
-        capsule's axis segment (one contact point, at the closest points).
+        capsule's axis segment (one contact point, at the closest points); of a
+        ``sphere-box`` pair, the box's centre (:attr:`box2`: its sizes and axes).
     radius1, radius2 : float
         The radii (plane, box corner: 0; a cylinder's: its rims').
     source : str
@@ -297,6 +305,9 @@ class ContactPair:
     segment1 : tuple
         The two ends of the first geom's axis segment in ``link1``'s frame (a
         ``capsule-capsule`` pair); empty for the other kinds.
+    box2 : tuple
+        A ``sphere-box`` pair's box: its half sizes, x axis and y axis in ``link2``'s
+        frame (``points2``: its centre); empty for the other kinds.
     rim_points : int
         A cylinder's rims as ``rim_points`` material points each (:meth:`with_rim_points`;
         ``points2`` those points, ``radius2`` 0); 0: each rim touches at its lowest point.
@@ -317,6 +328,7 @@ class ContactPair:
     axis2: tuple = ()
     rim_points: int = 0
     segment1: tuple = ()
+    box2: tuple = ()
 
     @property
     def rows(self) -> int:
@@ -390,7 +402,9 @@ class PairGroup:
                               if pr.kind == "plane-cylinder" and not pr.rim_points else None,
                               pr.geom2, pr.kind in ("sphere-capsule", "capsule-capsule"),
                               np.array(pr.segment1, dtype=float).reshape(2, 3)
-                              if pr.segment1 else None, pr.geom1))
+                              if pr.segment1 else None, pr.geom1,
+                              np.array(pr.box2, dtype=float).reshape(3, 3)
+                              if pr.box2 else None))
         self.k = sum(pr.rows for pr in self.pairs)
         # a world plane's normal and tangents, one row per contact point (constant)
         self._world_plane = [
@@ -413,7 +427,19 @@ class PairGroup:
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
         geo, rims, lines = [], [], []
         for j, g in enumerate(self._geo):
-            if fast[j] and not g[7]:   # spheres or capsules (a sphere: a segment of length 0)
+            if fast[j] and g[13] is not None:          # a sphere and a box
+                rec = np.zeros(kernel.W_PP)
+                rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], 0.0
+                rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
+                rec[kernel.SS_LINK1], rec[kernel.SS_R1] = g[0], g[5]
+                rec[kernel.SS_C1:kernel.SS_C1 + 3] = g[2][0]
+                rec[kernel.SB_H:kernel.SB_H + 3] = g[13][0]
+                rec[kernel.SB_X:kernel.SB_X + 3] = g[13][1]
+                rec[kernel.SB_Y:kernel.SB_Y + 3] = g[13][2]
+                rec[kernel.PP_KIND] = 2.0
+                geo.append(rec)
+                rims.append(None)
+            elif fast[j] and not g[7]:   # spheres or capsules (a sphere: a segment of length 0)
                 rec = np.zeros(kernel.W_PP)
                 rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], g[6]
                 rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
@@ -503,9 +529,9 @@ class PairGroup:
             n = np.broadcast_to(F[:, 2], c2.shape)
             t = np.broadcast_to(F[:, :2].T, (c2.shape[0], 2, 3))
             return c1, n, t, c2
-        c1, c2 = self._nearest(R, X, g)
+        c1, c2, sg = self._nearest(R, X, g)
         d = c2 - c1
-        n = d / np.sqrt(np.sum(d * d, axis=1))[:, None]
+        n = sg * d / np.sqrt(np.sum(d * d, axis=1))[:, None]
         # tangents orthogonal to n, built from the kernel's reference directions (chosen
         # on the real part: the same basis for a complex step; SS_REF0's docstring)
         e = np.where((np.abs(np.real(n) @ np.array(kernel.SS_REF0))
@@ -518,16 +544,19 @@ class PairGroup:
 
     @classmethod
     def _nearest(cls, R, X, g):
-        """The centres ``(c1, c2)`` (1, 3) of a pair of spheres, or the closest points of
-        the axis segments of a sphere and a capsule or two capsules (Ericson's clamped
+        """``(c1, c2, sg)``: the centres (1, 3) of a pair of spheres, or the closest points
+        of a sphere and a box (:meth:`_box_point`), or of the axis segments of a sphere and
+        a capsule or two capsules (``sg`` 1; Ericson's clamped
         solution, :func:`~gaussopt.multibody.tree.tree_compiled._closest`, its branches
         taken on the real parts: any dtype, a complex step differentiates the parameters
         inside their segments and holds them at an end). Parallel capsules: the parameter
         of the first is 0, as the kernel's."""
         c1 = cls._place(R, X, g[0], g[2] if g[11] is None else g[11])
         c2 = cls._place(R, X, g[1], g[4])
+        if g[13] is not None:
+            return cls._box_point(R, g, c1, c2)
         if not g[10]:
-            return c1, c2
+            return c1, c2, 1.0
         e1, e2 = c1[-1] - c1[0], c2[-1] - c2[0]
         r = c1[0] - c2[0]
         a, b, c = np.sum(e1 * e1), np.sum(e1 * e2), np.sum(e1 * r)
@@ -547,7 +576,28 @@ class PairGroup:
                 t, s = 0.0, clamp(-c / a)
             elif np.real(t) > 1.0:
                 t, s = 1.0, clamp((b - c) / a)
-        return c1[:1] + s * e1, c2[:1] + t * e2
+        return c1[:1] + s * e1, c2[:1] + t * e2, 1.0
+
+    @staticmethod
+    def _box_point(R, g, c1, B):
+        """``(c1, c2, sg)`` of a sphere (centre ``c1``) and a box (centre ``B``): ``c2`` the
+        box's point closest to ``c1`` (its coordinates in the box's frame clamped to the
+        half sizes, on the real parts: any dtype), or where ``c1`` is inside the box its
+        nearest face's point, ``sg`` -1 (the gap ``-|c2 - c1| - r``), else 1."""
+        half, ax, ay = g[13]
+        axes = np.array([ax, ay, np.cross(ax, ay)])
+        if g[1] >= 0:
+            axes = axes @ R[g[1]].T
+        loc = axes @ (c1[0] - B[0])
+        lr = np.real(loc)
+        free = np.abs(lr) < half
+        s = [loc[j] if free[j] else (half[j] if lr[j] >= 0 else -half[j]) for j in range(3)]
+        sg = 1.0
+        if free.all():
+            j = int(np.argmin(half - np.abs(lr)))
+            s[j] = half[j] if lr[j] >= 0 else -half[j]
+            sg = -1.0
+        return c1, B[0] + sum(s[j] * axes[j] for j in range(3))[None, :], sg
 
     @staticmethod
     def _rim(R, g, n):
@@ -682,9 +732,9 @@ class PairGroup:
         for j in which:
             g = self._geo[j]
             if not g[7]:           # |c2 - c1| - r1 - r2 (no tangents needed)
-                c1, c2 = self._nearest(R, X, g)
+                c1, c2, sg = self._nearest(R, X, g)
                 d = c2 - c1
-                out.append(np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
+                out.append(sg * np.sqrt(np.sum(d * d, axis=1)) - g[5] - g[6])
                 continue
             c1, n, _, c2 = self._normals(R, X, g, j)
             if g[8] is not None:                        # n . (c - p0) - r |u|: exact also flat

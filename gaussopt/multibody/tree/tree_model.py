@@ -525,7 +525,8 @@ class Model(BaseModel):
             raise ModelError(f"model {self.name!r} has no contact pairs (`contact_pairs` is "
                              "empty: the loader fills it from MuJoCo's colliding geoms: world "
                              "planes against spheres, capsules, cylinders and boxes, spheres "
-                             "and capsules against spheres and capsules).")
+                             "and capsules against spheres and capsules, spheres against "
+                             "boxes).")
         for pr in self.contact_pairs:
             for ln in (pr.link1, pr.link2):
                 if ln is not None and ln not in self._asm.index:
