@@ -881,8 +881,9 @@ def _settle(sysp: System, P: ContactPoints, t: float, q: np.ndarray, v: np.ndarr
     free = (np.flatnonzero(touching & ~closed) if touching is not None
             else np.zeros(0, dtype=int))
     # the rows a correction of q holds: all but the spatial no-slip rows (velocity rows)
-    slip = [r for j, i in enumerate(idx) if t_rows is not None and t_rows[j] >= 0
-            and P.dim[i] == 2 for r in (t_rows[j], t_rows[j] + 1)]
+    slip = [] if t_rows is None else [
+        r for j, i in enumerate(idx) if t_rows[j] >= 0 and P.dim[i] == 2
+        for r in (t_rows[j], t_rows[j] + 1)]
     held = np.zeros(0, dtype=int)
     small = 1e-3 * gap_tol
     for _ in range(6):

@@ -399,9 +399,9 @@ class EventTracker:
         self._groups = [(src, members, [events[i].from_shared for i in members])
                         for src, members in groups.values()]
         grouped = {i for _, members, _ in self._groups for i in members}
-        #: a grouped function's source and reader (its evaluations at one state, alone: an
-        #: interior point or a root's iterate, read one evaluation of the source, kept in
-        #: ``_memo`` for the step)
+        #: a grouped function's source and reader: its evaluations at a step's interior
+        #: points and screens (:meth:`value` with ``share``) read one evaluation of the
+        #: source per state, kept in ``_memo`` for the step
         self._reader = {i: (src, events[i].from_shared) for src, members, _ in self._groups
                         for i in members}
         self._memo: dict = {}

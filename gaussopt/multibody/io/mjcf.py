@@ -22,10 +22,11 @@ one of two kinds of model:
   slider-cranks keep their gear, ``ctrlrange`` and ``forcerange``, their controls the
   model's parameters (:class:`gaussopt.multibody.tree.Model`: ``controlled``, the
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
-  ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding geoms ``model.contact_pairs`` (world planes against
-  spheres, capsules, cylinders and boxes, spheres and capsules against spheres and capsules, spheres against boxes, by MuJoCo's filter and ``<pair>``
-  elements: :func:`_tree_contacts`), both opt-in as hard contacts (``with_limits``,
-  ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
+  ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding
+  geoms ``model.contact_pairs`` (world planes against spheres, capsules, cylinders and
+  boxes, spheres and capsules against spheres and capsules, spheres against boxes, by
+  MuJoCo's filter and ``<pair>`` elements: :func:`_tree_contacts`), both opt-in as hard
+  contacts (``with_limits``, ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
   :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
   prescribed motion by ``model.moved``: its closures become rheonomic rows), other mocap
   bodies stay part of the world at their reference pose. The tree itself needs no equations:
@@ -894,9 +895,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
     rim) and boxes (8 corners); spheres against spheres, capsules and boxes, capsules
     against capsules (one point, at the closest points of the centres, axis segments or
-    box); ``condim`` 1
-    (frictionless) and 3 (sliding friction). Everything else is counted in
-    ``out.unmapped``."""
+    box); ``condim`` 1 (frictionless) and 3 (sliding friction). Everything else is counted
+    in ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
 
     un = out.unmapped
@@ -918,6 +918,12 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         lb = link_body[o]
         Ro = np.array(d.xmat[lb], float).reshape(3, 3)
         return o, Ro.T @ (P - d.xpos[lb]), Ro.T @ Rg
+
+    def ends(g, o, F):
+        """The two ends of geom ``g``'s axis (a capsule's segment, a cylinder's rim
+        centres; its frame's +z end first) at its centre ``o`` and rotation ``F``."""
+        half = float(m.geom_size[g][1])
+        return np.array([o + F[:, 2] * half, o - F[:, 2] * half])
 
     candidates: dict = {}                       # (g1, g2) -> (friction, condim, source)
     for g1 in range(m.ngeom):
@@ -973,7 +979,7 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
         if t2 == "sphere":
             pts, r2 = o2[None, :], size[0]
         elif t2 in ("capsule", "cylinder"):         # (end spheres; a cylinder's rim centres)
-            pts, r2 = np.array([o2 + F2[:, 2] * size[1], o2 - F2[:, 2] * size[1]]), size[0]
+            pts, r2 = ends(g2, o2, F2), size[0]
             if t2 == "cylinder":
                 axis = tuple(float(x) for x in F2[:, 2])
         elif t1 == "sphere":                          # (a box: its centre, frame, sizes)
@@ -983,10 +989,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
             sg = np.array([[sx, sy, sz] for sx in (1, -1) for sy in (1, -1) for sz in (1, -1)])
             pts, r2 = o2 + (sg * size) @ F2.T, 0.0
         r1 = 0.0 if t1 == "plane" else float(m.geom_size[g1][0])
-        seg1 = ()
-        if t1 == "capsule":                            # (its axis segment's ends)
-            half = float(m.geom_size[g1][1])
-            seg1 = tuple(tuple(float(x) for x in o1 + sg * half * F1[:, 2]) for sg in (1, -1))
+        seg1 = (tuple(tuple(float(x) for x in e) for e in ends(g1, o1, F1))
+                if t1 == "capsule" else ())
         out.contact_pairs.append(ContactPair(
             gnames[g1], gnames[g2], kind, mu if dim == 3 else 0.0, l1, l2,
             tuple(float(x) for x in o1), tuple(tuple(float(x) for x in r) for r in F1),

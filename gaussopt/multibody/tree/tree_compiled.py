@@ -748,9 +748,7 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             d0 = d1 = d2 = 0.0                                  # e'
             rim = False
         else:                                                   # a rim
-            A0 = R[k, 0, 0] * x0 + R[k, 0, 1] * x1 + R[k, 0, 2] * x2
-            A1 = R[k, 1, 0] * x0 + R[k, 1, 1] * x1 + R[k, 1, 2] * x2
-            A2 = R[k, 2, 0] * x0 + R[k, 2, 1] * x1 + R[k, 2, 2] * x2
+            A0, A1, A2 = _axis(R, k, geo, i, PP_A)
             na = n0 * A0 + n1 * A1 + n2 * A2
             z0, z1, z2 = n0 - na * A0, n1 - na * A1, n2 - na * A2
             sz = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
@@ -963,8 +961,8 @@ def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt):
 
 @_inline
 def _axis(R, k, geo, i, o):
-    """The unit vector ``geo[i, o:o + 3]`` of link ``k``'s frame in the world (``k < 0``: the
-    world's)."""
+    """The vector ``geo[i, o:o + 3]`` of link ``k``'s frame in the world's axes (``k < 0``:
+    the world's)."""
     x0, x1, x2 = geo[i, o], geo[i, o + 1], geo[i, o + 2]
     if k < 0:
         return x0, x1, x2
@@ -979,7 +977,9 @@ def _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
     k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
     r1 = geo[i, SS_R1]
     o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
-    B0, B1, B2, _, _, _, _, _, _ = _moving_point(R, X, V, Ab, k2, geo, i, PP_S)
+    B0, B1, B2 = _axis(R, k2, geo, i, PP_S)                     # (the centre: R s + X)
+    if k2 >= 0:
+        B0, B1, B2 = B0 + X[k2, 0], B1 + X[k2, 1], B2 + X[k2, 2]
     ax = _axis(R, k2, geo, i, SB_X)
     ay = _axis(R, k2, geo, i, SB_Y)
     az = (ax[1] * ay[2] - ax[2] * ay[1], ax[2] * ay[0] - ax[0] * ay[2],
