@@ -985,6 +985,8 @@ def test_parallel_capsules_run_until_they_touch_along_a_line():
     assert not system.constraints[-1].nonsmooth_at(0.0, crossed)
     run = go.simulate(system, (0.0, 0.5), crossed, np.zeros(model.n))
     assert run.success, run.message
+    # (resting across the bar its centre is the radii's sum above the bar's axis, held by
+    # the phase's rows to their consistency tolerance, 1e-8 relative to max|q| ~ 1)
     np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, 0.1], rtol=0, atol=1e-8)
 
 
@@ -1092,6 +1094,9 @@ def test_a_ball_dropped_into_a_corner_of_capsules_lands_wedged_in_it():
     assert tr.success, tr.message
     trans = tr.meta["contact_transitions"]
     assert sorted(x[1] for x in trans) == ["contacts[b/bottom]", "contacts[b/side]"]
+    # (a free fall of 1 cm: a quadratic, which the integrator follows to rounding and
+    # Brent's method locates to 4 eps; 1e-6 relative only asks that both points close at
+    # that landing, not at a later event)
     assert trans[0][0] == trans[1][0] == pytest.approx(math.sqrt(2 * 0.01 / G0), rel=1e-6)
     np.testing.assert_allclose(tr.q[-1], [x_w, zc + rho], rtol=0, atol=1e-8)
     np.testing.assert_allclose(tr.v[-1], [0.0, 0.0], rtol=0, atol=1e-8)
