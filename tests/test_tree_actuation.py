@@ -858,18 +858,17 @@ def test_keyframes():
 def test_unmapped_lists_only_what_is_left():
     """tests/data/unmapped.xml in joint coordinates: the actuator, the joint equality, the
     keyframe and the joint stiffness map, the floor's contacts with the four links, the
-    sphere's with a capsule and the explicit sphere-box pair are mapped (opt-in), and so is
-    the spatial tendon through two sites; the other geom pairs (the capsules' with the
-    box) and the rest stay listed."""
+    sphere's with a capsule, the explicit sphere-box pair and the capsules' with the box
+    are mapped (opt-in), and so is the spatial tendon through two sites; the rest stays
+    listed."""
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         model = mjcf.load(DATA / "unmapped.xml")
     ws = [w for w in rec if issubclass(w.category, mjcf.UnmappedFeatureWarning)]
     assert len(ws) == 1
     assert ws[0].message.features == {
-        "contacts: capsule-box pairs (not mapped)": 2,
         "contacts: geom pairs mapped, opt-in (not in model.system: model.with_contacts() adds "
-        "them as hard contacts, restitution 0 by default; geoms floor, ga, gb, gc, ge)": 6,
+        "them as hard contacts, restitution 0 by default; geoms floor, ga, gb, gc, ge)": 8,
         "joint limits of hinges and slides (hard stops, not in model.system: "
         "model.with_limits() adds them)": 1, "joint friction loss": 1,
         "inactive equality constraints (active=false at start)": 1,

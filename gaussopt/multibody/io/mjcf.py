@@ -24,7 +24,7 @@ one of two kinds of model:
   ``Stepper``'s inputs); keyframes become ``model.keyframes``; limited hinges and slides
   ``model.joint_ranges``, limited fixed tendons ``model.tendon_ranges`` and colliding
   geoms ``model.contact_pairs`` (world planes against spheres, capsules, cylinders and
-  boxes, spheres and capsules against spheres and capsules, spheres against boxes, by
+  boxes, spheres and capsules against spheres, capsules and boxes, by
   MuJoCo's filter and ``<pair>`` elements: :func:`_tree_contacts`), both opt-in as hard
   contacts (``with_limits``, ``with_contacts``); a mocap body that a ``connect`` or ``weld`` names becomes a
   :class:`~gaussopt.multibody.tree.Mocap` (held at rest in ``model.system``; moved along a
@@ -895,7 +895,9 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     lowest points of their two rims; ``with_contacts(rim_points=K)``: K points on each
     rim) and boxes (8 corners); spheres against spheres, capsules and boxes, capsules
     against capsules (one point, at the closest points of the centres, axis segments or
-    box); ``condim`` 1 (frictionless) and 3 (sliding friction). Everything else is counted
+    box), capsules against boxes (14 points: the capsule's end spheres against the box, the
+    capsule against the box's 12 edges, :meth:`~gaussopt.multibody.tree.tree_geometry.
+    ContactPair.parts`); ``condim`` 1 (frictionless) and 3 (sliding friction). Everything else is counted
     in ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
 
@@ -982,7 +984,7 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
             pts, r2 = ends(g2, o2, F2), size[0]
             if t2 == "cylinder":
                 axis = tuple(float(x) for x in F2[:, 2])
-        elif t1 == "sphere":                          # (a box: its centre, frame, sizes)
+        elif t1 in ("sphere", "capsule"):             # (a box: its centre, frame, sizes)
             pts, r2 = o2[None, :], 0.0
             box2 = tuple(tuple(float(x) for x in r) for r in (size, F2[:, 0], F2[:, 1]))
         else:

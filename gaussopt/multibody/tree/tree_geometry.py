@@ -93,7 +93,7 @@ __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_ri
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
 PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere",
-              "sphere-capsule", "capsule-capsule", "sphere-box")
+              "sphere-capsule", "capsule-capsule", "sphere-box", "capsule-box")
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
@@ -129,10 +129,13 @@ def _face_error(name: str):
                       "the octagon's).")
 
 
-def _line_error(name1: str, name2: str):
-    """The error of two parallel capsules ``name1``, ``name2`` touching."""
+def _line_error(name1: str, name2: str, edge: bool = False):
+    """The error of two parallel capsules ``name1``, ``name2`` touching (``edge``: capsule
+    ``name1`` along an edge of box ``name2``)."""
     from gaussopt.core.exceptions import ModelError
-    return ModelError(f"capsules {name1!r} and {name2!r} touch with parallel axes (within "
+    what = (f"capsule {name1!r} and an edge of box {name2!r} touch parallel" if edge else
+            f"capsules {name1!r} and {name2!r} touch with parallel axes")
+    return ModelError(f"{what} (within "
                       f"{FACE_TOL:g} rad): a line contact, where their closest points are not "
                       "one pair and the gap has no derivative. Not mapped: leave the pair out "
                       "of `model.contact_pairs`, or exclude it in the MJCF (`<exclude>`).")
@@ -294,7 +297,8 @@ class ContactPair:
         The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3);
         of a ``sphere-capsule`` or ``capsule-capsule`` pair, the two ends of the second
         capsule's axis segment (one contact point, at the closest points); of a
-        ``sphere-box`` pair, the box's centre (:attr:`box2`: its sizes and axes).
+        ``sphere-box`` or ``capsule-box`` pair, the box's centre (:attr:`box2`: its sizes
+        and axes).
     radius1, radius2 : float
         The radii (plane, box corner: 0; a cylinder's: its rims').
     source : str
@@ -304,10 +308,10 @@ class ContactPair:
         empty for the other kinds.
     segment1 : tuple
         The two ends of the first geom's axis segment in ``link1``'s frame (a
-        ``capsule-capsule`` pair); empty for the other kinds.
+        ``capsule-capsule`` or ``capsule-box`` pair); empty for the other kinds.
     box2 : tuple
-        A ``sphere-box`` pair's box: its half sizes, x axis and y axis in ``link2``'s
-        frame (``points2``: its centre); empty for the other kinds.
+        A ``sphere-box`` or ``capsule-box`` pair's box: its half sizes, x axis and y axis in
+        ``link2``'s frame (``points2``: its centre); empty for the other kinds.
     rim_points : int
         A cylinder's rims as ``rim_points`` material points each (:meth:`with_rim_points`;
         ``points2`` those points, ``radius2`` 0); 0: each rim touches at its lowest point.
@@ -333,8 +337,47 @@ class ContactPair:
     @property
     def rows(self) -> int:
         """The contact points (gap rows) of the pair (a capsule against a sphere or a
-        capsule: one, at their closest points)."""
-        return 1 if self.kind in ("sphere-capsule", "capsule-capsule") else len(self.points2)
+        capsule: one, at their closest points; a capsule against a box: 14,
+        :meth:`parts`)."""
+        return sum(1 if p.kind in ("sphere-capsule", "capsule-capsule") else len(p.points2)
+                   for p in self.parts())
+
+    def parts(self) -> tuple:
+        """The pair as pairs of the kinds evaluated point by point: itself, except a
+        ``capsule-box`` pair, which is 14: its capsule's two end spheres against the box
+        (``sphere-box``, the +z end first), then the capsule against each of the box's 12
+        edges as a capsule of radius 0 (``capsule-capsule``: the edges along the box's x,
+        then y, then z axis, the other two coordinates' signs running ``++, +-, -+, --``).
+
+        Why these 14 are exact: the distance from a point ``p(s)`` of the capsule's axis to
+        the box is convex in ``s``; where the box's point closest to it lies inside a face,
+        that distance is the face plane's, affine in ``s``, so its least value over the
+        axis is at an end of the axis or where the closest point leaves the face, onto an
+        edge (or a corner, an edge's end). So the least of the 14 distances is the
+        capsule's distance to the box, and each of them is a distance between a point of
+        the capsule's axis and a point of the box, never less than it: while the capsule
+        is outside the box, every gap is >= 0 exactly where the capsule does not
+        penetrate, and the points touching are the pair's contact points (a rod lying
+        across a box's top face: the two edges it crosses; a capsule lying on it: its two
+        ends; tipped over an edge: that edge). MuJoCo's own capsule-box collision is a
+        search for the same closest points; written as these pairs, each gap keeps the
+        closed-form derivatives of its kind."""
+        if self.kind != "capsule-box":
+            return (self,)
+        half, ax, ay = (np.array(x, dtype=float) for x in self.box2)
+        axes = (ax, ay, np.cross(ax, ay))
+        c = np.array(self.points2[0], dtype=float)
+        out = [dataclasses.replace(self, kind="sphere-box", origin1=e, segment1=())
+               for e in self.segment1]
+        for j in range(3):
+            k, l = (i for i in range(3) if i != j)
+            for sk, sl in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+                mid = c + sk * half[k] * axes[k] + sl * half[l] * axes[l]
+                ends = (mid + half[j] * axes[j], mid - half[j] * axes[j])
+                out.append(dataclasses.replace(
+                    self, kind="capsule-capsule", box2=(), radius2=0.0,
+                    points2=tuple(tuple(float(x) for x in e) for e in ends)))
+        return tuple(out)
 
     def with_rim_points(self, count: int) -> "ContactPair":
         """This plane-cylinder pair with each rim as ``count`` material points at equal
@@ -389,8 +432,11 @@ class PairGroup:
     def __init__(self, kin: TreeKinematics, pairs, index, compiled: bool = True) -> None:
         self.kin = kin
         self.pairs = tuple(pairs)
+        # the pairs as the kinds evaluated point by point (a capsule-box pair: 14,
+        # :meth:`ContactPair.parts`), in the pairs' row order
+        self._parts = tuple(p for pr in self.pairs for p in pr.parts())
         self._geo = []
-        for pr in self.pairs:
+        for pr in self._parts:
             self._geo.append((-1 if pr.link1 is None else int(index[pr.link1]),
                               -1 if pr.link2 is None else int(index[pr.link2]),
                               np.array(pr.origin1, dtype=float).reshape(1, 3),
@@ -420,7 +466,7 @@ class PairGroup:
         # compiled kernel (module docstring); planes carried by moving links by numpy
         fast = [compiled and (g[0] < 0 or not g[7]) for g in self._geo]
         self._slow_pairs = [j for j, f in enumerate(fast) if not f]
-        rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
+        rows = np.cumsum([0] + [pr.rows for pr in self._parts])
         self._fast_rows = np.concatenate(
             [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
             [np.zeros(0, dtype=int)])
@@ -451,7 +497,7 @@ class PairGroup:
                 geo.append(rec)
                 rims.append(None)
                 if g[11] is not None:
-                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[6]))
+                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[6], g[6] == 0.0))
             elif fast[j]:
                 F1 = g[3]
                 axis = np.zeros(3) if g[8] is None else g[8]
@@ -464,7 +510,8 @@ class PairGroup:
         # the kernel's rims: their geoms' names (None: a sphere's point) and radii
         self._pp_rims = [(i, nm, self._pp[i, kernel.PP_R]) for i, nm in enumerate(rims)
                          if nm is not None]
-        # the kernel's pairs of capsules: (record, geom names, the radii's sum)
+        # the kernel's pairs of capsules: (record, geom names, the radii's sum, whether the
+        # second is a box's edge)
         self._pp_lines = lines
         self._pp_out = None                # the kernel's outputs for the last (q, v)
         #: the kernel's record of each of the group's rows that it evaluates
@@ -480,7 +527,7 @@ class PairGroup:
     def unsigned_rows(self) -> tuple:
         """The rows whose gap is an unsigned distance (the pairs of spheres and capsules:
         positive again past a passage; :attr:`gaussopt.Contact.unsigned`)."""
-        rows = np.cumsum([0] + [pr.rows for pr in self.pairs])
+        rows = np.cumsum([0] + [pr.rows for pr in self._parts])
         return tuple(int(r) for j, g in enumerate(self._geo) if not g[7]
                      for r in range(rows[j], rows[j + 1]))
 
@@ -691,7 +738,7 @@ class PairGroup:
                          if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r), None)
             if flat is None:
                 # two parallel capsules touching (within 1 % of their radii): a line contact
-                flat = next((_line_error(n1, n2) for i, n1, n2, r in self._pp_lines
+                flat = next((_line_error(n1, n2, e) for i, n1, n2, r, e in self._pp_lines
                              if tilt[i] == 0.0 and gap[i] <= 0.01 * r), None)
             last = self._pp_out = (qk, v.tobytes(), out[:6], flat)
         if derivatives and last[3] is not None:

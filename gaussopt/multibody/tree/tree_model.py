@@ -490,7 +490,9 @@ class Model(BaseModel):
         """The colliding geom pairs (:attr:`contact_pairs`) as hard unilateral contacts: one
         :class:`~gaussopt.Contact` per friction coefficient (a gap row per contact point:
         a sphere's lowest point, a capsule's two end spheres, a cylinder's two rims' lowest
-        points, a box's 8 corners; the pairs
+        points, a box's 8 corners, a capsule against a box 14: its two end spheres and the
+        box's 12 edges, :meth:`~gaussopt.multibody.tree.tree_geometry.ContactPair.parts`;
+        the pairs
         of ``friction > 0`` with the spatial Coulomb cone of their ``slip_velocity``).
 
         ``rim_points``: 0 (default), a cylinder touches a plane at its rims' lowest points
@@ -525,8 +527,7 @@ class Model(BaseModel):
             raise ModelError(f"model {self.name!r} has no contact pairs (`contact_pairs` is "
                              "empty: the loader fills it from MuJoCo's colliding geoms: world "
                              "planes against spheres, capsules, cylinders and boxes, spheres "
-                             "and capsules against spheres and capsules, spheres against "
-                             "boxes).")
+                             "and capsules against spheres, capsules and boxes).")
         for pr in self.contact_pairs:
             for ln in (pr.link1, pr.link2):
                 if ln is not None and ln not in self._asm.index:
