@@ -1,8 +1,8 @@
 """Forward kinematics of a tree in plain numpy (any dtype) and the contacts of its geometry.
 
 Spheres (capsules' end spheres, boxes' corners) and cylinders' rims against a world plane
--- a robot's feet, a ball, a box on the ground, a wheel -- and pairs of spheres and
-capsules are evaluated by one compiled function (:func:`gaussopt.multibody.tree.
+-- a robot's feet, a ball, a box on the ground, a wheel -- and pairs of spheres, capsules
+and boxes are evaluated by one compiled function (:func:`gaussopt.multibody.tree.
 tree_compiled.contact_points`): gaps, Jacobians, slip velocities and their matrix from the
 kernel's twists, the convective terms (``gamma`` of the gap, the slip velocity's rate at zero
 acceleration) from its bias accelerations (a rim's lowest point moves along the rim, a
@@ -77,6 +77,14 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   distance to a convex set); ``gamma`` jumps where the closest point moves onto an edge
   or a corner. A centre inside the box (a penetration deeper than the radius) takes its
   nearest face.
+* ``capsule``-``box`` (a finger against a block, a rod on a table): 14 points, the
+  capsule's two end spheres against the box (``sphere``-``box``) and the capsule against
+  each of the box's 12 edges (``capsule``-``capsule`` with an edge as a capsule of radius
+  0): :meth:`ContactPair.parts`, whose docstring shows that the least of the 14 gaps is
+  the capsule's distance to the box. Which of them touch is the contact state (a capsule
+  lying on a face: its ends; a rod across a face: the edges it crosses); where the load
+  passes from an end sphere to an edge (the end rolling over the edge), the edge's gap
+  has a double zero and is closed where it dips below the closing watch's margin.
 """
 
 from __future__ import annotations
