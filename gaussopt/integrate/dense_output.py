@@ -541,6 +541,17 @@ class EventTracker:
                 y = memo[t] = base(t)
             return y.copy()
 
+        if raw is not None:
+            # (the screens' state at the step's middle, made once for all screened events:
+            # a model with hundreds of watched contact points screens them all per step)
+            raw_base, raw_memo = raw, {}
+
+            def raw(t: float) -> np.ndarray:
+                y = raw_memo.get(t)
+                if y is None:
+                    y = raw_memo[t] = raw_base(t)
+                return y
+
         # events with ``interp_points``: the sign is also checked at that many interior
         # points of the step (a zero pair inside one long step is then found, as the
         # continuous callbacks of DifferentialEquations.jl do); the first bracket counts
@@ -583,7 +594,28 @@ class EventTracker:
                     f"t={float(hi[i])!r} as first evaluated, but evaluated again there it is "
                     f"{float(fa)!r} and {float(fb)!r}: its "
                     "value must be one function of (t, q, v) within a step.")
-            return brentq(f, lo[i], hi[i], xtol=4 * _EPS, rtol=4 * _EPS)
+            te = brentq(f, lo[i], hi[i], xtol=4 * _EPS, rtol=4 * _EPS)
+            # The event's state is taken past the crossing: Brent's root is within 4 eps
+            # (1 + t) of it on either side, which for a function that jumps there is the
+            # difference between its two sides. A contact point's force jumps below zero
+            # where the surface under it curves away (a sphere sliding off a box's face over
+            # its edge faster than sqrt(g r): the edge's curvature enters its gap's second
+            # derivative there); located on the face's side, the contact problem saw the
+            # face, kept the point, and the same event ended the next phase at once ("did
+            # not settle" after 26 zero-length phases). Past it, the state's own quantities
+            # are the side the motion enters. (For a continuous function the step is 4 eps
+            # (1 + t) in time at most twice over: the state moves by rounding.)
+            ft = f(te)
+            if ft != 0.0 and (ft > 0.0) == (fa > 0.0):
+                step = 4 * _EPS * (1.0 + abs(te))
+                for _ in range(4):
+                    tn = min(te + step, float(hi[i]))
+                    fn = f(tn)
+                    if fn == 0.0 or (fn > 0.0) != (fa > 0.0):
+                        te = tn
+                        break
+                    step *= 2.0
+            return te
 
         roots = np.array([root(i) for i in active])
         order = np.argsort(roots, kind="stable")

@@ -521,6 +521,12 @@ class PairGroup:
         # the kernel's pairs of capsules: (record, geom names, the radii's sum, whether the
         # second is a box's edge)
         self._pp_lines = lines
+        # (the records of both as arrays, checked per evaluation by numpy: a capsule-box
+        # pair has 12 edges, a model dozens of such pairs)
+        self._rim_at = np.array([i for i, _, _ in self._pp_rims], dtype=int)
+        self._rim_r = np.array([r for _, _, r in self._pp_rims], dtype=float)
+        self._line_at = np.array([x[0] for x in lines], dtype=int)
+        self._line_r = np.array([x[3] for x in lines], dtype=float)
         self._pp_out = None                # the kernel's outputs for the last (q, v)
         #: the kernel's record of each of the group's rows that it evaluates
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
@@ -742,12 +748,18 @@ class PairGroup:
             gap, tilt = out[0], out[6]
             # the first rim lying flat on its plane (as :meth:`_points`: its centre within
             # 1.01 r of the plane), decided once per evaluation
-            flat = next((_face_error(name) for i, name, r in self._pp_rims
-                         if tilt[i] <= FACE_TOL and gap[i] + r * tilt[i] <= 1.01 * r), None)
-            if flat is None:
+            flat = None
+            if len(self._rim_at):
+                ti, gi, r = tilt[self._rim_at], gap[self._rim_at], self._rim_r
+                hit = np.flatnonzero((ti <= FACE_TOL) & (gi + r * ti <= 1.01 * r))
+                if len(hit):
+                    flat = _face_error(self._pp_rims[hit[0]][1])
+            if flat is None and len(self._line_at):
                 # two parallel capsules touching (within 1 % of their radii): a line contact
-                flat = next((_line_error(n1, n2, e) for i, n1, n2, r, e in self._pp_lines
-                             if tilt[i] == 0.0 and gap[i] <= 0.01 * r), None)
+                hit = np.flatnonzero((tilt[self._line_at] == 0.0)
+                                     & (gap[self._line_at] <= 0.01 * self._line_r))
+                if len(hit):
+                    flat = _line_error(*self._pp_lines[hit[0]][1:3], self._pp_lines[hit[0]][4])
             last = self._pp_out = (qk, v.tobytes(), out[:6], flat)
         if derivatives and last[3] is not None:
             raise last[3]
