@@ -15,6 +15,7 @@ engine's Runge--Kutta or Hermite interpolant, or a scipy ``DenseOutput``).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Callable, Optional, Sequence
 
@@ -274,20 +275,23 @@ class DenseSolution:
 REFINE_BUDGET = 256
 
 
-def _parabola_clear(g0: float, gm: float, g1: float, xm: float) -> bool:
+def _parabola_clear(g0, gm, g1, xm):
     """Whether the parabola ``p`` through ``(0, g0), (xm, gm), (1, g1)`` (three values of one
     sign, ``0 < xm < 1``) keeps that sign on [0, 1] by more than its curvature term
     ``|p''| / 2`` plus 1e-3 of the values: a function that the three points resolve departs
-    from its parabola by far less, and has no zero in between."""
-    s = 1.0 if g0 > 0 else -1.0
+    from its parabola by far less, and has no zero in between. Floats or arrays (one test
+    per element: a step's screens of hundreds of contact points at once)."""
+    s = np.where(np.asarray(g0) > 0, 1.0, -1.0)
     g0, gm, g1 = s * g0, s * gm, s * g1
     # p(x) = g0 + c1 x + c2 x^2 with p(xm) = gm, p(1) = g1
     c2 = ((gm - g0) - xm * (g1 - g0)) / (xm * xm - xm)
     c1 = (g1 - g0) - c2
-    low = min(g0, g1, gm)
-    if c2 > 0.0 and 0.0 < -c1 < 2.0 * c2:
-        low = min(low, g0 - c1 * c1 / (4.0 * c2))
-    return low > abs(c2) + 1e-3 * max(g0, g1, abs(gm))
+    low = np.minimum(np.minimum(g0, g1), gm)
+    inner = (c2 > 0.0) & (0.0 < -c1) & (-c1 < 2.0 * c2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vertex = g0 - c1 * c1 / (4.0 * c2)
+    low = np.where(inner, np.minimum(low, vertex), low)
+    return low > np.abs(c2) + 1e-3 * np.maximum(np.maximum(g0, g1), np.abs(gm))
 
 
 class EventTracker:
@@ -472,6 +476,8 @@ class EventTracker:
     def _float(self, i: int, t: float, r) -> float:
         """Event ``i``'s value ``r`` as a float; ModelError unless it is a finite real
         number."""
+        if type(r) is float and math.isfinite(r):
+            return r
         x = np.asarray(r)
         if x.size != 1 or x.dtype.kind not in "biuf" or not np.isfinite(x.reshape(-1)[0]):
             self.failed = i
@@ -555,12 +561,16 @@ class EventTracker:
         # events with ``interp_points``: the sign is also checked at that many interior
         # points of the step (a zero pair inside one long step is then found, as the
         # continuous callbacks of DifferentialEquations.jl do); the first bracket counts
-        for i in np.flatnonzero(self.interp > 0):
-            if self.screen[i] and raw is not None:
-                if self._clear(i, t_old, t_new, g[i], g_new[i], raw):
-                    self.screened[i] += 1
-                    continue
-                self.unscreened[i] += 1
+        watched = np.flatnonzero(self.interp > 0)
+        if raw is not None and watched.size:
+            scr = watched[self.screen[watched]]
+            clear = self._clear(scr, t_old, t_new, g[scr], g_new[scr], raw)
+            self.screened[scr[clear]] += 1
+            self.unscreened[scr[~clear]] += 1
+            keep = np.ones(self.interp.size, dtype=bool)
+            keep[scr[clear]] = False
+            watched = watched[keep[watched]]
+        for i in watched:
             found, prev_t, prev_g, tj, gj = self._scan(i, t_old, t_new, g[i], state)
             if found:
                 lo[i], hi[i], g_new = prev_t, tj, g_new.copy()
@@ -655,13 +665,43 @@ class EventTracker:
                 raise
         self.g = self.values(t, y)
 
-    def _clear(self, i: int, t_old: float, t_new: float, g0: float, g1: float, raw) -> bool:
-        """Whether event ``i`` keeps the sign of its step's ends throughout the step, by the
-        screen of :class:`EventTracker` (``interp_screen``)."""
-        if not (g0 > 0 and g1 > 0 or g0 < 0 and g1 < 0):
-            return False
+    def _clear(self, which: np.ndarray, t_old: float, t_new: float, g0: np.ndarray,
+               g1: np.ndarray, raw) -> np.ndarray:
+        """Which of the events ``which`` keep the sign of their step's ends (``g0``, ``g1``)
+        throughout the step, by the screen of :class:`EventTracker` (``interp_screen``): one
+        state at the step's middle for all, each shared source read once there, the
+        parabola test on all at once (a model with hundreds of watched contact points
+        screens them all at every step: one by one, this was 60 % of dm_control's
+        manipulator's run)."""
+        out = np.zeros(which.size, dtype=bool)
+        same = (g0 > 0) & (g1 > 0) | (g0 < 0) & (g1 < 0)
+        if not same.any():
+            return out
         tm = 0.5 * (t_old + t_new)
-        return _parabola_clear(g0, self.value(i, tm, raw(tm), share=True), g1, 0.5)
+        ym = raw(tm)
+        n = self.n
+        idx = which[same]
+        gm = np.empty(idx.size)
+        shared: dict = {}
+        for j, i in enumerate(idx):
+            got = self._reader.get(int(i))
+            if got is None:
+                gm[j] = self.value(int(i), tm, ym)
+                continue
+            src, reader = got
+            val = shared.get(id(src))
+            if val is None:
+                val = shared[id(src)] = self._call(int(i), tm, False, src, ym[:n].copy(),
+                                                   ym[n:].copy())
+            try:
+                gm[j] = reader(tm, val)
+            except Exception:    # noqa: BLE001 - named by the event's own evaluation
+                gm[j] = self.value(int(i), tm, ym, share=True)
+        bad = ~np.isfinite(gm)
+        if bad.any():                     # (named as its own evaluation names it)
+            self.value(int(idx[np.flatnonzero(bad)[0]]), tm, ym)
+        out[same] = _parabola_clear(g0[same], gm, g1[same], 0.5)
+        return out
 
     def _scan(self, i: int, t_old: float, t_new: float, g0: float, state) -> tuple:
         """The interior points of event ``i`` in the step, in order: ``(True, t_a, g_a, t_b,
