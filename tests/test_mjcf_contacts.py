@@ -218,6 +218,12 @@ def test_compiled_contacts_equal_the_complex_step_path():
             assert got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=0,
                                        atol=1e-13 * (1 + np.max(np.abs(want))))
+        # the kernel's gaps alone (what the watches read) are its full evaluation's, bit
+        # for bit (the same operations: a watch and a phase must see one function)
+        fresh = PairGroup(kin, model.contact_pairs, model._asm.index)
+        alone = fresh._kernel_gaps(q)
+        assert fresh._pp_out is None
+        assert np.array_equal(alone, fresh._contact_points(q, v)[0])
     # the loaded model's contacts use the kernel and pass the system's derivative check
     system = model.with_contacts()
     q = model.q_reference + 0.3 * rng.normal(size=model.n)

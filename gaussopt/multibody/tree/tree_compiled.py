@@ -645,6 +645,22 @@ SS_REF_COS = 0.9
 
 @_unit("none(f8v, f8v, f8v, f8m, f8v, f8m, f8v, f8m, f8v, f8v, f8v)")
 def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
+    """:func:`_points` with every output (its docstring)."""
+    _points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt, True)
+
+
+@_unit("none(f8v, f8v, f8m, f8v)")
+def contact_gaps(p, q, geo, gap):
+    """The gaps of :func:`contact_points` alone at ``q``: what the run's watches read at
+    every step and at the steps' interior points (hundreds of points in a model with
+    many pairs; the rows, ``gamma`` and slips are computed only for a phase's rows)."""
+    n = int(p[H_N])
+    e1, e2 = np.empty(0), np.empty((0, n))
+    _points(p, q, np.zeros(n), geo, gap, e2, e1, e2, e1, e1, e1, False)
+
+
+@_unit_inline
+def _points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt, full):
     """The contact points of spheres (radius ``r``; 0: a box's corner) and cylinders' rims
     of moving links against world planes, and of pairs of spheres and capsules, one forward
     kinematics
@@ -719,18 +735,21 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
     w = np.empty(_work_size(p))
     R, X, S, V, Ab, Wb, U, pd, _, _, Tw = _work(p, w)
     _kin(p, q, v, R, X, S, V, Ab, Wb, U, pd, Tw)
-    for r in range(2 * m):
-        for c in range(n):
-            T[r, c] = 0.0
+    if full:
+        for r in range(2 * m):
+            for c in range(n):
+                T[r, c] = 0.0
     for i in range(m):
-        for c in range(n):
-            G[i, c] = 0.0
+        if full:
+            for c in range(n):
+                G[i, c] = 0.0
         if geo[i, PP_KIND] == 1.0:
-            _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt)
+            _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt, full)
             continue
         if geo[i, PP_KIND] == 2.0:
-            _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam)
-            tilt[i] = 1.0
+            _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, full)
+            if full:
+                tilt[i] = 1.0
             continue
         k = int(geo[i, PP_LINK])
         rad = geo[i, PP_R]
@@ -743,6 +762,8 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
         x0, x1, x2 = geo[i, PP_A], geo[i, PP_A + 1], geo[i, PP_A + 2]
         if x0 == 0.0 and x1 == 0.0 and x2 == 0.0:               # a sphere
             gap[i] = h - rad
+            if not full:
+                continue
             tilt[i] = 1.0
             e0, e1, e2 = n0, n1, n2
             d0 = d1 = d2 = 0.0                                  # e'
@@ -753,6 +774,8 @@ def contact_points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt):
             z0, z1, z2 = n0 - na * A0, n1 - na * A1, n2 - na * A2
             sz = np.sqrt(z0 * z0 + z1 * z1 + z2 * z2)
             gap[i] = h - rad * sz
+            if not full:
+                continue
             tilt[i] = sz
             rim = True
             if sz <= PP_FLAT:
@@ -895,9 +918,10 @@ def _closest(a, b, c, e, f):
 
 
 @_jit
-def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt):
+def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt, full):
     """Record ``i`` of :func:`contact_points`, a pair of spheres or capsules (its
-    docstring); ``tilt[i]`` 0 where two capsules are parallel (else 1)."""
+    docstring); ``tilt[i]`` 0 where two capsules are parallel (else 1); not ``full``: the
+    gap alone."""
     k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
     r2, r1 = geo[i, PP_R], geo[i, SS_R1]
     # each geom's axis ends (a sphere: its centre twice): positions, material velocities,
@@ -915,6 +939,12 @@ def _sphere_pair(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt):
     rr0, rr1, rr2 = C0 - A0, C1 - A1, C2 - A2
     w, t, par = _closest(aa, h0 * s0 + h1 * s1 + h2 * s2, h0 * rr0 + h1 * rr1 + h2 * rr2, ee,
                          s0 * rr0 + s1 * rr1 + s2 * rr2)
+    if not full:                   # (the same operations as below: the same gap)
+        c0, c1, c2 = A0 + t * s0, A1 + t * s1, A2 + t * s2
+        o0, o1, o2 = C0 + w * h0, C1 + w * h1, C2 + w * h2
+        d0, d1, d2 = c0 - o0, c1 - o1, c2 - o2
+        gap[i] = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2) - r1 - r2
+        return
     tilt[i] = 0.0 if par else 1.0
     # the closest points and their material points' velocities and bias accelerations
     # (affine in the point): c2 = A + t e2 of link 2, o = C + w e1 of link 1
@@ -972,8 +1002,9 @@ def _axis(R, k, geo, i, o):
 
 
 @_jit
-def _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
-    """Record ``i`` of :func:`contact_points`, a sphere against a box (its docstring)."""
+def _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, full):
+    """Record ``i`` of :func:`contact_points`, a sphere against a box (its docstring); not
+    ``full``: the gap alone."""
     k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
     r1 = geo[i, SS_R1]
     o0, o1, o2, y0, y1, y2, z0, z1, z2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
@@ -1005,6 +1036,10 @@ def _sphere_box(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam):
     c0 = B0 + sx * ax[0] + sy * ay[0] + sz * az[0]
     c1 = B1 + sx * ax[1] + sy * ay[1] + sz * az[1]
     c2 = B2 + sx * ax[2] + sy * ay[2] + sz * az[2]
+    if not full:
+        m0, m1, m2 = c0 - o0, c1 - o1, c2 - o2
+        gap[i] = sg * np.sqrt(m0 * m0 + m1 * m1 + m2 * m2) - r1
+        return
     # the box's material point at c (velocity, bias acceleration) and at the sphere's
     # centre (velocity); the free coordinates' rates a_j . (o' - that velocity)
     v0, v1, v2, _, _, _ = _at_point(V, Ab, k2, c0, c1, c2, 0.0, 0.0, 0.0)

@@ -528,6 +528,7 @@ class PairGroup:
         self._line_at = np.array([x[0] for x in lines], dtype=int)
         self._line_r = np.array([x[3] for x in lines], dtype=float)
         self._pp_out = None                # the kernel's outputs for the last (q, v)
+        self._pp_gaps = None               # its gaps alone at the last q
         #: the kernel's record of each of the group's rows that it evaluates
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
@@ -728,6 +729,23 @@ class PairGroup:
             out += [base] if pr.rows == 1 else [f"{base}.{i}" for i in range(pr.rows)]
         return tuple(out)
 
+    def _kernel_gaps(self, q) -> np.ndarray:
+        """The kernel's gaps at real ``q`` (a copy): those of its last full evaluation at
+        ``q``, else :func:`~gaussopt.multibody.tree.tree_compiled.contact_gaps` alone (the
+        watches read the gaps of every point at every step and its interior points; the
+        rows, ``gamma`` and slips only a phase's closed points need). Both give the same
+        values (the same operations)."""
+        qk = q.tobytes()
+        last = self._pp_out
+        if last is not None and last[0] == qk:
+            return last[2][0].copy()
+        if self._pp_gaps is None or self._pp_gaps[0] != qk:
+            gap = np.empty(len(self._pp))
+            kernel.contact_gaps(self.kin.p, np.ascontiguousarray(q, dtype=float), self._pp,
+                                gap)
+            self._pp_gaps = (qk, gap)
+        return self._pp_gaps[1].copy()
+
     def _contact_points(self, q, v=None, derivatives: bool = True):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for its pairs' points at
         real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.contact_points`),
@@ -789,8 +807,7 @@ class PairGroup:
         kinematics, real by the compiled one)."""
         q = np.asarray(q)
         real = q.dtype.kind == "f"
-        fast = (self._contact_points(q, derivatives=False)[0].copy()
-                if real and len(self._fast_rows) else None)
+        fast = self._kernel_gaps(q) if real and len(self._fast_rows) else None
         which = self._pairs(real)
         if not which:
             return fast
