@@ -224,6 +224,18 @@ def test_compiled_contacts_equal_the_complex_step_path():
         alone = fresh._kernel_gaps(q)
         assert fresh._pp_out is None
         assert np.array_equal(alone, fresh._contact_points(q, v)[0])
+        # some points evaluated alone (PairGroup.subset: a phase's closed points) are the
+        # group's rows, bit for bit (each record is evaluated on its own)
+        picked = np.array(sorted(fast._record))[::5]
+        sub = fast.subset(picked)
+        r2 = np.ravel([[2 * r, 2 * r + 1] for r in picked])
+        assert np.array_equal(sub.jacobian(0.0, q), fast.jacobian(0.0, q)[picked])
+        assert np.array_equal(sub.gamma(0.0, q, v), fast.gamma(0.0, q, v)[picked])
+        assert np.array_equal(sub.slip_velocity_jacobian(0.0, q, v),
+                              fast.slip_velocity_jacobian(0.0, q, v).reshape(-1, model.n)[r2])
+        assert np.array_equal(sub.slip_velocity_gamma(0.0, q, v),
+                              fast.slip_velocity_gamma(0.0, q, v).reshape(-1)[r2])
+    assert fast.subset(fast._slow_rows) is None            # (the numpy path's row)
     # the loaded model's contacts use the kernel and pass the system's derivative check
     system = model.with_contacts()
     q = model.q_reference + 0.3 * rng.normal(size=model.n)

@@ -478,17 +478,32 @@ class ContactPoints:
         rows = np.array([2 * int(self.row[j]) + e for j in pts for e in (0, 1)])
         values = self._memo(cone, cone.f)
         # the contact's own Jacobian in v, where it has one (else a complex step in v: n
-        # evaluations of the slip velocity at every evaluation of the phase's rows)
-        jac = (None if cone.automatic["jacobian"]
-               else (lambda t, q, v: cone.jacobian(t, q, v)[rows]))
-        gam = (None if cone.automatic["gamma"]
-               else (lambda t, q, v: cone.gamma(t, q, v)[rows]))
+        # evaluations of the slip velocity at every evaluation of the phase's rows); a
+        # contact that evaluates some of its points alone (``subset``: a loaded model's
+        # geometry) evaluates these
+        sub = self._subset(c, [int(self.row[j]) for j in pts])
+        if sub is not None:
+            jac, gam = sub.slip_velocity_jacobian, sub.slip_velocity_gamma
+        else:
+            jac = (None if cone.automatic["jacobian"]
+                   else (lambda t, q, v: cone.jacobian(t, q, v)[rows]))
+            gam = (None if cone.automatic["gamma"]
+                   else (lambda t, q, v: cone.gamma(t, q, v)[rows]))
         label = self.labels[pts[0]] if len(pts) == 1 else \
             f"{c.name}[{', '.join(self._point(self.owner[j], self.row[j]) for j in pts)}]"
         out = Nonholonomic(lambda t, q, v: values(t, q, v)[rows], jac, gam,
                            name=f"{label}.no_slip")
         out.contact_rows = (c, rows[::2] // 2, "slip")
         return out
+
+    @staticmethod
+    def _subset(c: "Contact", rows):
+        """``c.subset(rows)`` where the contact has one (an object whose ``jacobian``,
+        ``gamma``, ``slip_velocity_jacobian`` and ``slip_velocity_gamma`` are those of the
+        rows ``rows`` alone, raveled as :attr:`Contact.cone`'s; None: it cannot), else
+        None."""
+        fn = getattr(c, "subset", None)
+        return None if fn is None else fn(rows)
 
     def _one_contact(self, pts: Sequence[int]) -> "Contact":
         owners = {int(self.owner[j]) for j in pts}
@@ -547,7 +562,8 @@ class ContactPoints:
                 phi = src.phi
             out = Holonomic(phi, src._jac, src._gamma, rheonomic=src.rheonomic, name=name)
         else:
-            out = self._selected(src, rows, idx, tangent, name)
+            out = self._selected(src, rows, idx, tangent, name,
+                                 None if tangent else self._subset(c, rows))
         if not tangent:
             #: ``(contact, its rows, "gap" | "slip")``: what a compiled model evaluates
             #: in place of these functions (:func:`~gaussopt.multibody.tree.tree_compiled.
@@ -556,11 +572,17 @@ class ContactPoints:
         return out
 
     def _selected(self, src, rows: np.ndarray, idx: np.ndarray, tangent: bool,
-                  name: str) -> Holonomic:
+                  name: str, sub=None) -> Holonomic:
         """:meth:`holonomic`'s constraint of some of a contact's rows (``src`` its gap or
-        slip): its functions selected from the contact's, evaluated once per point."""
-        jac = (lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"] else None
-        gam = (lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"] else None
+        slip): its functions selected from the contact's, evaluated once per point, or
+        (``sub``: :meth:`_subset`) the rows' own Jacobian and ``gamma``."""
+        if sub is not None:
+            jac, gam = sub.jacobian, sub.gamma
+        else:
+            jac = ((lambda t, q: src.jacobian(t, q)[rows]) if not src.automatic["jacobian"]
+                   else None)
+            gam = ((lambda t, q, v: src.gamma(t, q, v)[rows]) if not src.automatic["gamma"]
+                   else None)
         values = self._memo(src, src.phi)
         if tangent:
             anchor = self.anchor

@@ -527,6 +527,7 @@ class PairGroup:
         self._rim_r = np.array([r for _, _, r in self._pp_rims], dtype=float)
         self._line_at = np.array([x[0] for x in lines], dtype=int)
         self._line_r = np.array([x[3] for x in lines], dtype=float)
+        self._plan_all = self._flat_plan()
         self._pp_out = None                # the kernel's outputs for the last (q, v)
         self._pp_gaps = None               # its gaps alone at the last q
         #: the kernel's record of each of the group's rows that it evaluates
@@ -746,6 +747,49 @@ class PairGroup:
             self._pp_gaps = (qk, gap)
         return self._pp_gaps[1].copy()
 
+    def _flat_plan(self, recs=None) -> tuple:
+        """For :meth:`_flat`: the kernel's rims and pairs of capsules among its records
+        ``recs`` (default all), as ``(at, where)`` each: their places in the group's lists
+        and in the outputs for ``recs``."""
+        plan = []
+        for at in (self._rim_at, self._line_at):
+            if recs is None:
+                plan.append((np.arange(len(at)), at))
+            else:
+                where = {int(r): j for j, r in enumerate(recs)}
+                pos = np.array([j for j, r in enumerate(at) if int(r) in where], dtype=int)
+                plan.append((pos, np.array([where[int(at[j])] for j in pos], dtype=int)))
+        return tuple(plan)
+
+    def _flat(self, gap, tilt, plan=None):
+        """The error of the first rim lying flat on its plane (as :meth:`_points`: its
+        centre within 1.01 r of the plane) or the first two parallel capsules touching
+        (within 1 % of their radii: a line contact) among the kernel's records of ``plan``
+        (:meth:`_flat_plan`; default all; ``gap``, ``tilt`` the kernel's outputs for
+        them), or None."""
+        (rp, rw), (lp, lw) = plan if plan is not None else self._plan_all
+        if len(rp):
+            ti, gi, r = tilt[rw], gap[rw], self._rim_r[rp]
+            hit = np.flatnonzero((ti <= FACE_TOL) & (gi + r * ti <= 1.01 * r))
+            if len(hit):
+                return _face_error(self._pp_rims[rp[hit[0]]][1])
+        if len(lp):
+            hit = np.flatnonzero((tilt[lw] == 0.0) & (gap[lw] <= 0.01 * self._line_r[lp]))
+            if len(hit):
+                x = self._pp_lines[lp[hit[0]]]
+                return _line_error(x[1], x[2], x[4])
+        return None
+
+    def subset(self, rows) -> "Optional[PairSubset]":
+        """The group's rows ``rows`` (a closed point's gap and slip rows) as a
+        :class:`PairSubset`, evaluated by the kernel on their records alone, or None where
+        one is not a kernel row (a plane on a moving link: the whole group's functions
+        then serve)."""
+        rows = np.asarray(rows, dtype=int).reshape(-1)
+        if not all(int(r) in self._record for r in rows):
+            return None
+        return PairSubset(self, np.array([self._record[int(r)] for r in rows], dtype=int))
+
     def _contact_points(self, q, v=None, derivatives: bool = True):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for its pairs' points at
         real ``(q, v)`` (:func:`~gaussopt.multibody.tree.tree_compiled.contact_points`),
@@ -763,22 +807,7 @@ class PairGroup:
                    np.empty(2 * m), np.empty(2 * m), np.empty(m))
             kernel.contact_points(self.kin.p, np.ascontiguousarray(q, dtype=float),
                                   np.ascontiguousarray(v, dtype=float), self._pp, *out)
-            gap, tilt = out[0], out[6]
-            # the first rim lying flat on its plane (as :meth:`_points`: its centre within
-            # 1.01 r of the plane), decided once per evaluation
-            flat = None
-            if len(self._rim_at):
-                ti, gi, r = tilt[self._rim_at], gap[self._rim_at], self._rim_r
-                hit = np.flatnonzero((ti <= FACE_TOL) & (gi + r * ti <= 1.01 * r))
-                if len(hit):
-                    flat = _face_error(self._pp_rims[hit[0]][1])
-            if flat is None and len(self._line_at):
-                # two parallel capsules touching (within 1 % of their radii): a line contact
-                hit = np.flatnonzero((tilt[self._line_at] == 0.0)
-                                     & (gap[self._line_at] <= 0.01 * self._line_r))
-                if len(hit):
-                    flat = _line_error(*self._pp_lines[hit[0]][1:3], self._pp_lines[hit[0]][4])
-            last = self._pp_out = (qk, v.tobytes(), out[:6], flat)
+            last = self._pp_out = (qk, v.tobytes(), out[:6], self._flat(out[0], out[6]))
         if derivatives and last[3] is not None:
             raise last[3]
         return last[2]
@@ -953,3 +982,59 @@ class PairGroup:
                                      self._jac(S, g[1], P) - self._jac(S, g[0], P)))
             self._T = (key, self._join(fast, out, (2, n)))
         return self._T[1]
+
+
+class PairSubset:
+    """Some rows of a :class:`PairGroup` (a phase's closed points): their Jacobian,
+    ``gamma``, slip-velocity matrix and convective terms by the compiled kernel on their
+    records alone, the same values as the group's rows (each record is evaluated on its
+    own). Why: a phase's force watches evaluate its rows at every step and its interior
+    points, and a model's group may hold hundreds of points (dm_control's manipulator,
+    832) of which a few are closed."""
+
+    def __init__(self, group: PairGroup, records: np.ndarray) -> None:
+        self.group = group
+        self.records = records
+        self._geo = np.ascontiguousarray(group._pp[records])
+        self._plan = group._flat_plan(records)
+        self._out = None
+
+    def _eval(self, q, v=None):
+        """The kernel's outputs for the records at ``(q, v)`` (``v`` None: the position
+        quantities, from any ``v`` evaluated at ``q``), kept for the last state."""
+        q = np.asarray(q, dtype=float)
+        qk = q.tobytes()
+        if v is None:
+            if self._out is not None and self._out[0][0] == qk:
+                if self._out[2] is not None:
+                    raise self._out[2]
+                return self._out[1]
+            v = np.zeros(self.group.kin.n)
+        v = np.asarray(v, dtype=float)
+        key = (qk, v.tobytes())
+        if self._out is None or self._out[0] != key:
+            m, n = len(self._geo), self.group.kin.n
+            out = (np.empty(m), np.empty((m, n)), np.empty(m), np.empty((2 * m, n)),
+                   np.empty(2 * m), np.empty(2 * m), np.empty(m))
+            kernel.contact_points(self.group.kin.p, np.ascontiguousarray(q),
+                                  np.ascontiguousarray(v), self._geo, *out)
+            self._out = (key, out, self.group._flat(out[0], out[6], self._plan))
+        if self._out[2] is not None:
+            raise self._out[2]
+        return self._out[1]
+
+    def jacobian(self, t, q):
+        """The rows' ``gap_q`` (k, n)."""
+        return self._eval(q)[1].copy()
+
+    def gamma(self, t, q, v):
+        """The rows' ``gamma`` (k,)."""
+        return self._eval(q, v)[2].copy()
+
+    def slip_velocity_jacobian(self, t, q, v):
+        """The rows' ``T`` (2 k, n): tangent after tangent of each point."""
+        return self._eval(q)[3].copy()
+
+    def slip_velocity_gamma(self, t, q, v):
+        """The rows' slip convective terms (2 k,)."""
+        return self._eval(q, v)[5].copy()

@@ -558,6 +558,8 @@ class Model(BaseModel):
             # (a contact run's phases evaluate its closed points' rows by the compiled
             # kernel: tree_compiled.phase_functions)
             contact.pair_group = grp
+            # (a phase's closed points' rows by the kernel on their records alone)
+            contact.subset = grp.subset
             out.append(contact)
         return out
 
