@@ -919,6 +919,24 @@ def test_sphere_capsule_and_box_pairs_gaps_and_normals_equal_mujocos_distances()
         ("sphere-box", w) for w in ("corner", "edge", "face")}
 
 
+def _leaves_and_flies(model, q0, u0, t_l, x_l, v_l):
+    """Run ``model``'s free body with its contacts from ``(q0, u0)`` to ``t_l + 0.1``: one
+    point closes at the start and opens at ``t_l`` (1e-9 relative), and the centre then
+    flies from ``x_l`` at ``v_l`` (closed form, 1e-8): the module's tolerances. Returns
+    the run."""
+    T = t_l + 0.1
+    tr = go.simulate(model.with_contacts(), (0.0, T), q0, u0, **TOL)
+    assert tr.success, tr.message
+    trans = tr.meta["contact_transitions"]
+    assert [x[2] for x in trans] == ["close", "open"]
+    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
+    dt = T - t_l
+    grav = np.array([0.0, 0.0, -G0])
+    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+    return tr
+
+
 @pytest.mark.parametrize("top, along", [("sphere", False), ("sphere", True),
                                        ("capsule", True)])
 def test_a_sphere_or_capsule_slides_over_a_capsule_and_leaves_where_energy_says(top, along):
@@ -958,22 +976,13 @@ def test_a_sphere_or_capsule_slides_over_a_capsule_and_leaves_where_energy_says(
     t_l = t_cap + ((1.0 - x0) / v0 if along else 0.0)
     u0 = np.zeros(model.n)
     u0[0 if along else 1] = v0
-    T = t_l + 0.1
-    tr = go.simulate(model.with_contacts(), (0.0, T), model.q_reference, u0, **TOL)
-    assert tr.success, tr.message
-    trans = tr.meta["contact_transitions"]
-    assert [x[2] for x in trans] == ["close", "open"]
-    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
     # the leaving state about the nearest axis point, then the parabola
     e = np.array([1.0, 0.0, 0.0]) if along else np.array([0.0, 1.0, 0.0])
     centre = np.array([1.0, 0.0, 0.0]) if along else np.array([x0, 0.0, 0.0])
     speed = math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - cos_l))
     x_l = centre + rho * (math.sin(th_l) * e + np.array([0.0, 0.0, cos_l]))
     v_l = speed * (cos_l * e - math.sin(th_l) * np.array([0.0, 0.0, 1.0]))
-    dt = T - t_l
-    grav = np.array([0.0, 0.0, -G0])
-    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
-    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+    tr = _leaves_and_flies(model, model.q_reference, u0, t_l, x_l, v_l)
     np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
 
 
@@ -1046,20 +1055,11 @@ def test_a_sphere_slides_off_a_box_over_its_edge_or_corner_where_energy_says(ove
                        0.0, th_l, epsabs=0.0, epsrel=1e-13)
     assert err < 1e-12 * t_over
     t_l = reach / v0 + t_over
-    T = t_l + 0.1
-    tr = go.simulate(model.with_contacts(), (0.0, T), q0, u0, **TOL)
-    assert tr.success, tr.message
-    trans = tr.meta["contact_transitions"]
-    assert [x[2] for x in trans] == ["close", "open"]
-    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
     speed = math.sqrt(v0 ** 2 + 2 * G0 * r * (1 - cos_l))
     e3, up = np.array([*e, 0.0]), np.array([0.0, 0.0, 1.0])
     x_l = np.array([*top, hz]) + r * (math.sin(th_l) * e3 + cos_l * up)
     v_l = speed * (cos_l * e3 - math.sin(th_l) * up)
-    dt = T - t_l
-    grav = np.array([0.0, 0.0, -G0])
-    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
-    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+    _leaves_and_flies(model, q0, u0, t_l, x_l, v_l)
 
 
 CAPSULE_BOX = """<mujoco><option gravity="0 0 0"/><worldbody>
@@ -1261,17 +1261,7 @@ def test_a_sphere_sliding_faster_than_its_surface_curves_away_leaves_at_the_edge
     t_e = (edge[0] - x0) / v0
     e3, up = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
     assert v0 ** 2 / rho > G0
-    t_l, x_l, v_l = t_e, edge + rho * up, v0 * e3
-    T = t_l + 0.1
-    tr = go.simulate(model.with_contacts(), (0.0, T), model.q_reference, u0, **TOL)
-    assert tr.success, tr.message
-    trans = tr.meta["contact_transitions"]
-    assert [x[2] for x in trans] == ["close", "open"]
-    assert trans[1][0] == pytest.approx(t_l, rel=1e-9, abs=0)
-    dt = T - t_l
-    grav = np.array([0.0, 0.0, -G0])
-    np.testing.assert_allclose(tr.q[-1][:3], x_l + v_l * dt + 0.5 * grav * dt ** 2, atol=1e-8)
-    np.testing.assert_allclose(tr.v[-1][:3], v_l + grav * dt, atol=1e-8)
+    _leaves_and_flies(model, model.q_reference, u0, t_e, edge + rho * up, v0 * e3)
 
 
 def test_a_sphere_on_top_of_a_capsule_passes_the_derivative_check():
