@@ -649,3 +649,22 @@ def test_a_shared_reader_that_fails_is_named_as_its_own_evaluation_would_be():
         f.shared = broken
     with pytest.raises(go.ModelError, match=r"`events\[0\]` raised ValueError at the initial"):
         go.simulate(system, (0.0, 1.0), np.array([1.0]), np.zeros(1), events=fs)
+
+
+def test_the_parabola_screen_is_one_test_on_floats_and_arrays():
+    """The screen's parabola test (``_parabola_clear``) on arrays (a step's screens of
+    many events at once) gives, element by element, what it gives on floats: values of
+    both signs, parabolas that dip to zero and that stay clear, an exact zero curvature
+    (the vertex term's division is masked there)."""
+    from gaussopt.integrate.dense_output import _parabola_clear
+
+    rng = np.random.default_rng(7)
+    g0 = rng.uniform(0.01, 2.0, 400) * rng.choice([-1.0, 1.0], 400)
+    g1 = np.abs(rng.uniform(0.01, 2.0, 400)) * np.sign(g0)
+    gm = np.abs(rng.uniform(-0.5, 2.0, 400)) * np.sign(g0)
+    gm[:5] = 0.5 * (g0[:5] + g1[:5])                     # (a straight line: c2 = 0)
+    got = _parabola_clear(g0, gm, g1, 0.5)
+    want = np.array([_parabola_clear(float(a), float(m), float(b), 0.5)
+                     for a, m, b in zip(g0, gm, g1)])
+    assert np.array_equal(got, want)
+    assert 20 < want.sum() < 380                          # (both outcomes occur: 48 clear)

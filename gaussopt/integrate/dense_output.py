@@ -279,19 +279,29 @@ def _parabola_clear(g0, gm, g1, xm):
     """Whether the parabola ``p`` through ``(0, g0), (xm, gm), (1, g1)`` (three values of one
     sign, ``0 < xm < 1``) keeps that sign on [0, 1] by more than its curvature term
     ``|p''| / 2`` plus 1e-3 of the values: a function that the three points resolve departs
-    from its parabola by far less, and has no zero in between. Floats or arrays (one test
-    per element: a step's screens of hundreds of contact points at once)."""
-    s = np.where(np.asarray(g0) > 0, 1.0, -1.0)
+    from its parabola by far less, and has no zero in between. Floats, or arrays (one test
+    per element, the same operations: a step's screens of hundreds of contact points at
+    once, where a Python call per point cost seconds per run; on floats Python's
+    arithmetic is ten times numpy's on scalars)."""
+    if np.ndim(g0):
+        s = np.where(g0 > 0, 1.0, -1.0)
+        g0, gm, g1 = s * g0, s * gm, s * g1
+        c2 = ((gm - g0) - xm * (g1 - g0)) / (xm * xm - xm)
+        c1 = (g1 - g0) - c2
+        low = np.minimum(np.minimum(g0, g1), gm)
+        inner = (c2 > 0.0) & (0.0 < -c1) & (-c1 < 2.0 * c2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low = np.where(inner, np.minimum(low, g0 - c1 * c1 / (4.0 * c2)), low)
+        return low > np.abs(c2) + 1e-3 * np.maximum(np.maximum(g0, g1), np.abs(gm))
+    s = 1.0 if g0 > 0 else -1.0
     g0, gm, g1 = s * g0, s * gm, s * g1
     # p(x) = g0 + c1 x + c2 x^2 with p(xm) = gm, p(1) = g1
     c2 = ((gm - g0) - xm * (g1 - g0)) / (xm * xm - xm)
     c1 = (g1 - g0) - c2
-    low = np.minimum(np.minimum(g0, g1), gm)
-    inner = (c2 > 0.0) & (0.0 < -c1) & (-c1 < 2.0 * c2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        vertex = g0 - c1 * c1 / (4.0 * c2)
-    low = np.where(inner, np.minimum(low, vertex), low)
-    return low > np.abs(c2) + 1e-3 * np.maximum(np.maximum(g0, g1), np.abs(gm))
+    low = min(g0, g1, gm)
+    if c2 > 0.0 and 0.0 < -c1 < 2.0 * c2:
+        low = min(low, g0 - c1 * c1 / (4.0 * c2))
+    return low > abs(c2) + 1e-3 * max(g0, g1, abs(gm))
 
 
 class EventTracker:
@@ -613,16 +623,20 @@ class EventTracker:
             # derivative there); located on the face's side, the contact problem saw the
             # face, kept the point, and the same event ended the next phase at once ("did
             # not settle" after 26 zero-length phases). Past it, the state's own quantities
-            # are the side the motion enters. (For a continuous function the step is 4 eps
-            # (1 + t) in time at most twice over: the state moves by rounding.)
+            # are the side the motion enters. (For a continuous function the step is within
+            # twice Brent's tolerance: the state moves by rounding.)
             ft = f(te)
             if ft != 0.0 and (ft > 0.0) == (fa > 0.0):
-                step = 4 * _EPS * (1.0 + abs(te))
-                for _ in range(4):
+                # (the least step past it, doubling from one unit in the last place: the
+                # crossing is within 4 eps (1 + t) of te, some 8 units at most)
+                step = np.spacing(te)
+                for _ in range(16):
                     tn = min(te + step, float(hi[i]))
                     fn = f(tn)
                     if fn == 0.0 or (fn > 0.0) != (fa > 0.0):
                         te = tn
+                        break
+                    if tn == hi[i]:
                         break
                     step *= 2.0
             return te
@@ -669,38 +683,46 @@ class EventTracker:
                g1: np.ndarray, raw) -> np.ndarray:
         """Which of the events ``which`` keep the sign of their step's ends (``g0``, ``g1``)
         throughout the step, by the screen of :class:`EventTracker` (``interp_screen``): one
-        state at the step's middle for all, each shared source read once there, the
-        parabola test on all at once (a model with hundreds of watched contact points
-        screens them all at every step: one by one, this was 60 % of dm_control's
-        manipulator's run)."""
+        state at the step's middle for all, each shared source read once there and its
+        readers called directly (a model with hundreds of watched contact points screens
+        them all at every step: event by event, through :meth:`value`, this was 60 % of
+        dm_control's manipulator's run). A reader that raises or returns no finite float
+        is evaluated again by :meth:`value`, which names it."""
         out = np.zeros(which.size, dtype=bool)
-        same = (g0 > 0) & (g1 > 0) | (g0 < 0) & (g1 < 0)
-        if not same.any():
+        a, b = g0.tolist(), g1.tolist()
+        same = [j for j in range(which.size)
+                if a[j] > 0 and b[j] > 0 or a[j] < 0 and b[j] < 0]
+        if not same:
             return out
         tm = 0.5 * (t_old + t_new)
         ym = raw(tm)
         n = self.n
-        idx = which[same]
-        gm = np.empty(idx.size)
         shared: dict = {}
-        for j, i in enumerate(idx):
-            got = self._reader.get(int(i))
-            if got is None:
-                gm[j] = self.value(int(i), tm, ym)
-                continue
-            src, reader = got
-            val = shared.get(id(src))
-            if val is None:
-                val = shared[id(src)] = self._call(int(i), tm, False, src, ym[:n].copy(),
-                                                   ym[n:].copy())
-            try:
-                gm[j] = reader(tm, val)
-            except Exception:    # noqa: BLE001 - named by the event's own evaluation
-                gm[j] = self.value(int(i), tm, ym, share=True)
-        bad = ~np.isfinite(gm)
-        if bad.any():                     # (named as its own evaluation names it)
-            self.value(int(idx[np.flatnonzero(bad)[0]]), tm, ym)
-        out[same] = _parabola_clear(g0[same], gm, g1[same], 0.5)
+        gms = []
+        for j in same:
+            i = int(which[j])
+            got = self._reader.get(i)
+            gm = None
+            if got is not None:
+                src, reader = got
+                val = shared.get(id(src))
+                if val is None:
+                    val = shared[id(src)] = self._call(i, tm, False, src, ym[:n].copy(),
+                                                       ym[n:].copy())
+                try:
+                    gm = reader(tm, val)
+                except Exception:     # noqa: BLE001 - named by value() below
+                    gm = None
+                if not isinstance(gm, float) or not math.isfinite(gm):
+                    gm = None
+            if gm is None:
+                gm = self.value(i, tm, ym, share=True)
+            gms.append(gm)
+        if len(same) <= 8:
+            for j, gm in zip(same, gms):
+                out[j] = _parabola_clear(a[j], gm, b[j], 0.5)
+        else:
+            out[same] = _parabola_clear(g0[same], np.array(gms), g1[same], 0.5)
         return out
 
     def _scan(self, i: int, t_old: float, t_new: float, g0: float, state) -> tuple:
