@@ -557,17 +557,6 @@ class EventTracker:
                 y = memo[t] = base(t)
             return y.copy()
 
-        if raw is not None:
-            # (the screens' state at the step's middle, made once for all screened events:
-            # a model with hundreds of watched contact points screens them all per step)
-            raw_base, raw_memo = raw, {}
-
-            def raw(t: float) -> np.ndarray:
-                y = raw_memo.get(t)
-                if y is None:
-                    y = raw_memo[t] = raw_base(t)
-                return y
-
         # events with ``interp_points``: the sign is also checked at that many interior
         # points of the step (a zero pair inside one long step is then found, as the
         # continuous callbacks of DifferentialEquations.jl do); the first bracket counts
