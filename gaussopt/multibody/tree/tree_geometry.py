@@ -530,6 +530,7 @@ class PairGroup:
         self._plan_all = self._flat_plan()
         self._pp_out = None                # the kernel's outputs for the last (q, v)
         self._pp_gaps = None               # its gaps alone at the last q
+        self._subsets: dict = {}           # rows -> PairSubset (:meth:`subset`)
         #: the kernel's record of each of the group's rows that it evaluates
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
@@ -785,10 +786,14 @@ class PairGroup:
         :class:`PairSubset`, evaluated by the kernel on their records alone, or None where
         one is not a kernel row (a plane on a moving link: the whole group's functions
         then serve)."""
-        rows = np.asarray(rows, dtype=int).reshape(-1)
-        if not all(int(r) in self._record for r in rows):
-            return None
-        return PairSubset(self, np.array([self._record[int(r)] for r in rows], dtype=int))
+        key = tuple(int(r) for r in np.asarray(rows).reshape(-1))
+        if key not in self._subsets:
+            # (one per set of rows: a sticking point's gap and no-slip rows read the same
+            # evaluation of its records)
+            self._subsets[key] = (PairSubset(self, np.array([self._record[r] for r in key],
+                                                            dtype=int))
+                                  if all(r in self._record for r in key) else None)
+        return self._subsets[key]
 
     def _contact_points(self, q, v=None, derivatives: bool = True):
         """The compiled kernel's ``(gap, G, gam, T, u, ugam)`` for its pairs' points at
