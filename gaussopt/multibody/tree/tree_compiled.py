@@ -751,6 +751,9 @@ def _points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt, full):
             if full:
                 tilt[i] = 1.0
             continue
+        if geo[i, PP_KIND] == 3.0:
+            _seg_cylinder(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt, full)
+            continue
         k = int(geo[i, PP_LINK])
         rad = geo[i, PP_R]
         n0, n1, n2 = geo[i, PP_N], geo[i, PP_N + 1], geo[i, PP_N + 2]
@@ -1077,11 +1080,23 @@ def _pair_rows(p, S, V, Ab, i, k1, k2, r2, n0, n1, n2, dd0, dd1, dd2, ndd, L, c0
     """Record ``i`` of a pair of geoms (:func:`contact_points`: spheres, capsules, a sphere
     and a box) from its closest points, geom 2's ``c`` (link ``k2``, moving at ``c'`` =
     ``cv``; ``r2`` its radius) and geom 1's ``o`` (link ``k1``), the unit normal ``n``
-    from ``o`` to ``c``, the distance ``L``, ``d' = dd`` and ``n . d' = ndd``: the tangents
-    and their rates, the slip velocities at the contact point ``c - r2 n`` and their
-    convective terms, and the rows of ``G`` (the material points at ``c`` and ``o``) and
-    ``T``."""
+    from ``o`` to ``c``, the distance ``L``, ``d' = dd`` and ``n . d' = ndd``: the normal's
+    rate ``n' = (d' - n (n . d')) / L`` and the contact point ``c - r2 n`` (moving at ``c'
+    - r2 n'``), then :func:`_pair_rows_nd`."""
     nd0, nd1, nd2 = (dd0 - n0 * ndd) / L, (dd1 - n1 * ndd) / L, (dd2 - n2 * ndd) / L  # n'
+    _pair_rows_nd(p, S, V, Ab, i, k1, k2, n0, n1, n2, nd0, nd1, nd2, c0, c1, c2,
+                  c0 - r2 * n0, c1 - r2 * n1, c2 - r2 * n2,
+                  cv0 - r2 * nd0, cv1 - r2 * nd1, cv2 - r2 * nd2, o0, o1, o2, G, T, u, ugam)
+
+
+@_inline
+def _pair_rows_nd(p, S, V, Ab, i, k1, k2, n0, n1, n2, nd0, nd1, nd2, c0, c1, c2, p0, p1, p2,
+                  pv0, pv1, pv2, o0, o1, o2, G, T, u, ugam):
+    """Record ``i`` of a pair of geoms from the unit normal ``n`` (from geom 1 to geom 2) and
+    its rate ``n'``, the contact point ``P`` moving at ``P' = pv``, and the points ``c`` of
+    link ``k2`` and ``o`` of link ``k1`` whose material points' velocities give the gap's
+    rate (``n`` times their difference): the tangents and their rates, the slip velocities
+    at ``P`` and their convective terms, and the rows of ``G`` and ``T``."""
     # tangents t1 = n x e / |n x e| (e the reference direction, SS_REF0 or SS_REF1), t2 =
     # n x t1, and their rates (e fixed)
     if abs(n0 * SS_REF0[0] + n1 * SS_REF0[1] + n2 * SS_REF0[2]) <= SS_REF_COS:
@@ -1098,8 +1113,6 @@ def _pair_rows(p, S, V, Ab, i, k1, k2, r2, n0, n1, n2, dd0, dd1, dd2, ndd, L, c0
     te0 = nd1 * ta2 - nd2 * ta1 + (n1 * td2 - n2 * td1)
     te1 = nd2 * ta0 - nd0 * ta2 + (n2 * td0 - n0 * td2)
     te2 = nd0 * ta1 - nd1 * ta0 + (n0 * td1 - n1 * td0)
-    p0, p1, p2 = c0 - r2 * n0, c1 - r2 * n1, c2 - r2 * n2       # the contact point
-    pv0, pv1, pv2 = cv0 - r2 * nd0, cv1 - r2 * nd1, cv2 - r2 * nd2
     u0, u1, u2, e0, e1, e2 = _at_point(V, Ab, k2, p0, p1, p2, pv0, pv1, pv2)
     w0, w1, w2, f0, f1, f2 = _at_point(V, Ab, k1, p0, p1, p2, pv0, pv1, pv2)
     u0, u1, u2, e0, e1, e2 = u0 - w0, u1 - w1, u2 - w2, e0 - f0, e1 - f1, e2 - f2
@@ -1111,6 +1124,213 @@ def _pair_rows(p, S, V, Ab, i, k1, k2, r2, n0, n1, n2, dd0, dd1, dd2, ndd, L, c0
                 ta0, ta1, ta2, tb0, tb1, tb2, G, T)
     _contact_rows(p, S, k1, -1.0, i, n0, n1, n2, o0, o1, o2, p0, p1, p2,
                 ta0, ta1, ta2, tb0, tb1, tb2, G, T)
+
+
+#: a segment (sphere: of length 0) against a solid cylinder (kind 3): the cylinder's link,
+#: centre (its link's frame) and radius in the first three fields, the segment's link,
+#: radius and ends as a pair of capsules' (``SS_LINK1``, ``SS_R1``, ``SS_C1``, ``SS_B1``),
+#: the cylinder's half height in ``CY_H`` and its unit axis (its link's frame) in ``CY_A``
+CY_H, CY_A = PP_T1, PP_A
+
+
+@_inline
+def _cyl_near(B0, B1, B2, a0, a1, a2, rc, hc, x0, x1, x2):
+    """The solid cylinder's (centre ``B``, unit axis ``a``, radius ``rc``, half height
+    ``hc``) point ``c`` closest to ``x``: ``(region, c, n, d, ur, up, rho)`` with
+    ``region`` 0 on the side, 1 on a flat face, 2 on a rim; ``n`` the unit normal from
+    ``x`` towards the cylinder (the signed distance's gradient is ``-n``), ``d`` the signed
+    distance (negative inside: the nearer of the side and the face), ``ur`` and ``up =
+    a x ur`` the radial and circumferential directions at ``x`` and ``rho`` its distance
+    from the axis. (A point on the axis takes a radial direction orthogonal to ``a``.)"""
+    r0, r1, r2 = x0 - B0, x1 - B1, x2 - B2
+    z = a0 * r0 + a1 * r1 + a2 * r2
+    v0, v1, v2 = r0 - z * a0, r1 - z * a1, r2 - z * a2
+    rho = np.sqrt(v0 * v0 + v1 * v1 + v2 * v2)
+    if rho > 0.0:
+        u0, u1, u2 = v0 / rho, v1 / rho, v2 / rho
+    else:
+        u0, u1, u2 = _across(a0, a1, a2)
+    p0, p1, p2 = a1 * u2 - a2 * u1, a2 * u0 - a0 * u2, a0 * u1 - a1 * u0
+    sg = 1.0 if z >= 0.0 else -1.0
+    az = abs(z)
+    if az < hc and rho < rc:                    # inside: the nearer of face and side
+        region = 1 if hc - az <= rc - rho else 0
+    elif az < hc:
+        region = 0
+    elif rho <= rc:
+        region = 1
+    else:
+        region = 2
+    if region == 0:
+        c0, c1, c2 = B0 + z * a0 + rc * u0, B1 + z * a1 + rc * u1, B2 + z * a2 + rc * u2
+        n0, n1, n2 = -u0, -u1, -u2
+        d = rho - rc
+    elif region == 1:
+        c0, c1, c2 = B0 + sg * hc * a0 + v0, B1 + sg * hc * a1 + v1, B2 + sg * hc * a2 + v2
+        n0, n1, n2 = -sg * a0, -sg * a1, -sg * a2
+        d = az - hc
+    else:
+        c0 = B0 + sg * hc * a0 + rc * u0
+        c1 = B1 + sg * hc * a1 + rc * u1
+        c2 = B2 + sg * hc * a2 + rc * u2
+        m0, m1, m2 = c0 - x0, c1 - x1, c2 - x2
+        d = np.sqrt(m0 * m0 + m1 * m1 + m2 * m2)
+        n0, n1, n2 = m0 / d, m1 / d, m2 / d
+    return region, c0, c1, c2, n0, n1, n2, d, u0, u1, u2, p0, p1, p2, rho
+
+
+@_inline
+def _cyl_hess(region, a0, a1, a2, rc, n0, n1, n2, d, p0, p1, p2, rho, w0, w1, w2):
+    """``H w`` and ``C w``: the signed distance's Hessian ``H`` and the closest point's
+    Jacobian ``C`` (both in the world's axes, the cylinder held still) at a point of
+    ``region`` (:func:`_cyl_near`'s outputs) applied to ``w``. On the side ``H = up up^T /
+    rho``, ``C = a a^T + (rc / rho) up up^T``; on a face ``H = 0``, ``C = I - a a^T``; on
+    a rim ``H = (I - n n^T - (rc / rho) up up^T) / d``, ``C = (rc / rho) up up^T``."""
+    pw = p0 * w0 + p1 * w1 + p2 * w2
+    k = rc / rho if rho > 0.0 else 0.0
+    aw = a0 * w0 + a1 * w1 + a2 * w2
+    if region == 0:
+        h = pw / rho if rho > 0.0 else 0.0
+        return (h * p0, h * p1, h * p2, aw * a0 + k * pw * p0, aw * a1 + k * pw * p1,
+                aw * a2 + k * pw * p2)
+    if region == 1:
+        return 0.0, 0.0, 0.0, w0 - aw * a0, w1 - aw * a1, w2 - aw * a2
+    nw = n0 * w0 + n1 * w1 + n2 * w2
+    return ((w0 - nw * n0 - k * pw * p0) / d, (w1 - nw * n1 - k * pw * p1) / d,
+            (w2 - nw * n2 - k * pw * p2) / d, k * pw * p0, k * pw * p1, k * pw * p2)
+
+
+@_inline
+def _cyl_slope(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, s):
+    """The derivative in ``s`` of the signed distance of ``C + s e`` to the cylinder
+    (``-n . e``) and its second derivative (``e . H e``)."""
+    rg, _, _, _, n0, n1, n2, d, _, _, _, p0, p1, p2, rho = _cyl_near(
+        B0, B1, B2, a0, a1, a2, rc, hc, C0 + s * e0, C1 + s * e1, C2 + s * e2)
+    h0, h1, h2, _, _, _ = _cyl_hess(rg, a0, a1, a2, rc, n0, n1, n2, d, p0, p1, p2, rho,
+                                    e0, e1, e2)
+    return -(n0 * e0 + n1 * e1 + n2 * e2), e0 * h0 + e1 * h1 + e2 * h2
+
+
+@_inline
+def _cyl_param(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, s0):
+    """The parameter ``s`` in ``[0, 1]`` of the point of the segment ``C + s e`` closest to
+    the cylinder: the signed distance to a convex set is convex along the segment, so its
+    slope (:func:`_cyl_slope`) increases with ``s``: ``s = 0`` where it is >= 0 there,
+    ``s = 1`` where it is <= 0 at 1, else its root, by Newton's method from ``s0`` kept
+    inside a bracket that halves where a Newton step leaves it (the slope has kinks where
+    the closest point changes region, and is flat on a face)."""
+    if e0 == 0.0 and e1 == 0.0 and e2 == 0.0:
+        return 0.0
+    f, _ = _cyl_slope(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, 0.0)
+    if f >= 0.0:
+        return 0.0
+    f, _ = _cyl_slope(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, 1.0)
+    if f <= 0.0:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    s = s0 if 0.0 < s0 < 1.0 else 0.5
+    for _ in range(200):
+        f, fs = _cyl_slope(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, s)
+        if f < 0.0:
+            lo = s
+        elif f > 0.0:
+            hi = s
+        else:
+            return s
+        t = s - f / fs if fs > 0.0 else -1.0
+        if not lo < t < hi:
+            t = 0.5 * (lo + hi)
+        if abs(t - s) <= 4e-16 or not lo < t < hi:
+            return t if lo <= t <= hi else s
+        s = t
+    return s
+
+
+@_jit
+def _seg_cylinder(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt, full):
+    """Record ``i`` of :func:`contact_points`, a sphere or capsule against a solid
+    cylinder (its docstring); not ``full``: the gap alone."""
+    k2, k1 = int(geo[i, PP_LINK]), int(geo[i, SS_LINK1])
+    r1, rc, hc = geo[i, SS_R1], geo[i, PP_R], geo[i, CY_H]
+    C0, C1, C2, vc0, vc1, vc2, ac0, ac1, ac2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_C1)
+    D0, D1, D2, vd0, vd1, vd2, ad0, ad1, ad2 = _moving_point(R, X, V, Ab, k1, geo, i, SS_B1)
+    B0, B1, B2 = _axis(R, k2, geo, i, PP_S)
+    if k2 >= 0:
+        B0, B1, B2 = B0 + X[k2, 0], B1 + X[k2, 1], B2 + X[k2, 2]
+    a0, a1, a2 = _axis(R, k2, geo, i, CY_A)
+    e0, e1, e2 = D0 - C0, D1 - C1, D2 - C2
+    # Newton's start: the segment's point closest to the cylinder's axis (exact where the
+    # closest point is on the side)
+    ee = e0 * e0 + e1 * e1 + e2 * e2
+    s0 = 0.5
+    if ee > 0.0:
+        b0, b1, b2 = B0 - hc * a0, B1 - hc * a1, B2 - hc * a2
+        s0, _, _ = _closest(ee, 2.0 * hc * (e0 * a0 + e1 * a1 + e2 * a2),
+                            e0 * (C0 - b0) + e1 * (C1 - b1) + e2 * (C2 - b2),
+                            4.0 * hc * hc,
+                            2.0 * hc * (a0 * (C0 - b0) + a1 * (C1 - b1) + a2 * (C2 - b2)))
+    s = _cyl_param(B0, B1, B2, a0, a1, a2, rc, hc, C0, C1, C2, e0, e1, e2, s0)
+    if s == 0.0:                                  # (an end: its point exactly)
+        x0, x1, x2 = C0, C1, C2
+    elif s == 1.0:
+        x0, x1, x2 = D0, D1, D2
+    else:
+        x0, x1, x2 = C0 + s * e0, C1 + s * e1, C2 + s * e2
+    rg, c0, c1, c2, n0, n1, n2, d, _, _, _, p0, p1, p2, rho = _cyl_near(
+        B0, B1, B2, a0, a1, a2, rc, hc, x0, x1, x2)
+    gap[i] = d - r1
+    if not full:
+        return
+    # a segment parallel to a face it lies over, or to the axis beside the side, touches
+    # along a line (no single closest point)
+    tilt[i] = 1.0
+    if ee > 0.0:
+        ea = e0 * a0 + e1 * a1 + e2 * a2
+        if (rg == 1 and ea * ea <= PP_FLAT * PP_FLAT * ee) or \
+                (rg == 0 and ee - ea * ea <= PP_FLAT * PP_FLAT * ee):
+            tilt[i] = 0.0
+    # the segment's material point at x (affine along it) and the cylinder's there
+    vx0, vx1, vx2 = vc0 + s * (vd0 - vc0), vc1 + s * (vd1 - vc1), vc2 + s * (vd2 - vc2)
+    ax0, ax1, ax2 = ac0 + s * (ad0 - ac0), ac1 + s * (ad1 - ac1), ac2 + s * (ad2 - ac2)
+    y0, y1, y2, _, _, _ = _at_point(V, Ab, k2, x0, x1, x2, 0.0, 0.0, 0.0)
+    _, _, _, z0, z1, z2 = _at_point(V, Ab, k2, x0, x1, x2, y0, y1, y2)
+    om0 = om1 = om2 = 0.0
+    if k2 >= 0:
+        om0, om1, om2 = V[k2, 0], V[k2, 1], V[k2, 2]
+    w0, w1, w2 = vx0 - y0, vx1 - y1, vx2 - y2                  # x' relative to the cylinder
+    hw0, hw1, hw2, _, _, _ = _cyl_hess(rg, a0, a1, a2, rc, n0, n1, n2, d, p0, p1, p2, rho,
+                                       w0, w1, w2)
+    # the parameter's rate inside the segment: the slope -n . e stays 0, so s' = -phi_st /
+    # phi_ss with phi_ss = e . H e, phi_st = e . H w - n . (e' - omega x e)
+    sd = 0.0
+    fst = 0.0
+    if 0.0 < s < 1.0 and tilt[i] == 1.0:
+        he0, he1, he2, _, _, _ = _cyl_hess(rg, a0, a1, a2, rc, n0, n1, n2, d, p0, p1, p2, rho,
+                                           e0, e1, e2)
+        fss = e0 * he0 + e1 * he1 + e2 * he2
+        if fss > 0.0:
+            ed0, ed1, ed2 = vd0 - vc0, vd1 - vc1, vd2 - vc2
+            q0 = ed0 - (om1 * e2 - om2 * e1)
+            q1 = ed1 - (om2 * e0 - om0 * e2)
+            q2 = ed2 - (om0 * e1 - om1 * e0)
+            fst = (e0 * hw0 + e1 * hw1 + e2 * hw2) - (n0 * q0 + n1 * q1 + n2 * q2)
+            sd = -fst / fss
+    # gap'' = -n . (x''_b - z - 2 omega x w) + w . H w + phi_st s' (bias parts)
+    ow0, ow1, ow2 = om1 * w2 - om2 * w1, om2 * w0 - om0 * w2, om0 * w1 - om1 * w0
+    gam[i] = (n0 * (ax0 - z0 - 2.0 * ow0) + n1 * (ax1 - z1 - 2.0 * ow1)
+              + n2 * (ax2 - z2 - 2.0 * ow2)
+              - (w0 * hw0 + w1 * hw1 + w2 * hw2) - fst * sd)
+    # n' = omega x n - H (w + s' e); the contact point c moves at the cylinder's velocity
+    # there plus C (w + s' e)
+    t0, t1, t2 = w0 + sd * e0, w1 + sd * e1, w2 + sd * e2
+    ht0, ht1, ht2, ct0, ct1, ct2 = _cyl_hess(rg, a0, a1, a2, rc, n0, n1, n2, d, p0, p1, p2,
+                                             rho, t0, t1, t2)
+    nd0 = om1 * n2 - om2 * n1 - ht0
+    nd1 = om2 * n0 - om0 * n2 - ht1
+    nd2 = om0 * n1 - om1 * n0 - ht2
+    yc0, yc1, yc2, _, _, _ = _at_point(V, Ab, k2, c0, c1, c2, 0.0, 0.0, 0.0)
+    _pair_rows_nd(p, S, V, Ab, i, k1, k2, n0, n1, n2, nd0, nd1, nd2, c0, c1, c2, c0, c1, c2,
+                  yc0 + ct0, yc1 + ct1, yc2 + ct2, x0, x1, x2, G, T, u, ugam)
 
 
 # =========================================================================== lines, actuators

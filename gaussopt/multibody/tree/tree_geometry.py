@@ -101,7 +101,12 @@ __all__ = ["TreeKinematics", "ContactPair", "PairGroup", "PAIR_KINDS", "check_ri
 
 #: the geom pairs mapped onto contacts (first geom, second geom)
 PAIR_KINDS = ("plane-sphere", "plane-capsule", "plane-cylinder", "plane-box", "sphere-sphere",
-              "sphere-capsule", "capsule-capsule", "sphere-box", "capsule-box")
+              "sphere-capsule", "capsule-capsule", "sphere-box", "capsule-box",
+              "sphere-cylinder", "capsule-cylinder")
+#: the pairs of a sphere or capsule with a solid cylinder
+_CYLINDER_PAIRS = ("sphere-cylinder", "capsule-cylinder")
+#: the kinds evaluated as one point (at the closest points of the two geoms)
+_ONE_POINT = ("sphere-capsule", "capsule-capsule", "sphere-cylinder", "capsule-cylinder")
 
 #: a cylinder whose axis is within this angle (rad) of a plane's normal lies on its flat
 #: face: the lowest point of a rim is then not one point (a face contact, not mapped)
@@ -111,6 +116,11 @@ FACE_TOL = kernel.PP_FLAT
 #: derivative there, :meth:`PairGroup.nonsmooth_at`); 25 times the largest rotation of a
 #: derivative check's finite-difference step (``1e-6 (1 + |q_j|)``, a few 1e-6 rad)
 KINK_TOL = 1e-4
+
+
+def _part_rows(part) -> int:
+    """The contact points of one of a pair's parts (:meth:`ContactPair.parts`)."""
+    return 1 if part.kind in _ONE_POINT else len(part.points2)
 
 
 def _cross(a, b):
@@ -137,12 +147,15 @@ def _face_error(name: str):
                       "the octagon's).")
 
 
-def _line_error(name1: str, name2: str, edge: bool = False):
-    """The error of two parallel capsules ``name1``, ``name2`` touching (``edge``: capsule
-    ``name1`` along an edge of box ``name2``)."""
+def _line_error(name1: str, name2: str, kind: str = "capsules"):
+    """The error of two parallel capsules ``name1``, ``name2`` touching (``kind``
+    ``"edge"``: capsule ``name1`` along an edge of box ``name2``; ``"cylinder"``: capsule
+    ``name1`` along the side or over a flat face of cylinder ``name2``)."""
     from gaussopt.core.exceptions import ModelError
-    what = (f"capsule {name1!r} and an edge of box {name2!r} touch parallel" if edge else
-            f"capsules {name1!r} and {name2!r} touch with parallel axes")
+    what = {"edge": f"capsule {name1!r} and an edge of box {name2!r} touch parallel",
+            "cylinder": f"capsule {name1!r} touches cylinder {name2!r} parallel to its axis "
+                        "along its side or parallel to a flat face over it",
+            }.get(kind, f"capsules {name1!r} and {name2!r} touch with parallel axes")
     return ModelError(f"{what} (within "
                       f"{FACE_TOL:g} rad): a line contact, where their closest points are not "
                       "one pair and the gap has no derivative. Not mapped: leave the pair out "
@@ -347,8 +360,7 @@ class ContactPair:
         """The contact points (gap rows) of the pair (a capsule against a sphere or a
         capsule: one, at their closest points; a capsule against a box: 14,
         :meth:`parts`)."""
-        return sum(1 if p.kind in ("sphere-capsule", "capsule-capsule") else len(p.points2)
-                   for p in self.parts())
+        return sum(_part_rows(p) for p in self.parts())
 
     def parts(self) -> tuple:
         """The pair as pairs of the kinds evaluated point by point: itself, except a
@@ -370,6 +382,9 @@ class ContactPair:
         ends; tipped over an edge: that edge). MuJoCo's own capsule-box collision is a
         search for the same closest points; written as these pairs, each gap keeps the
         closed-form derivatives of its kind."""
+        if self.kind == "capsule-cylinder":
+            return tuple(dataclasses.replace(self, kind="sphere-cylinder", origin1=e,
+                                             segment1=()) for e in self.segment1) + (self,)
         if self.kind != "capsule-box":
             return (self,)
         half, ax, ay = (np.array(x, dtype=float) for x in self.box2)
@@ -450,7 +465,8 @@ class PairGroup:
                               np.array(pr.origin1, dtype=float).reshape(1, 3),
                               np.array(pr.frame1, dtype=float),
                               np.array(pr.points2, dtype=float).reshape(-1, 3),
-                              float(pr.radius1), float(pr.radius2),
+                              float(pr.radius1),
+                              0.0 if pr.kind in _CYLINDER_PAIRS else float(pr.radius2),
                               pr.kind.startswith("plane"),
                               np.array(pr.axis2, dtype=float)
                               if pr.kind == "plane-cylinder" and not pr.rim_points else None,
@@ -458,7 +474,7 @@ class PairGroup:
                               np.array(pr.segment1, dtype=float).reshape(2, 3)
                               if pr.segment1 else None, pr.geom1,
                               np.array(pr.box2, dtype=float).reshape(3, 3)
-                              if pr.box2 else None))
+                              if pr.box2 else None, self._cylinder(pr)))
         self.k = sum(pr.rows for pr in self.pairs)
         # a world plane's normal and tangents, one row per contact point (constant)
         self._world_plane = [
@@ -474,14 +490,30 @@ class PairGroup:
         # compiled kernel (module docstring); planes carried by moving links by numpy
         fast = [compiled and (g[0] < 0 or not g[7]) for g in self._geo]
         self._slow_pairs = [j for j, f in enumerate(fast) if not f]
-        rows = np.cumsum([0] + [pr.rows for pr in self._parts])
+        rows = np.cumsum([0] + [_part_rows(pr) for pr in self._parts])
         self._fast_rows = np.concatenate(
             [np.arange(rows[j], rows[j + 1]) for j, f in enumerate(fast) if f] or
             [np.zeros(0, dtype=int)])
         self._slow_rows = np.setdiff1d(np.arange(self.k), self._fast_rows)
         geo, rims, lines = [], [], []
         for j, g in enumerate(self._geo):
-            if fast[j] and g[13] is not None:          # a sphere and a box
+            if fast[j] and g[14] is not None:          # a sphere or a capsule and a cylinder
+                rec = np.zeros(kernel.W_PP)
+                rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], g[14][2]
+                rec[kernel.PP_S:kernel.PP_S + 3] = g[14][0]
+                rec[kernel.SS_LINK1], rec[kernel.SS_R1] = g[0], g[5]
+                ends = g[2][0], g[2][0]
+                if g[11] is not None:
+                    ends = g[11][0], g[11][1]
+                rec[kernel.SS_C1:kernel.SS_C1 + 3], rec[kernel.SS_B1:kernel.SS_B1 + 3] = ends
+                rec[kernel.CY_H] = g[14][3]
+                rec[kernel.CY_A:kernel.CY_A + 3] = g[14][1]
+                rec[kernel.PP_KIND] = 3.0
+                geo.append(rec)
+                rims.append(None)
+                if g[11] is not None:
+                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[14][2], "cylinder"))
+            elif fast[j] and g[13] is not None:          # a sphere and a box
                 rec = np.zeros(kernel.W_PP)
                 rec[kernel.PP_LINK], rec[kernel.PP_R] = g[1], 0.0
                 rec[kernel.PP_S:kernel.PP_S + 3] = g[4][0]
@@ -505,7 +537,8 @@ class PairGroup:
                 geo.append(rec)
                 rims.append(None)
                 if g[11] is not None:
-                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[6], g[6] == 0.0))
+                    lines.append((len(geo) - 1, g[12], g[9], g[5] + g[6],
+                                  "edge" if g[6] == 0.0 else "capsules"))
             elif fast[j]:
                 F1 = g[3]
                 axis = np.zeros(3) if g[8] is None else g[8]
@@ -518,8 +551,9 @@ class PairGroup:
         # the kernel's rims: their geoms' names (None: a sphere's point) and radii
         self._pp_rims = [(i, nm, self._pp[i, kernel.PP_R]) for i, nm in enumerate(rims)
                          if nm is not None]
-        # the kernel's pairs of capsules: (record, geom names, the radii's sum, whether the
-        # second is a box's edge)
+        # the kernel's pairs of capsules and of a capsule and a cylinder: (record, geom
+        # names, the radii's sum, "capsules", "edge" (the second a box's edge) or
+        # "cylinder": :func:`_line_error`)
         self._pp_lines = lines
         # (the records of both as arrays, checked per evaluation by numpy: a capsule-box
         # pair has 12 edges, a model dozens of such pairs)
@@ -534,6 +568,17 @@ class PairGroup:
         #: the kernel's record of each of the group's rows that it evaluates
         self._record = {int(r): i for i, r in enumerate(self._fast_rows)}
 
+    @staticmethod
+    def _cylinder(pr: ContactPair):
+        """A sphere's or capsule's cylinder (``pr.points2`` its two rims' centres):
+        ``(centre, unit axis, radius, half height)`` in its link's frame; None for the
+        other kinds."""
+        if pr.kind not in _CYLINDER_PAIRS:
+            return None
+        ends = np.array(pr.points2, dtype=float).reshape(2, 3)
+        return (0.5 * (ends[0] + ends[1]), np.array(pr.axis2, dtype=float),
+                float(pr.radius2), 0.5 * float(np.linalg.norm(ends[0] - ends[1])))
+
     @property
     def has_kinks(self) -> bool:
         """Whether the group holds cylinders against planes or pairs of capsules (the pairs
@@ -544,7 +589,7 @@ class PairGroup:
     def unsigned_rows(self) -> tuple:
         """The rows whose gap is an unsigned distance (the pairs of spheres and capsules:
         positive again past a passage; :attr:`gaussopt.Contact.unsigned`)."""
-        rows = np.cumsum([0] + [pr.rows for pr in self._parts])
+        rows = np.cumsum([0] + [_part_rows(pr) for pr in self._parts])
         return tuple(int(r) for j, g in enumerate(self._geo) if not g[7]
                      for r in range(rows[j], rows[j + 1]))
 
@@ -565,6 +610,18 @@ class PairGroup:
             if g[8] is not None:
                 _, n, _, _ = self._normals(R, X, g, j)
                 if float(np.min(self._rim(R, g, n)[2])) <= KINK_TOL:
+                    return True
+            elif g[11] is not None and g[14] is not None:
+                # (a capsule parallel to a cylinder's axis beside its side, or to a face
+                # over it: turned either way, an end comes closer)
+                e1 = np.diff(self._place(R, X, g[0], g[11]), axis=0)[0]
+                B, a = self._cyl_frame(R, X, g)
+                x = self._nearest(R, X, g)[0][0]
+                region = self._cyl_close(B, a, g[14][2], g[14][3], x)[0]
+                ea = float(e1 @ a)
+                if (region == 1 and abs(ea) <= KINK_TOL * np.linalg.norm(e1)) or (
+                        region == 0 and np.linalg.norm(np.cross(e1, a)) <= KINK_TOL *
+                        np.linalg.norm(e1)):
                     return True
             elif g[11] is not None:
                 e1 = np.diff(self._place(R, X, g[0], g[11]), axis=0)[0]
@@ -616,6 +673,8 @@ class PairGroup:
         inside their segments and holds them at an end). Parallel capsules: the parameter
         of the first is 0, as the kernel's."""
         c1 = cls._place(R, X, g[0], g[2] if g[11] is None else g[11])
+        if g[14] is not None:
+            return cls._cyl_point(R, X, g, c1)
         c2 = cls._place(R, X, g[1], g[4])
         if g[13] is not None:
             return cls._box_point(R, g, c1, c2)
@@ -662,6 +721,93 @@ class PairGroup:
             s[j] = half[j] if lr[j] >= 0 else -half[j]
             sg = -1.0
         return c1, B[0] + sum(s[j] * axes[j] for j in range(3))[None, :], sg
+
+    @classmethod
+    def _cyl_frame(cls, R, X, g):
+        """A cylinder's centre and unit axis in the world (any dtype)."""
+        centre, axis = g[14][0], g[14][1]
+        B = cls._place(R, X, g[1], centre[None, :])[0]
+        return B, (axis if g[1] < 0 else R[g[1]] @ axis)
+
+    @staticmethod
+    def _cyl_close(B, a, rc, hc, x):
+        """``(region, c, n, d)``: the solid cylinder's (centre ``B``, unit axis ``a``,
+        radius ``rc``, half height ``hc``) point ``c`` closest to ``x`` (3,), the unit
+        normal ``n`` from ``x`` towards it, the signed distance ``d`` (inside: the nearer of
+        the side and a flat face, negative); ``region`` 0 the side, 1 a flat face, 2 a rim.
+        Any dtype; the region from the real parts."""
+        r = x - B
+        z = r @ a
+        v = r - z * a
+        rho = np.sqrt(v @ v)
+        if np.real(rho) > 0.0:
+            ur = v / rho
+        else:
+            e = np.zeros(3)
+            e[int(np.argmin(np.abs(np.real(a))))] = 1.0
+            ur = _cross(a, e)
+            ur = ur / np.sqrt(ur @ ur)
+        sg = 1.0 if np.real(z) >= 0.0 else -1.0
+        az = sg * z
+        if np.real(az) < hc and np.real(rho) < rc:
+            region = 1 if np.real(hc - az) <= np.real(rc - rho) else 0
+        elif np.real(az) < hc:
+            region = 0
+        elif np.real(rho) <= rc:
+            region = 1
+        else:
+            region = 2
+        if region == 0:
+            return 0, B + z * a + rc * ur, -ur, rho - rc
+        if region == 1:
+            return 1, B + sg * hc * a + v, -sg * a, az - hc
+        c = B + sg * hc * a + rc * ur
+        m = c - x
+        d = np.sqrt(m @ m)
+        return 2, c, m / d, d
+
+    @classmethod
+    def _cyl_point(cls, R, X, g, C):
+        """``(x, c, sg)`` of a sphere (centre ``C`` (1, 3)) or a capsule (axis ends ``C`` (2,
+        3)) and a solid cylinder: ``x`` the point of the segment closest to the cylinder,
+        ``c`` the cylinder's point closest to ``x`` (1, 3 each), ``sg`` -1 where ``x`` is
+        inside. The signed distance to a convex set is convex along the segment, so its
+        slope ``-n . e`` increases: the end where it does not change sign, else its root,
+        by bisection on the real parts (independent of the kernel's Newton iteration); at a
+        complex argument (a complex step) one Newton step adds the parameter's derivative,
+        with the slope's own derivative in ``s`` by a complex step in ``s`` at the real
+        state."""
+        B, a = cls._cyl_frame(R, X, g)
+        rc, hc = g[14][2], g[14][3]
+        C0, e = C[0], C[-1] - C[0]
+        Br, ar, Cr, er = (np.real(x) for x in (B, a, C0, e))
+
+        def slope(s, B, a, C0, e):
+            return -(cls._cyl_close(B, a, rc, hc, C0 + s * e)[2] @ e)
+
+        s = 0.0
+        if float(er @ er) > 0.0 and slope(0.0, Br, ar, Cr, er) < 0.0:
+            if slope(1.0, Br, ar, Cr, er) <= 0.0:
+                s = 1.0
+            else:
+                lo, hi = 0.0, 1.0
+                while True:
+                    mid = 0.5 * (lo + hi)
+                    if not lo < mid < hi:
+                        break
+                    if slope(mid, Br, ar, Cr, er) < 0.0:
+                        lo = mid
+                    else:
+                        hi = mid
+                s = lo
+                if np.iscomplexobj(C) or np.iscomplexobj(B):
+                    h = 1e-30
+                    fs = np.imag(slope(s + 1j * h, Br, ar, Cr, er)) / h
+                    if fs > 0.0:
+                        s = s - slope(s, B, a, C0, e) / fs
+        x = C[-1] if (isinstance(s, float) and s == 1.0) else C0 + s * e
+        _, c, _, d = cls._cyl_close(B, a, rc, hc, x)
+        return x[None, :], c[None, :], (-1.0 if np.real(d) < 0.0 else 1.0)
 
     @staticmethod
     def _rim(R, g, n):
