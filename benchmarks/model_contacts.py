@@ -1,7 +1,7 @@
 """Whole MJCF models with their contacts: gaussopt's exact contacts against MuJoCo's soft
 ones on the files users bring, one table, one run.
 
-Run: ``python3 benchmarks/model_contacts.py PATH [PATH ...] [--t-end 1.0] [--cone
+Run: ``python3 benchmarks/model_contacts.py PATH [PATH ...] [--t-end 1.0] [--rim-points 8] [--cone
 elliptic]`` (MuJoCo: ``pip install ".[bench]"``). Any MJCF file with contacts: MuJoCo's
 ``model/humanoid/humanoid.xml``, gymnasium's ``envs/mujoco/assets/*.xml``, dm_control's
 ``suite/*.xml`` (their packages are not needed, only the files).
@@ -38,8 +38,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def gaussopt_run(path: str, t_end: float) -> dict:
-    """gaussopt's run of the file with its contacts (defaults, ``project_initial=True``)."""
+def gaussopt_run(path: str, t_end: float, rim_points: int = 0) -> dict:
+    """gaussopt's run of the file with its contacts (defaults, ``project_initial=True``;
+    ``rim_points``: cylinders against planes as that many points per rim, for a puck or a
+    can standing on its face)."""
     sys.path.insert(0, str(ROOT))
     import gaussopt as go
     from gaussopt.model.contact import ContactPoints
@@ -48,7 +50,7 @@ def gaussopt_run(path: str, t_end: float) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # (the loader's list of unmapped features)
         model = load(path)
-    system = model.with_contacts()
+    system = model.with_contacts(rim_points=rim_points)
     q0, v0 = model.initial_state()
     go.simulate(system, (0.0, 1e-3), q0, v0, project_initial=True)     # (loads the code)
     w0 = time.perf_counter()
@@ -90,6 +92,9 @@ def main() -> int:
     ap.add_argument("--t-end", type=float, default=1.0, help="simulated seconds")
     ap.add_argument("--cone", default="elliptic", choices=("elliptic", "pyramidal"),
                     help="MuJoCo's friction cone")
+    ap.add_argument("--rim-points", type=int, default=0,
+                    help="gaussopt: each cylinder rim against a plane as K points (a puck "
+                         "standing on its face, gymnasium's Pusher); 0: the rims' lowest points")
     args = ap.parse_args()
     try:
         import mujoco  # noqa: F401
@@ -101,7 +106,7 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for path in args.paths:
         name = Path(path).stem
-        g = gaussopt_run(path, args.t_end)
+        g = gaussopt_run(path, args.t_end, args.rim_points)
         done = "" if g["ok"] else f" (stopped at {g['t']:.4g} s: {g['message'][:80]})"
         print(f"| {name} ({g['points']}) | gaussopt, defaults | {g['wall']:.3g} s{done} | 1 | "
               f"{g['penetration']:.1e} m | {g['impacts']} / {g['transitions']} / "

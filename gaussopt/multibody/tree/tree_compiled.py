@@ -727,6 +727,22 @@ def _points(p, q, v, geo, gap, G, gam, T, u, ugam, tilt, full):
       omega x R s')`` (``n`` is orthogonal to the free axes). A centre inside the box takes
       its nearest face's point and the gap ``-|c - o| - r`` (``n`` reversed; ``gamma``'s
       first term changes sign).
+    * a segment ``x(s) = C + s e``, ``s`` in ``[0, 1]`` (a capsule's axis, or a sphere's
+      centre with ``e = 0``), and a solid cylinder (centre ``B``, unit axis ``a``, radius
+      ``rc``, half height ``hc``): ``x`` the segment's point nearest the cylinder
+      (:func:`_cyl_param`: the signed distance ``phi`` is convex along the segment) and
+      ``c`` the cylinder's point closest to ``x`` (:func:`_cyl_near`), ``n`` from ``x``
+      towards ``c``, gap ``phi - r``. With ``w = x' - (U + omega x x)`` (``x``'s velocity
+      relative to the cylinder's material point there), ``H`` the distance's Hessian and
+      ``C`` the closest point's Jacobian (:func:`_cyl_hess`): ``phi_t = -n . w``, the
+      bias part of ``phi_tt`` is ``-n . (x''_b - z - 2 omega x w) + w . H w`` (``z`` the
+      cylinder's material point's bias acceleration at ``x``), and inside the segment
+      ``s' = -phi_st / phi_ss`` with ``phi_ss = e . H e``, ``phi_st = e . H w - n . (e' -
+      omega x e)``, so ``gamma = -(bias of phi_tt + phi_st s')`` (at an end, ``s' = 0``).
+      The normal turns at ``n' = omega x n - H (w + s' e)``, the contact point ``c`` moves
+      at the cylinder's velocity there plus ``C (w + s' e)``. A segment parallel to a face
+      it lies over, or to the axis beside the side, has no single nearest point: ``tilt``
+      0 (a line contact).
 
     The columns of ``G`` and ``T`` are those of the links' coordinates and their ancestors'
     (zero elsewhere; a common ancestor's are the difference of the two)."""

@@ -85,6 +85,21 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   lying on a face: its ends; a rod across a face: the edges it crosses); where the load
   passes from an end sphere to an edge (the end rolling over the edge), the edge's gap
   has a double zero and is closed where it dips below the closing watch's margin.
+* ``sphere``-``cylinder`` (a ball against a puck, a foot against a wheel): as two
+  spheres, with ``c2`` the solid cylinder's point closest to the sphere's centre (in the
+  cylinder's frame: on the side at the centre's height, on a flat face under it, or on a
+  rim; a centre inside takes the nearer of the side and the face, and a negative gap).
+  The convective terms carry ``c2``'s motion through the distance's Hessian (``up up^T /
+  rho`` on the side, 0 on a face, ``(I - n n^T - (r / rho) up up^T) / d`` on a rim, ``up``
+  the circumferential direction, ``rho`` the distance from the axis).
+* ``capsule``-``cylinder``: 3 points, the capsule's two end spheres (``sphere``-
+  ``cylinder``) and the point of its axis nearest the cylinder (:meth:`ContactPair.parts`:
+  the signed distance to a convex set is convex along the axis; the kernel finds its least
+  value by Newton's method on its slope inside a shrinking bracket, and the point's rate
+  along the axis from the differentiated stationarity, ``s' = -phi_st / phi_ss``). A
+  capsule parallel to the cylinder's axis beside its side, or parallel to a flat face over
+  it, touches along a line: touching so, the derivatives raise
+  :class:`~gaussopt.ModelError` naming both (a run ends there with ``success=False``).
 """
 
 from __future__ import annotations
@@ -318,6 +333,8 @@ class ContactPair:
         The contact spheres' centres (box: corners) of ``geom2`` in ``link2``'s frame, (k, 3);
         of a ``sphere-capsule`` or ``capsule-capsule`` pair, the two ends of the second
         capsule's axis segment (one contact point, at the closest points); of a
+        ``sphere-cylinder`` or ``capsule-cylinder`` pair, the cylinder's two rims' centres
+        (``radius2`` its radius, ``axis2`` its axis); of a
         ``sphere-box`` or ``capsule-box`` pair, the box's centre (:attr:`box2`: its sizes
         and axes).
     radius1, radius2 : float
@@ -368,6 +385,15 @@ class ContactPair:
         (``sphere-box``, the +z end first), then the capsule against each of the box's 12
         edges as a capsule of radius 0 (``capsule-capsule``: the edges along the box's x,
         then y, then z axis, the other two coordinates' signs running ``++, +-, -+, --``).
+
+        A ``capsule-cylinder`` pair is 3: its capsule's two end spheres against the
+        cylinder (``sphere-cylinder``, the +z end first), then itself, evaluated at the
+        point of the capsule's axis nearest the cylinder. Why: the signed distance of a
+        point of the axis to the solid cylinder is convex along the axis, so its least value
+        is one point's (the kernel finds it); the end spheres carry a capsule resting on
+        its two ends (on a flat face; there the nearest point is not one point, a line
+        contact, see :func:`_line_error`), and where the nearest point reaches an end the
+        two rows coincide.
 
         Why these 14 are exact: the distance from a point ``p(s)`` of the capsule's axis to
         the box is convex in ``s``; where the box's point closest to it lies inside a face,
@@ -446,7 +472,8 @@ class PairGroup:
         Link name -> the link's index in ``kin``.
     compiled : bool, default True
         Evaluate the pairs of spheres, boxes and cylinders against world planes and the
-        pairs of spheres and capsules by the compiled kernel (:func:`~gaussopt.multibody.tree.
+        pairs of spheres and capsules with each other, boxes and cylinders by the compiled
+        kernel (:func:`~gaussopt.multibody.tree.
         tree_compiled.contact_points`: the convective terms from the kernel's bias
         accelerations). ``False``: every pair by the numpy path (the complex steps; what
         the tests compare the kernel with).
