@@ -897,8 +897,8 @@ def _tree_contacts(mj, m, d, out: _TreeMapping, owner: list, link_body: dict) ->
     against capsules (one point, at the closest points of the centres, axis segments or
     box), capsules against boxes (14 points: the capsule's end spheres against the box, the
     capsule against the box's 12 edges, :meth:`~gaussopt.multibody.tree.tree_geometry.
-    ContactPair.parts`), spheres and capsules against solid cylinders (a sphere: one point;
-    a capsule: 3, its end spheres and its axis's point nearest the cylinder); ``condim`` 1 (frictionless) and 3 (sliding friction). Everything else is counted
+    ContactPair.parts`), spheres and capsules against solid cylinders (one point: a
+    capsule's at its axis's point nearest the cylinder); ``condim`` 1 (frictionless) and 3 (sliding friction). Everything else is counted
     in ``out.unmapped``."""
     from gaussopt.multibody.tree.tree_geometry import PAIR_KINDS, ContactPair
 

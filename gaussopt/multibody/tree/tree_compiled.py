@@ -1305,9 +1305,16 @@ def _seg_cylinder(p, R, X, S, V, Ab, geo, i, gap, G, gam, T, u, ugam, tilt, full
         if (rg == 1 and ea * ea <= PP_FLAT * PP_FLAT * ee) or \
                 (rg == 0 and ee - ea * ea <= PP_FLAT * PP_FLAT * ee):
             tilt[i] = 0.0
-    # the segment's material point at x (affine along it) and the cylinder's there
-    vx0, vx1, vx2 = vc0 + s * (vd0 - vc0), vc1 + s * (vd1 - vc1), vc2 + s * (vd2 - vc2)
-    ax0, ax1, ax2 = ac0 + s * (ad0 - ac0), ac1 + s * (ad1 - ac1), ac2 + s * (ad2 - ac2)
+    # the segment's material point at x (affine along it; at an end, the end's own values:
+    # a capsule's middle point there is its end sphere's row bit for bit, not a row that
+    # differs from it by rounding) and the cylinder's there
+    if s == 0.0:
+        vx0, vx1, vx2, ax0, ax1, ax2 = vc0, vc1, vc2, ac0, ac1, ac2
+    elif s == 1.0:
+        vx0, vx1, vx2, ax0, ax1, ax2 = vd0, vd1, vd2, ad0, ad1, ad2
+    else:
+        vx0, vx1, vx2 = vc0 + s * (vd0 - vc0), vc1 + s * (vd1 - vc1), vc2 + s * (vd2 - vc2)
+        ax0, ax1, ax2 = ac0 + s * (ad0 - ac0), ac1 + s * (ad1 - ac1), ac2 + s * (ad2 - ac2)
     y0, y1, y2, _, _, _ = _at_point(V, Ab, k2, x0, x1, x2, 0.0, 0.0, 0.0)
     _, _, _, z0, z1, z2 = _at_point(V, Ab, k2, x0, x1, x2, y0, y1, y2)
     om0 = om1 = om2 = 0.0

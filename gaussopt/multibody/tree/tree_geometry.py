@@ -92,14 +92,15 @@ velocities of pairs of one friction coefficient (one :class:`~gaussopt.Contact`)
   The convective terms carry ``c2``'s motion through the distance's Hessian (``up up^T /
   rho`` on the side, 0 on a face, ``(I - n n^T - (r / rho) up up^T) / d`` on a rim, ``up``
   the circumferential direction, ``rho`` the distance from the axis).
-* ``capsule``-``cylinder``: 3 points, the capsule's two end spheres (``sphere``-
-  ``cylinder``) and the point of its axis nearest the cylinder (:meth:`ContactPair.parts`:
-  the signed distance to a convex set is convex along the axis; the kernel finds its least
-  value by Newton's method on its slope inside a shrinking bracket, and the point's rate
-  along the axis from the differentiated stationarity, ``s' = -phi_st / phi_ss``). A
-  capsule parallel to the cylinder's axis beside its side, or parallel to a flat face over
-  it, touches along a line: touching so, the derivatives raise
-  :class:`~gaussopt.ModelError` naming both (a run ends there with ``success=False``).
+* ``capsule``-``cylinder``: one point, at the point of the capsule's axis nearest the
+  cylinder (the signed distance to a convex set is convex along the axis; the kernel finds
+  its least value by Newton's method on its slope inside a shrinking bracket, and the
+  point's rate along the axis from the differentiated stationarity, ``s' = -phi_st /
+  phi_ss``; at an end of the axis it is the end sphere's). Convexity also makes one point
+  enough: where the distance is least at two points of the axis it is least between them,
+  a line contact -- a capsule parallel to the cylinder's axis beside its side, or lying
+  parallel to a flat face -- where the derivatives raise :class:`~gaussopt.ModelError`
+  naming both (a run ends there with ``success=False``).
 """
 
 from __future__ import annotations
@@ -386,14 +387,11 @@ class ContactPair:
         edges as a capsule of radius 0 (``capsule-capsule``: the edges along the box's x,
         then y, then z axis, the other two coordinates' signs running ``++, +-, -+, --``).
 
-        A ``capsule-cylinder`` pair is 3: its capsule's two end spheres against the
-        cylinder (``sphere-cylinder``, the +z end first), then itself, evaluated at the
-        point of the capsule's axis nearest the cylinder. Why: the signed distance of a
-        point of the axis to the solid cylinder is convex along the axis, so its least value
-        is one point's (the kernel finds it); the end spheres carry a capsule resting on
-        its two ends (on a flat face; there the nearest point is not one point, a line
-        contact, see :func:`_line_error`), and where the nearest point reaches an end the
-        two rows coincide.
+        (A ``capsule-cylinder`` pair is one point, at the point of the capsule's axis
+        nearest the cylinder: the signed distance of a point of the axis to the solid
+        cylinder is convex along the axis, so where it is least at two points it is least
+        between them too -- the capsule then touches along a line, a line contact
+        (:func:`_line_error`). Every other contact is one point's.)
 
         Why these 14 are exact: the distance from a point ``p(s)`` of the capsule's axis to
         the box is convex in ``s``; where the box's point closest to it lies inside a face,
@@ -408,9 +406,6 @@ class ContactPair:
         ends; tipped over an edge: that edge). MuJoCo's own capsule-box collision is a
         search for the same closest points; written as these pairs, each gap keeps the
         closed-form derivatives of its kind."""
-        if self.kind == "capsule-cylinder":
-            return tuple(dataclasses.replace(self, kind="sphere-cylinder", origin1=e,
-                                             segment1=()) for e in self.segment1) + (self,)
         if self.kind != "capsule-box":
             return (self,)
         half, ax, ay = (np.array(x, dtype=float) for x in self.box2)
