@@ -1248,6 +1248,32 @@ def test_a_sphere_or_capsule_slides_over_a_cylinder_and_leaves_where_energy_says
     np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
 
 
+def test_a_capsule_strikes_a_free_cylinder_end_on_and_they_exchange_velocities():
+    """Zero gravity: a capsule (axis along x, mass 1) moving at 1 m/s along its axis
+    towards a free cylinder (axis z, mass 1) at rest, aimed at its axis: the capsule's end
+    (its axis's nearest point, at the end of the segment) strikes the side at ``t = gap /
+    v`` and with an elastic impact the two exchange velocities, neither turning (the
+    normal passes through both centres of mass: a central impact of equal masses, closed
+    form). Tolerances as the module's."""
+    xml = f"""<mujoco><option gravity="0 0 0"/><worldbody>
+<body name="can"><freejoint/><geom name="can" type="cylinder" size=".2 .15" mass="1"/></body>
+<body name="rod" pos="-.6 0 0"><freejoint/>
+<geom name="rod" type="capsule" fromto="-.15 0 0 .15 0 0" size=".04" mass="1"/></body>
+</worldbody></mujoco>"""
+    model, _ = load(xml)
+    assert [p.kind for p in model.contact_pairs] == ["capsule-cylinder"]
+    u0 = np.zeros(model.n)
+    u0[7] = 1.0                                   # the rod's x velocity (q' = v)
+    T = 0.5
+    tr = go.simulate(model.with_contacts(restitution=1.0), (0.0, T), model.q_reference, u0,
+                     **TOL)
+    assert tr.success, tr.message
+    t_hit = 0.6 - 0.15 - 0.04 - 0.2
+    assert [im.t for im in tr.impacts] == [pytest.approx(t_hit, rel=1e-9, abs=0)]
+    np.testing.assert_allclose(tr.q[-1][[0, 7]], [T - t_hit, -0.6 + t_hit], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(tr.v[-1], np.eye(model.n)[0], rtol=0, atol=1e-8)
+
+
 @pytest.mark.parametrize("lying", ["along the side", "on the face"])
 def test_a_capsule_parallel_to_a_cylinder_runs_until_it_touches_along_a_line(lying):
     """A free capsule (radius 0.05) parallel to a world cylinder's axis above its side, or
