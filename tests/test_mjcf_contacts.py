@@ -1001,22 +1001,33 @@ def test_parallel_capsules_run_until_they_touch_along_a_line():
 <body name="log" pos="0 0 {0.1 + h}"><freejoint/>
 <geom name="log" type="capsule" fromto="-.3 0 0 .3 0 0" size=".05" mass="1"/></body>
 </worldbody></mujoco>"""
+    _lands_along_a_line(xml, "capsule-capsule", "capsules 'bar' and 'log' touch with "
+                        "parallel axes", h, 0.1)
+
+
+def _lands_along_a_line(xml, kind, message, h, rest):
+    """Drop ``xml``'s free capsule (a pair of ``kind``, parallel at the start: a kink,
+    ``nonsmooth_at``) from ``h`` above touching: it lands at ``sqrt(2 h / g)`` (1e-10 s)
+    where the run ends naming the line contact (``message``); with ``rest`` (a height),
+    the same drop crossed by 0.1 rad about z rests with its centre at that height."""
     model, _ = load(xml)
-    assert [p.kind for p in model.contact_pairs] == ["capsule-capsule"]
+    assert [p.kind for p in model.contact_pairs] == [kind]
     system = model.with_contacts()
     assert system.constraints[-1].nonsmooth_at(0.0, model.q_reference)
     run = go.simulate(system, (0.0, 0.5), model.q_reference, np.zeros(model.n))
     assert not run.success
-    assert "capsules 'bar' and 'log' touch with parallel axes" in run.message
+    assert message in run.message
     assert abs(run.t[-1] - math.sqrt(2 * h / G0)) < 1e-10
+    if rest is None:
+        return
     crossed = model.q_reference.copy()
     crossed[3:7] = [math.cos(0.05), 0.0, 0.0, math.sin(0.05)]      # 0.1 rad about z
     assert not system.constraints[-1].nonsmooth_at(0.0, crossed)
     run = go.simulate(system, (0.0, 0.5), crossed, np.zeros(model.n))
     assert run.success, run.message
-    # (resting across the bar its centre is the radii's sum above the bar's axis, held by
+    # (resting across the bar its centre is the radii's sum above its axis, held by
     # the phase's rows to their consistency tolerance, 1e-8 relative to max|q| ~ 1)
-    np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, 0.1], rtol=0, atol=1e-8)
+    np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, rest], rtol=0, atol=1e-8)
 
 
 @pytest.mark.parametrize("over", ["edge", "corner"])
@@ -1292,23 +1303,9 @@ def test_a_capsule_parallel_to_a_cylinder_runs_until_it_touches_along_a_line(lyi
 <body name="log" pos="0 0 .35"><freejoint/>
 <geom name="log" type="capsule" fromto="-.1 0 0 .1 0 0" size=".05" mass="1"/></body>
 </worldbody></mujoco>"""
-    model, _ = load(xml)
-    assert [p.kind for p in model.contact_pairs] == ["capsule-cylinder"]
-    system = model.with_contacts()
-    assert system.constraints[-1].nonsmooth_at(0.0, model.q_reference)
-    run = go.simulate(system, (0.0, 0.5), model.q_reference, np.zeros(model.n))
-    assert not run.success
-    assert "capsule 'log' touches cylinder 'can' parallel" in run.message
-    assert abs(run.t[-1] - math.sqrt(2 * h / G0)) < 1e-10
-    if lying == "along the side":
-        crossed = model.q_reference.copy()
-        crossed[3:7] = [math.cos(0.05), 0.0, 0.0, math.sin(0.05)]      # 0.1 rad about z
-        assert not system.constraints[-1].nonsmooth_at(0.0, crossed)
-        run = go.simulate(system, (0.0, 0.5), crossed, np.zeros(model.n))
-        assert run.success, run.message
-        # (resting across the cylinder, its centre R + r above the axis, held by the
-        # phase's rows to their consistency tolerance, 1e-8 relative to max|q| ~ 1)
-        np.testing.assert_allclose(run.q[-1][:3], [0.0, 0.0, 0.25], rtol=0, atol=1e-8)
+    # (crossed, it rests across the cylinder, its centre R + r above the axis)
+    _lands_along_a_line(xml, "capsule-cylinder", "capsule 'log' touches cylinder 'can' "
+                        "parallel", h, 0.25 if lying == "along the side" else None)
 
 
 CAPSULE_BOX = """<mujoco><option gravity="0 0 0"/><worldbody>
