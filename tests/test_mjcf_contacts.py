@@ -937,6 +937,47 @@ def _leaves_and_flies(model, q0, u0, t_l, x_l, v_l):
     return tr
 
 
+def _on_a_bar(bar, top, R, r, x0):
+    """A free frictionless sphere or capsule (``top``; radius ``r``, mass 1; a capsule's
+    axis along y) resting at ``x = x0`` on top of a horizontal world ``bar`` (a capsule or
+    a cylinder of radius ``R``, its axis along x from -1 to 1), under gravity: the loaded
+    model, its one pair checked."""
+    geom = (f'<geom name="b" size="{r}" mass="1" condim="1"/>' if top == "sphere" else
+            f'<geom name="b" type="capsule" fromto="0 -.15 0 0 .15 0" size="{r}" mass="1" '
+            'condim="1"/>')
+    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
+<geom name="bar" type="{bar}" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
+<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>{geom}</body></worldbody></mujoco>"""
+    model, _ = load(xml)
+    kind = ("sphere-" if top == "sphere" else "capsule-") + bar
+    assert [(p.kind, p.friction) for p in model.contact_pairs] == [(kind, 0.0)]
+    return model
+
+
+def _turns_over_and_leaves(model, v0, x0, rho, along, centre):
+    """Launch :func:`_on_a_bar`'s body at ``v0`` along the bar (``along``: it slides
+    straight to ``x = 1`` first) or across it: it turns on the circle of radius ``rho``
+    about ``centre`` and leaves where ``cos th = (2 + v0^2 / (g rho)) / 3``, at the time
+    energy gives (scipy's quad, its error estimate below 1e-12 of it), then flies and does
+    not turn (:func:`_leaves_and_flies`)."""
+    cos_l = (2.0 + v0 ** 2 / (G0 * rho)) / 3.0
+    th_l = math.acos(cos_l)
+    from scipy.integrate import quad
+    t_turn, err = quad(lambda th: rho / math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - math.cos(th))),
+                       0.0, th_l, epsabs=0.0, epsrel=1e-13)
+    assert err < 1e-12 * t_turn                           # (its estimate: ~2e-15 s)
+    t_l = t_turn + ((1.0 - x0) / v0 if along else 0.0)
+    u0 = np.zeros(model.n)
+    u0[0 if along else 1] = v0
+    # the leaving state about the centre of turning, then the parabola
+    e = np.array([1.0, 0.0, 0.0]) if along else np.array([0.0, 1.0, 0.0])
+    speed = math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - cos_l))
+    x_l = centre + rho * (math.sin(th_l) * e + np.array([0.0, 0.0, cos_l]))
+    v_l = speed * (cos_l * e - math.sin(th_l) * np.array([0.0, 0.0, 1.0]))
+    tr = _leaves_and_flies(model, model.q_reference, u0, t_l, x_l, v_l)
+    np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
+
+
 @pytest.mark.parametrize("top, along", [("sphere", False), ("sphere", True),
                                        ("capsule", True)])
 def test_a_sphere_or_capsule_slides_over_a_capsule_and_leaves_where_energy_says(top, along):
@@ -957,33 +998,9 @@ def test_a_sphere_or_capsule_slides_over_a_capsule_and_leaves_where_energy_says(
     axis and sit at the middle of the capsule's (two-segment case). Tolerances as the
     module's (rtol = atol = 1e-12: events 1e-9 relative, states 1e-8)."""
     R, r, v0, x0 = 0.2, 0.1, 0.8, 0.5
-    geom = (f'<geom name="b" size="{r}" mass="1" condim="1"/>' if top == "sphere" else
-            f'<geom name="b" type="capsule" fromto="0 -.15 0 0 .15 0" size="{r}" mass="1" '
-            'condim="1"/>')
-    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
-<geom name="bar" type="capsule" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
-<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>{geom}</body></worldbody></mujoco>"""
-    model, _ = load(xml)
-    kind = "sphere-capsule" if top == "sphere" else "capsule-capsule"
-    assert [(p.kind, p.friction) for p in model.contact_pairs] == [(kind, 0.0)]
-    rho = R + r
-    cos_l = (2.0 + v0 ** 2 / (G0 * rho)) / 3.0
-    th_l = math.acos(cos_l)
-    from scipy.integrate import quad
-    t_cap, err = quad(lambda th: rho / math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - math.cos(th))),
-                      0.0, th_l, epsabs=0.0, epsrel=1e-13)
-    assert err < 1e-12 * t_cap                            # (its estimate: 2.4e-15 s)
-    t_l = t_cap + ((1.0 - x0) / v0 if along else 0.0)
-    u0 = np.zeros(model.n)
-    u0[0 if along else 1] = v0
-    # the leaving state about the nearest axis point, then the parabola
-    e = np.array([1.0, 0.0, 0.0]) if along else np.array([0.0, 1.0, 0.0])
+    model = _on_a_bar("capsule", top, R, r, x0)
     centre = np.array([1.0, 0.0, 0.0]) if along else np.array([x0, 0.0, 0.0])
-    speed = math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - cos_l))
-    x_l = centre + rho * (math.sin(th_l) * e + np.array([0.0, 0.0, cos_l]))
-    v_l = speed * (cos_l * e - math.sin(th_l) * np.array([0.0, 0.0, 1.0]))
-    tr = _leaves_and_flies(model, model.q_reference, u0, t_l, x_l, v_l)
-    np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
+    _turns_over_and_leaves(model, v0, x0, R + r, along, centre)
 
 
 def test_parallel_capsules_run_until_they_touch_along_a_line():
@@ -1231,32 +1248,10 @@ def test_a_sphere_or_capsule_slides_over_a_cylinder_and_leaves_where_energy_says
     force passes through its centre of mass and it does not turn. Then free flight
     (closed form). Tolerances as the module's (events 1e-9 relative, states 1e-8)."""
     R, r, v0, x0 = 0.2, 0.1, 0.8, 0.5
-    geom = (f'<geom name="b" size="{r}" mass="1" condim="1"/>' if top == "sphere" else
-            f'<geom name="b" type="capsule" fromto="0 -.15 0 0 .15 0" size="{r}" mass="1" '
-            'condim="1"/>')
-    xml = f"""<mujoco><option gravity="0 0 -{G0}"/><worldbody>
-<geom name="can" type="cylinder" fromto="-1 0 0 1 0 0" size="{R}" condim="1"/>
-<body name="ball" pos="{x0} 0 {R + r}"><freejoint/>{geom}</body></worldbody></mujoco>"""
-    model, _ = load(xml)
-    kind = "sphere-cylinder" if top == "sphere" else "capsule-cylinder"
-    assert [(p.kind, p.friction) for p in model.contact_pairs] == [(kind, 0.0)]
-    rho = R + r if over == "side" else r
-    cos_l = (2.0 + v0 ** 2 / (G0 * rho)) / 3.0
-    th_l = math.acos(cos_l)
-    from scipy.integrate import quad
-    t_turn, err = quad(lambda th: rho / math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - math.cos(th))),
-                       0.0, th_l, epsabs=0.0, epsrel=1e-13)
-    assert err < 1e-12 * t_turn
-    t_l = t_turn + ((1.0 - x0) / v0 if over == "rim" else 0.0)
-    u0 = np.zeros(model.n)
-    u0[0 if over == "rim" else 1] = v0
-    e = np.array([1.0, 0.0, 0.0]) if over == "rim" else np.array([0.0, 1.0, 0.0])
-    centre = np.array([1.0, 0.0, R]) if over == "rim" else np.array([x0, 0.0, 0.0])
-    speed = math.sqrt(v0 ** 2 + 2 * G0 * rho * (1 - cos_l))
-    x_l = centre + rho * (math.sin(th_l) * e + np.array([0.0, 0.0, cos_l]))
-    v_l = speed * (cos_l * e - math.sin(th_l) * np.array([0.0, 0.0, 1.0]))
-    tr = _leaves_and_flies(model, model.q_reference, u0, t_l, x_l, v_l)
-    np.testing.assert_allclose(tr.q[-1][3:7], [1.0, 0.0, 0.0, 0.0], rtol=0, atol=1e-8)
+    model = _on_a_bar("cylinder", top, R, r, x0)
+    along = over == "rim"
+    centre = np.array([1.0, 0.0, R]) if along else np.array([x0, 0.0, 0.0])
+    _turns_over_and_leaves(model, v0, x0, R + r if over == "side" else r, along, centre)
 
 
 def test_a_capsule_strikes_a_free_cylinder_end_on_and_they_exchange_velocities():
